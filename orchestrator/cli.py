@@ -1,0 +1,284 @@
+"""The ``weave`` command line. Every command reads WEAVE_DSN (a mysql:// URL) unless given --dsn;
+commands that act for someone read WEAVE_TOKEN and WEAVE_NAMESPACE unless given --token/--namespace."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from procedures import db, errors, installer, routines
+
+EXIT_USAGE = 2
+EXIT_FAILED = 1
+
+
+def _print(args: argparse.Namespace, payload: Any, human: Callable[[Any], str] | None = None) -> None:
+    if getattr(args, "json", False) or human is None:
+        print(json.dumps(payload, indent=None if getattr(args, "json", False) else 2, default=str))
+    else:
+        print(human(payload))
+
+
+def _conn(args: argparse.Namespace, *, check: bool = True):
+    conn = db.connect(db.dsn_from_env(args.dsn))
+    if check:
+        installer.check_level(conn)
+    return conn
+
+
+def _token(args: argparse.Namespace) -> str:
+    token = args.token or os.environ.get("WEAVE_TOKEN")
+    if not token:
+        raise SystemExit("weave: a token is needed: pass --token or set WEAVE_TOKEN")
+    return token
+
+
+# --- commands -------------------------------------------------------------------------------------------
+def cmd_migrate(args: argparse.Namespace) -> int:
+    dsn = db.dsn_from_env(args.dsn)
+    report = installer.migrate(dsn, test_clock=args.test_clock,
+                               progress=(lambda m: print(m, file=sys.stderr)) if not args.json else (lambda _: None))
+    payload = {"database": report.database, "clock_mode": report.clock_mode, "changed": report.changed,
+               "migrations_applied": report.migrations_applied, "routines_installed": report.routines_installed,
+               "routines_dropped": report.routines_dropped, "level": installer.shipped_level()}
+    _print(args, payload, lambda p: (
+        f"database {p['database']} is at level {p['level']} ({p['clock_mode'].lower()} clock); "
+        + ("nothing to do" if not p["changed"] else
+           f"{len(p['migrations_applied'])} migration(s), {len(p['routines_installed'])} routine(s) installed, "
+           f"{len(p['routines_dropped'])} dropped")))
+    return 0
+
+
+def cmd_bootstrap(args: argparse.Namespace) -> int:
+    with _conn(args) as conn:
+        row = routines.namespace_bootstrap(conn, args.namespace)
+    payload = {"namespace": row["namespace"], "credential_id": row["credential_id"], "token": row["token"]}
+    _print(args, payload, lambda p: (
+        f"namespace {p['namespace']} is ready.\nadmin credential {p['credential_id']} "
+        f"(scopes admin, definitions:publish; no signal rights)\ntoken (shown once): {p['token']}"))
+    return 0
+
+
+def cmd_credentials_create(args: argparse.Namespace) -> int:
+    with _conn(args) as conn:
+        row = routines.credential_create(conn, _token(args), args.namespace, args.actor, args.scopes, args.queues)
+    _print(args, row, lambda p: f"credential {p['credential_id']} for {p['actor']}\ntoken (shown once): {p['token']}")
+    return 0
+
+
+def cmd_credentials_disable(args: argparse.Namespace) -> int:
+    with _conn(args) as conn:
+        row = routines.credential_disable(conn, _token(args), args.namespace, args.credential_id)
+    _print(args, row, lambda p: f"credential {p['credential_id']} is {p['status']}")
+    return 0
+
+
+def cmd_apps_create(args: argparse.Namespace) -> int:
+    with _conn(args) as conn:
+        row = routines.app_put(conn, _token(args), args.namespace, args.name, args.max_in_flight, args.status)
+    _print(args, row, lambda p: f"app {p['name']}: max_in_flight {p['max_in_flight']}, {p['status']}")
+    return 0
+
+
+def cmd_queues_create(args: argparse.Namespace) -> int:
+    with _conn(args) as conn:
+        row = routines.queue_put(conn, _token(args), args.namespace, args.name, args.capacity)
+    _print(args, row, lambda p: f"queue {p['name']}: capacity {p['capacity']}")
+    return 0
+
+
+def cmd_definitions_publish(args: argparse.Namespace) -> int:
+    from orchestrator import definitions
+
+    raw = Path(args.file).read_bytes() if args.file != "-" else sys.stdin.buffer.read()
+    try:
+        definition = definitions.validate(raw)
+    except definitions.DefinitionError as exc:
+        print(f"weave: {args.file} is not a valid definition:\n{exc}", file=sys.stderr)
+        return EXIT_FAILED
+    with _conn(args) as conn:
+        row = routines.definition_publish(conn, _token(args), args.namespace, definition)
+    _print(args, row, lambda p: (f"definition {p['name']} version {p['version']} "
+                                 + ("published" if p["created"] else "unchanged (same content as the latest)")))
+    return 0
+
+
+def cmd_workflows_start(args: argparse.Namespace) -> int:
+    import uuid
+
+    input_json = args.input if args.input is not None else "{}"
+    with _conn(args) as conn:
+        row = routines.instance_start(
+            conn, _token(args), args.namespace, definition=args.definition, version=args.version, app=args.app,
+            input_json=input_json, idempotency_key=args.idempotency_key or str(uuid.uuid4()),
+            deadline_ms=args.deadline_ms, business_key=args.business_key)
+    _print(args, row, lambda p: f"{p['workflow_id']} {p['status']}" + ("" if p["created"] else " (replayed)"))
+    return 0
+
+
+def cmd_workflows_show(args: argparse.Namespace) -> int:
+    with _conn(args) as conn:
+        inst = routines.instance_get(conn, _token(args), args.namespace, args.workflow_id)
+    _print(args, inst, _human_instance)
+    return 0
+
+
+def _human_instance(inst: dict) -> str:
+    lines = [f"{inst['workflow_id']}  {inst['definition']['name']} v{inst['definition']['version']}  "
+             f"{inst['status']} ({inst['control']}, gate {inst['gate']})  deadline {inst['deadline_at']}"]
+    for step in inst["steps"]:
+        extra = ""
+        if step["wait"]:
+            w = step["wait"]
+            extra = f"  wait {w['status']} due {w.get('due_at') or w.get('deadline_at')}"
+        if step["poll"]:
+            p = step["poll"]
+            extra += f"  rounds {p['rounds_used']}/{p['max_rounds']} next {p['next_poll_at']}"
+        lines.append(f"  {step['key']:<24} {step['type']:<7} {step['status']:<13} "
+                     f"#{step['activation_sequence']}{extra}")
+    for reason in inst["review_reasons"]:
+        lines.append(f"  review: {reason['code']} {reason['step_key'] or ''} {json.dumps(reason['detail'])}")
+    return "\n".join(lines)
+
+
+def cmd_workflows_events(args: argparse.Namespace) -> int:
+    with _conn(args) as conn:
+        events = routines.instance_events(conn, _token(args), args.namespace, args.workflow_id, args.after, args.limit)
+    _print(args, events, lambda evs: "\n".join(
+        f"{e['seq']:>5} {e['occurred_at']} {e['type']:<22} {e['step_key'] or '':<20} {json.dumps(e['data'])}"
+        for e in evs) or "no events")
+    return 0
+
+
+def cmd_orchestrator(args: argparse.Namespace) -> int:
+    from orchestrator.loop import run_orchestrator
+
+    return run_orchestrator(db.dsn_from_env(args.dsn), batch=args.batch, concurrency=args.concurrency,
+                            idle_probe_ms=args.idle_probe_ms, node_id=args.node_id)
+
+
+# --- parser ---------------------------------------------------------------------------------------------
+def _common(p: argparse.ArgumentParser, *, token: bool = True, namespace: bool = True, json_out: bool = True) -> None:
+    p.add_argument("--dsn", help="database URL (default: $WEAVE_DSN, else mysql://root@127.0.0.1:3306/weave)")
+    if namespace:
+        p.add_argument("--namespace", default=os.environ.get("WEAVE_NAMESPACE", "default"),
+                       help="namespace (default: $WEAVE_NAMESPACE, else 'default')")
+    if token:
+        p.add_argument("--token", help="bearer token (default: $WEAVE_TOKEN)")
+    if json_out:
+        p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="weave", description="Weave: a durable wait engine for long-running workflows on MySQL/MariaDB.",
+        epilog="Configuration: WEAVE_DSN (mysql://user:password@host:port/db), WEAVE_TOKEN, WEAVE_NAMESPACE.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("migrate", help="create or upgrade the schema and routines (idempotent)",
+                       description="Apply the schema migrations and install the stored routines. Re-running is a "
+                                   "no-op. Upgrade order: stop old nodes, migrate, start new nodes.")
+    _common(p, token=False, namespace=False)
+    p.add_argument("--test-clock", action="store_true",
+                   help="install with the movable test clock (tests only; chosen at first install)")
+    p.set_defaults(func=cmd_migrate)
+
+    p = sub.add_parser("bootstrap", help="create a namespace and print an admin token",
+                       description="Create the namespace if needed and a credential with scopes admin and "
+                                   "definitions:publish (no signal rights). The token is shown once.")
+    _common(p, token=False)
+    p.set_defaults(func=cmd_bootstrap)
+
+    creds = sub.add_parser("credentials", help="create or disable credentials").add_subparsers(
+        dest="action", metavar="ACTION", required=True)
+    p = creds.add_parser("create", help="create a credential (admin); prints its token once")
+    _common(p)
+    p.add_argument("--actor", required=True, help="actor name recorded in audit rows")
+    p.add_argument("--scopes", required=True, help="comma list, e.g. workflows:read,workflows:signal")
+    p.add_argument("--queues", default="*", help="comma list of queues the credential may use, or * (default)")
+    p.set_defaults(func=cmd_credentials_create)
+    p = creds.add_parser("disable", help="disable a credential (admin)")
+    _common(p)
+    p.add_argument("credential_id", help="cred_...")
+    p.set_defaults(func=cmd_credentials_disable)
+
+    p = sub.add_parser("apps", help="manage apps").add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = p.add_parser("create", help="create an app or change its quota/status (admin)")
+    _common(p)
+    p.add_argument("name")
+    p.add_argument("--max-in-flight", type=int, required=True, help="quota of QUEUED+RUNNING tasks")
+    p.add_argument("--status", choices=["ACTIVE", "DISABLED"], help="default: ACTIVE for a new app, else unchanged")
+    p.set_defaults(func=cmd_apps_create)
+
+    p = sub.add_parser("queues", help="manage queues").add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = p.add_parser("create", help="create a queue or change its capacity (admin)")
+    _common(p)
+    p.add_argument("name")
+    p.add_argument("--capacity", type=int, required=True, help="most QUEUED+RUNNING tasks at once")
+    p.set_defaults(func=cmd_queues_create)
+
+    p = sub.add_parser("definitions", help="publish definitions").add_subparsers(
+        dest="action", metavar="ACTION", required=True)
+    p = p.add_parser("publish", help="validate and publish a definition JSON file (definitions:publish)")
+    _common(p)
+    p.add_argument("file", help="path to the definition JSON, or - for stdin")
+    p.set_defaults(func=cmd_definitions_publish)
+
+    wf = sub.add_parser("workflows", help="start and inspect workflow instances").add_subparsers(
+        dest="action", metavar="ACTION", required=True)
+    p = wf.add_parser("start", help="start an instance (workflows:start)")
+    _common(p)
+    p.add_argument("definition")
+    p.add_argument("--version", type=int, help="definition version (default: latest)")
+    p.add_argument("--app", required=True)
+    p.add_argument("--input", help="instance input as JSON text (default {})")
+    p.add_argument("--deadline-ms", type=int, required=True, help="instance deadline, milliseconds from now")
+    p.add_argument("--business-key")
+    p.add_argument("--idempotency-key", help="default: a new random key")
+    p.set_defaults(func=cmd_workflows_start)
+    p = wf.add_parser("show", help="show an instance with its steps (workflows:read)")
+    _common(p)
+    p.add_argument("workflow_id")
+    p.set_defaults(func=cmd_workflows_show)
+    p = wf.add_parser("events", help="print the event history (workflows:read)")
+    _common(p)
+    p.add_argument("workflow_id")
+    p.add_argument("--after", type=int, default=0)
+    p.add_argument("--limit", type=int, default=1000)
+    p.set_defaults(func=cmd_workflows_events)
+
+    p = sub.add_parser("orchestrator", help="run the scan loop daemon",
+                       description="Scan due candidates and advance each in its own transaction. Any number may "
+                                   "run against one database. Stops cleanly on SIGTERM/SIGINT.")
+    _common(p, token=False, namespace=False, json_out=False)
+    p.add_argument("--batch", type=int, default=100, help="candidates per scan (default 100)")
+    p.add_argument("--concurrency", type=int, default=4, help="parallel advance connections (default 4)")
+    p.add_argument("--idle-probe-ms", type=int, default=20, help="longest idle sleep between probes (default 20)")
+    p.add_argument("--node-id", help="name in logs (default: host:pid)")
+    p.set_defaults(func=cmd_orchestrator)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except errors.SchemaMismatch as exc:
+        print(f"weave: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except errors.WeaveError as exc:
+        extra = f" [{exc.field_code}]" if isinstance(exc, errors.ValidationFailed) else ""
+        print(f"weave: {exc.code}{extra}: {exc.detail}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

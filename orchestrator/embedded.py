@@ -1,0 +1,123 @@
+"""A private MariaDB/MySQL server process for ``weave dev`` and for the test suite.
+
+It is started from the server binary on PATH, listens on a unix socket only (no TCP port, so it
+never collides with a system server), keeps its data in a directory we own, and is stopped cleanly.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pymysql
+
+from procedures.db import Dsn
+
+_SEARCH_PATH = os.environ.get("PATH", "") + os.pathsep + os.pathsep.join(
+    ["/usr/sbin", "/usr/local/sbin", "/usr/local/mysql/bin", "/opt/homebrew/bin", "/usr/local/bin"])
+
+
+class NoServerBinary(RuntimeError):
+    pass
+
+
+def find_server_binary() -> tuple[str, str] | None:
+    """(flavour, path) of a mariadbd or mysqld binary, or None."""
+    for name, flavour in (("mariadbd", "mariadb"), ("mysqld", "mysql")):
+        path = shutil.which(name, path=_SEARCH_PATH)
+        if path:
+            real = os.path.realpath(path)
+            if "mariadb" in os.path.basename(real) or flavour == "mariadb":
+                return "mariadb", path
+            out = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.lower()
+            return ("mariadb" if "mariadb" in out else "mysql"), path
+    return None
+
+
+INSTALL_HINT = (
+    "No MariaDB/MySQL server binary (mariadbd or mysqld) was found on PATH.\n"
+    "Install one (Debian/Ubuntu: `apt-get install mariadb-server`; macOS: `brew install mariadb`),\n"
+    "or point Weave at an existing server: export WEAVE_DSN=mysql://user:password@host:3306/weave")
+
+
+@dataclass
+class EmbeddedServer:
+    """A server process whose data lives in ``directory``; ``start()`` returns its DSN."""
+
+    directory: Path
+    database: str = "weave"
+    fast_commit: bool = False   # tests trade crash durability for speed; `weave dev` keeps the default
+    process: subprocess.Popen | None = None
+
+    @property
+    def socket(self) -> Path:
+        return self.directory / "mysqld.sock"
+
+    @property
+    def dsn(self) -> Dsn:
+        return Dsn(user="root", password="", database=self.database, unix_socket=str(self.socket))
+
+    def start(self, timeout: float = 60.0) -> Dsn:
+        found = find_server_binary()
+        if not found:
+            raise NoServerBinary(INSTALL_HINT)
+        flavour, binary = found
+        self.directory.mkdir(parents=True, exist_ok=True)
+        datadir = self.directory / "data"
+        user = ["--user=root"] if os.geteuid() == 0 else []
+        if not (datadir / "mysql").exists():
+            self._initialise(flavour, binary, datadir, user)
+        args = [binary, "--no-defaults", f"--datadir={datadir}", f"--socket={self.socket}", "--skip-networking",
+                f"--pid-file={self.directory / 'mysqld.pid'}", f"--log-error={self.directory / 'error.log'}",
+                "--character-set-server=utf8mb4", "--max-connections=500", *user]
+        if self.fast_commit:
+            args += ["--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0"]
+        if flavour == "mysql":
+            args += ["--mysqlx=OFF", "--log-bin-trust-function-creators=1"]
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        start_new_session=True)
+        self._wait_ready(timeout)
+        return self.dsn
+
+    def _initialise(self, flavour: str, binary: str, datadir: Path, user: list[str]) -> None:
+        if flavour == "mariadb":
+            installer = shutil.which("mariadb-install-db", path=_SEARCH_PATH) or shutil.which(
+                "mysql_install_db", path=_SEARCH_PATH)
+            if not installer:
+                raise NoServerBinary("mariadbd was found but mariadb-install-db was not. " + INSTALL_HINT)
+            cmd = [installer, "--no-defaults", f"--datadir={datadir}", "--auth-root-authentication-method=normal",
+                   "--skip-test-db", *user]
+        else:
+            cmd = [binary, "--no-defaults", "--initialize-insecure", f"--datadir={datadir}", *user]
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"initialising the private server failed:\n{result.stdout}\n{result.stderr}")
+
+    def _wait_ready(self, timeout: float) -> None:
+        # Readiness is polled, not timed: the loop ends as soon as the socket answers.
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process and self.process.poll() is not None:
+                log = (self.directory / "error.log")
+                tail = log.read_text()[-2000:] if log.exists() else ""
+                raise RuntimeError("the private server exited at start:\n" + tail)
+            try:
+                pymysql.connect(unix_socket=str(self.socket), user="root").close()
+                return
+            except pymysql.err.MySQLError:
+                time.sleep(0.05)
+        raise RuntimeError(f"the private server did not answer on {self.socket} within {timeout:.0f}s")
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if not self.process or self.process.poll() is not None:
+            return
+        self.process.terminate()  # SIGTERM is a clean shutdown for mariadbd/mysqld
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()

@@ -1,0 +1,218 @@
+"""The orchestrator's scan loop (R-10..R-14).
+
+The loop proposes, the routines decide: every candidate is advanced by one routine call that is its
+own short transaction and re-verifies everything under lock. Nothing here reads a clock to decide
+anything; the engine time comes back from ``weave_scan``. Any number of orchestrators may run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import pymysql
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+from procedures import db, errors, installer
+
+from .logs import configure_logging
+
+log = logging.getLogger("weave.orchestrator")
+
+# Candidate class -> the routine that advances one candidate of it. Each class's scan result set in
+# weave_scan lists (class, id, version, due_at); new classes plug in here and in weave_scan.
+ADVANCERS: dict[str, str] = {
+    "CHECKPOINT": "weave_checkpoint_advance",
+}
+# Classes whose failures are recorded with weave_candidate_fail (R-12); maintenance classes simply
+# come back in the next scan.
+BOOKKEPT = {"CHECKPOINT", "INBOX", "SIGNAL"}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    klass: str
+    id: int
+    version: int
+    due_at: object
+
+
+@dataclass
+class ScanResult:
+    candidates: list[Candidate]
+    now: object
+    next_at: object | None
+
+
+def merge_fairly(classes: list[list[Candidate]], limit: int) -> list[Candidate]:
+    """One batch of at most ``limit``: classes take turns (no class starves the others), each class
+    contributing its earliest first (R-10)."""
+    batch: list[Candidate] = []
+    queues = [list(c) for c in classes if c]
+    while queues and len(batch) < limit:
+        for q in list(queues):
+            batch.append(q.pop(0))
+            if not q:
+                queues.remove(q)
+            if len(batch) >= limit:
+                break
+    return batch
+
+
+@dataclass
+class Orchestrator:
+    dsn: db.Dsn
+    batch: int = 100
+    concurrency: int = 4
+    idle_probe_ms: int = 20
+    node_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    retry_attempts: int = 5
+    stats: Counter = field(default_factory=Counter)
+
+    def __post_init__(self) -> None:
+        self._local = threading.local()
+        self._stop = threading.Event()
+        self._pool = ThreadPoolExecutor(max_workers=max(1, self.concurrency), thread_name_prefix="advance")
+
+    # --- connections --------------------------------------------------------------------------------
+    def _conn(self) -> pymysql.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None or not conn.open:
+            conn = self._local.conn = db.connect(self.dsn)
+        return conn
+
+    def _drop_conn(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # already broken; nothing to release
+                pass
+
+    def _call(self, routine: str, *args) -> list[list[dict]]:
+        """A routine call retried on transient errors with jittered exponential backoff (R-12)."""
+        def attempt() -> list[list[dict]]:
+            try:
+                return db.call(self._conn(), routine, *args)
+            except errors.TransientDatabaseError:
+                self._drop_conn()
+                raise
+
+        retrying = Retrying(stop=stop_after_attempt(self.retry_attempts),
+                            wait=wait_random_exponential(multiplier=0.02, max=1.0),
+                            retry=retry_if_exception(errors.is_transient), reraise=True)
+        return retrying(attempt)
+
+    # --- the loop -----------------------------------------------------------------------------------
+    def check_level(self) -> None:
+        installer.check_level(self._conn())
+
+    def scan(self) -> ScanResult:
+        sets = self._call("weave_scan", self.batch)
+        *classes, clock = sets
+        per_class = [[Candidate(r["class"], r["id"], r["version"], r["due_at"]) for r in rows] for rows in classes]
+        return ScanResult(merge_fairly(per_class, self.batch), clock[0]["now_at"], clock[0]["next_at"])
+
+    def advance(self, cand: Candidate) -> str:
+        try:
+            sets = self._call(ADVANCERS[cand.klass], cand.id)
+            outcome = sets[0][0]["outcome"] if sets and sets[0] else "DONE"
+        except (errors.WeaveError, pymysql.err.MySQLError) as exc:
+            outcome = "FAILED"
+            self.stats["failed"] += 1
+            log.warning("advance failed", extra={"fields": {
+                "class": cand.klass, "id": cand.id, "version": cand.version, "error": str(exc)}})
+            if cand.klass in BOOKKEPT:
+                try:
+                    self._call("weave_candidate_fail", cand.klass, cand.id, cand.version, str(exc)[:4000])
+                except (errors.WeaveError, pymysql.err.MySQLError) as again:
+                    log.error("failure bookkeeping failed", extra={"fields": {"id": cand.id, "error": str(again)}})
+        self.stats[f"{cand.klass}:{outcome}"] += 1
+        return outcome
+
+    def run_once(self) -> ScanResult:
+        """Scan once and advance the batch (in parallel on separate connections, R-14)."""
+        result = self.scan()
+        if not result.candidates:
+            return result
+        futures = []
+        for cand in result.candidates:
+            if self._stop.is_set():
+                break
+            futures.append(self._pool.submit(self.advance, cand))
+        for f in futures:
+            f.result()
+        return result
+
+    def idle_seconds(self, result: ScanResult) -> float:
+        probe = self.idle_probe_ms / 1000.0
+        if result.next_at is None:
+            return probe
+        gap = (result.next_at - result.now).total_seconds()
+        return max(0.0, min(gap, probe))
+
+    def stop(self, *_: object) -> None:
+        self._stop.set()
+
+    def run(self, until: Callable[[], bool] | None = None) -> None:
+        log.info("orchestrator started", extra={"fields": {"node": self.node_id, "batch": self.batch,
+                                                           "concurrency": self.concurrency}})
+        while not self._stop.is_set() and not (until and until()):
+            try:
+                result = self.run_once()
+            except errors.TransientDatabaseError as exc:
+                log.warning("scan failed; retrying", extra={"fields": {"error": str(exc)}})
+                self._drop_conn()
+                self._stop.wait(0.5)
+                continue
+            if not result.candidates:
+                self._stop.wait(self.idle_seconds(result))
+        self._pool.shutdown(wait=True)
+        log.info("orchestrator stopped", extra={"fields": {"node": self.node_id, **dict(self.stats)}})
+
+    def drain(self, max_rounds: int = 10_000) -> Counter:
+        """Advance until nothing is due (for tests and tools): returns the outcome counts."""
+        for _ in range(max_rounds):
+            if not self.run_once().candidates:
+                break
+        return self.stats
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self._drop_conn()
+
+
+def run_orchestrator(dsn: db.Dsn, *, batch: int = 100, concurrency: int = 4, idle_probe_ms: int = 20,
+                     node_id: str | None = None) -> int:
+    configure_logging()
+    orch = Orchestrator(dsn, batch=batch, concurrency=concurrency, idle_probe_ms=idle_probe_ms,
+                        **({"node_id": node_id} if node_id else {}))
+    try:
+        orch.check_level()
+    except errors.SchemaMismatch as exc:
+        log.error("refusing to start", extra={"fields": {"error": str(exc)}})
+        print(f"weave orchestrator: {exc}", flush=True)
+        return 1
+    signal.signal(signal.SIGTERM, orch.stop)
+    signal.signal(signal.SIGINT, orch.stop)
+    orch.run()
+    return 0
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 30.0, interval: float = 0.05) -> bool:
+    """Poll a condition until it holds (process tests wait for effects, never for time)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()

@@ -1,0 +1,56 @@
+-- Authentication and authorisation shared by every public routine that takes a token (S-2).
+-- The credential is read with a shared lock: it is first in the lock order (R-3), a concurrent
+-- disable waits for the decisions in flight, and concurrent requests of one credential do not
+-- queue behind each other. Another namespace answers exactly like a missing object (404).
+CREATE PROCEDURE _weave_authorize(
+        IN  in_token        VARCHAR(512),
+        IN  in_namespace    VARCHAR(200),
+        IN  in_scope        VARCHAR(64),
+        IN  in_queues       VARCHAR(2048),
+        OUT out_namespace_id  BIGINT UNSIGNED,
+        OUT out_credential_id BIGINT UNSIGNED,
+        OUT out_actor         VARCHAR(128))
+    COMMENT 'Internal. Description: authenticates a bearer token for a namespace, a scope and the queues a definition uses.
+Parameters: in_token, in_namespace (name), in_scope (NULL = none needed), in_queues (comma list, NULL or empty = none).
+Errors: 50001 UNAUTHENTICATED, 50003 NOT_FOUND, 50002 FORBIDDEN.'
+    READS SQL DATA
+BEGIN
+    DECLARE v_ns BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_cred_ns BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_status VARCHAR(16) DEFAULT NULL;
+    DECLARE v_scopes VARCHAR(512);
+    DECLARE v_allowed VARCHAR(2048);
+    DECLARE v_rest VARCHAR(2048);
+    DECLARE v_queue VARCHAR(64);
+
+    SET out_credential_id = NULL;
+    IF in_token IS NOT NULL AND CHAR_LENGTH(in_token) BETWEEN 1 AND 256 THEN
+        SELECT id, namespace_id, actor, scopes, queues, status
+          INTO out_credential_id, v_cred_ns, out_actor, v_scopes, v_allowed, v_status
+          FROM weave_credentials WHERE token_hash = SHA2(in_token, 256) LOCK IN SHARE MODE;
+    END IF;
+    IF out_credential_id IS NULL OR v_status <> 'ACTIVE' THEN
+        CALL _weave_raise(50001, 'UNAUTHENTICATED: unknown or disabled credential');
+    END IF;
+
+    SELECT id INTO v_ns FROM weave_namespaces WHERE name = in_namespace;
+    IF v_ns IS NULL OR v_ns <> v_cred_ns THEN
+        CALL _weave_raise(50003, 'NOT_FOUND: namespace');
+    END IF;
+    SET out_namespace_id = v_ns;
+
+    IF in_scope IS NOT NULL AND FIND_IN_SET(in_scope, v_scopes) = 0 THEN
+        CALL _weave_raise(50002, CONCAT('FORBIDDEN: missing scope ', in_scope));
+    END IF;
+
+    IF v_allowed <> '*' AND in_queues IS NOT NULL AND in_queues <> '' THEN
+        SET v_rest = in_queues;
+        WHILE v_rest <> '' DO
+            SET v_queue = SUBSTRING_INDEX(v_rest, ',', 1);
+            SET v_rest = IF(LOCATE(',', v_rest) > 0, SUBSTRING(v_rest, LOCATE(',', v_rest) + 1), '');
+            IF FIND_IN_SET(v_queue, v_allowed) = 0 THEN
+                CALL _weave_raise(50002, CONCAT('FORBIDDEN: queue not allowed: ', v_queue));
+            END IF;
+        END WHILE;
+    END IF;
+END

@@ -1,0 +1,28 @@
+-- A deferral moves only the next check time: the due time a checkpoint was created with stays,
+-- nothing is consumed and no deadline moves (R-8, P-6).
+CREATE PROCEDURE _weave_checkpoint_defer(
+        IN in_namespace_id BIGINT UNSIGNED,
+        IN in_instance_id  BIGINT UNSIGNED,
+        IN in_step_key     VARCHAR(64),
+        IN in_kind         VARCHAR(8),
+        IN in_activation_id BIGINT UNSIGNED,
+        IN in_until        DATETIME(6),
+        IN in_now          DATETIME(6),
+        IN in_why          VARCHAR(256))
+    COMMENT 'Internal. Description: defers the checkpoint of (instance, step) to in_until, keeping its due time.'
+    MODIFIES SQL DATA
+BEGIN
+    DECLARE v_id BIGINT UNSIGNED DEFAULT NULL;
+    SELECT id INTO v_id FROM weave_pending_advances
+     WHERE namespace_id = in_namespace_id AND instance_id = in_instance_id AND step_key = in_step_key FOR UPDATE;
+    IF v_id IS NULL THEN
+        INSERT INTO weave_pending_advances (namespace_id, instance_id, step_key, kind, activation_id, due_at,
+                                            available_at, last_error, created_at)
+        VALUES (in_namespace_id, in_instance_id, in_step_key, in_kind, in_activation_id, in_now, in_until,
+                in_why, in_now);
+    ELSE
+        UPDATE weave_pending_advances
+           SET available_at = GREATEST(due_at, in_until), last_error = in_why, version = version + 1
+         WHERE id = v_id;
+    END IF;
+END

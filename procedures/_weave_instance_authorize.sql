@@ -1,0 +1,32 @@
+-- Authorisation for routines that act on one instance. The instance is looked up inside the path's
+-- namespace only, so an instance of another namespace is indistinguishable from a missing one (404),
+-- and the queue check (403) uses the instance's pinned definition only once the instance is known
+-- to be visible. Nothing is locked here beyond the credential: callers lock in R-3 order afterwards.
+CREATE PROCEDURE _weave_instance_authorize(
+        IN  in_token       VARCHAR(512),
+        IN  in_namespace   VARCHAR(200),
+        IN  in_workflow_id VARCHAR(64),
+        IN  in_scope       VARCHAR(64),
+        OUT out_namespace_id  BIGINT UNSIGNED,
+        OUT out_credential_id BIGINT UNSIGNED,
+        OUT out_actor         VARCHAR(128),
+        OUT out_instance_id   BIGINT UNSIGNED)
+    COMMENT 'Internal. Description: authenticates, checks scope and the definition queues, and resolves wf_<id>.
+Errors: 50001 UNAUTHENTICATED, 50003 NOT_FOUND, 50002 FORBIDDEN.'
+    READS SQL DATA
+BEGIN
+    DECLARE v_queues VARCHAR(2048) DEFAULT NULL;
+    SET out_instance_id = NULL;
+    IF in_workflow_id REGEXP '^wf_[0-9]{1,19}$' THEN
+        SELECT i.id, d.queues INTO out_instance_id, v_queues
+          FROM weave_instances i
+          JOIN weave_namespaces n ON n.id = i.namespace_id AND n.name = in_namespace
+          JOIN weave_definitions d ON d.id = i.definition_id
+         WHERE i.id = CAST(SUBSTRING(in_workflow_id, 4) AS UNSIGNED);
+    END IF;
+    CALL _weave_authorize(in_token, in_namespace, in_scope, v_queues,
+                          out_namespace_id, out_credential_id, out_actor);
+    IF out_instance_id IS NULL THEN
+        CALL _weave_raise(50003, 'NOT_FOUND: workflow');
+    END IF;
+END

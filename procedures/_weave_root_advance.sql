@@ -1,0 +1,100 @@
+-- The graph walk of R-7..R-9, run by the ROOT checkpoint and inline after any step settles. At most
+-- in_budget step changes happen here; when more steps are ready the ROOT checkpoint stays due now.
+-- The caller holds the instance row lock and owns the transaction.
+CREATE PROCEDURE _weave_root_advance(
+        IN  in_namespace_id BIGINT UNSIGNED,
+        IN  in_instance_id  BIGINT UNSIGNED,
+        IN  in_now          DATETIME(6),
+        IN  in_budget       INT,
+        OUT out_outcome     VARCHAR(16))
+    COMMENT 'Internal. Description: activates ready steps (R-7) under the new-work conditions (R-8), or completes the
+instance (R-9). out_outcome: IDLE, ACTIVATED, MORE, DEFERRED, REVIEW or SUCCEEDED.'
+    MODIFIES SQL DATA
+BEGIN
+    DECLARE v_status VARCHAR(16);
+    DECLARE v_control VARCHAR(16);
+    DECLARE v_gate VARCHAR(16);
+    DECLARE v_deadline DATETIME(6);
+    DECLARE v_def BIGINT UNSIGNED;
+    DECLARE v_cred_status VARCHAR(16);
+    DECLARE v_app_status VARCHAR(16);
+    DECLARE v_step BIGINT UNSIGNED;
+    DECLARE v_done INT DEFAULT 0;
+    DECLARE v_result VARCHAR(16);
+    DECLARE v_unfinished INT;
+    DECLARE v_why VARCHAR(64) DEFAULT NULL;
+
+    SELECT i.status, i.control, i.gate, i.deadline_at, i.definition_id, c.status, a.status
+      INTO v_status, v_control, v_gate, v_deadline, v_def, v_cred_status, v_app_status
+      FROM weave_instances i
+      JOIN weave_credentials c ON c.id = i.credential_id
+      JOIN weave_apps a ON a.id = i.app_id
+     WHERE i.id = in_instance_id;
+
+    root: BEGIN
+        IF v_status <> 'RUNNING' THEN
+            DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = '';
+            SET out_outcome = 'IDLE';
+            LEAVE root;
+        END IF;
+
+        CALL _weave_next_ready_step(in_instance_id, v_def, v_step);
+
+        IF v_step IS NULL THEN
+            SELECT COUNT(*) INTO v_unfinished FROM weave_steps
+             WHERE instance_id = in_instance_id AND status <> 'SUCCEEDED';
+            IF v_unfinished = 0 THEN
+                -- R-9: the last step settled in this transaction; the instance is done.
+                UPDATE weave_instances SET status = 'SUCCEEDED', finished_at = in_now WHERE id = in_instance_id;
+                DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id;
+                CALL _weave_event(in_namespace_id, in_instance_id, 'INSTANCE_SUCCEEDED', '', 0, in_now, '{}');
+                SET out_outcome = 'SUCCEEDED';
+            ELSE
+                DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = '';
+                SET out_outcome = 'IDLE';
+            END IF;
+            LEAVE root;
+        END IF;
+
+        -- New work is needed (R-8).
+        IF in_now >= v_deadline THEN
+            CALL _weave_review_open(in_namespace_id, in_instance_id, 'INSTANCE_DEADLINE', '', 0,
+                 JSON_OBJECT('deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                             'checked_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ')), in_now);
+            DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = '';
+            SET out_outcome = 'REVIEW';
+            LEAVE root;
+        END IF;
+        IF v_control = 'PAUSED' THEN
+            SET v_why = 'DEFERRED: instance paused';
+        ELSEIF v_gate <> 'OPEN' THEN
+            SET v_why = 'DEFERRED: gate closed';
+        ELSEIF v_cred_status <> 'ACTIVE' THEN
+            SET v_why = 'DEFERRED: starting identity disabled';
+        ELSEIF v_app_status <> 'ACTIVE' THEN
+            SET v_why = 'DEFERRED: app disabled';
+        END IF;
+        IF v_why IS NOT NULL THEN
+            -- Resume makes ROOT due at once (C-1), so a paused instance can wait long between checks;
+            -- a disabled identity or app has no such trigger and is re-checked every second.
+            CALL _weave_checkpoint_defer(in_namespace_id, in_instance_id, '', 'ROOT', 0,
+                 in_now + INTERVAL IF(v_control = 'PAUSED', 60, 1) SECOND, in_now, v_why);
+            SET out_outcome = 'DEFERRED';
+            LEAVE root;
+        END IF;
+
+        WHILE v_step IS NOT NULL AND v_done < in_budget DO
+            CALL _weave_step_activate(in_namespace_id, in_instance_id, v_step, in_now, v_result);
+            SET v_done = v_done + 1;
+            CALL _weave_next_ready_step(in_instance_id, v_def, v_step);
+        END WHILE;
+
+        IF v_step IS NOT NULL THEN
+            CALL _weave_checkpoint_set(in_namespace_id, in_instance_id, '', 'ROOT', 0, in_now, in_now);
+            SET out_outcome = 'MORE';
+        ELSE
+            DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = '';
+            SET out_outcome = 'ACTIVATED';
+        END IF;
+    END root;
+END

@@ -1,0 +1,95 @@
+-- TIMER settlement (T-1..T-8). The due time is re-derived from the stored facts and never from now;
+-- a timer scanned late settles with its original due time (T-6) and its successors then face R-8 as
+-- of now. Settling, the successors (bounded by R-7), the events and the audit row are one
+-- transaction (T-7): the caller's.
+CREATE PROCEDURE _weave_timer_advance(
+        IN  in_namespace_id  BIGINT UNSIGNED,
+        IN  in_instance_id   BIGINT UNSIGNED,
+        IN  in_step_key      VARCHAR(64),
+        IN  in_activation_id BIGINT UNSIGNED,
+        IN  in_now           DATETIME(6),
+        OUT out_outcome      VARCHAR(16))
+    COMMENT 'Internal. Description: settles a due TIMER wait (T-3), or expires a truncated one into review (T-4).
+out_outcome: SETTLED, TRUNCATED, NOT_DUE or STALE.'
+    MODIFIES SQL DATA
+BEGIN
+    DECLARE v_step BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_step_status VARCHAR(16);
+    DECLARE v_current BIGINT UNSIGNED;
+    DECLARE v_seq INT UNSIGNED;
+    DECLARE v_wait BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_wait_status VARCHAR(16);
+    DECLARE v_started DATETIME(6);
+    DECLARE v_due DATETIME(6);
+    DECLARE v_planned DATETIME(6);
+    DECLARE v_deadline DATETIME(6);
+    DECLARE v_delay BIGINT UNSIGNED;
+    DECLARE v_root VARCHAR(16);
+    DECLARE v_facts LONGTEXT;
+
+    SELECT id, status, activation_id, activation_seq INTO v_step, v_step_status, v_current, v_seq
+      FROM weave_steps WHERE instance_id = in_instance_id AND step_key = in_step_key FOR UPDATE;
+
+    timer: BEGIN
+        -- R-5: a checkpoint of an activation that is no longer current is stale, never acted on.
+        IF v_step IS NULL OR v_current IS NULL OR v_current <> in_activation_id THEN
+            DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key
+               AND activation_id = in_activation_id;
+            SET out_outcome = 'STALE';
+            LEAVE timer;
+        END IF;
+        SELECT w.id, w.status, w.started_at, w.due_at, w.planned_due_at, a.deadline_at,
+               CAST(JSON_VALUE(a.frozen, '$.delay_ms') AS UNSIGNED)
+          INTO v_wait, v_wait_status, v_started, v_due, v_planned, v_deadline, v_delay
+          FROM weave_waits w JOIN weave_activations a ON a.id = w.activation_id
+         WHERE w.activation_id = in_activation_id AND w.kind = 'TIMER' AND w.instance_id = in_instance_id
+         FOR UPDATE;
+        -- R-6: facts that do not verify are left untouched (the candidate backs off, an operator sees
+        -- last_error); they are never repaired by guessing.
+        IF v_wait IS NULL OR v_delay IS NULL
+           OR v_planned <> v_started + INTERVAL v_delay * 1000 MICROSECOND
+           OR v_due <> LEAST(v_planned, v_deadline) THEN
+            CALL _weave_raise(50007, 'INVALID_STATE: timer facts do not verify (T-1); left for an operator');
+        END IF;
+        IF v_wait_status <> 'WAITING' OR v_step_status <> 'ACTIVE' THEN
+            DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key;
+            SET out_outcome = 'STALE';
+            LEAVE timer;
+        END IF;
+        IF in_now < v_due THEN
+            CALL _weave_checkpoint_set(in_namespace_id, in_instance_id, in_step_key, 'TIMER', in_activation_id,
+                                       v_due, in_now);
+            SET out_outcome = 'NOT_DUE';
+            LEAVE timer;
+        END IF;
+
+        DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key;
+        UPDATE weave_activations SET ended_at = in_now WHERE id = in_activation_id;
+        SET v_facts = JSON_OBJECT(
+            'started_at', DATE_FORMAT(v_started, '%Y-%m-%dT%H:%i:%s.%fZ'),
+            'due_at', DATE_FORMAT(v_due, '%Y-%m-%dT%H:%i:%s.%fZ'),
+            'planned_due_at', DATE_FORMAT(v_planned, '%Y-%m-%dT%H:%i:%s.%fZ'),
+            'settled_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'),
+            'lateness_ms', TIMESTAMPDIFF(MICROSECOND, v_due, in_now) / 1000);
+        IF v_due < v_planned THEN
+            -- T-4: the instance deadline cut the delay short; a truncated wait is never a success.
+            UPDATE weave_waits SET status = 'EXPIRED', settled_at = in_now WHERE id = v_wait;
+            UPDATE weave_steps SET status = 'NEEDS_REVIEW', updated_at = in_now WHERE id = v_step;
+            CALL _weave_event(in_namespace_id, in_instance_id, 'TIMER_TRUNCATED', in_step_key, v_seq, in_now, v_facts);
+            CALL _weave_review_open(in_namespace_id, in_instance_id, 'TIMER_TRUNCATED', in_step_key, v_seq,
+                                    v_facts, in_now);
+            CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'timer.truncate', NULL, NULL,
+                              in_now, v_deadline, NULL, v_facts, NULL);
+            SET out_outcome = 'TRUNCATED';
+        ELSE
+            -- T-3 (and T-5, T-6: a paused or late-scanned timer settles all the same).
+            UPDATE weave_waits SET status = 'SATISFIED', settled_at = in_now WHERE id = v_wait;
+            UPDATE weave_steps SET status = 'SUCCEEDED', output = 'null', updated_at = in_now WHERE id = v_step;
+            CALL _weave_event(in_namespace_id, in_instance_id, 'TIMER_SETTLED', in_step_key, v_seq, in_now, v_facts);
+            CALL _weave_root_advance(in_namespace_id, in_instance_id, in_now, 31, v_root);
+            CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'timer.settle', NULL, NULL,
+                              in_now, v_deadline, NULL, JSON_SET(v_facts, '$.successors', v_root), NULL);
+            SET out_outcome = 'SETTLED';
+        END IF;
+    END timer;
+END

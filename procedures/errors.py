@@ -1,0 +1,159 @@
+"""The one error vocabulary: SQL errno -> stable code -> Python exception -> HTTP status.
+
+Routines raise ``SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = <errno>, MESSAGE_TEXT = '<CODE>: detail'``.
+``translate`` is the only place that turns a driver error into a domain exception; a test checks that
+every errno used in ``procedures/*.sql`` is listed here with the code its message starts with.
+"""
+
+from __future__ import annotations
+
+import pymysql
+
+# code -> (errno, HTTP status). VALIDATION_FAILED's sub-codes travel as their own errno so that SQL
+# clients can match on them; HTTP reports them as 422 VALIDATION_FAILED with errors[].code.
+ERRORS: dict[str, tuple[int, int]] = {
+    "UNAUTHENTICATED": (50001, 401),
+    "FORBIDDEN": (50002, 403),
+    "NOT_FOUND": (50003, 404),
+    "IDEMPOTENCY_CONFLICT": (50005, 409),
+    "SIGNAL_LIMIT_REACHED": (50006, 409),
+    "INVALID_STATE": (50007, 409),
+    "TASK_IN_FLIGHT": (50008, 409),
+    "TEST_CLOCK_DISABLED": (50010, 409),
+    "NOT_IN_TRANSACTION": (50011, 409),
+    "ATTEMPT_NOT_CURRENT": (50012, 409),
+}
+
+# Validation sub-codes (HTTP 422 VALIDATION_FAILED, errors[].code = the sub-code).
+VALIDATION_CODES: dict[str, int] = {
+    "INVALID_ARGUMENT": 50100,
+    "NAME_TOO_LONG": 50101,
+    "PAYLOAD_VERSION_INVALID": 50102,
+    "TARGET_STEP_INVALID": 50103,
+    "ACTIVATION_SEQUENCE_INVALID": 50104,
+    "CORRELATION_KEY_TOO_LONG": 50105,
+    "CORRELATION_KEY_MISSING": 50106,
+    "PAYLOAD_TOO_LARGE": 50107,
+    "PAYLOAD_MISSING": 50108,
+    "PAYLOAD_INVALID": 50109,
+    "PAYLOAD_TYPE_MISMATCH": 50110,
+    "REASON_INVALID": 50111,
+    "EVIDENCE_REF_INVALID": 50112,
+    "IDEMPOTENCY_KEY_INVALID": 50113,
+    "CONTRACT_MISMATCH": 50114,
+    "FUTURE_ACTIVATION": 50115,
+    "NAME_INVALID": 50116,
+    "INPUT_INVALID": 50117,
+    "DEADLINE_INVALID": 50118,
+    "DEFINITION_INVALID": 50119,
+    "SCOPES_INVALID": 50120,
+    "LIMIT_INVALID": 50121,
+    "APP_NOT_FOUND": 50122,
+    "DEFINITION_NOT_FOUND": 50123,
+}
+
+
+class WeaveError(Exception):
+    """Base of every error the engine reports with a stable code."""
+
+    code = "INTERNAL"
+    errno = 0
+    http_status = 500
+
+    def __init__(self, message: str = "", *, detail: str | None = None):
+        super().__init__(message or self.code)
+        self.detail = detail if detail is not None else _detail_of(message)
+
+
+class ValidationFailed(WeaveError):
+    """422: one field broke a rule; ``field_code`` says which (e.g. ``NAME_TOO_LONG``)."""
+
+    code = "VALIDATION_FAILED"
+    http_status = 422
+
+    def __init__(self, message: str = "", *, field_code: str = "INVALID_ARGUMENT", field: str | None = None,
+                 errors: list[dict] | None = None):
+        super().__init__(message)
+        self.field_code = field_code
+        self.field = field
+        self.errors = errors if errors is not None else [
+            {"field": field, "code": field_code, "message": self.detail}]
+
+
+class TransientDatabaseError(WeaveError):
+    """Deadlock, lock wait timeout or lost connection: safe to retry with backoff (R-12)."""
+
+    code = "UNAVAILABLE"
+    http_status = 503
+
+
+class SchemaMismatch(WeaveError):
+    """The database is not at the level and routine digests this code ships (R-16)."""
+
+    code = "SCHEMA_MISMATCH"
+    http_status = 503
+
+
+def _detail_of(message: str) -> str:
+    head, sep, tail = message.partition(": ")
+    return tail if sep and head.isupper() else message
+
+
+def _class_name(code: str) -> str:
+    return "".join(part.capitalize() for part in code.split("_"))
+
+
+# One exception class per stable code, e.g. errors.IdempotencyConflict, errors.NotFound.
+BY_CODE: dict[str, type[WeaveError]] = {"VALIDATION_FAILED": ValidationFailed}
+BY_ERRNO: dict[int, type[WeaveError]] = {}
+for _code, (_errno, _status) in ERRORS.items():
+    _cls = type(_class_name(_code), (WeaveError,), {"code": _code, "errno": _errno, "http_status": _status})
+    globals()[_cls.__name__] = _cls
+    BY_CODE[_code] = _cls
+    BY_ERRNO[_errno] = _cls
+VALIDATION_BY_ERRNO = {errno: code for code, errno in VALIDATION_CODES.items()}
+
+Unauthenticated = BY_CODE["UNAUTHENTICATED"]
+Forbidden = BY_CODE["FORBIDDEN"]
+NotFound = BY_CODE["NOT_FOUND"]
+IdempotencyConflict = BY_CODE["IDEMPOTENCY_CONFLICT"]
+SignalLimitReached = BY_CODE["SIGNAL_LIMIT_REACHED"]
+InvalidState = BY_CODE["INVALID_STATE"]
+TaskInFlight = BY_CODE["TASK_IN_FLIGHT"]
+TestClockDisabled = BY_CODE["TEST_CLOCK_DISABLED"]
+NotInTransaction = BY_CODE["NOT_IN_TRANSACTION"]
+AttemptNotCurrent = BY_CODE["ATTEMPT_NOT_CURRENT"]
+
+# MySQL/MariaDB client and server errors that mean "try again": deadlock, lock wait timeout,
+# server gone away, lost connection, server shutdown, query interrupted by KILL.
+TRANSIENT_ERRNOS = frozenset({1213, 1205, 2006, 2013, 2003, 2055, 1053, 1317, 1927, 4031})
+
+
+def errno_of(exc: BaseException) -> int:
+    """The error number of a driver error; PyMySQL reads it as signed 16-bit (50001 -> -15535)."""
+    args = getattr(exc, "args", ())
+    if args and isinstance(args[0], int):
+        return args[0] & 0xFFFF
+    return 0
+
+
+def translate(exc: BaseException) -> BaseException:
+    """Turn a driver error into the domain exception it stands for (or return it unchanged)."""
+    if isinstance(exc, WeaveError):
+        return exc
+    if not isinstance(exc, pymysql.err.MySQLError):
+        return exc
+    errno = errno_of(exc)
+    message = exc.args[1] if len(exc.args) > 1 else str(exc)
+    if errno in BY_ERRNO:
+        return BY_ERRNO[errno](message)
+    if errno in VALIDATION_BY_ERRNO:
+        return ValidationFailed(message, field_code=VALIDATION_BY_ERRNO[errno])
+    if errno in TRANSIENT_ERRNOS or isinstance(exc, pymysql.err.InterfaceError):
+        return TransientDatabaseError(f"{errno}: {message}")
+    return exc
+
+
+def is_transient(exc: BaseException) -> bool:
+    return isinstance(exc, TransientDatabaseError) or (
+        isinstance(exc, pymysql.err.MySQLError) and isinstance(translate(exc), TransientDatabaseError))

@@ -1,0 +1,178 @@
+"""``weave migrate``: yoyo migrations for tables, our own loader for routines, and the level check.
+
+Routine bodies stay out of yoyo: it splits files with sqlparse, which cuts compound statements,
+and its hooks run only when a migration applied. Each routine file is sent whole as one statement
+after DROP, under a pinned sql_mode (a routine keeps the mode it was created under), and recorded
+with its digest so that a re-run replaces exactly the routines whose files changed (R-15).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pymysql
+
+from . import db, errors
+
+PROCEDURES_DIR = Path(__file__).resolve().parent
+MIGRATIONS_DIR = PROCEDURES_DIR.parent / "sql"
+_CREATE = re.compile(r"^\s*CREATE\s+(PROCEDURE|FUNCTION)\s+`?(\w+)`?", re.IGNORECASE | re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Routine:
+    name: str
+    kind: str
+    path: Path
+    text: str
+    digest: str
+
+
+@dataclass
+class MigrateReport:
+    database: str
+    migrations_applied: list[str] = field(default_factory=list)
+    routines_installed: list[str] = field(default_factory=list)
+    routines_dropped: list[str] = field(default_factory=list)
+    clock_mode: str = "PRODUCTION"
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.migrations_applied or self.routines_installed or self.routines_dropped)
+
+
+def shipped_routines(directory: Path = PROCEDURES_DIR) -> list[Routine]:
+    """The routines this code ships: one ``<name>.sql`` file per routine, named after it."""
+    routines = []
+    for path in sorted(directory.glob("*.sql")):
+        text = path.read_text(encoding="utf-8")
+        match = _CREATE.search(text)
+        if not match or match.group(2) != path.stem:
+            raise ValueError(f"{path.name}: must hold exactly one CREATE PROCEDURE {path.stem}(...)")
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        routines.append(Routine(path.stem, match.group(1).upper(), path, text, digest))
+    return routines
+
+
+def shipped_migrations(directory: Path = MIGRATIONS_DIR) -> list[str]:
+    return sorted(p.stem for p in directory.glob("*.sql") if not p.name.endswith(".rollback.sql"))
+
+
+def routines_digest(pairs: dict[str, str]) -> str:
+    joined = "\n".join(f"{name}:{digest}" for name, digest in sorted(pairs.items()))
+    return hashlib.sha256(joined.encode()).hexdigest()
+
+
+def shipped_level() -> str:
+    migrations = shipped_migrations()
+    digest = routines_digest({r.name: r.digest for r in shipped_routines()})
+    return f"{migrations[-1] if migrations else 'empty'} / routines {digest[:12]}"
+
+
+def _yoyo_backend(dsn: db.Dsn):
+    from yoyo import get_backend
+
+    return get_backend(dsn.url())
+
+
+def migrate(dsn: db.Dsn, *, test_clock: bool = False,
+            progress: Callable[[str], None] = lambda _: None) -> MigrateReport:
+    """Bring the database to the level this code ships. Safe to re-run: a second run changes nothing."""
+    from yoyo import read_migrations
+
+    report = MigrateReport(database=dsn.database)
+    with db.connect(dsn, database=False) as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS `{dsn.database}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+
+    backend = _yoyo_backend(dsn)
+    migrations = read_migrations(str(MIGRATIONS_DIR))
+    with backend.lock():
+        pending = backend.to_apply(migrations)
+        for migration in pending:
+            progress(f"applying migration {migration.id}")
+        backend.apply_migrations(pending)
+        report.migrations_applied = [m.id for m in pending]
+
+    with db.connect(dsn) as conn:
+        report.clock_mode = _ensure_install_row(conn, test_clock)
+        _install_routines(conn, report, progress)
+    return report
+
+
+def _ensure_install_row(conn: pymysql.Connection, test_clock: bool) -> str:
+    wanted = "TEST" if test_clock else "PRODUCTION"
+    with conn.cursor() as cur:
+        cur.execute("INSERT IGNORE INTO weave_install (id, clock_mode, clock_offset_us, installed_at) "
+                    "VALUES (1, %s, 0, UTC_TIMESTAMP(6))", (wanted,))
+        cur.execute("SELECT clock_mode FROM weave_install WHERE id = 1")
+        mode = cur.fetchone()["clock_mode"]
+    if test_clock and mode != "TEST":
+        # The clock mode is chosen when a database is first installed: turning a production database
+        # into a test one would let anyone move its clock.
+        raise errors.InvalidState(
+            "INVALID_STATE: this database was installed without --test-clock; the test clock can only "
+            "be enabled on a fresh install")
+    return mode
+
+
+def _install_routines(conn: pymysql.Connection, report: MigrateReport,
+                      progress: Callable[[str], None]) -> None:
+    shipped = shipped_routines()
+    with conn.cursor() as cur:
+        cur.execute("SELECT name, kind, digest FROM weave_routines")
+        recorded = {row["name"]: row for row in cur.fetchall()}
+        cur.execute("SELECT ROUTINE_NAME AS name FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE()")
+        present = {row["name"] for row in cur.fetchall()}
+        for routine in shipped:
+            row = recorded.get(routine.name)
+            if row and row["digest"] == routine.digest and routine.name in present:
+                continue
+            progress(f"installing {routine.kind.lower()} {routine.name}")
+            cur.execute(f"DROP {routine.kind} IF EXISTS `{routine.name}`")
+            cur.execute(routine.text)
+            cur.execute(
+                "REPLACE INTO weave_routines (name, kind, digest, installed_at) "
+                "VALUES (%s, %s, %s, UTC_TIMESTAMP(6))",
+                (routine.name, routine.kind, routine.digest))
+            report.routines_installed.append(routine.name)
+        names = {r.name for r in shipped}
+        for name, row in recorded.items():
+            if name not in names:
+                progress(f"dropping {row['kind'].lower()} {name}")
+                cur.execute(f"DROP {row['kind']} IF EXISTS `{name}`")
+                cur.execute("DELETE FROM weave_routines WHERE name = %s", (name,))
+                report.routines_dropped.append(name)
+
+
+def database_level(conn: pymysql.Connection) -> tuple[list[str], dict[str, str]]:
+    """Applied migration ids and recorded routine digests of the connected database."""
+    with conn.cursor() as cur:
+        try:
+            cur.execute("SELECT migration_id FROM _yoyo_migration ORDER BY migration_id")
+            applied = [row["migration_id"] for row in cur.fetchall()]
+            cur.execute("SELECT name, digest FROM weave_routines")
+            digests = {row["name"]: row["digest"] for row in cur.fetchall()}
+        except pymysql.err.ProgrammingError:
+            return [], {}
+    return applied, digests
+
+
+def check_level(conn: pymysql.Connection) -> None:
+    """Refuse to run against a database that is not at exactly the level this code ships (R-16)."""
+    applied, digests = database_level(conn)
+    shipped = shipped_migrations()
+    routines = {r.name: r.digest for r in shipped_routines()}
+    if applied == shipped and digests == routines:
+        return
+    routines_have = routines_digest(digests)[:12] if digests else "none"
+    have = f"{applied[-1] if applied else 'empty'} / routines {routines_have}"
+    want = shipped_level()
+    differing = sorted(set(digests.items()) ^ set(routines.items()))
+    hint = f" (routines differing: {', '.join(sorted({n for n, _ in differing})[:8])})" if differing else ""
+    raise errors.SchemaMismatch(
+        f"SCHEMA_MISMATCH: database is at level {have}; this code ships level {want}{hint}. "
+        "Stop the old nodes, run `weave migrate`, then start the new ones.")

@@ -1,0 +1,143 @@
+"""The M-4 invariants: each is one SQL query that must return zero rows.
+
+Tests run them after every scenario (fixture teardown); process tests and benchmarks run them after
+every run; ``weave status --check`` runs them against a live database.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pymysql
+
+
+@dataclass(frozen=True)
+class Invariant:
+    id: str
+    promise: str
+    sql: str
+
+
+INVARIANTS: tuple[Invariant, ...] = (
+    Invariant("M-4.1", "a wait has at most one winner, of its own instance, step and activation", """
+        SELECT w.id FROM weave_waits w LEFT JOIN weave_signals s ON s.id = w.winner_signal_id
+         WHERE w.winner_signal_id IS NOT NULL
+           AND (s.id IS NULL OR s.instance_id <> w.instance_id OR s.target_step_key <> w.step_key
+                OR s.target_activation_seq <> w.activation_seq)"""),
+    Invariant("M-4.2", "a signal is CONSUMED iff it is the winner of exactly one wait", """
+        SELECT s.id FROM weave_signals s
+          LEFT JOIN (SELECT winner_signal_id, COUNT(*) AS n FROM weave_waits
+                      WHERE winner_signal_id IS NOT NULL GROUP BY winner_signal_id) w
+            ON w.winner_signal_id = s.id
+         WHERE (s.status = 'CONSUMED') <> (COALESCE(w.n, 0) = 1) OR COALESCE(w.n, 0) > 1"""),
+    Invariant("M-4.3", "an activation never has two rounds IN_FLIGHT, and rounds used <= max rounds", """
+        SELECT activation_id FROM weave_poll_rounds GROUP BY activation_id
+        HAVING SUM(outcome = 'IN_FLIGHT') > 1
+        UNION ALL
+        SELECT activation_id FROM weave_poll_states WHERE rounds_used > max_rounds"""),
+    Invariant("M-4.4", "round numbers of an activation are 1..n without gaps, n = rounds used", """
+        SELECT r.activation_id FROM weave_poll_rounds r
+          LEFT JOIN weave_poll_states p ON p.activation_id = r.activation_id
+         GROUP BY r.activation_id, p.rounds_used
+        HAVING MIN(r.round_no) <> 1 OR MAX(r.round_no) <> COUNT(*) OR p.rounds_used IS NULL
+            OR p.rounds_used <> COUNT(*)"""),
+    Invariant("M-4.5", "attempts never exceed the frozen max_attempts; attempt numbers are gap-free", """
+        SELECT t.id FROM pulse_tasks t
+          LEFT JOIN (SELECT task_id, COUNT(*) AS n, MAX(attempt_no) AS top FROM pulse_attempts
+                      GROUP BY task_id) a ON a.task_id = t.id
+         WHERE t.attempts_used > t.max_attempts OR COALESCE(a.n, 0) <> t.attempts_used
+            OR COALESCE(a.top, 0) <> COALESCE(a.n, 0)"""),
+    Invariant("M-4.6", "every RUNNING attempt holds exactly one permit; no permit without a RUNNING attempt", """
+        SELECT a.id FROM pulse_attempts a
+          LEFT JOIN pulse_permits p ON p.attempt_id = a.id AND p.released_at IS NULL
+         WHERE a.status = 'RUNNING' AND p.attempt_id IS NULL
+        UNION ALL
+        SELECT p.attempt_id FROM pulse_permits p LEFT JOIN pulse_attempts a ON a.id = p.attempt_id
+         WHERE p.released_at IS NULL AND (a.id IS NULL OR a.status <> 'RUNNING')
+        UNION ALL
+        SELECT t.id FROM pulse_tasks t
+          LEFT JOIN pulse_attempts a ON a.task_id = t.id AND a.status = 'RUNNING'
+         WHERE (t.status = 'RUNNING') <> (a.id IS NOT NULL)"""),
+    Invariant("M-4.7", "QUEUED+RUNNING tasks per queue <= capacity and per app <= quota", """
+        SELECT q.id FROM weave_queues q JOIN pulse_tasks t ON t.queue_id = q.id
+         WHERE t.status IN ('QUEUED', 'RUNNING') GROUP BY q.id, q.capacity HAVING COUNT(*) > q.capacity
+        UNION ALL
+        SELECT a.id FROM weave_apps a JOIN pulse_tasks t ON t.app_id = a.id
+         WHERE t.status IN ('QUEUED', 'RUNNING') GROUP BY a.id, a.max_in_flight HAVING COUNT(*) > a.max_in_flight"""),
+    Invariant("M-4.8", "no task was created for an instance at or after its deadline", """
+        SELECT t.id FROM pulse_tasks t JOIN weave_instances i ON i.id = t.instance_id
+         WHERE t.created_at >= i.deadline_at"""),
+    Invariant("M-4.9", "event sequence numbers are gap-free and match the instance counter", """
+        SELECT i.id FROM weave_instances i
+          LEFT JOIN (SELECT instance_id, COUNT(*) AS n, MIN(seq) AS lo, MAX(seq) AS hi FROM weave_events
+                      GROUP BY instance_id) e ON e.instance_id = i.id
+         WHERE COALESCE(e.n, 0) <> i.event_seq OR COALESCE(e.hi, 0) <> i.event_seq
+            OR (e.n > 0 AND e.lo <> 1)"""),
+    Invariant("M-4.10", "every accepted signal has an audit row whose request digest matches", """
+        SELECT s.id FROM weave_signals s
+         WHERE NOT EXISTS (SELECT 1 FROM weave_audit a
+                            WHERE a.instance_id = s.instance_id AND a.action = 'signal.accept'
+                              AND a.idempotency_key = s.idempotency_key
+                              AND a.request_digest = s.request_digest)"""),
+    Invariant("M-4.11", "a SATISFIED timer settled at or after its due time; due = min(start + delay, deadline)", """
+        SELECT w.id FROM weave_waits w JOIN weave_activations a ON a.id = w.activation_id
+         WHERE w.kind = 'TIMER'
+           AND (w.due_at <> LEAST(w.started_at + INTERVAL
+                    CAST(JSON_VALUE(a.frozen, '$.delay_ms') AS UNSIGNED) * 1000 MICROSECOND, a.deadline_at)
+                OR (w.status = 'SATISFIED' AND (w.settled_at IS NULL OR w.settled_at < w.due_at)))"""),
+    Invariant("M-4.12", "a wait satisfied by a signal has winner.accepted_at < wait.deadline", """
+        SELECT w.id FROM weave_waits w JOIN weave_signals s ON s.id = w.winner_signal_id
+         WHERE s.accepted_at >= w.deadline_at"""),
+    Invariant("M-4.13", "no row references a row of another namespace", """
+        SELECT s.id FROM weave_steps s JOIN weave_instances i ON i.id = s.instance_id
+         WHERE s.namespace_id <> i.namespace_id
+        UNION ALL SELECT w.id FROM weave_waits w JOIN weave_instances i ON i.id = w.instance_id
+         WHERE w.namespace_id <> i.namespace_id
+        UNION ALL SELECT a.id FROM weave_activations a JOIN weave_instances i ON i.id = a.instance_id
+         WHERE a.namespace_id <> i.namespace_id
+        UNION ALL SELECT c.id FROM weave_pending_advances c JOIN weave_instances i ON i.id = c.instance_id
+         WHERE c.namespace_id <> i.namespace_id
+        UNION ALL SELECT g.id FROM weave_signals g JOIN weave_instances i ON i.id = g.instance_id
+         WHERE g.namespace_id <> i.namespace_id
+        UNION ALL SELECT t.id FROM pulse_tasks t JOIN weave_instances i ON i.id = t.instance_id
+         WHERE t.namespace_id <> i.namespace_id
+        UNION ALL SELECT t.id FROM pulse_tasks t JOIN weave_queues q ON q.id = t.queue_id
+         WHERE t.namespace_id <> q.namespace_id
+        UNION ALL SELECT t.id FROM pulse_tasks t JOIN weave_apps a ON a.id = t.app_id
+         WHERE t.namespace_id <> a.namespace_id
+        UNION ALL SELECT i.id FROM weave_instances i JOIN weave_apps a ON a.id = i.app_id
+         WHERE i.namespace_id <> a.namespace_id
+        UNION ALL SELECT i.id FROM weave_instances i JOIN weave_definitions d ON d.id = i.definition_id
+         WHERE i.namespace_id <> d.namespace_id
+        UNION ALL SELECT e.seq FROM weave_events e JOIN weave_instances i ON i.id = e.instance_id
+         WHERE e.namespace_id <> i.namespace_id"""),
+    Invariant("M-4.14", "each (namespace, instance, idempotency key) has at most one signal", """
+        SELECT namespace_id FROM weave_signals GROUP BY namespace_id, instance_id, idempotency_key
+        HAVING COUNT(*) > 1"""),
+    Invariant("M-4.15", "an instance has at most 1024 signals", """
+        SELECT instance_id FROM weave_signals GROUP BY instance_id HAVING COUNT(*) > 1024
+        UNION ALL SELECT id FROM weave_instances WHERE signal_count > 1024"""),
+)
+
+BY_ID = {inv.id: inv for inv in INVARIANTS}
+
+
+def violations(conn: pymysql.Connection, skip: frozenset[str] | set[str] = frozenset()) -> dict[str, list]:
+    """Every invariant that does not hold, with (up to 10 of) the offending row ids."""
+    found: dict[str, list] = {}
+    with conn.cursor() as cur:
+        for inv in INVARIANTS:
+            if inv.id in skip:
+                continue
+            cur.execute(inv.sql + " LIMIT 10" if "UNION" not in inv.sql else inv.sql)
+            rows = cur.fetchall()
+            if rows:
+                found[inv.id] = [next(iter(r.values())) if isinstance(r, dict) else r[0] for r in rows[:10]]
+    return found
+
+
+def check(conn: pymysql.Connection, skip: frozenset[str] | set[str] = frozenset()) -> None:
+    broken = violations(conn, skip)
+    if broken:
+        lines = [f"{k} ({BY_ID[k].promise}): rows {v}" for k, v in broken.items()]
+        raise AssertionError("M-4 invariants broken:\n  " + "\n  ".join(lines))

@@ -1,0 +1,160 @@
+"""One thin wrapper per public routine. Business rules live in the routines (``procedures/*.sql``);
+a wrapper only passes arguments and shapes the result sets into the resource shapes of the API."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+import pymysql
+
+from .db import call, call_one
+
+Conn = pymysql.Connection
+
+
+def rfc3339(value: dt.datetime | None) -> str | None:
+    """Times leave the engine as RFC 3339 UTC with microseconds."""
+    return None if value is None else value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _json(text: Any) -> Any:
+    if text is None:
+        return None
+    if isinstance(text, bytes | bytearray):
+        text = text.decode("utf-8")
+    return json.loads(text)
+
+
+# --- clock ------------------------------------------------------------------------------------------
+def clock_now(conn: Conn) -> dt.datetime:
+    """See procedures/weave_clock_now.sql."""
+    return call_one(conn, "weave_clock_now")["now_at"]
+
+
+def test_clock_advance(conn: Conn, ms: int) -> dt.datetime:
+    """See procedures/weave_test_clock_advance.sql."""
+    return call_one(conn, "weave_test_clock_advance", ms)["now_at"]
+
+
+# --- namespaces, credentials, apps, queues -------------------------------------------------------------
+def namespace_bootstrap(conn: Conn, namespace: str) -> dict:
+    """See procedures/weave_namespace_bootstrap.sql."""
+    return call_one(conn, "weave_namespace_bootstrap", namespace)
+
+
+def credential_create(conn: Conn, token: str, namespace: str, actor: str, scopes: list[str] | str,
+                      queues: list[str] | str = "*") -> dict:
+    """See procedures/weave_credential_create.sql."""
+    scopes = scopes if isinstance(scopes, str) else ",".join(scopes)
+    queues = queues if isinstance(queues, str) else ",".join(queues)
+    row = call_one(conn, "weave_credential_create", token, namespace, actor, scopes, queues)
+    return {**row, "scopes": row["scopes"].split(","), "queues": row["queues"].split(",")}
+
+
+def credential_disable(conn: Conn, token: str, namespace: str, credential_id: str) -> dict:
+    """See procedures/weave_credential_disable.sql."""
+    return call_one(conn, "weave_credential_disable", token, namespace, credential_id)
+
+
+def app_put(conn: Conn, token: str, namespace: str, name: str, max_in_flight: int,
+            status: str | None = None) -> dict:
+    """See procedures/weave_app_put.sql."""
+    return call_one(conn, "weave_app_put", token, namespace, name, max_in_flight, status)
+
+
+def queue_put(conn: Conn, token: str, namespace: str, name: str, capacity: int) -> dict:
+    """See procedures/weave_queue_put.sql."""
+    return call_one(conn, "weave_queue_put", token, namespace, name, capacity)
+
+
+# --- definitions -----------------------------------------------------------------------------------------
+def definition_publish(conn: Conn, token: str, namespace: str, definition) -> dict:
+    """Publish a validated ``orchestrator.definitions.Definition``; see procedures/weave_definition_publish.sql."""
+    row = call_one(conn, "weave_definition_publish", token, namespace, definition.canonical_json,
+                   definition.compiled_json, ",".join(definition.queues))
+    return {"name": row["name"], "version": row["version"], "digest": row["digest"], "created": bool(row["created"])}
+
+
+def definition_get(conn: Conn, token: str, namespace: str, name: str, version: int | None = None) -> dict:
+    """See procedures/weave_definition_get.sql."""
+    row = call_one(conn, "weave_definition_get", token, namespace, name, version)
+    document = _json(row["document"])
+    return {**document, "version": row["version"], "digest": row["digest"],
+            "created_at": rfc3339(row["created_at"])}
+
+
+# --- instances ---------------------------------------------------------------------------------------------
+def instance_start(conn: Conn, token: str, namespace: str, *, definition: str, app: str, input: Any = None,
+                   idempotency_key: str, version: int | None = None, deadline_at: dt.datetime | None = None,
+                   deadline_ms: int | None = None, business_key: str | None = None,
+                   input_json: str | None = None) -> dict:
+    """See procedures/weave_instance_start.sql. ``input_json`` passes the input text as received."""
+    text = input_json if input_json is not None else json.dumps({} if input is None else input,
+                                                                separators=(",", ":"), ensure_ascii=False)
+    row = call_one(conn, "weave_instance_start", token, namespace, definition, version, app, text,
+                   deadline_at, deadline_ms, business_key, idempotency_key)
+    return {"workflow_id": row["workflow_id"], "status": row["status"], "created": bool(row["created"])}
+
+
+def _wait_view(row: dict) -> dict | None:
+    if row["wait_kind"] is None:
+        return None
+    view = {"kind": row["wait_kind"], "status": row["wait_status"],
+            "winner_signal_id": row["winner_signal_id"], "settled_at": rfc3339(row["settled_at"])}
+    if row["wait_kind"] == "TIMER":
+        view["due_at"] = rfc3339(row["due_at"])
+    else:
+        view["deadline_at"] = rfc3339(row["wait_deadline_at"])
+    return view
+
+
+def instance_get(conn: Conn, token: str, namespace: str, workflow_id: str) -> dict:
+    """See procedures/weave_instance_get.sql; shaped as the 07-api instance resource."""
+    head, step_rows, round_rows, reasons = call(conn, "weave_instance_get", token, namespace, workflow_id)
+    inst = head[0]
+    rounds: dict[str, list] = {}
+    for r in round_rows:
+        rounds.setdefault(r["step_key"], []).append(
+            {"number": r["round_no"], "task_id": r["task_id"], "outcome": r["outcome"],
+             "result": _json(r["result"]), "result_at": rfc3339(r["result_at"])})
+    steps: dict[str, dict] = {}
+    for row in step_rows:
+        step = steps.get(row["step_key"])
+        if step is None:
+            step = steps[row["step_key"]] = {
+                "key": row["step_key"], "type": row["type"], "status": row["status"],
+                "activation_sequence": row["activation_seq"], "output": _json(row["output"]),
+                "started_at": rfc3339(row["started_at"]), "wait": None, "final_wait": None, "poll": None}
+            if row["poll_state"] is not None:
+                step["poll"] = {"state": row["poll_state"], "rounds_used": row["rounds_used"],
+                                "max_rounds": row["max_rounds"], "next_poll_at": rfc3339(row["next_poll_at"]),
+                                "poll_deadline": rfc3339(row["poll_deadline"]),
+                                "current_task_id": row["current_task_id"],
+                                "rounds": rounds.get(row["step_key"], [])}
+        wait = _wait_view(row)
+        if wait is not None:
+            step["final_wait" if wait["kind"] == "POLL_FINAL" else "wait"] = wait
+    return {
+        "workflow_id": inst["workflow_id"], "namespace": inst["namespace"], "app": inst["app"],
+        "definition": {"name": inst["definition_name"], "version": inst["definition_version"]},
+        "status": inst["status"], "control": inst["control"], "gate": inst["gate"],
+        "deadline_at": rfc3339(inst["deadline_at"]), "business_key": inst["business_key"],
+        "input": _json(inst["input"]),
+        "review_reasons": [{"code": r["code"], "step_key": r["step_key"] or None,
+                            "activation_sequence": r["activation_seq"] or None, "detail": _json(r["detail"]),
+                            "opened_at": rfc3339(r["opened_at"])} for r in reasons],
+        "created_at": rfc3339(inst["created_at"]), "updated_at": rfc3339(inst["updated_at"]),
+        "finished_at": rfc3339(inst["finished_at"]),
+        "steps": list(steps.values()),
+    }
+
+
+def instance_events(conn: Conn, token: str, namespace: str, workflow_id: str, after: int = 0,
+                    limit: int = 100) -> list[dict]:
+    """See procedures/weave_instance_events.sql."""
+    rows = call(conn, "weave_instance_events", token, namespace, workflow_id, after, limit)[0]
+    return [{"seq": r["seq"], "type": r["type"], "step_key": r["step_key"] or None,
+             "activation_sequence": r["activation_seq"] or None, "occurred_at": rfc3339(r["occurred_at"]),
+             "data": _json(r["data"])} for r in rows]

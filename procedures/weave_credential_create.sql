@@ -1,0 +1,58 @@
+-- Only the SHA-256 of the token is stored; the token itself is returned once, here.
+CREATE PROCEDURE weave_credential_create(
+        IN in_token     VARCHAR(512),
+        IN in_namespace VARCHAR(200),
+        IN in_actor     VARCHAR(512),
+        IN in_scopes    VARCHAR(1024),
+        IN in_queues    VARCHAR(4096))
+    COMMENT 'Description: creates a credential with scopes and allowed queues; the token is returned once.
+Parameters: in_token (admin scope), in_namespace, in_actor (1-128 chars), in_scopes (comma list of admin,
+definitions:publish, workflows:read, workflows:start, workflows:signal, workflows:control, workflows:review),
+in_queues (comma list of queue names, or *).
+Result set: credential_id, actor, scopes, queues, status, token.
+Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50116 NAME_INVALID, 50120 SCOPES_INVALID.
+Rules: S-2, M-2.'
+    MODIFIES SQL DATA
+BEGIN
+    DECLARE v_now DATETIME(6);
+    DECLARE v_ns BIGINT UNSIGNED;
+    DECLARE v_admin BIGINT UNSIGNED;
+    DECLARE v_admin_actor VARCHAR(128);
+    DECLARE v_token VARCHAR(64);
+    DECLARE v_cred BIGINT UNSIGNED;
+    DECLARE v_rest VARCHAR(1024);
+    DECLARE v_scope VARCHAR(1024);
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    START TRANSACTION;
+    CALL _weave_now(v_now);
+    CALL _weave_authorize(in_token, in_namespace, 'admin', NULL, v_ns, v_admin, v_admin_actor);
+    IF in_actor IS NULL OR CHAR_LENGTH(in_actor) NOT BETWEEN 1 AND 128 OR in_actor REGEXP '[[:cntrl:]]' THEN
+        CALL _weave_raise(50116, 'NAME_INVALID: actor must be 1-128 printable chars');
+    END IF;
+    IF in_scopes IS NULL OR in_scopes = '' THEN
+        CALL _weave_raise(50120, 'SCOPES_INVALID: at least one scope is needed');
+    END IF;
+    SET v_rest = in_scopes;
+    WHILE v_rest <> '' DO
+        SET v_scope = SUBSTRING_INDEX(v_rest, ',', 1);
+        SET v_rest = IF(LOCATE(',', v_rest) > 0, SUBSTRING(v_rest, LOCATE(',', v_rest) + 1), '');
+        IF v_scope NOT IN ('admin', 'definitions:publish', 'workflows:read', 'workflows:start',
+                           'workflows:signal', 'workflows:control', 'workflows:review') THEN
+            CALL _weave_raise(50120, CONCAT('SCOPES_INVALID: unknown scope ', LEFT(v_scope, 64)));
+        END IF;
+    END WHILE;
+    IF in_queues IS NULL OR (in_queues <> '*' AND NOT (in_queues REGEXP '^[A-Za-z0-9_.:-]{1,64}(,[A-Za-z0-9_.:-]{1,64})*$'))
+       OR CHAR_LENGTH(in_queues) > 2048 THEN
+        CALL _weave_raise(50116, 'NAME_INVALID: queues must be * or a comma list of queue names');
+    END IF;
+    SET v_token = CONCAT('wv_', LOWER(HEX(RANDOM_BYTES(24))));
+    INSERT INTO weave_credentials (namespace_id, actor, token_hash, scopes, queues, status, created_at)
+    VALUES (v_ns, in_actor, SHA2(v_token, 256), in_scopes, in_queues, 'ACTIVE', v_now);
+    SET v_cred = LAST_INSERT_ID();
+    CALL _weave_audit(v_ns, 0, v_admin, v_admin_actor, 'credential.create', NULL, NULL, v_now, NULL, NULL,
+                      JSON_OBJECT('credential_id', CONCAT('cred_', v_cred), 'actor', in_actor,
+                                  'scopes', in_scopes, 'queues', in_queues), NULL);
+    COMMIT;
+    SELECT CONCAT('cred_', v_cred) AS credential_id, in_actor AS actor, in_scopes AS scopes,
+           in_queues AS queues, 'ACTIVE' AS status, v_token AS token;
+END

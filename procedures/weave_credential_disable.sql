@@ -1,0 +1,36 @@
+CREATE PROCEDURE weave_credential_disable(
+        IN in_token         VARCHAR(512),
+        IN in_namespace     VARCHAR(200),
+        IN in_credential_id VARCHAR(64))
+    COMMENT 'Description: disables a credential of the namespace; it can no longer authenticate, and instances it
+started get no new work (R-8). Disabling a disabled credential is a no-op.
+Parameters: in_token (admin scope), in_namespace, in_credential_id (cred_...).
+Result set: credential_id, actor, status.
+Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
+Rules: S-2, R-8.'
+    MODIFIES SQL DATA
+BEGIN
+    DECLARE v_now DATETIME(6);
+    DECLARE v_ns BIGINT UNSIGNED;
+    DECLARE v_admin BIGINT UNSIGNED;
+    DECLARE v_admin_actor VARCHAR(128);
+    DECLARE v_id BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_actor VARCHAR(128);
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    START TRANSACTION;
+    CALL _weave_now(v_now);
+    CALL _weave_authorize(in_token, in_namespace, 'admin', NULL, v_ns, v_admin, v_admin_actor);
+    IF in_credential_id REGEXP '^cred_[0-9]{1,19}$' THEN
+        SELECT id, actor INTO v_id, v_actor FROM weave_credentials
+         WHERE id = CAST(SUBSTRING(in_credential_id, 6) AS UNSIGNED) AND namespace_id = v_ns FOR UPDATE;
+    END IF;
+    IF v_id IS NULL THEN
+        CALL _weave_raise(50003, 'NOT_FOUND: credential');
+    END IF;
+    UPDATE weave_credentials SET status = 'DISABLED', disabled_at = COALESCE(disabled_at, v_now)
+     WHERE id = v_id;
+    CALL _weave_audit(v_ns, 0, v_admin, v_admin_actor, 'credential.disable', NULL, NULL, v_now, NULL, NULL,
+                      JSON_OBJECT('credential_id', in_credential_id), NULL);
+    COMMIT;
+    SELECT in_credential_id AS credential_id, v_actor AS actor, 'DISABLED' AS status;
+END

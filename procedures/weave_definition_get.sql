@@ -1,0 +1,25 @@
+CREATE PROCEDURE weave_definition_get(
+        IN in_token     VARCHAR(512),
+        IN in_namespace VARCHAR(200),
+        IN in_name      VARCHAR(200),
+        IN in_version   BIGINT)
+    COMMENT 'Description: one published definition version (NULL version = the latest).
+Parameters: in_token (workflows:read), in_namespace, in_name, in_version.
+Result set: name, version, digest, document, queues, created_at.
+Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
+Rules: M-2.'
+    READS SQL DATA
+BEGIN
+    DECLARE v_ns BIGINT UNSIGNED;
+    DECLARE v_cred BIGINT UNSIGNED;
+    DECLARE v_actor VARCHAR(128);
+    DECLARE v_id BIGINT UNSIGNED DEFAULT NULL;
+    CALL _weave_authorize(in_token, in_namespace, 'workflows:read', NULL, v_ns, v_cred, v_actor);
+    SELECT id INTO v_id FROM weave_definitions
+     WHERE namespace_id = v_ns AND name = in_name AND (in_version IS NULL OR version = in_version)
+     ORDER BY version DESC LIMIT 1;
+    IF v_id IS NULL THEN
+        CALL _weave_raise(50003, 'NOT_FOUND: definition');
+    END IF;
+    SELECT name, version, digest, document, queues, created_at FROM weave_definitions WHERE id = v_id;
+END

@@ -1,0 +1,77 @@
+-- The document arrives validated and canonicalised by the Python layer (orchestrator.definitions);
+-- the digest is computed here so the stored digest always matches the stored bytes. Versions are
+-- numbered under a lock on the namespace row: publishing is rare, and two first publications of one
+-- name must not both become version 1.
+CREATE PROCEDURE weave_definition_publish(
+        IN in_token     VARCHAR(512),
+        IN in_namespace VARCHAR(200),
+        IN in_document  LONGTEXT,
+        IN in_compiled  LONGTEXT,
+        IN in_queues    VARCHAR(4096))
+    COMMENT 'Description: publishes a canonical definition document as the next immutable version; the same
+content as the latest version returns that version instead.
+Parameters: in_token (definitions:publish), in_namespace, in_document (canonical JSON), in_compiled (compiled
+expression templates per step), in_queues (comma list of queues the definition uses).
+Result set: name, version, digest, created (1 when a new version was written).
+Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50119 DEFINITION_INVALID.
+Rules: M-2.'
+    MODIFIES SQL DATA
+BEGIN
+    DECLARE v_now DATETIME(6);
+    DECLARE v_ns BIGINT UNSIGNED;
+    DECLARE v_cred BIGINT UNSIGNED;
+    DECLARE v_actor VARCHAR(128);
+    DECLARE v_name VARCHAR(512);
+    DECLARE v_digest CHAR(64);
+    DECLARE v_latest INT UNSIGNED DEFAULT NULL;
+    DECLARE v_latest_digest CHAR(64);
+    DECLARE v_version INT UNSIGNED;
+    DECLARE v_id BIGINT UNSIGNED;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    START TRANSACTION;
+    CALL _weave_now(v_now);
+    CALL _weave_authorize(in_token, in_namespace, 'definitions:publish', NULL, v_ns, v_cred, v_actor);
+    IF in_document IS NULL OR NOT JSON_VALID(in_document) OR JSON_TYPE(JSON_EXTRACT(in_document, '$.steps')) <> 'ARRAY'
+       OR in_compiled IS NULL OR NOT JSON_VALID(in_compiled) THEN
+        CALL _weave_raise(50119, 'DEFINITION_INVALID: document must be a validated definition');
+    END IF;
+    SET v_name = JSON_UNQUOTE(JSON_EXTRACT(in_document, '$.name'));
+    IF v_name IS NULL OR NOT (v_name REGEXP '^[A-Za-z0-9_.:-]{1,128}$') THEN
+        CALL _weave_raise(50119, 'DEFINITION_INVALID: name');
+    END IF;
+    IF COALESCE(in_queues, '') <> '' AND NOT (in_queues REGEXP '^[A-Za-z0-9_.:-]{1,64}(,[A-Za-z0-9_.:-]{1,64})*$') THEN
+        CALL _weave_raise(50119, 'DEFINITION_INVALID: queues');
+    END IF;
+    SET v_digest = SHA2(in_document, 256);
+    SELECT id INTO v_ns FROM weave_namespaces WHERE id = v_ns FOR UPDATE;
+    SELECT version, digest INTO v_latest, v_latest_digest FROM weave_definitions
+     WHERE namespace_id = v_ns AND name = v_name ORDER BY version DESC LIMIT 1;
+    IF v_latest IS NOT NULL AND v_latest_digest = v_digest THEN
+        COMMIT;
+        SELECT v_name AS name, v_latest AS version, v_digest AS digest, 0 AS created;
+    ELSE
+        SET v_version = COALESCE(v_latest, 0) + 1;
+        INSERT INTO weave_definitions (namespace_id, name, version, document, compiled, digest, queues,
+                                       created_by, created_at)
+        VALUES (v_ns, v_name, v_version, in_document, in_compiled, v_digest, COALESCE(in_queues, ''), v_cred, v_now);
+        SET v_id = LAST_INSERT_ID();
+        INSERT INTO weave_definition_steps (definition_id, step_key, position, type, after_count, spec)
+        SELECT v_id, s.step_key, s.pos - 1, s.type, COALESCE(JSON_LENGTH(s.after_keys), 0), s.spec
+          FROM JSON_TABLE(in_document, '$.steps[*]' COLUMNS (
+                   pos FOR ORDINALITY,
+                   step_key VARCHAR(64) PATH '$.key',
+                   type VARCHAR(16) PATH '$.type',
+                   after_keys JSON PATH '$.after',
+                   spec JSON PATH '$')) AS s;
+        INSERT INTO weave_definition_edges (definition_id, step_key, after_key)
+        SELECT v_id, e.step_key, e.after_key
+          FROM JSON_TABLE(in_document, '$.steps[*]' COLUMNS (
+                   step_key VARCHAR(64) PATH '$.key',
+                   NESTED PATH '$.after[*]' COLUMNS (after_key VARCHAR(64) PATH '$'))) AS e
+         WHERE e.after_key IS NOT NULL;
+        CALL _weave_audit(v_ns, 0, v_cred, v_actor, 'definition.publish', NULL, v_digest, v_now, NULL, NULL,
+                          JSON_OBJECT('name', v_name, 'version', v_version + 0, 'digest', v_digest), NULL);
+        COMMIT;
+        SELECT v_name AS name, v_version AS version, v_digest AS digest, 1 AS created;
+    END IF;
+END

@@ -1,0 +1,51 @@
+CREATE PROCEDURE weave_instance_get(
+        IN in_token       VARCHAR(512),
+        IN in_namespace   VARCHAR(200),
+        IN in_workflow_id VARCHAR(64))
+    COMMENT 'Description: an instance with its steps, current activations, waits, poll state, rounds and open review
+reasons. A consistent snapshot: all result sets are read in one transaction.
+Parameters: in_token (workflows:read and every queue of the definition), in_namespace, in_workflow_id (wf_...).
+Result set 1: workflow_id, namespace, app, definition_name, definition_version, status, control, gate, deadline_at,
+business_key, input, created_at, updated_at, finished_at.
+Result set 2 (steps): step_key, type, status, activation_seq, output, started_at, wait_kind, wait_status, due_at,
+wait_deadline_at, winner_signal_id, settled_at, rounds_used, max_rounds, next_poll_at, poll_deadline,
+current_task_id, poll_state.
+Result set 3 (rounds of current activations): step_key, round_no, task_id, outcome, result, result_at.
+Result set 4 (open review reasons): code, step_key, activation_seq, detail, opened_at.
+Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
+Rules: C-3, M-3.'
+    READS SQL DATA
+BEGIN
+    DECLARE v_ns BIGINT UNSIGNED;
+    DECLARE v_cred BIGINT UNSIGNED;
+    DECLARE v_actor VARCHAR(128);
+    DECLARE v_id BIGINT UNSIGNED;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    CALL _weave_instance_authorize(in_token, in_namespace, in_workflow_id, 'workflows:read',
+                                   v_ns, v_cred, v_actor, v_id);
+    START TRANSACTION WITH CONSISTENT SNAPSHOT;
+    SELECT CONCAT('wf_', i.id) AS workflow_id, in_namespace AS namespace, a.name AS app,
+           i.definition_name, i.definition_version, i.status, i.control, i.gate, i.deadline_at,
+           i.business_key, i.input, i.created_at, i.updated_at, i.finished_at
+      FROM weave_instances i JOIN weave_apps a ON a.id = i.app_id
+     WHERE i.id = v_id;
+    SELECT s.step_key, s.type, s.status, s.activation_seq, s.output, act.started_at,
+           w.kind AS wait_kind, w.status AS wait_status, w.due_at, w.deadline_at AS wait_deadline_at,
+           IF(w.winner_signal_id IS NULL, NULL, CONCAT('sig_', w.winner_signal_id)) AS winner_signal_id,
+           w.settled_at, p.rounds_used, p.max_rounds, p.next_poll_at, p.poll_deadline,
+           IF(p.current_task_id IS NULL, NULL, CONCAT('tsk_', p.current_task_id)) AS current_task_id,
+           p.state AS poll_state
+      FROM weave_steps s
+      LEFT JOIN weave_activations act ON act.id = s.activation_id
+      LEFT JOIN weave_waits w ON w.activation_id = s.activation_id
+      LEFT JOIN weave_poll_states p ON p.activation_id = s.activation_id
+     WHERE s.instance_id = v_id
+     ORDER BY s.position, w.kind;
+    SELECT s.step_key, r.round_no, CONCAT('tsk_', r.task_id) AS task_id, r.outcome, r.result, r.result_at
+      FROM weave_steps s JOIN weave_poll_rounds r ON r.activation_id = s.activation_id
+     WHERE s.instance_id = v_id
+     ORDER BY s.position, r.round_no;
+    SELECT code, step_key, activation_seq, detail, opened_at
+      FROM weave_review_reasons WHERE instance_id = v_id AND closed_at IS NULL ORDER BY id;
+    COMMIT;
+END

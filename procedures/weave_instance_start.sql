@@ -1,0 +1,125 @@
+-- Starting is idempotent per (namespace, idempotency key): the same request again answers the same
+-- instance; the same key with a different request is a conflict. Two concurrent first starts of one
+-- key meet on the unique index: the loser waits for the winner's commit, then answers as a replay.
+CREATE PROCEDURE weave_instance_start(
+        IN in_token           VARCHAR(512),
+        IN in_namespace       VARCHAR(200),
+        IN in_definition      VARCHAR(200),
+        IN in_version         BIGINT,
+        IN in_app             VARCHAR(200),
+        IN in_input           LONGTEXT,
+        IN in_deadline_at     DATETIME(6),
+        IN in_deadline_ms     BIGINT,
+        IN in_business_key    VARCHAR(1024),
+        IN in_idempotency_key VARCHAR(512))
+    COMMENT 'Description: starts an instance of a definition version (NULL = latest), pinning that version; every step
+PENDING and a ROOT checkpoint due at once; event and audit in the same transaction.
+Parameters: in_token (workflows:start and every queue of the definition), in_namespace, in_definition, in_version,
+in_app, in_input (JSON, <= 1 MiB; NULL = {}), exactly one of in_deadline_at (UTC) / in_deadline_ms (from now),
+in_business_key (<= 256 chars), in_idempotency_key (1-128 printable ASCII).
+Result set: workflow_id, status, created (1 new, 0 replay).
+Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50005 IDEMPOTENCY_CONFLICT, 50113
+IDEMPOTENCY_KEY_INVALID, 50117 INPUT_INVALID, 50118 DEADLINE_INVALID, 50122 APP_NOT_FOUND, 50123 DEFINITION_NOT_FOUND.
+Rules: R-1, R-3, R-4, R-5, M-2.'
+    MODIFIES SQL DATA
+BEGIN
+    DECLARE v_now DATETIME(6);
+    DECLARE v_ns BIGINT UNSIGNED;
+    DECLARE v_cred BIGINT UNSIGNED;
+    DECLARE v_actor VARCHAR(128);
+    DECLARE v_def BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_def_version INT UNSIGNED;
+    DECLARE v_queues VARCHAR(2048) DEFAULT NULL;
+    DECLARE v_app BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_input LONGTEXT;
+    DECLARE v_deadline DATETIME(6);
+    DECLARE v_digest CHAR(64);
+    DECLARE v_id BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_existing_digest CHAR(64);
+    DECLARE v_existing_status VARCHAR(16);
+    DECLARE v_duplicate TINYINT DEFAULT 0;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    START TRANSACTION;
+    CALL _weave_now(v_now);
+    SELECT d.id, d.version, d.queues INTO v_def, v_def_version, v_queues
+      FROM weave_definitions d JOIN weave_namespaces n ON n.id = d.namespace_id AND n.name = in_namespace
+     WHERE d.name = in_definition AND (in_version IS NULL OR d.version = in_version)
+     ORDER BY d.version DESC LIMIT 1;
+    CALL _weave_authorize(in_token, in_namespace, 'workflows:start', v_queues, v_ns, v_cred, v_actor);
+
+    IF in_idempotency_key IS NULL OR NOT (in_idempotency_key REGEXP '^[!-~]{1,128}$') THEN
+        CALL _weave_raise(50113, 'IDEMPOTENCY_KEY_INVALID: 1-128 printable ASCII characters');
+    END IF;
+    SET v_input = COALESCE(in_input, '{}');
+    SET v_digest = SHA2(CONCAT_WS('|',
+        CONCAT(LENGTH(in_definition), ':', in_definition), COALESCE(in_version, '-'),
+        CONCAT(LENGTH(in_app), ':', in_app), CONCAT(LENGTH(v_input), ':', v_input),
+        COALESCE(DATE_FORMAT(in_deadline_at, '%Y-%m-%dT%H:%i:%s.%f'), '-'), COALESCE(in_deadline_ms, '-'),
+        COALESCE(CONCAT(LENGTH(in_business_key), ':', in_business_key), '-')), 256);
+
+    SELECT id, request_digest, status INTO v_id, v_existing_digest, v_existing_status
+      FROM weave_instances WHERE namespace_id = v_ns AND idempotency_key = in_idempotency_key;
+    IF v_id IS NULL THEN
+        IF v_def IS NULL THEN
+            CALL _weave_raise(50123, 'DEFINITION_NOT_FOUND: no such definition version');
+        END IF;
+        SELECT id INTO v_app FROM weave_apps WHERE namespace_id = v_ns AND name = in_app LOCK IN SHARE MODE;
+        IF v_app IS NULL THEN
+            CALL _weave_raise(50122, 'APP_NOT_FOUND: no such app in the namespace');
+        END IF;
+        IF NOT JSON_VALID(v_input) OR LENGTH(v_input) > 1048576 THEN
+            CALL _weave_raise(50117, 'INPUT_INVALID: input must be JSON of at most 1 MiB');
+        END IF;
+        IF in_business_key IS NOT NULL AND CHAR_LENGTH(in_business_key) NOT BETWEEN 1 AND 256 THEN
+            CALL _weave_raise(50117, 'INPUT_INVALID: business_key must be 1-256 chars');
+        END IF;
+        IF (in_deadline_at IS NULL) = (in_deadline_ms IS NULL) THEN
+            CALL _weave_raise(50118, 'DEADLINE_INVALID: give exactly one of deadline_at and deadline_ms');
+        END IF;
+        IF in_deadline_ms IS NOT NULL AND (in_deadline_ms <= 0 OR in_deadline_ms > 315360000000) THEN
+            CALL _weave_raise(50118, 'DEADLINE_INVALID: deadline_ms must be 1..315360000000');
+        END IF;
+        SET v_deadline = COALESCE(in_deadline_at, v_now + INTERVAL in_deadline_ms * 1000 MICROSECOND);
+        IF v_deadline <= v_now THEN
+            CALL _weave_raise(50118, 'DEADLINE_INVALID: the deadline has already passed');
+        END IF;
+        BEGIN
+            DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+            INSERT INTO weave_instances (namespace_id, app_id, definition_id, definition_name, definition_version,
+                                         input, status, control, gate, deadline_at, credential_id, business_key,
+                                         idempotency_key, request_digest, created_at, updated_at)
+            VALUES (v_ns, v_app, v_def, in_definition, v_def_version, v_input, 'RUNNING', 'ACTIVE', 'OPEN',
+                    v_deadline, v_cred, in_business_key, in_idempotency_key, v_digest, v_now, v_now);
+        END;
+    END IF;
+
+    IF v_id IS NULL AND v_duplicate = 0 THEN
+        SET v_id = LAST_INSERT_ID();
+        INSERT INTO weave_steps (namespace_id, instance_id, step_key, position, type, status, updated_at)
+        SELECT v_ns, v_id, step_key, position, type, 'PENDING', v_now
+          FROM weave_definition_steps WHERE definition_id = v_def;
+        INSERT INTO weave_pending_advances (namespace_id, instance_id, step_key, kind, activation_id,
+                                            due_at, available_at, created_at)
+        VALUES (v_ns, v_id, '', 'ROOT', 0, v_now, v_now, v_now);
+        CALL _weave_event(v_ns, v_id, 'INSTANCE_STARTED', '', 0, v_now,
+             JSON_OBJECT('definition', in_definition, 'version', v_def_version + 0, 'app', in_app,
+                         'deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'), 'actor', v_actor));
+        CALL _weave_audit(v_ns, v_id, v_cred, v_actor, 'instance.start', in_idempotency_key, v_digest, v_now,
+                          v_deadline, NULL, JSON_OBJECT('definition', in_definition, 'version', v_def_version,
+                                                         'app', in_app), NULL);
+        COMMIT;
+        SELECT CONCAT('wf_', v_id) AS workflow_id, 'RUNNING' AS status, 1 AS created;
+    ELSE
+        IF v_duplicate = 1 THEN
+            SELECT id, request_digest, status INTO v_id, v_existing_digest, v_existing_status
+              FROM weave_instances WHERE namespace_id = v_ns AND idempotency_key = in_idempotency_key;
+        END IF;
+        IF v_existing_digest <> v_digest THEN
+            CALL _weave_raise(50005, 'IDEMPOTENCY_CONFLICT: this key started a different request');
+        END IF;
+        COMMIT;
+        SELECT CONCAT('wf_', v_id) AS workflow_id, v_existing_status AS status, 0 AS created;
+    END IF;
+END

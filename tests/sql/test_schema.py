@@ -1,0 +1,113 @@
+"""The schema and its installation (M-1, R-15, R-16)."""
+
+from __future__ import annotations
+
+import pytest
+
+from procedures import db as dbmod
+from procedures import errors, installer
+
+
+def test_M1_every_table_and_column_has_a_comment(db):
+    tables = db.rows("SELECT TABLE_NAME AS t, TABLE_COMMENT AS c FROM information_schema.TABLES "
+                     "WHERE TABLE_SCHEMA = DATABASE() AND (TABLE_NAME LIKE 'weave%%' OR TABLE_NAME LIKE 'pulse%%')")
+    assert len(tables) >= 20
+    assert [r["t"] for r in tables if not r["c"].strip()] == []
+    columns = db.rows("SELECT TABLE_NAME AS t, COLUMN_NAME AS c FROM information_schema.COLUMNS "
+                      "WHERE TABLE_SCHEMA = DATABASE() AND (TABLE_NAME LIKE 'weave%%' OR TABLE_NAME LIKE 'pulse%%') "
+                      "AND COLUMN_COMMENT = ''")
+    assert columns == []
+
+
+def test_M1_no_foreign_keys_anywhere(db):
+    fks = db.rows("SELECT CONSTRAINT_NAME FROM information_schema.REFERENTIAL_CONSTRAINTS "
+                  "WHERE CONSTRAINT_SCHEMA = DATABASE()")
+    assert fks == []
+
+
+def test_M1_correlation_keys_are_exact_bytes(db):
+    types = db.rows("SELECT TABLE_NAME AS t, DATA_TYPE AS d FROM information_schema.COLUMNS "
+                    "WHERE TABLE_SCHEMA = DATABASE() AND COLUMN_NAME = 'correlation_key'")
+    assert {r["t"]: r["d"] for r in types} == {
+        "weave_activations": "varbinary", "weave_waits": "varbinary", "weave_signals": "varbinary"}
+
+
+def test_R15_second_migrate_changes_nothing(database):
+    report = installer.migrate(database, test_clock=True)
+    assert not report.changed
+    assert report.migrations_applied == [] and report.routines_installed == []
+
+
+def test_R15_every_shipped_routine_is_installed_with_its_digest(db):
+    shipped = {r.name: r.digest for r in installer.shipped_routines()}
+    recorded = {r["name"]: r["digest"] for r in db.rows("SELECT name, digest FROM weave_routines")}
+    present = {r["n"] for r in db.rows("SELECT ROUTINE_NAME AS n FROM information_schema.ROUTINES "
+                                       "WHERE ROUTINE_SCHEMA = DATABASE()")}
+    assert recorded == shipped
+    assert set(shipped) <= present
+
+
+def test_R15_a_changed_routine_file_replaces_exactly_that_routine(database, tmp_path, monkeypatch):
+    original = installer.shipped_routines()
+    target = next(r for r in original if r.name == "weave_clock_now")
+    changed = target.text.replace("SELECT v_now AS now_at", "SELECT v_now AS now_at /* changed */")
+    (tmp_path / f"{target.name}.sql").write_text(changed)
+    for r in original:
+        if r.name != target.name:
+            (tmp_path / f"{r.name}.sql").write_text(r.text)
+    monkeypatch.setattr(installer, "PROCEDURES_DIR", tmp_path)
+    monkeypatch.setattr(installer.shipped_routines, "__defaults__", (tmp_path,))
+    try:
+        report = installer.migrate(database, test_clock=True)
+        assert report.routines_installed == ["weave_clock_now"]
+        assert report.migrations_applied == [] and report.routines_dropped == []
+        with dbmod.connect(database) as conn, conn.cursor() as cur:
+            cur.execute("SELECT ROUTINE_DEFINITION AS d FROM information_schema.ROUTINES "
+                        "WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = 'weave_clock_now'")
+            assert "/* changed */" in cur.fetchone()["d"]
+    finally:
+        monkeypatch.undo()
+        report = installer.migrate(database, test_clock=True)
+        assert report.routines_installed == ["weave_clock_now"]
+
+
+def test_R16_level_check_passes_on_a_current_database(db):
+    installer.check_level(db.conn)
+
+
+def test_R16_level_check_names_both_levels_when_behind(db):
+    db.execute("UPDATE weave_routines SET digest = REPEAT('0', 64) WHERE name = 'weave_instance_start'")
+    try:
+        with pytest.raises(errors.SchemaMismatch) as info:
+            installer.check_level(db.conn)
+        message = str(info.value)
+        assert installer.shipped_level() in message
+        assert "weave_instance_start" in message and "weave migrate" in message
+    finally:
+        installer.migrate(db.dsn, test_clock=True)
+    installer.check_level(db.conn)
+
+
+def test_R2_production_install_refuses_the_test_clock(database):
+    prod = database.with_database(database.database + "_prod")
+    try:
+        installer.migrate(prod, test_clock=False)
+        with dbmod.connect(prod) as conn:
+            with pytest.raises(errors.TestClockDisabled):
+                dbmod.call(conn, "weave_test_clock_advance", 1000)
+            # A production database cannot be turned into a test-clock one later.
+            with pytest.raises(errors.InvalidState):
+                installer.migrate(prod, test_clock=True)
+    finally:
+        with dbmod.connect(prod, database=False) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{prod.database}`")
+
+
+def test_R2_test_clock_only_moves_forward(db):
+    before = db.now()
+    after = db.advance(60_000)
+    assert (after - before).total_seconds() >= 60
+    with pytest.raises(errors.ValidationFailed) as info:
+        db.advance(-1)
+    assert info.value.field_code == "INVALID_ARGUMENT"
+    assert db.now() >= after

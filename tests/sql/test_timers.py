@@ -1,0 +1,329 @@
+"""TIMER (03-timers, T-1..T-8) and the checkpoint runtime it rides on (R-5..R-9), driven by the test clock."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pymysql
+import pytest
+
+from procedures import errors
+
+HOUR = 3_600_000
+
+
+def timer_flow(name="cool-off", delay_ms=60_000, then=None):
+    steps = [{"key": "cool_off", "type": "TIMER", "delay_ms": delay_ms}]
+    if then:
+        steps.append({"key": "after_cool_off", "type": "TIMER", "delay_ms": then, "after": ["cool_off"]})
+    return {"name": name, "steps": steps}
+
+
+def parse(ts: str) -> dt.datetime:
+    return dt.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def test_T1_activation_stores_due_as_start_plus_delay_capped_by_deadline(world, orch):
+    world.publish(timer_flow(delay_ms=60_000))
+    wf = world.start("cool-off", deadline_ms=HOUR)
+    orch.drain()
+    step = world.step(wf, "cool_off")
+    assert step["status"] == "ACTIVE" and step["wait"]["status"] == "WAITING"
+    assert parse(step["wait"]["due_at"]) - parse(step["started_at"]) == dt.timedelta(milliseconds=60_000)
+    cp = world.db.row("SELECT kind, activation_id, due_at FROM weave_pending_advances WHERE step_key = 'cool_off'")
+    act = world.db.row("SELECT id FROM weave_activations WHERE step_key = 'cool_off'")
+    assert cp["kind"] == "TIMER" and cp["activation_id"] == act["id"]
+    assert cp["due_at"].strftime("%Y-%m-%dT%H:%M:%S.%fZ") == step["wait"]["due_at"]
+
+
+def test_T2_timer_creates_no_task_and_holds_no_permit(world, orch):
+    world.publish(timer_flow())
+    world.start("cool-off")
+    orch.drain()
+    world.db.advance(61_000)
+    orch.drain()
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks") == 0
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_permits") == 0
+
+
+def test_T3_due_timer_settles_and_step_succeeds_with_null_output(world, orch):
+    world.publish(timer_flow())
+    wf = world.start("cool-off")
+    orch.drain()
+    world.db.advance(59_000)
+    orch.drain()
+    assert world.step(wf, "cool_off")["wait"]["status"] == "WAITING"
+    world.db.advance(1_001)
+    orch.drain()
+    inst = world.instance(wf)
+    step = inst["steps"][0]
+    assert step["status"] == "SUCCEEDED" and step["output"] is None
+    assert step["wait"]["status"] == "SATISFIED"
+    assert parse(step["wait"]["settled_at"]) >= parse(step["wait"]["due_at"])
+    assert inst["status"] == "SUCCEEDED"  # R-9
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances") == 0
+
+
+def test_T4_truncated_timer_goes_to_review_never_success(world, orch):
+    world.publish(timer_flow(delay_ms=2 * HOUR))
+    wf = world.start("cool-off", deadline_ms=HOUR)
+    orch.drain()
+    step = world.step(wf, "cool_off")
+    assert parse(step["wait"]["due_at"]) == parse(world.instance(wf)["deadline_at"])
+    world.db.advance(HOUR + 1)
+    orch.drain()
+    inst = world.instance(wf)
+    assert inst["status"] == "NEEDS_REVIEW" and inst["gate"] == "CLOSED"
+    assert inst["steps"][0]["status"] == "NEEDS_REVIEW"
+    assert inst["steps"][0]["wait"]["status"] == "EXPIRED"
+    assert [r["code"] for r in inst["review_reasons"]] == ["TIMER_TRUNCATED"]
+    assert "TIMER_SETTLED" not in [e["type"] for e in world.events(wf)]
+
+
+def test_T5_timer_due_during_pause_settles_and_successor_waits(world, orch):
+    world.publish(timer_flow(then=1_000))
+    wf = world.start("cool-off")
+    orch.drain()
+    world.db.execute("UPDATE weave_instances SET control = 'PAUSED' WHERE id = %s", world.internal_id(wf))
+    world.db.advance(61_000)
+    orch.drain()
+    inst = world.instance(wf)
+    assert inst["steps"][0]["status"] == "SUCCEEDED"
+    assert inst["steps"][1]["status"] == "PENDING"
+    root = world.db.row("SELECT due_at, available_at, last_error FROM weave_pending_advances WHERE step_key = ''")
+    assert root is not None and root["available_at"] > world.db.now()
+    assert "paused" in root["last_error"]
+    deadline = world.db.scalar("SELECT deadline_at FROM weave_instances")
+    assert inst["deadline_at"] == deadline.strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # pause moves no deadline
+
+
+def test_T6_late_scan_settles_with_original_due_and_finishes(world, orch):
+    world.publish(timer_flow(delay_ms=60_000))
+    wf = world.start("cool-off", deadline_ms=HOUR)
+    orch.drain()
+    due = world.step(wf, "cool_off")["wait"]["due_at"]
+    world.db.advance(2 * HOUR)  # every process was down past the instance deadline
+    orch.drain()
+    inst = world.instance(wf)
+    assert inst["status"] == "SUCCEEDED"  # finishing needs nothing new
+    assert inst["steps"][0]["wait"]["due_at"] == due
+    settled = next(e for e in world.events(wf) if e["type"] == "TIMER_SETTLED")
+    assert settled["data"]["due_at"] == due and settled["data"]["lateness_ms"] >= 2 * HOUR - 60_000 - 1000
+
+
+def test_T6_late_scan_with_successor_past_deadline_goes_to_review(world, orch):
+    world.publish(timer_flow(delay_ms=60_000, then=1_000))
+    wf = world.start("cool-off", deadline_ms=HOUR)
+    orch.drain()
+    world.db.advance(2 * HOUR)
+    orch.drain()
+    inst = world.instance(wf)
+    assert inst["steps"][0]["status"] == "SUCCEEDED"  # the timer itself was due in time
+    assert inst["steps"][0]["wait"]["status"] == "SATISFIED"
+    assert inst["steps"][1]["status"] == "PENDING"
+    assert inst["status"] == "NEEDS_REVIEW" and inst["gate"] == "CLOSED"
+    assert [r["code"] for r in inst["review_reasons"]] == ["INSTANCE_DEADLINE"]
+
+
+def test_T7_audit_failure_rolls_back_the_whole_settlement(world, orch):
+    world.publish(timer_flow(then=1_000))
+    wf = world.start("cool-off")
+    orch.drain()
+    world.db.execute(
+        "CREATE TRIGGER test_audit_fails BEFORE INSERT ON weave_audit FOR EACH ROW "
+        "BEGIN IF NEW.action = 'timer.settle' THEN "
+        "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'audit store down'; END IF; END")
+    world.db.advance(61_000)
+    before = world.db.table_counts()
+    outcomes = orch.drain(max_rounds=3)
+    assert outcomes["CHECKPOINT:FAILED"] >= 1
+    after = world.db.table_counts()
+    assert {k: v for k, v in after.items() if k != "weave_pending_advances"} == \
+           {k: v for k, v in before.items() if k != "weave_pending_advances"}
+    inst = world.instance(wf)
+    assert inst["steps"][0]["wait"]["status"] == "WAITING"
+    assert inst["steps"][1]["status"] == "PENDING"  # no partial successor
+    cp = world.db.row("SELECT due_at, available_at, attempts, last_error FROM weave_pending_advances "
+                      "WHERE step_key = 'cool_off'")
+    assert cp["attempts"] >= 1 and "audit store down" in cp["last_error"]  # R-12 bookkeeping
+    assert cp["due_at"].strftime("%Y-%m-%dT%H:%M:%S.%fZ") == inst["steps"][0]["wait"]["due_at"]
+    world.db.execute("DROP TRIGGER test_audit_fails")
+    world.db.advance(120_000)
+    orch.drain()
+    assert world.step(wf, "cool_off")["status"] == "SUCCEEDED"
+
+
+def test_T8_settle_event_says_when_due_and_when_settled(world, orch):
+    world.publish(timer_flow())
+    wf = world.start("cool-off")
+    orch.drain()
+    world.db.advance(90_000)
+    orch.drain()
+    settled = next(e for e in world.events(wf) if e["type"] == "TIMER_SETTLED")
+    lateness = parse(settled["data"]["settled_at"]) - parse(settled["data"]["due_at"])
+    assert settled["step_key"] == "cool_off" and settled["activation_sequence"] == 1
+    assert abs(lateness.total_seconds() * 1000 - settled["data"]["lateness_ms"]) < 1
+    assert settled["data"]["lateness_ms"] >= 29_000
+
+
+def test_R5_stale_checkpoint_of_an_old_activation_never_acts(world, orch):
+    world.publish(timer_flow())
+    wf = world.start("cool-off")
+    orch.drain()
+    iid = world.internal_id(wf)
+    old = world.db.scalar("SELECT activation_id FROM weave_steps WHERE instance_id = %s", iid)
+    # A second generation of the step (what recovery creates); the checkpoint still names the first.
+    world.db.execute("INSERT INTO weave_activations (namespace_id, instance_id, step_id, step_key, seq, frozen, "
+                     "started_at, deadline_at) SELECT namespace_id, instance_id, step_id, step_key, 2, frozen, "
+                     "started_at, deadline_at FROM weave_activations WHERE id = %s", old)
+    new = world.db.scalar("SELECT MAX(id) FROM weave_activations")
+    world.db.execute("UPDATE weave_steps SET activation_id = %s, activation_seq = 2 WHERE instance_id = %s", new, iid)
+    world.db.advance(61_000)
+    outcomes = orch.drain()
+    assert outcomes["CHECKPOINT:STALE"] == 1
+    assert world.db.scalar("SELECT status FROM weave_waits WHERE activation_id = %s", old) == "WAITING"
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances WHERE instance_id = %s", iid) == 0
+    assert world.db.scalar("SELECT status FROM weave_steps WHERE instance_id = %s", iid) == "ACTIVE"
+
+
+@pytest.mark.breaks_invariants("M-4.11")
+def test_R6_timer_facts_that_do_not_verify_are_left_untouched(world, orch):
+    world.publish(timer_flow())
+    wf = world.start("cool-off")
+    orch.drain()
+    world.db.execute("UPDATE weave_waits SET due_at = due_at - INTERVAL 30 SECOND")  # corrupted on purpose
+    world.db.advance(61_000)
+    outcomes = orch.drain(max_rounds=2)
+    assert outcomes["CHECKPOINT:FAILED"] >= 1
+    assert world.step(wf, "cool_off")["wait"]["status"] == "WAITING"
+    cp = world.db.row("SELECT attempts, last_error FROM weave_pending_advances WHERE step_key = 'cool_off'")
+    assert "INVALID_STATE" in cp["last_error"]
+
+
+def test_R7_at_most_32_step_changes_per_transaction(world, orch):
+    steps = [{"key": f"t{i:02d}", "type": "TIMER", "delay_ms": 1000} for i in range(40)]
+    world.publish({"name": "fan-out", "steps": steps})
+    wf = world.start("fan-out")
+    first = orch.advance(orch.scan().candidates[0])
+    assert first == "MORE"
+    statuses = [s["status"] for s in world.instance(wf)["steps"]]
+    assert statuses.count("ACTIVE") == 32 and statuses.count("PENDING") == 8
+    root = world.db.row("SELECT due_at, available_at FROM weave_pending_advances WHERE step_key = ''")
+    assert root["available_at"] <= world.db.now()  # stays due now
+    orch.drain()
+    assert [s["status"] for s in world.instance(wf)["steps"]].count("ACTIVE") == 40
+    activations = [e for e in world.events(wf) if e["type"] == "STEP_ACTIVATED"]
+    assert len(activations) == 40
+
+
+def test_R7_successor_activates_only_when_all_after_steps_succeeded(world, orch):
+    world.publish({"name": "join", "steps": [
+        {"key": "a", "type": "TIMER", "delay_ms": 1000},
+        {"key": "b", "type": "TIMER", "delay_ms": 5000},
+        {"key": "c", "type": "TIMER", "delay_ms": 1000, "after": ["a", "b"]}]})
+    wf = world.start("join")
+    orch.drain()
+    world.db.advance(1_001)
+    orch.drain()
+    assert [s["status"] for s in world.instance(wf)["steps"]] == ["SUCCEEDED", "ACTIVE", "PENDING"]
+    world.db.advance(4_000)
+    orch.drain()
+    assert [s["status"] for s in world.instance(wf)["steps"]] == ["SUCCEEDED", "SUCCEEDED", "ACTIVE"]
+    world.db.advance(1_001)
+    orch.drain()
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+
+
+@pytest.mark.parametrize("blocker", ["paused", "identity", "app"])
+def test_R8_deferred_root_keeps_its_due_time_and_consumes_nothing(world, orch, blocker):
+    world.publish(timer_flow())
+    wf = world.start("cool-off")
+    iid = world.internal_id(wf)
+    if blocker == "paused":
+        world.db.execute("UPDATE weave_instances SET control = 'PAUSED' WHERE id = %s", iid)
+    elif blocker == "identity":
+        world.db.execute("UPDATE weave_credentials SET status = 'DISABLED' WHERE actor = 'ops'")
+    else:
+        world.db.execute("UPDATE weave_apps SET status = 'DISABLED'")
+    due_before = world.db.scalar("SELECT due_at FROM weave_pending_advances WHERE step_key = ''")
+    outcomes = orch.drain()
+    assert outcomes["CHECKPOINT:DEFERRED"] == 1
+    root = world.db.row("SELECT due_at, available_at FROM weave_pending_advances WHERE step_key = ''")
+    assert root["due_at"] == due_before and root["available_at"] > world.db.now()
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_activations") == 0
+    assert world.db.scalar("SELECT deadline_at FROM weave_instances") is not None
+    world.db.execute("UPDATE weave_instances SET control = 'ACTIVE'")
+    world.db.execute("UPDATE weave_credentials SET status = 'ACTIVE'")
+    world.db.execute("UPDATE weave_apps SET status = 'ACTIVE'")
+    world.db.advance(61_000)
+    orch.drain()
+    assert world.step(wf, "cool_off")["status"] == "ACTIVE"
+
+
+def test_R8_instance_deadline_passed_when_new_work_is_needed_goes_to_review(world, orch):
+    world.publish(timer_flow())
+    wf = world.start("cool-off", deadline_ms=1_000)
+    world.db.advance(1_000)
+    orch.drain()
+    inst = world.instance(wf)
+    assert inst["status"] == "NEEDS_REVIEW" and inst["gate"] == "CLOSED"
+    assert inst["review_reasons"][0]["code"] == "INSTANCE_DEADLINE"
+    assert inst["steps"][0]["status"] == "PENDING"
+
+
+def test_R9_instance_succeeds_in_the_transaction_of_its_last_step(world, orch):
+    world.publish(timer_flow(then=1_000))
+    wf = world.start("cool-off")
+    orch.drain()
+    world.db.advance(61_000)
+    orch.drain()
+    world.db.advance(1_001)
+    orch.drain()
+    events = world.events(wf)
+    last_settle = [e for e in events if e["type"] == "TIMER_SETTLED"][-1]
+    done = next(e for e in events if e["type"] == "INSTANCE_SUCCEEDED")
+    assert done["occurred_at"] == last_settle["occurred_at"] and done["seq"] == last_settle["seq"] + 1
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances") == 0
+
+
+def test_R12_failure_bookkeeping_only_when_the_version_is_unchanged(world, orch):
+    world.publish(timer_flow())
+    world.start("cool-off")
+    cand = orch.scan().candidates[0]
+    world.db.execute("UPDATE weave_pending_advances SET version = version + 1 WHERE id = %s", cand.id)
+    assert world.db.one("weave_candidate_fail", "CHECKPOINT", cand.id, cand.version, "boom")["recorded"] == 0
+    row = world.db.row("SELECT attempts, available_at, due_at, version FROM weave_pending_advances")
+    assert row["attempts"] == 0 and row["available_at"] == row["due_at"]
+    assert world.db.one("weave_candidate_fail", "CHECKPOINT", cand.id, row["version"], "boom")["recorded"] == 1
+    after = world.db.row("SELECT attempts, available_at, due_at, last_error FROM weave_pending_advances")
+    assert after["attempts"] == 1 and after["due_at"] == row["due_at"] and after["available_at"] > after["due_at"]
+
+
+def test_R13_instance_locked_by_another_node_is_skipped_not_waited_for(world, orch, database):
+    world.publish(timer_flow())
+    wf = world.start("cool-off")
+    other = world.db.connect()
+    try:
+        other.begin()
+        with other.cursor() as cur:
+            cur.execute("SELECT id FROM weave_instances WHERE id = %s FOR UPDATE", (world.internal_id(wf),))
+        cand = orch.scan().candidates[0]
+        assert orch.advance(cand) == "BUSY"
+        other.rollback()
+        assert orch.advance(cand) == "ACTIVATED"
+    finally:
+        other.close()
+
+
+def test_R1_a_failing_routine_leaves_no_open_transaction(world):
+    conn = world.db.conn
+    with pytest.raises(errors.NotFound):
+        world.instance("wf_999999")
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@in_transaction AS t" if "MariaDB" in conn.get_server_info() else "SELECT 0 AS t")
+        assert cur.fetchone()["t"] == 0
+    with pytest.raises(errors.IdempotencyConflict):
+        world.publish(timer_flow())
+        world.start("cool-off", key="k1")
+        world.start("cool-off", key="k1", deadline_ms=5)
+    assert isinstance(conn, pymysql.Connection)

@@ -1,0 +1,85 @@
+"""The test-side handle on a real database: routine calls, plain reads, the test clock."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pymysql
+
+from procedures import db as dbmod
+
+# Tables that hold install state rather than scenario data: kept across tests.
+KEEP = {"weave_install", "weave_routines"}
+
+
+class Db:
+    def __init__(self, dsn: dbmod.Dsn):
+        self.dsn = dsn
+        self.conn = dbmod.connect(dsn)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def connect(self) -> pymysql.Connection:
+        """A second, independent connection (for concurrency tests)."""
+        return dbmod.connect(self.dsn)
+
+    def call(self, routine: str, *args: Any) -> list[list[dict]]:
+        return dbmod.call(self.conn, routine, *args)
+
+    def one(self, routine: str, *args: Any) -> dict | None:
+        return dbmod.call_one(self.conn, routine, *args)
+
+    def rows(self, sql: str, *args: Any) -> list[dict]:
+        with self.conn.cursor() as cur:
+            cur.execute(sql, args)
+            return list(cur.fetchall())
+
+    def row(self, sql: str, *args: Any) -> dict | None:
+        rows = self.rows(sql, *args)
+        return rows[0] if rows else None
+
+    def scalar(self, sql: str, *args: Any) -> Any:
+        row = self.row(sql, *args)
+        return None if row is None else next(iter(row.values()))
+
+    def execute(self, sql: str, *args: Any) -> int:
+        with self.conn.cursor() as cur:
+            return cur.execute(sql, args)
+
+    def now(self) -> dt.datetime:
+        return self.one("weave_clock_now")["now_at"]
+
+    def advance(self, ms: int) -> dt.datetime:
+        """Move the database test clock (R-2); tests never sleep for a due time."""
+        return self.one("weave_test_clock_advance", ms)["now_at"]
+
+    def advance_to(self, moment: dt.datetime) -> dt.datetime:
+        gap = moment - self.now()
+        ms = max(0, int(gap.total_seconds() * 1000) + 1)
+        return self.advance(ms)
+
+    def table_counts(self) -> dict[str, int]:
+        counts = {}
+        for table in scenario_tables(self.conn):
+            counts[table] = self.scalar(f"SELECT COUNT(*) FROM `{table}`")
+        return counts
+
+
+def scenario_tables(conn: pymysql.Connection) -> list[str]:
+    with conn.cursor() as cur:
+        cur.execute("SELECT TABLE_NAME AS t FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
+                    "AND (TABLE_NAME LIKE 'weave\\_%%' OR TABLE_NAME LIKE 'pulse\\_%%') ORDER BY TABLE_NAME")
+        return [r["t"] for r in cur.fetchall() if r["t"] not in KEEP]
+
+
+def reset(conn: pymysql.Connection) -> None:
+    """A clean scenario: every data row gone, test triggers dropped, the test clock back at zero."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT TRIGGER_NAME AS t FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()")
+        for row in cur.fetchall():
+            cur.execute(f"DROP TRIGGER IF EXISTS `{row['t']}`")
+        for table in scenario_tables(conn):
+            cur.execute(f"DELETE FROM `{table}`")
+        cur.execute("UPDATE weave_install SET clock_offset_us = 0 WHERE id = 1")

@@ -1,0 +1,49 @@
+"""Finding a real server for the suite (Q-1): WEAVE_TEST_DSN, else a private server from the binary on
+PATH, else a MySQL 8 testcontainer where Docker runs, else a clear failure. Never a mock."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import tempfile
+from pathlib import Path
+
+from orchestrator.embedded import INSTALL_HINT, EmbeddedServer, find_server_binary
+from procedures.db import Dsn
+
+
+def _docker_available() -> bool:
+    try:
+        import docker
+
+        docker.from_env().ping()
+        return True
+    except Exception:
+        return False
+
+
+def server_dsn() -> tuple[Dsn, str]:
+    """A DSN of a server we may create databases on, and how it was found."""
+    explicit = os.environ.get("WEAVE_TEST_DSN")
+    if explicit:
+        return Dsn.parse(explicit), "WEAVE_TEST_DSN"
+    if find_server_binary():
+        directory = Path(tempfile.mkdtemp(prefix="weave-test-server-"))
+        server = EmbeddedServer(directory, database="weave_test", fast_commit=True)
+        dsn = server.start()
+        atexit.register(server.stop)
+        return dsn, f"private server in {directory}"
+    if _docker_available():
+        from testcontainers.mysql import MySqlContainer
+
+        container = MySqlContainer("mysql:8.0", username="root", password="weave", dbname="weave_test")
+        container.with_command("--log-bin-trust-function-creators=1")
+        container.start()
+        atexit.register(container.stop)
+        return Dsn(host=container.get_container_host_ip(), port=int(container.get_exposed_port(3306)),
+                   user="root", password="weave", database="weave_test"), "MySQL 8 testcontainer"
+    raise RuntimeError(
+        "The Weave test suite needs a real MariaDB/MySQL server and found none:\n"
+        "  - WEAVE_TEST_DSN is not set (e.g. mysql://root@127.0.0.1:3306/weave_test),\n"
+        "  - no server binary on PATH to start a private one, and\n"
+        "  - no Docker for a MySQL 8 testcontainer.\n" + INSTALL_HINT)

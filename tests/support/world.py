@@ -1,0 +1,61 @@
+"""A namespace ready for scenarios: bootstrap admin, an app, a queue, a credential with every
+workflow scope, and short-hands for publishing and starting."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from orchestrator import definitions
+from procedures import routines
+from tests.support.db import Db
+
+WORKFLOW_SCOPES = ["workflows:read", "workflows:start", "workflows:signal", "workflows:control",
+                   "workflows:review"]
+_keys = itertools.count(1)
+
+
+@dataclass
+class World:
+    db: Db
+    namespace: str
+    admin: str
+    token: str
+    app: str = "billing"
+    queue: str = "payments"
+    published: dict = field(default_factory=dict)
+
+    @classmethod
+    def create(cls, db: Db, namespace: str = "acme", *, quota: int = 1000, capacity: int = 1000) -> World:
+        admin = routines.namespace_bootstrap(db.conn, namespace)["token"]
+        routines.app_put(db.conn, admin, namespace, "billing", quota)
+        routines.queue_put(db.conn, admin, namespace, "payments", capacity)
+        token = routines.credential_create(db.conn, admin, namespace, "ops", WORKFLOW_SCOPES)["token"]
+        return cls(db, namespace, admin, token)
+
+    def credential(self, scopes: list[str], queues: list[str] | str = "*", actor: str = "someone") -> dict:
+        return routines.credential_create(self.db.conn, self.admin, self.namespace, actor, scopes, queues)
+
+    def publish(self, doc: dict) -> dict:
+        result = routines.definition_publish(self.db.conn, self.admin, self.namespace, definitions.validate(doc))
+        self.published[doc["name"]] = result["version"]
+        return result
+
+    def start(self, definition: str, input: dict | None = None, *, deadline_ms: int = 86_400_000,
+              key: str | None = None, token: str | None = None, **extra) -> str:
+        result = routines.instance_start(
+            self.db.conn, token or self.token, self.namespace, definition=definition, app=extra.pop("app", self.app),
+            input=input or {}, idempotency_key=key or f"start-{next(_keys)}", deadline_ms=deadline_ms, **extra)
+        return result["workflow_id"]
+
+    def instance(self, workflow_id: str) -> dict:
+        return routines.instance_get(self.db.conn, self.token, self.namespace, workflow_id)
+
+    def step(self, workflow_id: str, key: str) -> dict:
+        return next(s for s in self.instance(workflow_id)["steps"] if s["key"] == key)
+
+    def events(self, workflow_id: str) -> list[dict]:
+        return routines.instance_events(self.db.conn, self.token, self.namespace, workflow_id, 0, 1000)
+
+    def internal_id(self, workflow_id: str) -> int:
+        return int(workflow_id.removeprefix("wf_"))
