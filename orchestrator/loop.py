@@ -30,7 +30,11 @@ log = logging.getLogger("weave.orchestrator")
 # Candidate class -> the routine that advances one candidate of it. Each class's scan result set in
 # weave_scan lists (class, id, version, due_at); new classes plug in here and in weave_scan.
 ADVANCERS: dict[str, str] = {
+    "INBOX": "weave_inbox_consume",
     "CHECKPOINT": "weave_checkpoint_advance",
+    "SIGNAL": "weave_signal_process",
+    "LEASE": "pulse_lease_recover",
+    "TASK_EXPIRY": "pulse_task_expire",
 }
 # Classes whose failures are recorded with weave_candidate_fail; maintenance classes simply
 # come back in the next scan.

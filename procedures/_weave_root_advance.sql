@@ -20,7 +20,7 @@ BEGIN
     DECLARE v_app_status VARCHAR(16);
     DECLARE v_step BIGINT UNSIGNED;
     DECLARE v_done INT DEFAULT 0;
-    DECLARE v_result VARCHAR(16);
+    DECLARE v_result VARCHAR(256);
     DECLARE v_unfinished INT;
     DECLARE v_why VARCHAR(64) DEFAULT NULL;
 
@@ -85,6 +85,13 @@ BEGIN
 
         WHILE v_step IS NOT NULL AND v_done < in_budget DO
             CALL _weave_step_activate(in_namespace_id, in_instance_id, v_step, in_now, v_result);
+            IF v_result <> 'ACTIVATED' THEN
+                -- Quota or capacity full: nothing was written for this step; look again shortly (R-8).
+                CALL _weave_checkpoint_defer(in_namespace_id, in_instance_id, '', 'ROOT', 0,
+                                             in_now + INTERVAL 1 SECOND, in_now, v_result);
+                SET out_outcome = 'DEFERRED';
+                LEAVE root;
+            END IF;
             SET v_done = v_done + 1;
             CALL _weave_next_ready_step(in_instance_id, v_def, v_step);
         END WHILE;

@@ -24,6 +24,18 @@ BEGIN
                available_at = GREATEST(due_at, v_now + INTERVAL LEAST(100 * POW(2, LEAST(attempts, 20)), 60000) * 1000 MICROSECOND)
          WHERE id = in_id AND version = in_version;
         SET v_rows = ROW_COUNT();
+    ELSEIF in_class = 'INBOX' THEN
+        UPDATE pulse_inbox
+           SET attempts = attempts + 1, last_error = LEFT(in_error, 1024), version = version + 1,
+               available_at = v_now + INTERVAL LEAST(100 * POW(2, LEAST(attempts, 20)), 60000) * 1000 MICROSECOND
+         WHERE id = in_id AND version = in_version AND state = 'PENDING';
+        SET v_rows = ROW_COUNT();
+    ELSEIF in_class = 'SIGNAL' THEN
+        UPDATE weave_signals
+           SET attempts = attempts + 1, last_error = LEFT(in_error, 1024), version = version + 1,
+               available_at = v_now + INTERVAL LEAST(100 * POW(2, LEAST(attempts, 20)), 60000) * 1000 MICROSECOND
+         WHERE id = in_id AND version = in_version AND status = 'PENDING';
+        SET v_rows = ROW_COUNT();
     ELSE
         CALL _weave_raise(50100, 'INVALID_ARGUMENT: unknown candidate class');
     END IF;

@@ -13,32 +13,25 @@ BEGIN
     DECLARE v_now DATETIME(6);
     DECLARE v_ns BIGINT UNSIGNED;
     DECLARE v_inst BIGINT UNSIGNED DEFAULT NULL;
-    DECLARE v_cred BIGINT UNSIGNED;
-    DECLARE v_app BIGINT UNSIGNED;
-    DECLARE v_locked BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_locked TINYINT DEFAULT 0;
     DECLARE v_kind VARCHAR(8) DEFAULT NULL;
     DECLARE v_step_key VARCHAR(64);
     DECLARE v_activation BIGINT UNSIGNED;
     DECLARE v_available DATETIME(6);
     DECLARE v_outcome VARCHAR(16) DEFAULT 'GONE';
-    DECLARE v_dummy BIGINT UNSIGNED;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
 
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     CALL _weave_now(v_now);
-    SELECT c.instance_id, i.credential_id, i.app_id INTO v_inst, v_cred, v_app
-      FROM weave_pending_advances c JOIN weave_instances i ON i.id = c.instance_id
-     WHERE c.id = in_checkpoint_id;
+    SELECT instance_id INTO v_inst FROM weave_pending_advances WHERE id = in_checkpoint_id;
     advance: BEGIN
         IF v_inst IS NULL THEN
             LEAVE advance;
         END IF;
-        SELECT id INTO v_dummy FROM weave_credentials WHERE id = v_cred LOCK IN SHARE MODE;
-        SELECT id INTO v_dummy FROM weave_apps WHERE id = v_app LOCK IN SHARE MODE;
-        SELECT id, namespace_id INTO v_locked, v_ns FROM weave_instances WHERE id = v_inst FOR UPDATE SKIP LOCKED;
-        IF v_locked IS NULL THEN
-            SET v_outcome = 'BUSY';
+        CALL _weave_lock_instance(v_inst, 1, v_ns, v_locked);
+        IF v_locked <> 1 THEN
+            SET v_outcome = IF(v_locked = 0, 'BUSY', 'GONE');
             LEAVE advance;
         END IF;
         SELECT kind, step_key, activation_id, available_at INTO v_kind, v_step_key, v_activation, v_available
@@ -53,7 +46,8 @@ BEGIN
         CASE v_kind
             WHEN 'ROOT' THEN CALL _weave_root_advance(v_ns, v_inst, v_now, 32, v_outcome);
             WHEN 'TIMER' THEN CALL _weave_timer_advance(v_ns, v_inst, v_step_key, v_activation, v_now, v_outcome);
-            ELSE CALL _weave_raise(50007, CONCAT('INVALID_STATE: no handler for checkpoint kind ', v_kind));
+            WHEN 'SIGNAL' THEN CALL _weave_signal_advance(v_ns, v_inst, v_step_key, v_activation, v_now, v_outcome);
+            WHEN 'POLL' THEN CALL _weave_poll_advance(v_ns, v_inst, v_step_key, v_activation, v_now, v_outcome);
         END CASE;
     END advance;
     COMMIT;

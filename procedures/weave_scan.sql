@@ -4,17 +4,38 @@
 CREATE PROCEDURE weave_scan(IN in_limit INT)
     COMMENT 'Description: due candidates of every class, each capped at in_limit, earliest first.
 Parameters: in_limit - cap per class (1..10000).
-Result set 1: class (CHECKPOINT), id, version, due_at - checkpoints with available_at <= now.
-Result set 2: now_at - engine time of the scan; next_at - earliest future check time of any class (NULL if none).
-Rules: R-10, R-11, R-14.'
+Result sets 1-5: class, id, version, due_at for: INBOX (unconsumed task outcomes, available_at <= now), CHECKPOINT
+(available_at <= now), SIGNAL (PENDING signals, available_at <= now), LEASE (RUNNING attempts whose lease expired),
+TASK_EXPIRY (QUEUED tasks at or past their deadline).
+Result set 6: now_at - engine time of the scan; next_at - earliest future check time of any class (NULL if none).
+Rules: R-10, R-11, R-14, K-4, K-6.'
     READS SQL DATA
 BEGIN
     DECLARE v_now DATETIME(6);
     DECLARE v_limit INT DEFAULT LEAST(GREATEST(COALESCE(in_limit, 100), 1), 10000);
     CALL _weave_now(v_now);
+    SELECT 'INBOX' AS class, id, version, available_at AS due_at
+      FROM pulse_inbox FORCE INDEX (ix_inbox_pending)
+     WHERE state = 'PENDING' AND available_at <= v_now ORDER BY available_at LIMIT v_limit;
     SELECT 'CHECKPOINT' AS class, id, version, available_at AS due_at
       FROM weave_pending_advances FORCE INDEX (ix_checkpoint_available)
      WHERE available_at <= v_now ORDER BY available_at LIMIT v_limit;
-    SELECT v_now AS now_at,
-           (SELECT MIN(available_at) FROM weave_pending_advances WHERE available_at > v_now) AS next_at;
+    SELECT 'SIGNAL' AS class, id, version, available_at AS due_at
+      FROM weave_signals FORCE INDEX (ix_signal_pending)
+     WHERE status = 'PENDING' AND available_at <= v_now ORDER BY available_at LIMIT v_limit;
+    SELECT 'LEASE' AS class, id, 0 AS version, lease_expires_at AS due_at
+      FROM pulse_attempts FORCE INDEX (ix_attempt_lease)
+     WHERE status = 'RUNNING' AND lease_expires_at <= v_now ORDER BY lease_expires_at LIMIT v_limit;
+    SELECT 'TASK_EXPIRY' AS class, id, 0 AS version, deadline_at AS due_at
+      FROM pulse_tasks FORCE INDEX (ix_task_deadline)
+     WHERE status = 'QUEUED' AND deadline_at <= v_now ORDER BY deadline_at LIMIT v_limit;
+    SELECT v_now AS now_at, LEAST(
+        COALESCE((SELECT MIN(available_at) FROM pulse_inbox WHERE state = 'PENDING' AND available_at > v_now), '9999-12-31'),
+        COALESCE((SELECT MIN(available_at) FROM weave_pending_advances WHERE available_at > v_now), '9999-12-31'),
+        COALESCE((SELECT MIN(available_at) FROM weave_signals WHERE status = 'PENDING' AND available_at > v_now),
+                 '9999-12-31'),
+        COALESCE((SELECT MIN(lease_expires_at) FROM pulse_attempts WHERE status = 'RUNNING' AND lease_expires_at > v_now),
+                 '9999-12-31'),
+        COALESCE((SELECT MIN(deadline_at) FROM pulse_tasks WHERE status = 'QUEUED' AND deadline_at > v_now),
+                 '9999-12-31')) AS next_at;
 END

@@ -1,0 +1,17 @@
+-- Placeholder until the TASK step type lands: the activation is recorded and announced; its
+-- work is created by the TASK routines.
+CREATE PROCEDURE _weave_activate_task(
+        IN in_namespace_id  BIGINT UNSIGNED,
+        IN in_instance_id   BIGINT UNSIGNED,
+        IN in_activation_id BIGINT UNSIGNED,
+        IN in_step_key      VARCHAR(64),
+        IN in_seq           INT UNSIGNED,
+        IN in_frozen        LONGTEXT,
+        IN in_now           DATETIME(6),
+        IN in_deadline      DATETIME(6))
+    COMMENT 'Internal. Description: creates the TASK step''s work for a new activation.'
+    MODIFIES SQL DATA
+BEGIN
+    CALL _weave_event(in_namespace_id, in_instance_id, 'STEP_ACTIVATED', in_step_key, in_seq, in_now,
+                      JSON_OBJECT('type', 'TASK'));
+END

@@ -1,0 +1,44 @@
+-- Lock order R-3 for every decision about one instance: identity -> app -> queues (by name) ->
+-- instance. The identity is read shared (concurrent decisions of one credential do not queue). The
+-- app and the queues of the pinned definition are locked exclusively when the definition runs tasks,
+-- because creating a task counts quota and capacity under those locks (R-8, M-4.7); otherwise shared.
+-- The orchestrator passes in_skip_locked = 1 so nodes never wait on each other (R-13).
+CREATE PROCEDURE _weave_lock_instance(
+        IN  in_instance_id   BIGINT UNSIGNED,
+        IN  in_skip_locked   TINYINT,
+        OUT out_namespace_id BIGINT UNSIGNED,
+        OUT out_locked       TINYINT)
+    COMMENT 'Internal. Description: locks identity, app, queues and the instance in R-3 order.
+out_locked: 1 locked; 0 another transaction holds it (with in_skip_locked); -1 the instance does not exist.'
+    MODIFIES SQL DATA
+BEGIN
+    DECLARE v_cred BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_app BIGINT UNSIGNED;
+    DECLARE v_ns BIGINT UNSIGNED;
+    DECLARE v_queues VARCHAR(2048);
+    DECLARE v_dummy BIGINT UNSIGNED;
+    DECLARE v_locked BIGINT UNSIGNED DEFAULT NULL;
+
+    SET out_locked = -1, out_namespace_id = NULL;
+    SELECT i.credential_id, i.app_id, i.namespace_id, d.queues INTO v_cred, v_app, v_ns, v_queues
+      FROM weave_instances i JOIN weave_definitions d ON d.id = i.definition_id
+     WHERE i.id = in_instance_id;
+    IF v_cred IS NOT NULL THEN
+        SELECT id INTO v_dummy FROM weave_credentials WHERE id = v_cred LOCK IN SHARE MODE;
+        IF v_queues = '' THEN
+            SELECT id INTO v_dummy FROM weave_apps WHERE id = v_app LOCK IN SHARE MODE;
+        ELSE
+            SELECT id INTO v_dummy FROM weave_apps WHERE id = v_app FOR UPDATE;
+            SELECT COUNT(*) INTO v_dummy FROM (
+                SELECT id FROM weave_queues WHERE namespace_id = v_ns AND FIND_IN_SET(name, v_queues) > 0
+                 ORDER BY name FOR UPDATE) AS q;
+        END IF;
+        IF in_skip_locked THEN
+            SELECT id INTO v_locked FROM weave_instances WHERE id = in_instance_id FOR UPDATE SKIP LOCKED;
+        ELSE
+            SELECT id INTO v_locked FROM weave_instances WHERE id = in_instance_id FOR UPDATE;
+        END IF;
+        SET out_locked = IF(v_locked IS NULL, 0, 1);
+        SET out_namespace_id = IF(v_locked IS NULL, NULL, v_ns);
+    END IF;
+END
