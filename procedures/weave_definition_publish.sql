@@ -31,7 +31,9 @@ BEGIN
     START TRANSACTION;
     CALL _weave_now(v_now);
     CALL _weave_authorize(in_token, in_namespace, 'definitions:publish', NULL, v_ns, v_cred, v_actor);
-    IF in_document IS NULL OR NOT JSON_VALID(in_document) OR JSON_TYPE(JSON_EXTRACT(in_document, '$.steps')) <> 'ARRAY'
+    IF in_document IS NULL OR NOT JSON_VALID(in_document)
+       OR COALESCE(JSON_TYPE(JSON_EXTRACT(in_document, '$.steps')), '') <> 'ARRAY'
+       OR COALESCE(JSON_LENGTH(in_document, '$.steps'), 0) = 0
        OR in_compiled IS NULL OR NOT JSON_VALID(in_compiled) THEN
         CALL _weave_raise(50119, 'DEFINITION_INVALID: document must be a validated definition');
     END IF;

@@ -1,0 +1,90 @@
+"""The orchestrator's scan loop (R-10, R-11, R-14) driven in-process against the real database."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+
+from orchestrator.loop import Candidate, Orchestrator, ScanResult, merge_fairly
+
+
+def cands(klass, n):
+    return [Candidate(klass, i, 1, i) for i in range(n)]
+
+
+def test_R10_batch_merges_classes_fairly_and_is_capped():
+    batch = merge_fairly([cands("INBOX", 150), cands("CHECKPOINT", 3), cands("SIGNAL", 150)], 100)
+    assert len(batch) == 100
+    kinds = [c.klass for c in batch]
+    assert kinds.count("CHECKPOINT") == 3  # a small class is never starved by large ones
+    assert abs(kinds.count("INBOX") - kinds.count("SIGNAL")) <= 1
+    assert kinds[:3] == ["INBOX", "CHECKPOINT", "SIGNAL"]
+    inbox = [c.id for c in batch if c.klass == "INBOX"]
+    assert inbox == sorted(inbox)  # each class earliest first
+
+
+def test_R10_each_candidate_class_is_capped_per_scan(world, database):
+    world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
+    for i in range(30):
+        world.start("t", key=f"k{i}")
+    orch = Orchestrator(database, batch=10, concurrency=1)
+    try:
+        result = orch.scan()
+        assert len(result.candidates) == 10
+        assert all(c.klass == "CHECKPOINT" for c in result.candidates)
+        dues = [c.due_at for c in result.candidates]
+        assert dues == sorted(dues)
+    finally:
+        orch.close()
+
+
+def test_R11_every_candidate_query_is_an_index_range_scan(db):
+    """EXPLAIN of each scan query uses its own index, so its cost follows what is due, not history."""
+    now = db.now().strftime("%Y-%m-%d %H:%M:%S.%f")
+    queries = {
+        "ix_inbox_pending": "SELECT id, version, available_at FROM pulse_inbox FORCE INDEX (ix_inbox_pending) "
+                            f"WHERE state = 'PENDING' AND available_at <= '{now}' ORDER BY available_at LIMIT 100",
+        "ix_checkpoint_available": "SELECT id, version, available_at FROM weave_pending_advances "
+                                   "FORCE INDEX (ix_checkpoint_available) "
+                                   f"WHERE available_at <= '{now}' ORDER BY available_at LIMIT 100",
+        "ix_signal_pending": "SELECT id, version, available_at FROM weave_signals FORCE INDEX (ix_signal_pending) "
+                             f"WHERE status = 'PENDING' AND available_at <= '{now}' ORDER BY available_at LIMIT 100",
+        "ix_attempt_lease": "SELECT id, lease_expires_at FROM pulse_attempts FORCE INDEX (ix_attempt_lease) "
+                            f"WHERE status = 'RUNNING' AND lease_expires_at <= '{now}' "
+                            "ORDER BY lease_expires_at LIMIT 100",
+        "ix_task_deadline": "SELECT id, deadline_at FROM pulse_tasks FORCE INDEX (ix_task_deadline) "
+                            f"WHERE status = 'QUEUED' AND deadline_at <= '{now}' ORDER BY deadline_at LIMIT 100",
+    }
+    scan_text = (db.rows("SELECT ROUTINE_DEFINITION AS d FROM information_schema.ROUTINES "
+                         "WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = 'weave_scan'")[0]["d"])
+    for index, sql in queries.items():
+        assert f"FORCE INDEX ({index})" in scan_text
+        plan = db.rows("EXPLAIN " + sql)
+        assert len(plan) == 1 and plan[0]["key"] == index and plan[0]["type"] in ("range", "ref"), plan
+
+
+def test_R14_idle_sleep_is_until_the_next_due_time_but_never_longer_than_the_probe(database):
+    orch = Orchestrator(database, idle_probe_ms=20)
+    now = dt.datetime(2026, 1, 1)
+    try:
+        assert orch.idle_seconds(ScanResult([], now, None)) == 0.02
+        assert orch.idle_seconds(ScanResult([], now, now + dt.timedelta(milliseconds=5))) == 0.005
+        assert orch.idle_seconds(ScanResult([], now, now + dt.timedelta(hours=1))) == 0.02
+        assert orch.idle_seconds(ScanResult([], now, now - dt.timedelta(seconds=1))) == 0.0
+    finally:
+        orch.close()
+
+
+def test_R14_stop_finishes_the_current_candidate_and_exits(world, database):
+    world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
+    world.start("t")
+    orch = Orchestrator(database, concurrency=1, idle_probe_ms=5)
+    thread = threading.Thread(target=orch.run)
+    thread.start()
+    from orchestrator.loop import wait_for
+
+    assert wait_for(lambda: world.db.scalar("SELECT COUNT(*) FROM weave_waits") == 1, timeout=10)
+    orch.stop()
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    assert orch.stats["CHECKPOINT:ACTIVATED"] == 1

@@ -1,0 +1,233 @@
+"""Namespaces, credentials, definitions and instance start: the base every capability stands on."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+
+import pytest
+
+from orchestrator import definitions
+from procedures import errors, routines
+from tests.support.world import WORKFLOW_SCOPES, World
+
+TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
+TASKY = {"name": "charge", "steps": [{"key": "charge", "type": "TASK", "queue": "payments", "handler": "pay",
+                                      "handler_version": "1", "input": {"order": "$.input.order_id"}}]}
+
+
+def test_bootstrap_prints_a_token_stored_only_as_its_sha256(db):
+    boot = routines.namespace_bootstrap(db.conn, "acme")
+    assert boot["token"].startswith("wv_") and len(boot["token"]) > 40
+    stored = db.rows("SELECT token_hash, scopes FROM weave_credentials")
+    assert stored == [{"token_hash": hashlib.sha256(boot["token"].encode()).hexdigest(),
+                       "scopes": "admin,definitions:publish"}]
+    everything = " ".join(str(v) for t in db.table_counts() for r in db.rows(f"SELECT * FROM `{t}`")
+                          for v in r.values())
+    assert boot["token"] not in everything
+
+
+def test_S2_bootstrap_credential_has_no_workflow_rights(world):
+    world.publish(TIMER)
+    with pytest.raises(errors.Forbidden):
+        world.start("cool-off", token=world.admin)
+
+
+def test_credentials_scopes_are_checked_and_never_imply_each_other(world):
+    world.publish(TIMER)
+    reader = world.credential(["workflows:read"])["token"]
+    with pytest.raises(errors.Forbidden):
+        world.start("cool-off", token=reader)
+    wf = world.start("cool-off")
+    assert routines.instance_get(world.db.conn, reader, "acme", wf)["workflow_id"] == wf
+    with pytest.raises(errors.ValidationFailed) as info:
+        world.credential(["workflows:everything"])
+    assert info.value.field_code == "SCOPES_INVALID"
+
+
+def test_disabled_credential_cannot_authenticate(world):
+    cred = world.credential(["workflows:read"])
+    routines.credential_disable(world.db.conn, world.admin, "acme", cred["credential_id"])
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    with pytest.raises(errors.Unauthenticated):
+        routines.instance_get(world.db.conn, cred["token"], "acme", wf)
+    with pytest.raises(errors.Unauthenticated):
+        routines.instance_get(world.db.conn, "wv_not-a-token", "acme", wf)
+
+
+def test_queue_permissions_cover_every_queue_of_the_definition(world):
+    world.publish(TASKY)
+    narrow = world.credential(["workflows:start", "workflows:read"], queues=["other"])["token"]
+    with pytest.raises(errors.Forbidden):
+        world.start("charge", {"order_id": "o1"}, token=narrow)
+    wide = world.credential(["workflows:start"], queues=["payments"])["token"]
+    assert world.start("charge", {"order_id": "o1"}, token=wide).startswith("wf_")
+
+
+def test_namespace_isolation_at_the_sql_level(db):
+    a = World.create(db, "alpha")
+    b = World.create(db, "beta")
+    a.publish(TIMER)
+    wf = a.start("cool-off")
+    before = db.table_counts()
+    # B's credential on A's namespace path, and on its own path with A's instance: both 404.
+    with pytest.raises(errors.NotFound):
+        routines.instance_get(db.conn, b.token, "alpha", wf)
+    with pytest.raises(errors.NotFound):
+        routines.instance_get(db.conn, b.token, "beta", wf)
+    with pytest.raises(errors.NotFound):
+        routines.instance_events(db.conn, b.token, "beta", wf)
+    with pytest.raises(errors.NotFound):
+        routines.definition_get(db.conn, b.token, "beta", "cool-off")
+    with pytest.raises(errors.NotFound):
+        routines.instance_start(db.conn, b.token, "alpha", definition="cool-off", app="billing",
+                                idempotency_key="x", deadline_ms=1000)
+    with pytest.raises(errors.ValidationFailed) as info:
+        routines.instance_start(db.conn, b.token, "beta", definition="cool-off", app="billing",
+                                idempotency_key="x", deadline_ms=1000)
+    assert info.value.field_code == "DEFINITION_NOT_FOUND"
+    with pytest.raises(errors.NotFound):
+        routines.credential_disable(db.conn, b.admin, "beta", db.scalar(
+            "SELECT CONCAT('cred_', id) FROM weave_credentials WHERE actor = 'ops' AND namespace_id = "
+            "(SELECT id FROM weave_namespaces WHERE name = 'alpha')"))
+    assert db.table_counts() == before
+
+
+def test_publish_assigns_versions_and_same_content_returns_same_version(world):
+    first = world.publish(TIMER)
+    assert (first["version"], first["created"]) == (1, True)
+    again = world.publish({"steps": list(reversed([dict(TIMER["steps"][0], after=[])])), "name": "cool-off"})
+    assert (again["version"], again["created"], again["digest"]) == (1, False, first["digest"])
+    changed = world.publish({"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 1}]})
+    assert (changed["version"], changed["created"]) == (2, True)
+    back = world.publish(TIMER)  # same as an older version, but not the latest: a new version
+    assert back["version"] == 3
+    stored = routines.definition_get(world.db.conn, world.token, "acme", "cool-off", 1)
+    assert stored["digest"] == first["digest"] and stored["steps"][0]["delay_ms"] == 60_000
+
+
+def test_published_versions_are_immutable_and_pinned_by_instances(world, orch):
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    world.publish({"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 1}]})
+    orch.drain()
+    inst = world.instance(wf)
+    assert inst["definition"] == {"name": "cool-off", "version": 1}
+    assert inst["steps"][0]["wait"]["due_at"] > inst["steps"][0]["started_at"]
+
+
+def test_publish_rejects_a_document_that_did_not_come_through_validation(world):
+    with pytest.raises(errors.ValidationFailed) as info:
+        world.db.call("weave_definition_publish", world.admin, "acme", '{"name": "x"}', "{}", "")
+    assert info.value.field_code == "DEFINITION_INVALID"
+
+
+def test_definition_validation_error_reaches_the_caller_with_codes():
+    with pytest.raises(definitions.DefinitionError) as info:
+        definitions.validate({"name": "bad", "steps": [{"key": "a", "type": "NAP"}]})
+    assert [e.code for e in info.value.errors] == ["UNKNOWN_TYPE"]
+
+
+def test_start_is_idempotent_per_namespace_and_key(world):
+    world.publish(TIMER)
+    wf = world.start("cool-off", {"order_id": "o1"}, key="order-o1")
+    again = routines.instance_start(world.db.conn, world.token, "acme", definition="cool-off", app="billing",
+                                    input={"order_id": "o1"}, idempotency_key="order-o1", deadline_ms=86_400_000)
+    assert again == {"workflow_id": wf, "status": "RUNNING", "created": False}
+    with pytest.raises(errors.IdempotencyConflict):
+        world.start("cool-off", {"order_id": "o2"}, key="order-o1")
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_instances") == 1
+    events = world.events(wf)
+    assert [e["type"] for e in events] == ["INSTANCE_STARTED"]
+
+
+def test_concurrent_starts_with_one_key_create_one_instance(world):
+    world.publish(TIMER)
+    results, failures = [], []
+
+    def start():
+        conn = world.db.connect()
+        try:
+            results.append(routines.instance_start(conn, world.token, "acme", definition="cool-off", app="billing",
+                                                   input={}, idempotency_key="same", deadline_ms=60_000))
+        except Exception as exc:  # collected and asserted below
+            failures.append(exc)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=start) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert len({r["workflow_id"] for r in results}) == 1
+    assert sum(r["created"] for r in results) == 1
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_instances") == 1
+
+
+def test_start_pins_version_sets_steps_pending_and_root_due_at_once(world):
+    world.publish(TIMER)
+    wf = world.start("cool-off", {"x": 1}, business_key="order-7")
+    inst = world.instance(wf)
+    assert inst["status"] == "RUNNING" and inst["control"] == "ACTIVE" and inst["gate"] == "OPEN"
+    assert inst["business_key"] == "order-7" and inst["input"] == {"x": 1}
+    assert [(s["key"], s["status"]) for s in inst["steps"]] == [("wait", "PENDING")]
+    root = world.db.row("SELECT kind, step_key, due_at, available_at FROM weave_pending_advances")
+    assert root["kind"] == "ROOT" and root["step_key"] == "" and root["due_at"] == root["available_at"]
+    audit = world.db.row("SELECT actor, action, idempotency_key FROM weave_audit WHERE instance_id = %s",
+                         world.internal_id(wf))
+    assert audit == {"actor": "ops", "action": "instance.start", "idempotency_key": audit["idempotency_key"]}
+
+
+@pytest.mark.parametrize("field, kwargs", [
+    ("DEADLINE_INVALID", {"deadline_ms": 0}),
+    ("DEADLINE_INVALID", {"deadline_ms": None}),
+    ("INPUT_INVALID", {"input_json": "{not json"}),
+    ("APP_NOT_FOUND", {"app": "nope"}),
+    ("DEFINITION_NOT_FOUND", {"definition": "nope"}),
+    ("IDEMPOTENCY_KEY_INVALID", {"idempotency_key": "has space"}),
+    ("IDEMPOTENCY_KEY_INVALID", {"idempotency_key": "k" * 129}),
+])
+def test_start_rejects_bad_input_with_a_precise_code_and_writes_nothing(world, field, kwargs):
+    world.publish(TIMER)
+    before = world.db.table_counts()
+    args = {"definition": "cool-off", "app": "billing", "idempotency_key": "k1", "deadline_ms": 60_000, **kwargs}
+    with pytest.raises(errors.ValidationFailed) as info:
+        routines.instance_start(world.db.conn, world.token, "acme", **args)
+    assert info.value.field_code == field
+    assert world.db.table_counts() == before
+
+
+def test_R4_audit_insert_failure_leaves_nothing_of_a_start(world):
+    world.publish(TIMER)
+    world.db.execute("CREATE TRIGGER test_audit_fails BEFORE INSERT ON weave_audit FOR EACH ROW "
+                     "BEGIN IF NEW.action = 'instance.start' THEN "
+                     "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'audit store down'; END IF; END")
+    before = world.db.table_counts()
+    with pytest.raises(Exception, match="audit store down"):
+        world.start("cool-off")
+    assert world.db.table_counts() == before
+
+
+def test_R3_every_engine_routine_takes_the_instance_lock_after_identity_and_app():
+    """Lock order R-3 is a property of the routine text: identity, then app, then queues, then instance."""
+    from procedures.installer import PROCEDURES_DIR
+
+    text = (PROCEDURES_DIR / "_weave_lock_instance.sql").read_text()
+    body = text[text.index("BEGIN"):]
+    order = [body.index("FROM weave_credentials"), body.index("FROM weave_apps"),
+             body.index("FROM weave_queues"), body.index("FROM weave_instances WHERE id = in_instance_id FOR UPDATE")]
+    assert order == sorted(order)
+    for path in PROCEDURES_DIR.glob("*.sql"):
+        src = path.read_text()
+        if "FROM weave_instances" in src and "FOR UPDATE" in src and path.stem != "_weave_lock_instance":
+            locks_instance = any(line.strip().startswith("SELECT") and "FROM weave_instances" in line
+                                 and "FOR UPDATE" in line for line in src.splitlines())
+            assert not locks_instance, f"{path.name} locks an instance directly; use _weave_lock_instance"
+
+
+def test_workflow_scopes_fixture_lists_every_workflow_scope():
+    assert sorted(WORKFLOW_SCOPES) == sorted(["workflows:read", "workflows:start", "workflows:signal",
+                                              "workflows:control", "workflows:review"])

@@ -1,0 +1,133 @@
+"""Contracts that hold across the code base: the error vocabulary, routine shape, generated docs,
+and rule coverage (Q-4)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from procedures import docs, errors
+from procedures.installer import PROCEDURES_DIR, shipped_migrations, shipped_routines
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = ROOT.parent / "shared" / "spec"
+RULE_IDS_FILE = ROOT / "tests" / "spec_rule_ids.txt"
+_RAISE = re.compile(r"_weave_raise\(\s*(\d+)\s*,\s*(?:CONCAT\(\s*)?'([A-Z_]+):")
+_SIGNAL = re.compile(r"MYSQL_ERRNO\s*=\s*(\d+)")
+
+
+def test_every_errno_raised_by_a_routine_is_in_the_error_table_with_its_code():
+    table = {errno: code for code, (errno, _) in errors.ERRORS.items()}
+    table.update({errno: code for code, errno in errors.VALIDATION_CODES.items()})
+    seen = set()
+    for routine in shipped_routines():
+        for errno, code in _RAISE.findall(routine.text):
+            assert int(errno) in table, f"{routine.name}: errno {errno} is not in procedures/errors.py"
+            assert table[int(errno)] == code, f"{routine.name}: errno {errno} is {table[int(errno)]}, not {code}"
+            seen.add(int(errno))
+        for errno in _SIGNAL.findall(routine.text):
+            assert routine.name == "_weave_raise" or int(errno) in table
+    assert len(set(table.values())) == len(table), "two errnos share a code"
+    assert seen, "no routine raises a stable error"
+
+
+def test_every_error_code_translates_to_its_own_exception_class():
+    import pymysql
+
+    for code, (errno, status) in errors.ERRORS.items():
+        exc = errors.translate(pymysql.err.OperationalError(errno - 65536, f"{code}: detail"))
+        assert exc.code == code and exc.http_status == status and exc.detail == "detail"
+    for code, errno in errors.VALIDATION_CODES.items():
+        exc = errors.translate(pymysql.err.OperationalError(errno - 65536, f"{code}: detail"))
+        assert isinstance(exc, errors.ValidationFailed) and exc.field_code == code and exc.http_status == 422
+
+
+def test_R1_every_transactional_routine_rolls_back_and_reraises_on_error():
+    for routine in shipped_routines():
+        if "START TRANSACTION" in routine.text:
+            assert "DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;" in routine.text, routine.name
+        if routine.name.startswith("_"):
+            assert "START TRANSACTION" not in routine.text and "COMMIT" not in routine.text, \
+                f"internal routine {routine.name} must run inside its caller's transaction"
+
+
+def test_R2_no_routine_reads_the_server_clock_directly():
+    for routine in shipped_routines():
+        if routine.name in ("_weave_now",):
+            continue
+        body = routine.text[routine.text.index("BEGIN"):]
+        for clock in ("NOW()", "UTC_TIMESTAMP", "CURRENT_TIMESTAMP", "SYSDATE"):
+            assert clock not in body.upper(), f"{routine.name} reads the clock with {clock}; use _weave_now"
+
+
+def test_every_public_routine_has_a_documented_header():
+    for routine in shipped_routines():
+        if routine.name.startswith("_"):
+            continue
+        assert "Description:" in routine.text, routine.name
+        if "MODIFIES SQL DATA" in routine.text and "placeholder" not in routine.text:
+            assert "Rules:" in routine.text, f"{routine.name} names no spec rule"
+
+
+def test_routine_files_are_named_after_their_routine_and_free_of_client_syntax():
+    for path in PROCEDURES_DIR.glob("*.sql"):
+        text = path.read_text()
+        assert "DELIMITER" not in text and "DEFINER" not in text, path.name
+    assert len(shipped_routines()) == len(list(PROCEDURES_DIR.glob("*.sql")))
+
+
+def test_sql_reference_is_generated_from_the_current_headers():
+    assert docs.TARGET.read_text() == docs.render(), "run: python -m procedures.docs"
+
+
+def test_R17_every_migration_after_the_first_has_an_upgrade_test():
+    later = shipped_migrations()[1:]
+    upgrade_tests = " ".join(p.read_text() for p in (ROOT / "tests").rglob("test_upgrade*.py"))
+    for migration in later:
+        assert migration in upgrade_tests, f"migration {migration} has no upgrade test (R-17)"
+
+
+# --- Q-4 rule coverage --------------------------------------------------------------------------------
+# Areas this code base declares done: every rule id listed here must be named by a test.
+DONE: set[str] = {
+    *(f"R-{n}" for n in range(1, 18)),
+    *(f"T-{n}" for n in range(1, 9)),
+}
+_RULE = re.compile(r"\b([RTPKSFC])-(\d+)\b")
+
+
+def _spec_rule_ids() -> set[str]:
+    """Rule ids defined by the spec (bold definitions and table rows), or the checked-in copy."""
+    if SPEC.is_dir():
+        ids = set()
+        for md in SPEC.glob("*.md"):
+            text = md.read_text()
+            ids |= {f"{a}-{b}" for a, b in re.findall(r"\*\*([RTPKSFC])-(\d+)\b", text)}
+            ids |= {f"{a}-{b}" for a, b in re.findall(r"^\|\s*([RTPKSFC])-(\d+)\s*\|", text, re.M)}
+        return ids
+    return set(RULE_IDS_FILE.read_text().split())
+
+
+def _tested_rule_ids() -> set[str]:
+    ids = set()
+    for path in (ROOT / "tests").rglob("*.py"):
+        text = path.read_text()
+        ids |= {f"{a}-{b}" for a, b in re.findall(r"def test_([RTPKSFC])(\d+)_", text)}
+        ids |= {f"{a}-{b}" for a, b in _RULE.findall(text)}
+        for a, lo, hi in re.findall(r"\b([RTPKSFC])-(\d+)\.\.[RTPKSFC]-(\d+)\b", text):
+            ids |= {f"{a}-{n}" for n in range(int(lo), int(hi) + 1)}
+    return ids
+
+
+def test_Q4_rule_ids_file_matches_the_spec():
+    if SPEC.is_dir():
+        assert set(RULE_IDS_FILE.read_text().split()) == _spec_rule_ids(), \
+            "tests/spec_rule_ids.txt is out of date with the spec"
+
+
+def test_Q4_every_rule_of_a_done_area_is_named_by_a_test():
+    spec = _spec_rule_ids()
+    missing = sorted(spec - _tested_rule_ids(), key=lambda r: (r[0], int(r[2:])))
+    print(f"\nrule ids without a test ({len(missing)} of {len(spec)}): {' '.join(missing)}")
+    assert DONE <= spec
+    assert [r for r in missing if r in DONE] == []
