@@ -162,6 +162,12 @@ def cmd_orchestrator(args: argparse.Namespace) -> int:
                             idle_probe_ms=args.idle_probe_ms, node_id=args.node_id)
 
 
+def cmd_dev(args: argparse.Namespace) -> int:
+    from orchestrator.dev import run_dev
+
+    return run_dev(Path(args.data_dir), args.dsn or os.environ.get("WEAVE_DSN"))
+
+
 # --- parser ---------------------------------------------------------------------------------------------
 def _common(p: argparse.ArgumentParser, *, token: bool = True, namespace: bool = True, json_out: bool = True) -> None:
     p.add_argument("--dsn", help="database URL (default: $WEAVE_DSN, else mysql://root@127.0.0.1:3306/weave)")
@@ -179,6 +185,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="weave", description="Weave: a durable wait engine for long-running workflows on MySQL/MariaDB.",
         epilog="Configuration: WEAVE_DSN (mysql://user:password@host:port/db), WEAVE_TOKEN, WEAVE_NAMESPACE.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("dev", help="run everything on one machine on the embedded default database",
+                       description="Start a private database (unless WEAVE_DSN is set), migrate, bootstrap a dev "
+                                   "namespace with example definitions, and run the engine until Ctrl-C.")
+    p.add_argument("--dsn", help="use this database instead of a private one (default: $WEAVE_DSN)")
+    p.add_argument("--data-dir", default=".weave", help="where the private database keeps its data (.weave)")
+    p.set_defaults(func=cmd_dev)
 
     p = sub.add_parser("migrate", help="create or upgrade the schema and routines (idempotent)",
                        description="Apply the schema migrations and install the stored routines. Re-running is a "
