@@ -1,0 +1,41 @@
+"""Real `weave` processes for process tests: started with the test database's DSN, killed with -9."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from procedures.db import Dsn
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class WeaveProcess:
+    def __init__(self, dsn: Dsn, *args: str, env: dict[str, str] | None = None, log: Path | None = None):
+        self.args = args
+        full_env = {**os.environ, "WEAVE_DSN": dsn.url(), "PYTHONUNBUFFERED": "1", **(env or {})}
+        self.log = open(log, "ab") if log else subprocess.DEVNULL
+        self.proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", *args], cwd=ROOT, env=full_env,
+                                     stdout=self.log, stderr=self.log, start_new_session=True)
+
+    def kill9(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def terminate(self, timeout: float = 15) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.kill9()
+        if self.log is not subprocess.DEVNULL:
+            self.log.close()
