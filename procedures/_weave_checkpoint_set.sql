@@ -13,7 +13,7 @@ CREATE PROCEDURE _weave_checkpoint_set(
 BEGIN
     DECLARE v_id BIGINT UNSIGNED DEFAULT NULL;
     SELECT id INTO v_id FROM weave_pending_advances
-     WHERE namespace_id = in_namespace_id AND instance_id = in_instance_id AND step_key = in_step_key FOR UPDATE;
+     WHERE instance_id = in_instance_id AND step_key = in_step_key FOR UPDATE;
     IF v_id IS NULL THEN
         INSERT INTO weave_pending_advances (namespace_id, instance_id, step_key, kind, activation_id, due_at,
                                             available_at, created_at)

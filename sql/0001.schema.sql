@@ -234,7 +234,7 @@ CREATE TABLE weave_pending_advances (
     version BIGINT UNSIGNED NOT NULL DEFAULT 1 COMMENT 'Grows on every change; failure bookkeeping is conditional on it.',
     created_at DATETIME(6) NOT NULL COMMENT 'When the checkpoint row was created.',
     PRIMARY KEY (id),
-    UNIQUE KEY uq_checkpoint (namespace_id, instance_id, step_key),
+    UNIQUE KEY uq_checkpoint (instance_id, step_key),
     KEY ix_checkpoint_available (available_at, version)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Checkpoints: look at this instance or step again at a time (R-5).';
 

@@ -1,0 +1,60 @@
+"""B-2 timer storm: N timers due at the same instant; settle throughput and lateness with 1 and 2
+orchestrator processes. Run: python -m tests.benchmarks.bench_timers [--timers 10000] [--nodes 1,2]
+
+All timers are activated first, then the test clock jumps past every due time at once: the storm
+starts at that engine instant. Lateness is settled_at - max(due_at, storm start), from database times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from orchestrator.loop import Orchestrator, wait_for
+from tests.benchmarks.common import check_invariants, figure, fresh_database, summary, world_on
+from tests.support.load import start_many
+from tests.support.processes import WeaveProcess
+
+
+def storm(timers: int, nodes: int, concurrency: int) -> None:
+    dsn = fresh_database(f"weave_bench_timers_{nodes}")
+    world = world_on(dsn)
+    world.publish({"name": "storm", "steps": [{"key": "t", "type": "TIMER", "delay_ms": 60_000}]})
+    start_many(world, "storm", timers, threads=8)
+    activator = Orchestrator(dsn, concurrency=8)
+    activator.drain()
+    activator.close()
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_waits WHERE status = 'WAITING'") == timers
+    logs = Path(tempfile.mkdtemp(prefix="weave-bench-"))
+    storm_start = world.db.advance(120_000)
+    procs = [WeaveProcess(dsn, "orchestrator", "--concurrency", str(concurrency), log=logs / f"o{i}.log")
+             for i in range(nodes)]
+    try:
+        done = wait_for(lambda: world.db.scalar("SELECT COUNT(*) FROM weave_waits WHERE status = 'SATISFIED'")
+                        == timers, timeout=600, interval=0.2)
+    finally:
+        for p in procs:
+            p.terminate()
+            p.close()
+    assert done, "the storm did not finish"
+    rows = world.db.rows("SELECT due_at, settled_at FROM weave_waits")
+    lateness = [(r["settled_at"] - max(r["due_at"], storm_start)).total_seconds() for r in rows]
+    span = (max(r["settled_at"] for r in rows) - storm_start).total_seconds()
+    figure("B-2 timer storm", timers=timers, orchestrators=nodes, concurrency_per_node=concurrency,
+           settled_per_s=round(timers / span, 1), lateness_s=summary(lateness))
+    check_invariants(dsn)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--timers", type=int, default=10_000)
+    parser.add_argument("--nodes", default="1,2")
+    parser.add_argument("--concurrency", type=int, default=4, help="advance connections per orchestrator")
+    args = parser.parse_args()
+    for nodes in (int(n) for n in args.nodes.split(",")):
+        storm(args.timers, nodes, args.concurrency)
+
+
+if __name__ == "__main__":
+    main()

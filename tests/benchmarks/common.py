@@ -1,0 +1,53 @@
+"""Shared plumbing for benchmarks: a fresh test-clock database, figures as JSON lines, percentiles."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+
+from procedures import db as dbmod
+from procedures import installer, invariants
+from tests.support.db import Db, reset
+from tests.support.world import World
+
+
+def fresh_database(name: str) -> dbmod.Dsn:
+    base = dbmod.Dsn.parse(os.environ.get("WEAVE_BENCH_DSN", "mysql://root@127.0.0.1:3306/weave_bench"))
+    dsn = base.with_database(name)
+    with dbmod.connect(dsn, database=False) as conn, conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{dsn.database}`")
+    installer.migrate(dsn, test_clock=True)
+    return dsn
+
+
+def world_on(dsn: dbmod.Dsn) -> World:
+    handle = Db(dsn)
+    reset(handle.conn)
+    return World.create(handle, quota=1_000_000, capacity=1_000_000)
+
+
+def figure(benchmark: str, **values) -> None:
+    print(json.dumps({"benchmark": benchmark, **values}), flush=True)
+
+
+def percentile(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+def summary(values: list[float]) -> dict:
+    return {"p50": round(percentile(values, 50), 3), "p99": round(percentile(values, 99), 3),
+            "max": round(max(values), 3) if values else None, "mean": round(statistics.fmean(values), 3)}
+
+
+def check_invariants(dsn: dbmod.Dsn) -> None:
+    with dbmod.connect(dsn) as conn:
+        broken = invariants.violations(conn)
+    if broken:
+        print(f"INVARIANTS BROKEN: {broken}", file=sys.stderr)
+        raise SystemExit(1)
