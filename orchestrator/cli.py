@@ -162,6 +162,12 @@ def cmd_orchestrator(args: argparse.Namespace) -> int:
                             idle_probe_ms=args.idle_probe_ms, node_id=args.node_id)
 
 
+def cmd_api(args: argparse.Namespace) -> int:
+    from api.server import run_api
+
+    return run_api(db.dsn_from_env(args.dsn), args.bind, args.workers)
+
+
 def cmd_dev(args: argparse.Namespace) -> int:
     from orchestrator.dev import run_dev
 
@@ -264,6 +270,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--after", type=int, default=0)
     p.add_argument("--limit", type=int, default=1000)
     p.set_defaults(func=cmd_workflows_events)
+
+    p = sub.add_parser("api", help="serve the HTTP API under gunicorn",
+                       description="Serve the HTTP API (07-api). Refuses to start against a database at another "
+                                   "schema level; answers 503 UNAVAILABLE while the database is unreachable.")
+    _common(p, token=False, namespace=False, json_out=False)
+    p.add_argument("--bind", default="127.0.0.1:8080", help="HOST:PORT to listen on (default 127.0.0.1:8080)")
+    p.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
+    p.set_defaults(func=cmd_api)
 
     p = sub.add_parser("orchestrator", help="run the scan loop daemon",
                        description="Scan due candidates and advance each in its own transaction. Any number may "

@@ -158,3 +158,17 @@ def instance_events(conn: Conn, token: str, namespace: str, workflow_id: str, af
     return [{"seq": r["seq"], "type": r["type"], "step_key": r["step_key"] or None,
              "activation_sequence": r["activation_seq"] or None, "occurred_at": rfc3339(r["occurred_at"]),
              "data": _json(r["data"])} for r in rows]
+
+
+def instance_list(conn: Conn, token: str, namespace: str, *, status: str | None = None,
+                  definition: str | None = None, limit: int = 50, cursor: str | None = None) -> dict:
+    """See procedures/weave_instance_list.sql. ``cursor`` is the opaque value of a previous page."""
+    before = int(cursor) if cursor and cursor.isdigit() else None
+    rows = call(conn, "weave_instance_list", token, namespace, status, definition, limit, before)[0]
+    items = [{"workflow_id": r["workflow_id"], "definition": {"name": r["definition_name"],
+                                                              "version": r["definition_version"]},
+              "status": r["status"], "control": r["control"], "gate": r["gate"],
+              "deadline_at": rfc3339(r["deadline_at"]), "business_key": r["business_key"],
+              "created_at": rfc3339(r["created_at"]), "updated_at": rfc3339(r["updated_at"])} for r in rows]
+    next_cursor = str(rows[-1]["cursor_id"]) if len(rows) == limit else None
+    return {"items": items, "next_cursor": next_cursor}

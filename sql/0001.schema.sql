@@ -124,6 +124,7 @@ CREATE TABLE weave_instances (
     finished_at DATETIME(6) NULL COMMENT 'When the instance reached SUCCEEDED or CANCELLED.',
     PRIMARY KEY (id),
     UNIQUE KEY uq_instance_idempotency (namespace_id, idempotency_key),
+    KEY ix_instance_namespace (namespace_id, id),
     KEY ix_instance_status (namespace_id, status, id),
     KEY ix_instance_definition (namespace_id, definition_name, id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Workflow instances with status, control, gate and deadline.';
@@ -250,7 +251,8 @@ CREATE TABLE weave_review_reasons (
     closed_at DATETIME(6) NULL COMMENT 'When a recovery action closed it.',
     closed_by VARCHAR(32) NULL COMMENT 'The action that closed it (reactivate, continue, resolve, deadline).',
     PRIMARY KEY (id),
-    KEY ix_review_instance (instance_id, closed_at)
+    KEY ix_review_instance (instance_id, closed_at),
+    KEY ix_review_open (closed_at, instance_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Why an instance needs a person; open while closed_at is NULL.';
 
 CREATE TABLE weave_events (

@@ -1,0 +1,199 @@
+"""The OpenAPI 3.1 document: the single source of the HTTP reference and of schemathesis runs.
+A test walks the app's routes and this document together, so neither can drift from the other."""
+
+from __future__ import annotations
+
+from typing import Any
+
+TIME = {"type": "string", "format": "date-time"}
+NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
+ANY = {}
+
+
+def _ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _problem(*statuses: int) -> dict:
+    texts = {401: "missing, unknown or disabled credential", 403: "scope or queue not allowed",
+             404: "not found (or in another namespace)", 409: "conflict with the current state",
+             413: "body larger than 300 KiB", 415: "body is not application/json",
+             422: "validation failed (errors[].code says which rule)", 503: "database unavailable; retry"}
+    return {str(s): {"description": texts[s], "content": {"application/problem+json": {"schema": _ref("Problem")}}}
+            for s in statuses}
+
+
+def _ok(status: int, schema: dict, description: str = "success", replay: bool = False) -> dict:
+    answer = {"description": description, "content": {"application/json": {"schema": schema}}}
+    out = {str(status): answer}
+    if replay:
+        out["200"] = {"description": "replay of the first answer", "headers": {
+            "Idempotent-Replayed": {"schema": {"type": "string", "enum": ["true"]}}},
+            "content": {"application/json": {"schema": schema}}}
+    return out
+
+
+NS = {"name": "ns", "in": "path", "required": True, "schema": {"type": "string"}}
+WF = {"name": "workflow_id", "in": "path", "required": True, "schema": {"type": "string"}}
+IDEMPOTENCY = {"name": "Idempotency-Key", "in": "header", "required": True,
+               "schema": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^[!-~]+$"}}
+COMMON_ERRORS = (401, 403, 404, 503)
+
+
+def _op(summary: str, scope: str, responses: dict, *, params: list | None = None, body: dict | None = None,
+        errors: tuple[int, ...] = COMMON_ERRORS) -> dict:
+    op: dict[str, Any] = {"summary": summary, "description": f"Scope: `{scope}`.",
+                          "security": [{"bearer": []}], "parameters": [NS, *(params or [])],
+                          "responses": {**responses, **_problem(*errors)}}
+    if body is not None:
+        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+    return op
+
+
+def document() -> dict:
+    schemas = {
+        "Problem": {"type": "object", "required": ["type", "title", "status", "code", "detail", "errors"],
+                    "properties": {"type": {"type": "string"}, "title": {"type": "string"},
+                                   "status": {"type": "integer"}, "code": {"type": "string"},
+                                   "detail": {"type": "string"},
+                                   "errors": {"type": "array", "items": {"type": "object", "properties": {
+                                       "field": {"type": ["string", "null"]}, "code": {"type": "string"},
+                                       "message": {"type": ["string", "null"]}}}}}},
+        "DefinitionDocument": {"type": "object", "required": ["name", "steps"], "properties": {
+            "name": {"type": "string"}, "steps": {"type": "array", "items": {"type": "object"}}}},
+        "Published": {"type": "object", "required": ["name", "version", "digest"], "properties": {
+            "name": {"type": "string"}, "version": {"type": "integer"}, "digest": {"type": "string"}}},
+        "Definition": {"type": "object", "required": ["name", "version", "digest", "steps"], "properties": {
+            "name": {"type": "string"}, "version": {"type": "integer"}, "digest": {"type": "string"},
+            "steps": {"type": "array", "items": {"type": "object"}}, "created_at": TIME}},
+        "StartRequest": {"type": "object", "required": ["definition", "app"], "properties": {
+            "definition": {"type": "string"}, "version": {"type": "integer", "minimum": 1},
+            "app": {"type": "string"}, "input": ANY, "deadline_ms": {"type": "integer", "minimum": 1},
+            "deadline_at": TIME, "business_key": {"type": "string"}}},
+        "Wait": {"type": ["object", "null"], "properties": {
+            "kind": {"type": "string"}, "status": {"type": "string"}, "due_at": TIME, "deadline_at": TIME,
+            "winner_signal_id": {"type": ["string", "null"]}, "settled_at": NULLABLE_TIME}},
+        "Round": {"type": "object", "properties": {
+            "number": {"type": "integer"}, "task_id": {"type": "string"}, "outcome": {"type": "string"},
+            "result": ANY, "result_at": NULLABLE_TIME}},
+        "Poll": {"type": ["object", "null"], "properties": {
+            "rounds_used": {"type": "integer"}, "max_rounds": {"type": "integer"},
+            "next_poll_at": NULLABLE_TIME, "poll_deadline": NULLABLE_TIME,
+            "current_task_id": {"type": ["string", "null"]}, "rounds": {"type": "array", "items": _ref("Round")}}},
+        "Step": {"type": "object", "required": ["key", "type", "status", "activation_sequence"], "properties": {
+            "key": {"type": "string"}, "type": {"type": "string", "enum": ["TIMER", "POLL", "SIGNAL", "TASK"]},
+            "status": {"type": "string", "enum": ["PENDING", "ACTIVE", "SUCCEEDED", "NEEDS_REVIEW", "CANCELLED"]},
+            "activation_sequence": {"type": "integer"}, "output": ANY, "started_at": NULLABLE_TIME,
+            "wait": _ref("Wait"), "final_wait": _ref("Wait"), "poll": _ref("Poll")}},
+        "ReviewReason": {"type": "object", "required": ["code"], "properties": {
+            "code": {"type": "string"}, "step_key": {"type": ["string", "null"]},
+            "activation_sequence": {"type": ["integer", "null"]}, "detail": ANY, "opened_at": TIME}},
+        "Instance": {"type": "object", "required": ["workflow_id", "namespace", "app", "definition", "status",
+                                                    "control", "gate", "deadline_at", "steps"], "properties": {
+            "workflow_id": {"type": "string"}, "namespace": {"type": "string"}, "app": {"type": "string"},
+            "definition": {"type": "object", "properties": {"name": {"type": "string"},
+                                                            "version": {"type": "integer"}}},
+            "status": {"type": "string", "enum": ["RUNNING", "SUCCEEDED", "NEEDS_REVIEW", "CANCELLING",
+                                                  "CANCELLED"]},
+            "control": {"type": "string", "enum": ["ACTIVE", "PAUSED"]},
+            "gate": {"type": "string", "enum": ["OPEN", "CLOSED"]}, "deadline_at": TIME,
+            "business_key": {"type": ["string", "null"]}, "input": ANY,
+            "review_reasons": {"type": "array", "items": _ref("ReviewReason")},
+            "created_at": TIME, "updated_at": TIME, "finished_at": NULLABLE_TIME,
+            "steps": {"type": "array", "items": _ref("Step")}}},
+        "InstanceSummary": {"type": "object", "required": ["workflow_id", "status"], "properties": {
+            "workflow_id": {"type": "string"}, "definition": {"type": "object"}, "status": {"type": "string"},
+            "control": {"type": "string"}, "gate": {"type": "string"}, "deadline_at": TIME,
+            "business_key": {"type": ["string", "null"]}, "created_at": TIME, "updated_at": TIME}},
+        "InstancePage": {"type": "object", "required": ["items", "next_cursor"], "properties": {
+            "items": {"type": "array", "items": _ref("InstanceSummary")},
+            "next_cursor": {"type": ["string", "null"]}}},
+        "Event": {"type": "object", "required": ["seq", "type", "occurred_at", "data"], "properties": {
+            "seq": {"type": "integer"}, "type": {"type": "string"}, "step_key": {"type": ["string", "null"]},
+            "activation_sequence": {"type": ["integer", "null"]}, "occurred_at": TIME, "data": ANY}},
+        "EventPage": {"type": "object", "required": ["events", "next_after"], "properties": {
+            "events": {"type": "array", "items": _ref("Event")}, "next_after": {"type": "integer"}}},
+        "App": {"type": "object", "required": ["name", "max_in_flight", "status"], "properties": {
+            "name": {"type": "string"}, "max_in_flight": {"type": "integer"},
+            "status": {"type": "string", "enum": ["ACTIVE", "DISABLED"]}}},
+        "Queue": {"type": "object", "required": ["name", "capacity"], "properties": {
+            "name": {"type": "string"}, "capacity": {"type": "integer"}}},
+        "CredentialRequest": {"type": "object", "required": ["actor", "scopes"], "properties": {
+            "actor": {"type": "string"}, "scopes": {"type": "array", "items": {"type": "string"}},
+            "queues": {"oneOf": [{"type": "array", "items": {"type": "string"}}, {"const": "*"}]}}},
+        "Credential": {"type": "object", "required": ["credential_id", "actor", "scopes", "queues", "token"],
+                       "properties": {"credential_id": {"type": "string"}, "actor": {"type": "string"},
+                                      "scopes": {"type": "array", "items": {"type": "string"}},
+                                      "queues": {"type": "array", "items": {"type": "string"}},
+                                      "token": {"type": "string"}}},
+    }
+    limit = {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500}}
+    paths = {
+        "/v1/namespaces/{ns}/definitions": {"post": _op(
+            "Publish a definition version", "definitions:publish",
+            {**_ok(201, _ref("Published"), "a new version"),
+             "200": {"description": "same content as the latest version",
+                     "content": {"application/json": {"schema": _ref("Published")}}}},
+            body=_ref("DefinitionDocument"), errors=(*COMMON_ERRORS, 413, 415, 422))},
+        "/v1/namespaces/{ns}/definitions/{name}/versions/{version}": {"get": _op(
+            "Read a definition version", "workflows:read", _ok(200, _ref("Definition")),
+            params=[{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}},
+                    {"name": "version", "in": "path", "required": True, "schema": {"type": "integer"}}])},
+        "/v1/namespaces/{ns}/workflows": {
+            "post": _op("Start a workflow instance", "workflows:start (+ every queue of the definition)",
+                        _ok(201, _ref("Instance"), "started", replay=True), params=[IDEMPOTENCY],
+                        body=_ref("StartRequest"), errors=(*COMMON_ERRORS, 409, 413, 415, 422)),
+            "get": _op("List instances", "workflows:read", _ok(200, _ref("InstancePage")), params=[
+                {"name": "status", "in": "query", "schema": {"type": "string", "enum": [
+                    "RUNNING", "SUCCEEDED", "NEEDS_REVIEW", "CANCELLING", "CANCELLED"]}},
+                {"name": "definition", "in": "query", "schema": {"type": "string"}}, limit,
+                {"name": "cursor", "in": "query", "schema": {"type": "string"}}], errors=(*COMMON_ERRORS, 422))},
+        "/v1/namespaces/{ns}/workflows/{workflow_id}": {"get": _op(
+            "Read an instance with its steps, waits, polls and review reasons", "workflows:read",
+            _ok(200, _ref("Instance")), params=[WF])},
+        "/v1/namespaces/{ns}/workflows/{workflow_id}/events": {"get": _op(
+            "Read the event history (gap-free seq)", "workflows:read", _ok(200, _ref("EventPage")), params=[
+                WF, {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+                {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}}],
+            errors=(*COMMON_ERRORS, 422))},
+        "/v1/namespaces/{ns}/apps": {"post": _op(
+            "Create an app or change its quota", "admin",
+            {**_ok(201, _ref("App"), "created"), "200": {"description": "updated", "content": {
+                "application/json": {"schema": _ref("App")}}}},
+            body={"type": "object", "required": ["name", "max_in_flight"], "properties": {
+                "name": {"type": "string"}, "max_in_flight": {"type": "integer"},
+                "status": {"type": "string", "enum": ["ACTIVE", "DISABLED"]}}},
+            errors=(*COMMON_ERRORS, 413, 415, 422))},
+        "/v1/namespaces/{ns}/queues": {"post": _op(
+            "Create a queue or change its capacity", "admin",
+            {**_ok(201, _ref("Queue"), "created"), "200": {"description": "updated", "content": {
+                "application/json": {"schema": _ref("Queue")}}}},
+            body={"type": "object", "required": ["name", "capacity"], "properties": {
+                "name": {"type": "string"}, "capacity": {"type": "integer"}}},
+            errors=(*COMMON_ERRORS, 413, 415, 422))},
+        "/v1/namespaces/{ns}/credentials": {"post": _op(
+            "Create a credential (its token is returned once)", "admin", _ok(201, _ref("Credential")),
+            body=_ref("CredentialRequest"), errors=(*COMMON_ERRORS, 413, 415, 422))},
+        "/healthz": {"get": {"summary": "Process alive", "security": [],
+                             "responses": {"200": {"description": "alive", "content": {
+                                 "application/json": {"schema": {"type": "object"}}}}}}},
+        "/readyz": {"get": {"summary": "Database reachable and at the expected level", "security": [],
+                            "responses": {"200": {"description": "ready", "content": {
+                                "application/json": {"schema": {"type": "object"}}}}, **_problem(503)}}},
+        "/metrics": {"get": {"summary": "Prometheus metrics", "security": [],
+                             "responses": {"200": {"description": "Prometheus text format", "content": {
+                                 "text/plain": {"schema": {"type": "string"}}}}, **_problem(503)}}},
+        "/openapi.json": {"get": {"summary": "This document", "security": [],
+                                  "responses": {"200": {"description": "OpenAPI 3.1", "content": {
+                                      "application/json": {"schema": {"type": "object"}}}}}}},
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Weave", "version": "1",
+                 "description": "Durable timers, bounded polls and authenticated, idempotent signals. Errors are "
+                                "application/problem+json with a stable `code`."},
+        "servers": [{"url": "/"}],
+        "paths": paths,
+        "components": {"schemas": schemas,
+                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+    }

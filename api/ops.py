@@ -1,0 +1,65 @@
+"""Operational endpoints outside the namespace prefix: liveness, readiness, metrics, the OpenAPI document."""
+
+from __future__ import annotations
+
+import falcon
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from procedures import db, errors, installer
+
+from .http import Connections, problem, respond
+from .openapi import document
+
+
+class Health:
+    def on_get(self, req, resp):
+        respond(resp, {"status": "ok"})
+
+
+class Ready:
+    """Ready = the database answers and is at exactly the level this code ships (R-16)."""
+
+    def __init__(self, connections: Connections):
+        self.connections = connections
+
+    def on_get(self, req, resp):
+        try:
+            installer.check_level(self.connections.get())
+        except errors.SchemaMismatch as exc:
+            resp.set_header("Retry-After", "5")
+            problem(resp, 503, "UNAVAILABLE", exc.detail)
+            return
+        respond(resp, {"status": "ready", "level": installer.shipped_level()})
+
+
+class Metrics:
+    """Prometheus text, computed from the database at scrape time (index ranges over live rows only)."""
+
+    def __init__(self, connections: Connections):
+        self.connections = connections
+
+    def on_get(self, req, resp):
+        backlog, tasks, review = db.call(self.connections.get(), "weave_status")
+        registry = CollectorRegistry()
+        due = Gauge("weave_due_backlog", "Candidates due now, per class", ["class"], registry=registry)
+        lag = Gauge("weave_oldest_due_lag_seconds", "How late the oldest due candidate is, per class", ["class"],
+                    registry=registry)
+        for row in backlog:
+            due.labels(row["class"]).set(row["due"])
+            lag.labels(row["class"]).set(float(row["lag_ms"] or 0) / 1000)
+        in_flight = Gauge("weave_tasks", "Tasks by status (in flight)", ["status"], registry=registry)
+        for status in ("QUEUED", "RUNNING"):
+            in_flight.labels(status).set(next((r["tasks"] for r in tasks if r["status"] == status), 0))
+        open_reasons = review[0]["open_review_reasons"]
+        Gauge("weave_review_reasons_open", "Open review reasons", registry=registry).set(open_reasons)
+        Gauge("weave_instances_in_review", "Instances in NEEDS_REVIEW", registry=registry).set(
+            review[0]["instances_in_review"])
+        resp.content_type = CONTENT_TYPE_LATEST
+        resp.data = generate_latest(registry)
+
+
+class OpenApi:
+    def on_get(self, req, resp):
+        resp.media = document()
+        resp.content_type = falcon.MEDIA_JSON

@@ -1,0 +1,33 @@
+-- Operator view across namespaces (for `weave status` and /metrics): what is due now per candidate
+-- class and how late the oldest is, work in flight, instances waiting for a person. Every count is an
+-- index range over live rows, never over settled history (R-11).
+CREATE PROCEDURE weave_status()
+    COMMENT 'Description: backlog per candidate class, oldest due lag, tasks in flight and open review reasons.
+Result set 1: class, due (rows due now), oldest_due_at, lag_ms.
+Result set 2: status, tasks (QUEUED and RUNNING tasks).
+Result set 3: open_review_reasons, instances_in_review, now_at.
+Rules: R-10, R-11, C-3.'
+    READS SQL DATA
+BEGIN
+    DECLARE v_now DATETIME(6);
+    CALL _weave_now(v_now);
+    SELECT 'INBOX' AS class, COUNT(*) AS due, MIN(available_at) AS oldest_due_at,
+           TIMESTAMPDIFF(MICROSECOND, MIN(available_at), v_now) / 1000 AS lag_ms
+      FROM pulse_inbox WHERE state = 'PENDING' AND available_at <= v_now
+    UNION ALL
+    SELECT 'CHECKPOINT', COUNT(*), MIN(available_at), TIMESTAMPDIFF(MICROSECOND, MIN(available_at), v_now) / 1000
+      FROM weave_pending_advances WHERE available_at <= v_now
+    UNION ALL
+    SELECT 'SIGNAL', COUNT(*), MIN(available_at), TIMESTAMPDIFF(MICROSECOND, MIN(available_at), v_now) / 1000
+      FROM weave_signals WHERE status = 'PENDING' AND available_at <= v_now
+    UNION ALL
+    SELECT 'LEASE', COUNT(*), MIN(lease_expires_at), TIMESTAMPDIFF(MICROSECOND, MIN(lease_expires_at), v_now) / 1000
+      FROM pulse_attempts WHERE status = 'RUNNING' AND lease_expires_at <= v_now
+    UNION ALL
+    SELECT 'TASK_EXPIRY', COUNT(*), MIN(deadline_at), TIMESTAMPDIFF(MICROSECOND, MIN(deadline_at), v_now) / 1000
+      FROM pulse_tasks WHERE status = 'QUEUED' AND deadline_at <= v_now;
+    SELECT status, COUNT(*) AS tasks FROM pulse_tasks FORCE INDEX (ix_task_deadline)
+     WHERE status IN ('QUEUED', 'RUNNING') GROUP BY status;
+    SELECT COUNT(*) AS open_review_reasons, COUNT(DISTINCT instance_id) AS instances_in_review, v_now AS now_at
+      FROM weave_review_reasons FORCE INDEX (ix_review_open) WHERE closed_at IS NULL;
+END

@@ -1,0 +1,180 @@
+"""The HTTP contract of 07-api through Falcon's test client against the real database."""
+
+from __future__ import annotations
+
+import json
+
+from tests.api.conftest import auth
+
+TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
+NS = "/v1/namespaces/acme"
+
+
+def problem(result, status, code):
+    assert result.status_code == status, result.text
+    assert result.headers["content-type"].startswith("application/problem+json")
+    body = result.json
+    assert body["code"] == code and body["status"] == status
+    assert {"type", "title", "detail", "errors"} <= set(body)
+    return body
+
+
+def publish(client, world, doc=TIMER):
+    return client.simulate_post(f"{NS}/definitions", headers=auth(world.admin), json=doc)
+
+
+def start(client, world, key="k1", **body):
+    payload = {"definition": "cool-off", "app": "billing", "input": {"order_id": "o1"}, "deadline_ms": 3_600_000,
+               **body}
+    return client.simulate_post(f"{NS}/workflows", headers=auth(world.token, key), json=payload)
+
+
+def test_publish_then_same_content_answers_200_with_the_same_version(client, world):
+    first = publish(client, world)
+    assert first.status_code == 201 and first.json["version"] == 1
+    again = publish(client, world)
+    assert again.status_code == 200 and again.json == first.json
+    got = client.simulate_get(f"{NS}/definitions/cool-off/versions/1", headers=auth(world.token))
+    assert got.status_code == 200 and got.json["digest"] == first.json["digest"]
+
+
+def test_invalid_definition_is_422_with_every_error_listed(client, world):
+    bad = {"name": "x", "steps": [{"key": "a", "type": "NAP"}, {"key": "a", "type": "TIMER", "delay_ms": 0}]}
+    body = problem(publish(client, world, bad), 422, "VALIDATION_FAILED")
+    assert {e["code"] for e in body["errors"]} >= {"UNKNOWN_TYPE", "DUPLICATE_STEP_KEY"}
+
+
+def test_start_201_then_replay_200_with_header(client, world):
+    publish(client, world)
+    first = start(client, world)
+    assert first.status_code == 201
+    assert first.json["status"] == "RUNNING" and first.json["steps"][0]["key"] == "wait"
+    replay = start(client, world)
+    assert replay.status_code == 200 and replay.headers.get("idempotent-replayed") == "true"
+    assert replay.json["workflow_id"] == first.json["workflow_id"]
+    problem(start(client, world, input={"order_id": "other"}), 409, "IDEMPOTENCY_CONFLICT")
+
+
+def test_start_needs_an_idempotency_key(client, world):
+    publish(client, world)
+    result = client.simulate_post(f"{NS}/workflows", headers=auth(world.token),
+                                  json={"definition": "cool-off", "app": "billing", "deadline_ms": 1000})
+    body = problem(result, 422, "VALIDATION_FAILED")
+    assert body["errors"][0]["code"] == "IDEMPOTENCY_KEY_INVALID"
+
+
+def test_show_list_and_events(client, world, orch):
+    publish(client, world)
+    wf = start(client, world).json["workflow_id"]
+    orch.drain()
+    shown = client.simulate_get(f"{NS}/workflows/{wf}", headers=auth(world.token))
+    assert shown.status_code == 200 and shown.json["steps"][0]["wait"]["status"] == "WAITING"
+    listed = client.simulate_get(f"{NS}/workflows", params={"status": "RUNNING"}, headers=auth(world.token))
+    assert [i["workflow_id"] for i in listed.json["items"]] == [wf] and listed.json["next_cursor"] is None
+    events = client.simulate_get(f"{NS}/workflows/{wf}/events", headers=auth(world.token))
+    assert [e["seq"] for e in events.json["events"]] == [1, 2] and events.json["next_after"] == 2
+
+
+def test_list_pages_with_a_cursor(client, world):
+    publish(client, world)
+    ids = [start(client, world, key=f"k{i}").json["workflow_id"] for i in range(5)]
+    seen, cursor = [], None
+    while True:
+        params = {"limit": "2", **({"cursor": cursor} if cursor else {})}
+        page = client.simulate_get(f"{NS}/workflows", params=params, headers=auth(world.token)).json
+        seen += [i["workflow_id"] for i in page["items"]]
+        cursor = page["next_cursor"]
+        if not cursor:
+            break
+    assert seen == list(reversed(ids))
+
+
+def test_auth_errors(client, world):
+    publish(client, world)
+    wf = start(client, world).json["workflow_id"]
+    problem(client.simulate_get(f"{NS}/workflows/{wf}"), 401, "UNAUTHENTICATED")
+    problem(client.simulate_get(f"{NS}/workflows/{wf}", headers=auth("wv_nope")), 401, "UNAUTHENTICATED")
+    problem(client.simulate_get(f"{NS}/workflows/{wf}", headers=auth(world.admin)), 403, "FORBIDDEN")
+    problem(client.simulate_get(f"/v1/namespaces/other/workflows/{wf}", headers=auth(world.token)), 404,
+            "NOT_FOUND")
+    problem(client.simulate_get(f"{NS}/workflows/wf_999999", headers=auth(world.token)), 404, "NOT_FOUND")
+    problem(client.simulate_get(f"{NS}/workflows/not-an-id", headers=auth(world.token)), 404, "NOT_FOUND")
+
+
+def test_415_and_413_before_parsing(client, world):
+    result = client.simulate_post(f"{NS}/workflows", headers={**auth(world.token, "k"), "Content-Type": "text/plain"},
+                                  body="{}")
+    problem(result, 415, "UNSUPPORTED_MEDIA_TYPE")
+    huge = json.dumps({"definition": "cool-off", "input": "x" * (301 * 1024)})
+    result = client.simulate_post(f"{NS}/workflows", headers={**auth(world.token, "k"),
+                                                              "Content-Type": "application/json"}, body=huge)
+    problem(result, 413, "PAYLOAD_TOO_LARGE")
+
+
+def test_duplicate_keys_in_a_body_are_rejected(client, world):
+    publish(client, world)
+    body = '{"definition": "cool-off", "app": "billing", "app": "other", "deadline_ms": 1000}'
+    result = client.simulate_post(f"{NS}/workflows", headers={**auth(world.token, "k"),
+                                                              "Content-Type": "application/json"}, body=body)
+    assert problem(result, 422, "VALIDATION_FAILED")["errors"][0]["code"] == "DUPLICATE_JSON_KEY"
+
+
+def test_admin_objects(client, world):
+    app = client.simulate_post(f"{NS}/apps", headers=auth(world.admin), json={"name": "risk", "max_in_flight": 5})
+    assert app.status_code == 201 and app.json == {"name": "risk", "max_in_flight": 5, "status": "ACTIVE"}
+    again = client.simulate_post(f"{NS}/apps", headers=auth(world.admin), json={"name": "risk", "max_in_flight": 6})
+    assert again.status_code == 200 and again.json["max_in_flight"] == 6
+    queue = client.simulate_post(f"{NS}/queues", headers=auth(world.admin), json={"name": "q2", "capacity": 9})
+    assert queue.status_code == 201 and queue.json == {"name": "q2", "capacity": 9}
+    cred = client.simulate_post(f"{NS}/credentials", headers=auth(world.admin),
+                                json={"actor": "bot", "scopes": ["workflows:read"], "queues": ["q2"]})
+    assert cred.status_code == 201 and cred.json["token"].startswith("wv_") and cred.json["queues"] == ["q2"]
+    problem(client.simulate_post(f"{NS}/apps", headers=auth(world.token), json={"name": "x", "max_in_flight": 1}),
+            403, "FORBIDDEN")
+
+
+def test_unknown_route_is_a_problem_404(client):
+    problem(client.simulate_get("/v1/nope"), 404, "NOT_FOUND")
+
+
+def test_health_ready_metrics_openapi(client):
+    assert client.simulate_get("/healthz").json == {"status": "ok"}
+    ready = client.simulate_get("/readyz")
+    assert ready.status_code == 200 and ready.json["status"] == "ready"
+    metrics = client.simulate_get("/metrics")
+    assert metrics.status_code == 200 and 'weave_due_backlog{class="CHECKPOINT"}' in metrics.text
+    doc = client.simulate_get("/openapi.json").json
+    assert doc["openapi"].startswith("3.1")
+
+
+def test_openapi_documents_every_route_of_the_app(client):
+    from api.app import PREFIX, create_app
+    from api.http import Connections
+
+    app = create_app(Connections(None))
+    documented = set(client.simulate_get("/openapi.json").json["paths"])
+    routed = set()
+
+    def walk(nodes):
+        for node in nodes:
+            if node.resource is not None:
+                routed.add(node.uri_template)
+            walk(node.children)
+
+    walk(app._router._roots)
+    assert routed == documented
+    assert all(p.startswith(PREFIX.split("{")[0]) or p.startswith("/") for p in routed)
+
+
+def test_database_down_is_503_with_retry_after(world):
+    from falcon import testing
+
+    from api.app import create_app
+    from api.http import Connections
+    from procedures.db import Dsn
+
+    dead = testing.TestClient(create_app(Connections(Dsn(host="127.0.0.1", port=1, database="x"))))
+    result = dead.simulate_get(f"{NS}/workflows/wf_1", headers=auth(world.token))
+    problem(result, 503, "UNAVAILABLE")
+    assert result.headers["retry-after"] == "1"
+    assert "Traceback" not in result.text
