@@ -1,0 +1,263 @@
+"""The Weave Python SDK: a small client over the HTTP API (07-api).
+
+Standard library only (plus tenacity for retries), so it imports without the server's dependencies::
+
+    from api.client import WeaveClient, IdempotencyConflict
+    client = WeaveClient("http://127.0.0.1:8080", token, "acme")
+    wf = client.start_workflow("order-flow", app="billing", input={"order_id": "o-1"}, deadline_ms=3_600_000)
+    for event in client.events(wf["workflow_id"]):
+        print(event["seq"], event["type"])
+
+Every logical call that changes something gets one idempotency key, generated once and reused by all
+of its retries (connection errors and 503 are retried with jittered exponential backoff), so a retry
+can never start a second instance or send a second signal.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+
+class WeaveApiError(Exception):
+    """An answer with a problem+json body; ``code`` is the stable machine code."""
+
+    code = "ERROR"
+
+    def __init__(self, status: int, body: dict):
+        self.status = status
+        self.body = body
+        self.detail = body.get("detail", "")
+        self.errors = body.get("errors", [])
+        super().__init__(f"{status} {body.get('code', self.code)}: {self.detail}")
+
+
+class Unauthenticated(WeaveApiError):
+    code = "UNAUTHENTICATED"
+
+
+class Forbidden(WeaveApiError):
+    code = "FORBIDDEN"
+
+
+class NotFound(WeaveApiError):
+    code = "NOT_FOUND"
+
+
+class ValidationFailed(WeaveApiError):
+    code = "VALIDATION_FAILED"
+
+
+class IdempotencyConflict(WeaveApiError):
+    code = "IDEMPOTENCY_CONFLICT"
+
+
+class SignalLimitReached(WeaveApiError):
+    code = "SIGNAL_LIMIT_REACHED"
+
+
+class InvalidState(WeaveApiError):
+    code = "INVALID_STATE"
+
+
+class TaskInFlight(WeaveApiError):
+    code = "TASK_IN_FLIGHT"
+
+
+class PayloadTooLarge(WeaveApiError):
+    code = "PAYLOAD_TOO_LARGE"
+
+
+class UnsupportedMediaType(WeaveApiError):
+    code = "UNSUPPORTED_MEDIA_TYPE"
+
+
+class Unavailable(WeaveApiError):
+    code = "UNAVAILABLE"
+
+
+BY_CODE: dict[str, type[WeaveApiError]] = {cls.code: cls for cls in WeaveApiError.__subclasses__()}
+
+
+class _Retry(Exception):
+    """A connection error or 503: worth another try with the same idempotency key."""
+
+
+class WeaveClient:
+    def __init__(self, base_url: str, token: str, namespace: str, *, timeout: float = 30.0, retries: int = 5):
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.namespace = namespace
+        self.timeout = timeout
+        self.retries = retries
+
+    # --- transport -------------------------------------------------------------------------------------
+    def _url(self, path: str, params: dict | None = None) -> str:
+        prefix = "" if path.startswith("/") else f"/v1/namespaces/{urllib.parse.quote(self.namespace)}/"
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        return self.base_url + prefix + path + ("?" + urllib.parse.urlencode(query) if query else "")
+
+    def request(self, method: str, path: str, body: Any = None, *, params: dict | None = None,
+                idempotency_key: str | None = None, raw_body: bytes | None = None) -> tuple[int, dict, Any]:
+        """One logical call: (status, headers, decoded body). Retries reuse the same idempotency key."""
+        data = raw_body if raw_body is not None else (None if body is None else json.dumps(body).encode())
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        if idempotency_key is not None:
+            headers["Idempotency-Key"] = idempotency_key
+        url = self._url(path, params)
+
+        def once() -> tuple[int, dict, Any]:
+            req = urllib.request.Request(url, data=data, method=method, headers=headers)
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                    return resp.status, dict(resp.headers), _decode(resp.read())
+            except urllib.error.HTTPError as err:
+                payload = _decode(err.read())
+                if err.code == 503:
+                    raise _Retry() from err
+                body_ = payload if isinstance(payload, dict) else {"detail": str(payload)}
+                raise BY_CODE.get(body_.get("code", ""), WeaveApiError)(err.code, body_) from None
+            except (urllib.error.URLError, ConnectionError, TimeoutError) as err:
+                raise _Retry() from err
+
+        retrying = Retrying(stop=stop_after_attempt(self.retries), wait=wait_random_exponential(multiplier=0.1, max=5),
+                            retry=retry_if_exception(lambda e: isinstance(e, _Retry)), reraise=True)
+        try:
+            return retrying(once)
+        except _Retry as exc:
+            raise Unavailable(503, {"code": "UNAVAILABLE", "detail": f"gave up after {self.retries} tries: "
+                                                                     f"{exc.__cause__}"}) from exc
+
+    def _call(self, method: str, path: str, body: Any = None, *, params: dict | None = None,
+              idempotent: bool = False, idempotency_key: str | None = None) -> Any:
+        key = idempotency_key or (str(uuid.uuid4()) if idempotent else None)
+        return self.request(method, path, body, params=params, idempotency_key=key)[2]
+
+    # --- definitions ---------------------------------------------------------------------------------------
+    def publish_definition(self, document: dict) -> dict:
+        return self._call("POST", "definitions", document)
+
+    def get_definition(self, name: str, version: int) -> dict:
+        return self._call("GET", f"definitions/{urllib.parse.quote(name)}/versions/{version}")
+
+    # --- workflows -------------------------------------------------------------------------------------------
+    def start_workflow(self, definition: str, *, app: str, input: Any = None, deadline_ms: int | None = None,
+                       deadline_at: str | None = None, version: int | None = None, business_key: str | None = None,
+                       idempotency_key: str | None = None) -> dict:
+        body = {"definition": definition, "app": app, "input": {} if input is None else input}
+        for name, value in (("deadline_ms", deadline_ms), ("deadline_at", deadline_at), ("version", version),
+                            ("business_key", business_key)):
+            if value is not None:
+                body[name] = value
+        return self._call("POST", "workflows", body, idempotent=True, idempotency_key=idempotency_key)
+
+    def get_workflow(self, workflow_id: str) -> dict:
+        return self._call("GET", f"workflows/{workflow_id}")
+
+    def list_workflows(self, *, status: str | None = None, definition: str | None = None, limit: int = 50,
+                       cursor: str | None = None) -> dict:
+        return self._call("GET", "workflows", params={"status": status, "definition": definition, "limit": limit,
+                                                      "cursor": cursor})
+
+    def events(self, workflow_id: str, *, after: int = 0, page: int = 100) -> Iterator[dict]:
+        """Every event after ``after``, in order, fetched page by page."""
+        while True:
+            batch = self._call("GET", f"workflows/{workflow_id}/events", params={"after": after, "limit": page})
+            yield from batch["events"]
+            if len(batch["events"]) < page:
+                return
+            after = batch["next_after"]
+
+    # --- signals -------------------------------------------------------------------------------------------
+    def send_signal(self, workflow_id: str, *, name: str, payload_version: str, target_step_key: str,
+                    target_activation_sequence: int, correlation_key: str, payload: Any, reason: str,
+                    evidence_ref: str | None = None, idempotency_key: str | None = None) -> dict:
+        body = {"name": name, "payload_version": payload_version, "target_step_key": target_step_key,
+                "target_activation_sequence": target_activation_sequence, "correlation_key": correlation_key,
+                "payload": payload, "reason": reason}
+        if evidence_ref is not None:
+            body["evidence_ref"] = evidence_ref
+        return self._call("POST", f"workflows/{workflow_id}/signals", body, idempotent=True,
+                          idempotency_key=idempotency_key)
+
+    def get_signal(self, workflow_id: str, signal_id: str) -> dict:
+        return self._call("GET", f"workflows/{workflow_id}/signals/{signal_id}")
+
+    def list_signals(self, workflow_id: str, *, status: str | None = None) -> dict:
+        return self._call("GET", f"workflows/{workflow_id}/signals", params={"status": status})
+
+    def explain(self, workflow_id: str, step_key: str) -> dict:
+        return self._call("GET", f"workflows/{workflow_id}/steps/{step_key}/explain")
+
+    # --- control and recovery -----------------------------------------------------------------------------------
+    def pause(self, workflow_id: str, reason: str, *, idempotency_key: str | None = None) -> dict:
+        return self._control(f"workflows/{workflow_id}/pause", {"reason": reason}, idempotency_key)
+
+    def resume(self, workflow_id: str, reason: str, *, idempotency_key: str | None = None) -> dict:
+        return self._control(f"workflows/{workflow_id}/resume", {"reason": reason}, idempotency_key)
+
+    def cancel(self, workflow_id: str, reason: str, *, idempotency_key: str | None = None) -> dict:
+        return self._control(f"workflows/{workflow_id}/cancel", {"reason": reason}, idempotency_key)
+
+    def reactivate(self, workflow_id: str, step_key: str, reason: str, *, timeout_ms: int | None = None,
+                   idempotency_key: str | None = None) -> dict:
+        body = {"reason": reason, **({"timeout_ms": timeout_ms} if timeout_ms is not None else {})}
+        return self._control(f"workflows/{workflow_id}/steps/{step_key}/reactivate", body, idempotency_key)
+
+    def continue_poll(self, workflow_id: str, step_key: str, reason: str, *, extra_rounds: int | None = None,
+                      poll_deadline_ms: int | None = None, idempotency_key: str | None = None) -> dict:
+        body = {"reason": reason}
+        if extra_rounds is not None:
+            body["extra_rounds"] = extra_rounds
+        if poll_deadline_ms is not None:
+            body["poll_deadline_ms"] = poll_deadline_ms
+        return self._control(f"workflows/{workflow_id}/steps/{step_key}/continue", body, idempotency_key)
+
+    def resolve(self, workflow_id: str, step_key: str, reason: str, output: Any, *, evidence_ref: str | None = None,
+                idempotency_key: str | None = None) -> dict:
+        body = {"reason": reason, "output": output, **({"evidence_ref": evidence_ref} if evidence_ref else {})}
+        return self._control(f"workflows/{workflow_id}/steps/{step_key}/resolve", body, idempotency_key)
+
+    def set_deadline(self, workflow_id: str, reason: str, *, deadline_at: str | None = None,
+                     extend_ms: int | None = None, idempotency_key: str | None = None) -> dict:
+        body = {"reason": reason}
+        if deadline_at is not None:
+            body["deadline_at"] = deadline_at
+        if extend_ms is not None:
+            body["extend_ms"] = extend_ms
+        return self._control(f"workflows/{workflow_id}/deadline", body, idempotency_key)
+
+    def _control(self, path: str, body: dict, key: str | None) -> dict:
+        return self._call("POST", path, body, idempotent=True, idempotency_key=key)
+
+    # --- admin and operations -------------------------------------------------------------------------------
+    def create_app(self, name: str, max_in_flight: int, status: str | None = None) -> dict:
+        return self._call("POST", "apps", {"name": name, "max_in_flight": max_in_flight,
+                                           **({"status": status} if status else {})})
+
+    def create_queue(self, name: str, capacity: int) -> dict:
+        return self._call("POST", "queues", {"name": name, "capacity": capacity})
+
+    def create_credential(self, actor: str, scopes: list[str], queues: list[str] | str = "*") -> dict:
+        return self._call("POST", "credentials", {"actor": actor, "scopes": scopes, "queues": queues})
+
+    def ready(self) -> dict:
+        return self._call("GET", "/readyz")
+
+
+def _decode(raw: bytes) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode("utf-8", "replace")

@@ -1,0 +1,110 @@
+"""The SDK against a real `weave api` process (gunicorn) on the test database."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from api import client as sdk
+from orchestrator.loop import wait_for
+from tests.support.processes import WeaveProcess
+
+TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def api_url(database, world, tmp_path):
+    port = free_port()
+    proc = WeaveProcess(database, "api", "--bind", f"127.0.0.1:{port}", "--workers", "2", log=tmp_path / "api.log")
+    url = f"http://127.0.0.1:{port}"
+    probe = sdk.WeaveClient(url, "none", "acme", retries=1)
+
+    def up() -> bool:
+        try:
+            return probe.ready()["status"] == "ready"
+        except sdk.WeaveApiError:
+            return False
+
+    assert wait_for(up, timeout=30), (tmp_path / "api.log").read_text()
+    yield url
+    proc.terminate()
+    proc.close()
+
+
+def test_sdk_covers_the_instance_lifecycle_through_gunicorn(api_url, world, orch):
+    admin = sdk.WeaveClient(api_url, world.admin, "acme")
+    assert admin.publish_definition(TIMER)["version"] == 1
+    ops = sdk.WeaveClient(api_url, world.token, "acme")
+    started = ops.start_workflow("cool-off", app="billing", input={"order_id": "o1"}, deadline_ms=3_600_000,
+                                 idempotency_key="order-o1")
+    replay = ops.start_workflow("cool-off", app="billing", input={"order_id": "o1"}, deadline_ms=3_600_000,
+                                idempotency_key="order-o1")
+    assert replay["workflow_id"] == started["workflow_id"]
+    with pytest.raises(sdk.IdempotencyConflict):
+        ops.start_workflow("cool-off", app="billing", input={"order_id": "o2"}, deadline_ms=3_600_000,
+                           idempotency_key="order-o1")
+    orch.drain()
+    world.db.advance(60_001)
+    orch.drain()
+    assert ops.get_workflow(started["workflow_id"])["status"] == "SUCCEEDED"
+    types = [e["type"] for e in ops.events(started["workflow_id"], page=2)]
+    assert types == ["INSTANCE_STARTED", "STEP_ACTIVATED", "TIMER_SETTLED", "INSTANCE_SUCCEEDED"]
+    assert ops.list_workflows(status="SUCCEEDED")["items"][0]["workflow_id"] == started["workflow_id"]
+    with pytest.raises(sdk.NotFound):
+        ops.get_workflow("wf_424242")
+    with pytest.raises(sdk.Forbidden):
+        ops.create_app("x", 1)
+    with pytest.raises(sdk.Unauthenticated):
+        sdk.WeaveClient(api_url, "wv_bad", "acme").get_workflow(started["workflow_id"])
+
+
+def test_sdk_reuses_one_idempotency_key_across_retries(database, world, tmp_path, monkeypatch):
+    """The server is down for the first tries; the call retries with the same key and starts one instance."""
+    import threading
+    import urllib.request
+
+    world.publish(TIMER)
+    port = free_port()
+    client = sdk.WeaveClient(f"http://127.0.0.1:{port}", world.token, "acme", retries=60)
+    sent_keys = []
+    real_urlopen = urllib.request.urlopen
+
+    def counting_urlopen(req, timeout=None):
+        sent_keys.append(req.get_header("Idempotency-key"))
+        return real_urlopen(req, timeout=timeout)
+
+    monkeypatch.setattr(sdk.urllib.request, "urlopen", counting_urlopen)
+    result = {}
+    thread = threading.Thread(target=lambda: result.update(
+        client.start_workflow("cool-off", app="billing", deadline_ms=60_000)))
+    thread.start()
+    proc = None
+    try:
+        assert wait_for(lambda: len(sent_keys) >= 2, timeout=30)  # the outage: tries already failed
+        proc = WeaveProcess(database, "api", "--bind", f"127.0.0.1:{port}", "--workers", "1",
+                            log=tmp_path / "api.log")
+        thread.join(90)
+        assert result["status"] == "RUNNING"
+    finally:
+        if proc:
+            proc.terminate()
+            proc.close()
+    assert len(sent_keys) >= 3 and len(set(sent_keys)) == 1 and sent_keys[0]
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_instances") == 1
+    assert world.db.scalar("SELECT idempotency_key FROM weave_instances") == sent_keys[0]
+
+
+def test_sdk_imports_without_server_dependencies():
+    code = ("import sys; sys.modules['falcon'] = None; sys.modules['pymysql'] = None; "
+            "sys.modules['gunicorn'] = None; import api.client; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "ok", out.stderr
