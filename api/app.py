@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import falcon
 
-from procedures import db, errors, installer
+from procedures import db, errors, installer, routines
 
 from . import ops, resources
 from .http import Connections, make_error_handler
@@ -34,6 +34,9 @@ def create_app(connections: Connections) -> falcon.App:
     }
     for path, resource in routes.items():
         app.add_route(PREFIX + path, resource(connections))
+    app.add_route(PREFIX + "/workflows/{workflow_id}/pause", resources.Control(connections, routines.instance_pause))
+    app.add_route(PREFIX + "/workflows/{workflow_id}/resume", resources.Control(connections, routines.instance_resume))
+    app.add_route(PREFIX + "/workflows/{workflow_id}/deadline", resources.Deadline(connections))
     app.add_route("/healthz", ops.Health())
     app.add_route("/readyz", ops.Ready(connections))
     app.add_route("/metrics", ops.Metrics(connections))

@@ -50,6 +50,15 @@ def _op(summary: str, scope: str, responses: dict, *, params: list | None = None
     return op
 
 
+def _control(summary: str, scope: str = "workflows:control", extra: dict | None = None) -> dict:
+    body = {"type": "object", "required": ["reason"], "properties": {
+        "reason": {"type": "string", "minLength": 1, "maxLength": 1024}, **(extra or {})}}
+    return _op(summary, scope, {"200": {"description": "the instance after the action (or a replay)", "headers": {
+        "Idempotent-Replayed": {"schema": {"type": "string", "enum": ["true"]}}},
+        "content": {"application/json": {"schema": _ref("Instance")}}}}, params=[WF, IDEMPOTENCY], body=body,
+        errors=(*COMMON_ERRORS, 409, 413, 415, 422))
+
+
 def document() -> dict:
     schemas = {
         "Problem": {"type": "object", "required": ["type", "title", "status", "code", "detail", "errors"],
@@ -156,6 +165,11 @@ def document() -> dict:
                 WF, {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0}},
                 {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}}],
             errors=(*COMMON_ERRORS, 422))},
+        "/v1/namespaces/{ns}/workflows/{workflow_id}/pause": {"post": _control("Pause an instance (C-1)")},
+        "/v1/namespaces/{ns}/workflows/{workflow_id}/resume": {"post": _control("Resume an instance (C-1)")},
+        "/v1/namespaces/{ns}/workflows/{workflow_id}/deadline": {"post": _control(
+            "Set a later instance deadline (C-4)", "workflows:review",
+            {"deadline_at": TIME, "extend_ms": {"type": "integer", "minimum": 1}})},
         "/v1/namespaces/{ns}/apps": {"post": _op(
             "Create an app or change its quota", "admin",
             {**_ok(201, _ref("App"), "created"), "200": {"description": "updated", "content": {

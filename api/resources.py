@@ -174,3 +174,41 @@ def _parse_time(value, field: str):
             pass
     raise ApiError(422, "VALIDATION_FAILED", f"{field} must be an RFC 3339 time with a zone",
                    [{"field": field, "code": "DEADLINE_INVALID", "message": "RFC 3339, e.g. 2026-12-01T00:00:00Z"}])
+
+
+class Control(Resource):
+    """POST /workflows/{id}/pause | resume: 200 instance; a replay answers 200 with Idempotent-Replayed."""
+
+    def __init__(self, connections: Connections, action):
+        super().__init__(connections)
+        self.action = action
+
+    def on_post(self, req, resp, ns, workflow_id):
+        token = bearer(req)
+        key = idempotency_key(req, required=True)
+        body = json_object(req)
+        reason = body.get("reason")
+        if not isinstance(reason, str):
+            raise ApiError(422, "VALIDATION_FAILED", "reason is required",
+                           [{"field": "reason", "code": "REASON_INVALID", "message": "1-1024 characters"}])
+        result = self.action(self.conn, token, ns, workflow_id, reason, key)
+        respond(resp, routines.instance_get(self.conn, token, ns, workflow_id), replayed=bool(result["replayed"]))
+
+
+class Deadline(Resource):
+    def on_post(self, req, resp, ns, workflow_id):
+        token = bearer(req)
+        key = idempotency_key(req, required=True)
+        body = json_object(req)
+        reason = body.get("reason")
+        if not isinstance(reason, str):
+            raise ApiError(422, "VALIDATION_FAILED", "reason is required",
+                           [{"field": "reason", "code": "REASON_INVALID", "message": "1-1024 characters"}])
+        at = _parse_time(body["deadline_at"], "deadline_at") if body.get("deadline_at") is not None else None
+        extend = body.get("extend_ms")
+        if extend is not None and (not isinstance(extend, int) or isinstance(extend, bool)):
+            raise ApiError(422, "VALIDATION_FAILED", "extend_ms must be an integer",
+                           [{"field": "extend_ms", "code": "DEADLINE_INVALID", "message": "positive integer"}])
+        result = routines.instance_deadline(self.conn, token, ns, workflow_id, reason, key, deadline_at=at,
+                                            extend_ms=extend)
+        respond(resp, routines.instance_get(self.conn, token, ns, workflow_id), replayed=bool(result["replayed"]))

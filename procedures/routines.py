@@ -172,3 +172,22 @@ def instance_list(conn: Conn, token: str, namespace: str, *, status: str | None 
               "created_at": rfc3339(r["created_at"]), "updated_at": rfc3339(r["updated_at"])} for r in rows]
     next_cursor = str(rows[-1]["cursor_id"]) if len(rows) == limit else None
     return {"items": items, "next_cursor": next_cursor}
+
+
+# --- control -------------------------------------------------------------------------------------------------
+def instance_pause(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str, idempotency_key: str) -> dict:
+    """See procedures/weave_instance_pause.sql."""
+    return call_one(conn, "weave_instance_pause", token, namespace, workflow_id, reason, idempotency_key)
+
+
+def instance_resume(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str,
+                    idempotency_key: str) -> dict:
+    """See procedures/weave_instance_resume.sql."""
+    return call_one(conn, "weave_instance_resume", token, namespace, workflow_id, reason, idempotency_key)
+
+
+def instance_deadline(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str, idempotency_key: str,
+                      *, deadline_at: dt.datetime | None = None, extend_ms: int | None = None) -> dict:
+    """See procedures/weave_instance_deadline.sql."""
+    return call_one(conn, "weave_instance_deadline", token, namespace, workflow_id, deadline_at, extend_ms, reason,
+                    idempotency_key)

@@ -178,3 +178,25 @@ def test_database_down_is_503_with_retry_after(world):
     problem(result, 503, "UNAVAILABLE")
     assert result.headers["retry-after"] == "1"
     assert "Traceback" not in result.text
+
+
+def test_pause_resume_and_deadline_over_http(client, world):
+    publish(client, world)
+    wf = start(client, world).json["workflow_id"]
+    headers = auth(world.token, "pause-1")
+    paused = client.simulate_post(f"{NS}/workflows/{wf}/pause", headers=headers, json={"reason": "audit"})
+    assert paused.status_code == 200 and paused.json["control"] == "PAUSED"
+    again = client.simulate_post(f"{NS}/workflows/{wf}/pause", headers=headers, json={"reason": "audit"})
+    assert again.status_code == 200 and again.headers.get("idempotent-replayed") == "true"
+    problem(client.simulate_post(f"{NS}/workflows/{wf}/pause", headers=headers, json={"reason": "other"}), 409,
+            "IDEMPOTENCY_CONFLICT")
+    resumed = client.simulate_post(f"{NS}/workflows/{wf}/resume", headers=auth(world.token, "r"),
+                                   json={"reason": "done"})
+    assert resumed.json["control"] == "ACTIVE"
+    moved = client.simulate_post(f"{NS}/workflows/{wf}/deadline", headers=auth(world.token, "d"),
+                                 json={"reason": "more", "extend_ms": 1000})
+    assert moved.status_code == 200 and moved.json["deadline_at"] > paused.json["deadline_at"]
+    body = problem(client.simulate_post(f"{NS}/workflows/{wf}/deadline", headers=auth(world.token, "d2"),
+                                        json={"reason": "less", "deadline_at": "2000-01-01T00:00:00Z"}), 422,
+                   "VALIDATION_FAILED")
+    assert body["errors"][0]["code"] == "DEADLINE_INVALID"

@@ -1,0 +1,44 @@
+-- The common opening of every operator action (06-control): validate reason and key, authorise, lock
+-- in R-3 order, and answer replays. An action is identified by (instance, action, idempotency key);
+-- the same key with the same request is a replay, with another request a conflict.
+CREATE PROCEDURE _weave_control_begin(
+        IN  in_token           VARCHAR(512),
+        IN  in_namespace       VARCHAR(200),
+        IN  in_workflow_id     VARCHAR(64),
+        IN  in_scope           VARCHAR(64),
+        IN  in_action          VARCHAR(48),
+        IN  in_reason          VARCHAR(4096),
+        IN  in_idempotency_key VARCHAR(512),
+        IN  in_request_digest  CHAR(64),
+        OUT out_namespace_id   BIGINT UNSIGNED,
+        OUT out_credential_id  BIGINT UNSIGNED,
+        OUT out_actor          VARCHAR(128),
+        OUT out_instance_id    BIGINT UNSIGNED,
+        OUT out_replayed       TINYINT)
+    COMMENT 'Internal. Description: validates, authorises and locks for an operator action; out_replayed = 1 when the
+same key already did the same request. Errors: 50111 REASON_INVALID, 50113 IDEMPOTENCY_KEY_INVALID, 50005
+IDEMPOTENCY_CONFLICT, and those of _weave_instance_authorize.'
+    MODIFIES SQL DATA
+BEGIN
+    DECLARE v_locked TINYINT;
+    DECLARE v_digest CHAR(64) DEFAULT NULL;
+    CALL _weave_instance_authorize(in_token, in_namespace, in_workflow_id, in_scope,
+                                   out_namespace_id, out_credential_id, out_actor, out_instance_id);
+    IF in_reason IS NULL OR CHAR_LENGTH(in_reason) NOT BETWEEN 1 AND 1024 THEN
+        CALL _weave_raise(50111, 'REASON_INVALID: a reason of 1-1024 characters is required');
+    END IF;
+    IF in_idempotency_key IS NULL OR NOT (in_idempotency_key REGEXP '^[!-~]{1,128}$') THEN
+        CALL _weave_raise(50113, 'IDEMPOTENCY_KEY_INVALID: 1-128 printable ASCII characters');
+    END IF;
+    CALL _weave_lock_instance(out_instance_id, 0, out_namespace_id, v_locked);
+    SELECT request_digest INTO v_digest FROM weave_audit
+     WHERE instance_id = out_instance_id AND action = in_action AND idempotency_key = in_idempotency_key
+     LIMIT 1 FOR UPDATE;
+    SET out_replayed = 0;
+    IF v_digest IS NOT NULL THEN
+        IF v_digest <> in_request_digest THEN
+            CALL _weave_raise(50005, 'IDEMPOTENCY_CONFLICT: this key did a different request');
+        END IF;
+        SET out_replayed = 1;
+    END IF;
+END
