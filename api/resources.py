@@ -62,10 +62,9 @@ class Definitions(Resource):
 
 class DefinitionVersion(Resource):
     def on_get(self, req, resp, ns, name, version):
-        try:
-            number = int(version)
-        except ValueError:
-            raise ApiError(404, "NOT_FOUND", "no such definition version") from None
+        number = int(version) if version.isdigit() and len(version) <= 9 else 0
+        if number < 1:
+            raise ApiError(404, "NOT_FOUND", "no such definition version")
         respond(resp, routines.definition_get(self.conn, bearer(req), ns, name, number))
 
 

@@ -129,6 +129,11 @@ AttemptNotCurrent = BY_CODE["ATTEMPT_NOT_CURRENT"]
 TRANSIENT_ERRNOS = frozenset({1213, 1205, 2006, 2013, 2003, 2055, 1053, 1317, 1927, 4031})
 
 
+# Server refusals of a value itself (out of range, too long, not a valid date or number) under the strict
+# sql_mode every connection pins: bad input, answered 422 rather than 500.
+BAD_VALUE_ERRNOS = frozenset({1264, 1292, 1366, 1406, 1690, 3140, 4038})
+
+
 def errno_of(exc: BaseException) -> int:
     """The error number of a driver error; PyMySQL reads it as signed 16-bit (50001 -> -15535)."""
     args = getattr(exc, "args", ())
@@ -149,6 +154,8 @@ def translate(exc: BaseException) -> BaseException:
         return BY_ERRNO[errno](message)
     if errno in VALIDATION_BY_ERRNO:
         return ValidationFailed(message, field_code=VALIDATION_BY_ERRNO[errno])
+    if errno in BAD_VALUE_ERRNOS:
+        return ValidationFailed(f"INVALID_ARGUMENT: {message}", field_code="INVALID_ARGUMENT")
     if errno in TRANSIENT_ERRNOS or isinstance(exc, pymysql.err.InterfaceError):
         return TransientDatabaseError(f"{errno}: {message}")
     return exc
