@@ -155,6 +155,48 @@ def cmd_workflows_events(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_workflows_list(args: argparse.Namespace) -> int:
+    with _conn(args) as conn:
+        page = routines.instance_list(conn, _token(args), args.namespace, status=args.status,
+                                      definition=args.definition, limit=args.limit, cursor=args.cursor)
+    _print(args, page, lambda p: "\n".join(
+        f"{i['workflow_id']:<14} {i['definition']['name']} v{i['definition']['version']:<4} {i['status']:<13} "
+        f"{i['control']:<7} deadline {i['deadline_at']}" for i in p["items"])
+        + (f"\nnext page: --cursor {p['next_cursor']}" if p["next_cursor"] else "") or "no instances")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from procedures import invariants
+
+    with _conn(args) as conn:
+        backlog, tasks, review = db.call(conn, "weave_status")
+        broken = invariants.violations(conn) if args.check else {}
+    payload = {
+        "now": str(review[0]["now_at"]),
+        "backlog": {r["class"]: {"due": r["due"], "oldest_due_lag_ms": float(r["lag_ms"] or 0)} for r in backlog},
+        "tasks_in_flight": {r["status"]: r["tasks"] for r in tasks},
+        "open_review_reasons": review[0]["open_review_reasons"],
+        "instances_in_review": review[0]["instances_in_review"],
+        **({"invariants_broken": broken} if args.check else {}),
+    }
+
+    def human(p: dict) -> str:
+        lines = [f"engine time {p['now']}", "due now (per candidate class):"]
+        lines += [f"  {k:<12} {v['due']:>8}   oldest lag {v['oldest_due_lag_ms']:.0f} ms"
+                  for k, v in p["backlog"].items()]
+        lines.append(f"tasks in flight: QUEUED {p['tasks_in_flight'].get('QUEUED', 0)}, "
+                     f"RUNNING {p['tasks_in_flight'].get('RUNNING', 0)}")
+        lines.append(f"in review: {p['instances_in_review']} instance(s), {p['open_review_reasons']} open reason(s)")
+        if args.check:
+            lines.append("invariants: " + ("all hold" if not p["invariants_broken"] else
+                                           json.dumps(p["invariants_broken"])))
+        return "\n".join(lines)
+
+    _print(args, payload, human)
+    return 1 if broken else 0
+
+
 def cmd_orchestrator(args: argparse.Namespace) -> int:
     from orchestrator.loop import run_orchestrator
 
@@ -260,6 +302,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--business-key")
     p.add_argument("--idempotency-key", help="default: a new random key")
     p.set_defaults(func=cmd_workflows_start)
+    p = wf.add_parser("list", help="list instances, newest first (workflows:read)")
+    _common(p)
+    p.add_argument("--status", choices=["RUNNING", "SUCCEEDED", "NEEDS_REVIEW", "CANCELLING", "CANCELLED"])
+    p.add_argument("--definition")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--cursor", help="next_cursor of the previous page")
+    p.set_defaults(func=cmd_workflows_list)
     p = wf.add_parser("show", help="show an instance with its steps (workflows:read)")
     _common(p)
     p.add_argument("workflow_id")
@@ -270,6 +319,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--after", type=int, default=0)
     p.add_argument("--limit", type=int, default=1000)
     p.set_defaults(func=cmd_workflows_events)
+
+    p = sub.add_parser("status", help="backlog per candidate class, oldest due lag, tasks in flight, reviews",
+                       description="What the engine has to do now, across namespaces. --check also runs the M-4 "
+                                   "invariants and exits 1 if any is broken.")
+    _common(p, token=False, namespace=False)
+    p.add_argument("--check", action="store_true", help="also run the M-4 invariant queries")
+    p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("api", help="serve the HTTP API under gunicorn",
                        description="Serve the HTTP API (07-api). Refuses to start against a database at another "

@@ -111,3 +111,26 @@ def test_R2_test_clock_only_moves_forward(db):
         db.advance(-1)
     assert info.value.field_code == "INVALID_ARGUMENT"
     assert db.now() >= after
+
+
+def test_cli_status_reports_backlog_and_runs_invariants(world, database, capsys):
+    from orchestrator.cli import main
+
+    world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
+    world.start("t")
+    assert main(["status", "--dsn", database.url(), "--check", "--json"]) == 0
+    import json
+
+    out = json.loads(capsys.readouterr().out)
+    assert out["backlog"]["CHECKPOINT"]["due"] == 1 and out["invariants_broken"] == {}
+
+
+def test_cli_refuses_a_database_at_another_level(world, database, capsys):
+    from orchestrator.cli import main
+
+    world.db.execute("UPDATE weave_routines SET digest = REPEAT('1', 64) WHERE name = 'weave_status'")
+    try:
+        assert main(["status", "--dsn", database.url()]) == 1
+        assert "SCHEMA_MISMATCH" in capsys.readouterr().err
+    finally:
+        installer.migrate(database, test_clock=True)
