@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import signal
 import socket
 import threading
@@ -148,8 +149,11 @@ class Orchestrator:
         result = self.scan()
         if not result.candidates:
             return result
+        # Every node sees the same earliest candidates; starting each batch at a random point spreads
+        # concurrent nodes over different rows instead of having them collide row by row (all are due).
+        start = random.randrange(len(result.candidates))
         futures = []
-        for cand in result.candidates:
+        for cand in result.candidates[start:] + result.candidates[:start]:
             if self._stop.is_set():
                 break
             futures.append(self._pool.submit(self.advance, cand))
