@@ -681,3 +681,13 @@ def test_K1_concurrent_claims_keep_mutex_keys_exclusive(world, orch, database):
     assert overlaps == []
     assert len(finished) == 40 and len(set(finished)) == 40
     assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks WHERE status = 'SUCCEEDED'") == 40
+
+
+def test_R14_the_scan_reports_the_next_lease_expiry_as_a_time(world, orch):
+    assert orch.scan().next_at is None  # nothing at all to look at later
+    world.publish(task_flow(task_timeout_ms=HOUR))
+    started(world, orch)
+    got, = claim(world, lease_ms=7_000)
+    result = orch.scan()
+    assert result.candidates == [] and result.next_at == got["lease_expires_at"]
+    assert 0 < orch.idle_seconds(result) <= orch.idle_probe_ms / 1000
