@@ -28,6 +28,7 @@ BEGIN
     DECLARE v_limit INT DEFAULT 0;
     DECLARE v_queues VARCHAR(4096) DEFAULT REPLACE(COALESCE(in_queues, ''), ' ', '');
     DECLARE v_queue_ids LONGTEXT DEFAULT NULL;
+    DECLARE v_picked LONGTEXT DEFAULT '[]';
     DECLARE v_claimed LONGTEXT DEFAULT '[]';
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
 
@@ -56,6 +57,47 @@ BEGIN
        AND (in_namespace IS NULL OR in_namespace = '' OR n.name = in_namespace);
 
     IF v_queue_ids IS NOT NULL THEN
+        -- Per queue, the claim index (queue, status, priority DESC, available_at, id) gives the order, so each
+        -- scan stops after in_limit rows it could lock, whatever the backlog. Rows are skipped, not waited for.
+        -- The mutex test is a scalar subquery on purpose: an EXISTS may be planned as a materialisation that
+        -- reads every permit ever taken; this one is one unique-index lookup per candidate.
+        pick: BEGIN
+            DECLARE v_qid BIGINT UNSIGNED;
+            DECLARE v_done TINYINT DEFAULT 0;
+            DECLARE v_id BIGINT UNSIGNED;
+            DECLARE c_queue CURSOR FOR
+                SELECT t.id FROM pulse_tasks t FORCE INDEX (ix_task_claim)
+                 WHERE t.queue_id = v_qid AND t.status = 'QUEUED' AND t.available_at <= v_now AND t.deadline_at > v_now
+                   AND (t.mutex_key IS NULL OR (
+                        SELECT COUNT(*) FROM pulse_permits p
+                         WHERE p.namespace_id = t.namespace_id AND p.mutex_held = t.mutex_key) = 0)
+                 ORDER BY t.priority DESC, t.available_at, t.id
+                 LIMIT v_limit
+                   FOR UPDATE SKIP LOCKED;
+            DECLARE c_queues CURSOR FOR
+                SELECT qid FROM JSON_TABLE(v_queue_ids, '$[*]' COLUMNS (qid BIGINT UNSIGNED PATH '$')) q;
+            DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+            OPEN c_queues;
+            queues: LOOP
+                SET v_done = 0;
+                FETCH c_queues INTO v_qid;
+                IF v_done = 1 THEN
+                    LEAVE queues;
+                END IF;
+                OPEN c_queue;
+                rows_of_queue: LOOP
+                    FETCH c_queue INTO v_id;
+                    IF v_done = 1 THEN
+                        LEAVE rows_of_queue;
+                    END IF;
+                    SET v_picked = JSON_ARRAY_APPEND(v_picked, '$', v_id + 0);
+                END LOOP;
+                CLOSE c_queue;
+            END LOOP;
+            CLOSE c_queues;
+        END pick;
+
+        -- Across queues, the same order again over what was locked; the rest is let go at commit.
         claim: BEGIN
             DECLARE v_done TINYINT DEFAULT 0;
             DECLARE v_task BIGINT UNSIGNED;
@@ -68,15 +110,10 @@ BEGIN
             DECLARE v_dup TINYINT;
             DECLARE c_due CURSOR FOR
                 SELECT t.id, t.namespace_id, t.queue_id, t.mutex_key, t.attempts_used + 1, t.max_attempts
-                  FROM JSON_TABLE(v_queue_ids, '$[*]' COLUMNS (qid BIGINT UNSIGNED PATH '$')) q
-                  JOIN pulse_tasks t ON t.queue_id = q.qid
-                 WHERE t.status = 'QUEUED' AND t.available_at <= v_now AND t.deadline_at > v_now
-                   AND (t.mutex_key IS NULL OR NOT EXISTS (
-                        SELECT 1 FROM pulse_permits p
-                         WHERE p.namespace_id = t.namespace_id AND p.mutex_held = t.mutex_key))
+                  FROM JSON_TABLE(v_picked, '$[*]' COLUMNS (tid BIGINT UNSIGNED PATH '$')) j
+                  JOIN pulse_tasks t ON t.id = j.tid
                  ORDER BY t.priority DESC, t.available_at, t.id
-                 LIMIT v_limit
-                   FOR UPDATE SKIP LOCKED;
+                 LIMIT v_limit;
             DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
 
             OPEN c_due;
