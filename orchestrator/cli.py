@@ -216,6 +216,14 @@ def cmd_dev(args: argparse.Namespace) -> int:
     return run_dev(Path(args.data_dir), args.dsn or os.environ.get("WEAVE_DSN"))
 
 
+def cmd_worker(args: argparse.Namespace) -> int:
+    from orchestrator.worker import run_worker
+
+    return run_worker(db.dsn_from_env(args.dsn), queues=args.queue, handler_modules=args.handlers or [],
+                      concurrency=args.concurrency, namespace=args.namespace, lease_ms=args.lease_ms,
+                      heartbeat_ms=args.heartbeat_ms, grace_ms=args.grace_ms, worker_id=args.worker_id)
+
+
 # --- parser ---------------------------------------------------------------------------------------------
 def _common(p: argparse.ArgumentParser, *, token: bool = True, namespace: bool = True, json_out: bool = True) -> None:
     p.add_argument("--dsn", help="database URL (default: $WEAVE_DSN, else mysql://root@127.0.0.1:3306/weave)")
@@ -344,6 +352,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--idle-probe-ms", type=int, default=20, help="longest idle sleep between probes (default 20)")
     p.add_argument("--node-id", help="name in logs (default: host:pid)")
     p.set_defaults(func=cmd_orchestrator)
+
+    p = sub.add_parser("worker", help="run a Pulse worker daemon",
+                       description="Claim tasks from the given queues, run their handlers and report the outcomes. "
+                                   "Any number may run against one database. On SIGTERM/SIGINT it stops claiming and "
+                                   "lets running attempts finish within the grace period.",
+                       epilog="The built-in http handler (http@1) calls only hosts listed in WEAVE_HTTP_ALLOWLIST.")
+    _common(p, token=False, namespace=False, json_out=False)
+    p.add_argument("--handlers", action="append", metavar="MODULE[,MODULE]",
+                   help="modules whose @handler functions to load (repeatable)")
+    p.add_argument("--queue", action="append", required=True, metavar="QUEUE",
+                   help="queue to serve (repeatable; a queue that does not exist yet is fine)")
+    p.add_argument("--namespace", help="serve the queues of this namespace only (default: every namespace)")
+    p.add_argument("--concurrency", type=int, default=8, help="attempts run at once (default 8)")
+    p.add_argument("--lease-ms", type=int, default=30_000,
+                   help="lease per attempt, renewed by heartbeats (default 30000)")
+    p.add_argument("--heartbeat-ms", type=int, default=10_000, help="heartbeat interval (default 10000)")
+    p.add_argument("--grace-ms", type=int, default=30_000,
+                   help="on stop, how long running attempts may take to finish (default 30000)")
+    p.add_argument("--worker-id", help="name recorded on attempts and in logs (default: host:pid:random)")
+    p.set_defaults(func=cmd_worker)
     return parser
 
 

@@ -80,6 +80,7 @@ class Orchestrator:
     idle_probe_ms: int = 20
     node_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     retry_attempts: int = 5
+    spread: bool = True  # start batches at a random point (several nodes); tests turn it off for determinism
     stats: Counter = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
@@ -151,7 +152,7 @@ class Orchestrator:
             return result
         # Every node sees the same earliest candidates; starting each batch at a random point spreads
         # concurrent nodes over different rows instead of having them collide row by row (all are due).
-        start = random.randrange(len(result.candidates))
+        start = random.randrange(len(result.candidates)) if self.spread else 0
         futures = []
         for cand in result.candidates[start:] + result.candidates[:start]:
             if self._stop.is_set():

@@ -1,5 +1,7 @@
--- Placeholder until the TASK step type lands: the activation is recorded and announced; its
--- work is created by the TASK routines.
+-- A TASK step is one Pulse task, created in the activation's own transaction (R-4): the activation,
+-- the task and the quota it takes stand or fall together. Its deadline is measured from the
+-- activation and capped by the instance deadline in force now (T-1's rule for every due time). No
+-- checkpoint is needed: the task's outcome reaches the step through the inbox (K-7).
 CREATE PROCEDURE _weave_activate_task(
         IN in_namespace_id  BIGINT UNSIGNED,
         IN in_instance_id   BIGINT UNSIGNED,
@@ -9,9 +11,26 @@ CREATE PROCEDURE _weave_activate_task(
         IN in_frozen        LONGTEXT,
         IN in_now           DATETIME(6),
         IN in_deadline      DATETIME(6))
-    COMMENT 'Internal. Description: creates the TASK step''s work for a new activation.'
+    COMMENT 'Internal. Description: creates the TASK step''s task for a new activation, deadline =
+min(now + task_timeout_ms, instance deadline); event STEP_ACTIVATED with the task id; audit task.create.
+Rules: K-1, K-6, R-4, R-7.'
     MODIFIES SQL DATA
 BEGIN
-    CALL _weave_event(in_namespace_id, in_instance_id, 'STEP_ACTIVATED', in_step_key, in_seq, in_now,
-                      JSON_OBJECT('type', 'TASK'));
+    DECLARE v_timeout BIGINT UNSIGNED DEFAULT COALESCE(CAST(JSON_VALUE(in_frozen, '$.task_timeout_ms') AS UNSIGNED),
+                                                        30000);
+    DECLARE v_deadline DATETIME(6);
+    DECLARE v_task BIGINT UNSIGNED;
+    DECLARE v_facts LONGTEXT;
+
+    SET v_deadline = LEAST(in_now + INTERVAL v_timeout * 1000 MICROSECOND, in_deadline);
+    CALL _pulse_task_create(in_namespace_id, in_instance_id, in_step_key, in_activation_id, 0, in_frozen, v_deadline,
+                            in_now, v_task);
+    SET v_facts = JSON_OBJECT('type', 'TASK', 'task_id', CONCAT('tsk_', v_task),
+                              'queue', JSON_VALUE(in_frozen, '$.queue'),
+                              'handler', JSON_VALUE(in_frozen, '$.handler'),
+                              'handler_version', JSON_VALUE(in_frozen, '$.handler_version'),
+                              'deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'));
+    CALL _weave_event(in_namespace_id, in_instance_id, 'STEP_ACTIVATED', in_step_key, in_seq, in_now, v_facts);
+    CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'task.create', NULL, NULL, in_now,
+                      v_deadline, NULL, v_facts, NULL);
 END

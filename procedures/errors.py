@@ -50,6 +50,11 @@ VALIDATION_CODES: dict[str, int] = {
     "LIMIT_INVALID": 50121,
     "APP_NOT_FOUND": 50122,
     "DEFINITION_NOT_FOUND": 50123,
+    # Pulse (workers and tasks).
+    "LEASE_INVALID": 50200,
+    "WORKER_ID_INVALID": 50201,
+    "QUEUES_INVALID": 50202,
+    "RESULT_INVALID": 50203,
 }
 
 

@@ -1,7 +1,71 @@
-CREATE PROCEDURE weave_inbox_consume(IN in_id BIGINT UNSIGNED)
-    COMMENT 'Description: placeholder; advances one candidate of its class.
-Result set: outcome.'
-    READS SQL DATA
+-- K-7: task outcomes reach their instance only here, under the instance lock (R-3, taken SKIP LOCKED so
+-- orchestrators never queue behind each other, R-13). Consumption is idempotent: an event is applied
+-- only while it is PENDING, read under lock, and leaves that state in the same transaction. Outcomes
+-- of one task are applied in the order of their own times: an earlier one still pending goes first.
+CREATE PROCEDURE weave_inbox_consume(IN in_inbox_id BIGINT UNSIGNED)
+    COMMENT 'Description: consumes one task-inbox event in its own transaction (K-7), after verifying the task''s
+ownership (R-6).
+Parameters: in_inbox_id - from weave_scan (class INBOX).
+Result set: outcome - GONE (already consumed), BUSY (another node holds the instance), NOT_DUE, STALE (the task''s
+activation is no longer current: recorded, nothing else changes), MISMATCH (corrupt ownership: instance
+NEEDS_REVIEW OWNERSHIP_MISMATCH), SUCCEEDED (step settled, successors followed), REVIEW (step and instance
+NEEDS_REVIEW: TASK_FAILED, TASK_UNKNOWN or TASK_EXPIRED), CANCELLED or RECORDED (kept in the history, step
+unchanged), or the POLL handler''s outcome.
+Errors: 50007 INVALID_STATE when the event names an instance that does not exist (the candidate backs off).
+Rules: K-7, R-1, R-3, R-4, R-6, R-9, R-12, R-13.'
+    MODIFIES SQL DATA
 BEGIN
-    SELECT 'NOOP' AS outcome;
+    DECLARE v_now DATETIME(6);
+    DECLARE v_inst BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_ns BIGINT UNSIGNED;
+    DECLARE v_locked TINYINT DEFAULT 0;
+    DECLARE v_task BIGINT UNSIGNED;
+    DECLARE v_state VARCHAR(16) DEFAULT NULL;
+    DECLARE v_available DATETIME(6);
+    DECLARE v_next BIGINT UNSIGNED;
+    DECLARE v_step_outcome VARCHAR(16);
+    DECLARE v_guard INT DEFAULT 0;
+    DECLARE v_outcome VARCHAR(16) DEFAULT 'GONE';
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    START TRANSACTION;
+    CALL _weave_now(v_now);
+    SELECT instance_id INTO v_inst FROM pulse_inbox WHERE id = in_inbox_id;
+    consume: BEGIN
+        IF v_inst IS NULL THEN
+            LEAVE consume;
+        END IF;
+        CALL _weave_lock_instance(v_inst, 1, v_ns, v_locked);
+        IF v_locked = 0 THEN
+            SET v_outcome = 'BUSY';
+            LEAVE consume;
+        ELSEIF v_locked <> 1 THEN
+            CALL _weave_raise(50007, 'INVALID_STATE: inbox event of an instance that does not exist');
+        END IF;
+        SELECT task_id, state, available_at INTO v_task, v_state, v_available
+          FROM pulse_inbox WHERE id = in_inbox_id AND instance_id = v_inst FOR UPDATE;
+        IF v_state IS NULL OR v_state <> 'PENDING' THEN
+            LEAVE consume;
+        END IF;
+        IF v_available > v_now THEN
+            SET v_outcome = 'NOT_DUE';
+            LEAVE consume;
+        END IF;
+        -- Ours is PENDING and locked, so the first pending outcome of the task always exists; at worst it is ours.
+        REPEAT
+            SET v_next = NULL;
+            SELECT id INTO v_next FROM pulse_inbox
+             WHERE task_id = v_task AND instance_id = v_inst AND state = 'PENDING'
+             ORDER BY occurred_at, id LIMIT 1 FOR UPDATE;
+            IF v_next IS NULL THEN
+                CALL _weave_raise(50007, 'INVALID_STATE: the inbox event vanished under its lock');
+            END IF;
+            CALL _weave_inbox_apply(v_ns, v_inst, v_next, v_now, v_step_outcome);
+            SET v_guard = v_guard + 1;
+        UNTIL v_next = in_inbox_id OR v_guard >= 16 END REPEAT;
+        SET v_outcome = v_step_outcome;
+    END consume;
+    COMMIT;
+    SELECT v_outcome AS outcome;
 END

@@ -29,13 +29,16 @@ BEGIN
     SELECT 'TASK_EXPIRY' AS class, id, 0 AS version, deadline_at AS due_at
       FROM pulse_tasks FORCE INDEX (ix_task_deadline)
      WHERE status = 'QUEUED' AND deadline_at <= v_now ORDER BY deadline_at LIMIT v_limit;
-    SELECT v_now AS now_at, CAST(NULLIF(LEAST(
-        COALESCE((SELECT MIN(available_at) FROM pulse_inbox WHERE state = 'PENDING' AND available_at > v_now), '9999-12-31'),
-        COALESCE((SELECT MIN(available_at) FROM weave_pending_advances WHERE available_at > v_now), '9999-12-31'),
+    -- Typed sentinels: with a string literal LEAST() answers a string inside a routine, and callers need a time.
+    SELECT v_now AS now_at, NULLIF(LEAST(
+        COALESCE((SELECT MIN(available_at) FROM pulse_inbox WHERE state = 'PENDING' AND available_at > v_now),
+                 TIMESTAMP'9999-12-31 00:00:00'),
+        COALESCE((SELECT MIN(available_at) FROM weave_pending_advances WHERE available_at > v_now),
+                 TIMESTAMP'9999-12-31 00:00:00'),
         COALESCE((SELECT MIN(available_at) FROM weave_signals WHERE status = 'PENDING' AND available_at > v_now),
-                 '9999-12-31'),
+                 TIMESTAMP'9999-12-31 00:00:00'),
         COALESCE((SELECT MIN(lease_expires_at) FROM pulse_attempts WHERE status = 'RUNNING' AND lease_expires_at > v_now),
-                 '9999-12-31'),
+                 TIMESTAMP'9999-12-31 00:00:00'),
         COALESCE((SELECT MIN(deadline_at) FROM pulse_tasks WHERE status = 'QUEUED' AND deadline_at > v_now),
-                 '9999-12-31')), '9999-12-31') AS DATETIME(6)) AS next_at;
+                 TIMESTAMP'9999-12-31 00:00:00')), TIMESTAMP'9999-12-31 00:00:00') AS next_at;
 END

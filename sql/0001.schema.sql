@@ -353,7 +353,8 @@ CREATE TABLE pulse_tasks (
     KEY ix_task_claim (queue_id, status, priority DESC, available_at, id),
     KEY ix_task_deadline (status, deadline_at),
     KEY ix_task_app (app_id, status),
-    KEY ix_task_instance (instance_id, status)
+    KEY ix_task_instance (instance_id, status),
+    KEY ix_task_activation (activation_id, round_no)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Pulse tasks: queued units of work with a frozen retry policy.';
 
 CREATE TABLE pulse_attempts (
@@ -362,7 +363,7 @@ CREATE TABLE pulse_attempts (
     task_id BIGINT UNSIGNED NOT NULL COMMENT 'Task of the attempt.',
     attempt_no INT UNSIGNED NOT NULL COMMENT 'Attempt number 1..max_attempts without gaps.',
     worker_id VARCHAR(128) NOT NULL COMMENT 'Worker that claimed the attempt.',
-    status VARCHAR(16) NOT NULL COMMENT 'RUNNING, SUCCEEDED, FAILED, RETRYING, UNKNOWN or CANCELLED.',
+    status VARCHAR(16) NOT NULL COMMENT 'RUNNING, then SUCCEEDED, FAILED (the task may be queued again) or UNKNOWN.',
     lease_expires_at DATETIME(6) NOT NULL COMMENT 'Lease end; extended by heartbeats (K-2).',
     started_at DATETIME(6) NOT NULL COMMENT 'When the attempt was claimed.',
     ended_at DATETIME(6) NULL COMMENT 'When its end was recorded.',
@@ -377,11 +378,13 @@ CREATE TABLE pulse_permits (
     namespace_id BIGINT UNSIGNED NOT NULL COMMENT 'Namespace of the task.',
     queue_id BIGINT UNSIGNED NOT NULL COMMENT 'Queue of the task.',
     task_id BIGINT UNSIGNED NOT NULL COMMENT 'Task of the attempt.',
-    mutex_key VARCHAR(256) NULL COMMENT 'Mutex key held while the permit is held.',
+    mutex_key VARCHAR(256) NULL COMMENT 'Mutex key of the task, kept after release for history.',
+    mutex_held VARCHAR(256) NULL COMMENT 'The mutex key while the permit is held, NULL once released: unique per namespace.',
     taken_at DATETIME(6) NOT NULL COMMENT 'When the attempt started.',
     released_at DATETIME(6) NULL COMMENT 'When Pulse recorded the attempt''s end; NULL while held.',
     PRIMARY KEY (attempt_id),
-    KEY ix_permit_mutex (namespace_id, mutex_key, released_at)
+    KEY ix_permit_mutex (namespace_id, mutex_key, released_at),
+    UNIQUE KEY uq_permit_mutex_held (namespace_id, mutex_held)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Execution permits: held exactly while an attempt is RUNNING.';
 
 CREATE TABLE pulse_late_reports (
@@ -405,7 +408,7 @@ CREATE TABLE pulse_inbox (
     kind VARCHAR(16) NOT NULL COMMENT 'SUCCEEDED, FAILED, UNKNOWN, CANCELLED or EXPIRED.',
     result LONGTEXT NULL COMMENT 'Handler result or failure facts.',
     occurred_at DATETIME(6) NOT NULL COMMENT 'The outcome''s own time.',
-    state VARCHAR(16) NOT NULL COMMENT 'PENDING until consumed, then CONSUMED or STALE.',
+    state VARCHAR(16) NOT NULL COMMENT 'PENDING until consumed, then CONSUMED, STALE (owner moved on) or MISMATCH (ownership did not verify).',
     consumed_at DATETIME(6) NULL COMMENT 'When the orchestrator consumed it.',
     available_at DATETIME(6) NOT NULL COMMENT 'Next consumption try; backoff moves only this.',
     attempts INT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'Failed consumption attempts.',

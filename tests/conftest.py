@@ -63,6 +63,6 @@ def orch(database):
     """An in-process orchestrator on the test database (one advance connection: deterministic order)."""
     from orchestrator.loop import Orchestrator
 
-    o = Orchestrator(database, concurrency=1)
+    o = Orchestrator(database, concurrency=1, spread=False)
     yield o
     o.close()

@@ -1,0 +1,146 @@
+"""Task handlers (K-8): Python callables registered by name and version.
+
+    from orchestrator import handler, Retryable
+
+    @handler("payments.check", version="1")
+    def check(input, ctx):            # ctx is optional: def check(input) works too
+        ...
+        return {"status": "PAID"}     # any JSON value; it becomes the step output / round result
+
+A handler raises ``Retryable(...)`` for a known-retryable failure (the task's frozen retry policy
+decides whether another attempt follows); any other exception is a non-retryable failure. A task
+whose handler name and version are not registered fails, non-retryable, with ``HANDLER_NOT_FOUND``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["HandlerNotFound", "Registry", "Retryable", "TaskContext", "handler", "load_modules", "registry"]
+
+
+class Retryable(Exception):
+    """A known-retryable failure (a timeout, a 5xx, a connection reset): another attempt may follow."""
+
+
+class HandlerNotFound(LookupError):
+    """No handler is registered under that name and version."""
+
+
+@dataclass
+class TaskContext:
+    """What a handler may want to know about the attempt it runs in. Nothing here is a decision."""
+
+    task_id: str
+    attempt_id: int
+    attempt_no: int
+    max_attempts: int
+    namespace: str
+    queue: str
+    workflow_id: str
+    step_key: str
+    round_no: int
+    handler: str
+    handler_version: str
+    deadline_at: Any = None
+    lease_expires_at: Any = None
+    _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
+    _lost: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    @property
+    def cancel_requested(self) -> bool:
+        """True once a heartbeat said that the task's cancellation was requested (K-5): stop early if you can."""
+        return self._cancel.is_set()
+
+    @property
+    def lease_lost(self) -> bool:
+        """True once a heartbeat was refused: the attempt is no longer current and its report will change nothing."""
+        return self._lost.is_set()
+
+    def wait_cancelled(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``, waking early when cancellation is requested; returns cancel_requested."""
+        return self._cancel.wait(seconds)
+
+
+@dataclass(frozen=True)
+class Handler:
+    name: str
+    version: str
+    fn: Callable[..., Any]
+    takes_context: bool
+
+    def __call__(self, input: Any, ctx: TaskContext) -> Any:
+        return self.fn(input, ctx) if self.takes_context else self.fn(input)
+
+
+def _takes_context(fn: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
+
+
+class Registry:
+    """Handlers by (name, version). Registering the same pair twice with another function is an error."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[tuple[str, str], Handler] = {}
+        self._lock = threading.Lock()
+
+    def register(self, name: str, version: str, fn: Callable[..., Any]) -> Handler:
+        if not name or not isinstance(name, str):
+            raise ValueError("a handler needs a non-empty name")
+        key = (name, str(version))
+        entry = Handler(name, str(version), fn, _takes_context(fn))
+        with self._lock:
+            existing = self._handlers.get(key)
+            if existing is not None and existing.fn is not fn and (
+                    getattr(existing.fn, "__qualname__", None) != getattr(fn, "__qualname__", None)
+                    or getattr(existing.fn, "__module__", None) != getattr(fn, "__module__", None)):
+                raise ValueError(f"handler {name} version {version} is already registered by {existing.fn!r}")
+            self._handlers[key] = entry
+        return entry
+
+    def get(self, name: str, version: str) -> Handler:
+        try:
+            return self._handlers[(name, str(version))]
+        except KeyError:
+            raise HandlerNotFound(f"no handler {name!r} version {version!r} is registered") from None
+
+    def names(self) -> list[str]:
+        return sorted(f"{n}@{v}" for n, v in self._handlers)
+
+
+registry = Registry()
+
+
+def handler(name: str, version: str = "1", *, into: Registry | None = None) -> Callable[[Callable], Callable]:
+    """Register the decorated function as the handler ``name`` at ``version``."""
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        (into or registry).register(name, version, fn)
+        return fn
+    return decorate
+
+
+def load_modules(modules: Iterable[str]) -> list[str]:
+    """Import the handler modules a worker was told about (their decorators register the handlers).
+    The current directory is importable, as for any application server started from a project."""
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    loaded = []
+    for spec in modules:
+        for name in (part.strip() for part in spec.split(",")):
+            if name:
+                importlib.import_module(name)
+                loaded.append(name)
+    return loaded

@@ -1,0 +1,350 @@
+"""The Pulse worker (K-1..K-3, K-8, K-9): claims tasks, runs their handlers, reports the outcomes.
+
+A worker decides nothing about tasks: the routines do, from locked rows. It claims only as many tasks
+as it has free slots, runs each in its own thread, heartbeats every running attempt so that its lease
+stays alive (and to learn about cancellation), and reports the end of each attempt. It never touches an
+instance: whatever the outcome means for the workflow is decided by the orchestrator when it consumes
+the task inbox. A worker that dies simply stops heartbeating; the orchestrator records its attempts as
+UNKNOWN once their leases run out (K-4). Any number of workers may run against one database.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import secrets
+import signal
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import pymysql
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+from procedures import db, errors, installer, pulse
+
+from . import http_handler  # noqa: F401 - registers the built-in http handler
+from .handlers import HandlerNotFound, Registry, Retryable, TaskContext, load_modules, registry
+from .logs import configure_logging
+
+log = logging.getLogger("weave.worker")
+
+# Reported error texts are capped like the column that keeps them.
+MAX_ERROR_CHARS = 2000
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"[:128]
+
+
+@dataclass
+class Worker:
+    dsn: db.Dsn
+    queues: list[str]
+    concurrency: int = 8
+    namespace: str | None = None
+    lease_ms: int = 30_000
+    heartbeat_ms: int = 10_000
+    grace_ms: int = 30_000
+    idle_probe_ms: int = 50
+    worker_id: str = field(default_factory=default_worker_id)
+    handlers: Registry = field(default_factory=lambda: registry)
+    retry_attempts: int = 5
+    stats: Counter = field(default_factory=Counter)
+
+    def __post_init__(self) -> None:
+        if not self.queues:
+            raise ValueError("a worker needs at least one queue")
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if not 0 < self.heartbeat_ms < self.lease_ms:
+            raise ValueError("heartbeat_ms must be positive and shorter than lease_ms, or leases would run out")
+        self._local = threading.local()
+        self._stop = threading.Event()
+        self._heartbeats_stop = threading.Event()
+        self._cond = threading.Condition()
+        self._inflight: dict[int, TaskContext] = {}
+        self._work: queue.Queue = queue.Queue()
+        self._threads: list[threading.Thread] = []
+        self.claimed = 0
+
+    # --- connections -----------------------------------------------------------------------------------------
+    def _conn(self) -> pymysql.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None or not conn.open:
+            conn = self._local.conn = db.connect(self.dsn)
+        return conn
+
+    def _drop_conn(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # already broken; nothing to release
+                pass
+
+    def _retrying(self, fn: Callable[[pymysql.Connection], dict]) -> dict:
+        """A routine call retried on transient errors with jittered exponential backoff."""
+        def attempt():
+            try:
+                return fn(self._conn())
+            except errors.TransientDatabaseError:
+                self._drop_conn()
+                raise
+
+        return Retrying(stop=stop_after_attempt(self.retry_attempts),
+                        wait=wait_random_exponential(multiplier=0.02, max=1.0),
+                        retry=retry_if_exception(errors.is_transient), reraise=True)(attempt)
+
+    def check_level(self) -> None:
+        installer.check_level(self._conn())
+
+    # --- the claim loop --------------------------------------------------------------------------------------
+    @property
+    def in_flight(self) -> int:
+        with self._cond:
+            return len(self._inflight)
+
+    def stop(self, *_: object) -> None:
+        """Stop claiming; running attempts get the grace period to finish (K-9)."""
+        self._stop.set()
+        with self._cond:
+            self._cond.notify_all()
+
+    def run(self, *, max_claims: int | None = None, until: Callable[[], bool] | None = None,
+            exit_when_idle: bool = False) -> Counter:
+        """Claim and run tasks until stopped (or ``max_claims`` tasks were claimed, or ``until()`` holds, or —
+        with ``exit_when_idle`` — nothing is claimable and nothing runs), then let running attempts finish
+        within the grace period. Returns the outcome counts."""
+        log.info("worker started", extra={"fields": {
+            "worker": self.worker_id, "queues": self.queues, "namespace": self.namespace,
+            "concurrency": self.concurrency, "lease_ms": self.lease_ms, "heartbeat_ms": self.heartbeat_ms,
+            "handlers": self.handlers.names()}})
+        self._start_threads()
+        try:
+            self._claim_loop(None if max_claims is None else self.claimed + max_claims, until, exit_when_idle)
+        finally:
+            self._finish()
+        log.info("worker stopped", extra={"fields": {"worker": self.worker_id, **dict(self.stats)}})
+        return self.stats
+
+    def _claim_loop(self, claim_until: int | None, until: Callable[[], bool] | None, exit_when_idle: bool) -> None:
+        idle = self.idle_probe_ms / 1000.0
+        failures = 0
+        while not self._stop.is_set():
+            if (until and until()) or (claim_until is not None and self.claimed >= claim_until):
+                return
+            with self._cond:
+                free = self.concurrency - len(self._inflight)
+                if free <= 0:
+                    self._cond.wait(idle)
+                    continue
+            limit = free if claim_until is None else min(free, claim_until - self.claimed)
+            try:
+                claims = pulse.task_claim(self._conn(), self.worker_id, self.queues, limit=limit,
+                                          lease_ms=self.lease_ms, namespace=self.namespace)
+                failures = 0
+            except errors.TransientDatabaseError as exc:
+                failures += 1
+                self._drop_conn()
+                log.warning("claim failed; retrying", extra={"fields": {"error": str(exc)}})
+                self._stop.wait(min(5.0, 0.05 * 2 ** min(failures, 7)))
+                continue
+            if not claims:
+                if exit_when_idle and self.in_flight == 0:
+                    return
+                self._stop.wait(idle)
+                continue
+            for claim in claims:
+                ctx = _context(claim)
+                with self._cond:
+                    self._inflight[ctx.attempt_id] = ctx
+                self._work.put((claim, ctx))
+            self.claimed += len(claims)
+            self.stats["claimed"] += len(claims)
+
+    def _finish(self) -> None:
+        """Let running attempts finish within the grace period; anything still running after it is left to
+        lease recovery (K-4, K-9)."""
+        deadline = time.monotonic() + self.grace_ms / 1000.0
+        with self._cond:
+            while self._inflight and time.monotonic() < deadline:
+                self._cond.wait(min(0.1, max(0.0, deadline - time.monotonic())))
+            abandoned = sorted(self._inflight)
+        if abandoned:
+            log.warning("grace period over; leaving running attempts to lease recovery", extra={"fields": {
+                "worker": self.worker_id, "attempts": abandoned}})
+        for t in self._threads:
+            if t.name.startswith("task-"):
+                self._work.put(None)
+        self._heartbeats_stop.set()
+
+    # --- threads ---------------------------------------------------------------------------------------------
+    def _start_threads(self) -> None:
+        # Each run gets its own work queue and heartbeat switch: a thread abandoned by an earlier run (grace
+        # period over) finishes its attempt and exits without touching the new run's work.
+        self._stop.clear()
+        self._heartbeats_stop = threading.Event()
+        self._work = queue.Queue()
+        self._threads = [threading.Thread(target=self._executor, args=(self._work,), name=f"task-{n}", daemon=True)
+                         for n in range(self.concurrency)]
+        self._threads.append(threading.Thread(target=self._heartbeater, args=(self._heartbeats_stop,),
+                                              name="heartbeat", daemon=True))
+        for t in self._threads:
+            t.start()
+
+    def _executor(self, work: queue.Queue) -> None:
+        try:
+            while True:
+                item = work.get()
+                if item is None:
+                    return
+                claim, ctx = item
+                try:
+                    self._execute(claim, ctx)
+                except Exception:  # never lose the slot; the lease decides what happens to the attempt
+                    log.exception("attempt crashed in the worker", extra={"fields": {"attempt": ctx.attempt_id}})
+                finally:
+                    with self._cond:
+                        self._inflight.pop(ctx.attempt_id, None)
+                        self._cond.notify_all()
+        finally:
+            self._drop_conn()
+
+    def _heartbeater(self, stop: threading.Event) -> None:
+        interval = self.heartbeat_ms / 1000.0
+        try:
+            while not stop.wait(interval):
+                with self._cond:
+                    running = [ctx for ctx in self._inflight.values() if not ctx.lease_lost]
+                for ctx in running:
+                    self._heartbeat(ctx)
+        finally:
+            self._drop_conn()
+
+    def _heartbeat(self, ctx: TaskContext) -> None:
+        try:
+            beat = pulse.attempt_heartbeat(self._conn(), ctx.attempt_id, self.worker_id, self.lease_ms)
+        except (errors.AttemptNotCurrent, errors.NotFound):
+            ctx._lost.set()
+            self.stats["lease_lost"] += 1
+            log.warning("lease lost; the attempt's report will change nothing", extra={"fields": {
+                "task": ctx.task_id, "attempt": ctx.attempt_id}})
+            return
+        except errors.TransientDatabaseError as exc:
+            self._drop_conn()
+            log.warning("heartbeat failed", extra={"fields": {"attempt": ctx.attempt_id, "error": str(exc)}})
+            return
+        ctx.lease_expires_at = beat["lease_expires_at"]
+        if beat["cancel_requested"] and not ctx.cancel_requested:
+            ctx._cancel.set()
+            log.info("cancellation requested", extra={"fields": {"task": ctx.task_id, "attempt": ctx.attempt_id}})
+
+    # --- one attempt -----------------------------------------------------------------------------------------
+    def _execute(self, claim: dict, ctx: TaskContext) -> None:
+        started = time.monotonic()
+        try:
+            fn = self.handlers.get(ctx.handler, ctx.handler_version)
+        except HandlerNotFound as exc:
+            self._report_fail(ctx, f"HANDLER_NOT_FOUND: {exc}", retryable=False, started=started)
+            return
+        try:
+            value = fn(json.loads(claim["input"]), ctx)
+        except Retryable as exc:
+            self._report_fail(ctx, _describe(exc), retryable=True, started=started)
+            return
+        except Exception as exc:  # any other exception is a non-retryable failure (K-8)
+            self._report_fail(ctx, _describe(exc), retryable=False, started=started)
+            return
+        try:
+            text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            self._report_fail(ctx, f"RESULT_INVALID: the handler returned a value that is not JSON: {exc}",
+                              retryable=False, started=started)
+            return
+        try:
+            answer = self._retrying(
+                lambda conn: pulse.attempt_complete(conn, ctx.attempt_id, self.worker_id, result_json=text))
+        except errors.ValidationFailed as exc:
+            self._report_fail(ctx, f"{exc.field_code}: {exc.detail}", retryable=False, started=started)
+            return
+        except errors.WeaveError as exc:
+            self._report_lost(ctx, exc)
+            return
+        self._record(ctx, answer, started)
+
+    def _report_fail(self, ctx: TaskContext, error: str, *, retryable: bool, started: float) -> None:
+        try:
+            text = error[:MAX_ERROR_CHARS]
+            answer = self._retrying(
+                lambda conn: pulse.attempt_fail(conn, ctx.attempt_id, self.worker_id, text, retryable))
+        except errors.WeaveError as exc:
+            self._report_lost(ctx, exc)
+            return
+        self._record(ctx, answer, started, error=error)
+
+    def _report_lost(self, ctx: TaskContext, exc: Exception) -> None:
+        self.stats["report_failed"] += 1
+        log.error("report failed; the lease will decide", extra={"fields": {
+            "task": ctx.task_id, "attempt": ctx.attempt_id, "error": str(exc)}})
+
+    def _record(self, ctx: TaskContext, answer: dict, started: float, error: str | None = None) -> None:
+        outcome = answer["outcome"]
+        self.stats[outcome] += 1
+        fields = {"task": ctx.task_id, "attempt": ctx.attempt_id, "attempt_no": ctx.attempt_no,
+                  "handler": f"{ctx.handler}@{ctx.handler_version}", "outcome": outcome,
+                  "task_status": answer["task_status"], "ms": round((time.monotonic() - started) * 1000, 1)}
+        if error:
+            fields["error"] = error[:500]
+        (log.warning if outcome == "LATE" else log.info)("attempt ended", extra={"fields": fields})
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    if isinstance(exc, Retryable):
+        return text or "Retryable"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _context(claim: dict) -> TaskContext:
+    return TaskContext(
+        task_id=claim["task_id"], attempt_id=claim["attempt_id"], attempt_no=claim["attempt_no"],
+        max_attempts=claim["max_attempts"], namespace=claim["namespace"], queue=claim["queue"],
+        workflow_id=claim["workflow_id"], step_key=claim["step_key"], round_no=claim["round_no"],
+        handler=claim["handler"], handler_version=claim["handler_version"], deadline_at=claim["deadline_at"],
+        lease_expires_at=claim["lease_expires_at"])
+
+
+def run_worker(dsn: db.Dsn, *, queues: Iterable[str], handler_modules: Iterable[str] = (), concurrency: int = 8,
+               namespace: str | None = None, lease_ms: int = 30_000, heartbeat_ms: int = 10_000,
+               grace_ms: int = 30_000, worker_id: str | None = None) -> int:
+    """``weave worker``: load the handler modules, check the database level (R-16), run until SIGTERM/SIGINT."""
+    configure_logging()
+    try:
+        loaded = load_modules(handler_modules)
+    except ImportError as exc:
+        print(f"weave worker: cannot import handler module: {exc}", flush=True)
+        return 1
+    try:
+        worker = Worker(dsn, [q for spec in queues for q in spec.split(",") if q.strip()], concurrency=concurrency,
+                        namespace=namespace, lease_ms=lease_ms, heartbeat_ms=heartbeat_ms, grace_ms=grace_ms,
+                        **({"worker_id": worker_id} if worker_id else {}))
+        worker.check_level()
+    except ValueError as exc:
+        print(f"weave worker: {exc}", flush=True)
+        return 2
+    except errors.SchemaMismatch as exc:
+        log.error("refusing to start", extra={"fields": {"error": str(exc)}})
+        print(f"weave worker: {exc}", flush=True)
+        return 1
+    log.info("handler modules loaded", extra={"fields": {"modules": loaded}})
+    signal.signal(signal.SIGTERM, worker.stop)
+    signal.signal(signal.SIGINT, worker.stop)
+    worker.run()
+    return 0

@@ -1,0 +1,18 @@
+-- Every terminal outcome of a task is written once to the inbox, in the transaction that decided it,
+-- stamped with the outcome's own time: the orchestrator consumes it later (K-7) and judges races by
+-- that time, never by when it happened to scan (P-10).
+CREATE PROCEDURE _pulse_inbox_add(
+        IN in_task_id     BIGINT UNSIGNED,
+        IN in_kind        VARCHAR(16),
+        IN in_result      LONGTEXT,
+        IN in_occurred_at DATETIME(6),
+        IN in_now         DATETIME(6))
+    COMMENT 'Internal. Description: writes the inbox event of a task outcome (SUCCEEDED, FAILED, UNKNOWN, CANCELLED or
+EXPIRED), available for consumption at once.
+Rules: K-3..K-7.'
+    MODIFIES SQL DATA
+BEGIN
+    INSERT INTO pulse_inbox (namespace_id, task_id, instance_id, kind, result, occurred_at, state, available_at)
+    SELECT namespace_id, id, instance_id, in_kind, in_result, in_occurred_at, 'PENDING', in_now
+      FROM pulse_tasks WHERE id = in_task_id;
+END

@@ -1,0 +1,83 @@
+-- The one way a Pulse task comes into being, for a TASK step (round 0) and for every POLL round.
+-- Everything the task will ever run with is copied from the activation's frozen inputs here and never
+-- re-derived: handler + version, input, keys, priority and the retry policy (P-4). The caller has
+-- already checked R-8 and holds the locks of _weave_lock_instance; room, gate and deadlines are
+-- checked again anyway, because a task created past them would break M-4.7 / M-4.8 for good.
+CREATE PROCEDURE _pulse_task_create(
+        IN  in_namespace_id  BIGINT UNSIGNED,
+        IN  in_instance_id   BIGINT UNSIGNED,
+        IN  in_step_key      VARCHAR(64),
+        IN  in_activation_id BIGINT UNSIGNED,
+        IN  in_round_no      INT UNSIGNED,
+        IN  in_frozen        LONGTEXT,
+        IN  in_deadline      DATETIME(6),
+        IN  in_now           DATETIME(6),
+        OUT out_task_id      BIGINT UNSIGNED)
+    COMMENT 'Internal. Description: creates a QUEUED task for (instance, step, activation, round) from the frozen
+step inputs (queue, handler, handler_version, input, priority, retry, task_timeout_ms, business_key, mutex_key),
+available at once, with the absolute deadline in_deadline (no attempt starts at or after it).
+Errors: 50007 INVALID_STATE when the instance may not get new work, there is no room, or a frozen field does not fit.
+Rules: K-1, K-6, R-8, P-4, M-4.7, M-4.8.'
+    MODIFIES SQL DATA
+BEGIN
+    DECLARE v_queue_name VARCHAR(64) DEFAULT JSON_VALUE(in_frozen, '$.queue');
+    DECLARE v_queue BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_app BIGINT UNSIGNED;
+    DECLARE v_status VARCHAR(16) DEFAULT NULL;
+    DECLARE v_gate VARCHAR(16);
+    DECLARE v_control VARCHAR(16);
+    DECLARE v_inst_deadline DATETIME(6);
+    DECLARE v_why VARCHAR(256) DEFAULT NULL;
+    DECLARE v_business LONGTEXT;
+    DECLARE v_mutex LONGTEXT;
+    DECLARE v_retry LONGTEXT DEFAULT JSON_EXTRACT(in_frozen, '$.retry');
+
+    SELECT i.status, i.control, i.gate, i.deadline_at, i.app_id INTO v_status, v_control, v_gate, v_inst_deadline, v_app
+      FROM weave_instances i WHERE i.id = in_instance_id AND i.namespace_id = in_namespace_id;
+    IF v_status IS NULL OR v_status <> 'RUNNING' OR v_control <> 'ACTIVE' OR v_gate <> 'OPEN' THEN
+        CALL _weave_raise(50007, 'INVALID_STATE: no new task unless the instance is RUNNING, ACTIVE, gate OPEN');
+    END IF;
+    IF in_now >= v_inst_deadline OR in_deadline IS NULL OR in_deadline <= in_now OR in_deadline > v_inst_deadline THEN
+        CALL _weave_raise(50007, 'INVALID_STATE: task deadline must be after now and within the instance deadline');
+    END IF;
+    CALL _weave_task_room(in_namespace_id, in_instance_id, v_queue_name, v_why);
+    IF v_why IS NOT NULL THEN
+        CALL _weave_raise(50007, CONCAT('INVALID_STATE: no room for a task: ', v_why));
+    END IF;
+    SELECT id INTO v_queue FROM weave_queues WHERE namespace_id = in_namespace_id AND name = v_queue_name;
+
+    -- Keys are compared as text: a JSON string is used unquoted, any other JSON value as its JSON text.
+    SET v_business = CASE WHEN JSON_TYPE(JSON_EXTRACT(in_frozen, '$.business_key')) IS NULL
+                            OR JSON_TYPE(JSON_EXTRACT(in_frozen, '$.business_key')) = 'NULL' THEN NULL
+                          WHEN JSON_TYPE(JSON_EXTRACT(in_frozen, '$.business_key')) = 'STRING'
+                            THEN JSON_VALUE(in_frozen, '$.business_key')
+                          ELSE JSON_EXTRACT(in_frozen, '$.business_key') END;
+    SET v_mutex = CASE WHEN JSON_TYPE(JSON_EXTRACT(in_frozen, '$.mutex_key')) IS NULL
+                         OR JSON_TYPE(JSON_EXTRACT(in_frozen, '$.mutex_key')) = 'NULL' THEN NULL
+                       WHEN JSON_TYPE(JSON_EXTRACT(in_frozen, '$.mutex_key')) = 'STRING'
+                         THEN JSON_VALUE(in_frozen, '$.mutex_key')
+                       ELSE JSON_EXTRACT(in_frozen, '$.mutex_key') END;
+    IF CHAR_LENGTH(v_business) > 256 OR CHAR_LENGTH(v_mutex) > 256 THEN
+        CALL _weave_raise(50007, 'INVALID_STATE: a resolved business_key or mutex_key is longer than 256 characters');
+    END IF;
+    IF v_retry IS NULL OR JSON_VALUE(in_frozen, '$.handler') IS NULL
+       OR JSON_VALUE(in_frozen, '$.handler_version') IS NULL THEN
+        CALL _weave_raise(50007, 'INVALID_STATE: frozen inputs lack handler, handler_version or retry');
+    END IF;
+
+    INSERT INTO pulse_tasks (namespace_id, app_id, queue_id, instance_id, step_key, activation_id, round_no, handler,
+                             handler_version, input, priority, business_key, mutex_key, max_attempts,
+                             initial_backoff_ms, backoff_coefficient, max_backoff_ms, timeout_ms, deadline_at, status,
+                             attempts_used, cancel_requested, available_at, created_at, updated_at)
+    VALUES (in_namespace_id, v_app, v_queue, in_instance_id, in_step_key, in_activation_id, in_round_no,
+            JSON_VALUE(in_frozen, '$.handler'), JSON_VALUE(in_frozen, '$.handler_version'),
+            COALESCE(JSON_EXTRACT(in_frozen, '$.input'), '{}'),
+            COALESCE(CAST(JSON_VALUE(in_frozen, '$.priority') AS SIGNED), 0), v_business, v_mutex,
+            CAST(JSON_VALUE(v_retry, '$.max_attempts') AS UNSIGNED),
+            CAST(JSON_VALUE(v_retry, '$.initial_backoff_ms') AS UNSIGNED),
+            CAST(JSON_VALUE(v_retry, '$.backoff_coefficient') AS DOUBLE),
+            CAST(JSON_VALUE(v_retry, '$.max_backoff_ms') AS UNSIGNED),
+            COALESCE(CAST(JSON_VALUE(in_frozen, '$.task_timeout_ms') AS UNSIGNED), 30000),
+            in_deadline, 'QUEUED', 0, 0, in_now, in_now, in_now);
+    SET out_task_id = LAST_INSERT_ID();
+END

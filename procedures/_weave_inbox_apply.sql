@@ -1,0 +1,184 @@
+-- One task outcome applied to its instance (K-7) after verifying ownership (R-6) from locked rows. Three
+-- answers when the facts do not line up, never a repair by guessing:
+--   - the task's activation is an older generation of its step: the outcome is STALE (recovery moved
+--     on); it is recorded on the inbox row and nothing else changes;
+--   - the task claims an instance, step, activation or round that does not own it: OWNERSHIP_MISMATCH,
+--     the instance goes to review and nothing of the outcome is applied;
+--   - the step is no longer waiting for it (settled, cancelled): the outcome is kept in the history.
+-- POLL round tasks are handed to the POLL handler once the activation is known to be current.
+-- The caller holds the instance lock (R-3) and owns the transaction.
+CREATE PROCEDURE _weave_inbox_apply(
+        IN  in_namespace_id BIGINT UNSIGNED,
+        IN  in_instance_id  BIGINT UNSIGNED,
+        IN  in_inbox_id     BIGINT UNSIGNED,
+        IN  in_now          DATETIME(6),
+        OUT out_outcome     VARCHAR(16))
+    COMMENT 'Internal. Description: verifies and applies one PENDING inbox event of the locked instance.
+out_outcome: STALE, MISMATCH, SUCCEEDED, REVIEW, CANCELLED, RECORDED, or the POLL handler''s outcome.
+Rules: K-7, R-4, R-6, R-7, R-9.'
+    MODIFIES SQL DATA
+BEGIN
+    DECLARE v_task BIGINT UNSIGNED;
+    DECLARE v_kind VARCHAR(16);
+    DECLARE v_result LONGTEXT;
+    DECLARE v_occurred DATETIME(6);
+    DECLARE v_inbox_ns BIGINT UNSIGNED;
+    DECLARE v_t_id BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_t_ns BIGINT UNSIGNED;
+    DECLARE v_t_inst BIGINT UNSIGNED;
+    DECLARE v_t_step VARCHAR(64);
+    DECLARE v_t_activation BIGINT UNSIGNED;
+    DECLARE v_t_round INT UNSIGNED;
+    DECLARE v_t_handler VARCHAR(128);
+    DECLARE v_t_version VARCHAR(32);
+    DECLARE v_t_queue BIGINT UNSIGNED;
+    DECLARE v_t_used INT UNSIGNED;
+    DECLARE v_t_max INT UNSIGNED;
+    DECLARE v_t_error VARCHAR(2048);
+    DECLARE v_t_created DATETIME(6);
+    DECLARE v_t_deadline DATETIME(6);
+    DECLARE v_t_finished DATETIME(6);
+    DECLARE v_inst_status VARCHAR(16);
+    DECLARE v_s_id BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_s_type VARCHAR(16);
+    DECLARE v_s_status VARCHAR(16);
+    DECLARE v_s_activation BIGINT UNSIGNED;
+    DECLARE v_s_seq INT UNSIGNED;
+    DECLARE v_a_id BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_a_inst BIGINT UNSIGNED;
+    DECLARE v_a_step BIGINT UNSIGNED;
+    DECLARE v_a_seq INT UNSIGNED;
+    DECLARE v_a_ended DATETIME(6);
+    DECLARE v_a_frozen LONGTEXT;
+    DECLARE v_queue_name VARCHAR(64);
+    DECLARE v_owner BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_problem VARCHAR(128) DEFAULT NULL;
+    DECLARE v_facts LONGTEXT;
+    DECLARE v_root VARCHAR(16);
+    DECLARE v_code VARCHAR(32);
+    DECLARE v_last_worker VARCHAR(128);
+    DECLARE v_last_started DATETIME(6);
+
+    SELECT task_id, kind, result, occurred_at, namespace_id INTO v_task, v_kind, v_result, v_occurred, v_inbox_ns
+      FROM pulse_inbox WHERE id = in_inbox_id FOR UPDATE;
+    SELECT id, namespace_id, instance_id, step_key, activation_id, round_no, handler, handler_version, queue_id,
+           attempts_used, max_attempts, error, created_at, deadline_at, finished_at
+      INTO v_t_id, v_t_ns, v_t_inst, v_t_step, v_t_activation, v_t_round, v_t_handler, v_t_version, v_t_queue,
+           v_t_used, v_t_max, v_t_error, v_t_created, v_t_deadline, v_t_finished
+      FROM pulse_tasks WHERE id = v_task FOR UPDATE;
+    SELECT status INTO v_inst_status FROM weave_instances WHERE id = in_instance_id;
+
+    verify: BEGIN
+        IF v_t_id IS NULL THEN
+            SET v_problem = 'the task does not exist';
+            LEAVE verify;
+        END IF;
+        IF v_t_inst <> in_instance_id OR v_t_ns <> in_namespace_id OR v_inbox_ns <> in_namespace_id THEN
+            SET v_problem = 'the task belongs to another instance or namespace';
+            LEAVE verify;
+        END IF;
+        SELECT id, type, status, activation_id, activation_seq INTO v_s_id, v_s_type, v_s_status, v_s_activation, v_s_seq
+          FROM weave_steps WHERE instance_id = in_instance_id AND step_key = v_t_step FOR UPDATE;
+        IF v_s_id IS NULL THEN
+            SET v_problem = 'the instance has no such step';
+            LEAVE verify;
+        END IF;
+        SELECT id, instance_id, step_id, seq, ended_at, frozen INTO v_a_id, v_a_inst, v_a_step, v_a_seq, v_a_ended, v_a_frozen
+          FROM weave_activations WHERE id = v_t_activation FOR UPDATE;
+        IF v_a_id IS NULL OR v_a_inst <> in_instance_id OR v_a_step <> v_s_id THEN
+            SET v_problem = 'the activation does not belong to the step';
+            LEAVE verify;
+        END IF;
+        IF NOT ((v_s_type = 'TASK' AND v_t_round = 0) OR (v_s_type = 'POLL' AND v_t_round > 0)) THEN
+            SET v_problem = 'the round does not fit the step type';
+            LEAVE verify;
+        END IF;
+        IF v_s_activation IS NULL OR v_s_activation <> v_a_id THEN
+            IF v_a_seq < v_s_seq THEN
+                LEAVE verify;  -- an older generation: stale, decided below
+            END IF;
+            SET v_problem = 'the activation is not a generation of the step';
+            LEAVE verify;
+        END IF;
+        IF v_s_type = 'TASK' THEN
+            -- The activation's own task is the one it created: the first of round 0, with its frozen contract.
+            SELECT MIN(id) INTO v_owner FROM pulse_tasks WHERE activation_id = v_a_id AND round_no = 0;
+            SELECT name INTO v_queue_name FROM weave_queues WHERE id = v_t_queue;
+            IF v_owner <> v_task OR v_t_handler <> JSON_VALUE(v_a_frozen, '$.handler')
+               OR v_t_version <> JSON_VALUE(v_a_frozen, '$.handler_version')
+               OR NOT (v_queue_name <=> JSON_VALUE(v_a_frozen, '$.queue')) THEN
+                SET v_problem = 'the activation does not own this task';
+                LEAVE verify;
+            END IF;
+        END IF;
+    END verify;
+
+    IF v_problem IS NOT NULL THEN
+        SET v_facts = JSON_OBJECT('problem', v_problem, 'inbox_id', in_inbox_id + 0, 'task_id', CONCAT('tsk_', v_task),
+                                  'kind', v_kind, 'claimed_instance', CONCAT('wf_', v_t_inst),
+                                  'claimed_step_key', v_t_step, 'claimed_activation_id', v_t_activation + 0,
+                                  'claimed_round', v_t_round + 0,
+                                  'occurred_at', DATE_FORMAT(v_occurred, '%Y-%m-%dT%H:%i:%s.%fZ'));
+        UPDATE pulse_inbox SET state = 'MISMATCH', consumed_at = in_now, version = version + 1 WHERE id = in_inbox_id;
+        CALL _weave_review_open(in_namespace_id, in_instance_id, 'OWNERSHIP_MISMATCH', '', 0, v_facts, in_now);
+        CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'task.ownership_mismatch', NULL,
+                          NULL, in_now, NULL, NULL, v_facts, NULL);
+        SET out_outcome = 'MISMATCH';
+    ELSEIF v_s_activation IS NULL OR v_s_activation <> v_a_id THEN
+        -- K-7 / R-5: an old generation can never change the current one.
+        UPDATE pulse_inbox SET state = 'STALE', consumed_at = in_now, version = version + 1 WHERE id = in_inbox_id;
+        SET out_outcome = 'STALE';
+    ELSEIF v_s_type = 'POLL' THEN
+        CALL _weave_poll_outcome(in_namespace_id, in_instance_id, v_task, in_inbox_id, v_kind, v_result, v_occurred,
+                                 in_now, out_outcome);
+        UPDATE pulse_inbox SET state = 'CONSUMED', consumed_at = in_now, version = version + 1 WHERE id = in_inbox_id;
+    ELSE
+        SELECT worker_id, started_at INTO v_last_worker, v_last_started
+          FROM pulse_attempts WHERE task_id = v_task AND attempt_no = v_t_used;
+        SET v_facts = JSON_OBJECT('task_id', CONCAT('tsk_', v_task), 'kind', v_kind,
+                                  'attempts_used', v_t_used + 0, 'max_attempts', v_t_max + 0,
+                                  'last_error', v_t_error, 'last_worker', v_last_worker,
+                                  'last_started_at', DATE_FORMAT(v_last_started, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                                  'created_at', DATE_FORMAT(v_t_created, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                                  'deadline_at', DATE_FORMAT(v_t_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                                  'occurred_at', DATE_FORMAT(v_occurred, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                                  'consumed_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'));
+        UPDATE pulse_inbox SET state = 'CONSUMED', consumed_at = in_now, version = version + 1 WHERE id = in_inbox_id;
+        IF v_kind = 'CANCELLED' THEN
+            -- Recorded for the cancel flows (C-2); a cancelled task never settles a step by itself.
+            CALL _weave_event(in_namespace_id, in_instance_id, 'TASK_CANCELLED', v_t_step, v_s_seq, in_now, v_facts);
+            CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'task.record', NULL, NULL,
+                              in_now, NULL, NULL, v_facts, NULL);
+            SET out_outcome = 'CANCELLED';
+        ELSEIF v_s_status <> 'ACTIVE' OR v_a_ended IS NOT NULL OR v_inst_status IN ('CANCELLING', 'CANCELLED') THEN
+            -- The step is no longer waiting for this task (cancelled, or settled by an operator): keep the fact.
+            CALL _weave_event(in_namespace_id, in_instance_id, 'TASK_OUTCOME_RECORDED', v_t_step, v_s_seq, in_now,
+                              JSON_SET(v_facts, '$.result', JSON_EXTRACT(COALESCE(v_result, 'null'), '$')));
+            CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'task.record', NULL, NULL,
+                              in_now, NULL, NULL, v_facts, NULL);
+            SET out_outcome = 'RECORDED';
+        ELSEIF v_kind = 'SUCCEEDED' THEN
+            -- The handler's return value, verbatim, is the step output (04-polls, TASK).
+            UPDATE weave_steps SET status = 'SUCCEEDED', output = v_result, updated_at = in_now WHERE id = v_s_id;
+            UPDATE weave_activations SET ended_at = in_now WHERE id = v_a_id;
+            CALL _weave_event(in_namespace_id, in_instance_id, 'TASK_SUCCEEDED', v_t_step, v_s_seq, in_now, v_facts);
+            CALL _weave_root_advance(in_namespace_id, in_instance_id, in_now, 31, v_root);
+            CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'task.settle', NULL, NULL,
+                              in_now, NULL, NULL, JSON_SET(v_facts, '$.successors', v_root), NULL);
+            SET out_outcome = 'SUCCEEDED';
+        ELSE
+            SET v_code = CONCAT('TASK_', v_kind);
+            IF v_code NOT IN ('TASK_FAILED', 'TASK_UNKNOWN', 'TASK_EXPIRED') THEN
+                CALL _weave_raise(50007, 'INVALID_STATE: unknown task outcome kind');
+            END IF;
+            SET v_facts = JSON_SET(v_facts, '$.outcome', JSON_EXTRACT(COALESCE(v_result, 'null'), '$'));
+            UPDATE weave_steps SET status = 'NEEDS_REVIEW', updated_at = in_now WHERE id = v_s_id;
+            UPDATE weave_activations SET ended_at = in_now WHERE id = v_a_id;
+            CALL _weave_event(in_namespace_id, in_instance_id, v_code, v_t_step, v_s_seq, in_now, v_facts);
+            CALL _weave_review_open(in_namespace_id, in_instance_id, v_code, v_t_step, v_s_seq, v_facts, in_now);
+            CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'task.review', NULL, NULL,
+                              in_now, NULL, NULL, v_facts, NULL);
+            SET out_outcome = 'REVIEW';
+        END IF;
+    END IF;
+END

@@ -1,0 +1,47 @@
+-- K-3, success: guarded by the attempt's own id and worker, so a worker whose lease was recovered
+-- cannot settle a task that moved on. The task, the attempt, the permit and the inbox event change
+-- together; the instance is not touched here (workers never wait on the engine): the orchestrator
+-- consumes the inbox event under the instance lock (K-7).
+CREATE PROCEDURE pulse_attempt_complete(
+        IN in_attempt_id BIGINT UNSIGNED,
+        IN in_worker_id  VARCHAR(512),
+        IN in_result     LONGTEXT)
+    COMMENT 'Description: records the successful end of a running attempt (K-3): task SUCCEEDED with the result,
+permit released, inbox event SUCCEEDED at the report''s time. A report for an attempt that is no longer current is
+stored as a late report and changes nothing.
+Parameters: in_attempt_id, in_worker_id (the claimant), in_result (the handler''s return value: JSON, <= 1 MiB).
+Result set: outcome (SUCCEEDED, or LATE for a report that was stored without effect), task_id, attempt_id, task_status.
+Errors: 50003 NOT_FOUND, 50012 ATTEMPT_NOT_CURRENT (another worker''s attempt), 50201 WORKER_ID_INVALID,
+50203 RESULT_INVALID.
+Rules: K-3, M-4.6.'
+    MODIFIES SQL DATA
+BEGIN
+    DECLARE v_now DATETIME(6);
+    DECLARE v_task BIGINT UNSIGNED;
+    DECLARE v_current TINYINT;
+    DECLARE v_outcome VARCHAR(16) DEFAULT 'LATE';
+    DECLARE v_status VARCHAR(16);
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+
+    IF in_worker_id IS NULL OR CHAR_LENGTH(in_worker_id) NOT BETWEEN 1 AND 128 THEN
+        CALL _weave_raise(50201, 'WORKER_ID_INVALID: worker id must be 1-128 characters');
+    END IF;
+    IF in_result IS NULL OR OCTET_LENGTH(in_result) > 1048576 OR NOT JSON_VALID(in_result) THEN
+        CALL _weave_raise(50203, 'RESULT_INVALID: the result must be JSON of at most 1 MiB');
+    END IF;
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    START TRANSACTION;
+    CALL _weave_now(v_now);
+    CALL _pulse_attempt_current(in_attempt_id, in_worker_id, 'SUCCEEDED', in_result, v_now, v_task, v_current);
+    IF v_current = 1 THEN
+        UPDATE pulse_attempts SET status = 'SUCCEEDED', ended_at = v_now WHERE id = in_attempt_id;
+        CALL _pulse_permit_release(in_attempt_id, v_now);
+        UPDATE pulse_tasks SET status = 'SUCCEEDED', result = in_result, finished_at = v_now, updated_at = v_now
+         WHERE id = v_task;
+        CALL _pulse_inbox_add(v_task, 'SUCCEEDED', in_result, v_now, v_now);
+        SET v_outcome = 'SUCCEEDED';
+    END IF;
+    SELECT status INTO v_status FROM pulse_tasks WHERE id = v_task;
+    COMMIT;
+    SELECT v_outcome AS outcome, CONCAT('tsk_', v_task) AS task_id, in_attempt_id AS attempt_id, v_status AS task_status;
+END

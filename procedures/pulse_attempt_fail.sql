@@ -1,0 +1,86 @@
+-- K-3, failure. The retry decision uses only the task's frozen policy: backoff before attempt k+1 =
+-- min(initial x coefficient^(k-1), max). A retry that could not start before the task deadline is not
+-- scheduled (K-6 would expire it anyway); the failure is final instead, with the facts. A cancellation
+-- requested while the attempt ran (K-5) forgoes the retry: the task ends CANCELLED.
+CREATE PROCEDURE pulse_attempt_fail(
+        IN in_attempt_id BIGINT UNSIGNED,
+        IN in_worker_id  VARCHAR(512),
+        IN in_error      LONGTEXT,
+        IN in_retryable  TINYINT)
+    COMMENT 'Description: records the failed end of a running attempt (K-3). Retryable with attempts left and the
+next start before the deadline: task QUEUED again at now + backoff(k), permit released, no inbox event. Otherwise
+task FAILED (or CANCELLED when cancellation was requested) with an inbox event. A report for an attempt that is no
+longer current is stored as a late report and changes nothing.
+Parameters: in_attempt_id, in_worker_id (the claimant), in_error (text, kept up to 2048 chars), in_retryable (1 when
+the handler raised a known-retryable failure).
+Result set: outcome (RETRY_SCHEDULED, FAILED, CANCELLED, or LATE), task_id, attempt_id, task_status, available_at (next
+start when retried, else NULL).
+Errors: 50003 NOT_FOUND, 50012 ATTEMPT_NOT_CURRENT (another worker''s attempt), 50201 WORKER_ID_INVALID.
+Rules: K-3, K-5, K-6, M-4.5, M-4.6.'
+    MODIFIES SQL DATA
+BEGIN
+    DECLARE v_now DATETIME(6);
+    DECLARE v_task BIGINT UNSIGNED;
+    DECLARE v_current TINYINT;
+    DECLARE v_outcome VARCHAR(16) DEFAULT 'LATE';
+    DECLARE v_status VARCHAR(16);
+    DECLARE v_error VARCHAR(2048) DEFAULT LEFT(COALESCE(in_error, 'unspecified failure'), 2048);
+    DECLARE v_retryable TINYINT DEFAULT IF(COALESCE(in_retryable, 0) <> 0, 1, 0);
+    DECLARE v_no INT UNSIGNED;
+    DECLARE v_max INT UNSIGNED;
+    DECLARE v_initial BIGINT UNSIGNED;
+    DECLARE v_coefficient DOUBLE;
+    DECLARE v_cap BIGINT UNSIGNED;
+    DECLARE v_deadline DATETIME(6);
+    DECLARE v_cancel TINYINT;
+    DECLARE v_backoff_us BIGINT UNSIGNED;
+    DECLARE v_next DATETIME(6) DEFAULT NULL;
+    DECLARE v_reason VARCHAR(24);
+    DECLARE v_facts LONGTEXT;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+
+    IF in_worker_id IS NULL OR CHAR_LENGTH(in_worker_id) NOT BETWEEN 1 AND 128 THEN
+        CALL _weave_raise(50201, 'WORKER_ID_INVALID: worker id must be 1-128 characters');
+    END IF;
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    START TRANSACTION;
+    CALL _weave_now(v_now);
+    CALL _pulse_attempt_current(in_attempt_id, in_worker_id, 'FAILED',
+         JSON_OBJECT('error', v_error, 'retryable', JSON_EXTRACT(IF(v_retryable = 1, 'true', 'false'), '$')),
+         v_now, v_task, v_current);
+    IF v_current = 1 THEN
+        SELECT attempts_used, max_attempts, initial_backoff_ms, backoff_coefficient, max_backoff_ms, deadline_at,
+               cancel_requested
+          INTO v_no, v_max, v_initial, v_coefficient, v_cap, v_deadline, v_cancel
+          FROM pulse_tasks WHERE id = v_task;
+        SET v_backoff_us = ROUND(LEAST(v_initial * POW(v_coefficient, v_no - 1), v_cap) * 1000);
+        SET v_next = v_now + INTERVAL v_backoff_us MICROSECOND;
+        SET v_reason = CASE WHEN v_retryable = 0 THEN 'NON_RETRYABLE'
+                            WHEN v_no >= v_max THEN 'ATTEMPTS_EXHAUSTED'
+                            WHEN v_cancel = 1 THEN 'CANCEL_REQUESTED'
+                            WHEN v_next >= v_deadline THEN 'DEADLINE'
+                            ELSE NULL END;
+        UPDATE pulse_attempts SET status = 'FAILED', ended_at = v_now, error = v_error WHERE id = in_attempt_id;
+        CALL _pulse_permit_release(in_attempt_id, v_now);
+        IF v_reason IS NULL THEN
+            UPDATE pulse_tasks SET status = 'QUEUED', available_at = v_next, error = v_error, updated_at = v_now
+             WHERE id = v_task;
+            SET v_outcome = 'RETRY_SCHEDULED';
+        ELSE
+            SET v_next = NULL;
+            SET v_outcome = IF(v_reason = 'CANCEL_REQUESTED', 'CANCELLED', 'FAILED');
+            SET v_facts = JSON_OBJECT(
+                'error', v_error, 'retryable', JSON_EXTRACT(IF(v_retryable = 1, 'true', 'false'), '$'),
+                'reason', v_reason, 'attempt', v_no + 0, 'max_attempts', v_max + 0,
+                'deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                'failed_at', DATE_FORMAT(v_now, '%Y-%m-%dT%H:%i:%s.%fZ'));
+            UPDATE pulse_tasks SET status = v_outcome, error = v_error, finished_at = v_now, updated_at = v_now
+             WHERE id = v_task;
+            CALL _pulse_inbox_add(v_task, v_outcome, v_facts, v_now, v_now);
+        END IF;
+    END IF;
+    SELECT status INTO v_status FROM pulse_tasks WHERE id = v_task;
+    COMMIT;
+    SELECT v_outcome AS outcome, CONCAT('tsk_', v_task) AS task_id, in_attempt_id AS attempt_id, v_status AS task_status,
+           v_next AS available_at;
+END

@@ -1,0 +1,164 @@
+-- Workers never wait on each other or on the engine: due tasks are picked with SKIP LOCKED and only
+-- task, attempt and permit rows are touched (never the instance, never app or queue locks). Shape of
+-- a claim on MySQL/MariaDB: SELECT ... FOR UPDATE SKIP LOCKED, then the updates, then a read-back.
+-- The mutex is kept by the unique index on the held permits: a task whose key another attempt holds
+-- is filtered out up front, and two claims racing for one key meet on the index, where the second
+-- one skips its task instead of starting it.
+CREATE PROCEDURE pulse_task_claim(
+        IN in_worker_id VARCHAR(512),
+        IN in_queues    VARCHAR(4096),
+        IN in_namespace VARCHAR(200),
+        IN in_limit     INT,
+        IN in_lease_ms  BIGINT)
+    COMMENT 'Description: claims up to in_limit due tasks for a worker (K-1): highest priority first, then earliest
+available, then id; tasks whose mutex key is held by a RUNNING attempt of the namespace are skipped; tasks at or
+past their deadline never start (K-6). Each claim starts attempt k+1 (RUNNING, lease until now + in_lease_ms) and
+takes an execution permit.
+Parameters: in_worker_id (1-128 chars), in_queues (comma list of queue names; unknown names find nothing),
+in_namespace (NULL or empty = every namespace), in_limit (1..1000), in_lease_ms (1..86400000).
+Result set: one row per claimed task: task_id (tsk_<id>), attempt_id, attempt_no, max_attempts, namespace, queue,
+workflow_id, step_key, round_no, handler, handler_version, input (JSON), business_key, mutex_key, priority,
+deadline_at, started_at, lease_expires_at.
+Errors: 50121 LIMIT_INVALID, 50200 LEASE_INVALID, 50201 WORKER_ID_INVALID, 50202 QUEUES_INVALID.
+Rules: K-1, K-6, K-8, M-4.5, M-4.6.'
+    MODIFIES SQL DATA
+BEGIN
+    DECLARE v_now DATETIME(6);
+    DECLARE v_lease DATETIME(6);
+    DECLARE v_limit INT DEFAULT 0;
+    DECLARE v_queues VARCHAR(4096) DEFAULT REPLACE(COALESCE(in_queues, ''), ' ', '');
+    DECLARE v_queue_ids LONGTEXT DEFAULT NULL;
+    DECLARE v_picked LONGTEXT DEFAULT '[]';
+    DECLARE v_claimed LONGTEXT DEFAULT '[]';
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+
+    IF in_worker_id IS NULL OR CHAR_LENGTH(in_worker_id) NOT BETWEEN 1 AND 128 THEN
+        CALL _weave_raise(50201, 'WORKER_ID_INVALID: worker id must be 1-128 characters');
+    END IF;
+    IF v_queues = '' OR CHAR_LENGTH(v_queues) > 2048 THEN
+        CALL _weave_raise(50202, 'QUEUES_INVALID: give 1-2048 characters of comma-separated queue names');
+    END IF;
+    IF in_limit IS NULL OR in_limit NOT BETWEEN 1 AND 1000 THEN
+        CALL _weave_raise(50121, 'LIMIT_INVALID: claim limit must be 1..1000');
+    END IF;
+    IF in_lease_ms IS NULL OR in_lease_ms NOT BETWEEN 1 AND 86400000 THEN
+        CALL _weave_raise(50200, 'LEASE_INVALID: lease_ms must be 1..86400000');
+    END IF;
+    SET v_limit = in_limit;
+
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    START TRANSACTION;
+    CALL _weave_now(v_now);
+    SET v_lease = v_now + INTERVAL in_lease_ms * 1000 MICROSECOND;
+    -- A plain read: queue rows are locked by task creation (capacity), and a worker must not wait on it.
+    SELECT JSON_ARRAYAGG(q.id) INTO v_queue_ids
+      FROM weave_queues q JOIN weave_namespaces n ON n.id = q.namespace_id
+     WHERE FIND_IN_SET(q.name, v_queues) > 0
+       AND (in_namespace IS NULL OR in_namespace = '' OR n.name = in_namespace);
+
+    IF v_queue_ids IS NOT NULL THEN
+        -- Per queue, the claim index (queue, status, priority DESC, available_at, id) gives the order, so each
+        -- scan stops after in_limit rows it could lock, whatever the backlog. Rows are skipped, not waited for.
+        -- The mutex test is a scalar subquery on purpose: an EXISTS may be planned as a materialisation that
+        -- reads every permit ever taken; this one is one unique-index lookup per candidate.
+        pick: BEGIN
+            DECLARE v_qid BIGINT UNSIGNED;
+            DECLARE v_done TINYINT DEFAULT 0;
+            DECLARE v_id BIGINT UNSIGNED;
+            DECLARE c_queue CURSOR FOR
+                SELECT t.id FROM pulse_tasks t FORCE INDEX (ix_task_claim)
+                 WHERE t.queue_id = v_qid AND t.status = 'QUEUED' AND t.available_at <= v_now AND t.deadline_at > v_now
+                   AND (t.mutex_key IS NULL OR (
+                        SELECT COUNT(*) FROM pulse_permits p
+                         WHERE p.namespace_id = t.namespace_id AND p.mutex_held = t.mutex_key) = 0)
+                 ORDER BY t.priority DESC, t.available_at, t.id
+                 LIMIT v_limit
+                   FOR UPDATE SKIP LOCKED;
+            DECLARE c_queues CURSOR FOR
+                SELECT qid FROM JSON_TABLE(v_queue_ids, '$[*]' COLUMNS (qid BIGINT UNSIGNED PATH '$')) q;
+            DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+            OPEN c_queues;
+            queues: LOOP
+                SET v_done = 0;
+                FETCH c_queues INTO v_qid;
+                IF v_done = 1 THEN
+                    LEAVE queues;
+                END IF;
+                OPEN c_queue;
+                rows_of_queue: LOOP
+                    FETCH c_queue INTO v_id;
+                    IF v_done = 1 THEN
+                        LEAVE rows_of_queue;
+                    END IF;
+                    SET v_picked = JSON_ARRAY_APPEND(v_picked, '$', v_id + 0);
+                END LOOP;
+                CLOSE c_queue;
+            END LOOP;
+            CLOSE c_queues;
+        END pick;
+
+        -- Across queues, the same order again over what was locked; the rest is let go at commit.
+        claim: BEGIN
+            DECLARE v_done TINYINT DEFAULT 0;
+            DECLARE v_task BIGINT UNSIGNED;
+            DECLARE v_ns BIGINT UNSIGNED;
+            DECLARE v_queue BIGINT UNSIGNED;
+            DECLARE v_mutex VARCHAR(256);
+            DECLARE v_no INT UNSIGNED;
+            DECLARE v_max INT UNSIGNED;
+            DECLARE v_attempt BIGINT UNSIGNED;
+            DECLARE v_dup TINYINT;
+            DECLARE c_due CURSOR FOR
+                SELECT t.id, t.namespace_id, t.queue_id, t.mutex_key, t.attempts_used + 1, t.max_attempts
+                  FROM JSON_TABLE(v_picked, '$[*]' COLUMNS (tid BIGINT UNSIGNED PATH '$')) j
+                  JOIN pulse_tasks t ON t.id = j.tid
+                 ORDER BY t.priority DESC, t.available_at, t.id
+                 LIMIT v_limit;
+            DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+
+            OPEN c_due;
+            next_task: LOOP
+                FETCH c_due INTO v_task, v_ns, v_queue, v_mutex, v_no, v_max;
+                IF v_done = 1 THEN
+                    LEAVE next_task;
+                END IF;
+                IF v_no > v_max THEN
+                    -- A QUEUED task with no attempt left cannot exist (M-4.5); never start one past the budget.
+                    ITERATE next_task;
+                END IF;
+                INSERT INTO pulse_attempts (namespace_id, task_id, attempt_no, worker_id, status, lease_expires_at,
+                                            started_at)
+                VALUES (v_ns, v_task, v_no, in_worker_id, 'RUNNING', v_lease, v_now);
+                SET v_attempt = LAST_INSERT_ID();
+                SET v_dup = 0;
+                BEGIN
+                    DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 1;
+                    INSERT INTO pulse_permits (attempt_id, namespace_id, queue_id, task_id, mutex_key, mutex_held,
+                                               taken_at)
+                    VALUES (v_attempt, v_ns, v_queue, v_task, v_mutex, v_mutex, v_now);
+                END;
+                IF v_dup = 1 THEN
+                    -- Another attempt took this mutex key first (in this claim or a concurrent one): skip.
+                    DELETE FROM pulse_attempts WHERE id = v_attempt;
+                ELSE
+                    UPDATE pulse_tasks SET status = 'RUNNING', attempts_used = v_no, updated_at = v_now
+                     WHERE id = v_task;
+                    SET v_claimed = JSON_ARRAY_APPEND(v_claimed, '$', v_attempt + 0);
+                END IF;
+            END LOOP;
+            CLOSE c_due;
+        END claim;
+    END IF;
+    COMMIT;
+
+    SELECT CONCAT('tsk_', t.id) AS task_id, a.id AS attempt_id, a.attempt_no, t.max_attempts, n.name AS namespace,
+           q.name AS queue, CONCAT('wf_', t.instance_id) AS workflow_id, t.step_key, t.round_no, t.handler,
+           t.handler_version, t.input, t.business_key, t.mutex_key, t.priority, t.deadline_at, a.started_at,
+           a.lease_expires_at
+      FROM JSON_TABLE(v_claimed, '$[*]' COLUMNS (ord FOR ORDINALITY, aid BIGINT UNSIGNED PATH '$')) j
+      JOIN pulse_attempts a ON a.id = j.aid
+      JOIN pulse_tasks t ON t.id = a.task_id
+      JOIN weave_queues q ON q.id = t.queue_id
+      JOIN weave_namespaces n ON n.id = t.namespace_id
+     ORDER BY j.ord;
+END

@@ -1,0 +1,302 @@
+"""The Pulse worker in-process (K-2, K-3, K-8, K-9) with the example handlers and the built-in http handler,
+against the real database and its test clock. Waiting is for effects (``wait_for``), never for a due time."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+import orchestrator.example_handlers  # noqa: F401 - registers example.*
+from orchestrator import Retryable, handler
+from orchestrator import http_handler as http
+from orchestrator.handlers import Registry, TaskContext, registry
+from orchestrator.loop import wait_for
+from orchestrator.worker import Worker, run_worker
+from procedures import errors, installer
+
+HOUR = 3_600_000
+
+
+def task_flow(name="job", handler="example.echo", version="1", input=None, **fields) -> dict:
+    step = {"key": "work", "type": "TASK", "queue": "payments", "handler": handler, "handler_version": version,
+            "input": input if input is not None else {"order_id": "$.input.order_id"}}
+    step.update(fields)
+    return {"name": name, "steps": [step]}
+
+
+def make_worker(database, **kw) -> Worker:
+    kw.setdefault("concurrency", 2)
+    kw.setdefault("lease_ms", 30_000)
+    kw.setdefault("heartbeat_ms", 10_000)
+    kw.setdefault("idle_probe_ms", 10)
+    kw.setdefault("grace_ms", 10_000)
+    return Worker(database, ["payments"], **kw)
+
+
+def task_row(world, wf: str) -> dict:
+    return world.db.row("SELECT * FROM pulse_tasks WHERE instance_id = %s", world.internal_id(wf))
+
+
+def attempts(world, wf: str) -> list[dict]:
+    return world.db.rows("SELECT a.* FROM pulse_attempts a JOIN pulse_tasks t ON t.id = a.task_id "
+                         "WHERE t.instance_id = %s ORDER BY a.attempt_no", world.internal_id(wf))
+
+
+def in_thread(worker: Worker, **run_kw) -> threading.Thread:
+    thread = threading.Thread(target=worker.run, kwargs=run_kw, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_K8_worker_runs_the_registered_handler_and_the_step_gets_its_output(world, orch, database):
+    world.publish(task_flow(input={"order_id": "$.input.order_id", "n": [1, 2]}))
+    wf = world.start("job", {"order_id": "o-1"})
+    orch.drain()
+    stats = make_worker(database).run(max_claims=1)
+    assert stats["SUCCEEDED"] == 1
+    orch.drain()
+    inst = world.instance(wf)
+    assert inst["status"] == "SUCCEEDED" and inst["steps"][0]["output"] == {"order_id": "o-1", "n": [1, 2]}
+
+
+@pytest.mark.parametrize("name,version", [("nobody.here", "1"), ("example.echo", "2")])
+def test_K8_unknown_handler_or_version_fails_non_retryable_with_HANDLER_NOT_FOUND(world, orch, database, name,
+                                                                                   version):
+    world.publish(task_flow(handler=name, version=version, retry={"max_attempts": 3, "initial_backoff_ms": 0}))
+    wf = world.start("job", {"order_id": "o"})
+    orch.drain()
+    assert make_worker(database).run(max_claims=1)["FAILED"] == 1
+    task = task_row(world, wf)
+    assert task["status"] == "FAILED" and task["attempts_used"] == 1
+    assert task["error"].startswith("HANDLER_NOT_FOUND")
+    orch.drain()
+    reason, = world.instance(wf)["review_reasons"]
+    assert reason["code"] == "TASK_FAILED" and reason["detail"]["last_error"].startswith("HANDLER_NOT_FOUND")
+
+
+def test_K8_retryable_failure_is_retried_by_the_frozen_policy(world, orch, database):
+    world.publish(task_flow(handler="example.flaky", input={"succeed_on_attempt": 3, "value": "v"},
+                            retry={"max_attempts": 3, "initial_backoff_ms": 2_000, "backoff_coefficient": 2.0},
+                            task_timeout_ms=HOUR))
+    wf = world.start("job", {})
+    orch.drain()
+    worker = make_worker(database)
+    assert worker.run(max_claims=1)["RETRY_SCHEDULED"] == 1
+    assert worker.run(exit_when_idle=True)["claimed"] == 1  # nothing before the backoff has passed
+    world.db.advance(2_000)
+    worker.run(max_claims=1)
+    world.db.advance(4_000)
+    stats = worker.run(max_claims=1)
+    assert stats["RETRY_SCHEDULED"] == 2 and stats["SUCCEEDED"] == 1
+    assert [a["status"] for a in attempts(world, wf)] == ["FAILED", "FAILED", "SUCCEEDED"]
+    assert attempts(world, wf)[0]["error"].startswith("flaky: attempt 1")
+    orch.drain()
+    assert world.step(wf, "work")["output"] == {"attempt": 3, "value": "v"}
+
+
+def test_K8_any_other_exception_is_a_non_retryable_failure(world, orch, database):
+    world.publish(task_flow(handler="example.fail", input={"message": "card declined"},
+                            retry={"max_attempts": 5, "initial_backoff_ms": 0}))
+    wf = world.start("job", {})
+    orch.drain()
+    assert make_worker(database).run(max_claims=1)["FAILED"] == 1
+    task = task_row(world, wf)
+    assert task["attempts_used"] == 1 and task["error"] == "RuntimeError: card declined"
+
+
+def test_K8_handlers_get_a_context_and_results_must_be_json(world, orch, database):
+    private = Registry()
+    seen: list[TaskContext] = []
+
+    @handler("ctx.probe", version="7", into=private)
+    def probe(input, ctx):
+        seen.append(ctx)
+        return {"got": input}
+
+    @handler("ctx.bad", version="1", into=private)
+    def bad(input):
+        return {"not json": object()}
+
+    world.publish(task_flow("probe", handler="ctx.probe", version="7"))
+    world.publish(task_flow("bad", handler="ctx.bad"))
+    wf = world.start("probe", {"order_id": "o"})
+    bad_wf = world.start("bad", {"order_id": "o"})
+    orch.drain()
+    make_worker(database, handlers=private).run(max_claims=2)
+    ctx, = seen
+    assert (ctx.workflow_id, ctx.step_key, ctx.attempt_no, ctx.round_no, ctx.namespace) == (wf, "work", 1, 0, "acme")
+    assert ctx.task_id == f"tsk_{task_row(world, wf)['id']}" and not ctx.cancel_requested
+    assert task_row(world, wf)["status"] == "SUCCEEDED"
+    bad_task = task_row(world, bad_wf)
+    assert bad_task["status"] == "FAILED" and bad_task["error"].startswith("RESULT_INVALID")
+
+
+def test_K8_decorator_and_Retryable_are_exported_for_handler_modules():
+    assert Retryable.__module__ == "orchestrator.handlers"
+    assert "example.echo@1" in registry.names() and "http@1" in registry.names()
+
+
+def test_K2_heartbeats_keep_the_lease_and_bring_the_cancel_request(world, orch, database):
+    world.publish(task_flow(handler="example.sleep", input={"ms": 10_000, "honour_cancel": True},
+                            task_timeout_ms=HOUR))
+    wf = world.start("job", {})
+    orch.drain()
+    worker = make_worker(database, lease_ms=2_000, heartbeat_ms=50)
+    thread = in_thread(worker, max_claims=1)
+    assert wait_for(lambda: task_row(world, wf)["status"] == "RUNNING", timeout=10)
+    first_lease = attempts(world, wf)[0]["lease_expires_at"]
+    assert wait_for(lambda: attempts(world, wf)[0]["lease_expires_at"] > first_lease, timeout=10)
+    world.db.execute("CALL _pulse_task_cancel(%s, %s, @o)", task_row(world, wf)["id"], world.db.now())
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    assert task_row(world, wf)["status"] == "CANCELLED"  # the handler stopped early; no retry after a cancel
+    assert worker.stats["CANCELLED"] == 1
+
+
+def test_K9_graceful_stop_stops_claiming_and_lets_running_attempts_finish(world, orch, database):
+    world.publish(task_flow(handler="example.sleep", input={"ms": 400}, task_timeout_ms=HOUR))
+    first = world.start("job", {})
+    orch.drain()
+    worker = make_worker(database, concurrency=1)
+    thread = in_thread(worker)
+    assert wait_for(lambda: task_row(world, first)["status"] == "RUNNING", timeout=10)
+    second = world.start("job", {})
+    orch.drain()
+    worker.stop()
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    assert task_row(world, first)["status"] == "SUCCEEDED"
+    assert task_row(world, second)["status"] == "QUEUED" and attempts(world, second) == []
+
+
+def test_K9_attempts_unfinished_after_the_grace_period_end_unknown_through_lease_recovery(world, orch, database):
+    world.publish(task_flow(handler="example.sleep", input={"ms": 1_500}, task_timeout_ms=HOUR))
+    wf = world.start("job", {})
+    orch.drain()
+    worker = make_worker(database, lease_ms=5_000, heartbeat_ms=1_000, grace_ms=50)
+    thread = in_thread(worker)
+    assert wait_for(lambda: task_row(world, wf)["status"] == "RUNNING", timeout=10)
+    worker.stop()
+    thread.join(timeout=5)
+    assert not thread.is_alive() and task_row(world, wf)["status"] == "RUNNING"
+    world.db.advance(60_000)
+    assert orch.drain()["LEASE:UNKNOWN"] == 1
+    assert task_row(world, wf)["status"] == "UNKNOWN"
+    # The abandoned handler still finishes; its report comes too late and is kept without effect.
+    assert wait_for(lambda: world.db.scalar("SELECT COUNT(*) FROM pulse_late_reports") == 1, timeout=10)
+    assert task_row(world, wf)["status"] == "UNKNOWN"
+
+
+def test_R16_worker_refuses_to_start_on_another_level(db, database, capsys):
+    db.execute("UPDATE weave_routines SET digest = REPEAT('0', 64) WHERE name = 'pulse_task_claim'")
+    try:
+        assert run_worker(database, queues=["payments"], handler_modules=["orchestrator.example_handlers"]) == 1
+        assert "SCHEMA_MISMATCH" in capsys.readouterr().out
+    finally:
+        installer.migrate(database, test_clock=True)
+    installer.check_level(db.conn)
+
+
+# --- the built-in http handler ----------------------------------------------------------------------------------
+class _Api(BaseHTTPRequestHandler):
+    def log_message(self, *args):  # keep test output quiet
+        pass
+
+    def _send(self, code: int, body: bytes, ctype: str = "application/json", headers: dict | None = None) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        if self.path == "/ok":
+            self._send(200, json.dumps({"status": "DONE", "seen": self.headers.get("X-Probe")}).encode())
+        elif self.path == "/boom":
+            self._send(503, b'{"error": "busy"}')
+        elif self.path == "/missing":
+            self._send(404, b'{"error": "no"}')
+        elif self.path == "/text":
+            self._send(200, b"hello", "text/plain")
+        elif self.path == "/away":
+            self._send(302, b"", headers={"Location": f"http://localhost:{self.server.server_port}/ok"})
+        else:
+            self._send(404, b"{}")
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length", 0))
+        self._send(200, json.dumps({"echo": json.loads(self.rfile.read(length))}).encode())
+
+
+@pytest.fixture
+def api(monkeypatch):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Api)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv(http.ALLOWLIST_ENV, "127.0.0.1")
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_K8_http_handler_returns_the_json_response(api):
+    assert http.request({"method": "GET", "url": f"{api}/ok", "headers": {"X-Probe": "p"}}) == \
+        {"status": "DONE", "seen": "p"}
+    assert http.request({"method": "POST", "url": f"{api}/echo", "body": {"a": [1, None]}}) == \
+        {"echo": {"a": [1, None]}}
+
+
+def test_K8_http_handler_classifies_failures(api):
+    with pytest.raises(Retryable):
+        http.request({"url": f"{api}/boom"})
+    with pytest.raises(http.HttpRefused, match="HTTP_404"):
+        http.request({"url": f"{api}/missing"})
+    with pytest.raises(http.HttpRefused, match="HTTP_RESPONSE_NOT_JSON"):
+        http.request({"url": f"{api}/text"})
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    closed_port = probe.getsockname()[1]
+    probe.close()  # nothing listens there now
+    with pytest.raises(Retryable, match="HTTP_UNREACHABLE"):
+        http.request({"url": f"http://127.0.0.1:{closed_port}/closed", "timeout_ms": 2000})
+
+
+def test_K8_http_handler_honours_the_host_allowlist(api, monkeypatch):
+    with pytest.raises(http.HttpRefused, match="HTTP_HOST_NOT_ALLOWED"):
+        http.request({"url": api.replace("127.0.0.1", "localhost") + "/ok"})
+    with pytest.raises(http.HttpRefused, match="HTTP_HOST_NOT_ALLOWED"):
+        http.request({"url": f"{api}/away"})  # a redirect to a host that is not listed
+    monkeypatch.setenv(http.ALLOWLIST_ENV, "")
+    with pytest.raises(http.HttpRefused, match="HTTP_HOST_NOT_ALLOWED"):
+        http.request({"url": f"{api}/ok"})
+    monkeypatch.setenv(http.ALLOWLIST_ENV, "example.org, " + api.removeprefix("http://"))
+    assert http.request({"url": f"{api}/ok"})["status"] == "DONE"  # host:port entries work too
+
+
+def test_K8_http_handler_through_the_worker(world, orch, database, api):
+    world.publish(task_flow("fetch", handler="http", input={"method": "GET", "url": f"{api}/ok"}))
+    world.publish(task_flow("refused", handler="http", input={"method": "GET", "url": "http://example.org/ok"},
+                            retry={"max_attempts": 3, "initial_backoff_ms": 0}))
+    ok = world.start("fetch", {})
+    refused = world.start("refused", {})
+    orch.drain()
+    make_worker(database).run(max_claims=2)
+    orch.drain()
+    assert world.step(ok, "work")["output"] == {"status": "DONE", "seen": None}
+    task = task_row(world, refused)
+    assert task["status"] == "FAILED" and task["attempts_used"] == 1
+    assert task["error"].startswith("HttpRefused: HTTP_HOST_NOT_ALLOWED")
+    assert world.instance(refused)["review_reasons"][0]["code"] == "TASK_FAILED"
+
+
+def test_K8_claiming_with_an_unknown_queue_is_no_error(world, database):
+    assert Worker(database, ["nowhere"], idle_probe_ms=5).run(exit_when_idle=True)["claimed"] == 0
+    with pytest.raises(ValueError):
+        Worker(database, ["payments"], lease_ms=1_000, heartbeat_ms=1_000)
+    assert isinstance(errors.AttemptNotCurrent("x"), errors.WeaveError)

@@ -1,0 +1,693 @@
+"""Pulse tasks (04-polls, K-1..K-7) and the TASK step, at the database level: routines called directly,
+tables checked, the test clock moved. The M-4 invariants (M-4.5..M-4.8 are Pulse's) run after each test."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+
+import pytest
+
+from procedures import errors, pulse, routines
+
+HOUR = 3_600_000
+
+
+def task_step(key="work", **fields) -> dict:
+    step = {"key": key, "type": "TASK", "queue": "payments", "handler": "example.echo", "handler_version": "1",
+            "input": {"order_id": "$.input.order_id"}}
+    step.update(fields)
+    return step
+
+
+def task_flow(name="pay", **fields) -> dict:
+    return {"name": name, "steps": [task_step(**fields)]}
+
+
+def claim(world, worker="w1", limit=1, lease_ms=30_000, queues="payments", namespace=None) -> list[dict]:
+    return pulse.task_claim(world.db.conn, worker, queues, limit=limit, lease_ms=lease_ms, namespace=namespace)
+
+
+def task_of(world, wf: str, step_key: str = "work") -> dict:
+    return world.db.row("SELECT * FROM pulse_tasks WHERE instance_id = %s AND step_key = %s ORDER BY id DESC LIMIT 1",
+                        world.internal_id(wf), step_key)
+
+
+def tid(public: str) -> int:
+    return int(public.removeprefix("tsk_"))
+
+
+def started(world, orch, definition="pay", n=1, input=None, **kw) -> list[str]:
+    """Start n instances and run the orchestrator so that their TASK steps have created their tasks."""
+    wfs = [world.start(definition, input if input is not None else {"order_id": f"o-{i}"}, **kw) for i in range(n)]
+    orch.drain()
+    return wfs
+
+
+def cancel_task(world, task_id: int) -> str:
+    world.db.execute("CALL _pulse_task_cancel(%s, %s, @outcome)", task_id, world.db.now())
+    return world.db.scalar("SELECT @outcome")
+
+
+def review_codes(world, wf: str) -> list[str]:
+    return [r["code"] for r in world.instance(wf)["review_reasons"]]
+
+
+# --- the TASK step --------------------------------------------------------------------------------------------
+def test_TASK_step_creates_one_task_from_the_frozen_inputs(world, orch):
+    world.publish(task_flow(priority=7, mutex_key="$.input.account", business_key="$.input.order_id",
+                            retry={"max_attempts": 5, "initial_backoff_ms": 250, "backoff_coefficient": 1.5,
+                                   "max_backoff_ms": 4000}, task_timeout_ms=20_000))
+    wf = world.start("pay", {"order_id": "o-1", "account": "acc-9"})
+    orch.drain()
+    task = task_of(world, wf)
+    act = world.db.row("SELECT id, started_at FROM weave_activations WHERE instance_id = %s", world.internal_id(wf))
+    assert task["status"] == "QUEUED" and task["round_no"] == 0 and task["activation_id"] == act["id"]
+    assert json.loads(task["input"]) == {"order_id": "o-1"}
+    assert (task["handler"], task["handler_version"], task["priority"]) == ("example.echo", "1", 7)
+    assert (task["business_key"], task["mutex_key"]) == ("o-1", "acc-9")
+    assert (task["max_attempts"], task["initial_backoff_ms"], task["backoff_coefficient"], task["max_backoff_ms"]) \
+        == (5, 250, 1.5, 4000)
+    assert task["deadline_at"] == act["started_at"] + dt.timedelta(milliseconds=20_000)
+    assert task["available_at"] == act["started_at"]
+    activated = next(e for e in world.events(wf) if e["type"] == "STEP_ACTIVATED")
+    assert activated["data"]["task_id"] == f"tsk_{task['id']}"
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'task.create'") == 1
+
+
+def test_K6_task_deadline_is_capped_by_the_instance_deadline(world, orch):
+    world.publish(task_flow(task_timeout_ms=60_000))
+    wf, = started(world, orch, deadline_ms=5_000)
+    deadline = world.db.scalar("SELECT deadline_at FROM weave_instances WHERE id = %s", world.internal_id(wf))
+    assert task_of(world, wf)["deadline_at"] == deadline
+
+
+def test_TASK_success_sets_the_output_verbatim_and_successors_follow(world, orch):
+    world.publish({"name": "two", "steps": [
+        task_step("first"),
+        task_step("second", after=["first"], input={"prev": "$.steps.first.output.value", "n": 2})]})
+    wf = world.start("two", {"order_id": "o-1"})
+    orch.drain()
+    got, = claim(world)
+    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", result_json='{"value": [1, 2.50, "x"], "z": null}')
+    orch.drain()
+    first = world.step(wf, "first")
+    assert first["status"] == "SUCCEEDED" and first["output"] == {"value": [1, 2.5, "x"], "z": None}
+    assert world.db.scalar("SELECT output FROM weave_steps WHERE step_key = 'first'") == \
+        '{"value": [1, 2.50, "x"], "z": null}'
+    second, = claim(world)
+    assert json.loads(second["input"]) == {"prev": [1, 2.5, "x"], "n": 2}
+    pulse.attempt_complete(world.db.conn, second["attempt_id"], "w1", "done")
+    orch.drain()
+    inst = world.instance(wf)
+    assert inst["status"] == "SUCCEEDED" and inst["steps"][1]["output"] == "done"
+    types = [e["type"] for e in world.events(wf)]
+    assert types.count("TASK_SUCCEEDED") == 2 and types[-1] == "INSTANCE_SUCCEEDED"
+
+
+# --- K-1 claim --------------------------------------------------------------------------------------------------
+def test_K1_claim_orders_by_priority_then_available_time_then_id(world, orch):
+    world.publish(task_flow("low", priority=0))
+    world.publish(task_flow("high", priority=5))
+    world.publish({"name": "pair", "steps": [task_step("a", priority=0), task_step("b", priority=0)]})
+    low1, = started(world, orch, "low")
+    world.db.advance(1_000)
+    high, = started(world, orch, "high")
+    world.db.advance(1_000)
+    pair, = started(world, orch, "pair")
+    world.db.advance(1_000)
+    low2, = started(world, orch, "low")
+    expected = [task_of(world, high)["id"], task_of(world, low1)["id"], task_of(world, pair, "a")["id"],
+                task_of(world, pair, "b")["id"], task_of(world, low2)["id"]]
+    assert task_of(world, pair, "a")["available_at"] == task_of(world, pair, "b")["available_at"]
+    # One at a time and all at once give the same order.
+    one_by_one = [tid(claim(world, worker=f"w{i}")[0]["task_id"]) for i in range(2)]
+    rest = [tid(r["task_id"]) for r in claim(world, worker="w9", limit=10)]
+    assert one_by_one + rest == expected
+
+
+def test_K1_a_task_whose_mutex_key_is_held_is_skipped(world, orch):
+    world.publish(task_flow(mutex_key="$.input.account"))
+    a, b, c = (world.start("pay", {"order_id": f"o-{i}", "account": acc}) for i, acc in enumerate(["x", "x", "y"]))
+    orch.drain()
+    first = claim(world, limit=1)
+    assert [tid(r["task_id"]) for r in first] == [task_of(world, a)["id"]]
+    # b shares a's key, which a's running attempt holds: c is claimed instead, b waits.
+    assert [tid(r["task_id"]) for r in claim(world, limit=10)] == [task_of(world, c)["id"]]
+    assert claim(world, limit=10) == []
+    pulse.attempt_complete(world.db.conn, first[0]["attempt_id"], "w1", {"ok": True})
+    assert [tid(r["task_id"]) for r in claim(world, limit=10)] == [task_of(world, b)["id"]]
+
+
+def test_K1_one_claim_never_starts_two_tasks_with_one_mutex_key(world, orch):
+    world.publish(task_flow(mutex_key="$.input.account"))
+    for i in range(3):
+        world.start("pay", {"order_id": f"o-{i}", "account": "same"})
+    orch.drain()
+    assert len(claim(world, limit=10)) == 1
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_attempts") == 1
+
+
+def test_K1_mutex_keys_are_per_namespace(world, orch, db):
+    from tests.support.world import World
+
+    other = World.create(db, "globex")
+    for w in (world, other):
+        w.publish(task_flow(mutex_key="$.input.account"))
+        w.start("pay", {"order_id": "o", "account": "shared"})
+    orch.drain()
+    got = claim(world, limit=10)
+    assert sorted(r["namespace"] for r in got) == ["acme", "globex"]
+
+
+def test_K1_claim_starts_attempt_with_lease_and_permit(world, orch):
+    world.publish(task_flow(mutex_key="$.input.order_id"))
+    wf, = started(world, orch)
+    got, = claim(world, worker="worker-a", lease_ms=12_345)
+    task = task_of(world, wf)
+    assert got["task_id"] == f"tsk_{task['id']}" and got["workflow_id"] == wf and got["namespace"] == "acme"
+    assert (got["queue"], got["handler"], got["handler_version"], got["attempt_no"]) == \
+        ("payments", "example.echo", "1", 1)
+    assert json.loads(got["input"]) == {"order_id": "o-0"} and got["deadline_at"] == task["deadline_at"]
+    assert got["lease_expires_at"] == got["started_at"] + dt.timedelta(milliseconds=12_345)
+    attempt = world.db.row("SELECT * FROM pulse_attempts WHERE id = %s", got["attempt_id"])
+    assert (attempt["status"], attempt["worker_id"], attempt["attempt_no"]) == ("RUNNING", "worker-a", 1)
+    permit = world.db.row("SELECT * FROM pulse_permits WHERE attempt_id = %s", got["attempt_id"])
+    assert permit["released_at"] is None and permit["mutex_held"] == "o-0" and permit["task_id"] == task["id"]
+    assert (task["status"], task["attempts_used"]) == ("RUNNING", 1)
+
+
+def test_K1_two_workers_never_claim_the_same_task(world, orch, database):
+    world.publish(task_flow())
+    for i in range(60):
+        world.start("pay", {"order_id": f"o-{i}"})
+    orch.drain()
+    claimed: list[str] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(4)
+
+    def worker(n: int) -> None:
+        from procedures import db as dbmod
+
+        conn = dbmod.connect(database)
+        try:
+            barrier.wait()
+            while True:
+                got = pulse.task_claim(conn, f"w{n}", "payments", limit=3, lease_ms=60_000)
+                if not got:
+                    return
+                with lock:
+                    claimed.extend(r["task_id"] for r in got)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(claimed) == 60 and len(set(claimed)) == 60
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_attempts") == 60
+    assert world.db.scalar("SELECT MAX(attempts_used) FROM pulse_tasks") == 1
+
+
+def test_K1_validation_errors_carry_their_codes(world):
+    with pytest.raises(errors.ValidationFailed) as exc:
+        pulse.task_claim(world.db.conn, "", "payments")
+    assert exc.value.field_code == "WORKER_ID_INVALID"
+    with pytest.raises(errors.ValidationFailed) as exc:
+        pulse.task_claim(world.db.conn, "w", "payments", lease_ms=0)
+    assert exc.value.field_code == "LEASE_INVALID"
+    with pytest.raises(errors.ValidationFailed) as exc:
+        pulse.task_claim(world.db.conn, "w", "payments", limit=0)
+    assert exc.value.field_code == "LIMIT_INVALID"
+    with pytest.raises(errors.ValidationFailed) as exc:
+        pulse.task_claim(world.db.conn, "w", " ")
+    assert exc.value.field_code == "QUEUES_INVALID"
+
+
+def test_K8_unknown_queue_or_namespace_finds_nothing_and_is_no_error(world, orch):
+    world.publish(task_flow())
+    started(world, orch)
+    assert claim(world, queues="nope") == []
+    assert claim(world, queues="nope,payments", namespace="ghost") == []
+    assert len(claim(world, queues="nope, payments", namespace="acme")) == 1
+
+
+# --- K-2 heartbeat ------------------------------------------------------------------------------------------------
+def test_K2_heartbeat_extends_the_lease_and_tells_about_cancellation(world, orch):
+    world.publish(task_flow())
+    wf, = started(world, orch)
+    got, = claim(world, lease_ms=5_000)
+    world.db.advance(4_000)
+    beat = pulse.attempt_heartbeat(world.db.conn, got["attempt_id"], "w1", 5_000)
+    assert beat["cancel_requested"] is False
+    assert beat["lease_expires_at"] == world.db.row(
+        "SELECT lease_expires_at FROM pulse_attempts WHERE id = %s", got["attempt_id"])["lease_expires_at"]
+    assert beat["lease_expires_at"] > got["lease_expires_at"]
+    world.db.advance(3_000)  # past the first lease, within the extended one
+    assert orch.drain()["LEASE:UNKNOWN"] == 0
+    assert cancel_task(world, task_of(world, wf)["id"]) == "REQUESTED"
+    assert pulse.attempt_heartbeat(world.db.conn, got["attempt_id"], "w1", 5_000)["cancel_requested"] is True
+
+
+def test_K2_heartbeat_of_an_attempt_that_is_not_yours_or_not_running_is_refused(world, orch):
+    world.publish(task_flow())
+    started(world, orch)
+    got, = claim(world, lease_ms=1_000)
+    with pytest.raises(errors.AttemptNotCurrent):
+        pulse.attempt_heartbeat(world.db.conn, got["attempt_id"], "intruder", 1_000)
+    world.db.advance(1_001)
+    orch.drain()
+    with pytest.raises(errors.AttemptNotCurrent):
+        pulse.attempt_heartbeat(world.db.conn, got["attempt_id"], "w1", 1_000)
+    with pytest.raises(errors.NotFound):
+        pulse.attempt_heartbeat(world.db.conn, 999_999, "w1", 1_000)
+
+
+# --- K-3 reports -------------------------------------------------------------------------------------------------
+def test_K3_success_settles_the_task_releases_the_permit_and_writes_the_inbox(world, orch):
+    world.publish(task_flow())
+    wf, = started(world, orch)
+    got, = claim(world)
+    world.db.advance(250)
+    answer = pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PAID"})
+    assert answer["outcome"] == "SUCCEEDED" and answer["task_status"] == "SUCCEEDED"
+    task = task_of(world, wf)
+    attempt = world.db.row("SELECT * FROM pulse_attempts WHERE id = %s", got["attempt_id"])
+    permit = world.db.row("SELECT * FROM pulse_permits WHERE attempt_id = %s", got["attempt_id"])
+    inbox = world.db.row("SELECT * FROM pulse_inbox WHERE task_id = %s", task["id"])
+    assert attempt["status"] == "SUCCEEDED" and permit["released_at"] == attempt["ended_at"]
+    assert json.loads(task["result"]) == {"status": "PAID"}
+    assert (inbox["kind"], inbox["state"]) == ("SUCCEEDED", "PENDING")
+    assert inbox["occurred_at"] == attempt["ended_at"] == task["finished_at"]
+    orch.drain()
+    assert world.step(wf, "work")["output"] == {"status": "PAID"}
+    assert world.db.row("SELECT state, consumed_at FROM pulse_inbox")["state"] == "CONSUMED"
+
+
+def test_K3_retries_follow_the_frozen_backoff_exactly(world, orch):
+    retry = {"max_attempts": 4, "initial_backoff_ms": 1_000, "backoff_coefficient": 3.0, "max_backoff_ms": 5_000}
+    world.publish(task_flow(retry=retry, task_timeout_ms=HOUR))
+    wf, = started(world, orch)
+    # The definition changes after the task was created: the task keeps its frozen policy.
+    world.publish(task_flow(retry={**retry, "initial_backoff_ms": 10}, task_timeout_ms=HOUR))
+    expected_backoffs = [1_000, 3_000, 5_000]  # min(1000 * 3^(k-1), 5000) for k = 1, 2, 3
+    for k, backoff in enumerate(expected_backoffs, start=1):
+        got, = claim(world)
+        assert got["attempt_no"] == k
+        world.db.advance(100)
+        answer = pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", f"timeout {k}", retryable=True)
+        assert answer["outcome"] == "RETRY_SCHEDULED" and answer["task_status"] == "QUEUED"
+        ended = world.db.scalar("SELECT ended_at FROM pulse_attempts WHERE id = %s", got["attempt_id"])
+        task = task_of(world, wf)
+        assert task["available_at"] == ended + dt.timedelta(milliseconds=backoff) == answer["available_at"]
+        assert world.db.scalar("SELECT COUNT(*) FROM pulse_inbox") == 0  # no inbox event for a retry
+        assert world.db.scalar("SELECT released_at FROM pulse_permits WHERE attempt_id = %s", got["attempt_id"])
+        world.db.advance(backoff - 200)  # real time runs under the test clock too: keep a margin
+        assert claim(world) == []  # not before its time
+        world.db.advance(200)
+    got, = claim(world)
+    assert got["attempt_no"] == 4
+    answer = pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "timeout 4", retryable=True)
+    assert answer["outcome"] == "FAILED" and answer["available_at"] is None
+    inbox = world.db.row("SELECT kind, result FROM pulse_inbox")
+    assert inbox["kind"] == "FAILED" and json.loads(inbox["result"])["reason"] == "ATTEMPTS_EXHAUSTED"
+    orch.drain()
+    inst = world.instance(wf)
+    assert inst["status"] == "NEEDS_REVIEW" and inst["gate"] == "CLOSED"
+    assert inst["steps"][0]["status"] == "NEEDS_REVIEW"
+    reason, = inst["review_reasons"]
+    assert reason["code"] == "TASK_FAILED" and reason["step_key"] == "work"
+    assert reason["detail"]["attempts_used"] == 4 and reason["detail"]["last_error"] == "timeout 4"
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_attempts") == 4
+
+
+def test_K3_non_retryable_failure_fails_at_once(world, orch):
+    world.publish(task_flow())
+    wf, = started(world, orch)
+    got, = claim(world)
+    answer = pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "card declined", retryable=False)
+    assert answer["outcome"] == "FAILED"
+    orch.drain()
+    reason, = world.instance(wf)["review_reasons"]
+    assert reason["code"] == "TASK_FAILED"
+    assert reason["detail"]["outcome"]["reason"] == "NON_RETRYABLE" and reason["detail"]["attempts_used"] == 1
+    assert "TASK_FAILED" in [e["type"] for e in world.events(wf)]
+
+
+def test_K3_a_retry_that_could_not_start_before_the_deadline_is_final(world, orch):
+    world.publish(task_flow(task_timeout_ms=1_500))
+    wf, = started(world, orch)
+    got, = claim(world)
+    world.db.advance(600)  # next start would be at +1600 ms, after the deadline at +1500 ms
+    answer = pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "flaky", retryable=True)
+    assert answer["outcome"] == "FAILED"
+    assert json.loads(world.db.scalar("SELECT result FROM pulse_inbox"))["reason"] == "DEADLINE"
+
+
+def test_K3_only_the_holder_of_the_attempt_can_report(world, orch):
+    world.publish(task_flow())
+    wf, = started(world, orch)
+    got, = claim(world)
+    before = world.db.table_counts()
+    with pytest.raises(errors.AttemptNotCurrent):
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "intruder", {"x": 1})
+    with pytest.raises(errors.AttemptNotCurrent):
+        pulse.attempt_fail(world.db.conn, got["attempt_id"], "intruder", "no")
+    with pytest.raises(errors.NotFound):
+        pulse.attempt_complete(world.db.conn, 999_999, "w1", {"x": 1})
+    with pytest.raises(errors.ValidationFailed) as exc:
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", result_json="{not json")
+    assert exc.value.field_code == "RESULT_INVALID"
+    assert world.db.table_counts() == before and task_of(world, wf)["status"] == "RUNNING"
+
+
+def test_K3_report_of_an_attempt_that_is_no_longer_current_is_stored_and_changes_nothing(world, orch):
+    world.publish(task_flow(task_timeout_ms=HOUR))
+    wf, = started(world, orch)
+    first, = claim(world)
+    pulse.attempt_fail(world.db.conn, first["attempt_id"], "w1", "try again", retryable=True)
+    world.db.advance(1_000)
+    second, = claim(world, worker="w2")
+    before = task_of(world, wf)
+    answer = pulse.attempt_complete(world.db.conn, first["attempt_id"], "w1", {"late": True})
+    assert answer["outcome"] == "LATE" and answer["task_status"] == "RUNNING"
+    late = world.db.row("SELECT * FROM pulse_late_reports")
+    assert (late["attempt_id"], late["worker_id"], late["kind"]) == (first["attempt_id"], "w1", "SUCCEEDED")
+    assert json.loads(late["body"]) == {"late": True}
+    assert task_of(world, wf) == before
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_inbox") == 0
+    assert pulse.attempt_complete(world.db.conn, second["attempt_id"], "w2", 1)["outcome"] == "SUCCEEDED"
+
+
+# --- K-4 lost leases ----------------------------------------------------------------------------------------------
+def test_K4_lost_lease_ends_unknown_and_is_never_retried(world, orch):
+    world.publish(task_flow(task_timeout_ms=HOUR, retry={"max_attempts": 5}))
+    wf, = started(world, orch)
+    got, = claim(world, lease_ms=5_000)
+    world.db.advance(4_500)
+    assert orch.drain()["LEASE:UNKNOWN"] == 0
+    world.db.advance(600)
+    outcomes = orch.drain()
+    assert outcomes["LEASE:UNKNOWN"] == 1 and outcomes["INBOX:REVIEW"] == 1
+    attempt = world.db.row("SELECT * FROM pulse_attempts WHERE id = %s", got["attempt_id"])
+    task = task_of(world, wf)
+    inbox = world.db.row("SELECT * FROM pulse_inbox")
+    assert attempt["status"] == "UNKNOWN" and attempt["error"] == "LEASE_LOST"
+    assert task["status"] == "UNKNOWN" and task["attempts_used"] == 1
+    assert world.db.scalar("SELECT released_at FROM pulse_permits") == attempt["ended_at"]
+    assert inbox["kind"] == "UNKNOWN" and inbox["occurred_at"] == attempt["lease_expires_at"]
+    inst = world.instance(wf)
+    assert inst["status"] == "NEEDS_REVIEW" and review_codes(world, wf) == ["TASK_UNKNOWN"]
+    assert inst["review_reasons"][0]["detail"]["outcome"]["worker_id"] == "w1"
+    world.db.advance(HOUR // 2)
+    orch.drain()
+    assert claim(world, limit=10) == []
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_attempts") == 1
+
+
+def test_K4_late_report_from_a_lost_attempt_is_stored_and_ignored(world, orch):
+    world.publish(task_flow())
+    wf, = started(world, orch)
+    got, = claim(world, lease_ms=1_000)
+    world.db.advance(1_001)
+    orch.drain()
+    events = len(world.events(wf))
+    answer = pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PAID"})
+    assert answer["outcome"] == "LATE" and answer["task_status"] == "UNKNOWN"
+    fail = pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "boom", retryable=True)
+    assert fail["outcome"] == "LATE"
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_late_reports") == 2
+    orch.drain()
+    assert task_of(world, wf)["status"] == "UNKNOWN" and task_of(world, wf)["result"] is None
+    assert len(world.events(wf)) == events and world.step(wf, "work")["status"] == "NEEDS_REVIEW"
+
+
+# --- K-5 cancel ---------------------------------------------------------------------------------------------------
+def test_K5_cancel_of_a_queued_task_is_immediate(world, orch):
+    world.publish(task_flow())
+    wf, = started(world, orch)
+    task = task_of(world, wf)
+    assert cancel_task(world, task["id"]) == "CANCELLED"
+    assert task_of(world, wf)["status"] == "CANCELLED"
+    assert world.db.row("SELECT kind, state FROM pulse_inbox") == {"kind": "CANCELLED", "state": "PENDING"}
+    assert claim(world) == []
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_permits") == 0
+    assert orch.drain()["INBOX:CANCELLED"] == 1
+    assert "TASK_CANCELLED" in [e["type"] for e in world.events(wf)]
+    assert cancel_task(world, task["id"]) == "CANCELLED"  # already final: unchanged
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_inbox") == 1
+
+
+def test_K5_cancel_of_a_running_task_keeps_its_permit_until_the_worker_reports(world, orch):
+    world.publish(task_flow(task_timeout_ms=HOUR))
+    wf, = started(world, orch)
+    got, = claim(world)
+    assert cancel_task(world, task_of(world, wf)["id"]) == "REQUESTED"
+    task = task_of(world, wf)
+    assert task["status"] == "RUNNING" and task["cancel_requested"] == 1
+    assert world.db.scalar("SELECT released_at FROM pulse_permits") is None
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_inbox") == 0
+    # A retryable failure would queue it again; with cancellation requested it ends CANCELLED instead.
+    answer = pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "interrupted", retryable=True)
+    assert answer["outcome"] == "CANCELLED" and answer["task_status"] == "CANCELLED"
+    assert world.db.scalar("SELECT released_at FROM pulse_permits") is not None
+    assert world.db.row("SELECT kind FROM pulse_inbox")["kind"] == "CANCELLED"
+
+
+def test_K5_a_running_task_whose_cancellation_was_requested_may_still_succeed(world, orch):
+    world.publish(task_flow())
+    wf, = started(world, orch)
+    got, = claim(world)
+    cancel_task(world, task_of(world, wf)["id"])
+    assert pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"done": 1})["outcome"] == "SUCCEEDED"
+    assert world.db.row("SELECT kind FROM pulse_inbox")["kind"] == "SUCCEEDED"
+
+
+# --- K-6 deadlines ------------------------------------------------------------------------------------------------
+def test_K6_queued_task_past_its_deadline_expires_and_never_starts(world, orch):
+    world.publish(task_flow(task_timeout_ms=5_000))
+    wf, = started(world, orch)
+    task = task_of(world, wf)
+    world.db.advance_to(task["deadline_at"])  # at (or just past) the deadline
+    assert claim(world) == []
+    outcomes = orch.drain()
+    assert outcomes["TASK_EXPIRY:EXPIRED"] == 1 and outcomes["INBOX:REVIEW"] == 1
+    inbox = world.db.row("SELECT kind, occurred_at FROM pulse_inbox")
+    assert inbox == {"kind": "EXPIRED", "occurred_at": task["deadline_at"]}
+    assert task_of(world, wf)["status"] == "EXPIRED" and world.db.scalar("SELECT COUNT(*) FROM pulse_attempts") == 0
+    assert review_codes(world, wf) == ["TASK_EXPIRED"] and world.step(wf, "work")["status"] == "NEEDS_REVIEW"
+    assert pulse.task_expire(world.db.conn, task["id"]) == "GONE"
+
+
+def test_K6_expiry_leaves_a_task_that_is_not_due_or_not_queued(world, orch):
+    world.publish(task_flow(task_timeout_ms=5_000))
+    wf, = started(world, orch)
+    task = task_of(world, wf)
+    assert pulse.task_expire(world.db.conn, task["id"]) == "NOT_DUE"
+    claim(world)
+    world.db.advance(6_000)
+    assert pulse.task_expire(world.db.conn, task["id"]) == "GONE"  # running: its lease decides (K-4)
+
+
+# --- K-7 inbox ----------------------------------------------------------------------------------------------------
+def test_K7_consumption_is_idempotent(world, orch):
+    world.publish(task_flow())
+    wf, = started(world, orch)
+    got, = claim(world)
+    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
+    inbox_id = world.db.scalar("SELECT id FROM pulse_inbox")
+    assert pulse.inbox_consume(world.db.conn, inbox_id) == "SUCCEEDED"
+    events = world.events(wf)
+    assert pulse.inbox_consume(world.db.conn, inbox_id) == "GONE"
+    assert world.events(wf) == events
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+
+
+def test_K7_outcomes_of_a_task_are_consumed_in_outcome_time_order(world, orch):
+    world.publish(task_flow())
+    wf, = started(world, orch)
+    got, = claim(world)
+    world.db.advance(1_000)
+    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
+    later = world.db.row("SELECT * FROM pulse_inbox")
+    # An outcome with an earlier time of its own that arrived later (a higher id).
+    world.db.execute("INSERT INTO pulse_inbox (namespace_id, task_id, instance_id, kind, result, occurred_at, state, "
+                     "available_at) SELECT namespace_id, task_id, instance_id, 'FAILED', '{\"error\": \"earlier\"}', "
+                     "occurred_at - INTERVAL 500 MICROSECOND, 'PENDING', available_at FROM pulse_inbox")
+    assert pulse.inbox_consume(world.db.conn, later["id"]) == "RECORDED"
+    types = [e["type"] for e in world.events(wf)]
+    assert types.index("TASK_FAILED") < types.index("TASK_OUTCOME_RECORDED")
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_inbox WHERE state = 'CONSUMED'") == 2
+    assert review_codes(world, wf) == ["TASK_FAILED"]
+
+
+def test_K7_stale_outcome_is_recorded_and_changes_nothing_else(world, orch):
+    world.publish(task_flow())
+    wf, = started(world, orch)
+    iid = world.internal_id(wf)
+    got, = claim(world)
+    old = world.db.scalar("SELECT activation_id FROM weave_steps WHERE instance_id = %s", iid)
+    # A second generation of the step (what recovery creates): the running task serves the first one.
+    world.db.execute("INSERT INTO weave_activations (namespace_id, instance_id, step_id, step_key, seq, frozen, "
+                     "started_at, deadline_at) SELECT namespace_id, instance_id, step_id, step_key, 2, frozen, "
+                     "started_at, deadline_at FROM weave_activations WHERE id = %s", old)
+    new = world.db.scalar("SELECT MAX(id) FROM weave_activations")
+    world.db.execute("UPDATE weave_steps SET activation_id = %s, activation_seq = 2 WHERE instance_id = %s", new, iid)
+    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
+    before = {t: c for t, c in world.db.table_counts().items()}
+    step_before = world.db.row("SELECT * FROM weave_steps WHERE instance_id = %s", iid)
+    assert orch.drain()["INBOX:STALE"] == 1
+    assert world.db.row("SELECT state FROM pulse_inbox")["state"] == "STALE"
+    assert world.db.table_counts() == before
+    assert world.db.row("SELECT * FROM weave_steps WHERE instance_id = %s", iid) == step_before
+    assert world.instance(wf)["status"] == "RUNNING"
+
+
+def test_K7_failed_consumption_backs_off_and_leaves_nothing_partial(world, orch):
+    world.publish({"name": "two", "steps": [task_step("first"), task_step("second", after=["first"])]})
+    wf = world.start("two", {"order_id": "o"})
+    orch.drain()
+    got, = claim(world)
+    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
+    world.db.execute(
+        "CREATE TRIGGER test_audit_fails BEFORE INSERT ON weave_audit FOR EACH ROW "
+        "BEGIN IF NEW.action = 'task.settle' THEN "
+        "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'audit store down'; END IF; END")
+    inbox_before = world.db.row("SELECT * FROM pulse_inbox")
+    before = world.db.table_counts()
+    assert orch.drain(max_rounds=3)["INBOX:FAILED"] >= 1
+    assert world.db.table_counts() == before
+    inbox = world.db.row("SELECT * FROM pulse_inbox")
+    assert inbox["state"] == "PENDING" and inbox["attempts"] == 1 and "audit store down" in inbox["last_error"]
+    assert inbox["occurred_at"] == inbox_before["occurred_at"] and inbox["available_at"] > world.db.now()
+    assert world.step(wf, "first")["status"] == "ACTIVE" and world.step(wf, "second")["status"] == "PENDING"
+    world.db.execute("DROP TRIGGER test_audit_fails")
+    world.db.advance(1_000)
+    orch.drain()
+    assert world.step(wf, "first")["status"] == "SUCCEEDED" and world.step(wf, "second")["status"] == "ACTIVE"
+
+
+@pytest.mark.parametrize("corruption", ["step", "activation", "instance"])
+def test_R6_corrupt_task_ownership_sends_the_instance_to_review(world, orch, corruption):
+    world.publish({"name": "two", "steps": [task_step("first"), {"key": "other", "type": "TIMER", "delay_ms": HOUR}]})
+    wf = world.start("two", {"order_id": "o"})
+    victim = world.start("two", {"order_id": "v"})
+    orch.drain()
+    iid = world.internal_id(wf)
+    got = [g for g in claim(world, limit=10) if g["workflow_id"] == wf][0]
+    task_id = tid(got["task_id"])
+    if corruption == "step":
+        world.db.execute("UPDATE pulse_tasks SET step_key = 'other' WHERE id = %s", task_id)
+    elif corruption == "activation":
+        other = world.db.scalar("SELECT activation_id FROM weave_steps WHERE instance_id = %s AND step_key = 'other'",
+                                iid)
+        world.db.execute("UPDATE pulse_tasks SET activation_id = %s WHERE id = %s", other, task_id)
+    else:
+        world.db.execute("UPDATE pulse_tasks SET instance_id = %s WHERE id = %s", world.internal_id(victim), task_id)
+    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
+    assert orch.drain()["INBOX:MISMATCH"] == 1
+    target = victim if corruption == "instance" else wf
+    inst = world.instance(target)
+    assert inst["status"] == "NEEDS_REVIEW" and inst["gate"] == "CLOSED"
+    assert review_codes(world, target) == ["OWNERSHIP_MISMATCH"]
+    assert [s["status"] for s in inst["steps"]] == ["ACTIVE", "ACTIVE"]  # nothing of the outcome applied
+    assert world.db.scalar("SELECT state FROM pulse_inbox") == "MISMATCH"
+
+
+# --- R-8 / M-4.7 room for tasks -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("limit", ["capacity", "quota"])
+def test_R8_full_queue_or_quota_defers_the_task_step_and_consumes_nothing(world, orch, limit):
+    if limit == "capacity":
+        routines.queue_put(world.db.conn, world.admin, world.namespace, "payments", 1)
+    else:
+        routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)
+    world.publish(task_flow())
+    first = world.start("pay", {"order_id": "a"})
+    orch.drain()
+    second = world.start("pay", {"order_id": "b"})
+    iid = world.internal_id(second)
+    due = world.db.scalar("SELECT due_at FROM weave_pending_advances WHERE instance_id = %s", iid)
+    assert orch.drain()["CHECKPOINT:DEFERRED"] == 1
+    root = world.db.row("SELECT * FROM weave_pending_advances WHERE instance_id = %s", iid)
+    assert root["due_at"] == due and root["available_at"] > world.db.now()
+    assert ("full" in root["last_error"]) and root["attempts"] == 0
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_activations WHERE instance_id = %s", iid) == 0
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks") == 1
+    assert world.step(second, "work")["status"] == "PENDING"
+    got, = claim(world)
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks WHERE status IN ('QUEUED', 'RUNNING')") == 1
+    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
+    world.db.advance(1_000)
+    orch.drain()
+    assert world.instance(first)["status"] == "SUCCEEDED"
+    assert world.step(second, "work")["status"] == "ACTIVE"
+
+
+def test_R8_missing_queue_defers_rather_than_fails(world, orch):
+    world.publish(task_flow(queue="later"))
+    wf = world.start("pay", {"order_id": "a"})
+    assert orch.drain()["CHECKPOINT:DEFERRED"] == 1
+    assert "does not exist" in world.db.scalar("SELECT last_error FROM weave_pending_advances")
+    routines.queue_put(world.db.conn, world.admin, world.namespace, "later", 10)
+    world.db.advance(1_000)
+    orch.drain()
+    assert world.step(wf, "work")["status"] == "ACTIVE"
+    assert claim(world, queues="later")[0]["workflow_id"] == wf
+
+
+def test_K1_concurrent_claims_keep_mutex_keys_exclusive(world, orch, database):
+    world.publish(task_flow(mutex_key="$.input.account"))
+    for i in range(40):
+        world.start("pay", {"order_id": f"o-{i}", "account": f"acc-{i % 3}"})
+    orch.drain()
+    finished: list[str] = []
+    held: set[str] = set()
+    overlaps: list[str] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(4)
+
+    def worker(n: int) -> None:
+        from procedures import db as dbmod
+
+        conn = dbmod.connect(database)
+        try:
+            barrier.wait()
+            while True:
+                try:
+                    got = pulse.task_claim(conn, f"w{n}", "payments", limit=3, lease_ms=60_000)
+                except errors.TransientDatabaseError:
+                    continue  # a deadlock between two claims racing for keys: the claim is simply retried
+                with lock:
+                    overlaps.extend(r["mutex_key"] for r in got if r["mutex_key"] in held)
+                    held.update(r["mutex_key"] for r in got)
+                    if not got and len(finished) == 40:
+                        return
+                for r in got:
+                    with lock:  # let go of the key before the release can commit
+                        held.discard(r["mutex_key"])
+                        finished.append(r["task_id"])
+                    pulse.attempt_complete(conn, r["attempt_id"], f"w{n}", {"n": n})
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert overlaps == []
+    assert len(finished) == 40 and len(set(finished)) == 40
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks WHERE status = 'SUCCEEDED'") == 40
+
+
+def test_R14_the_scan_reports_the_next_lease_expiry_as_a_time(world, orch):
+    assert orch.scan().next_at is None  # nothing at all to look at later
+    world.publish(task_flow(task_timeout_ms=HOUR))
+    started(world, orch)
+    got, = claim(world, lease_ms=7_000)
+    result = orch.scan()
+    assert result.candidates == [] and result.next_at == got["lease_expires_at"]
+    assert 0 < orch.idle_seconds(result) <= orch.idle_probe_ms / 1000
