@@ -36,7 +36,11 @@ def create_app(connections: Connections) -> falcon.App:
         app.add_route(PREFIX + path, resource(connections))
     app.add_route(PREFIX + "/workflows/{workflow_id}/pause", resources.Control(connections, routines.instance_pause))
     app.add_route(PREFIX + "/workflows/{workflow_id}/resume", resources.Control(connections, routines.instance_resume))
+    app.add_route(PREFIX + "/workflows/{workflow_id}/cancel", resources.Control(connections, routines.instance_cancel))
     app.add_route(PREFIX + "/workflows/{workflow_id}/deadline", resources.Deadline(connections))
+    for action in ("reactivate", "resolve"):
+        app.add_route(PREFIX + "/workflows/{workflow_id}/steps/{step_key}/" + action,
+                      resources.StepRecovery(connections, action))
     app.add_route("/healthz", ops.Health())
     app.add_route("/readyz", ops.Ready(connections))
     app.add_route("/metrics", ops.Metrics(connections))

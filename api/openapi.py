@@ -35,6 +35,7 @@ def _ok(status: int, schema: dict, description: str = "success", replay: bool = 
 
 NS = {"name": "ns", "in": "path", "required": True, "schema": {"type": "string"}}
 WF = {"name": "workflow_id", "in": "path", "required": True, "schema": {"type": "string"}}
+STEP = {"name": "step_key", "in": "path", "required": True, "schema": {"type": "string"}}
 IDEMPOTENCY = {"name": "Idempotency-Key", "in": "header", "required": True,
                "schema": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^[!-~]+$"}}
 COMMON_ERRORS = (401, 403, 404, 503)
@@ -50,12 +51,14 @@ def _op(summary: str, scope: str, responses: dict, *, params: list | None = None
     return op
 
 
-def _control(summary: str, scope: str = "workflows:control", extra: dict | None = None) -> dict:
-    body = {"type": "object", "required": ["reason"], "properties": {
+def _control(summary: str, scope: str = "workflows:control", extra: dict | None = None, *, step: bool = False,
+             required: list[str] | None = None) -> dict:
+    body = {"type": "object", "required": ["reason", *(required or [])], "properties": {
         "reason": {"type": "string", "minLength": 1, "maxLength": 1024}, **(extra or {})}}
+    params = [WF, *([STEP] if step else []), IDEMPOTENCY]
     return _op(summary, scope, {"200": {"description": "the instance after the action (or a replay)", "headers": {
         "Idempotent-Replayed": {"schema": {"type": "string", "enum": ["true"]}}},
-        "content": {"application/json": {"schema": _ref("Instance")}}}}, params=[WF, IDEMPOTENCY], body=body,
+        "content": {"application/json": {"schema": _ref("Instance")}}}}, params=params, body=body,
         errors=(*COMMON_ERRORS, 409, 413, 415, 422))
 
 
@@ -167,6 +170,13 @@ def document() -> dict:
             errors=(*COMMON_ERRORS, 422))},
         "/v1/namespaces/{ns}/workflows/{workflow_id}/pause": {"post": _control("Pause an instance (C-1)")},
         "/v1/namespaces/{ns}/workflows/{workflow_id}/resume": {"post": _control("Resume an instance (C-1)")},
+        "/v1/namespaces/{ns}/workflows/{workflow_id}/cancel": {"post": _control("Cancel an instance (C-2)")},
+        "/v1/namespaces/{ns}/workflows/{workflow_id}/steps/{step_key}/reactivate": {"post": _control(
+            "Reactivate a step in review as a new activation (C-4)", "workflows:review",
+            {"timeout_ms": {"type": "integer", "minimum": 1}}, step=True)},
+        "/v1/namespaces/{ns}/workflows/{workflow_id}/steps/{step_key}/resolve": {"post": _control(
+            "Settle a step in review with an operator-supplied output (C-4)", "workflows:review",
+            {"output": ANY, "evidence_ref": {"type": "string", "maxLength": 512}}, step=True, required=["output"])},
         "/v1/namespaces/{ns}/workflows/{workflow_id}/deadline": {"post": _control(
             "Set a later instance deadline (C-4)", "workflows:review",
             {"deadline_at": TIME, "extend_ms": {"type": "integer", "minimum": 1}})},

@@ -211,3 +211,38 @@ class Deadline(Resource):
         result = routines.instance_deadline(self.conn, token, ns, workflow_id, reason, key, deadline_at=at,
                                             extend_ms=extend)
         respond(resp, routines.instance_get(self.conn, token, ns, workflow_id), replayed=bool(result["replayed"]))
+
+
+class StepRecovery(Resource):
+    """POST /workflows/{id}/steps/{key}/reactivate | resolve (C-4): 200 instance."""
+
+    def __init__(self, connections: Connections, action: str):
+        super().__init__(connections)
+        self.action = action
+
+    def on_post(self, req, resp, ns, workflow_id, step_key):
+        token = bearer(req)
+        key = idempotency_key(req, required=True)
+        body = json_object(req)
+        reason = body.get("reason")
+        if not isinstance(reason, str):
+            raise ApiError(422, "VALIDATION_FAILED", "reason is required",
+                           [{"field": "reason", "code": "REASON_INVALID", "message": "1-1024 characters"}])
+        if self.action == "reactivate":
+            timeout = body.get("timeout_ms")
+            if timeout is not None and (not isinstance(timeout, int) or isinstance(timeout, bool)):
+                raise ApiError(422, "VALIDATION_FAILED", "timeout_ms must be an integer",
+                               [{"field": "timeout_ms", "code": "INVALID_ARGUMENT", "message": "positive integer"}])
+            result = routines.step_reactivate(self.conn, token, ns, workflow_id, step_key, reason, key,
+                                              timeout_ms=timeout)
+        else:
+            if "output" not in body:
+                raise ApiError(422, "VALIDATION_FAILED", "output is required",
+                               [{"field": "output", "code": "INPUT_INVALID", "message": "any JSON value"}])
+            evidence = body.get("evidence_ref")
+            if evidence is not None and not isinstance(evidence, str):
+                raise ApiError(422, "VALIDATION_FAILED", "evidence_ref must be a string",
+                               [{"field": "evidence_ref", "code": "EVIDENCE_REF_INVALID", "message": "string"}])
+            result = routines.step_resolve(self.conn, token, ns, workflow_id, step_key, reason, key,
+                                           output=body["output"], evidence_ref=evidence)
+        respond(resp, routines.instance_get(self.conn, token, ns, workflow_id), replayed=bool(result["replayed"]))

@@ -29,7 +29,9 @@ BEGIN
     DECLARE v_activation BIGINT UNSIGNED;
     DECLARE v_why VARCHAR(256) DEFAULT NULL;
 
-    SELECT s.step_key, s.type, s.activation_seq + 1, ds.spec,
+    -- A reactivated step already carries its next sequence (C-4: it moves at once) and no activation row.
+    SELECT s.step_key, s.type, IF(s.activation_id IS NULL, GREATEST(s.activation_seq, 1), s.activation_seq + 1),
+           IF(s.activation_override IS NULL, ds.spec, JSON_MERGE_PATCH(ds.spec, s.activation_override)),
            JSON_EXTRACT(d.compiled, CONCAT('$."', s.step_key, '"')), i.deadline_at
       INTO v_key, v_type, v_seq, v_spec, v_compiled, v_deadline
       FROM weave_steps s
@@ -69,7 +71,7 @@ BEGIN
                 in_now, v_deadline);
         SET v_activation = LAST_INSERT_ID();
         UPDATE weave_steps SET status = 'ACTIVE', activation_seq = v_seq, activation_id = v_activation,
-                               updated_at = in_now WHERE id = in_step_id;
+                               activation_override = NULL, updated_at = in_now WHERE id = in_step_id;
         CASE v_type
             WHEN 'TIMER' THEN CALL _weave_activate_timer(in_namespace_id, in_instance_id, v_activation, v_key, v_seq,
                                                          v_frozen, in_now, v_deadline);

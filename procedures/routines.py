@@ -191,3 +191,25 @@ def instance_deadline(conn: Conn, token: str, namespace: str, workflow_id: str, 
     """See procedures/weave_instance_deadline.sql."""
     return call_one(conn, "weave_instance_deadline", token, namespace, workflow_id, deadline_at, extend_ms, reason,
                     idempotency_key)
+
+
+def instance_cancel(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str,
+                    idempotency_key: str) -> dict:
+    """See procedures/weave_instance_cancel.sql."""
+    return call_one(conn, "weave_instance_cancel", token, namespace, workflow_id, reason, idempotency_key)
+
+
+def step_reactivate(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: str, reason: str,
+                    idempotency_key: str, *, timeout_ms: int | None = None) -> dict:
+    """See procedures/weave_step_reactivate.sql."""
+    return call_one(conn, "weave_step_reactivate", token, namespace, workflow_id, step_key, timeout_ms, reason,
+                    idempotency_key)
+
+
+def step_resolve(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: str, reason: str,
+                 idempotency_key: str, *, output: Any, evidence_ref: str | None = None,
+                 output_json: str | None = None) -> dict:
+    """See procedures/weave_step_resolve.sql. ``output_json`` passes the output text as received."""
+    text = output_json if output_json is not None else json.dumps(output, separators=(",", ":"), ensure_ascii=False)
+    return call_one(conn, "weave_step_resolve", token, namespace, workflow_id, step_key, text, evidence_ref, reason,
+                    idempotency_key)

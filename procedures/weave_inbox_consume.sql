@@ -26,6 +26,7 @@ BEGIN
     DECLARE v_step_outcome VARCHAR(16);
     DECLARE v_guard INT DEFAULT 0;
     DECLARE v_outcome VARCHAR(16) DEFAULT 'GONE';
+    DECLARE v_finished TINYINT;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
 
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
@@ -65,6 +66,7 @@ BEGIN
             SET v_guard = v_guard + 1;
         UNTIL v_next = in_inbox_id OR v_guard >= 16 END REPEAT;
         SET v_outcome = v_step_outcome;
+        CALL _weave_cancel_finish(v_ns, v_inst, v_now, v_finished);
     END consume;
     COMMIT;
     SELECT v_outcome AS outcome;

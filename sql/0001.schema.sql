@@ -140,6 +140,7 @@ CREATE TABLE weave_steps (
     activation_seq INT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'Current activation sequence; 0 until first activated.',
     activation_id BIGINT UNSIGNED NULL COMMENT 'Current activation row id, when activated.',
     output LONGTEXT NULL COMMENT 'Step output JSON once SUCCEEDED.',
+    activation_override LONGTEXT NULL COMMENT 'Operator overrides (e.g. timeout_ms) for the next activation, from reactivate.',
     updated_at DATETIME(6) NOT NULL COMMENT 'When the step row last changed.',
     PRIMARY KEY (id),
     UNIQUE KEY uq_step_key (instance_id, step_key)
@@ -416,5 +417,6 @@ CREATE TABLE pulse_inbox (
     version BIGINT UNSIGNED NOT NULL DEFAULT 1 COMMENT 'Grows on every change.',
     PRIMARY KEY (id),
     KEY ix_inbox_pending (state, available_at, version),
-    KEY ix_inbox_task (task_id, occurred_at)
+    KEY ix_inbox_task (task_id, occurred_at),
+    KEY ix_inbox_instance (instance_id, state)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Task outcomes waiting to be consumed by the orchestrator (K-7).';

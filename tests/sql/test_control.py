@@ -114,3 +114,162 @@ def test_C4_deadline_closes_instance_deadline_and_the_instance_runs_again(world,
     assert closed == {"closed_by": "deadline"}
     assert routines.instance_deadline(world.db.conn, world.token, "acme", wf, "customer asked", "d1",
                                       extend_ms=3_600_000)["replayed"] == 1
+
+
+# --- cancel (C-2) and recovery (C-4) with tasks -----------------------------------------------------------
+def two_tasks():
+    task = {"type": "TASK", "queue": "payments", "handler": "example.echo", "handler_version": "1",
+            "input": {"order": "$.input.order_id"}}
+    return {"name": "pair", "steps": [{"key": "a", **task}, {"key": "b", **task}]}
+
+
+def cancel(world, wf, key="c1"):
+    return routines.instance_cancel(world.db.conn, world.token, "acme", wf, "customer withdrew", key)
+
+
+def test_C2_cancel_with_one_queued_and_one_running_task_waits_for_the_real_outcome(world, orch):
+    from procedures import pulse
+
+    world.publish(two_tasks())
+    wf = world.start("pair", {"order_id": "o1"})
+    orch.drain()
+    running = pulse.task_claim(world.db.conn, "w1", "payments", limit=1)[0]
+    result = cancel(world, wf)
+    assert result["status"] == "CANCELLING" and result["changed"] == 1
+    inst = world.instance(wf)
+    assert inst["gate"] == "CLOSED" and {s["status"] for s in inst["steps"]} == {"CANCELLED"}
+    statuses = {r["status"]: r["cancel_requested"] for r in world.db.rows(
+        "SELECT status, cancel_requested FROM pulse_tasks")}
+    assert statuses == {"CANCELLED": 0, "RUNNING": 1}  # queued cancelled at once, running asked to stop (K-5)
+    beat = pulse.attempt_heartbeat(world.db.conn, running["attempt_id"], "w1")
+    assert beat["cancel_requested"] == 1
+    orch.drain()
+    assert world.instance(wf)["status"] == "CANCELLING"  # the running task's outcome is not in yet
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_permits WHERE released_at IS NULL") == 1
+    pulse.attempt_complete(world.db.conn, running["attempt_id"], "w1", {"done": True})
+    orch.drain()
+    inst = world.instance(wf)
+    assert inst["status"] == "CANCELLED" and inst["finished_at"] is not None
+    types = [e["type"] for e in world.events(wf)]
+    assert "TASK_OUTCOME_RECORDED" in types and types[-1] == "INSTANCE_CANCELLED"
+    assert cancel(world, wf, key="c2")["changed"] == 0  # a no-op success once cancelled
+
+
+def test_C2_cancel_without_tasks_in_flight_is_final_at_once_and_rejects_pending_signals(world, orch):
+    world.publish(TWO_TIMERS)
+    wf = world.start("two")
+    orch.drain()
+    result = cancel(world, wf)
+    assert result["status"] == "CANCELLED"
+    inst = world.instance(wf)
+    assert inst["steps"][0]["wait"]["status"] == "CANCELLED"
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances") == 0
+    with pytest.raises(errors.InvalidState):
+        pause(world, wf, key="after-cancel")
+
+
+def test_C6_cancel_of_a_succeeded_instance_is_invalid(world, orch):
+    world.publish({"name": "short", "steps": [{"key": "t", "type": "TIMER", "delay_ms": 1}]})
+    wf = world.start("short")
+    orch.drain()
+    world.db.advance(5)
+    orch.drain()
+    with pytest.raises(errors.InvalidState):
+        cancel(world, wf)
+
+
+def failing_task():
+    return {"name": "charge", "steps": [
+        {"key": "charge", "type": "TASK", "queue": "payments", "handler": "example.fail", "handler_version": "1",
+         "input": {"order": "$.input.order_id"}, "retry": {"max_attempts": 1}},
+        {"key": "cool", "type": "TIMER", "delay_ms": 1000, "after": ["charge"]}]}
+
+
+def fail_current_task(world, orch):
+    from procedures import pulse
+
+    claimed = pulse.task_claim(world.db.conn, "w1", "payments", limit=1)[0]
+    pulse.attempt_fail(world.db.conn, claimed["attempt_id"], "w1", "card declined", retryable=False)
+    orch.drain()
+
+
+def test_C4_recovery_is_refused_while_a_task_is_in_flight_then_accepted(world, orch):
+    from procedures import pulse
+
+    doc = failing_task()
+    doc["steps"].append({"key": "notify", "type": "TASK", "queue": "payments", "handler": "example.echo",
+                         "handler_version": "1", "priority": -1})
+    world.publish(doc)
+    wf = world.start("charge", {"order_id": "o1"})
+    orch.drain()
+    fail_current_task(world, orch)  # charge fails first (higher priority); notify is still queued
+    assert [r["code"] for r in world.instance(wf)["review_reasons"]] == ["TASK_FAILED"]
+    with pytest.raises(errors.TaskInFlight):
+        routines.step_reactivate(world.db.conn, world.token, "acme", wf, "charge", "retry after fix", "r1")
+    notify = pulse.task_claim(world.db.conn, "w1", "payments", limit=1)[0]
+    pulse.attempt_complete(world.db.conn, notify["attempt_id"], "w1", {"sent": True})
+    with pytest.raises(errors.TaskInFlight):  # stored but not consumed yet: still unsettled
+        routines.step_reactivate(world.db.conn, world.token, "acme", wf, "charge", "retry after fix", "r1")
+    orch.drain()
+    routines.step_reactivate(world.db.conn, world.token, "acme", wf, "charge", "retry after fix", "r1")
+    orch.drain()
+    step = world.step(wf, "charge")
+    assert step["status"] == "ACTIVE" and step["activation_sequence"] == 2
+    fail_current_task(world, orch)
+    result = routines.step_resolve(world.db.conn, world.token, "acme", wf, "charge", "paid by wire", "s1",
+                                   output={"paid": "wire"}, evidence_ref="ticket-42")
+    assert result["status"] == "RUNNING"
+    orch.drain()
+    inst = world.instance(wf)
+    assert inst["steps"][0]["output"] == {"paid": "wire"} and inst["steps"][1]["status"] == "ACTIVE"
+    # C-5: both activations and their tasks stay as they were.
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_activations WHERE step_key = 'charge'") == 2
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks WHERE status = 'FAILED'") == 2
+    closed = world.db.rows("SELECT code, closed_by FROM weave_review_reasons ORDER BY id")
+    assert closed == [{"code": "TASK_FAILED", "closed_by": "reactivate"},
+                      {"code": "TASK_FAILED", "closed_by": "resolve"}]
+
+
+def test_C4_recovery_of_a_step_not_in_review_is_invalid_and_actions_are_audited(world, orch):
+    world.publish(failing_task())
+    wf = world.start("charge", {"order_id": "o1"})
+    orch.drain()
+    with pytest.raises(errors.InvalidState):
+        routines.step_resolve(world.db.conn, world.token, "acme", wf, "cool", "x", "s0", output=None)
+    fail_current_task(world, orch)
+    with pytest.raises(errors.NotFound):
+        routines.step_reactivate(world.db.conn, world.token, "acme", wf, "nope", "x", "r0")
+    routines.step_reactivate(world.db.conn, world.token, "acme", wf, "charge", "try again", "r1")
+    again = routines.step_reactivate(world.db.conn, world.token, "acme", wf, "charge", "try again", "r1")
+    assert again["replayed"] == 1 and again["activation_sequence"] == 2
+    audit = world.db.rows("SELECT actor, action, reason FROM weave_audit WHERE action = 'step.reactivate'")
+    assert audit == [{"actor": "ops", "action": "step.reactivate", "reason": "try again"}]
+
+
+def test_C5_recovery_never_rewrites_history(world, orch):
+    world.publish(failing_task())
+    wf = world.start("charge", {"order_id": "o1"})
+    orch.drain()
+    fail_current_task(world, orch)
+    before = world.events(wf)
+    first_activation = world.db.row("SELECT * FROM weave_activations WHERE seq = 1")
+    routines.step_reactivate(world.db.conn, world.token, "acme", wf, "charge", "again", "r1")
+    orch.drain()
+    assert world.events(wf)[:len(before)] == before
+    assert world.db.row("SELECT * FROM weave_activations WHERE seq = 1") == first_activation
+
+
+def test_C3_review_lists_every_open_reason_with_its_facts_and_the_listing_is_indexed(world, orch):
+    world.publish(failing_task())
+    wf = world.start("charge", {"order_id": "o1"})
+    world.start("charge", {"order_id": "o2"})
+    orch.drain()
+    fail_current_task(world, orch)
+    listed = routines.instance_list(world.db.conn, world.token, "acme", status="NEEDS_REVIEW")
+    assert [i["workflow_id"] for i in listed["items"]] == [wf]
+    reason = world.instance(wf)["review_reasons"][0]
+    assert reason["code"] == "TASK_FAILED" and reason["step_key"] == "charge" and reason["activation_sequence"] == 1
+    assert reason["detail"]["last_error"] == "card declined" and reason["detail"]["attempts_used"] == 1
+    plan = world.db.rows("EXPLAIN SELECT id FROM weave_instances FORCE INDEX (ix_instance_status) "
+                         "WHERE namespace_id = 1 AND status = 'NEEDS_REVIEW' AND id < 100 ORDER BY id DESC LIMIT 50")
+    assert plan[0]["key"] == "ix_instance_status" and plan[0]["type"] in ("range", "ref")
