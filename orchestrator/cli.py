@@ -213,7 +213,7 @@ def cmd_api(args: argparse.Namespace) -> int:
 def cmd_dev(args: argparse.Namespace) -> int:
     from orchestrator.dev import run_dev
 
-    return run_dev(Path(args.data_dir), args.dsn or os.environ.get("WEAVE_DSN"))
+    return run_dev(Path(args.data_dir), args.dsn or os.environ.get("WEAVE_DSN"), args.bind)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -247,6 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "namespace with example definitions, and run the engine until Ctrl-C.")
     p.add_argument("--dsn", help="use this database instead of a private one (default: $WEAVE_DSN)")
     p.add_argument("--data-dir", default=".weave", help="where the private database keeps its data (.weave)")
+    p.add_argument("--bind", default="127.0.0.1:8080", help="where the API listens (default 127.0.0.1:8080)")
     p.set_defaults(func=cmd_dev)
 
     p = sub.add_parser("migrate", help="create or upgrade the schema and routines (idempotent)",
