@@ -13,6 +13,8 @@ Rules: R-10, R-11, R-14, K-4, K-6.'
 BEGIN
     DECLARE v_now DATETIME(6);
     DECLARE v_limit INT DEFAULT LEAST(GREATEST(COALESCE(in_limit, 100), 1), 10000);
+    -- A typed sentinel: a string literal here made next_at a string, which the loop cannot subtract.
+    DECLARE v_never DATETIME(6) DEFAULT '9999-12-31 00:00:00';
     CALL _weave_now(v_now);
     SELECT 'INBOX' AS class, id, version, available_at AS due_at
       FROM pulse_inbox FORCE INDEX (ix_inbox_pending)
@@ -29,13 +31,13 @@ BEGIN
     SELECT 'TASK_EXPIRY' AS class, id, 0 AS version, deadline_at AS due_at
       FROM pulse_tasks FORCE INDEX (ix_task_deadline)
      WHERE status = 'QUEUED' AND deadline_at <= v_now ORDER BY deadline_at LIMIT v_limit;
-    SELECT v_now AS now_at, LEAST(
-        COALESCE((SELECT MIN(available_at) FROM pulse_inbox WHERE state = 'PENDING' AND available_at > v_now), '9999-12-31'),
-        COALESCE((SELECT MIN(available_at) FROM weave_pending_advances WHERE available_at > v_now), '9999-12-31'),
+    SELECT v_now AS now_at, NULLIF(LEAST(
+        COALESCE((SELECT MIN(available_at) FROM pulse_inbox WHERE state = 'PENDING' AND available_at > v_now), v_never),
+        COALESCE((SELECT MIN(available_at) FROM weave_pending_advances WHERE available_at > v_now), v_never),
         COALESCE((SELECT MIN(available_at) FROM weave_signals WHERE status = 'PENDING' AND available_at > v_now),
-                 '9999-12-31'),
+                 v_never),
         COALESCE((SELECT MIN(lease_expires_at) FROM pulse_attempts WHERE status = 'RUNNING' AND lease_expires_at > v_now),
-                 '9999-12-31'),
+                 v_never),
         COALESCE((SELECT MIN(deadline_at) FROM pulse_tasks WHERE status = 'QUEUED' AND deadline_at > v_now),
-                 '9999-12-31')) AS next_at;
+                 v_never)), v_never) AS next_at;
 END
