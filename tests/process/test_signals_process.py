@@ -92,3 +92,33 @@ def test_S13_deadline_passed_while_runners_were_down_does_not_expire_a_wait_an_o
     assert inst["steps"][0]["wait"]["winner_signal_id"] == sig["signal_id"]
     assert inst["status"] == "SUCCEEDED" and inst["review_reasons"] == []
     assert "SIGNAL_TIMEOUT" not in [e["type"] for e in world.events(wf)]
+
+
+def test_S5_cli_sends_with_the_payload_as_given_and_gets_the_current_state(world, database, orchestrators):
+    import json
+
+    world.publish(signal_flow())
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    env = {**os.environ, "WEAVE_DSN": database.url(), "WEAVE_TOKEN": world.token, "WEAVE_NAMESPACE": "acme"}
+
+    def weave(*argv: str) -> dict:
+        out = subprocess.run([sys.executable, "-m", "orchestrator.cli", *argv, "--json"], cwd=REPO, env=env,
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    raw = '{"approved":true, "amount": 12345678901234567890}'
+    argv = ["signals", "send", wf, "--step", "approval", "--name", "approval.decided", "--payload-version", "1",
+            "--activation", "1", "--correlation-key", "o-1", "--payload", raw, "--reason", "desk approved",
+            "--idempotency-key", "cli-1"]
+    receipt = weave(*argv)
+    assert receipt["status"] == "PENDING" and receipt["replayed"] is False
+    assert weave(*argv)["replayed"] is True
+    orchestrators()
+    assert wait_for(lambda: weave("signals", "get", wf, receipt["signal_id"])["status"] == "CONSUMED", timeout=60)
+    got = weave("signals", "get", wf, receipt["signal_id"])
+    assert got["payload"]["amount"] == 12345678901234567890 and got["actor"] == "ops"
+    assert weave("signals", "explain", wf, "approval")["signals"][0]["why"] == "WON"
+    bad = subprocess.run([sys.executable, "-m", "orchestrator.cli", *argv[:-2], "--idempotency-key", "cli-2",
+                          "--payload", "{oops"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and "PAYLOAD_INVALID" in bad.stderr
