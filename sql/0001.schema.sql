@@ -235,6 +235,7 @@ CREATE TABLE weave_pending_advances (
     created_at DATETIME(6) NOT NULL COMMENT 'When the checkpoint row was created.',
     PRIMARY KEY (id),
     UNIQUE KEY uq_checkpoint (namespace_id, instance_id, step_key),
+    KEY ix_checkpoint_instance (instance_id, step_key),
     KEY ix_checkpoint_available (available_at, version)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Checkpoints: look at this instance or step again at a time (R-5).';
 

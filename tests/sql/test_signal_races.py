@@ -77,3 +77,12 @@ def test_S4_16_senders_replaying_one_key_store_one_signal_with_identical_receipt
     assert sorted(r["replayed"] for r in receipts) == [False] + [True] * 15
     orch.drain()
     assert world.step(wf, "approval")["wait"]["winner_signal_id"] == receipts[0]["signal_id"]
+
+
+def test_R13_checkpoint_deletes_by_instance_use_an_index_so_parallel_consumers_do_not_deadlock(db):
+    # Without an index on (instance_id, step_key), settling a step scanned and locked every checkpoint row
+    # of every instance, and two orchestrators consuming signals of two instances deadlocked (1213).
+    for sql in ("EXPLAIN DELETE FROM weave_pending_advances WHERE instance_id = 1 AND step_key = 'approval'",
+                "EXPLAIN DELETE FROM weave_pending_advances WHERE instance_id = 1"):
+        plan = db.rows(sql)
+        assert plan[0]["key"] == "ix_checkpoint_instance", plan
