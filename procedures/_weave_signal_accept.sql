@@ -185,19 +185,21 @@ BEGIN
             CALL _weave_raise(50110, 'PAYLOAD_TYPE_MISMATCH: payload is not of the declared payload_type');
         END IF;
 
-        -- S-8: the activation sequence, under the step's row lock.
-        SELECT id, activation_seq, activation_id INTO v_step, v_k, v_activation
-          FROM weave_steps WHERE instance_id = v_inst AND step_key = in_target_step_key FOR UPDATE;
+        -- S-8: the activation sequence, under the locks of the step and of its current wait (one read).
+        SELECT s.id, s.activation_seq, s.activation_id, w.id, w.kind, w.status, w.deadline_at, w.correlation_key
+          INTO v_step, v_k, v_activation, v_wait, v_wait_kind, v_wait_status, v_wait_deadline, v_wait_corr
+          FROM weave_steps s
+          LEFT JOIN weave_waits w ON w.activation_id = s.activation_id AND w.kind IN ('SIGNAL', 'POLL_FINAL')
+         WHERE s.instance_id = v_inst AND s.step_key = in_target_step_key FOR UPDATE;
         IF v_step IS NULL THEN
             CALL _weave_raise(50007, 'INVALID_STATE: the instance has no row for this step');
         END IF;
         IF (v_k = 0 AND in_target_activation_seq <> 1) OR (v_k > 0 AND in_target_activation_seq > v_k) THEN
             CALL _weave_raise(50115, 'FUTURE_ACTIVATION: target_activation_sequence is beyond the current activation');
         END IF;
-        IF in_target_activation_seq = v_k THEN
-            SELECT id, kind, status, deadline_at, correlation_key
-              INTO v_wait, v_wait_kind, v_wait_status, v_wait_deadline, v_wait_corr
-              FROM weave_waits WHERE activation_id = v_activation AND kind IN ('SIGNAL', 'POLL_FINAL') FOR UPDATE;
+        IF in_target_activation_seq <> v_k THEN
+            -- Only the target activation's own wait decides; an early or stale signal has none.
+            SET v_wait = NULL;
         END IF;
 
         -- S-9: stored directly as REJECTED, the first reason that applies, in this order.
@@ -237,9 +239,16 @@ BEGIN
         UPDATE weave_signals SET receipt = v_receipt WHERE id = v_id;
         UPDATE weave_instances SET signal_count = signal_count + 1 WHERE id = v_inst;
         IF v_status = 'PENDING' AND v_wait IS NOT NULL THEN
-            -- S-3: the active wait's checkpoint looks at once (its handler re-derives the deadline).
-            CALL _weave_checkpoint_set(v_ns, v_inst, in_target_step_key, IF(v_wait_kind = 'SIGNAL', 'SIGNAL', 'POLL'),
-                                       v_activation, in_now, in_now);
+            -- S-3: the active wait's checkpoint looks at once (its handler re-derives the deadline). A new
+            -- signal is news, so it ends a backoff, but it leaves the failure count to the failures.
+            UPDATE weave_pending_advances
+               SET due_at = LEAST(due_at, in_now), available_at = in_now, version = version + 1
+             WHERE namespace_id = v_ns AND instance_id = v_inst AND step_key = in_target_step_key
+               AND activation_id = v_activation;
+            IF ROW_COUNT() = 0 THEN
+                CALL _weave_checkpoint_set(v_ns, v_inst, in_target_step_key,
+                                           IF(v_wait_kind = 'SIGNAL', 'SIGNAL', 'POLL'), v_activation, in_now, in_now);
+            END IF;
         END IF;
         CALL _weave_event(v_ns, v_inst, IF(v_status = 'PENDING', 'SIGNAL_ACCEPTED', 'SIGNAL_REJECTED'),
              in_target_step_key, in_target_activation_seq, in_now,
