@@ -50,6 +50,7 @@ BEGIN
     DECLARE v_contract_version VARCHAR(32);
     DECLARE v_payload_type VARCHAR(16);
     DECLARE v_json_type VARCHAR(16);
+    DECLARE v_payload_text LONGTEXT;
     DECLARE v_step BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_k INT UNSIGNED;
     DECLARE v_activation BIGINT UNSIGNED;
@@ -106,8 +107,13 @@ BEGIN
     IF OCTET_LENGTH(in_payload) > 262144 THEN
         CALL _weave_raise(50107, 'PAYLOAD_TOO_LARGE: payload must be at most 256 KiB as received');
     END IF;
-    IF CAST(CONVERT(in_payload USING utf8mb4) AS BINARY) <> in_payload OR NOT JSON_VALID(in_payload) THEN
-        CALL _weave_raise(50109, 'PAYLOAD_INVALID: payload must be one JSON value in UTF-8');
+    IF CAST(CONVERT(in_payload USING utf8mb4) AS BINARY) <> in_payload THEN
+        CALL _weave_raise(50109, 'PAYLOAD_INVALID: payload must be UTF-8');
+    END IF;
+    -- JSON functions read the text (MySQL refuses binary strings); the stored payload stays the bytes received.
+    SET v_payload_text = CONVERT(in_payload USING utf8mb4);
+    IF NOT JSON_VALID(v_payload_text) THEN
+        CALL _weave_raise(50109, 'PAYLOAD_INVALID: payload must be one JSON value');
     END IF;
     IF in_reason IS NULL OR CHAR_LENGTH(in_reason) NOT BETWEEN 1 AND 1024 THEN
         CALL _weave_raise(50111, 'REASON_INVALID: reason is required, 1-1024 characters');
@@ -165,14 +171,14 @@ BEGIN
         IF BINARY in_name <> BINARY v_contract_name OR BINARY in_payload_version <> BINARY v_contract_version THEN
             CALL _weave_raise(50114, 'CONTRACT_MISMATCH: name and payload_version must equal the step''s signal contract');
         END IF;
-        SET v_json_type = JSON_TYPE(in_payload);
+        SET v_json_type = JSON_TYPE(v_payload_text);
         IF v_payload_type = 'result' THEN
             -- A final signal carries a result object (04-polls) with a final status, never a pending one.
-            IF v_json_type <> 'OBJECT' OR COALESCE(JSON_TYPE(JSON_EXTRACT(in_payload, '$.status')), '') <> 'STRING' THEN
+            IF v_json_type <> 'OBJECT' OR COALESCE(JSON_TYPE(JSON_EXTRACT(v_payload_text, '$.status')), '') <> 'STRING' THEN
                 CALL _weave_raise(50110, 'PAYLOAD_TYPE_MISMATCH: a final signal carries a result object with a status');
             END IF;
-            IF NOT (COALESCE(JSON_CONTAINS(JSON_EXTRACT(v_spec, '$.result.success'), JSON_EXTRACT(in_payload, '$.status')), 0)
-                    OR COALESCE(JSON_CONTAINS(JSON_EXTRACT(v_spec, '$.result.review'), JSON_EXTRACT(in_payload, '$.status')), 0)) THEN
+            IF NOT (COALESCE(JSON_CONTAINS(JSON_EXTRACT(v_spec, '$.result.success'), JSON_EXTRACT(v_payload_text, '$.status')), 0)
+                    OR COALESCE(JSON_CONTAINS(JSON_EXTRACT(v_spec, '$.result.review'), JSON_EXTRACT(v_payload_text, '$.status')), 0)) THEN
                 CALL _weave_raise(50109, 'PAYLOAD_INVALID: a final signal''s status must be a success or review status');
             END IF;
         ELSEIF v_payload_type <> 'any' AND NOT (
