@@ -33,8 +33,8 @@ def signal_flow(name: str = "approval-flow", *, then_timer: bool = False, before
         step.setdefault("after", ["cool_off"])
     steps.append(signal_step(**step))
     if then_timer:
-        steps.append({"key": "after_approval", "type": "TIMER", "delay_ms": 60_000, "after": [step.get("key",
-                                                                                                         "approval")]})
+        key = step.get("key", "approval")
+        steps.append({"key": f"after_{key}", "type": "TIMER", "delay_ms": 60_000, "after": [key]})
     return {"name": name, "steps": steps}
 
 
