@@ -197,6 +197,61 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 1 if broken else 0
 
 
+def cmd_signals_send(args: argparse.Namespace) -> int:
+    import uuid
+
+    from procedures import signals
+
+    with _conn(args) as conn:
+        receipt = signals.send(
+            conn, _token(args), args.namespace, args.workflow_id,
+            idempotency_key=args.idempotency_key or str(uuid.uuid4()), name=args.name,
+            payload_version=args.payload_version, target_step_key=args.step,
+            target_activation_sequence=args.activation, correlation_key=args.correlation_key,
+            payload=args.payload, reason=args.reason, evidence_ref=args.evidence_ref)
+    payload = {k: v for k, v in receipt.items() if k != "receipt_json"}
+    _print(args, payload, lambda p: (
+        f"{p['signal_id']} {p['status']}" + (f" ({p['disposition']})" if p["disposition"] else "")
+        + (" (replayed)" if p["replayed"] else "")))
+    return 0
+
+
+def cmd_signals_get(args: argparse.Namespace) -> int:
+    from procedures import signals
+
+    with _conn(args) as conn:
+        signal = signals.get(conn, _token(args), args.namespace, args.workflow_id, args.signal_id)
+    signal = {k: v for k, v in signal.items() if k != "payload_text"}
+    _print(args, signal, lambda s: (
+        f"{s['signal_id']} {s['status']}" + (f" ({s['disposition']})" if s["disposition"] else "")
+        + f"  {s['name']} v{s['payload_version']} -> {s['target_step_key']}#{s['target_activation_sequence']}"
+        f"  correlation {json.dumps(s['correlation_key'], ensure_ascii=False)}\n"
+        f"  accepted {s['accepted_at']}  expires {s['expires_at']}  settled {s['consumed_at'] or '-'}"
+        f"  actor {s['actor']}\n  payload {json.dumps(s['payload'])}"))
+    return 0
+
+
+def cmd_signals_explain(args: argparse.Namespace) -> int:
+    from procedures import signals
+
+    with _conn(args) as conn:
+        report = signals.explain(conn, _token(args), args.namespace, args.workflow_id, args.step_key)
+    _print(args, report, _human_explain)
+    return 0
+
+
+def _human_explain(r: dict) -> str:
+    w = r["wait"]
+    lines = [f"{r['step_key']} {r['type']} {r['status']}  wait {w['status'] or 'not created yet'}  "
+             f"activation #{w['activation_sequence']}  deadline {w['deadline_at'] or '-'}",
+             f"  pins {w['name']} v{w['payload_version']} ({w['payload_type']})  correlation "
+             f"{json.dumps(w['correlation_key'], ensure_ascii=False)} hex {w['correlation_key_hex'] or '-'}"]
+    for s in r["signals"]:
+        detail = f"  {json.dumps(s['detail'])}" if s["detail"] else ""
+        lines.append(f"  {s['signal_id']:<10} #{s['target_activation_sequence']} {s['status']:<9} {s['why']}{detail}")
+    return "\n".join(lines)
+
+
 def cmd_orchestrator(args: argparse.Namespace) -> int:
     from orchestrator.loop import run_orchestrator
 
@@ -343,6 +398,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bind", default="127.0.0.1:8080", help="HOST:PORT to listen on (default 127.0.0.1:8080)")
     p.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
     p.set_defaults(func=cmd_api)
+    sg = sub.add_parser("signals", help="send and inspect external signals").add_subparsers(
+        dest="action", metavar="ACTION", required=True)
+    p = sg.add_parser("send", help="send a signal to a SIGNAL step (workflows:signal); prints the receipt",
+                      description="Send an external signal. The payload is passed exactly as given (JSON text). "
+                                  "Re-sending with the same --idempotency-key and content answers the first receipt.")
+    _common(p)
+    p.add_argument("workflow_id")
+    p.add_argument("--step", required=True, help="target step key")
+    p.add_argument("--name", required=True, help="signal name declared by the step")
+    p.add_argument("--payload-version", required=True, help="payload version declared by the step")
+    p.add_argument("--activation", type=int, required=True, help="target activation sequence (1 for the first)")
+    p.add_argument("--correlation-key", required=True, help="exact correlation key (trailing spaces count)")
+    p.add_argument("--payload", required=True, help="payload as JSON text, e.g. '{\"approved\": true}' or null")
+    p.add_argument("--reason", required=True, help="why the signal is sent (1-1024 chars)")
+    p.add_argument("--evidence-ref", help="optional reference to evidence (no whitespace)")
+    p.add_argument("--idempotency-key", help="default: a new random key (pass one to make retries safe)")
+    p.set_defaults(func=cmd_signals_send)
+    p = sg.add_parser("get", help="show a signal's current state (workflows:read)")
+    _common(p)
+    p.add_argument("workflow_id")
+    p.add_argument("signal_id", help="sig_...")
+    p.set_defaults(func=cmd_signals_get)
+    p = sg.add_parser("explain", help="why is this step's wait still open? (workflows:read)")
+    _common(p)
+    p.add_argument("workflow_id")
+    p.add_argument("step_key")
+    p.set_defaults(func=cmd_signals_explain)
 
     p = sub.add_parser("orchestrator", help="run the scan loop daemon",
                        description="Scan due candidates and advance each in its own transaction. Any number may "

@@ -1,5 +1,7 @@
--- Placeholder until the SIGNAL step type lands: the activation is recorded and announced; its
--- work is created by the SIGNAL routines.
+-- S-11: the wait pins everything a signal must meet (name, payload version and type, the correlation
+-- bytes frozen on the activation row, the activation sequence) and its deadline, fixed now and never
+-- re-timed (T-1): min(start + timeout_ms, the instance deadline in force). S-10: the SIGNAL checkpoint
+-- is due at once, so signals that arrived before the step became active are looked at right away.
 CREATE PROCEDURE _weave_activate_signal(
         IN in_namespace_id  BIGINT UNSIGNED,
         IN in_instance_id   BIGINT UNSIGNED,
@@ -9,9 +11,27 @@ CREATE PROCEDURE _weave_activate_signal(
         IN in_frozen        LONGTEXT,
         IN in_now           DATETIME(6),
         IN in_deadline      DATETIME(6))
-    COMMENT 'Internal. Description: creates the SIGNAL step''s work for a new activation.'
+    COMMENT 'Internal. Description: creates the SIGNAL wait and its checkpoint (due at once) for a new activation.
+Rules: S-10, S-11, T-1.'
     MODIFIES SQL DATA
 BEGIN
+    DECLARE v_timeout BIGINT UNSIGNED DEFAULT CAST(JSON_VALUE(in_frozen, '$.timeout_ms') AS UNSIGNED);
+    DECLARE v_planned DATETIME(6);
+    DECLARE v_deadline DATETIME(6);
+    DECLARE v_corr VARBINARY(512);
+    SET v_planned = in_now + INTERVAL v_timeout * 1000 MICROSECOND;
+    SET v_deadline = LEAST(v_planned, in_deadline);
+    SELECT correlation_key INTO v_corr FROM weave_activations WHERE id = in_activation_id;
+    INSERT INTO weave_waits (namespace_id, instance_id, activation_id, step_key, activation_seq, kind, status,
+                             started_at, deadline_at, signal_name, payload_version, payload_type, correlation_key)
+    VALUES (in_namespace_id, in_instance_id, in_activation_id, in_step_key, in_seq, 'SIGNAL', 'WAITING', in_now,
+            v_deadline, JSON_VALUE(in_frozen, '$.signal.name'), JSON_VALUE(in_frozen, '$.signal.payload_version'),
+            COALESCE(JSON_VALUE(in_frozen, '$.signal.payload_type'), 'any'), v_corr);
+    CALL _weave_checkpoint_set(in_namespace_id, in_instance_id, in_step_key, 'SIGNAL', in_activation_id, in_now, in_now);
     CALL _weave_event(in_namespace_id, in_instance_id, 'STEP_ACTIVATED', in_step_key, in_seq, in_now,
-                      JSON_OBJECT('type', 'SIGNAL'));
+         JSON_OBJECT('type', 'SIGNAL', 'name', JSON_VALUE(in_frozen, '$.signal.name'),
+                     'payload_version', JSON_VALUE(in_frozen, '$.signal.payload_version'),
+                     'correlation_key', CONVERT(v_corr USING utf8mb4), 'timeout_ms', v_timeout + 0,
+                     'deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                     'truncated', v_deadline < v_planned));
 END

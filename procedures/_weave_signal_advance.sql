@@ -1,4 +1,8 @@
--- Placeholder until the SIGNAL checkpoint handler lands.
+-- The SIGNAL step's decisions (S-10..S-13), made under the instance row lock held by the caller
+-- (weave_checkpoint_advance for the step's checkpoint, weave_signal_process for a fresh signal): both
+-- paths run this one routine, so a signal and a deadline can never be decided two ways. The winner,
+-- the wait, the step, every other signal of the activation, the successors (bounded by R-7), the
+-- events and the audit row are one transaction (S-11): the caller's.
 CREATE PROCEDURE _weave_signal_advance(
         IN  in_namespace_id  BIGINT UNSIGNED,
         IN  in_instance_id   BIGINT UNSIGNED,
@@ -6,8 +10,127 @@ CREATE PROCEDURE _weave_signal_advance(
         IN  in_activation_id BIGINT UNSIGNED,
         IN  in_now           DATETIME(6),
         OUT out_outcome      VARCHAR(16))
-    COMMENT 'Internal. Description: advances a SIGNAL checkpoint.'
+    COMMENT 'Internal. Description: consumes the first on-time matching signal of a SIGNAL wait (S-11), or at its
+deadline with none expires it into review (S-13), or rejects early mismatches and keeps the checkpoint due at the
+deadline. out_outcome: CONSUMED, EXPIRED, PROOF_MISMATCH, WAITING or STALE.
+Rules: S-10, S-11, S-12, S-13, S-15, R-5, R-6, R-7.'
     MODIFIES SQL DATA
 BEGIN
-    CALL _weave_raise(50007, 'INVALID_STATE: no handler for SIGNAL checkpoints yet');
+    DECLARE v_step BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_step_status VARCHAR(16);
+    DECLARE v_current BIGINT UNSIGNED;
+    DECLARE v_seq INT UNSIGNED;
+    DECLARE v_wait BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_wait_status VARCHAR(16);
+    DECLARE v_started DATETIME(6);
+    DECLARE v_deadline DATETIME(6);
+    DECLARE v_act_deadline DATETIME(6);
+    DECLARE v_timeout BIGINT UNSIGNED;
+    DECLARE v_winner BIGINT UNSIGNED;
+    DECLARE v_proof VARCHAR(16);
+    DECLARE v_accepted DATETIME(6);
+    DECLARE v_output LONGTEXT;
+    DECLARE v_root VARCHAR(16);
+    DECLARE v_facts LONGTEXT;
+
+    SELECT id, status, activation_id, activation_seq INTO v_step, v_step_status, v_current, v_seq
+      FROM weave_steps WHERE instance_id = in_instance_id AND step_key = in_step_key FOR UPDATE;
+
+    sig: BEGIN
+        -- R-5: a checkpoint of an activation that is no longer current is stale, never acted on.
+        IF v_step IS NULL OR v_current IS NULL OR v_current <> in_activation_id THEN
+            DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key
+               AND activation_id = in_activation_id;
+            SET out_outcome = 'STALE';
+            LEAVE sig;
+        END IF;
+        SELECT w.id, w.status, w.started_at, w.deadline_at, a.deadline_at,
+               CAST(JSON_VALUE(a.frozen, '$.timeout_ms') AS UNSIGNED)
+          INTO v_wait, v_wait_status, v_started, v_deadline, v_act_deadline, v_timeout
+          FROM weave_waits w JOIN weave_activations a ON a.id = w.activation_id
+         WHERE w.activation_id = in_activation_id AND w.kind = 'SIGNAL' AND w.instance_id = in_instance_id
+         FOR UPDATE;
+        -- R-6: facts that do not verify are left untouched for an operator, never repaired by guessing.
+        IF v_wait IS NULL OR v_timeout IS NULL
+           OR v_deadline <> LEAST(v_started + INTERVAL v_timeout * 1000 MICROSECOND, v_act_deadline) THEN
+            CALL _weave_raise(50007, 'INVALID_STATE: signal wait facts do not verify (S-11); left for an operator');
+        END IF;
+        IF v_wait_status <> 'WAITING' OR v_step_status <> 'ACTIVE' THEN
+            DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key;
+            SET out_outcome = 'STALE';
+            LEAVE sig;
+        END IF;
+
+        CALL _weave_signal_pick(in_namespace_id, in_instance_id, v_wait, in_now, v_winner, v_proof);
+
+        IF v_proof = 'MISMATCH' THEN
+            -- S-12: the step stops here; the wait stays open but consumes nothing more until recovery.
+            SET v_facts = JSON_OBJECT('signal_id', CONCAT('sig_', v_winner),
+                                      'deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                                      'checked_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'));
+            UPDATE weave_steps SET status = 'NEEDS_REVIEW', updated_at = in_now WHERE id = v_step;
+            DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key;
+            CALL _weave_review_open(in_namespace_id, in_instance_id, 'ACCEPTANCE_PROOF_MISMATCH', in_step_key, v_seq,
+                                    v_facts, in_now);
+            CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'signal.proof_mismatch',
+                              NULL, NULL, in_now, v_deadline, NULL, v_facts, NULL);
+            SET out_outcome = 'PROOF_MISMATCH';
+            LEAVE sig;
+        END IF;
+
+        IF v_winner IS NOT NULL THEN
+            -- S-11 (and S-13: an on-time signal found after the deadline still wins; S-15: a paused
+            -- instance or a disabled app still consumes, only the successors wait).
+            SELECT accepted_at, CONVERT(payload USING utf8mb4) INTO v_accepted, v_output
+              FROM weave_signals WHERE id = v_winner;
+            UPDATE weave_signals SET status = 'CONSUMED', disposition = NULL, consumed_at = in_now,
+                                     version = version + 1
+             WHERE id = v_winner;
+            UPDATE weave_waits SET status = 'SATISFIED', winner_signal_id = v_winner, settled_at = in_now
+             WHERE id = v_wait;
+            UPDATE weave_steps SET status = 'SUCCEEDED', output = v_output, updated_at = in_now WHERE id = v_step;
+            UPDATE weave_activations SET ended_at = in_now WHERE id = in_activation_id;
+            CALL _weave_wait_signals_settle(in_namespace_id, in_instance_id, v_wait, 'WAIT_SETTLED', in_now);
+            DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key;
+            SET v_facts = JSON_OBJECT(
+                'signal_id', CONCAT('sig_', v_winner),
+                'accepted_at', DATE_FORMAT(v_accepted, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                'deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                'settled_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                'latency_ms', TIMESTAMPDIFF(MICROSECOND, GREATEST(v_accepted, v_started), in_now) / 1000);
+            CALL _weave_event(in_namespace_id, in_instance_id, 'SIGNAL_CONSUMED', in_step_key, v_seq, in_now, v_facts);
+            CALL _weave_root_advance(in_namespace_id, in_instance_id, in_now, 31, v_root);
+            CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'signal.consume', NULL, NULL,
+                              in_now, v_deadline, NULL, JSON_SET(v_facts, '$.successors', v_root), NULL);
+            SET out_outcome = 'CONSUMED';
+            LEAVE sig;
+        END IF;
+
+        IF in_now >= v_deadline THEN
+            -- S-13: no on-time match; a timed-out wait is never reported as success.
+            UPDATE weave_waits SET status = 'EXPIRED', settled_at = in_now WHERE id = v_wait;
+            UPDATE weave_steps SET status = 'NEEDS_REVIEW', updated_at = in_now WHERE id = v_step;
+            UPDATE weave_activations SET ended_at = in_now WHERE id = in_activation_id;
+            CALL _weave_wait_signals_settle(in_namespace_id, in_instance_id, v_wait, 'WAIT_SETTLED', in_now);
+            DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key;
+            SET v_facts = JSON_OBJECT(
+                'started_at', DATE_FORMAT(v_started, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                'deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                'settled_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                'lateness_ms', TIMESTAMPDIFF(MICROSECOND, v_deadline, in_now) / 1000);
+            CALL _weave_event(in_namespace_id, in_instance_id, 'SIGNAL_TIMEOUT', in_step_key, v_seq, in_now, v_facts);
+            CALL _weave_review_open(in_namespace_id, in_instance_id, 'SIGNAL_TIMEOUT', in_step_key, v_seq,
+                                    v_facts, in_now);
+            CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'signal.timeout', NULL, NULL,
+                              in_now, v_deadline, NULL, v_facts, NULL);
+            SET out_outcome = 'EXPIRED';
+            LEAVE sig;
+        END IF;
+
+        -- S-11: early signals that do not match are rejected now; the wait looks again at its deadline.
+        CALL _weave_wait_signals_settle(in_namespace_id, in_instance_id, v_wait, NULL, in_now);
+        CALL _weave_checkpoint_set(in_namespace_id, in_instance_id, in_step_key, 'SIGNAL', in_activation_id,
+                                   v_deadline, in_now);
+        SET out_outcome = 'WAITING';
+    END sig;
 END

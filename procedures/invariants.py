@@ -18,6 +18,18 @@ class Invariant:
     sql: str
 
 
+def _length_prefixed(expr: str) -> str:
+    return f"UNHEX(LPAD(HEX(OCTET_LENGTH({expr})), 16, '0')), {expr}"
+
+
+# The S-4 digest recomputed from a stored signal row (as procedures/_weave_signal_digest.sql does), so that
+# M-4.10 checks the stored content itself and not only the digest column written beside it.
+_SIGNAL_DIGEST_FIELDS = ("s.name", "s.payload_version", "s.target_step_key", "CAST(s.target_activation_seq AS CHAR)",
+                         "s.correlation_key", "s.payload", "s.reason")
+_SIGNAL_DIGEST = ("SHA2(CONCAT(" + ", ".join(_length_prefixed(f) for f in _SIGNAL_DIGEST_FIELDS)
+                  + ", IF(s.evidence_ref IS NULL, UNHEX('FFFFFFFFFFFFFFFF'), CONCAT("
+                  + _length_prefixed("s.evidence_ref") + "))), 256)")
+
 INVARIANTS: tuple[Invariant, ...] = (
     Invariant("M-4.1", "a wait has at most one winner, of its own instance, step and activation", """
         SELECT w.id FROM weave_waits w LEFT JOIN weave_signals s ON s.id = w.winner_signal_id
@@ -73,12 +85,13 @@ INVARIANTS: tuple[Invariant, ...] = (
                       GROUP BY instance_id) e ON e.instance_id = i.id
          WHERE COALESCE(e.n, 0) <> i.event_seq OR COALESCE(e.hi, 0) <> i.event_seq
             OR (e.n > 0 AND e.lo <> 1)"""),
-    Invariant("M-4.10", "every accepted signal has an audit row whose request digest matches", """
+    Invariant("M-4.10", "every accepted signal has an audit row whose request digest matches the stored content", f"""
         SELECT s.id FROM weave_signals s
          WHERE NOT EXISTS (SELECT 1 FROM weave_audit a
                             WHERE a.instance_id = s.instance_id AND a.action = 'signal.accept'
                               AND a.idempotency_key = s.idempotency_key
-                              AND a.request_digest = s.request_digest)"""),
+                              AND a.request_digest = s.request_digest
+                              AND a.request_digest = {_SIGNAL_DIGEST})"""),
     Invariant("M-4.11", "a SATISFIED timer settled at or after its due time; due = min(start + delay, deadline)", """
         SELECT w.id FROM weave_waits w JOIN weave_activations a ON a.id = w.activation_id
          WHERE w.kind = 'TIMER'

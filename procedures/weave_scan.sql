@@ -13,6 +13,8 @@ Rules: R-10, R-11, R-14, K-4, K-6.'
 BEGIN
     DECLARE v_now DATETIME(6);
     DECLARE v_limit INT DEFAULT LEAST(GREATEST(COALESCE(in_limit, 100), 1), 10000);
+    -- A typed sentinel: a string literal here made next_at a string, which the loop cannot subtract.
+    DECLARE v_never DATETIME(6) DEFAULT '9999-12-31 00:00:00';
     CALL _weave_now(v_now);
     SELECT 'INBOX' AS class, id, version, available_at AS due_at
       FROM pulse_inbox FORCE INDEX (ix_inbox_pending)

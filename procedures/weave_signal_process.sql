@@ -1,7 +1,122 @@
-CREATE PROCEDURE weave_signal_process(IN in_id BIGINT UNSIGNED)
-    COMMENT 'Description: placeholder; advances one candidate of its class.
-Result set: outcome.'
-    READS SQL DATA
+-- The SIGNAL candidate class (R-10 c). A PENDING signal is due at once when a wait can take it, so an
+-- accepted signal settles its wait within one scan; otherwise it is due when it expires (S-14). Its
+-- available_at is only the next check time: nothing here moves accepted_at, expires_at or a deadline.
+-- Consumption runs the step's own handler under the instance lock, the same code as the step's
+-- checkpoint, so the two candidates for one wait can never decide differently; a wait kind plugs in
+-- by naming its handler below (POLL_FINAL: the POLL handler, which re-derives all of its step's work).
+CREATE PROCEDURE weave_signal_process(IN in_signal_id BIGINT UNSIGNED)
+    COMMENT 'Description: advances one PENDING signal in its own transaction: runs its wait''s consumption when the
+wait is WAITING (S-11..S-13), expires an unmatched signal at expires_at (S-14), rejects a signal of an activation
+that recovery has superseded (S-8), otherwise sets its next check time to expires_at.
+Parameters: in_signal_id - from weave_scan.
+Result set: outcome - GONE (no longer PENDING), BUSY (another node holds the instance), NOT_DUE, the step handler''s
+outcome (CONSUMED, EXPIRED, PROOF_MISMATCH, WAITING ...), EXPIRED_UNMATCHED, REJECTED, or LATER (next check set).
+Errors: 50007 INVALID_STATE when stored facts do not verify (the candidate backs off; nothing is changed).
+Rules: S-8, S-10, S-11, S-12, S-13, S-14, S-15, R-6, R-10, R-12, R-13.'
+    MODIFIES SQL DATA
 BEGIN
-    SELECT 'NOOP' AS outcome;
+    DECLARE v_now DATETIME(6);
+    DECLARE v_ns BIGINT UNSIGNED;
+    DECLARE v_inst BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_locked TINYINT DEFAULT 0;
+    DECLARE v_status VARCHAR(16) DEFAULT NULL;
+    DECLARE v_step_key VARCHAR(64);
+    DECLARE v_seq INT UNSIGNED;
+    DECLARE v_expires DATETIME(6);
+    DECLARE v_available DATETIME(6);
+    DECLARE v_step BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_step_status VARCHAR(16);
+    DECLARE v_k INT UNSIGNED;
+    DECLARE v_activation BIGINT UNSIGNED;
+    DECLARE v_wait BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_wait_kind VARCHAR(16);
+    DECLARE v_wait_status VARCHAR(16);
+    DECLARE v_disposition VARCHAR(32) DEFAULT NULL;
+    DECLARE v_outcome VARCHAR(32) DEFAULT 'GONE';
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    START TRANSACTION;
+    CALL _weave_now(v_now);
+    SELECT instance_id INTO v_inst FROM weave_signals WHERE id = in_signal_id;
+    proc: BEGIN
+        IF v_inst IS NULL THEN
+            LEAVE proc;
+        END IF;
+        CALL _weave_lock_instance(v_inst, 1, v_ns, v_locked);
+        IF v_locked <> 1 THEN
+            SET v_outcome = IF(v_locked = 0, 'BUSY', 'GONE');
+            LEAVE proc;
+        END IF;
+        SELECT status, target_step_key, target_activation_seq, expires_at, available_at
+          INTO v_status, v_step_key, v_seq, v_expires, v_available
+          FROM weave_signals WHERE id = in_signal_id AND instance_id = v_inst FOR UPDATE;
+        IF v_status IS NULL OR v_status <> 'PENDING' THEN
+            LEAVE proc;
+        END IF;
+        IF v_available > v_now THEN
+            SET v_outcome = 'NOT_DUE';
+            LEAVE proc;
+        END IF;
+        SELECT id, status, activation_seq, activation_id INTO v_step, v_step_status, v_k, v_activation
+          FROM weave_steps WHERE instance_id = v_inst AND step_key = v_step_key FOR UPDATE;
+        IF v_step IS NULL THEN
+            CALL _weave_raise(50007, 'INVALID_STATE: the signal targets a step the instance does not have');
+        END IF;
+
+        IF v_k > v_seq THEN
+            -- S-8: recovery moved the step on; an old signal never follows it into a new activation.
+            SET v_disposition = 'STALE_ACTIVATION';
+        ELSEIF v_k = v_seq THEN
+            SELECT id, kind, status INTO v_wait, v_wait_kind, v_wait_status
+              FROM weave_waits WHERE activation_id = v_activation AND kind IN ('SIGNAL', 'POLL_FINAL') FOR UPDATE;
+            IF v_wait IS NULL OR v_wait_status <> 'WAITING' THEN
+                -- A wait that left WAITING settled its signals in that transaction (S-11); this one was not
+                -- among them (its wait was closed by a path that predates it), so it gets the S-9 answer.
+                SET v_disposition = 'STEP_SETTLED';
+            ELSEIF v_step_status = 'ACTIVE' THEN
+                IF v_wait_kind = 'SIGNAL' THEN
+                    CALL _weave_signal_advance(v_ns, v_inst, v_step_key, v_activation, v_now, v_outcome);
+                ELSE
+                    CALL _weave_poll_advance(v_ns, v_inst, v_step_key, v_activation, v_now, v_outcome);
+                END IF;
+            END IF;
+        END IF;
+
+        IF v_disposition IS NOT NULL THEN
+            UPDATE weave_signals SET status = 'REJECTED', disposition = v_disposition, consumed_at = v_now,
+                                     version = version + 1
+             WHERE id = in_signal_id;
+            CALL _weave_event(v_ns, v_inst, 'SIGNAL_REJECTED', v_step_key, v_seq, v_now,
+                              JSON_OBJECT('signal_id', CONCAT('sig_', in_signal_id), 'disposition', v_disposition));
+            CALL _weave_audit(v_ns, v_inst, 0, 'weave.orchestrator', 'signal.reject', NULL, NULL, v_now, v_expires,
+                              NULL, JSON_OBJECT('signal_id', CONCAT('sig_', in_signal_id),
+                                                'disposition', v_disposition), NULL);
+            SET v_outcome = 'REJECTED';
+            LEAVE proc;
+        END IF;
+
+        -- Still PENDING: an early signal, or one whose step is in review. S-14: at expires_at it expires.
+        SELECT status INTO v_status FROM weave_signals WHERE id = in_signal_id FOR UPDATE;
+        IF v_status = 'PENDING' THEN
+            IF v_now >= v_expires THEN
+                UPDATE weave_signals SET status = 'EXPIRED', disposition = 'EXPIRED_UNMATCHED', consumed_at = v_now,
+                                         version = version + 1
+                 WHERE id = in_signal_id;
+                CALL _weave_event(v_ns, v_inst, 'SIGNAL_EXPIRED', v_step_key, v_seq, v_now,
+                     JSON_OBJECT('signal_id', CONCAT('sig_', in_signal_id), 'disposition', 'EXPIRED_UNMATCHED',
+                                 'expires_at', DATE_FORMAT(v_expires, '%Y-%m-%dT%H:%i:%s.%fZ')));
+                CALL _weave_audit(v_ns, v_inst, 0, 'weave.orchestrator', 'signal.expire', NULL, NULL, v_now,
+                                  v_expires, NULL, JSON_OBJECT('signal_id', CONCAT('sig_', in_signal_id)), NULL);
+                SET v_outcome = 'EXPIRED_UNMATCHED';
+            ELSE
+                UPDATE weave_signals SET available_at = v_expires, version = version + 1 WHERE id = in_signal_id;
+                IF v_outcome = 'GONE' THEN
+                    SET v_outcome = 'LATER';
+                END IF;
+            END IF;
+        END IF;
+    END proc;
+    COMMIT;
+    SELECT v_outcome AS outcome;
 END

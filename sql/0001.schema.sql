@@ -317,7 +317,7 @@ CREATE TABLE weave_signals (
     PRIMARY KEY (id),
     UNIQUE KEY uq_signal_idempotency (namespace_id, instance_id, idempotency_key),
     KEY ix_signal_pending (status, available_at, version),
-    KEY ix_signal_target (instance_id, target_step_key, target_activation_seq, status)
+    KEY ix_signal_target (instance_id, target_step_key, target_activation_seq, status, accepted_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='External signals with their frozen receipts and dispositions.';
 
 CREATE TABLE pulse_tasks (

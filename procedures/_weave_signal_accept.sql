@@ -1,0 +1,273 @@
+-- The one body of Send (S-1..S-9), shared by weave_signal_send (its own transaction) and
+-- weave_signal_send_in_tx (the caller's transaction, S-16), so the two entry points can never answer
+-- differently. It never starts, commits or rolls back: the entry point owns the transaction.
+--
+-- Everything stateless is checked before anything is locked or written (S-1: a violation stores
+-- nothing). Then the R-3 lock order: the sender's credential (shared, in the authorisation), the
+-- instance's identity, app and queues, the instance row, then the step, its wait and the signals.
+-- Every decision reads under those locks, so the caller's isolation level does not matter: a
+-- send inside a REPEATABLE READ transaction decides from the same latest rows as one under READ
+-- COMMITTED. Sends to one instance queue on its row lock, so one idempotency key can never be
+-- accepted twice, and the per-instance count of S-6 is exact.
+CREATE PROCEDURE _weave_signal_accept(
+        IN  in_token                 VARCHAR(512),
+        IN  in_namespace             VARCHAR(200),
+        IN  in_workflow_id           VARCHAR(64),
+        IN  in_idempotency_key       LONGTEXT,
+        IN  in_name                  LONGTEXT,
+        IN  in_payload_version       LONGTEXT,
+        IN  in_target_step_key       LONGTEXT,
+        IN  in_target_activation_seq BIGINT,
+        IN  in_correlation_key       LONGBLOB,
+        IN  in_payload               LONGBLOB,
+        IN  in_reason                LONGTEXT,
+        IN  in_evidence_ref          LONGTEXT,
+        IN  in_now                   DATETIME(6),
+        OUT out_receipt              LONGTEXT,
+        OUT out_replayed             TINYINT)
+    COMMENT 'Internal. Description: authorises, validates and stores one signal, or answers the first receipt of
+its idempotency key. out_receipt: the frozen receipt JSON; out_replayed: 1 for a replay, 0 for a first acceptance.
+Errors: as weave_signal_send.'
+    MODIFIES SQL DATA
+BEGIN
+    DECLARE v_ns BIGINT UNSIGNED;
+    DECLARE v_cred BIGINT UNSIGNED;
+    DECLARE v_actor VARCHAR(128);
+    DECLARE v_inst BIGINT UNSIGNED;
+    DECLARE v_locked_ns BIGINT UNSIGNED;
+    DECLARE v_locked TINYINT DEFAULT 0;
+    DECLARE v_digest CHAR(64);
+    DECLARE v_status_inst VARCHAR(16);
+    DECLARE v_deadline DATETIME(6);
+    DECLARE v_count INT UNSIGNED;
+    DECLARE v_def BIGINT UNSIGNED;
+    DECLARE v_existing BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_existing_digest CHAR(64);
+    DECLARE v_existing_receipt LONGTEXT;
+    DECLARE v_type VARCHAR(16) DEFAULT NULL;
+    DECLARE v_spec LONGTEXT;
+    DECLARE v_contract_name VARCHAR(128);
+    DECLARE v_contract_version VARCHAR(32);
+    DECLARE v_payload_type VARCHAR(16);
+    DECLARE v_json_type VARCHAR(16);
+    DECLARE v_payload_text LONGTEXT;
+    DECLARE v_step BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_k INT UNSIGNED;
+    DECLARE v_activation BIGINT UNSIGNED;
+    DECLARE v_wait BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_wait_kind VARCHAR(16);
+    DECLARE v_wait_status VARCHAR(16);
+    DECLARE v_wait_deadline DATETIME(6);
+    DECLARE v_wait_corr VARBINARY(512);
+    DECLARE v_status VARCHAR(16) DEFAULT 'PENDING';
+    DECLARE v_disposition VARCHAR(32) DEFAULT NULL;
+    DECLARE v_available DATETIME(6);
+    DECLARE v_id BIGINT UNSIGNED;
+    DECLARE v_receipt LONGTEXT;
+
+    SET out_replayed = 0, out_receipt = NULL;
+
+    -- S-2: 401 / 404 (another namespace looks missing) / 403 scope and every queue of the pinned definition.
+    CALL _weave_instance_authorize(in_token, in_namespace, in_workflow_id, 'workflows:signal',
+                                   v_ns, v_cred, v_actor, v_inst);
+
+    -- S-1: stateless field rules, each at its own code; nothing is locked or stored yet.
+    IF in_name IS NULL OR CHAR_LENGTH(in_name) = 0 THEN
+        CALL _weave_raise(50116, 'NAME_INVALID: name is required (1-128 printable ASCII characters)');
+    END IF;
+    IF CHAR_LENGTH(in_name) > 128 THEN
+        CALL _weave_raise(50101, 'NAME_TOO_LONG: name must be at most 128 characters');
+    END IF;
+    IF NOT (in_name REGEXP '^[ -~]+$') THEN
+        CALL _weave_raise(50116, 'NAME_INVALID: name must be printable ASCII');
+    END IF;
+    IF in_payload_version IS NULL OR NOT (in_payload_version REGEXP '^[ -~]{1,32}$') THEN
+        CALL _weave_raise(50102, 'PAYLOAD_VERSION_INVALID: payload_version must be 1-32 printable ASCII characters');
+    END IF;
+    IF in_target_step_key IS NULL OR CHAR_LENGTH(in_target_step_key) NOT BETWEEN 1 AND 64 THEN
+        CALL _weave_raise(50103, 'TARGET_STEP_INVALID: target_step_key must be 1-64 characters');
+    END IF;
+    IF in_target_activation_seq IS NULL OR in_target_activation_seq < 1 THEN
+        CALL _weave_raise(50104, 'ACTIVATION_SEQUENCE_INVALID: target_activation_sequence must be a positive integer');
+    END IF;
+    IF in_correlation_key IS NULL OR OCTET_LENGTH(in_correlation_key) = 0 THEN
+        CALL _weave_raise(50106, 'CORRELATION_KEY_MISSING: correlation_key is required');
+    END IF;
+    IF OCTET_LENGTH(in_correlation_key) > 512 THEN
+        CALL _weave_raise(50105, 'CORRELATION_KEY_TOO_LONG: correlation_key must be at most 512 bytes');
+    END IF;
+    -- Exact bytes are kept, so they must already be UTF-8: a conversion that changes them found bad bytes.
+    IF CAST(CONVERT(in_correlation_key USING utf8mb4) AS BINARY) <> in_correlation_key THEN
+        CALL _weave_raise(50130, 'CORRELATION_KEY_INVALID: correlation_key must be UTF-8');
+    END IF;
+    -- Explicit JSON null is a payload; SQL NULL is a missing payload.
+    IF in_payload IS NULL THEN
+        CALL _weave_raise(50108, 'PAYLOAD_MISSING: payload is required (JSON null is a payload)');
+    END IF;
+    IF OCTET_LENGTH(in_payload) > 262144 THEN
+        CALL _weave_raise(50107, 'PAYLOAD_TOO_LARGE: payload must be at most 256 KiB as received');
+    END IF;
+    IF CAST(CONVERT(in_payload USING utf8mb4) AS BINARY) <> in_payload THEN
+        CALL _weave_raise(50109, 'PAYLOAD_INVALID: payload must be UTF-8');
+    END IF;
+    -- JSON functions read the text (MySQL refuses binary strings); the stored payload stays the bytes received.
+    SET v_payload_text = CONVERT(in_payload USING utf8mb4);
+    IF NOT JSON_VALID(v_payload_text) THEN
+        CALL _weave_raise(50109, 'PAYLOAD_INVALID: payload must be one JSON value');
+    END IF;
+    IF in_reason IS NULL OR CHAR_LENGTH(in_reason) NOT BETWEEN 1 AND 1024 THEN
+        CALL _weave_raise(50111, 'REASON_INVALID: reason is required, 1-1024 characters');
+    END IF;
+    IF in_evidence_ref IS NOT NULL AND (CHAR_LENGTH(in_evidence_ref) NOT BETWEEN 1 AND 512
+                                        OR in_evidence_ref REGEXP '[\\s\\p{Z}\\p{Cc}]') THEN
+        CALL _weave_raise(50112, 'EVIDENCE_REF_INVALID: evidence_ref must be 1-512 chars without whitespace or controls');
+    END IF;
+    IF in_idempotency_key IS NULL OR NOT (in_idempotency_key REGEXP '^[!-~]{1,128}$') THEN
+        CALL _weave_raise(50113, 'IDEMPOTENCY_KEY_INVALID: 1-128 printable ASCII characters');
+    END IF;
+    CALL _weave_signal_digest(in_name, in_payload_version, in_target_step_key, in_target_activation_seq,
+                              in_correlation_key, in_payload, in_reason, in_evidence_ref, v_digest);
+
+    -- R-3: the instance's identity, app and queues, then the instance row (waiting, never skipping).
+    CALL _weave_lock_instance(v_inst, 0, v_locked_ns, v_locked);
+    IF v_locked <> 1 OR v_locked_ns <> v_ns THEN
+        CALL _weave_raise(50003, 'NOT_FOUND: workflow');
+    END IF;
+    SELECT status, deadline_at, signal_count, definition_id INTO v_status_inst, v_deadline, v_count, v_def
+      FROM weave_instances WHERE id = v_inst FOR UPDATE;
+
+    accept: BEGIN
+        -- S-4: the idempotency identity is answered before any limit or target rule (S-6).
+        SELECT id, request_digest, receipt INTO v_existing, v_existing_digest, v_existing_receipt
+          FROM weave_signals
+         WHERE namespace_id = v_ns AND instance_id = v_inst AND idempotency_key = in_idempotency_key FOR UPDATE;
+        IF v_existing IS NOT NULL THEN
+            IF v_existing_digest <> v_digest THEN
+                CALL _weave_raise(50005, 'IDEMPOTENCY_CONFLICT: this key was accepted with a different request');
+            END IF;
+            SET out_receipt = v_existing_receipt, out_replayed = 1;
+            LEAVE accept;
+        END IF;
+
+        -- S-6: at most 1024 stored signals per instance, rejected and settled ones included.
+        IF v_count >= 1024 THEN
+            CALL _weave_raise(50006, 'SIGNAL_LIMIT_REACHED: this instance already holds 1024 signals');
+        END IF;
+
+        -- S-7: the target is a step of the pinned definition with a signal contract that this request meets.
+        SELECT type, spec INTO v_type, v_spec FROM weave_definition_steps
+         WHERE definition_id = v_def AND step_key = in_target_step_key;
+        IF v_type = 'SIGNAL' THEN
+            SET v_contract_name = JSON_VALUE(v_spec, '$.signal.name'),
+                v_contract_version = JSON_VALUE(v_spec, '$.signal.payload_version'),
+                v_payload_type = COALESCE(JSON_VALUE(v_spec, '$.signal.payload_type'), 'any');
+        ELSEIF v_type = 'POLL' AND JSON_TYPE(JSON_EXTRACT(v_spec, '$.final_signal')) = 'OBJECT' THEN
+            SET v_contract_name = JSON_VALUE(v_spec, '$.final_signal.name'),
+                v_contract_version = JSON_VALUE(v_spec, '$.final_signal.payload_version'),
+                v_payload_type = 'result';
+        ELSE
+            CALL _weave_raise(50103, 'TARGET_STEP_INVALID: no SIGNAL step or POLL with final_signal has this key');
+        END IF;
+        IF BINARY in_name <> BINARY v_contract_name OR BINARY in_payload_version <> BINARY v_contract_version THEN
+            CALL _weave_raise(50114, 'CONTRACT_MISMATCH: name and payload_version must equal the step''s signal contract');
+        END IF;
+        SET v_json_type = JSON_TYPE(v_payload_text);
+        IF v_payload_type = 'result' THEN
+            -- A final signal carries a result object (04-polls) with a final status, never a pending one.
+            IF v_json_type <> 'OBJECT' OR COALESCE(JSON_TYPE(JSON_EXTRACT(v_payload_text, '$.status')), '') <> 'STRING' THEN
+                CALL _weave_raise(50110, 'PAYLOAD_TYPE_MISMATCH: a final signal carries a result object with a status');
+            END IF;
+            IF NOT (COALESCE(JSON_CONTAINS(JSON_EXTRACT(v_spec, '$.result.success'), JSON_EXTRACT(v_payload_text, '$.status')), 0)
+                    OR COALESCE(JSON_CONTAINS(JSON_EXTRACT(v_spec, '$.result.review'), JSON_EXTRACT(v_payload_text, '$.status')), 0)) THEN
+                CALL _weave_raise(50109, 'PAYLOAD_INVALID: a final signal''s status must be a success or review status');
+            END IF;
+        ELSEIF v_payload_type <> 'any' AND NOT (
+                   (v_payload_type = 'object' AND v_json_type = 'OBJECT')
+                OR (v_payload_type = 'array' AND v_json_type = 'ARRAY')
+                OR (v_payload_type = 'string' AND v_json_type = 'STRING')
+                OR (v_payload_type = 'number' AND v_json_type IN ('INTEGER', 'DOUBLE', 'DECIMAL', 'UNSIGNED INTEGER'))
+                OR (v_payload_type = 'boolean' AND v_json_type = 'BOOLEAN')
+                OR (v_payload_type = 'null' AND v_json_type = 'NULL')) THEN
+            CALL _weave_raise(50110, 'PAYLOAD_TYPE_MISMATCH: payload is not of the declared payload_type');
+        END IF;
+
+        -- S-8: the activation sequence, under the locks of the step and of its current wait (one read).
+        SELECT s.id, s.activation_seq, s.activation_id, w.id, w.kind, w.status, w.deadline_at, w.correlation_key
+          INTO v_step, v_k, v_activation, v_wait, v_wait_kind, v_wait_status, v_wait_deadline, v_wait_corr
+          FROM weave_steps s
+          LEFT JOIN weave_waits w ON w.activation_id = s.activation_id AND w.kind IN ('SIGNAL', 'POLL_FINAL')
+         WHERE s.instance_id = v_inst AND s.step_key = in_target_step_key FOR UPDATE;
+        IF v_step IS NULL THEN
+            CALL _weave_raise(50007, 'INVALID_STATE: the instance has no row for this step');
+        END IF;
+        IF (v_k = 0 AND in_target_activation_seq <> 1) OR (v_k > 0 AND in_target_activation_seq > v_k) THEN
+            CALL _weave_raise(50115, 'FUTURE_ACTIVATION: target_activation_sequence is beyond the current activation');
+        END IF;
+        IF in_target_activation_seq <> v_k THEN
+            -- Only the target activation's own wait decides; an early or stale signal has none.
+            SET v_wait = NULL;
+        END IF;
+
+        -- S-9: stored directly as REJECTED, the first reason that applies, in this order.
+        IF v_status_inst IN ('CANCELLING', 'CANCELLED', 'SUCCEEDED') THEN
+            SET v_disposition = 'INSTANCE_SETTLED';
+        ELSEIF in_target_activation_seq < v_k THEN
+            SET v_disposition = 'STALE_ACTIVATION';
+        ELSEIF in_target_activation_seq = v_k AND (v_wait IS NULL OR v_wait_status <> 'WAITING') THEN
+            SET v_disposition = 'STEP_SETTLED';
+        ELSEIF in_now >= v_deadline OR (v_wait IS NOT NULL AND in_now >= v_wait_deadline) THEN
+            SET v_disposition = 'LATE';
+        ELSEIF v_wait IS NOT NULL AND CAST(in_correlation_key AS BINARY) <> v_wait_corr THEN
+            SET v_disposition = 'CORRELATION_MISMATCH';
+        END IF;
+        IF v_disposition IS NOT NULL THEN
+            SET v_status = 'REJECTED';
+        END IF;
+        -- available_at is only the next check time (S-14): at once when a wait can consume the signal,
+        -- otherwise when an unmatched early signal expires (S-10: the instance deadline at acceptance).
+        SET v_available = IF(v_status = 'PENDING' AND v_wait IS NOT NULL, in_now, v_deadline);
+
+        INSERT INTO weave_signals (namespace_id, instance_id, idempotency_key, request_digest, name, payload_version,
+                                   target_step_key, target_activation_seq, correlation_key, payload, reason,
+                                   evidence_ref, credential_id, actor, status, disposition, accepted_at, expires_at,
+                                   available_at, consumed_at, receipt)
+        VALUES (v_ns, v_inst, in_idempotency_key, v_digest, in_name, in_payload_version, in_target_step_key,
+                in_target_activation_seq, in_correlation_key, in_payload, in_reason, in_evidence_ref, v_cred, v_actor,
+                v_status, v_disposition, in_now, v_deadline, v_available, IF(v_status = 'PENDING', NULL, in_now), '{}');
+        SET v_id = LAST_INSERT_ID();
+        -- S-5: the receipt is frozen now and answered byte-identical to every replay.
+        SET v_receipt = JSON_OBJECT(
+            'signal_id', CONCAT('sig_', v_id), 'workflow_id', CONCAT('wf_', v_inst),
+            'idempotency_key', in_idempotency_key, 'status', v_status, 'disposition', v_disposition,
+            'accepted_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'),
+            'expires_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
+            'request_digest', v_digest);
+        UPDATE weave_signals SET receipt = v_receipt WHERE id = v_id;
+        UPDATE weave_instances SET signal_count = signal_count + 1 WHERE id = v_inst;
+        IF v_status = 'PENDING' AND v_wait IS NOT NULL THEN
+            -- S-3: the active wait's checkpoint looks at once (its handler re-derives the deadline). A new
+            -- signal is news, so it ends a backoff, but it leaves the failure count to the failures.
+            UPDATE weave_pending_advances
+               SET due_at = LEAST(due_at, in_now), available_at = in_now, version = version + 1
+             WHERE namespace_id = v_ns AND instance_id = v_inst AND step_key = in_target_step_key
+               AND activation_id = v_activation;
+            IF ROW_COUNT() = 0 THEN
+                CALL _weave_checkpoint_set(v_ns, v_inst, in_target_step_key,
+                                           IF(v_wait_kind = 'SIGNAL', 'SIGNAL', 'POLL'), v_activation, in_now, in_now);
+            END IF;
+        END IF;
+        CALL _weave_event(v_ns, v_inst, IF(v_status = 'PENDING', 'SIGNAL_ACCEPTED', 'SIGNAL_REJECTED'),
+             in_target_step_key, in_target_activation_seq, in_now,
+             JSON_OBJECT('signal_id', CONCAT('sig_', v_id), 'idempotency_key', in_idempotency_key, 'name', in_name,
+                         'status', v_status, 'disposition', v_disposition, 'actor', v_actor,
+                         'early', v_status = 'PENDING' AND v_wait IS NULL));
+        CALL _weave_audit(v_ns, v_inst, v_cred, v_actor, 'signal.accept', in_idempotency_key, v_digest, in_now,
+                          v_deadline, in_reason,
+                          JSON_OBJECT('signal_id', CONCAT('sig_', v_id), 'status', v_status,
+                                      'disposition', v_disposition, 'target_step_key', in_target_step_key,
+                                      'target_activation_sequence', in_target_activation_seq + 0,
+                                      'evidence_ref', in_evidence_ref),
+                          v_receipt);
+        SET out_receipt = v_receipt;
+    END accept;
+END

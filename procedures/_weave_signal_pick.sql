@@ -1,0 +1,72 @@
+-- S-11 and S-12, for any wait that pins a signal (SIGNAL now, POLL_FINAL later): the candidate is the
+-- first PENDING match by (accepted_at, id) among signals accepted strictly before the wait's deadline
+-- (S-13: an on-time signal wins even when the deadline has passed by the time it is looked at). It
+-- only wins with its acceptance proof intact: the digest recomputed from the stored row must equal
+-- the one its acceptance audit row recorded. A row changed after acceptance is rejected here and the
+-- caller sends the step to review; the engine never consumes content it cannot prove it accepted.
+-- The caller holds the instance and wait row locks and decides what winning means for its step type.
+CREATE PROCEDURE _weave_signal_pick(
+        IN  in_namespace_id BIGINT UNSIGNED,
+        IN  in_instance_id  BIGINT UNSIGNED,
+        IN  in_wait_id      BIGINT UNSIGNED,
+        IN  in_now          DATETIME(6),
+        OUT out_signal_id   BIGINT UNSIGNED,
+        OUT out_proof       VARCHAR(16))
+    COMMENT 'Internal. Description: the winner candidate of a WAITING wait with its acceptance proof checked.
+out_signal_id: the first on-time match (NULL: none); out_proof: OK, or MISMATCH (the signal is now REJECTED
+ACCEPTANCE_PROOF_MISMATCH with an event; the caller opens the review).
+Rules: S-11, S-12, S-13.'
+    MODIFIES SQL DATA
+BEGIN
+    DECLARE v_step_key VARCHAR(64);
+    DECLARE v_seq INT UNSIGNED;
+    DECLARE v_name VARCHAR(128);
+    DECLARE v_version VARCHAR(32);
+    DECLARE v_corr VARBINARY(512);
+    DECLARE v_deadline DATETIME(6);
+    DECLARE v_id BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_key VARCHAR(128);
+    DECLARE v_stored_digest CHAR(64);
+    DECLARE v_s_name VARCHAR(128);
+    DECLARE v_s_version VARCHAR(32);
+    DECLARE v_s_step VARCHAR(64);
+    DECLARE v_s_seq INT UNSIGNED;
+    DECLARE v_s_corr VARBINARY(512);
+    DECLARE v_s_payload LONGBLOB;
+    DECLARE v_s_reason VARCHAR(1024);
+    DECLARE v_s_evidence VARCHAR(512);
+    DECLARE v_recomputed CHAR(64);
+    DECLARE v_audit_digest CHAR(64) DEFAULT NULL;
+
+    SET out_signal_id = NULL, out_proof = 'OK';
+    SELECT step_key, activation_seq, signal_name, payload_version, correlation_key, deadline_at
+      INTO v_step_key, v_seq, v_name, v_version, v_corr, v_deadline
+      FROM weave_waits WHERE id = in_wait_id AND instance_id = in_instance_id FOR UPDATE;
+    SELECT id, idempotency_key, request_digest, name, payload_version, target_step_key, target_activation_seq,
+           correlation_key, payload, reason, evidence_ref
+      INTO v_id, v_key, v_stored_digest, v_s_name, v_s_version, v_s_step, v_s_seq, v_s_corr, v_s_payload,
+           v_s_reason, v_s_evidence
+      FROM weave_signals
+     WHERE instance_id = in_instance_id AND target_step_key = v_step_key AND target_activation_seq = v_seq
+       AND status = 'PENDING' AND accepted_at < v_deadline
+       AND correlation_key = v_corr AND BINARY name = BINARY v_name AND BINARY payload_version = BINARY v_version
+     ORDER BY accepted_at, id LIMIT 1 FOR UPDATE;
+    IF v_id IS NOT NULL THEN
+        SET out_signal_id = v_id;
+        CALL _weave_signal_digest(v_s_name, v_s_version, v_s_step, v_s_seq, v_s_corr, v_s_payload, v_s_reason,
+                                  v_s_evidence, v_recomputed);
+        SELECT request_digest INTO v_audit_digest FROM weave_audit
+         WHERE instance_id = in_instance_id AND action = 'signal.accept' AND idempotency_key = v_key
+         ORDER BY id LIMIT 1 LOCK IN SHARE MODE;
+        IF v_audit_digest IS NULL OR v_recomputed <> v_audit_digest OR v_stored_digest <> v_audit_digest THEN
+            SET out_proof = 'MISMATCH';
+            UPDATE weave_signals SET status = 'REJECTED', disposition = 'ACCEPTANCE_PROOF_MISMATCH',
+                                     consumed_at = in_now, version = version + 1
+             WHERE id = v_id;
+            CALL _weave_event(in_namespace_id, in_instance_id, 'SIGNAL_REJECTED', v_step_key, v_seq, in_now,
+                 JSON_OBJECT('signal_id', CONCAT('sig_', v_id), 'disposition', 'ACCEPTANCE_PROOF_MISMATCH',
+                             'recomputed_digest', v_recomputed, 'stored_digest', v_stored_digest,
+                             'audit_digest', v_audit_digest));
+        END IF;
+    END IF;
+END

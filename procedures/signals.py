@@ -1,0 +1,156 @@
+"""Thin wrappers for the signal routines (05-signals). The rules live in the routines; each wrapper
+passes arguments and shapes result sets into the resource shapes of 07-api.
+
+Payloads and correlation keys cross this layer as the exact text (or bytes) handed over: nothing here
+re-serialises a payload, so key order, whitespace and big numbers reach the routine as received (S-4).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import pymysql
+
+from .db import call, call_one
+from .routines import rfc3339
+
+Conn = pymysql.Connection
+_ABSENT = b"\xff" * 8
+
+
+def _bytes(value: str | bytes) -> bytes:
+    return value if isinstance(value, bytes | bytearray) else value.encode("utf-8")
+
+
+def request_digest(*, name: str, payload_version: str, target_step_key: str, target_activation_sequence: int,
+                   correlation_key: str | bytes, payload: str | bytes, reason: str,
+                   evidence_ref: str | None = None) -> str:
+    """The S-4 request digest, as procedures/_weave_signal_digest.sql computes it: SHA-256 (lowercase hex)
+    over the fields in order, each preceded by its byte length as 8 bytes big-endian; an absent
+    evidence_ref is eight 0xFF bytes with nothing after them. ``payload`` is the text as sent."""
+    fields = [name, payload_version, target_step_key, str(int(target_activation_sequence)), correlation_key,
+              payload, reason]
+    h = hashlib.sha256()
+    for field in fields:
+        raw = _bytes(field)
+        h.update(len(raw).to_bytes(8, "big") + raw)
+    if evidence_ref is None:
+        h.update(_ABSENT)
+    else:
+        raw = _bytes(evidence_ref)
+        h.update(len(raw).to_bytes(8, "big") + raw)
+    return h.hexdigest()
+
+
+def payload_text(payload: Any = None, *, raw: str | bytes | None = None) -> str | bytes:
+    """The payload as it is sent: ``raw`` exactly when given, else compact JSON of ``payload``."""
+    if raw is not None:
+        return raw
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+
+
+def _receipt(row: dict) -> dict:
+    receipt = {k: row[k] for k in ("signal_id", "workflow_id", "idempotency_key", "status", "disposition",
+                                   "accepted_at", "expires_at", "request_digest")}
+    receipt["receipt_json"] = row["receipt"]
+    receipt["replayed"] = bool(row["replayed"])
+    return receipt
+
+
+def _send_args(token, namespace, workflow_id, *, idempotency_key, name, payload_version, target_step_key,
+               target_activation_sequence, correlation_key, payload, reason, evidence_ref):
+    return (token, namespace, workflow_id, idempotency_key, name, payload_version, target_step_key,
+            target_activation_sequence, correlation_key, payload, reason, evidence_ref)
+
+
+def send(conn: Conn, token: str, namespace: str, workflow_id: str, *, idempotency_key: str, name: str,
+         payload_version: str, target_step_key: str, target_activation_sequence: int,
+         correlation_key: str | bytes, payload: str | bytes | None, reason: str,
+         evidence_ref: str | None = None) -> dict:
+    """See procedures/weave_signal_send.sql. ``payload`` is the JSON text as received (``None`` = missing).
+
+    Returns the receipt fields, ``receipt_json`` (the frozen receipt text, byte-identical on replay) and
+    ``replayed``."""
+    row = call_one(conn, "weave_signal_send", *_send_args(
+        token, namespace, workflow_id, idempotency_key=idempotency_key, name=name, payload_version=payload_version,
+        target_step_key=target_step_key, target_activation_sequence=target_activation_sequence,
+        correlation_key=correlation_key, payload=payload, reason=reason, evidence_ref=evidence_ref))
+    return _receipt(row)
+
+
+def send_in_tx(conn: Conn, token: str, namespace: str, workflow_id: str, *, idempotency_key: str, name: str,
+               payload_version: str, target_step_key: str, target_activation_sequence: int,
+               correlation_key: str | bytes, payload: str | bytes | None, reason: str,
+               evidence_ref: str | None = None) -> dict:
+    """See procedures/weave_signal_send_in_tx.sql: inside the caller's open transaction on ``conn``
+    (autocommit off, or after BEGIN); the caller commits or rolls back."""
+    row = call_one(conn, "weave_signal_send_in_tx", *_send_args(
+        token, namespace, workflow_id, idempotency_key=idempotency_key, name=name, payload_version=payload_version,
+        target_step_key=target_step_key, target_activation_sequence=target_activation_sequence,
+        correlation_key=correlation_key, payload=payload, reason=reason, evidence_ref=evidence_ref))
+    return _receipt(row)
+
+
+def _text(value: Any) -> str | None:
+    if isinstance(value, bytes | bytearray):
+        return value.decode("utf-8")
+    return value
+
+
+def _signal(row: dict) -> dict:
+    payload = _text(row["payload"])
+    return {
+        "signal_id": row["signal_id"], "workflow_id": row["workflow_id"], "idempotency_key": row["idempotency_key"],
+        "name": row["name"], "payload_version": row["payload_version"], "target_step_key": row["target_step_key"],
+        "target_activation_sequence": row["target_activation_sequence"],
+        "correlation_key": _text(row["correlation_key"]), "payload": json.loads(payload), "payload_text": payload,
+        "reason": row["reason"], "evidence_ref": row["evidence_ref"], "actor": row["actor"], "status": row["status"],
+        "disposition": row["disposition"], "accepted_at": rfc3339(row["accepted_at"]),
+        "expires_at": rfc3339(row["expires_at"]), "consumed_at": rfc3339(row["consumed_at"]),
+        "request_digest": row["request_digest"],
+    }
+
+
+def get(conn: Conn, token: str, namespace: str, workflow_id: str, signal_id: str) -> dict:
+    """See procedures/weave_signal_get.sql; shaped as the 07-api signal resource."""
+    return _signal(call_one(conn, "weave_signal_get", token, namespace, workflow_id, signal_id))
+
+
+def list_signals(conn: Conn, token: str, namespace: str, workflow_id: str, *, status: str | None = None,
+                 limit: int = 100, after: str | None = None) -> dict:
+    """See procedures/weave_signal_list.sql: ``{"items": [...], "next_cursor": ...}``."""
+    rows, cursor = call(conn, "weave_signal_list", token, namespace, workflow_id, status, limit, after)
+    return {"items": [_signal(r) for r in rows], "next_cursor": cursor[0]["next_cursor"]}
+
+
+def explain(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: str) -> dict:
+    """See procedures/weave_step_explain.sql (S-17)."""
+    head, rows = call(conn, "weave_step_explain", token, namespace, workflow_id, step_key)
+    step = head[0]
+    pins = {"kind": step["wait_kind"], "status": step["wait_status"], "name": step["signal_name"],
+            "payload_version": step["payload_version"], "payload_type": step["payload_type"],
+            "correlation_key": _text(step["correlation_key"]), "correlation_key_hex": step["correlation_key_hex"],
+            "activation_sequence": step["activation_sequence"], "started_at": rfc3339(step["started_at"]),
+            "deadline_at": rfc3339(step["deadline_at"]), "winner_signal_id": step["winner_signal_id"]}
+    return {
+        "step_key": step["step_key"], "type": step["step_type"], "status": step["step_status"],
+        "instance_status": step["instance_status"], "control": step["control"],
+        "instance_deadline_at": rfc3339(step["instance_deadline_at"]),
+        "open_review_codes": json.loads(step["open_review_codes"] or "[]"), "now_at": rfc3339(step["now_at"]),
+        "wait": pins,
+        "signals": [{
+            "signal_id": r["signal_id"], "idempotency_key": r["idempotency_key"],
+            "target_activation_sequence": r["target_activation_sequence"], "status": r["status"],
+            "disposition": r["disposition"], "accepted_at": rfc3339(r["accepted_at"]),
+            "expires_at": rfc3339(r["expires_at"]), "consumed_at": rfc3339(r["consumed_at"]),
+            "correlation_key": _text(r["correlation_key"]), "correlation_key_hex": r["correlation_key_hex"],
+            "why": r["why"], "detail": json.loads(r["detail"]) if r["detail"] else None,
+        } for r in rows],
+    }
+
+
+def process(conn: Conn, signal_id: int) -> str:
+    """See procedures/weave_signal_process.sql (the orchestrator's SIGNAL candidate class)."""
+    return call_one(conn, "weave_signal_process", signal_id)["outcome"]

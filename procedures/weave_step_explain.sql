@@ -1,0 +1,110 @@
+-- "Why is this wait still open?" (S-17). It answers from the stored facts only, the same ones the
+-- consumption decides from: what the wait pins, and for every signal that targeted the step the rule
+-- that kept it from winning. A correlation mismatch shows the differing bytes, because the usual
+-- culprit is invisible in text (a trailing space, a look-alike character, another normalisation).
+CREATE PROCEDURE weave_step_explain(
+        IN in_token       VARCHAR(512),
+        IN in_namespace   VARCHAR(200),
+        IN in_workflow_id VARCHAR(64),
+        IN in_step_key    VARCHAR(64))
+    COMMENT 'Description: what a step''s current wait pins and why each signal that targeted the step did not win.
+Parameters: in_token (workflows:read and every queue of the pinned definition), in_namespace, in_workflow_id,
+in_step_key.
+Result set 1 (the step): step_key, step_type, step_status, activation_sequence, wait_kind, wait_status, signal_name,
+payload_version, payload_type (the wait''s pins; from the definition while the step was never activated),
+correlation_key (UTF-8 text), correlation_key_hex, started_at, deadline_at, winner_signal_id, instance_status,
+control, instance_deadline_at, open_review_codes (JSON array), now_at.
+Result set 2 (signals, acceptance order): signal_id, idempotency_key, target_activation_sequence, status,
+disposition, accepted_at, expires_at, consumed_at, correlation_key, correlation_key_hex, why (WON, NOT_YET_CONSUMED,
+WAITING_FOR_ACTIVATION, STEP_IN_REVIEW, STALE_ACTIVATION, CORRELATION_MISMATCH, LATE, STEP_SETTLED, or the stored
+disposition), detail (JSON: for a mismatch expected_hex, got_hex, first_difference_offset, expected_byte_hex,
+got_byte_hex; for LATE the deadline; for a stale signal the current activation).
+Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
+Rules: S-17, S-8, S-9, S-11.'
+    READS SQL DATA
+BEGIN
+    DECLARE v_now DATETIME(6);
+    DECLARE v_ns BIGINT UNSIGNED;
+    DECLARE v_cred BIGINT UNSIGNED;
+    DECLARE v_actor VARCHAR(128);
+    DECLARE v_inst BIGINT UNSIGNED;
+    DECLARE v_step BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_k INT UNSIGNED;
+    DECLARE v_step_status VARCHAR(16);
+    DECLARE v_wait_status VARCHAR(16);
+    DECLARE v_wait_corr VARBINARY(512);
+    DECLARE v_wait_deadline DATETIME(6);
+    CALL _weave_instance_authorize(in_token, in_namespace, in_workflow_id, 'workflows:read',
+                                   v_ns, v_cred, v_actor, v_inst);
+    CALL _weave_now(v_now);
+    SELECT s.id, s.activation_seq, s.status, w.status, w.correlation_key, w.deadline_at
+      INTO v_step, v_k, v_step_status, v_wait_status, v_wait_corr, v_wait_deadline
+      FROM weave_steps s
+      LEFT JOIN weave_waits w ON w.activation_id = s.activation_id AND w.kind IN ('SIGNAL', 'POLL_FINAL')
+     WHERE s.instance_id = v_inst AND s.step_key = in_step_key;
+    IF v_step IS NULL THEN
+        CALL _weave_raise(50003, 'NOT_FOUND: step');
+    END IF;
+
+    SELECT s.step_key, s.type AS step_type, s.status AS step_status, s.activation_seq AS activation_sequence,
+           w.kind AS wait_kind, w.status AS wait_status,
+           COALESCE(w.signal_name, JSON_VALUE(ds.spec, '$.signal.name'), JSON_VALUE(ds.spec, '$.final_signal.name'))
+               AS signal_name,
+           COALESCE(w.payload_version, JSON_VALUE(ds.spec, '$.signal.payload_version'),
+                    JSON_VALUE(ds.spec, '$.final_signal.payload_version')) AS payload_version,
+           COALESCE(w.payload_type, JSON_VALUE(ds.spec, '$.signal.payload_type'),
+                    IF(ds.type = 'POLL', 'result', NULL)) AS payload_type,
+           CONVERT(w.correlation_key USING utf8mb4) AS correlation_key,
+           LOWER(HEX(w.correlation_key)) AS correlation_key_hex, w.started_at, w.deadline_at,
+           IF(w.winner_signal_id IS NULL, NULL, CONCAT('sig_', w.winner_signal_id)) AS winner_signal_id,
+           i.status AS instance_status, i.control, i.deadline_at AS instance_deadline_at,
+           (SELECT JSON_ARRAYAGG(r.code) FROM weave_review_reasons r
+             WHERE r.instance_id = i.id AND r.closed_at IS NULL AND r.step_key = s.step_key) AS open_review_codes,
+           v_now AS now_at
+      FROM weave_steps s
+      JOIN weave_instances i ON i.id = s.instance_id
+      JOIN weave_definition_steps ds ON ds.definition_id = i.definition_id AND ds.step_key = s.step_key
+      LEFT JOIN weave_waits w ON w.activation_id = s.activation_id AND w.kind IN ('SIGNAL', 'POLL_FINAL')
+     WHERE s.id = v_step;
+
+    WITH RECURSIVE pos (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM pos WHERE n <= 512),
+    facts AS (
+        SELECT g.id, g.idempotency_key, g.target_activation_seq, g.status, g.disposition, g.accepted_at,
+               g.expires_at, g.consumed_at, g.correlation_key AS got, tw.correlation_key AS expected,
+               tw.deadline_at AS target_deadline,
+               CASE
+                   WHEN g.status = 'CONSUMED' THEN 'WON'
+                   WHEN g.status <> 'PENDING' THEN g.disposition
+                   WHEN g.target_activation_seq < v_k THEN 'STALE_ACTIVATION'
+                   WHEN g.target_activation_seq > v_k THEN 'WAITING_FOR_ACTIVATION'
+                   WHEN v_wait_status IS NULL OR v_wait_status <> 'WAITING' THEN 'STEP_SETTLED'
+                   WHEN g.accepted_at >= v_wait_deadline THEN 'LATE'
+                   WHEN g.correlation_key <> v_wait_corr THEN 'CORRELATION_MISMATCH'
+                   WHEN v_step_status <> 'ACTIVE' THEN 'STEP_IN_REVIEW'
+                   ELSE 'NOT_YET_CONSUMED'
+               END AS why
+          FROM weave_signals g
+          LEFT JOIN weave_activations ta ON ta.instance_id = g.instance_id AND ta.step_key = g.target_step_key
+                                        AND ta.seq = g.target_activation_seq
+          LEFT JOIN weave_waits tw ON tw.activation_id = ta.id AND tw.kind IN ('SIGNAL', 'POLL_FINAL')
+         WHERE g.instance_id = v_inst AND g.namespace_id = v_ns AND g.target_step_key = in_step_key)
+    SELECT CONCAT('sig_', f.id) AS signal_id, f.idempotency_key, f.target_activation_seq AS target_activation_sequence,
+           f.status, f.disposition, f.accepted_at, f.expires_at, f.consumed_at,
+           CONVERT(f.got USING utf8mb4) AS correlation_key, LOWER(HEX(f.got)) AS correlation_key_hex, f.why,
+           CASE
+               WHEN f.expected IS NOT NULL AND f.got <> f.expected THEN
+                   (SELECT JSON_OBJECT('expected_hex', LOWER(HEX(f.expected)), 'got_hex', LOWER(HEX(f.got)),
+                                       'first_difference_offset', MIN(p.n) - 1,
+                                       'expected_byte_hex', LOWER(HEX(SUBSTRING(f.expected, MIN(p.n), 1))),
+                                       'got_byte_hex', LOWER(HEX(SUBSTRING(f.got, MIN(p.n), 1))))
+                      FROM pos p WHERE SUBSTRING(f.got, p.n, 1) <> SUBSTRING(f.expected, p.n, 1))
+               WHEN f.why = 'LATE' THEN
+                   JSON_OBJECT('deadline_at', DATE_FORMAT(COALESCE(f.target_deadline, v_wait_deadline),
+                                                          '%Y-%m-%dT%H:%i:%s.%fZ'),
+                               'accepted_at', DATE_FORMAT(f.accepted_at, '%Y-%m-%dT%H:%i:%s.%fZ'))
+               WHEN f.why = 'STALE_ACTIVATION' THEN JSON_OBJECT('current_activation_sequence', v_k + 0)
+               ELSE NULL
+           END AS detail
+      FROM facts f
+     ORDER BY f.accepted_at, f.id;
+END

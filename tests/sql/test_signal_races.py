@@ -1,0 +1,88 @@
+"""Competing senders on one wait (S-4, S-11, M-4.1, M-4.2, M-4.14): each sender has its own connection,
+and they start together behind a barrier."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from orchestrator.loop import Orchestrator
+from tests.support.signals import send, signal_flow
+
+
+def race(world, n: int, job) -> list:
+    barrier = threading.Barrier(n)
+
+    def one(i: int):
+        conn = world.db.connect()
+        try:
+            barrier.wait(timeout=30)
+            return job(conn, i)
+        finally:
+            conn.close()
+
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        return list(pool.map(one, range(n)))
+
+
+@pytest.mark.parametrize("runner_during_race", [False, True], ids=["runners-down", "runner-racing"])
+def test_S11_64_senders_on_one_wait_make_exactly_one_winner(world, orch, database, runner_during_race):
+    world.publish(signal_flow(then_timer=True))
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+    runner = None
+    if runner_during_race:
+        runner = Orchestrator(database, concurrency=4, idle_probe_ms=5)
+        thread = threading.Thread(target=runner.run, daemon=True)
+        thread.start()
+    receipts = race(world, 64, lambda conn, i: send(world, wf, f"racer-{i}", conn=conn,
+                                                     payload=f'{{"racer": {i}}}'))
+    if runner is not None:
+        runner.stop()
+        thread.join(timeout=30)
+    orch.drain()
+
+    rows = world.db.rows("SELECT id, status, disposition, accepted_at FROM weave_signals ORDER BY accepted_at, id")
+    assert len(rows) == 64 and len({r["id"] for r in rows}) == 64
+    consumed = [r for r in rows if r["status"] == "CONSUMED"]
+    assert len(consumed) == 1
+    others = [r for r in rows if r["status"] != "CONSUMED"]
+    assert len(others) == 63
+    assert all(r["status"] == "REJECTED" and r["disposition"] in ("WAIT_SETTLED", "STEP_SETTLED") for r in others)
+    if not runner_during_race:
+        assert all(r["disposition"] == "WAIT_SETTLED" for r in others)
+    wait = world.step(wf, "approval")["wait"]
+    assert wait["status"] == "SATISFIED" and wait["winner_signal_id"] == f"sig_{consumed[0]['id']}"
+    # The winner is the first by (accepted_at, id) among the signals that were accepted PENDING.
+    pending_at_acceptance = [r for r in rows if next(x for x in receipts if x["signal_id"] == f"sig_{r['id']}")
+                             ["status"] == "PENDING"]
+    assert pending_at_acceptance[0]["id"] == consumed[0]["id"]
+    output = world.step(wf, "approval")["output"]
+    assert output == {"racer": int(next(x for x in receipts if x["signal_id"] == wait["winner_signal_id"])
+                                   ["idempotency_key"].removeprefix("racer-"))}
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_waits WHERE winner_signal_id IS NOT NULL") == 1
+    assert world.step(wf, "after_approval")["status"] == "ACTIVE"
+
+
+def test_S4_16_senders_replaying_one_key_store_one_signal_with_identical_receipts(world, orch):
+    world.publish(signal_flow())
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+    receipts = race(world, 16, lambda conn, i: send(world, wf, "one-key", conn=conn))
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_signals") == 1
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'signal.accept'") == 1
+    assert len({r["receipt_json"] for r in receipts}) == 1
+    assert sorted(r["replayed"] for r in receipts) == [False] + [True] * 15
+    orch.drain()
+    assert world.step(wf, "approval")["wait"]["winner_signal_id"] == receipts[0]["signal_id"]
+
+
+def test_R13_checkpoint_deletes_by_instance_use_an_index_so_parallel_consumers_do_not_deadlock(db):
+    # Without an index on (instance_id, step_key), settling a step scanned and locked every checkpoint row
+    # of every instance, and two orchestrators consuming signals of two instances deadlocked (1213).
+    for sql in ("EXPLAIN DELETE FROM weave_pending_advances WHERE instance_id = 1 AND step_key = 'approval'",
+                "EXPLAIN DELETE FROM weave_pending_advances WHERE instance_id = 1"):
+        plan = db.rows(sql)
+        assert plan[0]["key"] == "uq_checkpoint", plan

@@ -1,0 +1,962 @@
+"""External signals for SIGNAL steps (05-signals, S-1..S-17), through the procedures and the test clock."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pymysql
+import pytest
+
+from procedures import errors, routines, signals
+from tests.support.signals import HOUR, NAME, VERSION, reactivate, send, signal_flow, signal_row, signal_step
+
+
+def parse(ts: str) -> dt.datetime:
+    return dt.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def started(world, orch, doc=None, input=None, **start) -> str:
+    """Publish (once), start and drain: the SIGNAL wait of `approval` is active."""
+    doc = doc or signal_flow()
+    if doc["name"] not in world.published:
+        world.publish(doc)
+    wf = world.start(doc["name"], input or {"order_id": "o-1"}, **start)
+    orch.drain()
+    return wf
+
+
+def stored(world) -> dict:
+    return {"signals": world.db.scalar("SELECT COUNT(*) FROM weave_signals"),
+            "count": world.db.scalar("SELECT COALESCE(SUM(signal_count), 0) FROM weave_instances"),
+            "audit": world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'signal.accept'"),
+            "events": world.db.scalar("SELECT COUNT(*) FROM weave_events")}
+
+
+def rejected(world, wf, code, **fields):
+    """The send fails with the validation sub-code and stores nothing (S-1)."""
+    before = stored(world)
+    with pytest.raises(errors.ValidationFailed) as info:
+        send(world, wf, **fields)
+    assert info.value.field_code == code
+    assert stored(world) == before
+    return info.value
+
+
+# --- S-1: input and limits ----------------------------------------------------------------------------------------
+EDGE_NAME = "n" * 128
+EDGE_VERSION = "v" * 32
+EDGE_STEP = "s" * 64
+
+
+@pytest.fixture
+def edge_flow(world, orch):
+    """A definition whose contract sits at every limit, so each field can be sent at its edge."""
+    doc = {"name": "edges", "steps": [signal_step(EDGE_STEP, name=EDGE_NAME, version=EDGE_VERSION,
+                                                   payload_type="any")]}
+    world.publish(doc)
+    wf = world.start("edges", {"order_id": "é" * 256})  # 512 bytes of UTF-8
+    orch.drain()
+    base = {"name": EDGE_NAME, "payload_version": EDGE_VERSION, "target_step_key": EDGE_STEP,
+            "correlation_key": "é" * 256}
+    return wf, base
+
+
+@pytest.mark.parametrize("field, at_edge, one_past, code", [
+    ("name", EDGE_NAME, EDGE_NAME + "n", "NAME_TOO_LONG"),
+    ("payload_version", EDGE_VERSION, EDGE_VERSION + "v", "PAYLOAD_VERSION_INVALID"),
+    ("target_step_key", EDGE_STEP, EDGE_STEP + "s", "TARGET_STEP_INVALID"),
+    ("correlation_key", "é" * 256, "é" * 256 + "x", "CORRELATION_KEY_TOO_LONG"),
+    ("payload", '"' + "p" * (256 * 1024 - 2) + '"', '"' + "p" * (256 * 1024 - 1) + '"', "PAYLOAD_TOO_LARGE"),
+    ("reason", "ü" * 1024, "ü" * 1025, "REASON_INVALID"),
+    ("evidence_ref", "e" * 512, "e" * 513, "EVIDENCE_REF_INVALID"),
+    ("idempotency_key", "k" * 128, "k" * 129, "IDEMPOTENCY_KEY_INVALID"),
+])
+def test_S1_each_limit_passes_at_its_edge_and_fails_one_past(world, edge_flow, field, at_edge, one_past, code):
+    wf, base = edge_flow
+    if field == "idempotency_key":
+        receipt = send(world, wf, at_edge, **base)
+        rejected(world, wf, code, key=one_past, **base)
+    else:
+        receipt = send(world, wf, **{**base, field: at_edge})
+        rejected(world, wf, code, **{**base, field: one_past})
+    assert receipt["status"] == "PENDING" and receipt["disposition"] is None
+
+
+def test_S1_limits_count_bytes_for_correlation_and_payload_but_chars_for_reason(world, edge_flow):
+    wf, base = edge_flow
+    # 256 two-byte characters are 512 bytes; 257 would be 514.
+    rejected(world, wf, "CORRELATION_KEY_TOO_LONG", **{**base, "correlation_key": "é" * 257})
+    assert len(("ü" * 1024).encode()) == 2048
+    assert send(world, wf, **{**base, "reason": "ü" * 1024})["status"] == "PENDING"
+    big = '"' + "é" * (128 * 1024 - 1) + '"'  # 131,071 chars, 262,144 bytes
+    assert len(big.encode()) == 256 * 1024
+    assert send(world, wf, **{**base, "payload": big})["status"] == "PENDING"
+    rejected(world, wf, "PAYLOAD_TOO_LARGE", **{**base, "payload": big[:-1] + 'é"'})
+
+
+@pytest.mark.parametrize("field, value, code", [
+    ("name", "", "NAME_INVALID"),
+    ("name", "approval.décidé", "NAME_INVALID"),
+    ("name", None, "NAME_INVALID"),
+    ("payload_version", "", "PAYLOAD_VERSION_INVALID"),
+    ("payload_version", "v\u00e9", "PAYLOAD_VERSION_INVALID"),
+    ("target_step_key", "", "TARGET_STEP_INVALID"),
+    ("target_activation_sequence", 0, "ACTIVATION_SEQUENCE_INVALID"),
+    ("target_activation_sequence", -1, "ACTIVATION_SEQUENCE_INVALID"),
+    ("target_activation_sequence", None, "ACTIVATION_SEQUENCE_INVALID"),
+    ("correlation_key", "", "CORRELATION_KEY_MISSING"),
+    ("correlation_key", None, "CORRELATION_KEY_MISSING"),
+    ("correlation_key", b"o-\xff", "CORRELATION_KEY_INVALID"),
+    ("payload", None, "PAYLOAD_MISSING"),
+    ("payload", "", "PAYLOAD_INVALID"),
+    ("payload", '{"approved": tru}', "PAYLOAD_INVALID"),
+    ("payload", b'"\xff"', "PAYLOAD_INVALID"),
+    ("reason", "", "REASON_INVALID"),
+    ("reason", None, "REASON_INVALID"),
+    ("evidence_ref", "", "EVIDENCE_REF_INVALID"),
+    ("evidence_ref", "s3://bucket/a b", "EVIDENCE_REF_INVALID"),
+    ("evidence_ref", "s3://bucket/a\tb", "EVIDENCE_REF_INVALID"),
+    ("evidence_ref", "s3://bucket/a\x07b", "EVIDENCE_REF_INVALID"),
+    ("evidence_ref", "s3://bucket/a\u00a0b", "EVIDENCE_REF_INVALID"),
+])
+def test_S1_invalid_fields_are_rejected_with_their_code_and_nothing_is_stored(world, orch, field, value, code):
+    wf = started(world, orch)
+    rejected(world, wf, code, **{field: value})
+
+
+@pytest.mark.parametrize("key", ["", "has space", "ключ", "tab\tkey", None])
+def test_S1_idempotency_key_must_be_printable_ascii(world, orch, key):
+    wf = started(world, orch)
+    before = stored(world)
+    with pytest.raises(errors.ValidationFailed) as info:
+        signals.send(world.db.conn, world.token, world.namespace, wf, idempotency_key=key, name=NAME,
+                     payload_version=VERSION, target_step_key="approval", target_activation_sequence=1,
+                     correlation_key="o-1", payload="{}", reason="r")
+    assert info.value.field_code == "IDEMPOTENCY_KEY_INVALID" and stored(world) == before
+
+
+def test_S1_trailing_spaces_in_correlation_keys_are_kept_and_compared(world, orch):
+    wf = started(world, orch)
+    spaced = send(world, wf, correlation_key="o-1 ")
+    assert spaced["status"] == "REJECTED" and spaced["disposition"] == "CORRELATION_MISMATCH"
+    assert signal_row(world, spaced["signal_id"])["correlation_key"] == b"o-1 "
+    exact = send(world, wf, correlation_key="o-1")
+    assert exact["status"] == "PENDING"
+    # A wait that pins the trailing space takes only the spaced key.
+    other = started(world, orch, input={"order_id": "o-1 "})
+    assert send(world, other, correlation_key="o-1")["disposition"] == "CORRELATION_MISMATCH"
+    winner = send(world, other, correlation_key="o-1 ")
+    orch.drain()
+    assert world.step(other, "approval")["wait"]["winner_signal_id"] == winner["signal_id"]
+
+
+def test_S1_multibyte_correlation_keys_match_byte_for_byte(world, orch):
+    key = "订单-42-\U0001f600"
+    wf = started(world, orch, input={"order_id": key})
+    nfd = started(world, orch, input={"order_id": "cafe\u0301"})
+    assert send(world, wf, correlation_key=key)["status"] == "PENDING"
+    # NFC and NFD spell the same text with different bytes: exactness means they differ.
+    assert send(world, nfd, correlation_key="caf\u00e9")["disposition"] == "CORRELATION_MISMATCH"
+    assert send(world, nfd, correlation_key="cafe\u0301")["status"] == "PENDING"
+    orch.drain()
+    assert world.step(wf, "approval")["status"] == "SUCCEEDED"
+    assert world.step(nfd, "approval")["status"] == "SUCCEEDED"
+    got = signals.get(world.db.conn, world.token, world.namespace, wf,
+                      world.step(wf, "approval")["wait"]["winner_signal_id"])
+    assert got["correlation_key"] == key
+
+
+def test_S1_explicit_null_payload_is_a_payload_and_missing_is_rejected(world, orch):
+    doc = signal_flow("null-flow", payload_type="null")
+    wf = started(world, orch, doc)
+    rejected(world, wf, "PAYLOAD_MISSING", payload=None)
+    receipt = send(world, wf, payload="null")
+    assert receipt["status"] == "PENDING"
+    orch.drain()
+    step = world.step(wf, "approval")
+    assert step["status"] == "SUCCEEDED" and step["output"] is None
+    assert world.db.scalar("SELECT output FROM weave_steps WHERE step_key = 'approval'") == "null"
+
+
+def test_S1_payload_is_stored_and_output_exactly_as_received(world, orch):
+    raw = '{ "z": 1,  "a": 123456789012345678901234567890.5e-3, "n": 12345678901234567890123 }'
+    wf = started(world, orch, signal_flow(then_timer=True))
+    receipt = send(world, wf, payload=raw)
+    assert signal_row(world, receipt["signal_id"])["payload"] == raw.encode()
+    orch.drain()
+    assert world.db.scalar("SELECT output FROM weave_steps WHERE step_key = 'approval'") == raw
+    got = signals.get(world.db.conn, world.token, world.namespace, wf, receipt["signal_id"])
+    assert got["payload_text"] == raw and got["payload"]["n"] == 12345678901234567890123
+    assert receipt["request_digest"] == signals.request_digest(
+        name=NAME, payload_version=VERSION, target_step_key="approval", target_activation_sequence=1,
+        correlation_key="o-1", payload=raw, reason="approved by the desk")
+
+
+# --- S-2: permissions ---------------------------------------------------------------------------------------------
+def test_S2_send_needs_the_signal_scope_and_get_needs_read(world, orch):
+    wf = started(world, orch)
+    reader = world.credential(["workflows:read"])["token"]
+    with pytest.raises(errors.Forbidden):
+        send(world, wf, token=reader)
+    signaller = world.credential(["workflows:signal"], actor="partner")["token"]
+    receipt = send(world, wf, token=signaller)
+    with pytest.raises(errors.Forbidden):
+        signals.get(world.db.conn, signaller, world.namespace, wf, receipt["signal_id"])
+    got = signals.get(world.db.conn, reader, world.namespace, wf, receipt["signal_id"])
+    assert got["actor"] == "partner"  # the actor is the credential's; a request cannot name one
+    audit = world.db.row("SELECT actor, credential_id FROM weave_audit WHERE action = 'signal.accept'")
+    assert audit["actor"] == "partner"
+
+
+def test_S2_bootstrap_credential_has_no_signal_rights(world, orch):
+    wf = started(world, orch)
+    before = stored(world)
+    with pytest.raises(errors.Forbidden):
+        send(world, wf, token=world.admin)
+    with pytest.raises(errors.Forbidden):
+        signals.list_signals(world.db.conn, world.admin, world.namespace, wf)
+    assert stored(world) == before
+
+
+def test_S2_unknown_and_disabled_credentials_are_unauthenticated(world, orch):
+    wf = started(world, orch)
+    cred = world.credential(["workflows:signal", "workflows:read"])
+    receipt = send(world, wf, "replayable", token=cred["token"])
+    with pytest.raises(errors.Unauthenticated):
+        send(world, wf, token="wv_" + "0" * 48)
+    routines.credential_disable(world.db.conn, world.admin, world.namespace, cred["credential_id"])
+    with pytest.raises(errors.Unauthenticated):
+        send(world, wf, token=cred["token"])
+    # A replay still checks current permissions (S-4).
+    with pytest.raises(errors.Unauthenticated):
+        send(world, wf, "replayable", token=cred["token"])
+    with pytest.raises(errors.Unauthenticated):
+        signals.get(world.db.conn, cred["token"], world.namespace, wf, receipt["signal_id"])
+
+
+def test_S2_every_queue_of_the_pinned_definition_must_be_allowed(world, orch):
+    doc = signal_flow("with-task")
+    doc["steps"].append({"key": "charge", "type": "TASK", "after": ["approval"], "queue": "payments",
+                         "handler": "payments.charge", "handler_version": "1"})
+    wf = started(world, orch, doc)
+    narrow = world.credential(["workflows:signal", "workflows:read"], queues=["other"])["token"]
+    wide = world.credential(["workflows:signal", "workflows:read"], queues=["payments"])["token"]
+    receipt = send(world, wf, "k-queue", token=wide)
+    before = stored(world)
+    with pytest.raises(errors.Forbidden):
+        send(world, wf, token=narrow)
+    with pytest.raises(errors.Forbidden):  # a replay too
+        send(world, wf, "k-queue", token=narrow)
+    with pytest.raises(errors.Forbidden):
+        signals.get(world.db.conn, narrow, world.namespace, wf, receipt["signal_id"])
+    assert stored(world) == before
+
+
+def test_S2_another_namespace_answers_exactly_like_a_missing_object(world, orch):
+    from tests.support.world import World
+
+    wf = started(world, orch)
+    receipt = send(world, wf)
+    other = World.create(world.db, "globex")
+    stranger = other.credential(["workflows:signal", "workflows:read"])["token"]
+    before = stored(world)
+    # A path under a namespace the credential does not belong to, an instance of another namespace,
+    # and a workflow that does not exist all answer NOT_FOUND.
+    for token, namespace, workflow in [(stranger, "acme", wf), (stranger, "globex", wf),
+                                       (world.token, "globex", wf), (world.token, "acme", "wf_999999"),
+                                       (world.token, "nope", wf)]:
+        with pytest.raises(errors.NotFound):
+            send(world, workflow, token=token, namespace=namespace)
+    with pytest.raises(errors.NotFound):
+        signals.get(world.db.conn, stranger, "globex", wf, receipt["signal_id"])
+    assert stored(world) == before
+
+
+# --- S-3: one transaction ---------------------------------------------------------------------------------------
+def test_S3_acceptance_writes_signal_checkpoint_event_audit_and_receipt_together(world, orch):
+    wf = started(world, orch)
+    deadline = world.db.scalar("SELECT deadline_at FROM weave_instances")
+    cp_before = world.db.row("SELECT due_at, version FROM weave_pending_advances WHERE step_key = 'approval'")
+    receipt = send(world, wf, "k-1", evidence_ref="https://desk.example/tickets/7")
+    sig = signal_row(world, receipt["signal_id"])
+    assert sig["status"] == "PENDING" and json.loads(sig["receipt"]) == json.loads(receipt["receipt_json"])
+    assert sig["available_at"] == sig["accepted_at"]  # a wait is active: look at once
+    cp = world.db.row("SELECT due_at, available_at, version FROM weave_pending_advances WHERE step_key = 'approval'")
+    assert cp["due_at"] == sig["accepted_at"] < cp_before["due_at"] and cp["version"] > cp_before["version"]
+    event = world.events(wf)[-1]
+    assert event["type"] == "SIGNAL_ACCEPTED" and event["data"]["signal_id"] == receipt["signal_id"]
+    audit = world.db.row("SELECT * FROM weave_audit WHERE action = 'signal.accept'")
+    assert audit["idempotency_key"] == "k-1" and audit["request_digest"] == receipt["request_digest"]
+    assert audit["accepted_at"] == sig["accepted_at"] and audit["deadline_at"] == deadline
+    assert audit["response"] == receipt["receipt_json"] and audit["reason"] == "approved by the desk"
+    assert world.db.scalar("SELECT signal_count FROM weave_instances") == 1
+
+
+def test_S3_audit_failure_leaves_nothing_behind(world, orch):
+    wf = started(world, orch)
+    world.db.execute(
+        "CREATE TRIGGER test_audit_fails BEFORE INSERT ON weave_audit FOR EACH ROW "
+        "BEGIN IF NEW.action = 'signal.accept' THEN "
+        "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'audit store down'; END IF; END")
+    before = world.db.table_counts()
+    cp = world.db.row("SELECT due_at, version FROM weave_pending_advances WHERE step_key = 'approval'")
+    with pytest.raises(pymysql.err.OperationalError):
+        send(world, wf)
+    assert world.db.table_counts() == before
+    assert world.db.row("SELECT due_at, version FROM weave_pending_advances WHERE step_key = 'approval'") == cp
+    assert world.db.scalar("SELECT signal_count FROM weave_instances") == 0
+    world.db.execute("DROP TRIGGER test_audit_fails")
+
+
+# --- S-4 / S-5: idempotency, digest, receipt ------------------------------------------------------------------------
+def test_S4_digest_is_sha256_over_length_prefixed_fields():
+    import hashlib
+
+    def field(b: bytes) -> bytes:
+        return len(b).to_bytes(8, "big") + b
+
+    expected = hashlib.sha256(
+        field(b"n") + field(b"1") + field(b"step") + field(b"12") + field("k\u00e9 ".encode()) + field(b"{}")
+        + field("r\u00fc".encode()) + b"\xff" * 8).hexdigest()
+    assert signals.request_digest(name="n", payload_version="1", target_step_key="step",
+                                  target_activation_sequence=12, correlation_key="k\u00e9 ", payload="{}",
+                                  reason="r\u00fc") == expected
+    # Field boundaries matter, and an absent evidence_ref differs from any present one.
+    a = dict(name="ab", payload_version="c", target_step_key="s", target_activation_sequence=1,
+             correlation_key="k", payload="{}", reason="r")
+    b = {**a, "name": "a", "payload_version": "bc"}
+    assert signals.request_digest(**a) != signals.request_digest(**b)
+    assert signals.request_digest(**a) != signals.request_digest(**a, evidence_ref="x")
+
+
+def test_S4_routine_digest_matches_the_specified_one(world, orch):
+    wf = started(world, orch)
+    fields = dict(name=NAME, payload_version=VERSION, target_step_key="approval", target_activation_sequence=1,
+                  correlation_key="o-1", payload=' {"approved" : true} ', reason="ok \u2713",
+                  evidence_ref="urn:ticket:7")
+    receipt = send(world, wf, **fields)
+    assert receipt["request_digest"] == signals.request_digest(**fields)
+    no_ref = send(world, wf, **{**fields, "evidence_ref": None})
+    assert no_ref["request_digest"] == signals.request_digest(**{**fields, "evidence_ref": None})
+
+
+def test_S4_S5_replay_answers_the_first_receipt_byte_identical_even_after_consumption(world, orch):
+    wf = started(world, orch)
+    first = send(world, wf, "same-key")
+    assert first["replayed"] is False and first["status"] == "PENDING"
+    again = send(world, wf, "same-key")
+    assert again["replayed"] is True and again["receipt_json"] == first["receipt_json"]
+    orch.drain()
+    assert world.step(wf, "approval")["wait"]["winner_signal_id"] == first["signal_id"]
+    after = send(world, wf, "same-key")
+    assert after["receipt_json"] == first["receipt_json"] and after["status"] == "PENDING"  # S-5: frozen
+    assert signals.get(world.db.conn, world.token, world.namespace, wf, first["signal_id"])["status"] == "CONSUMED"
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_signals") == 1
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'signal.accept'") == 1
+
+
+def test_S4_same_key_with_different_content_is_a_conflict(world, orch):
+    wf = started(world, orch)
+    send(world, wf, "k")
+    before = stored(world)
+    for change in [{"payload": '{"approved": false}'}, {"reason": "other"}, {"correlation_key": "o-2"},
+                   {"evidence_ref": "urn:x"}, {"payload": '{"approved":true}'}]:
+        with pytest.raises(errors.IdempotencyConflict):
+            send(world, wf, "k", **change)
+    assert stored(world) == before
+    # The identity is per instance: the same key on another instance is a new signal.
+    other = started(world, orch)
+    assert send(world, other, "k")["replayed"] is False
+
+
+def test_S5_receipt_says_rejected_when_stored_rejected_and_get_shows_current_state(world, orch):
+    wf = started(world, orch)
+    bad = send(world, wf, correlation_key="o-9")
+    assert bad["status"] == "REJECTED" and bad["disposition"] == "CORRELATION_MISMATCH"
+    good = send(world, wf)
+    orch.drain()
+    got = signals.get(world.db.conn, world.token, world.namespace, wf, good["signal_id"])
+    assert got["status"] == "CONSUMED" and got["consumed_at"] is not None
+    assert set(json.loads(good["receipt_json"])) == {"signal_id", "workflow_id", "idempotency_key", "status",
+                                                     "disposition", "accepted_at", "expires_at", "request_digest"}
+    with pytest.raises(errors.NotFound):
+        signals.get(world.db.conn, world.token, world.namespace, wf, "sig_999999")
+    with pytest.raises(errors.NotFound):
+        signals.get(world.db.conn, world.token, world.namespace, wf, "not-an-id")
+    other = started(world, orch)
+    with pytest.raises(errors.NotFound):  # a signal of another instance
+        signals.get(world.db.conn, world.token, world.namespace, other, good["signal_id"])
+
+
+def test_S5_list_pages_in_acceptance_order_and_filters_by_status(world, orch):
+    wf = started(world, orch)
+    sent = [send(world, wf, f"k{i}", correlation_key="o-1" if i == 2 else "o-x") for i in range(5)]
+    orch.drain()
+    page = signals.list_signals(world.db.conn, world.token, world.namespace, wf, limit=2)
+    assert [s["signal_id"] for s in page["items"]] == [s["signal_id"] for s in sent[:2]]
+    page2 = signals.list_signals(world.db.conn, world.token, world.namespace, wf, limit=2,
+                                 after=page["next_cursor"])
+    page3 = signals.list_signals(world.db.conn, world.token, world.namespace, wf, limit=2,
+                                 after=page2["next_cursor"])
+    assert [s["signal_id"] for s in page2["items"] + page3["items"]] == [s["signal_id"] for s in sent[2:]]
+    assert page3["next_cursor"] is None
+    consumed = signals.list_signals(world.db.conn, world.token, world.namespace, wf, status="CONSUMED")
+    assert [s["signal_id"] for s in consumed["items"]] == [sent[2]["signal_id"]]
+    with pytest.raises(errors.ValidationFailed):
+        signals.list_signals(world.db.conn, world.token, world.namespace, wf, status="DONE")
+    with pytest.raises(errors.ValidationFailed):
+        signals.list_signals(world.db.conn, world.token, world.namespace, wf, limit=0)
+
+
+# --- S-6: per-instance limit ------------------------------------------------------------------------------------
+def test_S6_1024_signals_per_instance_then_new_keys_are_refused_but_replays_answer(world, orch):
+    world.publish(signal_flow(before_timer_ms=HOUR))
+    wf = world.start("approval-flow", {"order_id": "o-1"})  # the SIGNAL step is not active: all early
+    first = send(world, wf, "k-0")
+    conn = world.db.conn
+    for i in range(1, 1024):
+        signals.send(conn, world.token, world.namespace, wf, idempotency_key=f"k-{i}", name=NAME,
+                     payload_version=VERSION, target_step_key="approval", target_activation_sequence=1,
+                     correlation_key="o-1" if i % 2 else "o-x", payload="{}", reason="r")
+    assert world.db.scalar("SELECT signal_count FROM weave_instances") == 1024
+    before = stored(world)
+    with pytest.raises(errors.SignalLimitReached):
+        send(world, wf, "k-1024")
+    assert stored(world) == before
+    assert send(world, wf, "k-0")["receipt_json"] == first["receipt_json"]  # the replay check comes first
+    orch.drain()  # rejected and settled signals still count
+    with pytest.raises(errors.SignalLimitReached):
+        send(world, wf, "k-1025")
+
+
+# --- S-7: target rules ---------------------------------------------------------------------------------------------
+def test_S7_target_must_be_a_signal_step_of_the_pinned_definition(world, orch):
+    wf = started(world, orch, signal_flow(then_timer=True))
+    rejected(world, wf, "TARGET_STEP_INVALID", target_step_key="no_such_step")
+    rejected(world, wf, "TARGET_STEP_INVALID", target_step_key="after_approval")  # a TIMER
+    rejected(world, wf, "CONTRACT_MISMATCH", name="approval.Decided")
+    rejected(world, wf, "CONTRACT_MISMATCH", name=NAME + " ")
+    rejected(world, wf, "CONTRACT_MISMATCH", payload_version="2")
+
+
+@pytest.mark.parametrize("payload_type, good, bad", [
+    ("object", '{"a": 1}', "[1]"),
+    ("array", "[]", "{}"),
+    ("string", '"yes"', "1"),
+    ("number", "-12.5e3", '"12"'),
+    ("number", "123456789012345678901234567890", "true"),
+    ("boolean", "false", "0"),
+    ("null", "null", '"null"'),
+    ("any", '"anything"', None),
+])
+def test_S7_payload_must_have_the_declared_type(world, orch, payload_type, good, bad):
+    wf = started(world, orch, signal_flow(f"typed-{payload_type}", payload_type=payload_type))
+    if bad is not None:
+        rejected(world, wf, "PAYLOAD_TYPE_MISMATCH", payload=bad)
+    assert send(world, wf, payload=good)["status"] == "PENDING"
+
+
+def test_S7_poll_final_signal_is_a_target_with_a_result_object_payload(world):
+    doc = {"name": "poll-final", "steps": [{
+        "key": "check", "type": "POLL", "queue": "payments", "handler": "payments.check", "handler_version": "1",
+        "interval_ms": 1000, "max_rounds": 3, "timeout_ms": HOUR,
+        "result": {"pending": ["PENDING"], "success": ["PAID"], "review": ["MANUAL"]},
+        "final_signal": {"name": "payment.final", "payload_version": "1", "correlation": "$.input.order_id"}}]}
+    world.publish(doc)
+    wf = world.start("poll-final", {"order_id": "o-1"})  # not activated: a final signal can arrive early
+    fields = {"name": "payment.final", "target_step_key": "check"}
+    rejected(world, wf, "PAYLOAD_TYPE_MISMATCH", payload='"PAID"', **fields)
+    rejected(world, wf, "PAYLOAD_TYPE_MISMATCH", payload='{"output": 1}', **fields)
+    rejected(world, wf, "PAYLOAD_INVALID", payload='{"status": "PENDING"}', **fields)
+    rejected(world, wf, "PAYLOAD_INVALID", payload='{"status": "WHATEVER"}', **fields)
+    assert send(world, wf, payload='{"status": "PAID", "output": {"ref": 1}}', **fields)["status"] == "PENDING"
+    assert send(world, wf, payload='{"status": "MANUAL"}', **fields)["status"] == "PENDING"
+
+
+# --- S-8: activation sequence ---------------------------------------------------------------------------------------
+def test_S8_never_activated_step_accepts_only_sequence_1(world):
+    world.publish(signal_flow(before_timer_ms=60_000))
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    rejected(world, wf, "FUTURE_ACTIVATION", target_activation_sequence=2)
+    early = send(world, wf, target_activation_sequence=1)
+    assert early["status"] == "PENDING"
+
+
+def test_S8_stale_activation_is_stored_rejected_and_future_is_refused(world, orch):
+    wf = started(world, orch, signal_flow(timeout_ms=60_000))
+    world.db.advance(60_001)
+    orch.drain()
+    assert world.instance(wf)["review_reasons"][0]["code"] == "SIGNAL_TIMEOUT"
+    reactivate(world, wf)
+    orch.drain()
+    assert world.step(wf, "approval")["activation_sequence"] == 2
+    stale = send(world, wf, target_activation_sequence=1)
+    assert stale["status"] == "REJECTED" and stale["disposition"] == "STALE_ACTIVATION"
+    rejected(world, wf, "FUTURE_ACTIVATION", target_activation_sequence=3)
+    current = send(world, wf, target_activation_sequence=2)
+    orch.drain()
+    step = world.step(wf, "approval")
+    assert step["status"] == "SUCCEEDED" and step["wait"]["winner_signal_id"] == current["signal_id"]
+
+
+def test_S8_pending_signals_of_a_superseded_activation_never_follow_recovery(world, orch):
+    wf = started(world, orch, signal_flow(timeout_ms=60_000))
+    # Accepted for activation 1 while its wait is open, then the wait is superseded before it is consumed.
+    sig = send(world, wf)
+    world.db.execute("UPDATE weave_signals SET available_at = expires_at")  # the runner never saw it
+    world.db.execute("UPDATE weave_pending_advances SET due_at = due_at + INTERVAL 1 DAY, "
+                     "available_at = available_at + INTERVAL 1 DAY")
+    world.db.execute("UPDATE weave_steps SET status = 'NEEDS_REVIEW' WHERE step_key = 'approval'")
+    reactivate(world, wf)
+    world.db.execute("UPDATE weave_signals SET available_at = accepted_at")
+    assert signals.process(world.db.conn, int(sig["signal_id"][4:])) == "REJECTED"
+    assert signal_row(world, sig["signal_id"])["disposition"] == "STALE_ACTIVATION"
+
+
+# --- S-9: stored rejections, in order ---------------------------------------------------------------------------
+def test_S9_instance_settled_comes_first(world, orch):
+    wf = started(world, orch)
+    send(world, wf)
+    orch.drain()
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+    late_and_stale = send(world, wf)
+    assert late_and_stale["status"] == "REJECTED" and late_and_stale["disposition"] == "INSTANCE_SETTLED"
+    for status in ("CANCELLING", "CANCELLED"):
+        other = started(world, orch)
+        world.db.execute("UPDATE weave_instances SET status = %s, gate = 'CLOSED' WHERE id = %s", status,
+                         world.internal_id(other))
+        world.db.advance(2 * HOUR)  # also past every deadline: INSTANCE_SETTLED still wins
+        assert send(world, other)["disposition"] == "INSTANCE_SETTLED"
+
+
+def test_S9_step_settled_when_the_activation_wait_is_no_longer_waiting(world, orch):
+    wf = started(world, orch, signal_flow(then_timer=True))
+    send(world, wf)
+    orch.drain()
+    assert world.instance(wf)["status"] == "RUNNING"
+    again = send(world, wf)
+    assert again["status"] == "REJECTED" and again["disposition"] == "STEP_SETTLED"
+
+
+def test_S9_late_at_or_after_the_wait_or_instance_deadline(world, orch):
+    wf = started(world, orch, signal_flow(timeout_ms=60_000))
+    world.db.advance(60_000)  # at (or just past) the wait deadline, before any runner looked
+    late = send(world, wf)
+    assert late["status"] == "REJECTED" and late["disposition"] == "LATE"
+    # An early signal after the instance deadline is late too.
+    world.publish(signal_flow("later-flow", before_timer_ms=HOUR))
+    early = world.start("later-flow", {"order_id": "o-1"}, deadline_ms=120_000)
+    world.db.advance(120_000)
+    assert send(world, early)["disposition"] == "LATE"
+
+
+def test_S9_correlation_mismatch_against_the_active_wait(world, orch):
+    wf = started(world, orch)
+    bad = send(world, wf, correlation_key="o-2")
+    assert bad["status"] == "REJECTED" and bad["disposition"] == "CORRELATION_MISMATCH"
+    assert signal_row(world, bad["signal_id"])["consumed_at"] is not None
+
+
+# --- S-10 / S-11: early signals and consumption ----------------------------------------------------------------------
+def test_S10_early_signal_waits_for_activation_then_is_consumed(world, orch):
+    world.publish(signal_flow(before_timer_ms=60_000))
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+    early = send(world, wf)
+    deadline = world.db.scalar("SELECT deadline_at FROM weave_instances")
+    row = signal_row(world, early["signal_id"])
+    assert row["status"] == "PENDING" and row["expires_at"] == deadline and row["available_at"] == deadline
+    assert parse(early["expires_at"]) == deadline
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances WHERE step_key = 'approval'") == 0
+    world.db.advance(60_001)
+    orch.run_once()  # the timer settles and activates the SIGNAL step inline
+    cp = world.db.row("SELECT kind, due_at, created_at FROM weave_pending_advances WHERE step_key = 'approval'")
+    assert cp["kind"] == "SIGNAL" and cp["due_at"] == cp["created_at"]  # due at once (S-10)
+    orch.drain()
+    step = world.step(wf, "approval")
+    assert step["status"] == "SUCCEEDED" and step["wait"]["winner_signal_id"] == early["signal_id"]
+    assert step["output"] == {"approved": True}
+
+
+def test_S11_first_match_by_acceptance_wins_and_the_rest_get_dispositions(world, orch):
+    world.publish(signal_flow(before_timer_ms=60_000, then_timer=True))
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+    mismatch = send(world, wf, "a", correlation_key="o-2", payload='{"n": 0}')
+    first = send(world, wf, "b", payload='{"n": 1}')
+    second = send(world, wf, "c", payload='{"n": 2}')
+    world.db.advance(60_001)
+    orch.drain()
+    step = world.step(wf, "approval")
+    assert step["wait"]["status"] == "SATISFIED" and step["wait"]["winner_signal_id"] == first["signal_id"]
+    assert step["output"] == {"n": 1}
+    assert signal_row(world, first["signal_id"])["status"] == "CONSUMED"
+    assert (signal_row(world, second["signal_id"])["status"],
+            signal_row(world, second["signal_id"])["disposition"]) == ("REJECTED", "WAIT_SETTLED")
+    assert signal_row(world, mismatch["signal_id"])["disposition"] == "CORRELATION_MISMATCH"
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_signals WHERE status = 'PENDING'") == 0
+    # The successor was activated in the same transaction as the consumption.
+    assert world.step(wf, "after_approval")["status"] == "ACTIVE"
+    consumed = next(e for e in world.events(wf) if e["type"] == "SIGNAL_CONSUMED")
+    activated = [e for e in world.events(wf) if e["type"] == "STEP_ACTIVATED" and e["step_key"] == "after_approval"]
+    assert activated[0]["occurred_at"] == consumed["occurred_at"]
+
+
+def test_S11_equal_acceptance_times_fall_back_to_acceptance_sequence(world, orch):
+    world.publish(signal_flow(before_timer_ms=60_000))
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+    a = send(world, wf, "a", payload='{"n": "a"}')
+    b = send(world, wf, "b", payload='{"n": "b"}')
+    # The later id is made to look earlier by a hair, then exactly equal: only equal times use the sequence.
+    world.db.execute("UPDATE weave_signals SET accepted_at = (SELECT t FROM (SELECT MIN(accepted_at) t "
+                     "FROM weave_signals) x)")
+    world.db.advance(60_001)
+    orch.drain()
+    assert world.step(wf, "approval")["wait"]["winner_signal_id"] == a["signal_id"]
+    assert signal_row(world, b["signal_id"])["disposition"] == "WAIT_SETTLED"
+
+
+def test_S11_signal_accepted_exactly_at_the_deadline_is_late(world, orch):
+    wf = started(world, orch, signal_flow(timeout_ms=60_000))
+    sig = send(world, wf)
+    # Accepted exactly at the deadline (the clock cannot be stopped on it, so the stored time is set).
+    world.db.execute("UPDATE weave_signals s JOIN weave_waits w ON w.step_key = s.target_step_key "
+                     "SET s.accepted_at = w.deadline_at, s.available_at = w.deadline_at")
+    world.db.advance(60_001)
+    orch.drain()
+    step = world.step(wf, "approval")
+    assert step["wait"]["status"] == "EXPIRED" and step["wait"]["winner_signal_id"] is None
+    assert signal_row(world, sig["signal_id"])["disposition"] == "LATE"
+
+
+def test_S11_audit_failure_at_consumption_rolls_everything_back_and_backs_off(world, orch):
+    wf = started(world, orch, signal_flow(then_timer=True))
+    sig = send(world, wf)
+    world.db.execute(
+        "CREATE TRIGGER test_audit_fails BEFORE INSERT ON weave_audit FOR EACH ROW "
+        "BEGIN IF NEW.action = 'signal.consume' THEN "
+        "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'audit store down'; END IF; END")
+    before = {k: v for k, v in world.db.table_counts().items() if k not in ("weave_pending_advances",)}
+    outcomes = orch.drain(max_rounds=3)
+    assert outcomes["CHECKPOINT:FAILED"] + outcomes["SIGNAL:FAILED"] >= 1
+    assert {k: v for k, v in world.db.table_counts().items() if k not in ("weave_pending_advances",)} == before
+    step = world.step(wf, "approval")
+    assert step["status"] == "ACTIVE" and step["wait"]["status"] == "WAITING"
+    assert world.step(wf, "after_approval")["status"] == "PENDING"
+    row = signal_row(world, sig["signal_id"])
+    assert row["status"] == "PENDING" and row["attempts"] >= 1 and "audit store down" in row["last_error"]
+    assert row["expires_at"] == world.db.scalar("SELECT deadline_at FROM weave_instances")  # R-12: only next check
+    world.db.execute("DROP TRIGGER test_audit_fails")
+    world.db.advance(120_000)
+    orch.drain()
+    assert world.step(wf, "approval")["wait"]["winner_signal_id"] == sig["signal_id"]
+
+
+# --- S-12: acceptance proof ----------------------------------------------------------------------------------------
+@pytest.mark.breaks_invariants("M-4.10")
+def test_S12_a_row_altered_after_acceptance_goes_to_review(world, orch):
+    wf = started(world, orch, signal_flow(then_timer=True))
+    sig = send(world, wf, payload='{"approved": false}')
+    world.db.execute("UPDATE weave_signals SET payload = '{\"approved\": true}' WHERE id = %s",
+                     int(sig["signal_id"][4:]))
+    orch.drain()
+    row = signal_row(world, sig["signal_id"])
+    assert (row["status"], row["disposition"]) == ("REJECTED", "ACCEPTANCE_PROOF_MISMATCH")
+    inst = world.instance(wf)
+    step = next(s for s in inst["steps"] if s["key"] == "approval")
+    assert inst["status"] == "NEEDS_REVIEW" and inst["gate"] == "CLOSED" and step["status"] == "NEEDS_REVIEW"
+    assert [r["code"] for r in inst["review_reasons"]] == ["ACCEPTANCE_PROOF_MISMATCH"]
+    assert step["output"] is None and step["wait"]["winner_signal_id"] is None
+    # The wait consumes nothing more until recovery.
+    honest = send(world, wf)
+    assert honest["status"] == "PENDING"
+    orch.drain()
+    assert signal_row(world, honest["signal_id"])["status"] == "PENDING"
+    assert world.step(wf, "approval")["status"] == "NEEDS_REVIEW"
+    assert world.step(wf, "after_approval")["status"] == "PENDING"
+
+
+@pytest.mark.breaks_invariants("M-4.10")
+def test_S12_a_changed_digest_column_is_caught_too(world, orch):
+    wf = started(world, orch)
+    sig = send(world, wf)
+    world.db.execute("UPDATE weave_signals SET request_digest = REPEAT('0', 64)")
+    orch.drain()
+    assert signal_row(world, sig["signal_id"])["disposition"] == "ACCEPTANCE_PROOF_MISMATCH"
+
+
+# --- S-13: the wait deadline -----------------------------------------------------------------------------------------
+def test_S13_deadline_without_a_match_expires_into_review(world, orch):
+    wf = started(world, orch, signal_flow(timeout_ms=60_000, then_timer=True))
+    miss = send(world, wf, correlation_key="o-2")
+    world.db.advance(59_000)
+    orch.drain()
+    assert world.step(wf, "approval")["wait"]["status"] == "WAITING"
+    world.db.advance(1_001)
+    orch.drain()
+    inst = world.instance(wf)
+    step = inst["steps"][0]
+    assert step["wait"]["status"] == "EXPIRED" and step["status"] == "NEEDS_REVIEW"
+    assert inst["status"] == "NEEDS_REVIEW" and inst["gate"] == "CLOSED"
+    assert [r["code"] for r in inst["review_reasons"]] == ["SIGNAL_TIMEOUT"]
+    assert inst["steps"][1]["status"] == "PENDING"
+    assert signal_row(world, miss["signal_id"])["disposition"] == "CORRELATION_MISMATCH"
+    assert "SIGNAL_CONSUMED" not in [e["type"] for e in world.events(wf)]
+
+
+def test_S13_on_time_signal_wins_over_a_passed_deadline(world, orch):
+    wf = started(world, orch, signal_flow(timeout_ms=60_000))
+    sig = send(world, wf)  # accepted on time; every runner is down
+    world.db.advance(10 * 60_000)
+    # The deadline checkpoint is looked at first: it still consumes the on-time signal.
+    cp = world.db.scalar("SELECT id FROM weave_pending_advances WHERE step_key = 'approval'")
+    assert world.db.one("weave_checkpoint_advance", cp)["outcome"] == "CONSUMED"
+    step = world.step(wf, "approval")
+    assert step["wait"]["status"] == "SATISFIED" and step["wait"]["winner_signal_id"] == sig["signal_id"]
+    assert world.instance(wf)["review_reasons"] == []
+
+
+# --- S-14: unmatched early signals expire ---------------------------------------------------------------------------
+def test_S14_unmatched_early_signal_expires_at_expires_at(world, orch):
+    world.publish(signal_flow(before_timer_ms=2 * HOUR))  # the step can never start before the deadline
+    wf = world.start("approval-flow", {"order_id": "o-1"}, deadline_ms=HOUR)
+    orch.drain()
+    early = send(world, wf)
+    row = signal_row(world, early["signal_id"])
+    # Backoff moves only the next check time.
+    world.db.one("weave_candidate_fail", "SIGNAL", row["id"], row["version"], "connection lost")
+    moved = signal_row(world, early["signal_id"])
+    assert moved["available_at"] != row["available_at"] and moved["attempts"] == 1
+    assert (moved["accepted_at"], moved["expires_at"]) == (row["accepted_at"], row["expires_at"])
+    world.db.advance(HOUR - 1_000)
+    orch.drain()
+    assert signal_row(world, early["signal_id"])["status"] == "PENDING"
+    world.db.advance(1_001)
+    orch.drain()
+    row = signal_row(world, early["signal_id"])
+    assert (row["status"], row["disposition"]) == ("EXPIRED", "EXPIRED_UNMATCHED")
+    assert row["expires_at"] == world.db.scalar("SELECT deadline_at FROM weave_instances")
+    assert "SIGNAL_EXPIRED" in [e["type"] for e in world.events(wf)]
+
+
+def test_S14_expiry_is_found_through_the_signal_index(world):
+    plan = world.db.rows("EXPLAIN SELECT id FROM weave_signals FORCE INDEX (ix_signal_pending) "
+                         "WHERE status = 'PENDING' AND available_at <= NOW(6) ORDER BY available_at LIMIT 100")
+    assert plan[0]["key"] == "ix_signal_pending" and plan[0]["type"] == "range"
+
+
+# --- S-15: pause, disabled app, instance deadline ------------------------------------------------------------------
+def test_S15_paused_instance_still_accepts_and_consumes_but_successors_wait(world, orch):
+    wf = started(world, orch, signal_flow(then_timer=True))
+    world.db.execute("UPDATE weave_instances SET control = 'PAUSED'")
+    sig = send(world, wf)
+    assert sig["status"] == "PENDING"
+    orch.drain()
+    inst = world.instance(wf)
+    assert inst["steps"][0]["status"] == "SUCCEEDED"
+    assert inst["steps"][1]["status"] == "PENDING"
+    root = world.db.row("SELECT available_at, last_error FROM weave_pending_advances WHERE step_key = ''")
+    assert root is not None and "paused" in root["last_error"]
+
+
+def test_S15_disabled_app_still_accepts_and_consumes(world, orch):
+    wf = started(world, orch, signal_flow(then_timer=True))
+    routines.app_put(world.db.conn, world.admin, world.namespace, world.app, 1000, "DISABLED")
+    assert send(world, wf)["status"] == "PENDING"
+    orch.drain()
+    inst = world.instance(wf)
+    assert inst["steps"][0]["status"] == "SUCCEEDED" and inst["steps"][1]["status"] == "PENDING"
+    assert "app disabled" in world.db.scalar("SELECT last_error FROM weave_pending_advances WHERE step_key = ''")
+
+
+def test_S15_past_the_instance_deadline_keeps_the_fact_and_goes_to_review(world, orch):
+    wf = started(world, orch, signal_flow(then_timer=True), deadline_ms=120_000)
+    sig = send(world, wf)
+    world.db.advance(10 * 60_000)
+    orch.drain()
+    inst = world.instance(wf)
+    assert inst["steps"][0]["wait"]["status"] == "SATISFIED"
+    assert signal_row(world, sig["signal_id"])["status"] == "CONSUMED"
+    assert inst["steps"][1]["status"] == "PENDING"
+    assert inst["status"] == "NEEDS_REVIEW" and [r["code"] for r in inst["review_reasons"]] == ["INSTANCE_DEADLINE"]
+
+
+# --- S-16: send inside the caller's transaction ---------------------------------------------------------------------
+@pytest.fixture
+def outbox(world):
+    """A business table of the caller's, and a second connection with autocommit off."""
+    world.db.execute("CREATE TABLE IF NOT EXISTS test_outbox_orders (id INT PRIMARY KEY, note VARCHAR(64)) "
+                     "ENGINE=InnoDB COMMENT 'test: a caller business table'")
+    world.db.execute("DELETE FROM test_outbox_orders")
+    conn = world.db.connect()
+    conn.autocommit(False)
+    yield conn
+    conn.rollback()
+    conn.close()
+    world.db.execute("DROP TABLE IF EXISTS test_outbox_orders")
+
+
+def test_S16_signal_commits_with_the_callers_business_row(world, orch, outbox):
+    wf = started(world, orch)
+    with outbox.cursor() as cur:
+        cur.execute("INSERT INTO test_outbox_orders VALUES (1, 'approved')")
+    receipt = send(world, wf, "outbox-1", conn=outbox, in_tx=True)
+    assert receipt["status"] == "PENDING"
+    # Not visible to anyone before the caller commits.
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_signals") == 0
+    assert world.db.scalar("SELECT COUNT(*) FROM test_outbox_orders") == 0
+    outbox.commit()
+    assert world.db.scalar("SELECT COUNT(*) FROM test_outbox_orders") == 1
+    assert signal_row(world, receipt["signal_id"])["status"] == "PENDING"
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'signal.accept'") == 1
+    orch.drain()
+    assert world.step(wf, "approval")["wait"]["winner_signal_id"] == receipt["signal_id"]
+    # The same rules and receipts as Send: a replay through either entry point answers the first receipt.
+    assert send(world, wf, "outbox-1")["receipt_json"] == receipt["receipt_json"]
+
+
+def test_S16_signal_rolls_back_with_the_callers_business_row(world, orch, outbox):
+    wf = started(world, orch)
+    before = world.db.table_counts()
+    with outbox.cursor() as cur:
+        cur.execute("INSERT INTO test_outbox_orders VALUES (2, 'approved')")
+    send(world, wf, "outbox-2", conn=outbox, in_tx=True)
+    outbox.rollback()
+    assert world.db.scalar("SELECT COUNT(*) FROM test_outbox_orders") == 0
+    assert world.db.table_counts() == before
+    # The key was never accepted: sending it again is a first acceptance.
+    assert send(world, wf, "outbox-2")["replayed"] is False
+
+
+def test_S16_refuses_to_run_outside_a_transaction(world, orch):
+    wf = started(world, orch)
+    before = world.db.table_counts()
+    with pytest.raises(errors.NotInTransaction):
+        send(world, wf, in_tx=True)  # the test connection runs with autocommit on
+    assert world.db.table_counts() == before
+
+
+def test_S16_an_error_leaves_the_callers_transaction_to_the_caller(world, orch, outbox):
+    wf = started(world, orch)
+    # Created first: DDL would wait for the caller's open transaction.
+    world.db.execute(
+        "CREATE TRIGGER test_audit_fails BEFORE INSERT ON weave_audit FOR EACH ROW "
+        "BEGIN IF NEW.action = 'signal.accept' AND NEW.idempotency_key = 'fails' THEN "
+        "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'audit store down'; END IF; END")
+    with outbox.cursor() as cur:
+        cur.execute("INSERT INTO test_outbox_orders VALUES (3, 'kept')")
+    with pytest.raises(errors.ValidationFailed):
+        send(world, wf, conn=outbox, in_tx=True, correlation_key="")
+    # A failure in the middle of the writes undoes only the signal's own rows.
+    with pytest.raises(pymysql.err.OperationalError):
+        send(world, wf, "fails", conn=outbox, in_tx=True)
+    with outbox.cursor() as cur:
+        cur.execute("SELECT COUNT(*) AS n FROM weave_signals")
+        assert cur.fetchone()["n"] == 0
+        cur.execute("SELECT @@in_transaction AS t")
+        assert cur.fetchone()["t"] == 1  # still the caller's open transaction
+    outbox.commit()
+    world.db.execute("DROP TRIGGER test_audit_fails")
+    assert world.db.scalar("SELECT COUNT(*) FROM test_outbox_orders") == 1
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_signals") == 0
+    assert world.db.scalar("SELECT signal_count FROM weave_instances") == 0
+
+
+def test_S16_works_inside_an_explicit_transaction_under_repeatable_read(world, orch):
+    wf = started(world, orch)
+    conn = world.db.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            cur.execute("START TRANSACTION")
+            cur.execute("SELECT COUNT(*) AS n FROM weave_signals")  # the caller's snapshot starts here
+        other = send(world, wf, "meanwhile")  # committed by someone else after that snapshot
+        with pytest.raises(errors.IdempotencyConflict):  # decided from the latest rows, not the snapshot
+            send(world, wf, "meanwhile", conn=conn, in_tx=True, reason="different")
+        mine = send(world, wf, "mine", conn=conn, in_tx=True)
+        conn.commit()
+    finally:
+        conn.close()
+    assert mine["status"] == "PENDING" and other["status"] == "PENDING"
+    assert world.db.scalar("SELECT signal_count FROM weave_instances") == 2
+
+
+# --- S-17: why is this wait still open? ------------------------------------------------------------------------------
+def test_S17_explain_lists_the_pins_and_why_each_signal_did_not_win(world, orch):
+    wf = started(world, orch, signal_flow(timeout_ms=60_000))
+    mismatch = send(world, wf, correlation_key="o-1 ")
+    world.db.advance(60_001)
+    orch.drain()
+    reactivate(world, wf)
+    orch.drain()
+    stale = send(world, wf, target_activation_sequence=1)
+    wrong = send(world, wf, target_activation_sequence=2, correlation_key="o-2")
+    waiting = send(world, wf, target_activation_sequence=2)
+    # An on-time signal the runner has not looked at yet.
+    world.db.execute("UPDATE weave_signals SET available_at = expires_at WHERE id = %s",
+                     int(waiting["signal_id"][4:]))
+    world.db.execute("UPDATE weave_pending_advances SET available_at = available_at + INTERVAL 1 DAY "
+                     "WHERE step_key = 'approval'")
+    report = signals.explain(world.db.conn, world.token, world.namespace, wf, "approval")
+    pins = report["wait"]
+    assert pins["status"] == "WAITING" and pins["activation_sequence"] == 2
+    assert (pins["name"], pins["payload_version"], pins["payload_type"]) == (NAME, VERSION, "object")
+    assert pins["correlation_key"] == "o-1" and pins["correlation_key_hex"] == "6f2d31"
+    assert pins["deadline_at"] is not None
+    why = {s["signal_id"]: s for s in report["signals"]}
+    assert why[mismatch["signal_id"]]["why"] == "CORRELATION_MISMATCH"
+    assert why[mismatch["signal_id"]]["detail"] == {
+        "expected_hex": "6f2d31", "got_hex": "6f2d3120", "first_difference_offset": 3,
+        "expected_byte_hex": "", "got_byte_hex": "20"}
+    assert why[stale["signal_id"]]["why"] == "STALE_ACTIVATION"
+    assert why[wrong["signal_id"]]["why"] == "CORRELATION_MISMATCH"
+    assert why[wrong["signal_id"]]["detail"]["first_difference_offset"] == 2
+    assert why[wrong["signal_id"]]["detail"]["got_byte_hex"] == "32"
+    assert why[waiting["signal_id"]]["why"] == "NOT_YET_CONSUMED"
+    assert [s["signal_id"] for s in report["signals"]] == [
+        mismatch["signal_id"], stale["signal_id"], wrong["signal_id"], waiting["signal_id"]]
+    world.db.execute("UPDATE weave_pending_advances SET available_at = due_at WHERE step_key = 'approval'")
+    orch.drain()
+    after = signals.explain(world.db.conn, world.token, world.namespace, wf, "approval")
+    assert {s["signal_id"]: s["why"] for s in after["signals"]}[waiting["signal_id"]] == "WON"
+
+
+def test_S17_explain_before_activation_shows_the_contract_and_early_signals(world, orch):
+    world.publish(signal_flow(before_timer_ms=HOUR))
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    early = send(world, wf)
+    report = signals.explain(world.db.conn, world.token, world.namespace, wf, "approval")
+    assert report["status"] == "PENDING" and report["wait"]["status"] is None
+    assert report["wait"]["name"] == NAME and report["wait"]["correlation_key"] is None
+    assert [(s["signal_id"], s["why"]) for s in report["signals"]] == [(early["signal_id"], "WAITING_FOR_ACTIVATION")]
+    with pytest.raises(errors.NotFound):
+        signals.explain(world.db.conn, world.token, world.namespace, wf, "no_such_step")
+    reader = world.credential(["workflows:signal"])["token"]
+    with pytest.raises(errors.Forbidden):
+        signals.explain(world.db.conn, reader, world.namespace, wf, "approval")
+
+
+# --- the SIGNAL candidate ---------------------------------------------------------------------------------------------
+def test_R13_signal_candidate_is_busy_while_another_node_holds_the_instance(world, orch):
+    wf = started(world, orch)
+    sig = send(world, wf)
+    holder = world.db.connect()
+    try:
+        with holder.cursor() as cur:
+            cur.execute("START TRANSACTION")
+            cur.execute("SELECT id FROM weave_instances WHERE id = %s FOR UPDATE", (world.internal_id(wf),))
+            assert signals.process(world.db.conn, int(sig["signal_id"][4:])) == "BUSY"
+            cur.execute("ROLLBACK")
+    finally:
+        holder.close()
+    assert signals.process(world.db.conn, int(sig["signal_id"][4:])) == "CONSUMED"
+    assert signals.process(world.db.conn, int(sig["signal_id"][4:])) == "GONE"
+
+
+def test_S11_signal_accepted_into_an_active_wait_settles_within_one_scan(world, orch):
+    wf = started(world, orch)
+    send(world, wf)
+    orch.run_once()
+    assert world.step(wf, "approval")["wait"]["status"] == "SATISFIED"
