@@ -1,0 +1,338 @@
+"""Generates docs/http-api.md from the OpenAPI document: ``python -m api.docs [--check]``.
+
+``api.openapi.document()`` is the single source: the same document the app serves at ``/openapi.json``
+and schemathesis checks every response against. This module only renders it (every path and method with
+its summary, scope, parameters, request body fields and responses, then the schemas), plus the
+conventions every endpoint shares. A test keeps the checked-in file equal to ``render()``.
+
+Endpoints that the contract (07-api) fixes but the document does not describe yet are listed in a last
+section, from ``SPECIFIED`` below; each one drops out of it by itself once ``document()`` describes it.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from procedures.errors import VALIDATION_CODES
+
+from .http import MAX_BODY
+from .openapi import document
+
+# Sub-codes from 50200 on belong to the Pulse worker routines, which no HTTP endpoint calls.
+HTTP_VALIDATION_CODES = [code for code, errno in VALIDATION_CODES.items() if errno < 50200]
+
+TARGET = Path(__file__).resolve().parent.parent / "docs" / "http-api.md"
+PREFIX = "/v1/namespaces/{ns}"
+METHODS = ("get", "post", "put", "patch", "delete")
+
+# The stable codes of 07-api: code -> (HTTP status, when it is answered).
+STABLE_CODES: list[tuple[str, int, str]] = [
+    ("UNAUTHENTICATED", 401, "no `Authorization: Bearer` header, or an unknown or disabled token"),
+    ("FORBIDDEN", 403, "the credential lacks the endpoint's scope, or a queue of the instance's pinned definition"),
+    ("NOT_FOUND", 404, "no such object, an object of another namespace, or a namespace the credential does not "
+                       "belong to (all answered alike)"),
+    ("VALIDATION_FAILED", 422, "a field broke a rule; `errors[].code` names the rule"),
+    ("IDEMPOTENCY_CONFLICT", 409, "this `Idempotency-Key` was already used for a request with other content"),
+    ("SIGNAL_LIMIT_REACHED", 409, "the instance already stores 1024 signals; a replay of an existing key still "
+                                  "answers"),
+    ("INVALID_STATE", 409, "the action does not fit the instance's current state; nothing changed"),
+    ("TASK_IN_FLIGHT", 409, "recovery refused while a task of the instance is unsettled"),
+    ("PAYLOAD_TOO_LARGE", 413, f"request body above {MAX_BODY // 1024} KiB, refused before parsing"),
+    ("UNSUPPORTED_MEDIA_TYPE", 415, "a body that is not `application/json`"),
+    ("UNAVAILABLE", 503, "the database is unreachable or at another schema level; retry after `Retry-After` "
+                         "seconds"),
+]
+
+# Meanings the schema cannot express, shown beside a body field of that name.
+FIELD_NOTES: dict[str, str] = {
+    "deadline_ms": "instance deadline in ms from now; give exactly one of `deadline_ms` and `deadline_at`",
+    "deadline_at": "absolute time (RFC 3339 with a zone)",
+    "version": "definition version; default the latest",
+    "input": "any JSON; default `{}`",
+    "reason": "why, for the audit trail and the event history",
+    "timeout_ms": "the new activation's timeout, measured from now (capped by the instance deadline)",
+    "output": "the step's output (any JSON, `null` included)",
+    "evidence_ref": "a reference to evidence; never dereferenced",
+    "extend_ms": "extend the deadline by this much",
+    "max_in_flight": "quota of QUEUED+RUNNING tasks of the app",
+    "capacity": "most QUEUED+RUNNING tasks of the queue at once",
+    "queues": "queues the credential may use: a list, or `\"*\"` (default) for all",
+    "status": "ACTIVE or DISABLED (a disabled app starts no new task)",
+}
+
+# 07-api endpoints that document() may not describe yet: (method, path, scope, summary, body fields, answers).
+# A body field is (name, required, rule).
+_SIGNAL_FIELDS = [
+    ("name", True, "ASCII, 1–128 chars; must equal the target's declared signal name"),
+    ("payload_version", True, "ASCII, 1–32 chars; must equal the target's declared version"),
+    ("target_step_key", True, "1–64 chars; a SIGNAL step of the pinned definition, or a POLL with `final_signal`"),
+    ("target_activation_sequence", True, "positive integer: 1 for a step not activated yet (an early signal), "
+                                         "else the step's current activation; an older one is stored REJECTED "
+                                         "`STALE_ACTIVATION`, a later one is 422 `FUTURE_ACTIVATION`"),
+    ("correlation_key", True, "1–512 bytes of UTF-8, compared byte-exact (trailing spaces count)"),
+    ("payload", True, "JSON of the declared `payload_type`, ≤ 256 KiB as received, never re-serialised; "
+                      "explicit `null` is a value, a missing payload is 422 `PAYLOAD_MISSING`"),
+    ("reason", True, "1–1024 chars"),
+    ("evidence_ref", False, "≤ 512 chars, no whitespace or control characters; never dereferenced"),
+]
+SPECIFIED: list[tuple[str, str, str, str, list, str]] = [
+    ("post", PREFIX + "/workflows/{workflow_id}/signals", "workflows:signal",
+     "Send an external signal (S-1..S-9). `Idempotency-Key` header required (1–128 printable ASCII chars).",
+     _SIGNAL_FIELDS,
+     "201 the receipt `{signal_id, workflow_id, idempotency_key, status, disposition, accepted_at, expires_at, "
+     "request_digest}` (status PENDING, or REJECTED with its disposition); 200 + `Idempotent-Replayed: true` "
+     "for the same key and content (the first receipt, byte-identical); 409 `IDEMPOTENCY_CONFLICT` for the "
+     "same key with other content; 409 `SIGNAL_LIMIT_REACHED`; 422 with `errors[].code` (`NAME_TOO_LONG`, "
+     "`CORRELATION_KEY_TOO_LONG`, `PAYLOAD_TOO_LARGE`, `PAYLOAD_MISSING`, `PAYLOAD_TYPE_MISMATCH`, "
+     "`CONTRACT_MISMATCH`, `FUTURE_ACTIVATION`, `EVIDENCE_REF_INVALID` …); 401, 403, 404, 413, 415, 503"),
+    ("get", PREFIX + "/workflows/{workflow_id}/signals/{signal_id}", "workflows:read",
+     "Read a signal's current state (PENDING, CONSUMED, REJECTED or EXPIRED, with its disposition).", [],
+     "200 `{signal_id, workflow_id, idempotency_key, name, payload_version, target_step_key, "
+     "target_activation_sequence, correlation_key, payload, reason, evidence_ref, actor, status, disposition, "
+     "accepted_at, expires_at, consumed_at}`; 401, 403, 404, 503"),
+    ("get", PREFIX + "/workflows/{workflow_id}/signals", "workflows:read",
+     "List an instance's signals; query `status=` filters by signal status.", [],
+     "200 `{items, next_cursor}`; 401, 403, 404, 422, 503"),
+    ("get", PREFIX + "/workflows/{workflow_id}/steps/{step_key}/explain", "workflows:read",
+     "Why is this wait still open (S-17): what the wait pins (name, version, correlation bytes, activation, "
+     "deadline) and, for every signal that targeted the step, why it did not win.", [],
+     "200; 401, 403, 404, 503"),
+    ("post", PREFIX + "/workflows/{workflow_id}/steps/{step_key}/continue", "workflows:review",
+     "Continue a POLL that stopped on its rounds or its poll deadline after a PENDING round (C-4): the same "
+     "activation goes on; the next round is due at max(now, next_poll_at). `Idempotency-Key` header required.",
+     [("reason", True, "1–1024 chars"), ("extra_rounds", False, "rounds to add to the budget"),
+      ("poll_deadline_ms", False, "a later poll deadline, in ms from now (≤ the instance deadline)")],
+     "200 the instance; 409 `INVALID_STATE` or `TASK_IN_FLIGHT`; 401, 403, 404, 413, 415, 422, 503"),
+]
+
+
+# --- rendering helpers --------------------------------------------------------------------------------------
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _anchor(name: str) -> str:
+    return re.sub(r"[^a-z0-9 -]", "", name.lower()).replace(" ", "-")
+
+
+def _type(schema: Any) -> str:
+    """A short, readable type of a schema: `string (date-time)`, `integer 1..500`, `[Instance](#instance)`."""
+    if not isinstance(schema, dict) or not schema:
+        return "any JSON"
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        return f"[{name}](#{_anchor(name)})"
+    if "const" in schema:
+        return f"`{schema['const']!r}`".replace("'", '"')
+    if "oneOf" in schema:
+        return " or ".join(_type(s) for s in schema["oneOf"])
+    kinds = schema.get("type", "any JSON")
+    kinds = [kinds] if isinstance(kinds, str) else list(kinds)
+    parts = []
+    for kind in kinds:
+        if kind == "array":
+            parts.append(f"array of {_type(schema.get('items', {}))}")
+        else:
+            parts.append(kind)
+    text = " or ".join(parts)
+    if "enum" in schema:
+        text += ": " + ", ".join(f"`{v}`" for v in schema["enum"])
+    if "format" in schema:
+        text += f" ({schema['format']})"
+    low, high = schema.get("minimum"), schema.get("maximum")
+    if low is not None or high is not None:
+        text += f", {'' if low is None else low}..{'' if high is None else high}"
+    if "minLength" in schema or "maxLength" in schema:
+        text += f", {schema.get('minLength', 0)}–{schema.get('maxLength', '')} chars"
+    if "pattern" in schema:
+        text += f", pattern `{schema['pattern']}`"
+    return text
+
+
+def _resolve(doc: dict, schema: dict) -> tuple[str | None, dict]:
+    if isinstance(schema, dict) and "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        return name, doc["components"]["schemas"][name]
+    return None, schema
+
+
+def _fields(schema: dict, notes: bool = True) -> list[str]:
+    required = set(schema.get("required", []))
+    rows = ["| field | type | required | notes |", "| --- | --- | --- | --- |"]
+    for name, prop in schema.get("properties", {}).items():
+        note = FIELD_NOTES.get(name, "") if notes else ""
+        rows.append(f"| `{name}` | {_cell(_type(prop))} | {'yes' if name in required else 'no'} | {_cell(note)} |")
+    return rows
+
+
+def _scope(op: dict) -> str:
+    match = re.search(r"Scope: `([^`]*)`", op.get("description", ""))
+    if match:
+        return match.group(1)
+    return "none" if op.get("security") == [] else "—"
+
+
+def _operations(doc: dict) -> list[tuple[str, str, dict]]:
+    return [(method, path, item[method]) for path, item in doc["paths"].items() for method in METHODS
+            if method in item]
+
+
+def _shape(path: str) -> str:
+    """A path with its parameter names erased, so that `{id}` and `{workflow_id}` compare equal."""
+    return re.sub(r"\{[^}]*\}", "{}", path)
+
+
+def _operation(doc: dict, method: str, path: str, op: dict) -> list[str]:
+    out = [f"### `{method.upper()} {path}`", "", op.get("summary", "").strip() + ".", "",
+           f"Scope: `{_scope(op)}`." if op.get("security") != [] else "No credential needed.", ""]
+    params = op.get("parameters", [])
+    if params:
+        out += ["| parameter | in | required | type |", "| --- | --- | --- | --- |"]
+        out += [f"| `{p['name']}` | {p['in']} | {'yes' if p.get('required') else 'no'} | {_cell(_type(p['schema']))} |"
+                for p in params]
+        out.append("")
+    body = op.get("requestBody")
+    if body:
+        schema = body["content"]["application/json"]["schema"]
+        name, resolved = _resolve(doc, schema)
+        out += [f"Request body (`application/json`){f': [{name}](#{_anchor(name)})' if name else ''}:", ""]
+        if resolved.get("properties"):
+            out += _fields(resolved) + [""]
+    out += ["| status | meaning | body | headers |", "| --- | --- | --- | --- |"]
+    for status, answer in sorted(op.get("responses", {}).items()):
+        content = answer.get("content", {})
+        media, body_text = "", ""
+        for media, spec in content.items():
+            body_text = f"`{media}` {_type(spec.get('schema', {}))}"
+            break
+        headers = ", ".join(f"`{h}`" for h in answer.get("headers", {}))
+        if status == "503":
+            headers = headers or "`Retry-After`"
+        out.append(f"| {status} | {_cell(answer.get('description', ''))} | {_cell(body_text)} | {headers} |")
+    out.append("")
+    return out
+
+
+def _conventions() -> list[str]:
+    return [
+        "## Conventions", "",
+        "**Base URL and namespaces.** Every engine endpoint lives under `/v1/namespaces/{ns}`. A namespace is "
+        "the isolation boundary: a credential belongs to exactly one, and any path under a namespace it does not "
+        "belong to, like any object of another namespace, answers `404 NOT_FOUND` exactly as a missing object "
+        "would.", "",
+        "**Authentication.** `Authorization: Bearer <token>`. Tokens are shown once, when a credential is created "
+        "(`weave bootstrap`, `weave credentials create`, `POST /credentials`), and stored only as a SHA-256 hash. "
+        "Each endpoint needs one scope (`admin`, `definitions:publish`, `workflows:read`, `workflows:start`, "
+        "`workflows:signal`, `workflows:control`, `workflows:review`); scopes never imply one another. Every "
+        "scope-protected endpoint about an instance also checks the credential's queues against every queue the "
+        "instance's pinned definition uses (403 otherwise). The bootstrap credential holds exactly `admin` and "
+        "`definitions:publish`.", "",
+        "**JSON.** Bodies are `application/json` in and out; any other request content type is "
+        "`415 UNSUPPORTED_MEDIA_TYPE`. Bodies with duplicate object keys are refused (422). Times are RFC 3339 "
+        "UTC with microseconds (`2026-11-29T23:59:59.123456Z`), taken from the database clock. Ids are opaque "
+        "strings (`wf_…`, `sig_…`, `tsk_…`, `cred_…`).", "",
+        f"**Size.** A request body above {MAX_BODY // 1024} KiB ({MAX_BODY} bytes) is refused with "
+        "`413 PAYLOAD_TOO_LARGE` before it is parsed, chunked bodies included.", "",
+        "**Idempotency and replays.** Every POST that starts or changes an instance takes an `Idempotency-Key` "
+        "header: 1–128 printable ASCII characters, required where the parameter table says so (a missing or "
+        "malformed key is `422` with `errors[].code = IDEMPOTENCY_KEY_INVALID`). A key identifies one operation "
+        "within a scope: the namespace for starting an instance, the instance and the action for pause, resume, "
+        "cancel, deadline and the step recovery actions, the instance for a signal. The same key with the same "
+        "content again answers `200` with the header `Idempotent-Replayed: true` and does nothing again (for a "
+        "start or an action the body is the instance as it is now; for a signal it is the first receipt, "
+        "byte-identical). The same key with different content answers `409 IDEMPOTENCY_CONFLICT` and changes "
+        "nothing. A replay still checks the caller's current permissions. Generate one key per logical "
+        "operation and reuse it for every retry of that operation.", "",
+        "Admin POSTs take no key and are safe to repeat by their nature, except one: publishing the same "
+        "definition content as the latest version answers `200` with that version, apps and queues are "
+        "create-or-update (`201`, then `200`), but every `POST /credentials` creates a new credential.", "",
+        "**Database unavailable.** While the database is unreachable, or at a schema level other than the one "
+        "this build ships, every endpoint that needs it answers `503 UNAVAILABLE` with a `Retry-After` header "
+        "(seconds), never a 500 with a stack trace. `/healthz` keeps answering 200.", "",
+        "## Errors", "",
+        "Every error is `application/problem+json` (RFC 9457):", "",
+        "```json",
+        '{"type": "https://weave.dev/problems/idempotency-conflict", "title": "Conflict", "status": 409,',
+        ' "code": "IDEMPOTENCY_CONFLICT", "detail": "this key did a different request", "errors": []}',
+        "```", "",
+        "`code` is the stable machine code: match on it (and on `errors[].code`), never on `detail` or `title`. "
+        "`errors` lists `{field, code, message}` for validation failures.", "",
+        "| code | HTTP | when |", "| --- | --- | --- |",
+        *[f"| `{code}` | {status} | {_cell(text)} |" for code, status, text in STABLE_CODES],
+        "",
+        "`errors[].code` values of `VALIDATION_FAILED` raised by the engine (the SQL reference lists the errno "
+        "of each): " + ", ".join(f"`{c}`" for c in HTTP_VALIDATION_CODES) + ". A definition document that does not "
+        "validate lists every problem at once, each with a dotted `field` path and a code such as "
+        "`MISSING_FIELD`, `UNKNOWN_TYPE`, `DUPLICATE_STEP_KEY`, `UNKNOWN_AFTER`, `CYCLIC_AFTER` or "
+        "`BAD_EXPRESSION`. Step shapes and their defaults: `docs/concepts.md`.", "",
+    ]
+
+
+def render(doc: dict | None = None) -> str:
+    doc = document() if doc is None else doc
+    ops = _operations(doc)
+    out = ["# HTTP API reference", "",
+           "Generated from the OpenAPI document (`api/openapi.py`, served at `GET /openapi.json`) by "
+           "`python -m api.docs`; do not edit.", "",
+           f"{doc['info']['title']} API version {doc['info']['version']}, OpenAPI {doc['openapi']}. "
+           "The Python SDK (`docs/sdk.md`) wraps every endpoint; the same operations exist as SQL routines "
+           "(`docs/sql-api.md`).", "",
+           "## Endpoints", "",
+           "| method | path | scope | summary |", "| --- | --- | --- | --- |"]
+    for method, path, op in ops:
+        scope = _scope(op)
+        out.append(f"| {method.upper()} | `{path}` | {scope if scope == 'none' else f'`{scope}`'} | "
+                   f"{_cell(op.get('summary', ''))} |")
+    out.append("")
+    out += _conventions()
+    out += ["## Operations", ""]
+    for method, path, op in ops:
+        out += _operation(doc, method, path, op)
+    out += ["## Schemas", ""]
+    for name, schema in doc["components"]["schemas"].items():
+        out += [f"### {name}", ""]
+        kinds = schema.get("type")
+        nullable = isinstance(kinds, list) and "null" in kinds
+        if schema.get("properties"):
+            if nullable:
+                out += ["May be `null`.", ""]
+            out += _fields(schema, notes=False) + [""]
+        else:
+            out += [f"{_type(schema)}.", ""]
+    known = {(method, _shape(path)) for method, path, _ in ops}
+    pending = [s for s in SPECIFIED if (s[0], _shape(s[1])) not in known]
+    if pending:
+        out += ["## Specified, not yet in this build's OpenAPI document", "",
+                "These endpoints are fixed by the contract (paths, scopes, codes and states) and documented "
+                "here from it; this build's `/openapi.json` does not describe them yet, so a call may answer "
+                "`404 NOT_FOUND` until it does. Each moves to the sections above, generated, once it is "
+                "served.", ""]
+        for method, path, scope, summary, fields, answers in pending:
+            out += [f"### `{method.upper()} {path}`", "", summary, "", f"Scope: `{scope}`.", ""]
+            if fields:
+                out += ["| body field | required | rule |", "| --- | --- | --- |"]
+                out += [f"| `{name}` | {'yes' if required else 'no'} | {_cell(rule)} |"
+                        for name, required, rule in fields]
+                out.append("")
+            out += [f"Answers: {answers}.", ""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def main(argv: list[str]) -> int:
+    text = render()
+    if "--check" in argv:
+        current = TARGET.read_text() if TARGET.exists() else ""
+        if current != text:
+            print(f"{TARGET} is out of date: run python -m api.docs", file=sys.stderr)
+            return 1
+        return 0
+    TARGET.write_text(text)
+    print(f"wrote {TARGET}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
