@@ -10,7 +10,7 @@ import falcon
 
 from procedures import db, errors, installer, routines
 
-from . import ops, resources
+from . import ops, resources, signals
 from .http import Connections, make_error_handler
 
 PREFIX = "/v1/namespaces/{ns}"
@@ -34,6 +34,9 @@ def create_app(connections: Connections) -> falcon.App:
     }
     for path, resource in routes.items():
         app.add_route(PREFIX + path, resource(connections))
+    app.add_route(PREFIX + "/workflows/{workflow_id}/signals", signals.Signals(connections))
+    app.add_route(PREFIX + "/workflows/{workflow_id}/signals/{signal_id}", signals.Signal(connections))
+    app.add_route(PREFIX + "/workflows/{workflow_id}/steps/{step_key}/explain", signals.Explain(connections))
     app.add_route(PREFIX + "/workflows/{workflow_id}/pause", resources.Control(connections, routines.instance_pause))
     app.add_route(PREFIX + "/workflows/{workflow_id}/resume", resources.Control(connections, routines.instance_resume))
     app.add_route(PREFIX + "/workflows/{workflow_id}/cancel", resources.Control(connections, routines.instance_cancel))

@@ -125,6 +125,38 @@ def document() -> dict:
             "activation_sequence": {"type": ["integer", "null"]}, "occurred_at": TIME, "data": ANY}},
         "EventPage": {"type": "object", "required": ["events", "next_after"], "properties": {
             "events": {"type": "array", "items": _ref("Event")}, "next_after": {"type": "integer"}}},
+        "SignalRequest": {"type": "object", "required": ["name", "payload_version", "target_step_key",
+                                                          "target_activation_sequence", "correlation_key", "payload",
+                                                          "reason"], "properties": {
+            "name": {"type": "string", "minLength": 1, "maxLength": 128},
+            "payload_version": {"type": "string", "minLength": 1, "maxLength": 32},
+            "target_step_key": {"type": "string", "minLength": 1, "maxLength": 64},
+            "target_activation_sequence": {"type": "integer", "minimum": 1},
+            "correlation_key": {"type": "string", "minLength": 1}, "payload": ANY,
+            "reason": {"type": "string", "minLength": 1, "maxLength": 1024},
+            "evidence_ref": {"type": "string", "maxLength": 512}}},
+        "Receipt": {"type": "object", "required": ["signal_id", "workflow_id", "idempotency_key", "status",
+                                                   "accepted_at", "expires_at", "request_digest"], "properties": {
+            "signal_id": {"type": "string"}, "workflow_id": {"type": "string"},
+            "idempotency_key": {"type": "string"}, "status": {"type": "string", "enum": ["PENDING", "REJECTED"]},
+            "disposition": {"type": ["string", "null"]}, "accepted_at": TIME, "expires_at": TIME,
+            "request_digest": {"type": "string"}}},
+        "Signal": {"type": "object", "required": ["signal_id", "workflow_id", "status"], "properties": {
+            "signal_id": {"type": "string"}, "workflow_id": {"type": "string"},
+            "idempotency_key": {"type": "string"}, "name": {"type": "string"},
+            "payload_version": {"type": "string"}, "target_step_key": {"type": "string"},
+            "target_activation_sequence": {"type": "integer"}, "correlation_key": {"type": "string"},
+            "payload": ANY, "reason": {"type": "string"}, "evidence_ref": {"type": ["string", "null"]},
+            "actor": {"type": "string"},
+            "status": {"type": "string", "enum": ["PENDING", "CONSUMED", "REJECTED", "EXPIRED"]},
+            "disposition": {"type": ["string", "null"]}, "accepted_at": TIME, "expires_at": TIME,
+            "consumed_at": NULLABLE_TIME}},
+        "SignalPage": {"type": "object", "required": ["items", "next_cursor"], "properties": {
+            "items": {"type": "array", "items": _ref("Signal")}, "next_cursor": {"type": ["string", "null"]}}},
+        "Explain": {"type": "object", "required": ["step_key", "wait", "signals"], "properties": {
+            "step_key": {"type": "string"}, "wait": {"type": "object"},
+            "signals": {"type": "array", "items": {"type": "object", "properties": {
+                "signal_id": {"type": "string"}, "why": {"type": "string"}, "detail": ANY}}}}},
         "App": {"type": "object", "required": ["name", "max_in_flight", "status"], "properties": {
             "name": {"type": "string"}, "max_in_flight": {"type": "integer"},
             "status": {"type": "string", "enum": ["ACTIVE", "DISABLED"]}}},
@@ -168,6 +200,22 @@ def document() -> dict:
                 WF, {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0}},
                 {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}}],
             errors=(*COMMON_ERRORS, 422))},
+        "/v1/namespaces/{ns}/workflows/{workflow_id}/signals": {
+            "post": _op("Send a signal (S-1..S-9); a replay answers the first receipt byte-identical",
+                        "workflows:signal (+ every queue of the definition)",
+                        _ok(201, _ref("Receipt"), "accepted (PENDING) or stored as REJECTED", replay=True),
+                        params=[WF, IDEMPOTENCY], body=_ref("SignalRequest"),
+                        errors=(*COMMON_ERRORS, 409, 413, 415, 422)),
+            "get": _op("List the signals of an instance", "workflows:read", _ok(200, _ref("SignalPage")), params=[
+                WF, {"name": "status", "in": "query", "schema": {
+                    "type": "string", "enum": ["PENDING", "CONSUMED", "REJECTED", "EXPIRED"]}},
+                {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}},
+                {"name": "cursor", "in": "query", "schema": {"type": "string"}}], errors=(*COMMON_ERRORS, 422))},
+        "/v1/namespaces/{ns}/workflows/{workflow_id}/signals/{signal_id}": {"get": _op(
+            "Read a signal's current state", "workflows:read", _ok(200, _ref("Signal")), params=[
+                WF, {"name": "signal_id", "in": "path", "required": True, "schema": {"type": "string"}}])},
+        "/v1/namespaces/{ns}/workflows/{workflow_id}/steps/{step_key}/explain": {"get": _op(
+            "Why is this wait still open (S-17)", "workflows:read", _ok(200, _ref("Explain")), params=[WF, STEP])},
         "/v1/namespaces/{ns}/workflows/{workflow_id}/pause": {"post": _control("Pause an instance (C-1)")},
         "/v1/namespaces/{ns}/workflows/{workflow_id}/resume": {"post": _control("Resume an instance (C-1)")},
         "/v1/namespaces/{ns}/workflows/{workflow_id}/cancel": {"post": _control("Cancel an instance (C-2)")},

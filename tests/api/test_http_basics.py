@@ -23,8 +23,8 @@ def publish(client, world, doc=TIMER):
     return client.simulate_post(f"{NS}/definitions", headers=auth(world.admin), json=doc)
 
 
-def start(client, world, key="k1", **body):
-    payload = {"definition": "cool-off", "app": "billing", "input": {"order_id": "o1"}, "deadline_ms": 3_600_000,
+def start(client, world, key="k1", definition="cool-off", **body):
+    payload = {"definition": definition, "app": "billing", "input": {"order_id": "o1"}, "deadline_ms": 3_600_000,
                **body}
     return client.simulate_post(f"{NS}/workflows", headers=auth(world.token, key), json=payload)
 
@@ -200,3 +200,63 @@ def test_pause_resume_and_deadline_over_http(client, world):
                                         json={"reason": "less", "deadline_at": "2000-01-01T00:00:00Z"}), 422,
                    "VALIDATION_FAILED")
     assert body["errors"][0]["code"] == "DEADLINE_INVALID"
+
+
+SIGNAL_FLOW = {"name": "approval", "steps": [
+    {"key": "approval", "type": "SIGNAL", "signal": {"name": "approval.decided", "payload_version": "1",
+                                                     "payload_type": "object"},
+     "correlation": "$.input.order_id", "timeout_ms": 3_600_000}]}
+
+
+def send_raw(client, world, wf, body: str, key="sig-1"):
+    return client.simulate_post(f"{NS}/workflows/{wf}/signals", body=body,
+                                headers={**auth(world.token, key), "Content-Type": "application/json"})
+
+
+def signal_body(payload_text: str, **over) -> str:
+    fields = {"name": "approval.decided", "payload_version": "1", "target_step_key": "approval",
+              "target_activation_sequence": 1, "correlation_key": "o1", "reason": "approved by risk", **over}
+    head = json.dumps(fields)[:-1]
+    return f'{head}, "payload": {payload_text}}}'
+
+
+def test_S4_http_signal_digest_covers_the_payload_bytes_exactly_as_received(client, world, orch):
+    from procedures import signals
+
+    publish(client, world, SIGNAL_FLOW)
+    wf = start(client, world, definition="approval").json["workflow_id"]
+    payload = '{"z": 1,  "a": 123456789012345678901234567890, "f": 1.10}'
+    first = send_raw(client, world, wf, signal_body(payload))
+    assert first.status_code == 201, first.text
+    expected = signals.request_digest(name="approval.decided", payload_version="1", target_step_key="approval",
+                                      target_activation_sequence=1, correlation_key="o1", payload=payload,
+                                      reason="approved by risk")
+    assert first.json["request_digest"] == expected and first.json["status"] == "PENDING"
+    replay = send_raw(client, world, wf, signal_body(payload))
+    assert replay.status_code == 200 and replay.headers.get("idempotent-replayed") == "true"
+    assert replay.text == first.text  # byte-identical receipt
+    problem(send_raw(client, world, wf, signal_body('{"a": 2}')), 409, "IDEMPOTENCY_CONFLICT")
+    orch.drain()
+    stored = world.db.scalar("SELECT payload FROM weave_signals")
+    assert stored.decode() == payload  # never re-serialised
+    got = client.simulate_get(f"{NS}/workflows/{wf}/signals/{first.json['signal_id']}", headers=auth(world.token))
+    assert got.json["status"] == "CONSUMED" and got.json["payload"]["a"] == 123456789012345678901234567890
+    assert world.step(wf, "approval")["output"]["a"] == 123456789012345678901234567890
+    listed = client.simulate_get(f"{NS}/workflows/{wf}/signals", headers=auth(world.token))
+    assert [s["signal_id"] for s in listed.json["items"]] == [first.json["signal_id"]]
+
+
+def test_S1_http_signal_validation_and_duplicate_keys(client, world):
+    publish(client, world, SIGNAL_FLOW)
+    wf = start(client, world, definition="approval").json["workflow_id"]
+    body = problem(send_raw(client, world, wf, signal_body('{"a": 1, "a": 2}')), 422, "VALIDATION_FAILED")
+    assert body["errors"][0]["code"] == "DUPLICATE_JSON_KEY"
+    missing = json.dumps({"name": "approval.decided", "payload_version": "1", "target_step_key": "approval",
+                          "target_activation_sequence": 1, "correlation_key": "o1", "reason": "r"})
+    body = problem(send_raw(client, world, wf, missing, key="k2"), 422, "VALIDATION_FAILED")
+    assert body["errors"][0]["code"] == "PAYLOAD_MISSING"
+    body = problem(send_raw(client, world, wf, signal_body("null", name="x" * 129), key="k3"), 422,
+                   "VALIDATION_FAILED")
+    assert body["errors"][0]["code"] == "NAME_TOO_LONG"
+    explain = client.simulate_get(f"{NS}/workflows/{wf}/steps/approval/explain", headers=auth(world.token))
+    assert explain.status_code == 200 and explain.json["step_key"] == "approval"
