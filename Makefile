@@ -4,7 +4,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: dev test lint bench docs
+.PHONY: dev test lint bench
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,5 +22,9 @@ test: $(BIN)/.installed
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 
+# Benchmarks print one JSON line per figure; they are never part of the test suite.
 bench: $(BIN)/.installed
-	$(BIN)/python -m pytest tests/benchmarks -s -p no:cacheprovider $(PYTEST_ARGS)
+	$(BIN)/python -m tests.benchmarks.bench_scan
+	$(BIN)/python -m tests.benchmarks.bench_timers
+	$(BIN)/python -m tests.benchmarks.bench_tasks
+	$(BIN)/python -m tests.benchmarks.bench_signals

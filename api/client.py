@@ -119,7 +119,7 @@ class WeaveClient:
             req = urllib.request.Request(url, data=data, method=method, headers=headers)
             try:
                 with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                    return resp.status, dict(resp.headers), _decode(resp.read())
+                    return resp.status, {k.lower(): v for k, v in resp.headers.items()}, _decode(resp.read())
             except urllib.error.HTTPError as err:
                 payload = _decode(err.read())
                 if err.code == 503:
@@ -248,7 +248,9 @@ class WeaveClient:
         return self._call("POST", "queues", {"name": name, "capacity": capacity})
 
     def create_credential(self, actor: str, scopes: list[str], queues: list[str] | str = "*") -> dict:
-        return self._call("POST", "credentials", {"actor": actor, "scopes": scopes, "queues": queues})
+        # Not retried: a credential is not idempotent, and a retry after a lost answer would mint a second token.
+        once = WeaveClient(self.base_url, self.token, self.namespace, timeout=self.timeout, retries=1)
+        return once._call("POST", "credentials", {"actor": actor, "scopes": scopes, "queues": queues})
 
     def ready(self) -> dict:
         return self._call("GET", "/readyz")

@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pymysql
+
 from procedures import db, errors, installer, routines
 
 EXIT_USAGE = 2
@@ -469,6 +471,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except errors.WeaveError as exc:
         extra = f" [{exc.field_code}]" if isinstance(exc, errors.ValidationFailed) else ""
         print(f"weave: {exc.code}{extra}: {exc.detail}", file=sys.stderr)
+        return EXIT_FAILED
+    except pymysql.err.MySQLError as exc:
+        print(f"weave: the database answered {errors.errno_of(exc)}: {exc.args[-1] if exc.args else exc}",
+              file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
         return 130

@@ -35,7 +35,7 @@ BEGIN
 
     SELECT id INTO v_ns FROM weave_namespaces WHERE name = in_namespace;
     IF v_ns IS NULL OR v_ns <> v_cred_ns THEN
-        CALL _weave_raise(50003, 'NOT_FOUND: namespace');
+        CALL _weave_raise(50003, 'NOT_FOUND: no such object in this namespace');
     END IF;
     SET out_namespace_id = v_ns;
 

@@ -27,6 +27,6 @@ BEGIN
     CALL _weave_authorize(in_token, in_namespace, in_scope, v_queues,
                           out_namespace_id, out_credential_id, out_actor);
     IF out_instance_id IS NULL THEN
-        CALL _weave_raise(50003, 'NOT_FOUND: workflow');
+        CALL _weave_raise(50003, 'NOT_FOUND: no such object in this namespace');
     END IF;
 END

@@ -131,7 +131,7 @@ BEGIN
     -- R-3: the instance's identity, app and queues, then the instance row (waiting, never skipping).
     CALL _weave_lock_instance(v_inst, 0, v_locked_ns, v_locked);
     IF v_locked <> 1 OR v_locked_ns <> v_ns THEN
-        CALL _weave_raise(50003, 'NOT_FOUND: workflow');
+        CALL _weave_raise(50003, 'NOT_FOUND: no such object in this namespace');
     END IF;
     SELECT status, deadline_at, signal_count, definition_id INTO v_status_inst, v_deadline, v_count, v_def
       FROM weave_instances WHERE id = v_inst FOR UPDATE;

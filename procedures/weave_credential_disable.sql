@@ -25,7 +25,7 @@ BEGIN
          WHERE id = CAST(SUBSTRING(in_credential_id, 6) AS UNSIGNED) AND namespace_id = v_ns FOR UPDATE;
     END IF;
     IF v_id IS NULL THEN
-        CALL _weave_raise(50003, 'NOT_FOUND: credential');
+        CALL _weave_raise(50003, 'NOT_FOUND: no such object in this namespace');
     END IF;
     UPDATE weave_credentials SET status = 'DISABLED', disabled_at = COALESCE(disabled_at, v_now)
      WHERE id = v_id;

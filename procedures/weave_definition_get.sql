@@ -19,7 +19,7 @@ BEGIN
      WHERE namespace_id = v_ns AND name = in_name AND (in_version IS NULL OR version = in_version)
      ORDER BY version DESC LIMIT 1;
     IF v_id IS NULL THEN
-        CALL _weave_raise(50003, 'NOT_FOUND: definition');
+        CALL _weave_raise(50003, 'NOT_FOUND: no such object in this namespace');
     END IF;
     SELECT name, version, digest, document, queues, created_at FROM weave_definitions WHERE id = v_id;
 END

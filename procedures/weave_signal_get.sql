@@ -30,7 +30,7 @@ BEGIN
     END IF;
     SELECT id INTO v_found FROM weave_signals WHERE id = v_sid AND instance_id = v_inst AND namespace_id = v_ns;
     IF v_found IS NULL THEN
-        CALL _weave_raise(50003, 'NOT_FOUND: signal');
+        CALL _weave_raise(50003, 'NOT_FOUND: no such object in this namespace');
     END IF;
     SELECT CONCAT('sig_', id) AS signal_id, CONCAT('wf_', instance_id) AS workflow_id, idempotency_key, name,
            payload_version, target_step_key, target_activation_seq AS target_activation_sequence,
