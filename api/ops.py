@@ -40,7 +40,7 @@ class Metrics:
         self.connections = connections
 
     def on_get(self, req, resp):
-        backlog, tasks, review = db.call(self.connections.get(), "weave_status")
+        backlog, tasks, review, lateness, polls = db.call(self.connections.get(), "weave_status")
         registry = CollectorRegistry()
         due = Gauge("weave_due_backlog", "Candidates due now, per class", ["class"], registry=registry)
         lag = Gauge("weave_oldest_due_lag_seconds", "How late the oldest due candidate is, per class", ["class"],
@@ -55,6 +55,15 @@ class Metrics:
         Gauge("weave_review_reasons_open", "Open review reasons", registry=registry).set(open_reasons)
         Gauge("weave_instances_in_review", "Instances in NEEDS_REVIEW", registry=registry).set(
             review[0]["instances_in_review"])
+        late = Gauge("weave_timer_lateness_recent", "Timers settled in the last 5 minutes with lateness "
+                     "(settled - due) at most le seconds (cumulative buckets)", ["le"], registry=registry)
+        for row in lateness:
+            late.labels("+Inf" if row["le_seconds"] is None else str(float(row["le_seconds"]))).set(row["timers"])
+        polling = Gauge("weave_polls", "POLL activations by state", ["state"], registry=registry)
+        polling.labels("IN_FLIGHT").set(polls[0]["polls_in_flight"])
+        polling.labels("WAITING").set(polls[0]["polls_waiting"])
+        Gauge("weave_signals_pending", "Signals accepted and not yet consumed, rejected or expired",
+              registry=registry).set(polls[0]["signals_pending"])
         resp.content_type = CONTENT_TYPE_LATEST
         resp.data = generate_latest(registry)
 

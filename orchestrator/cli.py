@@ -172,7 +172,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from procedures import invariants
 
     with _conn(args) as conn:
-        backlog, tasks, review = db.call(conn, "weave_status")
+        backlog, tasks, review, _, polls = db.call(conn, "weave_status")
         broken = invariants.violations(conn) if args.check else {}
     payload = {
         "now": str(review[0]["now_at"]),
@@ -180,6 +180,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         "tasks_in_flight": {r["status"]: r["tasks"] for r in tasks},
         "open_review_reasons": review[0]["open_review_reasons"],
         "instances_in_review": review[0]["instances_in_review"],
+        "polls": {"in_flight": polls[0]["polls_in_flight"], "waiting": polls[0]["polls_waiting"]},
+        "signals_pending": polls[0]["signals_pending"],
         **({"invariants_broken": broken} if args.check else {}),
     }
 

@@ -6,6 +6,8 @@ CREATE PROCEDURE weave_status()
 Result set 1: class, due (rows due now), oldest_due_at, lag_ms.
 Result set 2: status, tasks (QUEUED and RUNNING tasks).
 Result set 3: open_review_reasons, instances_in_review, now_at.
+Result set 4 (timers settled in the last 5 minutes, T-8): le_seconds (bucket upper bound, NULL = +Inf), timers.
+Result set 5: polls_in_flight, polls_waiting (POLL activations by state), signals_pending.
 Rules: R-10, R-11, C-3.'
     READS SQL DATA
 BEGIN
@@ -30,4 +32,14 @@ BEGIN
      WHERE status IN ('QUEUED', 'RUNNING') GROUP BY status;
     SELECT COUNT(*) AS open_review_reasons, COUNT(DISTINCT instance_id) AS instances_in_review, v_now AS now_at
       FROM weave_review_reasons FORCE INDEX (ix_review_open) WHERE closed_at IS NULL;
+    SELECT b.le_seconds, COUNT(w.id) AS timers
+      FROM (SELECT 0.1 AS le_seconds UNION ALL SELECT 0.5 UNION ALL SELECT 1 UNION ALL SELECT 5 UNION ALL SELECT 30
+            UNION ALL SELECT 300 UNION ALL SELECT NULL) AS b
+      LEFT JOIN weave_waits w FORCE INDEX (ix_wait_settled)
+        ON w.kind = 'TIMER' AND w.settled_at >= v_now - INTERVAL 5 MINUTE AND w.status = 'SATISFIED'
+       AND (b.le_seconds IS NULL OR TIMESTAMPDIFF(MICROSECOND, w.due_at, w.settled_at) <= b.le_seconds * 1000000)
+     GROUP BY b.le_seconds ORDER BY b.le_seconds IS NULL, b.le_seconds;
+    SELECT (SELECT COUNT(*) FROM weave_poll_states WHERE state = 'IN_FLIGHT') AS polls_in_flight,
+           (SELECT COUNT(*) FROM weave_poll_states WHERE state = 'WAITING') AS polls_waiting,
+           (SELECT COUNT(*) FROM weave_signals WHERE status = 'PENDING') AS signals_pending;
 END

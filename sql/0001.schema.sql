@@ -185,7 +185,8 @@ CREATE TABLE weave_waits (
     settled_at DATETIME(6) NULL COMMENT 'When the wait left WAITING.',
     PRIMARY KEY (id),
     UNIQUE KEY uq_wait_activation (activation_id, kind),
-    KEY ix_wait_instance (instance_id, step_key)
+    KEY ix_wait_instance (instance_id, step_key),
+    KEY ix_wait_settled (kind, settled_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Durable waits: timers, signal waits and final-signal waits.';
 
 CREATE TABLE weave_poll_states (
@@ -203,7 +204,8 @@ CREATE TABLE weave_poll_states (
     last_outcome VARCHAR(24) NULL COMMENT 'Outcome of the latest settled round.',
     updated_at DATETIME(6) NOT NULL COMMENT 'When the state last changed.',
     PRIMARY KEY (activation_id),
-    KEY ix_poll_instance (instance_id)
+    KEY ix_poll_instance (instance_id),
+    KEY ix_poll_state (state)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Budgets and schedule of a POLL activation.';
 
 CREATE TABLE weave_poll_rounds (

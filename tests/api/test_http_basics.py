@@ -260,3 +260,15 @@ def test_S1_http_signal_validation_and_duplicate_keys(client, world):
     assert body["errors"][0]["code"] == "NAME_TOO_LONG"
     explain = client.simulate_get(f"{NS}/workflows/{wf}/steps/approval/explain", headers=auth(world.token))
     assert explain.status_code == 200 and explain.json["step_key"] == "approval"
+
+
+def test_T8_metrics_show_timer_lateness_of_recent_settlements(client, world, orch):
+    publish(client, world)
+    start(client, world)
+    orch.drain()
+    world.db.advance(62_000)  # settles about 2 s late
+    orch.drain()
+    text = client.simulate_get("/metrics").text
+    assert 'weave_timer_lateness_recent{le="0.1"} 0.0' in text
+    assert 'weave_timer_lateness_recent{le="5.0"} 1.0' in text and 'weave_timer_lateness_recent{le="+Inf"} 1.0' in text
+    assert "weave_signals_pending 0.0" in text and 'weave_polls{state="WAITING"}' in text
