@@ -197,9 +197,10 @@ CREATE TABLE weave_poll_states (
     max_rounds INT UNSIGNED NOT NULL COMMENT 'Round budget, grown only by continue.',
     interval_ms BIGINT UNSIGNED NOT NULL COMMENT 'Fixed interval between a PENDING result and the next round.',
     poll_deadline DATETIME(6) NOT NULL COMMENT 'min(started_at + timeout_ms, instance deadline); moved only by continue.',
-    current_task_id BIGINT UNSIGNED NULL COMMENT 'Task of the round in flight, if any.',
+    current_task_id BIGINT UNSIGNED NULL COMMENT 'Task of the round in flight, if any; kept past a deadline review until its outcome is in (P-11).',
     next_poll_at DATETIME(6) NULL COMMENT 'When the next round may start: result time + interval, capped by the deadline.',
     last_outcome VARCHAR(24) NULL COMMENT 'Outcome of the latest settled round.',
+    stop_reason VARCHAR(32) NULL COMMENT 'While STOPPED: the review code that stopped the poll (e.g. POLL_DEADLINE); continue reads it.',
     updated_at DATETIME(6) NOT NULL COMMENT 'When the state last changed.',
     PRIMARY KEY (activation_id),
     KEY ix_poll_instance (instance_id)
