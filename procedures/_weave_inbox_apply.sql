@@ -131,7 +131,9 @@ BEGIN
     ELSEIF v_s_type = 'POLL' THEN
         CALL _weave_poll_outcome(in_namespace_id, in_instance_id, v_task, in_inbox_id, v_kind, v_result, v_occurred,
                                  in_now, out_outcome);
-        UPDATE pulse_inbox SET state = 'CONSUMED', consumed_at = in_now, version = version + 1 WHERE id = in_inbox_id;
+        -- The POLL handler marks a round whose ownership does not verify as MISMATCH itself.
+        UPDATE pulse_inbox SET state = 'CONSUMED', consumed_at = in_now, version = version + 1
+         WHERE id = in_inbox_id AND state = 'PENDING';
     ELSE
         SELECT worker_id, started_at INTO v_last_worker, v_last_started
           FROM pulse_attempts WHERE task_id = v_task AND attempt_no = v_t_used;

@@ -1,6 +1,15 @@
--- Placeholder until the POLL step type lands: a POLL round's task outcome is settled here, in the
--- inbox consumer's transaction, after the consumer has verified that the task's activation is the
--- step's current one. This routine checks the round and applies P-2, P-3, P-7..P-11.
+-- A POLL round's task outcome, settled in the inbox consumer's transaction (K-7) once the consumer has
+-- verified that the task's activation is the step's current one. Here the round itself is verified
+-- under lock (R-6): the round record of the task's round number must name this task, the task must
+-- carry the activation's frozen contract, and a round still IN_FLIGHT must be the poll's current task;
+-- anything else is corrupt ownership and is never applied.
+--
+-- The round record always gets the outcome, the result and the outcome's own time (P-2: the result
+-- time is when Pulse recorded it, not when it was consumed). What follows is judged by that time
+-- against the poll deadline: an outcome from before the deadline counts even when consumed after it
+-- (P-10); one from at or after the deadline means the round was still in flight, or never started,
+-- when the deadline came (P-11). A failed, unknown, invalid or review round never leads to a new round
+-- (P-3): the step goes to review with the facts.
 CREATE PROCEDURE _weave_poll_outcome(
         IN  in_namespace_id BIGINT UNSIGNED,
         IN  in_instance_id  BIGINT UNSIGNED,
@@ -12,9 +21,231 @@ CREATE PROCEDURE _weave_poll_outcome(
         IN  in_now          DATETIME(6),
         OUT out_outcome     VARCHAR(16))
     COMMENT 'Internal. Description: applies the outcome of a POLL round task (in_kind: SUCCEEDED, FAILED, UNKNOWN,
-CANCELLED or EXPIRED; in_occurred_at: the outcome''s own time).'
+CANCELLED or EXPIRED; in_occurred_at: the outcome''s own time) to its round and step. A SUCCEEDED result object is
+classified by its status: pending -> round POLL_PENDING, poll WAITING, next_poll_at = min(result time + interval,
+poll deadline), checkpoint moved there (or review POLL_ROUNDS_EXHAUSTED on the last round); success -> round DONE,
+step SUCCEEDED with the result object as output, successors follow; review -> REVIEW_VALUE, review
+POLL_REVIEW_VALUE; anything else -> INVALID, review POLL_INVALID_RESULT. FAILED/EXPIRED -> FAILED, review
+POLL_FAILED; UNKNOWN -> review POLL_UNKNOWN; CANCELLED -> recorded (review POLL_FAILED when no cancel flow owns the
+step). An outcome at or after the poll deadline -> review POLL_DEADLINE_IN_FLIGHT (POLL_DEADLINE when it expired
+unstarted); after a deadline review the round is settled and the step goes to NEEDS_REVIEW.
+out_outcome: SUCCEEDED, PENDING, REVIEW, RECORDED, MISMATCH, or the final-signal hook''s outcome.
+Rules: P-2, P-3, P-7, P-8, P-9, P-10, P-11, K-7, R-6, R-7.'
     MODIFIES SQL DATA
 BEGIN
-    SET out_outcome = NULL;
-    CALL _weave_raise(50007, 'INVALID_STATE: POLL outcomes not handled yet');
+    DECLARE v_step_key VARCHAR(64);
+    DECLARE v_activation BIGINT UNSIGNED;
+    DECLARE v_round_no INT UNSIGNED;
+    DECLARE v_handler VARCHAR(128);
+    DECLARE v_version VARCHAR(32);
+    DECLARE v_queue_id BIGINT UNSIGNED;
+    DECLARE v_used INT UNSIGNED;
+    DECLARE v_max_attempts INT UNSIGNED;
+    DECLARE v_error VARCHAR(2048);
+    DECLARE v_t_created DATETIME(6);
+    DECLARE v_t_deadline DATETIME(6);
+    DECLARE v_inst_status VARCHAR(16);
+    DECLARE v_step BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_step_status VARCHAR(16);
+    DECLARE v_seq INT UNSIGNED;
+    DECLARE v_frozen LONGTEXT;
+    DECLARE v_queue_name VARCHAR(64);
+    DECLARE v_state VARCHAR(16) DEFAULT NULL;
+    DECLARE v_rounds_used INT UNSIGNED;
+    DECLARE v_max_rounds INT UNSIGNED;
+    DECLARE v_interval BIGINT UNSIGNED;
+    DECLARE v_poll_deadline DATETIME(6);
+    DECLARE v_current_task BIGINT UNSIGNED;
+    DECLARE v_round BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_round_task BIGINT UNSIGNED;
+    DECLARE v_round_outcome VARCHAR(24);
+    DECLARE v_problem VARCHAR(128) DEFAULT NULL;
+    DECLARE v_status LONGTEXT DEFAULT NULL;
+    DECLARE v_outcome VARCHAR(24);
+    DECLARE v_next DATETIME(6) DEFAULT NULL;
+    DECLARE v_code VARCHAR(32) DEFAULT NULL;
+    DECLARE v_hook VARCHAR(16);
+    DECLARE v_root VARCHAR(16);
+    DECLARE v_last_worker VARCHAR(128);
+    DECLARE v_facts LONGTEXT;
+
+    SELECT step_key, activation_id, round_no, handler, handler_version, queue_id, attempts_used, max_attempts, error,
+           created_at, deadline_at
+      INTO v_step_key, v_activation, v_round_no, v_handler, v_version, v_queue_id, v_used, v_max_attempts, v_error,
+           v_t_created, v_t_deadline
+      FROM pulse_tasks WHERE id = in_task_id FOR UPDATE;
+    SELECT status INTO v_inst_status FROM weave_instances WHERE id = in_instance_id;
+    SELECT id, status, activation_seq INTO v_step, v_step_status, v_seq
+      FROM weave_steps WHERE instance_id = in_instance_id AND step_key = v_step_key FOR UPDATE;
+    SELECT frozen INTO v_frozen FROM weave_activations WHERE id = v_activation AND instance_id = in_instance_id;
+    SELECT name INTO v_queue_name FROM weave_queues WHERE id = v_queue_id;
+    SELECT state, rounds_used, max_rounds, interval_ms, poll_deadline, current_task_id
+      INTO v_state, v_rounds_used, v_max_rounds, v_interval, v_poll_deadline, v_current_task
+      FROM weave_poll_states WHERE activation_id = v_activation AND instance_id = in_instance_id FOR UPDATE;
+    SELECT id, task_id, outcome INTO v_round, v_round_task, v_round_outcome
+      FROM weave_poll_rounds WHERE activation_id = v_activation AND round_no = v_round_no FOR UPDATE;
+    SELECT worker_id INTO v_last_worker FROM pulse_attempts WHERE task_id = in_task_id AND attempt_no = v_used;
+
+    verify: BEGIN
+        IF v_step IS NULL OR v_frozen IS NULL OR v_state IS NULL THEN
+            SET v_problem = 'the POLL activation has no step, frozen inputs or poll state';
+        ELSEIF v_round IS NULL OR v_round_task <> in_task_id OR v_round_no > v_rounds_used THEN
+            SET v_problem = 'no round of the activation owns this task';
+        ELSEIF v_handler <> JSON_VALUE(v_frozen, '$.handler') OR v_version <> JSON_VALUE(v_frozen, '$.handler_version')
+               OR NOT (v_queue_name <=> JSON_VALUE(v_frozen, '$.queue')) THEN
+            SET v_problem = 'the task does not carry the frozen contract of its activation';
+        ELSEIF v_round_outcome = 'IN_FLIGHT' AND NOT (v_current_task <=> in_task_id) THEN
+            SET v_problem = 'the poll does not name this task as its round in flight';
+        END IF;
+    END verify;
+
+    SET v_facts = JSON_OBJECT('round', v_round_no + 0, 'task_id', CONCAT('tsk_', in_task_id), 'kind', in_kind,
+                              'attempts_used', v_used + 0, 'max_attempts', v_max_attempts + 0,
+                              'last_error', v_error, 'last_worker', v_last_worker,
+                              'result', JSON_EXTRACT(COALESCE(in_result, 'null'), '$'),
+                              'result_at', DATE_FORMAT(in_occurred_at, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                              'consumed_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                              'task_created_at', DATE_FORMAT(v_t_created, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                              'task_deadline_at', DATE_FORMAT(v_t_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                              'rounds_used', v_rounds_used + 0, 'max_rounds', v_max_rounds + 0,
+                              'poll_deadline', DATE_FORMAT(v_poll_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'));
+
+    settle: BEGIN
+        IF v_problem IS NOT NULL THEN
+            -- R-6: corrupt ownership is never applied; the instance waits for a person.
+            SET v_facts = JSON_SET(v_facts, '$.problem', v_problem, '$.inbox_id', in_inbox_id + 0,
+                                   '$.claimed_step_key', v_step_key, '$.claimed_activation_id', v_activation + 0);
+            UPDATE pulse_inbox SET state = 'MISMATCH', consumed_at = in_now, version = version + 1
+             WHERE id = in_inbox_id;
+            CALL _weave_review_open(in_namespace_id, in_instance_id, 'OWNERSHIP_MISMATCH', '', 0, v_facts, in_now);
+            CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'task.ownership_mismatch',
+                              NULL, NULL, in_now, NULL, NULL, v_facts, NULL);
+            SET out_outcome = 'MISMATCH';
+            LEAVE settle;
+        END IF;
+        IF v_round_outcome <> 'IN_FLIGHT' THEN
+            -- The round already has its outcome (a second report of one task): kept in the history only.
+            CALL _weave_event(in_namespace_id, in_instance_id, 'POLL_OUTCOME_RECORDED', v_step_key, v_seq, in_now,
+                              v_facts);
+            CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'poll.record', NULL, NULL,
+                              in_now, NULL, NULL, v_facts, NULL);
+            SET out_outcome = 'RECORDED';
+            LEAVE settle;
+        END IF;
+
+        -- The round's outcome, from the task's outcome and (for a result object) its status class.
+        IF in_kind = 'SUCCEEDED' THEN
+            SET v_outcome = 'INVALID';
+            IF in_result IS NOT NULL AND JSON_VALID(in_result) THEN
+                IF JSON_TYPE(in_result) = 'OBJECT' THEN
+                    IF JSON_TYPE(JSON_EXTRACT(in_result, '$.status')) = 'STRING' THEN
+                        SET v_status = JSON_VALUE(in_result, '$.status');
+                    END IF;
+                END IF;
+            END IF;
+            IF v_status IS NOT NULL THEN
+                IF COALESCE(JSON_CONTAINS(JSON_EXTRACT(v_frozen, '$.result.pending'), JSON_QUOTE(v_status)), 0) = 1 THEN
+                    SET v_outcome = 'POLL_PENDING';
+                ELSEIF COALESCE(JSON_CONTAINS(JSON_EXTRACT(v_frozen, '$.result.success'), JSON_QUOTE(v_status)), 0) = 1
+                THEN
+                    SET v_outcome = 'DONE';
+                ELSEIF COALESCE(JSON_CONTAINS(JSON_EXTRACT(v_frozen, '$.result.review'), JSON_QUOTE(v_status)), 0) = 1
+                THEN
+                    SET v_outcome = 'REVIEW_VALUE';
+                END IF;
+            END IF;
+        ELSEIF in_kind IN ('FAILED', 'EXPIRED') THEN
+            SET v_outcome = 'FAILED';
+        ELSEIF in_kind IN ('UNKNOWN', 'CANCELLED') THEN
+            SET v_outcome = in_kind;
+        ELSE
+            CALL _weave_raise(50007, 'INVALID_STATE: unknown task outcome kind');
+        END IF;
+        IF v_outcome = 'POLL_PENDING' THEN
+            SET v_next = LEAST(in_occurred_at + INTERVAL v_interval * 1000 MICROSECOND, v_poll_deadline);
+        END IF;
+        SET v_facts = JSON_SET(v_facts, '$.outcome', v_outcome, '$.status', v_status,
+                               '$.next_poll_at', DATE_FORMAT(v_next, '%Y-%m-%dT%H:%i:%s.%fZ'));
+
+        UPDATE weave_poll_rounds SET outcome = v_outcome, result = in_result, result_at = in_occurred_at
+         WHERE id = v_round AND outcome = 'IN_FLIGHT';
+        IF ROW_COUNT() <> 1 THEN
+            CALL _weave_raise(50007, 'INVALID_STATE: the round changed under its lock');
+        END IF;
+        UPDATE weave_poll_states
+           SET current_task_id = NULL, last_outcome = v_outcome, next_poll_at = COALESCE(v_next, next_poll_at),
+               updated_at = in_now
+         WHERE activation_id = v_activation;
+
+        IF v_inst_status IN ('CANCELLING', 'CANCELLED') OR v_step_status <> 'ACTIVE' THEN
+            -- The step no longer waits for this round (cancelled, or settled by an operator): keep the fact.
+            UPDATE weave_poll_states SET state = IF(state IN ('IN_FLIGHT', 'WAITING'), 'STOPPED', state)
+             WHERE activation_id = v_activation;
+            CALL _weave_event(in_namespace_id, in_instance_id, 'POLL_ROUND_SETTLED', v_step_key, v_seq, in_now,
+                              v_facts);
+            CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'poll.record', NULL, NULL,
+                              in_now, NULL, NULL, v_facts, NULL);
+            SET out_outcome = 'RECORDED';
+            LEAVE settle;
+        END IF;
+
+        CALL _weave_poll_final_check(in_namespace_id, in_instance_id, v_step_key, v_activation, in_now, v_hook);
+        IF v_hook IS NOT NULL THEN
+            SET out_outcome = v_hook;
+            LEAVE settle;
+        END IF;
+
+        IF v_state = 'STOPPED' THEN
+            -- P-11: the deadline review is open already and stays open; the round is settled now and the step
+            -- goes to NEEDS_REVIEW, so that recovery can act on it. A late result never clears the review.
+            UPDATE weave_steps SET status = 'NEEDS_REVIEW', updated_at = in_now WHERE id = v_step;
+            CALL _weave_event(in_namespace_id, in_instance_id, 'POLL_ROUND_SETTLED', v_step_key, v_seq, in_now,
+                              v_facts);
+            CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'poll.record', NULL, NULL,
+                              in_now, NULL, NULL, v_facts, NULL);
+            SET out_outcome = 'REVIEW';
+            LEAVE settle;
+        END IF;
+
+        IF in_occurred_at >= v_poll_deadline THEN
+            -- Judged by its own time: the deadline came first (P-10, P-11).
+            SET v_code = IF(in_kind = 'EXPIRED', 'POLL_DEADLINE', 'POLL_DEADLINE_IN_FLIGHT');
+        ELSEIF v_outcome = 'DONE' THEN
+            -- P-7: the result object is the step output; successors follow in this transaction (R-7).
+            UPDATE weave_steps SET status = 'SUCCEEDED', output = in_result, updated_at = in_now WHERE id = v_step;
+            UPDATE weave_activations SET ended_at = in_now WHERE id = v_activation;
+            UPDATE weave_poll_states SET state = 'SETTLED', updated_at = in_now WHERE activation_id = v_activation;
+            DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = v_step_key;
+            CALL _weave_event(in_namespace_id, in_instance_id, 'POLL_SUCCEEDED', v_step_key, v_seq, in_now, v_facts);
+            CALL _weave_root_advance(in_namespace_id, in_instance_id, in_now, 31, v_root);
+            CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'poll.settle', NULL, NULL,
+                              in_now, NULL, NULL, JSON_SET(v_facts, '$.successors', v_root), NULL);
+            SET out_outcome = 'SUCCEEDED';
+            LEAVE settle;
+        ELSEIF v_outcome = 'POLL_PENDING' THEN
+            IF v_rounds_used >= v_max_rounds THEN
+                SET v_code = 'POLL_ROUNDS_EXHAUSTED';  -- P-9
+            ELSE
+                -- P-2: wait for the interval; the POLL checkpoint creates the next round (P-4).
+                UPDATE weave_poll_states SET state = 'WAITING', updated_at = in_now WHERE activation_id = v_activation;
+                CALL _weave_checkpoint_set(in_namespace_id, in_instance_id, v_step_key, 'POLL', v_activation, v_next,
+                                           in_now);
+                CALL _weave_event(in_namespace_id, in_instance_id, 'POLL_ROUND_PENDING', v_step_key, v_seq, in_now,
+                                  v_facts);
+                CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'poll.pending', NULL,
+                                  NULL, in_now, v_poll_deadline, NULL, v_facts, NULL);
+                SET out_outcome = 'PENDING';
+                LEAVE settle;
+            END IF;
+        ELSE
+            -- P-8. A cancelled round that no cancel flow owns answered nothing: it is a failed round.
+            SET v_code = CASE v_outcome WHEN 'REVIEW_VALUE' THEN 'POLL_REVIEW_VALUE'
+                                        WHEN 'INVALID' THEN 'POLL_INVALID_RESULT'
+                                        WHEN 'UNKNOWN' THEN 'POLL_UNKNOWN'
+                                        ELSE 'POLL_FAILED' END;
+        END IF;
+        CALL _weave_poll_review(in_namespace_id, in_instance_id, v_step_key, v_seq, v_activation, v_code,
+                                'NEEDS_REVIEW', v_facts, in_now);
+        SET out_outcome = 'REVIEW';
+    END settle;
 END
