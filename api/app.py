@@ -41,7 +41,7 @@ def create_app(connections: Connections) -> falcon.App:
     app.add_route(PREFIX + "/workflows/{workflow_id}/resume", resources.Control(connections, routines.instance_resume))
     app.add_route(PREFIX + "/workflows/{workflow_id}/cancel", resources.Control(connections, routines.instance_cancel))
     app.add_route(PREFIX + "/workflows/{workflow_id}/deadline", resources.Deadline(connections))
-    for action in ("reactivate", "resolve"):
+    for action in ("reactivate", "continue", "resolve"):
         app.add_route(PREFIX + "/workflows/{workflow_id}/steps/{step_key}/" + action,
                       resources.StepRecovery(connections, action))
     app.add_route("/healthz", ops.Health())

@@ -222,6 +222,10 @@ def document() -> dict:
         "/v1/namespaces/{ns}/workflows/{workflow_id}/steps/{step_key}/reactivate": {"post": _control(
             "Reactivate a step in review as a new activation (C-4)", "workflows:review",
             {"timeout_ms": {"type": "integer", "minimum": 1}}, step=True)},
+        "/v1/namespaces/{ns}/workflows/{workflow_id}/steps/{step_key}/continue": {"post": _control(
+            "Continue a POLL stopped on rounds or deadline, in the same activation (C-4)", "workflows:review",
+            {"extra_rounds": {"type": "integer", "minimum": 1}, "poll_deadline_ms": {"type": "integer", "minimum": 1}},
+            step=True)},
         "/v1/namespaces/{ns}/workflows/{workflow_id}/steps/{step_key}/resolve": {"post": _control(
             "Settle a step in review with an operator-supplied output (C-4)", "workflows:review",
             {"output": ANY, "evidence_ref": {"type": "string", "maxLength": 512}}, step=True, required=["output"])},

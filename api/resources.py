@@ -214,7 +214,7 @@ class Deadline(Resource):
 
 
 class StepRecovery(Resource):
-    """POST /workflows/{id}/steps/{key}/reactivate | resolve (C-4): 200 instance."""
+    """POST /workflows/{id}/steps/{key}/reactivate | continue | resolve (C-4): 200 instance."""
 
     def __init__(self, connections: Connections, action: str):
         super().__init__(connections)
@@ -228,7 +228,15 @@ class StepRecovery(Resource):
         if not isinstance(reason, str):
             raise ApiError(422, "VALIDATION_FAILED", "reason is required",
                            [{"field": "reason", "code": "REASON_INVALID", "message": "1-1024 characters"}])
-        if self.action == "reactivate":
+        if self.action == "continue":
+            extra, ms = body.get("extra_rounds"), body.get("poll_deadline_ms")
+            for name, value in (("extra_rounds", extra), ("poll_deadline_ms", ms)):
+                if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                    raise ApiError(422, "VALIDATION_FAILED", f"{name} must be an integer",
+                                   [{"field": name, "code": "INVALID_ARGUMENT", "message": "positive integer"}])
+            result = routines.step_continue(self.conn, token, ns, workflow_id, step_key, reason, key,
+                                            extra_rounds=extra, poll_deadline_ms=ms)
+        elif self.action == "reactivate":
             timeout = body.get("timeout_ms")
             if timeout is not None and (not isinstance(timeout, int) or isinstance(timeout, bool)):
                 raise ApiError(422, "VALIDATION_FAILED", "timeout_ms must be an integer",

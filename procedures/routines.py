@@ -213,3 +213,11 @@ def step_resolve(conn: Conn, token: str, namespace: str, workflow_id: str, step_
     text = output_json if output_json is not None else json.dumps(output, separators=(",", ":"), ensure_ascii=False)
     return call_one(conn, "weave_step_resolve", token, namespace, workflow_id, step_key, text, evidence_ref, reason,
                     idempotency_key)
+
+
+def step_continue(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: str, reason: str,
+                  idempotency_key: str, *, extra_rounds: int | None = None,
+                  poll_deadline_ms: int | None = None) -> dict:
+    """See procedures/weave_step_continue.sql."""
+    return call_one(conn, "weave_step_continue", token, namespace, workflow_id, step_key, extra_rounds,
+                    poll_deadline_ms, reason, idempotency_key)

@@ -99,6 +99,10 @@ def test_R17_every_migration_after_the_first_has_an_upgrade_test():
 DONE: set[str] = {
     *(f"R-{n}" for n in range(1, 18)),
     *(f"T-{n}" for n in range(1, 9)),
+    *(f"K-{n}" for n in range(1, 10)),
+    *(f"P-{n}" for n in range(1, 12)),
+    *(f"S-{n}" for n in range(1, 18)),
+    *(f"C-{n}" for n in range(1, 7)),
 }
 _RULE = re.compile(r"\b([RTPKSFC])-(\d+)\b")
 

@@ -40,6 +40,7 @@ ENDPOINTS = [
     ("POST", "/workflows/{wf}/deadline", {"reason": "r", "extend_ms": 1000}, "workflows:review", True),
     ("POST", "/workflows/{wf}/steps/approval/reactivate", {"reason": "r"}, "workflows:review", True),
     ("POST", "/workflows/{wf}/steps/approval/resolve", {"reason": "r", "output": 1}, "workflows:review", True),
+    ("POST", "/workflows/{wf}/steps/approval/continue", {"reason": "r", "extra_rounds": 1}, "workflows:review", True),
     ("POST", "/apps", {"name": "x", "max_in_flight": 1}, "admin", False),
     ("POST", "/queues", {"name": "x", "capacity": 1}, "admin", False),
     ("POST", "/credentials", {"actor": "x", "scopes": ["workflows:read"]}, "admin", False),

@@ -1,0 +1,91 @@
+"""C-4 recovery of POLL steps: continue after the round budget or the poll deadline, and reactivate."""
+
+from __future__ import annotations
+
+import pytest
+
+from procedures import errors, routines
+from tests.sql.test_polls import INTERVAL, answer, poll_flow, poll_of, review_codes, started
+
+
+def exhaust(world, orch, rounds=2):
+    world.publish(poll_flow(max_rounds=rounds))
+    wf = started(world, orch)
+    for i in range(rounds):
+        answer(world, "PENDING")
+        orch.drain()
+        if i < rounds - 1:
+            world.db.advance(INTERVAL)
+            orch.drain()
+    assert review_codes(world, wf) == ["POLL_ROUNDS_EXHAUSTED"]
+    return wf
+
+
+def cont(world, wf, key="c1", **kw):
+    return routines.step_continue(world.db.conn, world.token, "acme", wf, "check", "vendor is slow today", key, **kw)
+
+
+def test_C4_continue_after_rounds_exhausted_creates_exactly_the_extra_rounds(world, orch):
+    wf = exhaust(world, orch)
+    frozen = world.db.scalar("SELECT input FROM pulse_tasks ORDER BY id LIMIT 1")
+    result = cont(world, wf, extra_rounds=2)
+    assert result["status"] == "RUNNING" and result["max_rounds"] == 4
+    world.db.advance(INTERVAL)
+    orch.drain()
+    assert poll_of(world, wf)["rounds_used"] == 3
+    answer(world, "PENDING")
+    orch.drain()
+    world.db.advance(INTERVAL)
+    orch.drain()
+    answer(world, "PENDING")
+    orch.drain()
+    world.db.advance(10 * INTERVAL)
+    orch.drain()
+    poll = poll_of(world, wf)
+    assert (poll["rounds_used"], poll["max_rounds"], poll["state"]) == (4, 4, "STOPPED")
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks") == 4
+    assert {world.db.scalar("SELECT COUNT(DISTINCT input) FROM pulse_tasks")} == {1}
+    assert world.db.scalar("SELECT input FROM pulse_tasks ORDER BY id DESC LIMIT 1") == frozen  # same activation
+    assert world.step(wf, "check")["activation_sequence"] == 1
+    assert review_codes(world, wf) == ["POLL_ROUNDS_EXHAUSTED"]
+    closed = world.db.rows("SELECT code, closed_by FROM weave_review_reasons WHERE closed_at IS NOT NULL")
+    assert closed == [{"code": "POLL_ROUNDS_EXHAUSTED", "closed_by": "continue"}]
+
+
+def test_C4_continue_after_the_poll_deadline_with_a_later_deadline(world, orch):
+    world.publish(poll_flow(max_rounds=10, timeout_ms=2 * INTERVAL))
+    wf = started(world, orch)
+    answer(world, "PENDING")
+    orch.drain()
+    world.db.advance(INTERVAL)
+    orch.drain()
+    answer(world, "PENDING")
+    orch.drain()
+    world.db.advance(2 * INTERVAL)
+    orch.drain()
+    assert review_codes(world, wf) == ["POLL_DEADLINE"]
+    with pytest.raises(errors.ValidationFailed):
+        cont(world, wf, extra_rounds=1)  # the deadline has passed: it would stop again at once
+    result = cont(world, wf, key="c2", poll_deadline_ms=10 * INTERVAL)
+    assert result["status"] == "RUNNING"
+    orch.drain()
+    assert poll_of(world, wf)["rounds_used"] == 3
+    answer(world, "DONE")
+    orch.drain()
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+
+
+def test_C4_continue_is_refused_for_other_review_reasons(world, orch):
+    world.publish(poll_flow())
+    wf = started(world, orch)
+    answer(world, {"status": "WHATEVER"})
+    orch.drain()
+    assert review_codes(world, wf) == ["POLL_INVALID_RESULT"]
+    with pytest.raises(errors.InvalidState):
+        cont(world, wf, extra_rounds=1)
+    result = routines.step_reactivate(world.db.conn, world.token, "acme", wf, "check", "vendor fixed", "r1")
+    assert result["activation_sequence"] == 2
+    orch.drain()
+    poll = poll_of(world, wf)
+    assert (poll["rounds_used"], poll["max_rounds"]) == (1, 3)  # fresh budgets (C-4)
+    assert world.step(wf, "check")["activation_sequence"] == 2
