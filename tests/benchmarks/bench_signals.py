@@ -29,6 +29,7 @@ import statistics
 import sys
 import time
 import uuid
+from http.client import HTTPConnection
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -82,6 +83,9 @@ FLOW = {"name": "bench-approval", "steps": [{
     "signal": {"name": "approval.decided", "payload_version": "1", "payload_type": "object"},
     "correlation": "$.input.order_id", "timeout_ms": 86_400_000}]}
 INSTANCES_PER_SENDER = 24
+
+
+API_ADDRESS = ("127.0.0.1", 18089)
 
 
 def payload_json(nbytes: int) -> str:
@@ -141,6 +145,7 @@ def reset_raw(dsn: db.Dsn) -> None:
 def worker(mode, dsn_url, token, instances, payload_bytes, wid, go, t_end_box, q):
     conn = db.connect(dsn_url)
     cur = conn.cursor()
+    http = HTTPConnection(*API_ADDRESS) if mode == "http" else None
     payload = payload_json(payload_bytes)
     tag = uuid.uuid4().hex[:8]
     lat: list[tuple[float, float]] = []
@@ -154,6 +159,22 @@ def worker(mode, dsn_url, token, instances, payload_bytes, wid, go, t_end_box, q
             break
         if mode == "raw":
             cur.execute("CALL bench_tx(%s, %s, %s, %s)", (uuid.uuid4().hex, f"{tag}-{wid}-{i}", payload, i))
+        elif mode == "http":
+            k = i % len(instances)
+            body = json.dumps({"name": "approval.decided", "payload_version": "1", "target_step_key": "approval",
+                               "target_activation_sequence": 1, "correlation_key": instances[k][1],
+                               "reason": "bench"})[:-1] + f', "payload": {payload}}}'
+            try:
+                http.request("POST", f"/v1/namespaces/bench/workflows/{instances[k][0]}/signals", body=body,
+                             headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json",
+                                      "Idempotency-Key": f"{tag}-{wid}-{i}"})
+                answer = http.getresponse()
+                answer.read()
+                if answer.status != 201:
+                    errors += 1
+            except Exception:
+                errors += 1
+                http.close()
         else:
             k = i % len(instances)
             try:
@@ -206,6 +227,8 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--payload-bytes", type=int, default=1024)
+    ap.add_argument("--http", action="store_true", help="also measure POST /signals through gunicorn")
+    ap.add_argument("--api-workers", type=int, default=4)
     args = ap.parse_args()
     dsn = db.Dsn.parse(args.dsn)
     configure_logging("WARNING")
@@ -213,13 +236,35 @@ def main() -> int:
     setup = prepare(dsn)
     print(json.dumps({"bench": "B-1", "server": setup["settings"], "dsn": dsn.redacted()}), flush=True)
     results: dict[tuple[str, int], list[dict]] = {}
+    api = None
+    if args.http:
+        from orchestrator.loop import wait_for
+        from tests.support.processes import WeaveProcess
+
+        api = WeaveProcess(dsn, "api", "--bind", f"{API_ADDRESS[0]}:{API_ADDRESS[1]}", "--workers",
+                           str(args.api_workers))
+
+        def ready() -> bool:
+            try:
+                probe = HTTPConnection(*API_ADDRESS, timeout=2)
+                probe.request("GET", "/readyz")
+                return probe.getresponse().status == 200
+            except OSError:
+                return False
+
+        assert wait_for(ready, timeout=30), "the API did not come up"
     for run_no in range(1, args.repeat + 1):
         for c in [int(x) for x in args.conns.split(",")]:
             reset_raw(dsn)
             raw = run("raw", args, c, setup["token"], [])
             wfs = start_instances(dsn, setup["token"], c * INSTANCES_PER_SENDER)
             call = run("call", args, c, setup["token"], [(wf, f"o-{i}") for i, wf in enumerate(wfs)])
-            for mode, row in (("raw", raw), ("call", call)):
+            measured = [("raw", raw), ("call", call)]
+            if api is not None:
+                wfs = start_instances(dsn, setup["token"], c * INSTANCES_PER_SENDER)
+                measured.append(("http", run("http", args, c, setup["token"],
+                                             [(wf, f"o-{i}") for i, wf in enumerate(wfs)])))
+            for mode, row in measured:
                 line = {"bench": "B-1", "path": mode, "conns": c, "run": run_no, **row}
                 results.setdefault((mode, c), []).append(line)
                 print(json.dumps(line), flush=True)
@@ -230,6 +275,9 @@ def main() -> int:
             print(json.dumps({"bench": "B-1", "summary": "median", "path": mode, "conns": c,
                               **{k: statistics.median(r[k] for r in rows) for k in ("per_s", "p50_ms", "p99_ms")}}),
                   flush=True)
+    if api is not None:
+        api.terminate()
+        api.close()
     with db.connect(dsn) as conn:
         broken = invariants.violations(conn)
     print(json.dumps({"bench": "B-1", "invariants_ok": not broken, "broken": broken}), flush=True)
