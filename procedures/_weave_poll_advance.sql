@@ -50,23 +50,6 @@ BEGIN
     DECLARE v_expired VARCHAR(16);
     DECLARE v_inbox BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_inbox_available DATETIME(6);
-    DECLARE v_rounds INT UNSIGNED;
-    DECLARE v_top INT UNSIGNED;
-    DECLARE v_last_outcome VARCHAR(24);
-    DECLARE v_unsettled INT UNSIGNED;
-    DECLARE v_first_handler VARCHAR(128);
-    DECLARE v_first_version VARCHAR(32);
-    DECLARE v_first_input LONGTEXT;
-    DECLARE v_inst_status VARCHAR(16);
-    DECLARE v_control VARCHAR(16);
-    DECLARE v_gate VARCHAR(16);
-    DECLARE v_inst_deadline DATETIME(6);
-    DECLARE v_cred_status VARCHAR(16);
-    DECLARE v_app_status VARCHAR(16);
-    DECLARE v_why VARCHAR(256) DEFAULT NULL;
-    DECLARE v_task_timeout BIGINT UNSIGNED;
-    DECLARE v_task_deadline DATETIME(6);
-    DECLARE v_task BIGINT UNSIGNED;
     DECLARE v_facts LONGTEXT;
 
     SET out_outcome = NULL;
@@ -176,90 +159,7 @@ BEGIN
             LEAVE poll;
         END IF;
 
-        -- P-4: the rounds are 1..n without a gap, n = rounds used, round n answered PENDING, nothing of the
-        -- activation is in flight, the budget has room, and round 1 carries the frozen contract reused below.
-        SELECT COUNT(*), MAX(round_no) INTO v_rounds, v_top
-          FROM weave_poll_rounds WHERE activation_id = in_activation_id FOR UPDATE;
-        SELECT outcome INTO v_last_outcome
-          FROM weave_poll_rounds WHERE activation_id = in_activation_id AND round_no = v_rounds_used;
-        SELECT COUNT(*) INTO v_unsettled FROM pulse_tasks
-         WHERE activation_id = in_activation_id AND status IN ('QUEUED', 'RUNNING');
-        SELECT t.handler, t.handler_version, t.input INTO v_first_handler, v_first_version, v_first_input
-          FROM weave_poll_rounds r JOIN pulse_tasks t ON t.id = r.task_id
-         WHERE r.activation_id = in_activation_id AND r.round_no = 1;
-        IF v_rounds <> v_rounds_used OR v_top <> v_rounds_used OR NOT (v_last_outcome <=> 'POLL_PENDING')
-           OR v_current_task IS NOT NULL OR v_unsettled <> 0 OR v_rounds_used >= v_max_rounds
-           OR NOT (v_first_handler <=> JSON_VALUE(v_frozen, '$.handler'))
-           OR NOT (v_first_version <=> JSON_VALUE(v_frozen, '$.handler_version'))
-           OR NOT (v_first_input <=> COALESCE(JSON_EXTRACT(v_frozen, '$.input'), '{}')) THEN
-            CALL _weave_raise(50007, 'INVALID_STATE: the poll''s rounds do not verify (P-4); left for an operator');
-        END IF;
-
-        -- R-8 for the new round.
-        SELECT i.status, i.control, i.gate, i.deadline_at, c.status, a.status
-          INTO v_inst_status, v_control, v_gate, v_inst_deadline, v_cred_status, v_app_status
-          FROM weave_instances i
-          JOIN weave_credentials c ON c.id = i.credential_id
-          JOIN weave_apps a ON a.id = i.app_id
-         WHERE i.id = in_instance_id;
-        IF v_inst_status = 'RUNNING' AND in_now >= v_inst_deadline THEN
-            CALL _weave_review_open(in_namespace_id, in_instance_id, 'INSTANCE_DEADLINE', '', 0,
-                 JSON_OBJECT('deadline_at', DATE_FORMAT(v_inst_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
-                             'checked_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'),
-                             'step_key', in_step_key, 'next_round', v_rounds_used + 1), in_now);
-            CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'poll.review', NULL, NULL,
-                              in_now, v_inst_deadline, NULL,
-                              JSON_OBJECT('code', 'INSTANCE_DEADLINE', 'step_key', in_step_key), NULL);
-            SET v_why = 'instance deadline passed';
-            SET out_outcome = 'REVIEW';
-        ELSEIF v_control = 'PAUSED' THEN
-            SET v_why = 'instance paused';
-        ELSEIF v_inst_status <> 'RUNNING' OR v_gate <> 'OPEN' THEN
-            SET v_why = 'gate closed';
-        ELSEIF v_cred_status <> 'ACTIVE' THEN
-            SET v_why = 'starting identity disabled';
-        ELSEIF v_app_status <> 'ACTIVE' THEN
-            SET v_why = 'app disabled';
-        ELSE
-            CALL _weave_task_room(in_namespace_id, in_instance_id, JSON_VALUE(v_frozen, '$.queue'), v_why);
-        END IF;
-        IF v_why IS NOT NULL THEN
-            -- P-6: only the next check time moves, never past the poll deadline (which must still be seen
-            -- on time). Resume makes an overdue checkpoint due at once (C-1), so a pause can wait longer.
-            CALL _weave_checkpoint_defer(in_namespace_id, in_instance_id, in_step_key, 'POLL', in_activation_id,
-                 LEAST(in_now + INTERVAL IF(v_control = 'PAUSED', 60, 1) SECOND, v_poll_deadline), in_now,
-                 CONCAT('DEFERRED: ', v_why));
-            SET out_outcome = COALESCE(out_outcome, 'DEFERRED');
-            LEAVE poll;
-        END IF;
-
-        -- P-4, P-5: round n+1 from the activation's frozen inputs, never re-evaluated.
-        SET v_task_timeout = COALESCE(CAST(JSON_VALUE(v_frozen, '$.task_timeout_ms') AS UNSIGNED), 30000);
-        SET v_task_deadline = LEAST(in_now + INTERVAL v_task_timeout * 1000 MICROSECOND, v_poll_deadline,
-                                    v_inst_deadline);
-        CALL _pulse_task_create(in_namespace_id, in_instance_id, in_step_key, in_activation_id, v_rounds_used + 1,
-                                v_frozen, v_task_deadline, in_now, v_task);
-        INSERT INTO weave_poll_rounds (namespace_id, instance_id, activation_id, round_no, task_id, outcome,
-                                       created_at)
-        VALUES (in_namespace_id, in_instance_id, in_activation_id, v_rounds_used + 1, v_task, 'IN_FLIGHT', in_now);
-        UPDATE weave_poll_states
-           SET rounds_used = rounds_used + 1, current_task_id = v_task, state = 'IN_FLIGHT', next_poll_at = NULL,
-               updated_at = in_now
-         WHERE activation_id = in_activation_id AND rounds_used = v_rounds_used AND state = 'WAITING';
-        IF ROW_COUNT() <> 1 THEN
-            CALL _weave_raise(50007, 'INVALID_STATE: the poll state changed under its lock');
-        END IF;
-        CALL _weave_checkpoint_set(in_namespace_id, in_instance_id, in_step_key, 'POLL', in_activation_id,
-                                   v_poll_deadline, in_now);
-        SET v_facts = JSON_OBJECT('round', v_rounds_used + 1, 'task_id', CONCAT('tsk_', v_task),
-                                  'due_at', DATE_FORMAT(v_next, '%Y-%m-%dT%H:%i:%s.%fZ'),
-                                  'lateness_ms', TIMESTAMPDIFF(MICROSECOND, v_next, in_now) / 1000,
-                                  'task_deadline_at', DATE_FORMAT(v_task_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
-                                  'rounds_used', v_rounds_used + 1, 'max_rounds', v_max_rounds + 0,
-                                  'poll_deadline', DATE_FORMAT(v_poll_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'));
-        CALL _weave_event(in_namespace_id, in_instance_id, 'POLL_ROUND_STARTED', in_step_key, v_seq, in_now, v_facts);
-        CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'poll.round', NULL, NULL, in_now,
-                          v_poll_deadline, NULL, v_facts, NULL);
-        SET out_outcome = 'ROUND';
+        CALL _weave_poll_round_start(in_namespace_id, in_instance_id, in_step_key, v_seq, in_activation_id, v_frozen,
+                                     in_now, out_outcome);
     END poll;
 END

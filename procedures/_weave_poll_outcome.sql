@@ -29,7 +29,9 @@ POLL_REVIEW_VALUE; anything else -> INVALID, review POLL_INVALID_RESULT. FAILED/
 POLL_FAILED; UNKNOWN -> review POLL_UNKNOWN; CANCELLED -> recorded (review POLL_FAILED when no cancel flow owns the
 step). An outcome at or after the poll deadline -> review POLL_DEADLINE_IN_FLIGHT (POLL_DEADLINE when it expired
 unstarted); after a deadline review the round is settled and the step goes to NEEDS_REVIEW.
-out_outcome: SUCCEEDED, PENDING, REVIEW, RECORDED, MISMATCH, or the final-signal hook''s outcome.
+When a PENDING answer is consumed after its interval is over, the next round starts in the same transaction.
+out_outcome: SUCCEEDED, PENDING, NEXT_ROUND (PENDING, and round n+1 started), DEFERRED (PENDING, and round n+1
+deferred), REVIEW, RECORDED, MISMATCH, or the final-signal hook''s outcome.
 Rules: P-2, P-3, P-7, P-8, P-9, P-10, P-11, K-7, R-6, R-7.'
     MODIFIES SQL DATA
 BEGIN
@@ -38,7 +40,6 @@ BEGIN
     DECLARE v_round_no INT UNSIGNED;
     DECLARE v_handler VARCHAR(128);
     DECLARE v_version VARCHAR(32);
-    DECLARE v_queue_id BIGINT UNSIGNED;
     DECLARE v_used INT UNSIGNED;
     DECLARE v_max_attempts INT UNSIGNED;
     DECLARE v_error VARCHAR(2048);
@@ -69,22 +70,25 @@ BEGIN
     DECLARE v_last_worker VARCHAR(128);
     DECLARE v_facts LONGTEXT;
 
-    SELECT step_key, activation_id, round_no, handler, handler_version, queue_id, attempts_used, max_attempts, error,
-           created_at, deadline_at
-      INTO v_step_key, v_activation, v_round_no, v_handler, v_version, v_queue_id, v_used, v_max_attempts, v_error,
-           v_t_created, v_t_deadline
-      FROM pulse_tasks WHERE id = in_task_id FOR UPDATE;
-    SELECT status INTO v_inst_status FROM weave_instances WHERE id = in_instance_id;
-    SELECT id, status, activation_seq INTO v_step, v_step_status, v_seq
-      FROM weave_steps WHERE instance_id = in_instance_id AND step_key = v_step_key FOR UPDATE;
-    SELECT frozen INTO v_frozen FROM weave_activations WHERE id = v_activation AND instance_id = in_instance_id;
-    SELECT name INTO v_queue_name FROM weave_queues WHERE id = v_queue_id;
-    SELECT state, rounds_used, max_rounds, interval_ms, poll_deadline, current_task_id
-      INTO v_state, v_rounds_used, v_max_rounds, v_interval, v_poll_deadline, v_current_task
-      FROM weave_poll_states WHERE activation_id = v_activation AND instance_id = in_instance_id FOR UPDATE;
-    SELECT id, task_id, outcome INTO v_round, v_round_task, v_round_outcome
-      FROM weave_poll_rounds WHERE activation_id = v_activation AND round_no = v_round_no FOR UPDATE;
-    SELECT worker_id INTO v_last_worker FROM pulse_attempts WHERE task_id = in_task_id AND attempt_no = v_used;
+    -- The caller holds the instance, the task, the step and the activation locked; one read each for the rest.
+    SELECT t.step_key, t.activation_id, t.round_no, t.handler, t.handler_version, q.name, t.attempts_used,
+           t.max_attempts, t.error, t.created_at, t.deadline_at, i.status
+      INTO v_step_key, v_activation, v_round_no, v_handler, v_version, v_queue_name, v_used, v_max_attempts, v_error,
+           v_t_created, v_t_deadline, v_inst_status
+      FROM pulse_tasks t
+      JOIN weave_instances i ON i.id = t.instance_id
+      LEFT JOIN weave_queues q ON q.id = t.queue_id
+     WHERE t.id = in_task_id;
+    SELECT s.id, s.status, s.activation_seq, a.frozen INTO v_step, v_step_status, v_seq, v_frozen
+      FROM weave_steps s JOIN weave_activations a ON a.id = v_activation AND a.instance_id = s.instance_id
+     WHERE s.instance_id = in_instance_id AND s.step_key = v_step_key;
+    SELECT p.state, p.rounds_used, p.max_rounds, p.interval_ms, p.poll_deadline, p.current_task_id, r.id, r.task_id,
+           r.outcome
+      INTO v_state, v_rounds_used, v_max_rounds, v_interval, v_poll_deadline, v_current_task, v_round, v_round_task,
+           v_round_outcome
+      FROM weave_poll_states p
+      LEFT JOIN weave_poll_rounds r ON r.activation_id = p.activation_id AND r.round_no = v_round_no
+     WHERE p.activation_id = v_activation AND p.instance_id = in_instance_id FOR UPDATE;
 
     verify: BEGIN
         IF v_step IS NULL OR v_frozen IS NULL OR v_state IS NULL THEN
@@ -101,7 +105,7 @@ BEGIN
 
     SET v_facts = JSON_OBJECT('round', v_round_no + 0, 'task_id', CONCAT('tsk_', in_task_id), 'kind', in_kind,
                               'attempts_used', v_used + 0, 'max_attempts', v_max_attempts + 0,
-                              'last_error', v_error, 'last_worker', v_last_worker,
+                              'last_error', v_error,
                               'result', JSON_EXTRACT(COALESCE(in_result, 'null'), '$'),
                               'result_at', DATE_FORMAT(in_occurred_at, '%Y-%m-%dT%H:%i:%s.%fZ'),
                               'consumed_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'),
@@ -235,6 +239,12 @@ BEGIN
                 CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'poll.pending', NULL,
                                   NULL, in_now, v_poll_deadline, NULL, v_facts, NULL);
                 SET out_outcome = 'PENDING';
+                IF in_now >= v_next AND in_now < v_poll_deadline THEN
+                    -- The interval is already over: the next round starts now, as its checkpoint would.
+                    CALL _weave_poll_round_start(in_namespace_id, in_instance_id, v_step_key, v_seq, v_activation,
+                                                 v_frozen, in_now, v_hook);
+                    SET out_outcome = IF(v_hook = 'ROUND', 'NEXT_ROUND', v_hook);
+                END IF;
                 LEAVE settle;
             END IF;
         ELSE
@@ -244,8 +254,9 @@ BEGIN
                                         WHEN 'UNKNOWN' THEN 'POLL_UNKNOWN'
                                         ELSE 'POLL_FAILED' END;
         END IF;
+        SELECT worker_id INTO v_last_worker FROM pulse_attempts WHERE task_id = in_task_id AND attempt_no = v_used;
         CALL _weave_poll_review(in_namespace_id, in_instance_id, v_step_key, v_seq, v_activation, v_code,
-                                'NEEDS_REVIEW', v_facts, in_now);
+                                'NEEDS_REVIEW', JSON_SET(v_facts, '$.last_worker', v_last_worker), in_now);
         SET out_outcome = 'REVIEW';
     END settle;
 END

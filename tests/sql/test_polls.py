@@ -357,6 +357,38 @@ def test_P4_the_next_round_reuses_round_ones_frozen_inputs_and_is_not_created_ea
     assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'poll.round'") == 2
 
 
+def test_P4_a_pending_answer_consumed_after_its_interval_starts_the_next_round_in_the_same_transaction(world, orch):
+    world.publish(poll_flow())
+    wf = started(world, orch)
+    answer(world, "PENDING")
+    occurred = world.db.scalar("SELECT occurred_at FROM pulse_inbox")
+    world.db.advance(INTERVAL + 5_000)  # the orchestrator was slow: the interval is over before consumption
+    outcomes = orch.drain()
+    assert outcomes["INBOX:NEXT_ROUND"] == 1 and outcomes["CHECKPOINT:ROUND"] == 0
+    poll = poll_of(world, wf)
+    assert (poll["state"], poll["rounds_used"]) == ("IN_FLIGHT", 2)
+    assert [r["outcome"] for r in poll["rounds"]] == ["POLL_PENDING", "IN_FLIGHT"]
+    assert poll["rounds"][0]["result_at"] == occurred.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    assert checkpoint(world, wf)["due_at"] == parse(poll["poll_deadline"])
+    types = event_types(world, wf)
+    assert types[-2:] == ["POLL_ROUND_PENDING", "POLL_ROUND_STARTED"]
+    started_ev = world.events(wf)[-1]
+    assert parse(started_ev["data"]["due_at"]) == occurred + dt.timedelta(milliseconds=INTERVAL)
+
+
+def test_P6_a_pending_answer_consumed_after_its_interval_while_paused_defers_the_next_round(world, orch):
+    world.publish(poll_flow())
+    wf = started(world, orch)
+    answer(world, "PENDING")
+    routines.instance_pause(world.db.conn, world.token, world.namespace, wf, "hold on", "pause-1")
+    world.db.advance(INTERVAL + 5_000)
+    assert orch.drain()["INBOX:DEFERRED"] == 1
+    poll = poll_of(world, wf)
+    assert (poll["state"], poll["rounds_used"]) == ("WAITING", 1)
+    cp = checkpoint(world, wf)
+    assert cp["due_at"] == parse(poll["next_poll_at"]) and "paused" in cp["last_error"] and in_flight(world) == 0
+
+
 def test_P4_the_new_tasks_deadline_is_capped_by_the_poll_deadline(world, orch):
     world.publish(poll_flow(timeout_ms=INTERVAL + 10_000, task_timeout_ms=HOUR))
     started(world, orch)
