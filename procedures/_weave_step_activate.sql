@@ -56,6 +56,14 @@ BEGIN
         CALL _weave_resolve_template(JSON_EXTRACT(v_compiled, '$.business_key'), v_context, v_business);
         CALL _weave_resolve_template(JSON_EXTRACT(v_compiled, '$.mutex_key'), v_context, v_mutex);
         CALL _weave_resolve_template(JSON_EXTRACT(v_compiled, '$.correlation'), v_context, v_correlation);
+        -- A correlation must resolve to a string of 1-512 bytes (05-signals S-1). Anything else would be a
+        -- guess at the bytes a sender must match, so the activation is refused (nothing written, the
+        -- checkpoint backs off with the reason in last_error) until an operator fixes the instance.
+        IF v_correlation IS NOT NULL AND (JSON_TYPE(JSON_EXTRACT(v_correlation, '$')) <> 'STRING'
+            OR OCTET_LENGTH(JSON_UNQUOTE(v_correlation)) NOT BETWEEN 1 AND 512) THEN
+            CALL _weave_raise(50007, CONCAT('INVALID_STATE: step ', v_key,
+                                            ' correlation must resolve to a string of 1-512 bytes'));
+        END IF;
         SET v_frozen = JSON_SET(v_spec,
             '$.input', JSON_EXTRACT(COALESCE(v_input, 'null'), '$'),
             '$.business_key', JSON_EXTRACT(COALESCE(v_business, 'null'), '$'),
@@ -64,10 +72,7 @@ BEGIN
         INSERT INTO weave_activations (namespace_id, instance_id, step_id, step_key, seq, frozen, correlation_key,
                                        started_at, deadline_at)
         VALUES (in_namespace_id, in_instance_id, in_step_id, v_key, v_seq, v_frozen,
-                CASE WHEN v_correlation IS NULL THEN NULL
-                     WHEN JSON_TYPE(JSON_EXTRACT(v_correlation, '$')) = 'STRING'
-                         THEN CAST(JSON_UNQUOTE(v_correlation) AS BINARY)
-                     ELSE CAST(v_correlation AS BINARY) END,
+                IF(v_correlation IS NULL, NULL, CAST(JSON_UNQUOTE(v_correlation) AS BINARY)),
                 in_now, v_deadline);
         SET v_activation = LAST_INSERT_ID();
         UPDATE weave_steps SET status = 'ACTIVE', activation_seq = v_seq, activation_id = v_activation,

@@ -960,3 +960,15 @@ def test_S11_signal_accepted_into_an_active_wait_settles_within_one_scan(world, 
     send(world, wf)
     orch.run_once()
     assert world.step(wf, "approval")["wait"]["status"] == "SATISFIED"
+
+
+def test_S1_a_correlation_that_does_not_resolve_to_a_string_is_never_guessed(world, orch):
+    world.publish({"name": "corr", "steps": [
+        {"key": "approval", "type": "SIGNAL", "signal": {"name": "ok", "payload_version": "1", "payload_type": "any"},
+         "correlation": "$.input.missing", "timeout_ms": 60_000}]})
+    wf = world.start("corr", {"order_id": "o-1"})
+    outcomes = orch.drain(max_rounds=2)
+    assert outcomes["CHECKPOINT:FAILED"] >= 1
+    assert world.step(wf, "approval")["status"] == "PENDING"  # nothing written
+    cp = world.db.row("SELECT last_error FROM weave_pending_advances WHERE step_key = ''")
+    assert "correlation must resolve to a string" in cp["last_error"]
