@@ -5,9 +5,9 @@
 --     inbox decides by its own time (P-10), a round that never started is expired (K-6) and a running
 --     one sends the instance to review while the round keeps its task (P-11);
 --   - waiting between rounds: the deadline goes to review (P-9); otherwise, once next_poll_at has come,
---     the next round is created after verifying the rounds and the new-work conditions (P-4, R-8), in
---     this one transaction with its task, quota, round record, state, checkpoint, events and audit (P-5),
---     or deferred with nothing consumed and no deadline moved (P-6).
+--     _weave_poll_round_start creates the next round after verifying the rounds and the new-work
+--     conditions (P-4, R-8), in this one transaction with its task, quota, round record, state,
+--     checkpoint, events and audit (P-5), or defers it with nothing consumed and no deadline moved (P-6).
 -- The caller (weave_checkpoint_advance) holds the locks of _weave_lock_instance and owns the transaction.
 CREATE PROCEDURE _weave_poll_advance(
         IN  in_namespace_id  BIGINT UNSIGNED,

@@ -230,20 +230,22 @@ BEGIN
             IF v_rounds_used >= v_max_rounds THEN
                 SET v_code = 'POLL_ROUNDS_EXHAUSTED';  -- P-9
             ELSE
-                -- P-2: wait for the interval; the POLL checkpoint creates the next round (P-4).
+                -- P-2: wait for the interval; the POLL checkpoint creates the next round (P-4). When the interval
+                -- is already over, the next round starts now, as its checkpoint would (a deferral there moves the
+                -- checkpoint to next_poll_at itself).
                 UPDATE weave_poll_states SET state = 'WAITING', updated_at = in_now WHERE activation_id = v_activation;
-                CALL _weave_checkpoint_set(in_namespace_id, in_instance_id, v_step_key, 'POLL', v_activation, v_next,
-                                           in_now);
                 CALL _weave_event(in_namespace_id, in_instance_id, 'POLL_ROUND_PENDING', v_step_key, v_seq, in_now,
                                   v_facts);
                 CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'poll.pending', NULL,
                                   NULL, in_now, v_poll_deadline, NULL, v_facts, NULL);
-                SET out_outcome = 'PENDING';
                 IF in_now >= v_next AND in_now < v_poll_deadline THEN
-                    -- The interval is already over: the next round starts now, as its checkpoint would.
                     CALL _weave_poll_round_start(in_namespace_id, in_instance_id, v_step_key, v_seq, v_activation,
                                                  v_frozen, in_now, v_hook);
                     SET out_outcome = IF(v_hook = 'ROUND', 'NEXT_ROUND', v_hook);
+                ELSE
+                    CALL _weave_checkpoint_set(in_namespace_id, in_instance_id, v_step_key, 'POLL', v_activation,
+                                               v_next, in_now);
+                    SET out_outcome = 'PENDING';
                 END IF;
                 LEAVE settle;
             END IF;

@@ -53,15 +53,13 @@ BEGIN
     SELECT state, rounds_used, max_rounds, poll_deadline, current_task_id, next_poll_at
       INTO v_state, v_rounds_used, v_max_rounds, v_poll_deadline, v_current_task, v_next
       FROM weave_poll_states WHERE activation_id = in_activation_id AND instance_id = in_instance_id FOR UPDATE;
-    SELECT COUNT(*), MAX(round_no) INTO v_rounds, v_top
-      FROM weave_poll_rounds WHERE activation_id = in_activation_id FOR UPDATE;
-    SELECT outcome INTO v_last_outcome
-      FROM weave_poll_rounds WHERE activation_id = in_activation_id AND round_no = v_rounds_used;
+    SELECT COUNT(*), MAX(r.round_no), MAX(IF(r.round_no = v_rounds_used, r.outcome, NULL)), MAX(t.handler),
+           MAX(t.handler_version), MAX(t.input)
+      INTO v_rounds, v_top, v_last_outcome, v_first_handler, v_first_version, v_first_input
+      FROM weave_poll_rounds r LEFT JOIN pulse_tasks t ON t.id = r.task_id AND r.round_no = 1
+     WHERE r.activation_id = in_activation_id FOR UPDATE;
     SELECT COUNT(*) INTO v_unsettled FROM pulse_tasks
      WHERE activation_id = in_activation_id AND status IN ('QUEUED', 'RUNNING');
-    SELECT t.handler, t.handler_version, t.input INTO v_first_handler, v_first_version, v_first_input
-      FROM weave_poll_rounds r JOIN pulse_tasks t ON t.id = r.task_id
-     WHERE r.activation_id = in_activation_id AND r.round_no = 1;
     IF NOT (v_state <=> 'WAITING') OR v_next IS NULL OR in_now < v_next OR in_now >= v_poll_deadline
        OR v_rounds <> v_rounds_used OR v_top <> v_rounds_used OR NOT (v_last_outcome <=> 'POLL_PENDING')
        OR v_current_task IS NOT NULL OR v_unsettled <> 0 OR v_rounds_used >= v_max_rounds
@@ -100,8 +98,11 @@ BEGIN
         CALL _weave_task_room(in_namespace_id, in_instance_id, JSON_VALUE(in_frozen, '$.queue'), v_why);
     END IF;
     IF v_why IS NOT NULL THEN
-        -- P-6: only the next check time moves, never past the poll deadline (which must still be seen on
-        -- time). Resume makes an overdue checkpoint due at once (C-1), so a pause can wait longer.
+        -- P-6: the checkpoint stays due at next_poll_at; only its next check time moves, never past the poll
+        -- deadline (which must still be seen on time). Resume makes an overdue checkpoint due at once (C-1),
+        -- so a pause can wait longer.
+        CALL _weave_checkpoint_set(in_namespace_id, in_instance_id, in_step_key, 'POLL', in_activation_id, v_next,
+                                   in_now);
         CALL _weave_checkpoint_defer(in_namespace_id, in_instance_id, in_step_key, 'POLL', in_activation_id,
              LEAST(in_now + INTERVAL IF(v_control = 'PAUSED', 60, 1) SECOND, v_poll_deadline), in_now,
              CONCAT('DEFERRED: ', v_why));

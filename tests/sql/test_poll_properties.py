@@ -1,10 +1,11 @@
 """Property: whatever a POLL's handler answers and however the clock moves, the budgets of the P-3 table hold.
 
-Hypothesis draws sequences of handler outcomes (PENDING, a success status, a retryable failure, a
-non-retryable failure, a lost lease) and clock moves. The test computes the expected end state from the
-sequence alone (a small model of P-2, P-3, P-8, P-9 and the poll deadline), drives the real routines with the
-test clock, and checks the end state and the M-4 invariants (M-4.3 rounds in flight and rounds used, M-4.4
-gap-free rounds, M-4.5 attempts within the frozen budget) after every example.
+Hypothesis draws sequences of handler outcomes (PENDING, consumed in time or only after its interval, a
+success status, a retryable failure, a non-retryable failure, a lost lease) and clock moves. The test
+computes the expected end state from the sequence alone (a small model of P-2, P-3, P-8, P-9 and the
+poll deadline), drives the real routines with the test clock, and checks the end state and the M-4
+invariants (M-4.3 rounds in flight and rounds used, M-4.4 gap-free rounds, M-4.5 attempts within the
+frozen budget) after every example.
 
 Clock moves are chosen so that only the "long" move can reach the poll deadline: the poll deadline is
 1,500 s after activation, one long move is 1,000 s and everything else in a sequence adds at most ~400 s,
@@ -36,7 +37,8 @@ FLOW = {"name": "prop", "steps": [{
     "result": {"pending": ["PENDING"], "success": ["DONE"]}}]}
 
 # Weighted so that sequences often live long enough to use up rounds and reach the deadline.
-HANDLER = st.sampled_from(["PENDING", "PENDING", "PENDING", "PENDING", "RETRY", "RETRY", "DONE", "FAIL", "LOST"])
+HANDLER = st.sampled_from(["PENDING", "PENDING", "PENDING", "PENDING_LATE", "RETRY", "RETRY", "DONE", "FAIL",
+                           "LOST"])
 MOVE = st.sampled_from([1_000, 30_000, LONG_MS, LONG_MS]).map(lambda ms: ("MOVE", ms))
 SEQUENCES = st.lists(st.one_of(HANDLER, MOVE), min_size=1, max_size=12)
 
@@ -67,11 +69,13 @@ class Model:
         self.next_round()
         self.attempts += 1
         self.total_attempts += 1
-        if action == "PENDING":
+        if action in ("PENDING", "PENDING_LATE"):
             if self.rounds == MAX_ROUNDS:
                 self.end = "POLL_ROUNDS_EXHAUSTED"
             else:
                 self.waiting = True
+                if action == "PENDING_LATE":
+                    self.next_round()  # consumed after its interval: the next round starts at once
         elif action == "DONE":
             self.end = "SUCCEEDED"
         elif action == "RETRY":
@@ -102,6 +106,9 @@ def run_handler(world: World, orch, action: str) -> None:
     attempt = got[0]["attempt_id"]
     if action in ("PENDING", "DONE"):
         pulse.attempt_complete(world.db.conn, attempt, "prop-worker", {"status": action})
+    elif action == "PENDING_LATE":  # the answer waits in the inbox until its interval is over
+        pulse.attempt_complete(world.db.conn, attempt, "prop-worker", {"status": "PENDING"})
+        world.db.advance(INTERVAL_MS)
     elif action in ("RETRY", "FAIL"):
         pulse.attempt_fail(world.db.conn, attempt, "prop-worker", "upstream 503", retryable=action == "RETRY")
     else:  # LOST: the worker vanishes; its lease runs out (K-4)
@@ -109,7 +116,7 @@ def run_handler(world: World, orch, action: str) -> None:
     orch.drain()
 
 
-@settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sequence=SEQUENCES)
 def test_P3_random_outcomes_and_clock_moves_end_where_the_budget_table_says(db, orch, sequence):
     reset(db.conn)

@@ -417,6 +417,29 @@ def test_P4_rounds_that_do_not_verify_are_left_for_an_operator(world, orch):
 
 # --- P-5 one transaction ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("table", ["weave_poll_rounds", "weave_audit"])
+def test_P5_a_failed_round_or_audit_insert_in_the_consumers_transaction_rolls_back_the_answer_too(world, orch, table):
+    world.publish(poll_flow())
+    wf = started(world, orch)
+    answer(world, "PENDING")
+    condition = "NEW.round_no = 2" if table == "weave_poll_rounds" else "NEW.action = 'poll.round'"
+    world.db.execute(f"CREATE TRIGGER test_poll_write_fails BEFORE INSERT ON {table} FOR EACH ROW "
+                     f"BEGIN IF {condition} THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'store down'; END IF; END")
+    world.db.advance(INTERVAL)  # consumed after the interval: the next round would start in the same transaction
+    before = world.db.table_counts()
+    rounds_before = world.db.rows("SELECT * FROM weave_poll_rounds")
+    assert orch.drain(max_rounds=2)["INBOX:FAILED"] >= 1
+    assert world.db.table_counts() == before and world.db.rows("SELECT * FROM weave_poll_rounds") == rounds_before
+    inbox = world.db.row("SELECT * FROM pulse_inbox")
+    assert inbox["state"] == "PENDING" and inbox["attempts"] >= 1 and "store down" in inbox["last_error"]
+    assert in_flight(world) == 0 and poll_of(world, wf)["state"] == "IN_FLIGHT"
+    world.db.execute("DROP TRIGGER test_poll_write_fails")
+    world.db.advance(60_000)
+    orch.drain()
+    poll = poll_of(world, wf)
+    assert poll["rounds_used"] == 2 and [r["outcome"] for r in poll["rounds"]] == ["POLL_PENDING", "IN_FLIGHT"]
+
+
+@pytest.mark.parametrize("table", ["weave_poll_rounds", "weave_audit"])
 def test_P5_a_failed_round_or_audit_insert_rolls_back_the_task_and_its_quota(world, orch, table):
     routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)
     world.publish(poll_flow())

@@ -1,0 +1,87 @@
+"""B-3 poll rounds: N POLL steps x 3 rounds (PENDING, PENDING, DONE) with the no-op ``example.poll``
+handler, run end to end by real ``weave orchestrator`` and ``weave worker`` processes.
+
+    python -m tests.benchmarks.bench_polls [--polls 1000] [--runs 1x1,2x2] [--interval-ms 200]
+
+Not collected by pytest (run on demand). The instances are started first (their POLL steps not yet
+activated); then the processes start and do everything: activation and round 1, consumption of every
+answer, the next rounds after the interval, the settlement. The figure comes from the database's own
+timestamps: rounds / (last step settled - first round created), so process start-up does not count.
+The peer figure (DBOS Transact, ../bench, interval 0.2 s) is about 100 rounds/s on this kind of machine.
+Prints one JSON line per figure; the M-4 invariants are checked after every run (Q-3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from orchestrator.loop import wait_for
+from tests.benchmarks.common import check_invariants, figure, fresh_database, summary, world_on
+from tests.support.load import start_many
+from tests.support.processes import WeaveProcess
+
+ROUNDS = 3
+
+
+def flow(interval_ms: int) -> dict:
+    return {"name": "bench-poll", "steps": [{
+        "key": "check", "type": "POLL", "queue": "payments", "handler": "example.poll", "handler_version": "1",
+        "input": {"n": "$.input.n", "done_at": ROUNDS}, "interval_ms": interval_ms, "max_rounds": ROUNDS,
+        "timeout_ms": 3_600_000, "task_timeout_ms": 600_000,
+        "result": {"pending": ["PENDING"], "success": ["DONE"]}}]}
+
+
+def run(polls: int, orchestrators: int, workers: int, interval_ms: int, concurrency: int,
+        worker_concurrency: int) -> None:
+    dsn = fresh_database(f"weave_bench_polls_{orchestrators}x{workers}")
+    world = world_on(dsn)
+    world.publish(flow(interval_ms))
+    start_many(world, "bench-poll", polls, threads=8)
+    logs = Path(tempfile.mkdtemp(prefix="weave-bench-polls-"))
+    env = {"WEAVE_LOG_LEVEL": "WARNING"}
+    procs = [WeaveProcess(dsn, "orchestrator", "--concurrency", str(concurrency), env=env, log=logs / f"o{i}.log")
+             for i in range(orchestrators)]
+    procs += [WeaveProcess(dsn, "worker", "--handlers", "orchestrator.example_handlers", "--queue", "payments",
+                           "--concurrency", str(worker_concurrency), env=env, log=logs / f"w{i}.log")
+              for i in range(workers)]
+    db = world.db
+    try:
+        done = wait_for(lambda: db.scalar("SELECT COUNT(*) FROM weave_instances WHERE status = 'SUCCEEDED'") == polls,
+                        timeout=900, interval=0.2)
+    finally:
+        for p in procs:
+            p.terminate()
+            p.close()
+    assert done, f"the polls did not finish; logs in {logs}"
+    span = db.row("SELECT MIN(r.created_at) AS first, MAX(a.ended_at) AS last, COUNT(*) AS rounds "
+                  "FROM weave_poll_rounds r JOIN weave_activations a ON a.id = r.activation_id")
+    assert span["rounds"] == polls * ROUNDS, "every poll runs exactly three rounds"
+    seconds = (span["last"] - span["first"]).total_seconds()
+    # Per round: from the round's creation to its answer being consumed (the next round or the settlement).
+    lag = db.rows("SELECT TIMESTAMPDIFF(MICROSECOND, r.created_at, i.consumed_at) / 1000 AS ms "
+                  "FROM weave_poll_rounds r JOIN pulse_inbox i ON i.task_id = r.task_id")
+    figure("B-3 poll rounds", polls=polls, rounds=span["rounds"], interval_ms=interval_ms,
+           orchestrators=orchestrators, concurrency_per_orchestrator=concurrency, workers=workers,
+           concurrency_per_worker=worker_concurrency, seconds=round(seconds, 3),
+           rounds_per_s=round(span["rounds"] / seconds, 1), polls_per_s=round(polls / seconds, 1),
+           round_created_to_consumed_ms=summary([float(r["ms"]) for r in lag]))
+    check_invariants(dsn)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--polls", type=int, default=1_000)
+    parser.add_argument("--runs", default="1x1,2x2", help="comma list of ORCHESTRATORSxWORKERS (default 1x1,2x2)")
+    parser.add_argument("--interval-ms", type=int, default=200, help="interval between rounds (the peer uses 200)")
+    parser.add_argument("--concurrency", type=int, default=4, help="advance connections per orchestrator")
+    parser.add_argument("--worker-concurrency", type=int, default=8, help="attempts at once per worker")
+    args = parser.parse_args()
+    for spec in args.runs.split(","):
+        orchestrators, workers = (int(x) for x in spec.lower().split("x"))
+        run(args.polls, orchestrators, workers, args.interval_ms, args.concurrency, args.worker_concurrency)
+
+
+if __name__ == "__main__":
+    main()
