@@ -99,6 +99,7 @@ def test_R17_every_migration_after_the_first_has_an_upgrade_test():
 DONE: set[str] = {
     *(f"R-{n}" for n in range(1, 18)),
     *(f"T-{n}" for n in range(1, 9)),
+    *(f"F-{n}" for n in range(1, 10)),
 }
 _RULE = re.compile(r"\b([RTPKSFC])-(\d+)\b")
 
