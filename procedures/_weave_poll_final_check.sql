@@ -26,8 +26,9 @@ CREATE PROCEDURE _weave_poll_final_check(
         IN  in_now           DATETIME(6),
         OUT out_outcome      VARCHAR(16))
     COMMENT 'Internal. Description: applies the final-signal race of a POLL activation (its POLL_FINAL wait against the
-latest round). out_outcome: NULL when nothing is decided here (the caller goes on; when the query''s final result
-came first the wait is CANCELLED and its PENDING signals REJECTED QUERY_SETTLED), else ADOPTED (step SUCCEEDED with
+latest round). out_outcome: NULL when nothing is decided here (the caller goes on; when the query''s final result,
+or a failed, unknown or invalid round, came first the wait is CANCELLED and its PENDING signals REJECTED
+QUERY_SETTLED), else ADOPTED (step SUCCEEDED with
 the signal''s payload), REVIEW (POLL_REVIEW_VALUE for a review-status signal; POLL_UNKNOWN, POLL_INVALID_RESULT or
 FINAL_RESULT_CONFLICT when the query''s own answer cannot agree), SIGNAL_FIRST (winner saved while the query is out:
 a queued task is cancelled, a running one asked to stop; the step stays ACTIVE until Pulse reports), INBOX_FIRST
@@ -166,11 +167,18 @@ BEGIN
                 SET v_facts = JSON_SET(v_facts, '$.decision', 'SIGNAL_BETWEEN_ROUNDS');
             ELSEIF v_first IS NULL OR v_first_at >= v_result_at THEN
                 -- The round's outcome was stored just now and happened first (equal times: the query's).
-                IF v_outcome IN ('DONE', 'REVIEW_VALUE') AND v_result_at < v_poll_deadline THEN
-                    -- F-1: the query's final result wins; the wait closes and its signals are answered.
+                IF v_outcome IN ('DONE', 'REVIEW_VALUE', 'FAILED', 'UNKNOWN', 'INVALID', 'CANCELLED')
+                   AND v_result_at < v_poll_deadline THEN
+                    -- F-1: the query's final result wins. A failure, an unknown effect or an invalid answer
+                    -- that came first ends the activation too (P-8: review, and no continue): this wait can
+                    -- never win any more, so it closes now and its signals are answered, rather than
+                    -- taking signals that could only sit PENDING beside the review.
                     UPDATE weave_waits SET status = 'CANCELLED', settled_at = in_now WHERE id = v_wait;
                     CALL _weave_wait_signals_settle(in_namespace_id, in_instance_id, v_wait, 'QUERY_SETTLED', in_now);
-                    SET v_facts = JSON_SET(v_facts, '$.decision', 'QUERY_FIRST', '$.wait_status', 'CANCELLED',
+                    SET v_facts = JSON_SET(v_facts,
+                                           '$.decision', IF(v_outcome IN ('DONE', 'REVIEW_VALUE'), 'QUERY_FIRST',
+                                                            'QUERY_STOPPED_FIRST'),
+                                           '$.wait_status', 'CANCELLED',
                                            '$.first_signal_id', IF(v_first IS NULL, NULL, CONCAT('sig_', v_first)));
                     CALL _weave_event(in_namespace_id, in_instance_id, 'POLL_FINAL_WAIT_CLOSED', in_step_key, v_seq,
                                       in_now, v_facts);
@@ -180,8 +188,8 @@ BEGIN
                 END IF;
                 IF v_first IS NULL OR v_outcome <> 'POLL_PENDING' OR v_rounds_used >= v_max_rounds
                    OR v_result_at >= v_poll_deadline THEN
-                    -- A failure, an unknown effect, an invalid answer or the end of the budget came first: the
-                    -- query's own rules send the step to review; a later signal stays a fact for that review.
+                    -- The round budget or the poll deadline ran out first: the query's own rules send the step
+                    -- to review (P-9, P-11). That review can be continued, so the wait stays open with it.
                     LEAVE hook;
                 END IF;
                 -- F-2 by stored times: PENDING came first, so when the signal came no query was out.

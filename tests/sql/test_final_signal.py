@@ -146,6 +146,32 @@ def test_F1_without_any_signal_the_query_closes_the_wait(world, orch):
     assert step(world, wf)["status"] == "SUCCEEDED" and wait_row(world)["status"] == "CANCELLED"
 
 
+def test_F1_an_unknown_effect_stored_first_is_never_overridden_by_a_later_signal(world, orch):
+    wf = started(world, orch)
+    claim(world, lease_ms=5_000)
+    world.db.advance(5_001)
+    assert pulse.lease_recover(world.db.conn, world.db.scalar("SELECT id FROM pulse_attempts")) == "UNKNOWN"
+    world.db.advance(1_000)
+    receipt = final(world, wf)  # after the lease was lost, before anyone consumed it
+    drain(orch)
+    assert review_codes(world, wf) == ["POLL_UNKNOWN"]
+    assert (sig(world, receipt)["status"], sig(world, receipt)["disposition"]) == ("REJECTED", "QUERY_SETTLED")
+    assert wait_row(world)["status"] == "CANCELLED"
+    closed = next(e for e in world.events(wf) if e["type"] == "POLL_FINAL_WAIT_CLOSED")
+    assert closed["data"]["decision"] == "QUERY_STOPPED_FIRST"
+
+
+def test_F1_a_review_that_can_be_continued_keeps_the_wait_open(world, orch):
+    """Rounds exhausted (P-9) may be continued (C-4) in the same activation, so its final wait stays open."""
+    wf = started(world, orch, flow(max_rounds=1, name="one-round"))
+    answer(world, "PENDING")
+    world.db.advance(1_000)
+    receipt = final(world, wf)
+    drain(orch)
+    assert review_codes(world, wf) == ["POLL_ROUNDS_EXHAUSTED"]
+    assert sig(world, receipt)["status"] == "PENDING" and wait_row(world)["status"] == "WAITING"
+
+
 # --- F-2 no query in flight ---------------------------------------------------------------------------------------
 def test_F2_a_final_signal_between_rounds_settles_the_poll_and_no_round_follows(world, orch):
     wf = started(world, orch)
@@ -443,7 +469,7 @@ def test_F9_the_race_is_decided_by_stored_times_never_by_which_scanner_ran_first
                                                                                  signal_first):
     """Every orchestrator is down while the signal is accepted and the round fails; after the restart the
     candidate that looks first does not matter: a signal accepted before the failure wins (F-5), a failure
-    stored before the signal goes to review (P-8) and the signal stays a fact for that review."""
+    stored before the signal goes to review (P-8) and the signal is answered QUERY_SETTLED."""
     wf = started(world, orch)
     got = claim(world)
     world.db.advance(1_000)
@@ -474,7 +500,11 @@ def test_F9_the_race_is_decided_by_stored_times_never_by_which_scanner_ran_first
         assert step(world, wf)["poll"]["rounds"][0]["outcome"] == "FAILED"
     else:
         assert review_codes(world, wf) == ["POLL_FAILED"]
-        assert sig(world, receipt)["status"] == "PENDING" and wait_row(world)["winner_signal_id"] is None
+        row = sig(world, receipt)
+        assert (row["status"], row["disposition"]) == ("REJECTED", "QUERY_SETTLED")
+        assert (wait_row(world)["status"], wait_row(world)["winner_signal_id"]) == ("CANCELLED", None)
+        # The activation can never take a signal again: a new one is answered at once.
+        assert final(world, wf)["disposition"] == "STEP_SETTLED"
 
 
 def test_F9_a_signal_accepted_while_everyone_was_down_before_the_querys_stored_result_wins_after_restart(world, orch):
