@@ -2,7 +2,10 @@
 -- round-1 task (under the quota and capacity locks the caller holds and already checked), the round
 -- record, the poll state with its budgets and the POLL checkpoint at the poll deadline. Every deadline is
 -- measured from the activation and capped by the instance deadline in force now, and is never re-timed.
--- A step with a final signal also gets its POLL_FINAL wait here, pinned to this activation.
+-- A step with a final signal also gets its POLL_FINAL wait here, pinned to this activation. Early final
+-- signals (S-10) are looked at once the activation commits: mismatches are rejected now (S-11), and any
+-- other makes the POLL checkpoint due at once instead of at the poll deadline, so that the race of F-3 is
+-- decided by the hook as soon as it can be.
 CREATE PROCEDURE _weave_activate_poll(
         IN in_namespace_id  BIGINT UNSIGNED,
         IN in_instance_id   BIGINT UNSIGNED,
@@ -15,8 +18,9 @@ CREATE PROCEDURE _weave_activate_poll(
     COMMENT 'Internal. Description: creates a POLL activation''s work: poll_deadline = min(now + timeout_ms, instance
 deadline); round 1 (task with deadline min(now + task_timeout_ms, poll deadline), round record IN_FLIGHT, rounds
 used 1, poll state IN_FLIGHT); the POLL checkpoint at the poll deadline; the POLL_FINAL wait when the step declares
-a final signal; event STEP_ACTIVATED; audit poll.round.
-Rules: P-1, P-4, P-5, K-6, R-4.'
+a final signal (early signals that do not match are REJECTED CORRELATION_MISMATCH; a matching one makes the
+checkpoint due at once); event STEP_ACTIVATED; audit poll.round.
+Rules: P-1, P-4, P-5, K-6, R-4, S-10, S-11.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_timeout BIGINT UNSIGNED DEFAULT CAST(JSON_VALUE(in_frozen, '$.timeout_ms') AS UNSIGNED);
@@ -29,6 +33,8 @@ BEGIN
     DECLARE v_poll_deadline DATETIME(6);
     DECLARE v_task_deadline DATETIME(6);
     DECLARE v_task BIGINT UNSIGNED;
+    DECLARE v_wait BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_early INT DEFAULT 0;
     DECLARE v_facts LONGTEXT;
 
     IF v_timeout IS NULL OR v_interval IS NULL OR v_max_rounds IS NULL OR v_max_rounds < 1 THEN
@@ -52,9 +58,14 @@ BEGIN
         VALUES (in_namespace_id, in_instance_id, in_activation_id, in_step_key, in_seq, 'POLL_FINAL', 'WAITING', in_now,
                 v_poll_deadline, JSON_VALUE(v_final, '$.name'), JSON_VALUE(v_final, '$.payload_version'), 'object',
                 v_correlation);
+        SET v_wait = LAST_INSERT_ID();
+        CALL _weave_wait_signals_settle(in_namespace_id, in_instance_id, v_wait, NULL, in_now);
+        SELECT COUNT(*) INTO v_early FROM weave_signals
+         WHERE instance_id = in_instance_id AND target_step_key = in_step_key AND target_activation_seq = in_seq
+           AND status = 'PENDING';
     END IF;
-    CALL _weave_checkpoint_set(in_namespace_id, in_instance_id, in_step_key, 'POLL', in_activation_id, v_poll_deadline,
-                               in_now);
+    CALL _weave_checkpoint_set(in_namespace_id, in_instance_id, in_step_key, 'POLL', in_activation_id,
+                               IF(v_early > 0, in_now, v_poll_deadline), in_now);
     SET v_facts = JSON_OBJECT('type', 'POLL', 'round', 1, 'task_id', CONCAT('tsk_', v_task),
                               'queue', JSON_VALUE(in_frozen, '$.queue'),
                               'handler', JSON_VALUE(in_frozen, '$.handler'),

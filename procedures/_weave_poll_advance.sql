@@ -1,6 +1,7 @@
 -- The POLL checkpoint handler. One checkpoint row per step (R-5) stands for all of a POLL's clock work, so
 -- the handler re-derives everything from the locked rows each time it runs, whatever woke it:
---   - the final-signal race first (its hook decides nothing yet);
+--   - the final-signal race first (F-1..F-9: its hook may settle the step, save a winner, or wait for the
+--     inbox, and then this handler stops there);
 --   - a round in flight: nothing to do before the poll deadline; at it, an outcome already stored in the
 --     inbox decides by its own time (P-10), a round that never started is expired (K-6) and a running
 --     one sends the instance to review while the round keeps its task (P-11);

@@ -103,6 +103,7 @@ DONE: set[str] = {
     *(f"P-{n}" for n in range(1, 12)),
     *(f"S-{n}" for n in range(1, 18)),
     *(f"C-{n}" for n in range(1, 7)),
+    *(f"F-{n}" for n in range(1, 10)),
 }
 _RULE = re.compile(r"\b([RTPKSFC])-(\d+)\b")
 

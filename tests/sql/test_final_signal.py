@@ -1,0 +1,574 @@
+"""The final-signal race of a POLL (05-signals, F-1..F-9): whichever final result happened first, by stored
+times, settles the step — the round's own result time against the signal's accepted_at — never the order
+in which scanners happen to look. Workers are driven through the Pulse routines, signals through Send, and
+the clock is the database's test clock. The M-4 invariants (M-4.1, M-4.2 and M-4.12 on winners, M-4.6 on
+permits) run after each test."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from procedures import errors, pulse, routines
+from tests.sql.test_polls import INTERVAL, answer, checkpoint, claim, fail, poll_flow, review_codes, tid
+from tests.support.signals import send
+
+FINAL = {"name": "payment.final", "payload_version": "1", "correlation": "$.input.order_id"}
+PAID = {"status": "PAID", "output": {"receipt": "r-1", "amount": 12.5}}
+
+
+def flow(**fields) -> dict:
+    return poll_flow(final_signal=FINAL, then=True, **fields)
+
+
+def started(world, orch, doc=None, **start) -> str:
+    doc = doc or flow()
+    if doc["name"] not in world.published:
+        world.publish(doc)
+    wf = world.start(doc["name"], {"order_id": "o-1"}, **start)
+    orch.drain()
+    return wf
+
+
+def final(world, wf, payload=None, seq=1, raw: str | None = None, **fields) -> dict:
+    """Send the POLL's final signal (a result object) for activation ``seq``."""
+    text = raw if raw is not None else json.dumps(PAID if payload is None else payload)
+    args = {"name": "payment.final", "payload_version": "1", "target_step_key": "check",
+            "target_activation_sequence": seq, "correlation_key": "o-1", "payload": text, **fields}
+    return send(world, wf, **args)
+
+
+def sig(world, receipt: dict) -> dict:
+    return world.db.row("SELECT * FROM weave_signals WHERE id = %s", int(receipt["signal_id"].removeprefix("sig_")))
+
+
+def wait_row(world, seq=1) -> dict:
+    return world.db.row("SELECT * FROM weave_waits WHERE kind = 'POLL_FINAL' AND activation_seq = %s", seq)
+
+
+def drain(orch) -> Counter:
+    """One drain; the outcome counts of just this drain."""
+    before = Counter(orch.stats)
+    after = orch.drain()
+    return after - before
+
+
+def step(world, wf, key="check") -> dict:
+    return world.step(wf, key)
+
+
+def advance_checkpoint(world, wf) -> str:
+    cp = checkpoint(world, wf)
+    return world.db.one("weave_checkpoint_advance", cp["id"])["outcome"]
+
+
+def consume_inbox(world) -> str:
+    inbox_id = world.db.scalar("SELECT id FROM pulse_inbox WHERE state = 'PENDING' ORDER BY occurred_at, id LIMIT 1")
+    return pulse.inbox_consume(world.db.conn, inbox_id)
+
+
+def adopted(world, wf, payload=PAID) -> None:
+    """The POLL was settled by its final signal: output = the signal's result object, successors follow."""
+    inst = world.instance(wf)
+    check, after = inst["steps"]
+    assert check["status"] == "SUCCEEDED" and check["output"] == payload
+    assert check["poll"]["state"] == "SETTLED" and check["poll"]["current_task_id"] is None
+    assert after["status"] == "ACTIVE"
+    assert json.loads(world.db.scalar("SELECT input FROM pulse_tasks WHERE step_key = 'after'")) == \
+        {"paid": payload.get("output")}
+    assert inst["review_reasons"] == [] and checkpoint(world, wf) is None
+    settled = [e for e in world.events(wf) if e["type"] == "POLL_SUCCEEDED"]
+    assert len(settled) == 1 and settled[0]["data"]["settled_by"] == "FINAL_SIGNAL"
+
+
+def won(world, receipt) -> None:
+    row = sig(world, receipt)
+    wait = wait_row(world, row["target_activation_seq"])
+    assert row["status"] == "CONSUMED" and row["disposition"] is None
+    assert (wait["status"], wait["winner_signal_id"]) == ("SATISFIED", row["id"])
+
+
+# --- F-1 the query's final result came first ----------------------------------------------------------------------
+@pytest.mark.parametrize("looks_first", ["checkpoint", "inbox"])
+def test_F1_query_final_result_before_the_signal_wins_and_the_signal_is_rejected_query_settled(world, orch,
+                                                                                                looks_first):
+    wf = started(world, orch)
+    answer(world, {"status": "DONE", "output": {"by": "query"}})  # stored; every orchestrator is down
+    world.db.advance(1_000)
+    receipt = final(world, wf)  # a different final result, accepted after the query's
+    assert receipt["status"] == "PENDING"
+    if looks_first == "checkpoint":
+        assert advance_checkpoint(world, wf) == "INBOX_FIRST"  # F-9: the stored outcome is compared first
+        assert sig(world, receipt)["status"] == "PENDING"
+    drain(orch)
+    check = step(world, wf)
+    assert check["status"] == "SUCCEEDED" and check["output"] == {"status": "DONE", "output": {"by": "query"}}
+    assert check["poll"]["rounds"][0]["outcome"] == "DONE"
+    row = sig(world, receipt)
+    assert (row["status"], row["disposition"]) == ("REJECTED", "QUERY_SETTLED")
+    wait = wait_row(world)
+    assert (wait["status"], wait["winner_signal_id"]) == ("CANCELLED", None) and wait["settled_at"] is not None
+    closed = next(e for e in world.events(wf) if e["type"] == "POLL_FINAL_WAIT_CLOSED")
+    assert closed["data"]["decision"] == "QUERY_FIRST" and closed["data"]["first_signal_id"] == receipt["signal_id"]
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'poll.final_close'") == 1
+    # The wait is closed: a later final signal is answered at once.
+    late = final(world, wf)
+    assert (late["status"], late["disposition"]) == ("REJECTED", "STEP_SETTLED")
+
+
+def test_F1_equal_times_the_query_wins(world, orch):
+    wf = started(world, orch)
+    answer(world, {"status": "DONE", "output": {"by": "query"}})
+    receipt = final(world, wf)
+    # The same microsecond, as two writers on one server can store it (the test clock keeps running).
+    world.db.execute("UPDATE pulse_inbox SET occurred_at = %s", sig(world, receipt)["accepted_at"])
+    drain(orch)
+    assert step(world, wf)["output"] == {"status": "DONE", "output": {"by": "query"}}
+    assert (sig(world, receipt)["status"], sig(world, receipt)["disposition"]) == ("REJECTED", "QUERY_SETTLED")
+
+
+def test_F1_a_review_value_answered_first_wins_too_and_its_review_stays(world, orch):
+    wf = started(world, orch)
+    answer(world, {"status": "MANUAL_CHECK"})
+    world.db.advance(1)
+    receipt = final(world, wf)
+    drain(orch)
+    assert review_codes(world, wf) == ["POLL_REVIEW_VALUE"]
+    assert sig(world, receipt)["disposition"] == "QUERY_SETTLED" and wait_row(world)["status"] == "CANCELLED"
+
+
+def test_F1_without_any_signal_the_query_closes_the_wait(world, orch):
+    wf = started(world, orch)
+    answer(world, "DONE")
+    drain(orch)
+    assert step(world, wf)["status"] == "SUCCEEDED" and wait_row(world)["status"] == "CANCELLED"
+
+
+def test_F1_an_unknown_effect_stored_first_is_never_overridden_by_a_later_signal(world, orch):
+    wf = started(world, orch)
+    claim(world, lease_ms=5_000)
+    world.db.advance(5_001)
+    assert pulse.lease_recover(world.db.conn, world.db.scalar("SELECT id FROM pulse_attempts")) == "UNKNOWN"
+    world.db.advance(1_000)
+    receipt = final(world, wf)  # after the lease was lost, before anyone consumed it
+    drain(orch)
+    assert review_codes(world, wf) == ["POLL_UNKNOWN"]
+    assert (sig(world, receipt)["status"], sig(world, receipt)["disposition"]) == ("REJECTED", "QUERY_SETTLED")
+    assert wait_row(world)["status"] == "CANCELLED"
+    closed = next(e for e in world.events(wf) if e["type"] == "POLL_FINAL_WAIT_CLOSED")
+    assert closed["data"]["decision"] == "QUERY_STOPPED_FIRST"
+
+
+def test_F1_a_review_that_can_be_continued_keeps_the_wait_open(world, orch):
+    """Rounds exhausted (P-9) may be continued (C-4) in the same activation, so its final wait stays open."""
+    wf = started(world, orch, flow(max_rounds=1, name="one-round"))
+    answer(world, "PENDING")
+    world.db.advance(1_000)
+    receipt = final(world, wf)
+    drain(orch)
+    assert review_codes(world, wf) == ["POLL_ROUNDS_EXHAUSTED"]
+    assert sig(world, receipt)["status"] == "PENDING" and wait_row(world)["status"] == "WAITING"
+
+
+# --- F-2 no query in flight ---------------------------------------------------------------------------------------
+def test_F2_a_final_signal_between_rounds_settles_the_poll_and_no_round_follows(world, orch):
+    wf = started(world, orch)
+    answer(world, "PENDING")
+    drain(orch)
+    assert step(world, wf)["poll"]["state"] == "WAITING"
+    world.db.advance(5_000)
+    receipt = final(world, wf)
+    outcomes = drain(orch)
+    assert outcomes["SIGNAL:ADOPTED"] + outcomes["CHECKPOINT:ADOPTED"] == 1
+    adopted(world, wf)
+    won(world, receipt)
+    world.db.advance(10 * INTERVAL)
+    drain(orch)
+    poll = step(world, wf)["poll"]
+    assert poll["rounds_used"] == 1 and [r["outcome"] for r in poll["rounds"]] == ["POLL_PENDING"]
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks WHERE step_key = 'check'") == 1
+    consumed = next(e for e in world.events(wf) if e["type"] == "SIGNAL_CONSUMED")
+    assert consumed["data"]["decision"] == "SIGNAL_BETWEEN_ROUNDS"
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'signal.consume'") == 1
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'poll.settle'") == 1
+
+
+def test_F2_a_review_status_signal_sends_the_step_to_review_POLL_REVIEW_VALUE(world, orch):
+    wf = started(world, orch)
+    answer(world, "PENDING")
+    drain(orch)
+    receipt = final(world, wf, {"status": "MANUAL_CHECK", "output": {"why": "amount differs"}})
+    drain(orch)
+    inst = world.instance(wf)
+    assert inst["status"] == "NEEDS_REVIEW" and inst["gate"] == "CLOSED"
+    assert inst["steps"][0]["status"] == "NEEDS_REVIEW" and inst["steps"][1]["status"] == "PENDING"
+    reason, = inst["review_reasons"]
+    assert reason["code"] == "POLL_REVIEW_VALUE" and reason["detail"]["signal_id"] == receipt["signal_id"]
+    assert reason["detail"]["signal_payload"] == {"status": "MANUAL_CHECK", "output": {"why": "amount differs"}}
+    assert inst["steps"][0]["poll"]["state"] == "STOPPED"
+    won(world, receipt)  # the signal was adopted: its value is what the person looks at
+
+
+def test_F2_a_pending_answer_stored_before_the_signal_means_no_query_was_out(world, orch):
+    """Both stored while nobody looked: PENDING first, then the signal — the poll was between rounds."""
+    wf = started(world, orch)
+    answer(world, "PENDING")
+    world.db.advance(1_000)
+    receipt = final(world, wf)
+    drain(orch)
+    adopted(world, wf)
+    won(world, receipt)
+    assert next(e for e in world.events(wf) if e["type"] == "SIGNAL_CONSUMED")["data"]["decision"] == \
+        "SIGNAL_AFTER_PENDING"
+
+
+def test_F2_after_reactivate_a_signal_for_activation_1_is_stale_and_one_for_activation_2_wins(world, orch):
+    """C-4: reactivate moves the final-signal generation; S-8: older signals never follow it."""
+    wf = started(world, orch)
+    fail(world, retryable=False)
+    drain(orch)
+    assert review_codes(world, wf) == ["POLL_FAILED"]
+    routines.step_reactivate(world.db.conn, world.token, world.namespace, wf, "check", "remote fixed", "re-1")
+    drain(orch)
+    check = step(world, wf)
+    assert check["activation_sequence"] == 2 and check["status"] == "ACTIVE"
+    assert wait_row(world, 2)["status"] == "WAITING"
+    stale = final(world, wf, seq=1)
+    assert (stale["status"], stale["disposition"]) == ("REJECTED", "STALE_ACTIVATION")
+    fresh = final(world, wf, seq=2)
+    assert fresh["status"] == "PENDING"
+    drain(orch)
+    adopted(world, wf)
+    won(world, fresh)
+    assert sig(world, stale)["status"] == "REJECTED"
+    assert [r["round_no"] for r in world.db.rows(
+        "SELECT r.round_no FROM weave_poll_rounds r JOIN weave_activations a ON a.id = r.activation_id "
+        "WHERE a.seq = 2")] == [1]
+
+
+# --- F-3 the round has not started --------------------------------------------------------------------------------
+def test_F3_signal_first_while_the_round_is_queued_cancels_it_and_adopts_once_the_cancel_is_collected(world, orch):
+    wf = started(world, orch)
+    task = world.db.row("SELECT * FROM pulse_tasks WHERE step_key = 'check'")
+    assert task["status"] == "QUEUED"
+    receipt = final(world, wf)
+    assert advance_checkpoint(world, wf) == "SIGNAL_FIRST"
+    won(world, receipt)
+    # F-8: the wait adopted the signal; the step waits for Pulse's CANCELLED outcome.
+    assert world.db.scalar("SELECT status FROM pulse_tasks WHERE id = %s", task["id"]) == "CANCELLED"
+    inbox = world.db.row("SELECT * FROM pulse_inbox")
+    assert (inbox["kind"], inbox["state"]) == ("CANCELLED", "PENDING")
+    assert step(world, wf)["status"] == "ACTIVE" and checkpoint(world, wf) is None
+    assert drain(orch)["INBOX:ADOPTED"] == 1
+    adopted(world, wf)
+    poll = step(world, wf)["poll"]
+    assert [r["outcome"] for r in poll["rounds"]] == ["CANCELLED"] and poll["rounds_used"] == 1
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_attempts") == 0  # it never ran
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks WHERE step_key = 'check'") == 1
+
+
+def test_F3_an_early_final_signal_wins_as_soon_as_the_poll_activates(world, orch):
+    """S-10: a signal sent before the POLL is active is looked at when it activates, not at the poll deadline."""
+    doc = {"name": "later", "steps": [{"key": "cool_off", "type": "TIMER", "delay_ms": 60_000},
+                                      *flow(after=["cool_off"])["steps"]]}
+    doc["steps"][1]["after"] = ["cool_off"]
+    wf = started(world, orch, doc)
+    early = final(world, wf)
+    wrong = final(world, wf, correlation_key="o-2")
+    assert early["status"] == wrong["status"] == "PENDING"
+    world.db.advance(60_000)
+    drain(orch)
+    inst = world.instance(wf)
+    check = next(s for s in inst["steps"] if s["key"] == "check")
+    assert check["status"] == "SUCCEEDED" and check["output"] == PAID
+    won(world, early)
+    assert (sig(world, wrong)["status"], sig(world, wrong)["disposition"]) == ("REJECTED", "CORRELATION_MISMATCH")
+    assert world.db.scalar("SELECT status FROM pulse_tasks WHERE step_key = 'check'") == "CANCELLED"
+
+
+# --- F-4 the query is running -------------------------------------------------------------------------------------
+def test_F4_signal_first_while_query_runs_saves_winner_and_waits_for_pulse(world, orch):
+    wf = started(world, orch)
+    got = claim(world, lease_ms=120_000)
+    world.db.advance(1_000)
+    receipt = final(world, wf)
+    drain(orch)
+    won(world, receipt)
+    task = world.db.row("SELECT * FROM pulse_tasks WHERE id = %s", tid(got["task_id"]))
+    assert (task["status"], task["cancel_requested"]) == ("RUNNING", 1)
+    permit = world.db.row("SELECT * FROM pulse_permits WHERE attempt_id = %s", got["attempt_id"])
+    assert permit["released_at"] is None  # the permit stays with the attempt until Pulse reports
+    check = step(world, wf)
+    assert check["status"] == "ACTIVE" and check["poll"]["current_task_id"] == got["task_id"]
+    assert check["poll"]["rounds"][0]["outcome"] == "IN_FLIGHT" and checkpoint(world, wf) is None
+    assert pulse.attempt_heartbeat(world.db.conn, got["attempt_id"], "w1")["cancel_requested"] == 1
+    consumed = next(e for e in world.events(wf) if e["type"] == "SIGNAL_CONSUMED")
+    assert consumed["data"]["task_cancel"] == "REQUESTED" and consumed["data"]["decision"] == "SIGNAL_FIRST_RUNNING"
+    world.db.advance(5_000)
+    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PENDING"})
+    assert world.db.scalar("SELECT released_at FROM pulse_permits WHERE attempt_id = %s", got["attempt_id"])
+    assert drain(orch)["INBOX:ADOPTED"] == 1
+    adopted(world, wf)
+
+
+# --- F-5 the query then returns something the signal can follow ---------------------------------------------------
+@pytest.mark.parametrize("how", ["pending", "same_final_result", "known_failure", "cancelled"])
+def test_F5_the_in_flight_query_ends_and_the_signal_is_adopted_without_a_new_round(world, orch, how):
+    wf = started(world, orch)
+    got = claim(world, lease_ms=120_000)
+    receipt = final(world, wf, raw='{"status": "PAID", "output": {"amount": 12.5, "receipt": "r-1"}}')
+    drain(orch)
+    world.db.advance(2_000)
+    if how == "pending":
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PENDING"})
+    elif how == "same_final_result":
+        # Equal as JSON values: key order, whitespace and the spelling of numbers do not matter.
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1",
+                               result_json='{"output":{"receipt":"r-1","amount":1.25e1},"status":"PAID"}')
+    elif how == "known_failure":
+        pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "upstream said 400", retryable=False)
+    else:
+        # The worker saw the cancel intent and stopped: a retryable failure is not retried (K-5).
+        pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "stopped on request", retryable=True)
+    assert drain(orch)["INBOX:ADOPTED"] == 1
+    adopted(world, wf)
+    won(world, receipt)
+    poll = step(world, wf)["poll"]
+    expected = {"pending": "POLL_PENDING", "same_final_result": "DONE", "known_failure": "FAILED",
+                "cancelled": "CANCELLED"}[how]
+    assert [r["outcome"] for r in poll["rounds"]] == [expected] and poll["rounds_used"] == 1
+    world.db.advance(10 * INTERVAL)
+    drain(orch)
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks WHERE step_key = 'check'") == 1
+
+
+def test_F5_a_review_status_signal_adopted_after_the_query_goes_to_review(world, orch):
+    wf = started(world, orch)
+    got = claim(world)
+    receipt = final(world, wf, {"status": "MANUAL_CHECK"})
+    drain(orch)
+    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PENDING"})
+    drain(orch)
+    assert review_codes(world, wf) == ["POLL_REVIEW_VALUE"] and step(world, wf)["status"] == "NEEDS_REVIEW"
+    won(world, receipt)
+
+
+# --- F-6 the query's answer cannot agree --------------------------------------------------------------------------
+@pytest.mark.parametrize("how, code, outcome", [
+    ("lease_lost", "POLL_UNKNOWN", "UNKNOWN"),
+    ("invalid", "POLL_INVALID_RESULT", "INVALID"),
+    ("other_status", "FINAL_RESULT_CONFLICT", "DONE"),
+    ("other_output", "FINAL_RESULT_CONFLICT", "DONE"),
+    ("output_absent", "FINAL_RESULT_CONFLICT", "DONE"),
+])
+def test_F6_unknown_invalid_or_different_result_keeps_both_facts_and_goes_to_review(world, orch, how, code, outcome):
+    wf = started(world, orch)
+    got = claim(world, lease_ms=10_000)
+    receipt = final(world, wf)
+    drain(orch)
+    world.db.advance(1_000)
+    result = None
+    if how == "lease_lost":
+        world.db.advance(10_000)  # the worker vanished: its lease runs out (K-4)
+    elif how == "invalid":
+        result = {"status": "SHIPPED"}
+    elif how == "other_status":
+        result = {"status": "DONE", "output": PAID["output"]}
+    elif how == "other_output":
+        result = {"status": "PAID", "output": {"receipt": "r-2", "amount": 12.5}}
+    else:
+        result = {"status": "PAID"}
+    if result is not None:
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", result)
+    drain(orch)
+    inst = world.instance(wf)
+    assert inst["status"] == "NEEDS_REVIEW" and inst["gate"] == "CLOSED"
+    check, after = inst["steps"]
+    assert check["status"] == "NEEDS_REVIEW" and check["output"] is None and after["status"] == "PENDING"
+    reason, = inst["review_reasons"]
+    assert reason["code"] == code
+    # Both facts are kept: the round's real answer and the adopted signal.
+    assert reason["detail"]["round_outcome"] == outcome and check["poll"]["rounds"][0]["outcome"] == outcome
+    if result is not None:
+        assert reason["detail"]["round_result"] == result
+    assert reason["detail"]["signal_id"] == receipt["signal_id"] and reason["detail"]["signal_payload"] == PAID
+    won(world, receipt)
+    assert world.db.scalar("SELECT released_at FROM pulse_permits") is not None
+
+
+# --- F-7 the poll deadline with the query out ---------------------------------------------------------------------
+def test_F7_deadline_with_the_query_in_flight_closes_the_gate_and_a_later_result_never_clears_the_review(world, orch):
+    wf = started(world, orch, flow(timeout_ms=60_000))
+    got = claim(world, lease_ms=120_000)
+    world.db.advance(60_000)
+    drain(orch)
+    inst = world.instance(wf)
+    assert inst["gate"] == "CLOSED" and review_codes(world, wf) == ["POLL_DEADLINE_IN_FLIGHT"]
+    assert step(world, wf)["status"] == "ACTIVE"
+    assert world.db.scalar("SELECT status FROM pulse_tasks WHERE step_key = 'check'") == "RUNNING"
+    late = final(world, wf)  # at or after the poll deadline: late (S-9)
+    assert (late["status"], late["disposition"]) == ("REJECTED", "LATE")
+    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", PAID)
+    drain(orch)
+    inst = world.instance(wf)
+    assert review_codes(world, wf) == ["POLL_DEADLINE_IN_FLIGHT"] and inst["steps"][0]["status"] == "NEEDS_REVIEW"
+    assert inst["steps"][0]["output"] is None and inst["steps"][1]["status"] == "PENDING"
+    assert inst["steps"][0]["poll"]["rounds"][0]["outcome"] == "DONE"
+    assert wait_row(world)["winner_signal_id"] is None
+
+
+def test_F7_a_signal_accepted_before_the_deadline_and_found_after_it_still_wins(world, orch):
+    """S-13 for the final wait: the deadline handler looks at on-time signals first."""
+    wf = started(world, orch, flow(timeout_ms=60_000))
+    got = claim(world, lease_ms=120_000)
+    world.db.advance(59_000)
+    receipt = final(world, wf)  # every orchestrator is down
+    world.db.advance(5_000)
+    drain(orch)
+    won(world, receipt)
+    assert review_codes(world, wf) == [] and step(world, wf)["status"] == "ACTIVE"
+    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PENDING"})
+    drain(orch)
+    adopted(world, wf)
+
+
+# --- F-8 CONSUMED is not success ----------------------------------------------------------------------------------
+def test_F8_consumed_means_adopted_and_the_step_stays_active_until_pulse_confirms(world, orch):
+    wf = started(world, orch)
+    got = claim(world, lease_ms=30_000)
+    receipt = final(world, wf)
+    drain(orch)
+    got_signal = routines_signal(world, wf, receipt)
+    assert got_signal["status"] == "CONSUMED"
+    inst = world.instance(wf)
+    assert inst["status"] == "RUNNING" and inst["steps"][0]["status"] == "ACTIVE"
+    assert inst["steps"][0]["final_wait"]["status"] == "SATISFIED"
+    # Only Pulse releases the permit: nothing the engine does before the report touches it.
+    world.db.advance(20_000)
+    drain(orch)
+    assert world.db.scalar("SELECT released_at FROM pulse_permits WHERE attempt_id = %s", got["attempt_id"]) is None
+    assert step(world, wf)["status"] == "ACTIVE"
+    world.db.advance(10_001)  # lease lost: UNKNOWN (K-4), and a signal never overrides an unknown fact
+    drain(orch)
+    assert world.db.scalar("SELECT released_at FROM pulse_permits WHERE attempt_id = %s", got["attempt_id"])
+    assert review_codes(world, wf) == ["POLL_UNKNOWN"]
+
+
+def routines_signal(world, wf, receipt) -> dict:
+    from procedures import signals
+
+    return signals.get(world.db.conn, world.token, world.namespace, wf, receipt["signal_id"])
+
+
+# --- F-9 stored times, not scan order -----------------------------------------------------------------------------
+@pytest.mark.parametrize("looks_first", ["checkpoint", "inbox", "signal"])
+@pytest.mark.parametrize("signal_first", [True, False])
+def test_F9_the_race_is_decided_by_stored_times_never_by_which_scanner_ran_first(world, orch, looks_first,
+                                                                                 signal_first):
+    """Every orchestrator is down while the signal is accepted and the round fails; after the restart the
+    candidate that looks first does not matter: a signal accepted before the failure wins (F-5), a failure
+    stored before the signal goes to review (P-8) and the signal is answered QUERY_SETTLED."""
+    wf = started(world, orch)
+    got = claim(world)
+    world.db.advance(1_000)
+    if signal_first:
+        receipt = final(world, wf)
+        world.db.advance(1_000)
+        pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "upstream said 400", retryable=False)
+    else:
+        pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "upstream said 400", retryable=False)
+        world.db.advance(1_000)
+        receipt = final(world, wf)
+    world.db.advance(3_000)
+    if looks_first == "checkpoint":
+        assert advance_checkpoint(world, wf) == "INBOX_FIRST"
+        cp = checkpoint(world, wf)
+        assert cp["available_at"] > world.db.now() and "inbox" in cp["last_error"]
+    elif looks_first == "signal":
+        from procedures import signals
+
+        assert signals.process(world.db.conn, int(receipt["signal_id"].removeprefix("sig_"))) == "INBOX_FIRST"
+    else:
+        assert consume_inbox(world) == ("ADOPTED" if signal_first else "REVIEW")
+    world.db.advance(1_000)
+    drain(orch)
+    if signal_first:
+        adopted(world, wf)
+        won(world, receipt)
+        assert step(world, wf)["poll"]["rounds"][0]["outcome"] == "FAILED"
+    else:
+        assert review_codes(world, wf) == ["POLL_FAILED"]
+        row = sig(world, receipt)
+        assert (row["status"], row["disposition"]) == ("REJECTED", "QUERY_SETTLED")
+        assert (wait_row(world)["status"], wait_row(world)["winner_signal_id"]) == ("CANCELLED", None)
+        # The activation can never take a signal again: a new one is answered at once.
+        assert final(world, wf)["disposition"] == "STEP_SETTLED"
+
+
+def test_F9_a_signal_accepted_while_everyone_was_down_before_the_querys_stored_result_wins_after_restart(world, orch):
+    wf = started(world, orch)
+    got = claim(world)
+    world.db.advance(1_000)
+    receipt = final(world, wf)  # accepted first ...
+    world.db.advance(1_000)
+    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PENDING"})  # ... the query after
+    world.db.advance(60_000)  # orchestrators come back much later
+    from orchestrator.loop import Orchestrator
+
+    fresh = Orchestrator(world.db.dsn, concurrency=1, spread=False)
+    try:
+        fresh.drain()
+    finally:
+        fresh.close()
+    adopted(world, wf)
+    won(world, receipt)
+
+
+def test_F9_a_stored_winner_is_never_chosen_again(world, orch):
+    wf = started(world, orch)
+    got = claim(world, lease_ms=120_000)
+    first = final(world, wf)
+    drain(orch)
+    won(world, first)
+    second = final(world, wf, {"status": "DONE"})
+    assert (second["status"], second["disposition"]) == ("REJECTED", "STEP_SETTLED")
+    # A restart and a stray checkpoint change nothing: the stored winner is only followed.
+    world.db.execute("CALL _weave_now(@now)")
+    act = world.db.scalar("SELECT activation_id FROM weave_steps WHERE step_key = 'check'")
+    world.db.execute("CALL _weave_checkpoint_set(%s, %s, 'check', 'POLL', %s, @now, @now)",
+                     world.db.scalar("SELECT namespace_id FROM weave_instances"), world.internal_id(wf), act)
+    assert advance_checkpoint(world, wf) == "SIGNAL_FIRST"
+    won(world, first)
+    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PAID", "output": PAID["output"]})
+    drain(orch)
+    adopted(world, wf)
+    won(world, first)
+    assert wait_row(world)["winner_signal_id"] == int(first["signal_id"].removeprefix("sig_"))
+
+
+# --- S-12 for the final wait --------------------------------------------------------------------------------------
+@pytest.mark.breaks_invariants("M-4.10")
+def test_S12_a_final_signal_changed_after_acceptance_never_wins_and_the_round_is_still_collected(world, orch):
+    wf = started(world, orch)
+    got = claim(world)
+    receipt = final(world, wf)
+    world.db.execute("UPDATE weave_signals SET payload = %s WHERE id = %s", '{"status": "DONE"}',
+                     int(receipt["signal_id"].removeprefix("sig_")))
+    drain(orch)
+    row = sig(world, receipt)
+    assert (row["status"], row["disposition"]) == ("REJECTED", "ACCEPTANCE_PROOF_MISMATCH")
+    assert review_codes(world, wf) == ["ACCEPTANCE_PROOF_MISMATCH"]
+    assert step(world, wf)["status"] == "ACTIVE"  # the query is out: collected as at a deadline
+    assert world.db.scalar("SELECT cancel_requested FROM pulse_tasks WHERE step_key = 'check'") == 0
+    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "DONE"})
+    drain(orch)
+    assert step(world, wf)["status"] == "NEEDS_REVIEW" and review_codes(world, wf) == ["ACCEPTANCE_PROOF_MISMATCH"]
+    assert wait_row(world)["winner_signal_id"] is None
+
+
+def test_S7_a_final_signal_with_a_pending_status_is_refused(world, orch):
+    wf = started(world, orch)
+    with pytest.raises(errors.ValidationFailed):
+        final(world, wf, {"status": "PENDING"})
