@@ -64,8 +64,8 @@ BEGIN
     DECLARE v_cancel VARCHAR(16);
     DECLARE v_payload LONGTEXT;
     DECLARE v_accepted DATETIME(6);
-    DECLARE v_s_status VARCHAR(128);
-    DECLARE v_q_status VARCHAR(128);
+    DECLARE v_s_status LONGTEXT;
+    DECLARE v_q_status LONGTEXT;
     DECLARE v_same TINYINT DEFAULT 0;
     DECLARE v_success TINYINT DEFAULT 0;
     DECLARE v_review TINYINT DEFAULT 0;
