@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import threading
+import time
 
 import pytest
 
@@ -653,9 +654,10 @@ def test_K1_concurrent_claims_keep_mutex_keys_exclusive(world, orch, database):
         from procedures import db as dbmod
 
         conn = dbmod.connect(database)
+        give_up = time.monotonic() + 60  # a bounded loop: a bug must fail this test, never hang the suite
         try:
             barrier.wait()
-            while True:
+            while time.monotonic() < give_up:
                 try:
                     got = pulse.task_claim(conn, f"w{n}", "payments", limit=3, lease_ms=60_000)
                 except errors.TransientDatabaseError:
@@ -669,7 +671,13 @@ def test_K1_concurrent_claims_keep_mutex_keys_exclusive(world, orch, database):
                     with lock:  # let go of the key before the release can commit
                         held.discard(r["mutex_key"])
                         finished.append(r["task_id"])
-                    pulse.attempt_complete(conn, r["attempt_id"], f"w{n}", {"n": n})
+                    for _ in range(20):  # a transient error on the report is retried, as the worker does
+                        try:
+                            pulse.attempt_complete(conn, r["attempt_id"], f"w{n}", {"n": n})
+                            break
+                        except errors.TransientDatabaseError:
+                            conn.close()
+                            conn = dbmod.connect(database)
         finally:
             conn.close()
 
