@@ -30,6 +30,7 @@ BEGIN
     DECLARE v_type VARCHAR(16);
     DECLARE v_seq INT UNSIGNED;
     DECLARE v_activation BIGINT UNSIGNED;
+    DECLARE v_wait BIGINT UNSIGNED;
     DECLARE v_reopened TINYINT DEFAULT 0;
     DECLARE v_status VARCHAR(16);
     DECLARE v_digest CHAR(64) DEFAULT SHA2(CONCAT_WS('|', 'reactivate', COALESCE(in_step_key, ''),
@@ -46,6 +47,18 @@ BEGIN
             CALL _weave_raise(50100, 'INVALID_ARGUMENT: timeout_ms applies to SIGNAL and POLL steps, 1..31536000000');
         END IF;
         UPDATE weave_activations SET ended_at = COALESCE(ended_at, v_now) WHERE id = v_activation;
+        -- A wait of activation k still open (a final-signal wait, or one stopped by a tampered signal) is
+        -- closed now, and its pending signals answered STALE_ACTIVATION: they can never follow into k+1.
+        close_waits: LOOP
+            SET v_wait = NULL;
+            SELECT id INTO v_wait FROM weave_waits
+             WHERE activation_id = v_activation AND status = 'WAITING' LIMIT 1 FOR UPDATE;
+            IF v_wait IS NULL THEN
+                LEAVE close_waits;
+            END IF;
+            UPDATE weave_waits SET status = 'CANCELLED', settled_at = v_now WHERE id = v_wait;
+            CALL _weave_wait_signals_settle(v_ns, v_id, v_wait, 'STALE_ACTIVATION', v_now);
+        END LOOP;
         UPDATE weave_steps SET status = 'PENDING', activation_seq = v_seq + 1, activation_id = NULL,
                                activation_override = IF(in_timeout_ms IS NULL, NULL,
                                                         JSON_OBJECT('timeout_ms', in_timeout_ms + 0)),

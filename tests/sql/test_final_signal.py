@@ -572,3 +572,15 @@ def test_S7_a_final_signal_with_a_pending_status_is_refused(world, orch):
     wf = started(world, orch)
     with pytest.raises(errors.ValidationFailed):
         final(world, wf, {"status": "PENDING"})
+
+
+def test_C4_reactivate_closes_the_old_final_wait_and_answers_its_pending_signals_stale(world, orch):
+    wf = started(world, orch, doc=flow(max_rounds=1))
+    answer(world, "PENDING")
+    drain(orch)
+    assert review_codes(world, wf) == ["POLL_ROUNDS_EXHAUSTED"]
+    assert wait_row(world, 1)["status"] == "WAITING"  # open: continue could still go on with it
+    pending = final(world, wf)  # accepted for activation 1, not looked at yet
+    routines.step_reactivate(world.db.conn, world.token, world.namespace, wf, "check", "start over", "re-1")
+    assert wait_row(world, 1)["status"] == "CANCELLED"
+    assert (sig(world, pending)["status"], sig(world, pending)["disposition"]) == ("REJECTED", "STALE_ACTIVATION")
