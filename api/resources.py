@@ -35,6 +35,15 @@ def _require(body: dict, field: str, kind: type | tuple, code: str = "INVALID_AR
     return value
 
 
+def _reason(body: dict) -> str:
+    """Every operator action carries a reason (06-control); its length is checked by the routine."""
+    reason = body.get("reason")
+    if not isinstance(reason, str):
+        raise ApiError(422, "VALIDATION_FAILED", "reason is required",
+                       [{"field": "reason", "code": "REASON_INVALID", "message": "1-1024 characters"}])
+    return reason
+
+
 class Resource:
     def __init__(self, connections: Connections):
         self.connections = connections
@@ -186,10 +195,7 @@ class Control(Resource):
         token = bearer(req)
         key = idempotency_key(req, required=True)
         body = json_object(req)
-        reason = body.get("reason")
-        if not isinstance(reason, str):
-            raise ApiError(422, "VALIDATION_FAILED", "reason is required",
-                           [{"field": "reason", "code": "REASON_INVALID", "message": "1-1024 characters"}])
+        reason = _reason(body)
         result = self.action(self.conn, token, ns, workflow_id, reason, key)
         respond(resp, routines.instance_get(self.conn, token, ns, workflow_id), replayed=bool(result["replayed"]))
 
@@ -199,10 +205,7 @@ class Deadline(Resource):
         token = bearer(req)
         key = idempotency_key(req, required=True)
         body = json_object(req)
-        reason = body.get("reason")
-        if not isinstance(reason, str):
-            raise ApiError(422, "VALIDATION_FAILED", "reason is required",
-                           [{"field": "reason", "code": "REASON_INVALID", "message": "1-1024 characters"}])
+        reason = _reason(body)
         at = _parse_time(body["deadline_at"], "deadline_at") if body.get("deadline_at") is not None else None
         extend = body.get("extend_ms")
         if extend is not None and (not isinstance(extend, int) or isinstance(extend, bool)):
@@ -224,10 +227,7 @@ class StepRecovery(Resource):
         token = bearer(req)
         key = idempotency_key(req, required=True)
         body = json_object(req)
-        reason = body.get("reason")
-        if not isinstance(reason, str):
-            raise ApiError(422, "VALIDATION_FAILED", "reason is required",
-                           [{"field": "reason", "code": "REASON_INVALID", "message": "1-1024 characters"}])
+        reason = _reason(body)
         if self.action == "continue":
             extra, ms = body.get("extra_rounds"), body.get("poll_deadline_ms")
             for name, value in (("extra_rounds", extra), ("poll_deadline_ms", ms)):
