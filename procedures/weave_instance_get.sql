@@ -3,7 +3,8 @@ CREATE PROCEDURE weave_instance_get(
         IN in_namespace   VARCHAR(200),
         IN in_workflow_id VARCHAR(64))
     COMMENT 'Description: an instance with its steps, current activations, waits, poll state, rounds and open review
-reasons. A consistent snapshot: all result sets are read in one transaction.
+reasons. A consistent snapshot: all result sets are read in one read transaction of its own, so call it with
+autocommit on (inside an open transaction of the caller, that transaction would be committed first).
 Parameters: in_token (workflows:read and every queue of the definition), in_namespace, in_workflow_id (wf_...).
 Result set 1: workflow_id, namespace, app, definition_name, definition_version, status, control, gate, deadline_at,
 business_key, input, created_at, updated_at, finished_at.
