@@ -1,4 +1,4 @@
--- Operator pause (C-1). Allowed while RUNNING or NEEDS_REVIEW; a repeat is a no-op success (C-6).
+-- Operator pause (C-1); the decision itself is _weave_control_set, shared with the opposite action.
 CREATE PROCEDURE weave_instance_pause(
         IN in_token           VARCHAR(512),
         IN in_namespace       VARCHAR(200),
@@ -15,35 +15,14 @@ Rules: C-1, C-6, T-5.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_now DATETIME(6);
-    DECLARE v_ns BIGINT UNSIGNED;
-    DECLARE v_cred BIGINT UNSIGNED;
-    DECLARE v_actor VARCHAR(128);
-    DECLARE v_id BIGINT UNSIGNED;
+    DECLARE v_changed TINYINT;
     DECLARE v_replayed TINYINT;
-    DECLARE v_status VARCHAR(16);
-    DECLARE v_control VARCHAR(16);
-    DECLARE v_changed TINYINT DEFAULT 0;
-    DECLARE v_digest CHAR(64) DEFAULT SHA2(CONCAT('pause|', COALESCE(in_reason, '')), 256);
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     CALL _weave_now(v_now);
-    CALL _weave_control_begin(in_token, in_namespace, in_workflow_id, 'workflows:control', 'instance.pause',
-                              in_reason, in_idempotency_key, v_digest, v_ns, v_cred, v_actor, v_id, v_replayed);
-    SELECT status, control INTO v_status, v_control FROM weave_instances WHERE id = v_id;
-    IF v_replayed = 0 THEN
-        IF v_status NOT IN ('RUNNING', 'NEEDS_REVIEW') THEN
-            CALL _weave_raise(50007, CONCAT('INVALID_STATE: cannot pause an instance that is ', v_status));
-        END IF;
-        IF v_control <> 'PAUSED' THEN
-            SET v_changed = 1;
-            UPDATE weave_instances SET control = 'PAUSED' WHERE id = v_id;
-            CALL _weave_event(v_ns, v_id, 'INSTANCE_PAUSED', '', 0, v_now,
-                              JSON_OBJECT('actor', v_actor, 'reason', in_reason));
-        END IF;
-        CALL _weave_audit(v_ns, v_id, v_cred, v_actor, 'instance.pause', in_idempotency_key, v_digest, v_now, NULL,
-                          in_reason, JSON_OBJECT('changed', v_changed = 1), NULL);
-    END IF;
+    CALL _weave_control_set(in_token, in_namespace, in_workflow_id, in_reason, in_idempotency_key, 'pause', v_now,
+                            v_changed, v_replayed);
     COMMIT;
     SELECT in_workflow_id AS workflow_id, 'PAUSED' AS control, v_changed AS changed, v_replayed AS replayed;
 END
