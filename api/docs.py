@@ -322,16 +322,9 @@ def render(doc: dict | None = None) -> str:
 
 
 def main(argv: list[str]) -> int:
-    text = render()
-    if "--check" in argv:
-        current = TARGET.read_text() if TARGET.exists() else ""
-        if current != text:
-            print(f"{TARGET} is out of date: run python -m api.docs", file=sys.stderr)
-            return 1
-        return 0
-    TARGET.write_text(text)
-    print(f"wrote {TARGET}")
-    return 0
+    from procedures.docs import write_or_check
+
+    return write_or_check(TARGET, render(), "python -m api.docs", argv)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
 
 from .errors import ERRORS, VALIDATION_CODES
 from .installer import PROCEDURES_DIR, shipped_routines
@@ -51,17 +52,21 @@ def render() -> str:
     return "\n".join(out) + "\n"
 
 
-def main(argv: list[str]) -> int:
-    text = render()
+def write_or_check(target: Path, text: str, command: str, argv: list[str]) -> int:
+    """Write a generated reference, or with --check only say whether the checked-in copy is current."""
     if "--check" in argv:
-        current = TARGET.read_text() if TARGET.exists() else ""
+        current = target.read_text() if target.exists() else ""
         if current != text:
-            print(f"{TARGET} is out of date: run python -m procedures.docs", file=sys.stderr)
+            print(f"{target} is out of date: run {command}", file=sys.stderr)
             return 1
         return 0
-    TARGET.write_text(text)
-    print(f"wrote {TARGET}")
+    target.write_text(text)
+    print(f"wrote {target}")
     return 0
+
+
+def main(argv: list[str]) -> int:
+    return write_or_check(TARGET, render(), "python -m procedures.docs", argv)
 
 
 if __name__ == "__main__":
