@@ -13,7 +13,6 @@ import random
 import signal
 import socket
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -215,13 +214,3 @@ def run_orchestrator(dsn: db.Dsn, *, batch: int = 100, concurrency: int = 4, idl
     signal.signal(signal.SIGINT, orch.stop)
     orch.run()
     return 0
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 30.0, interval: float = 0.05) -> bool:
-    """Poll a condition until it holds (process tests wait for effects, never for time)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()

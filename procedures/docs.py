@@ -26,29 +26,52 @@ def _parse(text: str) -> tuple[str, list[str], str]:
     return name, parameters, comment.replace("''", "'")
 
 
+AREAS = {
+    "core": "Core: clock, errors, events, audit, authorization, instance lock, checkpoints and the scan",
+    "instances": "Instances: start, read, list, the ROOT graph walk and step activation",
+    "timers": "Timers",
+    "polls": "Polls",
+    "signals": "Signals",
+    "pulse": "Pulse: tasks, attempts, permits, leases and the inbox",
+    "control": "Control: pause, resume, cancel, deadline and recovery",
+    "admin": "Administration: namespaces, credentials, apps, queues and definitions",
+}
+
+
 def render() -> str:
-    public, internal = [], []
+    by_area: dict[str, list[tuple[str, list[str], str, bool]]] = {area: [] for area in AREAS}
     for routine in shipped_routines():
         name, params, comment = _parse(routine.text)
-        (internal if name.startswith("_") else public).append((name, params, comment))
+        by_area[routine.area].append((name, params, comment, routine.public))
     out = ["# SQL reference", "",
-           "Generated from the routine headers in `procedures/` by `python -m procedures.docs`; do not edit.",
+           "Generated from the routine headers in `procedures/<area>/` by `python -m procedures.docs`; do not edit.",
            "Every public routine can be called from any SQL client (`CALL name(...)`): it authenticates, validates",
            "and owns its transaction. Errors are `SQLSTATE 45000` with the errno below and a `MESSAGE_TEXT` that",
-           "starts with the stable code.", "", "## Public routines", ""]
-    for name, params, comment in public:
-        out += [f"### `{name}`", "", "```sql", f"CALL {name}({', '.join(p.split()[1] for p in params)})", "```", ""]
-        if params:
-            out += ["Parameters: " + "; ".join(f"`{p}`" for p in params), ""]
-        out += [comment.strip(), ""]
+           "starts with the stable code. Internal routines (their header opens `Internal.`) are not an interface:",
+           "they are called only by other routines.", ""]
+    for area, title in AREAS.items():
+        routines = by_area[area]
+        if not routines:
+            continue
+        out += [f"## {title}", ""]
+        for name, params, comment, public in routines:
+            if not public:
+                continue
+            out += [f"### `{name}`", "", "```sql", f"CALL {name}({', '.join(p.split()[1] for p in params)})", "```", ""]
+            if params:
+                out += ["Parameters: " + "; ".join(f"`{p}`" for p in params), ""]
+            out += [comment.strip(), ""]
+        internal = [(name, comment) for name, _, comment, public in routines if not public]
+        if internal:
+            out += ["Internal routines of this area:", ""]
+            out += [f"- `{name}` — {comment.strip().splitlines()[0].removeprefix('Internal. Description: ')}"
+                    for name, comment in internal]
+            out += [""]
     out += ["## Error numbers", "", "| errno | code | HTTP |", "| --- | --- | --- |"]
     out += [f"| {errno} | `{code}` | {status} |"
             for code, (errno, status) in sorted(ERRORS.items(), key=lambda x: x[1])]
     out += [f"| {errno} | `VALIDATION_FAILED` / `{code}` | 422 |"
             for code, errno in sorted(VALIDATION_CODES.items(), key=lambda x: x[1])]
-    out += ["", "## Internal routines", "", "Not an interface: called only by the routines above.", ""]
-    out += [f"- `{name}` — {comment.strip().splitlines()[0].removeprefix('Internal. Description: ')}"
-            for name, _, comment in internal]
     return "\n".join(out) + "\n"
 
 

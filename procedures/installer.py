@@ -31,6 +31,16 @@ class Routine:
     text: str
     digest: str
 
+    @property
+    def area(self) -> str:
+        """The folder the routine lives in: core, instances, timers, polls, signals, pulse, control, admin."""
+        return self.path.parent.name
+
+    @property
+    def public(self) -> bool:
+        """An interface for any SQL client, or called only by other routines (its COMMENT opens 'Internal.')."""
+        return not re.search(r"COMMENT\s+'Internal\.", self.text)
+
 
 @dataclass
 class MigrateReport:
@@ -46,9 +56,9 @@ class MigrateReport:
 
 
 def shipped_routines(directory: Path = PROCEDURES_DIR) -> list[Routine]:
-    """The routines this code ships: one ``<name>.sql`` file per routine, named after it."""
+    """The routines this code ships: one ``<area>/<name>.sql`` file per routine, named after it."""
     routines = []
-    for path in sorted(directory.glob("*.sql")):
+    for path in sorted(directory.rglob("*.sql"), key=lambda p: p.stem):
         text = path.read_text(encoding="utf-8")
         match = _CREATE.search(text)
         if not match or match.group(2) != path.stem:

@@ -27,17 +27,6 @@ def _json(text: Any) -> Any:
     return json.loads(text)
 
 
-# --- clock ------------------------------------------------------------------------------------------
-def clock_now(conn: Conn) -> dt.datetime:
-    """See procedures/weave_clock_now.sql."""
-    return call_one(conn, "weave_clock_now")["now_at"]
-
-
-def test_clock_advance(conn: Conn, ms: int) -> dt.datetime:
-    """See procedures/weave_test_clock_advance.sql."""
-    return call_one(conn, "weave_test_clock_advance", ms)["now_at"]
-
-
 # --- namespaces, credentials, apps, queues -------------------------------------------------------------
 def namespace_bootstrap(conn: Conn, namespace: str) -> dict:
     """See procedures/weave_namespace_bootstrap.sql."""

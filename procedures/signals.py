@@ -44,13 +44,6 @@ def request_digest(*, name: str, payload_version: str, target_step_key: str, tar
     return h.hexdigest()
 
 
-def payload_text(payload: Any = None, *, raw: str | bytes | None = None) -> str | bytes:
-    """The payload as it is sent: ``raw`` exactly when given, else compact JSON of ``payload``."""
-    if raw is not None:
-        return raw
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
-
-
 def _receipt(row: dict) -> dict:
     receipt = {k: row[k] for k in ("signal_id", "workflow_id", "idempotency_key", "status", "disposition",
                                    "accepted_at", "expires_at", "request_digest")}

@@ -77,10 +77,20 @@ def test_every_public_routine_has_a_documented_header():
 
 
 def test_routine_files_are_named_after_their_routine_and_free_of_client_syntax():
-    for path in PROCEDURES_DIR.glob("*.sql"):
+    for path in PROCEDURES_DIR.rglob("*.sql"):
         text = path.read_text()
         assert "DELIMITER" not in text and "DEFINER" not in text, path.name
-    assert len(shipped_routines()) == len(list(PROCEDURES_DIR.glob("*.sql")))
+    assert len(shipped_routines()) == len(list(PROCEDURES_DIR.rglob("*.sql")))
+
+
+AREAS = {"core", "instances", "timers", "polls", "signals", "pulse", "control", "admin"}
+
+
+def test_every_routine_lives_in_its_area_and_says_whether_it_is_an_interface():
+    """Public and internal routines are told apart by the header, not only by the name's leading underscore."""
+    for routine in shipped_routines():
+        assert routine.path.parent.parent == PROCEDURES_DIR and routine.area in AREAS, routine.path
+        assert routine.public == (not routine.name.startswith("_")), routine.name
 
 
 def test_sql_reference_is_generated_from_the_current_headers():

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from api import client as sdk
-from orchestrator.loop import wait_for
 from tests.support.processes import WeaveProcess
+from tests.support.waiting import wait_for
 
 TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
 

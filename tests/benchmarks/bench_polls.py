@@ -17,10 +17,10 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from orchestrator.loop import wait_for
 from tests.benchmarks.common import check_invariants, figure, fresh_database, summary, world_on
 from tests.support.load import start_many
 from tests.support.processes import WeaveProcess
+from tests.support.waiting import wait_for
 
 ROUNDS = 3
 

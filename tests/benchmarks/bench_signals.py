@@ -238,8 +238,8 @@ def main() -> int:
     results: dict[tuple[str, int], list[dict]] = {}
     api = None
     if args.http:
-        from orchestrator.loop import wait_for
         from tests.support.processes import WeaveProcess
+        from tests.support.waiting import wait_for
 
         api = WeaveProcess(dsn, "api", "--bind", f"{API_ADDRESS[0]}:{API_ADDRESS[1]}", "--workers",
                            str(args.api_workers))

@@ -11,10 +11,11 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from orchestrator.loop import Orchestrator, wait_for
+from orchestrator.loop import Orchestrator
 from tests.benchmarks.common import check_invariants, figure, fresh_database, summary, world_on
 from tests.support.load import start_many
 from tests.support.processes import WeaveProcess
+from tests.support.waiting import wait_for
 
 
 def storm(timers: int, nodes: int, concurrency: int) -> None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from api import client as sdk
-from orchestrator.loop import wait_for
 from tests.api.test_sdk_gunicorn import free_port
 from tests.support.processes import WeaveProcess
+from tests.support.waiting import wait_for
 
 FLOW = {"name": "order", "steps": [
     {"key": "charge", "type": "TASK", "queue": "payments", "handler": "example.echo", "handler_version": "1",

@@ -11,10 +11,10 @@ import json
 
 import pytest
 
-from orchestrator.loop import wait_for
 from procedures import invariants
 from tests.support.processes import WeaveProcess
 from tests.support.signals import send
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.process
 

@@ -3,10 +3,10 @@ its original due time (Q-2, T-6, R-13)."""
 
 from __future__ import annotations
 
-from orchestrator.loop import wait_for
 from procedures import invariants
 from tests.support.load import start_many
 from tests.support.processes import WeaveProcess
+from tests.support.waiting import wait_for
 
 TIMERS = 1_500
 

@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from orchestrator.loop import wait_for
 from procedures import invariants
 from tests.support.load import start_many
 from tests.support.processes import WeaveProcess
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.process
 

@@ -4,8 +4,8 @@ then settles it, and the instance succeeds; the event history tells the whole st
 from __future__ import annotations
 
 from api import client as sdk
-from orchestrator.loop import wait_for
 from tests.process.test_e2e_http import engine  # noqa: F401  (the api + orchestrator + worker fixture)
+from tests.support.waiting import wait_for
 
 FLOW = {"name": "settle", "steps": [
     {"key": "check_payment", "type": "POLL", "queue": "payments", "handler": "example.poll", "handler_version": "1",

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.loop import wait_for
 from tests.support.signals import send, signal_flow
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.process
 REPO = Path(__file__).resolve().parents[2]

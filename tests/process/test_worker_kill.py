@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.loop import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.process
 

@@ -59,7 +59,7 @@ def run_load(db, orchestrators: int, workers: int) -> dict:
     threads += [threading.Thread(target=w.run, kwargs={"until": stop.is_set}) for w in pool]
     for t in threads:
         t.start()
-    from orchestrator.loop import wait_for
+    from tests.support.waiting import wait_for
 
     try:
         assert wait_for(lambda: db.scalar("SELECT COUNT(*) FROM weave_waits WHERE kind = 'TIMER'") == INSTANCES,

@@ -81,7 +81,7 @@ def test_R14_stop_finishes_the_current_candidate_and_exits(world, database):
     orch = Orchestrator(database, concurrency=1, idle_probe_ms=5)
     thread = threading.Thread(target=orch.run)
     thread.start()
-    from orchestrator.loop import wait_for
+    from tests.support.waiting import wait_for
 
     assert wait_for(lambda: world.db.scalar("SELECT COUNT(*) FROM weave_waits") == 1, timeout=10)
     orch.stop()

@@ -14,9 +14,9 @@ import orchestrator.example_handlers  # noqa: F401 - registers example.*
 from orchestrator import Retryable, handler
 from orchestrator import http_handler as http
 from orchestrator.handlers import Registry, TaskContext, registry
-from orchestrator.loop import wait_for
 from orchestrator.worker import Worker, run_worker
 from procedures import errors, installer
+from tests.support.waiting import wait_for
 
 HOUR = 3_600_000
 

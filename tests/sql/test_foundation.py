@@ -215,17 +215,17 @@ def test_R3_every_engine_routine_takes_the_instance_lock_after_identity_and_app(
     """Lock order R-3 is a property of the routine text: identity, then app, then queues, then instance."""
     from procedures.installer import PROCEDURES_DIR
 
-    text = (PROCEDURES_DIR / "_weave_lock_instance.sql").read_text()
+    text = (PROCEDURES_DIR / "core" / "_weave_instance_lock.sql").read_text()
     body = text[text.index("BEGIN"):]
     order = [body.index("FROM weave_credentials"), body.index("FROM weave_apps"),
              body.index("FROM weave_queues"), body.index("FROM weave_instances WHERE id = in_instance_id FOR UPDATE")]
     assert order == sorted(order)
-    for path in PROCEDURES_DIR.glob("*.sql"):
+    for path in PROCEDURES_DIR.rglob("*.sql"):
         src = path.read_text()
-        if "FROM weave_instances" in src and "FOR UPDATE" in src and path.stem != "_weave_lock_instance":
+        if "FROM weave_instances" in src and "FOR UPDATE" in src and path.stem != "_weave_instance_lock":
             locks_instance = any(line.strip().startswith("SELECT") and "FROM weave_instances" in line
                                  and "FOR UPDATE" in line for line in src.splitlines())
-            assert not locks_instance, f"{path.name} locks an instance directly; use _weave_lock_instance"
+            assert not locks_instance, f"{path.name} locks an instance directly; use _weave_instance_lock"
 
 
 def test_workflow_scopes_fixture_lists_every_workflow_scope():

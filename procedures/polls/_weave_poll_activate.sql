@@ -6,7 +6,7 @@
 -- signals (S-10) are looked at once the activation commits: mismatches are rejected now (S-11), and any
 -- other makes the POLL checkpoint due at once instead of at the poll deadline, so that the race of F-3 is
 -- decided by the hook as soon as it can be.
-CREATE PROCEDURE _weave_activate_poll(
+CREATE PROCEDURE _weave_poll_activate(
         IN in_namespace_id  BIGINT UNSIGNED,
         IN in_instance_id   BIGINT UNSIGNED,
         IN in_activation_id BIGINT UNSIGNED,

@@ -1,6 +1,6 @@
 -- R-8 and M-4.7 for one new task: the queue must exist and have capacity left, the app quota must
 -- have room. Counted from the task rows themselves (QUEUED + RUNNING), under the app and queue locks
--- that _weave_lock_instance took, so two creators can never both take the last slot. Workers only
+-- that _weave_instance_lock took, so two creators can never both take the last slot. Workers only
 -- ever lower these counts (a task that ends), so their lock-free changes cannot break the bound.
 -- A missing queue is a reason to wait, not an error: an operator may create it later.
 CREATE PROCEDURE _weave_task_room(
@@ -9,7 +9,7 @@ CREATE PROCEDURE _weave_task_room(
         IN  in_queue        VARCHAR(64),
         OUT out_why         VARCHAR(256))
     COMMENT 'Internal. Description: NULL when a task for the instance may be created on in_queue now, else why not
-(queue missing, queue full, app quota full). The caller holds the locks of _weave_lock_instance.
+(queue missing, queue full, app quota full). The caller holds the locks of _weave_instance_lock.
 Rules: R-8, M-4.7.'
     READS SQL DATA
 BEGIN

@@ -30,7 +30,7 @@ BEGIN
     IF in_idempotency_key IS NULL OR NOT (in_idempotency_key REGEXP '^[!-~]{1,128}$') THEN
         CALL _weave_raise(50113, 'IDEMPOTENCY_KEY_INVALID: 1-128 printable ASCII characters');
     END IF;
-    CALL _weave_lock_instance(out_instance_id, 0, out_namespace_id, v_locked);
+    CALL _weave_instance_lock(out_instance_id, 0, out_namespace_id, v_locked);
     SELECT request_digest INTO v_digest FROM weave_audit
      WHERE instance_id = out_instance_id AND action = in_action AND idempotency_key = in_idempotency_key
      LIMIT 1 FOR UPDATE;

@@ -43,7 +43,7 @@ BEGIN
         IF v_inst IS NULL THEN
             LEAVE proc;
         END IF;
-        CALL _weave_lock_instance(v_inst, 1, v_ns, v_locked);
+        CALL _weave_instance_lock(v_inst, 1, v_ns, v_locked);
         IF v_locked <> 1 THEN
             SET v_outcome = IF(v_locked = 0, 'BUSY', 'GONE');
             LEAVE proc;

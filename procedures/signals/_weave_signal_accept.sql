@@ -129,7 +129,7 @@ BEGIN
                               in_correlation_key, in_payload, in_reason, in_evidence_ref, v_digest);
 
     -- R-3: the instance's identity, app and queues, then the instance row (waiting, never skipping).
-    CALL _weave_lock_instance(v_inst, 0, v_locked_ns, v_locked);
+    CALL _weave_instance_lock(v_inst, 0, v_locked_ns, v_locked);
     IF v_locked <> 1 OR v_locked_ns <> v_ns THEN
         CALL _weave_raise(50003, 'NOT_FOUND: no such object in this namespace');
     END IF;

@@ -1,6 +1,6 @@
 -- "A task of the instance is still unsettled" (C-2, C-4): QUEUED or RUNNING, or ended with an outcome the
 -- orchestrator has not consumed yet. An operator never acts while the effect of a request is unknown.
-CREATE PROCEDURE _weave_tasks_unsettled(IN in_instance_id BIGINT UNSIGNED, OUT out_count INT)
+CREATE PROCEDURE _weave_task_unsettled_count(IN in_instance_id BIGINT UNSIGNED, OUT out_count INT)
     COMMENT 'Internal. Description: counts the tasks of an instance in flight or with an unconsumed outcome.'
     READS SQL DATA
 BEGIN

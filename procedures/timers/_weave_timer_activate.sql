@@ -1,6 +1,6 @@
 -- T-1: due = min(start + delay, instance deadline), fixed at activation and never re-timed; the
 -- TIMER checkpoint pinned to this activation wakes it (T-2: no task, no permit).
-CREATE PROCEDURE _weave_activate_timer(
+CREATE PROCEDURE _weave_timer_activate(
         IN in_namespace_id  BIGINT UNSIGNED,
         IN in_instance_id   BIGINT UNSIGNED,
         IN in_activation_id BIGINT UNSIGNED,

@@ -38,7 +38,7 @@ BEGIN
             LEAVE root;
         END IF;
 
-        CALL _weave_next_ready_step(in_instance_id, v_def, v_step);
+        CALL _weave_step_next_ready(in_instance_id, v_def, v_step);
 
         IF v_step IS NULL THEN
             SELECT COUNT(*) INTO v_unfinished FROM weave_steps
@@ -93,7 +93,7 @@ BEGIN
                 LEAVE root;
             END IF;
             SET v_done = v_done + 1;
-            CALL _weave_next_ready_step(in_instance_id, v_def, v_step);
+            CALL _weave_step_next_ready(in_instance_id, v_def, v_step);
         END WHILE;
 
         IF v_step IS NOT NULL THEN

@@ -2,7 +2,7 @@
 -- bytes frozen on the activation row, the activation sequence) and its deadline, fixed now and never
 -- re-timed (T-1): min(start + timeout_ms, the instance deadline in force). S-10: the SIGNAL checkpoint
 -- is due at once, so signals that arrived before the step became active are looked at right away.
-CREATE PROCEDURE _weave_activate_signal(
+CREATE PROCEDURE _weave_signal_activate(
         IN in_namespace_id  BIGINT UNSIGNED,
         IN in_instance_id   BIGINT UNSIGNED,
         IN in_activation_id BIGINT UNSIGNED,

@@ -2,7 +2,7 @@
 -- against the instance context and freezes them into the activation row (input, business key, mutex
 -- key, correlation, and the step's own contract: handler + version, priority, retry policy, result
 -- classes), then hands over to the step type to create its wait, task or round and its checkpoint.
--- Callers have verified R-8 and hold the locks of _weave_lock_instance.
+-- Callers have verified R-8 and hold the locks of _weave_instance_lock.
 CREATE PROCEDURE _weave_step_activate(
         IN  in_namespace_id BIGINT UNSIGNED,
         IN  in_instance_id  BIGINT UNSIGNED,
@@ -52,10 +52,10 @@ BEGIN
            + COALESCE(JSON_LENGTH(v_compiled, '$.correlation.bindings'), 0) > 0 THEN
             CALL _weave_instance_context(in_instance_id, v_context);
         END IF;
-        CALL _weave_resolve_template(JSON_EXTRACT(v_compiled, '$.input'), v_context, v_input);
-        CALL _weave_resolve_template(JSON_EXTRACT(v_compiled, '$.business_key'), v_context, v_business);
-        CALL _weave_resolve_template(JSON_EXTRACT(v_compiled, '$.mutex_key'), v_context, v_mutex);
-        CALL _weave_resolve_template(JSON_EXTRACT(v_compiled, '$.correlation'), v_context, v_correlation);
+        CALL _weave_template_resolve(JSON_EXTRACT(v_compiled, '$.input'), v_context, v_input);
+        CALL _weave_template_resolve(JSON_EXTRACT(v_compiled, '$.business_key'), v_context, v_business);
+        CALL _weave_template_resolve(JSON_EXTRACT(v_compiled, '$.mutex_key'), v_context, v_mutex);
+        CALL _weave_template_resolve(JSON_EXTRACT(v_compiled, '$.correlation'), v_context, v_correlation);
         -- A correlation must resolve to a string of 1-512 bytes (05-signals S-1). Anything else would be a
         -- guess at the bytes a sender must match, so the activation is refused (nothing written, the
         -- checkpoint backs off with the reason in last_error) until an operator fixes the instance.
@@ -78,13 +78,13 @@ BEGIN
         UPDATE weave_steps SET status = 'ACTIVE', activation_seq = v_seq, activation_id = v_activation,
                                activation_override = NULL, updated_at = in_now WHERE id = in_step_id;
         CASE v_type
-            WHEN 'TIMER' THEN CALL _weave_activate_timer(in_namespace_id, in_instance_id, v_activation, v_key, v_seq,
+            WHEN 'TIMER' THEN CALL _weave_timer_activate(in_namespace_id, in_instance_id, v_activation, v_key, v_seq,
                                                          v_frozen, in_now, v_deadline);
-            WHEN 'TASK' THEN CALL _weave_activate_task(in_namespace_id, in_instance_id, v_activation, v_key, v_seq,
+            WHEN 'TASK' THEN CALL _weave_task_activate(in_namespace_id, in_instance_id, v_activation, v_key, v_seq,
                                                        v_frozen, in_now, v_deadline);
-            WHEN 'POLL' THEN CALL _weave_activate_poll(in_namespace_id, in_instance_id, v_activation, v_key, v_seq,
+            WHEN 'POLL' THEN CALL _weave_poll_activate(in_namespace_id, in_instance_id, v_activation, v_key, v_seq,
                                                        v_frozen, in_now, v_deadline);
-            WHEN 'SIGNAL' THEN CALL _weave_activate_signal(in_namespace_id, in_instance_id, v_activation, v_key, v_seq,
+            WHEN 'SIGNAL' THEN CALL _weave_signal_activate(in_namespace_id, in_instance_id, v_activation, v_key, v_seq,
                                                            v_frozen, in_now, v_deadline);
         END CASE;
         SET out_result = 'ACTIVATED';

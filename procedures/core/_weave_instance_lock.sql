@@ -3,7 +3,7 @@
 -- app and the queues of the pinned definition are locked exclusively when the definition runs tasks,
 -- because creating a task counts quota and capacity under those locks (R-8, M-4.7); otherwise shared.
 -- The orchestrator passes in_skip_locked = 1 so nodes never wait on each other (R-13).
-CREATE PROCEDURE _weave_lock_instance(
+CREATE PROCEDURE _weave_instance_lock(
         IN  in_instance_id   BIGINT UNSIGNED,
         IN  in_skip_locked   TINYINT,
         OUT out_namespace_id BIGINT UNSIGNED,

@@ -1,7 +1,7 @@
 -- Applies a compiled template (orchestrator.definitions): start from the skeleton, then put the value
 -- found at each binding's source path into its target path. Runs once, at activation; the result is
 -- frozen (R-7, P-5). A source path that finds nothing resolves to JSON null.
-CREATE PROCEDURE _weave_resolve_template(
+CREATE PROCEDURE _weave_template_resolve(
         IN  in_template LONGTEXT,
         IN  in_context  LONGTEXT,
         OUT out_value   LONGTEXT)

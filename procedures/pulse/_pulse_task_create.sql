@@ -1,7 +1,7 @@
 -- The one way a Pulse task comes into being, for a TASK step (round 0) and for every POLL round.
 -- Everything the task will ever run with is copied from the activation's frozen inputs here and never
 -- re-derived: handler + version, input, keys, priority and the retry policy (P-4). The caller has
--- already checked R-8 and holds the locks of _weave_lock_instance; room, gate and deadlines are
+-- already checked R-8 and holds the locks of _weave_instance_lock; room, gate and deadlines are
 -- checked again anyway, because a task created past them would break M-4.7 / M-4.8 for good.
 CREATE PROCEDURE _pulse_task_create(
         IN  in_namespace_id  BIGINT UNSIGNED,

@@ -2,7 +2,7 @@
 -- the task and the quota it takes stand or fall together. Its deadline is measured from the
 -- activation and capped by the instance deadline in force now (T-1's rule for every due time). No
 -- checkpoint is needed: the task's outcome reaches the step through the inbox (K-7).
-CREATE PROCEDURE _weave_activate_task(
+CREATE PROCEDURE _weave_task_activate(
         IN in_namespace_id  BIGINT UNSIGNED,
         IN in_instance_id   BIGINT UNSIGNED,
         IN in_activation_id BIGINT UNSIGNED,

@@ -27,7 +27,7 @@ BEGIN
     END IF;
     -- Before the step's own state: a step kept ACTIVE by a request in flight at a deadline (P-11) is
     -- answered with the reason an operator can act on.
-    CALL _weave_tasks_unsettled(in_instance_id, v_unsettled);
+    CALL _weave_task_unsettled_count(in_instance_id, v_unsettled);
     IF v_unsettled > 0 THEN
         CALL _weave_raise(50008, 'TASK_IN_FLIGHT: a task of the instance is still unsettled');
     END IF;

@@ -9,7 +9,7 @@
 --     _weave_poll_round_start creates the next round after verifying the rounds and the new-work
 --     conditions (P-4, R-8), in this one transaction with its task, quota, round record, state,
 --     checkpoint, events and audit (P-5), or defers it with nothing consumed and no deadline moved (P-6).
--- The caller (weave_checkpoint_advance) holds the locks of _weave_lock_instance and owns the transaction.
+-- The caller (weave_checkpoint_advance) holds the locks of _weave_instance_lock and owns the transaction.
 CREATE PROCEDURE _weave_poll_advance(
         IN  in_namespace_id  BIGINT UNSIGNED,
         IN  in_instance_id   BIGINT UNSIGNED,

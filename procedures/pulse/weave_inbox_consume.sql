@@ -37,7 +37,7 @@ BEGIN
         IF v_inst IS NULL THEN
             LEAVE consume;
         END IF;
-        CALL _weave_lock_instance(v_inst, 1, v_ns, v_locked);
+        CALL _weave_instance_lock(v_inst, 1, v_ns, v_locked);
         IF v_locked = 0 THEN
             SET v_outcome = 'BUSY';
             LEAVE consume;
@@ -66,7 +66,7 @@ BEGIN
             SET v_guard = v_guard + 1;
         UNTIL v_next = in_inbox_id OR v_guard >= 16 END REPEAT;
         SET v_outcome = v_step_outcome;
-        CALL _weave_cancel_finish(v_ns, v_inst, v_now, v_finished);
+        CALL _weave_instance_cancel_finish(v_ns, v_inst, v_now, v_finished);
     END consume;
     COMMIT;
     SELECT v_outcome AS outcome;

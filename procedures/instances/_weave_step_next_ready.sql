@@ -1,4 +1,4 @@
-CREATE PROCEDURE _weave_next_ready_step(
+CREATE PROCEDURE _weave_step_next_ready(
         IN  in_instance_id   BIGINT UNSIGNED,
         IN  in_definition_id BIGINT UNSIGNED,
         OUT out_step_id      BIGINT UNSIGNED)

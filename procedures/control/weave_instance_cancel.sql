@@ -72,7 +72,7 @@ BEGIN
             UPDATE weave_review_reasons SET closed_at = v_now, closed_by = 'cancel'
              WHERE instance_id = v_id AND closed_at IS NULL;
             DELETE FROM weave_pending_advances WHERE instance_id = v_id;
-            CALL _weave_cancel_finish(v_ns, v_id, v_now, v_finished);
+            CALL _weave_instance_cancel_finish(v_ns, v_id, v_now, v_finished);
         END IF;
         CALL _weave_audit(v_ns, v_id, v_cred, v_actor, 'instance.cancel', in_idempotency_key, v_digest, v_now, NULL,
                           in_reason, JSON_OBJECT('changed', v_changed = 1, 'tasks_cancelled', v_cancelled + 0,
