@@ -22,6 +22,7 @@ ERRORS: dict[str, tuple[int, int]] = {
     "TEST_CLOCK_DISABLED": (50010, 409),
     "NOT_IN_TRANSACTION": (50011, 409),
     "ATTEMPT_NOT_CURRENT": (50012, 409),
+    "IN_TRANSACTION": (50013, 409),
 }
 
 # Validation sub-codes (HTTP 422 VALIDATION_FAILED, errors[].code = the sub-code).
@@ -128,6 +129,7 @@ InvalidState = BY_CODE["INVALID_STATE"]
 TaskInFlight = BY_CODE["TASK_IN_FLIGHT"]
 TestClockDisabled = BY_CODE["TEST_CLOCK_DISABLED"]
 NotInTransaction = BY_CODE["NOT_IN_TRANSACTION"]
+InTransaction = BY_CODE["IN_TRANSACTION"]
 AttemptNotCurrent = BY_CODE["ATTEMPT_NOT_CURRENT"]
 
 # MySQL/MariaDB client and server errors that mean "try again": deadlock, lock wait timeout,

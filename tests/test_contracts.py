@@ -48,11 +48,22 @@ def _code(text: str) -> str:
     return "\n".join(line.split("--")[0] for line in body.splitlines())
 
 
-def test_R1_every_transactional_routine_rolls_back_and_reraises_on_error():
+OWN_HANDLER = "DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;"
+
+
+def test_R1_every_transactional_routine_rolls_back_only_its_own_transaction_and_reraises():
+    """A routine that starts a transaction rolls back exactly that one on error (``v_tx`` says it started it),
+    and refuses (or joins, for a read snapshot) before it touches any table when the caller has one open."""
     for routine in shipped_routines():
         code = _code(routine.text)
         if "START TRANSACTION" in code:
-            assert "DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;" in code, routine.name
+            assert OWN_HANDLER in code, routine.name
+            assert re.search(r"\bROLLBACK\s*;", code.replace(OWN_HANDLER, "")) is None, routine.name
+            body = code[code.index(OWN_HANDLER) + len(OWN_HANDLER):]
+            first = body.strip().splitlines()[0].strip()
+            assert first in (f"CALL _weave_transaction_own('{routine.name}');", "IF NOT @@in_transaction THEN"), \
+                f"{routine.name} must check for a caller's transaction first, before reading any table"
+            assert body.index("SET v_tx = TRUE;") < body.index("START TRANSACTION"), routine.name
         if routine.name.startswith("_"):
             assert "START TRANSACTION" not in code and not re.search(r"\bCOMMIT\s*;", code), \
                 f"internal routine {routine.name} must run inside its caller's transaction"

@@ -27,7 +27,10 @@ BEGIN
     DECLARE v_latest_digest CHAR(64);
     DECLARE v_version INT UNSIGNED;
     DECLARE v_id BIGINT UNSIGNED;
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('weave_definition_publish');
+    SET v_tx = TRUE;
     START TRANSACTION;
     CALL _weave_now(v_now);
     CALL _weave_authorize(in_token, in_namespace, 'definitions:publish', NULL, v_ns, v_cred, v_actor);

@@ -46,7 +46,10 @@ BEGIN
     DECLARE v_status VARCHAR(16);
     DECLARE v_digest CHAR(64) DEFAULT SHA2(CONCAT_WS('|', 'continue', COALESCE(in_step_key, ''),
         COALESCE(in_extra_rounds, '-'), COALESCE(in_poll_deadline_ms, '-'), COALESCE(in_reason, '')), 256);
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('weave_step_continue');
+    SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     CALL _weave_now(v_now);

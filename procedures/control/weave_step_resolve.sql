@@ -35,7 +35,10 @@ BEGIN
     DECLARE v_digest CHAR(64) DEFAULT SHA2(CONCAT_WS('|', 'resolve', COALESCE(in_step_key, ''),
         CONCAT(LENGTH(in_output), ':', COALESCE(in_output, '')), COALESCE(in_evidence_ref, '-'),
         COALESCE(in_reason, '')), 256);
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('weave_step_resolve');
+    SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     CALL _weave_now(v_now);

@@ -15,7 +15,10 @@ Rules: R-12.'
 BEGIN
     DECLARE v_now DATETIME(6);
     DECLARE v_rows INT DEFAULT 0;
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('weave_candidate_fail');
+    SET v_tx = TRUE;
     START TRANSACTION;
     CALL _weave_now(v_now);
     IF in_class = 'CHECKPOINT' THEN

@@ -19,8 +19,11 @@ BEGIN
     DECLARE v_activation BIGINT UNSIGNED;
     DECLARE v_available DATETIME(6);
     DECLARE v_outcome VARCHAR(16) DEFAULT 'GONE';
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('weave_checkpoint_advance');
 
+    SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     CALL _weave_now(v_now);

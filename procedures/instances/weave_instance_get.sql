@@ -3,8 +3,8 @@ CREATE PROCEDURE weave_instance_get(
         IN in_namespace   VARCHAR(200),
         IN in_workflow_id VARCHAR(64))
     COMMENT 'Description: an instance with its steps, current activations, waits, poll state, rounds and open review
-reasons. A consistent snapshot: all result sets are read in one read transaction of its own, so call it with
-autocommit on (inside an open transaction of the caller, that transaction would be committed first).
+reasons. A consistent snapshot: all result sets are read in one read transaction of its own, or, called inside
+an open transaction of the caller, in that transaction, which it neither commits nor rolls back (R-1).
 Parameters: in_token (workflows:read and every queue of the definition), in_namespace, in_workflow_id (wf_...).
 Result set 1: workflow_id, namespace, app, definition_name, definition_version, status, control, gate, deadline_at,
 business_key, input, created_at, updated_at, finished_at.
@@ -21,10 +21,14 @@ BEGIN
     DECLARE v_cred BIGINT UNSIGNED;
     DECLARE v_actor VARCHAR(128);
     DECLARE v_id BIGINT UNSIGNED;
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    IF NOT @@in_transaction THEN
+        SET v_tx = TRUE;
+        START TRANSACTION WITH CONSISTENT SNAPSHOT;
+    END IF;
     CALL _weave_instance_authorize(in_token, in_namespace, in_workflow_id, 'workflows:read',
                                    v_ns, v_cred, v_actor, v_id);
-    START TRANSACTION WITH CONSISTENT SNAPSHOT;
     SELECT CONCAT('wf_', i.id) AS workflow_id, in_namespace AS namespace, a.name AS app,
            i.definition_name, i.definition_version, i.status, i.control, i.gate, i.deadline_at,
            i.business_key, i.input, i.created_at, i.updated_at, i.finished_at
@@ -48,5 +52,7 @@ BEGIN
      ORDER BY s.position, r.round_no;
     SELECT code, step_key, activation_seq, detail, opened_at
       FROM weave_review_reasons WHERE instance_id = v_id AND closed_at IS NULL ORDER BY id;
-    COMMIT;
+    IF v_tx THEN
+        COMMIT;
+    END IF;
 END

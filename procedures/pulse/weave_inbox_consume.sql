@@ -27,8 +27,11 @@ BEGIN
     DECLARE v_guard INT DEFAULT 0;
     DECLARE v_outcome VARCHAR(16) DEFAULT 'GONE';
     DECLARE v_finished TINYINT;
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('weave_inbox_consume');
 
+    SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     CALL _weave_now(v_now);

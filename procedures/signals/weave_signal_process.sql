@@ -33,8 +33,11 @@ BEGIN
     DECLARE v_wait_status VARCHAR(16);
     DECLARE v_disposition VARCHAR(32) DEFAULT NULL;
     DECLARE v_outcome VARCHAR(32) DEFAULT 'GONE';
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('weave_signal_process');
 
+    SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     CALL _weave_now(v_now);
