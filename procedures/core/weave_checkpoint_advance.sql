@@ -1,6 +1,6 @@
--- The scan only proposes (R-6); this routine decides. Lock order R-3: identity and app (shared),
--- then the instance (exclusive, SKIP LOCKED so orchestrators never queue behind each other, R-13),
--- then the checkpoint and the step's rows. Everything is re-read and verified under those locks.
+-- The scan only proposes (R-6); this routine decides. The shared candidate opening takes the locks in
+-- R-3 order (the instance SKIP LOCKED so orchestrators never queue behind each other, R-13), then the
+-- checkpoint and the step's rows are re-read and verified under them, and the step kind's handler runs.
 CREATE PROCEDURE weave_checkpoint_advance(IN in_checkpoint_id BIGINT UNSIGNED)
     COMMENT 'Description: advances one due checkpoint (ROOT, TIMER, SIGNAL or POLL) in its own transaction.
 Parameters: in_checkpoint_id - from weave_scan.
@@ -13,7 +13,6 @@ BEGIN
     DECLARE v_now DATETIME(6);
     DECLARE v_ns BIGINT UNSIGNED;
     DECLARE v_inst BIGINT UNSIGNED DEFAULT NULL;
-    DECLARE v_locked TINYINT DEFAULT 0;
     DECLARE v_kind VARCHAR(8) DEFAULT NULL;
     DECLARE v_step_key VARCHAR(64);
     DECLARE v_activation BIGINT UNSIGNED;
@@ -26,17 +25,12 @@ BEGIN
     SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
-    CALL _weave_now(v_now);
-    SELECT instance_id INTO v_inst FROM weave_pending_advances WHERE id = in_checkpoint_id;
     advance: BEGIN
-        IF v_inst IS NULL THEN
+        CALL _weave_candidate_open('CHECKPOINT', in_checkpoint_id, v_ns, v_inst, v_now, v_outcome);
+        IF v_outcome IS NOT NULL THEN
             LEAVE advance;
         END IF;
-        CALL _weave_instance_lock(v_inst, 1, v_ns, v_locked);
-        IF v_locked <> 1 THEN
-            SET v_outcome = IF(v_locked = 0, 'BUSY', 'GONE');
-            LEAVE advance;
-        END IF;
+        SET v_outcome = 'GONE';
         SELECT kind, step_key, activation_id, available_at INTO v_kind, v_step_key, v_activation, v_available
           FROM weave_pending_advances WHERE id = in_checkpoint_id AND instance_id = v_inst FOR UPDATE;
         IF v_kind IS NULL THEN
@@ -46,12 +40,7 @@ BEGIN
             SET v_outcome = 'NOT_DUE';
             LEAVE advance;
         END IF;
-        CASE v_kind
-            WHEN 'ROOT' THEN CALL _weave_root_advance(v_ns, v_inst, v_now, 32, v_outcome);
-            WHEN 'TIMER' THEN CALL _weave_timer_advance(v_ns, v_inst, v_step_key, v_activation, v_now, v_outcome);
-            WHEN 'SIGNAL' THEN CALL _weave_signal_advance(v_ns, v_inst, v_step_key, v_activation, v_now, v_outcome);
-            WHEN 'POLL' THEN CALL _weave_poll_advance(v_ns, v_inst, v_step_key, v_activation, v_now, v_outcome);
-        END CASE;
+        CALL _weave_step_advance(v_ns, v_inst, v_kind, v_step_key, v_activation, v_now, v_outcome);
     END advance;
     COMMIT;
     SELECT v_outcome AS outcome;

@@ -29,7 +29,6 @@ Rules: P-4, P-5, P-6, P-9, P-10, P-11, R-5, R-6, R-8, K-6.'
 BEGIN
     DECLARE v_step BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_step_status VARCHAR(16);
-    DECLARE v_current BIGINT UNSIGNED;
     DECLARE v_seq INT UNSIGNED;
     DECLARE v_frozen LONGTEXT;
     DECLARE v_state VARCHAR(16) DEFAULT NULL;
@@ -54,14 +53,11 @@ BEGIN
     DECLARE v_facts LONGTEXT;
 
     SET out_outcome = NULL;
-    SELECT id, status, activation_id, activation_seq INTO v_step, v_step_status, v_current, v_seq
-      FROM weave_steps WHERE instance_id = in_instance_id AND step_key = in_step_key FOR UPDATE;
+    -- The checkpoint stays for the paths below that defer it (a deferral keeps its due time and attempts).
+    CALL _weave_step_open(in_instance_id, in_step_key, in_activation_id, 0, v_step, v_step_status, v_seq);
 
     poll: BEGIN
-        -- R-5: a checkpoint of an activation that is no longer current is stale, never acted on.
-        IF v_step IS NULL OR v_current IS NULL OR v_current <> in_activation_id THEN
-            DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key
-               AND activation_id = in_activation_id;
+        IF v_step IS NULL THEN
             SET out_outcome = 'STALE';
             LEAVE poll;
         END IF;

@@ -259,17 +259,12 @@ BEGIN
             LEAVE hook;
         END IF;
         -- Adopted: the signal's result object is the step output (05-signals), successors follow (R-7).
-        UPDATE weave_steps SET status = 'SUCCEEDED', output = v_payload, updated_at = in_now
-         WHERE instance_id = in_instance_id AND step_key = in_step_key;
-        UPDATE weave_activations SET ended_at = in_now WHERE id = in_activation_id;
         UPDATE weave_poll_states SET state = 'SETTLED', current_task_id = NULL, updated_at = in_now
          WHERE activation_id = in_activation_id;
         DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key;
         SET v_facts = JSON_SET(v_facts, '$.settled_by', 'FINAL_SIGNAL');
-        CALL _weave_event(in_namespace_id, in_instance_id, 'POLL_SUCCEEDED', in_step_key, v_seq, in_now, v_facts);
-        CALL _weave_root_advance(in_namespace_id, in_instance_id, in_now, 31, v_root);
-        CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'poll.settle', NULL, NULL, in_now,
-                          v_deadline, NULL, JSON_SET(v_facts, '$.successors', v_root), NULL);
+        CALL _weave_step_close(in_namespace_id, in_instance_id, in_step_key, v_seq, in_activation_id, v_payload,
+                               'POLL_SUCCEEDED', 'poll.settle', v_deadline, v_facts, in_now, v_root);
         SET out_outcome = 'ADOPTED';
     END hook;
 END

@@ -216,14 +216,10 @@ BEGIN
             SET v_code = IF(in_kind = 'EXPIRED', 'POLL_DEADLINE', 'POLL_DEADLINE_IN_FLIGHT');
         ELSEIF v_outcome = 'DONE' THEN
             -- P-7: the result object is the step output; successors follow in this transaction (R-7).
-            UPDATE weave_steps SET status = 'SUCCEEDED', output = in_result, updated_at = in_now WHERE id = v_step;
-            UPDATE weave_activations SET ended_at = in_now WHERE id = v_activation;
             UPDATE weave_poll_states SET state = 'SETTLED', updated_at = in_now WHERE activation_id = v_activation;
             DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = v_step_key;
-            CALL _weave_event(in_namespace_id, in_instance_id, 'POLL_SUCCEEDED', v_step_key, v_seq, in_now, v_facts);
-            CALL _weave_root_advance(in_namespace_id, in_instance_id, in_now, 31, v_root);
-            CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'poll.settle', NULL, NULL,
-                              in_now, NULL, NULL, JSON_SET(v_facts, '$.successors', v_root), NULL);
+            CALL _weave_step_close(in_namespace_id, in_instance_id, v_step_key, v_seq, v_activation, in_result,
+                                   'POLL_SUCCEEDED', 'poll.settle', NULL, v_facts, in_now, v_root);
             SET out_outcome = 'SUCCEEDED';
             LEAVE settle;
         ELSEIF v_outcome = 'POLL_PENDING' THEN

@@ -161,12 +161,8 @@ BEGIN
             SET out_outcome = 'RECORDED';
         ELSEIF v_kind = 'SUCCEEDED' THEN
             -- The handler's return value, verbatim, is the step output (04-polls, TASK).
-            UPDATE weave_steps SET status = 'SUCCEEDED', output = v_result, updated_at = in_now WHERE id = v_s_id;
-            UPDATE weave_activations SET ended_at = in_now WHERE id = v_a_id;
-            CALL _weave_event(in_namespace_id, in_instance_id, 'TASK_SUCCEEDED', v_t_step, v_s_seq, in_now, v_facts);
-            CALL _weave_root_advance(in_namespace_id, in_instance_id, in_now, 31, v_root);
-            CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'task.settle', NULL, NULL,
-                              in_now, NULL, NULL, JSON_SET(v_facts, '$.successors', v_root), NULL);
+            CALL _weave_step_close(in_namespace_id, in_instance_id, v_t_step, v_s_seq, v_a_id, v_result,
+                                   'TASK_SUCCEEDED', 'task.settle', NULL, v_facts, in_now, v_root);
             SET out_outcome = 'SUCCEEDED';
         ELSE
             SET v_code = CONCAT('TASK_', v_kind);

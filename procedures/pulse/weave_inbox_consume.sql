@@ -18,7 +18,6 @@ BEGIN
     DECLARE v_now DATETIME(6);
     DECLARE v_inst BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_ns BIGINT UNSIGNED;
-    DECLARE v_locked TINYINT DEFAULT 0;
     DECLARE v_task BIGINT UNSIGNED;
     DECLARE v_state VARCHAR(16) DEFAULT NULL;
     DECLARE v_available DATETIME(6);
@@ -34,19 +33,12 @@ BEGIN
     SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
-    CALL _weave_now(v_now);
-    SELECT instance_id INTO v_inst FROM pulse_inbox WHERE id = in_inbox_id;
     consume: BEGIN
-        IF v_inst IS NULL THEN
+        CALL _weave_candidate_open('INBOX', in_inbox_id, v_ns, v_inst, v_now, v_outcome);
+        IF v_outcome IS NOT NULL THEN
             LEAVE consume;
         END IF;
-        CALL _weave_instance_lock(v_inst, 1, v_ns, v_locked);
-        IF v_locked = 0 THEN
-            SET v_outcome = 'BUSY';
-            LEAVE consume;
-        ELSEIF v_locked <> 1 THEN
-            CALL _weave_raise(50007, 'INVALID_STATE: inbox event of an instance that does not exist');
-        END IF;
+        SET v_outcome = 'GONE';
         SELECT task_id, state, available_at INTO v_task, v_state, v_available
           FROM pulse_inbox WHERE id = in_inbox_id AND instance_id = v_inst FOR UPDATE;
         IF v_state IS NULL OR v_state <> 'PENDING' THEN

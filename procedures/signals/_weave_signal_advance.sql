@@ -18,7 +18,6 @@ Rules: S-10, S-11, S-12, S-13, S-15, R-5, R-6, R-7.'
 BEGIN
     DECLARE v_step BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_step_status VARCHAR(16);
-    DECLARE v_current BIGINT UNSIGNED;
     DECLARE v_seq INT UNSIGNED;
     DECLARE v_wait BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_wait_status VARCHAR(16);
@@ -33,14 +32,11 @@ BEGIN
     DECLARE v_root VARCHAR(16);
     DECLARE v_facts LONGTEXT;
 
-    SELECT id, status, activation_id, activation_seq INTO v_step, v_step_status, v_current, v_seq
-      FROM weave_steps WHERE instance_id = in_instance_id AND step_key = in_step_key FOR UPDATE;
+    -- Every path below removes the checkpoint or sets it anew, so the opening takes it.
+    CALL _weave_step_open(in_instance_id, in_step_key, in_activation_id, 1, v_step, v_step_status, v_seq);
 
     sig: BEGIN
-        -- R-5: a checkpoint of an activation that is no longer current is stale, never acted on.
-        IF v_step IS NULL OR v_current IS NULL OR v_current <> in_activation_id THEN
-            DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key
-               AND activation_id = in_activation_id;
+        IF v_step IS NULL THEN
             SET out_outcome = 'STALE';
             LEAVE sig;
         END IF;
@@ -56,7 +52,6 @@ BEGIN
             CALL _weave_raise(50007, 'INVALID_STATE: signal wait facts do not verify (S-11); left for an operator');
         END IF;
         IF v_wait_status <> 'WAITING' OR v_step_status <> 'ACTIVE' THEN
-            DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key;
             SET out_outcome = 'STALE';
             LEAVE sig;
         END IF;
@@ -69,7 +64,6 @@ BEGIN
                                       'deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
                                       'checked_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'));
             UPDATE weave_steps SET status = 'NEEDS_REVIEW', updated_at = in_now WHERE id = v_step;
-            DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key;
             CALL _weave_review_open(in_namespace_id, in_instance_id, 'ACCEPTANCE_PROOF_MISMATCH', in_step_key, v_seq,
                                     v_facts, in_now);
             CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'signal.proof_mismatch',
@@ -88,20 +82,15 @@ BEGIN
              WHERE id = v_winner;
             UPDATE weave_waits SET status = 'SATISFIED', winner_signal_id = v_winner, settled_at = in_now
              WHERE id = v_wait;
-            UPDATE weave_steps SET status = 'SUCCEEDED', output = v_output, updated_at = in_now WHERE id = v_step;
-            UPDATE weave_activations SET ended_at = in_now WHERE id = in_activation_id;
             CALL _weave_wait_signals_settle(in_namespace_id, in_instance_id, v_wait, 'WAIT_SETTLED', in_now);
-            DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key;
             SET v_facts = JSON_OBJECT(
                 'signal_id', CONCAT('sig_', v_winner),
                 'accepted_at', DATE_FORMAT(v_accepted, '%Y-%m-%dT%H:%i:%s.%fZ'),
                 'deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
                 'settled_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'),
                 'latency_ms', TIMESTAMPDIFF(MICROSECOND, GREATEST(v_accepted, v_started), in_now) / 1000);
-            CALL _weave_event(in_namespace_id, in_instance_id, 'SIGNAL_CONSUMED', in_step_key, v_seq, in_now, v_facts);
-            CALL _weave_root_advance(in_namespace_id, in_instance_id, in_now, 31, v_root);
-            CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'signal.consume', NULL, NULL,
-                              in_now, v_deadline, NULL, JSON_SET(v_facts, '$.successors', v_root), NULL);
+            CALL _weave_step_close(in_namespace_id, in_instance_id, in_step_key, v_seq, in_activation_id, v_output,
+                                   'SIGNAL_CONSUMED', 'signal.consume', v_deadline, v_facts, in_now, v_root);
             SET out_outcome = 'CONSUMED';
             LEAVE sig;
         END IF;
@@ -112,7 +101,6 @@ BEGIN
             UPDATE weave_steps SET status = 'NEEDS_REVIEW', updated_at = in_now WHERE id = v_step;
             UPDATE weave_activations SET ended_at = in_now WHERE id = in_activation_id;
             CALL _weave_wait_signals_settle(in_namespace_id, in_instance_id, v_wait, 'WAIT_SETTLED', in_now);
-            DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key;
             SET v_facts = JSON_OBJECT(
                 'started_at', DATE_FORMAT(v_started, '%Y-%m-%dT%H:%i:%s.%fZ'),
                 'deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),

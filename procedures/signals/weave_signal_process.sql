@@ -1,9 +1,9 @@
 -- The SIGNAL candidate class (R-10 c). A PENDING signal is due at once when a wait can take it, so an
 -- accepted signal settles its wait within one scan; otherwise it is due when it expires (S-14). Its
 -- available_at is only the next check time: nothing here moves accepted_at, expires_at or a deadline.
--- Consumption runs the step's own handler under the instance lock, the same code as the step's
--- checkpoint, so the two candidates for one wait can never decide differently; a wait kind plugs in
--- by naming its handler below (POLL_FINAL: the POLL handler, which re-derives all of its step's work).
+-- Consumption runs the step's own handler under the instance lock, dispatched by the step's type in
+-- the same routine as the step's checkpoint, so the two candidates for one wait can never decide
+-- differently (POLL_FINAL: the POLL handler, which re-derives all of its step's work).
 CREATE PROCEDURE weave_signal_process(IN in_signal_id BIGINT UNSIGNED)
     COMMENT 'Description: advances one PENDING signal in its own transaction: runs its wait''s consumption when the
 wait is WAITING (S-11..S-13), expires an unmatched signal at expires_at (S-14), rejects a signal of an activation
@@ -18,13 +18,13 @@ BEGIN
     DECLARE v_now DATETIME(6);
     DECLARE v_ns BIGINT UNSIGNED;
     DECLARE v_inst BIGINT UNSIGNED DEFAULT NULL;
-    DECLARE v_locked TINYINT DEFAULT 0;
     DECLARE v_status VARCHAR(16) DEFAULT NULL;
     DECLARE v_step_key VARCHAR(64);
     DECLARE v_seq INT UNSIGNED;
     DECLARE v_expires DATETIME(6);
     DECLARE v_available DATETIME(6);
     DECLARE v_step BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_step_type VARCHAR(16);
     DECLARE v_step_status VARCHAR(16);
     DECLARE v_k INT UNSIGNED;
     DECLARE v_activation BIGINT UNSIGNED;
@@ -40,17 +40,12 @@ BEGIN
     SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
-    CALL _weave_now(v_now);
-    SELECT instance_id INTO v_inst FROM weave_signals WHERE id = in_signal_id;
     proc: BEGIN
-        IF v_inst IS NULL THEN
+        CALL _weave_candidate_open('SIGNAL', in_signal_id, v_ns, v_inst, v_now, v_outcome);
+        IF v_outcome IS NOT NULL THEN
             LEAVE proc;
         END IF;
-        CALL _weave_instance_lock(v_inst, 1, v_ns, v_locked);
-        IF v_locked <> 1 THEN
-            SET v_outcome = IF(v_locked = 0, 'BUSY', 'GONE');
-            LEAVE proc;
-        END IF;
+        SET v_outcome = 'GONE';
         SELECT status, target_step_key, target_activation_seq, expires_at, available_at
           INTO v_status, v_step_key, v_seq, v_expires, v_available
           FROM weave_signals WHERE id = in_signal_id AND instance_id = v_inst FOR UPDATE;
@@ -61,7 +56,7 @@ BEGIN
             SET v_outcome = 'NOT_DUE';
             LEAVE proc;
         END IF;
-        SELECT id, status, activation_seq, activation_id INTO v_step, v_step_status, v_k, v_activation
+        SELECT id, type, status, activation_seq, activation_id INTO v_step, v_step_type, v_step_status, v_k, v_activation
           FROM weave_steps WHERE instance_id = v_inst AND step_key = v_step_key FOR UPDATE;
         IF v_step IS NULL THEN
             CALL _weave_raise(50007, 'INVALID_STATE: the signal targets a step the instance does not have');
@@ -78,11 +73,7 @@ BEGIN
                 -- among them (its wait was closed by a path that predates it), so it gets the S-9 answer.
                 SET v_disposition = 'STEP_SETTLED';
             ELSEIF v_step_status = 'ACTIVE' THEN
-                IF v_wait_kind = 'SIGNAL' THEN
-                    CALL _weave_signal_advance(v_ns, v_inst, v_step_key, v_activation, v_now, v_outcome);
-                ELSE
-                    CALL _weave_poll_advance(v_ns, v_inst, v_step_key, v_activation, v_now, v_outcome);
-                END IF;
+                CALL _weave_step_advance(v_ns, v_inst, v_step_type, v_step_key, v_activation, v_now, v_outcome);
             END IF;
         END IF;
 

@@ -15,7 +15,6 @@ out_outcome: SETTLED, TRUNCATED, NOT_DUE or STALE.'
 BEGIN
     DECLARE v_step BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_step_status VARCHAR(16);
-    DECLARE v_current BIGINT UNSIGNED;
     DECLARE v_seq INT UNSIGNED;
     DECLARE v_wait BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_wait_status VARCHAR(16);
@@ -27,14 +26,11 @@ BEGIN
     DECLARE v_root VARCHAR(16);
     DECLARE v_facts LONGTEXT;
 
-    SELECT id, status, activation_id, activation_seq INTO v_step, v_step_status, v_current, v_seq
-      FROM weave_steps WHERE instance_id = in_instance_id AND step_key = in_step_key FOR UPDATE;
+    -- Every path below removes the checkpoint or sets it anew, so the opening takes it.
+    CALL _weave_step_open(in_instance_id, in_step_key, in_activation_id, 1, v_step, v_step_status, v_seq);
 
     timer: BEGIN
-        -- R-5: a checkpoint of an activation that is no longer current is stale, never acted on.
-        IF v_step IS NULL OR v_current IS NULL OR v_current <> in_activation_id THEN
-            DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key
-               AND activation_id = in_activation_id;
+        IF v_step IS NULL THEN
             SET out_outcome = 'STALE';
             LEAVE timer;
         END IF;
@@ -52,7 +48,6 @@ BEGIN
             CALL _weave_raise(50007, 'INVALID_STATE: timer facts do not verify (T-1); left for an operator');
         END IF;
         IF v_wait_status <> 'WAITING' OR v_step_status <> 'ACTIVE' THEN
-            DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key;
             SET out_outcome = 'STALE';
             LEAVE timer;
         END IF;
@@ -63,8 +58,6 @@ BEGIN
             LEAVE timer;
         END IF;
 
-        DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key;
-        UPDATE weave_activations SET ended_at = in_now WHERE id = in_activation_id;
         SET v_facts = JSON_OBJECT(
             'started_at', DATE_FORMAT(v_started, '%Y-%m-%dT%H:%i:%s.%fZ'),
             'due_at', DATE_FORMAT(v_due, '%Y-%m-%dT%H:%i:%s.%fZ'),
@@ -74,6 +67,7 @@ BEGIN
         IF v_due < v_planned THEN
             -- T-4: the instance deadline cut the delay short; a truncated wait is never a success.
             UPDATE weave_waits SET status = 'EXPIRED', settled_at = in_now WHERE id = v_wait;
+            UPDATE weave_activations SET ended_at = in_now WHERE id = in_activation_id;
             UPDATE weave_steps SET status = 'NEEDS_REVIEW', updated_at = in_now WHERE id = v_step;
             CALL _weave_event(in_namespace_id, in_instance_id, 'TIMER_TRUNCATED', in_step_key, v_seq, in_now, v_facts);
             CALL _weave_review_open(in_namespace_id, in_instance_id, 'TIMER_TRUNCATED', in_step_key, v_seq,
@@ -84,11 +78,8 @@ BEGIN
         ELSE
             -- T-3 (and T-5, T-6: a paused or late-scanned timer settles all the same).
             UPDATE weave_waits SET status = 'SATISFIED', settled_at = in_now WHERE id = v_wait;
-            UPDATE weave_steps SET status = 'SUCCEEDED', output = 'null', updated_at = in_now WHERE id = v_step;
-            CALL _weave_event(in_namespace_id, in_instance_id, 'TIMER_SETTLED', in_step_key, v_seq, in_now, v_facts);
-            CALL _weave_root_advance(in_namespace_id, in_instance_id, in_now, 31, v_root);
-            CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'timer.settle', NULL, NULL,
-                              in_now, v_deadline, NULL, JSON_SET(v_facts, '$.successors', v_root), NULL);
+            CALL _weave_step_close(in_namespace_id, in_instance_id, in_step_key, v_seq, in_activation_id, 'null',
+                                   'TIMER_SETTLED', 'timer.settle', v_deadline, v_facts, in_now, v_root);
             SET out_outcome = 'SETTLED';
         END IF;
     END timer;

@@ -1,0 +1,31 @@
+-- The closing every successful step shares (TIMER, SIGNAL, POLL, TASK): the step SUCCEEDED with its
+-- output, its activation ended, its event, the successors (bounded by R-7, R-9 when it was the last
+-- step) and the audit row that lists them, all in the caller's transaction (R-4). The caller holds
+-- the instance lock and has settled its own wait or round rows.
+CREATE PROCEDURE _weave_step_close(
+        IN  in_namespace_id  BIGINT UNSIGNED,
+        IN  in_instance_id   BIGINT UNSIGNED,
+        IN  in_step_key      VARCHAR(64),
+        IN  in_seq           INT UNSIGNED,
+        IN  in_activation_id BIGINT UNSIGNED,
+        IN  in_output        LONGTEXT,
+        IN  in_event         VARCHAR(48),
+        IN  in_action        VARCHAR(48),
+        IN  in_deadline_at   DATETIME(6),
+        IN  in_facts         LONGTEXT,
+        IN  in_now           DATETIME(6),
+        OUT out_successors   VARCHAR(16))
+    COMMENT 'Internal. Description: settles a step SUCCEEDED with in_output, writes its in_event event, follows its
+successors (R-7..R-9) and writes the in_action audit row with the successors'' outcome.
+out_successors: the ROOT walk''s outcome (IDLE, ACTIVATED, MORE, DEFERRED, REVIEW or SUCCEEDED).
+Rules: R-4, R-7, R-9.'
+    MODIFIES SQL DATA
+BEGIN
+    UPDATE weave_steps SET status = 'SUCCEEDED', output = in_output, updated_at = in_now
+     WHERE instance_id = in_instance_id AND step_key = in_step_key;
+    UPDATE weave_activations SET ended_at = in_now WHERE id = in_activation_id;
+    CALL _weave_event(in_namespace_id, in_instance_id, in_event, in_step_key, in_seq, in_now, in_facts);
+    CALL _weave_root_advance(in_namespace_id, in_instance_id, in_now, 31, out_successors);
+    CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', in_action, NULL, NULL, in_now,
+                      in_deadline_at, NULL, JSON_SET(in_facts, '$.successors', out_successors), NULL);
+END
