@@ -1,0 +1,38 @@
+"""Statement counts per decision and per lifecycle (see tests/benchmarks/statements.py for how they are
+counted). Deterministic, so they are the guide while tuning: CPU on the database tracks them.
+
+    python -m tests.benchmarks.bench_statements
+
+Prints one JSON line per decision and per lifecycle (TIMER flow, SIGNAL flow, one POLL round), then the
+statements an idle orchestrator and worker spend per second.
+"""
+
+from __future__ import annotations
+
+from tests.benchmarks.common import check_invariants, figure, fresh_database
+from tests.benchmarks.statements import POLL_ROUNDS, Census, Stage, decisions, idle_rate
+
+TARGETS = {"timer": 50, "signal": 80, "poll": 50}
+
+
+def main() -> None:
+    dsn = fresh_database("weave_bench_statements")
+    with Census() as census:
+        stage = Stage(dsn, census)
+        try:
+            for name, counts in decisions(stage).items():
+                figure("statements per decision", decision=name, **counts)
+            for kind in ("timer", "signal", "poll"):
+                spent = stage.lifecycle(kind)
+                per = spent / POLL_ROUNDS if kind == "poll" else spent
+                figure("statements per lifecycle", flow=kind, unit="round" if kind == "poll" else "lifecycle",
+                       statements=round(per, 1), target=TARGETS[kind])
+        finally:
+            stage.close()
+    check_invariants(dsn)
+    figure("idle statements per second", orchestrators=1, workers=1, statements_per_s=round(idle_rate(dsn), 1),
+           target=100)
+
+
+if __name__ == "__main__":
+    main()

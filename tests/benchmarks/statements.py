@@ -1,0 +1,288 @@
+"""Statement counts: the database's own per-session ``Com_*`` counters, which count every statement a
+session runs, the ones inside stored routines included (each nested ``CALL`` too). Unlike timings they
+are deterministic, so the suite may assert them (tests/sql/test_statement_counts.py) and the benchmark
+prints them (``python -m tests.benchmarks.bench_statements``).
+
+Two measures:
+- per decision: one routine call on one connection, the ``Com_*`` delta of that session;
+- per lifecycle, all in: every connection the API, the orchestrator and the worker open in this process
+  is counted (scans, claims and probes included), from the HTTP request that starts an instance to its
+  SUCCEEDED. The processes run in-process here (the Falcon app through its WSGI test client, the
+  orchestrator and the worker with one connection each), so the count does not depend on timing or on
+  other users of the server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pymysql
+from falcon import testing
+
+from api.app import create_app
+from api.http import Connections
+from orchestrator.loop import Orchestrator
+from orchestrator.worker import Worker
+from procedures import db as dbmod
+from tests.support.db import Db
+from tests.support.signals import signal_flow
+from tests.support.world import World
+
+COM = "SHOW SESSION STATUS WHERE Variable_name LIKE 'Com\\_%%' OR Variable_name IN ('Rows_read', 'Handler_read_next')"
+
+
+def session_counts(conn: pymysql.Connection) -> dict[str, int]:
+    """Statements run so far by this session (the SHOW that reads them excluded), and rows read."""
+    with conn.cursor() as cur:
+        cur.execute(COM)
+        rows = {r["Variable_name"]: int(r["Value"]) for r in cur.fetchall()}
+    statements = sum(v for k, v in rows.items() if k.startswith("Com_") and k != "Com_show_status")
+    return {"statements": statements, "rows_read": rows.get("Rows_read", 0)}
+
+
+def statements(conn: pymysql.Connection) -> int:
+    return session_counts(conn)["statements"]
+
+
+@contextlib.contextmanager
+def counted(conn: pymysql.Connection) -> Iterator[dict[str, int]]:
+    """``with counted(conn) as n: ...`` leaves the session's deltas in ``n`` (statements, rows_read)."""
+    before = session_counts(conn)
+    delta: dict[str, int] = {}
+    yield delta
+    after = session_counts(conn)
+    delta.update({k: after[k] - before[k] for k in after})
+
+
+class Census:
+    """Counts every connection opened through ``procedures.db.connect`` while installed: a closed one
+    is read just before it closes, an open one when asked (callers ask only while the owners are idle)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: list[pymysql.Connection] = []
+        self._closed = 0
+        self._original = pymysql.connect
+
+    def __enter__(self) -> Census:
+        census = self
+
+        class CountedConnection(pymysql.connections.Connection):
+            def close(self) -> None:  # noqa: D401 - read the counters before the session goes
+                with contextlib.suppress(Exception):
+                    census._retire(self)
+                super().close()
+
+        def connect(*args: Any, **kwargs: Any) -> pymysql.Connection:
+            conn = CountedConnection(*args, **kwargs)
+            with census._lock:
+                census._open.append(conn)
+            return conn
+
+        pymysql.connect = connect
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pymysql.connect = self._original
+
+    def _retire(self, conn: pymysql.Connection) -> None:
+        with self._lock:
+            if conn not in self._open:
+                return
+            self._open.remove(conn)
+        count = statements(conn) if conn.open else 0
+        with self._lock:
+            self._closed += count
+
+    def total(self) -> int:
+        with self._lock:
+            live = [c for c in self._open if c.open]
+            closed = self._closed
+        return closed + sum(statements(c) for c in live)
+
+
+# --- the flows -----------------------------------------------------------------------------------------------------
+
+TIMER_FLOW = {"name": "count-timer", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 1000}]}
+SIGNAL_FLOW = signal_flow("count-signal")
+POLL_ROUNDS = 3
+POLL_FLOW = {"name": "count-poll", "steps": [{
+    "key": "check", "type": "POLL", "queue": "payments", "handler": "example.poll", "handler_version": "1",
+    "input": {"n": "$.input.n", "done_at": POLL_ROUNDS}, "interval_ms": 1000, "max_rounds": POLL_ROUNDS,
+    "timeout_ms": 3_600_000, "task_timeout_ms": 600_000,
+    "result": {"pending": ["PENDING"], "success": ["DONE"]}}]}
+
+
+class Stage:
+    """One namespace with the three flows published, the API in-process, one orchestrator and one worker."""
+
+    def __init__(self, dsn: dbmod.Dsn, census: Census):
+        self.census = census
+        self.db = Db(dsn)
+        self.world = World.create(self.db, quota=1_000_000, capacity=1_000_000)
+        for flow in (TIMER_FLOW, SIGNAL_FLOW, POLL_FLOW):
+            self.world.publish(flow)
+        self.token = self.world.token
+        self.connections = Connections(dsn)
+        self.client = testing.TestClient(create_app(self.connections))
+        self.orch = Orchestrator(dsn, concurrency=1, spread=False)
+        import orchestrator.example_handlers  # noqa: F401 - registers example.poll
+        self.worker = Worker(dsn, queues=["payments"], concurrency=1, idle_probe_ms=1)
+        self._keys = 0
+
+    def close(self) -> None:
+        self.orch.close()
+        self.connections.discard()
+        self.db.close()
+
+    def _key(self, what: str) -> str:
+        self._keys += 1
+        return f"{what}-{self._keys}"
+
+    def _post(self, path: str, body: dict) -> dict:
+        headers = {"Authorization": f"Bearer {self.token}", "Idempotency-Key": self._key("k")}
+        result = self.client.simulate_post(f"/v1/namespaces/{self.world.namespace}{path}", json=body, headers=headers)
+        assert result.status_code in (200, 201), (result.status_code, result.text)
+        return result.json
+
+    def start(self, definition: str, input: dict) -> str:
+        return self._post("/workflows", {"definition": definition, "app": self.world.app, "input": input,
+                                         "deadline_ms": 86_400_000})["workflow_id"]
+
+    def send(self, workflow_id: str, correlation: str) -> dict:
+        return self._post(f"/workflows/{workflow_id}/signals", {
+            "name": SIGNAL_FLOW["steps"][0]["signal"]["name"],
+            "payload_version": SIGNAL_FLOW["steps"][0]["signal"]["payload_version"],
+            "target_step_key": "approval", "target_activation_sequence": 1, "correlation_key": correlation,
+            "payload": {"approved": True}, "reason": "approved by the desk"})
+
+    def status(self, workflow_id: str) -> str:
+        return self.db.scalar("SELECT status FROM weave_instances WHERE id = %s", int(workflow_id.removeprefix("wf_")))
+
+    def drain(self) -> None:
+        self.orch.drain()
+
+    def work(self) -> None:
+        self.worker.run(exit_when_idle=True)
+
+    # One lifecycle each, start to SUCCEEDED; the engine's time moves only by the test clock.
+    def timer_lifecycle(self) -> str:
+        wf = self.start("count-timer", {})
+        self.drain()
+        self.db.advance(1001)
+        self.drain()
+        return wf
+
+    def signal_lifecycle(self) -> str:
+        correlation = self._key("o")
+        wf = self.start("count-signal", {"order_id": correlation})
+        self.drain()
+        self.send(wf, correlation)
+        self.drain()
+        return wf
+
+    def poll_lifecycle(self) -> str:
+        wf = self.start("count-poll", {"n": 1})
+        self.drain()
+        for _ in range(POLL_ROUNDS):
+            self.work()
+            self.drain()
+            self.db.advance(1001)
+            self.drain()
+        return wf
+
+    def lifecycle(self, kind: str) -> int:
+        """All-in statements of one lifecycle of ``kind`` (timer, signal, poll), from a warm start."""
+        run = getattr(self, f"{kind}_lifecycle")
+        assert self.status(run()) == "SUCCEEDED"  # warm-up: every connection open, every routine cached
+        before = self.census.total()
+        wf = run()
+        spent = self.census.total() - before
+        assert self.status(wf) == "SUCCEEDED", f"the {kind} flow did not finish"
+        return spent
+
+
+# --- per decision ------------------------------------------------------------------------------------------------
+
+def _checkpoint(db: Db, wf: str, step_key: str) -> int:
+    return db.scalar("SELECT id FROM weave_pending_advances WHERE instance_id = %s AND step_key = %s",
+                     int(wf.removeprefix("wf_")), step_key)
+
+
+def decisions(stage: Stage) -> dict[str, dict[str, int]]:
+    """Statements (and rows read) of each decision, one routine call each, on one connection."""
+    db, world, out = stage.db, stage.world, {}
+    conn = db.conn
+
+    def measure(name: str, routine: str, *args: Any) -> list[list[dict]]:
+        with counted(conn) as n:
+            sets = dbmod.call(conn, routine, *args)
+        first = sets[0][0] if sets and sets[0] else {}
+        out[name] = {"outcome": first.get("outcome"), **n}
+        return sets
+
+    # TIMER: activation by ROOT, then the settlement with its successors (the instance SUCCEEDED).
+    wf = world.start("count-timer", key=stage._key("t"))
+    measure("root activate (TIMER)", "weave_checkpoint_advance", _checkpoint(db, wf, ""))
+    db.advance(1001)
+    measure("timer settle", "weave_checkpoint_advance", _checkpoint(db, wf, "wait"))
+
+    # SIGNAL: activation, the first look at early signals, the send, its settlement, the twin candidate.
+    correlation = stage._key("o")
+    wf = world.start("count-signal", {"order_id": correlation}, key=stage._key("s"))
+    dbmod.call(conn, "weave_checkpoint_advance", _checkpoint(db, wf, ""))
+    measure("signal wait opens", "weave_checkpoint_advance", _checkpoint(db, wf, "approval"))
+    from procedures import signals
+    with counted(conn) as n:
+        receipt = signals.send(conn, world.token, world.namespace, wf, idempotency_key=stage._key("i"),
+                               name="approval.decided", payload_version="1", target_step_key="approval",
+                               target_activation_sequence=1, correlation_key=correlation,
+                               payload='{"approved": true}', reason="approved", evidence_ref=None)
+    out["signal send"] = dict(n)
+    twin = _checkpoint(db, wf, "approval")
+    signal_id = int(receipt["signal_id"].removeprefix("sig_"))
+    if db.scalar("SELECT status FROM weave_signals WHERE id = %s", signal_id) == "PENDING":
+        measure("signal settle", "weave_signal_process", signal_id)
+    if twin is not None:
+        measure("signal twin candidate", "weave_checkpoint_advance", twin)
+
+    # POLL: activation (round 1 with its task), claim, completion, consumption, the next round.
+    wf = world.start("count-poll", {"n": 1}, key=stage._key("p"))
+    measure("root activate (POLL, round 1)", "weave_checkpoint_advance", _checkpoint(db, wf, ""))
+    claim = measure("task claim", "pulse_task_claim", "w-count", "payments", None, 1, 30_000)[0][0]
+    measure("attempt complete", "pulse_attempt_complete", claim["attempt_id"], "w-count",
+            json.dumps({"status": "PENDING"}))
+    inbox = db.scalar("SELECT id FROM pulse_inbox WHERE task_id = %s", int(claim["task_id"].removeprefix("tsk_")))
+    measure("inbox consume (round pending)", "weave_inbox_consume", inbox)
+    db.advance(1001)
+    measure("poll round start", "weave_checkpoint_advance", _checkpoint(db, wf, "check"))
+
+    measure("scan (nothing due)", "weave_scan", 100)
+    return out
+
+
+def _idle_run(dsn: dbmod.Dsn, seconds: float) -> int:
+    with Census() as census:
+        orch = Orchestrator(dsn)
+        worker = Worker(dsn, queues=["payments"], concurrency=1)
+        threads = [threading.Thread(target=orch.run, daemon=True), threading.Thread(target=worker.run, daemon=True)]
+        for t in threads:
+            t.start()
+        time.sleep(seconds)
+        orch.stop()
+        worker.stop()
+        for t in threads:
+            t.join(timeout=30)
+        orch.close()
+        return census.total()  # every loop has stopped: its connections are idle or closed
+
+
+def idle_rate(dsn: dbmod.Dsn, short: float = 1.0, long: float = 4.0) -> float:
+    """Statements per second of one orchestrator and one worker (default settings) with nothing to do: the
+    difference of a long and a short run, so start-up and shut-down cancel out."""
+    return (_idle_run(dsn, long) - _idle_run(dsn, short)) / (long - short)
