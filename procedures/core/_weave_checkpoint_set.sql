@@ -1,5 +1,5 @@
--- One checkpoint row per (instance, step) (R-5). Callers hold the instance row lock, so no other
--- transaction can race this read-then-write for the same key.
+-- One checkpoint row per (instance, step) (R-5), kept by the unique key: one statement creates it or
+-- re-sets it. Callers hold the instance row lock, so no other transaction writes the same key.
 CREATE PROCEDURE _weave_checkpoint_set(
         IN in_namespace_id BIGINT UNSIGNED,
         IN in_instance_id  BIGINT UNSIGNED,
@@ -11,17 +11,10 @@ CREATE PROCEDURE _weave_checkpoint_set(
     COMMENT 'Internal. Description: makes the checkpoint of (instance, step) due at in_due_at, pinned to in_activation_id.'
     MODIFIES SQL DATA
 BEGIN
-    DECLARE v_id BIGINT UNSIGNED DEFAULT NULL;
-    SELECT id INTO v_id FROM weave_pending_advances
-     WHERE instance_id = in_instance_id AND step_key = in_step_key FOR UPDATE;
-    IF v_id IS NULL THEN
-        INSERT INTO weave_pending_advances (namespace_id, instance_id, step_key, kind, activation_id, due_at,
-                                            available_at, created_at)
-        VALUES (in_namespace_id, in_instance_id, in_step_key, in_kind, in_activation_id, in_due_at, in_due_at, in_now);
-    ELSE
-        UPDATE weave_pending_advances
-           SET kind = in_kind, activation_id = in_activation_id, due_at = in_due_at, available_at = in_due_at,
-               attempts = 0, last_error = NULL, version = version + 1
-         WHERE id = v_id;
-    END IF;
+    INSERT INTO weave_pending_advances (namespace_id, instance_id, step_key, kind, activation_id, due_at, available_at,
+                                        created_at)
+    VALUES (in_namespace_id, in_instance_id, in_step_key, in_kind, in_activation_id, in_due_at, in_due_at, in_now)
+    ON DUPLICATE KEY UPDATE kind = VALUES(kind), activation_id = VALUES(activation_id), due_at = VALUES(due_at),
+                            available_at = VALUES(available_at), attempts = 0, last_error = NULL,
+                            version = version + 1;
 END
