@@ -76,6 +76,16 @@ INVARIANTS: tuple[Invariant, ...] = (
         UNION ALL
         SELECT a.id FROM weave_apps a JOIN pulse_tasks t ON t.app_id = a.id
          WHERE t.status IN ('QUEUED', 'RUNNING') GROUP BY a.id, a.max_in_flight HAVING COUNT(*) > a.max_in_flight"""),
+    Invariant("M-4.7b", "the in-flight counter of every app and queue equals its QUEUED+RUNNING tasks", """
+        SELECT a.id FROM weave_apps a
+          LEFT JOIN (SELECT app_id, COUNT(*) AS n FROM pulse_tasks WHERE status IN ('QUEUED', 'RUNNING')
+                      GROUP BY app_id) t ON t.app_id = a.id
+         WHERE a.in_flight <> COALESCE(t.n, 0)
+        UNION ALL
+        SELECT q.id FROM weave_queues q
+          LEFT JOIN (SELECT queue_id, COUNT(*) AS n FROM pulse_tasks WHERE status IN ('QUEUED', 'RUNNING')
+                      GROUP BY queue_id) t ON t.queue_id = q.id
+         WHERE q.in_flight <> COALESCE(t.n, 0)"""),
     Invariant("M-4.8", "no task was created for an instance at or after its deadline", """
         SELECT t.id FROM pulse_tasks t JOIN weave_instances i ON i.id = t.instance_id
          WHERE t.created_at >= i.deadline_at"""),

@@ -1,14 +1,17 @@
 -- Lock order R-3 for every decision about one instance: identity -> app -> queues (by name) ->
--- instance. The identity is read shared (concurrent decisions of one credential do not queue). The
--- app and the queues of the pinned definition are locked exclusively when the definition runs tasks,
--- because creating a task counts quota and capacity under those locks (R-8, M-4.7); otherwise shared.
+-- instance. The identity is read shared (concurrent decisions of one credential do not queue), and so
+-- is the app of a definition without queues. The app and queue rows of a definition that runs tasks
+-- are not locked here at all: quota and capacity live in their in-flight counters, which
+-- _pulse_task_create changes with one guarded conditional UPDATE only where a task is created (R-8,
+-- M-4.7), so decisions of one app no longer queue behind each other on its row (a shared lock here
+-- would turn that UPDATE into a lock upgrade, and two upgrades deadlock).
 -- The orchestrator passes in_skip_locked = 1 so nodes never wait on each other (R-13).
 CREATE PROCEDURE _weave_instance_lock(
         IN  in_instance_id   BIGINT UNSIGNED,
         IN  in_skip_locked   TINYINT,
         OUT out_namespace_id BIGINT UNSIGNED,
         OUT out_locked       TINYINT)
-    COMMENT 'Internal. Description: locks identity, app, queues and the instance in R-3 order.
+    COMMENT 'Internal. Description: locks identity, app (definitions without queues) and the instance in R-3 order.
 out_locked: 1 locked; 0 another transaction holds it (with in_skip_locked); -1 the instance does not exist.'
     MODIFIES SQL DATA
 BEGIN
@@ -27,11 +30,6 @@ BEGIN
         SELECT id INTO v_dummy FROM weave_credentials WHERE id = v_cred LOCK IN SHARE MODE;
         IF v_queues = '' THEN
             SELECT id INTO v_dummy FROM weave_apps WHERE id = v_app LOCK IN SHARE MODE;
-        ELSE
-            SELECT id INTO v_dummy FROM weave_apps WHERE id = v_app FOR UPDATE;
-            SELECT COUNT(*) INTO v_dummy FROM (
-                SELECT id FROM weave_queues WHERE namespace_id = v_ns AND FIND_IN_SET(name, v_queues) > 0
-                 ORDER BY name FOR UPDATE) AS q;
         END IF;
         IF in_skip_locked THEN
             SELECT id INTO v_locked FROM weave_instances WHERE id = in_instance_id FOR UPDATE SKIP LOCKED;

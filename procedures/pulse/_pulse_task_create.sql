@@ -21,7 +21,6 @@ Rules: K-1, K-6, R-8, P-4, M-4.7, M-4.8.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_queue_name VARCHAR(64) DEFAULT JSON_VALUE(in_frozen, '$.queue');
-    DECLARE v_queue BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_app BIGINT UNSIGNED;
     DECLARE v_status VARCHAR(16) DEFAULT NULL;
     DECLARE v_gate VARCHAR(16);
@@ -40,11 +39,6 @@ BEGIN
     IF in_now >= v_inst_deadline OR in_deadline IS NULL OR in_deadline <= in_now OR in_deadline > v_inst_deadline THEN
         CALL _weave_raise(50007, 'INVALID_STATE: task deadline must be after now and within the instance deadline');
     END IF;
-    CALL _weave_task_room(in_namespace_id, in_instance_id, v_queue_name, v_why);
-    IF v_why IS NOT NULL THEN
-        CALL _weave_raise(50007, CONCAT('INVALID_STATE: no room for a task: ', v_why));
-    END IF;
-    SELECT id INTO v_queue FROM weave_queues WHERE namespace_id = in_namespace_id AND name = v_queue_name;
 
     -- Keys are compared as text: a JSON string is used unquoted, any other JSON value as its JSON text.
     SET v_business = CASE WHEN JSON_TYPE(JSON_EXTRACT(in_frozen, '$.business_key')) IS NULL
@@ -65,11 +59,24 @@ BEGIN
         CALL _weave_raise(50007, 'INVALID_STATE: frozen inputs lack handler, handler_version or retry');
     END IF;
 
+    -- The slot is taken here, guarded by the counters themselves: of two creators racing for the last
+    -- one, the second finds no row to change and nothing of its decision remains (M-4.7). The rows are
+    -- taken app first, then queue, as everywhere the counters change (STRAIGHT_JOIN keeps that order).
+    UPDATE weave_apps a
+      STRAIGHT_JOIN weave_queues q ON q.namespace_id = in_namespace_id AND q.name = v_queue_name
+       SET a.in_flight = a.in_flight + 1, q.in_flight = q.in_flight + 1
+     WHERE a.id = v_app AND a.in_flight < a.max_in_flight AND q.in_flight < q.capacity;
+    IF ROW_COUNT() <> 2 THEN
+        CALL _weave_task_room(in_namespace_id, in_instance_id, v_queue_name, v_why);
+        CALL _weave_raise(50007, CONCAT('INVALID_STATE: no room for a task: ', COALESCE(v_why, 'taken concurrently')));
+    END IF;
+
     INSERT INTO pulse_tasks (namespace_id, app_id, queue_id, instance_id, step_key, activation_id, round_no, handler,
                              handler_version, input, priority, business_key, mutex_key, max_attempts,
                              initial_backoff_ms, backoff_coefficient, max_backoff_ms, timeout_ms, deadline_at, status,
                              attempts_used, cancel_requested, available_at, created_at, updated_at)
-    VALUES (in_namespace_id, v_app, v_queue, in_instance_id, in_step_key, in_activation_id, in_round_no,
+    VALUES (in_namespace_id, v_app,
+            (SELECT id FROM weave_queues WHERE namespace_id = in_namespace_id AND name = v_queue_name), in_instance_id, in_step_key, in_activation_id, in_round_no,
             JSON_VALUE(in_frozen, '$.handler'), JSON_VALUE(in_frozen, '$.handler_version'),
             COALESCE(JSON_EXTRACT(in_frozen, '$.input'), '{}'),
             COALESCE(CAST(JSON_VALUE(in_frozen, '$.priority') AS SIGNED), 0), v_business, v_mutex,

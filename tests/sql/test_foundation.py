@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 
 import pytest
@@ -212,14 +213,25 @@ def test_R4_audit_insert_failure_leaves_nothing_of_a_start(world):
 
 
 def test_R3_every_engine_routine_takes_the_instance_lock_after_identity_and_app():
-    """Lock order R-3 is a property of the routine text: identity, then app, then queues, then instance."""
+    """Lock order R-3 is a property of the routine text: identity, then app, then instance. App and queue rows of
+    a definition with queues are never locked for a whole decision: they are written only where their in-flight
+    counters change (a task created, a task ended), each time by one UPDATE of both rows in the order app, queue."""
     from procedures.installer import PROCEDURES_DIR
 
     text = (PROCEDURES_DIR / "core" / "_weave_instance_lock.sql").read_text()
     body = text[text.index("BEGIN"):]
     order = [body.index("FROM weave_credentials"), body.index("FROM weave_apps"),
-             body.index("FROM weave_queues"), body.index("FROM weave_instances WHERE id = in_instance_id FOR UPDATE")]
+             body.index("FROM weave_instances WHERE id = in_instance_id FOR UPDATE")]
     assert order == sorted(order)
+    counters = {"_pulse_task_create", "_pulse_inbox_add"}
+    for path in PROCEDURES_DIR.rglob("*.sql"):
+        code = re.sub(r"--[^\n]*", "", path.read_text())
+        for table in ("weave_apps", "weave_queues"):
+            locking = re.search(rf"FROM {table}\b[^;]*FOR UPDATE", code)
+            assert not locking or path.stem in ("weave_app_put", "weave_queue_put"), f"{path.name} locks {table}"
+        if re.search(r"\bin_flight\s*=", code):
+            assert path.stem in counters, f"{path.name} changes an in-flight counter"
+            assert re.search(r"weave_apps a\b[^;]*?STRAIGHT_JOIN weave_queues q", code), path.name
     for path in PROCEDURES_DIR.rglob("*.sql"):
         src = path.read_text()
         if "FROM weave_instances" in src and "FOR UPDATE" in src and path.stem != "_weave_instance_lock":

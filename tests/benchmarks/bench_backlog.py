@@ -1,0 +1,91 @@
+"""Rows read against the backlog: one task claim and one POLL round start (which creates a task) with 10,
+1,000 and 100,000 tasks already QUEUED in the queue. Both must stay flat: the claim stops after the rows it
+takes (its index order is its ORDER BY), and room for a new task is read from the in-flight counters, not
+counted from the task rows.
+
+    python -m tests.benchmarks.bench_backlog [--backlogs 10,1000,100000]
+
+Rows read are the session's Handler_read_* deltas (every index entry or row the storage engine handed up).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from procedures import db as dbmod
+from tests.benchmarks.bench_scan import seq
+from tests.benchmarks.common import check_invariants, figure, fresh_database, world_on
+from tests.benchmarks.statements import POLL_FLOW
+
+READS = "SHOW SESSION STATUS WHERE Variable_name LIKE 'Handler_read%%'"
+
+
+def handler_reads(conn) -> int:
+    with conn.cursor() as cur:
+        cur.execute(READS)
+        return sum(int(r["Value"]) for r in cur.fetchall())
+
+
+def queue_backlog(world, rows: int) -> None:
+    """``rows`` more QUEUED tasks in the world's queue, bulk-inserted, the counters moved with them."""
+    db = world.db
+    app = db.scalar("SELECT id FROM weave_apps WHERE name = %s", world.app)
+    queue = db.scalar("SELECT id FROM weave_queues WHERE name = %s", world.queue)
+    ns = db.scalar("SELECT namespace_id FROM weave_apps WHERE id = %s", app)
+    db.execute(
+        "INSERT INTO pulse_tasks (namespace_id, app_id, queue_id, instance_id, step_key, activation_id, handler, "
+        "handler_version, input, priority, max_attempts, initial_backoff_ms, backoff_coefficient, max_backoff_ms, "
+        "timeout_ms, deadline_at, status, attempts_used, available_at, created_at, updated_at) "
+        f"SELECT {ns}, {app}, {queue}, 0, 'backlog', 0, 'example.echo', '1', '{{}}', 0, 3, 1000, 2, 60000, 30000, "
+        "'2099-01-01', 'QUEUED', 0, '2000-01-01', '2000-01-01', '2000-01-01' FROM " + seq(rows))
+    if db.scalar("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+                 "AND TABLE_NAME = 'weave_apps' AND COLUMN_NAME = 'in_flight'"):  # levels before 0003 count rows
+        db.execute("UPDATE weave_apps SET in_flight = in_flight + %s WHERE id = %s", rows, app)
+        db.execute("UPDATE weave_queues SET in_flight = in_flight + %s WHERE id = %s", rows, queue)
+    db.execute("ANALYZE TABLE pulse_tasks")
+
+
+def measure(world) -> dict:
+    db = world.db
+    conn = db.conn
+    # A POLL waiting between rounds, due now: its checkpoint creates round 2 (a new task).
+    wf = world.start("count-poll", {"n": 1})
+    inst = int(wf.removeprefix("wf_"))
+    cp = db.scalar("SELECT id FROM weave_pending_advances WHERE instance_id = %s", inst)
+    dbmod.call(conn, "weave_checkpoint_advance", cp)  # activation: round 1
+    task = db.scalar("SELECT id FROM pulse_tasks WHERE instance_id = %s", inst)
+    # Round 1 answers PENDING straight away (priority 0 like the backlog, so it is claimed by id, last).
+    db.execute("UPDATE pulse_tasks SET priority = 1 WHERE id = %s", task)
+    before = handler_reads(conn)
+    claim = dbmod.call(conn, "pulse_task_claim", "w-bench", world.queue, None, 1, 30_000)[0][0]
+    claim_reads = handler_reads(conn) - before
+    assert claim["task_id"] == f"tsk_{task}", "the higher priority task is claimed first"
+    dbmod.call(conn, "pulse_attempt_complete", claim["attempt_id"], "w-bench", '{"status": "PENDING"}')
+    inbox = db.scalar("SELECT id FROM pulse_inbox WHERE task_id = %s", task)
+    dbmod.call(conn, "weave_inbox_consume", inbox)
+    db.advance(1001)
+    cp = db.scalar("SELECT id FROM weave_pending_advances WHERE instance_id = %s", inst)
+    before = handler_reads(conn)
+    outcome = dbmod.call(conn, "weave_checkpoint_advance", cp)[0][0]["outcome"]
+    create_reads = handler_reads(conn) - before
+    assert outcome == "ROUND", outcome
+    return {"claim_rows_read": claim_reads, "round_start_rows_read": create_reads}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backlogs", default="10,1000,100000")
+    args = parser.parse_args()
+    dsn = fresh_database("weave_bench_backlog")
+    world = world_on(dsn)
+    world.publish(POLL_FLOW)
+    have = 0
+    for backlog in (int(b) for b in args.backlogs.split(",")):
+        queue_backlog(world, backlog - have)
+        have = backlog
+        figure("rows read vs backlog", queued=backlog, **measure(world))
+    check_invariants(dsn)
+
+
+if __name__ == "__main__":
+    main()
