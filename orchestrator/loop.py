@@ -77,6 +77,7 @@ class Orchestrator:
     batch: int = 100
     concurrency: int = 4
     idle_probe_ms: int = 20
+    idle_max_ms: int = 20  # while nothing is due the probe interval doubles up to this
     node_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     retry_attempts: int = 5
     spread: bool = True  # start batches at a random point (several nodes); tests turn it off for determinism
@@ -168,6 +169,23 @@ class Orchestrator:
         gap = (result.next_at - result.now).total_seconds()
         return max(0.0, min(gap, probe))
 
+    def probe(self) -> tuple[object, object | None]:
+        """Engine time and the earliest check time of any class (weave_scan_probe): one cheap read."""
+        row = self._call("weave_scan_probe")[0][0]
+        return row["now_at"], row["next_at"]
+
+    def wait_for_work(self, until: Callable[[], bool] | None = None) -> None:
+        """Idle (R-14): probe until something is due, sleeping until the earliest check time the probe sees but
+        never longer than the probe interval, which grows from idle_probe_ms to idle_max_ms while nothing is due."""
+        interval = self.idle_probe_ms / 1000.0
+        while not self._stop.is_set() and not (until and until()):
+            now, next_at = self.probe()
+            if next_at is not None and next_at <= now:
+                return
+            gap = (next_at - now).total_seconds() if next_at is not None else interval
+            self._stop.wait(max(0.0, min(gap, interval)))
+            interval = min(interval * 2, max(self.idle_probe_ms, self.idle_max_ms) / 1000.0)
+
     def stop(self, *_: object) -> None:
         self._stop.set()
 
@@ -184,6 +202,12 @@ class Orchestrator:
                 continue
             if not result.candidates:
                 self._stop.wait(self.idle_seconds(result))
+                try:
+                    self.wait_for_work(until)
+                except errors.TransientDatabaseError as exc:
+                    log.warning("probe failed; retrying", extra={"fields": {"error": str(exc)}})
+                    self._drop_conn()
+                    self._stop.wait(0.5)
         self._pool.shutdown(wait=True)
         log.info("orchestrator stopped", extra={"fields": {"node": self.node_id, **dict(self.stats)}})
 

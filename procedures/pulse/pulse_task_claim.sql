@@ -48,111 +48,120 @@ BEGIN
     END IF;
     SET v_limit = in_limit;
 
-    SET v_tx = TRUE;
-    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-    START TRANSACTION;
-    CALL _weave_now(v_now);
-    SET v_lease = v_now + INTERVAL in_lease_ms * 1000 MICROSECOND;
-    -- A plain read: queue rows are locked by task creation (capacity), and a worker must not wait on it.
-    SELECT JSON_ARRAYAGG(q.id) INTO v_queue_ids
-      FROM weave_queues q JOIN weave_namespaces n ON n.id = q.namespace_id
-     WHERE FIND_IN_SET(q.name, v_queues) > 0
-       AND (in_namespace IS NULL OR in_namespace = '' OR n.name = in_namespace);
+    -- An idle worker asks often: when no task of these queues is QUEUED at all, the answer is no rows after
+    -- one read of the claim index, without a transaction or a clock (a task that is QUEUED but not yet
+    -- available takes the full path, which looks at available_at).
+    IF EXISTS (SELECT 1 FROM weave_queues q
+                 JOIN weave_namespaces n ON n.id = q.namespace_id
+                 JOIN pulse_tasks t FORCE INDEX (ix_task_claim) ON t.queue_id = q.id AND t.status = 'QUEUED'
+                WHERE FIND_IN_SET(q.name, v_queues) > 0
+                  AND (in_namespace IS NULL OR in_namespace = '' OR n.name = in_namespace)) THEN
+        SET v_tx = TRUE;
+        SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+        START TRANSACTION;
+        CALL _weave_now(v_now);
+        SET v_lease = v_now + INTERVAL in_lease_ms * 1000 MICROSECOND;
+        -- A plain read: queue rows are locked by task creation (capacity), and a worker must not wait on it.
+        SELECT JSON_ARRAYAGG(q.id) INTO v_queue_ids
+          FROM weave_queues q JOIN weave_namespaces n ON n.id = q.namespace_id
+         WHERE FIND_IN_SET(q.name, v_queues) > 0
+           AND (in_namespace IS NULL OR in_namespace = '' OR n.name = in_namespace);
 
-    IF v_queue_ids IS NOT NULL THEN
-        -- Per queue, the claim index (queue, status, priority DESC, available_at, id) gives the order, so each
-        -- scan stops after in_limit rows it could lock, whatever the backlog. Rows are skipped, not waited for.
-        -- The mutex test is a scalar subquery on purpose: an EXISTS may be planned as a materialisation that
-        -- reads every permit ever taken; this one is one unique-index lookup per candidate.
-        pick: BEGIN
-            DECLARE v_qid BIGINT UNSIGNED;
-            DECLARE v_done TINYINT DEFAULT 0;
-            DECLARE v_id BIGINT UNSIGNED;
-            DECLARE c_queue CURSOR FOR
-                SELECT t.id FROM pulse_tasks t FORCE INDEX (ix_task_claim)
-                 WHERE t.queue_id = v_qid AND t.status = 'QUEUED' AND t.available_at <= v_now AND t.deadline_at > v_now
-                   AND (t.mutex_key IS NULL OR (
-                        SELECT COUNT(*) FROM pulse_permits p
-                         WHERE p.namespace_id = t.namespace_id AND p.mutex_held = t.mutex_key) = 0)
-                 ORDER BY t.priority DESC, t.available_at, t.id
-                 LIMIT v_limit
-                   FOR UPDATE SKIP LOCKED;
-            DECLARE c_queues CURSOR FOR
-                SELECT qid FROM JSON_TABLE(v_queue_ids, '$[*]' COLUMNS (qid BIGINT UNSIGNED PATH '$')) q;
-            DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
-            OPEN c_queues;
-            queues: LOOP
-                SET v_done = 0;
-                FETCH c_queues INTO v_qid;
-                IF v_done = 1 THEN
-                    LEAVE queues;
-                END IF;
-                OPEN c_queue;
-                rows_of_queue: LOOP
-                    FETCH c_queue INTO v_id;
+        IF v_queue_ids IS NOT NULL THEN
+            -- Per queue, the claim index (queue, status, priority DESC, available_at, id) gives the order, so each
+            -- scan stops after in_limit rows it could lock, whatever the backlog. Rows are skipped, not waited for.
+            -- The mutex test is a scalar subquery on purpose: an EXISTS may be planned as a materialisation that
+            -- reads every permit ever taken; this one is one unique-index lookup per candidate.
+            pick: BEGIN
+                DECLARE v_qid BIGINT UNSIGNED;
+                DECLARE v_done TINYINT DEFAULT 0;
+                DECLARE v_id BIGINT UNSIGNED;
+                DECLARE c_queue CURSOR FOR
+                    SELECT t.id FROM pulse_tasks t FORCE INDEX (ix_task_claim)
+                     WHERE t.queue_id = v_qid AND t.status = 'QUEUED' AND t.available_at <= v_now AND t.deadline_at > v_now
+                       AND (t.mutex_key IS NULL OR (
+                            SELECT COUNT(*) FROM pulse_permits p
+                             WHERE p.namespace_id = t.namespace_id AND p.mutex_held = t.mutex_key) = 0)
+                     ORDER BY t.priority DESC, t.available_at, t.id
+                     LIMIT v_limit
+                       FOR UPDATE SKIP LOCKED;
+                DECLARE c_queues CURSOR FOR
+                    SELECT qid FROM JSON_TABLE(v_queue_ids, '$[*]' COLUMNS (qid BIGINT UNSIGNED PATH '$')) q;
+                DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+                OPEN c_queues;
+                queues: LOOP
+                    SET v_done = 0;
+                    FETCH c_queues INTO v_qid;
                     IF v_done = 1 THEN
-                        LEAVE rows_of_queue;
+                        LEAVE queues;
                     END IF;
-                    SET v_picked = JSON_ARRAY_APPEND(v_picked, '$', v_id + 0);
+                    OPEN c_queue;
+                    rows_of_queue: LOOP
+                        FETCH c_queue INTO v_id;
+                        IF v_done = 1 THEN
+                            LEAVE rows_of_queue;
+                        END IF;
+                        SET v_picked = JSON_ARRAY_APPEND(v_picked, '$', v_id + 0);
+                    END LOOP;
+                    CLOSE c_queue;
                 END LOOP;
-                CLOSE c_queue;
-            END LOOP;
-            CLOSE c_queues;
-        END pick;
+                CLOSE c_queues;
+            END pick;
 
-        -- Across queues, the same order again over what was locked; the rest is let go at commit.
-        claim: BEGIN
-            DECLARE v_done TINYINT DEFAULT 0;
-            DECLARE v_task BIGINT UNSIGNED;
-            DECLARE v_ns BIGINT UNSIGNED;
-            DECLARE v_queue BIGINT UNSIGNED;
-            DECLARE v_mutex VARCHAR(256);
-            DECLARE v_no INT UNSIGNED;
-            DECLARE v_max INT UNSIGNED;
-            DECLARE v_attempt BIGINT UNSIGNED;
-            DECLARE v_dup TINYINT;
-            DECLARE c_due CURSOR FOR
-                SELECT t.id, t.namespace_id, t.queue_id, t.mutex_key, t.attempts_used + 1, t.max_attempts
-                  FROM JSON_TABLE(v_picked, '$[*]' COLUMNS (tid BIGINT UNSIGNED PATH '$')) j
-                  JOIN pulse_tasks t ON t.id = j.tid
-                 ORDER BY t.priority DESC, t.available_at, t.id
-                 LIMIT v_limit;
-            DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+            -- Across queues, the same order again over what was locked; the rest is let go at commit.
+            claim: BEGIN
+                DECLARE v_done TINYINT DEFAULT 0;
+                DECLARE v_task BIGINT UNSIGNED;
+                DECLARE v_ns BIGINT UNSIGNED;
+                DECLARE v_queue BIGINT UNSIGNED;
+                DECLARE v_mutex VARCHAR(256);
+                DECLARE v_no INT UNSIGNED;
+                DECLARE v_max INT UNSIGNED;
+                DECLARE v_attempt BIGINT UNSIGNED;
+                DECLARE v_dup TINYINT;
+                DECLARE c_due CURSOR FOR
+                    SELECT t.id, t.namespace_id, t.queue_id, t.mutex_key, t.attempts_used + 1, t.max_attempts
+                      FROM JSON_TABLE(v_picked, '$[*]' COLUMNS (tid BIGINT UNSIGNED PATH '$')) j
+                      JOIN pulse_tasks t ON t.id = j.tid
+                     ORDER BY t.priority DESC, t.available_at, t.id
+                     LIMIT v_limit;
+                DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
 
-            OPEN c_due;
-            next_task: LOOP
-                FETCH c_due INTO v_task, v_ns, v_queue, v_mutex, v_no, v_max;
-                IF v_done = 1 THEN
-                    LEAVE next_task;
-                END IF;
-                IF v_no > v_max THEN
-                    -- A QUEUED task with no attempt left cannot exist (M-4.5); never start one past the budget.
-                    ITERATE next_task;
-                END IF;
-                INSERT INTO pulse_attempts (namespace_id, task_id, attempt_no, worker_id, status, lease_expires_at,
-                                            started_at)
-                VALUES (v_ns, v_task, v_no, in_worker_id, 'RUNNING', v_lease, v_now);
-                SET v_attempt = LAST_INSERT_ID();
-                SET v_dup = 0;
-                BEGIN
-                    DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 1;
-                    INSERT INTO pulse_permits (attempt_id, namespace_id, queue_id, task_id, mutex_key, mutex_held,
-                                               taken_at)
-                    VALUES (v_attempt, v_ns, v_queue, v_task, v_mutex, v_mutex, v_now);
-                END;
-                IF v_dup = 1 THEN
-                    -- Another attempt took this mutex key first (in this claim or a concurrent one): skip.
-                    DELETE FROM pulse_attempts WHERE id = v_attempt;
-                ELSE
-                    UPDATE pulse_tasks SET status = 'RUNNING', attempts_used = v_no, updated_at = v_now
-                     WHERE id = v_task;
-                    SET v_claimed = JSON_ARRAY_APPEND(v_claimed, '$', v_attempt + 0);
-                END IF;
-            END LOOP;
-            CLOSE c_due;
-        END claim;
+                OPEN c_due;
+                next_task: LOOP
+                    FETCH c_due INTO v_task, v_ns, v_queue, v_mutex, v_no, v_max;
+                    IF v_done = 1 THEN
+                        LEAVE next_task;
+                    END IF;
+                    IF v_no > v_max THEN
+                        -- A QUEUED task with no attempt left cannot exist (M-4.5); never start one past the budget.
+                        ITERATE next_task;
+                    END IF;
+                    INSERT INTO pulse_attempts (namespace_id, task_id, attempt_no, worker_id, status, lease_expires_at,
+                                                started_at)
+                    VALUES (v_ns, v_task, v_no, in_worker_id, 'RUNNING', v_lease, v_now);
+                    SET v_attempt = LAST_INSERT_ID();
+                    SET v_dup = 0;
+                    BEGIN
+                        DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 1;
+                        INSERT INTO pulse_permits (attempt_id, namespace_id, queue_id, task_id, mutex_key, mutex_held,
+                                                   taken_at)
+                        VALUES (v_attempt, v_ns, v_queue, v_task, v_mutex, v_mutex, v_now);
+                    END;
+                    IF v_dup = 1 THEN
+                        -- Another attempt took this mutex key first (in this claim or a concurrent one): skip.
+                        DELETE FROM pulse_attempts WHERE id = v_attempt;
+                    ELSE
+                        UPDATE pulse_tasks SET status = 'RUNNING', attempts_used = v_no, updated_at = v_now
+                         WHERE id = v_task;
+                        SET v_claimed = JSON_ARRAY_APPEND(v_claimed, '$', v_attempt + 0);
+                    END IF;
+                END LOOP;
+                CLOSE c_due;
+            END claim;
+        END IF;
+        COMMIT;
     END IF;
-    COMMIT;
 
     SELECT CONCAT('tsk_', t.id) AS task_id, a.id AS attempt_id, a.attempt_no, t.max_attempts, n.name AS namespace,
            q.name AS queue, CONCAT('wf_', t.instance_id) AS workflow_id, t.step_key, t.round_no, t.handler,

@@ -29,6 +29,7 @@ from api.http import Connections
 from orchestrator.loop import Orchestrator
 from orchestrator.worker import Worker
 from procedures import db as dbmod
+from procedures import routines
 from tests.support.db import Db
 from tests.support.signals import signal_flow
 from tests.support.world import World
@@ -263,6 +264,9 @@ def decisions(stage: Stage) -> dict[str, dict[str, int]]:
     measure("poll round start", "weave_checkpoint_advance", _checkpoint(db, wf, "check"))
 
     measure("scan (nothing due)", "weave_scan", 100)
+    measure("idle probe", "weave_scan_probe")
+    routines.queue_put(conn, world.admin, world.namespace, "quiet", 10)
+    measure("task claim (nothing queued)", "pulse_task_claim", "w-count", "quiet", None, 1, 30_000)
     return out
 
 
