@@ -18,12 +18,6 @@ ACCEPTANCE_PROOF_MISMATCH with an event; the caller opens the review).
 Rules: S-11, S-12, S-13.'
     MODIFIES SQL DATA
 BEGIN
-    DECLARE v_step_key VARCHAR(64);
-    DECLARE v_seq INT UNSIGNED;
-    DECLARE v_name VARCHAR(128);
-    DECLARE v_version VARCHAR(32);
-    DECLARE v_corr VARBINARY(512);
-    DECLARE v_deadline DATETIME(6);
     DECLARE v_id BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_key VARCHAR(128);
     DECLARE v_stored_digest CHAR(64);
@@ -39,18 +33,19 @@ BEGIN
     DECLARE v_audit_digest CHAR(64) DEFAULT NULL;
 
     SET out_signal_id = NULL, out_proof = 'OK';
-    SELECT step_key, activation_seq, signal_name, payload_version, correlation_key, deadline_at
-      INTO v_step_key, v_seq, v_name, v_version, v_corr, v_deadline
-      FROM weave_waits WHERE id = in_wait_id AND instance_id = in_instance_id FOR UPDATE;
-    SELECT id, idempotency_key, request_digest, name, payload_version, target_step_key, target_activation_seq,
-           correlation_key, payload, reason, evidence_ref
+    -- The wait's pins and its first match in one read: the wait is a constant of the join, so the signal
+    -- index gives the order and the read stops at the first match.
+    SELECT s.id, s.idempotency_key, s.request_digest, s.name, s.payload_version, s.target_step_key,
+           s.target_activation_seq, s.correlation_key, s.payload, s.reason, s.evidence_ref
       INTO v_id, v_key, v_stored_digest, v_s_name, v_s_version, v_s_step, v_s_seq, v_s_corr, v_s_payload,
            v_s_reason, v_s_evidence
-      FROM weave_signals
-     WHERE instance_id = in_instance_id AND target_step_key = v_step_key AND target_activation_seq = v_seq
-       AND status = 'PENDING' AND accepted_at < v_deadline
-       AND correlation_key = v_corr AND BINARY name = BINARY v_name AND BINARY payload_version = BINARY v_version
-     ORDER BY accepted_at, id LIMIT 1 FOR UPDATE;
+      FROM weave_waits w
+      JOIN weave_signals s
+        ON s.instance_id = w.instance_id AND s.target_step_key = w.step_key AND s.target_activation_seq = w.activation_seq
+       AND s.status = 'PENDING' AND s.accepted_at < w.deadline_at AND s.correlation_key = w.correlation_key
+       AND BINARY s.name = BINARY w.signal_name AND BINARY s.payload_version = BINARY w.payload_version
+     WHERE w.id = in_wait_id AND w.instance_id = in_instance_id
+     ORDER BY s.accepted_at, s.id LIMIT 1 FOR UPDATE;
     IF v_id IS NOT NULL THEN
         SET out_signal_id = v_id;
         CALL _weave_signal_digest(v_s_name, v_s_version, v_s_step, v_s_seq, v_s_corr, v_s_payload, v_s_reason,
@@ -63,7 +58,7 @@ BEGIN
             UPDATE weave_signals SET status = 'REJECTED', disposition = 'ACCEPTANCE_PROOF_MISMATCH',
                                      consumed_at = in_now, version = version + 1
              WHERE id = v_id;
-            CALL _weave_event(in_namespace_id, in_instance_id, 'SIGNAL_REJECTED', v_step_key, v_seq, in_now,
+            CALL _weave_event(in_namespace_id, in_instance_id, 'SIGNAL_REJECTED', v_s_step, v_s_seq, in_now,
                  JSON_OBJECT('signal_id', CONCAT('sig_', v_id), 'disposition', 'ACCEPTANCE_PROOF_MISMATCH',
                              'recomputed_digest', v_recomputed, 'stored_digest', v_stored_digest,
                              'audit_digest', v_audit_digest));

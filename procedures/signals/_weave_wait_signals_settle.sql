@@ -18,40 +18,40 @@ Rules: S-9, S-11.'
 BEGIN
     DECLARE v_step_key VARCHAR(64);
     DECLARE v_seq INT UNSIGNED;
-    DECLARE v_name VARCHAR(128);
-    DECLARE v_version VARCHAR(32);
-    DECLARE v_corr VARBINARY(512);
-    DECLARE v_deadline DATETIME(6);
     DECLARE v_count INT DEFAULT 0;
     DECLARE v_list LONGTEXT;
 
-    SELECT step_key, activation_seq, signal_name, payload_version, correlation_key, deadline_at
-      INTO v_step_key, v_seq, v_name, v_version, v_corr, v_deadline
-      FROM weave_waits WHERE id = in_wait_id AND instance_id = in_instance_id FOR UPDATE;
-    SELECT COUNT(*), JSON_ARRAYAGG(JSON_OBJECT('signal_id', CONCAT('sig_', q.id), 'disposition', q.disposition))
-      INTO v_count, v_list
-      FROM (SELECT s.id,
-                   CASE WHEN s.correlation_key <> v_corr OR BINARY s.name <> BINARY v_name
-                             OR BINARY s.payload_version <> BINARY v_version THEN 'CORRELATION_MISMATCH'
-                        WHEN s.accepted_at >= v_deadline THEN 'LATE'
+    -- The wait's pins are joined into the one read of its PENDING signals (no signal: nothing to settle).
+    SELECT COUNT(*), JSON_ARRAYAGG(JSON_OBJECT('signal_id', CONCAT('sig_', q.id), 'disposition', q.disposition)),
+           MAX(q.step_key), MAX(q.seq)
+      INTO v_count, v_list, v_step_key, v_seq
+      FROM (SELECT s.id, w.step_key, w.activation_seq AS seq,
+                   CASE WHEN s.correlation_key <> w.correlation_key OR BINARY s.name <> BINARY w.signal_name
+                             OR BINARY s.payload_version <> BINARY w.payload_version THEN 'CORRELATION_MISMATCH'
+                        WHEN s.accepted_at >= w.deadline_at THEN 'LATE'
                         ELSE in_match_disposition END AS disposition
-              FROM weave_signals s
-             WHERE s.instance_id = in_instance_id AND s.target_step_key = v_step_key
-               AND s.target_activation_seq = v_seq AND s.status = 'PENDING'
+              FROM weave_waits w
+              JOIN weave_signals s
+                ON s.instance_id = w.instance_id AND s.target_step_key = w.step_key
+               AND s.target_activation_seq = w.activation_seq AND s.status = 'PENDING'
+             WHERE w.id = in_wait_id AND w.instance_id = in_instance_id
              ORDER BY s.accepted_at, s.id FOR UPDATE) AS q
      WHERE q.disposition IS NOT NULL;
     IF v_count > 0 THEN
         UPDATE weave_signals s
+          JOIN weave_waits w ON w.id = in_wait_id AND w.instance_id = in_instance_id
            SET s.status = 'REJECTED',
-               s.disposition = CASE WHEN s.correlation_key <> v_corr OR BINARY s.name <> BINARY v_name
-                                         OR BINARY s.payload_version <> BINARY v_version THEN 'CORRELATION_MISMATCH'
-                                    WHEN s.accepted_at >= v_deadline THEN 'LATE'
+               s.disposition = CASE WHEN s.correlation_key <> w.correlation_key OR BINARY s.name <> BINARY w.signal_name
+                                         OR BINARY s.payload_version <> BINARY w.payload_version
+                                         THEN 'CORRELATION_MISMATCH'
+                                    WHEN s.accepted_at >= w.deadline_at THEN 'LATE'
                                     ELSE in_match_disposition END,
                s.consumed_at = in_now, s.version = s.version + 1
-         WHERE s.instance_id = in_instance_id AND s.target_step_key = v_step_key
-           AND s.target_activation_seq = v_seq AND s.status = 'PENDING'
-           AND (in_match_disposition IS NOT NULL OR s.correlation_key <> v_corr OR BINARY s.name <> BINARY v_name
-                OR BINARY s.payload_version <> BINARY v_version OR s.accepted_at >= v_deadline);
+         WHERE s.instance_id = in_instance_id AND s.target_step_key = w.step_key
+           AND s.target_activation_seq = w.activation_seq AND s.status = 'PENDING'
+           AND (in_match_disposition IS NOT NULL OR s.correlation_key <> w.correlation_key
+                OR BINARY s.name <> BINARY w.signal_name OR BINARY s.payload_version <> BINARY w.payload_version
+                OR s.accepted_at >= w.deadline_at);
         CALL _weave_event(in_namespace_id, in_instance_id, 'SIGNALS_SETTLED', v_step_key, v_seq, in_now,
                           JSON_OBJECT('count', v_count + 0, 'signals', JSON_EXTRACT(v_list, '$')));
     END IF;

@@ -90,6 +90,10 @@ BEGIN
             LEAVE proc;
         END IF;
 
+        IF v_outcome IN ('CONSUMED', 'EXPIRED') THEN
+            -- The wait left WAITING, and with it every PENDING signal of its activation, this one included (S-11).
+            LEAVE proc;
+        END IF;
         -- Still PENDING: an early signal, or one whose step is in review. S-14: at expires_at it expires.
         SELECT status INTO v_status FROM weave_signals WHERE id = in_signal_id FOR UPDATE;
         IF v_status = 'PENDING' THEN

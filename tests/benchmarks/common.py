@@ -15,7 +15,8 @@ from tests.support.world import World
 
 def fresh_database(name: str) -> dbmod.Dsn:
     base = dbmod.Dsn.parse(os.environ.get("WEAVE_BENCH_DSN", "mysql://root@127.0.0.1:3306/weave_bench"))
-    dsn = base.with_database(name)
+    # Named after the base database, so benchmarks of different users of one server never share a database.
+    dsn = base.with_database(f"{base.database}_{name.removeprefix('weave_bench_')}")
     with dbmod.connect(dsn, database=False) as conn, conn.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS `{dsn.database}`")
     installer.migrate(dsn, test_clock=True)

@@ -15,9 +15,9 @@ from tests.benchmarks.statements import POLL_ROUNDS, Census, Stage, decisions
 DECISIONS = {
     "root activate (TIMER)": 39,
     "timer settle": 41,
-    "signal wait opens": 30,
+    "signal wait opens": 28,
     "signal send": 33,
-    "signal settle": 54,
+    "signal settle": 51,
     "signal twin candidate": 8,
     "root activate (POLL, round 1)": 50,
     "task claim": 15,
@@ -26,10 +26,10 @@ DECISIONS = {
     "poll round start": 43,
     "scan (nothing due)": 9,
     "idle probe": 4,
-    "task claim (nothing queued)": 4,
+    "task claim (nothing queued)": 3,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 159, "signal": 252, "poll": 190}
+LIFECYCLES = {"timer": 159, "signal": 248, "poll": 190}
 
 
 @pytest.fixture
