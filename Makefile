@@ -22,9 +22,8 @@ test: $(BIN)/.installed
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 
-# Benchmarks print one JSON line per figure; they are never part of the test suite.
+# Benchmarks print one JSON line per figure; they are never part of the test suite. Every figure comes
+# with its reference measured in the same run (raw limit, DBOS where DBOS_PYTHON points at a virtualenv
+# with ../shared/bench/requirements.txt). BENCH_ARGS=--full runs the sizes of spec 08.
 bench: $(BIN)/.installed
-	$(BIN)/python -m tests.benchmarks.bench_scan
-	$(BIN)/python -m tests.benchmarks.bench_timers
-	$(BIN)/python -m tests.benchmarks.bench_tasks
-	$(BIN)/python -m tests.benchmarks.bench_signals
+	$(BIN)/python -m tests.benchmarks.report $(BENCH_ARGS)

@@ -7,6 +7,7 @@ anything; the engine time comes back from ``weave_scan``. Any number of orchestr
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
@@ -145,6 +146,48 @@ class Orchestrator:
         self.stats[f"{cand.klass}:{outcome}"] += 1
         return outcome
 
+    def advance_checkpoints(self, cands: list[Candidate]) -> None:
+        """Several CHECKPOINT candidates in one call (weave_checkpoints_advance: each still its own transaction).
+        When the call fails, the decisions before the failure stay; the list is then advanced one by one, which
+        re-verifies those (GONE) and books the failure (R-12)."""
+        try:
+            sets = self._call("weave_checkpoints_advance", json.dumps([c.id for c in cands]))
+        except (errors.WeaveError, pymysql.err.MySQLError):
+            for cand in cands:
+                if self._stop.is_set():
+                    return
+                self.advance(cand)
+            return
+        for row in sets[0] if sets else []:
+            self.stats[f"CHECKPOINT:{row['outcome']}"] += 1
+
+    def _units(self, batch: list[Candidate]) -> list[list[Candidate]]:
+        """The batch in order as units of work: each run of consecutive CHECKPOINT candidates is cut into at most
+        ``concurrency`` lists advanced by one call each; any other candidate is a unit of its own."""
+        units: list[list[Candidate]] = []
+        run: list[Candidate] = []
+
+        def flush() -> None:
+            if run:
+                size = -(-len(run) // max(1, self.concurrency))
+                units.extend(run[i:i + size] for i in range(0, len(run), size))
+                run.clear()
+
+        for cand in batch:
+            if cand.klass == "CHECKPOINT":
+                run.append(cand)
+            else:
+                flush()
+                units.append([cand])
+        flush()
+        return units
+
+    def _advance_unit(self, unit: list[Candidate]) -> None:
+        if unit[0].klass == "CHECKPOINT" and len(unit) > 1:
+            self.advance_checkpoints(unit)
+        else:
+            self.advance(unit[0])
+
     def run_once(self) -> ScanResult:
         """Scan once and advance the batch (in parallel on separate connections, R-14)."""
         result = self.scan()
@@ -154,10 +197,10 @@ class Orchestrator:
         # concurrent nodes over different rows instead of having them collide row by row (all are due).
         start = random.randrange(len(result.candidates)) if self.spread else 0
         futures = []
-        for cand in result.candidates[start:] + result.candidates[:start]:
+        for unit in self._units(result.candidates[start:] + result.candidates[:start]):
             if self._stop.is_set():
                 break
-            futures.append(self._pool.submit(self.advance, cand))
+            futures.append(self._pool.submit(self._advance_unit, unit))
         for f in futures:
             f.result()
         return result

@@ -85,7 +85,7 @@ FLOW = {"name": "bench-approval", "steps": [{
 INSTANCES_PER_SENDER = 24
 
 
-API_ADDRESS = ("127.0.0.1", 18089)
+API_ADDRESS = ["127.0.0.1", 18089]  # the port is --api-port
 
 
 def payload_json(nbytes: int) -> str:
@@ -229,7 +229,9 @@ def main() -> int:
     ap.add_argument("--payload-bytes", type=int, default=1024)
     ap.add_argument("--http", action="store_true", help="also measure POST /signals through gunicorn")
     ap.add_argument("--api-workers", type=int, default=4)
+    ap.add_argument("--api-port", type=int, default=API_ADDRESS[1])
     args = ap.parse_args()
+    API_ADDRESS[1] = args.api_port
     dsn = db.Dsn.parse(args.dsn)
     configure_logging("WARNING")
 

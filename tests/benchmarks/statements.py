@@ -233,6 +233,15 @@ def decisions(stage: Stage) -> dict[str, dict[str, int]]:
     db.advance(1001)
     measure("timer settle", "weave_checkpoint_advance", _checkpoint(db, wf, "wait"))
 
+    # The same settlement for ten timers due together, in one weave_checkpoints_advance call (per timer).
+    wfs = [world.start("count-timer", key=stage._key("t")) for _ in range(10)]
+    dbmod.call(conn, "weave_checkpoints_advance", json.dumps([_checkpoint(db, w, "") for w in wfs]))
+    db.advance(1001)
+    with counted(conn) as n:
+        sets = dbmod.call(conn, "weave_checkpoints_advance", json.dumps([_checkpoint(db, w, "wait") for w in wfs]))
+    assert [r["outcome"] for r in sets[0]] == ["SETTLED"] * 10
+    out["timer settle, 10 in one call (each)"] = {"outcome": "SETTLED", **{k: v / 10 for k, v in n.items()}}
+
     # SIGNAL: activation, the first look at early signals, the send, its settlement, the twin candidate.
     correlation = stage._key("o")
     wf = world.start("count-signal", {"order_id": correlation}, key=stage._key("s"))

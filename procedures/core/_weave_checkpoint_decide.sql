@@ -1,0 +1,38 @@
+-- The decision of one checkpoint, inside the transaction its caller started: the shared candidate
+-- opening takes the locks in R-3 order (the instance SKIP LOCKED so orchestrators never queue behind
+-- each other, R-13), then the checkpoint and the step's rows are re-read and verified under them, and
+-- the step kind's handler runs. The scan only proposed it (R-6); this decides.
+CREATE PROCEDURE _weave_checkpoint_decide(
+        IN  in_checkpoint_id BIGINT UNSIGNED,
+        OUT out_outcome      VARCHAR(16))
+    COMMENT 'Internal. Description: advances one due checkpoint in the caller''s transaction. out_outcome: GONE,
+BUSY, NOT_DUE, STALE, or the step kind handler''s outcome (as weave_checkpoint_advance).
+Rules: R-1, R-3, R-5, R-6, R-13.'
+    MODIFIES SQL DATA
+BEGIN
+    DECLARE v_now DATETIME(6);
+    DECLARE v_ns BIGINT UNSIGNED;
+    DECLARE v_inst BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_kind VARCHAR(8) DEFAULT NULL;
+    DECLARE v_step_key VARCHAR(64);
+    DECLARE v_activation BIGINT UNSIGNED;
+    DECLARE v_available DATETIME(6);
+
+    decide: BEGIN
+        CALL _weave_candidate_open('CHECKPOINT', in_checkpoint_id, v_ns, v_inst, v_now, out_outcome);
+        IF out_outcome IS NOT NULL THEN
+            LEAVE decide;
+        END IF;
+        SET out_outcome = 'GONE';
+        SELECT kind, step_key, activation_id, available_at INTO v_kind, v_step_key, v_activation, v_available
+          FROM weave_pending_advances WHERE id = in_checkpoint_id AND instance_id = v_inst FOR UPDATE;
+        IF v_kind IS NULL THEN
+            LEAVE decide;
+        END IF;
+        IF v_available > v_now THEN
+            SET out_outcome = 'NOT_DUE';
+            LEAVE decide;
+        END IF;
+        CALL _weave_step_advance(v_ns, v_inst, v_kind, v_step_key, v_activation, v_now, out_outcome);
+    END decide;
+END

@@ -1,0 +1,44 @@
+-- Several due checkpoints in one call, each still its own decision in its own transaction (R-1, R-10):
+-- the call saves the round trip, the routine call and the caller's bookkeeping per candidate, and lets
+-- the commits of several callers group. Each checkpoint is re-verified under its locks exactly as by
+-- weave_checkpoint_advance (the same _weave_checkpoint_decide), so a list from an old scan is safe.
+-- A failure stops the call: the decisions already committed stay, the failing one is rolled back, and
+-- the caller advances the list one by one with weave_checkpoint_advance, which books that failure (R-12).
+CREATE PROCEDURE weave_checkpoints_advance(IN in_ids LONGTEXT)
+    COMMENT 'Description: advances each checkpoint of a list, in order, each in its own transaction.
+Parameters: in_ids - JSON array of 1..1000 checkpoint ids (from weave_scan).
+Result set: id, outcome - one row per checkpoint, outcomes as weave_checkpoint_advance.
+Errors: 50121 LIMIT_INVALID for a list that is not 1..1000 ids; otherwise as weave_checkpoint_advance (the
+decisions before the failing one stay committed).
+Rules: R-1, R-6, R-10, R-12, R-13.'
+    MODIFIES SQL DATA
+BEGIN
+    DECLARE v_n INT DEFAULT 0;
+    DECLARE v_i INT DEFAULT 0;
+    DECLARE v_id BIGINT UNSIGNED;
+    DECLARE v_outcome VARCHAR(16);
+    DECLARE v_results LONGTEXT DEFAULT '[]';
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('weave_checkpoints_advance');
+
+    IF in_ids IS NULL OR NOT JSON_VALID(in_ids) OR JSON_TYPE(in_ids) <> 'ARRAY'
+       OR JSON_LENGTH(in_ids) NOT BETWEEN 1 AND 1000 THEN
+        CALL _weave_raise(50121, 'LIMIT_INVALID: give a JSON array of 1..1000 checkpoint ids');
+    END IF;
+    SET v_n = JSON_LENGTH(in_ids);
+    SET v_tx = TRUE;
+    WHILE v_i < v_n DO
+        SET v_id = CAST(JSON_VALUE(in_ids, CONCAT('$[', v_i, ']')) AS UNSIGNED);
+        SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+        START TRANSACTION;
+        CALL _weave_checkpoint_decide(v_id, v_outcome);
+        COMMIT;
+        SET v_results = JSON_ARRAY_APPEND(v_results, '$', JSON_ARRAY(v_id, v_outcome));
+        SET v_i = v_i + 1;
+    END WHILE;
+    SELECT j.id, j.outcome
+      FROM JSON_TABLE(v_results, '$[*]' COLUMNS (ord FOR ORDINALITY, id BIGINT UNSIGNED PATH '$[0]',
+                                                 outcome VARCHAR(16) PATH '$[1]')) j
+     ORDER BY j.ord;
+END

@@ -1,0 +1,150 @@
+"""``make bench``: every figure of spec 08 (B-1..B-5, latency, statements), each printed next to its reference
+measured in the same run: the raw durable 5-row transaction (the ``proc`` mode of ../shared/bench/limit_mariadb.py,
+run by bench_signals on the same server and connection setup) and DBOS Transact on PostgreSQL
+(../shared/bench/peer_dbos.py) where PostgreSQL and a DBOS virtualenv are there.
+
+    python -m tests.benchmarks.report [--full] [--dbos-python /path/to/venv/bin/python] [--only B-1,B-2,...]
+
+Each benchmark prints its own JSON lines as it goes; then one ``"figure"`` line per row of the table follows:
+``{"figure", "weave", "reference", "reference_is", "ratio", "target"}``. Without --full the sizes are small
+(tens of seconds per benchmark) so that it can run on a shared machine; --full uses the sizes of spec 08.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PEER = ROOT.parent / "shared" / "bench" / "peer_dbos.py"
+BASE = os.environ.get("WEAVE_BENCH_DSN", "mysql://root@127.0.0.1:3306/weave_bench")
+PG = os.environ.get("DBOS_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/" + BASE.rsplit("/", 1)[-1] + "_dbos")
+
+SIZES = {
+    False: {"signal_seconds": 3, "timers": 2000, "polls": 300, "paced": 250, "dbos_n": 300, "dbos_timers": 500,
+            "dbos_sleep": 15},
+    True: {"signal_seconds": 10, "timers": 10_000, "polls": 1000, "paced": 1000, "dbos_n": 500, "dbos_timers": 2000,
+           "dbos_sleep": 40},
+}
+
+
+def lines(cmd: list[str], env: dict | None = None) -> list[dict]:
+    """Run one benchmark, echo its output, return its JSON lines."""
+    print(json.dumps({"running": " ".join(cmd[1:])}), flush=True)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, **(env or {})})
+    out = []
+    for line in proc.stdout.splitlines():
+        print(line, flush=True)
+        if line.startswith("{"):
+            out.append(json.loads(line))
+    if proc.returncode != 0:
+        print(json.dumps({"failed": " ".join(cmd[1:]), "stderr": proc.stderr[-2000:]}), flush=True)
+    return out
+
+
+def weave(module: str, *args: str) -> list[dict]:
+    return lines([sys.executable, "-m", f"tests.benchmarks.{module}", *args])
+
+
+def dbos(python: str | None, *args: str) -> list[dict]:
+    if not python or not PEER.exists():
+        return []
+    rows = lines([python, str(PEER), *args, "--pg-url", PG])
+    return [r for r in rows if "scenario" in r]
+
+
+def figure(name: str, value, reference, reference_is: str, target: str, **extra) -> None:
+    ratio = round(value / reference, 3) if value is not None and reference else None
+    print(json.dumps({"figure": name, "weave": value, "reference": reference, "reference_is": reference_is,
+                      "ratio": ratio, "target": target, **extra}), flush=True)
+
+
+def pick(rows: list[dict], **match) -> dict | None:
+    return next((r for r in rows if all(r.get(k) == v for k, v in match.items())), None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--full", action="store_true", help="the sizes of spec 08 (long)")
+    parser.add_argument("--dbos-python", default=os.environ.get("DBOS_PYTHON"),
+                        help="python of a virtualenv with ../shared/bench/requirements.txt (DBOS figures)")
+    parser.add_argument("--only", default="statements,backlog,B-1,latency,B-2,B-3,B-4")
+    args = parser.parse_args()
+    size = SIZES[args.full]
+    only = set(args.only.split(","))
+
+    if "statements" in only:
+        rows = weave("bench_statements")
+        for kind, target in (("timer", 50), ("signal", 80), ("poll", 50)):
+            row = pick(rows, benchmark="statements per lifecycle", flow=kind)
+            figure(f"statements per lifecycle ({kind})", row and row["statements"], None, "-", f"<= {target}")
+        row = pick(rows, benchmark="idle statements per second")
+        figure("idle statements per second", row and row["statements_per_s"], None, "-", "<= 100")
+
+    if "backlog" in only:
+        rows = weave("bench_backlog")
+        small, large = rows[0] if rows else None, rows[-1] if rows else None
+        if small and large:
+            figure("rows read per claim, 100,000 vs 10 queued", large["claim_rows_read"], small["claim_rows_read"],
+                   "10 queued", "flat (ratio ~1)")
+            figure("rows read per round start, 100,000 vs 10 queued", large["round_start_rows_read"],
+                   small["round_start_rows_read"], "10 queued", "flat (ratio ~1)")
+
+    if "B-1" in only:
+        dsn = BASE.rsplit("/", 1)[0] + "/" + BASE.rsplit("/", 1)[-1] + "_signals"
+        rows = weave("bench_signals", "--dsn", dsn, "--conns", "1,4,8,16", "--seconds", str(size["signal_seconds"]),
+                     "--http", "--api-port", "18189")
+        peer = dbos(args.dbos_python, "signal", "--n", str(size["dbos_n"]), "--senders", "8", "--sender", "client")
+        for c in (1, 4, 16):
+            call, raw = pick(rows, path="call", conns=c), pick(rows, path="raw", conns=c)
+            figure(f"B-1 CALL weave_signal_send, {c} connections", call and call["per_s"], raw and raw["per_s"],
+                   "raw 5-row procedure (same run)", ">= 0.5")
+        http8 = pick(rows, path="http", conns=8)
+        figure("B-1 HTTP signal sends, 8 connections", http8 and http8["per_s"],
+               peer[0]["sends_per_s"] if peer else None, "DBOS client sends, 8 senders (same run)", ">= 1.5")
+        call8 = pick(rows, path="call", conns=8)
+        figure("B-1 CALL signal sends, 8 connections", call8 and call8["per_s"],
+               peer[0]["sends_per_s"] if peer else None, "DBOS client sends, 8 senders (same run)", ">= 3")
+
+    if "latency" in only:
+        rows = weave("bench_signal_latency", "--signals", str(size["paced"]), "--rate", "50")
+        peer = dbos(args.dbos_python, "signal", "--n", str(size["paced"]), "--senders", "8", "--rate", "50")
+        lat = rows[-1]["latency_ms"] if rows else {}
+        figure("signal accepted -> wait settled p50 ms, paced 50/s", lat.get("p50"),
+               peer[0]["e2e_p50_ms"] if peer else None, "DBOS paced send -> recv p50 (same run)", "<= 5 ms")
+        figure("signal accepted -> wait settled p99 ms, paced 50/s", lat.get("p99"),
+               peer[0]["e2e_p99_ms"] if peer else None, "DBOS paced send -> recv p99 (same run)", "<= 25 ms")
+
+    if "B-2" in only:
+        rows = weave("bench_timers", "--timers", str(size["timers"]), "--nodes", "1,2")
+        peer = dbos(args.dbos_python, "timer", "--n", str(size["dbos_timers"]), "--sleep", str(size["dbos_sleep"]),
+                    "--aligned")
+        for nodes in (1, 2):
+            row = pick(rows, benchmark="B-2 timer storm", orchestrators=nodes)
+            figure(f"B-2 timer storm settled/s, {nodes} orchestrator(s)", row and row["settled_per_s"],
+                   peer[0]["completions_per_s"] if peer else None, "DBOS aligned timers completions/s (same run)",
+                   ">= 2,000/s with 2, >= 3x DBOS", lateness_p99_s=row and row["lateness_s"]["p99"])
+
+    if "B-3" in only:
+        rows = weave("bench_polls", "--polls", str(size["polls"]), "--runs", "1x1,2x2")
+        peer = dbos(args.dbos_python, "poll", "--n", str(size["dbos_n"]))
+        for run in ("1x1", "2x2"):
+            o, w = (int(x) for x in run.split("x"))
+            row = pick(rows, benchmark="B-3 poll rounds", orchestrators=o, workers=w)
+            figure(f"B-3 poll rounds/s, {run}", row and row["rounds_per_s"], peer[0]["rounds_per_s"] if peer else None,
+                   "DBOS poll rounds/s (same run)", ">= 500/s, >= 5x DBOS")
+
+    if "B-4" in only:
+        rows = weave("bench_scan", "--rows", "1000000" if args.full else "100000")
+        full = pick(rows, benchmark="B-4 scan cost", history_rows_per_table=1_000_000 if args.full else 100_000)
+        empty = pick(rows, benchmark="B-4 scan cost", history_rows_per_table=0)
+        figure("B-4 scan p50 ms with history vs empty", full and full["scan_ms"]["p50"],
+               empty and empty["scan_ms"]["p50"], "empty history (same run)", "<= 1.5")
+
+
+if __name__ == "__main__":
+    main()
