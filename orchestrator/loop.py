@@ -29,7 +29,7 @@ from .logs import configure_logging
 log = logging.getLogger("weave.orchestrator")
 
 # Candidate class -> the routine that advances one candidate of it. Each class's scan result set in
-# weave_scan lists (class, id, version, due_at); new classes plug in here and in weave_scan.
+# weave_scan lists (class, id, version, due_at) in one result set; new classes plug in here and in weave_scan.
 ADVANCERS: dict[str, str] = {
     "INBOX": "weave_inbox_consume",
     "CHECKPOINT": "weave_checkpoint_advance",
@@ -124,10 +124,11 @@ class Orchestrator:
         installer.check_level(self._conn())
 
     def scan(self) -> ScanResult:
-        sets = self._call("weave_scan", self.batch)
-        *classes, clock = sets
-        per_class = [[Candidate(r["class"], r["id"], r["version"], r["due_at"]) for r in rows] for rows in classes]
-        return ScanResult(merge_fairly(per_class, self.batch), clock[0]["now_at"], clock[0]["next_at"])
+        rows, clock = self._call("weave_scan", self.batch)
+        per_class: dict[str, list[Candidate]] = {}  # in the order the scan lists the classes
+        for r in rows:
+            per_class.setdefault(r["class"], []).append(Candidate(r["class"], r["id"], r["version"], r["due_at"]))
+        return ScanResult(merge_fairly(list(per_class.values()), self.batch), clock[0]["now_at"], clock[0]["next_at"])
 
     def advance(self, cand: Candidate) -> str:
         try:

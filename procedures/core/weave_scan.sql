@@ -4,10 +4,11 @@
 CREATE PROCEDURE weave_scan(IN in_limit INT)
     COMMENT 'Description: due candidates of every class, each capped at in_limit, earliest first.
 Parameters: in_limit - cap per class (1..10000).
-Result sets 1-5: class, id, version, due_at for: INBOX (unconsumed task outcomes, available_at <= now), CHECKPOINT
-(available_at <= now), SIGNAL (PENDING signals, available_at <= now), LEASE (RUNNING attempts whose lease expired),
-TASK_EXPIRY (QUEUED tasks at or past their deadline).
-Result set 6: now_at - engine time of the scan; next_at - earliest future check time of any class (NULL if none).
+Result set 1: class, id, version, due_at, class by class in this order, each class earliest first: INBOX
+(unconsumed task outcomes, available_at <= now), CHECKPOINT (available_at <= now), SIGNAL (PENDING signals,
+available_at <= now), LEASE (RUNNING attempts whose lease expired), TASK_EXPIRY (QUEUED tasks at or past their
+deadline).
+Result set 2: now_at - engine time of the scan; next_at - earliest future check time of any class (NULL if none).
 Rules: R-10, R-11, R-14, K-4, K-6.'
     READS SQL DATA
 BEGIN
@@ -16,21 +17,27 @@ BEGIN
     -- A typed sentinel: a string literal here made next_at a string, which the loop cannot subtract.
     DECLARE v_never DATETIME(6) DEFAULT '9999-12-31 00:00:00';
     CALL _weave_now(v_now);
-    SELECT 'INBOX' AS class, id, version, available_at AS due_at
-      FROM pulse_inbox FORCE INDEX (ix_inbox_pending)
-     WHERE state = 'PENDING' AND available_at <= v_now ORDER BY available_at LIMIT v_limit;
-    SELECT 'CHECKPOINT' AS class, id, version, available_at AS due_at
-      FROM weave_pending_advances FORCE INDEX (ix_checkpoint_available)
-     WHERE available_at <= v_now ORDER BY available_at LIMIT v_limit;
-    SELECT 'SIGNAL' AS class, id, version, available_at AS due_at
-      FROM weave_signals FORCE INDEX (ix_signal_pending)
-     WHERE status = 'PENDING' AND available_at <= v_now ORDER BY available_at LIMIT v_limit;
-    SELECT 'LEASE' AS class, id, 0 AS version, lease_expires_at AS due_at
-      FROM pulse_attempts FORCE INDEX (ix_attempt_lease)
-     WHERE status = 'RUNNING' AND lease_expires_at <= v_now ORDER BY lease_expires_at LIMIT v_limit;
-    SELECT 'TASK_EXPIRY' AS class, id, 0 AS version, deadline_at AS due_at
-      FROM pulse_tasks FORCE INDEX (ix_task_deadline)
-     WHERE status = 'QUEUED' AND deadline_at <= v_now ORDER BY deadline_at LIMIT v_limit;
+    -- One result set for every class (each part its own index range, its own order and cap), so a scan
+    -- is one read however many classes there are.
+    (SELECT 'INBOX' AS class, id, version, available_at AS due_at
+       FROM pulse_inbox FORCE INDEX (ix_inbox_pending)
+      WHERE state = 'PENDING' AND available_at <= v_now ORDER BY available_at LIMIT v_limit)
+    UNION ALL
+    (SELECT 'CHECKPOINT' AS class, id, version, available_at AS due_at
+       FROM weave_pending_advances FORCE INDEX (ix_checkpoint_available)
+      WHERE available_at <= v_now ORDER BY available_at LIMIT v_limit)
+    UNION ALL
+    (SELECT 'SIGNAL' AS class, id, version, available_at AS due_at
+       FROM weave_signals FORCE INDEX (ix_signal_pending)
+      WHERE status = 'PENDING' AND available_at <= v_now ORDER BY available_at LIMIT v_limit)
+    UNION ALL
+    (SELECT 'LEASE' AS class, id, 0 AS version, lease_expires_at AS due_at
+       FROM pulse_attempts FORCE INDEX (ix_attempt_lease)
+      WHERE status = 'RUNNING' AND lease_expires_at <= v_now ORDER BY lease_expires_at LIMIT v_limit)
+    UNION ALL
+    (SELECT 'TASK_EXPIRY' AS class, id, 0 AS version, deadline_at AS due_at
+       FROM pulse_tasks FORCE INDEX (ix_task_deadline)
+      WHERE status = 'QUEUED' AND deadline_at <= v_now ORDER BY deadline_at LIMIT v_limit);
     -- Typed sentinels: with a string literal LEAST() answers a string inside a routine, and callers need a time.
     SELECT v_now AS now_at, NULLIF(LEAST(
         COALESCE((SELECT MIN(available_at) FROM pulse_inbox WHERE state = 'PENDING' AND available_at > v_now),

@@ -77,11 +77,13 @@ def main() -> None:
     now = world.db.now().strftime("%Y-%m-%d %H:%M:%S.%f")
     for statement in text.split(";"):
         statement = statement.strip()
-        if statement.startswith("SELECT '"):
-            sql = statement.replace("v_now", f"'{now}'").replace("v_limit", "100")
-            for row in world.db.rows("EXPLAIN " + sql):
-                figure("B-4 explain", query=sql.split("FROM ")[1].split(" ")[0], type=row["type"], key=row["key"],
-                       rows=row["rows"], extra=row["Extra"])
+        for part in statement.split("UNION ALL"):  # the candidate classes are parts of one UNION ALL
+            part = "\n".join(x for x in part.splitlines() if not x.strip().startswith("--")).strip().strip("()")
+            if part.startswith("SELECT '"):
+                sql = part.replace("v_now", f"'{now}'").replace("v_limit", "100")
+                for row in world.db.rows("EXPLAIN " + sql):
+                    figure("B-4 explain", query=sql.split("FROM ")[1].split(" ")[0], type=row["type"],
+                           key=row["key"], rows=row["rows"], extra=row["Extra"])
 
 
 if __name__ == "__main__":

@@ -25,12 +25,12 @@ DECISIONS = {
     "attempt complete": 20,
     "inbox consume (round pending)": 41,
     "poll round start": 44,
-    "scan (nothing due)": 9,
+    "scan (nothing due)": 5,
     "idle probe": 4,
     "task claim (nothing queued)": 3,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 161, "signal": 251, "poll": 191}
+LIFECYCLES = {"timer": 145, "signal": 231, "poll": 174}
 
 
 @pytest.fixture
