@@ -130,6 +130,23 @@ INVARIANTS: tuple[Invariant, ...] = (
     Invariant("M-4.15", "an instance has at most 1024 signals", """
         SELECT instance_id FROM weave_signals GROUP BY instance_id HAVING COUNT(*) > 1024
         UNION ALL SELECT id FROM weave_instances WHERE signal_count > 1024"""),
+    # R-2: each decision reads the clock after the instance lock, so per instance the stored times follow
+    # commit order. These two make that visible: events never go back in time, and no earlier matching
+    # on-time signal was passed over for the winner (S-11).
+    Invariant("M-4.16", "per instance, event occurred_at never decreases as seq grows", """
+        SELECT e.instance_id FROM weave_events e
+          JOIN weave_events p ON p.instance_id = e.instance_id AND p.seq = e.seq - 1
+         WHERE e.occurred_at < p.occurred_at"""),
+    Invariant("M-4.17", "a wait's winner is the first matching on-time signal by (accepted_at, id)", """
+        SELECT w.id FROM weave_waits w
+          JOIN weave_signals s ON s.id = w.winner_signal_id
+          JOIN weave_signals o ON o.instance_id = w.instance_id AND o.target_step_key = w.step_key
+                              AND o.target_activation_seq = w.activation_seq AND o.id <> s.id
+                              AND o.name = s.name AND o.payload_version = s.payload_version
+                              AND o.correlation_key = s.correlation_key
+         WHERE (w.deadline_at IS NULL OR o.accepted_at < w.deadline_at)
+           AND COALESCE(o.disposition, '') <> 'ACCEPTANCE_PROOF_MISMATCH'
+           AND (o.accepted_at < s.accepted_at OR (o.accepted_at = s.accepted_at AND o.id < s.id))"""),
 )
 
 BY_ID = {inv.id: inv for inv in INVARIANTS}
