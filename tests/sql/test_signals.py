@@ -501,17 +501,24 @@ def test_S8_stale_activation_is_stored_rejected_and_future_is_refused(world, orc
 
 
 def test_S8_pending_signals_of_a_superseded_activation_never_follow_recovery(world, orch):
+    """Corrupt data on purpose: no decision leaves an on-time PENDING signal beside a step in review (the
+    timeout compares the signals first), so the state is forced. Recovery through weave_step_reactivate
+    still answers the old activation's signal STALE_ACTIVATION, and the runner can never make it win."""
     wf = started(world, orch, signal_flow(timeout_ms=60_000))
-    # Accepted for activation 1 while its wait is open, then the wait is superseded before it is consumed.
     sig = send(world, wf)
     world.db.execute("UPDATE weave_signals SET available_at = expires_at")  # the runner never saw it
     world.db.execute("UPDATE weave_pending_advances SET due_at = due_at + INTERVAL 1 DAY, "
                      "available_at = available_at + INTERVAL 1 DAY")
     world.db.execute("UPDATE weave_steps SET status = 'NEEDS_REVIEW' WHERE step_key = 'approval'")
+    world.db.execute("UPDATE weave_instances SET status = 'NEEDS_REVIEW', gate = 'CLOSED'")
     reactivate(world, wf)
-    world.db.execute("UPDATE weave_signals SET available_at = accepted_at")
-    assert signals.process(world.db.conn, int(sig["signal_id"][4:])) == "REJECTED"
+    assert signal_row(world, sig["signal_id"])["status"] == "REJECTED"
     assert signal_row(world, sig["signal_id"])["disposition"] == "STALE_ACTIVATION"
+    world.db.execute("UPDATE weave_signals SET available_at = accepted_at")
+    assert signals.process(world.db.conn, int(sig["signal_id"][4:])) != "CONSUMED"
+    orch.drain()
+    assert world.step(wf, "approval")["activation_sequence"] == 2
+    assert world.step(wf, "approval")["wait"]["winner_signal_id"] is None
 
 
 # --- S-9: stored rejections, in order ---------------------------------------------------------------------------
