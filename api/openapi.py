@@ -111,6 +111,13 @@ def document() -> dict:
             "gate": {"type": "string", "enum": ["OPEN", "CLOSED"]}, "deadline_at": TIME,
             "business_key": {"type": ["string", "null"]}, "input": ANY,
             "review_reasons": {"type": "array", "items": _ref("ReviewReason")},
+            "deferred": {"oneOf": [{"type": "null"}, {
+                "type": "object", "description": "The longest-standing deferred check (R-18): new work waits for "
+                "something that can clear by itself (pause, quota, capacity, a disabled identity or app).",
+                "required": ["reason", "since", "next_check_at", "attempts"], "properties": {
+                    "reason": {"type": "string"}, "step_key": {"type": ["string", "null"]}, "since": TIME,
+                    "next_check_at": TIME, "attempts": {"type": "integer"},
+                    "detail": {"type": ["string", "null"]}}}]},
             "created_at": TIME, "updated_at": TIME, "finished_at": NULLABLE_TIME,
             "steps": {"type": "array", "items": _ref("Step")}}},
         "InstanceSummary": {"type": "object", "required": ["workflow_id", "status"], "properties": {

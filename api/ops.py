@@ -40,7 +40,7 @@ class Metrics:
         self.connections = connections
 
     def on_get(self, req, resp):
-        backlog, tasks, review, lateness, polls = db.call(self.connections.get(), "weave_status")
+        backlog, tasks, review, lateness, polls, deferred, failing = db.call(self.connections.get(), "weave_status")
         registry = CollectorRegistry()
         due = Gauge("weave_due_backlog", "Candidates due now, per class", ["class"], registry=registry)
         lag = Gauge("weave_oldest_due_lag_seconds", "How late the oldest due candidate is, per class", ["class"],
@@ -64,6 +64,15 @@ class Metrics:
         polling.labels("WAITING").set(polls[0]["polls_waiting"])
         Gauge("weave_signals_pending", "Signals accepted and not yet consumed, rejected or expired",
               registry=registry).set(polls[0]["signals_pending"])
+        deferrals = Gauge("weave_instances_deferred", "Instances with a deferred check, by reason (R-18)", ["reason"],
+                          registry=registry)
+        for row in deferred:
+            deferrals.labels(row["reason"]).set(row["instances"])
+        failures = Gauge("weave_candidates_failing", "Candidates whose last advance failed, by class; repeated: "
+                         "failed 2 or more times in a row", ["class", "repeated"], registry=registry)
+        for row in failing:
+            failures.labels(row["class"], "false").set(int(row["failing"]) - int(row["repeated"]))
+            failures.labels(row["class"], "true").set(int(row["repeated"]))
         resp.content_type = CONTENT_TYPE_LATEST
         resp.data = generate_latest(registry)
 

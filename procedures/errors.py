@@ -51,6 +51,7 @@ VALIDATION_CODES: dict[str, int] = {
     "LIMIT_INVALID": 50121,
     "APP_NOT_FOUND": 50122,
     "DEFINITION_NOT_FOUND": 50123,
+    "QUEUE_NOT_FOUND": 50124,
     "CORRELATION_KEY_INVALID": 50130,
     # Pulse (workers and tasks).
     "LEASE_INVALID": 50200,

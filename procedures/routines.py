@@ -101,7 +101,7 @@ def _wait_view(row: dict) -> dict | None:
 
 def instance_get(conn: Conn, token: str, namespace: str, workflow_id: str) -> dict:
     """See procedures/weave_instance_get.sql; shaped as the 07-api instance resource."""
-    head, step_rows, round_rows, reasons = call(conn, "weave_instance_get", token, namespace, workflow_id)
+    head, step_rows, round_rows, reasons, deferrals = call(conn, "weave_instance_get", token, namespace, workflow_id)
     inst = head[0]
     rounds: dict[str, list] = {}
     for r in round_rows:
@@ -136,8 +136,15 @@ def instance_get(conn: Conn, token: str, namespace: str, workflow_id: str) -> di
                             "opened_at": rfc3339(r["opened_at"])} for r in reasons],
         "created_at": rfc3339(inst["created_at"]), "updated_at": rfc3339(inst["updated_at"]),
         "finished_at": rfc3339(inst["finished_at"]),
+        "deferred": _deferred_view(deferrals[0]) if deferrals else None,
         "steps": list(steps.values()),
     }
+
+
+def _deferred_view(row: dict) -> dict:
+    """The longest-standing deferred check of an instance (R-18): why, since when, when it is looked at again."""
+    return {"reason": row["reason"], "step_key": row["step_key"] or None, "since": rfc3339(row["since"]),
+            "next_check_at": rfc3339(row["next_check_at"]), "attempts": row["attempts"], "detail": row["detail"]}
 
 
 def instance_events(conn: Conn, token: str, namespace: str, workflow_id: str, after: int = 0,

@@ -975,7 +975,9 @@ def test_S1_a_correlation_that_does_not_resolve_to_a_string_is_never_guessed(wor
          "correlation": "$.input.missing", "timeout_ms": 60_000}]})
     wf = world.start("corr", {"order_id": "o-1"})
     outcomes = orch.drain(max_rounds=2)
-    assert outcomes["CHECKPOINT:FAILED"] >= 1
-    assert world.step(wf, "approval")["status"] == "PENDING"  # nothing written
-    cp = world.db.row("SELECT last_error FROM weave_pending_advances WHERE step_key = ''")
-    assert "correlation must resolve to a string" in cp["last_error"]
+    assert outcomes["CHECKPOINT:REVIEW"] == 1 and outcomes["CHECKPOINT:FAILED"] == 0  # asked, not retried
+    assert world.step(wf, "approval")["status"] == "NEEDS_REVIEW"
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_activations") == 0  # no bytes were guessed
+    (reason,) = world.instance(wf)["review_reasons"]
+    assert reason["code"] == "ACTIVATION_FAILED"
+    assert "correlation must resolve to a string" in reason["detail"]["detail"]
