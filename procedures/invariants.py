@@ -18,17 +18,13 @@ class Invariant:
     sql: str
 
 
-def _length_prefixed(expr: str) -> str:
-    return f"UNHEX(LPAD(HEX(OCTET_LENGTH({expr})), 16, '0')), {expr}"
-
-
-# The S-4 digest recomputed from a stored signal row (as procedures/_weave_signal_digest.sql does), so that
-# M-4.10 checks the stored content itself and not only the digest column written beside it.
-_SIGNAL_DIGEST_FIELDS = ("s.name", "s.payload_version", "s.target_step_key", "CAST(s.target_activation_seq AS CHAR)",
-                         "s.correlation_key", "s.payload", "s.reason")
-_SIGNAL_DIGEST = ("SHA2(CONCAT(" + ", ".join(_length_prefixed(f) for f in _SIGNAL_DIGEST_FIELDS)
-                  + ", IF(s.evidence_ref IS NULL, UNHEX('FFFFFFFFFFFFFFFF'), CONCAT("
-                  + _length_prefixed("s.evidence_ref") + "))), 256)")
+# The S-4 digest recomputed from a stored signal row by the same function the routines use, so that M-4.10
+# checks the stored content itself and not only the digest column written beside it. Signals stored before
+# digests were canonical carry the digest of their exact bytes.
+_SIGNAL_FIELDS = "s.name, s.payload_version, s.target_step_key, s.target_activation_seq, s.correlation_key, " \
+                 "s.payload, s.reason, s.evidence_ref"
+_SIGNAL_DIGEST = (f"_weave_signal_digest({_SIGNAL_FIELDS}, 'CANONICAL'), "
+                  f"_weave_signal_digest({_SIGNAL_FIELDS}, 'BYTES')")
 
 INVARIANTS: tuple[Invariant, ...] = (
     Invariant("M-4.1", "a wait has at most one winner, of its own instance, step and activation", """
@@ -91,7 +87,7 @@ INVARIANTS: tuple[Invariant, ...] = (
                             WHERE a.instance_id = s.instance_id AND a.action = 'signal.accept'
                               AND a.idempotency_key = s.idempotency_key
                               AND a.request_digest = s.request_digest
-                              AND a.request_digest = {_SIGNAL_DIGEST})"""),
+                              AND a.request_digest IN ({_SIGNAL_DIGEST}))"""),
     Invariant("M-4.11", "a SATISFIED timer settled at or after its due time; due = min(start + delay, deadline)", """
         SELECT w.id FROM weave_waits w JOIN weave_activations a ON a.id = w.activation_id
          WHERE w.kind = 'TIMER'

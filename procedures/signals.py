@@ -7,7 +7,6 @@ re-serialises a payload, so key order, whitespace and big numbers reach the rout
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
@@ -17,33 +16,6 @@ from .db import call, call_one
 from .routines import rfc3339
 
 Conn = pymysql.Connection
-_ABSENT = b"\xff" * 8
-
-
-def _bytes(value: str | bytes) -> bytes:
-    return value if isinstance(value, bytes | bytearray) else value.encode("utf-8")
-
-
-def request_digest(*, name: str, payload_version: str, target_step_key: str, target_activation_sequence: int,
-                   correlation_key: str | bytes, payload: str | bytes, reason: str,
-                   evidence_ref: str | None = None) -> str:
-    """The S-4 request digest, as procedures/_weave_signal_digest.sql computes it: SHA-256 (lowercase hex)
-    over the fields in order, each preceded by its byte length as 8 bytes big-endian; an absent
-    evidence_ref is eight 0xFF bytes with nothing after them. ``payload`` is the text as sent."""
-    fields = [name, payload_version, target_step_key, str(int(target_activation_sequence)), correlation_key,
-              payload, reason]
-    h = hashlib.sha256()
-    for field in fields:
-        raw = _bytes(field)
-        h.update(len(raw).to_bytes(8, "big") + raw)
-    if evidence_ref is None:
-        h.update(_ABSENT)
-    else:
-        raw = _bytes(evidence_ref)
-        h.update(len(raw).to_bytes(8, "big") + raw)
-    return h.hexdigest()
-
-
 def _receipt(row: dict) -> dict:
     receipt = {k: row[k] for k in ("signal_id", "workflow_id", "idempotency_key", "status", "disposition",
                                    "accepted_at", "expires_at", "request_digest")}

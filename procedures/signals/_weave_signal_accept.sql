@@ -125,8 +125,12 @@ BEGIN
     IF in_idempotency_key IS NULL OR NOT (in_idempotency_key REGEXP '^[!-~]{1,128}$') THEN
         CALL _weave_raise(50113, 'IDEMPOTENCY_KEY_INVALID: 1-128 printable ASCII characters');
     END IF;
-    CALL _weave_signal_digest(in_name, in_payload_version, in_target_step_key, in_target_activation_seq,
-                              in_correlation_key, in_payload, in_reason, in_evidence_ref, v_digest);
+    SET v_digest = _weave_signal_digest(in_name, in_payload_version, in_target_step_key, in_target_activation_seq,
+                                        in_correlation_key, in_payload, in_reason, in_evidence_ref, 'CANONICAL');
+    IF v_digest IS NULL THEN
+        -- Valid JSON syntax with no value behind it, such as a lone surrogate escape ("\ud800").
+        CALL _weave_raise(50109, 'PAYLOAD_INVALID: payload must be one JSON value of valid Unicode text');
+    END IF;
 
     -- R-3: the instance's identity, app and queues, then the instance row (waiting, never skipping).
     CALL _weave_instance_lock(v_inst, 0, v_locked_ns, v_locked);
@@ -145,7 +149,10 @@ BEGIN
           FROM weave_signals
          WHERE namespace_id = v_ns AND instance_id = v_inst AND idempotency_key = in_idempotency_key FOR UPDATE;
         IF v_existing IS NOT NULL THEN
-            IF v_existing_digest <> v_digest THEN
+            -- A signal stored before digests were canonical carries the digest of its exact bytes.
+            IF v_existing_digest <> v_digest AND v_existing_digest <> _weave_signal_digest(in_name,
+                   in_payload_version, in_target_step_key, in_target_activation_seq, in_correlation_key, in_payload,
+                   in_reason, in_evidence_ref, 'BYTES') THEN
                 CALL _weave_raise(50005, 'IDEMPOTENCY_CONFLICT: this key was accepted with a different request');
             END IF;
             SET out_receipt = v_existing_receipt, out_replayed = 1;

@@ -221,16 +221,15 @@ def signal_body(payload_text: str, **over) -> str:
 
 
 def test_S4_http_signal_digest_covers_the_payload_bytes_exactly_as_received(client, world, orch):
-    from procedures import signals
+    from tests.support.signals import digest
 
     publish(client, world, SIGNAL_FLOW)
     wf = start(client, world, definition="approval").json["workflow_id"]
     payload = '{"z": 1,  "a": 123456789012345678901234567890, "f": 1.10}'
     first = send_raw(client, world, wf, signal_body(payload))
     assert first.status_code == 201, first.text
-    expected = signals.request_digest(name="approval.decided", payload_version="1", target_step_key="approval",
-                                      target_activation_sequence=1, correlation_key="o1", payload=payload,
-                                      reason="approved by risk")
+    expected = digest(world, name="approval.decided", payload_version="1", target_step_key="approval",
+                      target_activation_sequence=1, correlation_key="o1", payload=payload, reason="approved by risk")
     assert first.json["request_digest"] == expected and first.json["status"] == "PENDING"
     replay = send_raw(client, world, wf, signal_body(payload))
     assert replay.status_code == 200 and replay.headers.get("idempotent-replayed") == "true"

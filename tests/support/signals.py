@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from typing import Any
 
@@ -58,3 +59,31 @@ def reactivate(world: World, workflow_id: str, step_key: str = "approval", reaso
     """The recovery action reactivate (C-4) through weave_step_reactivate, as an operator would call it."""
     return routines.step_reactivate(world.db.conn, world.token, world.namespace, workflow_id, step_key, reason,
                                     f"reactivate-{next(_keys)}")
+
+
+DIGEST_FIELDS = ("name", "payload_version", "target_step_key", "target_activation_sequence", "correlation_key",
+                 "payload", "reason", "evidence_ref")
+
+
+def digest(world: World, *, evidence_ref: str | None = None, form: str = "CANONICAL", **fields: Any) -> str:
+    """The S-4 digest as the engine computes it (the one SQL function routines and invariants share)."""
+    args = [fields[f] for f in DIGEST_FIELDS[:-1]] + [evidence_ref, form]
+    return world.db.scalar("SELECT _weave_signal_digest(%s, %s, %s, %s, %s, %s, %s, %s, %s)", *args)
+
+
+def specified_digest(*, canonical_payload: str, evidence_ref: str | None = None, **fields: Any) -> str:
+    """The S-4 digest written out from the rule, as an independent oracle: SHA-256 over the fields in order,
+    each preceded by its byte length as 8 bytes big-endian, the payload as its canonical JSON text; an absent
+    evidence_ref is eight 0xFF bytes with nothing after them."""
+    values = [fields["name"], fields["payload_version"], fields["target_step_key"],
+              str(int(fields["target_activation_sequence"])), fields["correlation_key"], canonical_payload,
+              fields["reason"]]
+    h = hashlib.sha256()
+    for value in values:
+        raw = value if isinstance(value, bytes) else value.encode("utf-8")
+        h.update(len(raw).to_bytes(8, "big") + raw)
+    if evidence_ref is None:
+        h.update(b"\xff" * 8)
+    else:
+        h.update(len(evidence_ref.encode()).to_bytes(8, "big") + evidence_ref.encode())
+    return h.hexdigest()
