@@ -160,8 +160,22 @@ def document() -> dict:
             "consumed_at": NULLABLE_TIME}},
         "SignalPage": {"type": "object", "required": ["items", "next_cursor"], "properties": {
             "items": {"type": "array", "items": _ref("Signal")}, "next_cursor": {"type": ["string", "null"]}}},
-        "Explain": {"type": "object", "required": ["step_key", "wait", "signals"], "properties": {
+        "Explain": {"type": "object", "required": ["step_key", "wait", "signals", "timer", "poll", "task", "blockers"],
+                    "properties": {
             "step_key": {"type": "string"}, "wait": {"type": "object"},
+            "open_review_codes": {"type": "array", "items": {"type": "string"}},
+            "timer": {"type": ["object", "null"], "description": "TIMER: due_at, delay_ms, planned_due_at, truncated "
+                      "(capped by the instance deadline), lateness_ms so far"},
+            "poll": {"type": ["object", "null"], "description": "POLL: state, rounds_used, max_rounds, next_poll_at, "
+                     "poll_deadline, last_outcome, stop_reason"},
+            "task": {"type": ["object", "null"], "description": "the current task of a TASK or POLL step: task_id, "
+                     "status, attempts_used, max_attempts, lease_holder, lease_expires_at, next_retry_at"},
+            "blockers": {"type": "array", "description": "what holds the instance or step back: PAUSED, GATE_CLOSED, "
+                         "DEFERRED (with reason, since, next_check_at) and each open REVIEW reason",
+                         "items": {"type": "object", "properties": {
+                             "blocker": {"type": "string", "enum": ["PAUSED", "GATE_CLOSED", "DEFERRED", "REVIEW"]},
+                             "reason": {"type": ["string", "null"]}, "since": NULLABLE_TIME,
+                             "next_check_at": NULLABLE_TIME, "detail": ANY}}},
             "signals": {"type": "array", "items": {"type": "object", "properties": {
                 "signal_id": {"type": "string"}, "why": {"type": "string"}, "detail": ANY}}}}},
         "App": {"type": "object", "required": ["name", "max_in_flight", "status"], "properties": {

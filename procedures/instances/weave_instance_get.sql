@@ -51,9 +51,9 @@ BEGIN
       FROM weave_steps s JOIN weave_poll_rounds r ON r.activation_id = s.activation_id
      WHERE s.instance_id = v_id
      ORDER BY s.position, r.round_no;
-    SELECT code, step_key, activation_seq, detail, opened_at
+    SELECT code, NULLIF(step_key, '') AS step_key, NULLIF(activation_seq, 0) AS activation_seq, detail, opened_at
       FROM weave_review_reasons WHERE instance_id = v_id AND closed_at IS NULL ORDER BY id;
-    SELECT step_key, deferred_reason AS reason, deferred_since AS since, available_at AS next_check_at,
+    SELECT NULLIF(step_key, '') AS step_key, deferred_reason AS reason, deferred_since AS since, available_at AS next_check_at,
            deferrals AS attempts, last_error AS detail
       FROM weave_pending_advances WHERE instance_id = v_id AND deferred_reason IS NOT NULL
      ORDER BY deferred_since, step_key;
