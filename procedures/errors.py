@@ -52,6 +52,7 @@ VALIDATION_CODES: dict[str, int] = {
     "APP_NOT_FOUND": 50122,
     "DEFINITION_NOT_FOUND": 50123,
     "QUEUE_NOT_FOUND": 50124,
+    "UNKNOWN_FIELD": 50125,
     "CORRELATION_KEY_INVALID": 50130,
     # Pulse (workers and tasks).
     "LEASE_INVALID": 50200,

@@ -14,7 +14,8 @@ Parameters: in_token (definitions:publish), in_namespace, in_document (canonical
 expression templates per step), in_queues (comma list of queues the definition uses).
 Result set: name, version, digest, created (1 when a new version was written).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50119 DEFINITION_INVALID, 50124 QUEUE_NOT_FOUND
-(a queue the definition uses does not exist in the namespace).
+(a queue the definition uses does not exist in the namespace), 50125 UNKNOWN_FIELD (the document has a field besides
+name and steps).
 Rules: M-2, R-18.'
     MODIFIES SQL DATA
 BEGIN
@@ -30,6 +31,7 @@ BEGIN
     DECLARE v_id BIGINT UNSIGNED;
     DECLARE v_rest VARCHAR(4096);
     DECLARE v_queue VARCHAR(64);
+    DECLARE v_unknown LONGTEXT;
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_own('weave_definition_publish');
@@ -42,6 +44,12 @@ BEGIN
        OR COALESCE(JSON_LENGTH(in_document, '$.steps'), 0) = 0
        OR in_compiled IS NULL OR NOT JSON_VALID(in_compiled) THEN
         CALL _weave_raise(50119, 'DEFINITION_INVALID: document must be a validated definition');
+    END IF;
+    -- A document carries name and steps only; anything else is a field the engine would silently ignore.
+    SET v_unknown = JSON_KEYS(JSON_REMOVE(in_document, '$.name', '$.steps'));
+    IF JSON_LENGTH(v_unknown) > 0 THEN
+        CALL _weave_raise(50125, CONCAT('UNKNOWN_FIELD: definition field ',
+                                        LEFT(JSON_UNQUOTE(JSON_EXTRACT(v_unknown, '$[0]')), 64), ' is not known'));
     END IF;
     SET v_name = JSON_UNQUOTE(JSON_EXTRACT(in_document, '$.name'));
     IF v_name IS NULL OR NOT (v_name REGEXP '^[A-Za-z0-9_.:-]{1,128}$') THEN

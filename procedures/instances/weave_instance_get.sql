@@ -22,9 +22,11 @@ BEGIN
     DECLARE v_cred BIGINT UNSIGNED;
     DECLARE v_actor VARCHAR(128);
     DECLARE v_id BIGINT UNSIGNED;
+    DECLARE v_joined BOOLEAN;  -- TRUE when called inside the caller's transaction: read in it, never end it
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    IF NOT @@in_transaction THEN
+    CALL _weave_transaction_open(v_joined);
+    IF NOT v_joined THEN
         SET v_tx = TRUE;
         START TRANSACTION WITH CONSISTENT SNAPSHOT;
     END IF;

@@ -130,3 +130,12 @@ def test_R18_a_full_queue_is_a_deferral_that_clears_by_itself(world, orch):
     deferred = world.instance(second)["deferred"]
     assert deferred["reason"] == "QUEUE_FULL" and "tiny" in deferred["detail"]
     assert status_sets(world)[0] == {"QUEUE_FULL": 1}
+
+
+def test_R18_a_definition_document_with_an_unknown_field_is_refused_from_sql_too(world):
+    """The Python model refuses unknown keys with a hint; a document sent straight to the routine is refused too."""
+    for doc in ('{"name": "x", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1}], "stpes": []}',):
+        with pytest.raises(errors.ValidationFailed) as info:
+            dbmod.call(world.db.conn, "weave_definition_publish", world.admin, world.namespace, doc, "{}", "")
+        assert info.value.field_code == "UNKNOWN_FIELD" and "stpes" in str(info.value)
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_definitions") == 0
