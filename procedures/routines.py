@@ -58,6 +58,26 @@ def queue_put(conn: Conn, token: str, namespace: str, name: str, capacity: int) 
     return call_one(conn, "weave_queue_put", token, namespace, name, capacity)
 
 
+# --- console sessions --------------------------------------------------------------------------------------
+def console_session_open(conn: Conn, token: str, namespace: str, session_hash: str, sealed_token: bytes,
+                         ttl_s: int) -> dict:
+    """See procedures/admin/weave_console_session_open.sql."""
+    row = call_one(conn, "weave_console_session_open", token, namespace, session_hash, sealed_token, ttl_s)
+    return {**row, "scopes": row["scopes"].split(","), "queues": row["queues"].split(",")}
+
+
+def console_session_get(conn: Conn, session_hash: str) -> dict:
+    """See procedures/admin/weave_console_session_get.sql."""
+    row = call_one(conn, "weave_console_session_get", session_hash)
+    return {**row, "scopes": row["scopes"].split(","), "queues": row["queues"].split(","),
+            "sealed_token": bytes(row["sealed_token"])}
+
+
+def console_session_close(conn: Conn, session_hash: str) -> bool:
+    """See procedures/admin/weave_console_session_close.sql."""
+    return bool(call_one(conn, "weave_console_session_close", session_hash)["closed"])
+
+
 # --- definitions -----------------------------------------------------------------------------------------
 def definition_publish(conn: Conn, token: str, namespace: str, definition) -> dict:
     """Publish a validated ``orchestrator.definitions.Definition``; see procedures/weave_definition_publish.sql."""
