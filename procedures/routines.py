@@ -190,6 +190,19 @@ def instance_list(conn: Conn, token: str, namespace: str, *, status: str | None 
     return {"items": items, "next_cursor": next_cursor}
 
 
+def status(conn: Conn) -> dict:
+    """See procedures/instances/weave_status.sql: the figures of ``/metrics``, ``weave status`` and the console."""
+    backlog, tasks, review, lateness, polls, deferred, failing, instances = call(conn, "weave_status")
+    return {"backlog": backlog, "tasks": {r["status"]: r["tasks"] for r in tasks},
+            "open_review_reasons": review[0]["open_review_reasons"],
+            "instances_in_review": review[0]["instances_in_review"], "now_at": review[0]["now_at"],
+            "lateness": lateness, "polls_in_flight": polls[0]["polls_in_flight"],
+            "polls_waiting": polls[0]["polls_waiting"], "signals_pending": polls[0]["signals_pending"],
+            "deferred": {r["reason"]: r["instances"] for r in deferred},
+            "failing": {r["class"]: {"failing": int(r["failing"]), "repeated": int(r["repeated"])} for r in failing},
+            "instances": {r["status"]: {"instances": r["instances"], "paused": int(r["paused"])} for r in instances}}
+
+
 # --- control -------------------------------------------------------------------------------------------------
 def instance_pause(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str, idempotency_key: str) -> dict:
     """See procedures/weave_instance_pause.sql."""
