@@ -162,7 +162,9 @@ def test_openapi_documents_every_route_of_the_app(client):
             walk(node.children)
 
     walk(app._router._roots)
-    assert routed == documented
+    # The operator console's HTML pages are not API endpoints: docs/console.md describes them.
+    pages = {p for p in routed if p == "/console" or p.startswith("/console/")}
+    assert pages and routed - pages == documented
     assert all(p.startswith(PREFIX.split("{")[0]) or p.startswith("/") for p in routed)
 
 
