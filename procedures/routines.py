@@ -121,7 +121,8 @@ def _wait_view(row: dict) -> dict | None:
 
 def instance_get(conn: Conn, token: str, namespace: str, workflow_id: str) -> dict:
     """See procedures/weave_instance_get.sql; shaped as the 07-api instance resource."""
-    head, step_rows, round_rows, reasons, deferrals = call(conn, "weave_instance_get", token, namespace, workflow_id)
+    head, step_rows, round_rows, reasons, deferrals, checkpoints = call(
+        conn, "weave_instance_get", token, namespace, workflow_id)
     inst = head[0]
     rounds: dict[str, list] = {}
     for r in round_rows:
@@ -158,6 +159,10 @@ def instance_get(conn: Conn, token: str, namespace: str, workflow_id: str) -> di
         "finished_at": rfc3339(inst["finished_at"]),
         "deferred": _deferred_view(deferrals[0]) if deferrals else None,
         "steps": list(steps.values()),
+        "checkpoints": [{"step_key": c["step_key"] or None, "kind": c["kind"], "due_at": rfc3339(c["due_at"]),
+                         "available_at": rfc3339(c["available_at"]), "attempts": c["attempts"],
+                         "last_error": c["last_error"], "deferred_reason": c["deferred_reason"]}
+                        for c in checkpoints],
     }
 
 
@@ -177,10 +182,13 @@ def instance_events(conn: Conn, token: str, namespace: str, workflow_id: str, af
 
 
 def instance_list(conn: Conn, token: str, namespace: str, *, status: str | None = None,
-                  definition: str | None = None, limit: int = 50, cursor: str | None = None) -> dict:
-    """See procedures/weave_instance_list.sql. ``cursor`` is the opaque value of a previous page."""
+                  definition: str | None = None, control: str | None = None, business_key: str | None = None,
+                  review_code: str | None = None, deferred: bool = False, limit: int = 50,
+                  cursor: str | None = None) -> dict:
+    """See procedures/instances/weave_instance_list.sql. ``cursor`` is the opaque value of a previous page."""
     before = int(cursor) if cursor and cursor.isdigit() else None
-    rows = call(conn, "weave_instance_list", token, namespace, status, definition, limit, before)[0]
+    rows = call(conn, "weave_instance_list", token, namespace, status, definition, control, business_key,
+                review_code, 1 if deferred else 0, limit, before)[0]
     items = [{"workflow_id": r["workflow_id"], "definition": {"name": r["definition_name"],
                                                               "version": r["definition_version"]},
               "status": r["status"], "control": r["control"], "gate": r["gate"],

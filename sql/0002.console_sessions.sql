@@ -16,3 +16,7 @@ CREATE TABLE weave_console_sessions (
     UNIQUE KEY uq_console_session (session_hash),
     KEY ix_console_session_expiry (expires_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Operator console sessions: opaque cookie id -> credential, with an expiry.';
+
+-- The console (and GET /workflows) find instances by their business key: an exact match per namespace,
+-- newest first, without scanning the namespace.
+ALTER TABLE weave_instances ADD KEY ix_instance_business_key (namespace_id, business_key, id);

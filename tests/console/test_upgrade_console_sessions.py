@@ -42,6 +42,8 @@ def test_R17_upgrade_to_0002_console_sessions_keeps_rows_and_serves_sessions(lev
         with conn.cursor() as cur:
             cur.execute("SELECT name FROM weave_namespaces")
             assert [r["name"] for r in cur.fetchall()] == ["kept"]
+            cur.execute("SHOW INDEX FROM weave_instances WHERE Key_name = 'ix_instance_business_key'")
+            assert [r["Column_name"] for r in cur.fetchall()] == ["namespace_id", "business_key", "id"]
         admin = routines.namespace_bootstrap(conn, "fresh")["token"]
         token = routines.credential_create(conn, admin, "fresh", "ops", ["workflows:read"])["token"]
         opened = routines.console_session_open(conn, token, "fresh", "a" * 64, b"sealed", 600)
