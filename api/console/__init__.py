@@ -18,6 +18,7 @@ def register(app: falcon.App, connections: Connections) -> None:
         "/instances/{workflow_id}/{action}": pages.InstanceAction,
         "/instances/{workflow_id}/steps/{step_key}/{action}": pages.StepAction,
         "/review": pages.Review,
+        "/bulk": pages.Bulk,
     }
     for path, resource in routes.items():
         app.add_route("/console" + path, resource(connections))

@@ -267,11 +267,31 @@ class Dashboard(Page):
                     chart=views.lateness_chart(figures["lateness"]), nav="dashboard")
 
 
+FILTERS = ("status", "definition", "control", "business_key", "review_code", "in_review", "deferred")
+
+
 def _filters(req: falcon.Request) -> dict[str, str]:
-    status = req.get_param("status") or ""
-    if req.get_param("in_review"):
-        status = "NEEDS_REVIEW"
-    return {"status": status if status in STATUSES else "", "definition": (req.get_param("definition") or "").strip()}
+    """The list filters of a request, as given (strings; checkboxes are '1' or '')."""
+    values = {name: (req.get_param(name) or "").strip() for name in FILTERS}
+    if values["status"] not in STATUSES:
+        values["status"] = ""
+    if values["control"] not in ("ACTIVE", "PAUSED"):
+        values["control"] = ""
+    for box in ("in_review", "deferred"):
+        values[box] = "1" if values[box] else ""
+    return values
+
+
+def _list_args(filters: dict[str, str]) -> dict:
+    """The routine's arguments for the filters: 'in review' is the NEEDS_REVIEW status."""
+    status = "NEEDS_REVIEW" if filters["in_review"] else filters["status"]
+    return {"status": status or None, "definition": filters["definition"] or None,
+            "control": filters["control"] or None, "business_key": filters["business_key"] or None,
+            "review_code": filters["review_code"] or None, "deferred": bool(filters["deferred"])}
+
+
+def _query(filters: dict[str, str], **more) -> str:
+    return "?" + urlencode({**{k: v for k, v in filters.items() if v}, **more})
 
 
 class Instances(Page):
@@ -280,14 +300,11 @@ class Instances(Page):
         session = self.require(req)
         filters = _filters(req)
         cursor = req.get_param("cursor") or None
-        page_ = routines.instance_list(self.conn, session.token, session.namespace, status=filters["status"] or None,
-                                       definition=filters["definition"] or None, limit=25, cursor=cursor)
-        next_url = None
-        if page_["next_cursor"]:
-            next_url = "?" + urlencode({**{k: v for k, v in filters.items() if v}, "cursor": page_["next_cursor"]})
+        page_ = routines.instance_list(self.conn, session.token, session.namespace, **_list_args(filters), limit=25,
+                                       cursor=cursor)
+        next_url = _query(filters, cursor=page_["next_cursor"]) if page_["next_cursor"] else None
         self.render(req, resp, "instances.html", session, page=page_, filters=filters, statuses=STATUSES,
-                    next_url=next_url, first_url="?" + urlencode({k: v for k, v in filters.items() if v}),
-                    cursor=cursor, nav="instances")
+                    next_url=next_url, first_url=_query(filters), cursor=cursor, nav="instances")
 
 
 class Instance(Page):
@@ -314,6 +331,8 @@ class Instance(Page):
             step["explain"] = None
             if waiting or step["status"] == "NEEDS_REVIEW":
                 step["explain"] = signals.explain(conn, token, ns, workflow_id, step["key"])
+        for checkpoint in instance["checkpoints"]:
+            checkpoint["left"] = views.time_left(checkpoint["available_at"], now)
         events = routines.instance_events(conn, token, ns, workflow_id, 0, 1000)
         signal_page = signals.list_signals(conn, token, ns, workflow_id, limit=1000)
         done = {k: req.get_param(k) for k in ("did", "key", "replayed")} if req.get_param("did") else None
@@ -405,3 +424,58 @@ class Review(Page):
         items.sort(key=lambda pair: pair[0])
         self.render(req, resp, "review.html", session, items=[i for _, i in items], truncated=len(ids) > self.LIMIT,
                     nav="review")
+
+
+class Bulk(Page):
+    """A bulk action on a filter: first a dry run (the count and the list of what would be touched), then
+    each listed instance is acted on with its own Idempotency-Key (the run's key and the instance id), and
+    each gets its own result, so a partial failure shows and applying again is safe."""
+
+    LIMIT = 1000
+    ACTIONS = ("pause", "resume", "cancel")
+
+    @page
+    def on_get(self, req, resp):
+        session = self.require(req)
+        filters = _filters(req)
+        action = req.get_param("action") or ""
+        matches, more = None, False
+        if req.get_param("dry_run"):
+            if action not in self.ACTIONS:
+                raise Refused(422, "VALIDATION_FAILED", "choose the action to apply: pause, resume or cancel")
+            matches, cursor = [], None
+            while True:
+                listed = routines.instance_list(self.conn, session.token, session.namespace, **_list_args(filters),
+                                                limit=500, cursor=cursor)
+                matches += listed["items"]
+                cursor = listed["next_cursor"]
+                if not cursor or len(matches) > self.LIMIT:
+                    break
+            more = len(matches) > self.LIMIT
+        self.render(req, resp, "bulk.html", session, filters=filters, statuses=STATUSES, actions=self.ACTIONS,
+                    action=action, matches=matches, more=more, limit=self.LIMIT, bulk_key=new_key("bulk"),
+                    can_control=session.can("workflows:control"), nav="bulk")
+
+    @page
+    def on_post(self, req, resp):
+        session, data = self.checked(req)
+        action, reason, run_key = field(data, "action"), field(data, "reason"), field(data, "bulk_key").strip()
+        ids = data.get("workflow_id", [])
+        if action not in self.ACTIONS or not run_key or not ids or len(ids) > self.LIMIT:
+            raise Refused(422, "VALIDATION_FAILED", "a bulk run needs an action, its key and 1..1000 instances")
+        results = []
+        for workflow_id in ids:
+            key = f"{run_key}.{workflow_id}"
+            try:
+                done = INSTANCE_ACTIONS[action](self.conn, session.token, session.namespace, workflow_id, reason, key)
+                results.append({"workflow_id": workflow_id, "key": key, "ok": True,
+                                "replayed": bool(done.get("replayed")), "code": "", "detail": ""})
+            except errors.WeaveError as exc:
+                if isinstance(exc, errors.TransientDatabaseError):
+                    self.connections.discard()
+                code = exc.field_code if isinstance(exc, errors.ValidationFailed) else exc.code
+                results.append({"workflow_id": workflow_id, "key": key, "ok": False, "replayed": False,
+                                "code": code, "detail": exc.detail})
+        failed = [r["workflow_id"] for r in results if not r["ok"]]
+        self.render(req, resp, "bulk_result.html", session, action=action, reason=reason, bulk_key=run_key,
+                    results=results, failed=failed, nav="bulk")

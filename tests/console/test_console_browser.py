@@ -143,3 +143,27 @@ def test_read_only_credential_sees_no_actions_and_other_namespaces_are_404(page,
     page.get_by_role("button", name="Sign out").click()
     page.wait_for_url(re.compile(r".*/console/signin$"))
     assert page.goto(f"{BASE}/instances/{wf}").url.endswith("/console/signin")
+
+
+def test_bulk_dry_run_counts_exactly_what_the_filter_matches_then_applies_per_item(page, world):
+    world.publish({"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]})
+    world.publish({"name": "other-flow", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]})
+    mine = [world.start("cool-off") for _ in range(4)]
+    theirs = world.start("other-flow")
+    for n, wf in enumerate([mine[0], mine[2], theirs]):
+        routines.instance_pause(world.db.conn, world.token, "acme", wf, "hold", f"p-{n}")
+    browser_sign_in(page, world.token)
+    page.get_by_role("link", name="Bulk actions").click()
+    page.get_by_label("Definition").fill("cool-off")
+    page.get_by_label("Control").select_option("PAUSED")
+    page.get_by_label("Action", exact=True).select_option("resume")
+    page.get_by_role("button", name="Dry run").click()
+    assert page.locator('[data-figure="bulk-count"]').inner_text() == "2"
+    listed = page.locator("table.list tbody tr td:first-child").all_inner_texts()
+    assert sorted(listed) == sorted([mine[0], mine[2]])
+    page.get_by_label("Reason", exact=True).fill("the vendor is back")
+    page.get_by_role("button", name="Apply resume").click()
+    assert page.locator('[data-figure="bulk-ok"]').inner_text() == "2"
+    assert page.locator('[data-figure="bulk-failed"]').inner_text() == "0"
+    assert [world.instance(wf)["control"] for wf in mine] == ["ACTIVE"] * 4
+    assert world.instance(theirs)["control"] == "PAUSED"

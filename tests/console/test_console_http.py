@@ -162,3 +162,108 @@ def test_static_css_and_unknown_console_pages(client, world):
     css = client.simulate_get(f"{BASE}/static/console.css")
     assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
     assert client.simulate_get(f"{BASE}/static/../app.py").status_code == 404
+
+
+# --- filters and bulk actions ---------------------------------------------------------------------------------
+def _ids_on(html: str) -> list[str]:
+    import re
+
+    return re.findall(r'<td><a href="/console/instances/(wf_\d+)">', html)
+
+
+def test_list_filters_by_business_key_control_review_code_and_deferral(client, world, orch):
+    from tests.console.test_console_browser import in_review
+
+    world.publish({"name": "two-waits", "steps": [{"key": "first", "type": "TIMER", "delay_ms": 60_000},
+                                                  {"key": "second", "type": "TIMER", "delay_ms": 60_000,
+                                                   "after": ["first"]}]})
+    plain = world.start("two-waits", business_key="bk-1")
+    other = world.start("two-waits", business_key="bk-2")
+    orch.drain()
+    routines.instance_pause(world.db.conn, world.token, "acme", other, "hold", "p-1")
+    reviewed = in_review(world, orch, "bk-3")
+    cookies = sign_in(client, world.token)
+
+    def listed(**params) -> list[str]:
+        page = client.simulate_get(f"{BASE}/instances", params=params, cookies=cookies)
+        assert page.status_code == 200, page.text
+        return _ids_on(page.text)
+
+    assert listed() == [reviewed, other, plain]
+    assert listed(business_key="bk-1") == [plain]
+    assert listed(control="PAUSED") == [other]
+    assert listed(in_review="1") == [reviewed] == listed(review_code="POLL_ROUNDS_EXHAUSTED")
+    assert listed(review_code="POLL_DEADLINE") == []
+    world.db.advance(61_000)
+    orch.drain()  # the paused instance's timer settles, and its next step is deferred while paused
+    assert listed(deferred="1") == [other]
+    page = client.simulate_get(f"{BASE}/instances/{other}", cookies=cookies).text
+    assert "DEFERRED: instance paused" in page and "When the engine looks again" in page
+
+
+def test_list_pages_with_a_cursor(client, world):
+    import re
+
+    world.publish(TIMER)
+    started = [world.start("cool-off") for _ in range(30)]
+    cookies = sign_in(client, world.token)
+    first = client.simulate_get(f"{BASE}/instances", cookies=cookies).text
+    cursor = re.search(r'href="/console/instances\?cursor=(\d+)" rel="next"', first).group(1)
+    second = client.simulate_get(f"{BASE}/instances", params={"cursor": cursor}, cookies=cookies).text
+    assert _ids_on(first) + _ids_on(second) == started[::-1]
+    assert 'rel="next"' not in second
+
+
+def test_bulk_dry_run_lists_exactly_the_filter_then_each_item_acts_once_with_its_own_key(client, world):
+    world.publish(TIMER)
+    world.publish({"name": "other-flow", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]})
+    mine = [world.start("cool-off") for _ in range(5)]
+    theirs = world.start("other-flow")
+    for n, wf in enumerate([*mine[:3], theirs]):
+        routines.instance_pause(world.db.conn, world.token, "acme", wf, "hold", f"p-{n}")
+    cookies = sign_in(client, world.token)
+    dry = client.simulate_get(f"{BASE}/bulk", cookies=cookies, params={
+        "definition": "cool-off", "control": "PAUSED", "action": "resume", "dry_run": "1"})
+    assert dry.status_code == 200 and 'data-figure="bulk-count">3<' in dry.text
+    assert sorted(_ids_on(dry.text)) == sorted(mine[:3])
+    assert all(world.instance(wf)["control"] == "PAUSED" for wf in mine[:3])  # a dry run changes nothing
+    run_key = hidden(dry.text, "bulk_key")
+    fields = {"csrf": hidden(dry.text, "csrf"), "action": "resume", "bulk_key": run_key, "reason": "vendor is back",
+              "workflow_id": mine[:3]}
+    applied = form_post(client, f"{BASE}/bulk", fields, cookies)
+    assert applied.status_code == 200 and 'data-figure="bulk-ok">3<' in applied.text
+    assert all(f"{run_key}.{wf}" in applied.text for wf in mine[:3])
+    assert [world.instance(wf)["control"] for wf in mine] == ["ACTIVE"] * 5
+    assert world.instance(theirs)["control"] == "PAUSED"
+    again = form_post(client, f"{BASE}/bulk", fields, cookies)  # a second submit replays every item
+    assert again.text.count(">replayed<") == 3
+    for wf in mine[:3]:
+        assert [e["type"] for e in world.events(wf)].count("INSTANCE_RESUMED") == 1
+
+
+def test_a_partial_bulk_failure_is_reported_per_item_and_can_be_retried(client, world):
+    world.publish(TIMER)
+    wfs = [world.start("cool-off") for _ in range(3)]
+    routines.instance_cancel(world.db.conn, world.token, "acme", wfs[1], "wrong order", "c-1")
+    cookies = sign_in(client, world.token)
+    dry = client.simulate_get(f"{BASE}/bulk", cookies=cookies,
+                              params={"definition": "cool-off", "action": "pause", "dry_run": "1"})
+    assert 'data-figure="bulk-count">3<' in dry.text
+    fields = {"csrf": hidden(dry.text, "csrf"), "action": "pause", "bulk_key": hidden(dry.text, "bulk_key"),
+              "reason": "freeze", "workflow_id": _ids_on(dry.text)}
+    applied = form_post(client, f"{BASE}/bulk", fields, cookies).text
+    assert 'data-figure="bulk-ok">2<' in applied and 'data-figure="bulk-failed">1<' in applied
+    assert f'<tr data-result="{wfs[1]}">' in applied and "INVALID_STATE" in applied
+    assert applied.count('name="workflow_id"') == 1 and f'name="workflow_id" value="{wfs[1]}"' in applied
+
+
+def test_a_read_only_credential_gets_a_dry_run_but_no_apply_and_a_forged_apply_is_refused(client, world):
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    reader = world.credential(["workflows:read"], actor="auditor")
+    cookies = sign_in(client, reader["token"])
+    dry = client.simulate_get(f"{BASE}/bulk", cookies=cookies, params={"action": "cancel", "dry_run": "1"})
+    assert 'data-figure="bulk-count">1<' in dry.text and "bulk_key" not in dry.text
+    forged = form_post(client, f"{BASE}/bulk", {"csrf": hidden(dry.text, "csrf"), "action": "cancel",
+                                                 "bulk_key": "k", "reason": "x", "workflow_id": [wf]}, cookies)
+    assert "FORBIDDEN" in forged.text and world.instance(wf)["status"] == "RUNNING"
