@@ -5,6 +5,7 @@ CREATE PROCEDURE weave_console_session_close(
     COMMENT 'Description: ends a console session (sign-out); ending one that does not exist is a no-op.
 Parameters: in_session_hash (SHA-256 hex of the session id the cookie carries).
 Result set: closed (1 when a session ended, 0 when there was none).
+Errors: 50013 IN_TRANSACTION.
 Rules: R-1, R-4.'
     MODIFIES SQL DATA
 BEGIN
@@ -13,7 +14,10 @@ BEGIN
     DECLARE v_ns BIGINT UNSIGNED;
     DECLARE v_cred BIGINT UNSIGNED;
     DECLARE v_actor VARCHAR(128);
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('weave_console_session_close');
+    SET v_tx = TRUE;
     START TRANSACTION;
     CALL _weave_now(v_now);
     SELECT s.id, s.namespace_id, s.credential_id, c.actor INTO v_id, v_ns, v_cred, v_actor

@@ -11,7 +11,7 @@ CREATE PROCEDURE weave_console_session_open(
 Parameters: in_token (workflows:read), in_namespace, in_session_hash (SHA-256 hex of the random session id the
 cookie carries), in_sealed_token (the token sealed by the caller, 1-1024 bytes), in_ttl_s (60..604800 seconds).
 Result set: actor, scopes, queues, expires_at.
-Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50100 INVALID_ARGUMENT.
+Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50013 IN_TRANSACTION, 50100 INVALID_ARGUMENT.
 Rules: S-2, R-1, R-2, R-4.'
     MODIFIES SQL DATA
 BEGIN
@@ -20,7 +20,10 @@ BEGIN
     DECLARE v_cred BIGINT UNSIGNED;
     DECLARE v_actor VARCHAR(128);
     DECLARE v_expires DATETIME(6);
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('weave_console_session_open');
+    SET v_tx = TRUE;
     START TRANSACTION;
     CALL _weave_now(v_now);
     CALL _weave_authorize(in_token, in_namespace, 'workflows:read', NULL, v_ns, v_cred, v_actor);
