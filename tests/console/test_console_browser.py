@@ -135,6 +135,10 @@ def test_read_only_credential_sees_no_actions_and_other_namespaces_are_404(page,
     reader = world.credential(["workflows:read"], actor="auditor")
     browser_sign_in(page, reader["token"])
     page.goto(f"{BASE}/instances/{wf}")
+    page.keyboard.press("Tab")  # keyboard first: the skip link, then the navigation
+    assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "main"
     assert "POLL_ROUNDS_EXHAUSTED" in page.locator("main").inner_text()
     assert page.locator("form.action").count() == 0 and page.get_by_role("button", name="Pause").count() == 0
     got = page.goto(f"{BASE}/instances/{theirs}")
