@@ -19,6 +19,7 @@ from cryptography.exceptions import InvalidTag
 from procedures import errors, routines, signals
 
 from ..http import ApiError, Connections, parse_strict, raw_body
+from ..resources import _parse_time
 from . import sessions, views
 
 log = logging.getLogger("weave.console")
@@ -171,7 +172,7 @@ class Page:
         if isinstance(exc, Refused):
             status, code, detail = exc.status, exc.code, exc.detail
         elif isinstance(exc, ApiError):
-            status, code, detail = exc.http_status, exc.code, exc.detail
+            status, code, detail = exc.http_status, exc.errors[0]["code"] if exc.errors else exc.code, exc.detail
         elif isinstance(exc, errors.ValidationFailed):
             status, code, detail = 422, exc.field_code, exc.detail
         elif isinstance(exc, errors.TransientDatabaseError | errors.SchemaMismatch) or errors.is_transient(exc):
@@ -233,6 +234,9 @@ class SignIn(Page):
         if not token or not namespace:
             self._form(req, resp, 422, "Give the namespace and a token.", namespace)
             return
+        previous = self.session(req)
+        if previous is not None:  # a new sign-in replaces this browser's session, it never adds a second
+            routines.console_session_close(self.conn, sessions.session_hash(previous.session_id))
         sid = sessions.new_session_id()
         try:
             routines.console_session_open(self.conn, token, namespace, sessions.session_hash(sid),
@@ -308,6 +312,8 @@ class Instances(Page):
 
 
 class Instance(Page):
+    EVENTS = 500
+
     @page
     def on_get(self, req, resp, workflow_id):
         session = self.require(req)
@@ -333,11 +339,14 @@ class Instance(Page):
                 step["explain"] = signals.explain(conn, token, ns, workflow_id, step["key"])
         for checkpoint in instance["checkpoints"]:
             checkpoint["left"] = views.time_left(checkpoint["available_at"], now)
-        events = routines.instance_events(conn, token, ns, workflow_id, 0, 1000)
+        after = optional_int({"after": [req.get_param("events_after") or ""]}, "after") or 0
+        events = routines.instance_events(conn, token, ns, workflow_id, after, self.EVENTS)
         signal_page = signals.list_signals(conn, token, ns, workflow_id, limit=1000)
         done = {k: req.get_param(k) for k in ("did", "key", "replayed")} if req.get_param("did") else None
         self.render(req, resp, "instance.html", session, instance=instance, steps=steps, events=events,
-                    signals=signal_page["items"], deadline_left=views.time_left(instance["deadline_at"], now),
+                    signals=signal_page["items"], events_after=after,
+                    events_more=events[-1]["seq"] if len(events) == self.EVENTS else None,
+                    deadline_left=views.time_left(instance["deadline_at"], now),
                     can_control=session.can("workflows:control"), can_review=session.can("workflows:review"),
                     done=done, nav="instances")
 
@@ -357,8 +366,10 @@ class InstanceAction(Page):
         if action in INSTANCE_ACTIONS:
             result = INSTANCE_ACTIONS[action](self.conn, session.token, session.namespace, workflow_id, reason, key)
         elif action == "deadline":
+            at_text = field(data, "deadline_at").strip()
+            at = _parse_time(at_text, "deadline_at") if at_text else None
             result = routines.instance_deadline(self.conn, session.token, session.namespace, workflow_id, reason,
-                                                key, extend_ms=optional_int(data, "extend_ms"))
+                                                key, deadline_at=at, extend_ms=optional_int(data, "extend_ms"))
         else:
             raise falcon.HTTPNotFound()
         _done(req, resp, workflow_id, action, key, result)
@@ -479,3 +490,11 @@ class Bulk(Page):
         failed = [r["workflow_id"] for r in results if not r["ok"]]
         self.render(req, resp, "bulk_result.html", session, action=action, reason=reason, bulk_key=run_key,
                     results=results, failed=failed, nav="bulk")
+
+
+class Missing(Page):
+    """Any other path under /console: a 404 page, not the API's problem+json."""
+
+    @page
+    def __call__(self, req, resp, **params):
+        raise Refused(404, "NOT_FOUND", "there is no such page in the console")

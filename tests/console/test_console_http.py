@@ -267,3 +267,66 @@ def test_a_read_only_credential_gets_a_dry_run_but_no_apply_and_a_forged_apply_i
     forged = form_post(client, f"{BASE}/bulk", {"csrf": hidden(dry.text, "csrf"), "action": "cancel",
                                                  "bulk_key": "k", "reason": "x", "workflow_id": [wf]}, cookies)
     assert "FORBIDDEN" in forged.text and world.instance(wf)["status"] == "RUNNING"
+
+
+def test_unknown_console_pages_are_html_404s_and_the_api_keeps_its_problems(client, world):
+    cookies = sign_in(client, world.token)
+    missing = client.simulate_get(f"{BASE}/nope/deeper", cookies=cookies)
+    assert missing.status_code == 404 and missing.headers["content-type"].startswith("text/html")
+    assert "content-security-policy" in missing.headers
+    api = client.simulate_get("/consolex")
+    assert api.status_code == 404 and api.headers["content-type"].startswith("application/problem+json")
+
+
+def test_a_new_sign_in_replaces_the_browsers_session(client, world):
+    first = sign_in(client, world.token)
+    page = client.simulate_get(f"{BASE}/signin")  # another tab, opened before the first sign-in
+    both = {**first, "weave_console_signin": page.cookies["weave_console_signin"].value}
+    done = form_post(client, f"{BASE}/signin", {"nonce": hidden(page.text, "nonce"), "namespace": "acme",
+                                                "token": world.token}, both)
+    second = {"weave_console": done.cookies["weave_console"].value}
+    assert second != first and world.db.scalar("SELECT COUNT(*) FROM weave_console_sessions") == 1
+    assert client.simulate_get(BASE, cookies=first).status_code == 303
+
+
+def test_the_deadline_moves_by_an_extension_or_to_a_time_and_a_bad_time_is_a_422_page(client, world):
+    world.publish(TIMER)
+    wf = world.start("cool-off", deadline_ms=3_600_000)
+    cookies = sign_in(client, world.token)
+    csrf = hidden(client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text, "csrf")
+    before = world.instance(wf)["deadline_at"]
+    moved = form_post(client, f"{BASE}/instances/{wf}/deadline",
+                      {"csrf": csrf, "idempotency_key": "d-1", "reason": "customer asked", "extend_ms": "60000"},
+                      cookies)
+    assert moved.status_code == 303 and world.instance(wf)["deadline_at"] > before
+    bad = form_post(client, f"{BASE}/instances/{wf}/deadline",
+                    {"csrf": csrf, "idempotency_key": "d-2", "reason": "typo", "deadline_at": "next tuesday"}, cookies)
+    assert bad.status_code == 422 and "DEADLINE_INVALID" in bad.text
+    to = form_post(client, f"{BASE}/instances/{wf}/deadline", {"csrf": csrf, "idempotency_key": "d-3",
+                   "reason": "year end", "deadline_at": "2099-12-31T00:00:00Z"}, cookies)
+    assert to.status_code == 303 and world.instance(wf)["deadline_at"].startswith("2099-12-31T00:00:00")
+
+
+def test_a_long_history_pages_through_its_events(client, world, orch, monkeypatch):
+    import re
+
+    from api.console import pages
+
+    monkeypatch.setattr(pages.Instance, "EVENTS", 2)
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    orch.drain()
+    world.db.advance(60_001)
+    orch.drain()
+    types = [e["type"] for e in world.events(wf)]
+    assert len(types) == 4
+    cookies = sign_in(client, world.token)
+    seen, params = [], {}
+    while True:
+        html = client.simulate_get(f"{BASE}/instances/{wf}", params=params, cookies=cookies).text
+        seen += re.findall(r"</time> <strong>([A-Z_]+)</strong>", html)
+        later = re.search(r'href="\?events_after=(\d+)#history" rel="next"', html)
+        if not later:
+            break
+        params = {"events_after": later.group(1)}
+    assert seen == types
