@@ -189,10 +189,12 @@ class Page:
         else:
             log.exception("console page failed", extra={"fields": {"path": req.path}}, exc_info=exc)
             self.connections.discard()
-        try:
-            session = self.session(req)
-        except Exception:  # the error page must render even when the database is gone
-            session = None
+        session = None
+        if status != 503:
+            try:
+                session = self.session(req)
+            except Exception:  # the error page must render whatever the database does
+                session = None
         self.render(req, resp, "error.html", session, status=status, code=code, detail=detail, status_code=status)
 
 

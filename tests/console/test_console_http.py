@@ -330,3 +330,85 @@ def test_a_long_history_pages_through_its_events(client, world, orch, monkeypatc
             break
         params = {"events_after": later.group(1)}
     assert seen == types
+
+
+def test_database_down_is_a_503_page_with_retry_after(world):
+    from falcon import testing
+
+    from api.app import create_app
+    from procedures.db import Dsn
+    from tests.console.conftest import Connections
+
+    dead = testing.TestClient(create_app(Connections(Dsn(host="127.0.0.1", port=1, database="x"))))
+    page = dead.simulate_get(f"{BASE}/signin")
+    assert page.status_code == 200  # signing in needs no database until the form is posted
+    got = dead.simulate_get(BASE, cookies={"weave_console": "a" * 43})
+    assert got.status_code == 503 and got.headers["retry-after"] == "1"
+    assert got.headers["content-type"].startswith("text/html") and "UNAVAILABLE" in got.text
+    assert "Traceback" not in got.text
+
+
+def test_the_instance_page_explains_a_waiting_signal_step_and_each_signal_that_lost(client, world, orch):
+    from tests.support import signals as sig
+
+    world.publish(sig.signal_flow())
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+    sig.send(world, wf, correlation_key="o-1 ", payload='{"note": "<b>bold</b>"}', reason="typo <i>here</i>")
+    orch.drain()
+    cookies = sign_in(client, world.token)
+    html = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text
+    assert "Explain: why this wait is still open" in html
+    assert "CORRELATION_MISMATCH" in html and "first_difference_offset" in html  # explain, and why it lost
+    assert "&lt;b&gt;bold&lt;/b&gt;" in html and "typo &lt;i&gt;here&lt;/i&gt;" in html
+    assert "<b>bold</b>" not in html and "<i>here</i>" not in html
+    assert "(in 59m" in html  # the wait's deadline with the time left on the engine clock
+
+
+def test_every_kind_of_step_renders_at_every_stage_of_a_flow(client, world, orch):
+    """The example order flow (TIMER, POLL with a final signal, SIGNAL) and a TASK, page by page as it runs."""
+    import json
+    from pathlib import Path
+
+    from tests.sql.test_polls import answer
+    from tests.support import signals as sig
+
+    doc = json.loads((Path(__file__).resolve().parents[2] / "docs/examples/order-flow.json").read_text())
+    for step in doc["steps"]:
+        if step.get("queue"):
+            step["queue"] = "payments"
+    doc["steps"].append({"key": "ship", "type": "TASK", "queue": "payments", "handler": "example.echo",
+                         "handler_version": "1", "after": ["approval"], "input": {"order": "$.input.order_id"}})
+    world.publish(doc)
+    wf = world.start("order-flow", {"order_id": "o-1"}, business_key="o-1")
+    cookies = sign_in(client, world.token)
+
+    def shown() -> str:
+        got = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies)
+        assert got.status_code == 200, got.text
+        return got.text
+
+    assert "the instance" in shown()  # only the ROOT checkpoint so far
+    orch.drain()
+    assert "TIMER wait <strong>WAITING</strong>" in shown()
+    world.db.advance(5_001)
+    orch.drain()
+    html = shown()
+    assert "POLL_FINAL wait" in html and "Poll IN_FLIGHT" in html
+    answer(world, "PENDING")
+    orch.drain()
+    assert "POLL_PENDING" in shown()
+    world.db.advance(2_001)
+    orch.drain()
+    answer(world, {"status": "PAID", "output": {"paid": True}})
+    orch.drain()
+    html = shown()
+    assert "SIGNAL wait <strong>WAITING</strong>" in html and "1. cool_off" in html and "4. ship" in html
+    sig.send(world, wf, payload='{"approved": true}')
+    orch.drain()
+    html = shown()
+    assert "won by" in html and "approval.decided v1" in html
+    answer(world, {"shipped": True})
+    orch.drain()
+    html = shown()
+    assert 'class="status s-SUCCEEDED">SUCCEEDED</span></h1>' in html and "INSTANCE_SUCCEEDED" in html
