@@ -171,3 +171,20 @@ def test_bulk_dry_run_counts_exactly_what_the_filter_matches_then_applies_per_it
     assert page.locator('[data-figure="bulk-failed"]').inner_text() == "0"
     assert [world.instance(wf)["control"] for wf in mine] == ["ACTIVE"] * 4
     assert world.instance(theirs)["control"] == "PAUSED"
+
+
+def test_reading_and_acting_work_with_javascript_off(browser, server, world, orch):
+    wf = in_review(world, orch, "order-nojs")
+    context = browser.new_context(base_url=server, java_script_enabled=False)
+    try:
+        page = context.new_page()
+        browser_sign_in(page, world.token)
+        page.goto(f"{BASE}/instances/{wf}")
+        assert "POLL_ROUNDS_EXHAUSTED" in page.get_by_role("region", name="Why it waits for a person").inner_text()
+        form = page.locator("form.action", has=page.get_by_role("heading", name="Pause"))
+        form.get_by_label("Reason").fill("hold while we call the bank")
+        form.get_by_role("button", name="Pause").click()
+        page.wait_for_url(re.compile(rf".*/console/instances/{wf}\?.*"))
+        assert world.instance(wf)["control"] == "PAUSED"
+    finally:
+        context.close()
