@@ -339,6 +339,7 @@ class Instance(Page):
             step["explain"] = None
             if waiting or step["status"] == "NEEDS_REVIEW":
                 step["explain"] = signals.explain(conn, token, ns, workflow_id, step["key"])
+        deferred_left = views.time_left(instance["deferred"]["next_check_at"], now) if instance["deferred"] else None
         for checkpoint in instance["checkpoints"]:
             checkpoint["left"] = views.time_left(checkpoint["available_at"], now)
         after = optional_int({"after": [req.get_param("events_after") or ""]}, "after") or 0
@@ -346,7 +347,7 @@ class Instance(Page):
         signal_page = signals.list_signals(conn, token, ns, workflow_id, limit=1000)
         done = {k: req.get_param(k) for k in ("did", "key", "replayed")} if req.get_param("did") else None
         self.render(req, resp, "instance.html", session, instance=instance, steps=steps, events=events,
-                    signals=signal_page["items"], events_after=after,
+                    signals=signal_page["items"], events_after=after, deferred_left=deferred_left,
                     events_more=events[-1]["seq"] if len(events) == self.EVENTS else None,
                     deadline_left=views.time_left(instance["deadline_at"], now),
                     can_control=session.can("workflows:control"), can_review=session.can("workflows:review"),

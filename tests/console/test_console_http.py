@@ -198,7 +198,7 @@ def test_list_filters_by_business_key_control_review_code_and_deferral(client, w
     orch.drain()  # the paused instance's timer settles, and its next step is deferred while paused
     assert listed(deferred="1") == [other]
     page = client.simulate_get(f"{BASE}/instances/{other}", cookies=cookies).text
-    assert "DEFERRED: instance paused" in page and "When the engine looks again" in page
+    assert "Deferred: PAUSED" in page and "instance paused" in page and "When the engine looks again" in page
 
 
 def test_list_pages_with_a_cursor(client, world):

@@ -36,7 +36,8 @@ def test_R17_upgrade_to_0002_console_sessions_keeps_rows_and_serves_sessions(lev
         assert list(cur.fetchall()) == []
         cur.execute("INSERT INTO weave_namespaces (name, created_at) VALUES ('kept', UTC_TIMESTAMP(6))")
     report = installer.migrate(level_one, test_clock=True)
-    assert report.migrations_applied == ["0002.console_sessions"]
+    assert "0002.console_sessions" in report.migrations_applied
+    assert report.migrations_applied == installer.shipped_migrations()[1:]
     with dbmod.connect(level_one) as conn:
         installer.check_level(conn)  # exactly the shipped level now
         with conn.cursor() as cur:
