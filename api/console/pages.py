@@ -345,7 +345,11 @@ class Instance(Page):
         after = optional_int({"after": [req.get_param("events_after") or ""]}, "after") or 0
         events = routines.instance_events(conn, token, ns, workflow_id, after, self.EVENTS)
         signal_page = signals.list_signals(conn, token, ns, workflow_id, limit=1000)
-        done = {k: req.get_param(k) for k in ("did", "key", "replayed")} if req.get_param("did") else None
+        done = None
+        if req.get_param("did") in ACTION_SCOPE:  # the notice names only a real action and a plausible key
+            key = req.get_param("key") or ""
+            if 0 < len(key) <= 128 and key.isascii() and key.isprintable():
+                done = {"did": req.get_param("did"), "key": key, "replayed": req.get_param("replayed") == "1"}
         self.render(req, resp, "instance.html", session, instance=instance, steps=steps, events=events,
                     signals=signal_page["items"], events_after=after, deferred_left=deferred_left,
                     events_more=events[-1]["seq"] if len(events) == self.EVENTS else None,
@@ -445,7 +449,7 @@ class Bulk(Page):
     each listed instance is acted on with its own Idempotency-Key (the run's key and the instance id), and
     each gets its own result, so a partial failure shows and applying again is safe."""
 
-    LIMIT = 1000
+    LIMIT = 500  # one request acts on at most this many, well within a worker's timeout
     ACTIONS = ("pause", "resume", "cancel")
 
     @page
@@ -476,7 +480,8 @@ class Bulk(Page):
         action, reason, run_key = field(data, "action"), field(data, "reason"), field(data, "bulk_key").strip()
         ids = data.get("workflow_id", [])
         if action not in self.ACTIONS or not run_key or not ids or len(ids) > self.LIMIT:
-            raise Refused(422, "VALIDATION_FAILED", "a bulk run needs an action, its key and 1..1000 instances")
+            raise Refused(422, "VALIDATION_FAILED",
+                          f"a bulk run needs an action, its key and 1..{self.LIMIT} instances")
         results = []
         for workflow_id in ids:
             key = f"{run_key}.{workflow_id}"

@@ -88,6 +88,8 @@ def test_a_double_submit_acts_once(client, world):
     shown = client.simulate_get(second.headers["location"].split("#")[0].replace("http://falconframework.org", ""),
                                 cookies=cookies)
     assert "already done with Idempotency-Key" in shown.text
+    crafted = client.simulate_get(f"{BASE}/instances/{wf}", params={"did": "wire money", "key": "k"}, cookies=cookies)
+    assert crafted.status_code == 200 and 'id="result"' not in crafted.text
 
 
 def test_sign_out_ends_the_session_and_sessions_expire_on_the_engine_clock(client, world):
@@ -199,6 +201,7 @@ def test_list_filters_by_business_key_control_review_code_and_deferral(client, w
     assert listed(deferred="1") == [other]
     page = client.simulate_get(f"{BASE}/instances/{other}", cookies=cookies).text
     assert "Deferred: PAUSED" in page and "instance paused" in page and "When the engine looks again" in page
+    assert 'id="a-resume-title"' in page and 'id="a-pause-title"' not in page  # paused: resume is what is left
 
 
 def test_list_pages_with_a_cursor(client, world):
@@ -412,3 +415,4 @@ def test_every_kind_of_step_renders_at_every_stage_of_a_flow(client, world, orch
     orch.drain()
     html = shown()
     assert 'class="status s-SUCCEEDED">SUCCEEDED</span></h1>' in html and "INSTANCE_SUCCEEDED" in html
+    assert 'name="idempotency_key"' not in html  # a finished instance offers no action
