@@ -119,7 +119,12 @@ def document() -> dict:
                     "next_check_at": TIME, "attempts": {"type": "integer"},
                     "detail": {"type": ["string", "null"]}}}]},
             "created_at": TIME, "updated_at": TIME, "finished_at": NULLABLE_TIME,
-            "steps": {"type": "array", "items": _ref("Step")}}},
+            "steps": {"type": "array", "items": _ref("Step")},
+            "checkpoints": {"type": "array", "items": _ref("Checkpoint")}}},
+        "Checkpoint": {"type": "object", "required": ["kind", "due_at", "available_at"], "properties": {
+            "step_key": {"type": ["string", "null"]}, "kind": {"type": "string"}, "due_at": TIME,
+            "available_at": TIME, "attempts": {"type": "integer"}, "last_error": {"type": ["string", "null"]},
+            "deferred_reason": {"type": ["string", "null"]}}},
         "InstanceSummary": {"type": "object", "required": ["workflow_id", "status"], "properties": {
             "workflow_id": {"type": "string"}, "definition": {"type": "object"}, "status": {"type": "string"},
             "control": {"type": "string"}, "gate": {"type": "string"}, "deadline_at": TIME,
@@ -211,7 +216,13 @@ def document() -> dict:
             "get": _op("List instances", "workflows:read", _ok(200, _ref("InstancePage")), params=[
                 {"name": "status", "in": "query", "schema": {"type": "string", "enum": [
                     "RUNNING", "SUCCEEDED", "NEEDS_REVIEW", "CANCELLING", "CANCELLED"]}},
-                {"name": "definition", "in": "query", "schema": {"type": "string"}}, limit,
+                {"name": "definition", "in": "query", "schema": {"type": "string"}},
+                {"name": "control", "in": "query", "schema": {"type": "string", "enum": ["ACTIVE", "PAUSED"]}},
+                {"name": "business_key", "in": "query", "schema": {"type": "string", "maxLength": 256}},
+                {"name": "review_code", "in": "query", "schema": {"type": "string"},
+                 "description": "only instances with an open review reason of this code"},
+                {"name": "deferred", "in": "query", "schema": {"type": "boolean"},
+                 "description": "true: only instances whose next check is deferred"}, limit,
                 {"name": "cursor", "in": "query", "schema": {"type": "string"}}], errors=(*COMMON_ERRORS, 422))},
         "/v1/namespaces/{ns}/workflows/{workflow_id}": {"get": _op(
             "Read an instance with its steps, waits, polls and review reasons", "workflows:read",

@@ -172,18 +172,19 @@ def cmd_status(args: argparse.Namespace) -> int:
     from procedures import invariants
 
     with _conn(args) as conn:
-        backlog, tasks, review, _, polls, deferred, failing = db.call(conn, "weave_status")
+        figures = routines.status(conn)
         broken = invariants.violations(conn) if args.check else {}
     payload = {
-        "now": str(review[0]["now_at"]),
-        "backlog": {r["class"]: {"due": r["due"], "oldest_due_lag_ms": float(r["lag_ms"] or 0)} for r in backlog},
-        "tasks_in_flight": {r["status"]: r["tasks"] for r in tasks},
-        "open_review_reasons": review[0]["open_review_reasons"],
-        "instances_in_review": review[0]["instances_in_review"],
-        "polls": {"in_flight": polls[0]["polls_in_flight"], "waiting": polls[0]["polls_waiting"]},
-        "signals_pending": polls[0]["signals_pending"],
-        "deferred": {r["reason"]: r["instances"] for r in deferred},
-        "failing": {r["class"]: {"failing": int(r["failing"]), "repeated": int(r["repeated"])} for r in failing},
+        "now": str(figures["now_at"]),
+        "backlog": {r["class"]: {"due": r["due"], "oldest_due_lag_ms": float(r["lag_ms"] or 0)}
+                    for r in figures["backlog"]},
+        "tasks_in_flight": figures["tasks"],
+        "open_review_reasons": figures["open_review_reasons"],
+        "instances_in_review": figures["instances_in_review"],
+        "polls": {"in_flight": figures["polls_in_flight"], "waiting": figures["polls_waiting"]},
+        "signals_pending": figures["signals_pending"],
+        "deferred": figures["deferred"],
+        "failing": figures["failing"],
         **({"invariants_broken": broken} if args.check else {}),
     }
 

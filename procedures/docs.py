@@ -35,7 +35,7 @@ AREAS = {
     "signals": "Signals",
     "pulse": "Pulse: tasks, attempts, permits, leases and the inbox",
     "control": "Control: pause, resume, cancel, deadline and recovery",
-    "admin": "Administration: namespaces, credentials, apps, queues and definitions",
+    "admin": "Administration: namespaces, credentials, console sessions, apps, queues and definitions",
 }
 
 

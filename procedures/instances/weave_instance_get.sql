@@ -14,6 +14,8 @@ current_task_id, poll_state.
 Result set 3 (rounds of current activations): step_key, round_no, task_id, outcome, result, result_at.
 Result set 4 (open review reasons): code, step_key, activation_seq, detail, opened_at.
 Result set 5 (deferred checks, R-18): step_key ('' for ROOT), reason, since, next_check_at, attempts, detail.
+Result set 6 (checkpoints: when the engine looks again): step_key ('' for ROOT), kind, due_at, available_at,
+attempts (failed advances in a row), last_error, deferred_reason.
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
 Rules: C-3, M-3.'
     READS SQL DATA
@@ -59,6 +61,8 @@ BEGIN
            deferrals AS attempts, last_error AS detail
       FROM weave_pending_advances WHERE instance_id = v_id AND deferred_reason IS NOT NULL
      ORDER BY deferred_since, step_key;
+    SELECT step_key, kind, due_at, available_at, attempts, last_error, deferred_reason
+      FROM weave_pending_advances WHERE instance_id = v_id ORDER BY step_key;
     IF v_tx THEN
         COMMIT;
     END IF;

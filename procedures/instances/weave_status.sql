@@ -10,6 +10,7 @@ Result set 4 (timers settled in the last 5 minutes, T-8): le_seconds (bucket upp
 Result set 5: polls_in_flight, polls_waiting (POLL activations by state), signals_pending.
 Result set 6 (R-18): reason, instances (deferred checks by reason: pause, quota, capacity, disabled identity or app).
 Result set 7 (R-18): class, failing (candidates whose last advance failed), repeated (failed 2 or more times in a row).
+Result set 8 (live instances): status (RUNNING, NEEDS_REVIEW, CANCELLING), instances, paused (of them, control PAUSED).
 Rules: R-10, R-11, R-18, C-3.'
     READS SQL DATA
 BEGIN
@@ -54,4 +55,10 @@ BEGIN
     UNION ALL
     SELECT 'SIGNAL', COUNT(*), COALESCE(SUM(attempts >= 2), 0) FROM weave_signals
      WHERE status = 'PENDING' AND attempts > 0;
+    -- Live statuses only, one index range per namespace: settled instances are history (R-11).
+    SELECT st.status, COUNT(i.id) AS instances, COALESCE(SUM(i.control = 'PAUSED'), 0) AS paused
+      FROM (SELECT 'RUNNING' AS status UNION ALL SELECT 'NEEDS_REVIEW' UNION ALL SELECT 'CANCELLING') AS st
+      LEFT JOIN weave_namespaces n ON TRUE
+      LEFT JOIN weave_instances i FORCE INDEX (ix_instance_status) ON i.namespace_id = n.id AND i.status = st.status
+     GROUP BY st.status ORDER BY FIELD(st.status, 'RUNNING', 'NEEDS_REVIEW', 'CANCELLING');
 END
