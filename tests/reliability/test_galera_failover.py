@@ -17,13 +17,13 @@ import pymysql
 import pytest
 
 from api import client as sdk
-from orchestrator.loop import wait_for
 from procedures import db as dbmod
 from procedures import invariants
 from tests.api.test_sdk_gunicorn import free_port
 from tests.reliability.conftest import count_param, figure
 from tests.support import cluster_load as load
 from tests.support.processes import WeaveProcess
+from tests.support.waiting import wait_for
 from tests.support.world import World
 
 pytestmark = [pytest.mark.process, pytest.mark.galera]

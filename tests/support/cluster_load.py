@@ -15,10 +15,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from api import client as sdk
-from orchestrator.loop import wait_for
 from procedures import db as dbmod
 from procedures import errors
 from tests.support.db import Db
+from tests.support.waiting import wait_for
 
 RESULT = {"pending": ["PENDING"], "success": ["DONE", "PAID"]}
 MIXED = {"name": "mixed", "steps": [
