@@ -27,7 +27,7 @@ DEFAULT_DSN = "mysql://root@127.0.0.1:3306/weave"
 TIMEOUTS = {"connect_timeout": 5.0, "read_timeout": 120.0, "write_timeout": 120.0}
 # How long a host that refused us, timed out or was not ready is tried only after the others.
 SUSPECT_SECONDS = 5.0
-FAILOVER_MODES = ("sequential", "loadbalance")
+FAILOVER_MODES = ("stable", "sequential", "loadbalance")
 
 
 def _split_hosts(hostlist: str) -> tuple[tuple[str, int], ...]:
@@ -52,11 +52,9 @@ def _split_hosts(hostlist: str) -> tuple[tuple[str, int], ...]:
 class Dsn:
     """A parsed ``mysql://user:password@host:port[,host:port...]/database[?option=value...]`` URL.
 
-    With several hosts (the nodes of a Galera cluster), a connection goes to a node that is ready: in the
-    listed order (``failover=sequential``, the default: every process writes to the same node while it is
-    up) or to a random ready node (``failover=loadbalance``, writes spread over the nodes). ``host`` and
-    ``port`` are the first listed host. Options: ``unix_socket``, ``connect_timeout``, ``read_timeout``,
-    ``write_timeout`` (seconds) and ``failover``.
+    With several hosts (the nodes of a Galera cluster), a connection goes to a node that is ready, chosen by
+    the ``failover`` option (see ``connect``). ``host`` and ``port`` are the first listed host. Options:
+    ``unix_socket``, ``connect_timeout``, ``read_timeout``, ``write_timeout`` (seconds) and ``failover``.
     """
 
     host: str = "127.0.0.1"
@@ -85,7 +83,7 @@ class Dsn:
                         raise ValueError
                 except ValueError:
                     raise ValueError(f"{name} must be a positive number of seconds, got {query[name]!r}") from None
-        if query.get("failover", "sequential") not in FAILOVER_MODES:
+        if query.get("failover", "stable") not in FAILOVER_MODES:
             raise ValueError(f"failover must be one of {', '.join(FAILOVER_MODES)}, got {query['failover']!r}")
         return cls(host=hosts[0][0], port=hosts[0][1], user=unquote(user or "root"), password=unquote(password),
                    database=(parsed.path or "/weave").lstrip("/") or "weave", unix_socket=socket,
@@ -131,7 +129,11 @@ def dsn_from_env(explicit: str | None = None) -> Dsn:
 
 # address -> monotonic time until which it is tried last (it failed or was not ready a moment ago).
 _suspects: dict[tuple[str, int], float] = {}
-_suspects_lock = threading.Lock()
+# DSN hosts -> the node this process writes to with failover=stable, kept for as long as it stays ready.
+_writers: dict[tuple[tuple[str, int], ...], tuple[str, int]] = {}
+_lock = threading.Lock()
+# Nodes whose uptimes differ by less than this are equally old: the listed order decides between them.
+STABLE_TIE_SECONDS = 5
 
 
 def _candidates(dsn: Dsn) -> list[tuple[str, int]]:
@@ -139,13 +141,13 @@ def _candidates(dsn: Dsn) -> list[tuple[str, int]]:
     if dsn.options.get("failover") == "loadbalance":
         random.shuffle(hosts)
     now = time.monotonic()
-    with _suspects_lock:
+    with _lock:
         # Stable sort: hosts keep their order, suspects go last (still tried: they may be all there is).
         return sorted(hosts, key=lambda h: _suspects.get(h, 0.0) > now)
 
 
 def _suspect(address: tuple[str, int], yes: bool) -> None:
-    with _suspects_lock:
+    with _lock:
         if yes:
             _suspects[address] = time.monotonic() + SUSPECT_SECONDS
         else:
@@ -153,17 +155,17 @@ def _suspect(address: tuple[str, int], yes: bool) -> None:
 
 
 def node_state(conn: pymysql.Connection) -> dict[str, str]:
-    """wsrep_ready / wsrep_local_state of the server. A SHOW is answered even by a node that refuses every
-    other statement. MySQL shows neither; MariaDB without a Galera provider shows only wsrep_ready (OFF)."""
+    """wsrep_ready / wsrep_local_state and Uptime of the server. A SHOW is answered even by a node that refuses
+    every other statement. MySQL shows no wsrep status; MariaDB without a Galera provider only wsrep_ready."""
     with conn.cursor(pymysql.cursors.Cursor) as cur:
-        cur.execute("SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_ready', 'wsrep_local_state')")
+        cur.execute("SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_ready', 'wsrep_local_state', 'Uptime')")
         return {name.lower(): value for name, value in cur.fetchall()}
 
 
-def node_ready(conn: pymysql.Connection) -> bool:
+def node_ready(conn: pymysql.Connection, state: dict[str, str] | None = None) -> bool:
     """True on a server that is not a Galera node (no wsrep_local_state), and on a Galera node that is ready
     (wsrep_ready ON) and Synced (local state 4)."""
-    state = node_state(conn)
+    state = node_state(conn) if state is None else state
     return "wsrep_local_state" not in state or (state.get("wsrep_ready") == "ON"
                                                 and state["wsrep_local_state"] == "4")
 
@@ -179,12 +181,44 @@ def _connect_one(dsn: Dsn, host: str, port: int, database: bool, autocommit: boo
     )
 
 
+def _open_ready(dsn: Dsn, address: tuple[str, int], database: bool, autocommit: bool,
+                failures: list[str]) -> tuple[pymysql.Connection, int] | None:
+    """A connection to ``address`` and the node's uptime when it answers and is ready, else None (noted)."""
+    host, port = address
+    try:
+        conn = _connect_one(dsn, host, port, database, autocommit)
+    except pymysql.err.MySQLError as exc:
+        _suspect(address, True)
+        failures.append(f"{host}:{port} {errors.errno_of(exc)}")
+        return None
+    try:
+        state = node_state(conn)
+        if node_ready(conn, state):
+            _suspect(address, False)
+            return conn, int(state.get("uptime", 0))
+        failures.append(f"{host}:{port} not ready")
+    except pymysql.err.MySQLError as exc:
+        failures.append(f"{host}:{port} {errors.errno_of(exc)}")
+    conn.close()
+    _suspect(address, True)
+    return None
+
+
 def connect(dsn: Dsn | str, *, database: bool = True, autocommit: bool = True) -> pymysql.Connection:
     """A connection for routine calls: autocommit on, so each routine owns its own transaction.
 
-    With several hosts, the first that answers and is ready (``node_ready``) in the DSN's failover order;
-    a host that just failed is tried last for a few seconds. No ready host at all is transient
-    (``TransientDatabaseError``): callers retry, and a node that rejoined is found again on the next connect.
+    With several hosts, only to a node that answers and is ready (``node_ready``), chosen by the DSN's
+    ``failover`` mode:
+
+    - ``stable`` (the default): this process's current node while it stays ready; otherwise the ready node
+      that has been up longest, the listed order deciding between nodes of about the same age. Every process
+      sees the same uptimes, so all of them write to one node, move together when it fails, and do not move
+      back to a node that rejoins (it is the youngest): one writer at a time, without a proxy.
+    - ``sequential``: the first ready node in the listed order (a rejoined node takes new connections again).
+    - ``loadbalance``: a random ready node (writes spread over every node).
+
+    A host that just failed is tried last for a few seconds. No ready host at all is transient
+    (``TransientDatabaseError``): callers retry, and so find a node that rejoined.
     """
     if isinstance(dsn, str):
         dsn = Dsn.parse(dsn)
@@ -193,26 +227,36 @@ def connect(dsn: Dsn | str, *, database: bool = True, autocommit: bool = True) -
             return _connect_one(dsn, dsn.host, dsn.port, database, autocommit)
         except pymysql.err.MySQLError as exc:
             raise errors.translate(exc) from exc
-    failures = []
-    for host, port in _candidates(dsn):
-        try:
-            conn = _connect_one(dsn, host, port, database, autocommit)
-        except pymysql.err.MySQLError as exc:
-            _suspect((host, port), True)
-            failures.append(f"{host}:{port} {errors.errno_of(exc)}")
-            continue
-        try:
-            ready = node_ready(conn)
-        except pymysql.err.MySQLError as exc:
-            ready = False
-            failures.append(f"{host}:{port} {errors.errno_of(exc)}")
-        if ready:
-            _suspect((host, port), False)
-            return conn
-        conn.close()
-        _suspect((host, port), True)
-        failures.append(f"{host}:{port} not ready")
-    raise errors.TransientDatabaseError("NO_READY_NODE: no ready node among " + ", ".join(failures))
+    failures: list[str] = []
+    if dsn.options.get("failover", "stable") != "stable":
+        for address in _candidates(dsn):
+            opened = _open_ready(dsn, address, database, autocommit, failures)
+            if opened:
+                return opened[0]
+        raise errors.TransientDatabaseError("NO_READY_NODE: no ready node among " + ", ".join(failures))
+
+    with _lock:
+        current = _writers.get(dsn.addresses)
+    if current:
+        opened = _open_ready(dsn, current, database, autocommit, failures)
+        if opened:
+            return opened[0]
+    ready: list[tuple[int, int, tuple[str, int], pymysql.Connection]] = []
+    for address in _candidates(dsn):
+        if address != current:
+            opened = _open_ready(dsn, address, database, autocommit, failures)
+            if opened:
+                ready.append((opened[1], dsn.addresses.index(address), address, opened[0]))
+    if not ready:
+        raise errors.TransientDatabaseError("NO_READY_NODE: no ready node among " + ", ".join(failures))
+    oldest = max(uptime for uptime, *_ in ready)
+    chosen = min((r for r in ready if r[0] >= oldest - STABLE_TIE_SECONDS), key=lambda r: r[1])
+    for r in ready:
+        if r is not chosen:
+            r[3].close()
+    with _lock:
+        _writers[dsn.addresses] = chosen[2]
+    return chosen[3]
 
 
 def pinned(dsn: Dsn) -> Dsn:

@@ -10,6 +10,7 @@ The suite runs a short load; ``make reliability`` runs a longer one (``WEAVE_HA_
 
 from __future__ import annotations
 
+import datetime
 import threading
 import time
 
@@ -30,9 +31,12 @@ pytestmark = [pytest.mark.process, pytest.mark.galera]
 
 MIXED = count_param("WEAVE_HA_MIXED", 24)
 FINAL = count_param("WEAVE_HA_FINAL", 8)
-# Which node each process lists first: every node takes writes, and node 1 (the one killed) carries one API
-# and one orchestrator, so both must fail over.
-LAYOUT = {"api-a": [0, 1, 2], "api-b": [1, 2, 0], "orchestrator-1": [0, 1, 2], "orchestrator-2": [2, 0, 1],
+# Who lists which node first. "one-writer" is the supported topology: every process has the same DSN, with
+# the default failover=stable, so all of them write to one node and move together. "spread": each process
+# prefers its own node (failover=sequential), so writes land on all three and collide in certification.
+# Node 1 (killed mid-run) carries one API and one orchestrator either way, so both must fail over.
+PROCESSES = ("api-a", "api-b", "orchestrator-1", "orchestrator-2", "worker-1", "worker-2")
+SPREAD = {"api-a": [0, 1, 2], "api-b": [1, 2, 0], "orchestrator-1": [0, 1, 2], "orchestrator-2": [2, 0, 1],
           "worker-1": [1, 2, 0], "worker-2": [2, 0, 1]}
 COUNTERS = ("wsrep_local_cert_failures", "wsrep_local_bf_aborts")
 
@@ -80,12 +84,16 @@ def time_until_write(dsn: dbmod.Dsn, since: float, timeout: float = 60) -> float
     raise AssertionError(f"no write succeeded within {timeout}s")
 
 
-@pytest.fixture
-def engine(galera, cluster_db, tmp_path):
+@pytest.fixture(params=["one-writer", "spread"])
+def engine(request, galera, cluster_db, tmp_path):
     procs: dict[str, WeaveProcess] = {}
     ports = {}
-    for name, order in LAYOUT.items():
-        dsn = galera.dsn("weave_ha", order=order, connect_timeout=2, read_timeout=30, write_timeout=30)
+    for name in PROCESSES:
+        if request.param == "spread":
+            dsn = galera.dsn("weave_ha", order=SPREAD[name], failover="sequential")
+        else:
+            dsn = galera.dsn("weave_ha")
+        dsn = dsn.with_options(connect_timeout=2, read_timeout=30, write_timeout=30)
         if name.startswith("api"):
             ports[name] = free_port()
             args = ("api", "--bind", f"127.0.0.1:{ports[name]}", "--workers", "2")
@@ -96,14 +104,14 @@ def engine(galera, cluster_db, tmp_path):
                     "4", "--lease-ms", "36000000", "--heartbeat-ms", "2000", "--worker-id", name)
         procs[name] = WeaveProcess(dsn, *args, log=tmp_path / f"{name}.log")
     try:
-        yield procs, {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
+        yield request.param, procs, {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
     finally:
         for p in procs.values():
             p.close()
 
 
 def test_Z6_a_node_killed_and_rejoined_mid_run_loses_nothing(galera, cluster_db, engine, tmp_path):
-    procs, urls = engine
+    layout, procs, urls = engine
     world = World.create(cluster_db, quota=100_000, capacity=100_000)
     with dbmod.connect(galera.database, database=False) as conn, conn.cursor() as cur:
         cur.execute("CREATE DATABASE IF NOT EXISTS ha_probe")
@@ -122,6 +130,7 @@ def test_Z6_a_node_killed_and_rejoined_mid_run_loses_nothing(galera, cluster_db,
     began = time.monotonic()
 
     load.start_all(clients, acks, MIXED, FINAL)
+    writers_before = connections_per_node(galera)
     # Timers running and every final-signal poll waiting after its first round, before any signal is sent.
     assert wait_for(lambda: driver.scalar("SELECT COUNT(*) FROM weave_waits WHERE kind = 'TIMER'") == MIXED,
                     timeout=90)
@@ -144,7 +153,7 @@ def test_Z6_a_node_killed_and_rejoined_mid_run_loses_nothing(galera, cluster_db,
     def killer() -> None:
         third.wait(120)
         killed["at_kill"] = counters(galera)
-        killed["t"] = time.monotonic()
+        killed["t"], killed["wall"] = time.monotonic(), time.time()
         victim.kill9()
         galera.wait_cluster_size(2, timeout=60)
         killed["view"] = time.monotonic() - killed["t"]
@@ -171,6 +180,7 @@ def test_Z6_a_node_killed_and_rejoined_mid_run_loses_nothing(galera, cluster_db,
     w.join(200)
     assert "s" in rejoined, victim.tail()
     run_seconds = time.monotonic() - began
+    writers_after = connections_per_node(galera)
 
     for name, p in procs.items():
         assert p.terminate(30) == 0, f"{name} did not stop cleanly:\n{(tmp_path / f'{name}.log').read_text()[-2000:]}"
@@ -184,15 +194,17 @@ def test_Z6_a_node_killed_and_rejoined_mid_run_loses_nothing(galera, cluster_db,
     outcomes = load.check_outcomes(db, MIXED, FINAL)
     sst = "IST" if "IST received" in victim.log.read_text(errors="replace") else "SST"
     failed_advances = sum((tmp_path / f"{n}.log").read_text(errors="replace").count('"advance failed"')
-                          for n in LAYOUT if n.startswith("orchestrator"))
-    answered_503 = sum((tmp_path / f"{n}.log").read_text(errors="replace").count('" 503 ')
-                       for n in LAYOUT if n.startswith("api"))
-    figure("galera_node_failure", requests_acknowledged=acks.total,
+                          for n in PROCESSES if n.startswith("orchestrator"))
+    outage = (killed["wall"] - 1, killed["wall"] + failover + 2)
+    answered_503, outside_outage = answers_503(tmp_path, outage)
+    figure("galera_node_failure", layout=layout, connections_before=writers_before,
+           connections_after=writers_after, requests_acknowledged=acks.total,
            acks_missing=len(persisted["missing"]), requests_failed=len(acks.failed), failover_s=round(failover, 2),
            view_change_s=round(killed["view"], 2), rejoin_s=round(rejoined["s"], 2), rejoin_by=sst,
            recovered_position=position, run_s=round(run_seconds, 1),
            conflicts=conflicts(before, killed["at_kill"], after),
-           api_503=answered_503, advances_failed_after_retries=failed_advances, **outcomes)
+           api_503=answered_503, api_503_outside_outage=outside_outage,
+           advances_failed_after_retries=failed_advances, **outcomes)
 
     assert persisted["missing"] == [], persisted
     assert acks.failed == [], acks.failed[:10]
@@ -203,6 +215,49 @@ def test_Z6_a_node_killed_and_rejoined_mid_run_loses_nothing(galera, cluster_db,
     assert outcomes["winners_by_sender"].get("final") == FINAL
     assert outcomes["winners_by_sender"].get("a", 0) + outcomes["winners_by_sender"].get("b", 0) == MIXED
     assert len({fingerprint for fingerprint in per_node.values()}) == 1, "the nodes hold different rows"
+    # 503 + Retry-After only for requests caught by the node's death, never for a conflict the engine retries.
+    assert outside_outage == 0, "a 503 outside the outage: a conflict reached a client"
+    if layout == "one-writer":
+        # One writer at a time: everything on node 1 first, everything on one survivor after the failover,
+        # and nothing moved back to node 1 when it rejoined.
+        assert writers_before[1] == writers_before[2] == 0 and writers_before[0] > 0, writers_before
+        assert writers_after[0] == 0 and sorted(writers_after[1:])[0] == 0, writers_after
+    else:
+        assert all(n > 0 for n in writers_before), writers_before
+
+
+def answers_503(logs, outage: tuple[float, float]) -> tuple[int, int]:
+    """503 answers in the APIs' access logs: all of them, and those outside ``outage`` (wall-clock seconds)."""
+    total = outside = 0
+    for name in PROCESSES:
+        if not name.startswith("api"):
+            continue
+        for line in (logs / f"{name}.log").read_text(errors="replace").splitlines():
+            if '" 503 ' not in line or "[" not in line:
+                continue
+            stamp = line.split("[", 1)[1].split("]", 1)[0]
+            at = datetime.datetime.strptime(stamp, "%d/%b/%Y:%H:%M:%S %z").timestamp()
+            total += 1
+            outside += not outage[0] <= at <= outage[1]
+    return total, outside
+
+
+def connections_per_node(galera) -> list[int]:
+    """Client connections to the load's database on each node (the test's own included)."""
+    out = []
+    for node in galera.nodes:
+        if not node.alive():
+            out.append(0)
+            continue
+        conn = dbmod.connect(node.dsn("information_schema"))
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = 'weave_ha' "
+                            "AND ID <> CONNECTION_ID()")
+                out.append(cur.fetchone()["n"])
+        finally:
+            conn.close()
+    return out
 
 
 def _ready(probe: sdk.WeaveClient) -> bool:
