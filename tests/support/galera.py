@@ -111,6 +111,8 @@ class Node:
         args = [shutil.which("mariadbd", path="/usr/sbin:/usr/local/sbin:" + os.environ.get("PATH", "")) or "mariadbd",
                 "--no-defaults", f"--datadir={self.datadir}", f"--socket={self.socket}", f"--port={self.sql_port}",
                 "--bind-address=127.0.0.1", f"--pid-file={self.directory / 'mysqld.pid'}", f"--log-error={self.log}",
+                # The node's own directory for temporary files, never the shared /tmp.
+                f"--tmpdir={self.directory}",
                 "--skip-name-resolve", "--character-set-server=utf8mb4", "--max-connections=400",
                 "--innodb-buffer-pool-size=64M", "--innodb-log-file-size=32M", "--innodb-flush-log-at-trx-commit=2",
                 "--default-storage-engine=InnoDB", "--binlog-format=ROW", "--innodb-autoinc-lock-mode=2",
