@@ -10,7 +10,7 @@ import falcon
 
 from procedures import db, errors, installer, routines
 
-from . import ops, resources, signals
+from . import console, ops, resources, signals
 from .http import Connections, make_error_handler
 
 PREFIX = "/v1/namespaces/{ns}"
@@ -48,6 +48,7 @@ def create_app(connections: Connections) -> falcon.App:
     app.add_route("/readyz", ops.Ready(connections))
     app.add_route("/metrics", ops.Metrics(connections))
     app.add_route("/openapi.json", ops.OpenApi())
+    console.register(app, connections)
     return app
 
 

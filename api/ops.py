@@ -6,7 +6,7 @@ import falcon
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from procedures import db, errors, installer
+from procedures import errors, installer, routines
 
 from .http import Connections, problem, respond
 from .openapi import document
@@ -40,33 +40,50 @@ class Metrics:
         self.connections = connections
 
     def on_get(self, req, resp):
-        backlog, tasks, review, lateness, polls = db.call(self.connections.get(), "weave_status")
-        registry = CollectorRegistry()
-        due = Gauge("weave_due_backlog", "Candidates due now, per class", ["class"], registry=registry)
-        lag = Gauge("weave_oldest_due_lag_seconds", "How late the oldest due candidate is, per class", ["class"],
-                    registry=registry)
-        for row in backlog:
-            due.labels(row["class"]).set(row["due"])
-            lag.labels(row["class"]).set(float(row["lag_ms"] or 0) / 1000)
-        in_flight = Gauge("weave_tasks", "Tasks by status (in flight)", ["status"], registry=registry)
-        for status in ("QUEUED", "RUNNING"):
-            in_flight.labels(status).set(next((r["tasks"] for r in tasks if r["status"] == status), 0))
-        open_reasons = review[0]["open_review_reasons"]
-        Gauge("weave_review_reasons_open", "Open review reasons", registry=registry).set(open_reasons)
-        Gauge("weave_instances_in_review", "Instances in NEEDS_REVIEW", registry=registry).set(
-            review[0]["instances_in_review"])
-        late = Gauge("weave_timer_lateness_recent", "Timers settled in the last 5 minutes with lateness "
-                     "(settled - due) at most le seconds (cumulative buckets)", ["le"], registry=registry)
-        for row in lateness:
-            late.labels("+Inf" if row["le_seconds"] is None else str(float(row["le_seconds"]))).set(row["timers"])
-        polling = Gauge("weave_polls", "POLL activations by state", ["state"], registry=registry)
-        polling.labels("IN_FLIGHT").set(polls[0]["polls_in_flight"])
-        polling.labels("WAITING").set(polls[0]["polls_waiting"])
-        Gauge("weave_signals_pending", "Signals accepted and not yet consumed, rejected or expired",
-              registry=registry).set(polls[0]["signals_pending"])
         resp.content_type = CONTENT_TYPE_LATEST
-        resp.data = generate_latest(registry)
+        resp.data = generate_latest(registry_of(routines.status(self.connections.get())))
 
+
+def registry_of(figures: dict) -> CollectorRegistry:
+    """The Prometheus registry of the figures ``routines.status`` reads; the console shows the same figures."""
+    registry = CollectorRegistry()
+    due = Gauge("weave_due_backlog", "Candidates due now, per class", ["class"], registry=registry)
+    lag = Gauge("weave_oldest_due_lag_seconds", "How late the oldest due candidate is, per class", ["class"],
+                registry=registry)
+    for row in figures["backlog"]:
+        due.labels(row["class"]).set(row["due"])
+        lag.labels(row["class"]).set(float(row["lag_ms"] or 0) / 1000)
+    in_flight = Gauge("weave_tasks", "Tasks by status (in flight)", ["status"], registry=registry)
+    for status in ("QUEUED", "RUNNING"):
+        in_flight.labels(status).set(figures["tasks"].get(status, 0))
+    Gauge("weave_review_reasons_open", "Open review reasons", registry=registry).set(figures["open_review_reasons"])
+    Gauge("weave_instances_in_review", "Instances in NEEDS_REVIEW", registry=registry).set(
+        figures["instances_in_review"])
+    late = Gauge("weave_timer_lateness_recent", "Timers settled in the last 5 minutes with lateness "
+                 "(settled - due) at most le seconds (cumulative buckets)", ["le"], registry=registry)
+    for row in figures["lateness"]:
+        late.labels("+Inf" if row["le_seconds"] is None else str(float(row["le_seconds"]))).set(row["timers"])
+    polling = Gauge("weave_polls", "POLL activations by state", ["state"], registry=registry)
+    polling.labels("IN_FLIGHT").set(figures["polls_in_flight"])
+    polling.labels("WAITING").set(figures["polls_waiting"])
+    Gauge("weave_signals_pending", "Signals accepted and not yet consumed, rejected or expired",
+          registry=registry).set(figures["signals_pending"])
+    deferrals = Gauge("weave_instances_deferred", "Instances with a deferred check, by reason (R-18)", ["reason"],
+                      registry=registry)
+    for reason, count in figures["deferred"].items():
+        deferrals.labels(reason).set(count)
+    failures = Gauge("weave_candidates_failing", "Candidates whose last advance failed, by class; repeated: "
+                     "failed 2 or more times in a row", ["class", "repeated"], registry=registry)
+    for klass, row in figures["failing"].items():
+        failures.labels(klass, "false").set(row["failing"] - row["repeated"])
+        failures.labels(klass, "true").set(row["repeated"])
+    live = Gauge("weave_instances", "Live instances by status", ["status"], registry=registry)
+    paused = Gauge("weave_instances_paused", "Live instances with control PAUSED, by status", ["status"],
+                   registry=registry)
+    for status, row in figures["instances"].items():
+        live.labels(status).set(row["instances"])
+        paused.labels(status).set(row["paused"])
+    return registry
 
 class OpenApi:
     def on_get(self, req, resp):

@@ -113,9 +113,16 @@ class Workflows(Resource):
 
     def on_get(self, req, resp, ns):
         limit = _int_param(req, "limit", 50, 1, 500)
+        deferred = req.get_param("deferred")
+        if deferred not in (None, "", "true", "false"):
+            raise ApiError(422, "VALIDATION_FAILED", "deferred must be true or false",
+                           [{"field": "deferred", "code": "INVALID_ARGUMENT", "message": "true or false"}])
         page = routines.instance_list(self.conn, bearer(req), ns, status=req.get_param("status") or None,
-                                      definition=req.get_param("definition") or None, limit=limit,
-                                      cursor=req.get_param("cursor"))
+                                      definition=req.get_param("definition") or None,
+                                      control=req.get_param("control") or None,
+                                      business_key=req.get_param("business_key") or None,
+                                      review_code=req.get_param("review_code") or None, deferred=deferred == "true",
+                                      limit=limit, cursor=req.get_param("cursor"))
         respond(resp, page)
 
 

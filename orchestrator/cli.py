@@ -172,16 +172,19 @@ def cmd_status(args: argparse.Namespace) -> int:
     from procedures import invariants
 
     with _conn(args) as conn:
-        backlog, tasks, review, _, polls = db.call(conn, "weave_status")
+        figures = routines.status(conn)
         broken = invariants.violations(conn) if args.check else {}
     payload = {
-        "now": str(review[0]["now_at"]),
-        "backlog": {r["class"]: {"due": r["due"], "oldest_due_lag_ms": float(r["lag_ms"] or 0)} for r in backlog},
-        "tasks_in_flight": {r["status"]: r["tasks"] for r in tasks},
-        "open_review_reasons": review[0]["open_review_reasons"],
-        "instances_in_review": review[0]["instances_in_review"],
-        "polls": {"in_flight": polls[0]["polls_in_flight"], "waiting": polls[0]["polls_waiting"]},
-        "signals_pending": polls[0]["signals_pending"],
+        "now": str(figures["now_at"]),
+        "backlog": {r["class"]: {"due": r["due"], "oldest_due_lag_ms": float(r["lag_ms"] or 0)}
+                    for r in figures["backlog"]},
+        "tasks_in_flight": figures["tasks"],
+        "open_review_reasons": figures["open_review_reasons"],
+        "instances_in_review": figures["instances_in_review"],
+        "polls": {"in_flight": figures["polls_in_flight"], "waiting": figures["polls_waiting"]},
+        "signals_pending": figures["signals_pending"],
+        "deferred": figures["deferred"],
+        "failing": figures["failing"],
         **({"invariants_broken": broken} if args.check else {}),
     }
 
@@ -192,6 +195,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         lines.append(f"tasks in flight: QUEUED {p['tasks_in_flight'].get('QUEUED', 0)}, "
                      f"RUNNING {p['tasks_in_flight'].get('RUNNING', 0)}")
         lines.append(f"in review: {p['instances_in_review']} instance(s), {p['open_review_reasons']} open reason(s)")
+        lines.append("deferred: " + (", ".join(f"{k} {v}" for k, v in p["deferred"].items()) or "none"))
+        lines.append("failing candidates: " + (", ".join(f"{k} {v['failing']} ({v['repeated']} repeatedly)"
+                                                         for k, v in p["failing"].items() if v["failing"]) or "none"))
         if args.check:
             lines.append("invariants: " + ("all hold" if not p["invariants_broken"] else
                                            json.dumps(p["invariants_broken"])))

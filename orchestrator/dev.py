@@ -141,6 +141,7 @@ def _banner(dsn: db.Dsn, tokens: dict, base_url: str) -> None:
     weave = shlex.quote(str(Path(sys.executable).parent / "weave"))
     print(f"""
 Weave is running: API {base_url}, orchestrator, example worker on queue {QUEUE}.
+  console: {base_url}/console (sign in with namespace {NAMESPACE} and the token below)
   namespace {NAMESPACE}, app {APP}; definitions: {', '.join(tokens['definitions'])}
   token (workflows:*): {tokens['token']}
   admin token:         {tokens['admin_token']}

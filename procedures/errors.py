@@ -51,6 +51,8 @@ VALIDATION_CODES: dict[str, int] = {
     "LIMIT_INVALID": 50121,
     "APP_NOT_FOUND": 50122,
     "DEFINITION_NOT_FOUND": 50123,
+    "QUEUE_NOT_FOUND": 50124,
+    "UNKNOWN_FIELD": 50125,
     "CORRELATION_KEY_INVALID": 50130,
     # Pulse (workers and tasks).
     "LEASE_INVALID": 50200,
@@ -133,8 +135,11 @@ InTransaction = BY_CODE["IN_TRANSACTION"]
 AttemptNotCurrent = BY_CODE["ATTEMPT_NOT_CURRENT"]
 
 # MySQL/MariaDB client and server errors that mean "try again": deadlock, lock wait timeout,
-# server gone away, lost connection, server shutdown, query interrupted by KILL.
-TRANSIENT_ERRNOS = frozenset({1213, 1205, 2006, 2013, 2003, 2055, 1053, 1317, 1927, 4031})
+# server gone away, lost connection, server shutdown, query interrupted by KILL. On a Galera cluster a
+# certification conflict or a brute-force abort also arrives as 1213; a node that is not ready (joining,
+# donor, out of the primary component) refuses statements with 1047 "WSREP has not yet prepared node for
+# application use"; a commit cut off by a view change reports 1180. None of them committed anything.
+TRANSIENT_ERRNOS = frozenset({1213, 1205, 2006, 2013, 2003, 2055, 1053, 1317, 1927, 4031, 1047, 1180})
 
 
 # Server refusals of a value itself (out of range, too long, not a valid date or number) under the strict

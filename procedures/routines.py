@@ -58,6 +58,26 @@ def queue_put(conn: Conn, token: str, namespace: str, name: str, capacity: int) 
     return call_one(conn, "weave_queue_put", token, namespace, name, capacity)
 
 
+# --- console sessions --------------------------------------------------------------------------------------
+def console_session_open(conn: Conn, token: str, namespace: str, session_hash: str, sealed_token: bytes,
+                         ttl_s: int) -> dict:
+    """See procedures/admin/weave_console_session_open.sql."""
+    row = call_one(conn, "weave_console_session_open", token, namespace, session_hash, sealed_token, ttl_s)
+    return {**row, "scopes": row["scopes"].split(","), "queues": row["queues"].split(",")}
+
+
+def console_session_get(conn: Conn, session_hash: str) -> dict:
+    """See procedures/admin/weave_console_session_get.sql."""
+    row = call_one(conn, "weave_console_session_get", session_hash)
+    return {**row, "scopes": row["scopes"].split(","), "queues": row["queues"].split(","),
+            "sealed_token": bytes(row["sealed_token"])}
+
+
+def console_session_close(conn: Conn, session_hash: str) -> bool:
+    """See procedures/admin/weave_console_session_close.sql."""
+    return bool(call_one(conn, "weave_console_session_close", session_hash)["closed"])
+
+
 # --- definitions -----------------------------------------------------------------------------------------
 def definition_publish(conn: Conn, token: str, namespace: str, definition) -> dict:
     """Publish a validated ``orchestrator.definitions.Definition``; see procedures/weave_definition_publish.sql."""
@@ -101,7 +121,8 @@ def _wait_view(row: dict) -> dict | None:
 
 def instance_get(conn: Conn, token: str, namespace: str, workflow_id: str) -> dict:
     """See procedures/weave_instance_get.sql; shaped as the 07-api instance resource."""
-    head, step_rows, round_rows, reasons = call(conn, "weave_instance_get", token, namespace, workflow_id)
+    head, step_rows, round_rows, reasons, deferrals, checkpoints = call(
+        conn, "weave_instance_get", token, namespace, workflow_id)
     inst = head[0]
     rounds: dict[str, list] = {}
     for r in round_rows:
@@ -136,8 +157,19 @@ def instance_get(conn: Conn, token: str, namespace: str, workflow_id: str) -> di
                             "opened_at": rfc3339(r["opened_at"])} for r in reasons],
         "created_at": rfc3339(inst["created_at"]), "updated_at": rfc3339(inst["updated_at"]),
         "finished_at": rfc3339(inst["finished_at"]),
+        "deferred": _deferred_view(deferrals[0]) if deferrals else None,
         "steps": list(steps.values()),
+        "checkpoints": [{"step_key": c["step_key"] or None, "kind": c["kind"], "due_at": rfc3339(c["due_at"]),
+                         "available_at": rfc3339(c["available_at"]), "attempts": c["attempts"],
+                         "last_error": c["last_error"], "deferred_reason": c["deferred_reason"]}
+                        for c in checkpoints],
     }
+
+
+def _deferred_view(row: dict) -> dict:
+    """The longest-standing deferred check of an instance (R-18): why, since when, when it is looked at again."""
+    return {"reason": row["reason"], "step_key": row["step_key"] or None, "since": rfc3339(row["since"]),
+            "next_check_at": rfc3339(row["next_check_at"]), "attempts": row["attempts"], "detail": row["detail"]}
 
 
 def instance_events(conn: Conn, token: str, namespace: str, workflow_id: str, after: int = 0,
@@ -150,10 +182,13 @@ def instance_events(conn: Conn, token: str, namespace: str, workflow_id: str, af
 
 
 def instance_list(conn: Conn, token: str, namespace: str, *, status: str | None = None,
-                  definition: str | None = None, limit: int = 50, cursor: str | None = None) -> dict:
-    """See procedures/weave_instance_list.sql. ``cursor`` is the opaque value of a previous page."""
+                  definition: str | None = None, control: str | None = None, business_key: str | None = None,
+                  review_code: str | None = None, deferred: bool = False, limit: int = 50,
+                  cursor: str | None = None) -> dict:
+    """See procedures/instances/weave_instance_list.sql. ``cursor`` is the opaque value of a previous page."""
     before = int(cursor) if cursor and cursor.isdigit() else None
-    rows = call(conn, "weave_instance_list", token, namespace, status, definition, limit, before)[0]
+    rows = call(conn, "weave_instance_list", token, namespace, status, definition, control, business_key,
+                review_code, 1 if deferred else 0, limit, before)[0]
     items = [{"workflow_id": r["workflow_id"], "definition": {"name": r["definition_name"],
                                                               "version": r["definition_version"]},
               "status": r["status"], "control": r["control"], "gate": r["gate"],
@@ -161,6 +196,19 @@ def instance_list(conn: Conn, token: str, namespace: str, *, status: str | None 
               "created_at": rfc3339(r["created_at"]), "updated_at": rfc3339(r["updated_at"])} for r in rows]
     next_cursor = str(rows[-1]["cursor_id"]) if len(rows) == limit else None
     return {"items": items, "next_cursor": next_cursor}
+
+
+def status(conn: Conn) -> dict:
+    """See procedures/instances/weave_status.sql: the figures of ``/metrics``, ``weave status`` and the console."""
+    backlog, tasks, review, lateness, polls, deferred, failing, instances = call(conn, "weave_status")
+    return {"backlog": backlog, "tasks": {r["status"]: r["tasks"] for r in tasks},
+            "open_review_reasons": review[0]["open_review_reasons"],
+            "instances_in_review": review[0]["instances_in_review"], "now_at": review[0]["now_at"],
+            "lateness": lateness, "polls_in_flight": polls[0]["polls_in_flight"],
+            "polls_waiting": polls[0]["polls_waiting"], "signals_pending": polls[0]["signals_pending"],
+            "deferred": {r["reason"]: r["instances"] for r in deferred},
+            "failing": {r["class"]: {"failing": int(r["failing"]), "repeated": int(r["repeated"])} for r in failing},
+            "instances": {r["status"]: {"instances": r["instances"], "paused": int(r["paused"])} for r in instances}}
 
 
 # --- control -------------------------------------------------------------------------------------------------

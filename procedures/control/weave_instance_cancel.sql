@@ -38,9 +38,8 @@ BEGIN
     SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
-    CALL _weave_now(v_now);
     CALL _weave_control_begin(in_token, in_namespace, in_workflow_id, 'workflows:control', 'instance.cancel',
-                              in_reason, in_idempotency_key, v_digest, v_ns, v_cred, v_actor, v_id, v_replayed);
+                              in_reason, in_idempotency_key, v_digest, v_ns, v_cred, v_actor, v_id, v_replayed, v_now);
     SELECT status INTO v_status FROM weave_instances WHERE id = v_id;
     IF v_replayed = 0 THEN
         IF v_status = 'SUCCEEDED' THEN

@@ -37,9 +37,8 @@ BEGIN
     SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
-    CALL _weave_now(v_now);
     CALL _weave_control_begin(in_token, in_namespace, in_workflow_id, 'workflows:review', 'instance.deadline',
-                              in_reason, in_idempotency_key, v_digest, v_ns, v_cred, v_actor, v_id, v_replayed);
+                              in_reason, in_idempotency_key, v_digest, v_ns, v_cred, v_actor, v_id, v_replayed, v_now);
     SELECT status, deadline_at INTO v_status, v_old FROM weave_instances WHERE id = v_id;
     IF v_replayed = 0 THEN
         IF v_status NOT IN ('RUNNING', 'NEEDS_REVIEW') THEN

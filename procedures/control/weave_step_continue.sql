@@ -52,9 +52,8 @@ BEGIN
     SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
-    CALL _weave_now(v_now);
     CALL _weave_control_begin(in_token, in_namespace, in_workflow_id, 'workflows:review', 'step.continue',
-                              in_reason, in_idempotency_key, v_digest, v_ns, v_cred, v_actor, v_id, v_replayed);
+                              in_reason, in_idempotency_key, v_digest, v_ns, v_cred, v_actor, v_id, v_replayed, v_now);
     IF v_replayed = 0 THEN
         CALL _weave_recovery_begin(v_id, in_step_key, v_step, v_type, v_seq, v_activation);
         SELECT state, stop_reason, rounds_used, max_rounds, poll_deadline, next_poll_at

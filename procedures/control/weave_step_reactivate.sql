@@ -41,9 +41,8 @@ BEGIN
     SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
-    CALL _weave_now(v_now);
     CALL _weave_control_begin(in_token, in_namespace, in_workflow_id, 'workflows:review', 'step.reactivate',
-                              in_reason, in_idempotency_key, v_digest, v_ns, v_cred, v_actor, v_id, v_replayed);
+                              in_reason, in_idempotency_key, v_digest, v_ns, v_cred, v_actor, v_id, v_replayed, v_now);
     IF v_replayed = 0 THEN
         CALL _weave_recovery_begin(v_id, in_step_key, v_step, v_type, v_seq, v_activation);
         IF in_timeout_ms IS NOT NULL AND (in_timeout_ms <= 0 OR in_timeout_ms > 31536000000 OR v_type NOT IN ('SIGNAL', 'POLL')) THEN

@@ -41,9 +41,8 @@ BEGIN
     SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
-    CALL _weave_now(v_now);
     CALL _weave_control_begin(in_token, in_namespace, in_workflow_id, 'workflows:review', 'step.resolve',
-                              in_reason, in_idempotency_key, v_digest, v_ns, v_cred, v_actor, v_id, v_replayed);
+                              in_reason, in_idempotency_key, v_digest, v_ns, v_cred, v_actor, v_id, v_replayed, v_now);
     IF v_replayed = 0 THEN
         IF in_output IS NULL OR NOT JSON_VALID(in_output) OR LENGTH(in_output) > 262144 THEN
             CALL _weave_raise(50117, 'INPUT_INVALID: output must be JSON of at most 256 KiB');

@@ -11,10 +11,15 @@ CREATE PROCEDURE _weave_checkpoint_set(
     COMMENT 'Internal. Description: makes the checkpoint of (instance, step) due at in_due_at, pinned to in_activation_id.'
     MODIFIES SQL DATA
 BEGIN
+    -- A deferral record (R-18) survives only a re-set to the same due time and activation; the deferral
+    -- columns are assigned first, while due_at and activation_id still hold the row's old values.
     INSERT INTO weave_pending_advances (namespace_id, instance_id, step_key, kind, activation_id, due_at, available_at,
                                         created_at)
     VALUES (in_namespace_id, in_instance_id, in_step_key, in_kind, in_activation_id, in_due_at, in_due_at, in_now)
-    ON DUPLICATE KEY UPDATE kind = VALUES(kind), activation_id = VALUES(activation_id), due_at = VALUES(due_at),
-                            available_at = VALUES(available_at), attempts = 0, last_error = NULL,
-                            version = version + 1;
+    ON DUPLICATE KEY UPDATE
+        deferred_reason = IF(due_at = VALUES(due_at) AND activation_id = VALUES(activation_id), deferred_reason, NULL),
+        deferred_since = IF(due_at = VALUES(due_at) AND activation_id = VALUES(activation_id), deferred_since, NULL),
+        deferrals = IF(due_at = VALUES(due_at) AND activation_id = VALUES(activation_id), deferrals, 0),
+        kind = VALUES(kind), activation_id = VALUES(activation_id), due_at = VALUES(due_at),
+        available_at = VALUES(available_at), attempts = 0, last_error = NULL, version = version + 1;
 END

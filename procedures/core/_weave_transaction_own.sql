@@ -5,7 +5,9 @@ CREATE PROCEDURE _weave_transaction_own(IN in_routine VARCHAR(64))
     COMMENT 'Internal. Description: refuses IN_TRANSACTION (R-1) when the session is inside an open transaction, naming in_routine; the caller''s transaction is left exactly as it was.'
     NO SQL
 BEGIN
-    IF @@in_transaction THEN
+    DECLARE v_open BOOLEAN;
+    CALL _weave_transaction_open(v_open);
+    IF v_open THEN
         IF in_routine = 'weave_signal_send' THEN
             CALL _weave_raise(50013, 'IN_TRANSACTION: weave_signal_send owns its transaction; inside yours, call weave_signal_send_in_tx');
         END IF;

@@ -13,6 +13,9 @@ wait_deadline_at, winner_signal_id, settled_at, rounds_used, max_rounds, next_po
 current_task_id, poll_state.
 Result set 3 (rounds of current activations): step_key, round_no, task_id, outcome, result, result_at.
 Result set 4 (open review reasons): code, step_key, activation_seq, detail, opened_at.
+Result set 5 (deferred checks, R-18): step_key ('' for ROOT), reason, since, next_check_at, attempts, detail.
+Result set 6 (checkpoints: when the engine looks again): step_key ('' for ROOT), kind, due_at, available_at,
+attempts (failed advances in a row), last_error, deferred_reason.
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
 Rules: C-3, M-3.'
     READS SQL DATA
@@ -21,9 +24,11 @@ BEGIN
     DECLARE v_cred BIGINT UNSIGNED;
     DECLARE v_actor VARCHAR(128);
     DECLARE v_id BIGINT UNSIGNED;
+    DECLARE v_joined BOOLEAN;  -- TRUE when called inside the caller's transaction: read in it, never end it
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    IF NOT @@in_transaction THEN
+    CALL _weave_transaction_open(v_joined);
+    IF NOT v_joined THEN
         SET v_tx = TRUE;
         START TRANSACTION WITH CONSISTENT SNAPSHOT;
     END IF;
@@ -50,8 +55,14 @@ BEGIN
       FROM weave_steps s JOIN weave_poll_rounds r ON r.activation_id = s.activation_id
      WHERE s.instance_id = v_id
      ORDER BY s.position, r.round_no;
-    SELECT code, step_key, activation_seq, detail, opened_at
+    SELECT code, NULLIF(step_key, '') AS step_key, NULLIF(activation_seq, 0) AS activation_seq, detail, opened_at
       FROM weave_review_reasons WHERE instance_id = v_id AND closed_at IS NULL ORDER BY id;
+    SELECT NULLIF(step_key, '') AS step_key, deferred_reason AS reason, deferred_since AS since, available_at AS next_check_at,
+           deferrals AS attempts, last_error AS detail
+      FROM weave_pending_advances WHERE instance_id = v_id AND deferred_reason IS NOT NULL
+     ORDER BY deferred_since, step_key;
+    SELECT step_key, kind, due_at, available_at, attempts, last_error, deferred_reason
+      FROM weave_pending_advances WHERE instance_id = v_id ORDER BY step_key;
     IF v_tx THEN
         COMMIT;
     END IF;

@@ -29,12 +29,12 @@ BEGIN
       LEFT JOIN weave_queues q ON q.namespace_id = i.namespace_id AND q.name = in_queue
      WHERE i.id = in_instance_id AND i.namespace_id = in_namespace_id;
     IF v_queue IS NULL THEN
-        SET out_why = CONCAT('queue ', COALESCE(in_queue, '(none)'), ' does not exist');
+        SET out_why = CONCAT('QUEUE_NOT_FOUND: queue ', COALESCE(in_queue, '(none)'), ' does not exist');
     ELSEIF v_app IS NULL THEN
-        SET out_why = 'app of the instance does not exist';
+        SET out_why = 'APP_NOT_FOUND: app of the instance does not exist';
     ELSEIF v_queue_used >= v_capacity THEN
-        SET out_why = CONCAT('queue ', in_queue, ' is full (capacity ', v_capacity, ')');
+        SET out_why = CONCAT('QUEUE_FULL: queue ', in_queue, ' is full (capacity ', v_capacity, ')');
     ELSEIF v_app_used >= v_quota THEN
-        SET out_why = CONCAT('app quota is full (max_in_flight ', v_quota, ')');
+        SET out_why = CONCAT('QUOTA_FULL: app quota is full (max_in_flight ', v_quota, ')');
     END IF;
 END

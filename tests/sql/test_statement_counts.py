@@ -13,24 +13,24 @@ from tests.benchmarks.statements import POLL_ROUNDS, Census, Stage, decisions
 
 # Per decision: the ceiling on its statements.
 DECISIONS = {
-    "root activate (TIMER)": 40,
-    "timer settle": 42,
-    "timer settle, 10 in one call (each)": 40.3,
-    "signal wait opens": 29,
+    "root activate (TIMER)": 41,
+    "timer settle": 43,
+    "timer settle, 10 in one call (each)": 40.4,
+    "signal wait opens": 30,
     "signal send": 33,
     "signal settle": 51,
-    "signal twin candidate": 9,
-    "root activate (POLL, round 1)": 51,
-    "task claim": 15,
-    "attempt complete": 20,
-    "inbox consume (round pending)": 41,
-    "poll round start": 44,
+    "signal twin candidate": 10,
+    "root activate (POLL, round 1)": 52,
+    "task claim": 16,
+    "attempt complete": 21,
+    "inbox consume (round pending)": 42,
+    "poll round start": 45,
     "scan (nothing due)": 5,
     "idle probe": 4,
-    "task claim (nothing queued)": 3,
+    "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 145, "signal": 231, "poll": 174}
+LIFECYCLES = {"timer": 152, "signal": 238, "poll": 181}
 
 
 @pytest.fixture
