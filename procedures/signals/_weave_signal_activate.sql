@@ -1,7 +1,8 @@
 -- S-11: the wait pins everything a signal must meet (name, payload version and type, the correlation
 -- bytes frozen on the activation row, the activation sequence) and its deadline, fixed now and never
--- re-timed (T-1): min(start + timeout_ms, the instance deadline in force). S-10: the SIGNAL checkpoint
--- is due at once, so signals that arrived before the step became active are looked at right away.
+-- re-timed (T-1): min(start + timeout_ms, the instance deadline in force). S-10: when signals arrived
+-- before the step became active, the SIGNAL checkpoint is due at once, so they are looked at right
+-- away; otherwise it is due at the wait's deadline.
 CREATE PROCEDURE _weave_signal_activate(
         IN in_namespace_id  BIGINT UNSIGNED,
         IN in_instance_id   BIGINT UNSIGNED,
@@ -19,6 +20,7 @@ BEGIN
     DECLARE v_planned DATETIME(6);
     DECLARE v_deadline DATETIME(6);
     DECLARE v_corr VARBINARY(512);
+    DECLARE v_due DATETIME(6);
     SET v_planned = in_now + INTERVAL v_timeout * 1000 MICROSECOND;
     SET v_deadline = LEAST(v_planned, in_deadline);
     SELECT correlation_key INTO v_corr FROM weave_activations WHERE id = in_activation_id;
@@ -27,7 +29,12 @@ BEGIN
     VALUES (in_namespace_id, in_instance_id, in_activation_id, in_step_key, in_seq, 'SIGNAL', 'WAITING', in_now,
             v_deadline, JSON_VALUE(in_frozen, '$.signal.name'), JSON_VALUE(in_frozen, '$.signal.payload_version'),
             COALESCE(JSON_VALUE(in_frozen, '$.signal.payload_type'), 'any'), v_corr);
-    CALL _weave_checkpoint_set(in_namespace_id, in_instance_id, in_step_key, 'SIGNAL', in_activation_id, in_now, in_now);
+    -- S-10: with early signals the checkpoint is due at once and looks at them; with none there is nothing
+    -- to look at before the deadline (a signal that arrives later makes it due itself, S-3).
+    SET v_due = IF(EXISTS (SELECT 1 FROM weave_signals
+                            WHERE instance_id = in_instance_id AND target_step_key = in_step_key
+                              AND target_activation_seq = in_seq AND status = 'PENDING'), in_now, v_deadline);
+    CALL _weave_checkpoint_set(in_namespace_id, in_instance_id, in_step_key, 'SIGNAL', in_activation_id, v_due, in_now);
     CALL _weave_event(in_namespace_id, in_instance_id, 'STEP_ACTIVATED', in_step_key, in_seq, in_now,
          JSON_OBJECT('type', 'SIGNAL', 'name', JSON_VALUE(in_frozen, '$.signal.name'),
                      'payload_version', JSON_VALUE(in_frozen, '$.signal.payload_version'),

@@ -242,11 +242,12 @@ def decisions(stage: Stage) -> dict[str, dict[str, int]]:
     assert [r["outcome"] for r in sets[0]] == ["SETTLED"] * 10
     out["timer settle, 10 in one call (each)"] = {"outcome": "SETTLED", **{k: v / 10 for k, v in n.items()}}
 
-    # SIGNAL: activation, the first look at early signals, the send, its settlement, the twin candidate.
+    # SIGNAL: activation (no early signal: its checkpoint waits for the deadline), the send, its settlement,
+    # the twin candidate.
     correlation = stage._key("o")
     wf = world.start("count-signal", {"order_id": correlation}, key=stage._key("s"))
     dbmod.call(conn, "weave_checkpoint_advance", _checkpoint(db, wf, ""))
-    measure("signal wait opens", "weave_checkpoint_advance", _checkpoint(db, wf, "approval"))
+    measure("signal checkpoint before its deadline", "weave_checkpoint_advance", _checkpoint(db, wf, "approval"))
     from procedures import signals
     with counted(conn) as n:
         receipt = signals.send(conn, world.token, world.namespace, wf, idempotency_key=stage._key("i"),

@@ -16,7 +16,7 @@ DECISIONS = {
     "root activate (TIMER)": 41,
     "timer settle": 43,
     "timer settle, 10 in one call (each)": 40.4,
-    "signal wait opens": 30,
+    "signal checkpoint before its deadline": 18,
     "signal send": 33,
     "signal settle": 51,
     "signal twin candidate": 10,
@@ -30,7 +30,7 @@ DECISIONS = {
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 152, "signal": 238, "poll": 181}
+LIFECYCLES = {"timer": 152, "signal": 203, "poll": 181}
 
 
 @pytest.fixture
