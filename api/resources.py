@@ -3,17 +3,19 @@ authorise), shapes the answer, and never holds SQL or business rules of its own.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+from collections.abc import Callable
+from typing import Any
 
 import falcon
 
-from orchestrator import definitions
-from procedures import routines
+from procedures import db, definitions, routines
 
-from .http import ApiError, Connections, bearer, idempotency_key, json_object, raw_body, respond
+from .http import ApiError, Connections, bearer, idempotency_key, invalid, json_body, json_object, respond
 
 
-def _int_param(req: falcon.Request, name: str, default: int | None, low: int, high: int) -> int | None:
+def _int_param(req: falcon.Request, name: str, default: int, low: int, high: int) -> int:
     value = req.get_param(name)
     if value is None or value == "":
         return default
@@ -27,7 +29,7 @@ def _int_param(req: falcon.Request, name: str, default: int | None, low: int, hi
     return number
 
 
-def _require(body: dict, field: str, kind: type | tuple, code: str = "INVALID_ARGUMENT"):
+def _require(body: dict, field: str, kind: type | tuple, code: str = "INVALID_ARGUMENT") -> Any:
     value = body.get(field)
     if value is None or not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
         raise ApiError(422, "VALIDATION_FAILED", f"{field} is required",
@@ -49,28 +51,24 @@ class Resource:
         self.connections = connections
 
     @property
-    def conn(self):
+    def conn(self) -> db.Connection:
         return self.connections.get()
 
 
 class Definitions(Resource):
-    def on_post(self, req, resp, ns):
+    def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         token = bearer(req)
-        if req.content_type is None or req.content_type.split(";")[0].strip().lower() != "application/json":
-            raise ApiError(415, "UNSUPPORTED_MEDIA_TYPE", "send the definition as application/json")
         try:
-            definition = definitions.validate(raw_body(req))
+            definition = definitions.validate(json_body(req))
         except definitions.DefinitionError as exc:
-            raise ApiError(422, "VALIDATION_FAILED", "the definition is not valid",
-                           [{"field": e.field or "body", "code": e.code, "message": e.message}
-                            for e in exc.errors]) from exc
+            raise invalid(list(exc.errors), "the definition is not valid") from exc
         row = routines.definition_publish(self.conn, token, ns, definition)
         created = row.pop("created")
         respond(resp, row, 201 if created else 200)
 
 
 class DefinitionVersion(Resource):
-    def on_get(self, req, resp, ns, name, version):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str, name: str, version: str) -> None:
         number = int(version) if version.isdigit() and len(version) <= 9 else 0
         if number < 1:
             raise ApiError(404, "NOT_FOUND", "no such definition version")
@@ -78,7 +76,7 @@ class DefinitionVersion(Resource):
 
 
 class Workflows(Resource):
-    def on_post(self, req, resp, ns):
+    def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         token = bearer(req)
         key = idempotency_key(req, required=True)
         body = json_object(req)
@@ -111,7 +109,7 @@ class Workflows(Resource):
         instance = routines.instance_get(self.conn, token, ns, started["workflow_id"])
         respond(resp, instance, 201 if started["created"] else 200, replayed=not started["created"])
 
-    def on_get(self, req, resp, ns):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         limit = _int_param(req, "limit", 50, 1, 500)
         page = routines.instance_list(self.conn, bearer(req), ns, status=req.get_param("status") or None,
                                       definition=req.get_param("definition") or None, limit=limit,
@@ -120,12 +118,12 @@ class Workflows(Resource):
 
 
 class Workflow(Resource):
-    def on_get(self, req, resp, ns, workflow_id):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str, workflow_id: str) -> None:
         respond(resp, routines.instance_get(self.conn, bearer(req), ns, workflow_id))
 
 
 class Events(Resource):
-    def on_get(self, req, resp, ns, workflow_id):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str, workflow_id: str) -> None:
         after = _int_param(req, "after", 0, 0, 2**62)
         limit = _int_param(req, "limit", 100, 1, 1000)
         events = routines.instance_events(self.conn, bearer(req), ns, workflow_id, after, limit)
@@ -133,7 +131,7 @@ class Events(Resource):
 
 
 class Apps(Resource):
-    def on_post(self, req, resp, ns):
+    def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         token = bearer(req)
         body = json_object(req)
         name = _require(body, "name", str, "NAME_INVALID")
@@ -145,7 +143,7 @@ class Apps(Resource):
 
 
 class Queues(Resource):
-    def on_post(self, req, resp, ns):
+    def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         token = bearer(req)
         body = json_object(req)
         name = _require(body, "name", str, "NAME_INVALID")
@@ -155,7 +153,7 @@ class Queues(Resource):
 
 
 class Credentials(Resource):
-    def on_post(self, req, resp, ns):
+    def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         token = bearer(req)
         body = json_object(req)
         actor = _require(body, "actor", str, "NAME_INVALID")
@@ -170,9 +168,7 @@ class Credentials(Resource):
                        "queues": row["queues"], "token": row["token"]}, 201)
 
 
-def _parse_time(value, field: str):
-    import datetime as dt
-
+def _parse_time(value: Any, field: str) -> dt.datetime:
     if isinstance(value, str):
         try:
             moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -187,11 +183,11 @@ def _parse_time(value, field: str):
 class Control(Resource):
     """POST /workflows/{id}/pause | resume: 200 instance; a replay answers 200 with Idempotent-Replayed."""
 
-    def __init__(self, connections: Connections, action):
+    def __init__(self, connections: Connections, action: Callable[..., dict]):
         super().__init__(connections)
         self.action = action
 
-    def on_post(self, req, resp, ns, workflow_id):
+    def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str, workflow_id: str) -> None:
         token = bearer(req)
         key = idempotency_key(req, required=True)
         body = json_object(req)
@@ -201,7 +197,7 @@ class Control(Resource):
 
 
 class Deadline(Resource):
-    def on_post(self, req, resp, ns, workflow_id):
+    def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str, workflow_id: str) -> None:
         token = bearer(req)
         key = idempotency_key(req, required=True)
         body = json_object(req)
@@ -223,7 +219,7 @@ class StepRecovery(Resource):
         super().__init__(connections)
         self.action = action
 
-    def on_post(self, req, resp, ns, workflow_id, step_key):
+    def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str, workflow_id: str, step_key: str) -> None:
         token = bearer(req)
         key = idempotency_key(req, required=True)
         body = json_object(req)

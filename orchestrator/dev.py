@@ -19,14 +19,11 @@ import time
 import urllib.request
 from pathlib import Path
 
-from procedures import db, errors, installer, routines
+from procedures import db, definitions, errors, installer, routines, settings
+from procedures.logs import configure_logging
 
-from . import (
-    definitions,
-    example_handlers,  # noqa: F401  (registers the example handlers the dev worker runs)
-)
+from . import example_handlers  # noqa: F401  (registers the example handlers the dev worker runs)
 from .embedded import EmbeddedServer, NoServerBinary
-from .logs import configure_logging
 from .loop import Orchestrator
 from .worker import Worker
 
@@ -35,7 +32,7 @@ NAMESPACE, APP, QUEUE = "dev", "dev-app", "dev-queue"
 DEV_SCOPES = ["workflows:read", "workflows:start", "workflows:signal", "workflows:control", "workflows:review"]
 
 
-def provision(conn, namespace: str = NAMESPACE) -> dict:
+def provision(conn: db.Connection, namespace: str = NAMESPACE) -> dict:
     """Namespace, app, queue, a working credential and the example definitions; returns the tokens."""
     boot = routines.namespace_bootstrap(conn, namespace)
     routines.app_put(conn, boot["token"], namespace, APP, 100)
@@ -50,7 +47,7 @@ def provision(conn, namespace: str = NAMESPACE) -> dict:
 
 
 def run_dev(data_dir: Path, dsn_text: str | None, bind: str = "127.0.0.1:8080") -> int:
-    configure_logging(os.environ.get("WEAVE_LOG_LEVEL", "WARNING"))
+    configure_logging(settings.log_level("WARNING"))
     server = None
     if dsn_text:
         dsn = db.Dsn.parse(dsn_text)
