@@ -53,7 +53,7 @@ def create_app(connections: Connections) -> falcon.App:
 
 def get_app(dsn: str | None = None) -> falcon.App:
     """The app for gunicorn: refuses to start against a database at another level (R-16)."""
-    from orchestrator.logs import configure_logging
+    from procedures.logs import configure_logging
 
     configure_logging()
     target = db.dsn_from_env(dsn)

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
+from collections.abc import Callable
 from typing import Any
 
 import falcon
 import pymysql
 
-from orchestrator.definitions import DefinitionError, parse_json_strict
-from procedures import db, errors
+from procedures import errors
+from procedures.connections import Connections
+from procedures.jsontext import InvalidJson, parse_members
 
 log = logging.getLogger("weave.api")
+
+__all__ = ["ApiError", "Connections", "bearer", "idempotency_key", "invalid", "json_body", "json_members",
+           "json_object", "make_error_handler", "problem", "raw_body", "respond"]
 
 MAX_BODY = 300 * 1024
 PROBLEM = "application/problem+json"
@@ -29,29 +33,6 @@ class ApiError(errors.WeaveError):
         self.http_status, self.code, self.errors = status, code, errors_ or []
 
 
-class Connections:
-    """One connection per serving thread, reopened after a failure (gunicorn sync workers: one each)."""
-
-    def __init__(self, dsn: db.Dsn):
-        self.dsn = dsn
-        self._local = threading.local()
-
-    def get(self) -> pymysql.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None or not conn.open:
-            conn = self._local.conn = db.connect(self.dsn)
-        return conn
-
-    def discard(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        self._local.conn = None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # the connection is already broken; nothing to release
-                pass
-
-
 def bearer(req: falcon.Request) -> str:
     header = req.get_header("Authorization") or ""
     scheme, _, token = header.partition(" ")
@@ -60,9 +41,10 @@ def bearer(req: falcon.Request) -> str:
     return token.strip()
 
 
-def idempotency_key(req: falcon.Request, required: bool) -> str | None:
+def idempotency_key(req: falcon.Request, required: bool = True) -> str:
+    """The Idempotency-Key header (its rules are the routine's); every endpoint that takes one requires it."""
     key = req.get_header("Idempotency-Key")
-    if key is None and required:
+    if key is None:
         raise ApiError(422, "VALIDATION_FAILED", "this request needs an Idempotency-Key header",
                        [{"field": "Idempotency-Key", "code": "IDEMPOTENCY_KEY_INVALID",
                          "message": "missing Idempotency-Key header"}])
@@ -79,28 +61,35 @@ def raw_body(req: falcon.Request) -> bytes:
     return body
 
 
-def parse_strict(body: bytes) -> Any:
-    """json.loads that refuses duplicate keys and NaN (422), because MariaDB's JSON_EXTRACT would read the
-    first of two keys where Python reads the last."""
+def invalid(errors_: list[tuple[str, str, str]], detail: str = "the request is not valid") -> ApiError:
+    """A 422 listing every (field, code, message) found, not only the first."""
+    return ApiError(422, "VALIDATION_FAILED", detail,
+                    [{"field": field or "body", "code": code, "message": message} for field, code, message in errors_])
+
+
+def _require_json(req: falcon.Request) -> bytes:
+    if req.content_type is None or req.content_type.split(";")[0].strip().lower() != "application/json":
+        raise ApiError(415, "UNSUPPORTED_MEDIA_TYPE", "send the body as application/json")
+    return raw_body(req)
+
+
+def json_members(req: falcon.Request) -> tuple[Any, dict[str, bytes] | None]:
+    """The body parsed once by the strict parser: its value and, for an object, the exact bytes of each
+    top-level member's value. Invalid JSON, duplicate keys and text that is not text are a 422."""
     try:
-        return parse_json_strict(body)
-    except DefinitionError as exc:
-        raise ApiError(422, "VALIDATION_FAILED", "the body is not valid JSON",
-                       [{"field": e.field or "body", "code": e.code, "message": e.message} for e in exc.errors]) \
-            from exc
+        return parse_members(_require_json(req))
+    except InvalidJson as exc:
+        raise invalid(list(exc.errors), "the body is not valid JSON") from exc
 
 
 def json_body(req: falcon.Request) -> Any:
-    if req.content_type is None or req.content_type.split(";")[0].strip().lower() != "application/json":
-        raise ApiError(415, "UNSUPPORTED_MEDIA_TYPE", "send the body as application/json")
-    return parse_strict(raw_body(req))
+    return json_members(req)[0]
 
 
 def json_object(req: falcon.Request) -> dict:
     body = json_body(req)
     if not isinstance(body, dict):
-        raise ApiError(422, "VALIDATION_FAILED", "the body must be a JSON object",
-                       [{"field": "body", "code": "INVALID_TYPE", "message": "expected an object"}])
+        raise invalid([("body", "INVALID_TYPE", "expected an object")], "the body must be a JSON object")
     return body
 
 
@@ -125,7 +114,10 @@ def problem(resp: falcon.Response, status: int, code: str, detail: str, errors_:
                             "detail": detail, "errors": errors_ or []})
 
 
-def make_error_handler(connections: Connections):
+Handler = Callable[[falcon.Request, falcon.Response, BaseException, dict], None]
+
+
+def make_error_handler(connections: Connections) -> Handler:
     def handle(req: falcon.Request, resp: falcon.Response, exc: BaseException, params: dict) -> None:
         if isinstance(exc, falcon.HTTPError):
             status = int(str(exc.status).split()[0]) if not isinstance(exc.status, int) else exc.status

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pymysql
 
+from procedures import settings
 from procedures.db import Dsn
 
-_SEARCH_PATH = os.environ.get("PATH", "") + os.pathsep + os.pathsep.join(
-    ["/usr/sbin", "/usr/local/sbin", "/usr/local/mysql/bin", "/opt/homebrew/bin", "/usr/local/bin"])
+_SEARCH_PATH = settings.search_path()
 
 
 class NoServerBinary(RuntimeError):
