@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any
 
 import pymysql
 
-from procedures import db, errors, installer, routines
+from procedures import db, errors, installer, routines, settings
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -26,7 +25,7 @@ def _print(args: argparse.Namespace, payload: Any, human: Callable[[Any], str] |
         print(human(payload))
 
 
-def _conn(args: argparse.Namespace, *, check: bool = True):
+def _conn(args: argparse.Namespace, *, check: bool = True) -> db.Connection:
     conn = db.connect(db.dsn_from_env(args.dsn))
     if check:
         installer.check_level(conn)
@@ -34,7 +33,7 @@ def _conn(args: argparse.Namespace, *, check: bool = True):
 
 
 def _token(args: argparse.Namespace) -> str:
-    token = args.token or os.environ.get("WEAVE_TOKEN")
+    token = args.token or settings.token()
     if not token:
         raise SystemExit("weave: a token is needed: pass --token or set WEAVE_TOKEN")
     return token
@@ -95,7 +94,7 @@ def cmd_queues_create(args: argparse.Namespace) -> int:
 
 
 def cmd_definitions_publish(args: argparse.Namespace) -> int:
-    from orchestrator import definitions
+    from procedures import definitions
 
     raw = Path(args.file).read_bytes() if args.file != "-" else sys.stdin.buffer.read()
     try:
@@ -172,25 +171,17 @@ def cmd_status(args: argparse.Namespace) -> int:
     from procedures import invariants
 
     with _conn(args) as conn:
-        backlog, tasks, review, _, polls = db.call(conn, "weave_status")
+        status = routines.engine_status(conn)
         broken = invariants.violations(conn) if args.check else {}
-    payload = {
-        "now": str(review[0]["now_at"]),
-        "backlog": {r["class"]: {"due": r["due"], "oldest_due_lag_ms": float(r["lag_ms"] or 0)} for r in backlog},
-        "tasks_in_flight": {r["status"]: r["tasks"] for r in tasks},
-        "open_review_reasons": review[0]["open_review_reasons"],
-        "instances_in_review": review[0]["instances_in_review"],
-        "polls": {"in_flight": polls[0]["polls_in_flight"], "waiting": polls[0]["polls_waiting"]},
-        "signals_pending": polls[0]["signals_pending"],
-        **({"invariants_broken": broken} if args.check else {}),
-    }
+    status.pop("timer_lateness")
+    payload = {**status, "now": str(status["now"]), **({"invariants_broken": broken} if args.check else {})}
 
     def human(p: dict) -> str:
         lines = [f"engine time {p['now']}", "due now (per candidate class):"]
         lines += [f"  {k:<12} {v['due']:>8}   oldest lag {v['oldest_due_lag_ms']:.0f} ms"
                   for k, v in p["backlog"].items()]
-        lines.append(f"tasks in flight: QUEUED {p['tasks_in_flight'].get('QUEUED', 0)}, "
-                     f"RUNNING {p['tasks_in_flight'].get('RUNNING', 0)}")
+        lines.append(f"tasks in flight: QUEUED {p['tasks_in_flight']['QUEUED']}, "
+                     f"RUNNING {p['tasks_in_flight']['RUNNING']}")
         lines.append(f"in review: {p['instances_in_review']} instance(s), {p['open_review_reasons']} open reason(s)")
         if args.check:
             lines.append("invariants: " + ("all hold" if not p["invariants_broken"] else
@@ -272,7 +263,7 @@ def cmd_api(args: argparse.Namespace) -> int:
 def cmd_dev(args: argparse.Namespace) -> int:
     from orchestrator.dev import run_dev
 
-    return run_dev(Path(args.data_dir), args.dsn or os.environ.get("WEAVE_DSN"), args.bind)
+    return run_dev(Path(args.data_dir), args.dsn or settings.dsn_given(), args.bind)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -287,7 +278,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def _common(p: argparse.ArgumentParser, *, token: bool = True, namespace: bool = True, json_out: bool = True) -> None:
     p.add_argument("--dsn", help="database URL (default: $WEAVE_DSN, else mysql://root@127.0.0.1:3306/weave)")
     if namespace:
-        p.add_argument("--namespace", default=os.environ.get("WEAVE_NAMESPACE", "default"),
+        p.add_argument("--namespace", default=settings.namespace(),
                        help="namespace (default: $WEAVE_NAMESPACE, else 'default')")
     if token:
         p.add_argument("--token", help="bearer token (default: $WEAVE_TOKEN)")
@@ -336,24 +327,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("credential_id", help="cred_...")
     p.set_defaults(func=cmd_credentials_disable)
 
-    p = sub.add_parser("apps", help="manage apps").add_subparsers(dest="action", metavar="ACTION", required=True)
-    p = p.add_parser("create", help="create an app or change its quota/status (admin)")
+    apps = sub.add_parser("apps", help="manage apps").add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = apps.add_parser("create", help="create an app or change its quota/status (admin)")
     _common(p)
     p.add_argument("name")
     p.add_argument("--max-in-flight", type=int, required=True, help="quota of QUEUED+RUNNING tasks")
     p.add_argument("--status", choices=["ACTIVE", "DISABLED"], help="default: ACTIVE for a new app, else unchanged")
     p.set_defaults(func=cmd_apps_create)
 
-    p = sub.add_parser("queues", help="manage queues").add_subparsers(dest="action", metavar="ACTION", required=True)
-    p = p.add_parser("create", help="create a queue or change its capacity (admin)")
+    queues = sub.add_parser("queues", help="manage queues").add_subparsers(dest="action", metavar="ACTION",
+                                                                          required=True)
+    p = queues.add_parser("create", help="create a queue or change its capacity (admin)")
     _common(p)
     p.add_argument("name")
     p.add_argument("--capacity", type=int, required=True, help="most QUEUED+RUNNING tasks at once")
     p.set_defaults(func=cmd_queues_create)
 
-    p = sub.add_parser("definitions", help="publish definitions").add_subparsers(
+    defs = sub.add_parser("definitions", help="publish definitions").add_subparsers(
         dest="action", metavar="ACTION", required=True)
-    p = p.add_parser("publish", help="validate and publish a definition JSON file (definitions:publish)")
+    p = defs.add_parser("publish", help="validate and publish a definition JSON file (definitions:publish)")
     _common(p)
     p.add_argument("file", help="path to the definition JSON, or - for stdin")
     p.set_defaults(func=cmd_definitions_publish)

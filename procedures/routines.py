@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pymysql
+from . import candidates
+from .db import Connection as Conn
+from .db import call, call_row
 
-from .db import call, call_one
-
-Conn = pymysql.Connection
+if TYPE_CHECKING:
+    from .definitions import Definition
 
 
 def rfc3339(value: dt.datetime | None) -> str | None:
@@ -30,7 +31,7 @@ def _json(text: Any) -> Any:
 # --- namespaces, credentials, apps, queues -------------------------------------------------------------
 def namespace_bootstrap(conn: Conn, namespace: str) -> dict:
     """See procedures/weave_namespace_bootstrap.sql."""
-    return call_one(conn, "weave_namespace_bootstrap", namespace)
+    return call_row(conn, "weave_namespace_bootstrap", namespace)
 
 
 def credential_create(conn: Conn, token: str, namespace: str, actor: str, scopes: list[str] | str,
@@ -38,37 +39,37 @@ def credential_create(conn: Conn, token: str, namespace: str, actor: str, scopes
     """See procedures/weave_credential_create.sql."""
     scopes = scopes if isinstance(scopes, str) else ",".join(scopes)
     queues = queues if isinstance(queues, str) else ",".join(queues)
-    row = call_one(conn, "weave_credential_create", token, namespace, actor, scopes, queues)
+    row = call_row(conn, "weave_credential_create", token, namespace, actor, scopes, queues)
     return {**row, "scopes": row["scopes"].split(","), "queues": row["queues"].split(",")}
 
 
 def credential_disable(conn: Conn, token: str, namespace: str, credential_id: str) -> dict:
     """See procedures/weave_credential_disable.sql."""
-    return call_one(conn, "weave_credential_disable", token, namespace, credential_id)
+    return call_row(conn, "weave_credential_disable", token, namespace, credential_id)
 
 
 def app_put(conn: Conn, token: str, namespace: str, name: str, max_in_flight: int,
             status: str | None = None) -> dict:
     """See procedures/weave_app_put.sql."""
-    return call_one(conn, "weave_app_put", token, namespace, name, max_in_flight, status)
+    return call_row(conn, "weave_app_put", token, namespace, name, max_in_flight, status)
 
 
 def queue_put(conn: Conn, token: str, namespace: str, name: str, capacity: int) -> dict:
     """See procedures/weave_queue_put.sql."""
-    return call_one(conn, "weave_queue_put", token, namespace, name, capacity)
+    return call_row(conn, "weave_queue_put", token, namespace, name, capacity)
 
 
 # --- definitions -----------------------------------------------------------------------------------------
-def definition_publish(conn: Conn, token: str, namespace: str, definition) -> dict:
-    """Publish a validated ``orchestrator.definitions.Definition``; see procedures/weave_definition_publish.sql."""
-    row = call_one(conn, "weave_definition_publish", token, namespace, definition.canonical_json,
+def definition_publish(conn: Conn, token: str, namespace: str, definition: Definition) -> dict:
+    """Publish a validated ``procedures.definitions.Definition``; see procedures/weave_definition_publish.sql."""
+    row = call_row(conn, "weave_definition_publish", token, namespace, definition.canonical_json,
                    definition.compiled_json, ",".join(definition.queues))
     return {"name": row["name"], "version": row["version"], "digest": row["digest"], "created": bool(row["created"])}
 
 
 def definition_get(conn: Conn, token: str, namespace: str, name: str, version: int | None = None) -> dict:
     """See procedures/weave_definition_get.sql."""
-    row = call_one(conn, "weave_definition_get", token, namespace, name, version)
+    row = call_row(conn, "weave_definition_get", token, namespace, name, version)
     document = _json(row["document"])
     return {**document, "version": row["version"], "digest": row["digest"],
             "created_at": rfc3339(row["created_at"])}
@@ -82,7 +83,7 @@ def instance_start(conn: Conn, token: str, namespace: str, *, definition: str, a
     """See procedures/weave_instance_start.sql. ``input_json`` passes the input text as received."""
     text = input_json if input_json is not None else json.dumps({} if input is None else input,
                                                                 separators=(",", ":"), ensure_ascii=False)
-    row = call_one(conn, "weave_instance_start", token, namespace, definition, version, app, text,
+    row = call_row(conn, "weave_instance_start", token, namespace, definition, version, app, text,
                    deadline_at, deadline_ms, business_key, idempotency_key)
     return {"workflow_id": row["workflow_id"], "status": row["status"], "created": bool(row["created"])}
 
@@ -166,32 +167,32 @@ def instance_list(conn: Conn, token: str, namespace: str, *, status: str | None 
 # --- control -------------------------------------------------------------------------------------------------
 def instance_pause(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str, idempotency_key: str) -> dict:
     """See procedures/weave_instance_pause.sql."""
-    return call_one(conn, "weave_instance_pause", token, namespace, workflow_id, reason, idempotency_key)
+    return call_row(conn, "weave_instance_pause", token, namespace, workflow_id, reason, idempotency_key)
 
 
 def instance_resume(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str,
                     idempotency_key: str) -> dict:
     """See procedures/weave_instance_resume.sql."""
-    return call_one(conn, "weave_instance_resume", token, namespace, workflow_id, reason, idempotency_key)
+    return call_row(conn, "weave_instance_resume", token, namespace, workflow_id, reason, idempotency_key)
 
 
 def instance_deadline(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str, idempotency_key: str,
                       *, deadline_at: dt.datetime | None = None, extend_ms: int | None = None) -> dict:
     """See procedures/weave_instance_deadline.sql."""
-    return call_one(conn, "weave_instance_deadline", token, namespace, workflow_id, deadline_at, extend_ms, reason,
+    return call_row(conn, "weave_instance_deadline", token, namespace, workflow_id, deadline_at, extend_ms, reason,
                     idempotency_key)
 
 
 def instance_cancel(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str,
                     idempotency_key: str) -> dict:
     """See procedures/weave_instance_cancel.sql."""
-    return call_one(conn, "weave_instance_cancel", token, namespace, workflow_id, reason, idempotency_key)
+    return call_row(conn, "weave_instance_cancel", token, namespace, workflow_id, reason, idempotency_key)
 
 
 def step_reactivate(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: str, reason: str,
                     idempotency_key: str, *, timeout_ms: int | None = None) -> dict:
     """See procedures/weave_step_reactivate.sql."""
-    return call_one(conn, "weave_step_reactivate", token, namespace, workflow_id, step_key, timeout_ms, reason,
+    return call_row(conn, "weave_step_reactivate", token, namespace, workflow_id, step_key, timeout_ms, reason,
                     idempotency_key)
 
 
@@ -200,7 +201,7 @@ def step_resolve(conn: Conn, token: str, namespace: str, workflow_id: str, step_
                  output_json: str | None = None) -> dict:
     """See procedures/weave_step_resolve.sql. ``output_json`` passes the output text as received."""
     text = output_json if output_json is not None else json.dumps(output, separators=(",", ":"), ensure_ascii=False)
-    return call_one(conn, "weave_step_resolve", token, namespace, workflow_id, step_key, text, evidence_ref, reason,
+    return call_row(conn, "weave_step_resolve", token, namespace, workflow_id, step_key, text, evidence_ref, reason,
                     idempotency_key)
 
 
@@ -208,5 +209,28 @@ def step_continue(conn: Conn, token: str, namespace: str, workflow_id: str, step
                   idempotency_key: str, *, extra_rounds: int | None = None,
                   poll_deadline_ms: int | None = None) -> dict:
     """See procedures/weave_step_continue.sql."""
-    return call_one(conn, "weave_step_continue", token, namespace, workflow_id, step_key, extra_rounds,
+    return call_row(conn, "weave_step_continue", token, namespace, workflow_id, step_key, extra_rounds,
                     poll_deadline_ms, reason, idempotency_key)
+
+
+# --- operations ------------------------------------------------------------------------------------------------
+def engine_status(conn: Conn) -> dict:
+    """See procedures/instances/weave_status.sql: every candidate class of the registry (0 when none is due),
+    tasks in flight, reviews, recent timer lateness, polls and pending signals."""
+    backlog, tasks, review, lateness, polls = call(conn, "weave_status")
+    due = {row["class"]: row for row in backlog}
+    return {
+        "now": review[0]["now_at"],
+        "backlog": {c.name: {"due": int(due[c.name]["due"]) if c.name in due else 0,
+                             "oldest_due_lag_ms": float(due[c.name]["lag_ms"] or 0) if c.name in due else 0.0}
+                    for c in candidates.CLASSES},
+        "tasks_in_flight": {status: next((int(r["tasks"]) for r in tasks if r["status"] == status), 0)
+                            for status in ("QUEUED", "RUNNING")},
+        "open_review_reasons": int(review[0]["open_review_reasons"]),
+        "instances_in_review": int(review[0]["instances_in_review"]),
+        # (upper bound in seconds, None = +Inf; timers settled in the last 5 minutes at most that late)
+        "timer_lateness": [(None if r["le_seconds"] is None else float(r["le_seconds"]), int(r["timers"]))
+                           for r in lateness],
+        "polls": {"in_flight": int(polls[0]["polls_in_flight"]), "waiting": int(polls[0]["polls_waiting"])},
+        "signals_pending": int(polls[0]["signals_pending"]),
+    }
