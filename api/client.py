@@ -79,10 +79,20 @@ class UnsupportedMediaType(WeaveApiError):
     code = "UNSUPPORTED_MEDIA_TYPE"
 
 
+class MethodNotAllowed(WeaveApiError):
+    code = "METHOD_NOT_ALLOWED"
+
+
 class Unavailable(WeaveApiError):
     code = "UNAVAILABLE"
 
 
+class InternalError(WeaveApiError):
+    code = "INTERNAL"
+
+
+# One class per code the API answers; a test keeps this in step with the error table (procedures/errors.py),
+# which the SDK does not import so that it needs no server dependencies.
 BY_CODE: dict[str, type[WeaveApiError]] = {cls.code: cls for cls in WeaveApiError.__subclasses__()}
 
 
@@ -215,7 +225,7 @@ class WeaveClient:
 
     def continue_poll(self, workflow_id: str, step_key: str, reason: str, *, extra_rounds: int | None = None,
                       poll_deadline_ms: int | None = None, idempotency_key: str | None = None) -> dict:
-        body = {"reason": reason}
+        body: dict[str, Any] = {"reason": reason}
         if extra_rounds is not None:
             body["extra_rounds"] = extra_rounds
         if poll_deadline_ms is not None:
@@ -229,7 +239,7 @@ class WeaveClient:
 
     def set_deadline(self, workflow_id: str, reason: str, *, deadline_at: str | None = None,
                      extend_ms: int | None = None, idempotency_key: str | None = None) -> dict:
-        body = {"reason": reason}
+        body: dict[str, Any] = {"reason": reason}
         if deadline_at is not None:
             body["deadline_at"] = deadline_at
         if extend_ms is not None:

@@ -170,3 +170,31 @@ def translate(exc: BaseException) -> BaseException:
 def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, TransientDatabaseError) or (
         isinstance(exc, pymysql.err.MySQLError) and isinstance(translate(exc), TransientDatabaseError))
+
+
+# --- the HTTP edge ------------------------------------------------------------------------------------------
+# Codes the HTTP API answers itself, without a routine raising them: code -> HTTP status.
+EDGE_ERRORS: dict[str, int] = {
+    "VALIDATION_FAILED": 422,
+    "PAYLOAD_TOO_LARGE": 413,
+    "UNSUPPORTED_MEDIA_TYPE": 415,
+    "METHOD_NOT_ALLOWED": 405,
+    "UNAVAILABLE": 503,
+    "INTERNAL": 500,
+}
+# errors[].code values of a 422 that the edge finds before any routine runs.
+EDGE_FIELD_CODES: dict[str, str] = {
+    "INVALID_JSON": "the body is not one JSON document (syntax, encoding, NaN or Infinity)",
+    "DUPLICATE_JSON_KEY": "an object names one key twice (MariaDB would read the first, Python the last)",
+    "INVALID_TEXT": "a string holds a lone surrogate escape such as \\ud800, which no column can store as text",
+    "INVALID_TYPE": "a field has the wrong JSON type, or the body is not an object",
+}
+# Codes only SQL clients and the daemons meet: no HTTP endpoint answers them.
+SQL_ONLY = frozenset({"TEST_CLOCK_DISABLED", "NOT_IN_TRANSACTION", "ATTEMPT_NOT_CURRENT"})
+
+
+def http_codes() -> dict[str, int]:
+    """Every top-level code the HTTP API can answer, with its status."""
+    codes = {code: status for code, (_, status) in ERRORS.items() if code not in SQL_ONLY}
+    codes.update(EDGE_ERRORS)
+    return codes
