@@ -7,7 +7,7 @@ from typing import Any
 
 TIME = {"type": "string", "format": "date-time"}
 NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
-ANY = {}
+ANY: dict[str, Any] = {}
 
 
 def _ref(name: str) -> dict:

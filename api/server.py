@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+import falcon
 from gunicorn.app.base import BaseApplication
 
 from procedures import db, errors, installer
@@ -18,7 +19,7 @@ class _Gunicorn(BaseApplication):
         for key, value in self.options.items():
             self.cfg.set(key, value)
 
-    def load(self):
+    def load(self) -> falcon.App:
         from api.app import get_app
 
         return get_app(self.dsn)

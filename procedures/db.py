@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 from urllib.parse import parse_qs, unquote, urlparse
 
 import pymysql
 import pymysql.cursors
 
-from . import errors
+from . import errors, settings
 
 # One sql_mode for installing routines and for calling them: routine parameters follow the caller's
 # mode, and a lax mode would silently truncate a too-long argument. Both MariaDB and MySQL 8 accept it.
 SQL_MODE = "STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
-DEFAULT_DSN = "mysql://root@127.0.0.1:3306/weave"
+DEFAULT_DSN = settings.DEFAULT_DSN
+# Every connection reads rows as dicts.
+Connection: TypeAlias = "pymysql.connections.Connection[pymysql.cursors.DictCursor]"
 
 
 @dataclass(frozen=True)
@@ -55,10 +56,10 @@ class Dsn:
 
 
 def dsn_from_env(explicit: str | None = None) -> Dsn:
-    return Dsn.parse(explicit or os.environ.get("WEAVE_DSN") or DEFAULT_DSN)
+    return Dsn.parse(settings.dsn(explicit))
 
 
-def connect(dsn: Dsn | str, *, database: bool = True, autocommit: bool = True) -> pymysql.Connection:
+def connect(dsn: Dsn | str, *, database: bool = True, autocommit: bool = True) -> Connection:
     """A connection for routine calls: autocommit on, so each routine owns its own transaction."""
     if isinstance(dsn, str):
         dsn = Dsn.parse(dsn)
@@ -74,7 +75,7 @@ def connect(dsn: Dsn | str, *, database: bool = True, autocommit: bool = True) -
         raise errors.translate(exc) from exc
 
 
-def call(conn: pymysql.Connection, routine: str, *args: Any) -> list[list[dict]]:
+def call(conn: Connection, routine: str, *args: Any) -> list[list[dict]]:
     """CALL a routine and return every result set it produced.
 
     All sets are drained: a routine that fails after its first result set raises only while the
@@ -95,7 +96,15 @@ def call(conn: pymysql.Connection, routine: str, *args: Any) -> list[list[dict]]
         raise errors.translate(exc) from exc
 
 
-def call_one(conn: pymysql.Connection, routine: str, *args: Any) -> dict | None:
+def call_one(conn: Connection, routine: str, *args: Any) -> dict | None:
     """CALL a routine that answers with (at most) one row in its first result set."""
     sets = call(conn, routine, *args)
     return sets[0][0] if sets and sets[0] else None
+
+
+def call_row(conn: Connection, routine: str, *args: Any) -> dict:
+    """CALL a routine that always answers one row (it raises otherwise): that row."""
+    row = call_one(conn, routine, *args)
+    if row is None:
+        raise errors.WeaveError(f"INTERNAL: {routine} answered no row")
+    return row

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pymysql
+from .db import Connection
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ INVARIANTS: tuple[Invariant, ...] = (
 BY_ID = {inv.id: inv for inv in INVARIANTS}
 
 
-def violations(conn: pymysql.Connection, skip: frozenset[str] | set[str] = frozenset()) -> dict[str, list]:
+def violations(conn: Connection, skip: frozenset[str] | set[str] = frozenset()) -> dict[str, list]:
     """Every invariant that does not hold, with (up to 10 of) the offending row ids."""
     found: dict[str, list] = {}
     with conn.cursor() as cur:
@@ -149,7 +149,7 @@ def violations(conn: pymysql.Connection, skip: frozenset[str] | set[str] = froze
     return found
 
 
-def check(conn: pymysql.Connection, skip: frozenset[str] | set[str] = frozenset()) -> None:
+def check(conn: Connection, skip: frozenset[str] | set[str] = frozenset()) -> None:
     broken = violations(conn, skip)
     if broken:
         lines = [f"{k} ({BY_ID[k].promise}): rows {v}" for k, v in broken.items()]
