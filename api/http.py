@@ -5,20 +5,21 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
 import falcon
 import pymysql
 
-from procedures import errors
+from procedures import db, errors, settings
 from procedures.connections import Connections
 from procedures.jsontext import InvalidJson, parse_members
 
 log = logging.getLogger("weave.api")
 
-__all__ = ["ApiError", "Connections", "bearer", "idempotency_key", "invalid", "json_body", "json_members",
-           "json_object", "make_error_handler", "problem", "raw_body", "respond"]
+__all__ = ["ApiConnections", "ApiError", "Connections", "NoStore", "bearer", "idempotency_key", "invalid", "json_body",
+           "json_members", "json_object", "make_error_handler", "problem", "problem_text", "raw_body", "respond"]
 
 MAX_BODY = 300 * 1024
 PROBLEM = "application/problem+json"
@@ -31,6 +32,27 @@ class ApiError(errors.WeaveError):
     def __init__(self, status: int, code: str, detail: str, errors_: list[dict] | None = None):
         super().__init__(f"{code}: {detail}", detail=detail)
         self.http_status, self.code, self.errors = status, code, errors_ or []
+
+
+class ApiConnections(Connections):
+    """The API's connections: connect, read and write time out after ``timeout`` seconds, and once the
+    database did not answer, every request answers 503 at once for ``cooldown`` seconds instead of each
+    waiting out its own timeout. A hung server accepts connections and answers nothing: without both, every
+    serving thread would hang on it and the API with them."""
+
+    def __init__(self, dsn: db.Dsn | None, timeout: float | None = None, cooldown: float = 1.0):
+        seconds = settings.api_db_timeout() if timeout is None else timeout
+        super().__init__(dsn, open=lambda: db.connect(self._dsn(), timeouts=(seconds, seconds, seconds)))
+        self.cooldown = cooldown
+        self._down_until = 0.0
+
+    def get(self) -> db.Connection:
+        if time.monotonic() < self._down_until:
+            raise errors.TransientDatabaseError("UNAVAILABLE: the database did not answer a moment ago")
+        return super().get()
+
+    def trip(self) -> None:
+        self._down_until = time.monotonic() + self.cooldown
 
 
 def bearer(req: falcon.Request) -> str:
@@ -102,16 +124,22 @@ def respond(resp: falcon.Response, payload: Any, status: int = 200, replayed: bo
 
 
 _TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-           409: "Conflict", 413: "Content Too Large", 415: "Unsupported Media Type", 422: "Unprocessable Content",
-           500: "Internal Server Error", 503: "Service Unavailable"}
+           409: "Conflict", 413: "Content Too Large", 414: "URI Too Long", 415: "Unsupported Media Type",
+           422: "Unprocessable Content", 431: "Request Header Fields Too Large", 500: "Internal Server Error",
+           503: "Service Unavailable"}
+
+
+def problem_text(status: int, code: str, detail: str, errors_: list[dict] | None = None) -> str:
+    """The RFC 9457 body of every error answer."""
+    return json.dumps({"type": f"https://weave.dev/problems/{code.lower().replace('_', '-')}",
+                       "title": _TITLES.get(status, "Error"), "status": status, "code": code, "detail": detail,
+                       "errors": errors_ or []})
 
 
 def problem(resp: falcon.Response, status: int, code: str, detail: str, errors_: list[dict] | None = None) -> None:
     resp.status = status
     resp.content_type = PROBLEM
-    resp.text = json.dumps({"type": f"https://weave.dev/problems/{code.lower().replace('_', '-')}",
-                            "title": _TITLES.get(status, "Error"), "status": status, "code": code,
-                            "detail": detail, "errors": errors_ or []})
+    resp.text = problem_text(status, code, detail, errors_)
 
 
 Handler = Callable[[falcon.Request, falcon.Response, BaseException, dict], None]
@@ -122,14 +150,17 @@ def make_error_handler(connections: Connections) -> Handler:
         if isinstance(exc, falcon.HTTPError):
             status = int(str(exc.status).split()[0]) if not isinstance(exc.status, int) else exc.status
             codes = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "PAYLOAD_TOO_LARGE",
-                     415: "UNSUPPORTED_MEDIA_TYPE", 400: "VALIDATION_FAILED"}
-            code = codes.get(status, "VALIDATION_FAILED" if status == 422 else "ERROR")
+                     415: "UNSUPPORTED_MEDIA_TYPE", 400: "BAD_REQUEST"}
+            code = codes.get(status, "VALIDATION_FAILED" if status == 422 else "BAD_REQUEST")
+            resp.set_headers(exc.headers or {})  # e.g. Allow on a 405
             problem(resp, status, code, exc.description or exc.title or code)
             return
         if isinstance(exc, pymysql.err.MySQLError):
             exc = errors.translate(exc)
         if isinstance(exc, errors.TransientDatabaseError) or isinstance(exc, pymysql.err.MySQLError) and \
                 errors.errno_of(exc) in errors.TRANSIENT_ERRNOS:
+            if isinstance(connections, ApiConnections) and errors.is_connection_lost(exc):
+                connections.trip()
             connections.discard()
             resp.set_header("Retry-After", "1")
             problem(resp, 503, "UNAVAILABLE", "the database is unavailable; retry shortly")
@@ -142,6 +173,8 @@ def make_error_handler(connections: Connections) -> Handler:
             problem(resp, 422, "VALIDATION_FAILED", exc.detail, exc.errors)
             return
         if isinstance(exc, errors.WeaveError) and exc.http_status < 500:
+            if exc.http_status == 401:
+                resp.set_header("WWW-Authenticate", 'Bearer realm="weave"')
             problem(resp, exc.http_status, exc.code, exc.detail, getattr(exc, "errors", None))
             return
         log.exception("unhandled error", extra={"fields": {"path": req.path}})
@@ -149,3 +182,12 @@ def make_error_handler(connections: Connections) -> Handler:
         problem(resp, 500, "INTERNAL", "an internal error occurred; it has been logged")
 
     return handle
+
+
+class NoStore:
+    """Middleware: no answer is ever cached. Several carry a token (credentials, bootstrap), and every other
+    one is the engine's state at one moment."""
+
+    def process_response(self, req: falcon.Request, resp: falcon.Response, resource: object,
+                         req_succeeded: bool) -> None:
+        resp.set_header("Cache-Control", "no-store")

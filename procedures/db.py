@@ -59,16 +59,19 @@ def dsn_from_env(explicit: str | None = None) -> Dsn:
     return Dsn.parse(settings.dsn(explicit))
 
 
-def connect(dsn: Dsn | str, *, database: bool = True, autocommit: bool = True) -> Connection:
-    """A connection for routine calls: autocommit on, so each routine owns its own transaction."""
+def connect(dsn: Dsn | str, *, database: bool = True, autocommit: bool = True,
+            timeouts: tuple[float, float, float] | None = None) -> Connection:
+    """A connection for routine calls: autocommit on, so each routine owns its own transaction.
+    ``timeouts`` (connect, read, write) in seconds default to the settings' (``WEAVE_DB_*_TIMEOUT_S``)."""
     if isinstance(dsn, str):
         dsn = Dsn.parse(dsn)
+    connect_timeout, read_timeout, write_timeout = timeouts or settings.db_timeouts()
     try:
         return pymysql.connect(
             host=dsn.host, port=dsn.port, user=dsn.user, password=dsn.password,
             database=dsn.database if database else None, unix_socket=dsn.unix_socket,
             charset="utf8mb4", autocommit=autocommit, cursorclass=pymysql.cursors.DictCursor,
-            connect_timeout=5, read_timeout=120, write_timeout=120,
+            connect_timeout=connect_timeout, read_timeout=read_timeout, write_timeout=write_timeout,
             init_command=f"SET SESSION sql_mode='{SQL_MODE}', time_zone='+00:00'",
         )
     except pymysql.err.MySQLError as exc:
