@@ -32,6 +32,9 @@ WHEN: dict[str, str] = {
     "FORBIDDEN": "the credential lacks the endpoint's scope, or a queue of the instance's pinned definition",
     "NOT_FOUND": "no such object, an object of another namespace, or a namespace the credential does not belong to "
                  "(all answered alike)",
+    "BAD_REQUEST": "a request HTTP itself refuses (a malformed request line or header), before the API sees it",
+    "URI_TOO_LONG": "a request line longer than the server takes (4094 bytes), before the API sees it",
+    "HEADERS_TOO_LARGE": "more or larger headers than the server takes, before the API sees it",
     "METHOD_NOT_ALLOWED": "the path exists but not with this method; `Allow` lists the methods it has",
     "VALIDATION_FAILED": "a field broke a rule; `errors[].code` names the rule",
     "IDEMPOTENCY_CONFLICT": "this `Idempotency-Key` was already used for a request with other content",

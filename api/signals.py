@@ -8,16 +8,9 @@ import falcon
 
 from procedures import signals
 
+from . import schemas
 from .http import bearer, idempotency_key, invalid, json_members, respond
-from .resources import Resource, _int_param
-
-# JSON types at the edge (a routine sees only SQL values); every value rule of S-1 is the routine's.
-SEND_FIELDS = {"name": str, "payload_version": str, "target_step_key": str, "target_activation_sequence": int,
-               "correlation_key": str, "reason": str, "evidence_ref": str}
-FIELD_CODES = {"name": "NAME_INVALID", "payload_version": "PAYLOAD_VERSION_INVALID",
-               "target_step_key": "TARGET_STEP_INVALID", "target_activation_sequence": "ACTIVATION_SEQUENCE_INVALID",
-               "correlation_key": "CORRELATION_KEY_MISSING", "reason": "REASON_INVALID",
-               "evidence_ref": "EVIDENCE_REF_INVALID"}
+from .resources import Resource
 
 
 class Signals(Resource):
@@ -27,10 +20,7 @@ class Signals(Resource):
         body, spans = json_members(req)
         if not isinstance(body, dict) or spans is None:
             raise invalid([("body", "INVALID_TYPE", "expected an object")], "the body must be a JSON object")
-        wrong = [(field, FIELD_CODES[field], f"{field} must be a {kind.__name__}")
-                 for field, kind in SEND_FIELDS.items() if not _is(body.get(field), kind)]
-        if wrong:
-            raise invalid(wrong)
+        body = schemas.body("SignalRequest", body)  # shapes only: every value rule of S-1 is the routine's
         correlation = body.get("correlation_key")
         receipt = signals.send(
             self.conn, token, ns, workflow_id, idempotency_key=key, name=body.get("name"),
@@ -45,10 +35,10 @@ class Signals(Resource):
             resp.set_header("Idempotent-Replayed", "true")
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str, workflow_id: str) -> None:
-        status = req.get_param("status") or None
-        limit = _int_param(req, "limit", 100, 1, 1000)
-        page = signals.list_signals(self.conn, bearer(req), ns, workflow_id, status=status, limit=limit,
-                                    after=req.get_param("cursor"))
+        token = bearer(req)
+        q = schemas.query(req, "list_signals")
+        page = signals.list_signals(self.conn, token, ns, workflow_id, status=q["status"], limit=q["limit"] or 100,
+                                    after=q["cursor"])
         respond(resp, {"items": [_public(s) for s in page["items"]], "next_cursor": page["next_cursor"]})
 
 
@@ -60,11 +50,6 @@ class Signal(Resource):
 class Explain(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str, workflow_id: str, step_key: str) -> None:
         respond(resp, signals.explain(self.conn, bearer(req), ns, workflow_id, step_key))
-
-
-def _is(value: object, kind: type) -> bool:
-    """Absent, or a JSON value of the kind (true/false are not integers)."""
-    return value is None or isinstance(value, kind) and not isinstance(value, bool)
 
 
 def _public(signal: dict) -> dict:

@@ -7,7 +7,7 @@ import datetime as dt
 import json
 from typing import TYPE_CHECKING, Any
 
-from . import candidates
+from . import candidates, errors
 from .db import Connection as Conn
 from .db import call, call_row
 
@@ -152,15 +152,23 @@ def instance_events(conn: Conn, token: str, namespace: str, workflow_id: str, af
 
 def instance_list(conn: Conn, token: str, namespace: str, *, status: str | None = None,
                   definition: str | None = None, limit: int = 50, cursor: str | None = None) -> dict:
-    """See procedures/weave_instance_list.sql. ``cursor`` is the opaque value of a previous page."""
-    before = int(cursor) if cursor and cursor.isdigit() else None
+    """See procedures/instances/weave_instance_list.sql. ``cursor`` is the opaque value of a previous page; one
+    that no page answered is refused (CURSOR_INVALID). A full page has a next cursor only when more follow."""
+    if cursor is not None and not (cursor.isdigit() and len(cursor) <= 19):
+        raise errors.ValidationFailed("CURSOR_INVALID: not a cursor of this list", field_code="CURSOR_INVALID",
+                                      field="cursor")
+    before = int(cursor) if cursor is not None else None
     rows = call(conn, "weave_instance_list", token, namespace, status, definition, limit, before)[0]
     items = [{"workflow_id": r["workflow_id"], "definition": {"name": r["definition_name"],
                                                               "version": r["definition_version"]},
               "status": r["status"], "control": r["control"], "gate": r["gate"],
               "deadline_at": rfc3339(r["deadline_at"]), "business_key": r["business_key"],
               "created_at": rfc3339(r["created_at"]), "updated_at": rfc3339(r["updated_at"])} for r in rows]
-    next_cursor = str(rows[-1]["cursor_id"]) if len(rows) == limit else None
+    next_cursor = None
+    if len(rows) == limit:
+        last = rows[-1]["cursor_id"]
+        if call(conn, "weave_instance_list", token, namespace, status, definition, 1, last)[0]:
+            next_cursor = str(last)
     return {"items": items, "next_cursor": next_cursor}
 
 
