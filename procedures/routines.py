@@ -59,12 +59,42 @@ def queue_put(conn: Conn, token: str, namespace: str, name: str, capacity: int) 
     return call_row(conn, "weave_queue_put", token, namespace, name, capacity)
 
 
+def _rows(conn: Conn, routine: str, *args: Any) -> list[dict]:
+    sets = call(conn, routine, *args)
+    return sets[0] if sets else []
+
+
+def app_list(conn: Conn, token: str, namespace: str) -> list[dict]:
+    """See procedures/admin/weave_app_list.sql."""
+    return [{**r, "created_at": rfc3339(r["created_at"]), "updated_at": rfc3339(r["updated_at"])}
+            for r in _rows(conn, "weave_app_list", token, namespace)]
+
+
+def queue_list(conn: Conn, token: str, namespace: str) -> list[dict]:
+    """See procedures/admin/weave_queue_list.sql."""
+    return [{**r, "created_at": rfc3339(r["created_at"]), "updated_at": rfc3339(r["updated_at"])}
+            for r in _rows(conn, "weave_queue_list", token, namespace)]
+
+
+def credential_list(conn: Conn, token: str, namespace: str) -> list[dict]:
+    """See procedures/admin/weave_credential_list.sql: never a token."""
+    return [{**r, "scopes": r["scopes"].split(","), "queues": r["queues"].split(","),
+             "created_at": rfc3339(r["created_at"]), "disabled_at": rfc3339(r["disabled_at"])}
+            for r in _rows(conn, "weave_credential_list", token, namespace)]
+
+
 # --- definitions -----------------------------------------------------------------------------------------
 def definition_publish(conn: Conn, token: str, namespace: str, definition: Definition) -> dict:
     """Publish a validated ``procedures.definitions.Definition``; see procedures/weave_definition_publish.sql."""
     row = call_row(conn, "weave_definition_publish", token, namespace, definition.canonical_json,
                    definition.compiled_json, ",".join(definition.queues))
     return {"name": row["name"], "version": row["version"], "digest": row["digest"], "created": bool(row["created"])}
+
+
+def definition_list(conn: Conn, token: str, namespace: str) -> list[dict]:
+    """See procedures/admin/weave_definition_list.sql: each definition with its latest version."""
+    return [{**r, "queues": [q for q in r["queues"].split(",") if q], "created_at": rfc3339(r["created_at"])}
+            for r in _rows(conn, "weave_definition_list", token, namespace)]
 
 
 def definition_get(conn: Conn, token: str, namespace: str, name: str, version: int | None = None) -> dict:
@@ -241,4 +271,25 @@ def engine_status(conn: Conn) -> dict:
                            for r in lateness],
         "polls": {"in_flight": int(polls[0]["polls_in_flight"]), "waiting": int(polls[0]["polls_waiting"])},
         "signals_pending": int(polls[0]["signals_pending"]),
+    }
+
+
+LATENCY_BUCKETS = (0.1, 0.5, 1.0, 5.0, 30.0, 300.0)
+
+
+def engine_metrics(conn: Conn) -> dict:
+    """See procedures/instances/weave_metrics.sql: instances by status, decisions by kind and result with their
+    latency buckets (cumulative, ``LATENCY_BUCKETS`` seconds), signals by status and disposition, poll rounds by
+    outcome and the failing candidates by class."""
+    instances, decisions, sigs, rounds, failing = call(conn, "weave_metrics")
+    columns = ("le_0_1", "le_0_5", "le_1", "le_5", "le_30", "le_300")
+    return {
+        "instances": {r["status"]: int(r["instances"]) for r in instances},
+        "decisions": [{"kind": r["kind"], "result": r["result"], "count": int(r["decisions"]),
+                       "sum": float(r["latency_seconds_sum"]),
+                       "buckets": [(le, int(r[c] or 0)) for le, c in zip(LATENCY_BUCKETS, columns, strict=True)]}
+                      for r in decisions],
+        "signals": [(r["status"], r["disposition"], int(r["signals"])) for r in sigs],
+        "rounds": {r["outcome"]: int(r["rounds"]) for r in rounds},
+        "failing": {r["class"]: (int(r["failing"]), int(r["attempts"])) for r in failing},
     }
