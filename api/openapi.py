@@ -251,8 +251,10 @@ def document() -> dict:
                                 "application/json": {"schema": {"type": "object"}}}}, **_problem(503)}}},
         "/metrics": {"get": {"operationId": "metrics", "tags": ["operations"], "summary": "Prometheus metrics",
                              "security": [],
-                             "responses": {"200": {"description": "Prometheus text format", "content": {
-                                 "text/plain": {"schema": {"type": "string"}}}}, **_problem(503)}}},
+                             "responses": {"200": {"description": "Prometheus text format, or OpenMetrics when the "
+                                                                  "Accept header asks for it", "content": {
+                                 "text/plain": {"schema": {"type": "string"}},
+                                 "application/openmetrics-text": {"schema": {"type": "string"}}}}, **_problem(503)}}},
         "/openapi.json": {"get": {"operationId": "openapi", "tags": ["operations"], "summary": "This document",
                                   "security": [],
                                   "responses": {"200": {"description": "OpenAPI 3.1", "content": {

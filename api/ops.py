@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-import falcon
-from prometheus_client import CollectorRegistry, Gauge, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from collections.abc import Iterator
 
-from procedures import errors, installer, routines
+import falcon
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
+
+from procedures import candidates, db, errors, installer, routines
 
 from .http import Connections, problem, respond
 from .openapi import document
@@ -33,38 +36,107 @@ class Ready:
         respond(resp, {"status": "ready", "level": installer.shipped_level()})
 
 
+def _histogram(name: str, doc: str, labels: list[str]) -> HistogramMetricFamily:
+    return HistogramMetricFamily(name, doc, labels=labels)
+
+
+def _add_histogram(family: HistogramMetricFamily, labels: list[str], rows: list[dict]) -> None:
+    """One histogram series from decision rows (cumulative buckets summed over the rows)."""
+    buckets: list[tuple[str, float]] = [(str(le), sum(r["buckets"][i][1] for r in rows))
+                                        for i, le in enumerate(routines.LATENCY_BUCKETS)]
+    count = sum(r["count"] for r in rows)
+    family.add_metric(labels, [*buckets, ("+Inf", count)], sum(r["sum"] for r in rows))
+
+
+class EngineCollector:
+    """Everything /metrics shows, read from the database at scrape time through prometheus-client's own
+    metric types, so that every API worker answers the same values (nothing is counted in a process)."""
+
+    def __init__(self, conn: db.Connection):
+        self.conn = conn
+
+    def describe(self) -> list[Metric]:
+        return []  # built at scrape time only
+
+    def collect(self) -> Iterator[Metric]:
+        status = routines.engine_status(self.conn)
+        metrics = routines.engine_metrics(self.conn)
+        due = GaugeMetricFamily("weave_due_backlog", "Candidates due now, per class", labels=["class"])
+        lag = GaugeMetricFamily("weave_oldest_due_lag_seconds", "How late the oldest due candidate is, per class",
+                                labels=["class"])
+        for klass, backlog in status["backlog"].items():
+            due.add_metric([klass], backlog["due"])
+            lag.add_metric([klass], backlog["oldest_due_lag_ms"] / 1000)
+        yield due
+        yield lag
+        failing = GaugeMetricFamily("weave_candidates_failing", "Candidates whose last advance failed and that "
+                                    "are still pending, per class", labels=["class"])
+        attempts = GaugeMetricFamily("weave_candidate_failed_attempts", "Failed advance attempts of the candidates "
+                                     "still pending, per class", labels=["class"])
+        for c in candidates.CLASSES:
+            if c.bookkept:
+                failing.add_metric([c.name], metrics["failing"].get(c.name, (0, 0))[0])
+                attempts.add_metric([c.name], metrics["failing"].get(c.name, (0, 0))[1])
+        yield failing
+        yield attempts
+        instances = GaugeMetricFamily("weave_instances", "Instances by status", labels=["status"])
+        for name in ("RUNNING", "SUCCEEDED", "NEEDS_REVIEW", "CANCELLING", "CANCELLED"):
+            instances.add_metric([name], metrics["instances"].get(name, 0))
+        yield instances
+        yield GaugeMetricFamily("weave_review_reasons_open", "Open review reasons",
+                                value=status["open_review_reasons"])
+        yield GaugeMetricFamily("weave_instances_in_review", "Instances in NEEDS_REVIEW",
+                                value=status["instances_in_review"])
+        tasks = GaugeMetricFamily("weave_tasks", "Tasks by status (in flight)", labels=["status"])
+        for task_status, count in status["tasks_in_flight"].items():
+            tasks.add_metric([task_status], count)
+        yield tasks
+        polls = GaugeMetricFamily("weave_polls", "POLL activations by state", labels=["state"])
+        polls.add_metric(["IN_FLIGHT"], status["polls"]["in_flight"])
+        polls.add_metric(["WAITING"], status["polls"]["waiting"])
+        yield polls
+        yield GaugeMetricFamily("weave_signals_pending", "Signals accepted and not yet consumed, rejected or expired",
+                                value=status["signals_pending"])
+        signals = CounterMetricFamily("weave_signals", "Signals settled, by status and disposition",
+                                      labels=["status", "disposition"])
+        for sig_status, disposition, count in metrics["signals"]:
+            if sig_status != "PENDING":
+                signals.add_metric([sig_status, disposition], count)
+        yield signals
+        rounds = CounterMetricFamily("weave_poll_rounds", "Poll rounds finished, by outcome", labels=["outcome"])
+        for outcome, count in metrics["rounds"].items():
+            if outcome != "IN_FLIGHT":
+                rounds.add_metric([outcome], count)
+        yield rounds
+        decisions = CounterMetricFamily("weave_decisions", "Waits decided, by kind and result",
+                                        labels=["kind", "result"])
+        for row in metrics["decisions"]:
+            decisions.add_metric([row["kind"], row["result"]], row["count"])
+        yield decisions
+        latency = _histogram("weave_decision_latency_seconds", "How long after it was due each wait was decided "
+                             "(timers: settled - due; signals: settled - the winner's acceptance)", ["kind"])
+        for kind in sorted({r["kind"] for r in metrics["decisions"]}):
+            _add_histogram(latency, [kind], [r for r in metrics["decisions"] if r["kind"] == kind])
+        yield latency
+        lateness = _histogram("weave_timer_lateness_seconds", "Timer lateness: settled - due, of satisfied timers "
+                              "(T-8)", [])
+        _add_histogram(lateness, [], [r for r in metrics["decisions"]
+                                      if r["kind"] == "TIMER" and r["result"] == "SATISFIED"])
+        yield lateness
+
+
 class Metrics:
-    """Prometheus text, computed from the database at scrape time (index ranges over live rows only)."""
+    """Prometheus text, or OpenMetrics when the scraper asks for it (Accept), computed from the database."""
 
     def __init__(self, connections: Connections):
         self.connections = connections
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        status = routines.engine_status(self.connections.get())
-        registry = CollectorRegistry()
-        due = Gauge("weave_due_backlog", "Candidates due now, per class", ["class"], registry=registry)
-        lag = Gauge("weave_oldest_due_lag_seconds", "How late the oldest due candidate is, per class", ["class"],
-                    registry=registry)
-        for klass, backlog in status["backlog"].items():
-            due.labels(klass).set(backlog["due"])
-            lag.labels(klass).set(backlog["oldest_due_lag_ms"] / 1000)
-        in_flight = Gauge("weave_tasks", "Tasks by status (in flight)", ["status"], registry=registry)
-        for task_status, count in status["tasks_in_flight"].items():
-            in_flight.labels(task_status).set(count)
-        Gauge("weave_review_reasons_open", "Open review reasons", registry=registry).set(status["open_review_reasons"])
-        Gauge("weave_instances_in_review", "Instances in NEEDS_REVIEW", registry=registry).set(
-            status["instances_in_review"])
-        late = Gauge("weave_timer_lateness_recent", "Timers settled in the last 5 minutes with lateness "
-                     "(settled - due) at most le seconds (cumulative buckets)", ["le"], registry=registry)
-        for le, timers in status["timer_lateness"]:
-            late.labels("+Inf" if le is None else str(le)).set(timers)
-        polling = Gauge("weave_polls", "POLL activations by state", ["state"], registry=registry)
-        polling.labels("IN_FLIGHT").set(status["polls"]["in_flight"])
-        polling.labels("WAITING").set(status["polls"]["waiting"])
-        Gauge("weave_signals_pending", "Signals accepted and not yet consumed, rejected or expired",
-              registry=registry).set(status["signals_pending"])
-        resp.content_type = CONTENT_TYPE_LATEST
-        resp.data = generate_latest(registry)
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(EngineCollector(self.connections.get()))
+        encoder, content_type = choose_encoder(req.get_header("Accept") or "")
+        resp.content_type = content_type
+        resp.data = encoder(registry)
 
 
 class OpenApi:
