@@ -1,5 +1,9 @@
 """The ``weave`` command line. Every command reads WEAVE_DSN (a mysql:// URL) unless given --dsn;
-commands that act for someone read WEAVE_TOKEN and WEAVE_NAMESPACE unless given --token/--namespace."""
+commands that act for someone read WEAVE_TOKEN and WEAVE_NAMESPACE unless given --token/--namespace.
+
+The CLI sits on top: it may import every package, and none imports it. With ``--json`` a command prints
+its result as JSON on stdout and an error as ``{"code", "detail"}`` on stderr; either way the exit code
+says the class of the error (``EXIT_CODES``)."""
 
 from __future__ import annotations
 
@@ -14,8 +18,20 @@ import pymysql
 
 from procedures import db, errors, installer, routines, settings
 
-EXIT_USAGE = 2
 EXIT_FAILED = 1
+EXIT_USAGE = 2
+# HTTP status of an error's code -> exit code: scripts can tell "fix the request" from "retry later".
+EXIT_CODES = {401: 3, 403: 3, 404: 4, 409: 5, 413: 6, 415: 6, 422: 6, 503: 7}
+EXIT_HELP = ("exit codes: 0 done, 1 failed (or invariants broken), 2 usage, 3 not authenticated or not allowed, "
+             "4 not found, 5 conflict with the current state, 6 invalid request, 7 database unavailable")
+
+
+class CliError(Exception):
+    """A refusal of the CLI itself, before any routine runs."""
+
+    def __init__(self, code: str, detail: str, exit_code: int = EXIT_USAGE):
+        super().__init__(detail)
+        self.code, self.detail, self.exit_code = code, detail, exit_code
 
 
 def _print(args: argparse.Namespace, payload: Any, human: Callable[[Any], str] | None = None) -> None:
@@ -26,7 +42,7 @@ def _print(args: argparse.Namespace, payload: Any, human: Callable[[Any], str] |
 
 
 def _conn(args: argparse.Namespace, *, check: bool = True) -> db.Connection:
-    conn = db.connect(db.dsn_from_env(args.dsn))
+    conn = db.connect(_dsn(args))
     if check:
         installer.check_level(conn)
     return conn
@@ -35,13 +51,20 @@ def _conn(args: argparse.Namespace, *, check: bool = True) -> db.Connection:
 def _token(args: argparse.Namespace) -> str:
     token = args.token or settings.token()
     if not token:
-        raise SystemExit("weave: a token is needed: pass --token or set WEAVE_TOKEN")
+        raise CliError("UNAUTHENTICATED", "a token is needed: pass --token or set WEAVE_TOKEN", 3)
     return token
+
+
+def _dsn(args: argparse.Namespace) -> db.Dsn:
+    try:
+        return db.dsn_from_env(args.dsn)
+    except ValueError as exc:
+        raise CliError("DSN_INVALID", str(exc)) from None
 
 
 # --- commands -------------------------------------------------------------------------------------------
 def cmd_migrate(args: argparse.Namespace) -> int:
-    dsn = db.dsn_from_env(args.dsn)
+    dsn = _dsn(args)
     report = installer.migrate(dsn, test_clock=args.test_clock,
                                progress=(lambda m: print(m, file=sys.stderr)) if not args.json else (lambda _: None))
     payload = {"database": report.database, "clock_mode": report.clock_mode, "changed": report.changed,
@@ -100,8 +123,12 @@ def cmd_definitions_publish(args: argparse.Namespace) -> int:
     try:
         definition = definitions.validate(raw)
     except definitions.DefinitionError as exc:
-        print(f"weave: {args.file} is not a valid definition:\n{exc}", file=sys.stderr)
-        return EXIT_FAILED
+        if args.json:
+            print(json.dumps({"code": "VALIDATION_FAILED", "detail": f"{args.file} is not a valid definition",
+                              "errors": [e._asdict() for e in exc.errors]}), file=sys.stderr)
+        else:
+            print(f"weave: {args.file} is not a valid definition:\n{exc}", file=sys.stderr)
+        return EXIT_CODES[422]
     with _conn(args) as conn:
         row = routines.definition_publish(conn, _token(args), args.namespace, definition)
     _print(args, row, lambda p: (f"definition {p['name']} version {p['version']} "
@@ -139,7 +166,9 @@ def _human_instance(inst: dict) -> str:
             extra = f"  wait {w['status']} due {w.get('due_at') or w.get('deadline_at')}"
         if step["poll"]:
             p = step["poll"]
-            extra += f"  rounds {p['rounds_used']}/{p['max_rounds']} next {p['next_poll_at']}"
+            extra += f"  rounds {p['rounds_used']}/{p['max_rounds']}"
+            state = p["state"].lower().replace("_", " ")
+            extra += f" next {p['next_poll_at']}" if p["next_poll_at"] else f" ({state})"
         lines.append(f"  {step['key']:<24} {step['type']:<7} {step['status']:<13} "
                      f"#{step['activation_sequence']}{extra}")
     for reason in inst["review_reasons"]:
@@ -151,7 +180,7 @@ def cmd_workflows_events(args: argparse.Namespace) -> int:
     with _conn(args) as conn:
         events = routines.instance_events(conn, _token(args), args.namespace, args.workflow_id, args.after, args.limit)
     _print(args, events, lambda evs: "\n".join(
-        f"{e['seq']:>5} {e['occurred_at']} {e['type']:<22} {e['step_key'] or '':<20} {json.dumps(e['data'])}"
+        f"{e['seq']:>5} {e['occurred_at']} {e['type']:<22} {e['step_key'] or '-':<20} {json.dumps(e['data'])}"
         for e in evs) or "no events")
     return 0
 
@@ -247,29 +276,127 @@ def _human_explain(r: dict) -> str:
     return "\n".join(lines)
 
 
+def _key(args: argparse.Namespace) -> str:
+    import uuid
+
+    return args.idempotency_key or str(uuid.uuid4())
+
+
+def _instance_after(conn: db.Connection, args: argparse.Namespace, result: dict) -> int:
+    inst = routines.instance_get(conn, _token(args), args.namespace, args.workflow_id)
+    _print(args, {**inst, "replayed": bool(result["replayed"])},
+           lambda p: _human_instance(p) + ("\n(replayed: nothing was done again)" if p["replayed"] else ""))
+    return 0
+
+
+# instance actions: name -> the routine, called with (conn, token, ns, workflow_id, reason, key)
+INSTANCE_ACTIONS = {"pause": routines.instance_pause, "resume": routines.instance_resume,
+                    "cancel": routines.instance_cancel}
+
+
+def cmd_workflows_action(args: argparse.Namespace) -> int:
+    with _conn(args) as conn:
+        result = INSTANCE_ACTIONS[args.action](conn, _token(args), args.namespace, args.workflow_id, args.reason,
+                                               _key(args))
+        return _instance_after(conn, args, result)
+
+
+def cmd_workflows_deadline(args: argparse.Namespace) -> int:
+    at = None
+    if args.at is not None:
+        import datetime as dt
+
+        try:
+            at = dt.datetime.fromisoformat(args.at.replace("Z", "+00:00")).astimezone(dt.timezone.utc)
+        except ValueError:
+            raise CliError("DEADLINE_INVALID", f"--at must be an RFC 3339 time with a zone, got {args.at!r}") from None
+        at = at.replace(tzinfo=None)
+    with _conn(args) as conn:
+        result = routines.instance_deadline(conn, _token(args), args.namespace, args.workflow_id, args.reason,
+                                            _key(args), deadline_at=at, extend_ms=args.extend_ms)
+        return _instance_after(conn, args, result)
+
+
+def cmd_steps_action(args: argparse.Namespace) -> int:
+    with _conn(args) as conn:
+        common = (conn, _token(args), args.namespace, args.workflow_id, args.step_key, args.reason, _key(args))
+        if args.action == "reactivate":
+            result = routines.step_reactivate(*common, timeout_ms=args.timeout_ms)
+        elif args.action == "continue":
+            result = routines.step_continue(*common, extra_rounds=args.extra_rounds,
+                                            poll_deadline_ms=args.poll_deadline_ms)
+        else:
+            from procedures import jsontext
+
+            try:
+                output = jsontext.parse_strict(args.output)
+            except jsontext.InvalidJson as exc:
+                raise CliError("INPUT_INVALID", f"--output is not JSON: {exc.errors[0].message}", 6) from None
+            result = routines.step_resolve(*common, output=output, output_json=args.output,
+                                           evidence_ref=args.evidence_ref)
+        return _instance_after(conn, args, result)
+
+
+def _table(rows: list[dict], columns: list[str], empty: str) -> str:
+    if not rows:
+        return empty
+    widths = [max(len(c), *(len(str(r[c])) for r in rows)) for c in columns]
+    lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))]
+    lines += ["  ".join(str(r[c]).ljust(w) for c, w in zip(columns, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
+
+
+# listings: command -> (wrapper, columns shown, text when empty)
+LISTINGS: dict[str, tuple[Callable[[db.Connection, str, str], list[dict]], list[str], str]] = {
+    "definitions": (routines.definition_list, ["name", "latest_version", "versions", "queues", "created_at"],
+                    "no definitions"),
+    "apps": (routines.app_list, ["name", "max_in_flight", "status", "in_flight"], "no apps"),
+    "queues": (routines.queue_list, ["name", "capacity", "queued", "running"], "no queues"),
+    "credentials": (routines.credential_list, ["credential_id", "actor", "scopes", "queues", "status", "created_at"],
+                    "no credentials"),
+}
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    wrapper, columns, empty = LISTINGS[args.command]
+    with _conn(args) as conn:
+        rows = wrapper(conn, _token(args), args.namespace)
+    shown = [{k: ",".join(v) if isinstance(v, list) else v for k, v in row.items()} for row in rows]
+    _print(args, rows, lambda _: _table(shown, columns, empty))
+    return 0
+
+
+def cmd_definitions_show(args: argparse.Namespace) -> int:
+    with _conn(args) as conn:
+        row = routines.definition_get(conn, _token(args), args.namespace, args.name, args.version)
+    _print(args, row, lambda d: f"{d['name']} version {d['version']} (digest {d['digest']}, {d['created_at']})\n"
+           + json.dumps({"name": d["name"], "steps": d["steps"]}, indent=2))
+    return 0
+
+
 def cmd_orchestrator(args: argparse.Namespace) -> int:
     from orchestrator.loop import run_orchestrator
 
-    return run_orchestrator(db.dsn_from_env(args.dsn), batch=args.batch, concurrency=args.concurrency,
+    return run_orchestrator(_dsn(args), batch=args.batch, concurrency=args.concurrency,
                             idle_probe_ms=args.idle_probe_ms, node_id=args.node_id)
 
 
 def cmd_api(args: argparse.Namespace) -> int:
     from api.server import run_api
 
-    return run_api(db.dsn_from_env(args.dsn), args.bind, args.workers)
+    return run_api(_dsn(args), args.bind, args.workers, threads=args.threads)
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
     from orchestrator.dev import run_dev
 
-    return run_dev(Path(args.data_dir), args.dsn or settings.dsn_given(), args.bind)
+    return run_dev(Path(args.data_dir), args.dsn or settings.dsn_given(), args.bind, quiet=args.quiet)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
     from orchestrator.worker import run_worker
 
-    return run_worker(db.dsn_from_env(args.dsn), queues=args.queue, handler_modules=args.handlers or [],
+    return run_worker(_dsn(args), queues=args.queue, handler_modules=args.handlers or [],
                       concurrency=args.concurrency, namespace=args.namespace, lease_ms=args.lease_ms,
                       heartbeat_ms=args.heartbeat_ms, grace_ms=args.grace_ms, worker_id=args.worker_id)
 
@@ -286,10 +413,19 @@ def _common(p: argparse.ArgumentParser, *, token: bool = True, namespace: bool =
         p.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
 
+def _action_arguments(p: argparse.ArgumentParser, *, step: bool = False) -> None:
+    p.add_argument("workflow_id")
+    if step:
+        p.add_argument("step_key")
+    p.add_argument("--reason", required=True, help="why, for the audit trail and the event history (1-1024 chars)")
+    p.add_argument("--idempotency-key", help="default: a new random key (pass one to make retries safe)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="weave", description="Weave: a durable wait engine for long-running workflows on MySQL/MariaDB.",
-        epilog="Configuration: WEAVE_DSN (mysql://user:password@host:port/db), WEAVE_TOKEN, WEAVE_NAMESPACE.")
+        epilog="Configuration: WEAVE_DSN (mysql://user:password@host:port/db), WEAVE_TOKEN, WEAVE_NAMESPACE. "
+               + EXIT_HELP + ".")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("dev", help="run everything on one machine on the embedded default database",
@@ -298,6 +434,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dsn", help="use this database instead of a private one (default: $WEAVE_DSN)")
     p.add_argument("--data-dir", default=".weave", help="where the private database keeps its data (.weave)")
     p.add_argument("--bind", default="127.0.0.1:8080", help="where the API listens (default 127.0.0.1:8080)")
+    p.add_argument("--quiet", action="store_true", help="no status line while running")
+    p.add_argument("--json", action="store_true", help="errors as JSON on stderr")
     p.set_defaults(func=cmd_dev)
 
     p = sub.add_parser("migrate", help="create or upgrade the schema and routines (idempotent)",
@@ -314,8 +452,11 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p, token=False)
     p.set_defaults(func=cmd_bootstrap)
 
-    creds = sub.add_parser("credentials", help="create or disable credentials").add_subparsers(
+    creds = sub.add_parser("credentials", help="create, list or disable credentials").add_subparsers(
         dest="action", metavar="ACTION", required=True)
+    p = creds.add_parser("list", help="list the namespace's credentials, never their tokens (admin)")
+    _common(p)
+    p.set_defaults(func=cmd_list)
     p = creds.add_parser("create", help="create a credential (admin); prints its token once")
     _common(p)
     p.add_argument("--actor", required=True, help="actor name recorded in audit rows")
@@ -328,6 +469,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_credentials_disable)
 
     apps = sub.add_parser("apps", help="manage apps").add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = apps.add_parser("list", help="list apps with their quota and tasks in flight (admin)")
+    _common(p)
+    p.set_defaults(func=cmd_list)
     p = apps.add_parser("create", help="create an app or change its quota/status (admin)")
     _common(p)
     p.add_argument("name")
@@ -337,14 +481,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     queues = sub.add_parser("queues", help="manage queues").add_subparsers(dest="action", metavar="ACTION",
                                                                           required=True)
+    p = queues.add_parser("list", help="list queues with their capacity and tasks (admin)")
+    _common(p)
+    p.set_defaults(func=cmd_list)
     p = queues.add_parser("create", help="create a queue or change its capacity (admin)")
     _common(p)
     p.add_argument("name")
     p.add_argument("--capacity", type=int, required=True, help="most QUEUED+RUNNING tasks at once")
     p.set_defaults(func=cmd_queues_create)
 
-    defs = sub.add_parser("definitions", help="publish definitions").add_subparsers(
+    defs = sub.add_parser("definitions", help="publish, list and show definitions").add_subparsers(
         dest="action", metavar="ACTION", required=True)
+    p = defs.add_parser("list", help="list definitions with their latest version (workflows:read)")
+    _common(p)
+    p.set_defaults(func=cmd_list)
+    p = defs.add_parser("show", help="show a definition version, the latest by default (workflows:read)")
+    _common(p)
+    p.add_argument("name")
+    p.add_argument("--version", type=int, help="version (default: the latest)")
+    p.set_defaults(func=cmd_definitions_show)
     p = defs.add_parser("publish", help="validate and publish a definition JSON file (definitions:publish)")
     _common(p)
     p.add_argument("file", help="path to the definition JSON, or - for stdin")
@@ -373,12 +528,51 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("workflow_id")
     p.set_defaults(func=cmd_workflows_show)
+    for action, text in (("pause", "pause an instance: no new work starts (workflows:control)"),
+                         ("resume", "resume a paused instance (workflows:control)"),
+                         ("cancel", "cancel an instance (workflows:control)")):
+        p = wf.add_parser(action, help=text)
+        _common(p)
+        _action_arguments(p)
+        p.set_defaults(func=cmd_workflows_action)
+    p = wf.add_parser("deadline", help="set a later instance deadline (workflows:review)")
+    _common(p)
+    _action_arguments(p)
+    when = p.add_mutually_exclusive_group(required=True)
+    when.add_argument("--at", help="the new deadline, RFC 3339 with a zone")
+    when.add_argument("--extend-ms", type=int, help="extend the deadline by this much")
+    p.set_defaults(func=cmd_workflows_deadline)
+    p = wf.add_parser("explain", help="why is this step still waiting? (workflows:read)")
+    _common(p)
+    p.add_argument("workflow_id")
+    p.add_argument("step_key")
+    p.set_defaults(func=cmd_signals_explain)
     p = wf.add_parser("events", help="print the event history (workflows:read)")
     _common(p)
     p.add_argument("workflow_id")
     p.add_argument("--after", type=int, default=0)
     p.add_argument("--limit", type=int, default=1000)
     p.set_defaults(func=cmd_workflows_events)
+
+    st = sub.add_parser("steps", help="recover steps in review").add_subparsers(
+        dest="action", metavar="ACTION", required=True)
+    p = st.add_parser("reactivate", help="reactivate a step in review as a new activation (workflows:review)")
+    _common(p)
+    _action_arguments(p, step=True)
+    p.add_argument("--timeout-ms", type=int, help="the new activation's timeout (SIGNAL and POLL steps)")
+    p.set_defaults(func=cmd_steps_action)
+    p = st.add_parser("continue", help="continue a POLL stopped on rounds or deadline (workflows:review)")
+    _common(p)
+    _action_arguments(p, step=True)
+    p.add_argument("--extra-rounds", type=int, help="rounds to add to the budget")
+    p.add_argument("--poll-deadline-ms", type=int, help="a later poll deadline, in ms from now")
+    p.set_defaults(func=cmd_steps_action)
+    p = st.add_parser("resolve", help="settle a step in review with an output you give (workflows:review)")
+    _common(p)
+    _action_arguments(p, step=True)
+    p.add_argument("--output", required=True, help="the step's output as JSON text, e.g. '{\"paid\": true}'")
+    p.add_argument("--evidence-ref", help="a reference to evidence (no whitespace)")
+    p.set_defaults(func=cmd_steps_action)
 
     p = sub.add_parser("status", help="backlog per candidate class, oldest due lag, tasks in flight, reviews",
                        description="What the engine has to do now, across namespaces. --check also runs the M-4 "
@@ -390,9 +584,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("api", help="serve the HTTP API under gunicorn",
                        description="Serve the HTTP API (07-api). Refuses to start against a database at another "
                                    "schema level; answers 503 UNAVAILABLE while the database is unreachable.")
-    _common(p, token=False, namespace=False, json_out=False)
+    _common(p, token=False, namespace=False)
     p.add_argument("--bind", default="127.0.0.1:8080", help="HOST:PORT to listen on (default 127.0.0.1:8080)")
     p.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
+    p.add_argument("--threads", type=int, default=8, help="serving threads per worker (default 8)")
     p.set_defaults(func=cmd_api)
     sg = sub.add_parser("signals", help="send and inspect external signals").add_subparsers(
         dest="action", metavar="ACTION", required=True)
@@ -425,7 +620,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("orchestrator", help="run the scan loop daemon",
                        description="Scan due candidates and advance each in its own transaction. Any number may "
                                    "run against one database. Stops cleanly on SIGTERM/SIGINT.")
-    _common(p, token=False, namespace=False, json_out=False)
+    _common(p, token=False, namespace=False)
     p.add_argument("--batch", type=int, default=100, help="candidates per scan (default 100)")
     p.add_argument("--concurrency", type=int, default=4, help="parallel advance connections (default 4)")
     p.add_argument("--idle-probe-ms", type=int, default=20, help="longest idle sleep between probes (default 20)")
@@ -437,7 +632,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "Any number may run against one database. On SIGTERM/SIGINT it stops claiming and "
                                    "lets running attempts finish within the grace period.",
                        epilog="The built-in http handler (http@1) calls only hosts listed in WEAVE_HTTP_ALLOWLIST.")
-    _common(p, token=False, namespace=False, json_out=False)
+    _common(p, token=False, namespace=False)
     p.add_argument("--handlers", action="append", metavar="MODULE[,MODULE]",
                    help="modules whose @handler functions to load (repeatable)")
     p.add_argument("--queue", action="append", required=True, metavar="QUEUE",
@@ -454,22 +649,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _fail(args: argparse.Namespace, code: str, detail: str, exit_code: int, extra: str = "",
+          errors_: list[dict] | None = None) -> int:
+    if getattr(args, "json", False):
+        print(json.dumps({"code": code, "detail": detail, **({"errors": errors_} if errors_ else {})}),
+              file=sys.stderr)
+    else:
+        print(f"weave: {code}{extra}: {detail}", file=sys.stderr)
+    return exit_code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.func(args) or 0
+        return int(args.func(args) or 0)
+    except CliError as exc:
+        return _fail(args, exc.code, exc.detail, exc.exit_code)
     except errors.SchemaMismatch as exc:
-        print(f"weave: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return _fail(args, exc.code, str(exc.detail), EXIT_FAILED)
     except errors.WeaveError as exc:
-        extra = f" [{exc.field_code}]" if isinstance(exc, errors.ValidationFailed) else ""
-        print(f"weave: {exc.code}{extra}: {exc.detail}", file=sys.stderr)
-        return EXIT_FAILED
+        exit_code = EXIT_CODES.get(exc.http_status, EXIT_FAILED)
+        if isinstance(exc, errors.ValidationFailed):
+            return _fail(args, exc.code, exc.detail, exit_code, f" [{exc.field_code}]", exc.errors)
+        return _fail(args, exc.code, exc.detail, exit_code)
     except pymysql.err.MySQLError as exc:
-        print(f"weave: the database answered {errors.errno_of(exc)}: {exc.args[-1] if exc.args else exc}",
-              file=sys.stderr)
-        return EXIT_FAILED
+        return _fail(args, "DATABASE_ERROR", f"the database answered {errors.errno_of(exc)}: "
+                     f"{exc.args[-1] if exc.args else exc}", EXIT_FAILED)
+    except OSError as exc:
+        return _fail(args, "IO_ERROR", str(exc), EXIT_FAILED)
     except KeyboardInterrupt:
         return 130
 
