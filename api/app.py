@@ -10,7 +10,7 @@ import falcon
 
 from procedures import db, errors, installer
 
-from . import ops, resources, signals
+from . import console, ops, resources, signals
 from .http import ApiConnections, Connections, NoStore, make_error_handler
 
 PREFIX = "/v1/namespaces/{ns}"
@@ -49,6 +49,7 @@ def create_app(connections: Connections) -> falcon.App:
     for path, resource in {"/healthz": ops.Health(), "/readyz": ops.Ready(connections),
                            "/metrics": ops.Metrics(connections), "/openapi.json": ops.OpenApi()}.items():
         app.add_route(path, _with_head(resource))
+    console.register(app, connections)
     return app
 
 

@@ -19,7 +19,8 @@ from procedures.jsontext import InvalidJson, parse_members
 log = logging.getLogger("weave.api")
 
 __all__ = ["ApiConnections", "ApiError", "Connections", "NoStore", "bearer", "idempotency_key", "invalid", "json_body",
-           "json_members", "json_object", "make_error_handler", "problem", "problem_text", "raw_body", "respond"]
+           "json_members", "json_object", "make_error_handler", "parse_strict", "problem", "problem_text", "raw_body",
+           "respond"]
 
 MAX_BODY = 300 * 1024
 PROBLEM = "application/problem+json"
@@ -100,6 +101,14 @@ def json_members(req: falcon.Request) -> tuple[Any, dict[str, bytes] | None]:
     top-level member's value. Invalid JSON, duplicate keys and text that is not text are a 422."""
     try:
         return parse_members(_require_json(req))
+    except InvalidJson as exc:
+        raise invalid(list(exc.errors), "the body is not valid JSON") from exc
+
+
+def parse_strict(body: bytes) -> Any:
+    """A body's value by the strict parser; invalid JSON, duplicate keys and text that is not text are a 422."""
+    try:
+        return parse_members(body)[0]
     except InvalidJson as exc:
         raise invalid(list(exc.errors), "the body is not valid JSON") from exc
 

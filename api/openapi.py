@@ -119,8 +119,20 @@ def document() -> dict:
             "gate": {"type": "string", "enum": ["OPEN", "CLOSED"]}, "deadline_at": TIME,
             "business_key": {"type": ["string", "null"]}, "input": ANY,
             "review_reasons": {"type": "array", "items": _ref("ReviewReason")},
+            "deferred": {"oneOf": [{"type": "null"}, {
+                "type": "object", "description": "The longest-standing deferred check (R-18): new work waits for "
+                "something that can clear by itself (pause, quota, capacity, a disabled identity or app).",
+                "required": ["reason", "since", "next_check_at", "attempts"], "properties": {
+                    "reason": {"type": "string"}, "step_key": {"type": ["string", "null"]}, "since": TIME,
+                    "next_check_at": TIME, "attempts": {"type": "integer"},
+                    "detail": {"type": ["string", "null"]}}}]},
             "created_at": TIME, "updated_at": TIME, "finished_at": NULLABLE_TIME,
-            "steps": {"type": "array", "items": _ref("Step")}}},
+            "steps": {"type": "array", "items": _ref("Step")},
+            "checkpoints": {"type": "array", "items": _ref("Checkpoint")}}},
+        "Checkpoint": {"type": "object", "required": ["kind", "due_at", "available_at"], "properties": {
+            "step_key": {"type": ["string", "null"]}, "kind": {"type": "string"}, "due_at": TIME,
+            "available_at": TIME, "attempts": {"type": "integer"}, "last_error": {"type": ["string", "null"]},
+            "deferred_reason": {"type": ["string", "null"]}}},
         "InstanceSummary": {"type": "object", "required": ["workflow_id", "status"], "properties": {
             "workflow_id": {"type": "string"}, "definition": {"type": "object"}, "status": {"type": "string"},
             "control": {"type": "string"}, "gate": {"type": "string"}, "deadline_at": TIME,
@@ -151,8 +163,22 @@ def document() -> dict:
             "consumed_at": NULLABLE_TIME}},
         "SignalPage": {"type": "object", "required": ["items", "next_cursor"], "properties": {
             "items": {"type": "array", "items": _ref("Signal")}, "next_cursor": {"type": ["string", "null"]}}},
-        "Explain": {"type": "object", "required": ["step_key", "wait", "signals"], "properties": {
+        "Explain": {"type": "object", "required": ["step_key", "wait", "signals", "timer", "poll", "task", "blockers"],
+                    "properties": {
             "step_key": {"type": "string"}, "wait": {"type": "object"},
+            "open_review_codes": {"type": "array", "items": {"type": "string"}},
+            "timer": {"type": ["object", "null"], "description": "TIMER: due_at, delay_ms, planned_due_at, truncated "
+                      "(capped by the instance deadline), lateness_ms so far"},
+            "poll": {"type": ["object", "null"], "description": "POLL: state, rounds_used, max_rounds, next_poll_at, "
+                     "poll_deadline, last_outcome, stop_reason"},
+            "task": {"type": ["object", "null"], "description": "the current task of a TASK or POLL step: task_id, "
+                     "status, attempts_used, max_attempts, lease_holder, lease_expires_at, next_retry_at"},
+            "blockers": {"type": "array", "description": "what holds the instance or step back: PAUSED, GATE_CLOSED, "
+                         "DEFERRED (with reason, since, next_check_at) and each open REVIEW reason",
+                         "items": {"type": "object", "properties": {
+                             "blocker": {"type": "string", "enum": ["PAUSED", "GATE_CLOSED", "DEFERRED", "REVIEW"]},
+                             "reason": {"type": ["string", "null"]}, "since": NULLABLE_TIME,
+                             "next_check_at": NULLABLE_TIME, "detail": ANY}}},
             "signals": {"type": "array", "items": {"type": "object", "properties": {
                 "signal_id": {"type": "string"}, "why": {"type": "string"}, "detail": ANY}}}}},
         "App": {"type": "object", "required": ["name", "max_in_flight", "status"], "properties": {

@@ -59,44 +59,51 @@ class EngineCollector:
         return []  # built at scrape time only
 
     def collect(self) -> Iterator[Metric]:
-        status = routines.engine_status(self.conn)
+        figures = routines.status(self.conn)
         metrics = routines.engine_metrics(self.conn)
         due = GaugeMetricFamily("weave_due_backlog", "Candidates due now, per class", labels=["class"])
         lag = GaugeMetricFamily("weave_oldest_due_lag_seconds", "How late the oldest due candidate is, per class",
                                 labels=["class"])
-        for klass, backlog in status["backlog"].items():
-            due.add_metric([klass], backlog["due"])
-            lag.add_metric([klass], backlog["oldest_due_lag_ms"] / 1000)
+        for row in figures["backlog"]:
+            due.add_metric([row["class"]], row["due"])
+            lag.add_metric([row["class"]], float(row["lag_ms"] or 0) / 1000)
         yield due
         yield lag
-        failing = GaugeMetricFamily("weave_candidates_failing", "Candidates whose last advance failed and that "
-                                    "are still pending, per class", labels=["class"])
-        attempts = GaugeMetricFamily("weave_candidate_failed_attempts", "Failed advance attempts of the candidates "
-                                     "still pending, per class", labels=["class"])
+        failing = GaugeMetricFamily("weave_candidates_failing", "Candidates whose last advance failed, by class; "
+                                    "repeated: failed 2 or more times in a row", labels=["class", "repeated"])
         for c in candidates.CLASSES:
             if c.bookkept:
-                failing.add_metric([c.name], metrics["failing"].get(c.name, (0, 0))[0])
-                attempts.add_metric([c.name], metrics["failing"].get(c.name, (0, 0))[1])
+                row = figures["failing"].get(c.name, {"failing": 0, "repeated": 0})
+                failing.add_metric([c.name, "false"], row["failing"] - row["repeated"])
+                failing.add_metric([c.name, "true"], row["repeated"])
         yield failing
-        yield attempts
-        instances = GaugeMetricFamily("weave_instances", "Instances by status", labels=["status"])
-        for name in ("RUNNING", "SUCCEEDED", "NEEDS_REVIEW", "CANCELLING", "CANCELLED"):
-            instances.add_metric([name], metrics["instances"].get(name, 0))
-        yield instances
+        deferred = GaugeMetricFamily("weave_instances_deferred", "Instances with a deferred check, by reason (R-18)",
+                                     labels=["reason"])
+        for reason, count in figures["deferred"].items():
+            deferred.add_metric([reason], count)
+        yield deferred
+        live = GaugeMetricFamily("weave_instances", "Live instances by status", labels=["status"])
+        paused = GaugeMetricFamily("weave_instances_paused", "Live instances with control PAUSED, by status",
+                                   labels=["status"])
+        for live_status, row in figures["instances"].items():
+            live.add_metric([live_status], row["instances"])
+            paused.add_metric([live_status], row["paused"])
+        yield live
+        yield paused
         yield GaugeMetricFamily("weave_review_reasons_open", "Open review reasons",
-                                value=status["open_review_reasons"])
+                                value=figures["open_review_reasons"])
         yield GaugeMetricFamily("weave_instances_in_review", "Instances in NEEDS_REVIEW",
-                                value=status["instances_in_review"])
+                                value=figures["instances_in_review"])
         tasks = GaugeMetricFamily("weave_tasks", "Tasks by status (in flight)", labels=["status"])
-        for task_status, count in status["tasks_in_flight"].items():
-            tasks.add_metric([task_status], count)
+        for task_status in ("QUEUED", "RUNNING"):
+            tasks.add_metric([task_status], figures["tasks"].get(task_status, 0))
         yield tasks
         polls = GaugeMetricFamily("weave_polls", "POLL activations by state", labels=["state"])
-        polls.add_metric(["IN_FLIGHT"], status["polls"]["in_flight"])
-        polls.add_metric(["WAITING"], status["polls"]["waiting"])
+        polls.add_metric(["IN_FLIGHT"], figures["polls_in_flight"])
+        polls.add_metric(["WAITING"], figures["polls_waiting"])
         yield polls
         yield GaugeMetricFamily("weave_signals_pending", "Signals accepted and not yet consumed, rejected or expired",
-                                value=status["signals_pending"])
+                                value=figures["signals_pending"])
         signals = CounterMetricFamily("weave_signals", "Signals settled, by status and disposition",
                                       labels=["status", "disposition"])
         for sig_status, disposition, count in metrics["signals"]:

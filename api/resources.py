@@ -17,12 +17,20 @@ from . import schemas
 from .http import Connections, bearer, idempotency_key, invalid, json_body, json_object, respond
 
 
-def _time(value: str | None) -> dt.datetime | None:
-    """An RFC 3339 time (already checked by its schema) as naive UTC, the engine's representation."""
-    if value is None:
-        return None
-    moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    return moment.astimezone(dt.timezone.utc).replace(tzinfo=None)
+def _parse_time(value: Any, field: str) -> dt.datetime:
+    """An RFC 3339 time with a zone as naive UTC, the engine's representation; anything else is a 422."""
+    if isinstance(value, str):
+        try:
+            moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            moment = None
+        if moment is not None and moment.tzinfo is not None:
+            return moment.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    raise invalid([(field, "DEADLINE_INVALID", f"{field} must be an RFC 3339 time with a zone")])
+
+
+def _time(value: str | None, field: str = "deadline_at") -> dt.datetime | None:
+    return None if value is None else _parse_time(value, field)
 
 
 def _json_text(value: Any) -> str:
@@ -75,8 +83,10 @@ class Workflows(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         token = bearer(req)
         q = schemas.query(req, "list_workflows")
-        respond(resp, routines.instance_list(self.conn, token, ns, status=q["status"], definition=q["definition"],
-                                             limit=q["limit"] or 50, cursor=q["cursor"]))
+        respond(resp, routines.instance_list(
+            self.conn, token, ns, status=q["status"], definition=q["definition"], control=q["control"],
+            business_key=q["business_key"], review_code=q["review_code"], deferred=q["deferred"] is True,
+            limit=q["limit"] or 50, cursor=q["cursor"]))
 
 
 class Workflow(Resource):

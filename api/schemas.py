@@ -105,6 +105,11 @@ QUERIES: dict[str, dict[str, Schema]] = {
     "list_workflows": {
         "status": {"type": "string", "enum": ["RUNNING", "SUCCEEDED", "NEEDS_REVIEW", "CANCELLING", "CANCELLED"]},
         "definition": {"type": "string", "pattern": _DEFINITION_NAME},
+        "control": {"type": "string", "enum": ["ACTIVE", "PAUSED"]},
+        "business_key": {"type": "string", "minLength": 1, "maxLength": 256},
+        "review_code": {"type": "string", "pattern": "^[A-Z_]{1,64}$",
+                        "description": "only instances with an open review reason of this code"},
+        "deferred": {"type": "boolean", "description": "true: only instances whose next check is deferred"},
         "limit": LIMIT_500,
         "cursor": {"type": "string", "pattern": "^[0-9]{1,19}$"}},
     "list_events": {"after": {"type": "integer", "minimum": 0, "maximum": 2**62}, "limit": LIMIT_1000},
@@ -133,7 +138,7 @@ def _valid_time(value: str) -> bool:
         moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         return False
-    return moment.tzinfo is not None
+    return moment.tzinfo is not None and 1 <= moment.year <= 9999
 
 
 def check(schema: Schema, value: Any, field: str = "") -> list[Problem]:
@@ -224,6 +229,8 @@ def query(req: falcon.Request, operation: str) -> dict[str, Any]:
         value: Any = raw
         if schema.get("type") == "integer":
             value = int(raw) if re.fullmatch(r"-?[0-9]{1,20}", raw) else raw
+        elif schema.get("type") == "boolean":
+            value = {"true": True, "false": False}.get(raw, raw)
         found = check(schema, value, name)
         if not found and "pattern" in schema and not re.search(schema["pattern"], value):
             found = [(name, _code(name, "INVALID_ARGUMENT"), f"{name} is not valid")]
@@ -236,5 +243,7 @@ def query(req: falcon.Request, operation: str) -> dict[str, Any]:
 
 def query_parameters(operation: str) -> list[dict[str, Any]]:
     """The OpenAPI parameter objects of ``operation``'s query string."""
-    return [{"name": name, "in": "query", "required": False, "allowEmptyValue": False, "schema": schema}
+    return [{"name": name, "in": "query", "required": False, "allowEmptyValue": False,
+             **({"description": schema["description"]} if "description" in schema else {}),
+             "schema": {k: v for k, v in schema.items() if k != "description"}}
             for name, schema in QUERIES[operation].items()]

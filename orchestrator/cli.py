@@ -88,32 +88,36 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_credentials_create(args: argparse.Namespace) -> int:
+def _as_caller(args: argparse.Namespace, act: Callable[[db.Connection, str], dict],
+               human: Callable[[Any], str]) -> int:
+    """One routine call for the credential of --token in --namespace, its row printed."""
     with _conn(args) as conn:
-        row = routines.credential_create(conn, _token(args), args.namespace, args.actor, args.scopes, args.queues)
-    _print(args, row, lambda p: f"credential {p['credential_id']} for {p['actor']}\ntoken (shown once): {p['token']}")
+        row = act(conn, _token(args))
+    _print(args, row, human)
     return 0
+
+
+def cmd_credentials_create(args: argparse.Namespace) -> int:
+    return _as_caller(args, lambda conn, token: routines.credential_create(
+        conn, token, args.namespace, args.actor, args.scopes, args.queues),
+        lambda p: f"credential {p['credential_id']} for {p['actor']}\ntoken (shown once): {p['token']}")
 
 
 def cmd_credentials_disable(args: argparse.Namespace) -> int:
-    with _conn(args) as conn:
-        row = routines.credential_disable(conn, _token(args), args.namespace, args.credential_id)
-    _print(args, row, lambda p: f"credential {p['credential_id']} is {p['status']}")
-    return 0
+    return _as_caller(args, lambda conn, token: routines.credential_disable(
+        conn, token, args.namespace, args.credential_id), lambda p: f"credential {p['credential_id']} is {p['status']}")
 
 
 def cmd_apps_create(args: argparse.Namespace) -> int:
-    with _conn(args) as conn:
-        row = routines.app_put(conn, _token(args), args.namespace, args.name, args.max_in_flight, args.status)
-    _print(args, row, lambda p: f"app {p['name']}: max_in_flight {p['max_in_flight']}, {p['status']}")
-    return 0
+    return _as_caller(args, lambda conn, token: routines.app_put(
+        conn, token, args.namespace, args.name, args.max_in_flight, args.status),
+        lambda p: f"app {p['name']}: max_in_flight {p['max_in_flight']}, {p['status']}")
 
 
 def cmd_queues_create(args: argparse.Namespace) -> int:
-    with _conn(args) as conn:
-        row = routines.queue_put(conn, _token(args), args.namespace, args.name, args.capacity)
-    _print(args, row, lambda p: f"queue {p['name']}: capacity {p['capacity']}")
-    return 0
+    return _as_caller(args, lambda conn, token: routines.queue_put(
+        conn, token, args.namespace, args.name, args.capacity),
+        lambda p: f"queue {p['name']}: capacity {p['capacity']}")
 
 
 def cmd_definitions_publish(args: argparse.Namespace) -> int:
@@ -200,10 +204,21 @@ def cmd_status(args: argparse.Namespace) -> int:
     from procedures import invariants
 
     with _conn(args) as conn:
-        status = routines.engine_status(conn)
+        figures = routines.status(conn)
         broken = invariants.violations(conn) if args.check else {}
-    status.pop("timer_lateness")
-    payload = {**status, "now": str(status["now"]), **({"invariants_broken": broken} if args.check else {})}
+    payload = {
+        "now": str(figures["now_at"]),
+        "backlog": {r["class"]: {"due": r["due"], "oldest_due_lag_ms": float(r["lag_ms"] or 0)}
+                    for r in figures["backlog"]},
+        "tasks_in_flight": {status: figures["tasks"].get(status, 0) for status in ("QUEUED", "RUNNING")},
+        "open_review_reasons": figures["open_review_reasons"],
+        "instances_in_review": figures["instances_in_review"],
+        "polls": {"in_flight": figures["polls_in_flight"], "waiting": figures["polls_waiting"]},
+        "signals_pending": figures["signals_pending"],
+        "deferred": figures["deferred"],
+        "failing": figures["failing"],
+        **({"invariants_broken": broken} if args.check else {}),
+    }
 
     def human(p: dict) -> str:
         lines = [f"engine time {p['now']}", "due now (per candidate class):"]
@@ -212,6 +227,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         lines.append(f"tasks in flight: QUEUED {p['tasks_in_flight']['QUEUED']}, "
                      f"RUNNING {p['tasks_in_flight']['RUNNING']}")
         lines.append(f"in review: {p['instances_in_review']} instance(s), {p['open_review_reasons']} open reason(s)")
+        lines.append("deferred: " + (", ".join(f"{k} {v}" for k, v in p["deferred"].items()) or "none"))
+        lines.append("failing candidates: " + (", ".join(f"{k} {v['failing']} ({v['repeated']} repeatedly)"
+                                                         for k, v in p["failing"].items() if v["failing"]) or "none"))
         if args.check:
             lines.append("invariants: " + ("all hold" if not p["invariants_broken"] else
                                            json.dumps(p["invariants_broken"])))
@@ -413,6 +431,15 @@ def _common(p: argparse.ArgumentParser, *, token: bool = True, namespace: bool =
         p.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
 
+def _command(group: Any, name: str, *args: Any, func: Callable[[argparse.Namespace], int], token: bool = True,
+             namespace: bool = True, **kwargs: Any) -> argparse.ArgumentParser:
+    """A subcommand with the common options (``--dsn``, ``--namespace``, ``--token``, ``--json``) that runs ``func``."""
+    p: argparse.ArgumentParser = group.add_parser(name, *args, **kwargs)
+    _common(p, token=token, namespace=namespace)
+    p.set_defaults(func=func)
+    return p
+
+
 def _action_arguments(p: argparse.ArgumentParser, *, step: bool = False) -> None:
     p.add_argument("workflow_id")
     if step:
@@ -454,61 +481,43 @@ def build_parser() -> argparse.ArgumentParser:
 
     creds = sub.add_parser("credentials", help="create, list or disable credentials").add_subparsers(
         dest="action", metavar="ACTION", required=True)
-    p = creds.add_parser("list", help="list the namespace's credentials, never their tokens (admin)")
-    _common(p)
-    p.set_defaults(func=cmd_list)
-    p = creds.add_parser("create", help="create a credential (admin); prints its token once")
-    _common(p)
+    p = _command(creds, "list", help="list the namespace's credentials, never their tokens (admin)", func=cmd_list)
+    p = _command(creds, "create", help="create a credential (admin); prints its token once",
+                 func=cmd_credentials_create)
     p.add_argument("--actor", required=True, help="actor name recorded in audit rows")
     p.add_argument("--scopes", required=True, help="comma list, e.g. workflows:read,workflows:signal")
     p.add_argument("--queues", default="*", help="comma list of queues the credential may use, or * (default)")
-    p.set_defaults(func=cmd_credentials_create)
-    p = creds.add_parser("disable", help="disable a credential (admin)")
-    _common(p)
+    p = _command(creds, "disable", help="disable a credential (admin)", func=cmd_credentials_disable)
     p.add_argument("credential_id", help="cred_...")
-    p.set_defaults(func=cmd_credentials_disable)
 
     apps = sub.add_parser("apps", help="manage apps").add_subparsers(dest="action", metavar="ACTION", required=True)
-    p = apps.add_parser("list", help="list apps with their quota and tasks in flight (admin)")
-    _common(p)
-    p.set_defaults(func=cmd_list)
-    p = apps.add_parser("create", help="create an app or change its quota/status (admin)")
-    _common(p)
+    p = _command(apps, "list", help="list apps with their quota and tasks in flight (admin)", func=cmd_list)
+    p = _command(apps, "create", help="create an app or change its quota/status (admin)", func=cmd_apps_create)
     p.add_argument("name")
     p.add_argument("--max-in-flight", type=int, required=True, help="quota of QUEUED+RUNNING tasks")
     p.add_argument("--status", choices=["ACTIVE", "DISABLED"], help="default: ACTIVE for a new app, else unchanged")
-    p.set_defaults(func=cmd_apps_create)
 
     queues = sub.add_parser("queues", help="manage queues").add_subparsers(dest="action", metavar="ACTION",
                                                                           required=True)
-    p = queues.add_parser("list", help="list queues with their capacity and tasks (admin)")
-    _common(p)
-    p.set_defaults(func=cmd_list)
-    p = queues.add_parser("create", help="create a queue or change its capacity (admin)")
-    _common(p)
+    p = _command(queues, "list", help="list queues with their capacity and tasks (admin)", func=cmd_list)
+    p = _command(queues, "create", help="create a queue or change its capacity (admin)", func=cmd_queues_create)
     p.add_argument("name")
     p.add_argument("--capacity", type=int, required=True, help="most QUEUED+RUNNING tasks at once")
-    p.set_defaults(func=cmd_queues_create)
 
     defs = sub.add_parser("definitions", help="publish, list and show definitions").add_subparsers(
         dest="action", metavar="ACTION", required=True)
-    p = defs.add_parser("list", help="list definitions with their latest version (workflows:read)")
-    _common(p)
-    p.set_defaults(func=cmd_list)
-    p = defs.add_parser("show", help="show a definition version, the latest by default (workflows:read)")
-    _common(p)
+    p = _command(defs, "list", help="list definitions with their latest version (workflows:read)", func=cmd_list)
+    p = _command(defs, "show", help="show a definition version, the latest by default (workflows:read)",
+                 func=cmd_definitions_show)
     p.add_argument("name")
     p.add_argument("--version", type=int, help="version (default: the latest)")
-    p.set_defaults(func=cmd_definitions_show)
-    p = defs.add_parser("publish", help="validate and publish a definition JSON file (definitions:publish)")
-    _common(p)
+    p = _command(defs, "publish", help="validate and publish a definition JSON file (definitions:publish)",
+                 func=cmd_definitions_publish)
     p.add_argument("file", help="path to the definition JSON, or - for stdin")
-    p.set_defaults(func=cmd_definitions_publish)
 
     wf = sub.add_parser("workflows", help="start and inspect workflow instances").add_subparsers(
         dest="action", metavar="ACTION", required=True)
-    p = wf.add_parser("start", help="start an instance (workflows:start)")
-    _common(p)
+    p = _command(wf, "start", help="start an instance (workflows:start)", func=cmd_workflows_start)
     p.add_argument("definition")
     p.add_argument("--version", type=int, help="definition version (default: latest)")
     p.add_argument("--app", required=True)
@@ -516,18 +525,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--deadline-ms", type=int, required=True, help="instance deadline, milliseconds from now")
     p.add_argument("--business-key")
     p.add_argument("--idempotency-key", help="default: a new random key")
-    p.set_defaults(func=cmd_workflows_start)
-    p = wf.add_parser("list", help="list instances, newest first (workflows:read)")
-    _common(p)
+    p = _command(wf, "list", help="list instances, newest first (workflows:read)", func=cmd_workflows_list)
     p.add_argument("--status", choices=["RUNNING", "SUCCEEDED", "NEEDS_REVIEW", "CANCELLING", "CANCELLED"])
     p.add_argument("--definition")
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--cursor", help="next_cursor of the previous page")
-    p.set_defaults(func=cmd_workflows_list)
-    p = wf.add_parser("show", help="show an instance with its steps (workflows:read)")
-    _common(p)
+    p = _command(wf, "show", help="show an instance with its steps (workflows:read)", func=cmd_workflows_show)
     p.add_argument("workflow_id")
-    p.set_defaults(func=cmd_workflows_show)
     for action, text in (("pause", "pause an instance: no new work starts (workflows:control)"),
                          ("resume", "resume a paused instance (workflows:control)"),
                          ("cancel", "cancel an instance (workflows:control)")):
@@ -535,44 +539,35 @@ def build_parser() -> argparse.ArgumentParser:
         _common(p)
         _action_arguments(p)
         p.set_defaults(func=cmd_workflows_action)
-    p = wf.add_parser("deadline", help="set a later instance deadline (workflows:review)")
-    _common(p)
+    p = _command(wf, "deadline", help="set a later instance deadline (workflows:review)", func=cmd_workflows_deadline)
     _action_arguments(p)
     when = p.add_mutually_exclusive_group(required=True)
     when.add_argument("--at", help="the new deadline, RFC 3339 with a zone")
     when.add_argument("--extend-ms", type=int, help="extend the deadline by this much")
-    p.set_defaults(func=cmd_workflows_deadline)
-    p = wf.add_parser("explain", help="why is this step still waiting? (workflows:read)")
-    _common(p)
+    p = _command(wf, "explain", help="why is this step still waiting? (workflows:read)", func=cmd_signals_explain)
     p.add_argument("workflow_id")
     p.add_argument("step_key")
-    p.set_defaults(func=cmd_signals_explain)
-    p = wf.add_parser("events", help="print the event history (workflows:read)")
-    _common(p)
+    p = _command(wf, "events", help="print the event history (workflows:read)", func=cmd_workflows_events)
     p.add_argument("workflow_id")
     p.add_argument("--after", type=int, default=0)
     p.add_argument("--limit", type=int, default=1000)
-    p.set_defaults(func=cmd_workflows_events)
 
     st = sub.add_parser("steps", help="recover steps in review").add_subparsers(
         dest="action", metavar="ACTION", required=True)
-    p = st.add_parser("reactivate", help="reactivate a step in review as a new activation (workflows:review)")
-    _common(p)
+    p = _command(st, "reactivate", help="reactivate a step in review as a new activation (workflows:review)",
+                 func=cmd_steps_action)
     _action_arguments(p, step=True)
     p.add_argument("--timeout-ms", type=int, help="the new activation's timeout (SIGNAL and POLL steps)")
-    p.set_defaults(func=cmd_steps_action)
-    p = st.add_parser("continue", help="continue a POLL stopped on rounds or deadline (workflows:review)")
-    _common(p)
+    p = _command(st, "continue", help="continue a POLL stopped on rounds or deadline (workflows:review)",
+                 func=cmd_steps_action)
     _action_arguments(p, step=True)
     p.add_argument("--extra-rounds", type=int, help="rounds to add to the budget")
     p.add_argument("--poll-deadline-ms", type=int, help="a later poll deadline, in ms from now")
-    p.set_defaults(func=cmd_steps_action)
-    p = st.add_parser("resolve", help="settle a step in review with an output you give (workflows:review)")
-    _common(p)
+    p = _command(st, "resolve", help="settle a step in review with an output you give (workflows:review)",
+                 func=cmd_steps_action)
     _action_arguments(p, step=True)
     p.add_argument("--output", required=True, help="the step's output as JSON text, e.g. '{\"paid\": true}'")
     p.add_argument("--evidence-ref", help="a reference to evidence (no whitespace)")
-    p.set_defaults(func=cmd_steps_action)
 
     p = sub.add_parser("status", help="backlog per candidate class, oldest due lag, tasks in flight, reviews",
                        description="What the engine has to do now, across namespaces. --check also runs the M-4 "
@@ -606,16 +601,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--evidence-ref", help="optional reference to evidence (no whitespace)")
     p.add_argument("--idempotency-key", help="default: a new random key (pass one to make retries safe)")
     p.set_defaults(func=cmd_signals_send)
-    p = sg.add_parser("get", help="show a signal's current state (workflows:read)")
-    _common(p)
+    p = _command(sg, "get", help="show a signal's current state (workflows:read)", func=cmd_signals_get)
     p.add_argument("workflow_id")
     p.add_argument("signal_id", help="sig_...")
-    p.set_defaults(func=cmd_signals_get)
-    p = sg.add_parser("explain", help="why is this step's wait still open? (workflows:read)")
-    _common(p)
+    p = _command(sg, "explain", help="why is this step's wait still open? (workflows:read)", func=cmd_signals_explain)
     p.add_argument("workflow_id")
     p.add_argument("step_key")
-    p.set_defaults(func=cmd_signals_explain)
 
     p = sub.add_parser("orchestrator", help="run the scan loop daemon",
                        description="Scan due candidates and advance each in its own transaction. Any number may "

@@ -102,12 +102,12 @@ def _save_credentials(data_dir: Path, tokens: dict) -> None:
 
 
 def _status_line(conn: db.Connection) -> str:
-    status = routines.engine_status(conn)
-    instances = routines.engine_metrics(conn)["instances"]
-    due = sum(b["due"] for b in status["backlog"].values())
-    return (f"instances running {instances.get('RUNNING', 0)} (polls waiting {status['polls']['waiting']}, "
-            f"signals pending {status['signals_pending']}), in review {status['instances_in_review']}, "
-            f"due backlog {due}")
+    figures = routines.status(conn)
+    running = figures["instances"].get("RUNNING", {"instances": 0})["instances"]
+    waiting = figures["polls_waiting"] + figures["signals_pending"]
+    due = sum(int(row["due"]) for row in figures["backlog"])
+    return (f"instances running {running} (polls waiting and signals pending {waiting}), in review "
+            f"{figures['instances_in_review']}, due backlog {due}")
 
 
 def run_dev(data_dir: Path, dsn_text: str | None, bind: str = "127.0.0.1:8080", quiet: bool = False) -> int:
@@ -231,6 +231,7 @@ def _banner(dsn: db.Dsn, tokens: dict, base_url: str, reused: bool = False) -> N
     weave = shlex.quote(str(Path(sys.executable).parent / "weave"))
     print(f"""
 Weave is running: API {base_url}, orchestrator, example worker on queue {QUEUE}.
+  console: {base_url}/console (sign in with namespace {NAMESPACE} and the token below)
   namespace {NAMESPACE}, app {APP}; definitions: {', '.join(tokens['definitions'])}
   token (workflows:*): {tokens['token']}{'  (kept from the last run)' if reused else ''}
   admin token:         {tokens['admin_token']}

@@ -79,6 +79,11 @@ class EmbeddedServer:
         self.tmpdir.mkdir(exist_ok=True)
         datadir = self.directory / "data"
         user = ["--user=root"] if os.geteuid() == 0 else []
+        # A private tmpdir: a server starting on a shared one deletes every other server's live temporary
+        # tables there ("Error on delete of /tmp/#sql-temptable...").
+        tmpdir = self.directory / "tmp"
+        tmpdir.mkdir(exist_ok=True)
+        user.append(f"--tmpdir={tmpdir}")
         if not (datadir / "mysql").exists():
             self._initialise(flavour, binary, datadir, user)
         args = [binary, "--no-defaults", f"--datadir={datadir}", f"--socket={self.socket}", "--skip-networking",

@@ -14,7 +14,8 @@ from .errors import ERRORS, VALIDATION_CODES
 from .installer import PROCEDURES_DIR, shipped_routines
 
 TARGET = PROCEDURES_DIR.parent / "docs" / "sql-api.md"
-_SIGNATURE = re.compile(r"CREATE\s+PROCEDURE\s+(\w+)\s*\((.*?)\)\s*COMMENT\s+'((?:[^']|'')*)'", re.S | re.I)
+_SIGNATURE = re.compile(r"CREATE\s+(?:PROCEDURE|FUNCTION)\s+(\w+)\s*\((.*?)\)\s*(?:RETURNS\s+\S+\s+)?"
+                        r"COMMENT\s+'((?:[^']|'')*)'", re.S | re.I)
 
 
 def _parse(text: str) -> tuple[str, list[str], str]:
@@ -34,7 +35,7 @@ AREAS = {
     "signals": "Signals",
     "pulse": "Pulse: tasks, attempts, permits, leases and the inbox",
     "control": "Control: pause, resume, cancel, deadline and recovery",
-    "admin": "Administration: namespaces, credentials, apps, queues and definitions",
+    "admin": "Administration: namespaces, credentials, console sessions, apps, queues and definitions",
 }
 
 

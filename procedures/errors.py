@@ -22,6 +22,7 @@ ERRORS: dict[str, tuple[int, int]] = {
     "TEST_CLOCK_DISABLED": (50010, 409),
     "NOT_IN_TRANSACTION": (50011, 409),
     "ATTEMPT_NOT_CURRENT": (50012, 409),
+    "IN_TRANSACTION": (50013, 409),
 }
 
 # Validation sub-codes (HTTP 422 VALIDATION_FAILED, errors[].code = the sub-code).
@@ -50,6 +51,8 @@ VALIDATION_CODES: dict[str, int] = {
     "LIMIT_INVALID": 50121,
     "APP_NOT_FOUND": 50122,
     "DEFINITION_NOT_FOUND": 50123,
+    "QUEUE_NOT_FOUND": 50124,
+    "UNKNOWN_FIELD": 50125,
     "CORRELATION_KEY_INVALID": 50130,
     # Pulse (workers and tasks).
     "LEASE_INVALID": 50200,
@@ -128,6 +131,7 @@ InvalidState = BY_CODE["INVALID_STATE"]
 TaskInFlight = BY_CODE["TASK_IN_FLIGHT"]
 TestClockDisabled = BY_CODE["TEST_CLOCK_DISABLED"]
 NotInTransaction = BY_CODE["NOT_IN_TRANSACTION"]
+InTransaction = BY_CODE["IN_TRANSACTION"]
 AttemptNotCurrent = BY_CODE["ATTEMPT_NOT_CURRENT"]
 
 # MySQL/MariaDB client and server errors that mean "try again": deadlock, lock wait timeout,
@@ -208,7 +212,7 @@ EDGE_FIELD_CODES: dict[str, str] = {
     "CURSOR_INVALID": "a list's `cursor` is not one that list answered",
 }
 # Codes only SQL clients and the daemons meet: no HTTP endpoint answers them.
-SQL_ONLY = frozenset({"TEST_CLOCK_DISABLED", "NOT_IN_TRANSACTION", "ATTEMPT_NOT_CURRENT"})
+SQL_ONLY = frozenset({"TEST_CLOCK_DISABLED", "NOT_IN_TRANSACTION", "IN_TRANSACTION", "ATTEMPT_NOT_CURRENT"})
 
 
 def http_codes() -> dict[str, int]:

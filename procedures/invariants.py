@@ -18,17 +18,13 @@ class Invariant:
     sql: str
 
 
-def _length_prefixed(expr: str) -> str:
-    return f"UNHEX(LPAD(HEX(OCTET_LENGTH({expr})), 16, '0')), {expr}"
-
-
-# The S-4 digest recomputed from a stored signal row (as procedures/_weave_signal_digest.sql does), so that
-# M-4.10 checks the stored content itself and not only the digest column written beside it.
-_SIGNAL_DIGEST_FIELDS = ("s.name", "s.payload_version", "s.target_step_key", "CAST(s.target_activation_seq AS CHAR)",
-                         "s.correlation_key", "s.payload", "s.reason")
-_SIGNAL_DIGEST = ("SHA2(CONCAT(" + ", ".join(_length_prefixed(f) for f in _SIGNAL_DIGEST_FIELDS)
-                  + ", IF(s.evidence_ref IS NULL, UNHEX('FFFFFFFFFFFFFFFF'), CONCAT("
-                  + _length_prefixed("s.evidence_ref") + "))), 256)")
+# The S-4 digest recomputed from a stored signal row by the same function the routines use, so that M-4.10
+# checks the stored content itself and not only the digest column written beside it. Signals stored before
+# digests were canonical carry the digest of their exact bytes.
+_SIGNAL_FIELDS = "s.name, s.payload_version, s.target_step_key, s.target_activation_seq, s.correlation_key, " \
+                 "s.payload, s.reason, s.evidence_ref"
+_SIGNAL_DIGEST = (f"_weave_signal_digest({_SIGNAL_FIELDS}, 'CANONICAL'), "
+                  f"_weave_signal_digest({_SIGNAL_FIELDS}, 'BYTES')")
 
 # (table, its id column, a reference column, the table it references): every reference stays in one namespace.
 _REFERENCES = [
@@ -106,7 +102,7 @@ INVARIANTS: tuple[Invariant, ...] = (
                             WHERE a.instance_id = s.instance_id AND a.action = 'signal.accept'
                               AND a.idempotency_key = s.idempotency_key
                               AND a.request_digest = s.request_digest
-                              AND a.request_digest = {_SIGNAL_DIGEST})"""),
+                              AND a.request_digest IN ({_SIGNAL_DIGEST}))"""),
     Invariant("M-4.11", "a SATISFIED timer settled at or after its due time; due = min(start + delay, deadline)", """
         SELECT w.id FROM weave_waits w JOIN weave_activations a ON a.id = w.activation_id
          WHERE w.kind = 'TIMER'
@@ -125,6 +121,23 @@ INVARIANTS: tuple[Invariant, ...] = (
     Invariant("M-4.15", "an instance has at most 1024 signals", """
         SELECT instance_id FROM weave_signals GROUP BY instance_id HAVING COUNT(*) > 1024
         UNION ALL SELECT id FROM weave_instances WHERE signal_count > 1024"""),
+    # R-2: each decision reads the clock after the instance lock, so per instance the stored times follow
+    # commit order. These two make that visible: events never go back in time, and no earlier matching
+    # on-time signal was passed over for the winner (S-11).
+    Invariant("M-4.16", "per instance, event occurred_at never decreases as seq grows", """
+        SELECT e.instance_id FROM weave_events e
+          JOIN weave_events p ON p.instance_id = e.instance_id AND p.seq = e.seq - 1
+         WHERE e.occurred_at < p.occurred_at"""),
+    Invariant("M-4.17", "a wait's winner is the first matching on-time signal by (accepted_at, id)", """
+        SELECT w.id FROM weave_waits w
+          JOIN weave_signals s ON s.id = w.winner_signal_id
+          JOIN weave_signals o ON o.instance_id = w.instance_id AND o.target_step_key = w.step_key
+                              AND o.target_activation_seq = w.activation_seq AND o.id <> s.id
+                              AND o.name = s.name AND o.payload_version = s.payload_version
+                              AND o.correlation_key = s.correlation_key
+         WHERE (w.deadline_at IS NULL OR o.accepted_at < w.deadline_at)
+           AND COALESCE(o.disposition, '') <> 'ACCEPTANCE_PROOF_MISMATCH'
+           AND (o.accepted_at < s.accepted_at OR (o.accepted_at = s.accepted_at AND o.id < s.id))"""),
 )
 
 BY_ID = {inv.id: inv for inv in INVARIANTS}

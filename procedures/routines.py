@@ -83,6 +83,26 @@ def credential_list(conn: Conn, token: str, namespace: str) -> list[dict]:
             for r in _rows(conn, "weave_credential_list", token, namespace)]
 
 
+# --- console sessions --------------------------------------------------------------------------------------
+def console_session_open(conn: Conn, token: str, namespace: str, session_hash: str, sealed_token: bytes,
+                         ttl_s: int) -> dict:
+    """See procedures/admin/weave_console_session_open.sql."""
+    row = call_row(conn, "weave_console_session_open", token, namespace, session_hash, sealed_token, ttl_s)
+    return {**row, "scopes": row["scopes"].split(","), "queues": row["queues"].split(",")}
+
+
+def console_session_get(conn: Conn, session_hash: str) -> dict:
+    """See procedures/admin/weave_console_session_get.sql."""
+    row = call_row(conn, "weave_console_session_get", session_hash)
+    return {**row, "scopes": row["scopes"].split(","), "queues": row["queues"].split(","),
+            "sealed_token": bytes(row["sealed_token"])}
+
+
+def console_session_close(conn: Conn, session_hash: str) -> bool:
+    """See procedures/admin/weave_console_session_close.sql."""
+    return bool(call_row(conn, "weave_console_session_close", session_hash)["closed"])
+
+
 # --- definitions -----------------------------------------------------------------------------------------
 def definition_publish(conn: Conn, token: str, namespace: str, definition: Definition) -> dict:
     """Publish a validated ``procedures.definitions.Definition``; see procedures/weave_definition_publish.sql."""
@@ -132,7 +152,8 @@ def _wait_view(row: dict) -> dict | None:
 
 def instance_get(conn: Conn, token: str, namespace: str, workflow_id: str) -> dict:
     """See procedures/weave_instance_get.sql; shaped as the 07-api instance resource."""
-    head, step_rows, round_rows, reasons = call(conn, "weave_instance_get", token, namespace, workflow_id)
+    head, step_rows, round_rows, reasons, deferrals, checkpoints = call(
+        conn, "weave_instance_get", token, namespace, workflow_id)
     inst = head[0]
     rounds: dict[str, list] = {}
     for r in round_rows:
@@ -167,8 +188,19 @@ def instance_get(conn: Conn, token: str, namespace: str, workflow_id: str) -> di
                             "opened_at": rfc3339(r["opened_at"])} for r in reasons],
         "created_at": rfc3339(inst["created_at"]), "updated_at": rfc3339(inst["updated_at"]),
         "finished_at": rfc3339(inst["finished_at"]),
+        "deferred": _deferred_view(deferrals[0]) if deferrals else None,
         "steps": list(steps.values()),
+        "checkpoints": [{"step_key": c["step_key"] or None, "kind": c["kind"], "due_at": rfc3339(c["due_at"]),
+                         "available_at": rfc3339(c["available_at"]), "attempts": c["attempts"],
+                         "last_error": c["last_error"], "deferred_reason": c["deferred_reason"]}
+                        for c in checkpoints],
     }
+
+
+def _deferred_view(row: dict) -> dict:
+    """The longest-standing deferred check of an instance (R-18): why, since when, when it is looked at again."""
+    return {"reason": row["reason"], "step_key": row["step_key"] or None, "since": rfc3339(row["since"]),
+            "next_check_at": rfc3339(row["next_check_at"]), "attempts": row["attempts"], "detail": row["detail"]}
 
 
 def instance_events(conn: Conn, token: str, namespace: str, workflow_id: str, after: int = 0,
@@ -181,14 +213,17 @@ def instance_events(conn: Conn, token: str, namespace: str, workflow_id: str, af
 
 
 def instance_list(conn: Conn, token: str, namespace: str, *, status: str | None = None,
-                  definition: str | None = None, limit: int = 50, cursor: str | None = None) -> dict:
+                  definition: str | None = None, control: str | None = None, business_key: str | None = None,
+                  review_code: str | None = None, deferred: bool = False, limit: int = 50,
+                  cursor: str | None = None) -> dict:
     """See procedures/instances/weave_instance_list.sql. ``cursor`` is the opaque value of a previous page; one
     that no page answered is refused (CURSOR_INVALID). A full page has a next cursor only when more follow."""
     if cursor is not None and not (cursor.isdigit() and len(cursor) <= 19):
         raise errors.ValidationFailed("CURSOR_INVALID: not a cursor of this list", field_code="CURSOR_INVALID",
                                       field="cursor")
     before = int(cursor) if cursor is not None else None
-    rows = call(conn, "weave_instance_list", token, namespace, status, definition, limit, before)[0]
+    filters = (status, definition, control, business_key, review_code, 1 if deferred else 0)
+    rows = call(conn, "weave_instance_list", token, namespace, *filters, limit, before)[0]
     items = [{"workflow_id": r["workflow_id"], "definition": {"name": r["definition_name"],
                                                               "version": r["definition_version"]},
               "status": r["status"], "control": r["control"], "gate": r["gate"],
@@ -197,9 +232,26 @@ def instance_list(conn: Conn, token: str, namespace: str, *, status: str | None 
     next_cursor = None
     if len(rows) == limit:
         last = rows[-1]["cursor_id"]
-        if call(conn, "weave_instance_list", token, namespace, status, definition, 1, last)[0]:
+        if call(conn, "weave_instance_list", token, namespace, *filters, 1, last)[0]:
             next_cursor = str(last)
     return {"items": items, "next_cursor": next_cursor}
+
+
+def status(conn: Conn) -> dict:
+    """See procedures/instances/weave_status.sql: the figures of ``/metrics``, ``weave status`` and the console.
+    The backlog has a row for every candidate class of the registry, in its order (0 when none is due)."""
+    backlog, tasks, review, lateness, polls, deferred, failing, instances = call(conn, "weave_status")
+    due = {row["class"]: row for row in backlog}
+    backlog = [due.get(c.name, {"class": c.name, "due": 0, "oldest_due_at": None, "lag_ms": 0})
+               for c in candidates.CLASSES]
+    return {"backlog": backlog, "tasks": {r["status"]: r["tasks"] for r in tasks},
+            "open_review_reasons": review[0]["open_review_reasons"],
+            "instances_in_review": review[0]["instances_in_review"], "now_at": review[0]["now_at"],
+            "lateness": lateness, "polls_in_flight": polls[0]["polls_in_flight"],
+            "polls_waiting": polls[0]["polls_waiting"], "signals_pending": polls[0]["signals_pending"],
+            "deferred": {r["reason"]: r["instances"] for r in deferred},
+            "failing": {r["class"]: {"failing": int(r["failing"]), "repeated": int(r["repeated"])} for r in failing},
+            "instances": {r["status"]: {"instances": r["instances"], "paused": int(r["paused"])} for r in instances}}
 
 
 # --- control -------------------------------------------------------------------------------------------------
@@ -251,45 +303,19 @@ def step_continue(conn: Conn, token: str, namespace: str, workflow_id: str, step
                     poll_deadline_ms, reason, idempotency_key)
 
 
-# --- operations ------------------------------------------------------------------------------------------------
-def engine_status(conn: Conn) -> dict:
-    """See procedures/instances/weave_status.sql: every candidate class of the registry (0 when none is due),
-    tasks in flight, reviews, recent timer lateness, polls and pending signals."""
-    backlog, tasks, review, lateness, polls = call(conn, "weave_status")
-    due = {row["class"]: row for row in backlog}
-    return {
-        "now": review[0]["now_at"],
-        "backlog": {c.name: {"due": int(due[c.name]["due"]) if c.name in due else 0,
-                             "oldest_due_lag_ms": float(due[c.name]["lag_ms"] or 0) if c.name in due else 0.0}
-                    for c in candidates.CLASSES},
-        "tasks_in_flight": {status: next((int(r["tasks"]) for r in tasks if r["status"] == status), 0)
-                            for status in ("QUEUED", "RUNNING")},
-        "open_review_reasons": int(review[0]["open_review_reasons"]),
-        "instances_in_review": int(review[0]["instances_in_review"]),
-        # (upper bound in seconds, None = +Inf; timers settled in the last 5 minutes at most that late)
-        "timer_lateness": [(None if r["le_seconds"] is None else float(r["le_seconds"]), int(r["timers"]))
-                           for r in lateness],
-        "polls": {"in_flight": int(polls[0]["polls_in_flight"]), "waiting": int(polls[0]["polls_waiting"])},
-        "signals_pending": int(polls[0]["signals_pending"]),
-    }
-
-
 LATENCY_BUCKETS = (0.1, 0.5, 1.0, 5.0, 30.0, 300.0)
 
 
 def engine_metrics(conn: Conn) -> dict:
-    """See procedures/instances/weave_metrics.sql: instances by status, decisions by kind and result with their
-    latency buckets (cumulative, ``LATENCY_BUCKETS`` seconds), signals by status and disposition, poll rounds by
-    outcome and the failing candidates by class."""
-    instances, decisions, sigs, rounds, failing = call(conn, "weave_metrics")
+    """See procedures/instances/weave_metrics.sql: decisions by kind and result with their latency buckets
+    (cumulative, ``LATENCY_BUCKETS`` seconds), signals by status and disposition, poll rounds by outcome."""
+    decisions, sigs, rounds = call(conn, "weave_metrics")
     columns = ("le_0_1", "le_0_5", "le_1", "le_5", "le_30", "le_300")
     return {
-        "instances": {r["status"]: int(r["instances"]) for r in instances},
         "decisions": [{"kind": r["kind"], "result": r["result"], "count": int(r["decisions"]),
                        "sum": float(r["latency_seconds_sum"]),
                        "buckets": [(le, int(r[c] or 0)) for le, c in zip(LATENCY_BUCKETS, columns, strict=True)]}
                       for r in decisions],
         "signals": [(r["status"], r["disposition"], int(r["signals"])) for r in sigs],
         "rounds": {r["outcome"]: int(r["rounds"]) for r in rounds},
-        "failing": {r["class"]: (int(r["failing"]), int(r["attempts"])) for r in failing},
     }

@@ -9,7 +9,7 @@ each value is read when it is asked for, so a process (or a test) that changes i
 | `WEAVE_LOG_LEVEL` | the level of the JSON logs on stderr | `INFO` (`WARNING` under `weave dev`) |
 | `WEAVE_HTTP_ALLOWLIST` | hosts the built-in http handler may call, comma-separated | none |
 | `WEAVE_DB_CONNECT_TIMEOUT_S`, `…_READ_…`, `…_WRITE_…` | database socket timeouts of daemons and CLI | 5, 120, 120 |
-| `WEAVE_API_DB_TIMEOUT_S` | the API's connect/read/write timeout: a hung database answers 503 | 1.0 |
+| `WEAVE_API_DB_TIMEOUT_S` | the API's connect/read/write timeout: a hung database answers 503 | 0.8 |
 """
 
 from __future__ import annotations
@@ -74,4 +74,4 @@ def db_timeouts() -> tuple[float, float, float]:
 
 def api_db_timeout() -> float:
     """The API's connect/read/write timeout: short, so a hung database answers 503 instead of hanging."""
-    return _seconds("WEAVE_API_DB_TIMEOUT_S", 1.0)
+    return _seconds("WEAVE_API_DB_TIMEOUT_S", 0.8)

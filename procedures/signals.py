@@ -7,39 +7,12 @@ re-serialises a payload, so key order, whitespace and big numbers reach the rout
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
 from .db import Connection as Conn
 from .db import call, call_row
 from .routines import rfc3339
-
-_ABSENT = b"\xff" * 8
-
-
-def _bytes(value: str | bytes) -> bytes:
-    return value if isinstance(value, bytes | bytearray) else value.encode("utf-8")
-
-
-def request_digest(*, name: str, payload_version: str, target_step_key: str, target_activation_sequence: int,
-                   correlation_key: str | bytes, payload: str | bytes, reason: str,
-                   evidence_ref: str | None = None) -> str:
-    """The S-4 request digest, as procedures/_weave_signal_digest.sql computes it: SHA-256 (lowercase hex)
-    over the fields in order, each preceded by its byte length as 8 bytes big-endian; an absent
-    evidence_ref is eight 0xFF bytes with nothing after them. ``payload`` is the text as sent."""
-    fields = [name, payload_version, target_step_key, str(int(target_activation_sequence)), correlation_key,
-              payload, reason]
-    h = hashlib.sha256()
-    for field in fields:
-        raw = _bytes(field)
-        h.update(len(raw).to_bytes(8, "big") + raw)
-    if evidence_ref is None:
-        h.update(_ABSENT)
-    else:
-        raw = _bytes(evidence_ref)
-        h.update(len(raw).to_bytes(8, "big") + raw)
-    return h.hexdigest()
 
 
 def _receipt(row: dict) -> dict:
@@ -105,8 +78,8 @@ def list_signals(conn: Conn, token: str, namespace: str, workflow_id: str, *, st
 
 def explain(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: str) -> dict:
     """See procedures/weave_step_explain.sql (S-17)."""
-    head, rows = call(conn, "weave_step_explain", token, namespace, workflow_id, step_key)
-    step = head[0]
+    head, rows, facts, blockers = call(conn, "weave_step_explain", token, namespace, workflow_id, step_key)
+    step, fact = head[0], facts[0]
     pins = {"kind": step["wait_kind"], "status": step["wait_status"], "name": step["signal_name"],
             "payload_version": step["payload_version"], "payload_type": step["payload_type"],
             "correlation_key": _text(step["correlation_key"]), "correlation_key_hex": step["correlation_key_hex"],
@@ -118,6 +91,21 @@ def explain(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: 
         "instance_deadline_at": rfc3339(step["instance_deadline_at"]),
         "open_review_codes": json.loads(step["open_review_codes"] or "[]"), "now_at": rfc3339(step["now_at"]),
         "wait": pins,
+        "timer": None if fact["timer_due_at"] is None else {
+            "due_at": rfc3339(fact["timer_due_at"]), "delay_ms": fact["timer_delay_ms"],
+            "planned_due_at": rfc3339(fact["timer_planned_due_at"]), "truncated": bool(fact["timer_truncated"]),
+            "lateness_ms": float(fact["timer_lateness_ms"])},
+        "poll": None if fact["poll_state"] is None else {
+            "state": fact["poll_state"], "rounds_used": fact["rounds_used"], "max_rounds": fact["max_rounds"],
+            "next_poll_at": rfc3339(fact["next_poll_at"]), "poll_deadline": rfc3339(fact["poll_deadline"]),
+            "last_outcome": fact["poll_last_outcome"], "stop_reason": fact["poll_stop_reason"]},
+        "task": None if fact["task_id"] is None else {
+            "task_id": fact["task_id"], "status": fact["task_status"], "attempts_used": fact["attempts_used"],
+            "max_attempts": fact["max_attempts"], "lease_holder": fact["lease_holder"],
+            "lease_expires_at": rfc3339(fact["lease_expires_at"]), "next_retry_at": rfc3339(fact["next_retry_at"])},
+        "blockers": [{"blocker": b["blocker"], "reason": b["reason"], "since": rfc3339(b["since"]),
+                      "next_check_at": rfc3339(b["next_check_at"]), "detail": _json_or_text(b["detail"])}
+                     for b in blockers],
         "signals": [{
             "signal_id": r["signal_id"], "idempotency_key": r["idempotency_key"],
             "target_activation_sequence": r["target_activation_sequence"], "status": r["status"],
@@ -127,6 +115,15 @@ def explain(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: 
             "why": r["why"], "detail": json.loads(r["detail"]) if r["detail"] else None,
         } for r in rows],
     }
+
+
+def _json_or_text(value: Any) -> Any:
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
 
 
 def process(conn: Conn, signal_id: int) -> str:

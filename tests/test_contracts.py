@@ -48,14 +48,31 @@ def _code(text: str) -> str:
     return "\n".join(line.split("--")[0] for line in body.splitlines())
 
 
-def test_R1_every_transactional_routine_rolls_back_and_reraises_on_error():
+OWN_HANDLER = "DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;"
+
+
+def test_R1_every_transactional_routine_rolls_back_only_its_own_transaction_and_reraises():
+    """A routine that starts a transaction rolls back exactly that one on error (``v_tx`` says it started it),
+    and refuses (or joins, for a read snapshot) before it touches any table when the caller has one open."""
     for routine in shipped_routines():
         code = _code(routine.text)
         if "START TRANSACTION" in code:
-            assert "DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;" in code, routine.name
+            assert OWN_HANDLER in code, routine.name
+            assert re.search(r"\bROLLBACK\s*;", code.replace(OWN_HANDLER, "")) is None, routine.name
+            body = code[code.index(OWN_HANDLER) + len(OWN_HANDLER):]
+            first = body.strip().splitlines()[0].strip()
+            checks = (f"CALL _weave_transaction_own('{routine.name}');", "CALL _weave_transaction_open(v_joined);")
+            assert first in checks, f"{routine.name} must check for a caller's transaction before reading any table"
+            assert body.index("SET v_tx = TRUE;") < body.index("START TRANSACTION"), routine.name
         if routine.name.startswith("_"):
             assert "START TRANSACTION" not in code and not re.search(r"\bCOMMIT\s*;", code), \
                 f"internal routine {routine.name} must run inside its caller's transaction"
+
+
+def test_R1_only_the_transaction_probe_reads_in_transaction_state():
+    """@@in_transaction is MariaDB's alone: one routine reads it, with a portable branch for MySQL."""
+    readers = [r.name for r in shipped_routines() if "@@in_transaction" in _code(r.text)]
+    assert readers == ["_weave_transaction_open"]
 
 
 def test_R2_no_routine_reads_the_server_clock_directly():
@@ -107,7 +124,7 @@ def test_R17_every_migration_after_the_first_has_an_upgrade_test():
 # --- Q-4 rule coverage --------------------------------------------------------------------------------
 # Areas this code base declares done: every rule id listed here must be named by a test.
 DONE: set[str] = {
-    *(f"R-{n}" for n in range(1, 18)),
+    *(f"R-{n}" for n in range(1, 19)),
     *(f"T-{n}" for n in range(1, 9)),
     *(f"K-{n}" for n in range(1, 10)),
     *(f"P-{n}" for n in range(1, 12)),

@@ -20,7 +20,10 @@ BEGIN
     DECLARE v_id BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_status VARCHAR(16);
     DECLARE v_created TINYINT DEFAULT 0;
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('weave_app_put');
+    SET v_tx = TRUE;
     START TRANSACTION;
     CALL _weave_now(v_now);
     CALL _weave_authorize(in_token, in_namespace, 'admin', NULL, v_ns, v_admin, v_admin_actor);

@@ -22,7 +22,10 @@ BEGIN
     DECLARE v_cred BIGINT UNSIGNED;
     DECLARE v_rest VARCHAR(1024);
     DECLARE v_scope VARCHAR(1024);
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('weave_credential_create');
+    SET v_tx = TRUE;
     START TRANSACTION;
     CALL _weave_now(v_now);
     CALL _weave_authorize(in_token, in_namespace, 'admin', NULL, v_ns, v_admin, v_admin_actor);

@@ -13,8 +13,10 @@ content as the latest version returns that version instead.
 Parameters: in_token (definitions:publish), in_namespace, in_document (canonical JSON), in_compiled (compiled
 expression templates per step), in_queues (comma list of queues the definition uses).
 Result set: name, version, digest, created (1 when a new version was written).
-Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50119 DEFINITION_INVALID.
-Rules: M-2.'
+Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50119 DEFINITION_INVALID, 50124 QUEUE_NOT_FOUND
+(a queue the definition uses does not exist in the namespace), 50125 UNKNOWN_FIELD (the document has a field besides
+name and steps).
+Rules: M-2, R-18.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_now DATETIME(6);
@@ -27,7 +29,13 @@ BEGIN
     DECLARE v_latest_digest CHAR(64);
     DECLARE v_version INT UNSIGNED;
     DECLARE v_id BIGINT UNSIGNED;
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_rest VARCHAR(4096);
+    DECLARE v_queue VARCHAR(64);
+    DECLARE v_unknown LONGTEXT;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('weave_definition_publish');
+    SET v_tx = TRUE;
     START TRANSACTION;
     CALL _weave_now(v_now);
     CALL _weave_authorize(in_token, in_namespace, 'definitions:publish', NULL, v_ns, v_cred, v_actor);
@@ -37,6 +45,12 @@ BEGIN
        OR in_compiled IS NULL OR NOT JSON_VALID(in_compiled) THEN
         CALL _weave_raise(50119, 'DEFINITION_INVALID: document must be a validated definition');
     END IF;
+    -- A document carries name and steps only; anything else is a field the engine would silently ignore.
+    SET v_unknown = JSON_KEYS(JSON_REMOVE(in_document, '$.name', '$.steps'));
+    IF JSON_LENGTH(v_unknown) > 0 THEN
+        CALL _weave_raise(50125, CONCAT('UNKNOWN_FIELD: definition field ',
+                                        LEFT(JSON_UNQUOTE(JSON_EXTRACT(v_unknown, '$[0]')), 64), ' is not known'));
+    END IF;
     SET v_name = JSON_UNQUOTE(JSON_EXTRACT(in_document, '$.name'));
     IF v_name IS NULL OR NOT (v_name REGEXP '^[A-Za-z0-9_.:-]{1,128}$') THEN
         CALL _weave_raise(50119, 'DEFINITION_INVALID: name');
@@ -44,6 +58,15 @@ BEGIN
     IF COALESCE(in_queues, '') <> '' AND NOT (in_queues REGEXP '^[A-Za-z0-9_.:-]{1,64}(,[A-Za-z0-9_.:-]{1,64})*$') THEN
         CALL _weave_raise(50119, 'DEFINITION_INVALID: queues');
     END IF;
+    -- R-18: a definition whose queues do not exist would only ever defer its instances; refuse it now.
+    SET v_rest = COALESCE(in_queues, '');
+    WHILE v_rest <> '' DO
+        SET v_queue = SUBSTRING_INDEX(v_rest, ',', 1);
+        SET v_rest = IF(LOCATE(',', v_rest) > 0, SUBSTRING(v_rest, LOCATE(',', v_rest) + 1), '');
+        IF NOT EXISTS (SELECT 1 FROM weave_queues WHERE namespace_id = v_ns AND name = v_queue) THEN
+            CALL _weave_raise(50124, CONCAT('QUEUE_NOT_FOUND: queue ', v_queue, ' does not exist; create it first'));
+        END IF;
+    END WHILE;
     SET v_digest = SHA2(in_document, 256);
     SELECT id INTO v_ns FROM weave_namespaces WHERE id = v_ns FOR UPDATE;
     SELECT version, digest INTO v_latest, v_latest_digest FROM weave_definitions

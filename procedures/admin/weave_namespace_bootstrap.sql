@@ -13,10 +13,13 @@ BEGIN
     DECLARE v_ns BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_token VARCHAR(64);
     DECLARE v_cred BIGINT UNSIGNED;
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('weave_namespace_bootstrap');
     IF in_namespace IS NULL OR NOT (in_namespace REGEXP '^[A-Za-z0-9_.-]{1,64}$') THEN
         CALL _weave_raise(50116, 'NAME_INVALID: namespace must be 1-64 chars of A-Z a-z 0-9 _ . -');
     END IF;
+    SET v_tx = TRUE;
     START TRANSACTION;
     CALL _weave_now(v_now);
     INSERT IGNORE INTO weave_namespaces (name, created_at) VALUES (in_namespace, v_now);

@@ -14,7 +14,8 @@ CREATE PROCEDURE _weave_control_begin(
         OUT out_credential_id  BIGINT UNSIGNED,
         OUT out_actor          VARCHAR(128),
         OUT out_instance_id    BIGINT UNSIGNED,
-        OUT out_replayed       TINYINT)
+        OUT out_replayed       TINYINT,
+        OUT out_now            DATETIME(6))
     COMMENT 'Internal. Description: validates, authorises and locks for an operator action; out_replayed = 1 when the
 same key already did the same request. Errors: 50111 REASON_INVALID, 50113 IDEMPOTENCY_KEY_INVALID, 50005
 IDEMPOTENCY_CONFLICT, and those of _weave_instance_authorize.'
@@ -31,6 +32,8 @@ BEGIN
         CALL _weave_raise(50113, 'IDEMPOTENCY_KEY_INVALID: 1-128 printable ASCII characters');
     END IF;
     CALL _weave_instance_lock(out_instance_id, 0, out_namespace_id, v_locked);
+    -- R-2: the decision's time is read after the lock that orders it.
+    CALL _weave_now(out_now);
     SELECT request_digest INTO v_digest FROM weave_audit
      WHERE instance_id = out_instance_id AND action = in_action AND idempotency_key = in_idempotency_key
      LIMIT 1 FOR UPDATE;

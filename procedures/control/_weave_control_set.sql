@@ -8,7 +8,6 @@ CREATE PROCEDURE _weave_control_set(
         IN  in_reason          VARCHAR(4096),
         IN  in_idempotency_key VARCHAR(512),
         IN  in_action          VARCHAR(16),
-        IN  in_now             DATETIME(6),
         OUT out_changed        TINYINT,
         OUT out_replayed       TINYINT)
     COMMENT 'Internal. Description: the body of weave_instance_pause (in_action pause) and weave_instance_resume (resume).'
@@ -18,6 +17,7 @@ BEGIN
     DECLARE v_cred BIGINT UNSIGNED;
     DECLARE v_actor VARCHAR(128);
     DECLARE v_id BIGINT UNSIGNED;
+    DECLARE v_now DATETIME(6);
     DECLARE v_status VARCHAR(16);
     DECLARE v_control VARCHAR(16);
     DECLARE v_target VARCHAR(16) DEFAULT IF(in_action = 'pause', 'PAUSED', 'ACTIVE');
@@ -25,7 +25,7 @@ BEGIN
     DECLARE v_digest CHAR(64) DEFAULT SHA2(CONCAT(in_action, '|', COALESCE(in_reason, '')), 256);
     SET out_changed = 0;
     CALL _weave_control_begin(in_token, in_namespace, in_workflow_id, 'workflows:control', v_audit_action,
-                              in_reason, in_idempotency_key, v_digest, v_ns, v_cred, v_actor, v_id, out_replayed);
+                              in_reason, in_idempotency_key, v_digest, v_ns, v_cred, v_actor, v_id, out_replayed, v_now);
     SELECT status, control INTO v_status, v_control FROM weave_instances WHERE id = v_id;
     IF out_replayed = 0 THEN
         IF v_status NOT IN ('RUNNING', 'NEEDS_REVIEW') THEN
@@ -35,14 +35,14 @@ BEGIN
             SET out_changed = 1;
             UPDATE weave_instances SET control = v_target WHERE id = v_id;
             IF in_action = 'resume' THEN
-                CALL _weave_checkpoint_set(v_ns, v_id, '', 'ROOT', 0, in_now, in_now);
-                UPDATE weave_pending_advances SET available_at = in_now, version = version + 1
-                 WHERE instance_id = v_id AND due_at <= in_now AND available_at > in_now;
+                CALL _weave_checkpoint_set(v_ns, v_id, '', 'ROOT', 0, v_now, v_now);
+                UPDATE weave_pending_advances SET available_at = v_now, version = version + 1
+                 WHERE instance_id = v_id AND due_at <= v_now AND available_at > v_now;
             END IF;
             CALL _weave_event(v_ns, v_id, IF(in_action = 'pause', 'INSTANCE_PAUSED', 'INSTANCE_RESUMED'), '', 0,
-                              in_now, JSON_OBJECT('actor', v_actor, 'reason', in_reason));
+                              v_now, JSON_OBJECT('actor', v_actor, 'reason', in_reason));
         END IF;
-        CALL _weave_audit(v_ns, v_id, v_cred, v_actor, v_audit_action, in_idempotency_key, v_digest, in_now, NULL,
+        CALL _weave_audit(v_ns, v_id, v_cred, v_actor, v_audit_action, in_idempotency_key, v_digest, v_now, NULL,
                           in_reason, JSON_OBJECT('changed', out_changed = 1), NULL);
     END IF;
 END

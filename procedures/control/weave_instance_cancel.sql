@@ -32,12 +32,14 @@ BEGIN
     DECLARE v_requested INT DEFAULT 0;
     DECLARE v_finished TINYINT DEFAULT 0;
     DECLARE v_digest CHAR(64) DEFAULT SHA2(CONCAT('cancel|', COALESCE(in_reason, '')), 256);
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('weave_instance_cancel');
+    SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
-    CALL _weave_now(v_now);
     CALL _weave_control_begin(in_token, in_namespace, in_workflow_id, 'workflows:control', 'instance.cancel',
-                              in_reason, in_idempotency_key, v_digest, v_ns, v_cred, v_actor, v_id, v_replayed);
+                              in_reason, in_idempotency_key, v_digest, v_ns, v_cred, v_actor, v_id, v_replayed, v_now);
     SELECT status INTO v_status FROM weave_instances WHERE id = v_id;
     IF v_replayed = 0 THEN
         IF v_status = 'SUCCEEDED' THEN

@@ -31,12 +31,14 @@ BEGIN
     DECLARE v_reopened TINYINT DEFAULT 0;
     DECLARE v_digest CHAR(64) DEFAULT SHA2(CONCAT_WS('|', 'deadline', COALESCE(in_reason, ''),
         COALESCE(DATE_FORMAT(in_deadline_at, '%Y-%m-%dT%H:%i:%s.%f'), '-'), COALESCE(in_extend_ms, '-')), 256);
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('weave_instance_deadline');
+    SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
-    CALL _weave_now(v_now);
     CALL _weave_control_begin(in_token, in_namespace, in_workflow_id, 'workflows:review', 'instance.deadline',
-                              in_reason, in_idempotency_key, v_digest, v_ns, v_cred, v_actor, v_id, v_replayed);
+                              in_reason, in_idempotency_key, v_digest, v_ns, v_cred, v_actor, v_id, v_replayed, v_now);
     SELECT status, deadline_at INTO v_status, v_old FROM weave_instances WHERE id = v_id;
     IF v_replayed = 0 THEN
         IF v_status NOT IN ('RUNNING', 'NEEDS_REVIEW') THEN

@@ -14,14 +14,15 @@ Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50005 IDEMPOTEN
 Rules: C-1, C-6, T-5.'
     MODIFIES SQL DATA
 BEGIN
-    DECLARE v_now DATETIME(6);
     DECLARE v_changed TINYINT;
     DECLARE v_replayed TINYINT;
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('weave_instance_pause');
+    SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
-    CALL _weave_now(v_now);
-    CALL _weave_control_set(in_token, in_namespace, in_workflow_id, in_reason, in_idempotency_key, 'pause', v_now,
+    CALL _weave_control_set(in_token, in_namespace, in_workflow_id, in_reason, in_idempotency_key, 'pause',
                             v_changed, v_replayed);
     COMMIT;
     SELECT in_workflow_id AS workflow_id, 'PAUSED' AS control, v_changed AS changed, v_replayed AS replayed;

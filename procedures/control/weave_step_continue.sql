@@ -46,12 +46,14 @@ BEGIN
     DECLARE v_status VARCHAR(16);
     DECLARE v_digest CHAR(64) DEFAULT SHA2(CONCAT_WS('|', 'continue', COALESCE(in_step_key, ''),
         COALESCE(in_extra_rounds, '-'), COALESCE(in_poll_deadline_ms, '-'), COALESCE(in_reason, '')), 256);
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('weave_step_continue');
+    SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
-    CALL _weave_now(v_now);
     CALL _weave_control_begin(in_token, in_namespace, in_workflow_id, 'workflows:review', 'step.continue',
-                              in_reason, in_idempotency_key, v_digest, v_ns, v_cred, v_actor, v_id, v_replayed);
+                              in_reason, in_idempotency_key, v_digest, v_ns, v_cred, v_actor, v_id, v_replayed, v_now);
     IF v_replayed = 0 THEN
         CALL _weave_recovery_begin(v_id, in_step_key, v_step, v_type, v_seq, v_activation);
         SELECT state, stop_reason, rounds_used, max_rounds, poll_deadline, next_poll_at

@@ -35,12 +35,14 @@ BEGIN
     DECLARE v_digest CHAR(64) DEFAULT SHA2(CONCAT_WS('|', 'resolve', COALESCE(in_step_key, ''),
         CONCAT(LENGTH(in_output), ':', COALESCE(in_output, '')), COALESCE(in_evidence_ref, '-'),
         COALESCE(in_reason, '')), 256);
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('weave_step_resolve');
+    SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
-    CALL _weave_now(v_now);
     CALL _weave_control_begin(in_token, in_namespace, in_workflow_id, 'workflows:review', 'step.resolve',
-                              in_reason, in_idempotency_key, v_digest, v_ns, v_cred, v_actor, v_id, v_replayed);
+                              in_reason, in_idempotency_key, v_digest, v_ns, v_cred, v_actor, v_id, v_replayed, v_now);
     IF v_replayed = 0 THEN
         IF in_output IS NULL OR NOT JSON_VALID(in_output) OR LENGTH(in_output) > 262144 THEN
             CALL _weave_raise(50117, 'INPUT_INVALID: output must be JSON of at most 256 KiB');

@@ -9,20 +9,26 @@ CREATE PROCEDURE _weave_checkpoint_defer(
         IN in_until        DATETIME(6),
         IN in_now          DATETIME(6),
         IN in_why          VARCHAR(256))
-    COMMENT 'Internal. Description: defers the checkpoint of (instance, step) to in_until, keeping its due time.'
+    COMMENT 'Internal. Description: defers the checkpoint of (instance, step) to in_until, keeping its due time;
+in_why is ''CODE: detail'', and the code is kept as the deferral''s reason with the time the deferral began (R-18).'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_id BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_reason VARCHAR(32) DEFAULT LEFT(SUBSTRING_INDEX(in_why, ':', 1), 32);
     SELECT id INTO v_id FROM weave_pending_advances
      WHERE instance_id = in_instance_id AND step_key = in_step_key FOR UPDATE;
     IF v_id IS NULL THEN
         INSERT INTO weave_pending_advances (namespace_id, instance_id, step_key, kind, activation_id, due_at,
-                                            available_at, last_error, created_at)
+                                            available_at, last_error, deferred_reason, deferred_since, deferrals,
+                                            created_at)
         VALUES (in_namespace_id, in_instance_id, in_step_key, in_kind, in_activation_id, in_now, in_until,
-                in_why, in_now);
+                in_why, v_reason, in_now, 1, in_now);
     ELSE
         UPDATE weave_pending_advances
-           SET available_at = GREATEST(due_at, in_until), last_error = in_why, version = version + 1
+           SET available_at = GREATEST(due_at, in_until), last_error = in_why, version = version + 1,
+               deferred_since = IF(deferred_reason <=> v_reason, deferred_since, in_now),
+               deferrals = IF(deferred_reason <=> v_reason, deferrals + 1, 1),
+               deferred_reason = v_reason
          WHERE id = v_id;
     END IF;
 END

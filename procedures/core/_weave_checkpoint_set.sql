@@ -20,7 +20,10 @@ BEGIN
         VALUES (in_namespace_id, in_instance_id, in_step_key, in_kind, in_activation_id, in_due_at, in_due_at, in_now);
     ELSE
         UPDATE weave_pending_advances
-           SET kind = in_kind, activation_id = in_activation_id, due_at = in_due_at, available_at = in_due_at,
+           SET deferred_reason = IF(due_at = in_due_at AND activation_id = in_activation_id, deferred_reason, NULL),
+               deferred_since = IF(due_at = in_due_at AND activation_id = in_activation_id, deferred_since, NULL),
+               deferrals = IF(due_at = in_due_at AND activation_id = in_activation_id, deferrals, 0),
+               kind = in_kind, activation_id = in_activation_id, due_at = in_due_at, available_at = in_due_at,
                attempts = 0, last_error = NULL, version = version + 1
          WHERE id = v_id;
     END IF;

@@ -1,6 +1,9 @@
 -- Failure bookkeeping (R-12): only the next check time, the attempt count and the error move, and only
 -- when the candidate is still the version that failed; due times, deadlines, results and budgets are
--- never touched by a failure.
+-- never touched by a failure. Nothing stalls silently (R-18): a checkpoint that fails a third time in a
+-- row with the same error that is not a transient driver error (those start with their errno) will not
+-- succeed by waiting; its step (or, for ROOT, the instance) goes to review CANDIDATE_FAILING with the error.
+-- That takes the instance lock first (R-3), so the bookkeeping is then written under it.
 CREATE PROCEDURE weave_candidate_fail(
         IN in_class   VARCHAR(16),
         IN in_id      BIGINT UNSIGNED,
@@ -8,29 +11,69 @@ CREATE PROCEDURE weave_candidate_fail(
         IN in_error   VARCHAR(4096))
     COMMENT 'Description: records a failed advance of a candidate and backs it off (100 ms doubling, at most 60 s).
 Parameters: in_class (CHECKPOINT, INBOX or SIGNAL), in_id, in_version (as scanned), in_error.
-Result set: recorded (1, or 0 when the candidate had changed or gone).
+Result set: recorded (1, or 0 when the candidate had changed or gone), review (1 when the failure opened a review
+reason CANDIDATE_FAILING: a checkpoint failed 3 times in a row with the same non-transient error).
 Errors: 50100 INVALID_ARGUMENT for an unknown class.
-Rules: R-12.'
+Rules: R-12, R-18.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_now DATETIME(6);
     DECLARE v_rows INT DEFAULT 0;
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_review TINYINT DEFAULT 0;
+    DECLARE v_inst BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_ns BIGINT UNSIGNED;
+    DECLARE v_locked TINYINT;
+    DECLARE v_step_key VARCHAR(64);
+    DECLARE v_last VARCHAR(1024);
+    DECLARE v_attempts INT UNSIGNED;
+    DECLARE v_step BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_seq INT UNSIGNED DEFAULT 0;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('weave_candidate_fail');
+    SET v_tx = TRUE;
     START TRANSACTION;
-    CALL _weave_now(v_now);
     IF in_class = 'CHECKPOINT' THEN
+        SELECT instance_id, step_key, last_error, attempts INTO v_inst, v_step_key, v_last, v_attempts
+          FROM weave_pending_advances WHERE id = in_id AND version = in_version;
+        IF v_inst IS NOT NULL AND v_attempts >= 2 AND v_last <=> LEFT(in_error, 1024)
+           AND NOT (in_error REGEXP '^[0-9]') THEN
+            CALL _weave_instance_lock(v_inst, 0, v_ns, v_locked);
+            SET v_review = (v_locked = 1);
+        END IF;
+        CALL _weave_now(v_now);  -- R-2: after the instance lock, where one was taken
         UPDATE weave_pending_advances
            SET attempts = attempts + 1, last_error = LEFT(in_error, 1024), version = version + 1,
                available_at = GREATEST(due_at, v_now + INTERVAL LEAST(100 * POW(2, LEAST(attempts, 20)), 60000) * 1000 MICROSECOND)
          WHERE id = in_id AND version = in_version;
         SET v_rows = ROW_COUNT();
+        IF v_review = 1 AND v_rows = 1 THEN
+            IF v_step_key <> '' THEN
+                SELECT id, activation_seq INTO v_step, v_seq FROM weave_steps
+                 WHERE instance_id = v_inst AND step_key = v_step_key AND status = 'ACTIVE' FOR UPDATE;
+            END IF;
+            IF v_step IS NOT NULL THEN
+                CALL _weave_step_review(v_ns, v_inst, v_step, v_step_key, v_seq, 'CANDIDATE_FAILING',
+                                        CONCAT('failed ', v_attempts + 1, ' times: ', LEFT(in_error, 900)), v_now);
+            ELSE
+                CALL _weave_review_open(v_ns, v_inst, 'CANDIDATE_FAILING', '', 0,
+                     JSON_OBJECT('detail', CONCAT('failed ', v_attempts + 1, ' times: ', LEFT(in_error, 900))), v_now);
+                CALL _weave_audit(v_ns, v_inst, 0, 'weave.orchestrator', 'instance.review', NULL, NULL, v_now,
+                                  NULL, NULL, JSON_OBJECT('code', 'CANDIDATE_FAILING', 'error', LEFT(in_error, 900)),
+                                  NULL);
+            END IF;
+        ELSE
+            SET v_review = 0;
+        END IF;
     ELSEIF in_class = 'INBOX' THEN
+        CALL _weave_now(v_now);
         UPDATE pulse_inbox
            SET attempts = attempts + 1, last_error = LEFT(in_error, 1024), version = version + 1,
                available_at = v_now + INTERVAL LEAST(100 * POW(2, LEAST(attempts, 20)), 60000) * 1000 MICROSECOND
          WHERE id = in_id AND version = in_version AND state = 'PENDING';
         SET v_rows = ROW_COUNT();
     ELSEIF in_class = 'SIGNAL' THEN
+        CALL _weave_now(v_now);
         UPDATE weave_signals
            SET attempts = attempts + 1, last_error = LEFT(in_error, 1024), version = version + 1,
                available_at = v_now + INTERVAL LEAST(100 * POW(2, LEAST(attempts, 20)), 60000) * 1000 MICROSECOND
@@ -40,5 +83,5 @@ BEGIN
         CALL _weave_raise(50100, 'INVALID_ARGUMENT: unknown candidate class');
     END IF;
     COMMIT;
-    SELECT v_rows AS recorded;
+    SELECT v_rows AS recorded, v_review AS review;
 END

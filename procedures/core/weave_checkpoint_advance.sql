@@ -19,11 +19,13 @@ BEGIN
     DECLARE v_activation BIGINT UNSIGNED;
     DECLARE v_available DATETIME(6);
     DECLARE v_outcome VARCHAR(16) DEFAULT 'GONE';
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('weave_checkpoint_advance');
 
+    SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
-    CALL _weave_now(v_now);
     SELECT instance_id INTO v_inst FROM weave_pending_advances WHERE id = in_checkpoint_id;
     advance: BEGIN
         IF v_inst IS NULL THEN
@@ -34,6 +36,7 @@ BEGIN
             SET v_outcome = IF(v_locked = 0, 'BUSY', 'GONE');
             LEAVE advance;
         END IF;
+        CALL _weave_now(v_now);  -- R-2: after the lock that orders this decision
         SELECT kind, step_key, activation_id, available_at INTO v_kind, v_step_key, v_activation, v_available
           FROM weave_pending_advances WHERE id = in_checkpoint_id AND instance_id = v_inst FOR UPDATE;
         IF v_kind IS NULL THEN

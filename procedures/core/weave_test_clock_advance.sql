@@ -10,7 +10,10 @@ Rules: R-2.'
 BEGIN
     DECLARE v_mode VARCHAR(16);
     DECLARE v_now DATETIME(6);
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('weave_test_clock_advance');
+    SET v_tx = TRUE;
     START TRANSACTION;
     SELECT clock_mode INTO v_mode FROM weave_install WHERE id = 1 FOR UPDATE;
     IF v_mode IS NULL OR v_mode <> 'TEST' THEN

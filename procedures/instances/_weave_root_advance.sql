@@ -66,13 +66,13 @@ BEGIN
             LEAVE root;
         END IF;
         IF v_control = 'PAUSED' THEN
-            SET v_why = 'DEFERRED: instance paused';
+            SET v_why = 'PAUSED: instance paused';
         ELSEIF v_gate <> 'OPEN' THEN
-            SET v_why = 'DEFERRED: gate closed';
+            SET v_why = 'GATE_CLOSED: gate closed';
         ELSEIF v_cred_status <> 'ACTIVE' THEN
-            SET v_why = 'DEFERRED: starting identity disabled';
+            SET v_why = 'IDENTITY_DISABLED: starting identity disabled';
         ELSEIF v_app_status <> 'ACTIVE' THEN
-            SET v_why = 'DEFERRED: app disabled';
+            SET v_why = 'APP_DISABLED: app disabled';
         END IF;
         IF v_why IS NOT NULL THEN
             -- Resume makes ROOT due at once (C-1), so a paused instance can wait long between checks;
@@ -85,7 +85,12 @@ BEGIN
 
         WHILE v_step IS NOT NULL AND v_done < in_budget DO
             CALL _weave_step_activate(in_namespace_id, in_instance_id, v_step, in_now, v_result);
-            IF v_result <> 'ACTIVATED' THEN
+            IF v_result = 'REVIEW' THEN
+                -- R-18: the step went to review; a recovery action makes ROOT due again.
+                DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = '';
+                SET out_outcome = 'REVIEW';
+                LEAVE root;
+            ELSEIF v_result <> 'ACTIVATED' THEN
                 -- Quota or capacity full: nothing was written for this step; look again shortly (R-8).
                 CALL _weave_checkpoint_defer(in_namespace_id, in_instance_id, '', 'ROOT', 0,
                                              in_now + INTERVAL 1 SECOND, in_now, v_result);

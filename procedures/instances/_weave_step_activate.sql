@@ -10,7 +10,7 @@ CREATE PROCEDURE _weave_step_activate(
         IN  in_now          DATETIME(6),
         OUT out_result      VARCHAR(256))
     COMMENT 'Internal. Description: activates a PENDING step (R-7): activation row with frozen inputs, then the type''s
-wait/task/round and checkpoint. out_result: ACTIVATED, or DEFERRED: <why> when quota or capacity is full
+wait/task/round and checkpoint. out_result: ACTIVATED, REVIEW (the activation can never succeed: a review reason is open), or ''CODE: detail'' when quota or capacity is full
 (nothing written).'
     MODIFIES SQL DATA
 BEGIN
@@ -28,6 +28,7 @@ BEGIN
     DECLARE v_frozen LONGTEXT;
     DECLARE v_activation BIGINT UNSIGNED;
     DECLARE v_why VARCHAR(256) DEFAULT NULL;
+    SET out_result = NULL;
 
     -- A reactivated step already carries its next sequence (C-4: it moves at once) and no activation row.
     SELECT s.step_key, s.type, IF(s.activation_id IS NULL, GREATEST(s.activation_seq, 1), s.activation_seq + 1),
@@ -43,8 +44,13 @@ BEGIN
     IF v_type IN ('TASK', 'POLL') THEN
         CALL _weave_task_room(in_namespace_id, in_instance_id, JSON_UNQUOTE(JSON_EXTRACT(v_spec, '$.queue')), v_why);
     END IF;
-    IF v_why IS NOT NULL THEN
-        SET out_result = CONCAT('DEFERRED: ', v_why);
+    IF v_why LIKE 'QUEUE\_NOT\_FOUND:%' OR v_why LIKE 'APP\_NOT\_FOUND:%' THEN
+        -- R-18: no retry can create the queue or app this step was published against; ask a person.
+        CALL _weave_step_review(in_namespace_id, in_instance_id, in_step_id, v_key, v_seq,
+                                SUBSTRING_INDEX(v_why, ':', 1), TRIM(SUBSTRING(v_why, LOCATE(':', v_why) + 1)), in_now);
+        SET out_result = 'REVIEW';
+    ELSEIF v_why IS NOT NULL THEN
+        SET out_result = v_why;
     ELSE
         IF COALESCE(JSON_LENGTH(v_compiled, '$.input.bindings'), 0)
            + COALESCE(JSON_LENGTH(v_compiled, '$.business_key.bindings'), 0)
@@ -57,13 +63,18 @@ BEGIN
         CALL _weave_template_resolve(JSON_EXTRACT(v_compiled, '$.mutex_key'), v_context, v_mutex);
         CALL _weave_template_resolve(JSON_EXTRACT(v_compiled, '$.correlation'), v_context, v_correlation);
         -- A correlation must resolve to a string of 1-512 bytes (05-signals S-1). Anything else would be a
-        -- guess at the bytes a sender must match, so the activation is refused (nothing written, the
-        -- checkpoint backs off with the reason in last_error) until an operator fixes the instance.
+        -- guess at the bytes a sender must match, and the inputs it resolves from are frozen, so no retry
+        -- can succeed: the step goes to review with the value it got (R-18), and nothing else is written.
         IF v_correlation IS NOT NULL AND (JSON_TYPE(JSON_EXTRACT(v_correlation, '$')) <> 'STRING'
             OR OCTET_LENGTH(JSON_UNQUOTE(v_correlation)) NOT BETWEEN 1 AND 512) THEN
-            CALL _weave_raise(50007, CONCAT('INVALID_STATE: step ', v_key,
-                                            ' correlation must resolve to a string of 1-512 bytes'));
+            CALL _weave_step_review(in_namespace_id, in_instance_id, in_step_id, v_key, v_seq, 'ACTIVATION_FAILED',
+                 CONCAT('correlation must resolve to a string of 1-512 bytes, got ',
+                        LEFT(COALESCE(JSON_TYPE(JSON_EXTRACT(v_correlation, '$')), 'nothing'), 32), ' ',
+                        LEFT(v_correlation, 200)), in_now);
+            SET out_result = 'REVIEW';
         END IF;
+    END IF;
+    IF out_result IS NULL THEN
         SET v_frozen = JSON_SET(v_spec,
             '$.input', JSON_EXTRACT(COALESCE(v_input, 'null'), '$'),
             '$.business_key', JSON_EXTRACT(COALESCE(v_business, 'null'), '$'),

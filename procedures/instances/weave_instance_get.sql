@@ -3,8 +3,8 @@ CREATE PROCEDURE weave_instance_get(
         IN in_namespace   VARCHAR(200),
         IN in_workflow_id VARCHAR(64))
     COMMENT 'Description: an instance with its steps, current activations, waits, poll state, rounds and open review
-reasons. A consistent snapshot: all result sets are read in one read transaction of its own, so call it with
-autocommit on (inside an open transaction of the caller, that transaction would be committed first).
+reasons. A consistent snapshot: all result sets are read in one read transaction of its own, or, called inside
+an open transaction of the caller, in that transaction, which it neither commits nor rolls back (R-1).
 Parameters: in_token (workflows:read and every queue of the definition), in_namespace, in_workflow_id (wf_...).
 Result set 1: workflow_id, namespace, app, definition_name, definition_version, status, control, gate, deadline_at,
 business_key, input, created_at, updated_at, finished_at.
@@ -13,6 +13,9 @@ wait_deadline_at, winner_signal_id, settled_at, rounds_used, max_rounds, next_po
 current_task_id, poll_state.
 Result set 3 (rounds of current activations): step_key, round_no, task_id, outcome, result, result_at.
 Result set 4 (open review reasons): code, step_key, activation_seq, detail, opened_at.
+Result set 5 (deferred checks, R-18): step_key ('' for ROOT), reason, since, next_check_at, attempts, detail.
+Result set 6 (checkpoints: when the engine looks again): step_key ('' for ROOT), kind, due_at, available_at,
+attempts (failed advances in a row), last_error, deferred_reason.
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
 Rules: C-3, M-3.'
     READS SQL DATA
@@ -21,10 +24,16 @@ BEGIN
     DECLARE v_cred BIGINT UNSIGNED;
     DECLARE v_actor VARCHAR(128);
     DECLARE v_id BIGINT UNSIGNED;
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_joined BOOLEAN;  -- TRUE when called inside the caller's transaction: read in it, never end it
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_open(v_joined);
+    IF NOT v_joined THEN
+        SET v_tx = TRUE;
+        START TRANSACTION WITH CONSISTENT SNAPSHOT;
+    END IF;
     CALL _weave_instance_authorize(in_token, in_namespace, in_workflow_id, 'workflows:read',
                                    v_ns, v_cred, v_actor, v_id);
-    START TRANSACTION WITH CONSISTENT SNAPSHOT;
     SELECT CONCAT('wf_', i.id) AS workflow_id, in_namespace AS namespace, a.name AS app,
            i.definition_name, i.definition_version, i.status, i.control, i.gate, i.deadline_at,
            i.business_key, i.input, i.created_at, i.updated_at, i.finished_at
@@ -46,7 +55,15 @@ BEGIN
       FROM weave_steps s JOIN weave_poll_rounds r ON r.activation_id = s.activation_id
      WHERE s.instance_id = v_id
      ORDER BY s.position, r.round_no;
-    SELECT code, step_key, activation_seq, detail, opened_at
+    SELECT code, NULLIF(step_key, '') AS step_key, NULLIF(activation_seq, 0) AS activation_seq, detail, opened_at
       FROM weave_review_reasons WHERE instance_id = v_id AND closed_at IS NULL ORDER BY id;
-    COMMIT;
+    SELECT NULLIF(step_key, '') AS step_key, deferred_reason AS reason, deferred_since AS since, available_at AS next_check_at,
+           deferrals AS attempts, last_error AS detail
+      FROM weave_pending_advances WHERE instance_id = v_id AND deferred_reason IS NOT NULL
+     ORDER BY deferred_since, step_key;
+    SELECT step_key, kind, due_at, available_at, attempts, last_error, deferred_reason
+      FROM weave_pending_advances WHERE instance_id = v_id ORDER BY step_key;
+    IF v_tx THEN
+        COMMIT;
+    END IF;
 END

@@ -1,18 +1,29 @@
 -- Listing by status uses ix_instance_status (namespace, status, id), so listing NEEDS_REVIEW stays cheap
 -- however many instances exist (C-3); the cursor is the last id seen (keyset pagination, newest first).
+-- A business key is an exact match on ix_instance_business_key. The review-code and deferral filters
+-- narrow whichever range is chosen with one indexed look-up per candidate row (open reasons by instance,
+-- the checkpoint by instance).
 CREATE PROCEDURE weave_instance_list(
-        IN in_token      VARCHAR(512),
-        IN in_namespace  VARCHAR(200),
-        IN in_status     VARCHAR(32),
-        IN in_definition VARCHAR(200),
-        IN in_limit      INT,
-        IN in_before_id  BIGINT UNSIGNED)
-    COMMENT 'Description: instances of the namespace, newest first, optionally by status and definition name.
+        IN in_token        VARCHAR(512),
+        IN in_namespace    VARCHAR(200),
+        IN in_status       VARCHAR(32),
+        IN in_definition   VARCHAR(200),
+        IN in_control      VARCHAR(32),
+        IN in_business_key VARCHAR(300),
+        IN in_review_code  VARCHAR(64),
+        IN in_deferred     TINYINT,
+        IN in_limit        INT,
+        IN in_before_id    BIGINT UNSIGNED)
+    COMMENT 'Description: instances of the namespace, newest first, optionally by status, definition name, control,
+business key, open review reason and deferral.
 Parameters: in_token (workflows:read), in_namespace, in_status (NULL = any), in_definition (NULL = any),
+in_control (ACTIVE or PAUSED; NULL = any),
+in_business_key (exact; NULL = any), in_review_code (only instances with an open review reason of this code;
+NULL = any), in_deferred (1 = only instances whose checkpoint is deferred, 0 or NULL = any),
 in_limit (1..500, NULL = 50), in_before_id (cursor: list ids below it; NULL = from the newest).
 Result set: workflow_id, definition_name, definition_version, status, control, gate, deadline_at, business_key,
 created_at, updated_at, cursor_id (for the next page).
-Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50121 LIMIT_INVALID.
+Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50100 INVALID_ARGUMENT, 50121 LIMIT_INVALID.
 Rules: C-3, M-1.'
     READS SQL DATA
 BEGIN
@@ -21,6 +32,7 @@ BEGIN
     DECLARE v_actor VARCHAR(128);
     DECLARE v_limit INT DEFAULT COALESCE(in_limit, 50);
     DECLARE v_before BIGINT UNSIGNED DEFAULT COALESCE(in_before_id, 18446744073709551615);
+    DECLARE v_deferred TINYINT DEFAULT COALESCE(in_deferred, 0);
     CALL _weave_authorize(in_token, in_namespace, 'workflows:read', NULL, v_ns, v_cred, v_actor);
     IF v_limit < 1 OR v_limit > 500 THEN
         CALL _weave_raise(50121, 'LIMIT_INVALID: limit must be 1..500');
@@ -28,24 +40,58 @@ BEGIN
     IF in_status IS NOT NULL AND in_status NOT IN ('RUNNING', 'SUCCEEDED', 'NEEDS_REVIEW', 'CANCELLING', 'CANCELLED') THEN
         CALL _weave_raise(50100, 'INVALID_ARGUMENT: unknown status');
     END IF;
-    IF in_status IS NOT NULL THEN
-        SELECT CONCAT('wf_', id) AS workflow_id, definition_name, definition_version, status, control, gate,
-               deadline_at, business_key, created_at, updated_at, id AS cursor_id
-          FROM weave_instances FORCE INDEX (ix_instance_status)
-         WHERE namespace_id = v_ns AND status = in_status AND id < v_before
-           AND (in_definition IS NULL OR definition_name = in_definition)
-         ORDER BY id DESC LIMIT v_limit;
+    IF in_control IS NOT NULL AND in_control NOT IN ('ACTIVE', 'PAUSED') THEN
+        CALL _weave_raise(50100, 'INVALID_ARGUMENT: control is ACTIVE or PAUSED');
+    END IF;
+    IF in_business_key IS NOT NULL AND CHAR_LENGTH(in_business_key) > 256 THEN
+        CALL _weave_raise(50100, 'INVALID_ARGUMENT: a business key is at most 256 characters');
+    END IF;
+    IF in_business_key IS NOT NULL THEN
+        SELECT CONCAT('wf_', i.id) AS workflow_id, i.definition_name, i.definition_version, i.status, i.control, i.gate,
+               i.deadline_at, i.business_key, i.created_at, i.updated_at, i.id AS cursor_id
+          FROM weave_instances i FORCE INDEX (ix_instance_business_key)
+         WHERE i.namespace_id = v_ns AND i.business_key = in_business_key AND i.id < v_before
+           AND (in_status IS NULL OR i.status = in_status)
+           AND (in_definition IS NULL OR i.definition_name = in_definition)
+           AND (in_control IS NULL OR i.control = in_control)
+           AND (in_review_code IS NULL OR EXISTS (SELECT 1 FROM weave_review_reasons r
+                 WHERE r.instance_id = i.id AND r.closed_at IS NULL AND r.code = in_review_code))
+           AND (v_deferred = 0 OR EXISTS (SELECT 1 FROM weave_pending_advances p
+                 WHERE p.instance_id = i.id AND p.deferred_reason IS NOT NULL))
+         ORDER BY i.id DESC LIMIT v_limit;
+    ELSEIF in_status IS NOT NULL THEN
+        SELECT CONCAT('wf_', i.id) AS workflow_id, i.definition_name, i.definition_version, i.status, i.control, i.gate,
+               i.deadline_at, i.business_key, i.created_at, i.updated_at, i.id AS cursor_id
+          FROM weave_instances i FORCE INDEX (ix_instance_status)
+         WHERE i.namespace_id = v_ns AND i.status = in_status AND i.id < v_before
+           AND (in_definition IS NULL OR i.definition_name = in_definition)
+           AND (in_control IS NULL OR i.control = in_control)
+           AND (in_review_code IS NULL OR EXISTS (SELECT 1 FROM weave_review_reasons r
+                 WHERE r.instance_id = i.id AND r.closed_at IS NULL AND r.code = in_review_code))
+           AND (v_deferred = 0 OR EXISTS (SELECT 1 FROM weave_pending_advances p
+                 WHERE p.instance_id = i.id AND p.deferred_reason IS NOT NULL))
+         ORDER BY i.id DESC LIMIT v_limit;
     ELSEIF in_definition IS NOT NULL THEN
-        SELECT CONCAT('wf_', id) AS workflow_id, definition_name, definition_version, status, control, gate,
-               deadline_at, business_key, created_at, updated_at, id AS cursor_id
-          FROM weave_instances FORCE INDEX (ix_instance_definition)
-         WHERE namespace_id = v_ns AND definition_name = in_definition AND id < v_before
-         ORDER BY id DESC LIMIT v_limit;
+        SELECT CONCAT('wf_', i.id) AS workflow_id, i.definition_name, i.definition_version, i.status, i.control, i.gate,
+               i.deadline_at, i.business_key, i.created_at, i.updated_at, i.id AS cursor_id
+          FROM weave_instances i FORCE INDEX (ix_instance_definition)
+         WHERE i.namespace_id = v_ns AND i.definition_name = in_definition AND i.id < v_before
+           AND (in_control IS NULL OR i.control = in_control)
+           AND (in_review_code IS NULL OR EXISTS (SELECT 1 FROM weave_review_reasons r
+                 WHERE r.instance_id = i.id AND r.closed_at IS NULL AND r.code = in_review_code))
+           AND (v_deferred = 0 OR EXISTS (SELECT 1 FROM weave_pending_advances p
+                 WHERE p.instance_id = i.id AND p.deferred_reason IS NOT NULL))
+         ORDER BY i.id DESC LIMIT v_limit;
     ELSE
-        SELECT CONCAT('wf_', id) AS workflow_id, definition_name, definition_version, status, control, gate,
-               deadline_at, business_key, created_at, updated_at, id AS cursor_id
-          FROM weave_instances FORCE INDEX (ix_instance_namespace)
-         WHERE namespace_id = v_ns AND id < v_before
-         ORDER BY id DESC LIMIT v_limit;
+        SELECT CONCAT('wf_', i.id) AS workflow_id, i.definition_name, i.definition_version, i.status, i.control, i.gate,
+               i.deadline_at, i.business_key, i.created_at, i.updated_at, i.id AS cursor_id
+          FROM weave_instances i FORCE INDEX (ix_instance_namespace)
+         WHERE i.namespace_id = v_ns AND i.id < v_before
+           AND (in_control IS NULL OR i.control = in_control)
+           AND (in_review_code IS NULL OR EXISTS (SELECT 1 FROM weave_review_reasons r
+                 WHERE r.instance_id = i.id AND r.closed_at IS NULL AND r.code = in_review_code))
+           AND (v_deferred = 0 OR EXISTS (SELECT 1 FROM weave_pending_advances p
+                 WHERE p.instance_id = i.id AND p.deferred_reason IS NOT NULL))
+         ORDER BY i.id DESC LIMIT v_limit;
     END IF;
 END

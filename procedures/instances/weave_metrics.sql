@@ -1,19 +1,15 @@
--- The engine-wide figures behind /metrics, read from the database so that every API process answers the
--- same values. Counts over settled history only grow while rows are kept; the live ones (instances by
--- status, failing candidates) are gauges.
+-- The settled-history figures behind /metrics (the live ones are weave_status's), read from the database so
+-- that every API process answers the same values. They only grow while the rows are kept.
 CREATE PROCEDURE weave_metrics()
     COMMENT 'Description: engine-wide counts for /metrics, across namespaces.
-Result set 1: status, instances (instances by status).
-Result set 2 (settled waits, the decisions of TIMER, SIGNAL and POLL_FINAL waits): kind, result, decisions,
+Result set 1 (settled waits, the decisions of TIMER, SIGNAL and POLL_FINAL waits): kind, result, decisions,
 latency_seconds_sum, le_0_1, le_0_5, le_1, le_5, le_30, le_300 (cumulative counts; latency is settled - due for
 a timer, settled - the winner''s acceptance for a signal, settled - deadline for an expired wait).
-Result set 3: status, disposition, signals.
-Result set 4: outcome, rounds (poll rounds by outcome).
-Result set 5: class, failing (candidates whose last advance failed and that are still pending), attempts.
+Result set 2: status, disposition, signals.
+Result set 3: outcome, rounds (poll rounds by outcome).
 Rules: R-11, T-8, S-17.'
     READS SQL DATA
 BEGIN
-    SELECT status, COUNT(*) AS instances FROM weave_instances GROUP BY status ORDER BY status;
     SELECT kind, result, COUNT(*) AS decisions, COALESCE(SUM(latency), 0) AS latency_seconds_sum,
            SUM(latency <= 0.1) AS le_0_1, SUM(latency <= 0.5) AS le_0_5, SUM(latency <= 1) AS le_1,
            SUM(latency <= 5) AS le_5, SUM(latency <= 30) AS le_30, SUM(latency <= 300) AS le_300
@@ -28,10 +24,4 @@ BEGIN
     SELECT status, COALESCE(disposition, '') AS disposition, COUNT(*) AS signals
       FROM weave_signals GROUP BY status, disposition ORDER BY status, disposition;
     SELECT outcome, COUNT(*) AS rounds FROM weave_poll_rounds GROUP BY outcome ORDER BY outcome;
-    SELECT 'INBOX' AS class, COUNT(*) AS failing, COALESCE(SUM(attempts), 0) AS attempts
-      FROM pulse_inbox WHERE state = 'PENDING' AND attempts > 0
-    UNION ALL
-    SELECT 'CHECKPOINT', COUNT(*), COALESCE(SUM(attempts), 0) FROM weave_pending_advances WHERE attempts > 0
-    UNION ALL
-    SELECT 'SIGNAL', COUNT(*), COALESCE(SUM(attempts), 0) FROM weave_signals WHERE status = 'PENDING' AND attempts > 0;
 END

@@ -8,7 +8,10 @@ Result set 2: status, tasks (QUEUED and RUNNING tasks).
 Result set 3: open_review_reasons, instances_in_review, now_at.
 Result set 4 (timers settled in the last 5 minutes, T-8): le_seconds (bucket upper bound, NULL = +Inf), timers.
 Result set 5: polls_in_flight, polls_waiting (POLL activations by state), signals_pending.
-Rules: R-10, R-11, C-3.'
+Result set 6 (R-18): reason, instances (deferred checks by reason: pause, quota, capacity, disabled identity or app).
+Result set 7 (R-18): class, failing (candidates whose last advance failed), repeated (failed 2 or more times in a row).
+Result set 8 (live instances): status (RUNNING, NEEDS_REVIEW, CANCELLING), instances, paused (of them, control PAUSED).
+Rules: R-10, R-11, R-18, C-3.'
     READS SQL DATA
 BEGIN
     DECLARE v_now DATETIME(6);
@@ -42,4 +45,20 @@ BEGIN
     SELECT (SELECT COUNT(*) FROM weave_poll_states WHERE state = 'IN_FLIGHT') AS polls_in_flight,
            (SELECT COUNT(*) FROM weave_poll_states WHERE state = 'WAITING') AS polls_waiting,
            (SELECT COUNT(*) FROM weave_signals WHERE status = 'PENDING') AS signals_pending;
+    SELECT deferred_reason AS reason, COUNT(DISTINCT instance_id) AS instances
+      FROM weave_pending_advances FORCE INDEX (ix_checkpoint_deferred)
+     WHERE deferred_reason IS NOT NULL GROUP BY deferred_reason ORDER BY deferred_reason;
+    SELECT 'CHECKPOINT' AS class, COUNT(*) AS failing, COALESCE(SUM(attempts >= 2), 0) AS repeated
+      FROM weave_pending_advances WHERE attempts > 0
+    UNION ALL
+    SELECT 'INBOX', COUNT(*), COALESCE(SUM(attempts >= 2), 0) FROM pulse_inbox WHERE state = 'PENDING' AND attempts > 0
+    UNION ALL
+    SELECT 'SIGNAL', COUNT(*), COALESCE(SUM(attempts >= 2), 0) FROM weave_signals
+     WHERE status = 'PENDING' AND attempts > 0;
+    -- Live statuses only, one index range per namespace: settled instances are history (R-11).
+    SELECT st.status, COUNT(i.id) AS instances, COALESCE(SUM(i.control = 'PAUSED'), 0) AS paused
+      FROM (SELECT 'RUNNING' AS status UNION ALL SELECT 'NEEDS_REVIEW' UNION ALL SELECT 'CANCELLING') AS st
+      LEFT JOIN weave_namespaces n ON TRUE
+      LEFT JOIN weave_instances i FORCE INDEX (ix_instance_status) ON i.namespace_id = n.id AND i.status = st.status
+     GROUP BY st.status ORDER BY FIELD(st.status, 'RUNNING', 'NEEDS_REVIEW', 'CANCELLING');
 END

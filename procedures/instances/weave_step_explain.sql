@@ -2,23 +2,33 @@
 -- consumption decides from: what the wait pins, and for every signal that targeted the step the rule
 -- that kept it from winning. A correlation mismatch shows the differing bytes, because the usual
 -- culprit is invisible in text (a trailing space, a look-alike character, another normalisation).
+-- Every step type answers "why is it waiting?": a timer's due time and its cap, a poll's rounds and its
+-- current task, a task's attempts and lease, and for all of them what holds the whole instance back.
 CREATE PROCEDURE weave_step_explain(
         IN in_token       VARCHAR(512),
         IN in_namespace   VARCHAR(200),
         IN in_workflow_id VARCHAR(64),
         IN in_step_key    VARCHAR(64))
-    COMMENT 'Description: what a step''s current wait pins and why each signal that targeted the step did not win.
+    COMMENT 'Description: why a step is waiting: what its current wait pins, its timer, poll or task facts, what
+holds the instance back, and why each signal that targeted the step did not win.
 Parameters: in_token (workflows:read and every queue of the pinned definition), in_namespace, in_workflow_id,
 in_step_key.
 Result set 1 (the step): step_key, step_type, step_status, activation_sequence, wait_kind, wait_status, signal_name,
 payload_version, payload_type (the wait''s pins; from the definition while the step was never activated),
 correlation_key (UTF-8 text), correlation_key_hex, started_at, deadline_at, winner_signal_id, instance_status,
-control, instance_deadline_at, open_review_codes (JSON array), now_at.
+control, instance_deadline_at, open_review_codes (JSON array, empty when none), now_at.
 Result set 2 (signals, acceptance order): signal_id, idempotency_key, target_activation_sequence, status,
 disposition, accepted_at, expires_at, consumed_at, correlation_key, correlation_key_hex, why (WON, NOT_YET_CONSUMED,
 WAITING_FOR_ACTIVATION, STEP_IN_REVIEW, STALE_ACTIVATION, CORRELATION_MISMATCH, LATE, STEP_SETTLED, or the stored
 disposition), detail (JSON: for a mismatch expected_hex, got_hex, first_difference_offset, expected_byte_hex,
 got_byte_hex; for LATE the deadline; for a stale signal the current activation).
+Result set 3 (the step''s own wait, one row; columns of other types are NULL): timer_due_at, timer_delay_ms,
+timer_planned_due_at, timer_truncated (1 when the instance deadline capped it), timer_lateness_ms (so far, or at
+settlement); poll_state, rounds_used, max_rounds, next_poll_at, poll_deadline, poll_last_outcome, poll_stop_reason;
+task_id (the current task of a TASK or POLL step), task_status, attempts_used, max_attempts, lease_holder,
+lease_expires_at, next_retry_at.
+Result set 4 (what holds the instance or step back, R-18): blocker (PAUSED, GATE_CLOSED, DEFERRED, REVIEW),
+reason (deferral reason or review code), since, next_check_at, detail.
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
 Rules: S-17, S-8, S-9, S-11.'
     READS SQL DATA
@@ -58,8 +68,9 @@ BEGIN
            LOWER(HEX(w.correlation_key)) AS correlation_key_hex, w.started_at, w.deadline_at,
            IF(w.winner_signal_id IS NULL, NULL, CONCAT('sig_', w.winner_signal_id)) AS winner_signal_id,
            i.status AS instance_status, i.control, i.deadline_at AS instance_deadline_at,
-           (SELECT JSON_ARRAYAGG(r.code) FROM weave_review_reasons r
-             WHERE r.instance_id = i.id AND r.closed_at IS NULL AND r.step_key = s.step_key) AS open_review_codes,
+           COALESCE((SELECT JSON_ARRAYAGG(r.code) FROM weave_review_reasons r
+                      WHERE r.instance_id = i.id AND r.closed_at IS NULL AND r.step_key = s.step_key), JSON_ARRAY())
+               AS open_review_codes,
            v_now AS now_at
       FROM weave_steps s
       JOIN weave_instances i ON i.id = s.instance_id
@@ -107,4 +118,32 @@ BEGIN
            END AS detail
       FROM facts f
      ORDER BY f.accepted_at, f.id;
+
+    SELECT w.due_at AS timer_due_at, CAST(JSON_VALUE(a.frozen, '$.delay_ms') AS UNSIGNED) AS timer_delay_ms,
+           w.planned_due_at AS timer_planned_due_at, w.due_at < w.planned_due_at AS timer_truncated,
+           GREATEST(TIMESTAMPDIFF(MICROSECOND, w.due_at, COALESCE(w.settled_at, v_now)), 0) / 1000 AS timer_lateness_ms,
+           p.state AS poll_state, p.rounds_used, p.max_rounds, p.next_poll_at, p.poll_deadline,
+           p.last_outcome AS poll_last_outcome, p.stop_reason AS poll_stop_reason,
+           IF(t.id IS NULL, NULL, CONCAT('tsk_', t.id)) AS task_id, t.status AS task_status, t.attempts_used,
+           t.max_attempts, r.worker_id AS lease_holder, r.lease_expires_at,
+           IF(t.status = 'QUEUED' AND t.attempts_used > 0, t.available_at, NULL) AS next_retry_at
+      FROM weave_steps s
+      LEFT JOIN weave_activations a ON a.id = s.activation_id
+      LEFT JOIN weave_waits w ON w.activation_id = s.activation_id AND w.kind = 'TIMER'
+      LEFT JOIN weave_poll_states p ON p.activation_id = s.activation_id
+      LEFT JOIN pulse_tasks t ON t.id = COALESCE(p.current_task_id, (SELECT MAX(x.id) FROM pulse_tasks x
+                                                                     WHERE x.activation_id = s.activation_id))
+      LEFT JOIN pulse_attempts r ON r.task_id = t.id AND r.status = 'RUNNING'
+     WHERE s.id = v_step;
+
+    SELECT 'PAUSED' AS blocker, NULL AS reason, NULL AS since, NULL AS next_check_at, NULL AS detail
+      FROM weave_instances WHERE id = v_inst AND control = 'PAUSED'
+    UNION ALL
+    SELECT 'GATE_CLOSED', status, NULL, NULL, NULL FROM weave_instances WHERE id = v_inst AND gate = 'CLOSED'
+    UNION ALL
+    SELECT 'DEFERRED', deferred_reason, deferred_since, available_at, last_error FROM weave_pending_advances
+     WHERE instance_id = v_inst AND step_key IN ('', in_step_key) AND deferred_reason IS NOT NULL
+    UNION ALL
+    SELECT 'REVIEW', code, opened_at, NULL, detail FROM weave_review_reasons
+     WHERE instance_id = v_inst AND closed_at IS NULL;
 END

@@ -134,7 +134,7 @@ BEGIN
                     END IF;
                     CALL _weave_checkpoint_defer(in_namespace_id, in_instance_id, in_step_key, 'POLL', in_activation_id,
                                                  GREATEST(in_now + INTERVAL 1 SECOND, v_inbox_available), in_now,
-                                                 'DEFERRED: a final signal waits for the round outcome in the inbox');
+                                                 'OUTCOME_IN_INBOX: a final signal waits for the round outcome in the inbox');
                     SET out_outcome = 'INBOX_FIRST';
                     LEAVE hook;
                 END IF;

@@ -84,16 +84,16 @@ BEGIN
         CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'poll.review', NULL, NULL,
                           in_now, v_inst_deadline, NULL,
                           JSON_OBJECT('code', 'INSTANCE_DEADLINE', 'step_key', in_step_key), NULL);
-        SET v_why = 'instance deadline passed';
+        SET v_why = 'INSTANCE_DEADLINE: instance deadline passed';
         SET out_outcome = 'REVIEW';
     ELSEIF v_control = 'PAUSED' THEN
-        SET v_why = 'instance paused';
+        SET v_why = 'PAUSED: instance paused';
     ELSEIF v_inst_status <> 'RUNNING' OR v_gate <> 'OPEN' THEN
-        SET v_why = 'gate closed';
+        SET v_why = 'GATE_CLOSED: gate closed';
     ELSEIF v_cred_status <> 'ACTIVE' THEN
-        SET v_why = 'starting identity disabled';
+        SET v_why = 'IDENTITY_DISABLED: starting identity disabled';
     ELSEIF v_app_status <> 'ACTIVE' THEN
-        SET v_why = 'app disabled';
+        SET v_why = 'APP_DISABLED: app disabled';
     ELSE
         CALL _weave_task_room(in_namespace_id, in_instance_id, JSON_VALUE(in_frozen, '$.queue'), v_why);
     END IF;
@@ -105,7 +105,7 @@ BEGIN
                                    in_now);
         CALL _weave_checkpoint_defer(in_namespace_id, in_instance_id, in_step_key, 'POLL', in_activation_id,
              LEAST(in_now + INTERVAL IF(v_control = 'PAUSED', 60, 1) SECOND, v_poll_deadline), in_now,
-             CONCAT('DEFERRED: ', v_why));
+             v_why);
         SET out_outcome = COALESCE(out_outcome, 'DEFERRED');
     ELSE
         -- P-4, P-5: round n+1 from the activation's frozen inputs, never re-evaluated.

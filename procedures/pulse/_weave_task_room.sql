@@ -27,19 +27,19 @@ BEGIN
       FROM weave_instances i JOIN weave_apps a ON a.id = i.app_id
      WHERE i.id = in_instance_id AND i.namespace_id = in_namespace_id;
     IF v_queue IS NULL THEN
-        SET out_why = CONCAT('queue ', COALESCE(in_queue, '(none)'), ' does not exist');
+        SET out_why = CONCAT('QUEUE_NOT_FOUND: queue ', COALESCE(in_queue, '(none)'), ' does not exist');
     ELSEIF v_app IS NULL THEN
-        SET out_why = 'app of the instance does not exist';
+        SET out_why = 'APP_NOT_FOUND: app of the instance does not exist';
     ELSE
         SELECT COUNT(*) INTO v_queued FROM pulse_tasks WHERE queue_id = v_queue AND status = 'QUEUED';
         SELECT COUNT(*) INTO v_running FROM pulse_tasks WHERE queue_id = v_queue AND status = 'RUNNING';
         IF v_queued + v_running >= v_capacity THEN
-            SET out_why = CONCAT('queue ', in_queue, ' is full (capacity ', v_capacity, ')');
+            SET out_why = CONCAT('QUEUE_FULL: queue ', in_queue, ' is full (capacity ', v_capacity, ')');
         ELSE
             SELECT COUNT(*) INTO v_queued FROM pulse_tasks WHERE app_id = v_app AND status = 'QUEUED';
             SELECT COUNT(*) INTO v_running FROM pulse_tasks WHERE app_id = v_app AND status = 'RUNNING';
             IF v_queued + v_running >= v_quota THEN
-                SET out_why = CONCAT('app quota is full (max_in_flight ', v_quota, ')');
+                SET out_why = CONCAT('QUOTA_FULL: app quota is full (max_in_flight ', v_quota, ')');
             END IF;
         END IF;
     END IF;

@@ -21,7 +21,9 @@ BEGIN
     DECLARE v_current TINYINT;
     DECLARE v_outcome VARCHAR(16) DEFAULT 'LATE';
     DECLARE v_status VARCHAR(16);
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('pulse_attempt_complete');
 
     IF in_worker_id IS NULL OR CHAR_LENGTH(in_worker_id) NOT BETWEEN 1 AND 128 THEN
         CALL _weave_raise(50201, 'WORKER_ID_INVALID: worker id must be 1-128 characters');
@@ -29,6 +31,7 @@ BEGIN
     IF in_result IS NULL OR OCTET_LENGTH(in_result) > 1048576 OR NOT JSON_VALID(in_result) THEN
         CALL _weave_raise(50203, 'RESULT_INVALID: the result must be JSON of at most 1 MiB');
     END IF;
+    SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     CALL _weave_now(v_now);

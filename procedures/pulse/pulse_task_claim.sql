@@ -30,7 +30,9 @@ BEGIN
     DECLARE v_queue_ids LONGTEXT DEFAULT NULL;
     DECLARE v_picked LONGTEXT DEFAULT '[]';
     DECLARE v_claimed LONGTEXT DEFAULT '[]';
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('pulse_task_claim');
 
     IF in_worker_id IS NULL OR CHAR_LENGTH(in_worker_id) NOT BETWEEN 1 AND 128 THEN
         CALL _weave_raise(50201, 'WORKER_ID_INVALID: worker id must be 1-128 characters');
@@ -46,6 +48,7 @@ BEGIN
     END IF;
     SET v_limit = in_limit;
 
+    SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     CALL _weave_now(v_now);

@@ -27,11 +27,13 @@ BEGIN
     DECLARE v_guard INT DEFAULT 0;
     DECLARE v_outcome VARCHAR(16) DEFAULT 'GONE';
     DECLARE v_finished TINYINT;
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('weave_inbox_consume');
 
+    SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
-    CALL _weave_now(v_now);
     SELECT instance_id INTO v_inst FROM pulse_inbox WHERE id = in_inbox_id;
     consume: BEGIN
         IF v_inst IS NULL THEN
@@ -44,6 +46,7 @@ BEGIN
         ELSEIF v_locked <> 1 THEN
             CALL _weave_raise(50007, 'INVALID_STATE: inbox event of an instance that does not exist');
         END IF;
+        CALL _weave_now(v_now);  -- R-2: after the lock that orders this decision
         SELECT task_id, state, available_at INTO v_task, v_state, v_available
           FROM pulse_inbox WHERE id = in_inbox_id AND instance_id = v_inst FOR UPDATE;
         IF v_state IS NULL OR v_state <> 'PENDING' THEN

@@ -22,7 +22,6 @@ CREATE PROCEDURE _weave_signal_accept(
         IN  in_payload               LONGBLOB,
         IN  in_reason                LONGTEXT,
         IN  in_evidence_ref          LONGTEXT,
-        IN  in_now                   DATETIME(6),
         OUT out_receipt              LONGTEXT,
         OUT out_replayed             TINYINT)
     COMMENT 'Internal. Description: authorises, validates and stores one signal, or answers the first receipt of
@@ -64,6 +63,7 @@ BEGIN
     DECLARE v_available DATETIME(6);
     DECLARE v_id BIGINT UNSIGNED;
     DECLARE v_receipt LONGTEXT;
+    DECLARE v_now DATETIME(6);
 
     SET out_replayed = 0, out_receipt = NULL;
 
@@ -125,8 +125,12 @@ BEGIN
     IF in_idempotency_key IS NULL OR NOT (in_idempotency_key REGEXP '^[!-~]{1,128}$') THEN
         CALL _weave_raise(50113, 'IDEMPOTENCY_KEY_INVALID: 1-128 printable ASCII characters');
     END IF;
-    CALL _weave_signal_digest(in_name, in_payload_version, in_target_step_key, in_target_activation_seq,
-                              in_correlation_key, in_payload, in_reason, in_evidence_ref, v_digest);
+    SET v_digest = _weave_signal_digest(in_name, in_payload_version, in_target_step_key, in_target_activation_seq,
+                                        in_correlation_key, in_payload, in_reason, in_evidence_ref, 'CANONICAL');
+    IF v_digest IS NULL THEN
+        -- Valid JSON syntax with no value behind it, such as a lone surrogate escape ("\ud800").
+        CALL _weave_raise(50109, 'PAYLOAD_INVALID: payload must be one JSON value of valid Unicode text');
+    END IF;
 
     -- R-3: the instance's identity, app and queues, then the instance row (waiting, never skipping).
     CALL _weave_instance_lock(v_inst, 0, v_locked_ns, v_locked);
@@ -135,6 +139,9 @@ BEGIN
     END IF;
     SELECT status, deadline_at, signal_count, definition_id INTO v_status_inst, v_deadline, v_count, v_def
       FROM weave_instances WHERE id = v_inst FOR UPDATE;
+    -- R-2, S-11: accepted_at is read after the instance lock, so per instance it follows lock (commit) order and
+    -- the first signal by (accepted_at, id) is the first that the instance's decisions could see.
+    CALL _weave_now(v_now);
 
     accept: BEGIN
         -- S-4: the idempotency identity is answered before any limit or target rule (S-6).
@@ -142,7 +149,10 @@ BEGIN
           FROM weave_signals
          WHERE namespace_id = v_ns AND instance_id = v_inst AND idempotency_key = in_idempotency_key FOR UPDATE;
         IF v_existing IS NOT NULL THEN
-            IF v_existing_digest <> v_digest THEN
+            -- A signal stored before digests were canonical carries the digest of its exact bytes.
+            IF v_existing_digest <> v_digest AND v_existing_digest <> _weave_signal_digest(in_name,
+                   in_payload_version, in_target_step_key, in_target_activation_seq, in_correlation_key, in_payload,
+                   in_reason, in_evidence_ref, 'BYTES') THEN
                 CALL _weave_raise(50005, 'IDEMPOTENCY_CONFLICT: this key was accepted with a different request');
             END IF;
             SET out_receipt = v_existing_receipt, out_replayed = 1;
@@ -215,7 +225,7 @@ BEGIN
             SET v_disposition = 'STALE_ACTIVATION';
         ELSEIF in_target_activation_seq = v_k AND (v_wait IS NULL OR v_wait_status <> 'WAITING') THEN
             SET v_disposition = 'STEP_SETTLED';
-        ELSEIF in_now >= v_deadline OR (v_wait IS NOT NULL AND in_now >= v_wait_deadline) THEN
+        ELSEIF v_now >= v_deadline OR (v_wait IS NOT NULL AND v_now >= v_wait_deadline) THEN
             SET v_disposition = 'LATE';
         ELSEIF v_wait IS NOT NULL AND CAST(in_correlation_key AS BINARY) <> v_wait_corr THEN
             SET v_disposition = 'CORRELATION_MISMATCH';
@@ -225,7 +235,7 @@ BEGIN
         END IF;
         -- available_at is only the next check time (S-14): at once when a wait can consume the signal,
         -- otherwise when an unmatched early signal expires (S-10: the instance deadline at acceptance).
-        SET v_available = IF(v_status = 'PENDING' AND v_wait IS NOT NULL, in_now, v_deadline);
+        SET v_available = IF(v_status = 'PENDING' AND v_wait IS NOT NULL, v_now, v_deadline);
 
         INSERT INTO weave_signals (namespace_id, instance_id, idempotency_key, request_digest, name, payload_version,
                                    target_step_key, target_activation_seq, correlation_key, payload, reason,
@@ -233,13 +243,13 @@ BEGIN
                                    available_at, consumed_at, receipt)
         VALUES (v_ns, v_inst, in_idempotency_key, v_digest, in_name, in_payload_version, in_target_step_key,
                 in_target_activation_seq, in_correlation_key, in_payload, in_reason, in_evidence_ref, v_cred, v_actor,
-                v_status, v_disposition, in_now, v_deadline, v_available, IF(v_status = 'PENDING', NULL, in_now), '{}');
+                v_status, v_disposition, v_now, v_deadline, v_available, IF(v_status = 'PENDING', NULL, v_now), '{}');
         SET v_id = LAST_INSERT_ID();
         -- S-5: the receipt is frozen now and answered byte-identical to every replay.
         SET v_receipt = JSON_OBJECT(
             'signal_id', CONCAT('sig_', v_id), 'workflow_id', CONCAT('wf_', v_inst),
             'idempotency_key', in_idempotency_key, 'status', v_status, 'disposition', v_disposition,
-            'accepted_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'),
+            'accepted_at', DATE_FORMAT(v_now, '%Y-%m-%dT%H:%i:%s.%fZ'),
             'expires_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
             'request_digest', v_digest);
         UPDATE weave_signals SET receipt = v_receipt WHERE id = v_id;
@@ -248,20 +258,20 @@ BEGIN
             -- S-3: the active wait's checkpoint looks at once (its handler re-derives the deadline). A new
             -- signal is news, so it ends a backoff, but it leaves the failure count to the failures.
             UPDATE weave_pending_advances
-               SET due_at = LEAST(due_at, in_now), available_at = in_now, version = version + 1
+               SET due_at = LEAST(due_at, v_now), available_at = v_now, version = version + 1
              WHERE namespace_id = v_ns AND instance_id = v_inst AND step_key = in_target_step_key
                AND activation_id = v_activation;
             IF ROW_COUNT() = 0 THEN
                 CALL _weave_checkpoint_set(v_ns, v_inst, in_target_step_key,
-                                           IF(v_wait_kind = 'SIGNAL', 'SIGNAL', 'POLL'), v_activation, in_now, in_now);
+                                           IF(v_wait_kind = 'SIGNAL', 'SIGNAL', 'POLL'), v_activation, v_now, v_now);
             END IF;
         END IF;
         CALL _weave_event(v_ns, v_inst, IF(v_status = 'PENDING', 'SIGNAL_ACCEPTED', 'SIGNAL_REJECTED'),
-             in_target_step_key, in_target_activation_seq, in_now,
+             in_target_step_key, in_target_activation_seq, v_now,
              JSON_OBJECT('signal_id', CONCAT('sig_', v_id), 'idempotency_key', in_idempotency_key, 'name', in_name,
                          'status', v_status, 'disposition', v_disposition, 'actor', v_actor,
                          'early', v_status = 'PENDING' AND v_wait IS NULL));
-        CALL _weave_audit(v_ns, v_inst, v_cred, v_actor, 'signal.accept', in_idempotency_key, v_digest, in_now,
+        CALL _weave_audit(v_ns, v_inst, v_cred, v_actor, 'signal.accept', in_idempotency_key, v_digest, v_now,
                           v_deadline, in_reason,
                           JSON_OBJECT('signal_id', CONCAT('sig_', v_id), 'status', v_status,
                                       'disposition', v_disposition, 'target_step_key', in_target_step_key,

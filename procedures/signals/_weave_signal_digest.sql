@@ -1,31 +1,51 @@
--- One definition of the S-4 request digest, used at acceptance (idempotency identity, audit row) and at
--- consumption (acceptance proof, S-12), so the two can never drift apart. Every field is preceded by
--- its byte length as 8 bytes big-endian, so no two different requests can share one byte stream; an
--- absent evidence_ref is a length of all ones with no bytes, which no present value can produce.
-CREATE PROCEDURE _weave_signal_digest(
-        IN  in_name                  LONGTEXT,
-        IN  in_payload_version       LONGTEXT,
-        IN  in_target_step_key       LONGTEXT,
-        IN  in_target_activation_seq BIGINT,
-        IN  in_correlation_key       LONGBLOB,
-        IN  in_payload               LONGBLOB,
-        IN  in_reason                LONGTEXT,
-        IN  in_evidence_ref          LONGTEXT,
-        OUT out_digest               CHAR(64))
+-- One definition of the S-4 request digest, used at acceptance (idempotency identity, audit row), at
+-- consumption (acceptance proof, S-12) and by the M-4.10 invariant, so they can never drift apart. A
+-- function, so that the invariant's plain query can recompute it from the stored row.
+-- The payload counts as a JSON value, not as bytes: two clients that send {"approved":true} and
+-- {"approved": true} make one logical request. Its canonical text has keys sorted, no insignificant
+-- whitespace, and numbers and strings as parsed (MariaDB: JSON_NORMALIZE; MySQL: the text of its JSON
+-- type). The stored payload and the receipt stay the exact bytes received. Every field is preceded by
+-- its byte length as 8 bytes big-endian, so no two different requests share one byte stream; an absent
+-- evidence_ref is a length of all ones with no bytes, which no present value can produce.
+-- in_payload_form BYTES digests the payload's exact bytes: the form stored by signals accepted before
+-- digests were canonical, still recognised so that an upgrade never rejects a signal already in flight.
+CREATE FUNCTION _weave_signal_digest(
+        in_name                  LONGTEXT,
+        in_payload_version       LONGTEXT,
+        in_target_step_key       LONGTEXT,
+        in_target_activation_seq BIGINT,
+        in_correlation_key       LONGBLOB,
+        in_payload               LONGBLOB,
+        in_reason                LONGTEXT,
+        in_evidence_ref          LONGTEXT,
+        in_payload_form          VARCHAR(9))
+    RETURNS CHAR(64)
     COMMENT 'Internal. Description: the S-4 request digest: SHA-256, lowercase hex, over name, payload_version,
-target_step_key, target_activation_sequence (decimal ASCII), correlation_key, payload, reason, evidence_ref, each
-preceded by its byte length as 8 bytes big-endian (absent evidence_ref: eight 0xFF bytes, no bytes follow).
+target_step_key, target_activation_sequence (decimal ASCII), correlation_key, the payload''s canonical JSON text
+(in_payload_form CANONICAL) or its bytes (BYTES), reason, evidence_ref, each preceded by its byte length as 8 bytes
+big-endian (absent evidence_ref: eight 0xFF bytes, no bytes follow). NULL when the payload is not valid JSON.
 Rules: S-4, S-12.'
+    DETERMINISTIC
     NO SQL
 BEGIN
     DECLARE v_seq VARCHAR(20) DEFAULT CAST(in_target_activation_seq AS CHAR);
-    SET out_digest = SHA2(CONCAT(
+    DECLARE v_payload LONGBLOB DEFAULT in_payload;
+    IF in_payload_form = 'CANONICAL' THEN
+        IF VERSION() LIKE '%MariaDB%' THEN
+            SET v_payload = CAST(JSON_NORMALIZE(CONVERT(in_payload USING utf8mb4)) AS BINARY);
+        ELSE
+            -- MySQL: JSON_EXTRACT(x, '$') is a value of the JSON type, whose text is canonical (CAST ... AS JSON
+            -- does not parse on MariaDB, and the routine must install on both).
+            SET v_payload = CAST(CAST(JSON_EXTRACT(CONVERT(in_payload USING utf8mb4), '$') AS CHAR) AS BINARY);
+        END IF;
+    END IF;
+    RETURN SHA2(CONCAT(
         UNHEX(LPAD(HEX(OCTET_LENGTH(in_name)), 16, '0')), in_name,
         UNHEX(LPAD(HEX(OCTET_LENGTH(in_payload_version)), 16, '0')), in_payload_version,
         UNHEX(LPAD(HEX(OCTET_LENGTH(in_target_step_key)), 16, '0')), in_target_step_key,
         UNHEX(LPAD(HEX(OCTET_LENGTH(v_seq)), 16, '0')), v_seq,
         UNHEX(LPAD(HEX(OCTET_LENGTH(in_correlation_key)), 16, '0')), in_correlation_key,
-        UNHEX(LPAD(HEX(OCTET_LENGTH(in_payload)), 16, '0')), in_payload,
+        UNHEX(LPAD(HEX(OCTET_LENGTH(v_payload)), 16, '0')), v_payload,
         UNHEX(LPAD(HEX(OCTET_LENGTH(in_reason)), 16, '0')), in_reason,
         IF(in_evidence_ref IS NULL, UNHEX('FFFFFFFFFFFFFFFF'),
            CONCAT(UNHEX(LPAD(HEX(OCTET_LENGTH(in_evidence_ref)), 16, '0')), in_evidence_ref))), 256);

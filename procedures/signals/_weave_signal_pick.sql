@@ -53,11 +53,16 @@ BEGIN
      ORDER BY accepted_at, id LIMIT 1 FOR UPDATE;
     IF v_id IS NOT NULL THEN
         SET out_signal_id = v_id;
-        CALL _weave_signal_digest(v_s_name, v_s_version, v_s_step, v_s_seq, v_s_corr, v_s_payload, v_s_reason,
-                                  v_s_evidence, v_recomputed);
         SELECT request_digest INTO v_audit_digest FROM weave_audit
          WHERE instance_id = in_instance_id AND action = 'signal.accept' AND idempotency_key = v_key
          ORDER BY id LIMIT 1 LOCK IN SHARE MODE;
+        SET v_recomputed = _weave_signal_digest(v_s_name, v_s_version, v_s_step, v_s_seq, v_s_corr, v_s_payload,
+                                                v_s_reason, v_s_evidence, 'CANONICAL');
+        -- A signal stored before digests were canonical carries the digest of its exact bytes.
+        IF v_recomputed <> v_audit_digest AND _weave_signal_digest(v_s_name, v_s_version, v_s_step, v_s_seq,
+               v_s_corr, v_s_payload, v_s_reason, v_s_evidence, 'BYTES') = v_audit_digest THEN
+            SET v_recomputed = v_audit_digest;
+        END IF;
         IF v_audit_digest IS NULL OR v_recomputed <> v_audit_digest OR v_stored_digest <> v_audit_digest THEN
             SET out_proof = 'MISMATCH';
             UPDATE weave_signals SET status = 'REJECTED', disposition = 'ACCEPTANCE_PROOF_MISMATCH',

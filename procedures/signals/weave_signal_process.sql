@@ -33,11 +33,13 @@ BEGIN
     DECLARE v_wait_status VARCHAR(16);
     DECLARE v_disposition VARCHAR(32) DEFAULT NULL;
     DECLARE v_outcome VARCHAR(32) DEFAULT 'GONE';
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('weave_signal_process');
 
+    SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
-    CALL _weave_now(v_now);
     SELECT instance_id INTO v_inst FROM weave_signals WHERE id = in_signal_id;
     proc: BEGIN
         IF v_inst IS NULL THEN
@@ -48,6 +50,7 @@ BEGIN
             SET v_outcome = IF(v_locked = 0, 'BUSY', 'GONE');
             LEAVE proc;
         END IF;
+        CALL _weave_now(v_now);  -- R-2: after the lock that orders this decision
         SELECT status, target_step_key, target_activation_seq, expires_at, available_at
           INTO v_status, v_step_key, v_seq, v_expires, v_available
           FROM weave_signals WHERE id = in_signal_id AND instance_id = v_inst FOR UPDATE;

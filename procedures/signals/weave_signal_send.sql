@@ -33,17 +33,18 @@ NAME_INVALID, 50130 CORRELATION_KEY_INVALID.
 Rules: S-1, S-2, S-3, S-4, S-5, S-6, S-7, S-8, S-9, S-10, S-14, R-1, R-3, R-4, M-4.10, M-4.14, M-4.15.'
     MODIFIES SQL DATA
 BEGIN
-    DECLARE v_now DATETIME(6);
     DECLARE v_receipt LONGTEXT;
     DECLARE v_replayed TINYINT;
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('weave_signal_send');
 
+    SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
-    CALL _weave_now(v_now);
     CALL _weave_signal_accept(in_token, in_namespace, in_workflow_id, in_idempotency_key, in_name,
                               in_payload_version, in_target_step_key, in_target_activation_seq, in_correlation_key,
-                              in_payload, in_reason, in_evidence_ref, v_now, v_receipt, v_replayed);
+                              in_payload, in_reason, in_evidence_ref, v_receipt, v_replayed);
     COMMIT;
     SELECT JSON_VALUE(v_receipt, '$.signal_id') AS signal_id, JSON_VALUE(v_receipt, '$.workflow_id') AS workflow_id,
            JSON_VALUE(v_receipt, '$.idempotency_key') AS idempotency_key, JSON_VALUE(v_receipt, '$.status') AS status,

@@ -627,18 +627,6 @@ def test_R8_full_queue_or_quota_defers_the_task_step_and_consumes_nothing(world,
     assert world.step(second, "work")["status"] == "ACTIVE"
 
 
-def test_R8_missing_queue_defers_rather_than_fails(world, orch):
-    world.publish(task_flow(queue="later"))
-    wf = world.start("pay", {"order_id": "a"})
-    assert orch.drain()["CHECKPOINT:DEFERRED"] == 1
-    assert "does not exist" in world.db.scalar("SELECT last_error FROM weave_pending_advances")
-    routines.queue_put(world.db.conn, world.admin, world.namespace, "later", 10)
-    world.db.advance(1_000)
-    orch.drain()
-    assert world.step(wf, "work")["status"] == "ACTIVE"
-    assert claim(world, queues="later")[0]["workflow_id"] == wf
-
-
 def test_K1_concurrent_claims_keep_mutex_keys_exclusive(world, orch, database):
     world.publish(task_flow(mutex_key="$.input.account"))
     for i in range(40):

@@ -9,7 +9,18 @@ import pymysql
 import pytest
 
 from procedures import errors, routines, signals
-from tests.support.signals import HOUR, NAME, VERSION, reactivate, send, signal_flow, signal_row, signal_step
+from tests.support.signals import (
+    HOUR,
+    NAME,
+    VERSION,
+    digest,
+    reactivate,
+    send,
+    signal_flow,
+    signal_row,
+    signal_step,
+    specified_digest,
+)
 
 
 def parse(ts: str) -> dt.datetime:
@@ -188,8 +199,8 @@ def test_S1_payload_is_stored_and_output_exactly_as_received(world, orch):
     assert world.db.scalar("SELECT output FROM weave_steps WHERE step_key = 'approval'") == raw
     got = signals.get(world.db.conn, world.token, world.namespace, wf, receipt["signal_id"])
     assert got["payload_text"] == raw and got["payload"]["n"] == 12345678901234567890123
-    assert receipt["request_digest"] == signals.request_digest(
-        name=NAME, payload_version=VERSION, target_step_key="approval", target_activation_sequence=1,
+    assert receipt["request_digest"] == digest(
+        world, name=NAME, payload_version=VERSION, target_step_key="approval", target_activation_sequence=1,
         correlation_key="o-1", payload=raw, reason="approved by the desk")
 
 
@@ -310,7 +321,7 @@ def test_S3_audit_failure_leaves_nothing_behind(world, orch):
 
 
 # --- S-4 / S-5: idempotency, digest, receipt ------------------------------------------------------------------------
-def test_S4_digest_is_sha256_over_length_prefixed_fields():
+def test_S4_digest_is_sha256_over_length_prefixed_fields(world):
     import hashlib
 
     def field(b: bytes) -> bytes:
@@ -319,15 +330,14 @@ def test_S4_digest_is_sha256_over_length_prefixed_fields():
     expected = hashlib.sha256(
         field(b"n") + field(b"1") + field(b"step") + field(b"12") + field("k\u00e9 ".encode()) + field(b"{}")
         + field("r\u00fc".encode()) + b"\xff" * 8).hexdigest()
-    assert signals.request_digest(name="n", payload_version="1", target_step_key="step",
-                                  target_activation_sequence=12, correlation_key="k\u00e9 ", payload="{}",
-                                  reason="r\u00fc") == expected
+    assert digest(world, name="n", payload_version="1", target_step_key="step", target_activation_sequence=12,
+                  correlation_key="k\u00e9 ", payload="{}", reason="r\u00fc") == expected
     # Field boundaries matter, and an absent evidence_ref differs from any present one.
     a = dict(name="ab", payload_version="c", target_step_key="s", target_activation_sequence=1,
              correlation_key="k", payload="{}", reason="r")
     b = {**a, "name": "a", "payload_version": "bc"}
-    assert signals.request_digest(**a) != signals.request_digest(**b)
-    assert signals.request_digest(**a) != signals.request_digest(**a, evidence_ref="x")
+    assert digest(world, **a) != digest(world, **b)
+    assert digest(world, **a) != digest(world, **a, evidence_ref="x")
 
 
 def test_S4_routine_digest_matches_the_specified_one(world, orch):
@@ -336,9 +346,52 @@ def test_S4_routine_digest_matches_the_specified_one(world, orch):
                   correlation_key="o-1", payload=' {"approved" : true} ', reason="ok \u2713",
                   evidence_ref="urn:ticket:7")
     receipt = send(world, wf, **fields)
-    assert receipt["request_digest"] == signals.request_digest(**fields)
+    assert receipt["request_digest"] == specified_digest(canonical_payload='{"approved":true}', **fields)
     no_ref = send(world, wf, **{**fields, "evidence_ref": None})
-    assert no_ref["request_digest"] == signals.request_digest(**{**fields, "evidence_ref": None})
+    assert no_ref["request_digest"] == specified_digest(canonical_payload='{"approved":true}',
+                                                        **{**fields, "evidence_ref": None})
+
+
+def test_S4_the_digest_compares_payload_values_so_another_spelling_is_a_replay(world, orch):
+    """Keys sorted, no insignificant whitespace, numbers as parsed: two correct clients that spell one payload
+    differently make one logical request. The stored payload and the receipt stay the first exact bytes."""
+    wf = started(world, orch)
+    first = send(world, wf, "one-key", payload='{"approved":true,"n":1.50,"who":"ann"}')
+    for spelling in ['{"approved": true, "n": 1.5, "who": "ann"}', ' { "who" : "ann" , "n":15e-1, "approved":true }']:
+        again = send(world, wf, "one-key", payload=spelling)
+        assert again["replayed"] and again["receipt_json"] == first["receipt_json"]
+    assert signal_row(world, first["signal_id"])["payload"] == b'{"approved":true,"n":1.50,"who":"ann"}'
+    for different in ['{"approved": false, "n": 1.5, "who": "ann"}', '{"approved": true, "n": 1.5, "who": "Ann"}',
+                      '{"approved": true, "n": 1.51, "who": "ann"}', '[{"approved": true, "n": 1.5, "who": "ann"}]']:
+        with pytest.raises(errors.IdempotencyConflict):
+            send(world, wf, "one-key", payload=different)
+    big = send(world, wf, "big", payload='{"n": 12345678901234567890123}')
+    with pytest.raises(errors.IdempotencyConflict):  # numbers as parsed: no rounding to a double
+        send(world, wf, "big", payload='{"n": 12345678901234567890124}')
+    assert send(world, wf, "big", payload='{"n":12345678901234567890123}')["signal_id"] == big["signal_id"]
+    orch.drain()
+    assert world.step(wf, "approval")["output"] == {"approved": True, "n": 1.5, "who": "ann"}
+
+
+def test_S4_a_payload_with_a_lone_surrogate_escape_is_refused_and_nothing_is_stored(world, orch):
+    wf = started(world, orch)
+    rejected(world, wf, "PAYLOAD_INVALID", payload='{"note": "\\ud800"}')
+
+
+def test_S12_a_signal_stored_with_the_digest_of_its_bytes_still_proves_its_acceptance(world, orch):
+    """Signals accepted before digests were canonical carry the digest of their exact bytes: after an upgrade
+    they are still consumed, and a retry of their key is still a replay."""
+    wf = started(world, orch)
+    fields = dict(name=NAME, payload_version=VERSION, target_step_key="approval", target_activation_sequence=1,
+                  correlation_key="o-1", payload='{"approved": true}', reason="approved by the desk")
+    receipt = send(world, wf, "old-key", **fields)
+    legacy = digest(world, **fields, form="BYTES")
+    assert legacy != receipt["request_digest"]
+    world.db.execute("UPDATE weave_signals SET request_digest = %s", legacy)
+    world.db.execute("UPDATE weave_audit SET request_digest = %s WHERE action = 'signal.accept'", legacy)
+    assert send(world, wf, "old-key", **fields)["replayed"]
+    orch.drain()
+    assert signal_row(world, receipt["signal_id"])["status"] == "CONSUMED"
 
 
 def test_S4_S5_replay_answers_the_first_receipt_byte_identical_even_after_consumption(world, orch):
@@ -361,7 +414,7 @@ def test_S4_same_key_with_different_content_is_a_conflict(world, orch):
     send(world, wf, "k")
     before = stored(world)
     for change in [{"payload": '{"approved": false}'}, {"reason": "other"}, {"correlation_key": "o-2"},
-                   {"evidence_ref": "urn:x"}, {"payload": '{"approved":true}'}]:
+                   {"evidence_ref": "urn:x"}]:
         with pytest.raises(errors.IdempotencyConflict):
             send(world, wf, "k", **change)
     assert stored(world) == before
@@ -501,17 +554,24 @@ def test_S8_stale_activation_is_stored_rejected_and_future_is_refused(world, orc
 
 
 def test_S8_pending_signals_of_a_superseded_activation_never_follow_recovery(world, orch):
+    """Corrupt data on purpose: no decision leaves an on-time PENDING signal beside a step in review (the
+    timeout compares the signals first), so the state is forced. Recovery through weave_step_reactivate
+    still answers the old activation's signal STALE_ACTIVATION, and the runner can never make it win."""
     wf = started(world, orch, signal_flow(timeout_ms=60_000))
-    # Accepted for activation 1 while its wait is open, then the wait is superseded before it is consumed.
     sig = send(world, wf)
     world.db.execute("UPDATE weave_signals SET available_at = expires_at")  # the runner never saw it
     world.db.execute("UPDATE weave_pending_advances SET due_at = due_at + INTERVAL 1 DAY, "
                      "available_at = available_at + INTERVAL 1 DAY")
     world.db.execute("UPDATE weave_steps SET status = 'NEEDS_REVIEW' WHERE step_key = 'approval'")
+    world.db.execute("UPDATE weave_instances SET status = 'NEEDS_REVIEW', gate = 'CLOSED'")
     reactivate(world, wf)
-    world.db.execute("UPDATE weave_signals SET available_at = accepted_at")
-    assert signals.process(world.db.conn, int(sig["signal_id"][4:])) == "REJECTED"
+    assert signal_row(world, sig["signal_id"])["status"] == "REJECTED"
     assert signal_row(world, sig["signal_id"])["disposition"] == "STALE_ACTIVATION"
+    world.db.execute("UPDATE weave_signals SET available_at = accepted_at")
+    assert signals.process(world.db.conn, int(sig["signal_id"][4:])) != "CONSUMED"
+    orch.drain()
+    assert world.step(wf, "approval")["activation_sequence"] == 2
+    assert world.step(wf, "approval")["wait"]["winner_signal_id"] is None
 
 
 # --- S-9: stored rejections, in order ---------------------------------------------------------------------------
@@ -968,7 +1028,9 @@ def test_S1_a_correlation_that_does_not_resolve_to_a_string_is_never_guessed(wor
          "correlation": "$.input.missing", "timeout_ms": 60_000}]})
     wf = world.start("corr", {"order_id": "o-1"})
     outcomes = orch.drain(max_rounds=2)
-    assert outcomes["CHECKPOINT:FAILED"] >= 1
-    assert world.step(wf, "approval")["status"] == "PENDING"  # nothing written
-    cp = world.db.row("SELECT last_error FROM weave_pending_advances WHERE step_key = ''")
-    assert "correlation must resolve to a string" in cp["last_error"]
+    assert outcomes["CHECKPOINT:REVIEW"] == 1 and outcomes["CHECKPOINT:FAILED"] == 0  # R-18: asked, not retried
+    assert world.step(wf, "approval")["status"] == "NEEDS_REVIEW"
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_activations") == 0  # no bytes were guessed
+    (reason,) = world.instance(wf)["review_reasons"]
+    assert reason["code"] == "ACTIVATION_FAILED"
+    assert "correlation must resolve to a string" in reason["detail"]["detail"]

@@ -1,11 +1,12 @@
-"""Scenario helpers for SIGNAL steps: definitions, a default Send, and a stand-in for recovery."""
+"""Scenario helpers for SIGNAL steps: definitions, a default Send, and recovery through the real routine."""
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from typing import Any
 
-from procedures import signals
+from procedures import routines, signals
 from tests.support.world import World
 
 HOUR = 3_600_000
@@ -54,24 +55,35 @@ def signal_row(world: World, signal_id: str) -> dict:
     return world.db.row("SELECT * FROM weave_signals WHERE id = %s", int(signal_id.removeprefix("sig_")))
 
 
-def reactivate(world: World, workflow_id: str, step_key: str = "approval") -> None:
-    """Stand-in for the recovery action `reactivate` (C-4), which is not built yet: closes the step's review
-    reasons, reopens the instance and creates activation k+1 through the real activation routine."""
-    inst = world.internal_id(workflow_id)
-    conn = world.db.connect()
-    try:
-        with conn.cursor() as cur:
-            cur.execute("START TRANSACTION")
-            cur.execute("CALL _weave_now(@now)")
-            cur.execute("SELECT namespace_id FROM weave_instances WHERE id = %s FOR UPDATE", (inst,))
-            ns = cur.fetchone()["namespace_id"]
-            cur.execute("UPDATE weave_review_reasons SET closed_at = @now, closed_by = 'reactivate' "
-                        "WHERE instance_id = %s AND closed_at IS NULL", (inst,))
-            cur.execute("UPDATE weave_instances SET status = 'RUNNING', gate = 'OPEN' WHERE id = %s", (inst,))
-            cur.execute("SELECT id FROM weave_steps WHERE instance_id = %s AND step_key = %s FOR UPDATE",
-                        (inst, step_key))
-            step = cur.fetchone()["id"]
-            cur.execute("CALL _weave_step_activate(%s, %s, %s, @now, @result)", (ns, inst, step))
-            cur.execute("COMMIT")
-    finally:
-        conn.close()
+def reactivate(world: World, workflow_id: str, step_key: str = "approval", reason: str = "retry after review") -> dict:
+    """The recovery action reactivate (C-4) through weave_step_reactivate, as an operator would call it."""
+    return routines.step_reactivate(world.db.conn, world.token, world.namespace, workflow_id, step_key, reason,
+                                    f"reactivate-{next(_keys)}")
+
+
+DIGEST_FIELDS = ("name", "payload_version", "target_step_key", "target_activation_sequence", "correlation_key",
+                 "payload", "reason", "evidence_ref")
+
+
+def digest(world: World, *, evidence_ref: str | None = None, form: str = "CANONICAL", **fields: Any) -> str:
+    """The S-4 digest as the engine computes it (the one SQL function routines and invariants share)."""
+    args = [fields[f] for f in DIGEST_FIELDS[:-1]] + [evidence_ref, form]
+    return world.db.scalar("SELECT _weave_signal_digest(%s, %s, %s, %s, %s, %s, %s, %s, %s)", *args)
+
+
+def specified_digest(*, canonical_payload: str, evidence_ref: str | None = None, **fields: Any) -> str:
+    """The S-4 digest written out from the rule, as an independent oracle: SHA-256 over the fields in order,
+    each preceded by its byte length as 8 bytes big-endian, the payload as its canonical JSON text; an absent
+    evidence_ref is eight 0xFF bytes with nothing after them."""
+    values = [fields["name"], fields["payload_version"], fields["target_step_key"],
+              str(int(fields["target_activation_sequence"])), fields["correlation_key"], canonical_payload,
+              fields["reason"]]
+    h = hashlib.sha256()
+    for value in values:
+        raw = value if isinstance(value, bytes) else value.encode("utf-8")
+        h.update(len(raw).to_bytes(8, "big") + raw)
+    if evidence_ref is None:
+        h.update(b"\xff" * 8)
+    else:
+        h.update(len(evidence_ref.encode()).to_bytes(8, "big") + evidence_ref.encode())
+    return h.hexdigest()

@@ -1,0 +1,508 @@
+"""The console's resources: each page reads through the same routine wrappers as the HTTP API, with the
+signed-in credential's token, so the console sees and does exactly what that credential may (the routines
+authorise). Pages are Jinja2 templates with autoescape; every state-changing form carries the session's
+CSRF token, and every action its own Idempotency-Key."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import secrets
+from pathlib import Path
+from urllib.parse import parse_qs, urlencode
+
+import falcon
+import jinja2
+import pymysql
+from cryptography.exceptions import InvalidTag
+
+from procedures import errors, routines, signals
+
+from ..http import ApiError, Connections, parse_strict, raw_body
+from ..resources import _parse_time
+from . import sessions, views
+
+log = logging.getLogger("weave.console")
+HERE = Path(__file__).resolve().parent
+STATIC = {"console.css": "text/css; charset=utf-8"}
+# No script at all, styles only from our own file, forms only to ourselves, never framed.
+CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; "
+       "base-uri 'none'")
+STATUSES = ("RUNNING", "NEEDS_REVIEW", "CANCELLING", "CANCELLED", "SUCCEEDED")
+INSTANCE_ACTIONS = {"pause": routines.instance_pause, "resume": routines.instance_resume,
+                    "cancel": routines.instance_cancel}
+STEP_ACTIONS = ("reactivate", "continue", "resolve")
+ACTION_SCOPE = {"pause": "workflows:control", "resume": "workflows:control", "cancel": "workflows:control",
+                "deadline": "workflows:review", "reactivate": "workflows:review", "continue": "workflows:review",
+                "resolve": "workflows:review"}
+
+templates = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True, undefined=jinja2.StrictUndefined,
+    trim_blocks=True, lstrip_blocks=True)
+templates.filters["pretty"] = views.pretty
+
+
+class SignInNeeded(Exception):
+    """No live session: the page answers with a redirect to the sign-in form."""
+
+
+class Refused(Exception):
+    """A console-level refusal (bad CSRF token, bad form), shown as an error page."""
+
+    def __init__(self, status: int, code: str, detail: str):
+        super().__init__(detail)
+        self.status, self.code, self.detail = status, code, detail
+
+
+def new_key(kind: str) -> str:
+    return f"console-{kind}-{secrets.token_hex(8)}"
+
+
+def base_path(req: falcon.Request) -> str:
+    """The console's own path, behind whatever prefix the server mounts the app at (SCRIPT_NAME)."""
+    return (req.root_path or "").rstrip("/") + "/console"
+
+
+def secure_headers(resp: falcon.Response) -> None:
+    resp.set_header("Content-Security-Policy", CSP)
+    resp.set_header("X-Content-Type-Options", "nosniff")
+    resp.set_header("Referrer-Policy", "no-referrer")
+    resp.set_header("X-Frame-Options", "DENY")
+
+
+def redirect(resp: falcon.Response, location: str) -> None:
+    resp.status = falcon.HTTP_303
+    resp.location = location
+    resp.set_header("Cache-Control", "no-store")
+    resp.text = ""
+
+
+def form(req: falcon.Request) -> dict[str, list[str]]:
+    if (req.content_type or "").split(";")[0].strip().lower() != "application/x-www-form-urlencoded":
+        raise Refused(415, "UNSUPPORTED_MEDIA_TYPE", "send the form as application/x-www-form-urlencoded")
+    try:
+        return parse_qs(raw_body(req).decode("utf-8"), keep_blank_values=True, strict_parsing=False)
+    except UnicodeDecodeError:
+        raise Refused(400, "VALIDATION_FAILED", "the form is not UTF-8") from None
+
+
+def field(data: dict[str, list[str]], name: str, default: str = "") -> str:
+    values = data.get(name)
+    return values[0] if values else default
+
+
+def optional_int(data: dict[str, list[str]], name: str) -> int | None:
+    text = field(data, name).strip()
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise Refused(422, "VALIDATION_FAILED", f"{name} must be a whole number") from None
+
+
+def page(method):
+    """Runs a responder and turns every refusal into an HTML page (or a redirect to sign-in)."""
+
+    @functools.wraps(method)
+    def run(self, req, resp, **params):
+        secure_headers(resp)
+        resp.set_header("Cache-Control", "no-store")
+        try:
+            method(self, req, resp, **params)
+        except SignInNeeded:
+            redirect(resp, base_path(req) + "/signin")
+        except Exception as exc:  # every failure is a page, never a stack trace
+            self.fail(req, resp, exc)
+
+    return run
+
+
+class Page:
+    def __init__(self, connections: Connections):
+        self.connections = connections
+
+    @property
+    def conn(self):
+        return self.connections.get()
+
+    # --- sessions ---------------------------------------------------------------------------------------
+    def session(self, req: falcon.Request) -> sessions.Session | None:
+        values = req.get_cookie_values(sessions.COOKIE) or []
+        sid = values[0] if values else None
+        if not sessions.plausible_id(sid):
+            return None
+        try:
+            row = routines.console_session_get(self.conn, sessions.session_hash(sid))
+            token = sessions.unseal(sid, row["sealed_token"])
+        except errors.Unauthenticated:
+            return None
+        except InvalidTag:
+            return None
+        return sessions.Session(sid, row["namespace"], row["actor"], tuple(row["scopes"]), token,
+                                row["expires_at"], row["now_at"])
+
+    def require(self, req: falcon.Request) -> sessions.Session:
+        session = self.session(req)
+        if session is None:
+            raise SignInNeeded()
+        return session
+
+    def checked(self, req: falcon.Request) -> tuple[sessions.Session, dict[str, list[str]]]:
+        """The session and the form of a state-changing POST whose CSRF token matches the session."""
+        session = self.require(req)
+        data = form(req)
+        if not sessions.csrf_ok(session.csrf, field(data, "csrf")):
+            raise Refused(403, "CSRF_REFUSED", "this form did not come from your console session; reload the page "
+                                               "and try again")
+        return session, data
+
+    # --- rendering --------------------------------------------------------------------------------------
+    def render(self, req, resp, template: str, session: sessions.Session | None, status: int = 200, **context):
+        resp.status = status
+        resp.content_type = "text/html; charset=utf-8"
+        resp.text = templates.get_template(template).render(
+            base=base_path(req), session=session, csrf=session.csrf if session else "", new_key=new_key,
+            **{"nav": "", **context})
+
+    def fail(self, req, resp, exc: BaseException) -> None:
+        if isinstance(exc, pymysql.err.MySQLError):
+            exc = errors.translate(exc)
+        status, code, detail = 500, "INTERNAL", "an internal error occurred; it has been logged"
+        if isinstance(exc, Refused):
+            status, code, detail = exc.status, exc.code, exc.detail
+        elif isinstance(exc, ApiError):
+            status, code, detail = exc.http_status, exc.errors[0]["code"] if exc.errors else exc.code, exc.detail
+        elif isinstance(exc, errors.ValidationFailed):
+            status, code, detail = 422, exc.field_code, exc.detail
+        elif isinstance(exc, errors.TransientDatabaseError | errors.SchemaMismatch) or errors.is_transient(exc):
+            self.connections.discard()
+            resp.set_header("Retry-After", "1")
+            status, code, detail = 503, "UNAVAILABLE", "the database is unavailable; retry shortly"
+        elif isinstance(exc, errors.Unauthenticated):
+            redirect(resp, base_path(req) + "/signin")
+            return
+        elif isinstance(exc, errors.WeaveError) and exc.http_status < 500:
+            status, code, detail = exc.http_status, exc.code, exc.detail
+        elif isinstance(exc, falcon.HTTPError):
+            status, code, detail = exc.status_code, "HTTP_ERROR", exc.title or "error"
+        else:
+            log.exception("console page failed", extra={"fields": {"path": req.path}}, exc_info=exc)
+            self.connections.discard()
+        session = None
+        if status != 503:
+            try:
+                session = self.session(req)
+            except Exception:  # the error page must render whatever the database does
+                session = None
+        self.render(req, resp, "error.html", session, status=status, code=code, detail=detail, status_code=status)
+
+
+class Static:
+    def on_get(self, req, resp, name):
+        if name not in STATIC:
+            raise falcon.HTTPNotFound()
+        resp.content_type = STATIC[name]
+        resp.data = (HERE / "static" / name).read_bytes()
+        resp.set_header("Cache-Control", "public, max-age=300")
+        resp.set_header("X-Content-Type-Options", "nosniff")
+
+
+class SignIn(Page):
+    @page
+    def on_get(self, req, resp):
+        if self.session(req) is not None:
+            redirect(resp, base_path(req))
+            return
+        self._form(req, resp)
+
+    def _form(self, req, resp, status: int = 200, error: str | None = None, namespace: str = ""):
+        # Sign-in has no session yet: a one-off value in a SameSite=Strict cookie and in the form proves the
+        # post came from this page (no login CSRF).
+        nonce = secrets.token_urlsafe(24)
+        resp.set_cookie(sessions.SIGNIN_COOKIE, nonce, path=base_path(req), secure=req.scheme == "https",
+                        http_only=True, same_site="Strict", max_age=900)
+        self.render(req, resp, "signin.html", None, status=status, nonce=nonce, error=error, namespace=namespace)
+
+    @page
+    def on_post(self, req, resp):
+        data = form(req)
+        values = req.get_cookie_values(sessions.SIGNIN_COOKIE) or []
+        namespace = field(data, "namespace").strip()
+        if not values or not sessions.csrf_ok(values[0], field(data, "nonce")):
+            raise Refused(403, "CSRF_REFUSED", "the sign-in form expired or did not come from this console; "
+                                               "open it again")
+        token = field(data, "token").strip()
+        if not token or not namespace:
+            self._form(req, resp, 422, "Give the namespace and a token.", namespace)
+            return
+        previous = self.session(req)
+        if previous is not None:  # a new sign-in replaces this browser's session, it never adds a second
+            routines.console_session_close(self.conn, sessions.session_hash(previous.session_id))
+        sid = sessions.new_session_id()
+        try:
+            routines.console_session_open(self.conn, token, namespace, sessions.session_hash(sid),
+                                          sessions.seal(sid, token), sessions.ttl_seconds())
+        except (errors.Unauthenticated, errors.NotFound):
+            self._form(req, resp, 401, "That token is not valid for this namespace.", namespace)
+            return
+        except errors.Forbidden:
+            self._form(req, resp, 403, "That credential may not read workflows (scope workflows:read).", namespace)
+            return
+        resp.unset_cookie(sessions.SIGNIN_COOKIE, path=base_path(req))
+        resp.set_cookie(sessions.COOKIE, sid, path=base_path(req), secure=req.scheme == "https", http_only=True,
+                        same_site="Strict", max_age=sessions.ttl_seconds())
+        redirect(resp, base_path(req))
+
+
+class SignOut(Page):
+    @page
+    def on_post(self, req, resp):
+        session, _ = self.checked(req)
+        routines.console_session_close(self.conn, sessions.session_hash(session.session_id))
+        resp.unset_cookie(sessions.COOKIE, path=base_path(req))
+        redirect(resp, base_path(req) + "/signin")
+
+
+class Dashboard(Page):
+    @page
+    def on_get(self, req, resp):
+        session = self.require(req)
+        figures = routines.status(self.conn)  # the same function /metrics renders
+        self.render(req, resp, "dashboard.html", session, figures=figures,
+                    chart=views.lateness_chart(figures["lateness"]), nav="dashboard")
+
+
+FILTERS = ("status", "definition", "control", "business_key", "review_code", "in_review", "deferred")
+
+
+def _filters(req: falcon.Request) -> dict[str, str]:
+    """The list filters of a request, as given (strings; checkboxes are '1' or '')."""
+    values = {name: (req.get_param(name) or "").strip() for name in FILTERS}
+    if values["status"] not in STATUSES:
+        values["status"] = ""
+    if values["control"] not in ("ACTIVE", "PAUSED"):
+        values["control"] = ""
+    for box in ("in_review", "deferred"):
+        values[box] = "1" if values[box] else ""
+    return values
+
+
+def _list_args(filters: dict[str, str]) -> dict:
+    """The routine's arguments for the filters: 'in review' is the NEEDS_REVIEW status."""
+    status = "NEEDS_REVIEW" if filters["in_review"] else filters["status"]
+    return {"status": status or None, "definition": filters["definition"] or None,
+            "control": filters["control"] or None, "business_key": filters["business_key"] or None,
+            "review_code": filters["review_code"] or None, "deferred": bool(filters["deferred"])}
+
+
+def _query(filters: dict[str, str], **more) -> str:
+    return "?" + urlencode({**{k: v for k, v in filters.items() if v}, **more})
+
+
+class Instances(Page):
+    @page
+    def on_get(self, req, resp):
+        session = self.require(req)
+        filters = _filters(req)
+        cursor = req.get_param("cursor") or None
+        page_ = routines.instance_list(self.conn, session.token, session.namespace, **_list_args(filters), limit=25,
+                                       cursor=cursor)
+        next_url = _query(filters, cursor=page_["next_cursor"]) if page_["next_cursor"] else None
+        self.render(req, resp, "instances.html", session, page=page_, filters=filters, statuses=STATUSES,
+                    next_url=next_url, first_url=_query(filters), cursor=cursor, nav="instances")
+
+
+class Instance(Page):
+    EVENTS = 500
+
+    @page
+    def on_get(self, req, resp, workflow_id):
+        session = self.require(req)
+        conn, token, ns = self.conn, session.token, session.namespace
+        instance = routines.instance_get(conn, token, ns, workflow_id)
+        definition = instance["definition"]
+        try:
+            document = routines.definition_get(conn, token, ns, definition["name"], definition["version"])
+        except errors.WeaveError:
+            document = None
+        steps = views.graph_order(document, instance["steps"])
+        now = session.now_at
+        for step in steps:
+            for wait in (step["wait"], step["final_wait"]):
+                if wait:
+                    wait["left"] = views.time_left(wait.get("due_at") or wait.get("deadline_at"), now)
+            if step["poll"]:
+                step["poll"]["next_left"] = views.time_left(step["poll"]["next_poll_at"], now)
+                step["poll"]["deadline_left"] = views.time_left(step["poll"]["poll_deadline"], now)
+            waiting = any(w and w["status"] == "WAITING" for w in (step["wait"], step["final_wait"]))
+            step["explain"] = None
+            if waiting or step["status"] == "NEEDS_REVIEW":
+                step["explain"] = signals.explain(conn, token, ns, workflow_id, step["key"])
+        deferred_left = views.time_left(instance["deferred"]["next_check_at"], now) if instance["deferred"] else None
+        for checkpoint in instance["checkpoints"]:
+            checkpoint["left"] = views.time_left(checkpoint["available_at"], now)
+        after = optional_int({"after": [req.get_param("events_after") or ""]}, "after") or 0
+        events = routines.instance_events(conn, token, ns, workflow_id, after, self.EVENTS)
+        signal_page = signals.list_signals(conn, token, ns, workflow_id, limit=1000)
+        done = None
+        if req.get_param("did") in ACTION_SCOPE:  # the notice names only a real action and a plausible key
+            key = req.get_param("key") or ""
+            if 0 < len(key) <= 128 and key.isascii() and key.isprintable():
+                done = {"did": req.get_param("did"), "key": key, "replayed": req.get_param("replayed") == "1"}
+        self.render(req, resp, "instance.html", session, instance=instance, steps=steps, events=events,
+                    signals=signal_page["items"], events_after=after, deferred_left=deferred_left,
+                    events_more=events[-1]["seq"] if len(events) == self.EVENTS else None,
+                    deadline_left=views.time_left(instance["deadline_at"], now),
+                    can_control=session.can("workflows:control"), can_review=session.can("workflows:review"),
+                    done=done, nav="instances")
+
+
+def _done(req, resp, workflow_id: str, action: str, key: str, result: dict) -> None:
+    query = urlencode({"did": action, "key": key, "replayed": "1" if result.get("replayed") else ""})
+    redirect(resp, f"{base_path(req)}/instances/{workflow_id}?{query}#result")
+
+
+class InstanceAction(Page):
+    """POST pause | resume | cancel | deadline: the routine decides and audits; the page shows the result."""
+
+    @page
+    def on_post(self, req, resp, workflow_id, action):
+        session, data = self.checked(req)
+        key, reason = field(data, "idempotency_key").strip(), field(data, "reason")
+        if action in INSTANCE_ACTIONS:
+            result = INSTANCE_ACTIONS[action](self.conn, session.token, session.namespace, workflow_id, reason, key)
+        elif action == "deadline":
+            at_text = field(data, "deadline_at").strip()
+            at = _parse_time(at_text, "deadline_at") if at_text else None
+            result = routines.instance_deadline(self.conn, session.token, session.namespace, workflow_id, reason,
+                                                key, deadline_at=at, extend_ms=optional_int(data, "extend_ms"))
+        else:
+            raise falcon.HTTPNotFound()
+        _done(req, resp, workflow_id, action, key, result)
+
+
+class StepAction(Page):
+    """POST reactivate | continue | resolve of one step (C-4)."""
+
+    @page
+    def on_post(self, req, resp, workflow_id, step_key, action):
+        session, data = self.checked(req)
+        key, reason = field(data, "idempotency_key").strip(), field(data, "reason")
+        conn, token, ns = self.conn, session.token, session.namespace
+        if action == "reactivate":
+            result = routines.step_reactivate(conn, token, ns, workflow_id, step_key, reason, key,
+                                              timeout_ms=optional_int(data, "timeout_ms"))
+        elif action == "continue":
+            result = routines.step_continue(conn, token, ns, workflow_id, step_key, reason, key,
+                                            extra_rounds=optional_int(data, "extra_rounds"),
+                                            poll_deadline_ms=optional_int(data, "poll_deadline_ms"))
+        elif action == "resolve":
+            text = field(data, "output").strip()
+            try:
+                parse_strict(text.encode("utf-8"))  # refused here, before anything is sent to the engine
+            except ApiError:
+                raise Refused(422, "OUTPUT_INVALID", "the output is not valid JSON (duplicate keys are refused "
+                                                     "too); nothing was sent") from None
+            evidence = field(data, "evidence_ref").strip() or None
+            result = routines.step_resolve(conn, token, ns, workflow_id, step_key, reason, key, output=None,
+                                           evidence_ref=evidence, output_json=text)
+        else:
+            raise falcon.HTTPNotFound()
+        _done(req, resp, workflow_id, action, key, result)
+
+
+class Review(Page):
+    """Every NEEDS_REVIEW instance with its reasons, the longest-waiting first."""
+
+    LIMIT = 200
+
+    @page
+    def on_get(self, req, resp):
+        session = self.require(req)
+        conn, token, ns = self.conn, session.token, session.namespace
+        ids, cursor = [], None
+        while len(ids) < self.LIMIT:
+            listed = routines.instance_list(conn, token, ns, status="NEEDS_REVIEW", limit=100, cursor=cursor)
+            ids += [item["workflow_id"] for item in listed["items"]]
+            cursor = listed["next_cursor"]
+            if not cursor:
+                break
+        items = []
+        for workflow_id in ids[: self.LIMIT]:
+            try:
+                instance = routines.instance_get(conn, token, ns, workflow_id)
+            except (errors.NotFound, errors.Forbidden):
+                continue  # a queue this credential may not use: the API would not show it either
+            if instance["status"] != "NEEDS_REVIEW":
+                continue  # settled since it was listed
+            opened = min((r["opened_at"] for r in instance["review_reasons"]), default=instance["updated_at"])
+            instance["waiting_for"] = views.duration((session.now_at - views.parse_time(opened)).total_seconds())
+            items.append((opened, instance))
+        items.sort(key=lambda pair: pair[0])
+        self.render(req, resp, "review.html", session, items=[i for _, i in items], truncated=len(ids) > self.LIMIT,
+                    nav="review")
+
+
+class Bulk(Page):
+    """A bulk action on a filter: first a dry run (the count and the list of what would be touched), then
+    each listed instance is acted on with its own Idempotency-Key (the run's key and the instance id), and
+    each gets its own result, so a partial failure shows and applying again is safe."""
+
+    LIMIT = 500  # one request acts on at most this many, well within a worker's timeout
+    ACTIONS = ("pause", "resume", "cancel")
+
+    @page
+    def on_get(self, req, resp):
+        session = self.require(req)
+        filters = _filters(req)
+        action = req.get_param("action") or ""
+        matches, more = None, False
+        if req.get_param("dry_run"):
+            if action not in self.ACTIONS:
+                raise Refused(422, "VALIDATION_FAILED", "choose the action to apply: pause, resume or cancel")
+            matches, cursor = [], None
+            while True:
+                listed = routines.instance_list(self.conn, session.token, session.namespace, **_list_args(filters),
+                                                limit=500, cursor=cursor)
+                matches += listed["items"]
+                cursor = listed["next_cursor"]
+                if not cursor or len(matches) > self.LIMIT:
+                    break
+            more = len(matches) > self.LIMIT
+        self.render(req, resp, "bulk.html", session, filters=filters, statuses=STATUSES, actions=self.ACTIONS,
+                    action=action, matches=matches, more=more, limit=self.LIMIT, bulk_key=new_key("bulk"),
+                    can_control=session.can("workflows:control"), nav="bulk")
+
+    @page
+    def on_post(self, req, resp):
+        session, data = self.checked(req)
+        action, reason, run_key = field(data, "action"), field(data, "reason"), field(data, "bulk_key").strip()
+        ids = data.get("workflow_id", [])
+        if action not in self.ACTIONS or not run_key or not ids or len(ids) > self.LIMIT:
+            raise Refused(422, "VALIDATION_FAILED",
+                          f"a bulk run needs an action, its key and 1..{self.LIMIT} instances")
+        results = []
+        for workflow_id in ids:
+            key = f"{run_key}.{workflow_id}"
+            try:
+                done = INSTANCE_ACTIONS[action](self.conn, session.token, session.namespace, workflow_id, reason, key)
+                results.append({"workflow_id": workflow_id, "key": key, "ok": True,
+                                "replayed": bool(done.get("replayed")), "code": "", "detail": ""})
+            except errors.WeaveError as exc:
+                if isinstance(exc, errors.TransientDatabaseError):
+                    self.connections.discard()
+                code = exc.field_code if isinstance(exc, errors.ValidationFailed) else exc.code
+                results.append({"workflow_id": workflow_id, "key": key, "ok": False, "replayed": False,
+                                "code": code, "detail": exc.detail})
+        failed = [r["workflow_id"] for r in results if not r["ok"]]
+        self.render(req, resp, "bulk_result.html", session, action=action, reason=reason, bulk_key=run_key,
+                    results=results, failed=failed, nav="bulk")
+
+
+class Missing(Page):
+    """Any other path under /console: a 404 page, not the API's problem+json."""
+
+    @page
+    def __call__(self, req, resp, **params):
+        raise Refused(404, "NOT_FOUND", "there is no such page in the console")

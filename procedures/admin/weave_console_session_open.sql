@@ -1,0 +1,48 @@
+-- The console signs in once with a bearer token: the token is authenticated exactly as every routine does
+-- (S-2), and the session row keeps it only sealed. The expiry is measured on the engine clock (R-2), so a
+-- test moves it with the test clock. Expired rows of any namespace are swept here, a few at a time.
+CREATE PROCEDURE weave_console_session_open(
+        IN in_token        VARCHAR(512),
+        IN in_namespace    VARCHAR(200),
+        IN in_session_hash VARCHAR(128),
+        IN in_sealed_token VARBINARY(2048),
+        IN in_ttl_s        INT)
+    COMMENT 'Description: opens an operator console session for a credential that may read workflows.
+Parameters: in_token (workflows:read), in_namespace, in_session_hash (SHA-256 hex of the random session id the
+cookie carries), in_sealed_token (the token sealed by the caller, 1-1024 bytes), in_ttl_s (60..604800 seconds).
+Result set: actor, scopes, queues, expires_at.
+Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50013 IN_TRANSACTION, 50100 INVALID_ARGUMENT.
+Rules: S-2, R-1, R-2, R-4.'
+    MODIFIES SQL DATA
+BEGIN
+    DECLARE v_now DATETIME(6);
+    DECLARE v_ns BIGINT UNSIGNED;
+    DECLARE v_cred BIGINT UNSIGNED;
+    DECLARE v_actor VARCHAR(128);
+    DECLARE v_expires DATETIME(6);
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_own('weave_console_session_open');
+    SET v_tx = TRUE;
+    START TRANSACTION;
+    CALL _weave_now(v_now);
+    CALL _weave_authorize(in_token, in_namespace, 'workflows:read', NULL, v_ns, v_cred, v_actor);
+    IF in_session_hash IS NULL OR in_session_hash NOT REGEXP '^[0-9a-f]{64}$' THEN
+        CALL _weave_raise(50100, 'INVALID_ARGUMENT: the session hash must be 64 hex digits');
+    END IF;
+    IF in_sealed_token IS NULL OR OCTET_LENGTH(in_sealed_token) NOT BETWEEN 1 AND 1024 THEN
+        CALL _weave_raise(50100, 'INVALID_ARGUMENT: the sealed token must be 1-1024 bytes');
+    END IF;
+    IF in_ttl_s IS NULL OR in_ttl_s NOT BETWEEN 60 AND 604800 THEN
+        CALL _weave_raise(50100, 'INVALID_ARGUMENT: the session lifetime must be 60..604800 seconds');
+    END IF;
+    SET v_expires = v_now + INTERVAL in_ttl_s SECOND;
+    DELETE FROM weave_console_sessions WHERE expires_at <= v_now ORDER BY expires_at LIMIT 100;
+    INSERT INTO weave_console_sessions (session_hash, namespace_id, credential_id, sealed_token, created_at,
+                                        expires_at)
+    VALUES (in_session_hash, v_ns, v_cred, in_sealed_token, v_now, v_expires);
+    CALL _weave_audit(v_ns, 0, v_cred, v_actor, 'console.sign_in', NULL, NULL, v_now, v_expires, NULL,
+                      JSON_OBJECT('expires_at', DATE_FORMAT(v_expires, '%Y-%m-%dT%H:%i:%s.%fZ')), NULL);
+    COMMIT;
+    SELECT c.actor, c.scopes, c.queues, v_expires AS expires_at FROM weave_credentials c WHERE c.id = v_cred;
+END

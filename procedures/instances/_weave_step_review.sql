@@ -1,0 +1,22 @@
+-- R-18 nothing stalls silently: an activation that can never succeed (its inputs are frozen, or what it
+-- was published against is gone) is not retried with backoff forever; the step waits for a person, with
+-- the reason code and what was found, and the instance's gate closes until a recovery action.
+CREATE PROCEDURE _weave_step_review(
+        IN in_namespace_id   BIGINT UNSIGNED,
+        IN in_instance_id    BIGINT UNSIGNED,
+        IN in_step_id        BIGINT UNSIGNED,
+        IN in_step_key       VARCHAR(64),
+        IN in_activation_seq INT UNSIGNED,
+        IN in_code           VARCHAR(32),
+        IN in_detail         VARCHAR(1024),
+        IN in_now            DATETIME(6))
+    COMMENT 'Internal. Description: moves a step that cannot be activated to NEEDS_REVIEW with reason in_code and
+in_detail (R-18); the caller holds the instance lock and writes nothing else for the step.'
+    MODIFIES SQL DATA
+BEGIN
+    UPDATE weave_steps SET status = 'NEEDS_REVIEW', updated_at = in_now WHERE id = in_step_id;
+    CALL _weave_review_open(in_namespace_id, in_instance_id, in_code, in_step_key, in_activation_seq,
+                            JSON_OBJECT('detail', in_detail), in_now);
+    CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'step.review', NULL, NULL, in_now,
+                      NULL, NULL, JSON_OBJECT('code', in_code, 'step_key', in_step_key, 'detail', in_detail), NULL);
+END

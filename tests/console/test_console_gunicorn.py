@@ -1,0 +1,49 @@
+"""The console under gunicorn behind a path prefix (SCRIPT_NAME): links, forms and cookies stay under it."""
+
+from __future__ import annotations
+
+import http.cookiejar
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from tests.console.conftest import _free_port
+from tests.support.processes import WeaveProcess
+from tests.support.waiting import wait_for
+
+
+def test_the_console_works_behind_a_path_prefix_under_gunicorn(database, world, tmp_path):
+    port = _free_port()
+    proc = WeaveProcess(database, "api", "--bind", f"127.0.0.1:{port}", "--workers", "1",
+                        env={"SCRIPT_NAME": "/ops"}, log=tmp_path / "api.log")
+    root = f"http://127.0.0.1:{port}/ops"
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+
+    def ready() -> bool:
+        try:
+            with urllib.request.urlopen(root + "/readyz", timeout=2) as resp:
+                return resp.status == 200
+        except OSError:
+            return False
+
+    try:
+        assert wait_for(ready, timeout=30), (tmp_path / "api.log").read_text()
+        with opener.open(root + "/console") as resp:  # no session: redirected to the prefixed sign-in
+            assert resp.url == root + "/console/signin"
+            html = resp.read().decode()
+        assert 'action="/ops/console/signin"' in html and 'href="/ops/console/static/console.css"' in html
+        nonce = re.search(r'name="nonce" value="([^"]+)"', html).group(1)
+        body = urllib.parse.urlencode({"nonce": nonce, "namespace": "acme", "token": world.token}).encode()
+        with opener.open(root + "/console/signin", data=body) as resp:
+            assert resp.url == root + "/console"
+            dashboard = resp.read().decode()
+        assert "Dashboard" in dashboard and 'href="/ops/console/review"' in dashboard
+        session = next(c for c in jar if c.name == "weave_console")
+        assert session.path == "/ops/console" and session.has_nonstandard_attr("HttpOnly")
+        with opener.open(root + "/console/static/console.css") as resp:
+            assert resp.headers["Content-Type"].startswith("text/css")
+    finally:
+        proc.terminate()
+        proc.close()

@@ -1,0 +1,418 @@
+"""The console over plain HTTP (Falcon's test client, real database): sign-in, cookie flags, CSRF, CSP,
+expiry, sign-out, and the namespace and scope checks it shares with the API."""
+
+from __future__ import annotations
+
+from procedures import routines
+from tests.console.conftest import BASE, form_post, hidden, sign_in
+
+TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
+
+
+def test_pages_need_a_session_and_the_sign_in_form_is_strict(client, world):
+    got = client.simulate_get(BASE)
+    assert got.status_code == 303 and got.headers["location"].endswith("/console/signin")
+    form = client.simulate_get(f"{BASE}/signin")
+    assert form.status_code == 200 and form.headers["content-type"].startswith("text/html")
+    csp = form.headers["content-security-policy"]
+    assert "default-src 'none'" in csp and "script-src" not in csp and "frame-ancestors 'none'" in csp
+    assert "<script" not in form.text and " style=" not in form.text
+    assert form.headers["x-content-type-options"] == "nosniff"
+
+
+def test_sign_in_sets_an_httponly_strict_cookie_holding_no_token(client, world):
+    cookies = sign_in(client, world.token)
+    sid = cookies["weave_console"]
+    assert world.token not in sid and len(sid) == 43
+    page = client.simulate_get(f"{BASE}/signin")
+    nonce, pre = hidden(page.text, "nonce"), page.cookies["weave_console_signin"].value
+    done = form_post(client, f"{BASE}/signin", {"nonce": nonce, "namespace": "acme", "token": world.token},
+                     {"weave_console_signin": pre})
+    cookie = done.cookies["weave_console"]
+    assert cookie.http_only and cookie.same_site == "Strict" and cookie.path == "/console"
+    assert not cookie.secure  # plain HTTP here; over HTTPS the cookie is Secure (below)
+    assert world.token not in done.headers.get("location", "")
+    dashboard = client.simulate_get(BASE, cookies=cookies)
+    assert dashboard.status_code == 200 and world.token not in dashboard.text
+    row = world.db.row("SELECT sealed_token, session_hash FROM weave_console_sessions LIMIT 1")
+    assert world.token.encode() not in bytes(row["sealed_token"]) and sid not in row["session_hash"]
+
+
+def test_over_https_the_session_cookie_is_secure(client, world):
+    cookies = sign_in(client, world.token, protocol="https")
+    page = client.simulate_get(f"{BASE}/signin", protocol="https")
+    nonce, pre = hidden(page.text, "nonce"), page.cookies["weave_console_signin"].value
+    assert page.cookies["weave_console_signin"].secure
+    done = form_post(client, f"{BASE}/signin", {"nonce": nonce, "namespace": "acme", "token": world.token},
+                     {"weave_console_signin": pre}, protocol="https")
+    assert done.cookies["weave_console"].secure and cookies
+
+
+def test_a_bad_token_or_a_forged_sign_in_is_refused(client, world):
+    page = client.simulate_get(f"{BASE}/signin")
+    nonce, pre = hidden(page.text, "nonce"), page.cookies["weave_console_signin"].value
+    bad = form_post(client, f"{BASE}/signin", {"nonce": nonce, "namespace": "acme", "token": "wv_nope"},
+                    {"weave_console_signin": pre})
+    assert bad.status_code == 401 and "weave_console" not in bad.cookies
+    forged = form_post(client, f"{BASE}/signin", {"nonce": "guess", "namespace": "acme", "token": world.token})
+    assert forged.status_code == 403 and "CSRF_REFUSED" in forged.text and "weave_console" not in forged.cookies
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_console_sessions") == 0
+
+
+def test_state_changing_posts_without_the_csrf_token_are_refused(client, world):
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    cookies = sign_in(client, world.token)
+    for csrf in ("", "0" * 64):
+        refused = form_post(client, f"{BASE}/instances/{wf}/pause",
+                            {"csrf": csrf, "idempotency_key": "k-1", "reason": "forged"}, cookies)
+        assert refused.status_code == 403 and "CSRF_REFUSED" in refused.text
+    assert world.instance(wf)["control"] == "ACTIVE"
+    page = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies)
+    done = form_post(client, f"{BASE}/instances/{wf}/pause",
+                     {"csrf": hidden(page.text, "csrf"), "idempotency_key": "k-1", "reason": "by hand"}, cookies)
+    assert done.status_code == 303 and world.instance(wf)["control"] == "PAUSED"
+
+
+def test_a_double_submit_acts_once(client, world):
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    cookies = sign_in(client, world.token)
+    page = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies)
+    fields = {"csrf": hidden(page.text, "csrf"), "idempotency_key": "console-pause-twice", "reason": "hold it"}
+    first = form_post(client, f"{BASE}/instances/{wf}/pause", fields, cookies)
+    second = form_post(client, f"{BASE}/instances/{wf}/pause", fields, cookies)
+    assert first.status_code == second.status_code == 303
+    assert "replayed=1" in second.headers["location"] and "replayed=1" not in first.headers["location"]
+    assert [e["type"] for e in world.events(wf)].count("INSTANCE_PAUSED") == 1
+    shown = client.simulate_get(second.headers["location"].split("#")[0].replace("http://falconframework.org", ""),
+                                cookies=cookies)
+    assert "already done with Idempotency-Key" in shown.text
+    crafted = client.simulate_get(f"{BASE}/instances/{wf}", params={"did": "wire money", "key": "k"}, cookies=cookies)
+    assert crafted.status_code == 200 and 'id="result"' not in crafted.text
+
+
+def test_sign_out_ends_the_session_and_sessions_expire_on_the_engine_clock(client, world):
+    cookies = sign_in(client, world.token)
+    page = client.simulate_get(BASE, cookies=cookies)
+    out = form_post(client, f"{BASE}/signout", {"csrf": hidden(page.text, "csrf")}, cookies)
+    assert out.status_code == 303 and out.cookies["weave_console"].value == ""
+    assert client.simulate_get(BASE, cookies=cookies).status_code == 303  # the old cookie points at nothing
+    again = sign_in(client, world.token)
+    assert client.simulate_get(BASE, cookies=again).status_code == 200
+    world.db.advance(8 * 3600 * 1000 + 1)
+    assert client.simulate_get(BASE, cookies=again).status_code == 303
+
+
+def test_a_disabled_credential_ends_its_sessions(client, world):
+    cred = world.credential(["workflows:read"], actor="temp")
+    cookies = sign_in(client, cred["token"])
+    assert client.simulate_get(BASE, cookies=cookies).status_code == 200
+    routines.credential_disable(world.db.conn, world.admin, "acme", cred["credential_id"])
+    assert client.simulate_get(BASE, cookies=cookies).status_code == 303
+
+
+def test_another_namespaces_instance_is_a_404_page(client, world):
+    from tests.support.world import World
+
+    other = World.create(world.db, "other")
+    other.publish(TIMER)
+    theirs = other.start("cool-off")
+    cookies = sign_in(client, world.token)
+    got = client.simulate_get(f"{BASE}/instances/{theirs}", cookies=cookies)
+    assert got.status_code == 404 and got.headers["content-type"].startswith("text/html")
+    assert "NOT_FOUND" in got.text and "cool-off" not in got.text
+    assert client.simulate_get(f"{BASE}/instances/wf_999999", cookies=cookies).status_code == 404
+
+
+def test_a_read_only_credential_sees_no_actions_and_a_forged_post_is_refused(client, world):
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    reader = world.credential(["workflows:read"], actor="auditor")
+    cookies = sign_in(client, reader["token"])
+    page = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies)
+    assert page.status_code == 200 and "idempotency_key" not in page.text and "/pause" not in page.text
+    refused = form_post(client, f"{BASE}/instances/{wf}/pause",
+                        {"csrf": hidden(page.text, "csrf"), "idempotency_key": "k-x", "reason": "sneaky"}, cookies)
+    assert refused.status_code == 403 and "FORBIDDEN" in refused.text
+    assert world.instance(wf)["control"] == "ACTIVE"
+
+
+def test_a_credential_without_read_scope_cannot_sign_in(client, world):
+    starter = world.credential(["workflows:start"], actor="starter")
+    page = client.simulate_get(f"{BASE}/signin")
+    nonce, pre = hidden(page.text, "nonce"), page.cookies["weave_console_signin"].value
+    got = form_post(client, f"{BASE}/signin", {"nonce": nonce, "namespace": "acme", "token": starter["token"]},
+                    {"weave_console_signin": pre})
+    assert got.status_code == 403 and "weave_console" not in got.cookies
+
+
+def test_the_dashboard_shows_the_figures_of_metrics(client, world):
+    world.publish(TIMER)
+    for _ in range(3):
+        world.start("cool-off")
+    cookies = sign_in(client, world.token)
+    page = client.simulate_get(BASE, cookies=cookies).text
+    metrics = client.simulate_get("/metrics").text
+    assert 'weave_instances{status="RUNNING"} 3.0' in metrics
+    assert 'data-figure="instances-RUNNING">3<' in page
+    assert 'weave_due_backlog{class="CHECKPOINT"} 3.0' in metrics and 'data-figure="due-CHECKPOINT">3<' in page
+    assert "<svg" in page and "Timer lateness" in page
+
+
+def test_static_css_and_unknown_console_pages(client, world):
+    css = client.simulate_get(f"{BASE}/static/console.css")
+    assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+    assert client.simulate_get(f"{BASE}/static/../app.py").status_code == 404
+
+
+# --- filters and bulk actions ---------------------------------------------------------------------------------
+def _ids_on(html: str) -> list[str]:
+    import re
+
+    return re.findall(r'<td><a href="/console/instances/(wf_\d+)">', html)
+
+
+def test_list_filters_by_business_key_control_review_code_and_deferral(client, world, orch):
+    from tests.console.test_console_browser import in_review
+
+    world.publish({"name": "two-waits", "steps": [{"key": "first", "type": "TIMER", "delay_ms": 60_000},
+                                                  {"key": "second", "type": "TIMER", "delay_ms": 60_000,
+                                                   "after": ["first"]}]})
+    plain = world.start("two-waits", business_key="bk-1")
+    other = world.start("two-waits", business_key="bk-2")
+    orch.drain()
+    routines.instance_pause(world.db.conn, world.token, "acme", other, "hold", "p-1")
+    reviewed = in_review(world, orch, "bk-3")
+    cookies = sign_in(client, world.token)
+
+    def listed(**params) -> list[str]:
+        page = client.simulate_get(f"{BASE}/instances", params=params, cookies=cookies)
+        assert page.status_code == 200, page.text
+        return _ids_on(page.text)
+
+    assert listed() == [reviewed, other, plain]
+    assert listed(business_key="bk-1") == [plain]
+    assert listed(control="PAUSED") == [other]
+    assert listed(in_review="1") == [reviewed] == listed(review_code="POLL_ROUNDS_EXHAUSTED")
+    assert listed(review_code="POLL_DEADLINE") == []
+    world.db.advance(61_000)
+    orch.drain()  # the paused instance's timer settles, and its next step is deferred while paused
+    assert listed(deferred="1") == [other]
+    page = client.simulate_get(f"{BASE}/instances/{other}", cookies=cookies).text
+    assert "Deferred: PAUSED" in page and "instance paused" in page and "When the engine looks again" in page
+    assert 'id="a-resume-title"' in page and 'id="a-pause-title"' not in page  # paused: resume is what is left
+
+
+def test_list_pages_with_a_cursor(client, world):
+    import re
+
+    world.publish(TIMER)
+    started = [world.start("cool-off") for _ in range(30)]
+    cookies = sign_in(client, world.token)
+    first = client.simulate_get(f"{BASE}/instances", cookies=cookies).text
+    cursor = re.search(r'href="/console/instances\?cursor=(\d+)" rel="next"', first).group(1)
+    second = client.simulate_get(f"{BASE}/instances", params={"cursor": cursor}, cookies=cookies).text
+    assert _ids_on(first) + _ids_on(second) == started[::-1]
+    assert 'rel="next"' not in second
+
+
+def test_bulk_dry_run_lists_exactly_the_filter_then_each_item_acts_once_with_its_own_key(client, world):
+    world.publish(TIMER)
+    world.publish({"name": "other-flow", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]})
+    mine = [world.start("cool-off") for _ in range(5)]
+    theirs = world.start("other-flow")
+    for n, wf in enumerate([*mine[:3], theirs]):
+        routines.instance_pause(world.db.conn, world.token, "acme", wf, "hold", f"p-{n}")
+    cookies = sign_in(client, world.token)
+    dry = client.simulate_get(f"{BASE}/bulk", cookies=cookies, params={
+        "definition": "cool-off", "control": "PAUSED", "action": "resume", "dry_run": "1"})
+    assert dry.status_code == 200 and 'data-figure="bulk-count">3<' in dry.text
+    assert sorted(_ids_on(dry.text)) == sorted(mine[:3])
+    assert all(world.instance(wf)["control"] == "PAUSED" for wf in mine[:3])  # a dry run changes nothing
+    run_key = hidden(dry.text, "bulk_key")
+    fields = {"csrf": hidden(dry.text, "csrf"), "action": "resume", "bulk_key": run_key, "reason": "vendor is back",
+              "workflow_id": mine[:3]}
+    applied = form_post(client, f"{BASE}/bulk", fields, cookies)
+    assert applied.status_code == 200 and 'data-figure="bulk-ok">3<' in applied.text
+    assert all(f"{run_key}.{wf}" in applied.text for wf in mine[:3])
+    assert [world.instance(wf)["control"] for wf in mine] == ["ACTIVE"] * 5
+    assert world.instance(theirs)["control"] == "PAUSED"
+    again = form_post(client, f"{BASE}/bulk", fields, cookies)  # a second submit replays every item
+    assert again.text.count(">replayed<") == 3
+    for wf in mine[:3]:
+        assert [e["type"] for e in world.events(wf)].count("INSTANCE_RESUMED") == 1
+
+
+def test_a_partial_bulk_failure_is_reported_per_item_and_can_be_retried(client, world):
+    world.publish(TIMER)
+    wfs = [world.start("cool-off") for _ in range(3)]
+    routines.instance_cancel(world.db.conn, world.token, "acme", wfs[1], "wrong order", "c-1")
+    cookies = sign_in(client, world.token)
+    dry = client.simulate_get(f"{BASE}/bulk", cookies=cookies,
+                              params={"definition": "cool-off", "action": "pause", "dry_run": "1"})
+    assert 'data-figure="bulk-count">3<' in dry.text
+    fields = {"csrf": hidden(dry.text, "csrf"), "action": "pause", "bulk_key": hidden(dry.text, "bulk_key"),
+              "reason": "freeze", "workflow_id": _ids_on(dry.text)}
+    applied = form_post(client, f"{BASE}/bulk", fields, cookies).text
+    assert 'data-figure="bulk-ok">2<' in applied and 'data-figure="bulk-failed">1<' in applied
+    assert f'<tr data-result="{wfs[1]}">' in applied and "INVALID_STATE" in applied
+    assert applied.count('name="workflow_id"') == 1 and f'name="workflow_id" value="{wfs[1]}"' in applied
+
+
+def test_a_read_only_credential_gets_a_dry_run_but_no_apply_and_a_forged_apply_is_refused(client, world):
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    reader = world.credential(["workflows:read"], actor="auditor")
+    cookies = sign_in(client, reader["token"])
+    dry = client.simulate_get(f"{BASE}/bulk", cookies=cookies, params={"action": "cancel", "dry_run": "1"})
+    assert 'data-figure="bulk-count">1<' in dry.text and "bulk_key" not in dry.text
+    forged = form_post(client, f"{BASE}/bulk", {"csrf": hidden(dry.text, "csrf"), "action": "cancel",
+                                                 "bulk_key": "k", "reason": "x", "workflow_id": [wf]}, cookies)
+    assert "FORBIDDEN" in forged.text and world.instance(wf)["status"] == "RUNNING"
+
+
+def test_unknown_console_pages_are_html_404s_and_the_api_keeps_its_problems(client, world):
+    cookies = sign_in(client, world.token)
+    missing = client.simulate_get(f"{BASE}/nope/deeper", cookies=cookies)
+    assert missing.status_code == 404 and missing.headers["content-type"].startswith("text/html")
+    assert "content-security-policy" in missing.headers
+    api = client.simulate_get("/consolex")
+    assert api.status_code == 404 and api.headers["content-type"].startswith("application/problem+json")
+
+
+def test_a_new_sign_in_replaces_the_browsers_session(client, world):
+    first = sign_in(client, world.token)
+    page = client.simulate_get(f"{BASE}/signin")  # another tab, opened before the first sign-in
+    both = {**first, "weave_console_signin": page.cookies["weave_console_signin"].value}
+    done = form_post(client, f"{BASE}/signin", {"nonce": hidden(page.text, "nonce"), "namespace": "acme",
+                                                "token": world.token}, both)
+    second = {"weave_console": done.cookies["weave_console"].value}
+    assert second != first and world.db.scalar("SELECT COUNT(*) FROM weave_console_sessions") == 1
+    assert client.simulate_get(BASE, cookies=first).status_code == 303
+
+
+def test_the_deadline_moves_by_an_extension_or_to_a_time_and_a_bad_time_is_a_422_page(client, world):
+    world.publish(TIMER)
+    wf = world.start("cool-off", deadline_ms=3_600_000)
+    cookies = sign_in(client, world.token)
+    csrf = hidden(client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text, "csrf")
+    before = world.instance(wf)["deadline_at"]
+    moved = form_post(client, f"{BASE}/instances/{wf}/deadline",
+                      {"csrf": csrf, "idempotency_key": "d-1", "reason": "customer asked", "extend_ms": "60000"},
+                      cookies)
+    assert moved.status_code == 303 and world.instance(wf)["deadline_at"] > before
+    bad = form_post(client, f"{BASE}/instances/{wf}/deadline",
+                    {"csrf": csrf, "idempotency_key": "d-2", "reason": "typo", "deadline_at": "next tuesday"}, cookies)
+    assert bad.status_code == 422 and "DEADLINE_INVALID" in bad.text
+    to = form_post(client, f"{BASE}/instances/{wf}/deadline", {"csrf": csrf, "idempotency_key": "d-3",
+                   "reason": "year end", "deadline_at": "2099-12-31T00:00:00Z"}, cookies)
+    assert to.status_code == 303 and world.instance(wf)["deadline_at"].startswith("2099-12-31T00:00:00")
+
+
+def test_a_long_history_pages_through_its_events(client, world, orch, monkeypatch):
+    import re
+
+    from api.console import pages
+
+    monkeypatch.setattr(pages.Instance, "EVENTS", 2)
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    orch.drain()
+    world.db.advance(60_001)
+    orch.drain()
+    types = [e["type"] for e in world.events(wf)]
+    assert len(types) == 4
+    cookies = sign_in(client, world.token)
+    seen, params = [], {}
+    while True:
+        html = client.simulate_get(f"{BASE}/instances/{wf}", params=params, cookies=cookies).text
+        seen += re.findall(r"</time> <strong>([A-Z_]+)</strong>", html)
+        later = re.search(r'href="\?events_after=(\d+)#history" rel="next"', html)
+        if not later:
+            break
+        params = {"events_after": later.group(1)}
+    assert seen == types
+
+
+def test_database_down_is_a_503_page_with_retry_after(world):
+    from falcon import testing
+
+    from api.app import create_app
+    from procedures.db import Dsn
+    from tests.console.conftest import Connections
+
+    dead = testing.TestClient(create_app(Connections(Dsn(host="127.0.0.1", port=1, database="x"))))
+    page = dead.simulate_get(f"{BASE}/signin")
+    assert page.status_code == 200  # signing in needs no database until the form is posted
+    got = dead.simulate_get(BASE, cookies={"weave_console": "a" * 43})
+    assert got.status_code == 503 and got.headers["retry-after"] == "1"
+    assert got.headers["content-type"].startswith("text/html") and "UNAVAILABLE" in got.text
+    assert "Traceback" not in got.text
+
+
+def test_the_instance_page_explains_a_waiting_signal_step_and_each_signal_that_lost(client, world, orch):
+    from tests.support import signals as sig
+
+    world.publish(sig.signal_flow())
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+    sig.send(world, wf, correlation_key="o-1 ", payload='{"note": "<b>bold</b>"}', reason="typo <i>here</i>")
+    orch.drain()
+    cookies = sign_in(client, world.token)
+    html = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text
+    assert "Explain: why this wait is still open" in html
+    assert "CORRELATION_MISMATCH" in html and "first_difference_offset" in html  # explain, and why it lost
+    assert "&lt;b&gt;bold&lt;/b&gt;" in html and "typo &lt;i&gt;here&lt;/i&gt;" in html
+    assert "<b>bold</b>" not in html and "<i>here</i>" not in html
+    assert "(in 59m" in html  # the wait's deadline with the time left on the engine clock
+
+
+def test_every_kind_of_step_renders_at_every_stage_of_a_flow(client, world, orch):
+    """The example order flow (TIMER, POLL with a final signal, SIGNAL) and a TASK, page by page as it runs."""
+    import json
+    from pathlib import Path
+
+    from tests.sql.test_polls import answer
+    from tests.support import signals as sig
+
+    doc = json.loads((Path(__file__).resolve().parents[2] / "docs/examples/order-flow.json").read_text())
+    for step in doc["steps"]:
+        if step.get("queue"):
+            step["queue"] = "payments"
+    doc["steps"].append({"key": "ship", "type": "TASK", "queue": "payments", "handler": "example.echo",
+                         "handler_version": "1", "after": ["approval"], "input": {"order": "$.input.order_id"}})
+    world.publish(doc)
+    wf = world.start("order-flow", {"order_id": "o-1"}, business_key="o-1")
+    cookies = sign_in(client, world.token)
+
+    def shown() -> str:
+        got = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies)
+        assert got.status_code == 200, got.text
+        return got.text
+
+    assert "the instance" in shown()  # only the ROOT checkpoint so far
+    orch.drain()
+    assert "TIMER wait <strong>WAITING</strong>" in shown()
+    world.db.advance(5_001)
+    orch.drain()
+    html = shown()
+    assert "POLL_FINAL wait" in html and "Poll IN_FLIGHT" in html
+    answer(world, "PENDING")
+    orch.drain()
+    assert "POLL_PENDING" in shown()
+    world.db.advance(2_001)
+    orch.drain()
+    answer(world, {"status": "PAID", "output": {"paid": True}})
+    orch.drain()
+    html = shown()
+    assert "SIGNAL wait <strong>WAITING</strong>" in html and "1. cool_off" in html and "4. ship" in html
+    sig.send(world, wf, payload='{"approved": true}')
+    orch.drain()
+    html = shown()
+    assert "won by" in html and "approval.decided v1" in html
+    answer(world, {"shipped": True})
+    orch.drain()
+    html = shown()
+    assert 'class="status s-SUCCEEDED">SUCCEEDED</span></h1>' in html and "INSTANCE_SUCCEEDED" in html
+    assert 'name="idempotency_key"' not in html  # a finished instance offers no action

@@ -1,0 +1,164 @@
+"""R-1 from the caller's side: a public routine called inside a transaction the caller opened never commits
+or rolls back the caller's work. A routine that owns its transaction refuses with IN_TRANSACTION before it
+reads anything; the others run inside the caller's transaction and leave it open.
+
+The list of routines is read from the database, so a routine added later cannot skip these tests. Each is
+driven from PyMySQL with autocommit off (every Python driver's default) and from the ``mariadb`` client."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pymysql
+import pytest
+
+from procedures import db as dbmod
+from procedures import errors, installer
+
+CALLER_TABLE = "caller_orders"
+
+
+def public_routines(db) -> list[dict]:
+    """Every public routine installed, with its parameters and whether it starts a transaction of its own."""
+    rows = db.rows("SELECT ROUTINE_NAME AS name, ROUTINE_DEFINITION AS body FROM information_schema.ROUTINES "
+                   "WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME NOT LIKE '\\_%%' ORDER BY ROUTINE_NAME")
+    params = db.rows("SELECT SPECIFIC_NAME AS name, PARAMETER_NAME AS param, PARAMETER_MODE AS mode "
+                     "FROM information_schema.PARAMETERS WHERE SPECIFIC_SCHEMA = DATABASE() "
+                     "AND PARAMETER_MODE IS NOT NULL ORDER BY SPECIFIC_NAME, ORDINAL_POSITION")
+    for row in rows:
+        row["params"] = [(p["param"], p["mode"]) for p in params if p["name"] == row["name"]]
+        body = row["body"] or ""
+        row["owns"] = "START TRANSACTION" in body and "WITH CONSISTENT SNAPSHOT" not in body
+    return rows
+
+
+def call_text(routine: dict, token: str, namespace: str) -> str:
+    """A CALL with the namespace's admin token and name where the routine takes them, NULL elsewhere."""
+    args = []
+    for i, (param, mode) in enumerate(routine["params"]):
+        if mode != "IN":
+            args.append(f"@out{i}")
+        elif param == "in_token":
+            args.append(pymysql.converters.escape_string(token).join("''"))
+        elif param == "in_namespace":
+            args.append(f"'{namespace}'")
+        else:
+            args.append("NULL")
+    return f"CALL {routine['name']}({', '.join(args)})"
+
+
+@pytest.fixture
+def caller_table(world):
+    world.db.execute(f"CREATE TABLE IF NOT EXISTS {CALLER_TABLE} (id INT PRIMARY KEY) ENGINE=InnoDB")
+    world.db.execute(f"DELETE FROM {CALLER_TABLE}")
+    yield CALLER_TABLE
+    world.db.execute(f"DROP TABLE IF EXISTS {CALLER_TABLE}")
+
+
+def test_R1_the_routine_list_is_the_shipped_one(db):
+    """Nothing is left out: the database's public routines are exactly those the code ships."""
+    installed = {r["name"] for r in public_routines(db)}
+    shipped = {r.name for r in installer.shipped_routines() if r.public}
+    assert installed == shipped and len(installed) > 30
+
+
+def test_R1_every_public_routine_leaves_a_pymysql_callers_transaction_as_it_was(world, caller_table):
+    routines = public_routines(world.db)
+    engine_before = world.db.table_counts()
+    conn = dbmod.connect(world.db.dsn, autocommit=False)
+    refused = []
+    try:
+        for n, routine in enumerate(routines, start=1):
+            with conn.cursor() as cur:
+                cur.execute(f"INSERT INTO {caller_table} VALUES (%s)", (n,))
+                assert cur.execute("SELECT @@in_transaction AS t") and cur.fetchone()["t"] == 1
+                try:
+                    cur.execute(call_text(routine, world.admin, world.namespace))
+                    while cur.nextset():
+                        pass
+                    outcome = "ran"
+                except pymysql.err.MySQLError as exc:
+                    outcome = errors.translate(exc)
+                cur.execute("SELECT @@in_transaction AS t")
+                assert cur.fetchone()["t"] == 1, f"{routine['name']} ended the caller's transaction"
+                cur.execute(f"SELECT COUNT(*) AS c FROM {caller_table}")
+                assert cur.fetchone()["c"] == n, f"{routine['name']} lost the caller's pending rows"
+            if routine["owns"]:
+                assert isinstance(outcome, errors.InTransaction), (routine["name"], outcome)
+                refused.append(routine["name"])
+                if routine["name"] == "weave_signal_send":
+                    assert "weave_signal_send_in_tx" in str(outcome)
+        conn.commit()
+    finally:
+        conn.close()
+    assert world.db.scalar(f"SELECT COUNT(*) FROM {caller_table}") == len(routines)
+    assert world.db.table_counts() == engine_before
+    assert "weave_instance_start" in refused and "weave_app_put" in refused and "weave_signal_send" in refused
+
+
+def test_R1_a_pymysql_caller_without_an_open_transaction_is_served(world, caller_table):
+    """Autocommit off but nothing pending yet: the routine owns its transaction and commits it."""
+    conn = dbmod.connect(world.db.dsn, autocommit=False)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("CALL weave_app_put(%s, %s, 'orders', 10, 'ACTIVE')", (world.admin, world.namespace))
+            while cur.nextset():
+                pass
+            cur.execute("SELECT @@in_transaction AS t")
+            assert cur.fetchone()["t"] == 0
+    finally:
+        conn.close()
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_apps WHERE name = 'orders'") == 1
+
+
+def test_R1_a_failed_routine_rolls_back_only_what_it_started(world, caller_table):
+    """An error inside a routine's own transaction rolls that transaction back, and the session is clean."""
+    conn = dbmod.connect(world.db.dsn, autocommit=False)
+    try:
+        with conn.cursor() as cur, pytest.raises(pymysql.err.MySQLError) as failure:
+            cur.execute("CALL weave_app_put(%s, %s, 'orders', -1, 'ACTIVE')", (world.admin, world.namespace))
+        assert errors.translate(failure.value).code == "VALIDATION_FAILED"
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@in_transaction AS t")
+            assert cur.fetchone()["t"] == 0
+    finally:
+        conn.close()
+
+
+def test_R1_every_public_routine_leaves_a_mariadb_client_callers_transaction_as_it_was(world, caller_table):
+    routines = public_routines(world.db)
+    engine_before = world.db.table_counts()
+    lines = ["START TRANSACTION;"]
+    where: dict[int, str] = {}
+    for n, routine in enumerate(routines, start=1):
+        lines.append(f"INSERT INTO {caller_table} VALUES ({n});")
+        lines.append(call_text(routine, world.admin, world.namespace) + ";")
+        where[len(lines)] = routine["name"]
+        lines.append(f"SELECT '{routine['name']}', @@in_transaction, COUNT(*) FROM {caller_table};")
+    lines.append("COMMIT;")
+    dsn = world.db.dsn
+    client = shutil.which("mariadb") or shutil.which("mysql")
+    assert client, "the mariadb (or mysql) command-line client must be on PATH"
+    argv = [client, "--force", "--batch", "--skip-column-names", f"--user={dsn.user}", dsn.database]
+    argv += [f"--socket={dsn.unix_socket}"] if dsn.unix_socket else [f"--host={dsn.host}", f"--port={dsn.port}"]
+    if dsn.password:
+        argv.append(f"--password={dsn.password}")
+    run = subprocess.run(argv, input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120)
+    failed = {}
+    for line in run.stderr.splitlines():
+        match = re.match(r"ERROR (\d+) \(\w+\) at line (\d+)(?: in file: '[^']*')?: (.*)", line)
+        if match and int(match.group(2)) in where:
+            failed[where[int(match.group(2))]] = (int(match.group(1)), match.group(3))
+    answered = [line.split("\t") for line in run.stdout.splitlines() if line.strip()]
+    answered = [row for row in answered if len(row) == 3 and row[0] in {r["name"] for r in routines}]
+    assert [row[0] for row in answered] == [r["name"] for r in routines], run.stderr
+    for n, (name, in_tx, count) in enumerate(answered, start=1):
+        assert (in_tx, count) == ("1", str(n)), f"{name} touched the caller's transaction"
+    for routine in routines:
+        if routine["owns"]:
+            errno, message = failed[routine["name"]]
+            assert errno == errors.ERRORS["IN_TRANSACTION"][0] and message.startswith("IN_TRANSACTION:"), routine
+    assert world.db.scalar(f"SELECT COUNT(*) FROM {caller_table}") == len(routines)
+    assert world.db.table_counts() == engine_before

@@ -1,0 +1,71 @@
+"""S-17 for every step type: "why is it waiting?" answers a timer's due time, a poll's rounds and task, a task's
+attempts and lease, and what holds the instance back (R-18), from SQL and over HTTP with the same values."""
+
+from __future__ import annotations
+
+from procedures import pulse, routines, signals
+from tests.sql.test_polls import poll_flow
+from tests.sql.test_pulse import claim, task_flow
+
+
+def explain(world, wf: str, step: str) -> dict:
+    return signals.explain(world.db.conn, world.token, world.namespace, wf, step)
+
+
+def test_S17_a_waiting_timer_explains_its_due_time_cap_and_lateness(world, orch):
+    world.publish({"name": "cool", "steps": [{"key": "cool", "type": "TIMER", "delay_ms": 60_000}]})
+    wf = world.start("cool", deadline_ms=30_000)  # the instance deadline caps the timer
+    orch.drain()
+    report = explain(world, wf, "cool")
+    timer = report["timer"]
+    assert timer["delay_ms"] == 60_000 and timer["truncated"] is True
+    assert timer["due_at"] < timer["planned_due_at"] and timer["lateness_ms"] == 0
+    assert report["poll"] is None and report["task"] is None and report["open_review_codes"] == []
+    assert report["blockers"] == []
+    world.db.execute("UPDATE weave_pending_advances SET available_at = available_at + INTERVAL 1 HOUR")
+    world.db.advance(31_000)
+    late = explain(world, wf, "cool")["timer"]
+    assert late["lateness_ms"] >= 1_000  # due and not yet settled: late so far
+
+
+def test_S17_a_poll_explains_rounds_next_poll_current_task_and_last_outcome(world, orch):
+    world.publish(poll_flow())
+    wf = world.start("pay", {"order_id": "a"})
+    orch.drain()
+    first = explain(world, wf, "check")
+    assert first["poll"]["state"] == "IN_FLIGHT" and first["poll"]["rounds_used"] == 1
+    assert first["poll"]["max_rounds"] == 3 and first["poll"]["poll_deadline"] is not None
+    task = first["task"]
+    assert task["status"] == "QUEUED" and task["attempts_used"] == 0 and task["lease_holder"] is None
+    got, = claim(world, worker="w-7")
+    running = explain(world, wf, "check")["task"]
+    assert running["status"] == "RUNNING" and running["lease_holder"] == "w-7" and running["attempts_used"] == 1
+    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w-7", {"status": "PENDING"})
+    orch.drain()
+    waiting = explain(world, wf, "check")["poll"]
+    assert waiting["state"] == "WAITING" and waiting["last_outcome"] == "POLL_PENDING" and waiting["next_poll_at"]
+
+
+def test_S17_a_task_explains_attempts_and_the_next_retry(world, orch):
+    world.publish(task_flow(retry={"max_attempts": 3, "initial_backoff_ms": 5_000, "backoff_coefficient": 2,
+                                   "max_backoff_ms": 60_000}))
+    wf = world.start("pay", {"order_id": "a"})
+    orch.drain()
+    got, = claim(world)
+    pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "card network down", retryable=True)
+    task = explain(world, wf, "work")["task"]
+    assert task["status"] == "QUEUED" and task["attempts_used"] == 1 and task["max_attempts"] == 3
+    assert task["next_retry_at"] is not None and task["lease_holder"] is None
+
+
+def test_S17_R18_explain_names_what_holds_the_instance_back(world, orch):
+    world.publish({"name": "two", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1_000},
+                                            {"key": "b", "type": "TIMER", "delay_ms": 1_000, "after": ["a"]}]})
+    wf = world.start("two")
+    orch.drain()
+    routines.instance_pause(world.db.conn, world.token, world.namespace, wf, "hold", "pause-x")
+    world.db.advance(1_000)
+    orch.drain()
+    blockers = {b["blocker"]: b for b in explain(world, wf, "b")["blockers"]}
+    assert set(blockers) == {"PAUSED", "DEFERRED"}
+    assert blockers["DEFERRED"]["reason"] == "PAUSED" and blockers["DEFERRED"]["next_check_at"]

@@ -1,0 +1,141 @@
+"""R-18 nothing stalls silently: work that can never proceed goes to review with a reason code and its detail;
+work deferred by something that can clear by itself stays deferred, and says why, since when and how often."""
+
+from __future__ import annotations
+
+import pytest
+
+from procedures import db as dbmod
+from procedures import errors, routines
+from tests.sql.test_pulse import task_flow
+from tests.support.signals import signal_flow
+
+
+def status_sets(world) -> tuple[dict, dict]:
+    sets = dbmod.call(world.db.conn, "weave_status")
+    deferred = {r["reason"]: r["instances"] for r in sets[5]}
+    failing = {r["class"]: (int(r["failing"]), int(r["repeated"])) for r in sets[6]}
+    return deferred, failing
+
+
+def test_R18_a_definition_naming_a_missing_queue_is_refused_at_publish(world):
+    with pytest.raises(errors.ValidationFailed) as info:
+        world.publish(task_flow(queue="later"))
+    assert info.value.field_code == "QUEUE_NOT_FOUND"
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_definitions") == 0
+    routines.queue_put(world.db.conn, world.admin, world.namespace, "later", 10)
+    assert world.publish(task_flow(queue="later"))["version"] == 1
+
+
+def test_R18_a_queue_gone_after_publish_sends_the_step_to_review_not_into_endless_deferral(world, orch):
+    """Corrupt data on purpose: queues are never deleted, so the row is removed by hand."""
+    routines.queue_put(world.db.conn, world.admin, world.namespace, "later", 10)
+    world.publish(task_flow(queue="later"))
+    world.db.execute("DELETE FROM weave_queues WHERE name = 'later'")
+    wf = world.start("pay", {"order_id": "a"})
+    orch.drain()
+    inst = world.instance(wf)
+    assert inst["status"] == "NEEDS_REVIEW" and inst["gate"] == "CLOSED"
+    (reason,) = inst["review_reasons"]
+    assert reason["code"] == "QUEUE_NOT_FOUND" and reason["step_key"] == "work"
+    assert "later" in reason["detail"]["detail"]
+    assert world.step(wf, "work")["status"] == "NEEDS_REVIEW"
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances") == 0
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks") == 0
+
+
+def test_R18_a_correlation_that_cannot_resolve_to_bytes_is_a_review_with_what_it_got(world, orch):
+    world.publish(signal_flow())
+    wf = world.start("approval-flow", {"order_id": 42})  # a number: no bytes a sender could match
+    stats = orch.drain()
+    assert stats["CHECKPOINT:REVIEW"] == 1 and not any(k.endswith("FAILED") for k in stats)
+    inst = world.instance(wf)
+    assert inst["status"] == "NEEDS_REVIEW"
+    (reason,) = inst["review_reasons"]
+    assert reason["code"] == "ACTIVATION_FAILED" and reason["step_key"] == "approval"
+    assert "INTEGER" in reason["detail"]["detail"] and "42" in reason["detail"]["detail"]
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_activations") == 0
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'step.review'") == 1
+    types = [e["type"] for e in world.events(wf)]
+    assert "REVIEW_OPENED" in types
+    # The person can end it: nothing is in flight.
+    routines.instance_cancel(world.db.conn, world.token, world.namespace, wf, "bad order id", "cancel-1")
+    orch.drain()
+    assert world.instance(wf)["status"] == "CANCELLED"
+
+
+def test_R18_the_same_non_transient_failure_a_third_time_opens_a_review(world, orch):
+    world.publish(signal_flow(before_timer_ms=1_000))
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+    cp = world.db.row("SELECT id, version FROM weave_pending_advances WHERE step_key = 'cool_off'")
+    error = "INVALID_STATE: a handler refused this checkpoint"
+    for attempt in range(1, 4):
+        (row,) = dbmod.call(world.db.conn, "weave_candidate_fail", "CHECKPOINT", cp["id"], cp["version"], error)[0]
+        assert row["recorded"] == 1 and row["review"] == (1 if attempt == 3 else 0)
+        cp = world.db.row("SELECT id, version FROM weave_pending_advances WHERE step_key = 'cool_off'")
+    inst = world.instance(wf)
+    assert inst["status"] == "NEEDS_REVIEW"
+    (reason,) = inst["review_reasons"]
+    assert reason["code"] == "CANDIDATE_FAILING" and reason["step_key"] == "cool_off"
+    assert "failed 3 times" in reason["detail"]["detail"] and error in reason["detail"]["detail"]
+    assert world.step(wf, "cool_off")["status"] == "NEEDS_REVIEW"
+
+
+def test_R18_transient_or_changing_failures_only_back_off(world, orch):
+    world.publish(signal_flow(before_timer_ms=1_000))
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+    for error in ["1213: Deadlock found", "1213: Deadlock found", "1213: Deadlock found",
+                  "INVALID_STATE: one", "INVALID_STATE: two", "INVALID_STATE: three"]:
+        cp = world.db.row("SELECT id, version FROM weave_pending_advances WHERE step_key = 'cool_off'")
+        (row,) = dbmod.call(world.db.conn, "weave_candidate_fail", "CHECKPOINT", cp["id"], cp["version"], error)[0]
+        assert row == {"recorded": 1, "review": 0}
+    assert world.instance(wf)["status"] == "RUNNING"
+    deferred, failing = status_sets(world)
+    assert failing["CHECKPOINT"] == (1, 1)
+
+
+def test_R18_a_paused_instance_is_visibly_deferred_with_reason_since_and_attempts(world, orch):
+    world.publish({"name": "two-timers", "steps": [
+        {"key": "first", "type": "TIMER", "delay_ms": 1_000},
+        {"key": "second", "type": "TIMER", "delay_ms": 1_000, "after": ["first"]}]})
+    wf = world.start("two-timers")
+    orch.drain()
+    routines.instance_pause(world.db.conn, world.token, world.namespace, wf, "hold", "pause-1")
+    world.db.advance(1_000)
+    orch.drain()
+    first = world.instance(wf)["deferred"]
+    assert first["reason"] == "PAUSED" and first["attempts"] == 1 and first["step_key"] is None
+    assert first["next_check_at"] > first["since"]
+    world.db.advance(61_000)
+    orch.drain()
+    again = world.instance(wf)["deferred"]
+    assert again["reason"] == "PAUSED" and again["since"] == first["since"] and again["attempts"] == 2
+    deferred, _ = status_sets(world)
+    assert deferred == {"PAUSED": 1}
+    routines.instance_resume(world.db.conn, world.token, world.namespace, wf, "go", "resume-1")
+    orch.drain()
+    assert world.instance(wf)["deferred"] is None
+    assert status_sets(world)[0] == {}
+    assert world.step(wf, "second")["status"] == "ACTIVE"
+
+
+def test_R18_a_full_queue_is_a_deferral_that_clears_by_itself(world, orch):
+    routines.queue_put(world.db.conn, world.admin, world.namespace, "tiny", 1)
+    world.publish(task_flow(queue="tiny"))
+    world.start("pay", {"order_id": "a"})
+    second = world.start("pay", {"order_id": "b"})
+    orch.drain()
+    deferred = world.instance(second)["deferred"]
+    assert deferred["reason"] == "QUEUE_FULL" and "tiny" in deferred["detail"]
+    assert status_sets(world)[0] == {"QUEUE_FULL": 1}
+
+
+def test_R18_a_definition_document_with_an_unknown_field_is_refused_from_sql_too(world):
+    """The Python model refuses unknown keys with a hint; a document sent straight to the routine is refused too."""
+    for doc in ('{"name": "x", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1}], "stpes": []}',):
+        with pytest.raises(errors.ValidationFailed) as info:
+            dbmod.call(world.db.conn, "weave_definition_publish", world.admin, world.namespace, doc, "{}", "")
+        assert info.value.field_code == "UNKNOWN_FIELD" and "stpes" in str(info.value)
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_definitions") == 0
