@@ -257,6 +257,10 @@ class SignIn(Page):
 
 class SignOut(Page):
     @page
+    def on_get(self, req, resp):
+        redirect(resp, base_path(req))  # signing out is a POST with the CSRF token; a link just goes home
+
+    @page
     def on_post(self, req, resp):
         session, _ = self.checked(req)
         routines.console_session_close(self.conn, sessions.session_hash(session.session_id))

@@ -418,3 +418,21 @@ def test_every_kind_of_step_renders_at_every_stage_of_a_flow(client, world, orch
     html = shown()
     assert 'class="status s-SUCCEEDED">SUCCEEDED</span></h1>' in html and "INSTANCE_SUCCEEDED" in html
     assert 'name="idempotency_key"' not in html  # a finished instance offers no action
+
+
+def test_bulk_cancel_of_everything_in_review_with_a_given_reason_code(client, world, orch):
+    from tests.console.test_console_browser import in_review
+
+    stuck = [in_review(world, orch, f"o-{n}") for n in range(2)]
+    world.publish(TIMER)
+    running = world.start("cool-off")
+    cookies = sign_in(client, world.token)
+    dry = client.simulate_get(f"{BASE}/bulk", cookies=cookies, params={
+        "in_review": "1", "review_code": "POLL_ROUNDS_EXHAUSTED", "action": "cancel", "dry_run": "1"})
+    assert 'data-figure="bulk-count">2<' in dry.text and sorted(_ids_on(dry.text)) == sorted(stuck)
+    applied = form_post(client, f"{BASE}/bulk", {"csrf": hidden(dry.text, "csrf"), "action": "cancel",
+                                                  "bulk_key": hidden(dry.text, "bulk_key"),
+                                                  "reason": "vendor retired this API", "workflow_id": stuck}, cookies)
+    assert 'data-figure="bulk-ok">2<' in applied.text
+    assert [world.instance(wf)["status"] for wf in stuck] == ["CANCELLED", "CANCELLED"]
+    assert world.instance(running)["status"] == "RUNNING"
