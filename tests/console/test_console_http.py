@@ -157,6 +157,8 @@ def test_the_dashboard_shows_the_figures_of_metrics(client, world):
     assert 'weave_instances{status="RUNNING"} 3.0' in metrics
     assert 'data-figure="instances-RUNNING">3<' in page
     assert 'weave_due_backlog{class="CHECKPOINT"} 3.0' in metrics and 'data-figure="due-CHECKPOINT">3<' in page
+    assert 'weave_candidates_failing{class="CHECKPOINT",repeated="false"} 0.0' in metrics
+    assert 'data-figure="failing-CHECKPOINT">0<' in page
     assert "<svg" in page and "Timer lateness" in page
 
 
