@@ -4,7 +4,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: dev test lint bench
+.PHONY: dev test lint bench reliability
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,3 +30,18 @@ bench: $(BIN)/.installed
 	$(BIN)/python -m tests.benchmarks.bench_timers
 	$(BIN)/python -m tests.benchmarks.bench_tasks
 	$(BIN)/python -m tests.benchmarks.bench_signals
+
+# The reliability battery of spec 08 at full size (the suite runs short versions of each): Z-1 crash runs,
+# Z-2 competing runners, Z-3 database faults, Z-4 bad input, Z-5 isolation, Z-6 a Galera node killed and
+# rejoined, then what spreading writes over the cluster costs. Every part prints JSON figure lines.
+# Sizes: make reliability Z1_RUNS=50 HA_MIXED=200 HA_FINAL=50 Z4_EXAMPLES=60
+Z1_RUNS ?= 50
+Z2_INSTANCES ?= 100
+Z4_EXAMPLES ?= 60
+HA_MIXED ?= 200
+HA_FINAL ?= 50
+reliability: $(BIN)/.installed
+	WEAVE_Z1_RUNS=$(Z1_RUNS) WEAVE_Z2_INSTANCES=$(Z2_INSTANCES) WEAVE_Z4_EXAMPLES=$(Z4_EXAMPLES) \
+	WEAVE_HA_MIXED=$(HA_MIXED) WEAVE_HA_FINAL=$(HA_FINAL) \
+		$(BIN)/python -m pytest -s -q tests/reliability tests/api/test_isolation_matrix.py $(PYTEST_ARGS)
+	$(BIN)/python -m tests.benchmarks.bench_galera

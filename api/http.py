@@ -43,7 +43,9 @@ class ApiConnections(Connections):
 
     def __init__(self, dsn: db.Dsn | None, timeout: float | None = None, cooldown: float = 1.0):
         seconds = settings.api_db_timeout() if timeout is None else timeout
-        super().__init__(dsn, open=lambda: db.connect(self._dsn(), timeouts=(seconds, seconds, seconds)))
+        short = None if dsn is None else dsn.with_options(**{
+            name: seconds for name in ("connect_timeout", "read_timeout", "write_timeout") if name not in dsn.options})
+        super().__init__(short)
         self.cooldown = cooldown
         self._down_until = 0.0
 

@@ -58,7 +58,8 @@ class _Gunicorn(BaseApplication):
 
 def run_api(dsn: db.Dsn, bind: str, workers: int, timeout: int = 30, threads: int = 8) -> int:
     try:
-        with db.connect(dsn, timeouts=(2, 2, 2)) as conn:  # a hung database must not hang the start
+        # A hung database must not hang the start.
+        with db.connect(dsn.with_options(connect_timeout=2, read_timeout=2, write_timeout=2)) as conn:
             installer.check_level(conn)
     except errors.SchemaMismatch as exc:
         print(f"weave api: {exc}", file=sys.stderr)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import random
+import threading
+import time
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias
-from urllib.parse import parse_qs, unquote, urlparse
+from urllib.parse import parse_qs, unquote, urlencode, urlparse
 
 import pymysql
 import pymysql.cursors
+from pymysql.constants import SERVER_STATUS
 
 from . import errors, settings
 
@@ -19,9 +23,40 @@ DEFAULT_DSN = settings.DEFAULT_DSN
 Connection: TypeAlias = "pymysql.connections.Connection[pymysql.cursors.DictCursor]"
 
 
+# Connection timeouts (seconds), overridable per DSN: ``?connect_timeout=2&read_timeout=10&write_timeout=10``.
+# A node that is hung rather than dead (SIGSTOP, a frozen VM) answers nothing at all: only these bound the wait.
+TIMEOUTS = {"connect_timeout": 5.0, "read_timeout": 120.0, "write_timeout": 120.0}
+# How long a host that refused us, timed out or was not ready is tried only after the others.
+SUSPECT_SECONDS = 5.0
+FAILOVER_MODES = ("stable", "sequential", "loadbalance")
+
+
+def _split_hosts(hostlist: str) -> tuple[tuple[str, int], ...]:
+    """``h1:p1,h2,[::1]:p3`` -> ((h1, p1), (h2, 3306), (::1, p3))."""
+    hosts = []
+    for item in hostlist.split(","):
+        item = item.strip()
+        if not item:
+            raise ValueError(f"empty host in {hostlist!r}")
+        if item.startswith("["):
+            host, _, rest = item[1:].partition("]")
+            port = rest.lstrip(":")
+        else:
+            host, _, port = item.rpartition(":") if item.count(":") == 1 else (item, "", "")
+        if port and not port.isdigit():
+            raise ValueError(f"bad port in {item!r}")
+        hosts.append((host or "127.0.0.1", int(port) if port else 3306))
+    return tuple(hosts)
+
+
 @dataclass(frozen=True)
 class Dsn:
-    """A parsed ``mysql://user:password@host:port/database[?unix_socket=/path]`` URL."""
+    """A parsed ``mysql://user:password@host:port[,host:port...]/database[?option=value...]`` URL.
+
+    With several hosts (the nodes of a Galera cluster), a connection goes to a node that is ready, chosen by
+    the ``failover`` option (see ``connect``). ``host`` and ``port`` are the first listed host. Options:
+    ``unix_socket``, ``connect_timeout``, ``read_timeout``, ``write_timeout`` (seconds) and ``failover``.
+    """
 
     host: str = "127.0.0.1"
     port: int = 3306
@@ -30,6 +65,7 @@ class Dsn:
     database: str = "weave"
     unix_socket: str | None = None
     options: dict[str, str] = field(default_factory=dict)
+    hosts: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def parse(cls, url: str) -> Dsn:
@@ -38,18 +74,51 @@ class Dsn:
             raise ValueError(f"WEAVE_DSN must be a mysql:// URL, got {url!r}")
         query = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
         socket = query.pop("unix_socket", None)
-        return cls(host=parsed.hostname or "127.0.0.1", port=parsed.port or 3306,
-                   user=unquote(parsed.username or "root"), password=unquote(parsed.password or ""),
+        userinfo, _, hostlist = parsed.netloc.rpartition("@")
+        user, _, password = userinfo.partition(":")
+        hosts = _split_hosts(hostlist) if hostlist else (("127.0.0.1", 3306),)
+        for name in TIMEOUTS:
+            if name in query:
+                try:
+                    if float(query[name]) <= 0:
+                        raise ValueError
+                except ValueError:
+                    raise ValueError(f"{name} must be a positive number of seconds, got {query[name]!r}") from None
+        if query.get("failover", "stable") not in FAILOVER_MODES:
+            raise ValueError(f"failover must be one of {', '.join(FAILOVER_MODES)}, got {query['failover']!r}")
+        return cls(host=hosts[0][0], port=hosts[0][1], user=unquote(user or "root"), password=unquote(password),
                    database=(parsed.path or "/weave").lstrip("/") or "weave", unix_socket=socket,
-                   options=query)
+                   options=query, hosts=hosts if len(hosts) > 1 else ())
+
+    @property
+    def addresses(self) -> tuple[tuple[str, int], ...]:
+        """Every host of the DSN, in the order it lists them."""
+        return self.hosts or ((self.host, self.port),)
+
+    @property
+    def clustered(self) -> bool:
+        return len(self.addresses) > 1
+
+    def timeout(self, name: str) -> float:
+        return float(self.options.get(name, TIMEOUTS[name]))
 
     def with_database(self, database: str) -> Dsn:
-        return Dsn(self.host, self.port, self.user, self.password, database, self.unix_socket, self.options)
+        return replace(self, database=database)
 
-    def url(self) -> str:
+    def with_options(self, **options: str | float) -> Dsn:
+        return replace(self, options={**self.options, **{k: str(v) for k, v in options.items()}})
+
+    def single(self, host: str, port: int) -> Dsn:
+        """The same DSN for one of its hosts."""
+        return replace(self, host=host, port=port, hosts=())
+
+    def url(self, *, options: bool = True) -> str:
         auth = self.user + (f":{self.password}" if self.password else "")
-        url = f"mysql://{auth}@{self.host}:{self.port}/{self.database}"
-        return url + (f"?unix_socket={self.unix_socket}" if self.unix_socket else "")
+        hosts = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.addresses)
+        query = {"unix_socket": self.unix_socket} if self.unix_socket else {}
+        if options:
+            query.update(self.options)
+        return f"mysql://{auth}@{hosts}/{self.database}" + ("?" + urlencode(query, safe="/") if query else "")
 
     def redacted(self) -> str:
         return self.url().replace(f":{self.password}@", ":***@") if self.password else self.url()
@@ -59,23 +128,152 @@ def dsn_from_env(explicit: str | None = None) -> Dsn:
     return Dsn.parse(settings.dsn(explicit))
 
 
-def connect(dsn: Dsn | str, *, database: bool = True, autocommit: bool = True,
-            timeouts: tuple[float, float, float] | None = None) -> Connection:
+# address -> monotonic time until which it is tried last (it failed or was not ready a moment ago).
+_suspects: dict[tuple[str, int], float] = {}
+# DSN hosts -> the node this process writes to with failover=stable, kept for as long as it stays ready.
+_writers: dict[tuple[tuple[str, int], ...], tuple[str, int]] = {}
+_lock = threading.Lock()
+# Nodes whose uptimes differ by less than this are equally old: the listed order decides between them.
+STABLE_TIE_SECONDS = 5
+
+
+def _candidates(dsn: Dsn) -> list[tuple[str, int]]:
+    hosts = list(dsn.addresses)
+    if dsn.options.get("failover") == "loadbalance":
+        random.shuffle(hosts)
+    now = time.monotonic()
+    with _lock:
+        # Stable sort: hosts keep their order, suspects go last (still tried: they may be all there is).
+        return sorted(hosts, key=lambda h: _suspects.get(h, 0.0) > now)
+
+
+def _suspect(address: tuple[str, int], yes: bool) -> None:
+    with _lock:
+        if yes:
+            _suspects[address] = time.monotonic() + SUSPECT_SECONDS
+        else:
+            _suspects.pop(address, None)
+
+
+def node_state(conn: Connection) -> dict[str, str]:
+    """wsrep_ready / wsrep_local_state and Uptime of the server. A SHOW is answered even by a node that refuses
+    every other statement. MySQL shows no wsrep status; MariaDB without a Galera provider only wsrep_ready."""
+    with conn.cursor(pymysql.cursors.Cursor) as cur:
+        cur.execute("SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_ready', 'wsrep_local_state', 'Uptime')")
+        return {name.lower(): value for name, value in cur.fetchall()}
+
+
+def node_ready(conn: Connection, state: dict[str, str] | None = None) -> bool:
+    """True on a server that is not a Galera node (no wsrep_local_state), and on a Galera node that is ready
+    (wsrep_ready ON) and Synced (local state 4)."""
+    state = node_state(conn) if state is None else state
+    return "wsrep_local_state" not in state or (state.get("wsrep_ready") == "ON"
+                                                and state["wsrep_local_state"] == "4")
+
+
+def _connect_one(dsn: Dsn, host: str, port: int, database: bool, autocommit: bool) -> Connection:
+    return pymysql.connect(
+        host=host, port=port, user=dsn.user, password=dsn.password,
+        database=dsn.database if database else None, unix_socket=dsn.unix_socket,
+        charset="utf8mb4", autocommit=autocommit, cursorclass=pymysql.cursors.DictCursor,
+        connect_timeout=dsn.timeout("connect_timeout"), read_timeout=dsn.timeout("read_timeout"),
+        write_timeout=dsn.timeout("write_timeout"),
+        init_command=f"SET SESSION sql_mode='{SQL_MODE}', time_zone='+00:00'",
+    )
+
+
+def _open_ready(dsn: Dsn, address: tuple[str, int], database: bool, autocommit: bool,
+                failures: list[str]) -> tuple[Connection, int] | None:
+    """A connection to ``address`` and the node's uptime when it answers and is ready, else None (noted)."""
+    host, port = address
+    try:
+        conn = _connect_one(dsn, host, port, database, autocommit)
+    except pymysql.err.MySQLError as exc:
+        _suspect(address, True)
+        failures.append(f"{host}:{port} {errors.errno_of(exc)}")
+        return None
+    try:
+        state = node_state(conn)
+        if node_ready(conn, state):
+            _suspect(address, False)
+            return conn, int(state.get("uptime", 0))
+        failures.append(f"{host}:{port} not ready")
+    except pymysql.err.MySQLError as exc:
+        failures.append(f"{host}:{port} {errors.errno_of(exc)}")
+    conn.close()
+    _suspect(address, True)
+    return None
+
+
+def connect(dsn: Dsn | str, *, database: bool = True, autocommit: bool = True) -> Connection:
     """A connection for routine calls: autocommit on, so each routine owns its own transaction.
-    ``timeouts`` (connect, read, write) in seconds default to the settings' (``WEAVE_DB_*_TIMEOUT_S``)."""
+
+    With several hosts, only to a node that answers and is ready (``node_ready``), chosen by the DSN's
+    ``failover`` mode:
+
+    - ``stable`` (the default): this process's current node while it stays ready; otherwise the ready node
+      that has been up longest, the listed order deciding between nodes of about the same age. Every process
+      sees the same uptimes, so all of them write to one node, move together when it fails, and do not move
+      back to a node that rejoins (it is the youngest): one writer at a time, without a proxy.
+    - ``sequential``: the first ready node in the listed order (a rejoined node takes new connections again).
+    - ``loadbalance``: a random ready node (writes spread over every node).
+
+    A host that just failed is tried last for a few seconds. No ready host at all is transient
+    (``TransientDatabaseError``): callers retry, and so find a node that rejoined.
+    """
     if isinstance(dsn, str):
         dsn = Dsn.parse(dsn)
-    connect_timeout, read_timeout, write_timeout = timeouts or settings.db_timeouts()
-    try:
-        return pymysql.connect(
-            host=dsn.host, port=dsn.port, user=dsn.user, password=dsn.password,
-            database=dsn.database if database else None, unix_socket=dsn.unix_socket,
-            charset="utf8mb4", autocommit=autocommit, cursorclass=pymysql.cursors.DictCursor,
-            connect_timeout=connect_timeout, read_timeout=read_timeout, write_timeout=write_timeout,
-            init_command=f"SET SESSION sql_mode='{SQL_MODE}', time_zone='+00:00'",
-        )
-    except pymysql.err.MySQLError as exc:
-        raise errors.translate(exc) from exc
+    if not dsn.clustered:
+        try:
+            return _connect_one(dsn, dsn.host, dsn.port, database, autocommit)
+        except pymysql.err.MySQLError as exc:
+            raise errors.translate(exc) from exc
+    failures: list[str] = []
+    if dsn.options.get("failover", "stable") != "stable":
+        for address in _candidates(dsn):
+            opened = _open_ready(dsn, address, database, autocommit, failures)
+            if opened:
+                return opened[0]
+        raise errors.TransientDatabaseError("NO_READY_NODE: no ready node among " + ", ".join(failures))
+
+    with _lock:
+        current = _writers.get(dsn.addresses)
+    if current:
+        opened = _open_ready(dsn, current, database, autocommit, failures)
+        if opened:
+            return opened[0]
+    ready: list[tuple[int, int, tuple[str, int], Connection]] = []
+    for address in _candidates(dsn):
+        if address != current:
+            opened = _open_ready(dsn, address, database, autocommit, failures)
+            if opened:
+                ready.append((opened[1], dsn.addresses.index(address), address, opened[0]))
+    if not ready:
+        raise errors.TransientDatabaseError("NO_READY_NODE: no ready node among " + ", ".join(failures))
+    oldest = max(uptime for uptime, *_ in ready)
+    chosen = min((r for r in ready if r[0] >= oldest - STABLE_TIE_SECONDS), key=lambda r: r[1])
+    for r in ready:
+        if r is not chosen:
+            r[3].close()
+    with _lock:
+        _writers[dsn.addresses] = chosen[2]
+    return chosen[3]
+
+
+def pinned(dsn: Dsn) -> Dsn:
+    """The DSN of one ready host of ``dsn`` (itself when it has one host), for tools that take one host."""
+    if not dsn.clustered:
+        return dsn
+    with connect(dsn, database=False) as conn:
+        return dsn.single(conn.host, conn.port)
+
+
+# A deadlock, or a Galera certification conflict (both 1213), rolled the routine's whole transaction back.
+# When the routine owned that transaction, calling it again retries the whole decision (R-12) at once,
+# instead of reporting a conflict that the engine can resolve by itself. Inside a caller's transaction the
+# caller's work is gone too, so the error goes back to the caller.
+CONFLICT_ERRNOS = frozenset({1213})
+CONFLICT_RETRIES = 4
 
 
 def call(conn: Connection, routine: str, *args: Any) -> list[list[dict]]:
@@ -84,19 +282,28 @@ def call(conn: Connection, routine: str, *args: Any) -> list[list[dict]]:
     All sets are drained: a routine that fails after its first result set raises only while the
     remaining sets are read, and an undrained cursor would raise on the next statement instead.
     """
+    for attempt in range(CONFLICT_RETRIES + 1):
+        owned = conn.get_autocommit() and not conn.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS  # type: ignore[attr-defined]  # not in the stubs
+        try:
+            return _call_once(conn, routine, args)
+        except pymysql.err.MySQLError as exc:
+            if not (owned and attempt < CONFLICT_RETRIES and errors.errno_of(exc) in CONFLICT_ERRNOS):
+                raise errors.translate(exc) from exc
+        time.sleep(random.uniform(0.001, 0.01) * 2 ** attempt)
+    raise AssertionError("unreachable")
+
+
+def _call_once(conn: Connection, routine: str, args: tuple) -> list[list[dict]]:
     placeholders = ", ".join(["%s"] * len(args))
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"CALL {routine}({placeholders})", args)
-            sets: list[list[dict]] = []
-            while True:
-                if cur.description is not None:
-                    sets.append(list(cur.fetchall()))
-                if not cur.nextset():
-                    break
-            return sets
-    except pymysql.err.MySQLError as exc:
-        raise errors.translate(exc) from exc
+    with conn.cursor() as cur:
+        cur.execute(f"CALL {routine}({placeholders})", args)
+        sets: list[list[dict]] = []
+        while True:
+            if cur.description is not None:
+                sets.append(list(cur.fetchall()))
+            if not cur.nextset():
+                break
+        return sets
 
 
 def call_one(conn: Connection, routine: str, *args: Any) -> dict | None:

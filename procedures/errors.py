@@ -135,8 +135,11 @@ InTransaction = BY_CODE["IN_TRANSACTION"]
 AttemptNotCurrent = BY_CODE["ATTEMPT_NOT_CURRENT"]
 
 # MySQL/MariaDB client and server errors that mean "try again": deadlock, lock wait timeout,
-# server gone away, lost connection, server shutdown, query interrupted by KILL.
-TRANSIENT_ERRNOS = frozenset({1213, 1205, 2006, 2013, 2003, 2055, 1053, 1317, 1927, 4031})
+# server gone away, lost connection, server shutdown, query interrupted by KILL. On a Galera cluster a
+# certification conflict or a brute-force abort also arrives as 1213; a node that is not ready (joining,
+# donor, out of the primary component) refuses statements with 1047 "WSREP has not yet prepared node for
+# application use"; a commit cut off by a view change reports 1180. None of them committed anything.
+TRANSIENT_ERRNOS = frozenset({1213, 1205, 2006, 2013, 2003, 2055, 1053, 1317, 1927, 4031, 1047, 1180})
 
 
 # Server refusals of a value itself (out of range, too long, not a valid date or number) under the strict
@@ -200,14 +203,14 @@ EDGE_ERRORS: dict[str, int] = {
     "UNAVAILABLE": 503,
     "INTERNAL": 500,
 }
-# errors[].code values of a 422 that the edge finds before any routine runs.
+# errors[].code values of a 422 that the edge finds before any routine runs (besides the engine's own codes,
+# e.g. UNKNOWN_FIELD, which the edge reports for a request body as the routines do for a definition).
 EDGE_FIELD_CODES: dict[str, str] = {
     "INVALID_JSON": "the body is not one JSON document (syntax, encoding, NaN or Infinity)",
     "DUPLICATE_JSON_KEY": "an object names one key twice (MariaDB would read the first, Python the last)",
     "INVALID_TEXT": "a string holds a lone surrogate escape such as \\ud800, which no column can store as text",
     "INVALID_TYPE": "a field has the wrong JSON type, or the body is not an object",
     "MISSING_FIELD": "a required field is missing (fields with a code of their own report that code instead)",
-    "UNKNOWN_FIELD": "the body holds a field the endpoint does not take (a typo such as `inputs` for `input`)",
     "INVALID_VALUE": "a value outside the field's enum or range",
     "CURSOR_INVALID": "a list's `cursor` is not one that list answered",
 }

@@ -87,7 +87,8 @@ def shipped_level() -> str:
 def _yoyo_backend(dsn: db.Dsn) -> Any:
     from yoyo import get_backend
 
-    return get_backend(dsn.url())
+    # yoyo takes one host and hands URL options to the driver as they are: give it one ready node, bare.
+    return get_backend(db.pinned(dsn).url(options=False))
 
 
 def migrate(dsn: db.Dsn, *, test_clock: bool = False,

@@ -8,7 +8,6 @@ each value is read when it is asked for, so a process (or a test) that changes i
 | `WEAVE_NAMESPACE` | the namespace the CLI acts in | `default` |
 | `WEAVE_LOG_LEVEL` | the level of the JSON logs on stderr | `INFO` (`WARNING` under `weave dev`) |
 | `WEAVE_HTTP_ALLOWLIST` | hosts the built-in http handler may call, comma-separated | none |
-| `WEAVE_DB_CONNECT_TIMEOUT_S`, `…_READ_…`, `…_WRITE_…` | database socket timeouts of daemons and CLI | 5, 120, 120 |
 | `WEAVE_API_DB_TIMEOUT_S` | the API's connect/read/write timeout: a hung database answers 503 | 0.8 |
 """
 
@@ -66,12 +65,7 @@ def search_path() -> str:
         ["/usr/sbin", "/usr/local/sbin", "/usr/local/mysql/bin", "/opt/homebrew/bin", "/usr/local/bin"]))
 
 
-def db_timeouts() -> tuple[float, float, float]:
-    """(connect, read, write) socket timeouts in seconds for daemon and CLI connections."""
-    return (_seconds("WEAVE_DB_CONNECT_TIMEOUT_S", 5), _seconds("WEAVE_DB_READ_TIMEOUT_S", 120),
-            _seconds("WEAVE_DB_WRITE_TIMEOUT_S", 120))
-
-
 def api_db_timeout() -> float:
-    """The API's connect/read/write timeout: short, so a hung database answers 503 instead of hanging."""
+    """The API's connect/read/write timeout: short, so a hung database answers 503 instead of hanging. A DSN's
+    own ``connect_timeout``/``read_timeout``/``write_timeout`` options win over it."""
     return _seconds("WEAVE_API_DB_TIMEOUT_S", 0.8)

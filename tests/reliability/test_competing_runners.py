@@ -13,6 +13,7 @@ from orchestrator import example_handlers  # noqa: F401  (registers the handlers
 from orchestrator.loop import Orchestrator
 from orchestrator.worker import Worker
 from procedures import invariants, signals
+from tests.reliability.conftest import count_param, figure
 from tests.support.db import reset
 from tests.support.world import World
 
@@ -23,7 +24,7 @@ FLOW = {"name": "mixed", "steps": [
      "retry": {"max_attempts": 3, "initial_backoff_ms": 0}},
     {"key": "approval", "type": "SIGNAL", "signal": {"name": "ok", "payload_version": "1", "payload_type": "any"},
      "correlation": "$.input.id", "timeout_ms": 3_600_000}]}
-INSTANCES = 40
+INSTANCES = count_param("WEAVE_Z2_INSTANCES", 40)
 
 
 def run_load(db, orchestrators: int, workers: int) -> dict:
@@ -92,5 +93,8 @@ def test_Z2_competing_runners_produce_the_same_end_states_and_event_counts(db):
     assert first["instances"] == {"SUCCEEDED": INSTANCES}
     assert first["attempts"] == 2 * INSTANCES  # one retryable failure, then success: exactly as the policy says
     assert first["signals"] == {("CONSUMED", None): INSTANCES, ("REJECTED", "WAIT_SETTLED"): INSTANCES}
+    figure("Z-2 competing runners", instances=INSTANCES, runs={f"{o} orchestrators, {w} workers": {
+        "events": sum(r["events"].values()), "attempts": r["attempts"], "same_as_first": r == first}
+        for (o, w), r in results.items()})
     for runners, result in results.items():
         assert result == first, runners

@@ -1,0 +1,90 @@
+"""Connections against the real server: a DSN with several hosts skips hosts that do not answer and treats
+a server without Galera as ready; no reachable host is a transient error; a conflict that rolled a routine's
+own transaction back is retried as a whole decision, inside a caller's transaction it is not (R-12).
+The Galera side (readiness, failover, rejoin) is proven on a real cluster in tests/reliability."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from procedures import db as dbmod
+from procedures import errors, routines
+
+
+def dead_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again: nothing listens there
+
+
+def test_R12_several_hosts_skip_a_dead_one_and_a_plain_server_counts_as_ready(database):
+    if database.unix_socket:
+        pytest.fail("this test needs a TCP server (WEAVE_TEST_DSN=mysql://...@host:port/...)")
+    dead = dead_port()
+    dsn = dbmod.Dsn.parse(f"mysql://{database.user}@127.0.0.1:{dead},{database.host}:{database.port}/"
+                          f"{database.database}?connect_timeout=2")
+    conn = dbmod.connect(dsn)
+    try:
+        assert (conn.host, conn.port) == (database.host, database.port)
+        assert "wsrep_local_state" not in dbmod.node_state(conn) and dbmod.node_ready(conn)
+        assert dbmod.call_one(conn, "weave_clock_now")["now_at"] is not None
+    finally:
+        conn.close()
+    # The dead host is now a suspect: the next connect goes straight to the live one, without trying it first.
+    assert dbmod._candidates(dsn)[0] == (database.host, database.port)
+
+
+def test_R12_no_reachable_host_is_transient_and_names_every_host():
+    a, b = dead_port(), dead_port()
+    began = time.monotonic()
+    with pytest.raises(errors.TransientDatabaseError) as info:
+        dbmod.connect(dbmod.Dsn.parse(f"mysql://root@127.0.0.1:{a},127.0.0.1:{b}/weave?connect_timeout=1"))
+    assert time.monotonic() - began < 5
+    assert f"127.0.0.1:{a}" in str(info.value) and f"127.0.0.1:{b}" in str(info.value)
+
+
+CONFLICT_TRIGGER = ("CREATE TRIGGER test_conflict BEFORE INSERT ON weave_audit FOR EACH ROW "
+                    "BEGIN IF @test_conflicts > 0 THEN SET @test_conflicts = @test_conflicts - 1; "
+                    "SIGNAL SQLSTATE '40001' SET MYSQL_ERRNO = 1213, MESSAGE_TEXT = 'certification conflict'; "
+                    "END IF; END")
+
+
+def test_R12_a_conflict_in_a_routines_own_transaction_retries_the_whole_decision(world):
+    audits = world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'app.put'")
+    world.db.execute(CONFLICT_TRIGGER)
+    world.db.execute("SET @test_conflicts = 2")  # the first two tries conflict, like a certification failure
+    row = routines.app_put(world.db.conn, world.admin, "acme", "retried", 5)
+    assert row["name"] == "retried"
+    assert world.db.scalar("SELECT @test_conflicts") == 0
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_apps WHERE name = 'retried'") == 1
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'app.put'") == audits + 1
+    world.db.execute("SET @test_conflicts = 99")  # a conflict that never clears is reported, after bounded tries
+    with pytest.raises(errors.TransientDatabaseError):
+        routines.app_put(world.db.conn, world.admin, "acme", "never", 5)
+    assert world.db.scalar("SELECT @test_conflicts") == 99 - 1 - dbmod.CONFLICT_RETRIES
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_apps WHERE name = 'never'") == 0
+
+
+def test_R12_a_conflict_inside_the_callers_transaction_goes_back_to_the_caller(world):
+    from tests.support.signals import send, signal_flow
+
+    world.publish(signal_flow())
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    world.db.execute(CONFLICT_TRIGGER)
+    conn = world.db.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET @test_conflicts = 1")
+            cur.execute("START TRANSACTION")
+        with pytest.raises(errors.TransientDatabaseError):
+            send(world, wf, "in-tx", conn=conn, in_tx=True)
+        with conn.cursor() as cur:
+            cur.execute("SELECT @test_conflicts AS n")
+            assert cur.fetchone()["n"] == 0  # tried once: the caller decides what to do with its transaction
+            cur.execute("ROLLBACK")
+    finally:
+        conn.close()
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_signals") == 0

@@ -1,0 +1,40 @@
+"""The DSN forms: one host exactly as before, several hosts for a cluster, connection timeouts and the
+failover order. Connecting is tested against the real server in tests/sql/test_connect.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from procedures.db import Dsn
+
+
+def test_a_single_host_dsn_parses_and_prints_as_before():
+    dsn = Dsn.parse("mysql://app:secret@db.example:3307/weave_prod")
+    assert (dsn.host, dsn.port, dsn.user, dsn.password, dsn.database) == ("db.example", 3307, "app", "secret",
+                                                                         "weave_prod")
+    assert dsn.hosts == () and not dsn.clustered and dsn.addresses == (("db.example", 3307),)
+    assert dsn.url() == "mysql://app:secret@db.example:3307/weave_prod"
+    assert dsn.redacted() == "mysql://app:***@db.example:3307/weave_prod"
+    assert Dsn.parse("mysql://root@localhost/w?unix_socket=/run/m.sock").url() == \
+        "mysql://root@localhost:3306/w?unix_socket=/run/m.sock"
+    assert Dsn.parse("mysql:///w") == Dsn(database="w")
+
+
+def test_several_hosts_keep_their_order_and_options_and_round_trip():
+    url = "mysql://root@10.0.0.1:3306,10.0.0.2,[fd00::3]:3307/weave?connect_timeout=2&read_timeout=10&failover=loadbalance"
+    dsn = Dsn.parse(url)
+    assert dsn.addresses == (("10.0.0.1", 3306), ("10.0.0.2", 3306), ("fd00::3", 3307))
+    assert (dsn.host, dsn.port) == ("10.0.0.1", 3306) and dsn.clustered
+    assert dsn.timeout("connect_timeout") == 2.0 and dsn.timeout("read_timeout") == 10.0
+    assert dsn.timeout("write_timeout") == 120.0
+    assert Dsn.parse(dsn.url()) == dsn
+    assert dsn.with_database("other").addresses == dsn.addresses
+    single = dsn.single("10.0.0.2", 3306)
+    assert not single.clustered and single.url(options=False) == "mysql://root@10.0.0.2:3306/weave"
+
+
+@pytest.mark.parametrize("url", ["mysql://root@h1,,h2/w", "mysql://root@h1:x/w", "mysql://root@h/w?read_timeout=0",
+                                 "mysql://root@h/w?connect_timeout=soon", "mysql://root@h1,h2/w?failover=nearest"])
+def test_malformed_dsns_are_refused(url):
+    with pytest.raises(ValueError):
+        Dsn.parse(url)
