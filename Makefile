@@ -17,10 +17,12 @@ dev: $(BIN)/.installed
 
 test: $(BIN)/.installed
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 # Benchmarks print one JSON line per figure; they are never part of the test suite. Every figure comes
 # with its reference measured in the same run (raw limit, DBOS where DBOS_PYTHON points at a virtualenv

@@ -8,57 +8,58 @@ from __future__ import annotations
 
 import falcon
 
-from procedures import db, errors, installer, routines
+from procedures import db, errors, installer
 
 from . import console, ops, resources, signals
-from .http import Connections, make_error_handler
+from .http import ApiConnections, Connections, NoStore, make_error_handler
 
 PREFIX = "/v1/namespaces/{ns}"
 
 
+def _with_head(resource: object) -> object:
+    """HEAD answers wherever GET does, with the same status and headers and no body."""
+    if hasattr(resource, "on_get") and not hasattr(resource, "on_head"):
+        resource.on_head = resource.on_get  # type: ignore[attr-defined]
+    return resource
+
+
 def create_app(connections: Connections) -> falcon.App:
-    app = falcon.App(media_type=falcon.MEDIA_JSON)
+    app = falcon.App(media_type=falcon.MEDIA_JSON, middleware=[NoStore()])
     app.req_options.strip_url_path_trailing_slash = True
     handler = make_error_handler(connections)
     app.add_error_handler(Exception, handler)
     app.add_error_handler(falcon.HTTPError, handler)
-    routes = {
-        "/definitions": resources.Definitions,
-        "/definitions/{name}/versions/{version}": resources.DefinitionVersion,
-        "/workflows": resources.Workflows,
-        "/workflows/{workflow_id}": resources.Workflow,
-        "/workflows/{workflow_id}/events": resources.Events,
-        "/apps": resources.Apps,
-        "/queues": resources.Queues,
-        "/credentials": resources.Credentials,
+    routes: dict[str, object] = {
+        "/definitions": resources.Definitions(connections),
+        "/definitions/{name}/versions/{version}": resources.DefinitionVersion(connections),
+        "/workflows": resources.Workflows(connections),
+        "/workflows/{workflow_id}": resources.Workflow(connections),
+        "/workflows/{workflow_id}/events": resources.Events(connections),
+        "/workflows/{workflow_id}/signals": signals.Signals(connections),
+        "/workflows/{workflow_id}/signals/{signal_id}": signals.Signal(connections),
+        "/workflows/{workflow_id}/steps/{step_key}/explain": signals.Explain(connections),
+        **{f"/workflows/{{workflow_id}}/{action}": resources.Action(connections, schema, act)
+           for action, (schema, act) in resources.ACTIONS.items()},
+        "/apps": resources.Apps(connections),
+        "/queues": resources.Queues(connections),
+        "/credentials": resources.Credentials(connections),
     }
     for path, resource in routes.items():
-        app.add_route(PREFIX + path, resource(connections))
-    app.add_route(PREFIX + "/workflows/{workflow_id}/signals", signals.Signals(connections))
-    app.add_route(PREFIX + "/workflows/{workflow_id}/signals/{signal_id}", signals.Signal(connections))
-    app.add_route(PREFIX + "/workflows/{workflow_id}/steps/{step_key}/explain", signals.Explain(connections))
-    app.add_route(PREFIX + "/workflows/{workflow_id}/pause", resources.Control(connections, routines.instance_pause))
-    app.add_route(PREFIX + "/workflows/{workflow_id}/resume", resources.Control(connections, routines.instance_resume))
-    app.add_route(PREFIX + "/workflows/{workflow_id}/cancel", resources.Control(connections, routines.instance_cancel))
-    app.add_route(PREFIX + "/workflows/{workflow_id}/deadline", resources.Deadline(connections))
-    for action in ("reactivate", "continue", "resolve"):
-        app.add_route(PREFIX + "/workflows/{workflow_id}/steps/{step_key}/" + action,
-                      resources.StepRecovery(connections, action))
-    app.add_route("/healthz", ops.Health())
-    app.add_route("/readyz", ops.Ready(connections))
-    app.add_route("/metrics", ops.Metrics(connections))
-    app.add_route("/openapi.json", ops.OpenApi())
+        app.add_route(PREFIX + path, _with_head(resource))
+    for path, resource in {"/healthz": ops.Health(), "/readyz": ops.Ready(connections),
+                           "/metrics": ops.Metrics(connections), "/openapi.json": ops.OpenApi()}.items():
+        app.add_route(path, _with_head(resource))
     console.register(app, connections)
     return app
 
 
 def get_app(dsn: str | None = None) -> falcon.App:
     """The app for gunicorn: refuses to start against a database at another level (R-16)."""
-    from orchestrator.logs import configure_logging
+    from procedures.logs import configure_logging
 
     configure_logging()
     target = db.dsn_from_env(dsn)
-    connections = Connections(target)
+    connections = ApiConnections(target)
     try:
         installer.check_level(connections.get())
     except errors.SchemaMismatch:

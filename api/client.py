@@ -79,10 +79,32 @@ class UnsupportedMediaType(WeaveApiError):
     code = "UNSUPPORTED_MEDIA_TYPE"
 
 
+class BadRequest(WeaveApiError):
+    code = "BAD_REQUEST"
+
+
+class UriTooLong(WeaveApiError):
+    code = "URI_TOO_LONG"
+
+
+class HeadersTooLarge(WeaveApiError):
+    code = "HEADERS_TOO_LARGE"
+
+
+class MethodNotAllowed(WeaveApiError):
+    code = "METHOD_NOT_ALLOWED"
+
+
 class Unavailable(WeaveApiError):
     code = "UNAVAILABLE"
 
 
+class InternalError(WeaveApiError):
+    code = "INTERNAL"
+
+
+# One class per code the API answers; a test keeps this in step with the error table (procedures/errors.py),
+# which the SDK does not import so that it needs no server dependencies.
 BY_CODE: dict[str, type[WeaveApiError]] = {cls.code: cls for cls in WeaveApiError.__subclasses__()}
 
 
@@ -153,11 +175,8 @@ class WeaveClient:
     def start_workflow(self, definition: str, *, app: str, input: Any = None, deadline_ms: int | None = None,
                        deadline_at: str | None = None, version: int | None = None, business_key: str | None = None,
                        idempotency_key: str | None = None) -> dict:
-        body = {"definition": definition, "app": app, "input": {} if input is None else input}
-        for name, value in (("deadline_ms", deadline_ms), ("deadline_at", deadline_at), ("version", version),
-                            ("business_key", business_key)):
-            if value is not None:
-                body[name] = value
+        body = _given({"definition": definition, "app": app, "input": {} if input is None else input},
+                      deadline_ms=deadline_ms, deadline_at=deadline_at, version=version, business_key=business_key)
         return self._call("POST", "workflows", body, idempotent=True, idempotency_key=idempotency_key)
 
     def get_workflow(self, workflow_id: str) -> dict:
@@ -181,11 +200,9 @@ class WeaveClient:
     def send_signal(self, workflow_id: str, *, name: str, payload_version: str, target_step_key: str,
                     target_activation_sequence: int, correlation_key: str, payload: Any, reason: str,
                     evidence_ref: str | None = None, idempotency_key: str | None = None) -> dict:
-        body = {"name": name, "payload_version": payload_version, "target_step_key": target_step_key,
-                "target_activation_sequence": target_activation_sequence, "correlation_key": correlation_key,
-                "payload": payload, "reason": reason}
-        if evidence_ref is not None:
-            body["evidence_ref"] = evidence_ref
+        body = _given({"name": name, "payload_version": payload_version, "target_step_key": target_step_key,
+                       "target_activation_sequence": target_activation_sequence, "correlation_key": correlation_key,
+                       "payload": payload, "reason": reason}, evidence_ref=evidence_ref)
         return self._call("POST", f"workflows/{workflow_id}/signals", body, idempotent=True,
                           idempotency_key=idempotency_key)
 
@@ -210,30 +227,22 @@ class WeaveClient:
 
     def reactivate(self, workflow_id: str, step_key: str, reason: str, *, timeout_ms: int | None = None,
                    idempotency_key: str | None = None) -> dict:
-        body = {"reason": reason, **({"timeout_ms": timeout_ms} if timeout_ms is not None else {})}
+        body = _given({"reason": reason}, timeout_ms=timeout_ms)
         return self._control(f"workflows/{workflow_id}/steps/{step_key}/reactivate", body, idempotency_key)
 
     def continue_poll(self, workflow_id: str, step_key: str, reason: str, *, extra_rounds: int | None = None,
                       poll_deadline_ms: int | None = None, idempotency_key: str | None = None) -> dict:
-        body = {"reason": reason}
-        if extra_rounds is not None:
-            body["extra_rounds"] = extra_rounds
-        if poll_deadline_ms is not None:
-            body["poll_deadline_ms"] = poll_deadline_ms
+        body = _given({"reason": reason}, extra_rounds=extra_rounds, poll_deadline_ms=poll_deadline_ms)
         return self._control(f"workflows/{workflow_id}/steps/{step_key}/continue", body, idempotency_key)
 
     def resolve(self, workflow_id: str, step_key: str, reason: str, output: Any, *, evidence_ref: str | None = None,
                 idempotency_key: str | None = None) -> dict:
-        body = {"reason": reason, "output": output, **({"evidence_ref": evidence_ref} if evidence_ref else {})}
+        body = _given({"reason": reason, "output": output}, evidence_ref=evidence_ref)
         return self._control(f"workflows/{workflow_id}/steps/{step_key}/resolve", body, idempotency_key)
 
     def set_deadline(self, workflow_id: str, reason: str, *, deadline_at: str | None = None,
                      extend_ms: int | None = None, idempotency_key: str | None = None) -> dict:
-        body = {"reason": reason}
-        if deadline_at is not None:
-            body["deadline_at"] = deadline_at
-        if extend_ms is not None:
-            body["extend_ms"] = extend_ms
+        body = _given({"reason": reason}, deadline_at=deadline_at, extend_ms=extend_ms)
         return self._control(f"workflows/{workflow_id}/deadline", body, idempotency_key)
 
     def _control(self, path: str, body: dict, key: str | None) -> dict:
@@ -241,8 +250,7 @@ class WeaveClient:
 
     # --- admin and operations -------------------------------------------------------------------------------
     def create_app(self, name: str, max_in_flight: int, status: str | None = None) -> dict:
-        return self._call("POST", "apps", {"name": name, "max_in_flight": max_in_flight,
-                                           **({"status": status} if status else {})})
+        return self._call("POST", "apps", _given({"name": name, "max_in_flight": max_in_flight}, status=status))
 
     def create_queue(self, name: str, capacity: int) -> dict:
         return self._call("POST", "queues", {"name": name, "capacity": capacity})
@@ -254,6 +262,11 @@ class WeaveClient:
 
     def ready(self) -> dict:
         return self._call("GET", "/readyz")
+
+
+def _given(body: dict[str, Any], **optional: Any) -> dict[str, Any]:
+    """``body`` with each optional field that was given (not None)."""
+    return {**body, **{name: value for name, value in optional.items() if value is not None}}
 
 
 def _decode(raw: bytes) -> Any:

@@ -4,9 +4,6 @@
 and schemathesis checks every response against. This module only renders it (every path and method with
 its summary, scope, parameters, request body fields and responses, then the schemas), plus the
 conventions every endpoint shares. A test keeps the checked-in file equal to ``render()``.
-
-Endpoints that the contract (07-api) fixes but the document does not describe yet are listed in a last
-section, from ``SPECIFIED`` below; each one drops out of it by itself once ``document()`` describes it.
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from procedures.errors import VALIDATION_CODES
+from procedures.errors import EDGE_FIELD_CODES, VALIDATION_CODES, http_codes
 
 from .http import MAX_BODY
 from .openapi import document
@@ -28,23 +25,29 @@ TARGET = Path(__file__).resolve().parent.parent / "docs" / "http-api.md"
 PREFIX = "/v1/namespaces/{ns}"
 METHODS = ("get", "post", "put", "patch", "delete")
 
-# The stable codes of 07-api: code -> (HTTP status, when it is answered).
-STABLE_CODES: list[tuple[str, int, str]] = [
-    ("UNAUTHENTICATED", 401, "no `Authorization: Bearer` header, or an unknown or disabled token"),
-    ("FORBIDDEN", 403, "the credential lacks the endpoint's scope, or a queue of the instance's pinned definition"),
-    ("NOT_FOUND", 404, "no such object, an object of another namespace, or a namespace the credential does not "
-                       "belong to (all answered alike)"),
-    ("VALIDATION_FAILED", 422, "a field broke a rule; `errors[].code` names the rule"),
-    ("IDEMPOTENCY_CONFLICT", 409, "this `Idempotency-Key` was already used for a request with other content"),
-    ("SIGNAL_LIMIT_REACHED", 409, "the instance already stores 1024 signals; a replay of an existing key still "
-                                  "answers"),
-    ("INVALID_STATE", 409, "the action does not fit the instance's current state; nothing changed"),
-    ("TASK_IN_FLIGHT", 409, "recovery refused while a task of the instance is unsettled"),
-    ("PAYLOAD_TOO_LARGE", 413, f"request body above {MAX_BODY // 1024} KiB, refused before parsing"),
-    ("UNSUPPORTED_MEDIA_TYPE", 415, "a body that is not `application/json`"),
-    ("UNAVAILABLE", 503, "the database is unreachable or at another schema level; retry after `Retry-After` "
-                         "seconds"),
-]
+# When each code the API can answer is answered; its status comes from the error table (a test checks that
+# every code of the table has a line here, and nothing else does).
+WHEN: dict[str, str] = {
+    "UNAUTHENTICATED": "no `Authorization: Bearer` header, or an unknown or disabled token",
+    "FORBIDDEN": "the credential lacks the endpoint's scope, or a queue of the instance's pinned definition",
+    "NOT_FOUND": "no such object, an object of another namespace, or a namespace the credential does not belong to "
+                 "(all answered alike)",
+    "BAD_REQUEST": "a request HTTP itself refuses (a malformed request line or header), before the API sees it",
+    "URI_TOO_LONG": "a request line longer than the server takes (4094 bytes), before the API sees it",
+    "HEADERS_TOO_LARGE": "more or larger headers than the server takes, before the API sees it",
+    "METHOD_NOT_ALLOWED": "the path exists but not with this method; `Allow` lists the methods it has",
+    "VALIDATION_FAILED": "a field broke a rule; `errors[].code` names the rule",
+    "IDEMPOTENCY_CONFLICT": "this `Idempotency-Key` was already used for a request with other content",
+    "SIGNAL_LIMIT_REACHED": "the instance already stores 1024 signals; a replay of an existing key still answers",
+    "INVALID_STATE": "the action does not fit the instance's current state; nothing changed",
+    "TASK_IN_FLIGHT": "recovery refused while a task of the instance is unsettled",
+    "PAYLOAD_TOO_LARGE": f"request body above {MAX_BODY // 1024} KiB, refused before parsing",
+    "UNSUPPORTED_MEDIA_TYPE": "a body that is not `application/json`",
+    "UNAVAILABLE": "the database is unreachable or at another schema level; retry after `Retry-After` seconds",
+    "INTERNAL": "a fault of this build, logged with its stack trace; the body never carries one",
+}
+STABLE_CODES: list[tuple[str, int, str]] = sorted(
+    ((code, status, WHEN.get(code, "")) for code, status in http_codes().items()), key=lambda row: (row[1], row[0]))
 
 # Meanings the schema cannot express, shown beside a body field of that name.
 FIELD_NOTES: dict[str, str] = {
@@ -62,52 +65,6 @@ FIELD_NOTES: dict[str, str] = {
     "queues": "queues the credential may use: a list, or `\"*\"` (default) for all",
     "status": "ACTIVE or DISABLED (a disabled app starts no new task)",
 }
-
-# 07-api endpoints that document() may not describe yet: (method, path, scope, summary, body fields, answers).
-# A body field is (name, required, rule).
-_SIGNAL_FIELDS = [
-    ("name", True, "ASCII, 1–128 chars; must equal the target's declared signal name"),
-    ("payload_version", True, "ASCII, 1–32 chars; must equal the target's declared version"),
-    ("target_step_key", True, "1–64 chars; a SIGNAL step of the pinned definition, or a POLL with `final_signal`"),
-    ("target_activation_sequence", True, "positive integer: 1 for a step not activated yet (an early signal), "
-                                         "else the step's current activation; an older one is stored REJECTED "
-                                         "`STALE_ACTIVATION`, a later one is 422 `FUTURE_ACTIVATION`"),
-    ("correlation_key", True, "1–512 bytes of UTF-8, compared byte-exact (trailing spaces count)"),
-    ("payload", True, "JSON of the declared `payload_type`, ≤ 256 KiB as received, never re-serialised; "
-                      "explicit `null` is a value, a missing payload is 422 `PAYLOAD_MISSING`"),
-    ("reason", True, "1–1024 chars"),
-    ("evidence_ref", False, "≤ 512 chars, no whitespace or control characters; never dereferenced"),
-]
-SPECIFIED: list[tuple[str, str, str, str, list, str]] = [
-    ("post", PREFIX + "/workflows/{workflow_id}/signals", "workflows:signal",
-     "Send an external signal (S-1..S-9). `Idempotency-Key` header required (1–128 printable ASCII chars).",
-     _SIGNAL_FIELDS,
-     "201 the receipt `{signal_id, workflow_id, idempotency_key, status, disposition, accepted_at, expires_at, "
-     "request_digest}` (status PENDING, or REJECTED with its disposition); 200 + `Idempotent-Replayed: true` "
-     "for the same key and content (the first receipt, byte-identical); 409 `IDEMPOTENCY_CONFLICT` for the "
-     "same key with other content; 409 `SIGNAL_LIMIT_REACHED`; 422 with `errors[].code` (`NAME_TOO_LONG`, "
-     "`CORRELATION_KEY_TOO_LONG`, `PAYLOAD_TOO_LARGE`, `PAYLOAD_MISSING`, `PAYLOAD_TYPE_MISMATCH`, "
-     "`CONTRACT_MISMATCH`, `FUTURE_ACTIVATION`, `EVIDENCE_REF_INVALID` …); 401, 403, 404, 413, 415, 503"),
-    ("get", PREFIX + "/workflows/{workflow_id}/signals/{signal_id}", "workflows:read",
-     "Read a signal's current state (PENDING, CONSUMED, REJECTED or EXPIRED, with its disposition).", [],
-     "200 `{signal_id, workflow_id, idempotency_key, name, payload_version, target_step_key, "
-     "target_activation_sequence, correlation_key, payload, reason, evidence_ref, actor, status, disposition, "
-     "accepted_at, expires_at, consumed_at}`; 401, 403, 404, 503"),
-    ("get", PREFIX + "/workflows/{workflow_id}/signals", "workflows:read",
-     "List an instance's signals; query `status=` filters by signal status.", [],
-     "200 `{items, next_cursor}`; 401, 403, 404, 422, 503"),
-    ("get", PREFIX + "/workflows/{workflow_id}/steps/{step_key}/explain", "workflows:read",
-     "Why is this wait still open (S-17): what the wait pins (name, version, correlation bytes, activation, "
-     "deadline) and, for every signal that targeted the step, why it did not win.", [],
-     "200; 401, 403, 404, 503"),
-    ("post", PREFIX + "/workflows/{workflow_id}/steps/{step_key}/continue", "workflows:review",
-     "Continue a POLL that stopped on its rounds or its poll deadline after a PENDING round (C-4): the same "
-     "activation goes on; the next round is due at max(now, next_poll_at). `Idempotency-Key` header required.",
-     [("reason", True, "1–1024 chars"), ("extra_rounds", False, "rounds to add to the budget"),
-      ("poll_deadline_ms", False, "a later poll deadline, in ms from now (≤ the instance deadline)")],
-     "200 the instance; 409 `INVALID_STATE` or `TASK_IN_FLIGHT`; 401, 403, 404, 413, 415, 422, 503"),
-]
-
 
 # --- rendering helpers --------------------------------------------------------------------------------------
 def _cell(text: str) -> str:
@@ -178,11 +135,6 @@ def _scope(op: dict) -> str:
 def _operations(doc: dict) -> list[tuple[str, str, dict]]:
     return [(method, path, item[method]) for path, item in doc["paths"].items() for method in METHODS
             if method in item]
-
-
-def _shape(path: str) -> str:
-    """A path with its parameter names erased, so that `{id}` and `{workflow_id}` compare equal."""
-    return re.sub(r"\{[^}]*\}", "{}", path)
 
 
 def _operation(doc: dict, method: str, path: str, op: dict) -> list[str]:
@@ -264,7 +216,12 @@ def _conventions() -> list[str]:
         *[f"| `{code}` | {status} | {_cell(text)} |" for code, status, text in STABLE_CODES],
         "",
         "`errors[].code` values of `VALIDATION_FAILED` raised by the engine (the SQL reference lists the errno "
-        "of each): " + ", ".join(f"`{c}`" for c in HTTP_VALIDATION_CODES) + ". A definition document that does not "
+        "of each): " + ", ".join(f"`{c}`" for c in HTTP_VALIDATION_CODES) + ".", "",
+        "`errors[].code` values found by the API itself, before any routine runs:", "",
+        "| code | when |", "| --- | --- |",
+        *[f"| `{code}` | {_cell(text)} |" for code, text in EDGE_FIELD_CODES.items()],
+        "",
+        "A definition document that does not "
         "validate lists every problem at once, each with a dotted `field` path and a code such as "
         "`MISSING_FIELD`, `UNKNOWN_TYPE`, `DUPLICATE_STEP_KEY`, `UNKNOWN_AFTER`, `CYCLIC_AFTER` or "
         "`BAD_EXPRESSION`. Step shapes and their defaults: `docs/concepts.md`.", "",
@@ -302,22 +259,6 @@ def render(doc: dict | None = None) -> str:
             out += _fields(schema, notes=False) + [""]
         else:
             out += [f"{_type(schema)}.", ""]
-    known = {(method, _shape(path)) for method, path, _ in ops}
-    pending = [s for s in SPECIFIED if (s[0], _shape(s[1])) not in known]
-    if pending:
-        out += ["## Specified, not yet in this build's OpenAPI document", "",
-                "These endpoints are fixed by the contract (paths, scopes, codes and states) and documented "
-                "here from it; this build's `/openapi.json` does not describe them yet, so a call may answer "
-                "`404 NOT_FOUND` until it does. Each moves to the sections above, generated, once it is "
-                "served.", ""]
-        for method, path, scope, summary, fields, answers in pending:
-            out += [f"### `{method.upper()} {path}`", "", summary, "", f"Scope: `{scope}`.", ""]
-            if fields:
-                out += ["| body field | required | rule |", "| --- | --- | --- |"]
-                out += [f"| `{name}` | {'yes' if required else 'no'} | {_cell(rule)} |"
-                        for name, required, rule in fields]
-                out.append("")
-            out += [f"Answers: {answers}.", ""]
     return "\n".join(out).rstrip("\n") + "\n"
 
 

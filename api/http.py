@@ -5,16 +5,22 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 import falcon
 import pymysql
 
-from orchestrator.definitions import DefinitionError, parse_json_strict
-from procedures import db, errors
+from procedures import db, errors, settings
+from procedures.connections import Connections
+from procedures.jsontext import InvalidJson, parse_members
 
 log = logging.getLogger("weave.api")
+
+__all__ = ["ApiConnections", "ApiError", "Connections", "NoStore", "bearer", "idempotency_key", "invalid", "json_body",
+           "json_members", "json_object", "make_error_handler", "parse_strict", "problem", "problem_text", "raw_body",
+           "respond"]
 
 MAX_BODY = 300 * 1024
 PROBLEM = "application/problem+json"
@@ -29,27 +35,27 @@ class ApiError(errors.WeaveError):
         self.http_status, self.code, self.errors = status, code, errors_ or []
 
 
-class Connections:
-    """One connection per serving thread, reopened after a failure (gunicorn sync workers: one each)."""
+class ApiConnections(Connections):
+    """The API's connections: connect, read and write time out after ``timeout`` seconds, and once the
+    database did not answer, every request answers 503 at once for ``cooldown`` seconds instead of each
+    waiting out its own timeout. A hung server accepts connections and answers nothing: without both, every
+    serving thread would hang on it and the API with them."""
 
-    def __init__(self, dsn: db.Dsn):
-        self.dsn = dsn
-        self._local = threading.local()
+    def __init__(self, dsn: db.Dsn | None, timeout: float | None = None, cooldown: float = 1.0):
+        seconds = settings.api_db_timeout() if timeout is None else timeout
+        short = None if dsn is None else dsn.with_options(**{
+            name: seconds for name in ("connect_timeout", "read_timeout", "write_timeout") if name not in dsn.options})
+        super().__init__(short)
+        self.cooldown = cooldown
+        self._down_until = 0.0
 
-    def get(self) -> pymysql.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None or not conn.open:
-            conn = self._local.conn = db.connect(self.dsn)
-        return conn
+    def get(self) -> db.Connection:
+        if time.monotonic() < self._down_until:
+            raise errors.TransientDatabaseError("UNAVAILABLE: the database did not answer a moment ago")
+        return super().get()
 
-    def discard(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        self._local.conn = None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # the connection is already broken; nothing to release
-                pass
+    def trip(self) -> None:
+        self._down_until = time.monotonic() + self.cooldown
 
 
 def bearer(req: falcon.Request) -> str:
@@ -60,9 +66,10 @@ def bearer(req: falcon.Request) -> str:
     return token.strip()
 
 
-def idempotency_key(req: falcon.Request, required: bool) -> str | None:
+def idempotency_key(req: falcon.Request, required: bool = True) -> str:
+    """The Idempotency-Key header (its rules are the routine's); every endpoint that takes one requires it."""
     key = req.get_header("Idempotency-Key")
-    if key is None and required:
+    if key is None:
         raise ApiError(422, "VALIDATION_FAILED", "this request needs an Idempotency-Key header",
                        [{"field": "Idempotency-Key", "code": "IDEMPOTENCY_KEY_INVALID",
                          "message": "missing Idempotency-Key header"}])
@@ -79,28 +86,43 @@ def raw_body(req: falcon.Request) -> bytes:
     return body
 
 
-def parse_strict(body: bytes) -> Any:
-    """json.loads that refuses duplicate keys and NaN (422), because MariaDB's JSON_EXTRACT would read the
-    first of two keys where Python reads the last."""
+def invalid(errors_: list[tuple[str, str, str]], detail: str = "the request is not valid") -> ApiError:
+    """A 422 listing every (field, code, message) found, not only the first."""
+    return ApiError(422, "VALIDATION_FAILED", detail,
+                    [{"field": field or "body", "code": code, "message": message} for field, code, message in errors_])
+
+
+def _require_json(req: falcon.Request) -> bytes:
+    if req.content_type is None or req.content_type.split(";")[0].strip().lower() != "application/json":
+        raise ApiError(415, "UNSUPPORTED_MEDIA_TYPE", "send the body as application/json")
+    return raw_body(req)
+
+
+def json_members(req: falcon.Request) -> tuple[Any, dict[str, bytes] | None]:
+    """The body parsed once by the strict parser: its value and, for an object, the exact bytes of each
+    top-level member's value. Invalid JSON, duplicate keys and text that is not text are a 422."""
     try:
-        return parse_json_strict(body)
-    except DefinitionError as exc:
-        raise ApiError(422, "VALIDATION_FAILED", "the body is not valid JSON",
-                       [{"field": e.field or "body", "code": e.code, "message": e.message} for e in exc.errors]) \
-            from exc
+        return parse_members(_require_json(req))
+    except InvalidJson as exc:
+        raise invalid(list(exc.errors), "the body is not valid JSON") from exc
+
+
+def parse_strict(body: bytes) -> Any:
+    """A body's value by the strict parser; invalid JSON, duplicate keys and text that is not text are a 422."""
+    try:
+        return parse_members(body)[0]
+    except InvalidJson as exc:
+        raise invalid(list(exc.errors), "the body is not valid JSON") from exc
 
 
 def json_body(req: falcon.Request) -> Any:
-    if req.content_type is None or req.content_type.split(";")[0].strip().lower() != "application/json":
-        raise ApiError(415, "UNSUPPORTED_MEDIA_TYPE", "send the body as application/json")
-    return parse_strict(raw_body(req))
+    return json_members(req)[0]
 
 
 def json_object(req: falcon.Request) -> dict:
     body = json_body(req)
     if not isinstance(body, dict):
-        raise ApiError(422, "VALIDATION_FAILED", "the body must be a JSON object",
-                       [{"field": "body", "code": "INVALID_TYPE", "message": "expected an object"}])
+        raise invalid([("body", "INVALID_TYPE", "expected an object")], "the body must be a JSON object")
     return body
 
 
@@ -113,31 +135,43 @@ def respond(resp: falcon.Response, payload: Any, status: int = 200, replayed: bo
 
 
 _TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-           409: "Conflict", 413: "Content Too Large", 415: "Unsupported Media Type", 422: "Unprocessable Content",
-           500: "Internal Server Error", 503: "Service Unavailable"}
+           409: "Conflict", 413: "Content Too Large", 414: "URI Too Long", 415: "Unsupported Media Type",
+           422: "Unprocessable Content", 431: "Request Header Fields Too Large", 500: "Internal Server Error",
+           503: "Service Unavailable"}
+
+
+def problem_text(status: int, code: str, detail: str, errors_: list[dict] | None = None) -> str:
+    """The RFC 9457 body of every error answer."""
+    return json.dumps({"type": f"https://weave.dev/problems/{code.lower().replace('_', '-')}",
+                       "title": _TITLES.get(status, "Error"), "status": status, "code": code, "detail": detail,
+                       "errors": errors_ or []})
 
 
 def problem(resp: falcon.Response, status: int, code: str, detail: str, errors_: list[dict] | None = None) -> None:
     resp.status = status
     resp.content_type = PROBLEM
-    resp.text = json.dumps({"type": f"https://weave.dev/problems/{code.lower().replace('_', '-')}",
-                            "title": _TITLES.get(status, "Error"), "status": status, "code": code,
-                            "detail": detail, "errors": errors_ or []})
+    resp.text = problem_text(status, code, detail, errors_)
 
 
-def make_error_handler(connections: Connections):
+Handler = Callable[[falcon.Request, falcon.Response, BaseException, dict], None]
+
+
+def make_error_handler(connections: Connections) -> Handler:
     def handle(req: falcon.Request, resp: falcon.Response, exc: BaseException, params: dict) -> None:
         if isinstance(exc, falcon.HTTPError):
             status = int(str(exc.status).split()[0]) if not isinstance(exc.status, int) else exc.status
             codes = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "PAYLOAD_TOO_LARGE",
-                     415: "UNSUPPORTED_MEDIA_TYPE", 400: "VALIDATION_FAILED"}
-            code = codes.get(status, "VALIDATION_FAILED" if status == 422 else "ERROR")
+                     415: "UNSUPPORTED_MEDIA_TYPE", 400: "BAD_REQUEST"}
+            code = codes.get(status, "VALIDATION_FAILED" if status == 422 else "BAD_REQUEST")
+            resp.set_headers(exc.headers or {})  # e.g. Allow on a 405
             problem(resp, status, code, exc.description or exc.title or code)
             return
         if isinstance(exc, pymysql.err.MySQLError):
             exc = errors.translate(exc)
         if isinstance(exc, errors.TransientDatabaseError) or isinstance(exc, pymysql.err.MySQLError) and \
                 errors.errno_of(exc) in errors.TRANSIENT_ERRNOS:
+            if isinstance(connections, ApiConnections) and errors.is_connection_lost(exc):
+                connections.trip()
             connections.discard()
             resp.set_header("Retry-After", "1")
             problem(resp, 503, "UNAVAILABLE", "the database is unavailable; retry shortly")
@@ -150,6 +184,8 @@ def make_error_handler(connections: Connections):
             problem(resp, 422, "VALIDATION_FAILED", exc.detail, exc.errors)
             return
         if isinstance(exc, errors.WeaveError) and exc.http_status < 500:
+            if exc.http_status == 401:
+                resp.set_header("WWW-Authenticate", 'Bearer realm="weave"')
             problem(resp, exc.http_status, exc.code, exc.detail, getattr(exc, "errors", None))
             return
         log.exception("unhandled error", extra={"fields": {"path": req.path}})
@@ -157,3 +193,12 @@ def make_error_handler(connections: Connections):
         problem(resp, 500, "INTERNAL", "an internal error occurred; it has been logged")
 
     return handle
+
+
+class NoStore:
+    """Middleware: no answer is ever cached. Several carry a token (credentials, bootstrap), and every other
+    one is the engine's state at one moment."""
+
+    def process_response(self, req: falcon.Request, resp: falcon.Response, resource: object,
+                         req_succeeded: bool) -> None:
+        resp.set_header("Cache-Control", "no-store")

@@ -5,21 +5,32 @@ from __future__ import annotations
 
 from typing import Any
 
+from procedures.errors import http_codes
+
+from . import schemas
+
 TIME = {"type": "string", "format": "date-time"}
 NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
-ANY = {}
+ANY: dict[str, Any] = {}
 
 
 def _ref(name: str) -> dict:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
+_PROBLEM_TEXTS = {401: "missing, unknown or disabled credential", 403: "scope or queue not allowed",
+                  404: "not found (or in another namespace)", 405: "method not allowed; `Allow` lists the methods",
+                  409: "conflict with the current state", 413: "body larger than 300 KiB",
+                  415: "body is not application/json", 422: "validation failed (errors[].code says which rule)",
+                  503: "database unavailable; retry after `Retry-After` seconds"}
+_HEADERS = {401: {"WWW-Authenticate": {"schema": {"type": "string", "enum": ["Bearer"]}}},
+            405: {"Allow": {"schema": {"type": "string"}}},
+            503: {"Retry-After": {"schema": {"type": "string", "pattern": "^[0-9]+$"}}}}
+
+
 def _problem(*statuses: int) -> dict:
-    texts = {401: "missing, unknown or disabled credential", 403: "scope or queue not allowed",
-             404: "not found (or in another namespace)", 409: "conflict with the current state",
-             413: "body larger than 300 KiB", 415: "body is not application/json",
-             422: "validation failed (errors[].code says which rule)", 503: "database unavailable; retry"}
-    return {str(s): {"description": texts[s], "content": {"application/problem+json": {"schema": _ref("Problem")}}}
+    return {str(s): {"description": _PROBLEM_TEXTS[s], **({"headers": _HEADERS[s]} if s in _HEADERS else {}),
+                     "content": {"application/problem+json": {"schema": _ref("Problem")}}}
             for s in statuses}
 
 
@@ -41,32 +52,33 @@ IDEMPOTENCY = {"name": "Idempotency-Key", "in": "header", "required": True,
 COMMON_ERRORS = (401, 403, 404, 503)
 
 
-def _op(summary: str, scope: str, responses: dict, *, params: list | None = None, body: dict | None = None,
-        errors: tuple[int, ...] = COMMON_ERRORS) -> dict:
-    op: dict[str, Any] = {"summary": summary, "description": f"Scope: `{scope}`.",
-                          "security": [{"bearer": []}], "parameters": [NS, *(params or [])],
+def _op(op_id: str, tag: str, summary: str, scope: str, responses: dict, *, params: list | None = None,
+        body: dict | None = None, errors: tuple[int, ...] = COMMON_ERRORS) -> dict:
+    op: dict[str, Any] = {"operationId": op_id, "tags": [tag], "summary": summary,
+                          "description": f"Scope: `{scope}`.", "security": [{"bearer": []}],
+                          "parameters": [NS, *(params or [])],
                           "responses": {**responses, **_problem(*errors)}}
     if body is not None:
         op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
     return op
 
 
-def _control(summary: str, scope: str = "workflows:control", extra: dict | None = None, *, step: bool = False,
-             required: list[str] | None = None) -> dict:
-    body = {"type": "object", "required": ["reason", *(required or [])], "properties": {
-        "reason": {"type": "string", "minLength": 1, "maxLength": 1024}, **(extra or {})}}
+def _control(op_id: str, summary: str, body: str, scope: str = "workflows:control", *, step: bool = False) -> dict:
     params = [WF, *([STEP] if step else []), IDEMPOTENCY]
-    return _op(summary, scope, {"200": {"description": "the instance after the action (or a replay)", "headers": {
-        "Idempotent-Replayed": {"schema": {"type": "string", "enum": ["true"]}}},
-        "content": {"application/json": {"schema": _ref("Instance")}}}}, params=params, body=body,
-        errors=(*COMMON_ERRORS, 409, 413, 415, 422))
+    answer = {"description": "the instance after the action (or a replay)",
+              "headers": {"Idempotent-Replayed": {"schema": {"type": "string", "enum": ["true"]}}},
+              "content": {"application/json": {"schema": _ref("Instance")}}}
+    tag = "recovery" if scope == "workflows:review" else "control"
+    return _op(op_id, tag, summary, scope, {"200": answer}, params=params, body=_ref(body),
+               errors=(*COMMON_ERRORS, 409, 413, 415, 422))
 
 
 def document() -> dict:
-    schemas = {
+    schemas_: dict[str, Any] = {
         "Problem": {"type": "object", "required": ["type", "title", "status", "code", "detail", "errors"],
                     "properties": {"type": {"type": "string"}, "title": {"type": "string"},
-                                   "status": {"type": "integer"}, "code": {"type": "string"},
+                                   "status": {"type": "integer"},
+                                   "code": {"type": "string", "enum": sorted(http_codes())},
                                    "detail": {"type": "string"},
                                    "errors": {"type": "array", "items": {"type": "object", "properties": {
                                        "field": {"type": ["string", "null"]}, "code": {"type": "string"},
@@ -78,10 +90,6 @@ def document() -> dict:
         "Definition": {"type": "object", "required": ["name", "version", "digest", "steps"], "properties": {
             "name": {"type": "string"}, "version": {"type": "integer"}, "digest": {"type": "string"},
             "steps": {"type": "array", "items": {"type": "object"}}, "created_at": TIME}},
-        "StartRequest": {"type": "object", "required": ["definition", "app"], "properties": {
-            "definition": {"type": "string"}, "version": {"type": "integer", "minimum": 1},
-            "app": {"type": "string"}, "input": ANY, "deadline_ms": {"type": "integer", "minimum": 1},
-            "deadline_at": TIME, "business_key": {"type": "string"}}},
         "Wait": {"type": ["object", "null"], "properties": {
             "kind": {"type": "string"}, "status": {"type": "string"}, "due_at": TIME, "deadline_at": TIME,
             "winner_signal_id": {"type": ["string", "null"]}, "settled_at": NULLABLE_TIME}},
@@ -137,16 +145,6 @@ def document() -> dict:
             "activation_sequence": {"type": ["integer", "null"]}, "occurred_at": TIME, "data": ANY}},
         "EventPage": {"type": "object", "required": ["events", "next_after"], "properties": {
             "events": {"type": "array", "items": _ref("Event")}, "next_after": {"type": "integer"}}},
-        "SignalRequest": {"type": "object", "required": ["name", "payload_version", "target_step_key",
-                                                          "target_activation_sequence", "correlation_key", "payload",
-                                                          "reason"], "properties": {
-            "name": {"type": "string", "minLength": 1, "maxLength": 128},
-            "payload_version": {"type": "string", "minLength": 1, "maxLength": 32},
-            "target_step_key": {"type": "string", "minLength": 1, "maxLength": 64},
-            "target_activation_sequence": {"type": "integer", "minimum": 1},
-            "correlation_key": {"type": "string", "minLength": 1}, "payload": ANY,
-            "reason": {"type": "string", "minLength": 1, "maxLength": 1024},
-            "evidence_ref": {"type": "string", "maxLength": 512}}},
         "Receipt": {"type": "object", "required": ["signal_id", "workflow_id", "idempotency_key", "status",
                                                    "accepted_at", "expires_at", "request_digest"], "properties": {
             "signal_id": {"type": "string"}, "workflow_id": {"type": "string"},
@@ -188,110 +186,103 @@ def document() -> dict:
             "status": {"type": "string", "enum": ["ACTIVE", "DISABLED"]}}},
         "Queue": {"type": "object", "required": ["name", "capacity"], "properties": {
             "name": {"type": "string"}, "capacity": {"type": "integer"}}},
-        "CredentialRequest": {"type": "object", "required": ["actor", "scopes"], "properties": {
-            "actor": {"type": "string"}, "scopes": {"type": "array", "items": {"type": "string"}},
-            "queues": {"oneOf": [{"type": "array", "items": {"type": "string"}}, {"const": "*"}]}}},
         "Credential": {"type": "object", "required": ["credential_id", "actor", "scopes", "queues", "token"],
                        "properties": {"credential_id": {"type": "string"}, "actor": {"type": "string"},
                                       "scopes": {"type": "array", "items": {"type": "string"}},
                                       "queues": {"type": "array", "items": {"type": "string"}},
                                       "token": {"type": "string"}}},
     }
-    limit = {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500}}
+    schemas_.update(schemas.BODIES)
     paths = {
         "/v1/namespaces/{ns}/definitions": {"post": _op(
-            "Publish a definition version", "definitions:publish",
+            "publish_definition", "definitions", "Publish a definition version", "definitions:publish",
             {**_ok(201, _ref("Published"), "a new version"),
              "200": {"description": "same content as the latest version",
                      "content": {"application/json": {"schema": _ref("Published")}}}},
             body=_ref("DefinitionDocument"), errors=(*COMMON_ERRORS, 413, 415, 422))},
         "/v1/namespaces/{ns}/definitions/{name}/versions/{version}": {"get": _op(
-            "Read a definition version", "workflows:read", _ok(200, _ref("Definition")),
+            "get_definition", "definitions", "Read a definition version", "workflows:read",
+            _ok(200, _ref("Definition")),
             params=[{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}},
-                    {"name": "version", "in": "path", "required": True, "schema": {"type": "integer"}}])},
+                    {"name": "version", "in": "path", "required": True,
+                     "schema": {"type": "integer", "minimum": 1, "maximum": 999_999_999}}])},
         "/v1/namespaces/{ns}/workflows": {
-            "post": _op("Start a workflow instance", "workflows:start (+ every queue of the definition)",
+            "post": _op("start_workflow", "workflows", "Start a workflow instance",
+                        "workflows:start (+ every queue of the definition)",
                         _ok(201, _ref("Instance"), "started", replay=True), params=[IDEMPOTENCY],
                         body=_ref("StartRequest"), errors=(*COMMON_ERRORS, 409, 413, 415, 422)),
-            "get": _op("List instances", "workflows:read", _ok(200, _ref("InstancePage")), params=[
-                {"name": "status", "in": "query", "schema": {"type": "string", "enum": [
-                    "RUNNING", "SUCCEEDED", "NEEDS_REVIEW", "CANCELLING", "CANCELLED"]}},
-                {"name": "definition", "in": "query", "schema": {"type": "string"}},
-                {"name": "control", "in": "query", "schema": {"type": "string", "enum": ["ACTIVE", "PAUSED"]}},
-                {"name": "business_key", "in": "query", "schema": {"type": "string", "maxLength": 256}},
-                {"name": "review_code", "in": "query", "schema": {"type": "string"},
-                 "description": "only instances with an open review reason of this code"},
-                {"name": "deferred", "in": "query", "schema": {"type": "boolean"},
-                 "description": "true: only instances whose next check is deferred"}, limit,
-                {"name": "cursor", "in": "query", "schema": {"type": "string"}}], errors=(*COMMON_ERRORS, 422))},
+            "get": _op("list_workflows", "workflows", "List instances, newest first", "workflows:read",
+                       _ok(200, _ref("InstancePage")), params=schemas.query_parameters("list_workflows"),
+                       errors=(*COMMON_ERRORS, 422))},
         "/v1/namespaces/{ns}/workflows/{workflow_id}": {"get": _op(
-            "Read an instance with its steps, waits, polls and review reasons", "workflows:read",
-            _ok(200, _ref("Instance")), params=[WF])},
+            "get_workflow", "workflows", "Read an instance with its steps, waits, polls and review reasons",
+            "workflows:read", _ok(200, _ref("Instance")), params=[WF])},
         "/v1/namespaces/{ns}/workflows/{workflow_id}/events": {"get": _op(
-            "Read the event history (gap-free seq)", "workflows:read", _ok(200, _ref("EventPage")), params=[
-                WF, {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0}},
-                {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}}],
+            "list_events", "workflows", "Read the event history (gap-free seq)", "workflows:read",
+            _ok(200, _ref("EventPage")), params=[WF, *schemas.query_parameters("list_events")],
             errors=(*COMMON_ERRORS, 422))},
         "/v1/namespaces/{ns}/workflows/{workflow_id}/signals": {
-            "post": _op("Send a signal (S-1..S-9); a replay answers the first receipt byte-identical",
+            "post": _op("send_signal", "signals",
+                        "Send a signal (S-1..S-9); a replay answers the first receipt byte-identical",
                         "workflows:signal (+ every queue of the definition)",
                         _ok(201, _ref("Receipt"), "accepted (PENDING) or stored as REJECTED", replay=True),
                         params=[WF, IDEMPOTENCY], body=_ref("SignalRequest"),
                         errors=(*COMMON_ERRORS, 409, 413, 415, 422)),
-            "get": _op("List the signals of an instance", "workflows:read", _ok(200, _ref("SignalPage")), params=[
-                WF, {"name": "status", "in": "query", "schema": {
-                    "type": "string", "enum": ["PENDING", "CONSUMED", "REJECTED", "EXPIRED"]}},
-                {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}},
-                {"name": "cursor", "in": "query", "schema": {"type": "string"}}], errors=(*COMMON_ERRORS, 422))},
+            "get": _op("list_signals", "signals", "List the signals of an instance", "workflows:read",
+                       _ok(200, _ref("SignalPage")), params=[WF, *schemas.query_parameters("list_signals")],
+                       errors=(*COMMON_ERRORS, 422))},
         "/v1/namespaces/{ns}/workflows/{workflow_id}/signals/{signal_id}": {"get": _op(
-            "Read a signal's current state", "workflows:read", _ok(200, _ref("Signal")), params=[
-                WF, {"name": "signal_id", "in": "path", "required": True, "schema": {"type": "string"}}])},
+            "get_signal", "signals", "Read a signal's current state", "workflows:read", _ok(200, _ref("Signal")),
+            params=[WF, {"name": "signal_id", "in": "path", "required": True, "schema": {"type": "string"}}])},
         "/v1/namespaces/{ns}/workflows/{workflow_id}/steps/{step_key}/explain": {"get": _op(
-            "Why is this wait still open (S-17)", "workflows:read", _ok(200, _ref("Explain")), params=[WF, STEP])},
-        "/v1/namespaces/{ns}/workflows/{workflow_id}/pause": {"post": _control("Pause an instance (C-1)")},
-        "/v1/namespaces/{ns}/workflows/{workflow_id}/resume": {"post": _control("Resume an instance (C-1)")},
-        "/v1/namespaces/{ns}/workflows/{workflow_id}/cancel": {"post": _control("Cancel an instance (C-2)")},
+            "explain_step", "signals", "Why is this wait still open (S-17)", "workflows:read",
+            _ok(200, _ref("Explain")), params=[WF, STEP])},
+        "/v1/namespaces/{ns}/workflows/{workflow_id}/pause": {"post": _control(
+            "pause_workflow", "Pause an instance (C-1)", "ReasonRequest")},
+        "/v1/namespaces/{ns}/workflows/{workflow_id}/resume": {"post": _control(
+            "resume_workflow", "Resume an instance (C-1)", "ReasonRequest")},
+        "/v1/namespaces/{ns}/workflows/{workflow_id}/cancel": {"post": _control(
+            "cancel_workflow", "Cancel an instance (C-2)", "ReasonRequest")},
         "/v1/namespaces/{ns}/workflows/{workflow_id}/steps/{step_key}/reactivate": {"post": _control(
-            "Reactivate a step in review as a new activation (C-4)", "workflows:review",
-            {"timeout_ms": {"type": "integer", "minimum": 1}}, step=True)},
+            "reactivate_step", "Reactivate a step in review as a new activation (C-4)", "ReactivateRequest",
+            "workflows:review", step=True)},
         "/v1/namespaces/{ns}/workflows/{workflow_id}/steps/{step_key}/continue": {"post": _control(
-            "Continue a POLL stopped on rounds or deadline, in the same activation (C-4)", "workflows:review",
-            {"extra_rounds": {"type": "integer", "minimum": 1}, "poll_deadline_ms": {"type": "integer", "minimum": 1}},
-            step=True)},
+            "continue_step", "Continue a POLL stopped on rounds or deadline, in the same activation (C-4)",
+            "ContinueRequest", "workflows:review", step=True)},
         "/v1/namespaces/{ns}/workflows/{workflow_id}/steps/{step_key}/resolve": {"post": _control(
-            "Settle a step in review with an operator-supplied output (C-4)", "workflows:review",
-            {"output": ANY, "evidence_ref": {"type": "string", "maxLength": 512}}, step=True, required=["output"])},
+            "resolve_step", "Settle a step in review with an operator-supplied output (C-4)", "ResolveRequest",
+            "workflows:review", step=True)},
         "/v1/namespaces/{ns}/workflows/{workflow_id}/deadline": {"post": _control(
-            "Set a later instance deadline (C-4)", "workflows:review",
-            {"deadline_at": TIME, "extend_ms": {"type": "integer", "minimum": 1}})},
+            "set_deadline", "Set a later instance deadline (C-4)", "DeadlineRequest", "workflows:review")},
         "/v1/namespaces/{ns}/apps": {"post": _op(
-            "Create an app or change its quota", "admin",
+            "put_app", "admin", "Create an app or change its quota", "admin",
             {**_ok(201, _ref("App"), "created"), "200": {"description": "updated", "content": {
                 "application/json": {"schema": _ref("App")}}}},
-            body={"type": "object", "required": ["name", "max_in_flight"], "properties": {
-                "name": {"type": "string"}, "max_in_flight": {"type": "integer"},
-                "status": {"type": "string", "enum": ["ACTIVE", "DISABLED"]}}},
-            errors=(*COMMON_ERRORS, 413, 415, 422))},
+            body=_ref("AppRequest"), errors=(*COMMON_ERRORS, 413, 415, 422))},
         "/v1/namespaces/{ns}/queues": {"post": _op(
-            "Create a queue or change its capacity", "admin",
+            "put_queue", "admin", "Create a queue or change its capacity", "admin",
             {**_ok(201, _ref("Queue"), "created"), "200": {"description": "updated", "content": {
                 "application/json": {"schema": _ref("Queue")}}}},
-            body={"type": "object", "required": ["name", "capacity"], "properties": {
-                "name": {"type": "string"}, "capacity": {"type": "integer"}}},
-            errors=(*COMMON_ERRORS, 413, 415, 422))},
+            body=_ref("QueueRequest"), errors=(*COMMON_ERRORS, 413, 415, 422))},
         "/v1/namespaces/{ns}/credentials": {"post": _op(
-            "Create a credential (its token is returned once)", "admin", _ok(201, _ref("Credential")),
-            body=_ref("CredentialRequest"), errors=(*COMMON_ERRORS, 413, 415, 422))},
-        "/healthz": {"get": {"summary": "Process alive", "security": [],
+            "create_credential", "admin", "Create a credential (its token is returned once)", "admin",
+            _ok(201, _ref("Credential")), body=_ref("CredentialRequest"), errors=(*COMMON_ERRORS, 413, 415, 422))},
+        "/healthz": {"get": {"operationId": "health", "tags": ["operations"], "summary": "Process alive",
+                             "security": [],
                              "responses": {"200": {"description": "alive", "content": {
                                  "application/json": {"schema": {"type": "object"}}}}}}},
-        "/readyz": {"get": {"summary": "Database reachable and at the expected level", "security": [],
+        "/readyz": {"get": {"operationId": "ready", "tags": ["operations"],
+                            "summary": "Database reachable and at the expected level", "security": [],
                             "responses": {"200": {"description": "ready", "content": {
                                 "application/json": {"schema": {"type": "object"}}}}, **_problem(503)}}},
-        "/metrics": {"get": {"summary": "Prometheus metrics", "security": [],
-                             "responses": {"200": {"description": "Prometheus text format", "content": {
-                                 "text/plain": {"schema": {"type": "string"}}}}, **_problem(503)}}},
-        "/openapi.json": {"get": {"summary": "This document", "security": [],
+        "/metrics": {"get": {"operationId": "metrics", "tags": ["operations"], "summary": "Prometheus metrics",
+                             "security": [],
+                             "responses": {"200": {"description": "Prometheus text format, or OpenMetrics when the "
+                                                                  "Accept header asks for it", "content": {
+                                 "text/plain": {"schema": {"type": "string"}},
+                                 "application/openmetrics-text": {"schema": {"type": "string"}}}}, **_problem(503)}}},
+        "/openapi.json": {"get": {"operationId": "openapi", "tags": ["operations"], "summary": "This document",
+                                  "security": [],
                                   "responses": {"200": {"description": "OpenAPI 3.1", "content": {
                                       "application/json": {"schema": {"type": "object"}}}}}}},
     }
@@ -302,6 +293,6 @@ def document() -> dict:
                                 "application/problem+json with a stable `code`."},
         "servers": [{"url": "/"}],
         "paths": paths,
-        "components": {"schemas": schemas,
+        "components": {"schemas": schemas_,
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }

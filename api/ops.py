@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-import falcon
-from prometheus_client import CollectorRegistry, Gauge, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from collections.abc import Iterator
 
-from procedures import errors, installer, routines
+import falcon
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
+
+from procedures import candidates, db, errors, installer, routines
 
 from .http import Connections, problem, respond
 from .openapi import document
 
 
 class Health:
-    def on_get(self, req, resp):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         respond(resp, {"status": "ok"})
 
 
@@ -23,7 +26,7 @@ class Ready:
     def __init__(self, connections: Connections):
         self.connections = connections
 
-    def on_get(self, req, resp):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         try:
             installer.check_level(self.connections.get())
         except errors.SchemaMismatch as exc:
@@ -33,59 +36,117 @@ class Ready:
         respond(resp, {"status": "ready", "level": installer.shipped_level()})
 
 
+def _histogram(name: str, doc: str, labels: list[str]) -> HistogramMetricFamily:
+    return HistogramMetricFamily(name, doc, labels=labels)
+
+
+def _add_histogram(family: HistogramMetricFamily, labels: list[str], rows: list[dict]) -> None:
+    """One histogram series from decision rows (cumulative buckets summed over the rows)."""
+    buckets: list[tuple[str, float]] = [(str(le), sum(r["buckets"][i][1] for r in rows))
+                                        for i, le in enumerate(routines.LATENCY_BUCKETS)]
+    count = sum(r["count"] for r in rows)
+    family.add_metric(labels, [*buckets, ("+Inf", count)], sum(r["sum"] for r in rows))
+
+
+class EngineCollector:
+    """Everything /metrics shows, read from the database at scrape time through prometheus-client's own
+    metric types, so that every API worker answers the same values (nothing is counted in a process)."""
+
+    def __init__(self, conn: db.Connection):
+        self.conn = conn
+
+    def describe(self) -> list[Metric]:
+        return []  # built at scrape time only
+
+    def collect(self) -> Iterator[Metric]:
+        figures = routines.status(self.conn)
+        metrics = routines.engine_metrics(self.conn)
+        due = GaugeMetricFamily("weave_due_backlog", "Candidates due now, per class", labels=["class"])
+        lag = GaugeMetricFamily("weave_oldest_due_lag_seconds", "How late the oldest due candidate is, per class",
+                                labels=["class"])
+        for row in figures["backlog"]:
+            due.add_metric([row["class"]], row["due"])
+            lag.add_metric([row["class"]], float(row["lag_ms"] or 0) / 1000)
+        yield due
+        yield lag
+        failing = GaugeMetricFamily("weave_candidates_failing", "Candidates whose last advance failed, by class; "
+                                    "repeated: failed 2 or more times in a row", labels=["class", "repeated"])
+        for c in candidates.CLASSES:
+            if c.bookkept:
+                row = figures["failing"].get(c.name, {"failing": 0, "repeated": 0})
+                failing.add_metric([c.name, "false"], row["failing"] - row["repeated"])
+                failing.add_metric([c.name, "true"], row["repeated"])
+        yield failing
+        deferred = GaugeMetricFamily("weave_instances_deferred", "Instances with a deferred check, by reason (R-18)",
+                                     labels=["reason"])
+        for reason, count in figures["deferred"].items():
+            deferred.add_metric([reason], count)
+        yield deferred
+        live = GaugeMetricFamily("weave_instances", "Live instances by status", labels=["status"])
+        paused = GaugeMetricFamily("weave_instances_paused", "Live instances with control PAUSED, by status",
+                                   labels=["status"])
+        for live_status, row in figures["instances"].items():
+            live.add_metric([live_status], row["instances"])
+            paused.add_metric([live_status], row["paused"])
+        yield live
+        yield paused
+        yield GaugeMetricFamily("weave_review_reasons_open", "Open review reasons",
+                                value=figures["open_review_reasons"])
+        yield GaugeMetricFamily("weave_instances_in_review", "Instances in NEEDS_REVIEW",
+                                value=figures["instances_in_review"])
+        tasks = GaugeMetricFamily("weave_tasks", "Tasks by status (in flight)", labels=["status"])
+        for task_status in ("QUEUED", "RUNNING"):
+            tasks.add_metric([task_status], figures["tasks"].get(task_status, 0))
+        yield tasks
+        polls = GaugeMetricFamily("weave_polls", "POLL activations by state", labels=["state"])
+        polls.add_metric(["IN_FLIGHT"], figures["polls_in_flight"])
+        polls.add_metric(["WAITING"], figures["polls_waiting"])
+        yield polls
+        yield GaugeMetricFamily("weave_signals_pending", "Signals accepted and not yet consumed, rejected or expired",
+                                value=figures["signals_pending"])
+        signals = CounterMetricFamily("weave_signals", "Signals settled, by status and disposition",
+                                      labels=["status", "disposition"])
+        for sig_status, disposition, count in metrics["signals"]:
+            if sig_status != "PENDING":
+                signals.add_metric([sig_status, disposition], count)
+        yield signals
+        rounds = CounterMetricFamily("weave_poll_rounds", "Poll rounds finished, by outcome", labels=["outcome"])
+        for outcome, count in metrics["rounds"].items():
+            if outcome != "IN_FLIGHT":
+                rounds.add_metric([outcome], count)
+        yield rounds
+        decisions = CounterMetricFamily("weave_decisions", "Waits decided, by kind and result",
+                                        labels=["kind", "result"])
+        for row in metrics["decisions"]:
+            decisions.add_metric([row["kind"], row["result"]], row["count"])
+        yield decisions
+        latency = _histogram("weave_decision_latency_seconds", "How long after it was due each wait was decided "
+                             "(timers: settled - due; signals: settled - the winner's acceptance)", ["kind"])
+        for kind in sorted({r["kind"] for r in metrics["decisions"]}):
+            _add_histogram(latency, [kind], [r for r in metrics["decisions"] if r["kind"] == kind])
+        yield latency
+        lateness = _histogram("weave_timer_lateness_seconds", "Timer lateness: settled - due, of satisfied timers "
+                              "(T-8)", [])
+        _add_histogram(lateness, [], [r for r in metrics["decisions"]
+                                      if r["kind"] == "TIMER" and r["result"] == "SATISFIED"])
+        yield lateness
+
+
 class Metrics:
-    """Prometheus text, computed from the database at scrape time (index ranges over live rows only)."""
+    """Prometheus text, or OpenMetrics when the scraper asks for it (Accept), computed from the database."""
 
     def __init__(self, connections: Connections):
         self.connections = connections
 
-    def on_get(self, req, resp):
-        resp.content_type = CONTENT_TYPE_LATEST
-        resp.data = generate_latest(registry_of(routines.status(self.connections.get())))
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(EngineCollector(self.connections.get()))
+        encoder, content_type = choose_encoder(req.get_header("Accept") or "")
+        resp.content_type = content_type
+        resp.data = encoder(registry)
 
-
-def registry_of(figures: dict) -> CollectorRegistry:
-    """The Prometheus registry of the figures ``routines.status`` reads; the console shows the same figures."""
-    registry = CollectorRegistry()
-    due = Gauge("weave_due_backlog", "Candidates due now, per class", ["class"], registry=registry)
-    lag = Gauge("weave_oldest_due_lag_seconds", "How late the oldest due candidate is, per class", ["class"],
-                registry=registry)
-    for row in figures["backlog"]:
-        due.labels(row["class"]).set(row["due"])
-        lag.labels(row["class"]).set(float(row["lag_ms"] or 0) / 1000)
-    in_flight = Gauge("weave_tasks", "Tasks by status (in flight)", ["status"], registry=registry)
-    for status in ("QUEUED", "RUNNING"):
-        in_flight.labels(status).set(figures["tasks"].get(status, 0))
-    Gauge("weave_review_reasons_open", "Open review reasons", registry=registry).set(figures["open_review_reasons"])
-    Gauge("weave_instances_in_review", "Instances in NEEDS_REVIEW", registry=registry).set(
-        figures["instances_in_review"])
-    late = Gauge("weave_timer_lateness_recent", "Timers settled in the last 5 minutes with lateness "
-                 "(settled - due) at most le seconds (cumulative buckets)", ["le"], registry=registry)
-    for row in figures["lateness"]:
-        late.labels("+Inf" if row["le_seconds"] is None else str(float(row["le_seconds"]))).set(row["timers"])
-    polling = Gauge("weave_polls", "POLL activations by state", ["state"], registry=registry)
-    polling.labels("IN_FLIGHT").set(figures["polls_in_flight"])
-    polling.labels("WAITING").set(figures["polls_waiting"])
-    Gauge("weave_signals_pending", "Signals accepted and not yet consumed, rejected or expired",
-          registry=registry).set(figures["signals_pending"])
-    deferrals = Gauge("weave_instances_deferred", "Instances with a deferred check, by reason (R-18)", ["reason"],
-                      registry=registry)
-    for reason, count in figures["deferred"].items():
-        deferrals.labels(reason).set(count)
-    failures = Gauge("weave_candidates_failing", "Candidates whose last advance failed, by class; repeated: "
-                     "failed 2 or more times in a row", ["class", "repeated"], registry=registry)
-    for klass, row in figures["failing"].items():
-        failures.labels(klass, "false").set(row["failing"] - row["repeated"])
-        failures.labels(klass, "true").set(row["repeated"])
-    live = Gauge("weave_instances", "Live instances by status", ["status"], registry=registry)
-    paused = Gauge("weave_instances_paused", "Live instances with control PAUSED, by status", ["status"],
-                   registry=registry)
-    for status, row in figures["instances"].items():
-        live.labels(status).set(row["instances"])
-        paused.labels(status).set(row["paused"])
-    return registry
 
 class OpenApi:
-    def on_get(self, req, resp):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.media = document()
         resp.content_type = falcon.MEDIA_JSON

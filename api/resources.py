@@ -1,47 +1,40 @@
 """Resources of the HTTP API: each method authenticates through the routines it calls (the routines
-authorise), shapes the answer, and never holds SQL or business rules of its own."""
+authorise), checks the request's shape against its schema (``api.schemas``), shapes the answer, and never
+holds SQL or business rules of its own."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+from collections.abc import Callable
+from typing import Any
 
 import falcon
 
-from orchestrator import definitions
-from procedures import routines
+from procedures import db, definitions, routines
 
-from .http import ApiError, Connections, bearer, idempotency_key, json_object, raw_body, respond
-
-
-def _int_param(req: falcon.Request, name: str, default: int | None, low: int, high: int) -> int | None:
-    value = req.get_param(name)
-    if value is None or value == "":
-        return default
-    try:
-        number = int(value)
-    except ValueError:
-        number = None
-    if number is None or not low <= number <= high:
-        raise ApiError(422, "VALIDATION_FAILED", f"{name} must be an integer {low}..{high}",
-                       [{"field": name, "code": "LIMIT_INVALID", "message": f"{name} must be {low}..{high}"}])
-    return number
+from . import schemas
+from .http import Connections, bearer, idempotency_key, invalid, json_body, json_object, respond
 
 
-def _require(body: dict, field: str, kind: type | tuple, code: str = "INVALID_ARGUMENT"):
-    value = body.get(field)
-    if value is None or not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-        raise ApiError(422, "VALIDATION_FAILED", f"{field} is required",
-                       [{"field": field, "code": code, "message": f"{field} is required and must be valid"}])
-    return value
+def _parse_time(value: Any, field: str) -> dt.datetime:
+    """An RFC 3339 time with a zone as naive UTC, the engine's representation; anything else is a 422."""
+    if isinstance(value, str):
+        try:
+            moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            moment = None
+        if moment is not None and moment.tzinfo is not None:
+            return moment.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    raise invalid([(field, "DEADLINE_INVALID", f"{field} must be an RFC 3339 time with a zone")])
 
 
-def _reason(body: dict) -> str:
-    """Every operator action carries a reason (06-control); its length is checked by the routine."""
-    reason = body.get("reason")
-    if not isinstance(reason, str):
-        raise ApiError(422, "VALIDATION_FAILED", "reason is required",
-                       [{"field": "reason", "code": "REASON_INVALID", "message": "1-1024 characters"}])
-    return reason
+def _time(value: str | None, field: str = "deadline_at") -> dt.datetime | None:
+    return None if value is None else _parse_time(value, field)
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 class Resource:
@@ -49,215 +42,134 @@ class Resource:
         self.connections = connections
 
     @property
-    def conn(self):
+    def conn(self) -> db.Connection:
         return self.connections.get()
 
 
 class Definitions(Resource):
-    def on_post(self, req, resp, ns):
+    def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         token = bearer(req)
-        if req.content_type is None or req.content_type.split(";")[0].strip().lower() != "application/json":
-            raise ApiError(415, "UNSUPPORTED_MEDIA_TYPE", "send the definition as application/json")
         try:
-            definition = definitions.validate(raw_body(req))
+            definition = definitions.validate(json_body(req))
         except definitions.DefinitionError as exc:
-            raise ApiError(422, "VALIDATION_FAILED", "the definition is not valid",
-                           [{"field": e.field or "body", "code": e.code, "message": e.message}
-                            for e in exc.errors]) from exc
+            raise invalid(list(exc.errors), "the definition is not valid") from exc
         row = routines.definition_publish(self.conn, token, ns, definition)
         created = row.pop("created")
         respond(resp, row, 201 if created else 200)
 
 
 class DefinitionVersion(Resource):
-    def on_get(self, req, resp, ns, name, version):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str, name: str, version: str) -> None:
+        token = bearer(req)
         number = int(version) if version.isdigit() and len(version) <= 9 else 0
         if number < 1:
-            raise ApiError(404, "NOT_FOUND", "no such definition version")
-        respond(resp, routines.definition_get(self.conn, bearer(req), ns, name, number))
+            raise falcon.HTTPNotFound(description="no such definition version")
+        respond(resp, routines.definition_get(self.conn, token, ns, name, number))
 
 
 class Workflows(Resource):
-    def on_post(self, req, resp, ns):
+    def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         token = bearer(req)
-        key = idempotency_key(req, required=True)
-        body = json_object(req)
-        definition = _require(body, "definition", str, "DEFINITION_NOT_FOUND")
-        app = _require(body, "app", str, "APP_NOT_FOUND")
-        if "input" not in body:
-            body["input"] = {}
-        deadline_ms, deadline_at = body.get("deadline_ms"), body.get("deadline_at")
-        if (deadline_ms is None) == (deadline_at is None):
-            raise ApiError(422, "VALIDATION_FAILED", "give exactly one of deadline_ms and deadline_at",
-                           [{"field": "deadline_ms", "code": "DEADLINE_INVALID", "message": "one deadline needed"}])
-        if deadline_ms is not None and (not isinstance(deadline_ms, int) or isinstance(deadline_ms, bool)):
-            raise ApiError(422, "VALIDATION_FAILED", "deadline_ms must be an integer",
-                           [{"field": "deadline_ms", "code": "DEADLINE_INVALID", "message": "integer ms"}])
-        at = None
-        if deadline_at is not None:
-            at = _parse_time(deadline_at, "deadline_at")
-        version = body.get("version")
-        if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 1):
-            raise ApiError(422, "VALIDATION_FAILED", "version must be a positive integer",
-                           [{"field": "version", "code": "DEFINITION_NOT_FOUND", "message": "positive integer"}])
-        business_key = body.get("business_key")
-        if business_key is not None and not isinstance(business_key, str):
-            raise ApiError(422, "VALIDATION_FAILED", "business_key must be a string",
-                           [{"field": "business_key", "code": "INPUT_INVALID", "message": "string"}])
+        key = idempotency_key(req)
+        body = schemas.body("StartRequest", json_object(req))
         started = routines.instance_start(
-            self.conn, token, ns, definition=definition, version=version, app=app,
-            input_json=json.dumps(body["input"], separators=(",", ":"), ensure_ascii=False),
-            idempotency_key=key, deadline_at=at, deadline_ms=deadline_ms, business_key=business_key)
+            self.conn, token, ns, definition=body["definition"], version=body.get("version"), app=body["app"],
+            input_json=_json_text(body.get("input", {})), idempotency_key=key,
+            deadline_at=_time(body.get("deadline_at")), deadline_ms=body.get("deadline_ms"),
+            business_key=body.get("business_key"))
         instance = routines.instance_get(self.conn, token, ns, started["workflow_id"])
         respond(resp, instance, 201 if started["created"] else 200, replayed=not started["created"])
 
-    def on_get(self, req, resp, ns):
-        limit = _int_param(req, "limit", 50, 1, 500)
-        deferred = req.get_param("deferred")
-        if deferred not in (None, "", "true", "false"):
-            raise ApiError(422, "VALIDATION_FAILED", "deferred must be true or false",
-                           [{"field": "deferred", "code": "INVALID_ARGUMENT", "message": "true or false"}])
-        page = routines.instance_list(self.conn, bearer(req), ns, status=req.get_param("status") or None,
-                                      definition=req.get_param("definition") or None,
-                                      control=req.get_param("control") or None,
-                                      business_key=req.get_param("business_key") or None,
-                                      review_code=req.get_param("review_code") or None, deferred=deferred == "true",
-                                      limit=limit, cursor=req.get_param("cursor"))
-        respond(resp, page)
+    def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
+        token = bearer(req)
+        q = schemas.query(req, "list_workflows")
+        respond(resp, routines.instance_list(
+            self.conn, token, ns, status=q["status"], definition=q["definition"], control=q["control"],
+            business_key=q["business_key"], review_code=q["review_code"], deferred=q["deferred"] is True,
+            limit=q["limit"] or 50, cursor=q["cursor"]))
 
 
 class Workflow(Resource):
-    def on_get(self, req, resp, ns, workflow_id):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str, workflow_id: str) -> None:
         respond(resp, routines.instance_get(self.conn, bearer(req), ns, workflow_id))
 
 
 class Events(Resource):
-    def on_get(self, req, resp, ns, workflow_id):
-        after = _int_param(req, "after", 0, 0, 2**62)
-        limit = _int_param(req, "limit", 100, 1, 1000)
-        events = routines.instance_events(self.conn, bearer(req), ns, workflow_id, after, limit)
+    def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str, workflow_id: str) -> None:
+        token = bearer(req)
+        q = schemas.query(req, "list_events")
+        after = q["after"] or 0
+        events = routines.instance_events(self.conn, token, ns, workflow_id, after, q["limit"] or 100)
         respond(resp, {"events": events, "next_after": events[-1]["seq"] if events else after})
 
 
 class Apps(Resource):
-    def on_post(self, req, resp, ns):
+    def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         token = bearer(req)
-        body = json_object(req)
-        name = _require(body, "name", str, "NAME_INVALID")
-        quota = _require(body, "max_in_flight", int, "LIMIT_INVALID")
-        status = body.get("status")
-        row = routines.app_put(self.conn, token, ns, name, quota, status)
+        body = schemas.body("AppRequest", json_object(req))
+        row = routines.app_put(self.conn, token, ns, body["name"], body["max_in_flight"], body.get("status"))
         respond(resp, {"name": row["name"], "max_in_flight": row["max_in_flight"], "status": row["status"]},
                 201 if row["created"] else 200)
 
 
 class Queues(Resource):
-    def on_post(self, req, resp, ns):
+    def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         token = bearer(req)
-        body = json_object(req)
-        name = _require(body, "name", str, "NAME_INVALID")
-        capacity = _require(body, "capacity", int, "LIMIT_INVALID")
-        row = routines.queue_put(self.conn, token, ns, name, capacity)
+        body = schemas.body("QueueRequest", json_object(req))
+        row = routines.queue_put(self.conn, token, ns, body["name"], body["capacity"])
         respond(resp, {"name": row["name"], "capacity": row["capacity"]}, 201 if row["created"] else 200)
 
 
 class Credentials(Resource):
-    def on_post(self, req, resp, ns):
+    def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         token = bearer(req)
-        body = json_object(req)
-        actor = _require(body, "actor", str, "NAME_INVALID")
-        scopes = _require(body, "scopes", list, "SCOPES_INVALID")
-        queues = body.get("queues", "*")
-        if not all(isinstance(s, str) for s in scopes) or not (
-                queues == "*" or isinstance(queues, list) and all(isinstance(q, str) for q in queues)):
-            raise ApiError(422, "VALIDATION_FAILED", "scopes must be a list of strings; queues a list or *",
-                           [{"field": "scopes", "code": "SCOPES_INVALID", "message": "list of strings"}])
-        row = routines.credential_create(self.conn, token, ns, actor, scopes, queues)
+        body = schemas.body("CredentialRequest", json_object(req))
+        row = routines.credential_create(self.conn, token, ns, body["actor"], body["scopes"], body.get("queues", "*"))
         respond(resp, {"credential_id": row["credential_id"], "actor": row["actor"], "scopes": row["scopes"],
                        "queues": row["queues"], "token": row["token"]}, 201)
 
 
-def _parse_time(value, field: str):
-    import datetime as dt
+class Action(Resource):
+    """POST /workflows/{id}/<action> and /workflows/{id}/steps/{key}/<action>: one operator action with a
+    reason and an idempotency key (06-control); 200 with the instance as it is now, a replay with
+    Idempotent-Replayed. ``act(conn, token, ns, workflow_id, step_key, reason, key, body)`` calls its routine."""
 
-    if isinstance(value, str):
-        try:
-            moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-            if moment.tzinfo is not None:
-                return moment.astimezone(dt.timezone.utc).replace(tzinfo=None)
-        except ValueError:
-            pass
-    raise ApiError(422, "VALIDATION_FAILED", f"{field} must be an RFC 3339 time with a zone",
-                   [{"field": field, "code": "DEADLINE_INVALID", "message": "RFC 3339, e.g. 2026-12-01T00:00:00Z"}])
-
-
-class Control(Resource):
-    """POST /workflows/{id}/pause | resume: 200 instance; a replay answers 200 with Idempotent-Replayed."""
-
-    def __init__(self, connections: Connections, action):
+    def __init__(self, connections: Connections, schema: str,
+                 act: Callable[[db.Connection, str, str, str, str | None, str, str, dict[str, Any]], dict]):
         super().__init__(connections)
-        self.action = action
+        self.schema, self.act = schema, act
 
-    def on_post(self, req, resp, ns, workflow_id):
+    def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str, workflow_id: str,
+                step_key: str | None = None) -> None:
         token = bearer(req)
-        key = idempotency_key(req, required=True)
-        body = json_object(req)
-        reason = _reason(body)
-        result = self.action(self.conn, token, ns, workflow_id, reason, key)
+        key = idempotency_key(req)
+        body = schemas.body(self.schema, json_object(req))
+        result = self.act(self.conn, token, ns, workflow_id, step_key, body["reason"], key, body)
         respond(resp, routines.instance_get(self.conn, token, ns, workflow_id), replayed=bool(result["replayed"]))
 
 
-class Deadline(Resource):
-    def on_post(self, req, resp, ns, workflow_id):
-        token = bearer(req)
-        key = idempotency_key(req, required=True)
-        body = json_object(req)
-        reason = _reason(body)
-        at = _parse_time(body["deadline_at"], "deadline_at") if body.get("deadline_at") is not None else None
-        extend = body.get("extend_ms")
-        if extend is not None and (not isinstance(extend, int) or isinstance(extend, bool)):
-            raise ApiError(422, "VALIDATION_FAILED", "extend_ms must be an integer",
-                           [{"field": "extend_ms", "code": "DEADLINE_INVALID", "message": "positive integer"}])
-        result = routines.instance_deadline(self.conn, token, ns, workflow_id, reason, key, deadline_at=at,
-                                            extend_ms=extend)
-        respond(resp, routines.instance_get(self.conn, token, ns, workflow_id), replayed=bool(result["replayed"]))
+def _instance(routine: Callable[..., dict]) -> Callable[..., dict]:
+    """An instance action whose routine takes only the reason and the key (pause, resume, cancel)."""
+    return lambda conn, token, ns, wf, _step, reason, key, _body: routine(conn, token, ns, wf, reason, key)
 
 
-class StepRecovery(Resource):
-    """POST /workflows/{id}/steps/{key}/reactivate | continue | resolve (C-4): 200 instance."""
-
-    def __init__(self, connections: Connections, action: str):
-        super().__init__(connections)
-        self.action = action
-
-    def on_post(self, req, resp, ns, workflow_id, step_key):
-        token = bearer(req)
-        key = idempotency_key(req, required=True)
-        body = json_object(req)
-        reason = _reason(body)
-        if self.action == "continue":
-            extra, ms = body.get("extra_rounds"), body.get("poll_deadline_ms")
-            for name, value in (("extra_rounds", extra), ("poll_deadline_ms", ms)):
-                if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-                    raise ApiError(422, "VALIDATION_FAILED", f"{name} must be an integer",
-                                   [{"field": name, "code": "INVALID_ARGUMENT", "message": "positive integer"}])
-            result = routines.step_continue(self.conn, token, ns, workflow_id, step_key, reason, key,
-                                            extra_rounds=extra, poll_deadline_ms=ms)
-        elif self.action == "reactivate":
-            timeout = body.get("timeout_ms")
-            if timeout is not None and (not isinstance(timeout, int) or isinstance(timeout, bool)):
-                raise ApiError(422, "VALIDATION_FAILED", "timeout_ms must be an integer",
-                               [{"field": "timeout_ms", "code": "INVALID_ARGUMENT", "message": "positive integer"}])
-            result = routines.step_reactivate(self.conn, token, ns, workflow_id, step_key, reason, key,
-                                              timeout_ms=timeout)
-        else:
-            if "output" not in body:
-                raise ApiError(422, "VALIDATION_FAILED", "output is required",
-                               [{"field": "output", "code": "INPUT_INVALID", "message": "any JSON value"}])
-            evidence = body.get("evidence_ref")
-            if evidence is not None and not isinstance(evidence, str):
-                raise ApiError(422, "VALIDATION_FAILED", "evidence_ref must be a string",
-                               [{"field": "evidence_ref", "code": "EVIDENCE_REF_INVALID", "message": "string"}])
-            result = routines.step_resolve(self.conn, token, ns, workflow_id, step_key, reason, key,
-                                           output=body["output"], evidence_ref=evidence)
-        respond(resp, routines.instance_get(self.conn, token, ns, workflow_id), replayed=bool(result["replayed"]))
+# action path -> (request schema, the call of its routine)
+ACTIONS: dict[str, tuple[str, Callable[..., dict]]] = {
+    "pause": ("ReasonRequest", _instance(routines.instance_pause)),
+    "resume": ("ReasonRequest", _instance(routines.instance_resume)),
+    "cancel": ("ReasonRequest", _instance(routines.instance_cancel)),
+    "deadline": ("DeadlineRequest", lambda conn, token, ns, wf, _step, reason, key, body: routines.instance_deadline(
+        conn, token, ns, wf, reason, key, deadline_at=_time(body.get("deadline_at")),
+        extend_ms=body.get("extend_ms"))),
+    "steps/{step_key}/reactivate": ("ReactivateRequest", lambda conn, token, ns, wf, step, reason, key, body:
+                                    routines.step_reactivate(conn, token, ns, wf, step, reason, key,
+                                                             timeout_ms=body.get("timeout_ms"))),
+    "steps/{step_key}/continue": ("ContinueRequest", lambda conn, token, ns, wf, step, reason, key, body:
+                                  routines.step_continue(conn, token, ns, wf, step, reason, key,
+                                                         extra_rounds=body.get("extra_rounds"),
+                                                         poll_deadline_ms=body.get("poll_deadline_ms"))),
+    "steps/{step_key}/resolve": ("ResolveRequest", lambda conn, token, ns, wf, step, reason, key, body:
+                                 routines.step_resolve(conn, token, ns, wf, step, reason, key, output=body["output"],
+                                                       evidence_ref=body.get("evidence_ref"),
+                                                       output_json=_json_text(body["output"]))),
+}

@@ -1,16 +1,48 @@
-"""``weave api``: the Falcon app under gunicorn, refusing to start against another schema level (R-16)."""
+"""``weave api``: the Falcon app under gunicorn, refusing to start against another schema level (R-16).
+
+Each worker serves with threads (gthread), so that a request waiting on the database never blocks
+/healthz, and a request gunicorn refuses itself (a request line or headers too large, a malformed request)
+is answered as problem+json like every other error, not as gunicorn's HTML page.
+"""
 
 from __future__ import annotations
 
+import socket
 import sys
+from typing import Any
 
+import falcon
+from gunicorn import util
 from gunicorn.app.base import BaseApplication
+from gunicorn.workers.gthread import ThreadWorker
 
 from procedures import db, errors, installer
 
+from .http import PROBLEM, problem_text
+
+_EDGE_CODES = {400: "BAD_REQUEST", 414: "URI_TOO_LONG", 431: "HEADERS_TOO_LARGE", 501: "BAD_REQUEST",
+               417: "BAD_REQUEST"}
+
+
+def write_problem(sock: socket.socket, status_int: int, reason: str, mesg: str) -> None:
+    """gunicorn's ``util.write_error``, answering problem+json."""
+    code = _EDGE_CODES.get(status_int, "INTERNAL" if status_int >= 500 else "BAD_REQUEST")
+    body = problem_text(status_int, code, mesg or reason).encode()
+    head = (f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\nContent-Type: {PROBLEM}\r\n"
+            f"Cache-Control: no-store\r\nContent-Length: {len(body)}\r\n\r\n")
+    util.write_nonblock(sock, head.encode("latin-1") + body)
+
+
+class ProblemWorker(ThreadWorker):
+    """The gthread worker with gunicorn's own refusals answered as problem+json."""
+
+    def init_process(self) -> None:
+        util.write_error = write_problem
+        super().init_process()
+
 
 class _Gunicorn(BaseApplication):
-    def __init__(self, dsn: str, options: dict):
+    def __init__(self, dsn: str, options: dict[str, Any]):
         self.dsn, self.options = dsn, options
         super().__init__()
 
@@ -18,15 +50,16 @@ class _Gunicorn(BaseApplication):
         for key, value in self.options.items():
             self.cfg.set(key, value)
 
-    def load(self):
+    def load(self) -> falcon.App:
         from api.app import get_app
 
         return get_app(self.dsn)
 
 
-def run_api(dsn: db.Dsn, bind: str, workers: int, timeout: int = 30) -> int:
+def run_api(dsn: db.Dsn, bind: str, workers: int, timeout: int = 30, threads: int = 8) -> int:
     try:
-        with db.connect(dsn) as conn:
+        # A hung database must not hang the start.
+        with db.connect(dsn.with_options(connect_timeout=2, read_timeout=2, write_timeout=2)) as conn:
             installer.check_level(conn)
     except errors.SchemaMismatch as exc:
         print(f"weave api: {exc}", file=sys.stderr)
@@ -34,6 +67,7 @@ def run_api(dsn: db.Dsn, bind: str, workers: int, timeout: int = 30) -> int:
     except errors.WeaveError as exc:
         print(f"weave api: the database at {dsn.redacted()} is not reachable ({exc.detail}); starting anyway, "
               "requests answer 503 until it is", file=sys.stderr)
-    _Gunicorn(dsn.url(), {"bind": bind, "workers": workers, "timeout": timeout, "accesslog": "-",
-                          "worker_class": "sync", "graceful_timeout": 10}).run()
+    _Gunicorn(dsn.url(), {"bind": bind, "workers": workers, "threads": threads, "timeout": timeout,
+                          "accesslog": "-", "worker_class": "api.server.ProblemWorker",
+                          "graceful_timeout": 10}).run()
     return 0

@@ -1,11 +1,14 @@
 """The ``weave`` command line. Every command reads WEAVE_DSN (a mysql:// URL) unless given --dsn;
-commands that act for someone read WEAVE_TOKEN and WEAVE_NAMESPACE unless given --token/--namespace."""
+commands that act for someone read WEAVE_TOKEN and WEAVE_NAMESPACE unless given --token/--namespace.
+
+The CLI sits on top: it may import every package, and none imports it. With ``--json`` a command prints
+its result as JSON on stdout and an error as ``{"code", "detail"}`` on stderr; either way the exit code
+says the class of the error (``EXIT_CODES``)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -13,10 +16,22 @@ from typing import Any
 
 import pymysql
 
-from procedures import db, errors, installer, routines
+from procedures import db, errors, installer, routines, settings
 
-EXIT_USAGE = 2
 EXIT_FAILED = 1
+EXIT_USAGE = 2
+# HTTP status of an error's code -> exit code: scripts can tell "fix the request" from "retry later".
+EXIT_CODES = {401: 3, 403: 3, 404: 4, 409: 5, 413: 6, 415: 6, 422: 6, 503: 7}
+EXIT_HELP = ("exit codes: 0 done, 1 failed (or invariants broken), 2 usage, 3 not authenticated or not allowed, "
+             "4 not found, 5 conflict with the current state, 6 invalid request, 7 database unavailable")
+
+
+class CliError(Exception):
+    """A refusal of the CLI itself, before any routine runs."""
+
+    def __init__(self, code: str, detail: str, exit_code: int = EXIT_USAGE):
+        super().__init__(detail)
+        self.code, self.detail, self.exit_code = code, detail, exit_code
 
 
 def _print(args: argparse.Namespace, payload: Any, human: Callable[[Any], str] | None = None) -> None:
@@ -26,23 +41,30 @@ def _print(args: argparse.Namespace, payload: Any, human: Callable[[Any], str] |
         print(human(payload))
 
 
-def _conn(args: argparse.Namespace, *, check: bool = True):
-    conn = db.connect(db.dsn_from_env(args.dsn))
+def _conn(args: argparse.Namespace, *, check: bool = True) -> db.Connection:
+    conn = db.connect(_dsn(args))
     if check:
         installer.check_level(conn)
     return conn
 
 
 def _token(args: argparse.Namespace) -> str:
-    token = args.token or os.environ.get("WEAVE_TOKEN")
+    token = args.token or settings.token()
     if not token:
-        raise SystemExit("weave: a token is needed: pass --token or set WEAVE_TOKEN")
+        raise CliError("UNAUTHENTICATED", "a token is needed: pass --token or set WEAVE_TOKEN", 3)
     return token
+
+
+def _dsn(args: argparse.Namespace) -> db.Dsn:
+    try:
+        return db.dsn_from_env(args.dsn)
+    except ValueError as exc:
+        raise CliError("DSN_INVALID", str(exc)) from None
 
 
 # --- commands -------------------------------------------------------------------------------------------
 def cmd_migrate(args: argparse.Namespace) -> int:
-    dsn = db.dsn_from_env(args.dsn)
+    dsn = _dsn(args)
     report = installer.migrate(dsn, test_clock=args.test_clock,
                                progress=(lambda m: print(m, file=sys.stderr)) if not args.json else (lambda _: None))
     payload = {"database": report.database, "clock_mode": report.clock_mode, "changed": report.changed,
@@ -66,43 +88,51 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_credentials_create(args: argparse.Namespace) -> int:
+def _as_caller(args: argparse.Namespace, act: Callable[[db.Connection, str], dict],
+               human: Callable[[Any], str]) -> int:
+    """One routine call for the credential of --token in --namespace, its row printed."""
     with _conn(args) as conn:
-        row = routines.credential_create(conn, _token(args), args.namespace, args.actor, args.scopes, args.queues)
-    _print(args, row, lambda p: f"credential {p['credential_id']} for {p['actor']}\ntoken (shown once): {p['token']}")
+        row = act(conn, _token(args))
+    _print(args, row, human)
     return 0
+
+
+def cmd_credentials_create(args: argparse.Namespace) -> int:
+    return _as_caller(args, lambda conn, token: routines.credential_create(
+        conn, token, args.namespace, args.actor, args.scopes, args.queues),
+        lambda p: f"credential {p['credential_id']} for {p['actor']}\ntoken (shown once): {p['token']}")
 
 
 def cmd_credentials_disable(args: argparse.Namespace) -> int:
-    with _conn(args) as conn:
-        row = routines.credential_disable(conn, _token(args), args.namespace, args.credential_id)
-    _print(args, row, lambda p: f"credential {p['credential_id']} is {p['status']}")
-    return 0
+    return _as_caller(args, lambda conn, token: routines.credential_disable(
+        conn, token, args.namespace, args.credential_id), lambda p: f"credential {p['credential_id']} is {p['status']}")
 
 
 def cmd_apps_create(args: argparse.Namespace) -> int:
-    with _conn(args) as conn:
-        row = routines.app_put(conn, _token(args), args.namespace, args.name, args.max_in_flight, args.status)
-    _print(args, row, lambda p: f"app {p['name']}: max_in_flight {p['max_in_flight']}, {p['status']}")
-    return 0
+    return _as_caller(args, lambda conn, token: routines.app_put(
+        conn, token, args.namespace, args.name, args.max_in_flight, args.status),
+        lambda p: f"app {p['name']}: max_in_flight {p['max_in_flight']}, {p['status']}")
 
 
 def cmd_queues_create(args: argparse.Namespace) -> int:
-    with _conn(args) as conn:
-        row = routines.queue_put(conn, _token(args), args.namespace, args.name, args.capacity)
-    _print(args, row, lambda p: f"queue {p['name']}: capacity {p['capacity']}")
-    return 0
+    return _as_caller(args, lambda conn, token: routines.queue_put(
+        conn, token, args.namespace, args.name, args.capacity),
+        lambda p: f"queue {p['name']}: capacity {p['capacity']}")
 
 
 def cmd_definitions_publish(args: argparse.Namespace) -> int:
-    from orchestrator import definitions
+    from procedures import definitions
 
     raw = Path(args.file).read_bytes() if args.file != "-" else sys.stdin.buffer.read()
     try:
         definition = definitions.validate(raw)
     except definitions.DefinitionError as exc:
-        print(f"weave: {args.file} is not a valid definition:\n{exc}", file=sys.stderr)
-        return EXIT_FAILED
+        if args.json:
+            print(json.dumps({"code": "VALIDATION_FAILED", "detail": f"{args.file} is not a valid definition",
+                              "errors": [e._asdict() for e in exc.errors]}), file=sys.stderr)
+        else:
+            print(f"weave: {args.file} is not a valid definition:\n{exc}", file=sys.stderr)
+        return EXIT_CODES[422]
     with _conn(args) as conn:
         row = routines.definition_publish(conn, _token(args), args.namespace, definition)
     _print(args, row, lambda p: (f"definition {p['name']} version {p['version']} "
@@ -140,7 +170,9 @@ def _human_instance(inst: dict) -> str:
             extra = f"  wait {w['status']} due {w.get('due_at') or w.get('deadline_at')}"
         if step["poll"]:
             p = step["poll"]
-            extra += f"  rounds {p['rounds_used']}/{p['max_rounds']} next {p['next_poll_at']}"
+            extra += f"  rounds {p['rounds_used']}/{p['max_rounds']}"
+            state = p["state"].lower().replace("_", " ")
+            extra += f" next {p['next_poll_at']}" if p["next_poll_at"] else f" ({state})"
         lines.append(f"  {step['key']:<24} {step['type']:<7} {step['status']:<13} "
                      f"#{step['activation_sequence']}{extra}")
     for reason in inst["review_reasons"]:
@@ -152,7 +184,7 @@ def cmd_workflows_events(args: argparse.Namespace) -> int:
     with _conn(args) as conn:
         events = routines.instance_events(conn, _token(args), args.namespace, args.workflow_id, args.after, args.limit)
     _print(args, events, lambda evs: "\n".join(
-        f"{e['seq']:>5} {e['occurred_at']} {e['type']:<22} {e['step_key'] or '':<20} {json.dumps(e['data'])}"
+        f"{e['seq']:>5} {e['occurred_at']} {e['type']:<22} {e['step_key'] or '-':<20} {json.dumps(e['data'])}"
         for e in evs) or "no events")
     return 0
 
@@ -178,7 +210,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         "now": str(figures["now_at"]),
         "backlog": {r["class"]: {"due": r["due"], "oldest_due_lag_ms": float(r["lag_ms"] or 0)}
                     for r in figures["backlog"]},
-        "tasks_in_flight": figures["tasks"],
+        "tasks_in_flight": {status: figures["tasks"].get(status, 0) for status in ("QUEUED", "RUNNING")},
         "open_review_reasons": figures["open_review_reasons"],
         "instances_in_review": figures["instances_in_review"],
         "polls": {"in_flight": figures["polls_in_flight"], "waiting": figures["polls_waiting"]},
@@ -192,8 +224,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         lines = [f"engine time {p['now']}", "due now (per candidate class):"]
         lines += [f"  {k:<12} {v['due']:>8}   oldest lag {v['oldest_due_lag_ms']:.0f} ms"
                   for k, v in p["backlog"].items()]
-        lines.append(f"tasks in flight: QUEUED {p['tasks_in_flight'].get('QUEUED', 0)}, "
-                     f"RUNNING {p['tasks_in_flight'].get('RUNNING', 0)}")
+        lines.append(f"tasks in flight: QUEUED {p['tasks_in_flight']['QUEUED']}, "
+                     f"RUNNING {p['tasks_in_flight']['RUNNING']}")
         lines.append(f"in review: {p['instances_in_review']} instance(s), {p['open_review_reasons']} open reason(s)")
         lines.append("deferred: " + (", ".join(f"{k} {v}" for k, v in p["deferred"].items()) or "none"))
         lines.append("failing candidates: " + (", ".join(f"{k} {v['failing']} ({v['repeated']} repeatedly)"
@@ -262,29 +294,127 @@ def _human_explain(r: dict) -> str:
     return "\n".join(lines)
 
 
+def _key(args: argparse.Namespace) -> str:
+    import uuid
+
+    return args.idempotency_key or str(uuid.uuid4())
+
+
+def _instance_after(conn: db.Connection, args: argparse.Namespace, result: dict) -> int:
+    inst = routines.instance_get(conn, _token(args), args.namespace, args.workflow_id)
+    _print(args, {**inst, "replayed": bool(result["replayed"])},
+           lambda p: _human_instance(p) + ("\n(replayed: nothing was done again)" if p["replayed"] else ""))
+    return 0
+
+
+# instance actions: name -> the routine, called with (conn, token, ns, workflow_id, reason, key)
+INSTANCE_ACTIONS = {"pause": routines.instance_pause, "resume": routines.instance_resume,
+                    "cancel": routines.instance_cancel}
+
+
+def cmd_workflows_action(args: argparse.Namespace) -> int:
+    with _conn(args) as conn:
+        result = INSTANCE_ACTIONS[args.action](conn, _token(args), args.namespace, args.workflow_id, args.reason,
+                                               _key(args))
+        return _instance_after(conn, args, result)
+
+
+def cmd_workflows_deadline(args: argparse.Namespace) -> int:
+    at = None
+    if args.at is not None:
+        import datetime as dt
+
+        try:
+            at = dt.datetime.fromisoformat(args.at.replace("Z", "+00:00")).astimezone(dt.timezone.utc)
+        except ValueError:
+            raise CliError("DEADLINE_INVALID", f"--at must be an RFC 3339 time with a zone, got {args.at!r}") from None
+        at = at.replace(tzinfo=None)
+    with _conn(args) as conn:
+        result = routines.instance_deadline(conn, _token(args), args.namespace, args.workflow_id, args.reason,
+                                            _key(args), deadline_at=at, extend_ms=args.extend_ms)
+        return _instance_after(conn, args, result)
+
+
+def cmd_steps_action(args: argparse.Namespace) -> int:
+    with _conn(args) as conn:
+        common = (conn, _token(args), args.namespace, args.workflow_id, args.step_key, args.reason, _key(args))
+        if args.action == "reactivate":
+            result = routines.step_reactivate(*common, timeout_ms=args.timeout_ms)
+        elif args.action == "continue":
+            result = routines.step_continue(*common, extra_rounds=args.extra_rounds,
+                                            poll_deadline_ms=args.poll_deadline_ms)
+        else:
+            from procedures import jsontext
+
+            try:
+                output = jsontext.parse_strict(args.output)
+            except jsontext.InvalidJson as exc:
+                raise CliError("INPUT_INVALID", f"--output is not JSON: {exc.errors[0].message}", 6) from None
+            result = routines.step_resolve(*common, output=output, output_json=args.output,
+                                           evidence_ref=args.evidence_ref)
+        return _instance_after(conn, args, result)
+
+
+def _table(rows: list[dict], columns: list[str], empty: str) -> str:
+    if not rows:
+        return empty
+    widths = [max(len(c), *(len(str(r[c])) for r in rows)) for c in columns]
+    lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))]
+    lines += ["  ".join(str(r[c]).ljust(w) for c, w in zip(columns, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
+
+
+# listings: command -> (wrapper, columns shown, text when empty)
+LISTINGS: dict[str, tuple[Callable[[db.Connection, str, str], list[dict]], list[str], str]] = {
+    "definitions": (routines.definition_list, ["name", "latest_version", "versions", "queues", "created_at"],
+                    "no definitions"),
+    "apps": (routines.app_list, ["name", "max_in_flight", "status", "in_flight"], "no apps"),
+    "queues": (routines.queue_list, ["name", "capacity", "queued", "running"], "no queues"),
+    "credentials": (routines.credential_list, ["credential_id", "actor", "scopes", "queues", "status", "created_at"],
+                    "no credentials"),
+}
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    wrapper, columns, empty = LISTINGS[args.command]
+    with _conn(args) as conn:
+        rows = wrapper(conn, _token(args), args.namespace)
+    shown = [{k: ",".join(v) if isinstance(v, list) else v for k, v in row.items()} for row in rows]
+    _print(args, rows, lambda _: _table(shown, columns, empty))
+    return 0
+
+
+def cmd_definitions_show(args: argparse.Namespace) -> int:
+    with _conn(args) as conn:
+        row = routines.definition_get(conn, _token(args), args.namespace, args.name, args.version)
+    _print(args, row, lambda d: f"{d['name']} version {d['version']} (digest {d['digest']}, {d['created_at']})\n"
+           + json.dumps({"name": d["name"], "steps": d["steps"]}, indent=2))
+    return 0
+
+
 def cmd_orchestrator(args: argparse.Namespace) -> int:
     from orchestrator.loop import run_orchestrator
 
-    return run_orchestrator(db.dsn_from_env(args.dsn), batch=args.batch, concurrency=args.concurrency,
+    return run_orchestrator(_dsn(args), batch=args.batch, concurrency=args.concurrency,
                             idle_probe_ms=args.idle_probe_ms, node_id=args.node_id)
 
 
 def cmd_api(args: argparse.Namespace) -> int:
     from api.server import run_api
 
-    return run_api(db.dsn_from_env(args.dsn), args.bind, args.workers)
+    return run_api(_dsn(args), args.bind, args.workers, threads=args.threads)
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
     from orchestrator.dev import run_dev
 
-    return run_dev(Path(args.data_dir), args.dsn or os.environ.get("WEAVE_DSN"), args.bind)
+    return run_dev(Path(args.data_dir), args.dsn or settings.dsn_given(), args.bind, quiet=args.quiet)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
     from orchestrator.worker import run_worker
 
-    return run_worker(db.dsn_from_env(args.dsn), queues=args.queue, handler_modules=args.handlers or [],
+    return run_worker(_dsn(args), queues=args.queue, handler_modules=args.handlers or [],
                       concurrency=args.concurrency, namespace=args.namespace, lease_ms=args.lease_ms,
                       heartbeat_ms=args.heartbeat_ms, grace_ms=args.grace_ms, worker_id=args.worker_id)
 
@@ -293,7 +423,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def _common(p: argparse.ArgumentParser, *, token: bool = True, namespace: bool = True, json_out: bool = True) -> None:
     p.add_argument("--dsn", help="database URL (default: $WEAVE_DSN, else mysql://root@127.0.0.1:3306/weave)")
     if namespace:
-        p.add_argument("--namespace", default=os.environ.get("WEAVE_NAMESPACE", "default"),
+        p.add_argument("--namespace", default=settings.namespace(),
                        help="namespace (default: $WEAVE_NAMESPACE, else 'default')")
     if token:
         p.add_argument("--token", help="bearer token (default: $WEAVE_TOKEN)")
@@ -301,10 +431,28 @@ def _common(p: argparse.ArgumentParser, *, token: bool = True, namespace: bool =
         p.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
 
+def _command(group: Any, name: str, *args: Any, func: Callable[[argparse.Namespace], int], token: bool = True,
+             namespace: bool = True, **kwargs: Any) -> argparse.ArgumentParser:
+    """A subcommand with the common options (``--dsn``, ``--namespace``, ``--token``, ``--json``) that runs ``func``."""
+    p: argparse.ArgumentParser = group.add_parser(name, *args, **kwargs)
+    _common(p, token=token, namespace=namespace)
+    p.set_defaults(func=func)
+    return p
+
+
+def _action_arguments(p: argparse.ArgumentParser, *, step: bool = False) -> None:
+    p.add_argument("workflow_id")
+    if step:
+        p.add_argument("step_key")
+    p.add_argument("--reason", required=True, help="why, for the audit trail and the event history (1-1024 chars)")
+    p.add_argument("--idempotency-key", help="default: a new random key (pass one to make retries safe)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="weave", description="Weave: a durable wait engine for long-running workflows on MySQL/MariaDB.",
-        epilog="Configuration: WEAVE_DSN (mysql://user:password@host:port/db), WEAVE_TOKEN, WEAVE_NAMESPACE.")
+        epilog="Configuration: WEAVE_DSN (mysql://user:password@host:port/db), WEAVE_TOKEN, WEAVE_NAMESPACE. "
+               + EXIT_HELP + ".")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("dev", help="run everything on one machine on the embedded default database",
@@ -313,6 +461,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dsn", help="use this database instead of a private one (default: $WEAVE_DSN)")
     p.add_argument("--data-dir", default=".weave", help="where the private database keeps its data (.weave)")
     p.add_argument("--bind", default="127.0.0.1:8080", help="where the API listens (default 127.0.0.1:8080)")
+    p.add_argument("--quiet", action="store_true", help="no status line while running")
+    p.add_argument("--json", action="store_true", help="errors as JSON on stderr")
     p.set_defaults(func=cmd_dev)
 
     p = sub.add_parser("migrate", help="create or upgrade the schema and routines (idempotent)",
@@ -329,45 +479,45 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p, token=False)
     p.set_defaults(func=cmd_bootstrap)
 
-    creds = sub.add_parser("credentials", help="create or disable credentials").add_subparsers(
+    creds = sub.add_parser("credentials", help="create, list or disable credentials").add_subparsers(
         dest="action", metavar="ACTION", required=True)
-    p = creds.add_parser("create", help="create a credential (admin); prints its token once")
-    _common(p)
+    p = _command(creds, "list", help="list the namespace's credentials, never their tokens (admin)", func=cmd_list)
+    p = _command(creds, "create", help="create a credential (admin); prints its token once",
+                 func=cmd_credentials_create)
     p.add_argument("--actor", required=True, help="actor name recorded in audit rows")
     p.add_argument("--scopes", required=True, help="comma list, e.g. workflows:read,workflows:signal")
     p.add_argument("--queues", default="*", help="comma list of queues the credential may use, or * (default)")
-    p.set_defaults(func=cmd_credentials_create)
-    p = creds.add_parser("disable", help="disable a credential (admin)")
-    _common(p)
+    p = _command(creds, "disable", help="disable a credential (admin)", func=cmd_credentials_disable)
     p.add_argument("credential_id", help="cred_...")
-    p.set_defaults(func=cmd_credentials_disable)
 
-    p = sub.add_parser("apps", help="manage apps").add_subparsers(dest="action", metavar="ACTION", required=True)
-    p = p.add_parser("create", help="create an app or change its quota/status (admin)")
-    _common(p)
+    apps = sub.add_parser("apps", help="manage apps").add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = _command(apps, "list", help="list apps with their quota and tasks in flight (admin)", func=cmd_list)
+    p = _command(apps, "create", help="create an app or change its quota/status (admin)", func=cmd_apps_create)
     p.add_argument("name")
     p.add_argument("--max-in-flight", type=int, required=True, help="quota of QUEUED+RUNNING tasks")
     p.add_argument("--status", choices=["ACTIVE", "DISABLED"], help="default: ACTIVE for a new app, else unchanged")
-    p.set_defaults(func=cmd_apps_create)
 
-    p = sub.add_parser("queues", help="manage queues").add_subparsers(dest="action", metavar="ACTION", required=True)
-    p = p.add_parser("create", help="create a queue or change its capacity (admin)")
-    _common(p)
+    queues = sub.add_parser("queues", help="manage queues").add_subparsers(dest="action", metavar="ACTION",
+                                                                          required=True)
+    p = _command(queues, "list", help="list queues with their capacity and tasks (admin)", func=cmd_list)
+    p = _command(queues, "create", help="create a queue or change its capacity (admin)", func=cmd_queues_create)
     p.add_argument("name")
     p.add_argument("--capacity", type=int, required=True, help="most QUEUED+RUNNING tasks at once")
-    p.set_defaults(func=cmd_queues_create)
 
-    p = sub.add_parser("definitions", help="publish definitions").add_subparsers(
+    defs = sub.add_parser("definitions", help="publish, list and show definitions").add_subparsers(
         dest="action", metavar="ACTION", required=True)
-    p = p.add_parser("publish", help="validate and publish a definition JSON file (definitions:publish)")
-    _common(p)
+    p = _command(defs, "list", help="list definitions with their latest version (workflows:read)", func=cmd_list)
+    p = _command(defs, "show", help="show a definition version, the latest by default (workflows:read)",
+                 func=cmd_definitions_show)
+    p.add_argument("name")
+    p.add_argument("--version", type=int, help="version (default: the latest)")
+    p = _command(defs, "publish", help="validate and publish a definition JSON file (definitions:publish)",
+                 func=cmd_definitions_publish)
     p.add_argument("file", help="path to the definition JSON, or - for stdin")
-    p.set_defaults(func=cmd_definitions_publish)
 
     wf = sub.add_parser("workflows", help="start and inspect workflow instances").add_subparsers(
         dest="action", metavar="ACTION", required=True)
-    p = wf.add_parser("start", help="start an instance (workflows:start)")
-    _common(p)
+    p = _command(wf, "start", help="start an instance (workflows:start)", func=cmd_workflows_start)
     p.add_argument("definition")
     p.add_argument("--version", type=int, help="definition version (default: latest)")
     p.add_argument("--app", required=True)
@@ -375,24 +525,49 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--deadline-ms", type=int, required=True, help="instance deadline, milliseconds from now")
     p.add_argument("--business-key")
     p.add_argument("--idempotency-key", help="default: a new random key")
-    p.set_defaults(func=cmd_workflows_start)
-    p = wf.add_parser("list", help="list instances, newest first (workflows:read)")
-    _common(p)
+    p = _command(wf, "list", help="list instances, newest first (workflows:read)", func=cmd_workflows_list)
     p.add_argument("--status", choices=["RUNNING", "SUCCEEDED", "NEEDS_REVIEW", "CANCELLING", "CANCELLED"])
     p.add_argument("--definition")
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--cursor", help="next_cursor of the previous page")
-    p.set_defaults(func=cmd_workflows_list)
-    p = wf.add_parser("show", help="show an instance with its steps (workflows:read)")
-    _common(p)
+    p = _command(wf, "show", help="show an instance with its steps (workflows:read)", func=cmd_workflows_show)
     p.add_argument("workflow_id")
-    p.set_defaults(func=cmd_workflows_show)
-    p = wf.add_parser("events", help="print the event history (workflows:read)")
-    _common(p)
+    for action, text in (("pause", "pause an instance: no new work starts (workflows:control)"),
+                         ("resume", "resume a paused instance (workflows:control)"),
+                         ("cancel", "cancel an instance (workflows:control)")):
+        p = wf.add_parser(action, help=text)
+        _common(p)
+        _action_arguments(p)
+        p.set_defaults(func=cmd_workflows_action)
+    p = _command(wf, "deadline", help="set a later instance deadline (workflows:review)", func=cmd_workflows_deadline)
+    _action_arguments(p)
+    when = p.add_mutually_exclusive_group(required=True)
+    when.add_argument("--at", help="the new deadline, RFC 3339 with a zone")
+    when.add_argument("--extend-ms", type=int, help="extend the deadline by this much")
+    p = _command(wf, "explain", help="why is this step still waiting? (workflows:read)", func=cmd_signals_explain)
+    p.add_argument("workflow_id")
+    p.add_argument("step_key")
+    p = _command(wf, "events", help="print the event history (workflows:read)", func=cmd_workflows_events)
     p.add_argument("workflow_id")
     p.add_argument("--after", type=int, default=0)
     p.add_argument("--limit", type=int, default=1000)
-    p.set_defaults(func=cmd_workflows_events)
+
+    st = sub.add_parser("steps", help="recover steps in review").add_subparsers(
+        dest="action", metavar="ACTION", required=True)
+    p = _command(st, "reactivate", help="reactivate a step in review as a new activation (workflows:review)",
+                 func=cmd_steps_action)
+    _action_arguments(p, step=True)
+    p.add_argument("--timeout-ms", type=int, help="the new activation's timeout (SIGNAL and POLL steps)")
+    p = _command(st, "continue", help="continue a POLL stopped on rounds or deadline (workflows:review)",
+                 func=cmd_steps_action)
+    _action_arguments(p, step=True)
+    p.add_argument("--extra-rounds", type=int, help="rounds to add to the budget")
+    p.add_argument("--poll-deadline-ms", type=int, help="a later poll deadline, in ms from now")
+    p = _command(st, "resolve", help="settle a step in review with an output you give (workflows:review)",
+                 func=cmd_steps_action)
+    _action_arguments(p, step=True)
+    p.add_argument("--output", required=True, help="the step's output as JSON text, e.g. '{\"paid\": true}'")
+    p.add_argument("--evidence-ref", help="a reference to evidence (no whitespace)")
 
     p = sub.add_parser("status", help="backlog per candidate class, oldest due lag, tasks in flight, reviews",
                        description="What the engine has to do now, across namespaces. --check also runs the M-4 "
@@ -404,9 +579,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("api", help="serve the HTTP API under gunicorn",
                        description="Serve the HTTP API (07-api). Refuses to start against a database at another "
                                    "schema level; answers 503 UNAVAILABLE while the database is unreachable.")
-    _common(p, token=False, namespace=False, json_out=False)
+    _common(p, token=False, namespace=False)
     p.add_argument("--bind", default="127.0.0.1:8080", help="HOST:PORT to listen on (default 127.0.0.1:8080)")
     p.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
+    p.add_argument("--threads", type=int, default=8, help="serving threads per worker (default 8)")
     p.set_defaults(func=cmd_api)
     sg = sub.add_parser("signals", help="send and inspect external signals").add_subparsers(
         dest="action", metavar="ACTION", required=True)
@@ -425,21 +601,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--evidence-ref", help="optional reference to evidence (no whitespace)")
     p.add_argument("--idempotency-key", help="default: a new random key (pass one to make retries safe)")
     p.set_defaults(func=cmd_signals_send)
-    p = sg.add_parser("get", help="show a signal's current state (workflows:read)")
-    _common(p)
+    p = _command(sg, "get", help="show a signal's current state (workflows:read)", func=cmd_signals_get)
     p.add_argument("workflow_id")
     p.add_argument("signal_id", help="sig_...")
-    p.set_defaults(func=cmd_signals_get)
-    p = sg.add_parser("explain", help="why is this step's wait still open? (workflows:read)")
-    _common(p)
+    p = _command(sg, "explain", help="why is this step's wait still open? (workflows:read)", func=cmd_signals_explain)
     p.add_argument("workflow_id")
     p.add_argument("step_key")
-    p.set_defaults(func=cmd_signals_explain)
 
     p = sub.add_parser("orchestrator", help="run the scan loop daemon",
                        description="Scan due candidates and advance each in its own transaction. Any number may "
                                    "run against one database. Stops cleanly on SIGTERM/SIGINT.")
-    _common(p, token=False, namespace=False, json_out=False)
+    _common(p, token=False, namespace=False)
     p.add_argument("--batch", type=int, default=100, help="candidates per scan (default 100)")
     p.add_argument("--concurrency", type=int, default=4, help="parallel advance connections (default 4)")
     p.add_argument("--idle-probe-ms", type=int, default=20, help="longest idle sleep between probes (default 20)")
@@ -451,7 +623,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "Any number may run against one database. On SIGTERM/SIGINT it stops claiming and "
                                    "lets running attempts finish within the grace period.",
                        epilog="The built-in http handler (http@1) calls only hosts listed in WEAVE_HTTP_ALLOWLIST.")
-    _common(p, token=False, namespace=False, json_out=False)
+    _common(p, token=False, namespace=False)
     p.add_argument("--handlers", action="append", metavar="MODULE[,MODULE]",
                    help="modules whose @handler functions to load (repeatable)")
     p.add_argument("--queue", action="append", required=True, metavar="QUEUE",
@@ -468,22 +640,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _fail(args: argparse.Namespace, code: str, detail: str, exit_code: int, extra: str = "",
+          errors_: list[dict] | None = None) -> int:
+    if getattr(args, "json", False):
+        print(json.dumps({"code": code, "detail": detail, **({"errors": errors_} if errors_ else {})}),
+              file=sys.stderr)
+    else:
+        print(f"weave: {code}{extra}: {detail}", file=sys.stderr)
+    return exit_code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.func(args) or 0
+        return int(args.func(args) or 0)
+    except CliError as exc:
+        return _fail(args, exc.code, exc.detail, exc.exit_code)
     except errors.SchemaMismatch as exc:
-        print(f"weave: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return _fail(args, exc.code, str(exc.detail), EXIT_FAILED)
     except errors.WeaveError as exc:
-        extra = f" [{exc.field_code}]" if isinstance(exc, errors.ValidationFailed) else ""
-        print(f"weave: {exc.code}{extra}: {exc.detail}", file=sys.stderr)
-        return EXIT_FAILED
+        exit_code = EXIT_CODES.get(exc.http_status, EXIT_FAILED)
+        if isinstance(exc, errors.ValidationFailed):
+            return _fail(args, exc.code, exc.detail, exit_code, f" [{exc.field_code}]", exc.errors)
+        return _fail(args, exc.code, exc.detail, exit_code)
     except pymysql.err.MySQLError as exc:
-        print(f"weave: the database answered {errors.errno_of(exc)}: {exc.args[-1] if exc.args else exc}",
-              file=sys.stderr)
-        return EXIT_FAILED
+        return _fail(args, "DATABASE_ERROR", f"the database answered {errors.errno_of(exc)}: "
+                     f"{exc.args[-1] if exc.args else exc}", EXIT_FAILED)
+    except OSError as exc:
+        return _fail(args, "IO_ERROR", str(exc), EXIT_FAILED)
     except KeyboardInterrupt:
         return 130
 

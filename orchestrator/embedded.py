@@ -15,14 +15,18 @@ from pathlib import Path
 
 import pymysql
 
+from procedures import settings
 from procedures.db import Dsn
 
-_SEARCH_PATH = os.environ.get("PATH", "") + os.pathsep + os.pathsep.join(
-    ["/usr/sbin", "/usr/local/sbin", "/usr/local/mysql/bin", "/opt/homebrew/bin", "/usr/local/bin"])
+_SEARCH_PATH = settings.search_path()
 
 
 class NoServerBinary(RuntimeError):
     pass
+
+
+class ServerStartFailed(RuntimeError):
+    """The private server could not be initialised or started; the message is one line a person can act on."""
 
 
 def find_server_binary() -> tuple[str, str] | None:
@@ -58,6 +62,10 @@ class EmbeddedServer:
         return self.directory / "mysqld.sock"
 
     @property
+    def tmpdir(self) -> Path:
+        return self.directory / "tmp"
+
+    @property
     def dsn(self) -> Dsn:
         return Dsn(user="root", password="", database=self.database, unix_socket=str(self.socket))
 
@@ -67,6 +75,8 @@ class EmbeddedServer:
             raise NoServerBinary(INSTALL_HINT)
         flavour, binary = found
         self.directory.mkdir(parents=True, exist_ok=True)
+        # A temp directory of its own: the shared /tmp of a busy machine made initialisation fail (Errcode 2).
+        self.tmpdir.mkdir(exist_ok=True)
         datadir = self.directory / "data"
         user = ["--user=root"] if os.geteuid() == 0 else []
         # A private tmpdir: a server starting on a shared one deletes every other server's live temporary
@@ -77,6 +87,7 @@ class EmbeddedServer:
         if not (datadir / "mysql").exists():
             self._initialise(flavour, binary, datadir, user)
         args = [binary, "--no-defaults", f"--datadir={datadir}", f"--socket={self.socket}", "--skip-networking",
+                f"--tmpdir={self.tmpdir}",
                 f"--pid-file={self.directory / 'mysqld.pid'}", f"--log-error={self.directory / 'error.log'}",
                 "--character-set-server=utf8mb4", "--max-connections=500", *user]
         if self.fast_commit:
@@ -89,18 +100,34 @@ class EmbeddedServer:
         return self.dsn
 
     def _initialise(self, flavour: str, binary: str, datadir: Path, user: list[str]) -> None:
+        """Initialises into a fresh directory beside ``datadir`` and renames it into place only once that
+        succeeded: a failed first start never leaves a data directory that a later start would trust."""
+        staging = datadir.with_name(f"{datadir.name}.init-{os.getpid()}")
+        shutil.rmtree(staging, ignore_errors=True)
+        if datadir.exists():  # left half-built by an older version: kept aside, never trusted
+            datadir.rename(datadir.with_name(f"{datadir.name}.broken-{int(time.time())}"))
+        try:
+            self._install(flavour, binary, staging, user)
+            staging.rename(datadir)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def _install(self, flavour: str, binary: str, datadir: Path, user: list[str]) -> None:
         if flavour == "mariadb":
             installer = shutil.which("mariadb-install-db", path=_SEARCH_PATH) or shutil.which(
                 "mysql_install_db", path=_SEARCH_PATH)
             if not installer:
                 raise NoServerBinary("mariadbd was found but mariadb-install-db was not. " + INSTALL_HINT)
             cmd = [installer, "--no-defaults", f"--datadir={datadir}", "--auth-root-authentication-method=normal",
-                   "--skip-test-db", *user]
+                   "--skip-test-db", f"--tmpdir={self.tmpdir}", *user]
         else:
-            cmd = [binary, "--no-defaults", "--initialize-insecure", f"--datadir={datadir}", *user]
+            cmd = [binary, "--no-defaults", "--initialize-insecure", f"--datadir={datadir}", f"--tmpdir={self.tmpdir}",
+                   *user]
         result = subprocess.run(cmd, capture_output=True, text=True)
         if result.returncode != 0:
-            raise RuntimeError(f"initialising the private server failed:\n{result.stdout}\n{result.stderr}")
+            lines = [line for line in (result.stderr + result.stdout).splitlines() if line.strip()]
+            raise ServerStartFailed("initialising the private database failed: "
+                                    + (lines[-1] if lines else f"exit code {result.returncode}"))
 
     def _wait_ready(self, timeout: float) -> None:
         # Readiness is polled, not timed: the loop ends as soon as the socket answers.
@@ -109,13 +136,15 @@ class EmbeddedServer:
             if self.process and self.process.poll() is not None:
                 log = (self.directory / "error.log")
                 tail = log.read_text()[-2000:] if log.exists() else ""
-                raise RuntimeError("the private server exited at start:\n" + tail)
+                last = [line for line in tail.splitlines() if "ERROR" in line] or tail.splitlines()[-1:]
+                raise ServerStartFailed("the private database exited at start: "
+                                        + (last[-1] if last else "no log") + f" (log: {log})")
             try:
                 pymysql.connect(unix_socket=str(self.socket), user="root").close()
                 return
             except pymysql.err.MySQLError:
                 time.sleep(0.05)
-        raise RuntimeError(f"the private server did not answer on {self.socket} within {timeout:.0f}s")
+        raise ServerStartFailed(f"the private database did not answer on {self.socket} within {timeout:.0f}s")
 
     def stop(self, timeout: float = 30.0) -> None:
         if not self.process or self.process.poll() is not None:

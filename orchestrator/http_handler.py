@@ -15,15 +15,16 @@ Connections go direct (proxy variables are ignored), so the allowlist names the 
 from __future__ import annotations
 
 import json
-import os
 import urllib.error
 import urllib.request
 from typing import Any
 from urllib.parse import urlsplit
 
+from procedures import settings
+
 from .handlers import Retryable, handler
 
-ALLOWLIST_ENV = "WEAVE_HTTP_ALLOWLIST"
+ALLOWLIST_ENV = settings.ALLOWLIST_ENV
 MAX_RESPONSE_BYTES = 1024 * 1024
 DEFAULT_TIMEOUT_MS = 10_000
 
@@ -33,8 +34,7 @@ class HttpRefused(Exception):
 
 
 def allowlist() -> set[str]:
-    raw = os.environ.get(ALLOWLIST_ENV, "")
-    return {entry.strip().lower() for entry in raw.split(",") if entry.strip()}
+    return settings.http_allowlist()
 
 
 def _check_allowed(url: str, allowed: set[str]) -> None:
@@ -53,7 +53,8 @@ class _AllowlistRedirects(urllib.request.HTTPRedirectHandler):
     def __init__(self, allowed: set[str]):
         self.allowed = allowed
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001 - urllib's signature
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> urllib.request.Request | None:
         _check_allowed(newurl, self.allowed)
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 

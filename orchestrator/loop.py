@@ -7,6 +7,7 @@ anything; the engine time comes back from ``weave_scan``. Any number of orchestr
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import os
@@ -20,27 +21,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pymysql
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from procedures import db, errors, installer
-
-from .logs import configure_logging
+from procedures import candidates, db, errors, installer
+from procedures.connections import Connections
+from procedures.logs import configure_logging
 
 log = logging.getLogger("weave.orchestrator")
-
-# Candidate class -> the routine that advances one candidate of it. Each class's scan result set in
-# weave_scan lists (class, id, version, due_at) in one result set; new classes plug in here and in weave_scan.
-ADVANCERS: dict[str, str] = {
-    "INBOX": "weave_inbox_consume",
-    "CHECKPOINT": "weave_checkpoint_advance",
-    "SIGNAL": "weave_signal_process",
-    "LEASE": "pulse_lease_recover",
-    "TASK_EXPIRY": "pulse_task_expire",
-}
-# Classes whose failures are recorded with weave_candidate_fail (R-12); maintenance classes simply
-# come back in the next scan.
-BOOKKEPT = {"CHECKPOINT", "INBOX", "SIGNAL"}
-
 
 @dataclass(frozen=True)
 class Candidate:
@@ -53,8 +39,8 @@ class Candidate:
 @dataclass
 class ScanResult:
     candidates: list[Candidate]
-    now: object
-    next_at: object | None
+    now: datetime.datetime
+    next_at: datetime.datetime | None
 
 
 def merge_fairly(classes: list[list[Candidate]], limit: int) -> list[Candidate]:
@@ -85,39 +71,20 @@ class Orchestrator:
     stats: Counter = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
-        self._local = threading.local()
+        self._connections = Connections(self.dsn)
         self._stop = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=max(1, self.concurrency), thread_name_prefix="advance")
 
     # --- connections --------------------------------------------------------------------------------
-    def _conn(self) -> pymysql.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None or not conn.open:
-            conn = self._local.conn = db.connect(self.dsn)
-        return conn
+    def _conn(self) -> db.Connection:
+        return self._connections.get()
 
     def _drop_conn(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        self._local.conn = None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # already broken; nothing to release
-                pass
+        self._connections.discard()
 
-    def _call(self, routine: str, *args) -> list[list[dict]]:
+    def _call(self, routine: str, *args: object) -> list[list[dict]]:
         """A routine call retried on transient errors with jittered exponential backoff (R-12)."""
-        def attempt() -> list[list[dict]]:
-            try:
-                return db.call(self._conn(), routine, *args)
-            except errors.TransientDatabaseError:
-                self._drop_conn()
-                raise
-
-        retrying = Retrying(stop=stop_after_attempt(self.retry_attempts),
-                            wait=wait_random_exponential(multiplier=0.02, max=1.0),
-                            retry=retry_if_exception(errors.is_transient), reraise=True)
-        return retrying(attempt)
+        return self._connections.call(routine, *args, attempts=self.retry_attempts)
 
     # --- the loop -----------------------------------------------------------------------------------
     def check_level(self) -> None:
@@ -132,14 +99,14 @@ class Orchestrator:
 
     def advance(self, cand: Candidate) -> str:
         try:
-            sets = self._call(ADVANCERS[cand.klass], cand.id)
+            sets = self._call(candidates.BY_NAME[cand.klass].advancer, cand.id)
             outcome = sets[0][0]["outcome"] if sets and sets[0] else "DONE"
         except (errors.WeaveError, pymysql.err.MySQLError) as exc:
             outcome = "FAILED"
             self.stats["failed"] += 1
             log.warning("advance failed", extra={"fields": {
                 "class": cand.klass, "id": cand.id, "version": cand.version, "error": str(exc)}})
-            if cand.klass in BOOKKEPT:
+            if candidates.BY_NAME[cand.klass].bookkept:
                 try:
                     self._call("weave_candidate_fail", cand.klass, cand.id, cand.version, str(exc)[:4000])
                 except (errors.WeaveError, pymysql.err.MySQLError) as again:
@@ -264,14 +231,15 @@ class Orchestrator:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
-        self._drop_conn()
+        self._connections.close_all()
 
 
 def run_orchestrator(dsn: db.Dsn, *, batch: int = 100, concurrency: int = 4, idle_probe_ms: int = 20,
                      node_id: str | None = None) -> int:
     configure_logging()
-    orch = Orchestrator(dsn, batch=batch, concurrency=concurrency, idle_probe_ms=idle_probe_ms,
-                        **({"node_id": node_id} if node_id else {}))
+    orch = Orchestrator(dsn, batch=batch, concurrency=concurrency, idle_probe_ms=idle_probe_ms)
+    if node_id:
+        orch.node_id = node_id
     try:
         orch.check_level()
     except errors.SchemaMismatch as exc:

@@ -23,14 +23,12 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-import pymysql
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
-
 from procedures import db, errors, installer, pulse
+from procedures.connections import Connections
+from procedures.logs import configure_logging
 
 from . import http_handler  # noqa: F401 - registers the built-in http handler
 from .handlers import HandlerNotFound, Registry, Retryable, TaskContext, load_modules, registry
-from .logs import configure_logging
 
 log = logging.getLogger("weave.worker")
 
@@ -64,7 +62,7 @@ class Worker:
             raise ValueError("concurrency must be at least 1")
         if not 0 < self.heartbeat_ms < self.lease_ms:
             raise ValueError("heartbeat_ms must be positive and shorter than lease_ms, or leases would run out")
-        self._local = threading.local()
+        self._connections = Connections(self.dsn)
         self._stop = threading.Event()
         self._heartbeats_stop = threading.Event()
         self._cond = threading.Condition()
@@ -74,33 +72,15 @@ class Worker:
         self.claimed = 0
 
     # --- connections -----------------------------------------------------------------------------------------
-    def _conn(self) -> pymysql.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None or not conn.open:
-            conn = self._local.conn = db.connect(self.dsn)
-        return conn
+    def _conn(self) -> db.Connection:
+        return self._connections.get()
 
     def _drop_conn(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        self._local.conn = None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # already broken; nothing to release
-                pass
+        self._connections.discard()
 
-    def _retrying(self, fn: Callable[[pymysql.Connection], dict]) -> dict:
+    def _retrying(self, fn: Callable[[db.Connection], dict]) -> dict:
         """A routine call retried on transient errors with jittered exponential backoff."""
-        def attempt():
-            try:
-                return fn(self._conn())
-            except errors.TransientDatabaseError:
-                self._drop_conn()
-                raise
-
-        return Retrying(stop=stop_after_attempt(self.retry_attempts),
-                        wait=wait_random_exponential(multiplier=0.02, max=1.0),
-                        retry=retry_if_exception(errors.is_transient), reraise=True)(attempt)
+        return self._connections.retrying(fn, self.retry_attempts)
 
     def check_level(self) -> None:
         installer.check_level(self._conn())
@@ -334,7 +314,7 @@ def run_worker(dsn: db.Dsn, *, queues: Iterable[str], handler_modules: Iterable[
     try:
         worker = Worker(dsn, [q for spec in queues for q in spec.split(",") if q.strip()], concurrency=concurrency,
                         namespace=namespace, lease_ms=lease_ms, heartbeat_ms=heartbeat_ms, grace_ms=grace_ms,
-                        **({"worker_id": worker_id} if worker_id else {}))
+                        worker_id=worker_id or default_worker_id())
         worker.check_level()
     except ValueError as exc:
         print(f"weave worker: {exc}", flush=True)

@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
-import os
 import random
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeAlias
 from urllib.parse import parse_qs, unquote, urlencode, urlparse
 
 import pymysql
 import pymysql.cursors
 from pymysql.constants import SERVER_STATUS
 
-from . import errors
+from . import errors, settings
 
 # One sql_mode for installing routines and for calling them: routine parameters follow the caller's
 # mode, and a lax mode would silently truncate a too-long argument. Both MariaDB and MySQL 8 accept it.
 SQL_MODE = "STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
-DEFAULT_DSN = "mysql://root@127.0.0.1:3306/weave"
+DEFAULT_DSN = settings.DEFAULT_DSN
+# Every connection reads rows as dicts.
+Connection: TypeAlias = "pymysql.connections.Connection[pymysql.cursors.DictCursor]"
 
 
 # Connection timeouts (seconds), overridable per DSN: ``?connect_timeout=2&read_timeout=10&write_timeout=10``.
@@ -124,7 +125,7 @@ class Dsn:
 
 
 def dsn_from_env(explicit: str | None = None) -> Dsn:
-    return Dsn.parse(explicit or os.environ.get("WEAVE_DSN") or DEFAULT_DSN)
+    return Dsn.parse(settings.dsn(explicit))
 
 
 # address -> monotonic time until which it is tried last (it failed or was not ready a moment ago).
@@ -154,7 +155,7 @@ def _suspect(address: tuple[str, int], yes: bool) -> None:
             _suspects.pop(address, None)
 
 
-def node_state(conn: pymysql.Connection) -> dict[str, str]:
+def node_state(conn: Connection) -> dict[str, str]:
     """wsrep_ready / wsrep_local_state and Uptime of the server. A SHOW is answered even by a node that refuses
     every other statement. MySQL shows no wsrep status; MariaDB without a Galera provider only wsrep_ready."""
     with conn.cursor(pymysql.cursors.Cursor) as cur:
@@ -162,7 +163,7 @@ def node_state(conn: pymysql.Connection) -> dict[str, str]:
         return {name.lower(): value for name, value in cur.fetchall()}
 
 
-def node_ready(conn: pymysql.Connection, state: dict[str, str] | None = None) -> bool:
+def node_ready(conn: Connection, state: dict[str, str] | None = None) -> bool:
     """True on a server that is not a Galera node (no wsrep_local_state), and on a Galera node that is ready
     (wsrep_ready ON) and Synced (local state 4)."""
     state = node_state(conn) if state is None else state
@@ -170,7 +171,7 @@ def node_ready(conn: pymysql.Connection, state: dict[str, str] | None = None) ->
                                                 and state["wsrep_local_state"] == "4")
 
 
-def _connect_one(dsn: Dsn, host: str, port: int, database: bool, autocommit: bool) -> pymysql.Connection:
+def _connect_one(dsn: Dsn, host: str, port: int, database: bool, autocommit: bool) -> Connection:
     return pymysql.connect(
         host=host, port=port, user=dsn.user, password=dsn.password,
         database=dsn.database if database else None, unix_socket=dsn.unix_socket,
@@ -182,7 +183,7 @@ def _connect_one(dsn: Dsn, host: str, port: int, database: bool, autocommit: boo
 
 
 def _open_ready(dsn: Dsn, address: tuple[str, int], database: bool, autocommit: bool,
-                failures: list[str]) -> tuple[pymysql.Connection, int] | None:
+                failures: list[str]) -> tuple[Connection, int] | None:
     """A connection to ``address`` and the node's uptime when it answers and is ready, else None (noted)."""
     host, port = address
     try:
@@ -204,7 +205,7 @@ def _open_ready(dsn: Dsn, address: tuple[str, int], database: bool, autocommit: 
     return None
 
 
-def connect(dsn: Dsn | str, *, database: bool = True, autocommit: bool = True) -> pymysql.Connection:
+def connect(dsn: Dsn | str, *, database: bool = True, autocommit: bool = True) -> Connection:
     """A connection for routine calls: autocommit on, so each routine owns its own transaction.
 
     With several hosts, only to a node that answers and is ready (``node_ready``), chosen by the DSN's
@@ -241,7 +242,7 @@ def connect(dsn: Dsn | str, *, database: bool = True, autocommit: bool = True) -
         opened = _open_ready(dsn, current, database, autocommit, failures)
         if opened:
             return opened[0]
-    ready: list[tuple[int, int, tuple[str, int], pymysql.Connection]] = []
+    ready: list[tuple[int, int, tuple[str, int], Connection]] = []
     for address in _candidates(dsn):
         if address != current:
             opened = _open_ready(dsn, address, database, autocommit, failures)
@@ -275,14 +276,14 @@ CONFLICT_ERRNOS = frozenset({1213})
 CONFLICT_RETRIES = 4
 
 
-def call(conn: pymysql.Connection, routine: str, *args: Any) -> list[list[dict]]:
+def call(conn: Connection, routine: str, *args: Any) -> list[list[dict]]:
     """CALL a routine and return every result set it produced.
 
     All sets are drained: a routine that fails after its first result set raises only while the
     remaining sets are read, and an undrained cursor would raise on the next statement instead.
     """
     for attempt in range(CONFLICT_RETRIES + 1):
-        owned = conn.get_autocommit() and not conn.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS
+        owned = conn.get_autocommit() and not conn.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS  # type: ignore[attr-defined]  # not in the stubs
         try:
             return _call_once(conn, routine, args)
         except pymysql.err.MySQLError as exc:
@@ -292,7 +293,7 @@ def call(conn: pymysql.Connection, routine: str, *args: Any) -> list[list[dict]]
     raise AssertionError("unreachable")
 
 
-def _call_once(conn: pymysql.Connection, routine: str, args: tuple) -> list[list[dict]]:
+def _call_once(conn: Connection, routine: str, args: tuple) -> list[list[dict]]:
     placeholders = ", ".join(["%s"] * len(args))
     with conn.cursor() as cur:
         cur.execute(f"CALL {routine}({placeholders})", args)
@@ -305,7 +306,15 @@ def _call_once(conn: pymysql.Connection, routine: str, args: tuple) -> list[list
         return sets
 
 
-def call_one(conn: pymysql.Connection, routine: str, *args: Any) -> dict | None:
+def call_one(conn: Connection, routine: str, *args: Any) -> dict | None:
     """CALL a routine that answers with (at most) one row in its first result set."""
     sets = call(conn, routine, *args)
     return sets[0][0] if sets and sets[0] else None
+
+
+def call_row(conn: Connection, routine: str, *args: Any) -> dict:
+    """CALL a routine that always answers one row (it raises otherwise): that row."""
+    row = call_one(conn, routine, *args)
+    if row is None:
+        raise errors.WeaveError(f"INTERNAL: {routine} answered no row")
+    return row

@@ -78,6 +78,12 @@ def render() -> str:
 
 def write_or_check(target: Path, text: str, command: str, argv: list[str]) -> int:
     """Write a generated reference, or with --check only say whether the checked-in copy is current."""
+    unknown = [arg for arg in argv if arg != "--check"]
+    if unknown:
+        print(f"usage: {command} [--check]\n\nWrites {target.name} from its source; with --check, writes nothing "
+              f"and exits 1 if the checked-in copy is out of date.", file=sys.stderr if unknown != ["--help"]
+              and unknown != ["-h"] else sys.stdout)
+        return 0 if unknown in (["--help"], ["-h"]) else 2
     if "--check" in argv:
         current = target.read_text() if target.exists() else ""
         if current != text:

@@ -174,6 +174,52 @@ def translate(exc: BaseException) -> BaseException:
     return exc
 
 
+# Client errors that mean the server did not answer at all: it cannot be reached, or it went silent.
+CONNECTION_ERRNOS = frozenset({2003, 2006, 2013, 2055})
+
+
+def is_connection_lost(exc: BaseException) -> bool:
+    """The server is unreachable or did not answer in time (not a deadlock or a lock wait: those answer)."""
+    cause = exc.__cause__ if isinstance(exc, TransientDatabaseError) else exc
+    return isinstance(cause, pymysql.err.InterfaceError) or (
+        isinstance(cause, pymysql.err.MySQLError) and errno_of(cause) in CONNECTION_ERRNOS)
+
+
 def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, TransientDatabaseError) or (
         isinstance(exc, pymysql.err.MySQLError) and isinstance(translate(exc), TransientDatabaseError))
+
+
+# --- the HTTP edge ------------------------------------------------------------------------------------------
+# Codes the HTTP API answers itself, without a routine raising them: code -> HTTP status.
+EDGE_ERRORS: dict[str, int] = {
+    "BAD_REQUEST": 400,
+    "URI_TOO_LONG": 414,
+    "HEADERS_TOO_LARGE": 431,
+    "VALIDATION_FAILED": 422,
+    "PAYLOAD_TOO_LARGE": 413,
+    "UNSUPPORTED_MEDIA_TYPE": 415,
+    "METHOD_NOT_ALLOWED": 405,
+    "UNAVAILABLE": 503,
+    "INTERNAL": 500,
+}
+# errors[].code values of a 422 that the edge finds before any routine runs (besides the engine's own codes,
+# e.g. UNKNOWN_FIELD, which the edge reports for a request body as the routines do for a definition).
+EDGE_FIELD_CODES: dict[str, str] = {
+    "INVALID_JSON": "the body is not one JSON document (syntax, encoding, NaN or Infinity)",
+    "DUPLICATE_JSON_KEY": "an object names one key twice (MariaDB would read the first, Python the last)",
+    "INVALID_TEXT": "a string holds a lone surrogate escape such as \\ud800, which no column can store as text",
+    "INVALID_TYPE": "a field has the wrong JSON type, or the body is not an object",
+    "MISSING_FIELD": "a required field is missing (fields with a code of their own report that code instead)",
+    "INVALID_VALUE": "a value outside the field's enum or range",
+    "CURSOR_INVALID": "a list's `cursor` is not one that list answered",
+}
+# Codes only SQL clients and the daemons meet: no HTTP endpoint answers them.
+SQL_ONLY = frozenset({"TEST_CLOCK_DISABLED", "NOT_IN_TRANSACTION", "IN_TRANSACTION", "ATTEMPT_NOT_CURRENT"})
+
+
+def http_codes() -> dict[str, int]:
+    """Every top-level code the HTTP API can answer, with its status."""
+    codes = {code: status for code, (_, status) in ERRORS.items() if code not in SQL_ONLY}
+    codes.update(EDGE_ERRORS)
+    return codes

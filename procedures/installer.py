@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pymysql
 
@@ -83,7 +84,7 @@ def shipped_level() -> str:
     return f"{migrations[-1] if migrations else 'empty'} / routines {digest[:12]}"
 
 
-def _yoyo_backend(dsn: db.Dsn):
+def _yoyo_backend(dsn: db.Dsn) -> Any:
     from yoyo import get_backend
 
     # yoyo takes one host and hands URL options to the driver as they are: give it one ready node, bare.
@@ -114,13 +115,15 @@ def migrate(dsn: db.Dsn, *, test_clock: bool = False,
     return report
 
 
-def _ensure_install_row(conn: pymysql.Connection, test_clock: bool) -> str:
+def _ensure_install_row(conn: db.Connection, test_clock: bool) -> str:
     wanted = "TEST" if test_clock else "PRODUCTION"
     with conn.cursor() as cur:
         cur.execute("INSERT IGNORE INTO weave_install (id, clock_mode, clock_offset_us, installed_at) "
                     "VALUES (1, %s, 0, UTC_TIMESTAMP(6))", (wanted,))
         cur.execute("SELECT clock_mode FROM weave_install WHERE id = 1")
-        mode = cur.fetchone()["clock_mode"]
+        row = cur.fetchone()
+        assert row is not None  # the row was just inserted if it was missing
+        mode = row["clock_mode"]
     if test_clock and mode != "TEST":
         # The clock mode is chosen when a database is first installed: turning a production database
         # into a test one would let anyone move its clock.
@@ -130,7 +133,7 @@ def _ensure_install_row(conn: pymysql.Connection, test_clock: bool) -> str:
     return mode
 
 
-def _install_routines(conn: pymysql.Connection, report: MigrateReport,
+def _install_routines(conn: db.Connection, report: MigrateReport,
                       progress: Callable[[str], None]) -> None:
     shipped = shipped_routines()
     with conn.cursor() as cur:
@@ -159,7 +162,7 @@ def _install_routines(conn: pymysql.Connection, report: MigrateReport,
                 report.routines_dropped.append(name)
 
 
-def database_level(conn: pymysql.Connection) -> tuple[list[str], dict[str, str]]:
+def database_level(conn: db.Connection) -> tuple[list[str], dict[str, str]]:
     """Applied migration ids and recorded routine digests of the connected database."""
     with conn.cursor() as cur:
         try:
@@ -172,7 +175,7 @@ def database_level(conn: pymysql.Connection) -> tuple[list[str], dict[str, str]]
     return applied, digests
 
 
-def check_level(conn: pymysql.Connection) -> None:
+def check_level(conn: db.Connection) -> None:
     """Refuse to run against a database that is not at exactly the level this code ships (R-16)."""
     applied, digests = database_level(conn)
     shipped = shipped_migrations()

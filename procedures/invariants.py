@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pymysql
+from .db import Connection
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,21 @@ _SIGNAL_FIELDS = "s.name, s.payload_version, s.target_step_key, s.target_activat
                  "s.payload, s.reason, s.evidence_ref"
 _SIGNAL_DIGEST = (f"_weave_signal_digest({_SIGNAL_FIELDS}, 'CANONICAL'), "
                   f"_weave_signal_digest({_SIGNAL_FIELDS}, 'BYTES')")
+
+# (table, its id column, a reference column, the table it references): every reference stays in one namespace.
+_REFERENCES = [
+    ("weave_steps", "id", "instance_id", "weave_instances"),
+    ("weave_waits", "id", "instance_id", "weave_instances"),
+    ("weave_activations", "id", "instance_id", "weave_instances"),
+    ("weave_pending_advances", "id", "instance_id", "weave_instances"),
+    ("weave_signals", "id", "instance_id", "weave_instances"),
+    ("pulse_tasks", "id", "instance_id", "weave_instances"),
+    ("pulse_tasks", "id", "queue_id", "weave_queues"),
+    ("pulse_tasks", "id", "app_id", "weave_apps"),
+    ("weave_instances", "id", "app_id", "weave_apps"),
+    ("weave_instances", "id", "definition_id", "weave_definitions"),
+    ("weave_events", "seq", "instance_id", "weave_instances"),
+]
 
 INVARIANTS: tuple[Invariant, ...] = (
     Invariant("M-4.1", "a wait has at most one winner, of its own instance, step and activation", """
@@ -107,29 +122,9 @@ INVARIANTS: tuple[Invariant, ...] = (
     Invariant("M-4.12", "a wait satisfied by a signal has winner.accepted_at < wait.deadline", """
         SELECT w.id FROM weave_waits w JOIN weave_signals s ON s.id = w.winner_signal_id
          WHERE s.accepted_at >= w.deadline_at"""),
-    Invariant("M-4.13", "no row references a row of another namespace", """
-        SELECT s.id FROM weave_steps s JOIN weave_instances i ON i.id = s.instance_id
-         WHERE s.namespace_id <> i.namespace_id
-        UNION ALL SELECT w.id FROM weave_waits w JOIN weave_instances i ON i.id = w.instance_id
-         WHERE w.namespace_id <> i.namespace_id
-        UNION ALL SELECT a.id FROM weave_activations a JOIN weave_instances i ON i.id = a.instance_id
-         WHERE a.namespace_id <> i.namespace_id
-        UNION ALL SELECT c.id FROM weave_pending_advances c JOIN weave_instances i ON i.id = c.instance_id
-         WHERE c.namespace_id <> i.namespace_id
-        UNION ALL SELECT g.id FROM weave_signals g JOIN weave_instances i ON i.id = g.instance_id
-         WHERE g.namespace_id <> i.namespace_id
-        UNION ALL SELECT t.id FROM pulse_tasks t JOIN weave_instances i ON i.id = t.instance_id
-         WHERE t.namespace_id <> i.namespace_id
-        UNION ALL SELECT t.id FROM pulse_tasks t JOIN weave_queues q ON q.id = t.queue_id
-         WHERE t.namespace_id <> q.namespace_id
-        UNION ALL SELECT t.id FROM pulse_tasks t JOIN weave_apps a ON a.id = t.app_id
-         WHERE t.namespace_id <> a.namespace_id
-        UNION ALL SELECT i.id FROM weave_instances i JOIN weave_apps a ON a.id = i.app_id
-         WHERE i.namespace_id <> a.namespace_id
-        UNION ALL SELECT i.id FROM weave_instances i JOIN weave_definitions d ON d.id = i.definition_id
-         WHERE i.namespace_id <> d.namespace_id
-        UNION ALL SELECT e.seq FROM weave_events e JOIN weave_instances i ON i.id = e.instance_id
-         WHERE e.namespace_id <> i.namespace_id"""),
+    Invariant("M-4.13", "no row references a row of another namespace", "\n        UNION ALL ".join(
+        f"SELECT c.{key} FROM {table} c JOIN {parent} p ON p.id = c.{column} WHERE c.namespace_id <> p.namespace_id"
+        for table, key, column, parent in _REFERENCES)),
     Invariant("M-4.14", "each (namespace, instance, idempotency key) has at most one signal", """
         SELECT namespace_id FROM weave_signals GROUP BY namespace_id, instance_id, idempotency_key
         HAVING COUNT(*) > 1"""),
@@ -158,7 +153,7 @@ INVARIANTS: tuple[Invariant, ...] = (
 BY_ID = {inv.id: inv for inv in INVARIANTS}
 
 
-def violations(conn: pymysql.Connection, skip: frozenset[str] | set[str] = frozenset()) -> dict[str, list]:
+def violations(conn: Connection, skip: frozenset[str] | set[str] = frozenset()) -> dict[str, list]:
     """Every invariant that does not hold, with (up to 10 of) the offending row ids."""
     found: dict[str, list] = {}
     with conn.cursor() as cur:
@@ -172,7 +167,7 @@ def violations(conn: pymysql.Connection, skip: frozenset[str] | set[str] = froze
     return found
 
 
-def check(conn: pymysql.Connection, skip: frozenset[str] | set[str] = frozenset()) -> None:
+def check(conn: Connection, skip: frozenset[str] | set[str] = frozenset()) -> None:
     broken = violations(conn, skip)
     if broken:
         lines = [f"{k} ({BY_ID[k].promise}): rows {v}" for k, v in broken.items()]

@@ -6,11 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pymysql
-
-from .db import call, call_one
-
-Conn = pymysql.Connection
+from .db import Connection as Conn
+from .db import call, call_row
 
 
 def _text(value: Any) -> str:
@@ -29,7 +26,7 @@ def task_claim(conn: Conn, worker_id: str, queues: list[str] | str, *, limit: in
 
 def attempt_heartbeat(conn: Conn, attempt_id: int, worker_id: str, lease_ms: int = 30_000) -> dict:
     """See procedures/pulse_attempt_heartbeat.sql."""
-    row = call_one(conn, "pulse_attempt_heartbeat", attempt_id, worker_id, lease_ms)
+    row = call_row(conn, "pulse_attempt_heartbeat", attempt_id, worker_id, lease_ms)
     return {**row, "cancel_requested": bool(row["cancel_requested"])}
 
 
@@ -37,24 +34,24 @@ def attempt_complete(conn: Conn, attempt_id: int, worker_id: str, result: Any = 
                      result_json: str | None = None) -> dict:
     """See procedures/pulse_attempt_complete.sql. ``result_json`` passes the result text as produced."""
     text = result_json if result_json is not None else json.dumps(result, separators=(",", ":"), ensure_ascii=False)
-    return call_one(conn, "pulse_attempt_complete", attempt_id, worker_id, text)
+    return call_row(conn, "pulse_attempt_complete", attempt_id, worker_id, text)
 
 
 def attempt_fail(conn: Conn, attempt_id: int, worker_id: str, error: str, retryable: bool = False) -> dict:
     """See procedures/pulse_attempt_fail.sql."""
-    return call_one(conn, "pulse_attempt_fail", attempt_id, worker_id, error, 1 if retryable else 0)
+    return call_row(conn, "pulse_attempt_fail", attempt_id, worker_id, error, 1 if retryable else 0)
 
 
 def lease_recover(conn: Conn, attempt_id: int) -> str:
     """See procedures/pulse_lease_recover.sql (normally run by the orchestrator, class LEASE)."""
-    return call_one(conn, "pulse_lease_recover", attempt_id)["outcome"]
+    return call_row(conn, "pulse_lease_recover", attempt_id)["outcome"]
 
 
 def task_expire(conn: Conn, task_id: int) -> str:
     """See procedures/pulse_task_expire.sql (normally run by the orchestrator, class TASK_EXPIRY)."""
-    return call_one(conn, "pulse_task_expire", task_id)["outcome"]
+    return call_row(conn, "pulse_task_expire", task_id)["outcome"]
 
 
 def inbox_consume(conn: Conn, inbox_id: int) -> str:
     """See procedures/weave_inbox_consume.sql (normally run by the orchestrator, class INBOX)."""
-    return call_one(conn, "weave_inbox_consume", inbox_id)["outcome"]
+    return call_row(conn, "weave_inbox_consume", inbox_id)["outcome"]

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pymysql
+from . import candidates, errors
+from .db import Connection as Conn
+from .db import call, call_row
 
-from .db import call, call_one
-
-Conn = pymysql.Connection
+if TYPE_CHECKING:
+    from .definitions import Definition
 
 
 def rfc3339(value: dt.datetime | None) -> str | None:
@@ -30,7 +31,7 @@ def _json(text: Any) -> Any:
 # --- namespaces, credentials, apps, queues -------------------------------------------------------------
 def namespace_bootstrap(conn: Conn, namespace: str) -> dict:
     """See procedures/weave_namespace_bootstrap.sql."""
-    return call_one(conn, "weave_namespace_bootstrap", namespace)
+    return call_row(conn, "weave_namespace_bootstrap", namespace)
 
 
 def credential_create(conn: Conn, token: str, namespace: str, actor: str, scopes: list[str] | str,
@@ -38,57 +39,87 @@ def credential_create(conn: Conn, token: str, namespace: str, actor: str, scopes
     """See procedures/weave_credential_create.sql."""
     scopes = scopes if isinstance(scopes, str) else ",".join(scopes)
     queues = queues if isinstance(queues, str) else ",".join(queues)
-    row = call_one(conn, "weave_credential_create", token, namespace, actor, scopes, queues)
+    row = call_row(conn, "weave_credential_create", token, namespace, actor, scopes, queues)
     return {**row, "scopes": row["scopes"].split(","), "queues": row["queues"].split(",")}
 
 
 def credential_disable(conn: Conn, token: str, namespace: str, credential_id: str) -> dict:
     """See procedures/weave_credential_disable.sql."""
-    return call_one(conn, "weave_credential_disable", token, namespace, credential_id)
+    return call_row(conn, "weave_credential_disable", token, namespace, credential_id)
 
 
 def app_put(conn: Conn, token: str, namespace: str, name: str, max_in_flight: int,
             status: str | None = None) -> dict:
     """See procedures/weave_app_put.sql."""
-    return call_one(conn, "weave_app_put", token, namespace, name, max_in_flight, status)
+    return call_row(conn, "weave_app_put", token, namespace, name, max_in_flight, status)
 
 
 def queue_put(conn: Conn, token: str, namespace: str, name: str, capacity: int) -> dict:
     """See procedures/weave_queue_put.sql."""
-    return call_one(conn, "weave_queue_put", token, namespace, name, capacity)
+    return call_row(conn, "weave_queue_put", token, namespace, name, capacity)
+
+
+def _rows(conn: Conn, routine: str, *args: Any) -> list[dict]:
+    sets = call(conn, routine, *args)
+    return sets[0] if sets else []
+
+
+def app_list(conn: Conn, token: str, namespace: str) -> list[dict]:
+    """See procedures/admin/weave_app_list.sql."""
+    return [{**r, "created_at": rfc3339(r["created_at"]), "updated_at": rfc3339(r["updated_at"])}
+            for r in _rows(conn, "weave_app_list", token, namespace)]
+
+
+def queue_list(conn: Conn, token: str, namespace: str) -> list[dict]:
+    """See procedures/admin/weave_queue_list.sql."""
+    return [{**r, "created_at": rfc3339(r["created_at"]), "updated_at": rfc3339(r["updated_at"])}
+            for r in _rows(conn, "weave_queue_list", token, namespace)]
+
+
+def credential_list(conn: Conn, token: str, namespace: str) -> list[dict]:
+    """See procedures/admin/weave_credential_list.sql: never a token."""
+    return [{**r, "scopes": r["scopes"].split(","), "queues": r["queues"].split(","),
+             "created_at": rfc3339(r["created_at"]), "disabled_at": rfc3339(r["disabled_at"])}
+            for r in _rows(conn, "weave_credential_list", token, namespace)]
 
 
 # --- console sessions --------------------------------------------------------------------------------------
 def console_session_open(conn: Conn, token: str, namespace: str, session_hash: str, sealed_token: bytes,
                          ttl_s: int) -> dict:
     """See procedures/admin/weave_console_session_open.sql."""
-    row = call_one(conn, "weave_console_session_open", token, namespace, session_hash, sealed_token, ttl_s)
+    row = call_row(conn, "weave_console_session_open", token, namespace, session_hash, sealed_token, ttl_s)
     return {**row, "scopes": row["scopes"].split(","), "queues": row["queues"].split(",")}
 
 
 def console_session_get(conn: Conn, session_hash: str) -> dict:
     """See procedures/admin/weave_console_session_get.sql."""
-    row = call_one(conn, "weave_console_session_get", session_hash)
+    row = call_row(conn, "weave_console_session_get", session_hash)
     return {**row, "scopes": row["scopes"].split(","), "queues": row["queues"].split(","),
             "sealed_token": bytes(row["sealed_token"])}
 
 
 def console_session_close(conn: Conn, session_hash: str) -> bool:
     """See procedures/admin/weave_console_session_close.sql."""
-    return bool(call_one(conn, "weave_console_session_close", session_hash)["closed"])
+    return bool(call_row(conn, "weave_console_session_close", session_hash)["closed"])
 
 
 # --- definitions -----------------------------------------------------------------------------------------
-def definition_publish(conn: Conn, token: str, namespace: str, definition) -> dict:
-    """Publish a validated ``orchestrator.definitions.Definition``; see procedures/weave_definition_publish.sql."""
-    row = call_one(conn, "weave_definition_publish", token, namespace, definition.canonical_json,
+def definition_publish(conn: Conn, token: str, namespace: str, definition: Definition) -> dict:
+    """Publish a validated ``procedures.definitions.Definition``; see procedures/weave_definition_publish.sql."""
+    row = call_row(conn, "weave_definition_publish", token, namespace, definition.canonical_json,
                    definition.compiled_json, ",".join(definition.queues))
     return {"name": row["name"], "version": row["version"], "digest": row["digest"], "created": bool(row["created"])}
 
 
+def definition_list(conn: Conn, token: str, namespace: str) -> list[dict]:
+    """See procedures/admin/weave_definition_list.sql: each definition with its latest version."""
+    return [{**r, "queues": [q for q in r["queues"].split(",") if q], "created_at": rfc3339(r["created_at"])}
+            for r in _rows(conn, "weave_definition_list", token, namespace)]
+
+
 def definition_get(conn: Conn, token: str, namespace: str, name: str, version: int | None = None) -> dict:
     """See procedures/weave_definition_get.sql."""
-    row = call_one(conn, "weave_definition_get", token, namespace, name, version)
+    row = call_row(conn, "weave_definition_get", token, namespace, name, version)
     document = _json(row["document"])
     return {**document, "version": row["version"], "digest": row["digest"],
             "created_at": rfc3339(row["created_at"])}
@@ -102,7 +133,7 @@ def instance_start(conn: Conn, token: str, namespace: str, *, definition: str, a
     """See procedures/weave_instance_start.sql. ``input_json`` passes the input text as received."""
     text = input_json if input_json is not None else json.dumps({} if input is None else input,
                                                                 separators=(",", ":"), ensure_ascii=False)
-    row = call_one(conn, "weave_instance_start", token, namespace, definition, version, app, text,
+    row = call_row(conn, "weave_instance_start", token, namespace, definition, version, app, text,
                    deadline_at, deadline_ms, business_key, idempotency_key)
     return {"workflow_id": row["workflow_id"], "status": row["status"], "created": bool(row["created"])}
 
@@ -185,22 +216,34 @@ def instance_list(conn: Conn, token: str, namespace: str, *, status: str | None 
                   definition: str | None = None, control: str | None = None, business_key: str | None = None,
                   review_code: str | None = None, deferred: bool = False, limit: int = 50,
                   cursor: str | None = None) -> dict:
-    """See procedures/instances/weave_instance_list.sql. ``cursor`` is the opaque value of a previous page."""
-    before = int(cursor) if cursor and cursor.isdigit() else None
-    rows = call(conn, "weave_instance_list", token, namespace, status, definition, control, business_key,
-                review_code, 1 if deferred else 0, limit, before)[0]
+    """See procedures/instances/weave_instance_list.sql. ``cursor`` is the opaque value of a previous page; one
+    that no page answered is refused (CURSOR_INVALID). A full page has a next cursor only when more follow."""
+    if cursor is not None and not (cursor.isdigit() and len(cursor) <= 19):
+        raise errors.ValidationFailed("CURSOR_INVALID: not a cursor of this list", field_code="CURSOR_INVALID",
+                                      field="cursor")
+    before = int(cursor) if cursor is not None else None
+    filters = (status, definition, control, business_key, review_code, 1 if deferred else 0)
+    rows = call(conn, "weave_instance_list", token, namespace, *filters, limit, before)[0]
     items = [{"workflow_id": r["workflow_id"], "definition": {"name": r["definition_name"],
                                                               "version": r["definition_version"]},
               "status": r["status"], "control": r["control"], "gate": r["gate"],
               "deadline_at": rfc3339(r["deadline_at"]), "business_key": r["business_key"],
               "created_at": rfc3339(r["created_at"]), "updated_at": rfc3339(r["updated_at"])} for r in rows]
-    next_cursor = str(rows[-1]["cursor_id"]) if len(rows) == limit else None
+    next_cursor = None
+    if len(rows) == limit:
+        last = rows[-1]["cursor_id"]
+        if call(conn, "weave_instance_list", token, namespace, *filters, 1, last)[0]:
+            next_cursor = str(last)
     return {"items": items, "next_cursor": next_cursor}
 
 
 def status(conn: Conn) -> dict:
-    """See procedures/instances/weave_status.sql: the figures of ``/metrics``, ``weave status`` and the console."""
+    """See procedures/instances/weave_status.sql: the figures of ``/metrics``, ``weave status`` and the console.
+    The backlog has a row for every candidate class of the registry, in its order (0 when none is due)."""
     backlog, tasks, review, lateness, polls, deferred, failing, instances = call(conn, "weave_status")
+    due = {row["class"]: row for row in backlog}
+    backlog = [due.get(c.name, {"class": c.name, "due": 0, "oldest_due_at": None, "lag_ms": 0})
+               for c in candidates.CLASSES]
     return {"backlog": backlog, "tasks": {r["status"]: r["tasks"] for r in tasks},
             "open_review_reasons": review[0]["open_review_reasons"],
             "instances_in_review": review[0]["instances_in_review"], "now_at": review[0]["now_at"],
@@ -214,32 +257,32 @@ def status(conn: Conn) -> dict:
 # --- control -------------------------------------------------------------------------------------------------
 def instance_pause(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str, idempotency_key: str) -> dict:
     """See procedures/weave_instance_pause.sql."""
-    return call_one(conn, "weave_instance_pause", token, namespace, workflow_id, reason, idempotency_key)
+    return call_row(conn, "weave_instance_pause", token, namespace, workflow_id, reason, idempotency_key)
 
 
 def instance_resume(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str,
                     idempotency_key: str) -> dict:
     """See procedures/weave_instance_resume.sql."""
-    return call_one(conn, "weave_instance_resume", token, namespace, workflow_id, reason, idempotency_key)
+    return call_row(conn, "weave_instance_resume", token, namespace, workflow_id, reason, idempotency_key)
 
 
 def instance_deadline(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str, idempotency_key: str,
                       *, deadline_at: dt.datetime | None = None, extend_ms: int | None = None) -> dict:
     """See procedures/weave_instance_deadline.sql."""
-    return call_one(conn, "weave_instance_deadline", token, namespace, workflow_id, deadline_at, extend_ms, reason,
+    return call_row(conn, "weave_instance_deadline", token, namespace, workflow_id, deadline_at, extend_ms, reason,
                     idempotency_key)
 
 
 def instance_cancel(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str,
                     idempotency_key: str) -> dict:
     """See procedures/weave_instance_cancel.sql."""
-    return call_one(conn, "weave_instance_cancel", token, namespace, workflow_id, reason, idempotency_key)
+    return call_row(conn, "weave_instance_cancel", token, namespace, workflow_id, reason, idempotency_key)
 
 
 def step_reactivate(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: str, reason: str,
                     idempotency_key: str, *, timeout_ms: int | None = None) -> dict:
     """See procedures/weave_step_reactivate.sql."""
-    return call_one(conn, "weave_step_reactivate", token, namespace, workflow_id, step_key, timeout_ms, reason,
+    return call_row(conn, "weave_step_reactivate", token, namespace, workflow_id, step_key, timeout_ms, reason,
                     idempotency_key)
 
 
@@ -248,7 +291,7 @@ def step_resolve(conn: Conn, token: str, namespace: str, workflow_id: str, step_
                  output_json: str | None = None) -> dict:
     """See procedures/weave_step_resolve.sql. ``output_json`` passes the output text as received."""
     text = output_json if output_json is not None else json.dumps(output, separators=(",", ":"), ensure_ascii=False)
-    return call_one(conn, "weave_step_resolve", token, namespace, workflow_id, step_key, text, evidence_ref, reason,
+    return call_row(conn, "weave_step_resolve", token, namespace, workflow_id, step_key, text, evidence_ref, reason,
                     idempotency_key)
 
 
@@ -256,5 +299,23 @@ def step_continue(conn: Conn, token: str, namespace: str, workflow_id: str, step
                   idempotency_key: str, *, extra_rounds: int | None = None,
                   poll_deadline_ms: int | None = None) -> dict:
     """See procedures/weave_step_continue.sql."""
-    return call_one(conn, "weave_step_continue", token, namespace, workflow_id, step_key, extra_rounds,
+    return call_row(conn, "weave_step_continue", token, namespace, workflow_id, step_key, extra_rounds,
                     poll_deadline_ms, reason, idempotency_key)
+
+
+LATENCY_BUCKETS = (0.1, 0.5, 1.0, 5.0, 30.0, 300.0)
+
+
+def engine_metrics(conn: Conn) -> dict:
+    """See procedures/instances/weave_metrics.sql: decisions by kind and result with their latency buckets
+    (cumulative, ``LATENCY_BUCKETS`` seconds), signals by status and disposition, poll rounds by outcome."""
+    decisions, sigs, rounds = call(conn, "weave_metrics")
+    columns = ("le_0_1", "le_0_5", "le_1", "le_5", "le_30", "le_300")
+    return {
+        "decisions": [{"kind": r["kind"], "result": r["result"], "count": int(r["decisions"]),
+                       "sum": float(r["latency_seconds_sum"]),
+                       "buckets": [(le, int(r[c] or 0)) for le, c in zip(LATENCY_BUCKETS, columns, strict=True)]}
+                      for r in decisions],
+        "signals": [(r["status"], r["disposition"], int(r["signals"])) for r in sigs],
+        "rounds": {r["outcome"]: int(r["rounds"]) for r in rounds},
+    }

@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pymysql
-
-from .db import call, call_one
+from .db import Connection as Conn
+from .db import call, call_row
 from .routines import rfc3339
 
-Conn = pymysql.Connection
+
 def _receipt(row: dict) -> dict:
     receipt = {k: row[k] for k in ("signal_id", "workflow_id", "idempotency_key", "status", "disposition",
                                    "accepted_at", "expires_at", "request_digest")}
@@ -24,41 +23,28 @@ def _receipt(row: dict) -> dict:
     return receipt
 
 
-def _send_args(token, namespace, workflow_id, *, idempotency_key, name, payload_version, target_step_key,
-               target_activation_sequence, correlation_key, payload, reason, evidence_ref):
-    return (token, namespace, workflow_id, idempotency_key, name, payload_version, target_step_key,
-            target_activation_sequence, correlation_key, payload, reason, evidence_ref)
-
-
-def send(conn: Conn, token: str, namespace: str, workflow_id: str, *, idempotency_key: str, name: str,
-         payload_version: str, target_step_key: str, target_activation_sequence: int,
-         correlation_key: str | bytes, payload: str | bytes | None, reason: str,
-         evidence_ref: str | None = None) -> dict:
-    """See procedures/weave_signal_send.sql. ``payload`` is the JSON text as received (``None`` = missing).
+def send(conn: Conn, token: str, namespace: str, workflow_id: str, *, idempotency_key: str | None,
+         name: str | None, payload_version: str | None, target_step_key: str | None,
+         target_activation_sequence: int | None, correlation_key: str | bytes | None, payload: str | bytes | None,
+         reason: str | None, evidence_ref: str | None = None, in_tx: bool = False) -> dict:
+    """See procedures/signals/weave_signal_send.sql. ``payload`` is the JSON text as received (``None`` =
+    missing); every field rule (S-1) is the routine's. With ``in_tx``, weave_signal_send_in_tx.sql: inside the
+    caller's open transaction on ``conn`` (autocommit off, or after BEGIN); the caller commits or rolls back.
 
     Returns the receipt fields, ``receipt_json`` (the frozen receipt text, byte-identical on replay) and
     ``replayed``."""
-    row = call_one(conn, "weave_signal_send", *_send_args(
-        token, namespace, workflow_id, idempotency_key=idempotency_key, name=name, payload_version=payload_version,
-        target_step_key=target_step_key, target_activation_sequence=target_activation_sequence,
-        correlation_key=correlation_key, payload=payload, reason=reason, evidence_ref=evidence_ref))
+    row = call_row(conn, "weave_signal_send_in_tx" if in_tx else "weave_signal_send", token, namespace, workflow_id,
+                   idempotency_key, name, payload_version, target_step_key, target_activation_sequence,
+                   correlation_key, payload, reason, evidence_ref)
     return _receipt(row)
 
 
-def send_in_tx(conn: Conn, token: str, namespace: str, workflow_id: str, *, idempotency_key: str, name: str,
-               payload_version: str, target_step_key: str, target_activation_sequence: int,
-               correlation_key: str | bytes, payload: str | bytes | None, reason: str,
-               evidence_ref: str | None = None) -> dict:
-    """See procedures/weave_signal_send_in_tx.sql: inside the caller's open transaction on ``conn``
-    (autocommit off, or after BEGIN); the caller commits or rolls back."""
-    row = call_one(conn, "weave_signal_send_in_tx", *_send_args(
-        token, namespace, workflow_id, idempotency_key=idempotency_key, name=name, payload_version=payload_version,
-        target_step_key=target_step_key, target_activation_sequence=target_activation_sequence,
-        correlation_key=correlation_key, payload=payload, reason=reason, evidence_ref=evidence_ref))
-    return _receipt(row)
+def send_in_tx(conn: Conn, token: str, namespace: str, workflow_id: str, **fields: Any) -> dict:
+    """``send`` inside the caller's open transaction (procedures/signals/weave_signal_send_in_tx.sql)."""
+    return send(conn, token, namespace, workflow_id, in_tx=True, **fields)
 
 
-def _text(value: Any) -> str | None:
+def _text(value: Any) -> Any:
     if isinstance(value, bytes | bytearray):
         return value.decode("utf-8")
     return value
@@ -80,7 +66,7 @@ def _signal(row: dict) -> dict:
 
 def get(conn: Conn, token: str, namespace: str, workflow_id: str, signal_id: str) -> dict:
     """See procedures/weave_signal_get.sql; shaped as the 07-api signal resource."""
-    return _signal(call_one(conn, "weave_signal_get", token, namespace, workflow_id, signal_id))
+    return _signal(call_row(conn, "weave_signal_get", token, namespace, workflow_id, signal_id))
 
 
 def list_signals(conn: Conn, token: str, namespace: str, workflow_id: str, *, status: str | None = None,
@@ -142,4 +128,4 @@ def _json_or_text(value: Any) -> Any:
 
 def process(conn: Conn, signal_id: int) -> str:
     """See procedures/weave_signal_process.sql (the orchestrator's SIGNAL candidate class)."""
-    return call_one(conn, "weave_signal_process", signal_id)["outcome"]
+    return call_row(conn, "weave_signal_process", signal_id)["outcome"]

@@ -257,6 +257,10 @@ class SignIn(Page):
 
 class SignOut(Page):
     @page
+    def on_get(self, req, resp):
+        redirect(resp, base_path(req))  # signing out is a POST with the CSRF token; a link just goes home
+
+    @page
     def on_post(self, req, resp):
         session, _ = self.checked(req)
         routines.console_session_close(self.conn, sessions.session_hash(session.session_id))
@@ -335,9 +339,9 @@ class Instance(Page):
             if step["poll"]:
                 step["poll"]["next_left"] = views.time_left(step["poll"]["next_poll_at"], now)
                 step["poll"]["deadline_left"] = views.time_left(step["poll"]["poll_deadline"], now)
-            waiting = any(w and w["status"] == "WAITING" for w in (step["wait"], step["final_wait"]))
+            # Every step not yet settled gets the explain answer: what it waits for and what holds it back.
             step["explain"] = None
-            if waiting or step["status"] == "NEEDS_REVIEW":
+            if step["status"] not in ("SUCCEEDED", "CANCELLED"):
                 step["explain"] = signals.explain(conn, token, ns, workflow_id, step["key"])
         deferred_left = views.time_left(instance["deferred"]["next_check_at"], now) if instance["deferred"] else None
         for checkpoint in instance["checkpoints"]:

@@ -270,8 +270,10 @@ def test_T8_metrics_show_timer_lateness_of_recent_settlements(client, world, orc
     world.db.advance(62_000)  # settles about 2 s late
     orch.drain()
     text = client.simulate_get("/metrics").text
-    assert 'weave_timer_lateness_recent{le="0.1"} 0.0' in text
-    assert 'weave_timer_lateness_recent{le="5.0"} 1.0' in text and 'weave_timer_lateness_recent{le="+Inf"} 1.0' in text
+    assert 'weave_timer_lateness_seconds_bucket{le="0.1"} 0.0' in text
+    assert 'weave_timer_lateness_seconds_bucket{le="5.0"} 1.0' in text
+    assert 'weave_timer_lateness_seconds_bucket{le="+Inf"} 1.0' in text
+    assert "weave_timer_lateness_seconds_count 1.0" in text
     assert "weave_signals_pending 0.0" in text and 'weave_polls{state="WAITING"}' in text
 
 

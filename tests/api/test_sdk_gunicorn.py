@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -9,32 +10,15 @@ import sys
 import pytest
 
 from api import client as sdk
-from tests.support.processes import WeaveProcess
+from tests.support.processes import WeaveProcess, free_port, start_api
 from tests.support.waiting import wait_for
 
 TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def api_url(database, world, tmp_path):
-    port = free_port()
-    proc = WeaveProcess(database, "api", "--bind", f"127.0.0.1:{port}", "--workers", "2", log=tmp_path / "api.log")
-    url = f"http://127.0.0.1:{port}"
-    probe = sdk.WeaveClient(url, "none", "acme", retries=1)
-
-    def up() -> bool:
-        try:
-            return probe.ready()["status"] == "ready"
-        except sdk.WeaveApiError:
-            return False
-
-    assert wait_for(up, timeout=30), (tmp_path / "api.log").read_text()
+    proc, url = start_api(database, tmp_path / "api.log")
     yield url
     proc.terminate()
     proc.close()
@@ -108,3 +92,28 @@ def test_sdk_imports_without_server_dependencies():
             "sys.modules['gunicorn'] = None; import api.client; print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def _raw_request(url: str, request: bytes) -> tuple[int, dict[str, str], bytes]:
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(request)
+        data = b""
+        while chunk := conn.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    return int(lines[0].split()[1]), headers, body
+
+
+@pytest.mark.parametrize("request_bytes, status, code", [
+    (b"GET /" + b"x" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414, "URI_TOO_LONG"),
+    (b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: %s\r\n" % (i, b"v" * 100) for i in range(200))
+     + b"\r\n", 431, "HEADERS_TOO_LARGE"),
+    (b"GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n", 400, "BAD_REQUEST"),
+])
+def test_refusals_made_before_the_app_are_problem_json_too(api_url, request_bytes, status, code):
+    got_status, headers, body = _raw_request(api_url, request_bytes)
+    assert got_status == status and headers["content-type"] == "application/problem+json"
+    assert json.loads(body)["code"] == code

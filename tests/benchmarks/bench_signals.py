@@ -34,10 +34,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from orchestrator import definitions  # noqa: E402
-from orchestrator.logs import configure_logging  # noqa: E402
 from orchestrator.loop import Orchestrator  # noqa: E402
-from procedures import db, installer, invariants, routines  # noqa: E402
+from procedures import (  # noqa: E402
+    db,
+    definitions,  # noqa: E402
+    installer,
+    invariants,
+    routines,
+)
+from procedures.logs import configure_logging  # noqa: E402
 
 RAW_TABLES = [
     """CREATE TABLE bench_signal (

@@ -20,9 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-from orchestrator import definitions
 from orchestrator.loop import Orchestrator
-from procedures import db, installer, invariants, routines
+from procedures import db, definitions, installer, invariants, routines
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

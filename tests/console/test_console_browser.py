@@ -46,6 +46,8 @@ def test_find_an_instance_in_review_read_why_continue_it_and_watch_it_settle(pag
 
     browser_sign_in(page, world.token)
     assert page.get_by_role("heading", name="Dashboard").is_visible()
+    assert page.evaluate("document.cookie") == ""  # the session cookie is HttpOnly: no script can read it
+    assert world.token not in page.content() and world.token not in page.url
     assert page.locator('[data-figure="instances-in-review"]').inner_text() == "2"
     assert page.locator("svg.chart rect").count() == 7
     screenshot(page, "dashboard")

@@ -157,6 +157,8 @@ def test_the_dashboard_shows_the_figures_of_metrics(client, world):
     assert 'weave_instances{status="RUNNING"} 3.0' in metrics
     assert 'data-figure="instances-RUNNING">3<' in page
     assert 'weave_due_backlog{class="CHECKPOINT"} 3.0' in metrics and 'data-figure="due-CHECKPOINT">3<' in page
+    assert 'weave_candidates_failing{class="CHECKPOINT",repeated="false"} 0.0' in metrics
+    assert 'data-figure="failing-CHECKPOINT">0<' in page
     assert "<svg" in page and "Timer lateness" in page
 
 
@@ -201,6 +203,7 @@ def test_list_filters_by_business_key_control_review_code_and_deferral(client, w
     assert listed(deferred="1") == [other]
     page = client.simulate_get(f"{BASE}/instances/{other}", cookies=cookies).text
     assert "Deferred: PAUSED" in page and "instance paused" in page and "When the engine looks again" in page
+    assert "Held back: <strong>PAUSED</strong>" in page  # the explain answer of the step that waits
     assert 'id="a-resume-title"' in page and 'id="a-pause-title"' not in page  # paused: resume is what is left
 
 
@@ -361,7 +364,7 @@ def test_the_instance_page_explains_a_waiting_signal_step_and_each_signal_that_l
     orch.drain()
     cookies = sign_in(client, world.token)
     html = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text
-    assert "Explain: why this wait is still open" in html
+    assert "Explain: why this step is still waiting" in html
     assert "CORRELATION_MISMATCH" in html and "first_difference_offset" in html  # explain, and why it lost
     assert "&lt;b&gt;bold&lt;/b&gt;" in html and "typo &lt;i&gt;here&lt;/i&gt;" in html
     assert "<b>bold</b>" not in html and "<i>here</i>" not in html
@@ -393,7 +396,8 @@ def test_every_kind_of_step_renders_at_every_stage_of_a_flow(client, world, orch
 
     assert "the instance" in shown()  # only the ROOT checkpoint so far
     orch.drain()
-    assert "TIMER wait <strong>WAITING</strong>" in shown()
+    html = shown()
+    assert "TIMER wait <strong>WAITING</strong>" in html and "Timer: due" in html and "after 5000 ms" in html
     world.db.advance(5_001)
     orch.drain()
     html = shown()
@@ -416,3 +420,21 @@ def test_every_kind_of_step_renders_at_every_stage_of_a_flow(client, world, orch
     html = shown()
     assert 'class="status s-SUCCEEDED">SUCCEEDED</span></h1>' in html and "INSTANCE_SUCCEEDED" in html
     assert 'name="idempotency_key"' not in html  # a finished instance offers no action
+
+
+def test_bulk_cancel_of_everything_in_review_with_a_given_reason_code(client, world, orch):
+    from tests.console.test_console_browser import in_review
+
+    stuck = [in_review(world, orch, f"o-{n}") for n in range(2)]
+    world.publish(TIMER)
+    running = world.start("cool-off")
+    cookies = sign_in(client, world.token)
+    dry = client.simulate_get(f"{BASE}/bulk", cookies=cookies, params={
+        "in_review": "1", "review_code": "POLL_ROUNDS_EXHAUSTED", "action": "cancel", "dry_run": "1"})
+    assert 'data-figure="bulk-count">2<' in dry.text and sorted(_ids_on(dry.text)) == sorted(stuck)
+    applied = form_post(client, f"{BASE}/bulk", {"csrf": hidden(dry.text, "csrf"), "action": "cancel",
+                                                  "bulk_key": hidden(dry.text, "bulk_key"),
+                                                  "reason": "vendor retired this API", "workflow_id": stuck}, cookies)
+    assert 'data-figure="bulk-ok">2<' in applied.text
+    assert [world.instance(wf)["status"] for wf in stuck] == ["CANCELLED", "CANCELLED"]
+    assert world.instance(running)["status"] == "RUNNING"

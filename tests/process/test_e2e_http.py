@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from api import client as sdk
-from tests.api.test_sdk_gunicorn import free_port
-from tests.support.processes import WeaveProcess
+from tests.support.processes import WeaveProcess, start_api
 from tests.support.waiting import wait_for
 
 FLOW = {"name": "order", "steps": [
@@ -23,33 +22,27 @@ FLOW = {"name": "order", "steps": [
 
 @pytest.fixture
 def engine(database, world, tmp_path):
-    port = free_port()
-    procs = [WeaveProcess(database, "api", "--bind", f"127.0.0.1:{port}", "--workers", "2", log=tmp_path / "api.log"),
-             WeaveProcess(database, "orchestrator", log=tmp_path / "orch.log"),
+    api, url = start_api(database, tmp_path / "api.log")
+    procs = [api, WeaveProcess(database, "orchestrator", log=tmp_path / "orch.log"),
              WeaveProcess(database, "worker", "--handlers", "orchestrator.example_handlers", "--queue", "payments",
                           "--concurrency", "2", log=tmp_path / "worker.log")]
-    url = f"http://127.0.0.1:{port}"
-    probe = sdk.WeaveClient(url, world.token, "acme", retries=1)
-
-    def up() -> bool:
-        try:
-            return probe.ready()["status"] == "ready"
-        except sdk.WeaveApiError:
-            return False
-
-    assert wait_for(up, timeout=30), (tmp_path / "api.log").read_text()
     yield url
     for p in procs:
         assert p.terminate() == 0, f"{p.args[0]} did not stop cleanly"
         p.close()
 
 
-def test_task_timer_task_signal_through_http_only(engine, world):
-    admin = sdk.WeaveClient(engine, world.admin, "acme")
+def _started(engine: str, world, order: str, amount: int) -> tuple[sdk.WeaveClient, str]:
+    """The flow published by the admin, one instance started by the operator: (operator client, its id)."""
+    sdk.WeaveClient(engine, world.admin, "acme").publish_definition(FLOW)
     ops = sdk.WeaveClient(engine, world.token, "acme")
-    admin.publish_definition(FLOW)
-    wf = ops.start_workflow("order", app="billing", input={"order_id": "o-7", "amount": 42},
-                            deadline_ms=86_400_000)["workflow_id"]
+    started = ops.start_workflow("order", app="billing", input={"order_id": order, "amount": amount},
+                                 deadline_ms=86_400_000)
+    return ops, started["workflow_id"]
+
+
+def test_task_timer_task_signal_through_http_only(engine, world):
+    ops, wf = _started(engine, world, "o-7", 42)
     # An early approval, before its step is active (S-10): it waits and wins when the step activates.
     receipt = ops.send_signal(wf, name="approval.decided", payload_version="1", target_step_key="approval",
                               target_activation_sequence=1, correlation_key="o-7",
@@ -73,11 +66,7 @@ def test_task_timer_task_signal_through_http_only(engine, world):
 
 
 def test_pause_resume_and_cancel_through_http_only(engine, world):
-    admin = sdk.WeaveClient(engine, world.admin, "acme")
-    ops = sdk.WeaveClient(engine, world.token, "acme")
-    admin.publish_definition(FLOW)
-    wf = ops.start_workflow("order", app="billing", input={"order_id": "o-8", "amount": 1},
-                            deadline_ms=86_400_000)["workflow_id"]
+    ops, wf = _started(engine, world, "o-8", 1)
     assert wait_for(lambda: ops.get_workflow(wf)["steps"][1]["status"] == "ACTIVE", timeout=30)
     assert ops.pause(wf, "fraud check")["control"] == "PAUSED"
     world.db.advance(60_001)

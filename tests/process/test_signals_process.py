@@ -121,4 +121,4 @@ def test_S5_cli_sends_with_the_payload_as_given_and_gets_the_current_state(world
     assert weave("signals", "explain", wf, "approval")["signals"][0]["why"] == "WON"
     bad = subprocess.run([sys.executable, "-m", "orchestrator.cli", *argv[:-2], "--idempotency-key", "cli-2",
                           "--payload", "{oops"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 1 and "PAYLOAD_INVALID" in bad.stderr
+    assert bad.returncode == 6 and "PAYLOAD_INVALID" in bad.stderr  # 6: an invalid request

@@ -8,8 +8,7 @@ import threading
 
 import pytest
 
-from orchestrator import definitions
-from procedures import errors, routines
+from procedures import definitions, errors, routines
 from tests.support.world import WORKFLOW_SCOPES, World
 
 TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
+from api import client as sdk
 from procedures.db import Dsn
+from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,3 +42,28 @@ class WeaveProcess:
             self.kill9()
         if self.log is not subprocess.DEVNULL:
             self.log.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_api(dsn: Dsn, log: Path, workers: int = 2) -> tuple[WeaveProcess, str]:
+    """A `weave api` process on a free port, once /readyz answers ready: (process, base URL)."""
+    port = free_port()
+    proc = WeaveProcess(dsn, "api", "--bind", f"127.0.0.1:{port}", "--workers", str(workers), log=log)
+    url = f"http://127.0.0.1:{port}"
+    probe = sdk.WeaveClient(url, "none", "none", retries=1)
+
+    def up() -> bool:
+        try:
+            return probe.ready()["status"] == "ready"
+        except sdk.WeaveApiError:
+            return False
+
+    if not wait_for(up, timeout=30):
+        proc.close()
+        raise AssertionError(f"weave api did not become ready:\n{log.read_text()}")
+    return proc, url

@@ -6,8 +6,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from orchestrator import definitions
-from procedures import routines
+from procedures import definitions, routines
 from tests.support.db import Db
 
 WORKFLOW_SCOPES = ["workflows:read", "workflows:start", "workflows:signal", "workflows:control",

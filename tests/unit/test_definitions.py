@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.definitions import DefinitionError, parse_json_strict, validate
+from procedures.definitions import DefinitionError, parse_json_strict, validate
 
 # The step examples of the spec, verbatim but for one line break. The TIMER example leaves `after`
 # as `[...]`, which is not JSON, so it is written out here; a TASK named "charge" is added because

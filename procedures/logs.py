@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 import time
+
+from . import settings
 
 
 class JsonFormatter(logging.Formatter):
@@ -28,5 +29,5 @@ def configure_logging(level: str | None = None) -> None:
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger("weave")
     root.handlers[:] = [handler]
-    root.setLevel((level or os.environ.get("WEAVE_LOG_LEVEL", "INFO")).upper())
+    root.setLevel((level or settings.log_level()).upper())
     root.propagate = False

@@ -1,0 +1,20 @@
+CREATE PROCEDURE weave_app_list(
+        IN in_token     VARCHAR(512),
+        IN in_namespace VARCHAR(200))
+    COMMENT 'Description: every app of the namespace with its quota, status and the tasks it has in flight.
+Parameters: in_token (admin), in_namespace.
+Result set: name, max_in_flight, status, in_flight (QUEUED and RUNNING tasks), created_at, updated_at.
+Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
+Rules: K-8.'
+    READS SQL DATA
+BEGIN
+    DECLARE v_ns BIGINT UNSIGNED;
+    DECLARE v_cred BIGINT UNSIGNED;
+    DECLARE v_actor VARCHAR(128);
+    CALL _weave_authorize(in_token, in_namespace, 'admin', NULL, v_ns, v_cred, v_actor);
+    SELECT a.name, a.max_in_flight, a.status,
+           (SELECT COUNT(*) FROM pulse_tasks t WHERE t.app_id = a.id AND t.status IN ('QUEUED', 'RUNNING'))
+               AS in_flight,
+           a.created_at, a.updated_at
+      FROM weave_apps a WHERE a.namespace_id = v_ns ORDER BY a.name;
+END

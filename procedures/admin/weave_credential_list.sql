@@ -1,0 +1,18 @@
+-- Never the token: only its hash is stored, and not even that leaves the database.
+CREATE PROCEDURE weave_credential_list(
+        IN in_token     VARCHAR(512),
+        IN in_namespace VARCHAR(200))
+    COMMENT 'Description: every credential of the namespace, without any token or hash.
+Parameters: in_token (admin), in_namespace.
+Result set: credential_id, actor, scopes, queues, status, created_at, disabled_at.
+Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
+Rules: S-2.'
+    READS SQL DATA
+BEGIN
+    DECLARE v_ns BIGINT UNSIGNED;
+    DECLARE v_cred BIGINT UNSIGNED;
+    DECLARE v_actor VARCHAR(128);
+    CALL _weave_authorize(in_token, in_namespace, 'admin', NULL, v_ns, v_cred, v_actor);
+    SELECT CONCAT('cred_', id) AS credential_id, actor, scopes, queues, status, created_at, disabled_at
+      FROM weave_credentials WHERE namespace_id = v_ns ORDER BY id;
+END

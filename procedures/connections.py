@@ -1,0 +1,89 @@
+"""One connection per thread, and the one retry wrapper for routine calls (R-12).
+
+The API's serving threads, the orchestrator's advance threads and the worker's threads each keep one
+connection of their own: opened on first use, dropped after a failure and reopened on the next call.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+from . import db, errors
+
+T = TypeVar("T")
+
+
+def retry_transient(fn: Callable[[], T], *, attempts: int = 5, on_retry: Callable[[], None] | None = None) -> T:
+    """``fn()``, tried again on transient database errors (deadlock, lock wait timeout, lost connection) with
+    jittered exponential backoff; ``on_retry`` runs after each transient failure. Any other error, and the
+    last transient one, is raised as it is."""
+    def attempt() -> T:
+        try:
+            return fn()
+        except Exception as exc:
+            if on_retry is not None and errors.is_transient(exc):
+                on_retry()
+            raise
+
+    retrying = Retrying(stop=stop_after_attempt(attempts), wait=wait_random_exponential(multiplier=0.02, max=1.0),
+                        retry=retry_if_exception(errors.is_transient), reraise=True)
+    return retrying(attempt)
+
+
+class Connections:
+    """One connection per thread, reopened after a failure. ``open`` makes a connection (default
+    ``db.connect(dsn)``); every connection made is closed by ``close_all``."""
+
+    def __init__(self, dsn: db.Dsn | None, open: Callable[[], db.Connection] | None = None):
+        self.dsn = dsn
+        self._open = open or (lambda: db.connect(self._dsn()))
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._all: set[db.Connection] = set()
+
+    def _dsn(self) -> db.Dsn:
+        if self.dsn is None:
+            raise errors.TransientDatabaseError("no database configured")
+        return self.dsn
+
+    def get(self) -> db.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None or not conn.open:
+            conn = self._local.conn = self._open()
+            with self._lock:
+                self._all.add(conn)
+        return conn
+
+    def discard(self) -> None:
+        """Drop this thread's connection (after a failure: the next call opens a new one)."""
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            self._close(conn)
+
+    def close_all(self) -> None:
+        with self._lock:
+            conns, self._all = self._all, set()
+        for conn in conns:
+            self._close(conn)
+        self._local = threading.local()
+
+    def _close(self, conn: db.Connection) -> None:
+        with self._lock:
+            self._all.discard(conn)
+        try:
+            conn.close()
+        except Exception:  # the connection is already broken; nothing to release
+            pass
+
+    def retrying(self, fn: Callable[[db.Connection], T], attempts: int = 5) -> T:
+        """``fn(connection)`` with the retry wrapper; a transient failure drops this thread's connection."""
+        return retry_transient(lambda: fn(self.get()), attempts=attempts, on_retry=self.discard)
+
+    def call(self, routine: str, *args: Any, attempts: int = 5) -> list[list[dict]]:
+        """A routine call (every result set), retried on transient errors."""
+        return self.retrying(lambda conn: db.call(conn, routine, *args), attempts)

@@ -1,0 +1,73 @@
+"""The shapes a validated definition compiles into, and the limits every step type shares."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, NamedTuple, TypedDict
+
+from ..jsontext import DocumentError
+
+
+class DefinitionError(DocumentError):
+    """A definition was rejected; ``errors`` holds every problem found, not just the first."""
+
+    title = "invalid workflow definition"
+
+
+class Template(TypedDict):
+    skeleton: Any
+    bindings: list[list[str]]
+
+
+class CompiledStep(TypedDict):
+    input: Template
+    business_key: Template | None
+    mutex_key: Template | None
+    correlation: Template | None
+
+
+@dataclass(frozen=True)
+class Definition:
+    name: str
+    steps: list[dict[str, Any]]
+    canonical_json: str
+    digest: str
+    queues: list[str]
+    compiled: dict[str, CompiledStep]
+    compiled_json: str
+
+
+class Text(NamedTuple):
+    pattern: re.Pattern[str]
+    description: str
+
+
+DAY_MS = 86_400_000
+YEAR_MS = 365 * DAY_MS
+MAX_STEPS = 256
+# Bounds the recursion of the input walk far below Python's limit, and keeps a frozen input within
+# MySQL's 100-level JSON nesting limit once it is embedded in larger documents.
+MAX_INPUT_DEPTH = 64
+# No stored JSON array can have this many elements, so a larger index can only be a mistake.
+MAX_ARRAY_INDEX = 2**31 - 1
+MAX_KEY_LITERAL_CHARS = 256
+MAX_CORRELATION_BYTES = 512
+MAX_STATUS_CHARS = 64
+
+DEFINITION_NAME = Text(re.compile(r"[A-Za-z0-9_.:-]{1,128}"), "1-128 characters of A-Z a-z 0-9 _ . : -")
+STEP_KEY = Text(re.compile(r"[A-Za-z0-9_.-]{1,64}"), "1-64 characters of A-Z a-z 0-9 _ . -")
+QUEUE = Text(re.compile(r"[A-Za-z0-9_.:-]{1,64}"), "1-64 characters of A-Z a-z 0-9 _ . : -")
+HANDLER = Text(re.compile(r"[A-Za-z0-9_.:-]{1,128}"), "1-128 characters of A-Z a-z 0-9 _ . : -")
+VERSION = Text(re.compile(r"[ -~]{1,32}"), "1-32 printable ASCII characters")
+SIGNAL_NAME = Text(re.compile(r"[ -~]{1,128}"), "1-128 printable ASCII characters")
+
+COMMON_FIELDS = frozenset({"key", "type", "after"})
+
+
+def literal_template(value: Any) -> Template:
+    return {"skeleton": value, "bindings": []}
+
+
+def empty_compiled() -> CompiledStep:
+    return {"input": literal_template({}), "business_key": None, "mutex_key": None, "correlation": None}

@@ -1,0 +1,227 @@
+"""Strict JSON: the one parser for every document that reaches the engine (HTTP bodies, definition files).
+
+``json.loads`` alone is not enough. MariaDB's ``JSON_EXTRACT`` reads the first of duplicate keys where
+Python reads the last, so a document with duplicates would mean different things on each side; NaN and
+Infinity are not JSON and the database refuses them; and a string holding a lone surrogate escape
+(``"\\ud800"``) decodes in Python but is no text any database column can store. All three are refused
+here, each problem with a dotted field path.
+
+``parse_members`` parses an object once and also returns, for each top-level member, the exact bytes
+that encode its value, so that a payload can travel to the routine as received (S-4).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any, NamedTuple
+
+__all__ = ["DocumentError", "FieldError", "InvalidJson", "describe", "member_path", "parse_members", "parse_strict"]
+
+_WHITESPACE = " \t\r\n"
+# The dotted paths we print leave only keys of this shape unquoted.
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class FieldError(NamedTuple):
+    """One problem: where (a dotted path, "" for the whole document), a stable code, and why."""
+
+    field: str
+    code: str
+    message: str
+
+
+class DocumentError(ValueError):
+    """A document was refused; ``errors`` holds every problem found, not just the first."""
+
+    title = "invalid document"
+
+    def __init__(self, errors: list[FieldError]) -> None:
+        super().__init__(errors)
+        self.errors = list(errors)
+
+    def __str__(self) -> str:
+        count = len(self.errors)
+        lines = [f"{self.title} ({count} problem{'' if count == 1 else 's'})"]
+        lines += [f"  {error.field or '(document)'}: {error.code}: {error.message}" for error in self.errors]
+        return "\n".join(lines)
+
+
+class InvalidJson(DocumentError):
+    """The bytes are not one strict JSON document (codes INVALID_JSON, DUPLICATE_JSON_KEY, INVALID_TEXT)."""
+
+    title = "invalid JSON"
+
+
+def member_path(path: str, name: str) -> str:
+    """The dotted field path of member ``name`` of the object at ``path``."""
+    if not _PLAIN_KEY.fullmatch(name):
+        return f"{path}[{json.dumps(name)}]"
+    return f"{path}.{name}" if path else name
+
+
+def describe(value: Any) -> str:
+    """A short rendering of a bad value for a message."""
+    if isinstance(value, str):
+        return json.dumps(value if len(value) <= 40 else value[:37] + "...")
+    if value is None or isinstance(value, (bool, int, float)):
+        return json.dumps(value)
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    return f"a Python {type(value).__name__}"
+
+
+def is_text(value: str) -> bool:
+    """False for strings holding lone surrogates (valid JSON escapes, but not storable text)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _invalid(message: str) -> FieldError:
+    return FieldError("", "INVALID_JSON", message)
+
+
+def _reject_constant(name: str) -> Any:
+    raise InvalidJson([_invalid(f"{name} is not a JSON number")])
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise InvalidJson([_invalid(f"number {text[:40]} is too large")])
+    return value
+
+
+class _Parser:
+    """One parse of one document. Objects are built by a hook that remembers duplicate keys; the
+    problems are reported after the parse, with paths, in document order."""
+
+    def __init__(self) -> None:
+        self.duplicates: dict[int, list[str]] = {}
+        # Values dropped for a duplicate key stay referenced so that their ids cannot be reused by a
+        # later object while `duplicates` is keyed by id.
+        self.dropped: list[Any] = []
+        self.decoder = json.JSONDecoder(object_pairs_hook=self.object_from_pairs, parse_constant=_reject_constant,
+                                        parse_float=_finite_float)
+
+    def object_from_pairs(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in obj:
+                self.dropped.append(value)
+                if key not in self.duplicates.setdefault(id(obj), []):
+                    self.duplicates[id(obj)].append(key)
+            else:
+                obj[key] = value
+        return obj
+
+    def value_at(self, text: str, start: int) -> tuple[Any, int]:
+        try:
+            return self.decoder.raw_decode(text, start)
+        except InvalidJson:
+            raise
+        except json.JSONDecodeError as exc:
+            raise InvalidJson([_invalid(f"{exc.msg} at line {exc.lineno} column {exc.colno}")]) from exc
+        except RecursionError as exc:
+            raise InvalidJson([_invalid("nested too deeply")]) from exc
+        except ValueError as exc:  # e.g. an integer with more digits than Python converts
+            raise InvalidJson([_invalid(str(exc))]) from exc
+
+    def document(self, text: str) -> tuple[Any, dict[str, str] | None]:
+        """The value, and for an object the source text of each top-level member's value."""
+        start = _skip(text, 0)
+        if text.startswith("{", start):
+            value, spans, end = self.top_object(text, start)
+        else:
+            value, end = self.value_at(text, start)
+            spans = None
+        end = _skip(text, end)
+        if end != len(text):
+            raise InvalidJson([_invalid(f"extra data at character {end + 1}")])
+        problems = _problems(value, self.duplicates)
+        if problems:
+            raise InvalidJson(problems)
+        return value, spans
+
+    def top_object(self, text: str, i: int) -> tuple[dict[str, Any], dict[str, str], int]:
+        pairs: list[tuple[str, Any]] = []
+        spans: dict[str, str] = {}
+        i = _skip(text, i + 1)
+        if text.startswith("}", i):
+            return {}, spans, i + 1
+        while True:
+            if not text.startswith('"', i):
+                raise InvalidJson([_invalid(f"expected a member name in double quotes at character {i + 1}")])
+            key, i = self.value_at(text, i)
+            i = _skip(text, i)
+            if not text.startswith(":", i):
+                raise InvalidJson([_invalid(f"expected ':' at character {i + 1}")])
+            start = _skip(text, i + 1)
+            value, end = self.value_at(text, start)
+            pairs.append((key, value))
+            spans.setdefault(key, text[start:end])
+            i = _skip(text, end)
+            if text.startswith("}", i):
+                return self.object_from_pairs(pairs), spans, i + 1
+            if not text.startswith(",", i):
+                raise InvalidJson([_invalid(f"expected ',' or '}}' at character {i + 1}")])
+            i = _skip(text, i + 1)
+
+
+def _skip(text: str, i: int) -> int:
+    while i < len(text) and text[i] in _WHITESPACE:
+        i += 1
+    return i
+
+
+def _problems(root: Any, duplicates: dict[int, list[str]]) -> list[FieldError]:
+    """Duplicate keys and strings that are not text, with their paths, in document order."""
+    errors: list[FieldError] = []
+    # Iterative: the parser accepts nesting deeper than a recursive walk allows.
+    pending: list[tuple[Any, str]] = [(root, "")]
+    while pending:
+        node, path = pending.pop()
+        children: list[tuple[Any, str]] = []
+        if isinstance(node, dict):
+            for key in duplicates.get(id(node), []):
+                errors.append(FieldError(member_path(path, key), "DUPLICATE_JSON_KEY",
+                                         f"key {describe(key)} appears more than once in one object"))
+            for key, value in node.items():
+                if not is_text(key):
+                    errors.append(FieldError(member_path(path, key), "INVALID_TEXT",
+                                             "the key holds an unpaired surrogate escape, which is not text"))
+                children.append((value, member_path(path, key)))
+        elif isinstance(node, list):
+            children = [(value, f"{path}[{index}]") for index, value in enumerate(node)]
+        elif isinstance(node, str) and not is_text(node):
+            errors.append(FieldError(path, "INVALID_TEXT", "the string holds an unpaired surrogate escape, "
+                                                           "which is not text"))
+        pending.extend(reversed(children))
+    return errors
+
+
+def _text(raw: bytes | str) -> str:
+    if isinstance(raw, str):
+        return raw
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidJson([_invalid(f"not UTF-8: invalid byte at offset {exc.start}")]) from exc
+
+
+def parse_strict(raw: bytes | str) -> Any:
+    """The value of one strict JSON document; raises InvalidJson listing every problem."""
+    return _Parser().document(_text(raw))[0]
+
+
+def parse_members(raw: bytes | str) -> tuple[Any, dict[str, bytes] | None]:
+    """Like ``parse_strict``, and for an object also the exact bytes of each top-level member's value
+    (``None`` for any other value). The bytes are a slice of the input: nothing is re-serialised."""
+    value, spans = _Parser().document(_text(raw))
+    return value, None if spans is None else {key: span.encode("utf-8") for key, span in spans.items()}

@@ -1,0 +1,71 @@
+"""Configuration from the environment, read in this one place. Flags given on the command line win;
+each value is read when it is asked for, so a process (or a test) that changes its environment sees it.
+
+| variable | meaning | default |
+| --- | --- | --- |
+| `WEAVE_DSN` | the database URL, `mysql://user:password@host:port/db` | `mysql://root@127.0.0.1:3306/weave` |
+| `WEAVE_TOKEN` | the bearer token the CLI acts with | none |
+| `WEAVE_NAMESPACE` | the namespace the CLI acts in | `default` |
+| `WEAVE_LOG_LEVEL` | the level of the JSON logs on stderr | `INFO` (`WARNING` under `weave dev`) |
+| `WEAVE_HTTP_ALLOWLIST` | hosts the built-in http handler may call, comma-separated | none |
+| `WEAVE_API_DB_TIMEOUT_S` | the API's connect/read/write timeout: a hung database answers 503 | 0.8 |
+"""
+
+from __future__ import annotations
+
+import os
+
+DEFAULT_DSN = "mysql://root@127.0.0.1:3306/weave"
+DEFAULT_NAMESPACE = "default"
+ALLOWLIST_ENV = "WEAVE_HTTP_ALLOWLIST"
+
+
+def _get(name: str) -> str | None:
+    value = os.environ.get(name)
+    return value if value else None
+
+
+def _seconds(name: str, default: float) -> float:
+    value = _get(name)
+    try:
+        return float(value) if value is not None else default
+    except ValueError:
+        raise ValueError(f"{name} must be a number of seconds, got {value!r}") from None
+
+
+def dsn(explicit: str | None = None) -> str:
+    return explicit or _get("WEAVE_DSN") or DEFAULT_DSN
+
+
+def dsn_given() -> str | None:
+    """WEAVE_DSN when it is set (``weave dev`` starts a private server otherwise)."""
+    return _get("WEAVE_DSN")
+
+
+def token() -> str | None:
+    return _get("WEAVE_TOKEN")
+
+
+def namespace() -> str:
+    return _get("WEAVE_NAMESPACE") or DEFAULT_NAMESPACE
+
+
+def log_level(default: str = "INFO") -> str:
+    return (_get("WEAVE_LOG_LEVEL") or default).upper()
+
+
+def http_allowlist() -> set[str]:
+    raw = _get(ALLOWLIST_ENV) or ""
+    return {entry.strip().lower() for entry in raw.split(",") if entry.strip()}
+
+
+def search_path() -> str:
+    """Where server binaries are looked for: PATH, then the usual system folders."""
+    return (os.environ.get("PATH", "") + os.pathsep + os.pathsep.join(
+        ["/usr/sbin", "/usr/local/sbin", "/usr/local/mysql/bin", "/opt/homebrew/bin", "/usr/local/bin"]))
+
+
+def api_db_timeout() -> float:
+    """The API's connect/read/write timeout: short, so a hung database answers 503 instead of hanging. A DSN's
+    own ``connect_timeout``/``read_timeout``/``write_timeout`` options win over it."""
+    return _seconds("WEAVE_API_DB_TIMEOUT_S", 0.8)

@@ -1,0 +1,204 @@
+"""HTTP conventions a generated client, schemathesis or a proxy relies on: operation ids and tags, request
+schemas that say what validation enforces, query values, auth and method headers, HEAD, no caching, and
+every refusal in one problem+json shape listing every invalid field. Also the hostile-input rules of the
+edge: an unknown field is refused instead of silently dropped (R-18: nothing stalls silently), and text that
+is not text is a 422 naming the field, never a 500."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from api import schemas
+from api.openapi import document
+from tests.api.conftest import auth
+
+NS = "/v1/namespaces/acme"
+FLOW = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
+SIGNAL_FLOW = {"name": "approval", "steps": [
+    {"key": "approval", "type": "SIGNAL", "signal": {"name": "approval.decided", "payload_version": "1"},
+     "correlation": "$.input.order_id", "timeout_ms": 3_600_000}]}
+
+
+def problem(result, status: int) -> dict:
+    assert result.status_code == status, result.text
+    assert result.headers["content-type"].startswith("application/problem+json")
+    return result.json
+
+
+def fields(body: dict) -> dict[str, str]:
+    return {e["field"]: e["code"] for e in body["errors"]}
+
+
+def start(client, world, key: str = "k1", **over):
+    body = {"definition": "cool-off", "app": "billing", "input": {"order_id": "o1"}, "deadline_ms": 3_600_000, **over}
+    return client.simulate_post(f"{NS}/workflows", headers=auth(world.token, key), json=body)
+
+
+@pytest.fixture
+def flows(client, world):
+    for flow in (FLOW, SIGNAL_FLOW):
+        assert client.simulate_post(f"{NS}/definitions", headers=auth(world.admin), json=flow).status_code in (200, 201)
+    return client
+
+
+def test_every_operation_has_a_unique_operation_id_and_a_tag():
+    ops = [op for item in document()["paths"].values() for op in item.values()]
+    ids = [op["operationId"] for op in ops]
+    assert len(ids) == len(set(ids)) and all(op.get("tags") for op in ops)
+    assert "reactivate_step" in ids and "start_workflow" in ids and "send_signal" in ids
+
+
+def test_every_request_body_refuses_unknown_fields_and_is_the_schema_the_edge_enforces():
+    doc = document()
+    for item in doc["paths"].values():
+        for op in item.values():
+            if "requestBody" not in op:
+                continue
+            ref = op["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
+            if ref == "DefinitionDocument":  # validated by the definition model, which refuses unknown keys too
+                continue
+            assert doc["components"]["schemas"][ref] is schemas.BODIES[ref]
+            assert schemas.BODIES[ref]["additionalProperties"] is False
+
+
+def test_R18_an_unknown_field_is_a_422_naming_it_instead_of_a_silent_default(flows, world):
+    body = problem(start(flows, world, inputs={"order_id": "o1"}), 422)
+    assert fields(body) == {"inputs": "UNKNOWN_FIELD"}
+    listed = flows.simulate_get(f"{NS}/workflows", headers=auth(world.token)).json
+    assert listed["items"] == []  # nothing was started with input {}
+
+
+POSTS = [("/workflows", "StartRequest"), ("/workflows/wf_1/signals", "SignalRequest"),
+         ("/workflows/wf_1/pause", "ReasonRequest"), ("/workflows/wf_1/resume", "ReasonRequest"),
+         ("/workflows/wf_1/cancel", "ReasonRequest"), ("/workflows/wf_1/deadline", "DeadlineRequest"),
+         ("/workflows/wf_1/steps/wait/reactivate", "ReactivateRequest"),
+         ("/workflows/wf_1/steps/wait/continue", "ContinueRequest"),
+         ("/workflows/wf_1/steps/wait/resolve", "ResolveRequest"),
+         ("/apps", "AppRequest"), ("/queues", "QueueRequest"), ("/credentials", "CredentialRequest")]
+
+
+@pytest.mark.parametrize("path, schema", POSTS, ids=[p for p, _ in POSTS])
+def test_every_endpoint_names_an_unknown_field(flows, world, path, schema):
+    token = world.admin if path in ("/apps", "/queues", "/credentials") else world.token
+    body = problem(flows.simulate_post(NS + path, headers=auth(token, "u1"), json={"surprise": 1}), 422)
+    assert fields(body)["surprise"] == "UNKNOWN_FIELD"
+    required = schemas.BODIES[schema]["required"]
+    assert set(required) <= set(fields(body)), "every missing field is listed too"
+
+
+def test_a_422_lists_every_invalid_field_not_only_the_first(flows, world):
+    result = flows.simulate_post(f"{NS}/workflows", headers=auth(world.token, "k9"),
+                                 json={"definition": 5, "deadline_ms": "soon", "app": "billing"})
+    assert fields(problem(result, 422)) == {"definition": "DEFINITION_NOT_FOUND", "deadline_ms": "DEADLINE_INVALID"}
+
+
+def test_an_integral_number_is_an_integer_as_json_schema_says(flows, world):
+    assert start(flows, world, deadline_ms=3_600_000.0).status_code == 201
+
+
+@pytest.mark.parametrize("field", ["correlation_key", "reason"])
+def test_S1_a_lone_surrogate_in_a_signal_field_is_a_422_naming_it(flows, world, field):
+    wf = start(flows, world, definition="approval").json["workflow_id"]
+    fields_ = {"name": "approval.decided", "payload_version": "1", "target_step_key": "approval",
+               "target_activation_sequence": 1, "correlation_key": "o1", "reason": "ok", "payload": {}}
+    text = json.dumps(fields_).replace(f'"{field}": "{fields_[field]}"', f'"{field}": "\\ud800"')
+    result = flows.simulate_post(f"{NS}/workflows/{wf}/signals", body=text,
+                                 headers={**auth(world.token, "s1"), "Content-Type": "application/json"})
+    assert fields(problem(result, 422)) == {field: "INVALID_TEXT"}
+
+
+@pytest.mark.parametrize("field, text", [("input", '{"order_id": "\\ud800"}'), ("business_key", '"\\udc00x"')])
+def test_a_lone_surrogate_in_a_start_is_a_422_naming_the_field(flows, world, field, text):
+    body = '{"definition": "cool-off", "app": "billing", "deadline_ms": 3600000, "' + field + '": ' + text + "}"
+    result = flows.simulate_post(f"{NS}/workflows", body=body,
+                                 headers={**auth(world.token, "s2"), "Content-Type": "application/json"})
+    assert {f.split(".")[0]: c for f, c in fields(problem(result, 422)).items()} == {field: "INVALID_TEXT"}
+
+
+def test_empty_query_values_and_bad_cursors_are_422_on_every_list(flows, world):
+    wf = start(flows, world).json["workflow_id"]
+    for path, query in [("/workflows", "status="), ("/workflows", "cursor=garbage"), ("/workflows", "limit="),
+                        (f"/workflows/{wf}/events", "after="), (f"/workflows/{wf}/signals", "cursor=garbage"),
+                        (f"/workflows/{wf}/signals", "status=")]:
+        result = flows.simulate_get(NS + path, query_string=query, headers=auth(world.token))
+        assert query.split("=")[0] in fields(problem(result, 422)), (path, query)
+
+
+def test_a_list_that_fills_its_last_page_exactly_has_no_trailing_empty_page(flows, world):
+    for i in range(4):
+        start(flows, world, key=f"p{i}")
+    first = flows.simulate_get(f"{NS}/workflows", params={"limit": "2"}, headers=auth(world.token)).json
+    second = flows.simulate_get(f"{NS}/workflows", params={"limit": "2", "cursor": first["next_cursor"]},
+                                headers=auth(world.token)).json
+    assert len(first["items"]) == len(second["items"]) == 2 and second["next_cursor"] is None
+
+
+def test_401_says_how_to_authenticate(flows):
+    result = flows.simulate_get(f"{NS}/workflows")
+    assert problem(result, 401)["code"] == "UNAUTHENTICATED"
+    assert result.headers["www-authenticate"].startswith("Bearer")
+    bad = flows.simulate_get(f"{NS}/workflows", headers=auth("wv_unknown"))
+    assert problem(bad, 401) and bad.headers["www-authenticate"].startswith("Bearer")
+
+
+@pytest.mark.parametrize("method, path", [("TRACE", "/healthz"), ("DELETE", f"{NS}/workflows"),
+                                          ("PUT", f"{NS}/workflows/wf_1/pause"), ("TRACE", f"{NS}/apps")])
+def test_every_405_says_which_methods_are_allowed(flows, method, path):
+    result = flows.simulate_request(method, path)
+    assert problem(result, 405)["code"] == "METHOD_NOT_ALLOWED"
+    assert "allow" in result.headers and method not in result.headers["allow"]
+
+
+def test_head_answers_on_every_get_resource_without_a_body(flows, world):
+    wf = start(flows, world).json["workflow_id"]
+    for path, item in document()["paths"].items():
+        if "get" not in item:
+            continue
+        concrete = (path.replace("{ns}", "acme").replace("{workflow_id}", wf).replace("{name}", "cool-off")
+                    .replace("{version}", "1").replace("{step_key}", "wait").replace("{signal_id}", "sig_1"))
+        got = flows.simulate_get(concrete, headers=auth(world.token))
+        head = flows.simulate_head(concrete, headers=auth(world.token))
+        assert head.status_code == got.status_code and head.content == b"", path
+
+
+def test_no_answer_is_cacheable_least_of_all_one_with_a_token(flows, world):
+    made = flows.simulate_post(f"{NS}/credentials", headers=auth(world.admin),
+                               json={"actor": "ci", "scopes": ["workflows:read"]})
+    assert made.status_code == 201 and made.json["token"] and made.headers["cache-control"] == "no-store"
+    for result in (flows.simulate_get("/healthz"), flows.simulate_get(f"{NS}/workflows")):
+        assert result.headers["cache-control"] == "no-store"
+
+
+STRING_FIELDS = [(path, schema, name) for path, schema in POSTS
+                 for name, prop in schemas.BODIES[schema]["properties"].items()
+                 if prop.get("type") == "string" or prop == {}]
+
+
+@pytest.mark.parametrize("path, schema, name", STRING_FIELDS, ids=[f"{p} {n}" for p, _, n in STRING_FIELDS])
+def test_no_string_in_any_post_field_gives_a_server_error(flows, world, path, schema, name):
+    """A property over every string field of every POST: whatever text arrives, the answer is never 5xx."""
+    token = world.admin if path in ("/apps", "/queues", "/credentials") else world.token
+    base = {"definition": "cool-off", "app": "billing", "deadline_ms": 3_600_000, "name": "x", "reason": "r",
+            "payload_version": "1", "target_step_key": "wait", "target_activation_sequence": 1,
+            "correlation_key": "c", "payload": None, "output": None, "max_in_flight": 1, "capacity": 1,
+            "actor": "a", "scopes": ["workflows:read"], "extend_ms": 1, "extra_rounds": 1}
+    allowed = schemas.BODIES[schema]["properties"]
+    text = st.text(alphabet=st.characters(codec=None), max_size=40) | st.sampled_from(
+        ["\\ud800", "\\udfff", "\\u0000", "é" * 300, " ", "", "$.input", "\U0001f600"])
+
+    @given(value=text, raw=st.booleans())
+    @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True,
+              database=None)
+    def run(value: str, raw: bool) -> None:
+        body = {k: v for k, v in base.items() if k in allowed and k != name}
+        encoded = json.dumps(body)[:-1] + (", " if body else "") + json.dumps(name) + ": " + (
+            f'"{value}"' if raw and '"' not in value and "\\\\" not in value else json.dumps(value)) + "}"
+        result = flows.simulate_post(NS + path, body=encoded, headers={
+            **auth(token, "prop-1"), "Content-Type": "application/json"})
+        assert result.status_code < 500, result.text
+
+    run()

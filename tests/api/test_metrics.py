@@ -1,0 +1,73 @@
+"""/metrics as a Prometheus user reads it (07-api, R-11, T-8): parsed with prometheus-client's own parsers, in
+the classic text format and in OpenMetrics when the scraper asks, with histograms, counters and gauges of
+the right types, the same values from every worker (they come from the database), and numbers that follow
+what the engine did."""
+
+from __future__ import annotations
+
+from falcon import testing
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
+from prometheus_client.parser import text_string_to_metric_families as parse_text
+
+from api.app import create_app
+from api.http import Connections
+from tests.api.conftest import auth
+
+NS = "/v1/namespaces/acme"
+FLOW = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
+TYPES = {
+    "weave_timer_lateness_seconds": "histogram", "weave_decision_latency_seconds": "histogram",
+    "weave_signals": "counter", "weave_poll_rounds": "counter", "weave_decisions": "counter",
+    "weave_due_backlog": "gauge", "weave_oldest_due_lag_seconds": "gauge", "weave_instances": "gauge",
+    "weave_review_reasons_open": "gauge", "weave_instances_in_review": "gauge", "weave_candidates_failing": "gauge",
+    "weave_instances_deferred": "gauge", "weave_instances_paused": "gauge",
+}
+
+
+def families(text: str, openmetrics: bool = False) -> dict:
+    parse = parse_openmetrics if openmetrics else parse_text
+    return {f.name: f for f in parse(text)}
+
+
+def value(family, name: str, **labels: str) -> float:
+    return next(s.value for s in family.samples if s.name == name and all(s.labels.get(k) == v
+                                                                           for k, v in labels.items()))
+
+
+def test_T8_metrics_parse_with_prometheus_client_and_carry_real_types(client, world, orch):
+    client.simulate_post(f"{NS}/definitions", headers=auth(world.admin), json=FLOW)
+    client.simulate_post(f"{NS}/workflows", headers=auth(world.token, "m1"),
+                         json={"definition": "cool-off", "app": "billing", "deadline_ms": 3_600_000})
+    orch.drain()
+    world.db.advance(61_500)  # settles 1.5 s late
+    orch.drain()
+    text = client.simulate_get("/metrics").text
+    found = families(text)
+    for name, kind in TYPES.items():
+        assert name in found and found[name].type == kind, name
+    lateness = found["weave_timer_lateness_seconds"]
+    assert value(lateness, "weave_timer_lateness_seconds_bucket", le="1.0") == 0
+    assert value(lateness, "weave_timer_lateness_seconds_bucket", le="5.0") == 1
+    assert value(lateness, "weave_timer_lateness_seconds_count") == 1
+    assert 1.4 < value(lateness, "weave_timer_lateness_seconds_sum") < 2.0
+    assert value(found["weave_decisions"], "weave_decisions_total", kind="TIMER", result="SATISFIED") == 1
+    assert value(found["weave_instances"], "weave_instances", status="RUNNING") == 0  # live ones only: it finished
+    assert value(found["weave_due_backlog"], "weave_due_backlog", **{"class": "CHECKPOINT"}) == 0
+
+
+def test_openmetrics_when_the_scraper_asks_for_it(client):
+    result = client.simulate_get("/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
+    assert result.headers["content-type"].startswith("application/openmetrics-text")
+    found = families(result.text, openmetrics=True)
+    assert found["weave_decisions"].type == "counter" and found["weave_timer_lateness_seconds"].type == "histogram"
+    plain = client.simulate_get("/metrics")
+    assert plain.headers["content-type"].startswith("text/plain")
+
+
+def test_every_worker_answers_the_same_values(db, world, client):
+    """Two apps stand for two gunicorn workers: nothing is counted in a process, so they agree, and a request
+    served by one of them changes no figure the other shows."""
+    second = testing.TestClient(create_app(Connections(db.dsn)))
+    client.simulate_get(f"{NS}/workflows", headers=auth(world.token))
+    first_text = client.simulate_get("/metrics").text
+    assert first_text == second.simulate_get("/metrics").text and "weave_decisions" in first_text

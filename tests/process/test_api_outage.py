@@ -1,0 +1,110 @@
+"""A database outage never hangs the API (R-12, 07-api "never a 500"): with the server hung (stopped, so it
+accepts connections and answers nothing) or gone, every request, /readyz included, answers 503 problem+json
+with Retry-After within 2 s, even 12 at once, while /healthz stays 200; and the API recovers by itself.
+
+The server here is a private one (own data directory and socket), so hanging and killing it touches no
+other database."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from orchestrator.embedded import EmbeddedServer, find_server_binary
+from procedures import installer
+from tests.support.processes import start_api
+
+pytestmark = pytest.mark.process
+CONCURRENT = 12
+LIMIT_S = 2.0
+
+
+@pytest.fixture
+def private_server():
+    if not find_server_binary():
+        pytest.fail("the outage test needs a mariadbd/mysqld binary on PATH to start a private server")
+    directory = Path(tempfile.mkdtemp(prefix="weave-outage-"))
+    server = EmbeddedServer(directory, database="weave_outage", fast_commit=True)
+    dsn = server.start()
+    installer.migrate(dsn, test_clock=True)
+    yield server, dsn
+    assert server.process is not None
+    try:
+        os.kill(server.process.pid, signal.SIGCONT)
+    except ProcessLookupError:
+        pass
+    server.stop()
+
+
+def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes, float]:
+    started = time.monotonic()
+    req = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            status, head, body = resp.status, dict(resp.headers.items()), resp.read()
+    except urllib.error.HTTPError as err:
+        status, head, body = err.code, dict(err.headers.items()), err.read()
+    return status, {k.lower(): v for k, v in head.items()}, body, time.monotonic() - started
+
+
+def _storm(url: str) -> list[tuple[int, dict[str, str], bytes, float]]:
+    auth = {"Authorization": "Bearer wv_anything"}
+    targets = [(f"{url}/readyz", {}), (f"{url}/v1/namespaces/acme/workflows", auth),
+               (f"{url}/v1/namespaces/acme/workflows/wf_1", auth), (f"{url}/metrics", {})]
+    with ThreadPoolExecutor(CONCURRENT) as pool:
+        futures = [pool.submit(_get, *targets[i % len(targets)]) for i in range(CONCURRENT)]
+        return [f.result() for f in futures]
+
+
+def _assert_quick_503s(answers: list[tuple[int, dict[str, str], bytes, float]]) -> None:
+    for status, headers, body, took in answers:
+        assert status == 503 and took < LIMIT_S, (status, round(took, 2))
+        assert headers["content-type"].startswith("application/problem+json") and "retry-after" in headers
+        assert json.loads(body)["code"] == "UNAVAILABLE"
+
+
+def test_R12_a_hung_database_answers_503_within_2s_under_12_concurrent_requests(private_server, tmp_path):
+    server, dsn = private_server
+    api, url = start_api(dsn, tmp_path / "api.log")
+    try:
+        assert _get(f"{url}/readyz")[0] == 200
+        os.kill(server.process.pid, signal.SIGSTOP)  # hung: accepts connections, answers nothing
+        answers = _storm(url)
+        _assert_quick_503s(answers)
+        print(f"\nhung database: answers in {sorted(round(a[3], 2) for a in answers)} s")
+        with ThreadPoolExecutor(4) as pool:  # /healthz while requests wait on the database
+            storm = pool.submit(_storm, url)
+            health = _get(f"{url}/healthz")
+            _assert_quick_503s(storm.result())
+        assert health[0] == 200 and health[3] < LIMIT_S
+        os.kill(server.process.pid, signal.SIGCONT)
+        deadline = time.monotonic() + 10
+        while _get(f"{url}/readyz")[0] != 200:  # recovers by itself: the cool-down is one second
+            assert time.monotonic() < deadline, "the API did not recover after the database came back"
+            time.sleep(0.2)
+    finally:
+        api.terminate()
+        api.close()
+
+
+def test_R12_a_dead_database_answers_503_within_2s_and_healthz_stays_200(private_server, tmp_path):
+    server, dsn = private_server
+    api, url = start_api(dsn, tmp_path / "api.log")
+    try:
+        server.stop()
+        answers = _storm(url)
+        _assert_quick_503s(answers)
+        print(f"\ndead database: slowest of {CONCURRENT} answers {max(a[3] for a in answers):.2f} s")
+        assert _get(f"{url}/healthz")[0] == 200
+    finally:
+        api.terminate()
+        api.close()

@@ -1,0 +1,70 @@
+"""`weave dev`, the README's run command, as a person uses it: it prints its progress, refuses a second run
+in the same directory without touching anything, stops on Ctrl-C saying "stopped" with exit code 0, and a
+restart keeps the dev credentials instead of minting new ones."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.embedded import find_server_binary
+from tests.support.processes import ROOT, free_port
+
+pytestmark = pytest.mark.process
+
+
+def _dev(data_dir: Path, port: int, log: Path) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != "WEAVE_DSN"}
+    return subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "dev", "--data-dir", str(data_dir),
+                             "--bind", f"127.0.0.1:{port}", "--quiet"], cwd=ROOT, env={**env, "PYTHONUNBUFFERED": "1"},
+                            stdout=open(log, "w"), stderr=subprocess.STDOUT)
+
+
+def _wait_for_line(log: Path, pattern: str, proc: subprocess.Popen, timeout: float = 90) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = log.read_text()
+        if re.search(pattern, text):
+            return text
+        assert proc.poll() is None, text
+        time.sleep(0.2)
+    raise AssertionError(f"no {pattern!r} in:\n{log.read_text()}")
+
+
+def _interrupt(proc: subprocess.Popen) -> int:
+    proc.send_signal(signal.SIGINT)
+    return proc.wait(60)
+
+
+def test_dev_refuses_a_second_run_stops_cleanly_on_ctrl_c_and_keeps_its_credentials(tmp_path):
+    if not find_server_binary():
+        pytest.fail("weave dev needs a mariadbd/mysqld binary on PATH")
+    data, port = tmp_path / "weave", free_port()
+    first = _dev(data, port, tmp_path / "first.log")
+    try:
+        text = _wait_for_line(tmp_path / "first.log", r"Weave is running", first)
+        assert re.search(r"database started \(initialised\) \(\d+\.\d s\)", text) and "ready (" in text
+        token = re.search(r"token \(workflows:\*\): (\S+)", text).group(1)
+        second = subprocess.run([sys.executable, "-m", "orchestrator.cli", "dev", "--data-dir", str(data), "--bind",
+                                 f"127.0.0.1:{free_port()}"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert second.returncode == 1 and "already running" in second.stderr
+        assert f"pid {first.pid}, API on http://127.0.0.1:{port}" in second.stderr
+        assert not list(data.glob("data.init-*"))
+    finally:
+        code = _interrupt(first)
+    text = (tmp_path / "first.log").read_text()
+    assert code == 0 and "stopped unexpectedly" not in text and text.rstrip().endswith("weave dev: stopped"), text
+    again = _dev(data, port, tmp_path / "again.log")
+    try:
+        text = _wait_for_line(tmp_path / "again.log", r"Weave is running", again)
+        assert f"token (workflows:*): {token}  (kept from the last run)" in text
+        assert "(initialised)" not in text
+    finally:
+        assert _interrupt(again) == 0

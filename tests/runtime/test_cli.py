@@ -1,0 +1,103 @@
+"""The complete CLI (07-api): operator actions with reasons (C-1, C-2, C-4), listings that never show a token,
+`--json` on results and errors, exit codes by error class, and one-line errors instead of tracebacks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from orchestrator.cli import EXIT_CODES, main
+
+TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
+POLL = {"name": "poll-flow", "steps": [{"key": "check", "type": "POLL", "queue": "payments",
+                                        "handler": "payments.check", "handler_version": "1", "interval_ms": 1000,
+                                        "max_rounds": 3, "timeout_ms": 60_000,
+                                        "result": {"pending": ["PENDING"], "success": ["DONE"]}}]}
+
+
+@pytest.fixture
+def weave(database, world, capsys):
+    def run(*argv: str, token: str | None = None) -> tuple[int, str, str]:
+        code = main([*argv, "--dsn", database.url(), "--namespace", "acme", "--token", token or world.token])
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run
+
+
+def test_C1_C2_workflow_actions_take_a_reason_and_print_the_instance(weave, world):
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    code, out, _ = weave("workflows", "pause", wf, "--reason", "audit", "--idempotency-key", "p1", "--json")
+    assert code == 0 and json.loads(out)["control"] == "PAUSED" and json.loads(out)["replayed"] is False
+    code, out, _ = weave("workflows", "pause", wf, "--reason", "audit", "--idempotency-key", "p1", "--json")
+    assert code == 0 and json.loads(out)["replayed"] is True
+    assert weave("workflows", "resume", wf, "--reason", "done")[0] == 0
+    code, out, _ = weave("workflows", "deadline", wf, "--reason", "more time", "--extend-ms", "60000")
+    assert code == 0 and wf in out
+    code, out, _ = weave("workflows", "explain", wf, "wait", "--json")
+    assert code == 0 and json.loads(out)["step_key"] == "wait"
+    code, out, _ = weave("workflows", "cancel", wf, "--reason", "not needed", "--json")
+    assert code == 0 and json.loads(out)["status"] in ("CANCELLING", "CANCELLED")
+
+
+def test_C4_step_recovery_commands_answer_with_the_state_rule(weave, world):
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    for argv in (["reactivate", wf, "wait"], ["continue", wf, "wait", "--extra-rounds", "1"],
+                 ["resolve", wf, "wait", "--output", "{}"]):
+        code, _, err = weave("steps", *argv, "--reason", "try", "--json")
+        assert code == EXIT_CODES[409] and json.loads(err)["code"] == "INVALID_STATE", (argv, err)
+
+
+def test_listings_show_what_exists_and_never_a_token(weave, world):
+    world.publish(TIMER)
+    world.publish({**TIMER, "steps": [{**TIMER["steps"][0], "delay_ms": 1000}]})
+    code, out, _ = weave("definitions", "list", "--json")
+    assert code == 0 and json.loads(out) == [{**json.loads(out)[0], "name": "cool-off", "latest_version": 2,
+                                              "versions": 2}]
+    code, out, _ = weave("definitions", "show", "cool-off", "--version", "1", "--json")
+    assert code == 0 and json.loads(out)["steps"][0]["delay_ms"] == 60_000
+    assert [a["name"] for a in json.loads(weave("apps", "list", "--json", token=world.admin)[1])] == ["billing"]
+    assert [q["name"] for q in json.loads(weave("queues", "list", "--json", token=world.admin)[1])] == ["payments"]
+    code, out, _ = weave("credentials", "list", token=world.admin)
+    assert code == 0 and "ops" in out and world.token not in out and world.admin not in out
+    listed = json.loads(weave("credentials", "list", "--json", token=world.admin)[1])
+    assert {c["actor"] for c in listed} >= {"ops"} and all("token" not in c for c in listed)
+
+
+def test_errors_are_json_on_stderr_with_an_exit_code_per_class(weave, world):
+    code, out, err = weave("workflows", "show", "wf_999999", "--json")
+    assert (code, out) == (EXIT_CODES[404], "") and json.loads(err) == {"code": "NOT_FOUND",
+                                                                         "detail": json.loads(err)["detail"]}
+    code, _, err = weave("workflows", "list", "--json", token="wv_nobody")
+    assert code == EXIT_CODES[401] and json.loads(err)["code"] == "UNAUTHENTICATED"
+    code, _, err = weave("workflows", "list", "--cursor", "garbage", "--json")
+    assert code == EXIT_CODES[422] and json.loads(err)["errors"][0]["code"] == "CURSOR_INVALID"
+    code, _, err = weave("apps", "list", "--json")
+    assert code == EXIT_CODES[403] and json.loads(err)["code"] == "FORBIDDEN"
+    code, _, err = weave("workflows", "list")
+    assert code == 0
+
+
+def test_a_malformed_dsn_is_one_line_not_a_traceback(capsys):
+    code = main(["status", "--dsn", "mysq://root@127.0.0.1/weave"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err and "mysql://" in err
+    assert main(["status", "--dsn", "mysq://x", "--json"]) == 2
+    assert json.loads(capsys.readouterr().err)["code"] == "DSN_INVALID"
+
+
+def test_an_unreachable_database_is_exit_code_7(capsys):
+    assert main(["status", "--dsn", "mysql://root@127.0.0.1:1/weave", "--json"]) == EXIT_CODES[503]
+    assert json.loads(capsys.readouterr().err)["code"] == "UNAVAILABLE"
+
+
+def test_show_never_prints_next_none(weave, world, orch):
+    world.publish(POLL)
+    wf = world.start("poll-flow")
+    orch.drain()  # the first round is in flight: no next poll time yet
+    assert world.step(wf, "check")["poll"]["next_poll_at"] is None
+    code, out, _ = weave("workflows", "show", wf)
+    assert code == 0 and "rounds 1/3 (in flight)" in out and "None" not in out
