@@ -64,7 +64,7 @@ class Orchestrator:
     batch: int = 100
     concurrency: int = 4
     idle_probe_ms: int = 20
-    idle_max_ms: int = 20  # while nothing is due the probe interval doubles up to this
+    idle_max_ms: int = 200  # while nothing is due the probe interval doubles up to this (Send settles open waits)
     node_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     retry_attempts: int = 5
     spread: bool = True  # start batches at a random point (several nodes); tests turn it off for determinism

@@ -1,5 +1,6 @@
 -- Send (S-1..S-9) as its own transaction: safe to call from any SQL client (R-1). The body is shared
--- with weave_signal_send_in_tx; this entry point only owns the transaction and the clock.
+-- with weave_signal_send_in_tx; this entry point owns the transaction and, when the signal's wait is
+-- open, settles it in that same transaction (settle at Send: no scan, no second decision).
 CREATE PROCEDURE weave_signal_send(
         IN in_token                 VARCHAR(512),
         IN in_namespace             VARCHAR(200),
@@ -15,7 +16,9 @@ CREATE PROCEDURE weave_signal_send(
         IN in_evidence_ref          LONGTEXT)
     COMMENT 'Description: accepts an external signal for a SIGNAL step (or a POLL final signal), idempotently: the
 first acceptance stores the signal (PENDING, or REJECTED with its S-9 disposition), its event, its audit row and a
-frozen receipt in one transaction; the same key with the same request answers that receipt byte-identical.
+frozen receipt in one transaction; the same key with the same request answers that receipt byte-identical. When
+the target SIGNAL wait is WAITING, the same transaction consumes the first match (S-11) and follows the successors;
+the receipt still says PENDING (S-5).
 Parameters: in_token (workflows:signal, ACTIVE, of the namespace, every queue of the pinned definition),
 in_namespace, in_workflow_id (wf_...), in_idempotency_key (1-128 printable ASCII), in_name (1-128 printable ASCII),
 in_payload_version (1-32 printable ASCII), in_target_step_key (1-64 chars), in_target_activation_seq (>= 1),
@@ -30,11 +33,12 @@ ACTIVATION_SEQUENCE_INVALID, 50105 CORRELATION_KEY_TOO_LONG, 50106 CORRELATION_K
 50108 PAYLOAD_MISSING, 50109 PAYLOAD_INVALID, 50110 PAYLOAD_TYPE_MISMATCH, 50111 REASON_INVALID, 50112
 EVIDENCE_REF_INVALID, 50113 IDEMPOTENCY_KEY_INVALID, 50114 CONTRACT_MISMATCH, 50115 FUTURE_ACTIVATION, 50116
 NAME_INVALID, 50130 CORRELATION_KEY_INVALID.
-Rules: S-1, S-2, S-3, S-4, S-5, S-6, S-7, S-8, S-9, S-10, S-14, R-1, R-3, R-4, M-4.10, M-4.14, M-4.15.'
+Rules: S-1, S-2, S-3, S-4, S-5, S-6, S-7, S-8, S-9, S-10, S-11, S-14, R-1, R-3, R-4, R-8, M-4.10, M-4.14, M-4.15.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_receipt LONGTEXT;
     DECLARE v_replayed TINYINT;
+    DECLARE v_woke VARCHAR(16);
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_own('weave_signal_send');
@@ -45,6 +49,10 @@ BEGIN
     CALL _weave_signal_accept(in_token, in_namespace, in_workflow_id, in_idempotency_key, in_name,
                               in_payload_version, in_target_step_key, in_target_activation_seq, in_correlation_key,
                               in_payload, in_reason, in_evidence_ref, v_receipt, v_replayed);
+    IF v_replayed = 0 AND JSON_VALUE(v_receipt, '$.status') = 'PENDING' THEN
+        -- Settle at Send: a WAITING wait takes it now, in this transaction (the receipt stays PENDING, S-5).
+        CALL _weave_signal_wait_wake(CAST(SUBSTRING(JSON_VALUE(v_receipt, '$.signal_id'), 5) AS UNSIGNED), v_woke);
+    END IF;
     COMMIT;
     SELECT JSON_VALUE(v_receipt, '$.signal_id') AS signal_id, JSON_VALUE(v_receipt, '$.workflow_id') AS workflow_id,
            JSON_VALUE(v_receipt, '$.idempotency_key') AS idempotency_key, JSON_VALUE(v_receipt, '$.status') AS status,

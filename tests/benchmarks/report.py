@@ -114,10 +114,13 @@ def main() -> None:
         rows = weave("bench_signal_latency", "--signals", str(size["paced"]), "--rate", "50")
         peer = dbos(args.dbos_python, "signal", "--n", str(size["paced"]), "--senders", "8", "--rate", "50")
         lat = rows[-1]["latency_ms"] if rows else {}
+        call = rows[-1]["send_call_ms"] if rows else {}
         figure("signal accepted -> wait settled p50 ms, paced 50/s", lat.get("p50"),
                peer[0]["e2e_p50_ms"] if peer else None, "DBOS paced send -> recv p50 (same run)", "<= 5 ms")
         figure("signal accepted -> wait settled p99 ms, paced 50/s", lat.get("p99"),
                peer[0]["e2e_p99_ms"] if peer else None, "DBOS paced send -> recv p99 (same run)", "<= 25 ms")
+        figure("send call (accept and settle) p50 ms, paced 50/s", call.get("p50"),
+               peer[0]["send_call_p50_ms"] if peer else None, "DBOS send call p50 (same run)", "-")
 
     if "B-2" in only:
         rows = weave("bench_timers", "--timers", str(size["timers"]), "--nodes", "1,2")

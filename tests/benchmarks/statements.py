@@ -242,25 +242,37 @@ def decisions(stage: Stage) -> dict[str, dict[str, int]]:
     assert [r["outcome"] for r in sets[0]] == ["SETTLED"] * 10
     out["timer settle, 10 in one call (each)"] = {"outcome": "SETTLED", **{k: v / 10 for k, v in n.items()}}
 
-    # SIGNAL: activation (no early signal: its checkpoint waits for the deadline), the send, its settlement,
-    # the twin candidate.
+    # SIGNAL: activation (no early signal: its checkpoint waits for the deadline), then the send, which settles
+    # the open wait in its own transaction; then the candidate path of a signal accepted without settling (the
+    # in-transaction entry point): the SIGNAL candidate's consumption and the twin checkpoint candidate.
+    from procedures import signals
+
+    def signal_args(wf: str, correlation: str) -> dict:
+        return dict(idempotency_key=stage._key("i"), name="approval.decided", payload_version="1",
+                    target_step_key="approval", target_activation_sequence=1, correlation_key=correlation,
+                    payload='{"approved": true}', reason="approved", evidence_ref=None)
+
     correlation = stage._key("o")
     wf = world.start("count-signal", {"order_id": correlation}, key=stage._key("s"))
     dbmod.call(conn, "weave_checkpoint_advance", _checkpoint(db, wf, ""))
     measure("signal checkpoint before its deadline", "weave_checkpoint_advance", _checkpoint(db, wf, "approval"))
-    from procedures import signals
     with counted(conn) as n:
-        receipt = signals.send(conn, world.token, world.namespace, wf, idempotency_key=stage._key("i"),
-                               name="approval.decided", payload_version="1", target_step_key="approval",
-                               target_activation_sequence=1, correlation_key=correlation,
-                               payload='{"approved": true}', reason="approved", evidence_ref=None)
-    out["signal send"] = dict(n)
+        receipt = signals.send(conn, world.token, world.namespace, wf, **signal_args(wf, correlation))
+    assert db.scalar("SELECT status FROM weave_signals WHERE id = %s",
+                     int(receipt["signal_id"].removeprefix("sig_"))) == "CONSUMED"
+    out["signal send (settles the open wait)"] = dict(n)
+
+    correlation = stage._key("o")
+    wf = world.start("count-signal", {"order_id": correlation}, key=stage._key("s"))
+    dbmod.call(conn, "weave_checkpoint_advance", _checkpoint(db, wf, ""))
+    outbox = db.connect()
+    outbox.begin()
+    receipt = signals.send_in_tx(outbox, world.token, world.namespace, wf, **signal_args(wf, correlation))
+    outbox.commit()
+    outbox.close()
     twin = _checkpoint(db, wf, "approval")
-    signal_id = int(receipt["signal_id"].removeprefix("sig_"))
-    if db.scalar("SELECT status FROM weave_signals WHERE id = %s", signal_id) == "PENDING":
-        measure("signal settle", "weave_signal_process", signal_id)
-    if twin is not None:
-        measure("signal twin candidate", "weave_checkpoint_advance", twin)
+    measure("signal settle (candidate path)", "weave_signal_process", int(receipt["signal_id"].removeprefix("sig_")))
+    measure("signal twin candidate", "weave_checkpoint_advance", twin)
 
     # POLL: activation (round 1 with its task), claim, completion, consumption, the next round.
     wf = world.start("count-poll", {"n": 1}, key=stage._key("p"))

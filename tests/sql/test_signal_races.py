@@ -27,8 +27,11 @@ def race(world, n: int, job) -> list:
         return list(pool.map(one, range(n)))
 
 
-@pytest.mark.parametrize("runner_during_race", [False, True], ids=["runners-down", "runner-racing"])
-def test_S11_64_senders_on_one_wait_make_exactly_one_winner(world, orch, database, runner_during_race):
+@pytest.mark.parametrize("runner_during_race, queued", [(False, True), (True, False), (False, False)],
+                         ids=["runners-down", "runner-racing", "settled-at-send"])
+def test_S11_64_senders_on_one_wait_make_exactly_one_winner(world, orch, database, runner_during_race, queued):
+    """runners-down: every signal is accepted without settling (the outbox entry point) and waits for a runner;
+    runner-racing: Send settles at acceptance while an orchestrator races it; settled-at-send: Send alone."""
     world.publish(signal_flow(then_timer=True))
     wf = world.start("approval-flow", {"order_id": "o-1"})
     orch.drain()
@@ -37,8 +40,8 @@ def test_S11_64_senders_on_one_wait_make_exactly_one_winner(world, orch, databas
         runner = Orchestrator(database, concurrency=4, idle_probe_ms=5)
         thread = threading.Thread(target=runner.run, daemon=True)
         thread.start()
-    receipts = race(world, 64, lambda conn, i: send(world, wf, f"racer-{i}", conn=conn,
-                                                     payload=f'{{"racer": {i}}}'))
+    receipts = race(world, 64, lambda conn, i: send(world, wf, f"racer-{i}", conn=None if queued else conn,
+                                                     queued=queued, payload=f'{{"racer": {i}}}'))
     if runner is not None:
         runner.stop()
         thread.join(timeout=30)
@@ -51,7 +54,7 @@ def test_S11_64_senders_on_one_wait_make_exactly_one_winner(world, orch, databas
     others = [r for r in rows if r["status"] != "CONSUMED"]
     assert len(others) == 63
     assert all(r["status"] == "REJECTED" and r["disposition"] in ("WAIT_SETTLED", "STEP_SETTLED") for r in others)
-    if not runner_during_race:
+    if queued:
         assert all(r["disposition"] == "WAIT_SETTLED" for r in others)
     wait = world.step(wf, "approval")["wait"]
     assert wait["status"] == "SATISFIED" and wait["winner_signal_id"] == f"sig_{consumed[0]['id']}"

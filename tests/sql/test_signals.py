@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 
 import pymysql
@@ -21,6 +22,9 @@ from tests.support.signals import (
     signal_step,
     specified_digest,
 )
+
+# Accepted but not settled at acceptance: the signal waits for a runner (the candidate path).
+queued = functools.partial(send, queued=True)
 
 
 def parse(ts: str) -> dt.datetime:
@@ -99,10 +103,10 @@ def test_S1_limits_count_bytes_for_correlation_and_payload_but_chars_for_reason(
     # 256 two-byte characters are 512 bytes; 257 would be 514.
     rejected(world, wf, "CORRELATION_KEY_TOO_LONG", **{**base, "correlation_key": "é" * 257})
     assert len(("ü" * 1024).encode()) == 2048
-    assert send(world, wf, **{**base, "reason": "ü" * 1024})["status"] == "PENDING"
+    assert queued(world, wf, **{**base, "reason": "ü" * 1024})["status"] == "PENDING"
     big = '"' + "é" * (128 * 1024 - 1) + '"'  # 131,071 chars, 262,144 bytes
     assert len(big.encode()) == 256 * 1024
-    assert send(world, wf, **{**base, "payload": big})["status"] == "PENDING"
+    assert queued(world, wf, **{**base, "payload": big})["status"] == "PENDING"
     rejected(world, wf, "PAYLOAD_TOO_LARGE", **{**base, "payload": big[:-1] + 'é"'})
 
 
@@ -289,7 +293,7 @@ def test_S3_acceptance_writes_signal_checkpoint_event_audit_and_receipt_together
     wf = started(world, orch)
     deadline = world.db.scalar("SELECT deadline_at FROM weave_instances")
     cp_before = world.db.row("SELECT due_at, version FROM weave_pending_advances WHERE step_key = 'approval'")
-    receipt = send(world, wf, "k-1", evidence_ref="https://desk.example/tickets/7")
+    receipt = queued(world, wf, "k-1", evidence_ref="https://desk.example/tickets/7")
     sig = signal_row(world, receipt["signal_id"])
     assert sig["status"] == "PENDING" and json.loads(sig["receipt"]) == json.loads(receipt["receipt_json"])
     assert sig["available_at"] == sig["accepted_at"]  # a wait is active: look at once
@@ -558,7 +562,7 @@ def test_S8_pending_signals_of_a_superseded_activation_never_follow_recovery(wor
     timeout compares the signals first), so the state is forced. Recovery through weave_step_reactivate
     still answers the old activation's signal STALE_ACTIVATION, and the runner can never make it win."""
     wf = started(world, orch, signal_flow(timeout_ms=60_000))
-    sig = send(world, wf)
+    sig = queued(world, wf)
     world.db.execute("UPDATE weave_signals SET available_at = expires_at")  # the runner never saw it
     world.db.execute("UPDATE weave_pending_advances SET due_at = due_at + INTERVAL 1 DAY, "
                      "available_at = available_at + INTERVAL 1 DAY")
@@ -680,7 +684,7 @@ def test_S11_equal_acceptance_times_fall_back_to_acceptance_sequence(world, orch
 
 def test_S11_signal_accepted_exactly_at_the_deadline_is_late(world, orch):
     wf = started(world, orch, signal_flow(timeout_ms=60_000))
-    sig = send(world, wf)
+    sig = queued(world, wf)
     # Accepted exactly at the deadline (the clock cannot be stopped on it, so the stored time is set).
     world.db.execute("UPDATE weave_signals s JOIN weave_waits w ON w.step_key = s.target_step_key "
                      "SET s.accepted_at = w.deadline_at, s.available_at = w.deadline_at")
@@ -693,7 +697,7 @@ def test_S11_signal_accepted_exactly_at_the_deadline_is_late(world, orch):
 
 def test_S11_audit_failure_at_consumption_rolls_everything_back_and_backs_off(world, orch):
     wf = started(world, orch, signal_flow(then_timer=True))
-    sig = send(world, wf)
+    sig = queued(world, wf)
     world.db.execute(
         "CREATE TRIGGER test_audit_fails BEFORE INSERT ON weave_audit FOR EACH ROW "
         "BEGIN IF NEW.action = 'signal.consume' THEN "
@@ -718,7 +722,7 @@ def test_S11_audit_failure_at_consumption_rolls_everything_back_and_backs_off(wo
 @pytest.mark.breaks_invariants("M-4.10")
 def test_S12_a_row_altered_after_acceptance_goes_to_review(world, orch):
     wf = started(world, orch, signal_flow(then_timer=True))
-    sig = send(world, wf, payload='{"approved": false}')
+    sig = queued(world, wf, payload='{"approved": false}')
     world.db.execute("UPDATE weave_signals SET payload = '{\"approved\": true}' WHERE id = %s",
                      int(sig["signal_id"][4:]))
     orch.drain()
@@ -730,7 +734,7 @@ def test_S12_a_row_altered_after_acceptance_goes_to_review(world, orch):
     assert [r["code"] for r in inst["review_reasons"]] == ["ACCEPTANCE_PROOF_MISMATCH"]
     assert step["output"] is None and step["wait"]["winner_signal_id"] is None
     # The wait consumes nothing more until recovery.
-    honest = send(world, wf)
+    honest = queued(world, wf)
     assert honest["status"] == "PENDING"
     orch.drain()
     assert signal_row(world, honest["signal_id"])["status"] == "PENDING"
@@ -741,7 +745,7 @@ def test_S12_a_row_altered_after_acceptance_goes_to_review(world, orch):
 @pytest.mark.breaks_invariants("M-4.10")
 def test_S12_a_changed_digest_column_is_caught_too(world, orch):
     wf = started(world, orch)
-    sig = send(world, wf)
+    sig = queued(world, wf)
     world.db.execute("UPDATE weave_signals SET request_digest = REPEAT('0', 64)")
     orch.drain()
     assert signal_row(world, sig["signal_id"])["disposition"] == "ACCEPTANCE_PROOF_MISMATCH"
@@ -768,7 +772,7 @@ def test_S13_deadline_without_a_match_expires_into_review(world, orch):
 
 def test_S13_on_time_signal_wins_over_a_passed_deadline(world, orch):
     wf = started(world, orch, signal_flow(timeout_ms=60_000))
-    sig = send(world, wf)  # accepted on time; every runner is down
+    sig = queued(world, wf)  # accepted on time; every runner is down
     world.db.advance(10 * 60_000)
     # The deadline checkpoint is looked at first: it still consumes the on-time signal.
     cp = world.db.scalar("SELECT id FROM weave_pending_advances WHERE step_key = 'approval'")
@@ -833,7 +837,7 @@ def test_S15_disabled_app_still_accepts_and_consumes(world, orch):
 
 def test_S15_past_the_instance_deadline_keeps_the_fact_and_goes_to_review(world, orch):
     wf = started(world, orch, signal_flow(then_timer=True), deadline_ms=120_000)
-    sig = send(world, wf)
+    sig = queued(world, wf)
     world.db.advance(10 * 60_000)
     orch.drain()
     inst = world.instance(wf)
@@ -932,7 +936,7 @@ def test_S16_works_inside_an_explicit_transaction_under_repeatable_read(world, o
             cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             cur.execute("START TRANSACTION")
             cur.execute("SELECT COUNT(*) AS n FROM weave_signals")  # the caller's snapshot starts here
-        other = send(world, wf, "meanwhile")  # committed by someone else after that snapshot
+        other = queued(world, wf, "meanwhile")  # committed by someone else after that snapshot
         with pytest.raises(errors.IdempotencyConflict):  # decided from the latest rows, not the snapshot
             send(world, wf, "meanwhile", conn=conn, in_tx=True, reason="different")
         mine = send(world, wf, "mine", conn=conn, in_tx=True)
@@ -946,14 +950,14 @@ def test_S16_works_inside_an_explicit_transaction_under_repeatable_read(world, o
 # --- S-17: why is this wait still open? ------------------------------------------------------------------------------
 def test_S17_explain_lists_the_pins_and_why_each_signal_did_not_win(world, orch):
     wf = started(world, orch, signal_flow(timeout_ms=60_000))
-    mismatch = send(world, wf, correlation_key="o-1 ")
+    mismatch = queued(world, wf, correlation_key="o-1 ")
     world.db.advance(60_001)
     orch.drain()
     reactivate(world, wf)
     orch.drain()
-    stale = send(world, wf, target_activation_sequence=1)
-    wrong = send(world, wf, target_activation_sequence=2, correlation_key="o-2")
-    waiting = send(world, wf, target_activation_sequence=2)
+    stale = queued(world, wf, target_activation_sequence=1)
+    wrong = queued(world, wf, target_activation_sequence=2, correlation_key="o-2")
+    waiting = queued(world, wf, target_activation_sequence=2)
     # An on-time signal the runner has not looked at yet.
     world.db.execute("UPDATE weave_signals SET available_at = expires_at WHERE id = %s",
                      int(waiting["signal_id"][4:]))
@@ -1001,7 +1005,7 @@ def test_S17_explain_before_activation_shows_the_contract_and_early_signals(worl
 # --- the SIGNAL candidate ---------------------------------------------------------------------------------------------
 def test_R13_signal_candidate_is_busy_while_another_node_holds_the_instance(world, orch):
     wf = started(world, orch)
-    sig = send(world, wf)
+    sig = queued(world, wf)
     holder = world.db.connect()
     try:
         with holder.cursor() as cur:
@@ -1034,3 +1038,62 @@ def test_S1_a_correlation_that_does_not_resolve_to_a_string_is_never_guessed(wor
     (reason,) = world.instance(wf)["review_reasons"]
     assert reason["code"] == "ACTIVATION_FAILED"
     assert "correlation must resolve to a string" in reason["detail"]["detail"]
+
+
+# --- settle at Send: an open wait takes its signal in Send's own transaction -----------------------------------------
+def test_S11_send_settles_an_open_wait_and_follows_the_successors_in_its_own_transaction(world, orch):
+    wf = started(world, orch, signal_flow(then_timer=True))
+    receipt = send(world, wf, "k-1")
+    assert receipt["status"] == "PENDING"  # the receipt is frozen at acceptance and never follows consumption (S-5)
+    row = signal_row(world, receipt["signal_id"])
+    assert row["status"] == "CONSUMED" and row["consumed_at"] == row["accepted_at"]
+    step = world.step(wf, "approval")
+    assert step["status"] == "SUCCEEDED" and step["output"] == {"approved": True}
+    assert step["wait"]["status"] == "SATISFIED" and step["wait"]["winner_signal_id"] == receipt["signal_id"]
+    assert world.step(wf, "after_approval")["status"] == "ACTIVE"  # successors followed in the same transaction
+    types = [e["type"] for e in world.events(wf)]
+    assert types.index("SIGNAL_ACCEPTED") < types.index("SIGNAL_CONSUMED")
+    actions = [r["action"] for r in world.db.rows("SELECT action FROM weave_audit WHERE instance_id = %s ORDER BY id",
+                                                  world.internal_id(wf))]
+    assert actions[-2:] == ["signal.accept", "signal.consume"]
+    # Nothing is left for a runner: no SIGNAL candidate, no checkpoint of the settled step.
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_signals WHERE status = 'PENDING'") == 0
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances WHERE step_key = 'approval'") == 0
+    assert orch.drain()["SIGNAL:CONSUMED"] == 0
+
+
+def test_S11_settled_at_send_the_first_pending_match_by_acceptance_still_wins(world, orch):
+    wf = started(world, orch, signal_flow(then_timer=True))
+    first = queued(world, wf, "first", payload='{"n": 1}')  # accepted earlier, not yet consumed (runners down)
+    second = send(world, wf, "second", payload='{"n": 2}')
+    assert signal_row(world, first["signal_id"])["status"] == "CONSUMED"
+    row = signal_row(world, second["signal_id"])
+    assert (row["status"], row["disposition"]) == ("REJECTED", "WAIT_SETTLED")
+    assert world.step(wf, "approval")["output"] == {"n": 1}
+
+
+def test_S15_settled_at_send_a_paused_instance_consumes_and_its_successors_wait_for_the_gate(world, orch):
+    wf = started(world, orch, signal_flow(then_timer=True))
+    routines.instance_pause(world.db.conn, world.token, world.namespace, wf, "hold on", "pause-1")
+    receipt = send(world, wf)
+    assert signal_row(world, receipt["signal_id"])["status"] == "CONSUMED"
+    assert world.step(wf, "approval")["status"] == "SUCCEEDED"
+    assert world.step(wf, "after_approval")["status"] == "PENDING"  # R-8: no new work while paused
+    root = world.db.row("SELECT available_at, due_at FROM weave_pending_advances WHERE step_key = ''")
+    assert root is not None and root["available_at"] > root["due_at"]  # the ROOT checkpoint is deferred
+    routines.instance_resume(world.db.conn, world.token, world.namespace, wf, "go on", "resume-1")
+    orch.drain()
+    assert world.step(wf, "after_approval")["status"] == "ACTIVE"
+
+
+def test_R6_settle_at_send_never_makes_acceptance_fail_when_the_wait_does_not_verify(world, orch):
+    wf = started(world, orch, signal_flow())
+    world.db.execute("UPDATE weave_waits SET deadline_at = deadline_at - INTERVAL 1 SECOND WHERE kind = 'SIGNAL'")
+    receipt = send(world, wf, "k-1")
+    assert receipt["status"] == "PENDING"
+    row = signal_row(world, receipt["signal_id"])
+    assert row["status"] == "PENDING" and row["available_at"] == row["accepted_at"]  # left to the candidate path
+    assert world.step(wf, "approval")["wait"]["status"] == "WAITING"
+    assert [r["action"] for r in world.db.rows("SELECT action FROM weave_audit ORDER BY id")][-1] == "signal.accept"
+    outcomes = orch.drain(max_rounds=2)
+    assert outcomes["CHECKPOINT:FAILED"] + outcomes["SIGNAL:FAILED"] >= 1  # the runner reports it and backs off

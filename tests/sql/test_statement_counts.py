@@ -17,8 +17,8 @@ DECISIONS = {
     "timer settle": 43,
     "timer settle, 10 in one call (each)": 40.4,
     "signal checkpoint before its deadline": 18,
-    "signal send": 33,
-    "signal settle": 51,
+    "signal send (settles the open wait)": 68,
+    "signal settle (candidate path)": 51,
     "signal twin candidate": 10,
     "root activate (POLL, round 1)": 52,
     "task claim": 16,
@@ -30,7 +30,7 @@ DECISIONS = {
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 152, "signal": 203, "poll": 181}
+LIFECYCLES = {"timer": 152, "signal": 166, "poll": 181}
 
 
 @pytest.fixture

@@ -40,12 +40,26 @@ def signal_flow(name: str = "approval-flow", *, then_timer: bool = False, before
 
 
 def send(world: World, workflow_id: str, key: str | None = None, *, token: str | None = None,
-         namespace: str | None = None, conn=None, in_tx: bool = False, **fields: Any) -> dict:
-    """Send with sensible defaults for the `approval` step; any field can be overridden."""
+         namespace: str | None = None, conn=None, in_tx: bool = False, queued: bool = False, **fields: Any) -> dict:
+    """Send with sensible defaults for the `approval` step; any field can be overridden.
+
+    ``queued=True`` accepts the signal through the in-transaction entry point (S-16) in a transaction of its own:
+    the signal is stored exactly as by Send but not settled at acceptance, so it waits for a runner (the SIGNAL
+    candidate and the wait's checkpoint), as a signal does while every runner is down."""
     args = {"name": NAME, "payload_version": VERSION, "target_step_key": "approval", "target_activation_sequence": 1,
             "correlation_key": "o-1", "payload": '{"approved": true}', "reason": "approved by the desk",
             "evidence_ref": None}
     args.update(fields)
+    if queued:
+        outbox = world.db.connect()
+        try:
+            outbox.begin()
+            receipt = signals.send_in_tx(outbox, token or world.token, namespace or world.namespace, workflow_id,
+                                         idempotency_key=key or f"sig-{next(_keys)}", **args)
+            outbox.commit()
+            return receipt
+        finally:
+            outbox.close()
     fn = signals.send_in_tx if in_tx else signals.send
     return fn(conn or world.db.conn, token or world.token, namespace or world.namespace, workflow_id,
               idempotency_key=key or f"sig-{next(_keys)}", **args)
