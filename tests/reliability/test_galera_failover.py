@@ -379,3 +379,22 @@ def test_Z6_a_node_cut_off_from_the_majority_refuses_work_as_transient_and_recov
     finally:
         conn.close()
     figure("galera_quorum_loss", seconds_to_non_primary=round(cut_off, 2), seconds_to_heal=round(healed, 2))
+
+
+def test_Z6_failover_modes_choose_nodes_as_documented(galera, cluster_db):
+    """stable: every connection of a process on one node; sequential: the first listed ready node;
+    loadbalance: connections spread over every ready node."""
+    def ports(dsn, n: int = 24) -> set[int]:
+        conns = [dbmod.connect(dsn) for _ in range(n)]
+        try:
+            return {c.port for c in conns}
+        finally:
+            for c in conns:
+                c.close()
+
+    third = galera.nodes[2].sql_port
+    with dbmod._lock:  # hosts that failed in an earlier test would be tried last for a few seconds more
+        dbmod._suspects.clear()
+    assert len(ports(galera.dsn("weave_ha"))) == 1
+    assert ports(galera.dsn("weave_ha", order=[2, 0, 1], failover="sequential")) == {third}
+    assert ports(galera.dsn("weave_ha", failover="loadbalance")) == {n.sql_port for n in galera.nodes}
