@@ -83,8 +83,18 @@ def document() -> dict:
                                    "errors": {"type": "array", "items": {"type": "object", "properties": {
                                        "field": {"type": ["string", "null"]}, "code": {"type": "string"},
                                        "message": {"type": ["string", "null"]}}}}}},
-        "DefinitionDocument": {"type": "object", "required": ["name", "steps"], "properties": {
-            "name": {"type": "string"}, "steps": {"type": "array", "items": {"type": "object"}}}},
+        "DefinitionDocument": {
+            "type": "object", "required": ["name", "steps"], "additionalProperties": False,
+            "description": "A workflow definition (docs/concepts.md). Beyond this shape, publishing checks what a "
+                           "schema cannot state: each step's fields by type, after-references and cycles, expression "
+                           "syntax, and that its queues exist; every problem is listed at once in a 422.",
+            "properties": {
+                "name": {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,128}$"},
+                "steps": {"type": "array", "minItems": 1, "maxItems": 256, "items": {
+                    "type": "object", "required": ["key", "type"], "properties": {
+                        "key": {"type": "string"}, "type": {"type": "string",
+                                                            "enum": ["TIMER", "POLL", "SIGNAL", "TASK"]},
+                        "after": {"type": "array", "items": {"type": "string"}}}}}}},
         "Published": {"type": "object", "required": ["name", "version", "digest"], "properties": {
             "name": {"type": "string"}, "version": {"type": "integer"}, "digest": {"type": "string"}}},
         "Definition": {"type": "object", "required": ["name", "version", "digest", "steps"], "properties": {

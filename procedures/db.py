@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias
 from urllib.parse import parse_qs, unquote, urlencode, urlparse
@@ -171,15 +172,28 @@ def node_ready(conn: Connection, state: dict[str, str] | None = None) -> bool:
                                                 and state["wsrep_local_state"] == "4")
 
 
-def _connect_one(dsn: Dsn, host: str, port: int, database: bool, autocommit: bool) -> Connection:
-    return pymysql.connect(
+def _connect_one(dsn: Dsn, host: str, port: int, database: bool, autocommit: bool,
+                 check: Callable[[Connection], Any] | None = None) -> tuple[Connection, Any]:
+    """Open one connection (and run ``check`` on it). The handshake and the check are bounded by
+    connect_timeout, the work after them by read/write_timeout: a hung server accepts the TCP connection
+    and then says nothing, and its greeting would otherwise be awaited for the whole read_timeout."""
+    short = dsn.timeout("connect_timeout")
+    conn = pymysql.connect(
         host=host, port=port, user=dsn.user, password=dsn.password,
         database=dsn.database if database else None, unix_socket=dsn.unix_socket,
         charset="utf8mb4", autocommit=autocommit, cursorclass=pymysql.cursors.DictCursor,
-        connect_timeout=dsn.timeout("connect_timeout"), read_timeout=dsn.timeout("read_timeout"),
-        write_timeout=dsn.timeout("write_timeout"),
+        connect_timeout=short, read_timeout=short, write_timeout=short, defer_connect=True,
         init_command=f"SET SESSION sql_mode='{SQL_MODE}', time_zone='+00:00'",
     )
+    conn.connect()
+    try:
+        result = check(conn) if check else None
+    except BaseException:
+        conn.close()
+        raise
+    # PyMySQL applies these per read and write; they are only constructor arguments otherwise.
+    conn._read_timeout, conn._write_timeout = dsn.timeout("read_timeout"), dsn.timeout("write_timeout")  # type: ignore[attr-defined]
+    return conn, result
 
 
 def _open_ready(dsn: Dsn, address: tuple[str, int], database: bool, autocommit: bool,
@@ -187,19 +201,15 @@ def _open_ready(dsn: Dsn, address: tuple[str, int], database: bool, autocommit: 
     """A connection to ``address`` and the node's uptime when it answers and is ready, else None (noted)."""
     host, port = address
     try:
-        conn = _connect_one(dsn, host, port, database, autocommit)
+        conn, state = _connect_one(dsn, host, port, database, autocommit, check=node_state)
     except pymysql.err.MySQLError as exc:
         _suspect(address, True)
         failures.append(f"{host}:{port} {errors.errno_of(exc)}")
         return None
-    try:
-        state = node_state(conn)
-        if node_ready(conn, state):
-            _suspect(address, False)
-            return conn, int(state.get("uptime", 0))
-        failures.append(f"{host}:{port} not ready")
-    except pymysql.err.MySQLError as exc:
-        failures.append(f"{host}:{port} {errors.errno_of(exc)}")
+    if node_ready(conn, state):
+        _suspect(address, False)
+        return conn, int(state.get("uptime", 0))
+    failures.append(f"{host}:{port} not ready")
     conn.close()
     _suspect(address, True)
     return None
@@ -225,7 +235,7 @@ def connect(dsn: Dsn | str, *, database: bool = True, autocommit: bool = True) -
         dsn = Dsn.parse(dsn)
     if not dsn.clustered:
         try:
-            return _connect_one(dsn, dsn.host, dsn.port, database, autocommit)
+            return _connect_one(dsn, dsn.host, dsn.port, database, autocommit)[0]
         except pymysql.err.MySQLError as exc:
             raise errors.translate(exc) from exc
     failures: list[str] = []

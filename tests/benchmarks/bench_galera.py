@@ -16,6 +16,7 @@ nodes) and, for the quota, the overrun. Run: python -m tests.benchmarks.bench_ga
 from __future__ import annotations
 
 import argparse
+import shutil
 import tempfile
 import threading
 import time
@@ -179,6 +180,11 @@ def main() -> None:
         for name, key in (("timer storm", "settled_per_s"), ("signal acceptance", "accepted_per_s")):
             one, spread = results[name]["one-writer"][key], results[name]["spread"][key]
             figure(f"galera {name} ratio", spread_over_one_writer=round(spread / one, 2))
+    except BaseException:
+        print(f"process logs kept in {logs}", flush=True)
+        raise
+    else:
+        shutil.rmtree(logs, ignore_errors=True)
     finally:
         cluster.close()
 

@@ -155,15 +155,22 @@ def test_Z6_a_node_killed_and_rejoined_mid_run_loses_nothing(galera, cluster_db,
         killed["at_kill"] = counters(galera)
         killed["t"], killed["wall"] = time.monotonic(), time.time()
         victim.kill9()
-        galera.wait_cluster_size(2, timeout=60)
-        killed["view"] = time.monotonic() - killed["t"]
+
+        def view() -> None:
+            galera.wait_cluster_size(2, timeout=60)
+            killed["view"] = time.monotonic() - killed["t"]
+
+        watcher = threading.Thread(target=view)
+        watcher.start()
+        # A client that lists node 1 first: how long until its writes go through again (on another node).
+        killed["failover"] = time_until_write(galera.dsn("weave_ha", connect_timeout=2), killed["t"])
+        watcher.join(90)
 
     k = threading.Thread(target=killer)
     k.start()
     load.send_signals(clients, acks, on_progress=progress)
     k.join()
-    # A client that lists node 1 first: how long until its writes go through again (on another node).
-    failover = time_until_write(galera.dsn("weave_ha", connect_timeout=2), killed["t"])
+    failover = killed["failover"]
     # The clock moves the timers due while node 1 is down; then it restarts and rejoins under load.
     driver.advance(30_001)
     restarted = time.monotonic()
@@ -181,6 +188,7 @@ def test_Z6_a_node_killed_and_rejoined_mid_run_loses_nothing(galera, cluster_db,
     assert "s" in rejoined, victim.tail()
     run_seconds = time.monotonic() - began
     writers_after = connections_per_node(galera)
+    fresh_writer = fresh_election(galera)
 
     for name, p in procs.items():
         assert p.terminate(30) == 0, f"{name} did not stop cleanly:\n{(tmp_path / f'{name}.log').read_text()[-2000:]}"
@@ -198,7 +206,7 @@ def test_Z6_a_node_killed_and_rejoined_mid_run_loses_nothing(galera, cluster_db,
     outage = (killed["wall"] - 1, killed["wall"] + failover + 2)
     answered_503, outside_outage = answers_503(tmp_path, outage)
     figure("galera_node_failure", layout=layout, connections_before=writers_before,
-           connections_after=writers_after, requests_acknowledged=acks.total,
+           connections_after=writers_after, fresh_process_writes_to=fresh_writer, requests_acknowledged=acks.total,
            acks_missing=len(persisted["missing"]), requests_failed=len(acks.failed), failover_s=round(failover, 2),
            view_change_s=round(killed["view"], 2), rejoin_s=round(rejoined["s"], 2), rejoin_by=sst,
            recovered_position=position, run_s=round(run_seconds, 1),
@@ -219,9 +227,10 @@ def test_Z6_a_node_killed_and_rejoined_mid_run_loses_nothing(galera, cluster_db,
     assert outside_outage == 0, "a 503 outside the outage: a conflict reached a client"
     if layout == "one-writer":
         # One writer at a time: everything on node 1 first, everything on one survivor after the failover,
-        # and nothing moved back to node 1 when it rejoined.
+        # and nothing moved back to node 1 when it rejoined; a process started now elects that survivor too.
         assert writers_before[1] == writers_before[2] == 0 and writers_before[0] > 0, writers_before
         assert writers_after[0] == 0 and sorted(writers_after[1:])[0] == 0, writers_after
+        assert fresh_writer == galera.nodes[writers_after.index(max(writers_after))].sql_port
     else:
         assert all(n > 0 for n in writers_before), writers_before
 
@@ -240,6 +249,22 @@ def answers_503(logs, outage: tuple[float, float]) -> tuple[int, int]:
             total += 1
             outside += not outage[0] <= at <= outage[1]
     return total, outside
+
+
+def fresh_election(galera) -> int:
+    """The node a process that has not connected yet would write to (what a newly started daemon does)."""
+    with dbmod._lock:
+        saved = dict(dbmod._writers)
+        dbmod._writers.clear()
+    try:
+        conn = dbmod.connect(galera.database)
+        port = conn.port
+        conn.close()
+        return port
+    finally:
+        with dbmod._lock:
+            dbmod._writers.clear()
+            dbmod._writers.update(saved)
 
 
 def connections_per_node(galera) -> list[int]:
@@ -286,3 +311,90 @@ def _per_node_checks(galera) -> dict[int, tuple]:
         finally:
             conn.close()
     return out
+
+
+FORBIDDEN_ON_GALERA = ("LOCK TABLES", "GET_LOCK", "RELEASE_LOCK", "XA START", "XA BEGIN", "CREATE TEMPORARY",
+                       "ENGINE=MYISAM", "ENGINE=ARIA", "ENGINE=MEMORY")
+
+
+def test_Z6_the_schema_and_routines_avoid_what_galera_forbids_and_ids_may_jump(galera, cluster_db):
+    """Every table replicates (InnoDB, a primary key), no routine relies on a lock Galera does not
+    replicate, and ids jump by the cluster size while event numbers stay gap-free (M-4.9)."""
+    from procedures.installer import shipped_routines
+
+    db = cluster_db
+    tables = db.rows("SELECT t.TABLE_NAME AS name, t.ENGINE AS engine, (SELECT COUNT(*) FROM "
+                     "information_schema.TABLE_CONSTRAINTS c WHERE c.TABLE_SCHEMA = t.TABLE_SCHEMA AND "
+                     "c.TABLE_NAME = t.TABLE_NAME AND c.CONSTRAINT_TYPE = 'PRIMARY KEY') AS pk "
+                     "FROM information_schema.TABLES t WHERE t.TABLE_SCHEMA = DATABASE()")
+    assert len(tables) >= 20
+    assert [t["name"] for t in tables if t["engine"] != "InnoDB" or t["pk"] != 1] == []
+    for routine in shipped_routines():
+        text = " ".join(routine.text.upper().split())
+        assert not [word for word in FORBIDDEN_ON_GALERA if word in text], routine.name
+    increment = int(db.scalar("SELECT @@auto_increment_increment"))
+    assert increment == galera.size  # wsrep_auto_increment_control: each node its own offset
+    world = World.create(db)
+    world.publish({"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]})
+    ids = [world.internal_id(world.start("cool-off", key=f"jump-{i}")) for i in range(3)]
+    assert [ids[1] - ids[0], ids[2] - ids[1]] == [increment, increment]
+    invariants.check(db.conn)  # M-4.9: event sequence numbers are gap-free whatever the ids do
+
+
+def test_Z6_a_node_cut_off_from_the_majority_refuses_work_as_transient_and_recovers(galera, cluster_db):
+    """Two nodes hung (SIGSTOP): the third loses its quorum, refuses statements with 1047 and is not ready,
+    so a connection through the cluster DSN finds no node (transient, bounded by connect_timeout). Resumed,
+    the cluster heals by itself and the very same connections work again."""
+    from procedures import errors
+
+    lone, hung = galera.nodes[0], galera.nodes[1:]
+    conn = dbmod.connect(lone.dsn("weave_ha"))
+    try:
+        assert dbmod.call_one(conn, "weave_clock_now")["now_at"] is not None
+        began = time.monotonic()
+        for node in hung:
+            node.sigstop()
+        try:
+            assert wait_for(lambda: lone.status().get("wsrep_ready") == "OFF", timeout=60)
+            cut_off = time.monotonic() - began
+            with pytest.raises(errors.TransientDatabaseError) as refused:
+                dbmod.call(conn, "weave_clock_now")
+            assert str(refused.value).startswith("1047")
+            assert not dbmod.node_ready(conn)
+            tried = time.monotonic()
+            with pytest.raises(errors.TransientDatabaseError) as none:
+                dbmod.connect(galera.dsn("weave_ha", connect_timeout=1, failover="sequential"))
+            assert "NO_READY_NODE" in str(none.value) and time.monotonic() - tried < 10
+        finally:
+            for node in hung:
+                node.sigcont()
+        resumed = time.monotonic()
+        for node in galera.nodes:
+            node.wait_synced(120)
+        healed = time.monotonic() - resumed
+        assert dbmod.call_one(conn, "weave_clock_now")["now_at"] is not None
+        cluster_db.conn.close()
+        cluster_db.conn = dbmod.connect(galera.database)
+        invariants.check(cluster_db.conn)
+    finally:
+        conn.close()
+    figure("galera_quorum_loss", seconds_to_non_primary=round(cut_off, 2), seconds_to_heal=round(healed, 2))
+
+
+def test_Z6_failover_modes_choose_nodes_as_documented(galera, cluster_db):
+    """stable: every connection of a process on one node; sequential: the first listed ready node;
+    loadbalance: connections spread over every ready node."""
+    def ports(dsn, n: int = 24) -> set[int]:
+        conns = [dbmod.connect(dsn) for _ in range(n)]
+        try:
+            return {c.port for c in conns}
+        finally:
+            for c in conns:
+                c.close()
+
+    third = galera.nodes[2].sql_port
+    with dbmod._lock:  # hosts that failed in an earlier test would be tried last for a few seconds more
+        dbmod._suspects.clear()
+    assert len(ports(galera.dsn("weave_ha"))) == 1
+    assert ports(galera.dsn("weave_ha", order=[2, 0, 1], failover="sequential")) == {third}
+    assert ports(galera.dsn("weave_ha", failover="loadbalance")) == {n.sql_port for n in galera.nodes}

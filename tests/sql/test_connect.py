@@ -88,3 +88,29 @@ def test_R12_a_conflict_inside_the_callers_transaction_goes_back_to_the_caller(w
     finally:
         conn.close()
     assert world.db.scalar("SELECT COUNT(*) FROM weave_signals") == 0
+
+
+def test_R12_a_hung_host_costs_connect_timeout_not_read_timeout(database):
+    """A server that accepts the TCP connection and then says nothing (SIGSTOP, a frozen VM): the greeting is
+    awaited for connect_timeout only, and the next host is used."""
+    if database.unix_socket:
+        pytest.fail("this test needs a TCP server (WEAVE_TEST_DSN=mysql://...@host:port/...)")
+    hung = socket.socket()
+    hung.bind(("127.0.0.1", 0))
+    hung.listen(8)  # the kernel completes every handshake; nobody ever answers
+    try:
+        port = hung.getsockname()[1]
+        dsn = dbmod.Dsn.parse(f"mysql://{database.user}@127.0.0.1:{port},{database.host}:{database.port}/"
+                              f"{database.database}?connect_timeout=1&read_timeout=120&failover=sequential")
+        dbmod._suspect(("127.0.0.1", port), False)
+        began = time.monotonic()
+        conn = dbmod.connect(dsn)
+        elapsed = time.monotonic() - began
+        try:
+            assert (conn.host, conn.port) == (database.host, database.port)
+            assert 0.9 <= elapsed < 5, elapsed
+            assert conn._read_timeout == 120  # the work after the handshake keeps the long timeout
+        finally:
+            conn.close()
+    finally:
+        hung.close()
