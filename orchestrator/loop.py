@@ -180,7 +180,7 @@ class Orchestrator:
         gap = (result.next_at - result.now).total_seconds()
         return max(0.0, min(gap, probe))
 
-    def probe(self) -> tuple[object, object | None]:
+    def probe(self) -> tuple[datetime.datetime, datetime.datetime | None]:
         """Engine time and the earliest check time of any class (weave_scan_probe): one cheap read."""
         row = self._call("weave_scan_probe")[0][0]
         return row["now_at"], row["next_at"]

@@ -10,7 +10,7 @@ import re
 import sys
 from pathlib import Path
 
-from .errors import ERRORS, VALIDATION_CODES
+from .errors import ERRORS, TRANSIENT_CODES, VALIDATION_CODES
 from .installer import PROCEDURES_DIR, shipped_routines
 
 TARGET = PROCEDURES_DIR.parent / "docs" / "sql-api.md"
@@ -73,6 +73,8 @@ def render() -> str:
             for code, (errno, status) in sorted(ERRORS.items(), key=lambda x: x[1])]
     out += [f"| {errno} | `VALIDATION_FAILED` / `{code}` | 422 |"
             for code, errno in sorted(VALIDATION_CODES.items(), key=lambda x: x[1])]
+    out += [f"| {errno} | `{code}` (transient: the decision is retried) | 503 |"
+            for code, errno in sorted(TRANSIENT_CODES.items(), key=lambda x: x[1])]
     return "\n".join(out) + "\n"
 
 

@@ -16,7 +16,8 @@ CREATE PROCEDURE _pulse_task_create(
     COMMENT 'Internal. Description: creates a QUEUED task for (instance, step, activation, round) from the frozen
 step inputs (queue, handler, handler_version, input, priority, retry, task_timeout_ms, business_key, mutex_key),
 available at once, with the absolute deadline in_deadline (no attempt starts at or after it).
-Errors: 50007 INVALID_STATE when the instance may not get new work, there is no room, or a frozen field does not fit.
+Errors: 50007 INVALID_STATE when the instance may not get new work or a frozen field does not fit; 50014 ROOM_TAKEN
+(transient) when a concurrent decision took the last slot of the app or queue.
 Rules: K-1, K-6, R-8, P-4, M-4.7, M-4.8.'
     MODIFIES SQL DATA
 BEGIN
@@ -68,7 +69,8 @@ BEGIN
      WHERE a.id = v_app AND a.in_flight < a.max_in_flight AND q.in_flight < q.capacity;
     IF ROW_COUNT() <> 2 THEN
         CALL _weave_task_room(in_namespace_id, in_instance_id, v_queue_name, v_why);
-        CALL _weave_raise(50007, CONCAT('INVALID_STATE: no room for a task: ', COALESCE(v_why, 'taken concurrently')));
+        -- Lost to a concurrent creator: transient, so the whole decision is retried and then defers (R-8).
+        CALL _weave_raise(50014, CONCAT('ROOM_TAKEN: no room for a task: ', COALESCE(v_why, 'taken concurrently')));
     END IF;
 
     INSERT INTO pulse_tasks (namespace_id, app_id, queue_id, instance_id, step_key, activation_id, round_no, handler,

@@ -139,3 +139,20 @@ def test_R18_a_definition_document_with_an_unknown_field_is_refused_from_sql_too
             dbmod.call(world.db.conn, "weave_definition_publish", world.admin, world.namespace, doc, "{}", "")
         assert info.value.field_code == "UNKNOWN_FIELD" and "stpes" in str(info.value)
     assert world.db.scalar("SELECT COUNT(*) FROM weave_definitions") == 0
+
+
+def test_R18_a_lost_race_for_the_last_task_slot_is_retried_never_counted_toward_review(world, orch):
+    """Another decision took the last slot between the room check and the guarded update: ROOM_TAKEN is
+    transient (the decision is retried and then defers), so it never becomes CANDIDATE_FAILING."""
+    with pytest.raises(Exception) as raised:
+        dbmod.call(world.db.conn, "_weave_raise", 50014, "ROOM_TAKEN: no room for a task: taken concurrently")
+    exc = errors.translate(raised.value.__cause__ or raised.value)
+    assert isinstance(exc, errors.TransientDatabaseError) and errors.is_transient(exc)
+    world.publish(signal_flow(before_timer_ms=1_000))
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+    for _ in range(4):
+        cp = world.db.row("SELECT id, version FROM weave_pending_advances WHERE step_key = 'cool_off'")
+        (row,) = dbmod.call(world.db.conn, "weave_candidate_fail", "CHECKPOINT", cp["id"], cp["version"], str(exc))[0]
+        assert row == {"recorded": 1, "review": 0}
+    assert world.instance(wf)["status"] == "RUNNING"
