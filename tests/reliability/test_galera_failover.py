@@ -11,6 +11,7 @@ The suite runs a short load; ``make reliability`` runs a longer one (``WEAVE_HA_
 from __future__ import annotations
 
 import datetime
+import os
 import threading
 import time
 
@@ -84,7 +85,12 @@ def time_until_write(dsn: dbmod.Dsn, since: float, timeout: float = 60) -> float
     raise AssertionError(f"no write succeeded within {timeout}s")
 
 
-@pytest.fixture(params=["one-writer", "spread"])
+# The suite runs the supported topology (one writer at a time); `make reliability` adds writes spread over
+# every node, which docs/scaling.md measures but does not support.
+LAYOUTS = os.environ.get("WEAVE_HA_LAYOUTS", "one-writer").split(",")
+
+
+@pytest.fixture(params=LAYOUTS)
 def engine(request, galera, cluster_db, tmp_path):
     procs: dict[str, WeaveProcess] = {}
     ports = {}
