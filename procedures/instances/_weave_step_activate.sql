@@ -58,10 +58,27 @@ BEGIN
            + COALESCE(JSON_LENGTH(v_compiled, '$.correlation.bindings'), 0) > 0 THEN
             CALL _weave_instance_context(in_instance_id, v_context);
         END IF;
-        CALL _weave_template_resolve(JSON_EXTRACT(v_compiled, '$.input'), v_context, v_input);
-        CALL _weave_template_resolve(JSON_EXTRACT(v_compiled, '$.business_key'), v_context, v_business);
-        CALL _weave_template_resolve(JSON_EXTRACT(v_compiled, '$.mutex_key'), v_context, v_mutex);
-        CALL _weave_template_resolve(JSON_EXTRACT(v_compiled, '$.correlation'), v_context, v_correlation);
+        -- A template without bindings is its skeleton (NULL for a null template): no call is needed for it.
+        IF COALESCE(JSON_LENGTH(v_compiled, '$.input.bindings'), 0) > 0 THEN
+            CALL _weave_template_resolve(JSON_EXTRACT(v_compiled, '$.input'), v_context, v_input);
+        ELSE
+            SET v_input = JSON_EXTRACT(v_compiled, '$.input.skeleton');
+        END IF;
+        IF COALESCE(JSON_LENGTH(v_compiled, '$.business_key.bindings'), 0) > 0 THEN
+            CALL _weave_template_resolve(JSON_EXTRACT(v_compiled, '$.business_key'), v_context, v_business);
+        ELSE
+            SET v_business = JSON_EXTRACT(v_compiled, '$.business_key.skeleton');
+        END IF;
+        IF COALESCE(JSON_LENGTH(v_compiled, '$.mutex_key.bindings'), 0) > 0 THEN
+            CALL _weave_template_resolve(JSON_EXTRACT(v_compiled, '$.mutex_key'), v_context, v_mutex);
+        ELSE
+            SET v_mutex = JSON_EXTRACT(v_compiled, '$.mutex_key.skeleton');
+        END IF;
+        IF COALESCE(JSON_LENGTH(v_compiled, '$.correlation.bindings'), 0) > 0 THEN
+            CALL _weave_template_resolve(JSON_EXTRACT(v_compiled, '$.correlation'), v_context, v_correlation);
+        ELSE
+            SET v_correlation = JSON_EXTRACT(v_compiled, '$.correlation.skeleton');
+        END IF;
         -- A correlation must resolve to a string of 1-512 bytes (05-signals S-1). Anything else would be a
         -- guess at the bytes a sender must match, and the inputs it resolves from are frozen, so no retry
         -- can succeed: the step goes to review with the value it got (R-18), and nothing else is written.
