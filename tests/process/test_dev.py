@@ -9,13 +9,13 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from orchestrator.embedded import find_server_binary
 from tests.support.processes import ROOT, free_port
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.process
 
@@ -28,13 +28,13 @@ def _dev(data_dir: Path, port: int, log: Path) -> subprocess.Popen:
 
 
 def _wait_for_line(log: Path, pattern: str, proc: subprocess.Popen, timeout: float = 90) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def seen() -> bool:
         text = log.read_text()
-        if re.search(pattern, text):
-            return text
-        assert proc.poll() is None, text
-        time.sleep(0.2)
+        assert re.search(pattern, text) or proc.poll() is None, text
+        return re.search(pattern, text) is not None
+
+    if wait_for(seen, timeout=timeout, interval=0.2):
+        return log.read_text()
     raise AssertionError(f"no {pattern!r} in:\n{log.read_text()}")
 
 

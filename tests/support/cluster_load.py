@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 
 from api import client as sdk
 from procedures import db as dbmod
-from procedures import errors
+from procedures.connections import retry_transient
 from tests.support.db import Db
 from tests.support.waiting import wait_for
 
@@ -141,26 +140,17 @@ class Driver:
         self.dsn = dsn
         self.db = Db(dsn)
 
-    def _retry(self, fn, timeout: float = 60):
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                return fn(self.db)
-            except errors.TransientDatabaseError:
-                if time.monotonic() > deadline:
-                    raise
-            except Exception as exc:
-                if not errors.is_transient(exc) or time.monotonic() > deadline:
-                    raise
-            try:
-                self.db.close()
-            except Exception:  # already broken
-                pass
-            time.sleep(0.1)
-            try:
-                self.db = Db(self.dsn)
-            except errors.TransientDatabaseError:
-                pass
+    def _retry(self, fn):
+        """``fn(db)`` through a failover: the project's one retry wrapper, reconnecting after each transient
+        failure (about a minute of jittered backoff, longer than a node's death and rejoin take)."""
+        return retry_transient(lambda: fn(self.db), attempts=80, on_retry=self._reconnect)
+
+    def _reconnect(self) -> None:
+        try:
+            self.db.close()
+        except Exception:  # already broken
+            pass
+        self.db = Db(self.dsn)  # a transient failure here is retried by the wrapper too
 
     def scalar(self, sql: str, *args):
         return self._retry(lambda d: d.scalar(sql, *args))

@@ -23,6 +23,7 @@ from pathlib import Path
 import pymysql
 
 from procedures.db import Dsn
+from tests.support.waiting import wait_for
 
 PROVIDERS = ("/usr/lib/galera/libgalera_smm.so", "/usr/lib/libgalera_smm.so", "/usr/lib64/galera-4/libgalera_smm.so",
              "/usr/lib64/galera/libgalera_smm.so")
@@ -205,12 +206,14 @@ class Node:
     def wait_synced(self, timeout: float = 120) -> float:
         """Seconds until this node is Synced; raises with the log tail if it exits or takes too long."""
         began = time.monotonic()
-        while time.monotonic() - began < timeout:
+
+        def synced() -> bool:
             if not self.alive():
                 raise RuntimeError(f"node{self.index + 1} exited:\n{self.tail()}")
-            if self.synced():
-                return time.monotonic() - began
-            time.sleep(0.1)
+            return self.synced()
+
+        if wait_for(synced, timeout=timeout, interval=0.1):
+            return time.monotonic() - began
         raise RuntimeError(f"node{self.index + 1} not Synced within {timeout:.0f}s:\n{self.tail()}")
 
     def tail(self, chars: int = 3000) -> str:
@@ -291,10 +294,8 @@ class GaleraCluster:
 
     def wait_cluster_size(self, size: int, timeout: float = 60) -> float:
         began = time.monotonic()
-        while time.monotonic() - began < timeout:
-            if self.cluster_size() == size:
-                return time.monotonic() - began
-            time.sleep(0.1)
+        if wait_for(lambda: self.cluster_size() == size, timeout=timeout, interval=0.1):
+            return time.monotonic() - began
         raise RuntimeError(f"the cluster did not reach size {size} within {timeout:.0f}s")
 
     def close(self) -> None:
