@@ -152,7 +152,7 @@ def _wait_view(row: dict) -> dict | None:
 
 def instance_get(conn: Conn, token: str, namespace: str, workflow_id: str) -> dict:
     """See procedures/weave_instance_get.sql; shaped as the 07-api instance resource."""
-    head, step_rows, round_rows, reasons, deferrals, checkpoints = call(
+    head, step_rows, round_rows, reasons, checkpoints = call(
         conn, "weave_instance_get", token, namespace, workflow_id)
     inst = head[0]
     rounds: dict[str, list] = {}
@@ -188,7 +188,7 @@ def instance_get(conn: Conn, token: str, namespace: str, workflow_id: str) -> di
                             "opened_at": rfc3339(r["opened_at"])} for r in reasons],
         "created_at": rfc3339(inst["created_at"]), "updated_at": rfc3339(inst["updated_at"]),
         "finished_at": rfc3339(inst["finished_at"]),
-        "deferred": _deferred_view(deferrals[0]) if deferrals else None,
+        "deferred": _deferred_view(checkpoints),
         "steps": list(steps.values()),
         "checkpoints": [{"step_key": c["step_key"] or None, "kind": c["kind"], "due_at": rfc3339(c["due_at"]),
                          "available_at": rfc3339(c["available_at"]), "attempts": c["attempts"],
@@ -197,10 +197,15 @@ def instance_get(conn: Conn, token: str, namespace: str, workflow_id: str) -> di
     }
 
 
-def _deferred_view(row: dict) -> dict:
+def _deferred_view(checkpoints: list[dict]) -> dict | None:
     """The longest-standing deferred check of an instance (R-18): why, since when, when it is looked at again."""
-    return {"reason": row["reason"], "step_key": row["step_key"] or None, "since": rfc3339(row["since"]),
-            "next_check_at": rfc3339(row["next_check_at"]), "attempts": row["attempts"], "detail": row["detail"]}
+    deferred = [c for c in checkpoints if c["deferred_reason"] is not None]
+    if not deferred:
+        return None
+    row = min(deferred, key=lambda c: (c["deferred_since"], c["step_key"]))
+    return {"reason": row["deferred_reason"], "step_key": row["step_key"] or None,
+            "since": rfc3339(row["deferred_since"]), "next_check_at": rfc3339(row["available_at"]),
+            "attempts": row["deferrals"], "detail": row["last_error"]}
 
 
 def instance_events(conn: Conn, token: str, namespace: str, workflow_id: str, after: int = 0,

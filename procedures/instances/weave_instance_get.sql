@@ -13,9 +13,9 @@ wait_deadline_at, winner_signal_id, settled_at, rounds_used, max_rounds, next_po
 current_task_id, poll_state.
 Result set 3 (rounds of current activations): step_key, round_no, task_id, outcome, result, result_at.
 Result set 4 (open review reasons): code, step_key, activation_seq, detail, opened_at.
-Result set 5 (deferred checks, R-18): step_key ('' for ROOT), reason, since, next_check_at, attempts, detail.
-Result set 6 (checkpoints: when the engine looks again): step_key ('' for ROOT), kind, due_at, available_at,
-attempts (failed advances in a row), last_error, deferred_reason.
+Result set 5 (checkpoints: when the engine looks again): step_key ('' for ROOT), kind, due_at, available_at,
+attempts (failed advances in a row), last_error, and for a deferred check (R-18) deferred_reason, deferred_since and
+deferrals (checks deferred in a row).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
 Rules: C-3, M-3.'
     READS SQL DATA
@@ -57,11 +57,7 @@ BEGIN
      ORDER BY s.position, r.round_no;
     SELECT code, NULLIF(step_key, '') AS step_key, NULLIF(activation_seq, 0) AS activation_seq, detail, opened_at
       FROM weave_review_reasons WHERE instance_id = v_id AND closed_at IS NULL ORDER BY id;
-    SELECT NULLIF(step_key, '') AS step_key, deferred_reason AS reason, deferred_since AS since, available_at AS next_check_at,
-           deferrals AS attempts, last_error AS detail
-      FROM weave_pending_advances WHERE instance_id = v_id AND deferred_reason IS NOT NULL
-     ORDER BY deferred_since, step_key;
-    SELECT step_key, kind, due_at, available_at, attempts, last_error, deferred_reason
+    SELECT step_key, kind, due_at, available_at, attempts, last_error, deferred_reason, deferred_since, deferrals
       FROM weave_pending_advances WHERE instance_id = v_id ORDER BY step_key;
     IF v_tx THEN
         COMMIT;
