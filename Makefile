@@ -42,5 +42,6 @@ HA_FINAL ?= 50
 reliability: $(BIN)/.installed
 	WEAVE_Z1_RUNS=$(Z1_RUNS) WEAVE_Z2_INSTANCES=$(Z2_INSTANCES) WEAVE_Z4_EXAMPLES=$(Z4_EXAMPLES) \
 	WEAVE_HA_MIXED=$(HA_MIXED) WEAVE_HA_FINAL=$(HA_FINAL) WEAVE_HA_LAYOUTS=one-writer,spread \
-		$(BIN)/python -m pytest -s -q tests/reliability tests/api/test_isolation_matrix.py $(PYTEST_ARGS)
+		$(BIN)/python -m pytest -s -q -m "battery or not battery" tests/reliability tests/api/test_isolation_matrix.py \
+			$(PYTEST_ARGS)
 	$(BIN)/python -m tests.benchmarks.bench_galera
