@@ -39,7 +39,8 @@ class ApiConnections(Connections):
     """The API's connections: connect, read and write time out after ``timeout`` seconds, and once the
     database did not answer, every request answers 503 at once for ``cooldown`` seconds instead of each
     waiting out its own timeout. A hung server accepts connections and answers nothing: without both, every
-    serving thread would hang on it and the API with them."""
+    serving thread would hang on it and the API with them. With several hosts there is no such pause: the
+    node that failed is skipped by every thread (``db.connect``) and the others serve at once."""
 
     def __init__(self, dsn: db.Dsn | None, timeout: float | None = None, cooldown: float = 1.0):
         seconds = settings.api_db_timeout() if timeout is None else timeout
@@ -55,6 +56,8 @@ class ApiConnections(Connections):
         return super().get()
 
     def trip(self) -> None:
+        if self.dsn is not None and self.dsn.clustered:
+            return  # one node failed, not the database: procedures.db skips that node for every thread
         self._down_until = time.monotonic() + self.cooldown
 
 

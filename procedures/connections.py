@@ -1,7 +1,10 @@
 """One connection per thread, and the one retry wrapper for routine calls (R-12).
 
 The API's serving threads, the orchestrator's advance threads and the worker's threads each keep one
-connection of their own: opened on first use, dropped after a failure and reopened on the next call.
+connection of their own: opened on first use, dropped after a failure and reopened on the next call. Before
+each use it is checked without a round trip (``db.usable``): a connection the server closed, or to a node
+that any thread of the process saw fail, is replaced before a statement is sent, so a request on it goes to a
+ready node as if nothing had happened, and only statements in flight when a node dies see its death.
 """
 
 from __future__ import annotations
@@ -52,7 +55,10 @@ class Connections:
 
     def get(self) -> db.Connection:
         conn = getattr(self._local, "conn", None)
-        if conn is None or not conn.open:
+        if conn is not None and not db.usable(conn):
+            self.discard()
+            conn = None
+        if conn is None:
             conn = self._local.conn = self._open()
             with self._lock:
                 self._all.add(conn)

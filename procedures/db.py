@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import random
+import select
+import socket
+import ssl
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias
@@ -27,8 +31,6 @@ Connection: TypeAlias = "pymysql.connections.Connection[pymysql.cursors.DictCurs
 # Connection timeouts (seconds), overridable per DSN: ``?connect_timeout=2&read_timeout=10&write_timeout=10``.
 # A node that is hung rather than dead (SIGSTOP, a frozen VM) answers nothing at all: only these bound the wait.
 TIMEOUTS = {"connect_timeout": 5.0, "read_timeout": 120.0, "write_timeout": 120.0}
-# How long a host that refused us, timed out or was not ready is tried only after the others.
-SUSPECT_SECONDS = 5.0
 FAILOVER_MODES = ("stable", "sequential", "loadbalance")
 
 
@@ -129,31 +131,170 @@ def dsn_from_env(explicit: str | None = None) -> Dsn:
     return Dsn.parse(settings.dsn(explicit))
 
 
-# address -> monotonic time until which it is tried last (it failed or was not ready a moment ago).
-_suspects: dict[tuple[str, int], float] = {}
+# --- What this process knows of each node ---------------------------------------------------------------
+# Every connection and thread of a process shares one view of the nodes, the way a cluster-aware driver keeps
+# it: a node seen dead or not ready (a refused or timed-out connect, a lost connection, a closed socket, a
+# 1047 refusal) is down for every thread at once. A down node gets no new connections, and every connection
+# opened to it before is dropped on its next use (``usable``), without a round trip and without each thread
+# finding out by itself. A down node is probed again by one caller at a time, after a backoff that grows
+# from PROBE_SECONDS to SUSPECT_SECONDS; it is up again only once a probe saw it ready.
+PROBE_SECONDS = 0.5
+SUSPECT_SECONDS = 5.0
+Address: TypeAlias = tuple[str, int]
+
+
+@dataclass
+class _Node:
+    down: bool = False
+    epoch: int = 0          # bumped each time the node goes down: connections of an older epoch are stale
+    probe_at: float = 0.0   # monotonic time from which a down node may be probed again
+    backoff: float = PROBE_SECONDS
+
+
+@dataclass(frozen=True)
+class _Origin:
+    """Where a connection of a several-host DSN went, and the node's epoch when it was opened."""
+
+    dsn: Dsn
+    address: Address
+    epoch: int
+
+
+_nodes: dict[Address, _Node] = {}
+_origins: weakref.WeakKeyDictionary[Any, _Origin] = weakref.WeakKeyDictionary()
 # DSN hosts -> the node this process writes to with failover=stable, kept for as long as it stays ready.
-_writers: dict[tuple[tuple[str, int], ...], tuple[str, int]] = {}
+_writers: dict[tuple[Address, ...], Address] = {}
 _lock = threading.Lock()
 # Nodes whose uptimes differ by less than this are equally old: the listed order decides between them.
 STABLE_TIE_SECONDS = 5
 
 
-def _candidates(dsn: Dsn) -> list[tuple[str, int]]:
+def _seen_down(address: Address, probed: bool = True) -> None:
+    """``address`` failed: down for every connection of this process. A failure seen on a connection in use
+    allows a probe at once (it may have been one slow answer); a failed probe or connect waits for the next
+    one, twice as long after each failure in a row."""
+    now = time.monotonic()
+    with _lock:
+        node = _nodes.setdefault(address, _Node())
+        if not node.down:
+            node.down, node.epoch, node.backoff = True, node.epoch + 1, PROBE_SECONDS
+            node.probe_at = now + (node.backoff if probed else 0.0)
+        else:
+            node.backoff = min(node.backoff * 2, SUSPECT_SECONDS) if probed else node.backoff
+            node.probe_at = now + node.backoff if probed else node.probe_at
+
+
+def _seen_ready(address: Address) -> None:
+    with _lock:
+        node = _nodes.setdefault(address, _Node())
+        node.down, node.backoff = False, PROBE_SECONDS
+
+
+def _suspect(address: Address, yes: bool) -> None:
+    """Mark ``address`` down (as after a failure) or up (as after a probe that saw it ready)."""
+    (_seen_down if yes else _seen_ready)(address)
+
+
+def forget_nodes() -> None:
+    """Forget what this process learnt of every node (tests that start from a known state)."""
+    with _lock:
+        _nodes.clear()
+        _writers.clear()
+
+
+def _candidates(dsn: Dsn) -> list[Address]:
+    """The hosts to try, in order: every host that is up, and each down host whose probe is due (claimed here,
+    so that other callers skip it until its next probe time). Down hosts go last in ``stable`` mode; in the
+    other modes they keep their place, so that a node that rejoined takes new connections again."""
     hosts = list(dsn.addresses)
     if dsn.options.get("failover") == "loadbalance":
         random.shuffle(hosts)
     now = time.monotonic()
+    up: list[Address] = []
+    probed: list[Address] = []
     with _lock:
-        # Stable sort: hosts keep their order, suspects go last (still tried: they may be all there is).
-        return sorted(hosts, key=lambda h: _suspects.get(h, 0.0) > now)
+        for address in hosts:
+            node = _nodes.get(address)
+            if node is None or not node.down:
+                up.append(address)
+            elif now >= node.probe_at:
+                node.probe_at = now + node.backoff
+                probed.append(address)
+    if _stable(dsn):
+        return up + probed
+    return [address for address in hosts if address in up or address in probed]
 
 
-def _suspect(address: tuple[str, int], yes: bool) -> None:
+def usable(conn: Connection) -> bool:
+    """Whether ``conn`` may take the next statement, known without a round trip: it is open, the server has
+    not closed it (nothing is waiting to be read on an idle connection), its node did not go down since it was
+    opened and, with failover=stable, the process still writes to that node. A socket the server closed, on a
+    node that then refuses a new connection, marks the node down for every connection of the process."""
+    if not conn.open:
+        return False
     with _lock:
-        if yes:
-            _suspects[address] = time.monotonic() + SUSPECT_SECONDS
-        else:
-            _suspects.pop(address, None)
+        origin = _origins.get(conn)
+        if origin is not None:
+            node = _nodes.get(origin.address)
+            if node is not None and (node.down or node.epoch != origin.epoch):
+                return False
+            if _stable(origin.dsn) and _writers.get(origin.dsn.addresses, origin.address) != origin.address:
+                return False
+    state = _idle_state(conn)
+    if state == "gone" and origin is not None:
+        _probe(origin)
+    return state == "open"
+
+
+def _stable(dsn: Dsn) -> bool:
+    return dsn.options.get("failover", "stable") == "stable"
+
+
+def _probe(origin: _Origin) -> None:
+    """One connection of ``origin``'s node was dropped: a server that died refuses a new one (or its host does
+    not answer) and is then down for every connection, while one that dropped a single session (KILL, an idle
+    timeout) is still ready. Costs a connect, and only when a connection was found dropped."""
+    opened = _open_ready(origin.dsn, origin.address, False, True, [])
+    if opened:
+        opened[0].close()
+
+
+def _idle_state(conn: Connection) -> str:
+    """Between statements the server sends nothing. ``open``: nothing to read, the connection can take a
+    statement. ``gone``: end of file or a reset, as when the server died or dropped the session. ``closed``:
+    anything else waiting (the server said something unasked)."""
+    sock = conn._sock  # type: ignore[attr-defined]  # not in the stubs
+    if sock is None:
+        return "closed"
+    try:
+        poller = select.poll()
+        poller.register(sock, select.POLLIN | select.POLLPRI)
+        if not poller.poll(0):
+            return "open"
+        if isinstance(sock, ssl.SSLSocket):  # cannot peek under TLS: what is waiting is unknown
+            return "closed"
+        return "closed" if sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) else "gone"
+    except BlockingIOError:
+        return "open"
+    except (OSError, ValueError):
+        return "gone"
+
+
+def _node_failed(conn: Connection, exc: BaseException) -> None:
+    """A statement on ``conn`` failed: when its node is not ready, does not answer, or dropped the connection
+    and refuses a new one, the node is down for every connection of the process."""
+    with _lock:
+        origin = _origins.get(conn)
+    if origin is None:
+        return
+    if errors.errno_of(exc) == NOT_READY_ERRNO or isinstance(exc.__context__, TimeoutError):
+        _seen_down(origin.address, probed=False)  # not ready, or not answering: a probe may follow at once
+    elif errors.is_connection_lost(exc):
+        _probe(origin)
+
+
+# A Galera node that is not ready (not Synced, or cut off from the primary component) refuses statements so.
+NOT_READY_ERRNO = 1047
 
 
 def node_state(conn: Connection) -> dict[str, str]:
@@ -196,23 +337,34 @@ def _connect_one(dsn: Dsn, host: str, port: int, database: bool, autocommit: boo
     return conn, result
 
 
-def _open_ready(dsn: Dsn, address: tuple[str, int], database: bool, autocommit: bool,
+def _open_ready(dsn: Dsn, address: Address, database: bool, autocommit: bool,
                 failures: list[str]) -> tuple[Connection, int] | None:
-    """A connection to ``address`` and the node's uptime when it answers and is ready, else None (noted)."""
+    """A connection to ``address`` and the node's uptime when it answers and is ready, else None (noted, and
+    the node is down for the whole process)."""
     host, port = address
+    with _lock:
+        node = _nodes.get(address)
+        epoch = node.epoch if node else 0
     try:
         conn, state = _connect_one(dsn, host, port, database, autocommit, check=node_state)
     except pymysql.err.MySQLError as exc:
-        _suspect(address, True)
+        _seen_down(address)
         failures.append(f"{host}:{port} {errors.errno_of(exc)}")
         return None
     if node_ready(conn, state):
-        _suspect(address, False)
+        _seen_ready(address)
+        with _lock:
+            _origins[conn] = _Origin(dsn, address, epoch)
         return conn, int(state.get("uptime", 0))
     failures.append(f"{host}:{port} not ready")
     conn.close()
-    _suspect(address, True)
+    _seen_down(address)
     return None
+
+
+def _no_ready_node(dsn: Dsn, failures: list[str]) -> errors.TransientDatabaseError:
+    skipped = [f"{h}:{p} down" for h, p in dsn.addresses if not any(f.startswith(f"{h}:{p} ") for f in failures)]
+    return errors.TransientDatabaseError("NO_READY_NODE: no ready node among " + ", ".join(failures + skipped))
 
 
 def connect(dsn: Dsn | str, *, database: bool = True, autocommit: bool = True) -> Connection:
@@ -228,8 +380,9 @@ def connect(dsn: Dsn | str, *, database: bool = True, autocommit: bool = True) -
     - ``sequential``: the first ready node in the listed order (a rejoined node takes new connections again).
     - ``loadbalance``: a random ready node (writes spread over every node).
 
-    A host that just failed is tried last for a few seconds. No ready host at all is transient
-    (``TransientDatabaseError``): callers retry, and so find a node that rejoined.
+    A node that failed is skipped by every thread of the process until a probe sees it ready again (see
+    ``_candidates``). No ready host at all is transient (``TransientDatabaseError``), and answered at once
+    while every node is down and waiting for its next probe: callers retry, and so find a node that rejoined.
     """
     if isinstance(dsn, str):
         dsn = Dsn.parse(dsn)
@@ -239,27 +392,28 @@ def connect(dsn: Dsn | str, *, database: bool = True, autocommit: bool = True) -
         except pymysql.err.MySQLError as exc:
             raise errors.translate(exc) from exc
     failures: list[str] = []
-    if dsn.options.get("failover", "stable") != "stable":
-        for address in _candidates(dsn):
+    order = _candidates(dsn)
+    if not _stable(dsn):
+        for address in order:
             opened = _open_ready(dsn, address, database, autocommit, failures)
             if opened:
                 return opened[0]
-        raise errors.TransientDatabaseError("NO_READY_NODE: no ready node among " + ", ".join(failures))
+        raise _no_ready_node(dsn, failures)
 
     with _lock:
         current = _writers.get(dsn.addresses)
-    if current:
+    if current in order:
         opened = _open_ready(dsn, current, database, autocommit, failures)
         if opened:
             return opened[0]
-    ready: list[tuple[int, int, tuple[str, int], Connection]] = []
-    for address in _candidates(dsn):
+    ready: list[tuple[int, int, Address, Connection]] = []
+    for address in order:
         if address != current:
             opened = _open_ready(dsn, address, database, autocommit, failures)
             if opened:
                 ready.append((opened[1], dsn.addresses.index(address), address, opened[0]))
     if not ready:
-        raise errors.TransientDatabaseError("NO_READY_NODE: no ready node among " + ", ".join(failures))
+        raise _no_ready_node(dsn, failures)
     oldest = max(uptime for uptime, *_ in ready)
     chosen = min((r for r in ready if r[0] >= oldest - STABLE_TIE_SECONDS), key=lambda r: r[1])
     for r in ready:
@@ -298,6 +452,7 @@ def call(conn: Connection, routine: str, *args: Any) -> list[list[dict]]:
             return _call_once(conn, routine, args)
         except pymysql.err.MySQLError as exc:
             if not (owned and attempt < CONFLICT_RETRIES and errors.errno_of(exc) in CONFLICT_ERRNOS):
+                _node_failed(conn, exc)
                 raise errors.translate(exc) from exc
         time.sleep(random.uniform(0.001, 0.01) * 2 ** attempt)
     raise AssertionError("unreachable")

@@ -5,6 +5,7 @@ The Galera side (readiness, failover, rejoin) is proven on a real cluster in tes
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import time
 
@@ -12,6 +13,8 @@ import pytest
 
 from procedures import db as dbmod
 from procedures import errors, routines
+from procedures.connections import Connections
+from tests.support.waiting import wait_for
 
 
 def dead_port() -> int:
@@ -114,3 +117,91 @@ def test_R12_a_hung_host_costs_connect_timeout_not_read_timeout(database):
             conn.close()
     finally:
         hung.close()
+
+
+# --- What a process knows of each node, shared by all its connections ----------------------------------------
+# Two forwarders in front of the one real server stand for two nodes of a cluster (tests/support/proxy.py):
+# killing or hanging one never touches the server.
+
+
+@pytest.fixture
+def nodes(database):
+    """Two "nodes" in front of the test server, and a DSN listing both (one-second timeouts)."""
+    from tests.support.proxy import Proxy
+
+    if database.unix_socket:
+        pytest.fail("this test needs a TCP server (WEAVE_TEST_DSN=mysql://...@host:port/...)")
+    dbmod.forget_nodes()
+    pair = [Proxy(database.host, database.port), Proxy(database.host, database.port)]
+    hosts = tuple(("127.0.0.1", p.port) for p in pair)
+    dsn = dataclasses.replace(database, host="127.0.0.1", port=pair[0].port, hosts=hosts).with_options(
+        connect_timeout=1, read_timeout=1, write_timeout=1)
+    yield pair, dsn
+    for p in pair:
+        p.close()
+    dbmod.forget_nodes()
+
+
+def pools(dsn: dbmod.Dsn, n: int = 4) -> list[Connections]:
+    """``n`` connection holders, as ``n`` serving threads of one process have."""
+    return [Connections(dsn) for _ in range(n)]
+
+
+def test_R12_a_node_that_died_is_left_by_every_connection_of_the_process_before_a_statement_fails(nodes):
+    (a, b), dsn = nodes
+    held = pools(dsn)
+    first = [p.get() for p in held]
+    assert {c.port for c in first} == {a.port}  # failover=stable: one writer, the first listed of equal age
+    a.kill()
+    assert wait_for(lambda: dbmod._idle_state(first[0]) != "open", timeout=5)
+    for p in held:  # every holder gets a connection on the survivor, and no statement fails
+        assert dbmod.call_one(p.get(), "weave_clock_now")["now_at"] is not None
+        assert p.get().port == b.port
+    assert dbmod._nodes[("127.0.0.1", a.port)].down
+    assert dbmod._candidates(dsn) == [("127.0.0.1", b.port)]  # the dead node waits for its next probe
+
+
+def test_R12_a_hung_node_costs_one_timeout_to_the_process_not_one_per_connection(nodes):
+    (a, b), dsn = nodes
+    held = pools(dsn)
+    assert {p.get().port for p in held} == {a.port}
+    a.hang()
+    began = time.monotonic()
+    with pytest.raises(errors.TransientDatabaseError):
+        held[0].call("weave_clock_now", attempts=1)  # read_timeout: the one connection that finds out
+    assert 0.9 <= time.monotonic() - began < 5
+    waits = []
+    for p in held:
+        began = time.monotonic()
+        assert dbmod.call_one(p.get(), "weave_clock_now")["now_at"] is not None and p.get().port == b.port
+        waits.append(time.monotonic() - began)
+    # The others never send it a statement: at most one of them probes it once (connect_timeout).
+    assert sum(w >= 0.9 for w in waits) <= 1 and all(w < 5 for w in waits), waits
+
+
+def test_R12_a_session_the_server_dropped_is_replaced_and_its_node_stays_up(nodes, database):
+    (a, _), dsn = nodes
+    held = pools(dsn, 2)
+    dropped, kept = held[0].get(), held[1].get()
+    with dbmod.connect(database) as admin, admin.cursor() as cur:
+        cur.execute(f"KILL {dropped.thread_id()}")
+    assert wait_for(lambda: dbmod._idle_state(dropped) != "open", timeout=5)
+    fresh = held[0].get()
+    assert fresh is not dropped and fresh.port == a.port
+    assert not dbmod._nodes[("127.0.0.1", a.port)].down
+    assert held[1].get() is kept  # a node that is up keeps its connections
+
+
+def test_R12_while_every_node_is_down_a_connect_fails_at_once_until_the_next_probe(nodes):
+    (a, b), dsn = nodes
+    a.hang()
+    b.kill()
+    began = time.monotonic()
+    with pytest.raises(errors.TransientDatabaseError):
+        dbmod.connect(dsn)
+    assert 0.9 <= time.monotonic() - began < 5  # the hung node's connect_timeout, once
+    began = time.monotonic()
+    with pytest.raises(errors.TransientDatabaseError) as again:
+        dbmod.connect(dsn)
+    assert time.monotonic() - began < 0.3 and "NO_READY_NODE" in str(again.value)
+    assert f"127.0.0.1:{a.port} down" in str(again.value) and f"127.0.0.1:{b.port} down" in str(again.value)
