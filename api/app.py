@@ -11,7 +11,7 @@ import falcon
 from procedures import db, errors, installer
 
 from . import console, ops, resources, signals
-from .http import ApiConnections, Connections, NoStore, make_error_handler
+from .http import ApiConnections, Connections, NoStore, failing_over, make_error_handler
 
 PREFIX = "/v1/namespaces/{ns}"
 
@@ -45,7 +45,7 @@ def create_app(connections: Connections) -> falcon.App:
         "/credentials": resources.Credentials(connections),
     }
     for path, resource in routes.items():
-        app.add_route(PREFIX + path, _with_head(resource))
+        app.add_route(PREFIX + path, _with_head(failing_over(resource, connections)))
     for path, resource in {"/healthz": ops.Health(), "/readyz": ops.Ready(connections),
                            "/metrics": ops.Metrics(connections), "/openapi.json": ops.OpenApi()}.items():
         app.add_route(path, _with_head(resource))

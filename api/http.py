@@ -3,6 +3,7 @@ headers, and one error handler that turns the engine's error vocabulary into pro
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import time
@@ -18,9 +19,9 @@ from procedures.jsontext import InvalidJson, parse_members
 
 log = logging.getLogger("weave.api")
 
-__all__ = ["ApiConnections", "ApiError", "Connections", "NoStore", "bearer", "idempotency_key", "invalid", "json_body",
-           "json_members", "json_object", "make_error_handler", "parse_strict", "problem", "problem_text", "raw_body",
-           "respond"]
+__all__ = ["ApiConnections", "ApiError", "Connections", "NoStore", "bearer", "failing_over", "idempotency_key",
+           "invalid", "json_body", "json_members", "json_object", "make_error_handler", "parse_strict", "problem",
+           "problem_text", "raw_body", "respond"]
 
 MAX_BODY = 300 * 1024
 PROBLEM = "application/problem+json"
@@ -76,7 +77,37 @@ def idempotency_key(req: falcon.Request, required: bool = True) -> str:
         raise ApiError(422, "VALIDATION_FAILED", "this request needs an Idempotency-Key header",
                        [{"field": "Idempotency-Key", "code": "IDEMPOTENCY_KEY_INVALID",
                          "message": "missing Idempotency-Key header"}])
+    req.context.keyed = True  # the routine replays a repeat of this key: see failing_over
     return key
+
+
+def failing_over(resource: object, connections: Connections) -> object:
+    """With several database hosts, each responder of ``resource`` runs once more, on a ready node, when the
+    node under it was lost and the request is safe to repeat: a GET or HEAD, or a request whose routine took
+    its Idempotency-Key (a repeat replays a first run whose answer was lost). The body is kept for the repeat."""
+    if connections.dsn is None or not connections.dsn.clustered:
+        return resource
+    for name in [n for n in dir(resource) if n.startswith("on_")]:
+        setattr(resource, name, _failing_over(getattr(resource, name), connections))
+    return resource
+
+
+def _failing_over(responder: Callable[..., None], connections: Connections) -> Callable[..., None]:
+    def respond_(req: falcon.Request, resp: falcon.Response, **params: Any) -> None:
+        reads = req.method in ("GET", "HEAD")
+        if req.content_length is None:
+            kept = b"" if reads else None  # a chunked body cannot be read twice
+        else:
+            kept = req.stream.read(req.content_length) if req.content_length <= MAX_BODY else None
+
+        def once() -> None:
+            if kept is not None:
+                req.stream = io.BytesIO(kept)
+            responder(req, resp, **params)
+
+        connections.elsewhere_once(once, lambda: kept is not None and (reads or getattr(req.context, "keyed", False)))
+
+    return respond_
 
 
 def raw_body(req: falcon.Request) -> bytes:

@@ -90,6 +90,19 @@ class Connections:
         """``fn(connection)`` with the retry wrapper; a transient failure drops this thread's connection."""
         return retry_transient(lambda: fn(self.get()), attempts=attempts, on_retry=self.discard)
 
+    def elsewhere_once(self, fn: Callable[[], T], repeatable: Callable[[], bool]) -> T:
+        """``fn()``, run once more on a fresh connection when the node it used was lost under it (``db.node_lost``)
+        and ``repeatable()`` says that running it again cannot do anything twice: it only reads, or each of its
+        writes carries an idempotency key, so that a first run whose commit went through but whose answer was
+        lost is replayed, not repeated. Only with several hosts: the fresh connection goes to a ready node."""
+        try:
+            return fn()
+        except Exception as exc:
+            if not (self.dsn is not None and self.dsn.clustered and db.node_lost(exc) and repeatable()):
+                raise
+        self.discard()
+        return fn()
+
     def call(self, routine: str, *args: Any, attempts: int = 5) -> list[list[dict]]:
         """A routine call (every result set), retried on transient errors."""
         return self.retrying(lambda conn: db.call(conn, routine, *args), attempts)

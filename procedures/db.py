@@ -297,6 +297,13 @@ def _node_failed(conn: Connection, exc: BaseException) -> None:
 NOT_READY_ERRNO = 1047
 
 
+def node_lost(exc: BaseException) -> bool:
+    """The node under a statement died, stopped answering, dropped the connection or refused as not ready:
+    the statement may be repeated on another node if repeating it cannot do anything twice."""
+    cause = exc.__cause__ if isinstance(exc, errors.TransientDatabaseError) and exc.__cause__ else exc
+    return errors.is_connection_lost(exc) or errors.errno_of(cause) == NOT_READY_ERRNO
+
+
 def node_state(conn: Connection) -> dict[str, str]:
     """wsrep_ready / wsrep_local_state and Uptime of the server. A SHOW is answered even by a node that refuses
     every other statement. MySQL shows no wsrep status; MariaDB without a Galera provider only wsrep_ready."""

@@ -1,12 +1,18 @@
 """A TCP forwarder in front of a real server, standing for one node of a cluster in tests that may not touch
 the server itself: ``kill()`` makes it a dead node (every connection through it ends, new ones are refused),
-``hang()`` a hung one (connections stay open and nothing more is forwarded either way, new ones included).
+``hang()`` a hung one (connections stay open and nothing more is forwarded either way, new ones included),
+``hang(answers_only=True)`` one whose answers are lost (statements still reach the server and commit).
 """
 
 from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+
+from procedures.db import Dsn, forget_nodes
 
 
 class Proxy:
@@ -16,8 +22,9 @@ class Proxy:
         self.port = self._listener.getsockname()[1]
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
-        self._flowing = threading.Event()
-        self._flowing.set()
+        self._to_server, self._to_client = threading.Event(), threading.Event()
+        self._to_server.set()
+        self._to_client.set()
         self._killed = False
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -38,13 +45,13 @@ class Proxy:
                 continue
             with self._lock:
                 self._sockets += [client, server]
-            for src, dst in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+            for src, dst, gate in ((client, server, self._to_server), (server, client, self._to_client)):
+                threading.Thread(target=self._pump, args=(src, dst, gate), daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, gate: threading.Event) -> None:
         try:
             while data := src.recv(65536):
-                self._flowing.wait()
+                gate.wait()
                 if self._killed:
                     return
                 dst.sendall(data)
@@ -54,8 +61,10 @@ class Proxy:
             for s in (src, dst):
                 _shut(s)
 
-    def hang(self) -> None:
-        self._flowing.clear()
+    def hang(self, answers_only: bool = False) -> None:
+        self._to_client.clear()
+        if not answers_only:
+            self._to_server.clear()
 
     def kill(self) -> None:
         """End every connection (the clients read end of file) and refuse new ones, like a server's death."""
@@ -64,7 +73,8 @@ class Proxy:
         with self._lock:
             for s in self._sockets:
                 _shut(s)
-        self._flowing.set()
+        self._to_server.set()
+        self._to_client.set()
 
     close = kill
 
@@ -75,3 +85,20 @@ def _shut(s: socket.socket) -> None:
     except OSError:
         pass
     s.close()
+
+
+@contextmanager
+def two_nodes(server: Dsn, **options: float) -> Iterator[tuple[list[Proxy], Dsn]]:
+    """Two "nodes" in front of the server of ``server`` and a DSN listing both, with ``options``. What the
+    process knew of nodes is forgotten before and after (ports are reused)."""
+    if server.unix_socket:
+        raise RuntimeError("this needs a TCP server (WEAVE_TEST_DSN=mysql://...@host:port/...)")
+    forget_nodes()
+    pair = [Proxy(server.host, server.port), Proxy(server.host, server.port)]
+    hosts = tuple(("127.0.0.1", p.port) for p in pair)
+    try:
+        yield pair, replace(server, host="127.0.0.1", port=pair[0].port, hosts=hosts).with_options(**options)
+    finally:
+        for p in pair:
+            p.close()
+        forget_nodes()
