@@ -27,8 +27,7 @@ BEGIN
     CALL _weave_transaction_own('weave_credential_create');
     SET v_tx = TRUE;
     START TRANSACTION;
-    CALL _weave_now(v_now);
-    CALL _weave_authorize(in_token, in_namespace, 'admin', NULL, v_ns, v_admin, v_admin_actor);
+    CALL _weave_admin_begin(in_token, in_namespace, 'admin', v_ns, v_admin, v_admin_actor, v_now);
     IF in_actor IS NULL OR CHAR_LENGTH(in_actor) NOT BETWEEN 1 AND 128 OR in_actor REGEXP '[[:cntrl:]]' THEN
         CALL _weave_raise(50116, 'NAME_INVALID: actor must be 1-128 printable chars');
     END IF;

@@ -22,8 +22,7 @@ BEGIN
     CALL _weave_transaction_own('weave_queue_put');
     SET v_tx = TRUE;
     START TRANSACTION;
-    CALL _weave_now(v_now);
-    CALL _weave_authorize(in_token, in_namespace, 'admin', NULL, v_ns, v_admin, v_admin_actor);
+    CALL _weave_admin_begin(in_token, in_namespace, 'admin', v_ns, v_admin, v_admin_actor, v_now);
     IF in_name IS NULL OR NOT (in_name REGEXP '^[A-Za-z0-9_.:-]{1,64}$') THEN
         CALL _weave_raise(50116, 'NAME_INVALID: queue name must be 1-64 chars of A-Z a-z 0-9 _ . : -');
     END IF;
