@@ -19,8 +19,7 @@ BEGIN
     DECLARE v_created TINYINT DEFAULT 0;
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_own('weave_queue_put');
-    SET v_tx = TRUE;
+    CALL _weave_transaction_claim('weave_queue_put', v_tx);
     START TRANSACTION;
     CALL _weave_admin_begin(in_token, in_namespace, 'admin', v_ns, v_admin, v_admin_actor, v_now);
     IF in_name IS NULL OR NOT (in_name REGEXP '^[A-Za-z0-9_.:-]{1,64}$') THEN

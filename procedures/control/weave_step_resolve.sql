@@ -37,8 +37,7 @@ BEGIN
         COALESCE(in_reason, '')), 256);
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_own('weave_step_resolve');
-    SET v_tx = TRUE;
+    CALL _weave_transaction_claim('weave_step_resolve', v_tx);
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     CALL _weave_control_begin(in_token, in_namespace, in_workflow_id, 'workflows:review', 'step.resolve',
