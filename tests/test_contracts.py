@@ -67,7 +67,8 @@ def test_R1_every_transactional_routine_rolls_back_only_its_own_transaction_and_
             body = code[code.index(OWN_HANDLER) + len(OWN_HANDLER):]
             first = body.strip().splitlines()[0].strip()
             claim = f"CALL _weave_transaction_claim('{routine.name}', v_tx);"
-            checks = (f"CALL _weave_transaction_own('{routine.name}');", claim, "CALL _weave_transaction_open(v_joined);")
+            own = f"CALL _weave_transaction_own('{routine.name}');"
+            checks = (own, claim, "CALL _weave_transaction_open(v_joined);")
             assert first in checks, f"{routine.name} must check for a caller's transaction before reading any table"
             owned = claim if first == claim else "SET v_tx = TRUE;"
             assert body.index(owned) < body.index("START TRANSACTION"), routine.name
