@@ -40,6 +40,15 @@ def final(world, wf, payload=None, seq=1, raw: str | None = None, **fields) -> d
     return send(world, wf, **args)
 
 
+def answered_then_final(world, orch, wf, result, gap_ms: int) -> dict:
+    """The query's answer stored first, the final signal accepted ``gap_ms`` later, and only then one drain."""
+    answer(world, result)
+    world.db.advance(gap_ms)
+    receipt = final(world, wf)
+    drain(orch)
+    return receipt
+
+
 def sig(world, receipt: dict) -> dict:
     return world.db.row("SELECT * FROM weave_signals WHERE id = %s", int(receipt["signal_id"].removeprefix("sig_")))
 
@@ -131,10 +140,7 @@ def test_F1_equal_times_the_query_wins(world, orch):
 
 def test_F1_a_review_value_answered_first_wins_too_and_its_review_stays(world, orch):
     wf = started(world, orch)
-    answer(world, {"status": "MANUAL_CHECK"})
-    world.db.advance(1)
-    receipt = final(world, wf)
-    drain(orch)
+    receipt = answered_then_final(world, orch, wf, {"status": "MANUAL_CHECK"}, 1)
     assert review_codes(world, wf) == ["POLL_REVIEW_VALUE"]
     assert sig(world, receipt)["disposition"] == "QUERY_SETTLED" and wait_row(world)["status"] == "CANCELLED"
 
@@ -164,10 +170,7 @@ def test_F1_an_unknown_effect_stored_first_is_never_overridden_by_a_later_signal
 def test_F1_a_review_that_can_be_continued_keeps_the_wait_open(world, orch):
     """Rounds exhausted (P-9) may be continued (C-4) in the same activation, so its final wait stays open."""
     wf = started(world, orch, flow(max_rounds=1, name="one-round"))
-    answer(world, "PENDING")
-    world.db.advance(1_000)
-    receipt = final(world, wf)
-    drain(orch)
+    receipt = answered_then_final(world, orch, wf, "PENDING", 1_000)
     assert review_codes(world, wf) == ["POLL_ROUNDS_EXHAUSTED"]
     assert sig(world, receipt)["status"] == "PENDING" and wait_row(world)["status"] == "WAITING"
 
@@ -214,10 +217,7 @@ def test_F2_a_review_status_signal_sends_the_step_to_review_POLL_REVIEW_VALUE(wo
 def test_F2_a_pending_answer_stored_before_the_signal_means_no_query_was_out(world, orch):
     """Both stored while nobody looked: PENDING first, then the signal — the poll was between rounds."""
     wf = started(world, orch)
-    answer(world, "PENDING")
-    world.db.advance(1_000)
-    receipt = final(world, wf)
-    drain(orch)
+    receipt = answered_then_final(world, orch, wf, "PENDING", 1_000)
     adopted(world, wf)
     won(world, receipt)
     assert next(e for e in world.events(wf) if e["type"] == "SIGNAL_CONSUMED")["data"]["decision"] == \
