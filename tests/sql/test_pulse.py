@@ -11,6 +11,7 @@ import time
 import pytest
 
 from procedures import errors, pulse, routines
+from tests.support.threads import run_threads
 
 HOUR = 3_600_000
 
@@ -203,11 +204,7 @@ def test_K1_two_workers_never_claim_the_same_task(world, orch, database):
         finally:
             conn.close()
 
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(worker, 4)
     assert len(claimed) == 60 and len(set(claimed)) == 60
     assert world.db.scalar("SELECT COUNT(*) FROM pulse_attempts") == 60
     assert world.db.scalar("SELECT MAX(attempts_used) FROM pulse_tasks") == 1
@@ -669,11 +666,7 @@ def test_K1_concurrent_claims_keep_mutex_keys_exclusive(world, orch, database):
         finally:
             conn.close()
 
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(worker, 4)
     assert overlaps == []
     assert len(finished) == 40 and len(set(finished)) == 40
     assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks WHERE status = 'SUCCEEDED'") == 40
