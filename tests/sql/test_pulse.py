@@ -527,13 +527,8 @@ def test_K7_stale_outcome_is_recorded_and_changes_nothing_else(world, orch):
     wf, = started(world, orch)
     iid = world.internal_id(wf)
     got, = claim(world)
-    old = world.db.scalar("SELECT activation_id FROM weave_steps WHERE instance_id = %s", iid)
     # A second generation of the step (what recovery creates): the running task serves the first one.
-    world.db.execute("INSERT INTO weave_activations (namespace_id, instance_id, step_id, step_key, seq, frozen, "
-                     "started_at, deadline_at) SELECT namespace_id, instance_id, step_id, step_key, 2, frozen, "
-                     "started_at, deadline_at FROM weave_activations WHERE id = %s", old)
-    new = world.db.scalar("SELECT MAX(id) FROM weave_activations")
-    world.db.execute("UPDATE weave_steps SET activation_id = %s, activation_seq = 2 WHERE instance_id = %s", new, iid)
+    world.second_activation(wf)
     pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
     before = {t: c for t, c in world.db.table_counts().items()}
     step_before = world.db.row("SELECT * FROM weave_steps WHERE instance_id = %s", iid)
