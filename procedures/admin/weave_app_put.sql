@@ -25,12 +25,7 @@ BEGIN
     CALL _weave_transaction_claim('weave_app_put', v_tx);
     START TRANSACTION;
     CALL _weave_admin_begin(in_token, in_namespace, 'admin', v_ns, v_admin, v_admin_actor, v_now);
-    IF in_name IS NULL OR NOT (in_name REGEXP '^[A-Za-z0-9_.:-]{1,64}$') THEN
-        CALL _weave_raise(50116, 'NAME_INVALID: app name must be 1-64 chars of A-Z a-z 0-9 _ . : -');
-    END IF;
-    IF in_max_in_flight IS NULL OR in_max_in_flight < 0 OR in_max_in_flight > 1000000 THEN
-        CALL _weave_raise(50121, 'LIMIT_INVALID: max_in_flight must be 0..1000000');
-    END IF;
+    CALL _weave_provision_check('app', in_name, 'max_in_flight', in_max_in_flight);
     IF in_status IS NOT NULL AND in_status NOT IN ('ACTIVE', 'DISABLED') THEN
         CALL _weave_raise(50100, 'INVALID_ARGUMENT: status must be ACTIVE or DISABLED');
     END IF;
