@@ -134,10 +134,11 @@ def dsn_from_env(explicit: str | None = None) -> Dsn:
 # --- What this process knows of each node ---------------------------------------------------------------
 # Every connection and thread of a process shares one view of the nodes, the way a cluster-aware driver keeps
 # it: a node seen dead or not ready (a refused or timed-out connect, a statement timed out or refused with
-# 1047, a connection dropped while the node refuses a new one) is down for every thread at once. A down node gets no new connections, and every connection
-# opened to it before is dropped on its next use (``usable``), without a round trip and without each thread
-# finding out by itself. A down node is probed again by one caller at a time, after a backoff that grows
-# from PROBE_SECONDS to SUSPECT_SECONDS; it is up again only once a probe saw it ready.
+# 1047, a connection dropped while the node refuses a new one) is down for every thread at once. A down node
+# gets no new connections, and every connection opened to it before is dropped on its next use (``usable``),
+# without a round trip and without each thread finding out by itself. A down node is probed again by one
+# caller at a time, after a backoff that grows from PROBE_SECONDS to SUSPECT_SECONDS; it is up again only once
+# a probe saw it ready.
 PROBE_SECONDS = 0.5
 SUSPECT_SECONDS = 5.0
 Address: TypeAlias = tuple[str, int]
