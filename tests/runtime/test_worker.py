@@ -300,3 +300,46 @@ def test_K8_claiming_with_an_unknown_queue_is_no_error(world, database):
     with pytest.raises(ValueError):
         Worker(database, ["payments"], lease_ms=1_000, heartbeat_ms=1_000)
     assert isinstance(errors.AttemptNotCurrent("x"), errors.WeaveError)
+
+
+class PausesRecorded(Worker):
+    """A worker whose idle sleeps are recorded instead of slept (an ended attempt still cuts one short), and
+    that runs ``on_pause(n)`` at the n-th one; it stops after ``pauses`` of them."""
+
+    def __init__(self, *args, pauses: int, on_pause=None, **kw):
+        super().__init__(*args, **kw)
+        self.pauses: list[float] = []
+        self.limit, self.on_pause = pauses, on_pause or (lambda n: None)
+
+    def _idle_wait(self, seconds: float) -> bool:
+        self.pauses.append(seconds)
+        self.on_pause(len(self.pauses))
+        if len(self.pauses) >= self.limit:
+            self.stop()
+        with self._cond:  # wait until the attempts claimed so far have ended, then report it as the real one does
+            self._cond.wait_for(lambda: not self._inflight, timeout=10)
+        return super()._idle_wait(0)
+
+
+def test_K1_an_idle_worker_claims_ever_less_often_up_to_idle_max_ms(database):
+    worker = PausesRecorded(database, ["payments"], concurrency=1, idle_probe_ms=50, idle_max_ms=800, pauses=7)
+    worker.run()
+    assert worker.pauses == [0.05, 0.1, 0.2, 0.4, 0.8, 0.8, 0.8]
+    assert worker.stats["claimed"] == 0
+
+
+def test_K1_work_found_or_an_attempt_ended_brings_the_idle_worker_back_to_idle_probe_ms(world, orch, database):
+    world.publish(task_flow())
+
+    def arrive(n: int) -> None:
+        if n == 3:  # after three empty claims a task is queued
+            world.start("job", {"order_id": "o-late"})
+            orch.drain()
+
+    worker = PausesRecorded(database, ["payments"], concurrency=1, idle_probe_ms=50, idle_max_ms=800, pauses=6,
+                            on_pause=arrive)
+    worker.run()
+    assert worker.stats["claimed"] == 1 and worker.stats["SUCCEEDED"] == 1
+    # 50, 100, 200 ms; the task is claimed at once; as soon as its attempt ends the worker claims again, and
+    # the sleeps start over from idle_probe_ms.
+    assert worker.pauses == [0.05, 0.1, 0.2, 0.05, 0.1, 0.2]
