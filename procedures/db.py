@@ -173,21 +173,26 @@ def node_ready(conn: Connection, state: dict[str, str] | None = None) -> bool:
                                                 and state["wsrep_local_state"] == "4")
 
 
-class _Connection(pymysql.connections.Connection):
-    """PyMySQL's connection, with the TLS context of its default mode (TLS when the server offers it, no
-    certificate check) made once per process instead of once per connect: building it loads the system's
-    CA store, about 50 ms of CPU, more than everything else a connect costs. A context may be shared."""
+_default_tls: list[ssl.SSLContext] = []
+_default_tls_lock = threading.Lock()
+_make_tls = pymysql.connections.Connection._create_ssl_ctx  # type: ignore[attr-defined]  # not in the stubs
 
-    _default_ctx: ssl.SSLContext | None = None
-    _ctx_lock = threading.Lock()
 
-    def _create_ssl_ctx(self, sslp: Any) -> ssl.SSLContext:
-        if sslp != {}:
-            return super()._create_ssl_ctx(sslp)  # type: ignore[misc]  # not in the stubs
-        with self._ctx_lock:
-            if _Connection._default_ctx is None:
-                _Connection._default_ctx = super()._create_ssl_ctx(sslp)  # type: ignore[misc]
-            return _Connection._default_ctx
+def _shared_default_tls(conn: Connection, sslp: Any) -> ssl.SSLContext:
+    """PyMySQL's TLS context for its default mode (TLS when the server offers it, no certificate check), made
+    once per process instead of on every connect: building it loads the system's CA store, about 50 ms of CPU,
+    more than everything else a connect costs. One context may serve many connections. Other TLS settings
+    are built as before."""
+    if sslp != {}:
+        return _make_tls(conn, sslp)
+    with _default_tls_lock:
+        if not _default_tls:
+            _default_tls.append(_make_tls(conn, sslp))
+        return _default_tls[0]
+
+
+# Set on the class, so that every PyMySQL connection of the process has it, subclasses included.
+pymysql.connections.Connection._create_ssl_ctx = _shared_default_tls  # type: ignore[attr-defined]
 
 
 def _connect_one(dsn: Dsn, host: str, port: int, database: bool, autocommit: bool,
@@ -196,7 +201,7 @@ def _connect_one(dsn: Dsn, host: str, port: int, database: bool, autocommit: boo
     connect_timeout, the work after them by read/write_timeout: a hung server accepts the TCP connection
     and then says nothing, and its greeting would otherwise be awaited for the whole read_timeout."""
     short = dsn.timeout("connect_timeout")
-    conn: Connection = _Connection(  # type: ignore[assignment]  # the stubs' Connection is generic, the class not
+    conn = pymysql.connect(
         host=host, port=port, user=dsn.user, password=dsn.password,
         database=dsn.database if database else None, unix_socket=dsn.unix_socket,
         charset="utf8mb4", autocommit=autocommit, cursorclass=pymysql.cursors.DictCursor,

@@ -24,7 +24,8 @@ not SUCCEEDED, in ``not_settled``.
 
 C client processes (one connection each) run back to back for --seconds after --warmup; every process
 sends to its own instances, so senders contend only where the engine makes them (shared rows of the
-namespace, app and credential), as independent senders would. One JSON line per figure, then one line
+namespace, app and credential), as independent senders would. Only the sends that succeeded count in ``n``
+and ``per_s`` (``first_error`` shows what a failed one answered). One JSON line per figure, then one line
 per C with the ratio call/raw (target: >= 0.5, spec 08). With --http the API's CPU time per request is
 printed too (``api_cpu_ms_per_request``, its processes' user+system time). The M-4 invariants are checked
 after the run.
@@ -200,8 +201,9 @@ def worker(mode, dsn_url, token, instances, payload_bytes, wid, go, t_end_box, q
     http = HTTPConnection(*API_ADDRESS) if mode == "http" else None
     payload = payload_json(payload_bytes)
     tag = uuid.uuid4().hex[:8]
-    lat: list[tuple[float, float]] = []
+    lat: list[tuple[float, float]] = []  # (start, duration) of each send that succeeded
     errors = 0
+    first_error: str | None = None
     exhausted_at = None
     go.wait()
     t_end = t_end_box.value
@@ -214,6 +216,7 @@ def worker(mode, dsn_url, token, instances, payload_bytes, wid, go, t_end_box, q
             exhausted_at = t0
             break
         wf, corr = instances[i % len(instances)] if instances else (None, None)
+        failed = errors
         if mode == "raw":
             cur.execute("CALL bench_tx(%s, %s, %s, %s)", (uuid.uuid4().hex, f"{tag}-{wid}-{i}", payload, i))
         elif mode == "http":
@@ -225,11 +228,13 @@ def worker(mode, dsn_url, token, instances, payload_bytes, wid, go, t_end_box, q
                              headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json",
                                       "Idempotency-Key": f"{tag}-{wid}-{i}"})
                 answer = http.getresponse()
-                receipt = json.loads(answer.read())
-                if answer.status != 201 or receipt.get("status") == "REJECTED":
+                text = answer.read()
+                if answer.status != 201 or json.loads(text).get("status") == "REJECTED":
                     errors += 1
-            except Exception:
+                    first_error = first_error or f"{answer.status} {text[:300]!r}"
+            except Exception as exc:
                 errors += 1
+                first_error = first_error or repr(exc)
                 http.close()
         else:
             try:
@@ -241,12 +246,15 @@ def worker(mode, dsn_url, token, instances, payload_bytes, wid, go, t_end_box, q
                     pass
                 if row["status"] != "PENDING":  # the receipt of an accepted signal, settled at Send or not
                     errors += 1
-            except Exception:
+                    first_error = first_error or str(row)[:300]
+            except Exception as exc:
                 errors += 1
-        lat.append((t0, time.time() - t0))
+                first_error = first_error or repr(exc)
+        if errors == failed:
+            lat.append((t0, time.time() - t0))
         i += 1
     conn.close()
-    q.put((lat, errors, exhausted_at, wid, i))
+    q.put((lat, errors, exhausted_at, wid, i, first_error))
 
 
 def cpu_seconds(pid: int) -> float:
@@ -287,17 +295,18 @@ def run(mode: str, args, c: int, token: str, instances: list[tuple[str, str]], a
     for p in procs:
         p.join()
     w0 = t_start + args.warmup
-    stops = [x for _, _, x, _, _ in parts if x is not None]
+    stops = [x for _, _, x, *_ in parts if x is not None]
     w1 = min([t_end_box.value, *stops])
     lat = [d * 1000 for pl, *_ in parts for (t0, d) in pl if t0 >= w0 and t0 + d <= w1]
-    sent = sum(len(pl) for pl, *_ in parts)
+    sent = sum(p[4] for p in parts)
     window = max(w1 - w0, 1e-9)
     row = {"n": len(lat), "per_s": round(len(lat) / window, 1), "p50_ms": round(pct(lat, 50), 3) if lat else None,
            "p99_ms": round(pct(lat, 99), 3) if lat else None, "errors": sum(e for _, e, *_ in parts),
+           "first_error": next((p[5] for p in parts if p[5]), None),
            "window_s": round(w1 - w0, 2), "exhausted": bool(stops)}
     if mode in ("call", "http"):  # every wait that was sent to is settled and its instance SUCCEEDED
         row["not_settled"] = unsettled(db.Dsn.parse(args.dsn), [
-            pair for _, _, _, w, count in parts for pair in instances[w::c][:count]])
+            pair for _, _, _, w, count, _ in parts for pair in instances[w::c][:count]])
     if api_pid:
         row["api_cpu_ms_per_request"] = round((cpu1 - cpu0) * 1000 / max(1, sent), 3)
     return row
@@ -327,6 +336,7 @@ def main() -> int:
     ap.add_argument("--api-workers", type=int, default=None, help="gunicorn workers (default: weave api's)")
     ap.add_argument("--api-threads", type=int, default=None, help="threads per worker (default: weave api's)")
     ap.add_argument("--api-port", type=int, default=API_ADDRESS[1])
+    ap.add_argument("--api-log", type=Path, default=None, help="keep the API's log (access log included) here")
     args = ap.parse_args()
     API_ADDRESS[1] = args.api_port
     dsn = db.Dsn.parse(args.dsn)
@@ -344,7 +354,7 @@ def main() -> int:
 
         extra = [*(["--workers", str(args.api_workers)] if args.api_workers else []),
                  *(["--threads", str(args.api_threads)] if args.api_threads else [])]
-        api = WeaveProcess(dsn, "api", "--bind", f"{API_ADDRESS[0]}:{API_ADDRESS[1]}", *extra)
+        api = WeaveProcess(dsn, "api", "--bind", f"{API_ADDRESS[0]}:{API_ADDRESS[1]}", *extra, log=args.api_log)
 
         def ready() -> bool:
             try:
