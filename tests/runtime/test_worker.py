@@ -343,3 +343,40 @@ def test_K1_work_found_or_an_attempt_ended_brings_the_idle_worker_back_to_idle_p
     # 50, 100, 200 ms; the task is claimed at once; as soon as its attempt ends the worker claims again, and
     # the sleeps start over from idle_probe_ms.
     assert worker.pauses == [0.05, 0.1, 0.2, 0.05, 0.1, 0.2]
+
+
+def test_K1_an_attempt_that_ends_wakes_an_idle_sleeping_worker_at_once(world, orch, database):
+    private = Registry()
+    release = threading.Event()
+
+    @handler("held.until.released", version="1", into=private)
+    def held(input):
+        assert release.wait(30)
+        return {"done": True}
+
+    world.publish(task_flow("held", handler="held.until.released"))
+    first = world.start("held", {"order_id": "o-1"})
+    orch.drain()
+    sleeping = threading.Event()
+
+    class Watched(Worker):
+        def _idle_wait(self, seconds: float) -> bool:
+            sleeping.set()
+            return super()._idle_wait(seconds)
+
+    # Sleeps of a minute: only the attempt's end can bring the next claim within the wait below.
+    worker = Watched(database, ["payments"], concurrency=2, handlers=private, idle_probe_ms=60_000,
+                     idle_max_ms=60_000)
+    thread = in_thread(worker)
+    try:
+        assert wait_for(lambda: task_row(world, first)["status"] == "RUNNING" and sleeping.is_set(), timeout=10)
+        second = world.start("held", {"order_id": "o-2"})
+        orch.drain()
+        assert worker.stats["claimed"] == 1
+        release.set()
+        assert wait_for(lambda: task_row(world, second)["status"] == "SUCCEEDED", timeout=10)
+    finally:
+        release.set()
+        worker.stop()
+        thread.join(timeout=20)
+    assert worker.stats["claimed"] == 2 and worker.stats["SUCCEEDED"] == 2
