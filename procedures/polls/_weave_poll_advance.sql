@@ -102,9 +102,7 @@ BEGIN
                 IF v_expired <> 'EXPIRED' THEN
                     CALL _weave_raise(50007, 'INVALID_STATE: the queued round task could not be expired');
                 END IF;
-                SELECT id INTO v_inbox FROM pulse_inbox
-                 WHERE task_id = v_t_id AND state = 'PENDING' ORDER BY occurred_at, id LIMIT 1 FOR UPDATE;
-                CALL _weave_inbox_apply(in_namespace_id, in_instance_id, v_inbox, in_now, out_outcome);
+                CALL _weave_inbox_apply(in_namespace_id, in_instance_id, v_t_id, in_now, v_inbox, out_outcome);
                 LEAVE poll;
             END IF;
             IF v_t_status = 'RUNNING' THEN
