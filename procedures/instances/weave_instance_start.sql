@@ -92,11 +92,12 @@ BEGIN
         END IF;
         BEGIN
             DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+            -- The instance is born with its first event (seq 1, below) already counted.
             INSERT INTO weave_instances (namespace_id, app_id, definition_id, definition_name, definition_version,
                                          input, status, control, gate, deadline_at, credential_id, business_key,
-                                         idempotency_key, request_digest, created_at, updated_at)
+                                         idempotency_key, request_digest, event_seq, created_at, updated_at)
             VALUES (v_ns, v_app, v_def, in_definition, v_def_version, v_input, 'RUNNING', 'ACTIVE', 'OPEN',
-                    v_deadline, v_cred, in_business_key, in_idempotency_key, v_digest, v_now, v_now);
+                    v_deadline, v_cred, in_business_key, in_idempotency_key, v_digest, 1, v_now, v_now);
         END;
     END IF;
 
@@ -108,9 +109,10 @@ BEGIN
         INSERT INTO weave_pending_advances (namespace_id, instance_id, step_key, kind, activation_id,
                                             due_at, available_at, created_at)
         VALUES (v_ns, v_id, '', 'ROOT', 0, v_now, v_now, v_now);
-        CALL _weave_event(v_ns, v_id, 'INSTANCE_STARTED', '', 0, v_now,
-             JSON_OBJECT('definition', in_definition, 'version', v_def_version + 0, 'app', in_app,
-                         'deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'), 'actor', v_actor));
+        INSERT INTO weave_events (instance_id, seq, namespace_id, type, step_key, activation_seq, occurred_at, data)
+        VALUES (v_id, 1, v_ns, 'INSTANCE_STARTED', '', 0, v_now,
+                JSON_OBJECT('definition', in_definition, 'version', v_def_version + 0, 'app', in_app,
+                            'deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'), 'actor', v_actor));
         CALL _weave_audit(v_ns, v_id, v_cred, v_actor, 'instance.start', in_idempotency_key, v_digest, v_now,
                           v_deadline, NULL, JSON_OBJECT('definition', in_definition, 'version', v_def_version,
                                                          'app', in_app), NULL);
