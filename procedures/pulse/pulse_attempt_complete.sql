@@ -37,16 +37,16 @@ BEGIN
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     CALL _weave_now(v_now);
-    CALL _pulse_attempt_current(in_attempt_id, in_worker_id, 'SUCCEEDED', in_result, v_now, v_task, v_current);
+    CALL _pulse_attempt_current(in_attempt_id, in_worker_id, 'SUCCEEDED', in_result, v_now, v_task, v_current,
+                                v_status);
     IF v_current = 1 THEN
         UPDATE pulse_attempts SET status = 'SUCCEEDED', ended_at = v_now WHERE id = in_attempt_id;
         CALL _pulse_permit_release(in_attempt_id, v_now);
         UPDATE pulse_tasks SET status = 'SUCCEEDED', result = in_result, finished_at = v_now, updated_at = v_now
          WHERE id = v_task;
         CALL _pulse_inbox_add(v_task, 'SUCCEEDED', in_result, v_now, v_now);
-        SET v_outcome = 'SUCCEEDED';
+        SET v_outcome = 'SUCCEEDED', v_status = 'SUCCEEDED';
     END IF;
-    SELECT status INTO v_status FROM pulse_tasks WHERE id = v_task;
     COMMIT;
     SELECT v_outcome AS outcome, CONCAT('tsk_', v_task) AS task_id, in_attempt_id AS attempt_id, v_status AS task_status;
 END

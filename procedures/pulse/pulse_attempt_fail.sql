@@ -52,7 +52,7 @@ BEGIN
     CALL _weave_now(v_now);
     CALL _pulse_attempt_current(in_attempt_id, in_worker_id, 'FAILED',
          JSON_OBJECT('error', v_error, 'retryable', JSON_EXTRACT(IF(v_retryable = 1, 'true', 'false'), '$')),
-         v_now, v_task, v_current);
+         v_now, v_task, v_current, v_status);
     IF v_current = 1 THEN
         SELECT attempts_used, max_attempts, initial_backoff_ms, backoff_coefficient, max_backoff_ms, deadline_at,
                cancel_requested
