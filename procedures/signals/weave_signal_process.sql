@@ -75,7 +75,12 @@ BEGIN
                 -- among them (its wait was closed by a path that predates it), so it gets the S-9 answer.
                 SET v_disposition = 'STEP_SETTLED';
             ELSEIF v_step_status = 'ACTIVE' THEN
-                CALL _weave_step_advance(v_ns, v_inst, v_step_type, v_step_key, v_activation, v_now, v_outcome);
+                -- The handler the step's own checkpoint runs (_weave_checkpoint_decide).
+                CASE v_step_type
+                    WHEN 'SIGNAL' THEN CALL _weave_signal_advance(v_ns, v_inst, v_step_key, v_activation, v_now, v_outcome);
+                    WHEN 'POLL' THEN CALL _weave_poll_advance(v_ns, v_inst, v_step_key, v_activation, v_now, v_outcome);
+                    ELSE CALL _weave_raise(50007, 'INVALID_STATE: a signal wait on a step without a signal handler');
+                END CASE;
             END IF;
         END IF;
 
