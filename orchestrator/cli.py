@@ -97,27 +97,23 @@ def _as_caller(args: argparse.Namespace, act: Callable[[db.Connection, str], dic
     return 0
 
 
-def cmd_credentials_create(args: argparse.Namespace) -> int:
-    return _as_caller(args, lambda conn, token: routines.credential_create(
-        conn, token, args.namespace, args.actor, args.scopes, args.queues),
-        lambda p: f"credential {p['credential_id']} for {p['actor']}\ntoken (shown once): {p['token']}")
+def _admin_command(routine: Callable[..., dict], fields: tuple[str, ...],
+                   human: str) -> Callable[[argparse.Namespace], int]:
+    """A command that calls one routine with --namespace and the named arguments, its row printed by ``human``."""
+    def run(args: argparse.Namespace) -> int:
+        return _as_caller(args, lambda conn, token: routine(conn, token, args.namespace,
+                                                            *(getattr(args, f) for f in fields)),
+                          lambda p: human.format(**p))
+    return run
 
 
-def cmd_credentials_disable(args: argparse.Namespace) -> int:
-    return _as_caller(args, lambda conn, token: routines.credential_disable(
-        conn, token, args.namespace, args.credential_id), lambda p: f"credential {p['credential_id']} is {p['status']}")
-
-
-def cmd_apps_create(args: argparse.Namespace) -> int:
-    return _as_caller(args, lambda conn, token: routines.app_put(
-        conn, token, args.namespace, args.name, args.max_in_flight, args.status),
-        lambda p: f"app {p['name']}: max_in_flight {p['max_in_flight']}, {p['status']}")
-
-
-def cmd_queues_create(args: argparse.Namespace) -> int:
-    return _as_caller(args, lambda conn, token: routines.queue_put(
-        conn, token, args.namespace, args.name, args.capacity),
-        lambda p: f"queue {p['name']}: capacity {p['capacity']}")
+cmd_credentials_create = _admin_command(routines.credential_create, ("actor", "scopes", "queues"),
+                                        "credential {credential_id} for {actor}\ntoken (shown once): {token}")
+cmd_credentials_disable = _admin_command(routines.credential_disable, ("credential_id",),
+                                         "credential {credential_id} is {status}")
+cmd_apps_create = _admin_command(routines.app_put, ("name", "max_in_flight", "status"),
+                                 "app {name}: max_in_flight {max_in_flight}, {status}")
+cmd_queues_create = _admin_command(routines.queue_put, ("name", "capacity"), "queue {name}: capacity {capacity}")
 
 
 def cmd_definitions_publish(args: argparse.Namespace) -> int:

@@ -18,40 +18,40 @@ def _text(value: Any) -> str:
 
 def task_claim(conn: Conn, worker_id: str, queues: list[str] | str, *, limit: int = 1, lease_ms: int = 30_000,
                namespace: str | None = None) -> list[dict]:
-    """See procedures/pulse_task_claim.sql. ``input`` comes back as the JSON text the handler receives."""
+    """See procedures/pulse/pulse_task_claim.sql. ``input`` comes back as the JSON text the handler receives."""
     queues = queues if isinstance(queues, str) else ",".join(queues)
     rows = call(conn, "pulse_task_claim", worker_id, queues, namespace, limit, lease_ms)
     return [{**row, "input": _text(row["input"])} for row in (rows[0] if rows else [])]
 
 
 def attempt_heartbeat(conn: Conn, attempt_id: int, worker_id: str, lease_ms: int = 30_000) -> dict:
-    """See procedures/pulse_attempt_heartbeat.sql."""
+    """See procedures/pulse/pulse_attempt_heartbeat.sql."""
     row = call_row(conn, "pulse_attempt_heartbeat", attempt_id, worker_id, lease_ms)
     return {**row, "cancel_requested": bool(row["cancel_requested"])}
 
 
 def attempt_complete(conn: Conn, attempt_id: int, worker_id: str, result: Any = None, *,
                      result_json: str | None = None) -> dict:
-    """See procedures/pulse_attempt_complete.sql. ``result_json`` passes the result text as produced."""
+    """See procedures/pulse/pulse_attempt_complete.sql. ``result_json`` passes the result text as produced."""
     text = result_json if result_json is not None else json.dumps(result, separators=(",", ":"), ensure_ascii=False)
     return call_row(conn, "pulse_attempt_complete", attempt_id, worker_id, text)
 
 
 def attempt_fail(conn: Conn, attempt_id: int, worker_id: str, error: str, retryable: bool = False) -> dict:
-    """See procedures/pulse_attempt_fail.sql."""
+    """See procedures/pulse/pulse_attempt_fail.sql."""
     return call_row(conn, "pulse_attempt_fail", attempt_id, worker_id, error, 1 if retryable else 0)
 
 
 def lease_recover(conn: Conn, attempt_id: int) -> str:
-    """See procedures/pulse_lease_recover.sql (normally run by the orchestrator, class LEASE)."""
+    """See procedures/pulse/pulse_lease_recover.sql (normally run by the orchestrator, class LEASE)."""
     return call_row(conn, "pulse_lease_recover", attempt_id)["outcome"]
 
 
 def task_expire(conn: Conn, task_id: int) -> str:
-    """See procedures/pulse_task_expire.sql (normally run by the orchestrator, class TASK_EXPIRY)."""
+    """See procedures/pulse/pulse_task_expire.sql (normally run by the orchestrator, class TASK_EXPIRY)."""
     return call_row(conn, "pulse_task_expire", task_id)["outcome"]
 
 
 def inbox_consume(conn: Conn, inbox_id: int) -> str:
-    """See procedures/weave_inbox_consume.sql (normally run by the orchestrator, class INBOX)."""
+    """See procedures/pulse/weave_inbox_consume.sql (normally run by the orchestrator, class INBOX)."""
     return call_row(conn, "weave_inbox_consume", inbox_id)["outcome"]

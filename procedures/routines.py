@@ -30,13 +30,13 @@ def _json(text: Any) -> Any:
 
 # --- namespaces, credentials, apps, queues -------------------------------------------------------------
 def namespace_bootstrap(conn: Conn, namespace: str) -> dict:
-    """See procedures/weave_namespace_bootstrap.sql."""
+    """See procedures/admin/weave_namespace_bootstrap.sql."""
     return call_row(conn, "weave_namespace_bootstrap", namespace)
 
 
 def credential_create(conn: Conn, token: str, namespace: str, actor: str, scopes: list[str] | str,
                       queues: list[str] | str = "*") -> dict:
-    """See procedures/weave_credential_create.sql."""
+    """See procedures/admin/weave_credential_create.sql."""
     scopes = scopes if isinstance(scopes, str) else ",".join(scopes)
     queues = queues if isinstance(queues, str) else ",".join(queues)
     row = call_row(conn, "weave_credential_create", token, namespace, actor, scopes, queues)
@@ -44,18 +44,18 @@ def credential_create(conn: Conn, token: str, namespace: str, actor: str, scopes
 
 
 def credential_disable(conn: Conn, token: str, namespace: str, credential_id: str) -> dict:
-    """See procedures/weave_credential_disable.sql."""
+    """See procedures/admin/weave_credential_disable.sql."""
     return call_row(conn, "weave_credential_disable", token, namespace, credential_id)
 
 
 def app_put(conn: Conn, token: str, namespace: str, name: str, max_in_flight: int,
             status: str | None = None) -> dict:
-    """See procedures/weave_app_put.sql."""
+    """See procedures/admin/weave_app_put.sql."""
     return call_row(conn, "weave_app_put", token, namespace, name, max_in_flight, status)
 
 
 def queue_put(conn: Conn, token: str, namespace: str, name: str, capacity: int) -> dict:
-    """See procedures/weave_queue_put.sql."""
+    """See procedures/admin/weave_queue_put.sql."""
     return call_row(conn, "weave_queue_put", token, namespace, name, capacity)
 
 
@@ -105,7 +105,7 @@ def console_session_close(conn: Conn, session_hash: str) -> bool:
 
 # --- definitions -----------------------------------------------------------------------------------------
 def definition_publish(conn: Conn, token: str, namespace: str, definition: Definition) -> dict:
-    """Publish a validated ``procedures.definitions.Definition``; see procedures/weave_definition_publish.sql."""
+    """Publish a validated ``procedures.definitions.Definition``; see procedures/admin/weave_definition_publish.sql."""
     row = call_row(conn, "weave_definition_publish", token, namespace, definition.canonical_json,
                    definition.compiled_json, ",".join(definition.queues))
     return {"name": row["name"], "version": row["version"], "digest": row["digest"], "created": bool(row["created"])}
@@ -118,7 +118,7 @@ def definition_list(conn: Conn, token: str, namespace: str) -> list[dict]:
 
 
 def definition_get(conn: Conn, token: str, namespace: str, name: str, version: int | None = None) -> dict:
-    """See procedures/weave_definition_get.sql."""
+    """See procedures/admin/weave_definition_get.sql."""
     row = call_row(conn, "weave_definition_get", token, namespace, name, version)
     document = _json(row["document"])
     return {**document, "version": row["version"], "digest": row["digest"],
@@ -130,7 +130,7 @@ def instance_start(conn: Conn, token: str, namespace: str, *, definition: str, a
                    idempotency_key: str, version: int | None = None, deadline_at: dt.datetime | None = None,
                    deadline_ms: int | None = None, business_key: str | None = None,
                    input_json: str | None = None) -> dict:
-    """See procedures/weave_instance_start.sql. ``input_json`` passes the input text as received."""
+    """See procedures/instances/weave_instance_start.sql. ``input_json`` passes the input text as received."""
     text = input_json if input_json is not None else json.dumps({} if input is None else input,
                                                                 separators=(",", ":"), ensure_ascii=False)
     row = call_row(conn, "weave_instance_start", token, namespace, definition, version, app, text,
@@ -151,7 +151,7 @@ def _wait_view(row: dict) -> dict | None:
 
 
 def instance_get(conn: Conn, token: str, namespace: str, workflow_id: str) -> dict:
-    """See procedures/weave_instance_get.sql; shaped as the 07-api instance resource."""
+    """See procedures/instances/weave_instance_get.sql; shaped as the 07-api instance resource."""
     head, step_rows, round_rows, reasons, checkpoints = call(
         conn, "weave_instance_get", token, namespace, workflow_id)
     inst = head[0]
@@ -210,7 +210,7 @@ def _deferred_view(checkpoints: list[dict]) -> dict | None:
 
 def instance_events(conn: Conn, token: str, namespace: str, workflow_id: str, after: int = 0,
                     limit: int = 100) -> list[dict]:
-    """See procedures/weave_instance_events.sql."""
+    """See procedures/instances/weave_instance_events.sql."""
     rows = call(conn, "weave_instance_events", token, namespace, workflow_id, after, limit)[0]
     return [{"seq": r["seq"], "type": r["type"], "step_key": r["step_key"] or None,
              "activation_sequence": r["activation_seq"] or None, "occurred_at": rfc3339(r["occurred_at"]),
@@ -261,32 +261,32 @@ def status(conn: Conn) -> dict:
 
 # --- control -------------------------------------------------------------------------------------------------
 def instance_pause(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str, idempotency_key: str) -> dict:
-    """See procedures/weave_instance_pause.sql."""
+    """See procedures/control/weave_instance_pause.sql."""
     return call_row(conn, "weave_instance_pause", token, namespace, workflow_id, reason, idempotency_key)
 
 
 def instance_resume(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str,
                     idempotency_key: str) -> dict:
-    """See procedures/weave_instance_resume.sql."""
+    """See procedures/control/weave_instance_resume.sql."""
     return call_row(conn, "weave_instance_resume", token, namespace, workflow_id, reason, idempotency_key)
 
 
 def instance_deadline(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str, idempotency_key: str,
                       *, deadline_at: dt.datetime | None = None, extend_ms: int | None = None) -> dict:
-    """See procedures/weave_instance_deadline.sql."""
+    """See procedures/control/weave_instance_deadline.sql."""
     return call_row(conn, "weave_instance_deadline", token, namespace, workflow_id, deadline_at, extend_ms, reason,
                     idempotency_key)
 
 
 def instance_cancel(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str,
                     idempotency_key: str) -> dict:
-    """See procedures/weave_instance_cancel.sql."""
+    """See procedures/control/weave_instance_cancel.sql."""
     return call_row(conn, "weave_instance_cancel", token, namespace, workflow_id, reason, idempotency_key)
 
 
 def step_reactivate(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: str, reason: str,
                     idempotency_key: str, *, timeout_ms: int | None = None) -> dict:
-    """See procedures/weave_step_reactivate.sql."""
+    """See procedures/control/weave_step_reactivate.sql."""
     return call_row(conn, "weave_step_reactivate", token, namespace, workflow_id, step_key, timeout_ms, reason,
                     idempotency_key)
 
@@ -294,7 +294,7 @@ def step_reactivate(conn: Conn, token: str, namespace: str, workflow_id: str, st
 def step_resolve(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: str, reason: str,
                  idempotency_key: str, *, output: Any, evidence_ref: str | None = None,
                  output_json: str | None = None) -> dict:
-    """See procedures/weave_step_resolve.sql. ``output_json`` passes the output text as received."""
+    """See procedures/control/weave_step_resolve.sql. ``output_json`` passes the output text as received."""
     text = output_json if output_json is not None else json.dumps(output, separators=(",", ":"), ensure_ascii=False)
     return call_row(conn, "weave_step_resolve", token, namespace, workflow_id, step_key, text, evidence_ref, reason,
                     idempotency_key)
@@ -303,7 +303,7 @@ def step_resolve(conn: Conn, token: str, namespace: str, workflow_id: str, step_
 def step_continue(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: str, reason: str,
                   idempotency_key: str, *, extra_rounds: int | None = None,
                   poll_deadline_ms: int | None = None) -> dict:
-    """See procedures/weave_step_continue.sql."""
+    """See procedures/control/weave_step_continue.sql."""
     return call_row(conn, "weave_step_continue", token, namespace, workflow_id, step_key, extra_rounds,
                     poll_deadline_ms, reason, idempotency_key)
 

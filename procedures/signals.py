@@ -65,19 +65,19 @@ def _signal(row: dict) -> dict:
 
 
 def get(conn: Conn, token: str, namespace: str, workflow_id: str, signal_id: str) -> dict:
-    """See procedures/weave_signal_get.sql; shaped as the 07-api signal resource."""
+    """See procedures/signals/weave_signal_get.sql; shaped as the 07-api signal resource."""
     return _signal(call_row(conn, "weave_signal_get", token, namespace, workflow_id, signal_id))
 
 
 def list_signals(conn: Conn, token: str, namespace: str, workflow_id: str, *, status: str | None = None,
                  limit: int = 100, after: str | None = None) -> dict:
-    """See procedures/weave_signal_list.sql: ``{"items": [...], "next_cursor": ...}``."""
+    """See procedures/signals/weave_signal_list.sql: ``{"items": [...], "next_cursor": ...}``."""
     rows, cursor = call(conn, "weave_signal_list", token, namespace, workflow_id, status, limit, after)
     return {"items": [_signal(r) for r in rows], "next_cursor": cursor[0]["next_cursor"]}
 
 
 def explain(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: str) -> dict:
-    """See procedures/weave_step_explain.sql (S-17)."""
+    """See procedures/instances/weave_step_explain.sql (S-17)."""
     head, rows, facts, blockers = call(conn, "weave_step_explain", token, namespace, workflow_id, step_key)
     step, fact = head[0], facts[0]
     pins = {"kind": step["wait_kind"], "status": step["wait_status"], "name": step["signal_name"],
@@ -127,5 +127,5 @@ def _json_or_text(value: Any) -> Any:
 
 
 def process(conn: Conn, signal_id: int) -> str:
-    """See procedures/weave_signal_process.sql (the orchestrator's SIGNAL candidate class)."""
+    """See procedures/signals/weave_signal_process.sql (the orchestrator's SIGNAL candidate class)."""
     return call_row(conn, "weave_signal_process", signal_id)["outcome"]

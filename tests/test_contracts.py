@@ -54,7 +54,11 @@ OWN_HANDLER = "DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK
 
 def test_R1_every_transactional_routine_rolls_back_only_its_own_transaction_and_reraises():
     """A routine that starts a transaction rolls back exactly that one on error (``v_tx`` says it started it),
-    and refuses (or joins, for a read snapshot) before it touches any table when the caller has one open."""
+    and refuses (or joins, for a read snapshot) before it touches any table when the caller has one open.
+    ``v_tx`` is set by ``SET v_tx = TRUE`` after the refusal check, or by ``_weave_transaction_claim``, which
+    makes the check and then sets it."""
+    claim_code = _code(next(r.text for r in shipped_routines() if r.name == "_weave_transaction_claim"))
+    assert claim_code.index("CALL _weave_transaction_own(in_routine);") < claim_code.index("SET out_owned = TRUE;")
     for routine in shipped_routines():
         code = _code(routine.text)
         if "START TRANSACTION" in code:
@@ -62,9 +66,12 @@ def test_R1_every_transactional_routine_rolls_back_only_its_own_transaction_and_
             assert re.search(r"\bROLLBACK\s*;", code.replace(OWN_HANDLER, "")) is None, routine.name
             body = code[code.index(OWN_HANDLER) + len(OWN_HANDLER):]
             first = body.strip().splitlines()[0].strip()
-            checks = (f"CALL _weave_transaction_own('{routine.name}');", "CALL _weave_transaction_open(v_joined);")
+            claim = f"CALL _weave_transaction_claim('{routine.name}', v_tx);"
+            own = f"CALL _weave_transaction_own('{routine.name}');"
+            checks = (own, claim, "CALL _weave_transaction_open(v_joined);")
             assert first in checks, f"{routine.name} must check for a caller's transaction before reading any table"
-            assert body.index("SET v_tx = TRUE;") < body.index("START TRANSACTION"), routine.name
+            owned = claim if first == claim else "SET v_tx = TRUE;"
+            assert body.index(owned) < body.index("START TRANSACTION"), routine.name
         if routine.name.startswith("_"):
             assert "START TRANSACTION" not in code and not re.search(r"\bCOMMIT\s*;", code), \
                 f"internal routine {routine.name} must run inside its caller's transaction"

@@ -22,17 +22,10 @@ BEGIN
     DECLARE v_created TINYINT DEFAULT 0;
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_own('weave_app_put');
-    SET v_tx = TRUE;
+    CALL _weave_transaction_claim('weave_app_put', v_tx);
     START TRANSACTION;
-    CALL _weave_now(v_now);
-    CALL _weave_authorize(in_token, in_namespace, 'admin', NULL, v_ns, v_admin, v_admin_actor);
-    IF in_name IS NULL OR NOT (in_name REGEXP '^[A-Za-z0-9_.:-]{1,64}$') THEN
-        CALL _weave_raise(50116, 'NAME_INVALID: app name must be 1-64 chars of A-Z a-z 0-9 _ . : -');
-    END IF;
-    IF in_max_in_flight IS NULL OR in_max_in_flight < 0 OR in_max_in_flight > 1000000 THEN
-        CALL _weave_raise(50121, 'LIMIT_INVALID: max_in_flight must be 0..1000000');
-    END IF;
+    CALL _weave_admin_begin(in_token, in_namespace, 'admin', v_ns, v_admin, v_admin_actor, v_now);
+    CALL _weave_provision_check('app', in_name, 'max_in_flight', in_max_in_flight);
     IF in_status IS NOT NULL AND in_status NOT IN ('ACTIVE', 'DISABLED') THEN
         CALL _weave_raise(50100, 'INVALID_ARGUMENT: status must be ACTIVE or DISABLED');
     END IF;

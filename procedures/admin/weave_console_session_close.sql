@@ -16,8 +16,7 @@ BEGIN
     DECLARE v_actor VARCHAR(128);
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_own('weave_console_session_close');
-    SET v_tx = TRUE;
+    CALL _weave_transaction_claim('weave_console_session_close', v_tx);
     START TRANSACTION;
     CALL _weave_now(v_now);
     SELECT s.id, s.namespace_id, s.credential_id, c.actor INTO v_id, v_ns, v_cred, v_actor

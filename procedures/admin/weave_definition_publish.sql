@@ -34,11 +34,9 @@ BEGIN
     DECLARE v_unknown LONGTEXT;
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_own('weave_definition_publish');
-    SET v_tx = TRUE;
+    CALL _weave_transaction_claim('weave_definition_publish', v_tx);
     START TRANSACTION;
-    CALL _weave_now(v_now);
-    CALL _weave_authorize(in_token, in_namespace, 'definitions:publish', NULL, v_ns, v_cred, v_actor);
+    CALL _weave_admin_begin(in_token, in_namespace, 'definitions:publish', v_ns, v_cred, v_actor, v_now);
     IF in_document IS NULL OR NOT JSON_VALID(in_document)
        OR COALESCE(JSON_TYPE(JSON_EXTRACT(in_document, '$.steps')), '') <> 'ARRAY'
        OR COALESCE(JSON_LENGTH(in_document, '$.steps'), 0) = 0

@@ -34,8 +34,7 @@ BEGIN
     DECLARE v_digest CHAR(64) DEFAULT SHA2(CONCAT('cancel|', COALESCE(in_reason, '')), 256);
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_own('weave_instance_cancel');
-    SET v_tx = TRUE;
+    CALL _weave_transaction_claim('weave_instance_cancel', v_tx);
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     CALL _weave_control_begin(in_token, in_namespace, in_workflow_id, 'workflows:control', 'instance.cancel',

@@ -18,8 +18,7 @@ BEGIN
     DECLARE v_replayed TINYINT;
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_own('weave_instance_pause');
-    SET v_tx = TRUE;
+    CALL _weave_transaction_claim('weave_instance_pause', v_tx);
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     CALL _weave_control_set(in_token, in_namespace, in_workflow_id, in_reason, in_idempotency_key, 'pause',

@@ -46,52 +46,35 @@ BEGIN
     IF in_business_key IS NOT NULL AND CHAR_LENGTH(in_business_key) > 256 THEN
         CALL _weave_raise(50100, 'INVALID_ARGUMENT: a business key is at most 256 characters');
     END IF;
-    IF in_business_key IS NOT NULL THEN
-        SELECT CONCAT('wf_', i.id) AS workflow_id, i.definition_name, i.definition_version, i.status, i.control, i.gate,
-               i.deadline_at, i.business_key, i.created_at, i.updated_at, i.id AS cursor_id
-          FROM weave_instances i FORCE INDEX (ix_instance_business_key)
-         WHERE i.namespace_id = v_ns AND i.business_key = in_business_key AND i.id < v_before
-           AND (in_status IS NULL OR i.status = in_status)
-           AND (in_definition IS NULL OR i.definition_name = in_definition)
-           AND (in_control IS NULL OR i.control = in_control)
-           AND (in_review_code IS NULL OR EXISTS (SELECT 1 FROM weave_review_reasons r
-                 WHERE r.instance_id = i.id AND r.closed_at IS NULL AND r.code = in_review_code))
-           AND (v_deferred = 0 OR EXISTS (SELECT 1 FROM weave_pending_advances p
-                 WHERE p.instance_id = i.id AND p.deferred_reason IS NOT NULL))
-         ORDER BY i.id DESC LIMIT v_limit;
-    ELSEIF in_status IS NOT NULL THEN
-        SELECT CONCAT('wf_', i.id) AS workflow_id, i.definition_name, i.definition_version, i.status, i.control, i.gate,
-               i.deadline_at, i.business_key, i.created_at, i.updated_at, i.id AS cursor_id
-          FROM weave_instances i FORCE INDEX (ix_instance_status)
-         WHERE i.namespace_id = v_ns AND i.status = in_status AND i.id < v_before
-           AND (in_definition IS NULL OR i.definition_name = in_definition)
-           AND (in_control IS NULL OR i.control = in_control)
-           AND (in_review_code IS NULL OR EXISTS (SELECT 1 FROM weave_review_reasons r
-                 WHERE r.instance_id = i.id AND r.closed_at IS NULL AND r.code = in_review_code))
-           AND (v_deferred = 0 OR EXISTS (SELECT 1 FROM weave_pending_advances p
-                 WHERE p.instance_id = i.id AND p.deferred_reason IS NOT NULL))
-         ORDER BY i.id DESC LIMIT v_limit;
-    ELSEIF in_definition IS NOT NULL THEN
-        SELECT CONCAT('wf_', i.id) AS workflow_id, i.definition_name, i.definition_version, i.status, i.control, i.gate,
-               i.deadline_at, i.business_key, i.created_at, i.updated_at, i.id AS cursor_id
-          FROM weave_instances i FORCE INDEX (ix_instance_definition)
-         WHERE i.namespace_id = v_ns AND i.definition_name = in_definition AND i.id < v_before
-           AND (in_control IS NULL OR i.control = in_control)
-           AND (in_review_code IS NULL OR EXISTS (SELECT 1 FROM weave_review_reasons r
-                 WHERE r.instance_id = i.id AND r.closed_at IS NULL AND r.code = in_review_code))
-           AND (v_deferred = 0 OR EXISTS (SELECT 1 FROM weave_pending_advances p
-                 WHERE p.instance_id = i.id AND p.deferred_reason IS NOT NULL))
-         ORDER BY i.id DESC LIMIT v_limit;
-    ELSE
-        SELECT CONCAT('wf_', i.id) AS workflow_id, i.definition_name, i.definition_version, i.status, i.control, i.gate,
-               i.deadline_at, i.business_key, i.created_at, i.updated_at, i.id AS cursor_id
-          FROM weave_instances i FORCE INDEX (ix_instance_namespace)
-         WHERE i.namespace_id = v_ns AND i.id < v_before
-           AND (in_control IS NULL OR i.control = in_control)
-           AND (in_review_code IS NULL OR EXISTS (SELECT 1 FROM weave_review_reasons r
-                 WHERE r.instance_id = i.id AND r.closed_at IS NULL AND r.code = in_review_code))
-           AND (v_deferred = 0 OR EXISTS (SELECT 1 FROM weave_pending_advances p
-                 WHERE p.instance_id = i.id AND p.deferred_reason IS NOT NULL))
-         ORDER BY i.id DESC LIMIT v_limit;
-    END IF;
+    -- One query for every combination of filters. Its range is the most selective filter given (a business key,
+    -- then a status, then a definition, else the whole namespace) and FORCE INDEX names that range's index; an
+    -- index hint takes no parameter, so the statement is prepared from text. Every value is bound, and a filter
+    -- bound to NULL folds away before the range is chosen.
+    SET @weave_list_query = CONCAT(
+        'SELECT CONCAT(''wf_'', i.id) AS workflow_id, i.definition_name, i.definition_version, i.status, i.control,',
+        '       i.gate, i.deadline_at, i.business_key, i.created_at, i.updated_at, i.id AS cursor_id',
+        '  FROM weave_instances i FORCE INDEX (',
+        CASE WHEN in_business_key IS NOT NULL THEN 'ix_instance_business_key'
+             WHEN in_status IS NOT NULL THEN 'ix_instance_status'
+             WHEN in_definition IS NOT NULL THEN 'ix_instance_definition'
+             ELSE 'ix_instance_namespace' END, ')',
+        ' WHERE i.namespace_id = ? AND i.id < ?',
+        '   AND (? IS NULL OR i.business_key = ?) AND (? IS NULL OR i.status = ?)',
+        '   AND (? IS NULL OR i.definition_name = ?) AND (? IS NULL OR i.control = ?)',
+        '   AND (? IS NULL OR EXISTS (SELECT 1 FROM weave_review_reasons r',
+        '         WHERE r.instance_id = i.id AND r.closed_at IS NULL AND r.code = ?))',
+        '   AND (? = 0 OR EXISTS (SELECT 1 FROM weave_pending_advances p',
+        '         WHERE p.instance_id = i.id AND p.deferred_reason IS NOT NULL))',
+        ' ORDER BY i.id DESC LIMIT ?');
+    SET @weave_list_ns = v_ns, @weave_list_before = v_before, @weave_list_key = in_business_key,
+        @weave_list_status = in_status, @weave_list_definition = in_definition, @weave_list_control = in_control,
+        @weave_list_code = in_review_code, @weave_list_deferred = v_deferred, @weave_list_limit = v_limit;
+    PREPARE weave_instance_list_page FROM @weave_list_query;
+    EXECUTE weave_instance_list_page USING @weave_list_ns, @weave_list_before, @weave_list_key, @weave_list_key,
+        @weave_list_status, @weave_list_status, @weave_list_definition, @weave_list_definition, @weave_list_control,
+        @weave_list_control, @weave_list_code, @weave_list_code, @weave_list_deferred, @weave_list_limit;
+    DEALLOCATE PREPARE weave_instance_list_page;
+    SET @weave_list_query = NULL, @weave_list_ns = NULL, @weave_list_before = NULL, @weave_list_key = NULL,
+        @weave_list_status = NULL, @weave_list_definition = NULL, @weave_list_control = NULL, @weave_list_code = NULL,
+        @weave_list_deferred = NULL, @weave_list_limit = NULL;
 END

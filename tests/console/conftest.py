@@ -13,7 +13,6 @@ from falcon import testing
 
 from api.app import create_app
 from api.http import Connections
-from tests.support.waiting import wait_for
 
 CHROMIUM = os.environ.get("WEAVE_CHROMIUM", "/usr/bin/chromium")
 SHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
@@ -52,33 +51,12 @@ def sign_in(client, token: str, namespace: str = "acme", **kw) -> dict:
 
 
 # --- a real server and a real browser ------------------------------------------------------------------------
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(database, tmp_path_factory):
     """`weave api` (gunicorn, two workers) on the test database, for the whole module."""
-    from api import client as sdk
-    from tests.support.processes import WeaveProcess
+    from tests.support.processes import start_api
 
-    port = _free_port()
-    log = tmp_path_factory.mktemp("console") / "api.log"
-    proc = WeaveProcess(database, "api", "--bind", f"127.0.0.1:{port}", "--workers", "2", log=log)
-    url = f"http://127.0.0.1:{port}"
-    probe = sdk.WeaveClient(url, "none", "acme", retries=1)
-
-    def up() -> bool:
-        try:
-            return probe.ready()["status"] == "ready"
-        except sdk.WeaveApiError:
-            return False
-
-    assert wait_for(up, timeout=30), log.read_text()
+    proc, url = start_api(database, tmp_path_factory.mktemp("console") / "api.log")
     yield url
     proc.terminate()
     proc.close()

@@ -8,13 +8,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from tests.console.conftest import _free_port
-from tests.support.processes import WeaveProcess
+from tests.support.processes import WeaveProcess, free_port
 from tests.support.waiting import wait_for
 
 
 def test_the_console_works_behind_a_path_prefix_under_gunicorn(database, world, tmp_path):
-    port = _free_port()
+    port = free_port()
     proc = WeaveProcess(database, "api", "--bind", f"127.0.0.1:{port}", "--workers", "1",
                         env={"SCRIPT_NAME": "/ops"}, log=tmp_path / "api.log")
     root = f"http://127.0.0.1:{port}/ops"

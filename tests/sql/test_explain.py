@@ -3,9 +3,10 @@ attempts and lease, and what holds the instance back (R-18), from SQL and over H
 
 from __future__ import annotations
 
-from procedures import pulse, routines, signals
+from procedures import pulse, signals
 from tests.sql.test_polls import poll_flow
 from tests.sql.test_pulse import claim, task_flow
+from tests.sql.test_stalls import paused_between_timers
 
 
 def explain(world, wf: str, step: str) -> dict:
@@ -59,13 +60,7 @@ def test_S17_a_task_explains_attempts_and_the_next_retry(world, orch):
 
 
 def test_S17_R18_explain_names_what_holds_the_instance_back(world, orch):
-    world.publish({"name": "two", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1_000},
-                                            {"key": "b", "type": "TIMER", "delay_ms": 1_000, "after": ["a"]}]})
-    wf = world.start("two")
-    orch.drain()
-    routines.instance_pause(world.db.conn, world.token, world.namespace, wf, "hold", "pause-x")
-    world.db.advance(1_000)
-    orch.drain()
-    blockers = {b["blocker"]: b for b in explain(world, wf, "b")["blockers"]}
+    wf = paused_between_timers(world, orch)
+    blockers = {b["blocker"]: b for b in explain(world, wf, "second")["blockers"]}
     assert set(blockers) == {"PAUSED", "DEFERRED"}
     assert blockers["DEFERRED"]["reason"] == "PAUSED" and blockers["DEFERRED"]["next_check_at"]

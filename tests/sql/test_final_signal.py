@@ -40,6 +40,24 @@ def final(world, wf, payload=None, seq=1, raw: str | None = None, **fields) -> d
     return send(world, wf, **args)
 
 
+def answered_then_final(world, orch, wf, result, gap_ms: int) -> dict:
+    """The query's answer stored first, the final signal accepted ``gap_ms`` later, and only then one drain."""
+    answer(world, result)
+    world.db.advance(gap_ms)
+    receipt = final(world, wf)
+    drain(orch)
+    return receipt
+
+
+def final_while_query_runs(world, orch, wf, lease_ms: int, *payload, **fields) -> tuple[dict, dict]:
+    """A worker claims the query's round, the final signal is accepted while it runs, and one drain follows:
+    (the claimed attempt, the signal's receipt)."""
+    got = claim(world, lease_ms=lease_ms)
+    receipt = final(world, wf, *payload, **fields)
+    drain(orch)
+    return got, receipt
+
+
 def sig(world, receipt: dict) -> dict:
     return world.db.row("SELECT * FROM weave_signals WHERE id = %s", int(receipt["signal_id"].removeprefix("sig_")))
 
@@ -131,10 +149,7 @@ def test_F1_equal_times_the_query_wins(world, orch):
 
 def test_F1_a_review_value_answered_first_wins_too_and_its_review_stays(world, orch):
     wf = started(world, orch)
-    answer(world, {"status": "MANUAL_CHECK"})
-    world.db.advance(1)
-    receipt = final(world, wf)
-    drain(orch)
+    receipt = answered_then_final(world, orch, wf, {"status": "MANUAL_CHECK"}, 1)
     assert review_codes(world, wf) == ["POLL_REVIEW_VALUE"]
     assert sig(world, receipt)["disposition"] == "QUERY_SETTLED" and wait_row(world)["status"] == "CANCELLED"
 
@@ -164,10 +179,7 @@ def test_F1_an_unknown_effect_stored_first_is_never_overridden_by_a_later_signal
 def test_F1_a_review_that_can_be_continued_keeps_the_wait_open(world, orch):
     """Rounds exhausted (P-9) may be continued (C-4) in the same activation, so its final wait stays open."""
     wf = started(world, orch, flow(max_rounds=1, name="one-round"))
-    answer(world, "PENDING")
-    world.db.advance(1_000)
-    receipt = final(world, wf)
-    drain(orch)
+    receipt = answered_then_final(world, orch, wf, "PENDING", 1_000)
     assert review_codes(world, wf) == ["POLL_ROUNDS_EXHAUSTED"]
     assert sig(world, receipt)["status"] == "PENDING" and wait_row(world)["status"] == "WAITING"
 
@@ -214,10 +226,7 @@ def test_F2_a_review_status_signal_sends_the_step_to_review_POLL_REVIEW_VALUE(wo
 def test_F2_a_pending_answer_stored_before_the_signal_means_no_query_was_out(world, orch):
     """Both stored while nobody looked: PENDING first, then the signal — the poll was between rounds."""
     wf = started(world, orch)
-    answer(world, "PENDING")
-    world.db.advance(1_000)
-    receipt = final(world, wf)
-    drain(orch)
+    receipt = answered_then_final(world, orch, wf, "PENDING", 1_000)
     adopted(world, wf)
     won(world, receipt)
     assert next(e for e in world.events(wf) if e["type"] == "SIGNAL_CONSUMED")["data"]["decision"] == \
@@ -317,9 +326,8 @@ def test_F4_signal_first_while_query_runs_saves_winner_and_waits_for_pulse(world
 @pytest.mark.parametrize("how", ["pending", "same_final_result", "known_failure", "cancelled"])
 def test_F5_the_in_flight_query_ends_and_the_signal_is_adopted_without_a_new_round(world, orch, how):
     wf = started(world, orch)
-    got = claim(world, lease_ms=120_000)
-    receipt = final(world, wf, raw='{"status": "PAID", "output": {"amount": 12.5, "receipt": "r-1"}}')
-    drain(orch)
+    got, receipt = final_while_query_runs(world, orch, wf, 120_000,
+                                          raw='{"status": "PAID", "output": {"amount": 12.5, "receipt": "r-1"}}')
     world.db.advance(2_000)
     if how == "pending":
         pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PENDING"})
@@ -365,9 +373,7 @@ def test_F5_a_review_status_signal_adopted_after_the_query_goes_to_review(world,
 ])
 def test_F6_unknown_invalid_or_different_result_keeps_both_facts_and_goes_to_review(world, orch, how, code, outcome):
     wf = started(world, orch)
-    got = claim(world, lease_ms=10_000)
-    receipt = final(world, wf)
-    drain(orch)
+    got, receipt = final_while_query_runs(world, orch, wf, 10_000)
     world.db.advance(1_000)
     result = None
     if how == "lease_lost":
@@ -437,9 +443,7 @@ def test_F7_a_signal_accepted_before_the_deadline_and_found_after_it_still_wins(
 # --- F-8 CONSUMED is not success ----------------------------------------------------------------------------------
 def test_F8_consumed_means_adopted_and_the_step_stays_active_until_pulse_confirms(world, orch):
     wf = started(world, orch)
-    got = claim(world, lease_ms=30_000)
-    receipt = final(world, wf)
-    drain(orch)
+    got, receipt = final_while_query_runs(world, orch, wf, 30_000)
     got_signal = routines_signal(world, wf, receipt)
     assert got_signal["status"] == "CONSUMED"
     inst = world.instance(wf)
@@ -528,9 +532,7 @@ def test_F9_a_signal_accepted_while_everyone_was_down_before_the_querys_stored_r
 
 def test_F9_a_stored_winner_is_never_chosen_again(world, orch):
     wf = started(world, orch)
-    got = claim(world, lease_ms=120_000)
-    first = final(world, wf)
-    drain(orch)
+    got, first = final_while_query_runs(world, orch, wf, 120_000)
     won(world, first)
     second = final(world, wf, {"status": "DONE"})
     assert (second["status"], second["disposition"]) == ("REJECTED", "STEP_SETTLED")

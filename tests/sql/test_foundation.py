@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-import threading
 
 import pytest
 
 from procedures import definitions, errors, routines
+from tests.support.threads import run_threads
 from tests.support.world import WORKFLOW_SCOPES, World
 
 TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
@@ -156,11 +156,7 @@ def test_concurrent_starts_with_one_key_create_one_instance(world):
         finally:
             conn.close()
 
-    threads = [threading.Thread(target=start) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(lambda _: start(), 8)
     assert failures == []
     assert len({r["workflow_id"] for r in results}) == 1
     assert sum(r["created"] for r in results) == 1

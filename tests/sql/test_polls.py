@@ -56,6 +56,17 @@ def answer(world, result, worker="w1") -> dict:
     return got
 
 
+def answer_rounds(world, orch, *results) -> None:
+    """Rounds answered one after another: each answer is consumed, and the next round falls due an interval
+    later."""
+    for i, result in enumerate(results):
+        if i:
+            world.db.advance(INTERVAL)
+            orch.drain()
+        answer(world, result)
+        orch.drain()
+
+
 def fail(world, retryable: bool, worker="w1") -> dict:
     got = claim(world, worker)
     pulse.attempt_fail(world.db.conn, got["attempt_id"], worker, "upstream said 503", retryable=retryable)
@@ -256,12 +267,7 @@ def test_P3_row2_pending_with_budget_left_adds_a_round_whose_task_starts_at_atte
 def test_P3_row3_success_settles_the_poll_and_no_further_round_follows(world, orch):
     world.publish(poll_flow())
     wf = started(world, orch)
-    answer(world, "PENDING")
-    orch.drain()
-    world.db.advance(INTERVAL)
-    orch.drain()
-    answer(world, "DONE")
-    orch.drain()
+    answer_rounds(world, orch, "PENDING", "DONE")
     world.db.advance(10 * INTERVAL)
     orch.drain()
     poll = poll_of(world, wf)
@@ -299,12 +305,7 @@ def test_P3_row4_a_failed_round_never_creates_a_new_round_past_an_exhausted_atte
 def test_P3_row5_rounds_exhausted_leaves_rounds_unchanged_and_the_step_in_review(world, orch):
     world.publish(poll_flow(max_rounds=2))
     wf = started(world, orch)
-    answer(world, "PENDING")
-    orch.drain()
-    world.db.advance(INTERVAL)
-    orch.drain()
-    answer(world, "PENDING")
-    orch.drain()
+    answer_rounds(world, orch, "PENDING", "PENDING")
     world.db.advance(10 * INTERVAL)
     orch.drain()
     poll = poll_of(world, wf)
@@ -658,12 +659,7 @@ def test_P9_pending_on_the_last_round_is_rounds_exhausted(world, orch):
 def test_P9_the_poll_deadline_while_waiting_between_rounds_goes_to_review(world, orch):
     world.publish(poll_flow(timeout_ms=INTERVAL + 15_000))
     wf = started(world, orch)
-    answer(world, "PENDING")
-    orch.drain()
-    world.db.advance(INTERVAL)
-    orch.drain()
-    answer(world, "PENDING")
-    orch.drain()
+    answer_rounds(world, orch, "PENDING", "PENDING")
     world.db.advance(14_000)
     assert orch.drain()["CHECKPOINT:REVIEW"] == 0
     world.db.advance(1_000)

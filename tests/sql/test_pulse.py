@@ -11,6 +11,7 @@ import time
 import pytest
 
 from procedures import errors, pulse, routines
+from tests.support.threads import run_threads
 
 HOUR = 3_600_000
 
@@ -203,11 +204,7 @@ def test_K1_two_workers_never_claim_the_same_task(world, orch, database):
         finally:
             conn.close()
 
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(worker, 4)
     assert len(claimed) == 60 and len(set(claimed)) == 60
     assert world.db.scalar("SELECT COUNT(*) FROM pulse_attempts") == 60
     assert world.db.scalar("SELECT MAX(attempts_used) FROM pulse_tasks") == 1
@@ -530,13 +527,8 @@ def test_K7_stale_outcome_is_recorded_and_changes_nothing_else(world, orch):
     wf, = started(world, orch)
     iid = world.internal_id(wf)
     got, = claim(world)
-    old = world.db.scalar("SELECT activation_id FROM weave_steps WHERE instance_id = %s", iid)
     # A second generation of the step (what recovery creates): the running task serves the first one.
-    world.db.execute("INSERT INTO weave_activations (namespace_id, instance_id, step_id, step_key, seq, frozen, "
-                     "started_at, deadline_at) SELECT namespace_id, instance_id, step_id, step_key, 2, frozen, "
-                     "started_at, deadline_at FROM weave_activations WHERE id = %s", old)
-    new = world.db.scalar("SELECT MAX(id) FROM weave_activations")
-    world.db.execute("UPDATE weave_steps SET activation_id = %s, activation_seq = 2 WHERE instance_id = %s", new, iid)
+    world.second_activation(wf)
     pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
     before = {t: c for t, c in world.db.table_counts().items()}
     step_before = world.db.row("SELECT * FROM weave_steps WHERE instance_id = %s", iid)
@@ -669,11 +661,7 @@ def test_K1_concurrent_claims_keep_mutex_keys_exclusive(world, orch, database):
         finally:
             conn.close()
 
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(worker, 4)
     assert overlaps == []
     assert len(finished) == 40 and len(set(finished)) == 40
     assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks WHERE status = 'SUCCEEDED'") == 40

@@ -5,18 +5,13 @@ from __future__ import annotations
 import pytest
 
 from procedures import errors, routines
-from tests.sql.test_polls import INTERVAL, answer, poll_flow, poll_of, review_codes, started
+from tests.sql.test_polls import INTERVAL, answer, answer_rounds, poll_flow, poll_of, review_codes, started
 
 
 def exhaust(world, orch, rounds=2):
     world.publish(poll_flow(max_rounds=rounds))
     wf = started(world, orch)
-    for i in range(rounds):
-        answer(world, "PENDING")
-        orch.drain()
-        if i < rounds - 1:
-            world.db.advance(INTERVAL)
-            orch.drain()
+    answer_rounds(world, orch, *["PENDING"] * rounds)
     assert review_codes(world, wf) == ["POLL_ROUNDS_EXHAUSTED"]
     return wf
 
@@ -33,12 +28,7 @@ def test_C4_continue_after_rounds_exhausted_creates_exactly_the_extra_rounds(wor
     world.db.advance(INTERVAL)
     orch.drain()
     assert poll_of(world, wf)["rounds_used"] == 3
-    answer(world, "PENDING")
-    orch.drain()
-    world.db.advance(INTERVAL)
-    orch.drain()
-    answer(world, "PENDING")
-    orch.drain()
+    answer_rounds(world, orch, "PENDING", "PENDING")
     world.db.advance(10 * INTERVAL)
     orch.drain()
     poll = poll_of(world, wf)
@@ -55,12 +45,7 @@ def test_C4_continue_after_rounds_exhausted_creates_exactly_the_extra_rounds(wor
 def test_C4_continue_after_the_poll_deadline_with_a_later_deadline(world, orch):
     world.publish(poll_flow(max_rounds=10, timeout_ms=2 * INTERVAL))
     wf = started(world, orch)
-    answer(world, "PENDING")
-    orch.drain()
-    world.db.advance(INTERVAL)
-    orch.drain()
-    answer(world, "PENDING")
-    orch.drain()
+    answer_rounds(world, orch, "PENDING", "PENDING")
     world.db.advance(2 * INTERVAL)
     orch.drain()
     assert review_codes(world, wf) == ["POLL_DEADLINE"]

@@ -96,7 +96,8 @@ def test_R18_transient_or_changing_failures_only_back_off(world, orch):
     assert failing["CHECKPOINT"] == (1, 1)
 
 
-def test_R18_a_paused_instance_is_visibly_deferred_with_reason_since_and_attempts(world, orch):
+def paused_between_timers(world, orch) -> str:
+    """Two timers in a row, the instance paused and the first one settled: the second is deferred PAUSED."""
     world.publish({"name": "two-timers", "steps": [
         {"key": "first", "type": "TIMER", "delay_ms": 1_000},
         {"key": "second", "type": "TIMER", "delay_ms": 1_000, "after": ["first"]}]})
@@ -105,6 +106,11 @@ def test_R18_a_paused_instance_is_visibly_deferred_with_reason_since_and_attempt
     routines.instance_pause(world.db.conn, world.token, world.namespace, wf, "hold", "pause-1")
     world.db.advance(1_000)
     orch.drain()
+    return wf
+
+
+def test_R18_a_paused_instance_is_visibly_deferred_with_reason_since_and_attempts(world, orch):
+    wf = paused_between_timers(world, orch)
     first = world.instance(wf)["deferred"]
     assert first["reason"] == "PAUSED" and first["attempts"] == 1 and first["step_key"] is None
     assert first["next_check_at"] > first["since"]

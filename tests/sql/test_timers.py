@@ -19,14 +19,20 @@ def timer_flow(name="cool-off", delay_ms=60_000, then=None):
     return {"name": name, "steps": steps}
 
 
+def started(world, orch, *, deadline_ms: int = 86_400_000, **flow) -> str:
+    """A timer flow published and one instance of it started and activated."""
+    world.publish(timer_flow(**flow))
+    wf = world.start("cool-off", deadline_ms=deadline_ms)
+    orch.drain()
+    return wf
+
+
 def parse(ts: str) -> dt.datetime:
     return dt.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def test_T1_activation_stores_due_as_start_plus_delay_capped_by_deadline(world, orch):
-    world.publish(timer_flow(delay_ms=60_000))
-    wf = world.start("cool-off", deadline_ms=HOUR)
-    orch.drain()
+    wf = started(world, orch, delay_ms=60_000, deadline_ms=HOUR)
     step = world.step(wf, "cool_off")
     assert step["status"] == "ACTIVE" and step["wait"]["status"] == "WAITING"
     assert parse(step["wait"]["due_at"]) - parse(step["started_at"]) == dt.timedelta(milliseconds=60_000)
@@ -47,9 +53,7 @@ def test_T2_timer_creates_no_task_and_holds_no_permit(world, orch):
 
 
 def test_T3_due_timer_settles_and_step_succeeds_with_null_output(world, orch):
-    world.publish(timer_flow())
-    wf = world.start("cool-off")
-    orch.drain()
+    wf = started(world, orch)
     world.db.advance(59_000)
     orch.drain()
     assert world.step(wf, "cool_off")["wait"]["status"] == "WAITING"
@@ -65,9 +69,7 @@ def test_T3_due_timer_settles_and_step_succeeds_with_null_output(world, orch):
 
 
 def test_T4_truncated_timer_goes_to_review_never_success(world, orch):
-    world.publish(timer_flow(delay_ms=2 * HOUR))
-    wf = world.start("cool-off", deadline_ms=HOUR)
-    orch.drain()
+    wf = started(world, orch, delay_ms=2 * HOUR, deadline_ms=HOUR)
     step = world.step(wf, "cool_off")
     assert parse(step["wait"]["due_at"]) == parse(world.instance(wf)["deadline_at"])
     world.db.advance(HOUR + 1)
@@ -81,9 +83,7 @@ def test_T4_truncated_timer_goes_to_review_never_success(world, orch):
 
 
 def test_T5_timer_due_during_pause_settles_and_successor_waits(world, orch):
-    world.publish(timer_flow(then=1_000))
-    wf = world.start("cool-off")
-    orch.drain()
+    wf = started(world, orch, then=1_000)
     world.db.execute("UPDATE weave_instances SET control = 'PAUSED' WHERE id = %s", world.internal_id(wf))
     world.db.advance(61_000)
     orch.drain()
@@ -98,9 +98,7 @@ def test_T5_timer_due_during_pause_settles_and_successor_waits(world, orch):
 
 
 def test_T6_late_scan_settles_with_original_due_and_finishes(world, orch):
-    world.publish(timer_flow(delay_ms=60_000))
-    wf = world.start("cool-off", deadline_ms=HOUR)
-    orch.drain()
+    wf = started(world, orch, delay_ms=60_000, deadline_ms=HOUR)
     due = world.step(wf, "cool_off")["wait"]["due_at"]
     world.db.advance(2 * HOUR)  # every process was down past the instance deadline
     orch.drain()
@@ -112,9 +110,7 @@ def test_T6_late_scan_settles_with_original_due_and_finishes(world, orch):
 
 
 def test_T6_late_scan_with_successor_past_deadline_goes_to_review(world, orch):
-    world.publish(timer_flow(delay_ms=60_000, then=1_000))
-    wf = world.start("cool-off", deadline_ms=HOUR)
-    orch.drain()
+    wf = started(world, orch, delay_ms=60_000, then=1_000, deadline_ms=HOUR)
     world.db.advance(2 * HOUR)
     orch.drain()
     inst = world.instance(wf)
@@ -126,9 +122,7 @@ def test_T6_late_scan_with_successor_past_deadline_goes_to_review(world, orch):
 
 
 def test_T7_audit_failure_rolls_back_the_whole_settlement(world, orch):
-    world.publish(timer_flow(then=1_000))
-    wf = world.start("cool-off")
-    orch.drain()
+    wf = started(world, orch, then=1_000)
     world.db.execute(
         "CREATE TRIGGER test_audit_fails BEFORE INSERT ON weave_audit FOR EACH ROW "
         "BEGIN IF NEW.action = 'timer.settle' THEN "
@@ -154,9 +148,7 @@ def test_T7_audit_failure_rolls_back_the_whole_settlement(world, orch):
 
 
 def test_T8_settle_event_says_when_due_and_when_settled(world, orch):
-    world.publish(timer_flow())
-    wf = world.start("cool-off")
-    orch.drain()
+    wf = started(world, orch)
     world.db.advance(90_000)
     orch.drain()
     settled = next(e for e in world.events(wf) if e["type"] == "TIMER_SETTLED")
@@ -167,17 +159,10 @@ def test_T8_settle_event_says_when_due_and_when_settled(world, orch):
 
 
 def test_R5_stale_checkpoint_of_an_old_activation_never_acts(world, orch):
-    world.publish(timer_flow())
-    wf = world.start("cool-off")
-    orch.drain()
+    wf = started(world, orch)
     iid = world.internal_id(wf)
-    old = world.db.scalar("SELECT activation_id FROM weave_steps WHERE instance_id = %s", iid)
     # A second generation of the step (what recovery creates); the checkpoint still names the first.
-    world.db.execute("INSERT INTO weave_activations (namespace_id, instance_id, step_id, step_key, seq, frozen, "
-                     "started_at, deadline_at) SELECT namespace_id, instance_id, step_id, step_key, 2, frozen, "
-                     "started_at, deadline_at FROM weave_activations WHERE id = %s", old)
-    new = world.db.scalar("SELECT MAX(id) FROM weave_activations")
-    world.db.execute("UPDATE weave_steps SET activation_id = %s, activation_seq = 2 WHERE instance_id = %s", new, iid)
+    old = world.second_activation(wf)
     world.db.advance(61_000)
     outcomes = orch.drain()
     assert outcomes["CHECKPOINT:STALE"] == 1
@@ -188,9 +173,7 @@ def test_R5_stale_checkpoint_of_an_old_activation_never_acts(world, orch):
 
 @pytest.mark.breaks_invariants("M-4.11")
 def test_R6_timer_facts_that_do_not_verify_are_left_untouched(world, orch):
-    world.publish(timer_flow())
-    wf = world.start("cool-off")
-    orch.drain()
+    wf = started(world, orch)
     world.db.execute("UPDATE weave_waits SET due_at = due_at - INTERVAL 30 SECOND")  # corrupted on purpose
     world.db.advance(61_000)
     outcomes = orch.drain(max_rounds=2)
@@ -272,9 +255,7 @@ def test_R8_instance_deadline_passed_when_new_work_is_needed_goes_to_review(worl
 
 
 def test_R9_instance_succeeds_in_the_transaction_of_its_last_step(world, orch):
-    world.publish(timer_flow(then=1_000))
-    wf = world.start("cool-off")
-    orch.drain()
+    wf = started(world, orch, then=1_000)
     world.db.advance(61_000)
     orch.drain()
     world.db.advance(1_001)

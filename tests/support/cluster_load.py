@@ -17,6 +17,7 @@ from api import client as sdk
 from procedures import db as dbmod
 from procedures.connections import retry_transient
 from tests.support.db import Db
+from tests.support.threads import run_threads
 from tests.support.waiting import wait_for
 
 RESULT = {"pending": ["PENDING"], "success": ["DONE", "PAID"]}
@@ -111,24 +112,6 @@ def send_signals(clients: list[sdk.WeaveClient], acks: Acks, on_progress=None, t
                 on_progress()
 
     run_threads(work, threads)
-
-
-def run_threads(fn, threads: int) -> None:
-    failures: list[BaseException] = []
-
-    def guarded(part: int) -> None:
-        try:
-            fn(part)
-        except BaseException as exc:  # re-raised in the caller
-            failures.append(exc)
-
-    pool = [threading.Thread(target=guarded, args=(p,)) for p in range(threads)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
-    if failures:
-        raise failures[0]
 
 
 class Driver:

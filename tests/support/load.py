@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from procedures import routines
+from tests.support.threads import run_threads
 from tests.support.world import World
 
 
@@ -13,7 +14,6 @@ def start_many(world: World, definition: str, count: int, *, threads: int = 4, d
     """Start ``count`` instances through the real start routine, on several connections."""
     ids: list[str] = []
     lock = threading.Lock()
-    failures: list[BaseException] = []
 
     def work(part: int) -> None:
         conn = world.db.connect()
@@ -24,16 +24,8 @@ def start_many(world: World, definition: str, count: int, *, threads: int = 4, d
                                               deadline_ms=deadline_ms)
                 with lock:
                     ids.append(row["workflow_id"])
-        except BaseException as exc:  # re-raised in the caller
-            failures.append(exc)
         finally:
             conn.close()
 
-    workers = [threading.Thread(target=work, args=(p,)) for p in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    if failures:
-        raise failures[0]
+    run_threads(work, threads)
     return ids

@@ -58,3 +58,16 @@ class World:
 
     def internal_id(self, workflow_id: str) -> int:
         return int(workflow_id.removeprefix("wf_"))
+
+    def second_activation(self, workflow_id: str) -> int:
+        """A second generation of the instance's one step, as recovery creates it, made current behind the
+        engine's back: what still names the first one is stale. Answers the first activation's id."""
+        iid = self.internal_id(workflow_id)
+        old = self.db.scalar("SELECT activation_id FROM weave_steps WHERE instance_id = %s", iid)
+        self.db.execute("INSERT INTO weave_activations (namespace_id, instance_id, step_id, step_key, seq, frozen, "
+                        "started_at, deadline_at) SELECT namespace_id, instance_id, step_id, step_key, 2, frozen, "
+                        "started_at, deadline_at FROM weave_activations WHERE id = %s", old)
+        new = self.db.scalar("SELECT MAX(id) FROM weave_activations")
+        self.db.execute("UPDATE weave_steps SET activation_id = %s, activation_seq = 2 WHERE instance_id = %s",
+                        new, iid)
+        return int(old)

@@ -1,0 +1,153 @@
+-- The body of the three step recoveries of C-4, which differ only in what they do to the step: continue (a
+-- POLL goes on in the same activation), reactivate (a new activation k+1) and resolve (the operator supplies
+-- the output). Each opens as an operator action in review (authorise, lock, answer replays), checks that the
+-- step may be recovered, and closes alike: its review reasons closed, its event, the instance reopened when
+-- no reason is left, and the audit row under the action's key.
+CREATE PROCEDURE _weave_step_recover(
+        IN  in_action           VARCHAR(16),
+        IN  in_token            VARCHAR(512),
+        IN  in_namespace        VARCHAR(200),
+        IN  in_workflow_id      VARCHAR(64),
+        IN  in_step_key         VARCHAR(200),
+        IN  in_extra_rounds     BIGINT,
+        IN  in_poll_deadline_ms BIGINT,
+        IN  in_timeout_ms       BIGINT,
+        IN  in_output           LONGTEXT,
+        IN  in_evidence_ref     VARCHAR(2048),
+        IN  in_reason           VARCHAR(4096),
+        IN  in_idempotency_key  VARCHAR(512),
+        IN  in_digest           CHAR(64),
+        OUT out_instance_id     BIGINT UNSIGNED,
+        OUT out_replayed        TINYINT)
+    COMMENT 'Internal. Description: the body of weave_step_continue (in_action continue: in_extra_rounds,
+in_poll_deadline_ms), weave_step_reactivate (reactivate: in_timeout_ms) and weave_step_resolve (resolve: in_output,
+in_evidence_ref); the parameters of the other actions are NULL. Errors: those of the three routines.'
+    MODIFIES SQL DATA
+BEGIN
+    DECLARE v_now DATETIME(6);
+    DECLARE v_ns BIGINT UNSIGNED;
+    DECLARE v_cred BIGINT UNSIGNED;
+    DECLARE v_actor VARCHAR(128);
+    DECLARE v_id BIGINT UNSIGNED;
+    DECLARE v_step BIGINT UNSIGNED;
+    DECLARE v_type VARCHAR(16);
+    DECLARE v_seq INT UNSIGNED;
+    DECLARE v_activation BIGINT UNSIGNED;
+    DECLARE v_event VARCHAR(32);
+    DECLARE v_event_seq INT UNSIGNED;
+    DECLARE v_event_data LONGTEXT;
+    DECLARE v_audit_deadline DATETIME(6) DEFAULT NULL;
+    DECLARE v_audit_details LONGTEXT;
+    DECLARE v_reopened TINYINT DEFAULT 0;
+    -- continue
+    DECLARE v_state VARCHAR(16);
+    DECLARE v_stop VARCHAR(32);
+    DECLARE v_used INT UNSIGNED;
+    DECLARE v_max INT UNSIGNED;
+    DECLARE v_deadline DATETIME(6);
+    DECLARE v_next DATETIME(6);
+    DECLARE v_last VARCHAR(24) DEFAULT NULL;
+    DECLARE v_instance_deadline DATETIME(6);
+    DECLARE v_due DATETIME(6);
+    -- reactivate
+    DECLARE v_wait BIGINT UNSIGNED;
+    CALL _weave_control_begin(in_token, in_namespace, in_workflow_id, 'workflows:review', CONCAT('step.', in_action),
+                              in_reason, in_idempotency_key, in_digest, v_ns, v_cred, v_actor, v_id, out_replayed, v_now);
+    SET out_instance_id = v_id;
+    IF out_replayed = 0 THEN
+        IF in_action = 'resolve' THEN
+            IF in_output IS NULL OR NOT JSON_VALID(in_output) OR LENGTH(in_output) > 262144 THEN
+                CALL _weave_raise(50117, 'INPUT_INVALID: output must be JSON of at most 256 KiB');
+            END IF;
+            IF in_evidence_ref IS NOT NULL AND (CHAR_LENGTH(in_evidence_ref) NOT BETWEEN 1 AND 512
+                                                OR in_evidence_ref REGEXP '[[:space:][:cntrl:]]') THEN
+                CALL _weave_raise(50112, 'EVIDENCE_REF_INVALID: 1-512 characters, no whitespace or control characters');
+            END IF;
+        END IF;
+        CALL _weave_recovery_begin(v_id, in_step_key, v_step, v_type, v_seq, v_activation);
+        IF in_action = 'continue' THEN
+            SELECT state, stop_reason, rounds_used, max_rounds, poll_deadline, next_poll_at
+              INTO v_state, v_stop, v_used, v_max, v_deadline, v_next
+              FROM weave_poll_states WHERE activation_id = v_activation FOR UPDATE;
+            SELECT outcome INTO v_last FROM weave_poll_rounds WHERE activation_id = v_activation AND round_no = v_used;
+            IF v_type <> 'POLL' OR v_state IS NULL OR v_state <> 'STOPPED'
+               OR v_stop NOT IN ('POLL_ROUNDS_EXHAUSTED', 'POLL_DEADLINE') OR v_last IS NULL OR v_last <> 'POLL_PENDING' THEN
+                CALL _weave_raise(50007, 'INVALID_STATE: continue needs a POLL stopped on rounds or deadline after PENDING');
+            END IF;
+            IF in_extra_rounds IS NULL AND in_poll_deadline_ms IS NULL THEN
+                CALL _weave_raise(50100, 'INVALID_ARGUMENT: give extra_rounds and/or poll_deadline_ms');
+            END IF;
+            IF in_extra_rounds IS NOT NULL AND (in_extra_rounds < 1 OR in_extra_rounds > 10000) THEN
+                CALL _weave_raise(50100, 'INVALID_ARGUMENT: extra_rounds must be 1..10000');
+            END IF;
+            SELECT deadline_at INTO v_instance_deadline FROM weave_instances WHERE id = v_id;
+            IF in_poll_deadline_ms IS NOT NULL THEN
+                IF in_poll_deadline_ms < 1 OR v_now + INTERVAL in_poll_deadline_ms * 1000 MICROSECOND > v_instance_deadline THEN
+                    CALL _weave_raise(50118, 'DEADLINE_INVALID: the poll deadline must be later than now and within the instance deadline');
+                END IF;
+                SET v_deadline = v_now + INTERVAL in_poll_deadline_ms * 1000 MICROSECOND;
+            END IF;
+            SET v_max = v_max + COALESCE(in_extra_rounds, 0);
+            IF v_used >= v_max OR v_now >= v_deadline THEN
+                CALL _weave_raise(50100, 'INVALID_ARGUMENT: the POLL would stop again at once; add rounds or a later deadline');
+            END IF;
+            SET v_due = GREATEST(v_now, COALESCE(v_next, v_now));
+            UPDATE weave_poll_states
+               SET max_rounds = v_max, poll_deadline = v_deadline, state = 'WAITING', stop_reason = NULL,
+                   next_poll_at = v_due, updated_at = v_now
+             WHERE activation_id = v_activation;
+            UPDATE weave_waits SET deadline_at = v_deadline
+             WHERE activation_id = v_activation AND kind = 'POLL_FINAL' AND status = 'WAITING';
+            UPDATE weave_steps SET status = 'ACTIVE', updated_at = v_now WHERE id = v_step;
+            CALL _weave_checkpoint_set(v_ns, v_id, in_step_key, 'POLL', v_activation, v_due, v_now);
+            SET v_event = 'POLL_CONTINUED', v_event_seq = v_seq, v_audit_deadline = v_deadline;
+            SET v_event_data = JSON_OBJECT('max_rounds', v_max + 0,
+                                           'poll_deadline', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                                           'next_poll_at', DATE_FORMAT(v_due, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                                           'stopped_on', v_stop, 'actor', v_actor, 'reason', in_reason);
+            SET v_audit_details = JSON_OBJECT('step_key', in_step_key, 'extra_rounds', in_extra_rounds + 0,
+                                              'max_rounds', v_max + 0);
+        ELSEIF in_action = 'reactivate' THEN
+            IF in_timeout_ms IS NOT NULL AND (in_timeout_ms <= 0 OR in_timeout_ms > 31536000000 OR v_type NOT IN ('SIGNAL', 'POLL')) THEN
+                CALL _weave_raise(50100, 'INVALID_ARGUMENT: timeout_ms applies to SIGNAL and POLL steps, 1..31536000000');
+            END IF;
+            UPDATE weave_activations SET ended_at = COALESCE(ended_at, v_now) WHERE id = v_activation;
+            -- A wait of activation k still open (a final-signal wait, or one stopped by a tampered signal) is
+            -- closed now, and its pending signals answered STALE_ACTIVATION: they can never follow into k+1.
+            close_waits: LOOP
+                SET v_wait = NULL;
+                SELECT id INTO v_wait FROM weave_waits
+                 WHERE activation_id = v_activation AND status = 'WAITING' LIMIT 1 FOR UPDATE;
+                IF v_wait IS NULL THEN
+                    LEAVE close_waits;
+                END IF;
+                UPDATE weave_waits SET status = 'CANCELLED', settled_at = v_now WHERE id = v_wait;
+                CALL _weave_wait_signals_settle(v_ns, v_id, v_wait, 'STALE_ACTIVATION', v_now);
+            END LOOP;
+            UPDATE weave_steps SET status = 'PENDING', activation_seq = v_seq + 1, activation_id = NULL,
+                                   activation_override = IF(in_timeout_ms IS NULL, NULL,
+                                                            JSON_OBJECT('timeout_ms', in_timeout_ms + 0)),
+                                   updated_at = v_now
+             WHERE id = v_step;
+            DELETE FROM weave_pending_advances WHERE instance_id = v_id AND step_key = in_step_key;
+            SET v_event = 'STEP_REACTIVATED', v_event_seq = v_seq + 1;
+            SET v_event_data = JSON_OBJECT('previous_activation', v_seq + 0, 'actor', v_actor, 'reason', in_reason,
+                                           'timeout_ms', in_timeout_ms + 0);
+            SET v_audit_details = JSON_OBJECT('step_key', in_step_key, 'activation_sequence', v_seq + 1);
+        ELSE
+            UPDATE weave_steps SET status = 'SUCCEEDED', output = in_output, updated_at = v_now WHERE id = v_step;
+            UPDATE weave_activations SET ended_at = COALESCE(ended_at, v_now) WHERE id = v_activation;
+            DELETE FROM weave_pending_advances WHERE instance_id = v_id AND step_key = in_step_key;
+            SET v_event = 'STEP_RESOLVED', v_event_seq = v_seq;
+            SET v_event_data = JSON_OBJECT('output', JSON_EXTRACT(in_output, '$'), 'evidence_ref', in_evidence_ref,
+                                           'actor', v_actor, 'reason', in_reason);
+            SET v_audit_details = JSON_OBJECT('step_key', in_step_key, 'evidence_ref', in_evidence_ref);
+        END IF;
+        UPDATE weave_review_reasons SET closed_at = v_now, closed_by = in_action
+         WHERE instance_id = v_id AND step_key = in_step_key AND closed_at IS NULL;
+        CALL _weave_event(v_ns, v_id, v_event, in_step_key, v_event_seq, v_now, v_event_data);
+        CALL _weave_review_reopen(v_ns, v_id, v_now, v_reopened);
+        CALL _weave_audit(v_ns, v_id, v_cred, v_actor, CONCAT('step.', in_action), in_idempotency_key, in_digest, v_now,
+                          v_audit_deadline, in_reason, JSON_INSERT(v_audit_details, '$.reopened', v_reopened = 1), NULL);
+    END IF;
+END
