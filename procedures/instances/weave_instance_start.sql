@@ -48,7 +48,8 @@ BEGIN
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     CALL _weave_now(v_now);
-    SELECT d.id, d.version, d.queues INTO v_def, v_def_version, v_queues
+    -- The namespace is found by its name here already; _weave_authorize takes it instead of reading it again.
+    SELECT d.id, d.version, d.queues, n.id INTO v_def, v_def_version, v_queues, v_ns
       FROM weave_definitions d JOIN weave_namespaces n ON n.id = d.namespace_id AND n.name = in_namespace
      WHERE d.name = in_definition AND (in_version IS NULL OR d.version = in_version)
      ORDER BY d.version DESC LIMIT 1;
