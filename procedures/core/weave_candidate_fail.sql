@@ -28,11 +28,9 @@ BEGIN
     DECLARE v_attempts INT UNSIGNED;
     DECLARE v_step BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_seq INT UNSIGNED DEFAULT 0;
-    DECLARE v_joined BOOLEAN;  -- TRUE inside a caller's transaction: refused (R-1)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_open(v_joined);
-    IF v_joined THEN CALL _weave_transaction_own('weave_candidate_fail'); END IF;
+    CALL _weave_transaction_own('weave_candidate_fail');
     SET v_tx = TRUE;
     START TRANSACTION;
     IF in_class = 'CHECKPOINT' THEN

@@ -10,11 +10,9 @@ Rules: R-2.'
 BEGIN
     DECLARE v_mode VARCHAR(16);
     DECLARE v_now DATETIME(6);
-    DECLARE v_joined BOOLEAN;  -- TRUE inside a caller's transaction: refused (R-1)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_open(v_joined);
-    IF v_joined THEN CALL _weave_transaction_own('weave_test_clock_advance'); END IF;
+    CALL _weave_transaction_own('weave_test_clock_advance');
     SET v_tx = TRUE;
     START TRANSACTION;
     SELECT clock_mode INTO v_mode FROM weave_install WHERE id = 1 FOR UPDATE;

@@ -19,11 +19,9 @@ BEGIN
     DECLARE v_worker VARCHAR(128);
     DECLARE v_lease DATETIME(6);
     DECLARE v_cancel TINYINT DEFAULT 0;
-    DECLARE v_joined BOOLEAN;  -- TRUE inside a caller's transaction: refused (R-1)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_open(v_joined);
-    IF v_joined THEN CALL _weave_transaction_own('pulse_attempt_heartbeat'); END IF;
+    CALL _weave_transaction_own('pulse_attempt_heartbeat');
 
     IF in_worker_id IS NULL OR CHAR_LENGTH(in_worker_id) NOT BETWEEN 1 AND 128 THEN
         CALL _weave_raise(50201, 'WORKER_ID_INVALID: worker id must be 1-128 characters');

@@ -29,11 +29,9 @@ BEGIN
     DECLARE v_started DATETIME(6);
     DECLARE v_facts LONGTEXT;
     DECLARE v_outcome VARCHAR(16) DEFAULT 'GONE';
-    DECLARE v_joined BOOLEAN;  -- TRUE inside a caller's transaction: refused (R-1)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_open(v_joined);
-    IF v_joined THEN CALL _weave_transaction_own('pulse_lease_recover'); END IF;
+    CALL _weave_transaction_own('pulse_lease_recover');
 
     SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;

@@ -15,11 +15,9 @@ BEGIN
     DECLARE v_exists BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_locked BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_outcome VARCHAR(16) DEFAULT 'GONE';
-    DECLARE v_joined BOOLEAN;  -- TRUE inside a caller's transaction: refused (R-1)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_open(v_joined);
-    IF v_joined THEN CALL _weave_transaction_own('pulse_task_expire'); END IF;
+    CALL _weave_transaction_own('pulse_task_expire');
 
     SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;

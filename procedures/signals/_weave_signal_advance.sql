@@ -76,8 +76,7 @@ BEGIN
         IF v_winner IS NOT NULL THEN
             -- S-11 (and S-13: an on-time signal found after the deadline still wins; S-15: a paused
             -- instance or a disabled app still consumes, only the successors wait).
-            UPDATE weave_signals SET status = 'CONSUMED', disposition = NULL, consumed_at = in_now,
-                                     version = version + 1
+            UPDATE weave_signals SET status = 'CONSUMED', disposition = NULL, consumed_at = in_now, version = version + 1
              WHERE id = v_winner;
             UPDATE weave_waits SET status = 'SATISFIED', winner_signal_id = v_winner, settled_at = in_now
              WHERE id = v_wait;
