@@ -13,24 +13,24 @@ from tests.benchmarks.statements import POLL_ROUNDS, Census, Stage, decisions
 
 # Per decision: the ceiling on its statements.
 DECISIONS = {
-    "root activate (TIMER)": 41,
-    "timer settle": 43,
-    "timer settle, 10 in one call (each)": 40.4,
-    "signal checkpoint before its deadline": 18,
-    "signal send (settles the open wait)": 68,
-    "signal settle (candidate path)": 51,
-    "signal twin candidate": 10,
-    "root activate (POLL, round 1)": 52,
+    "root activate (TIMER)": 32,
+    "timer settle": 37,
+    "timer settle, 10 in one call (each)": 35.3,
+    "signal checkpoint before its deadline": 17,
+    "signal send (settles the open wait)": 58,
+    "signal settle (candidate path)": 44,
+    "signal twin candidate": 9,
+    "root activate (POLL, round 1)": 44,
     "task claim": 16,
-    "attempt complete": 21,
-    "inbox consume (round pending)": 42,
-    "poll round start": 45,
+    "attempt complete": 19,
+    "inbox consume (round pending)": 38,
+    "poll round start": 39,
     "scan (nothing due)": 5,
     "idle probe": 4,
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 152, "signal": 166, "poll": 181}
+LIFECYCLES = {"timer": 121, "signal": 142, "poll": 154.7}
 
 
 @pytest.fixture
