@@ -24,13 +24,13 @@ DECISIONS = {
     "task claim": 16,
     "attempt complete": 19,
     "inbox consume (round pending)": 38,
-    "poll round start": 39,
+    "poll round start": 38,
     "scan (nothing due)": 5,
     "idle probe": 4,
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 121, "signal": 142, "poll": 154.7}
+LIFECYCLES = {"timer": 121, "signal": 142, "poll": 154.0}
 
 
 @pytest.fixture
