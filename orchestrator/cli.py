@@ -412,7 +412,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     return run_worker(_dsn(args), queues=args.queue, handler_modules=args.handlers or [],
                       concurrency=args.concurrency, namespace=args.namespace, lease_ms=args.lease_ms,
-                      heartbeat_ms=args.heartbeat_ms, grace_ms=args.grace_ms, worker_id=args.worker_id)
+                      heartbeat_ms=args.heartbeat_ms, grace_ms=args.grace_ms, worker_id=args.worker_id,
+                      idle_max_ms=args.idle_max_ms)
 
 
 # --- parser ---------------------------------------------------------------------------------------------
@@ -632,6 +633,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grace-ms", type=int, default=30_000,
                    help="on stop, how long running attempts may take to finish (default 30000)")
     p.add_argument("--worker-id", help="name recorded on attempts and in logs (default: host:pid:random)")
+    p.add_argument("--idle-max-ms", type=int, default=800,
+                   help="longest sleep between claims while nothing is queued; it starts at 50 ms after work and "
+                        "doubles (default 800)")
     p.set_defaults(func=cmd_worker)
     return parser
 

@@ -28,6 +28,10 @@ from procedures.logs import configure_logging
 
 log = logging.getLogger("weave.orchestrator")
 
+# Outcomes that mean another node got to the candidate first: it holds the instance or already advanced it.
+TAKEN = frozenset({"GONE", "BUSY"})
+
+
 @dataclass(frozen=True)
 class Candidate:
     klass: str
@@ -68,6 +72,7 @@ class Orchestrator:
     node_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     retry_attempts: int = 5
     spread: bool = True  # start batches at a random point (several nodes); tests turn it off for determinism
+    chunk: int = 5  # due checkpoints per weave_checkpoints_advance call
     stats: Counter = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
@@ -114,30 +119,34 @@ class Orchestrator:
         self.stats[f"{cand.klass}:{outcome}"] += 1
         return outcome
 
-    def advance_checkpoints(self, cands: list[Candidate]) -> None:
-        """Several CHECKPOINT candidates in one call (weave_checkpoints_advance: each still its own transaction).
-        When the call fails, the decisions before the failure stay; the list is then advanced one by one, which
-        re-verifies those (GONE) and books the failure (R-12)."""
+    def advance_checkpoints(self, cands: list[Candidate]) -> list[str]:
+        """Several CHECKPOINT candidates in one call (weave_checkpoints_advance: each still its own transaction);
+        their outcomes. When the call fails, the decisions before the failure stay; the list is then advanced one
+        by one, which re-verifies those (GONE) and books the failure (R-12)."""
         try:
             sets = self._call("weave_checkpoints_advance", json.dumps([c.id for c in cands]))
         except (errors.WeaveError, pymysql.err.MySQLError):
+            outcomes = []
             for cand in cands:
                 if self._stop.is_set():
-                    return
-                self.advance(cand)
-            return
-        for row in sets[0] if sets else []:
-            self.stats[f"CHECKPOINT:{row['outcome']}"] += 1
+                    break
+                outcomes.append(self.advance(cand))
+            return outcomes
+        outcomes = [row["outcome"] for row in (sets[0] if sets else [])]
+        for outcome in outcomes:
+            self.stats[f"CHECKPOINT:{outcome}"] += 1
+        return outcomes
 
     def _units(self, batch: list[Candidate]) -> list[list[Candidate]]:
-        """The batch in order as units of work: each run of consecutive CHECKPOINT candidates is cut into at most
-        ``concurrency`` lists advanced by one call each; any other candidate is a unit of its own."""
+        """The batch in order as units of work: each run of consecutive CHECKPOINT candidates is cut into lists
+        of at most ``chunk`` advanced by one call each (so that the advance threads share a run evenly and finish
+        it together); any other candidate is a unit of its own."""
         units: list[list[Candidate]] = []
         run: list[Candidate] = []
 
         def flush() -> None:
             if run:
-                size = -(-len(run) // max(1, self.concurrency))
+                size = max(1, self.chunk)
                 units.extend(run[i:i + size] for i in range(0, len(run), size))
                 run.clear()
 
@@ -150,9 +159,17 @@ class Orchestrator:
         flush()
         return units
 
-    def _advance_unit(self, unit: list[Candidate]) -> None:
+    def _advance_unit(self, unit: list[Candidate], overtaken: threading.Event) -> None:
+        """One unit of a batch, unless the batch was overtaken: a list of checkpoints that another node had
+        entirely taken already (GONE or BUSY) means that node is ahead on this stretch of the batch, and going
+        on would only repeat its work candidate by candidate; the next scan shows what is still due."""
+        if overtaken.is_set() or self._stop.is_set():
+            return
         if unit[0].klass == "CHECKPOINT" and len(unit) > 1:
-            self.advance_checkpoints(unit)
+            outcomes = self.advance_checkpoints(unit)
+            if outcomes and all(o in TAKEN for o in outcomes):
+                self.stats["overtaken"] += 1
+                overtaken.set()
         else:
             self.advance(unit[0])
 
@@ -164,11 +181,9 @@ class Orchestrator:
         # Every node sees the same earliest candidates; starting each batch at a random point spreads
         # concurrent nodes over different rows instead of having them collide row by row (all are due).
         start = random.randrange(len(result.candidates)) if self.spread else 0
-        futures = []
-        for unit in self._units(result.candidates[start:] + result.candidates[:start]):
-            if self._stop.is_set():
-                break
-            futures.append(self._pool.submit(self._advance_unit, unit))
+        overtaken = threading.Event()
+        futures = [self._pool.submit(self._advance_unit, unit, overtaken)
+                   for unit in self._units(result.candidates[start:] + result.candidates[:start])]
         for f in futures:
             f.result()
         return result

@@ -49,7 +49,8 @@ class Worker:
     lease_ms: int = 30_000
     heartbeat_ms: int = 10_000
     grace_ms: int = 30_000
-    idle_probe_ms: int = 50
+    idle_probe_ms: int = 50  # the first sleep after a claim that found nothing
+    idle_max_ms: int = 800  # while claims keep finding nothing the sleep doubles up to this
     worker_id: str = field(default_factory=default_worker_id)
     handlers: Registry = field(default_factory=lambda: registry)
     retry_attempts: int = 5
@@ -69,6 +70,7 @@ class Worker:
         self._inflight: dict[int, TaskContext] = {}
         self._work: queue.Queue = queue.Queue()
         self._threads: list[threading.Thread] = []
+        self._ended = False  # an attempt ended since the claim loop last looked (guarded by _cond)
         self.claimed = 0
 
     # --- connections -----------------------------------------------------------------------------------------
@@ -114,8 +116,22 @@ class Worker:
         log.info("worker stopped", extra={"fields": {"worker": self.worker_id, **dict(self.stats)}})
         return self.stats
 
+    def _idle_wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds`` after a claim that found nothing; an attempt that ends (its next round or
+        successor task is likely to follow) or ``stop`` wakes it early. True when an attempt ended."""
+        with self._cond:
+            if not self._ended and not self._stop.is_set():
+                self._cond.wait(seconds)
+            ended, self._ended = self._ended, False
+        return ended
+
     def _claim_loop(self, claim_until: int | None, until: Callable[[], bool] | None, exit_when_idle: bool) -> None:
+        """Claim while there is work; after a claim that found nothing, sleep idle_probe_ms, doubling up to
+        idle_max_ms while claims keep finding nothing (an idle worker costs a few statements a second), and back
+        to idle_probe_ms as soon as a claim finds work or an attempt of this worker ends."""
         idle = self.idle_probe_ms / 1000.0
+        longest = max(self.idle_probe_ms, self.idle_max_ms) / 1000.0
+        pause = idle
         failures = 0
         while not self._stop.is_set():
             if (until and until()) or (claim_until is not None and self.claimed >= claim_until):
@@ -125,6 +141,7 @@ class Worker:
                 if free <= 0:
                     self._cond.wait(idle)
                     continue
+                self._ended = False
             limit = free if claim_until is None else min(free, claim_until - self.claimed)
             try:
                 claims = pulse.task_claim(self._conn(), self.worker_id, self.queues, limit=limit,
@@ -139,8 +156,9 @@ class Worker:
             if not claims:
                 if exit_when_idle and self.in_flight == 0:
                     return
-                self._stop.wait(idle)
+                pause = idle if self._idle_wait(pause) else min(pause * 2, longest)
                 continue
+            pause = idle
             for claim in claims:
                 ctx = _context(claim)
                 with self._cond:
@@ -193,6 +211,7 @@ class Worker:
                 finally:
                     with self._cond:
                         self._inflight.pop(ctx.attempt_id, None)
+                        self._ended = True
                         self._cond.notify_all()
         finally:
             self._drop_conn()
@@ -303,7 +322,7 @@ def _context(claim: dict) -> TaskContext:
 
 def run_worker(dsn: db.Dsn, *, queues: Iterable[str], handler_modules: Iterable[str] = (), concurrency: int = 8,
                namespace: str | None = None, lease_ms: int = 30_000, heartbeat_ms: int = 10_000,
-               grace_ms: int = 30_000, worker_id: str | None = None) -> int:
+               grace_ms: int = 30_000, worker_id: str | None = None, idle_max_ms: int = 800) -> int:
     """``weave worker``: load the handler modules, check the database level (R-16), run until SIGTERM/SIGINT."""
     configure_logging()
     try:
@@ -314,7 +333,7 @@ def run_worker(dsn: db.Dsn, *, queues: Iterable[str], handler_modules: Iterable[
     try:
         worker = Worker(dsn, [q for spec in queues for q in spec.split(",") if q.strip()], concurrency=concurrency,
                         namespace=namespace, lease_ms=lease_ms, heartbeat_ms=heartbeat_ms, grace_ms=grace_ms,
-                        worker_id=worker_id or default_worker_id())
+                        worker_id=worker_id or default_worker_id(), idle_max_ms=idle_max_ms)
         worker.check_level()
     except ValueError as exc:
         print(f"weave worker: {exc}", flush=True)

@@ -1,20 +1,34 @@
 #!/usr/bin/env python3
-"""B-1 (SQL part): signal acceptance through `CALL weave_signal_send`, beside the raw limit.
+"""B-1: signal sends through `CALL weave_signal_send` and over HTTP, beside the raw limit.
 
-For each concurrency C, two measurements run back to back on the same server and DSN:
+For each concurrency C, these measurements run back to back on the same server and DSN:
 
-  raw   the physical limit of a durable write of our kind: one `CALL bench_tx(...)` per transaction,
-        five INSERTs (signal with a 1 KiB JSON payload, checkpoint, event, audit, receipt; two secondary
-        indexes each) and COMMIT inside the procedure (the `proc` mode of ../shared/bench/limit_mariadb.py,
-        reimplemented here so that both sides share one connection setup);
-  call  `CALL weave_signal_send(...)` with a 1 KiB JSON payload into an active SIGNAL wait: the full
-        acceptance (authentication, validation, locks, idempotency, stored signal, checkpoint, event,
-        audit, frozen receipt), each signal a first acceptance with a distinct key.
+  raw     the physical limit of a durable write of our kind: one `CALL bench_tx(...)` per transaction,
+          five INSERTs (signal with a 1 KiB JSON payload, checkpoint, event, audit, receipt; two secondary
+          indexes each) and COMMIT inside the procedure (the `proc` mode of ../shared/bench/limit_mariadb.py,
+          reimplemented here so that both sides share one connection setup);
+  call    `CALL weave_signal_send(...)` with a 1 KiB JSON payload, every send to its own open SIGNAL wait:
+          the full acceptance (authentication, validation, locks, idempotency, stored signal, checkpoint,
+          event, audit, frozen receipt) and the settlement of the wait in the same transaction, which ends
+          the one-step instance (SUCCEEDED). DBOS's peer figure is the same shape: one send per parked recv;
+  http    the same as `call`, as POST /signals through `weave api` (gunicorn), for the C of --http-conns;
+  accept  (--accept) acceptance only: sends to instances whose SIGNAL step is not activated yet, so each
+          signal is stored PENDING as an early signal and nothing is settled; instances are reused.
+
+The instances with an open wait are prepared before each timed run (outside the timing): enough for
+--pool-share of the raw rate at that C (HTTP: 1.5 times the CALL rate) over warmup and measurement. A sender
+that uses up its instances stops; the measured window then ends when the first sender stopped (``window_s``,
+``exhausted``), so the rate is always over a time in which every sender was sending. Every send is checked:
+a REJECTED receipt counts in ``errors``, and a wait sent to that is not SATISFIED afterwards, or its instance
+not SUCCEEDED, in ``not_settled``.
 
 C client processes (one connection each) run back to back for --seconds after --warmup; every process
 sends to its own instances, so senders contend only where the engine makes them (shared rows of the
-namespace, app and credential), as independent senders would. One JSON line per figure, then one line
-per C with the ratio call/raw (target: >= 0.5, spec 08). The M-4 invariants are checked after the run.
+namespace, app and credential), as independent senders would. Only the sends that succeeded count in ``n``
+and ``per_s`` (``first_error`` shows what a failed one answered). One JSON line per figure, then one line
+per C with the ratio call/raw (target: >= 0.5, spec 08). With --http the API's CPU time per request is
+printed too (``api_cpu_ms_per_request``, its processes' user+system time). The M-4 invariants are checked
+after the run.
 
 Usage (not collected by pytest):
   .venv/bin/python tests/benchmarks/bench_signals.py --dsn mysql://root@127.0.0.1:3306/weave_bench
@@ -24,7 +38,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing as mp
+import os
 import statistics
 import sys
 import time
@@ -87,7 +103,8 @@ FLOW = {"name": "bench-approval", "steps": [{
     "key": "approval", "type": "SIGNAL",
     "signal": {"name": "approval.decided", "payload_version": "1", "payload_type": "object"},
     "correlation": "$.input.order_id", "timeout_ms": 86_400_000}]}
-INSTANCES_PER_SENDER = 24
+ACCEPT_INSTANCES_PER_SENDER = 24  # --accept: early signals, so instances are reused
+STARTERS = 4  # processes that start the prepared instances
 
 
 API_ADDRESS = ["127.0.0.1", 18089]  # the port is --api-port
@@ -111,7 +128,7 @@ def prepare(dsn: db.Dsn) -> dict:
     installer.migrate(dsn)
     with db.connect(dsn) as conn:
         admin = routines.namespace_bootstrap(conn, "bench")["token"]
-        routines.app_put(conn, admin, "bench", "billing", 100_000)
+        routines.app_put(conn, admin, "bench", "billing", 1_000_000)
         token = routines.credential_create(conn, admin, "bench", "sender",
                                            ["workflows:start", "workflows:signal", "workflows:read"])["token"]
         routines.definition_publish(conn, admin, "bench", definitions.validate(FLOW))
@@ -122,18 +139,47 @@ def prepare(dsn: db.Dsn) -> dict:
     return {"token": token, "settings": settings}
 
 
-def start_instances(dsn: db.Dsn, token: str, n: int) -> list[str]:
-    """n instances whose SIGNAL wait is active (activated by an in-process orchestrator)."""
-    with db.connect(dsn) as conn:
-        ids = [routines.instance_start(conn, token, "bench", definition="bench-approval", app="billing",
-                                       input={"order_id": f"o-{i}"}, idempotency_key=uuid.uuid4().hex,
-                                       deadline_ms=86_400_000)["workflow_id"] for i in range(n)]
-    orch = Orchestrator(dsn, concurrency=4)
-    try:
-        orch.drain()
-    finally:
-        orch.close()
-    return ids
+def _starter(dsn_url: str, token: str, orders: list[str], q) -> None:
+    with db.connect(dsn_url) as conn:
+        q.put([(routines.instance_start(conn, token, "bench", definition="bench-approval", app="billing",
+                                        input={"order_id": order}, idempotency_key=uuid.uuid4().hex,
+                                        deadline_ms=86_400_000)["workflow_id"], order) for order in orders])
+
+
+def start_instances(dsn: db.Dsn, token: str, n: int, activate: bool = True) -> list[tuple[str, str]]:
+    """n (workflow id, correlation key) pairs, started by STARTERS processes; with ``activate`` their SIGNAL
+    waits are opened by an in-process orchestrator, otherwise the step is left unactivated (early signals)."""
+    tag = uuid.uuid4().hex[:8]
+    orders = [f"o-{tag}-{i}" for i in range(n)]
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_starter, args=(dsn.url(), token, orders[k::STARTERS], q)) for k in range(STARTERS)]
+    for p in procs:
+        p.start()
+    pairs = [pair for _ in procs for pair in q.get()]
+    for p in procs:
+        p.join()
+    if activate:
+        orch = Orchestrator(dsn, concurrency=4)
+        try:
+            orch.drain()
+        finally:
+            orch.close()
+    return pairs
+
+
+def unsettled(dsn: db.Dsn, instances: list[tuple[str, str]]) -> int:
+    """How many of the instances did not end SUCCEEDED with their wait SATISFIED."""
+    ids = [int(wf.removeprefix("wf_")) for wf, _ in instances]
+    with db.connect(dsn) as conn, conn.cursor() as cur:
+        done = 0
+        for i in range(0, len(ids), 1000):
+            part = ids[i:i + 1000]
+            cur.execute("SELECT COUNT(*) AS n FROM weave_instances i JOIN weave_waits w ON w.instance_id = i.id "
+                        f"WHERE i.id IN ({', '.join(['%s'] * len(part))}) AND i.status = 'SUCCEEDED' "
+                        "AND w.status = 'SATISFIED'", part)
+            done += cur.fetchone()["n"]
+    return len(ids) - done
 
 
 def reset_raw(dsn: db.Dsn) -> None:
@@ -148,13 +194,17 @@ def reset_raw(dsn: db.Dsn) -> None:
 
 # --- workers -------------------------------------------------------------------------------------------------------
 def worker(mode, dsn_url, token, instances, payload_bytes, wid, go, t_end_box, q):
+    """One sender. ``call``/``http`` use each instance once and stop when they are used up; ``accept`` and
+    ``raw`` run until the end of the measurement."""
     conn = db.connect(dsn_url)
     cur = conn.cursor()
     http = HTTPConnection(*API_ADDRESS) if mode == "http" else None
     payload = payload_json(payload_bytes)
     tag = uuid.uuid4().hex[:8]
-    lat: list[tuple[float, float]] = []
+    lat: list[tuple[float, float]] = []  # (start, duration) of each send that succeeded
     errors = 0
+    first_error: str | None = None
+    exhausted_at = None
     go.wait()
     t_end = t_end_box.value
     i = 0
@@ -162,44 +212,69 @@ def worker(mode, dsn_url, token, instances, payload_bytes, wid, go, t_end_box, q
         t0 = time.time()
         if t0 >= t_end:
             break
+        if mode in ("call", "http") and i >= len(instances):
+            exhausted_at = t0
+            break
+        wf, corr = instances[i % len(instances)] if instances else (None, None)
+        failed = errors
         if mode == "raw":
             cur.execute("CALL bench_tx(%s, %s, %s, %s)", (uuid.uuid4().hex, f"{tag}-{wid}-{i}", payload, i))
         elif mode == "http":
-            k = i % len(instances)
             body = json.dumps({"name": "approval.decided", "payload_version": "1", "target_step_key": "approval",
-                               "target_activation_sequence": 1, "correlation_key": instances[k][1],
+                               "target_activation_sequence": 1, "correlation_key": corr,
                                "reason": "bench"})[:-1] + f', "payload": {payload}}}'
             try:
-                http.request("POST", f"/v1/namespaces/bench/workflows/{instances[k][0]}/signals", body=body,
+                http.request("POST", f"/v1/namespaces/bench/workflows/{wf}/signals", body=body,
                              headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json",
                                       "Idempotency-Key": f"{tag}-{wid}-{i}"})
                 answer = http.getresponse()
-                answer.read()
-                if answer.status != 201:
+                text = answer.read()
+                if answer.status != 201 or json.loads(text).get("status") == "REJECTED":
                     errors += 1
-            except Exception:
+                    first_error = first_error or f"{answer.status} {text[:300]!r}"
+            except Exception as exc:
                 errors += 1
+                first_error = first_error or repr(exc)
                 http.close()
         else:
-            k = i % len(instances)
             try:
                 cur.execute("CALL weave_signal_send(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                            (token, "bench", instances[k][0], f"{tag}-{wid}-{i}", "approval.decided", "1",
-                             "approval", 1, instances[k][1], payload, "bench", None))
+                            (token, "bench", wf, f"{tag}-{wid}-{i}", "approval.decided", "1",
+                             "approval", 1, corr, payload, "bench", None))
                 row = cur.fetchone()
                 while cur.nextset():
                     pass
-                if row["status"] != "PENDING":
+                if row["status"] != "PENDING":  # the receipt of an accepted signal, settled at Send or not
                     errors += 1
-            except Exception:
+                    first_error = first_error or str(row)[:300]
+            except Exception as exc:
                 errors += 1
-        lat.append((t0, time.time() - t0))
+                first_error = first_error or repr(exc)
+        if errors == failed:
+            lat.append((t0, time.time() - t0))
         i += 1
     conn.close()
-    q.put((lat, errors))
+    q.put((lat, errors, exhausted_at, wid, i, first_error))
 
 
-def run(mode: str, args, c: int, token: str, instances: list[tuple[str, str]]) -> dict:
+def cpu_seconds(pid: int) -> float:
+    """User+system CPU seconds of a process and its children (live and reaped), from /proc."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    pending = [pid]
+    while pending:
+        p = pending.pop()
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
+            for task in Path(f"/proc/{p}/task").iterdir():
+                pending += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def run(mode: str, args, c: int, token: str, instances: list[tuple[str, str]], api_pid: int | None = None) -> dict:
     ctx = mp.get_context("fork")
     go, q = ctx.Event(), ctx.Queue()
     t_end_box = ctx.Value("d", 0.0)
@@ -211,16 +286,36 @@ def run(mode: str, args, c: int, token: str, instances: list[tuple[str, str]]) -
     for p in procs:
         p.start()
     time.sleep(0.5)
+    cpu0 = cpu_seconds(api_pid) if api_pid else 0.0
     t_start = time.time()
     t_end_box.value = t_start + args.warmup + args.seconds
     go.set()
     parts = [q.get() for _ in procs]
+    cpu1 = cpu_seconds(api_pid) if api_pid else 0.0
     for p in procs:
         p.join()
     w0 = t_start + args.warmup
-    lat = [d * 1000 for pl, _ in parts for (t0, d) in pl if t0 >= w0]
-    return {"n": len(lat), "per_s": round(len(lat) / args.seconds, 1), "p50_ms": round(pct(lat, 50), 3),
-            "p99_ms": round(pct(lat, 99), 3), "errors": sum(e for _, e in parts)}
+    stops = [x for _, _, x, *_ in parts if x is not None]
+    w1 = min([t_end_box.value, *stops])
+    lat = [d * 1000 for pl, *_ in parts for (t0, d) in pl if t0 >= w0 and t0 + d <= w1]
+    sent = sum(p[4] for p in parts)
+    window = max(w1 - w0, 1e-9)
+    row = {"n": len(lat), "per_s": round(len(lat) / window, 1), "p50_ms": round(pct(lat, 50), 3) if lat else None,
+           "p99_ms": round(pct(lat, 99), 3) if lat else None, "errors": sum(e for _, e, *_ in parts),
+           "first_error": next((p[5] for p in parts if p[5]), None),
+           "window_s": round(w1 - w0, 2), "exhausted": bool(stops)}
+    if mode in ("call", "http"):  # every wait that was sent to is settled and its instance SUCCEEDED
+        row["not_settled"] = unsettled(db.Dsn.parse(args.dsn), [
+            pair for _, _, _, w, count, _ in parts for pair in instances[w::c][:count]])
+    if api_pid:
+        row["api_cpu_ms_per_request"] = round((cpu1 - cpu0) * 1000 / max(1, sent), 3)
+    return row
+
+
+def pool_size(args, c: int, per_s: float) -> int:
+    """Instances to prepare for one timed run at C: enough for ``per_s`` over warmup and measurement."""
+    per_sender = math.ceil(per_s * (args.warmup + args.seconds) / c)
+    return max(per_sender, 10) * c
 
 
 def main() -> int:
@@ -232,9 +327,16 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--payload-bytes", type=int, default=1024)
+    ap.add_argument("--pool-share", type=float, default=0.3,
+                    help="instances prepared for CALL: this share of the raw rate times warmup+seconds (for HTTP: "
+                         "1.5 times the CALL rate)")
+    ap.add_argument("--accept", action="store_true", help="also measure acceptance only (early signals)")
     ap.add_argument("--http", action="store_true", help="also measure POST /signals through gunicorn")
-    ap.add_argument("--api-workers", type=int, default=4)
+    ap.add_argument("--http-conns", default=None, help="the C at which to measure HTTP (default: --conns)")
+    ap.add_argument("--api-workers", type=int, default=None, help="gunicorn workers (default: weave api's)")
+    ap.add_argument("--api-threads", type=int, default=None, help="threads per worker (default: weave api's)")
     ap.add_argument("--api-port", type=int, default=API_ADDRESS[1])
+    ap.add_argument("--api-log", type=Path, default=None, help="keep the API's log (access log included) here")
     args = ap.parse_args()
     API_ADDRESS[1] = args.api_port
     dsn = db.Dsn.parse(args.dsn)
@@ -244,12 +346,15 @@ def main() -> int:
     print(json.dumps({"bench": "B-1", "server": setup["settings"], "dsn": dsn.redacted()}), flush=True)
     results: dict[tuple[str, int], list[dict]] = {}
     api = None
+    conns = [int(x) for x in args.conns.split(",")]
+    http_conns = conns if args.http_conns is None else [int(x) for x in args.http_conns.split(",")]
     if args.http:
         from tests.support.processes import WeaveProcess
         from tests.support.waiting import wait_for
 
-        api = WeaveProcess(dsn, "api", "--bind", f"{API_ADDRESS[0]}:{API_ADDRESS[1]}", "--workers",
-                           str(args.api_workers))
+        extra = [*(["--workers", str(args.api_workers)] if args.api_workers else []),
+                 *(["--threads", str(args.api_threads)] if args.api_threads else [])]
+        api = WeaveProcess(dsn, "api", "--bind", f"{API_ADDRESS[0]}:{API_ADDRESS[1]}", *extra, log=args.api_log)
 
         def ready() -> bool:
             try:
@@ -261,20 +366,28 @@ def main() -> int:
 
         assert wait_for(ready, timeout=30), "the API did not come up"
     for run_no in range(1, args.repeat + 1):
-        for c in [int(x) for x in args.conns.split(",")]:
+        for c in conns:
             reset_raw(dsn)
             raw = run("raw", args, c, setup["token"], [])
-            wfs = start_instances(dsn, setup["token"], c * INSTANCES_PER_SENDER)
-            call = run("call", args, c, setup["token"], [(wf, f"o-{i}") for i, wf in enumerate(wfs)])
-            measured = [("raw", raw), ("call", call)]
-            if api is not None:
-                wfs = start_instances(dsn, setup["token"], c * INSTANCES_PER_SENDER)
-                measured.append(("http", run("http", args, c, setup["token"],
-                                             [(wf, f"o-{i}") for i, wf in enumerate(wfs)])))
+            measured = [("raw", raw)]
+            for mode in ("call", "http"):
+                if mode == "http" and (api is None or c not in http_conns):
+                    continue
+                t0 = time.time()
+                expect = raw["per_s"] * args.pool_share if mode == "call" else dict(measured)["call"]["per_s"] * 1.5
+                pool = start_instances(dsn, setup["token"], pool_size(args, c, expect))
+                print(json.dumps({"bench": "B-1", "prepared": len(pool), "for": mode, "conns": c,
+                                  "seconds": round(time.time() - t0, 1)}), flush=True)
+                measured.append((mode, run(mode, args, c, setup["token"], pool,
+                                           api.proc.pid if mode == "http" and api else None)))
+            if args.accept:
+                pool = start_instances(dsn, setup["token"], c * ACCEPT_INSTANCES_PER_SENDER, activate=False)
+                measured.append(("accept", run("accept", args, c, setup["token"], pool)))
             for mode, row in measured:
                 line = {"bench": "B-1", "path": mode, "conns": c, "run": run_no, **row}
                 results.setdefault((mode, c), []).append(line)
                 print(json.dumps(line), flush=True)
+            call = dict(measured)["call"]
             print(json.dumps({"bench": "B-1", "figure": "call_vs_raw", "conns": c, "run": run_no,
                               "ratio": round(call["per_s"] / raw["per_s"], 3)}), flush=True)
     if args.repeat > 1:

@@ -88,3 +88,33 @@ def test_R14_stop_finishes_the_current_candidate_and_exits(world, database):
     thread.join(timeout=10)
     assert not thread.is_alive()
     assert orch.stats["CHECKPOINT:ACTIVATED"] == 1
+
+
+class StaleScan(Orchestrator):
+    """An orchestrator whose next scan answers ``stale``: the batch another node saw before it advanced it."""
+
+    stale: ScanResult | None = None
+
+    def scan(self) -> ScanResult:
+        result, self.stale = self.stale or super().scan(), None
+        return result
+
+
+def test_R13_a_node_overtaken_on_its_batch_stops_after_one_list_and_scans_again(world, database, orch):
+    world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
+    for i in range(30):
+        world.start("t", key=f"k{i}")
+    late = StaleScan(database, concurrency=1, spread=False, chunk=10)
+    try:
+        late.stale = late.scan()
+        assert [c.klass for c in late.stale.candidates] == ["CHECKPOINT"] * 30
+        orch.drain()  # the other node advances all 30 (each activation) before the late one gets to them
+        assert orch.stats["CHECKPOINT:ACTIVATED"] == 30
+        late.run_once()
+        # The first list of 10 comes back taken; the other 20 are left to the next scan instead of each being
+        # re-verified, and that scan finds nothing due.
+        assert late.stats["CHECKPOINT:GONE"] == 10, late.stats
+        assert late.stats["overtaken"] == 1 and sum(late.stats.values()) == 11
+        assert late.run_once().candidates == []
+    finally:
+        late.close()

@@ -300,3 +300,83 @@ def test_K8_claiming_with_an_unknown_queue_is_no_error(world, database):
     with pytest.raises(ValueError):
         Worker(database, ["payments"], lease_ms=1_000, heartbeat_ms=1_000)
     assert isinstance(errors.AttemptNotCurrent("x"), errors.WeaveError)
+
+
+class PausesRecorded(Worker):
+    """A worker whose idle sleeps are recorded instead of slept (an ended attempt still cuts one short), and
+    that runs ``on_pause(n)`` at the n-th one; it stops after ``pauses`` of them."""
+
+    def __init__(self, *args, pauses: int, on_pause=None, **kw):
+        super().__init__(*args, **kw)
+        self.pauses: list[float] = []
+        self.limit, self.on_pause = pauses, on_pause or (lambda n: None)
+
+    def _idle_wait(self, seconds: float) -> bool:
+        self.pauses.append(seconds)
+        self.on_pause(len(self.pauses))
+        if len(self.pauses) >= self.limit:
+            self.stop()
+        with self._cond:  # wait until the attempts claimed so far have ended, then report it as the real one does
+            self._cond.wait_for(lambda: not self._inflight, timeout=10)
+        return super()._idle_wait(0)
+
+
+def test_K1_an_idle_worker_claims_ever_less_often_up_to_idle_max_ms(database):
+    worker = PausesRecorded(database, ["payments"], concurrency=1, idle_probe_ms=50, idle_max_ms=800, pauses=7)
+    worker.run()
+    assert worker.pauses == [0.05, 0.1, 0.2, 0.4, 0.8, 0.8, 0.8]
+    assert worker.stats["claimed"] == 0
+
+
+def test_K1_work_found_or_an_attempt_ended_brings_the_idle_worker_back_to_idle_probe_ms(world, orch, database):
+    world.publish(task_flow())
+
+    def arrive(n: int) -> None:
+        if n == 3:  # after three empty claims a task is queued
+            world.start("job", {"order_id": "o-late"})
+            orch.drain()
+
+    worker = PausesRecorded(database, ["payments"], concurrency=1, idle_probe_ms=50, idle_max_ms=800, pauses=6,
+                            on_pause=arrive)
+    worker.run()
+    assert worker.stats["claimed"] == 1 and worker.stats["SUCCEEDED"] == 1
+    # 50, 100, 200 ms; the task is claimed at once; as soon as its attempt ends the worker claims again, and
+    # the sleeps start over from idle_probe_ms.
+    assert worker.pauses == [0.05, 0.1, 0.2, 0.05, 0.1, 0.2]
+
+
+def test_K1_an_attempt_that_ends_wakes_an_idle_sleeping_worker_at_once(world, orch, database):
+    private = Registry()
+    release = threading.Event()
+
+    @handler("held.until.released", version="1", into=private)
+    def held(input):
+        assert release.wait(30)
+        return {"done": True}
+
+    world.publish(task_flow("held", handler="held.until.released"))
+    first = world.start("held", {"order_id": "o-1"})
+    orch.drain()
+    sleeping = threading.Event()
+
+    class Watched(Worker):
+        def _idle_wait(self, seconds: float) -> bool:
+            sleeping.set()
+            return super()._idle_wait(seconds)
+
+    # Sleeps of a minute: only the attempt's end can bring the next claim within the wait below.
+    worker = Watched(database, ["payments"], concurrency=2, handlers=private, idle_probe_ms=60_000,
+                     idle_max_ms=60_000)
+    thread = in_thread(worker)
+    try:
+        assert wait_for(lambda: task_row(world, first)["status"] == "RUNNING" and sleeping.is_set(), timeout=10)
+        second = world.start("held", {"order_id": "o-2"})
+        orch.drain()
+        assert worker.stats["claimed"] == 1
+        release.set()
+        assert wait_for(lambda: task_row(world, second)["status"] == "SUCCEEDED", timeout=10)
+    finally:
+        release.set()
+        worker.stop()
+        thread.join(timeout=20)
+    assert worker.stats["claimed"] == 2 and worker.stats["SUCCEEDED"] == 2

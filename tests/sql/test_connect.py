@@ -114,3 +114,19 @@ def test_R12_a_hung_host_costs_connect_timeout_not_read_timeout(database):
             conn.close()
     finally:
         hung.close()
+
+
+def test_R12_reconnects_share_one_tls_context_made_once_per_process(database):
+    """Every reconnect after a lost connection (R-12) used to build PyMySQL's default TLS context anew, loading
+    the CA store each time; the context is now made once, with the same settings (TLS when the server offers
+    it, no certificate check)."""
+    import ssl
+
+    first, second = dbmod.connect(database), dbmod.connect(database)
+    try:
+        assert first.ctx is second.ctx  # type: ignore[attr-defined]
+        assert first.ctx.verify_mode == ssl.CERT_NONE and not first.ctx.check_hostname  # type: ignore[attr-defined]
+        assert dbmod.call_row(first, "weave_clock_now") and dbmod.call_row(second, "weave_clock_now")
+    finally:
+        first.close()
+        second.close()
