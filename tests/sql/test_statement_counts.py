@@ -31,6 +31,12 @@ DECISIONS = {
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
 LIFECYCLES = {"timer": 121, "signal": 142, "poll": 154.0}
+# How far under its ceiling a count may fall before the ceiling counts as stale.
+SLACK = 0.9
+
+
+def _off(count: float, ceiling: float) -> bool:
+    return not SLACK * ceiling <= count <= ceiling
 
 
 @pytest.fixture
@@ -41,16 +47,16 @@ def stage(db, database):
         stage.close()
 
 
-def test_statements_per_decision_stay_within_their_ceilings(stage):
+def test_statements_per_decision_stay_at_their_recorded_counts(stage):
     counts = decisions(stage)
     assert sorted(counts) == sorted(DECISIONS)
-    over = {name: (c["statements"], DECISIONS[name]) for name, c in counts.items()
-            if c["statements"] > DECISIONS[name]}
-    assert over == {}, "statements (now, ceiling)"
+    off = {name: (c["statements"], DECISIONS[name]) for name, c in counts.items()
+           if _off(c["statements"], DECISIONS[name])}
+    assert off == {}, f"statements (now, ceiling): above the ceiling, or under {SLACK:.0%} of it"
 
 
 @pytest.mark.parametrize("kind", sorted(LIFECYCLES))
-def test_statements_per_lifecycle_stay_within_their_ceilings(stage, kind):
+def test_statements_per_lifecycle_stay_at_their_recorded_counts(stage, kind):
     spent = stage.lifecycle(kind)
     per = spent / POLL_ROUNDS if kind == "poll" else spent
-    assert per <= LIFECYCLES[kind]
+    assert not _off(per, LIFECYCLES[kind]), (per, LIFECYCLES[kind])
