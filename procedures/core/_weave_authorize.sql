@@ -7,11 +7,13 @@ CREATE PROCEDURE _weave_authorize(
         IN  in_namespace    VARCHAR(200),
         IN  in_scope        VARCHAR(64),
         IN  in_queues       VARCHAR(2048),
-        OUT out_namespace_id  BIGINT UNSIGNED,
+        INOUT io_namespace_id BIGINT UNSIGNED,
         OUT out_credential_id BIGINT UNSIGNED,
         OUT out_actor         VARCHAR(128))
     COMMENT 'Internal. Description: authenticates a bearer token for a namespace, a scope and the queues a definition uses.
-Parameters: in_token, in_namespace (name), in_scope (NULL = none needed), in_queues (comma list, NULL or empty = none).
+Parameters: in_token, in_namespace (name), in_scope (NULL = none needed), in_queues (comma list, NULL or empty = none),
+io_namespace_id (in: the id of in_namespace when the caller has just read it by that name, else NULL; out: the
+namespace id).
 Errors: 50001 UNAUTHENTICATED, 50003 NOT_FOUND, 50002 FORBIDDEN.'
     READS SQL DATA
 BEGIN
@@ -23,7 +25,7 @@ BEGIN
     DECLARE v_rest VARCHAR(2048);
     DECLARE v_queue VARCHAR(64);
 
-    SET out_credential_id = NULL;
+    SET out_credential_id = NULL, v_ns = io_namespace_id;
     IF in_token IS NOT NULL AND CHAR_LENGTH(in_token) BETWEEN 1 AND 256 THEN
         SELECT id, namespace_id, actor, scopes, queues, status
           INTO out_credential_id, v_cred_ns, out_actor, v_scopes, v_allowed, v_status
@@ -33,11 +35,13 @@ BEGIN
         CALL _weave_raise(50001, 'UNAUTHENTICATED: unknown or disabled credential');
     END IF;
 
-    SELECT id INTO v_ns FROM weave_namespaces WHERE name = in_namespace;
+    IF v_ns IS NULL THEN
+        SELECT id INTO v_ns FROM weave_namespaces WHERE name = in_namespace;
+    END IF;
     IF v_ns IS NULL OR v_ns <> v_cred_ns THEN
         CALL _weave_raise(50003, 'NOT_FOUND: no such object in this namespace');
     END IF;
-    SET out_namespace_id = v_ns;
+    SET io_namespace_id = v_ns;
 
     IF in_scope IS NOT NULL AND FIND_IN_SET(in_scope, v_scopes) = 0 THEN
         CALL _weave_raise(50002, CONCAT('FORBIDDEN: missing scope ', in_scope));

@@ -16,9 +16,10 @@ Errors: 50001 UNAUTHENTICATED, 50003 NOT_FOUND, 50002 FORBIDDEN.'
     READS SQL DATA
 BEGIN
     DECLARE v_queues VARCHAR(2048) DEFAULT NULL;
-    SET out_instance_id = NULL;
+    SET out_instance_id = NULL, out_namespace_id = NULL;
     IF in_workflow_id REGEXP '^wf_[0-9]{1,19}$' THEN
-        SELECT i.id, d.queues INTO out_instance_id, v_queues
+        -- The namespace is found by its name here already; _weave_authorize takes it instead of reading it again.
+        SELECT i.id, d.queues, n.id INTO out_instance_id, v_queues, out_namespace_id
           FROM weave_instances i
           JOIN weave_namespaces n ON n.id = i.namespace_id AND n.name = in_namespace
           JOIN weave_definitions d ON d.id = i.definition_id

@@ -10,9 +10,11 @@ Rules: R-1, R-3, R-5, R-6, R-7, R-8, R-9, R-13, T-1..T-7.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_outcome VARCHAR(16) DEFAULT 'GONE';
+    DECLARE v_joined BOOLEAN;  -- TRUE inside a caller's transaction: refused (R-1)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_own('weave_checkpoint_advance');
+    CALL _weave_transaction_open(v_joined);
+    IF v_joined THEN CALL _weave_transaction_own('weave_checkpoint_advance'); END IF;
 
     SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;

@@ -18,9 +18,11 @@ BEGIN
     DECLARE v_id BIGINT UNSIGNED;
     DECLARE v_outcome VARCHAR(16);
     DECLARE v_results LONGTEXT DEFAULT '[]';
+    DECLARE v_joined BOOLEAN;  -- TRUE inside a caller's transaction: refused (R-1)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_own('weave_checkpoints_advance');
+    CALL _weave_transaction_open(v_joined);
+    IF v_joined THEN CALL _weave_transaction_own('weave_checkpoints_advance'); END IF;
 
     IF in_ids IS NULL OR NOT JSON_VALID(in_ids) OR JSON_TYPE(in_ids) <> 'ARRAY'
        OR JSON_LENGTH(in_ids) NOT BETWEEN 1 AND 1000 THEN

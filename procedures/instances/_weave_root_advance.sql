@@ -22,6 +22,7 @@ BEGIN
     DECLARE v_done INT DEFAULT 0;
     DECLARE v_result VARCHAR(256);
     DECLARE v_unfinished INT;
+    DECLARE v_ready INT;
     DECLARE v_why VARCHAR(64) DEFAULT NULL;
 
     SELECT i.status, i.control, i.gate, i.deadline_at, i.definition_id, c.status, a.status
@@ -38,16 +39,29 @@ BEGIN
             LEAVE root;
         END IF;
 
-        CALL _weave_step_next_ready(in_instance_id, v_def, v_step);
+        -- One pass over the instance's steps: how many are unfinished, how many are ready (PENDING with every
+        -- after-step SUCCEEDED) and the first ready one by position. Activating a step changes no other step's
+        -- readiness, so the walk below looks for a next ready step only while some remain.
+        SELECT COALESCE(SUM(t.status <> 'SUCCEEDED'), 0), COALESCE(SUM(t.ready), 0),
+               CAST(SUBSTRING_INDEX(MIN(IF(t.ready, CONCAT(LPAD(t.position, 10, '0'), ':', t.id), NULL)), ':', -1)
+                    AS UNSIGNED)
+          INTO v_unfinished, v_ready, v_step
+          FROM (SELECT s.id, s.position, s.status, s.status = 'PENDING' AND NOT EXISTS (
+                       SELECT 1 FROM weave_definition_edges e
+                         JOIN weave_steps p ON p.instance_id = s.instance_id AND p.step_key = e.after_key
+                        WHERE e.definition_id = v_def AND e.step_key = s.step_key AND p.status <> 'SUCCEEDED') AS ready
+                  FROM weave_steps s WHERE s.instance_id = in_instance_id) t;
 
         IF v_step IS NULL THEN
-            SELECT COUNT(*) INTO v_unfinished FROM weave_steps
-             WHERE instance_id = in_instance_id AND status <> 'SUCCEEDED';
             IF v_unfinished = 0 THEN
-                -- R-9: the last step settled in this transaction; the instance is done.
-                UPDATE weave_instances SET status = 'SUCCEEDED', finished_at = in_now WHERE id = in_instance_id;
+                -- R-9: the last step settled in this transaction; the instance is done. Its status changes in the
+                -- same statement that takes the event's sequence number (as _weave_event does).
+                UPDATE weave_instances SET status = 'SUCCEEDED', finished_at = in_now,
+                       event_seq = LAST_INSERT_ID(event_seq + 1), updated_at = in_now, version = version + 1
+                 WHERE id = in_instance_id;
+                INSERT INTO weave_events (instance_id, seq, namespace_id, type, step_key, activation_seq, occurred_at, data)
+                VALUES (in_instance_id, LAST_INSERT_ID(), in_namespace_id, 'INSTANCE_SUCCEEDED', '', 0, in_now, '{}');
                 DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id;
-                CALL _weave_event(in_namespace_id, in_instance_id, 'INSTANCE_SUCCEEDED', '', 0, in_now, '{}');
                 SET out_outcome = 'SUCCEEDED';
             ELSE
                 DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = '';
@@ -97,11 +111,13 @@ BEGIN
                 SET out_outcome = 'DEFERRED';
                 LEAVE root;
             END IF;
-            SET v_done = v_done + 1;
-            CALL _weave_step_next_ready(in_instance_id, v_def, v_step);
+            SET v_done = v_done + 1, v_ready = v_ready - 1, v_step = NULL;
+            IF v_ready > 0 AND v_done < in_budget THEN
+                CALL _weave_step_next_ready(in_instance_id, v_def, v_step);
+            END IF;
         END WHILE;
 
-        IF v_step IS NOT NULL THEN
+        IF v_ready > 0 THEN
             CALL _weave_checkpoint_set(in_namespace_id, in_instance_id, '', 'ROOT', 0, in_now, in_now);
             SET out_outcome = 'MORE';
         ELSE

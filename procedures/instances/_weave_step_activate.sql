@@ -31,14 +31,16 @@ BEGIN
     SET out_result = NULL;
 
     -- A reactivated step already carries its next sequence (C-4: it moves at once) and no activation row.
+    -- The step row is locked; the definition's rows are read, not locked (the subqueries of a locking read are
+    -- plain reads): they never change, and locks on them would queue every activation of the definition.
     SELECT s.step_key, s.type, IF(s.activation_id IS NULL, GREATEST(s.activation_seq, 1), s.activation_seq + 1),
-           IF(s.activation_override IS NULL, ds.spec, JSON_MERGE_PATCH(ds.spec, s.activation_override)),
-           JSON_EXTRACT(d.compiled, CONCAT('$."', s.step_key, '"')), i.deadline_at
+           (SELECT IF(s.activation_override IS NULL, ds.spec, JSON_MERGE_PATCH(ds.spec, s.activation_override))
+              FROM weave_definition_steps ds WHERE ds.definition_id = i.definition_id AND ds.step_key = s.step_key),
+           (SELECT JSON_EXTRACT(d.compiled, CONCAT('$."', s.step_key, '"')) FROM weave_definitions d
+             WHERE d.id = i.definition_id), i.deadline_at
       INTO v_key, v_type, v_seq, v_spec, v_compiled, v_deadline
       FROM weave_steps s
       JOIN weave_instances i ON i.id = s.instance_id
-      JOIN weave_definitions d ON d.id = i.definition_id
-      JOIN weave_definition_steps ds ON ds.definition_id = i.definition_id AND ds.step_key = s.step_key
      WHERE s.id = in_step_id AND s.instance_id = in_instance_id FOR UPDATE;
 
     IF v_type IN ('TASK', 'POLL') THEN

@@ -38,15 +38,18 @@ BEGIN
     DECLARE v_existing_digest CHAR(64);
     DECLARE v_existing_status VARCHAR(16);
     DECLARE v_duplicate TINYINT DEFAULT 0;
+    DECLARE v_joined BOOLEAN;  -- TRUE inside a caller's transaction: refused (R-1)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_own('weave_instance_start');
+    CALL _weave_transaction_open(v_joined);
+    IF v_joined THEN CALL _weave_transaction_own('weave_instance_start'); END IF;
 
     SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     CALL _weave_now(v_now);
-    SELECT d.id, d.version, d.queues INTO v_def, v_def_version, v_queues
+    -- The namespace is found by its name here already; _weave_authorize takes it instead of reading it again.
+    SELECT d.id, d.version, d.queues, n.id INTO v_def, v_def_version, v_queues, v_ns
       FROM weave_definitions d JOIN weave_namespaces n ON n.id = d.namespace_id AND n.name = in_namespace
      WHERE d.name = in_definition AND (in_version IS NULL OR d.version = in_version)
      ORDER BY d.version DESC LIMIT 1;
@@ -90,11 +93,12 @@ BEGIN
         END IF;
         BEGIN
             DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+            -- The instance is born with its first event (seq 1, below) already counted.
             INSERT INTO weave_instances (namespace_id, app_id, definition_id, definition_name, definition_version,
                                          input, status, control, gate, deadline_at, credential_id, business_key,
-                                         idempotency_key, request_digest, created_at, updated_at)
+                                         idempotency_key, request_digest, event_seq, created_at, updated_at)
             VALUES (v_ns, v_app, v_def, in_definition, v_def_version, v_input, 'RUNNING', 'ACTIVE', 'OPEN',
-                    v_deadline, v_cred, in_business_key, in_idempotency_key, v_digest, v_now, v_now);
+                    v_deadline, v_cred, in_business_key, in_idempotency_key, v_digest, 1, v_now, v_now);
         END;
     END IF;
 
@@ -106,9 +110,10 @@ BEGIN
         INSERT INTO weave_pending_advances (namespace_id, instance_id, step_key, kind, activation_id,
                                             due_at, available_at, created_at)
         VALUES (v_ns, v_id, '', 'ROOT', 0, v_now, v_now, v_now);
-        CALL _weave_event(v_ns, v_id, 'INSTANCE_STARTED', '', 0, v_now,
-             JSON_OBJECT('definition', in_definition, 'version', v_def_version + 0, 'app', in_app,
-                         'deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'), 'actor', v_actor));
+        INSERT INTO weave_events (instance_id, seq, namespace_id, type, step_key, activation_seq, occurred_at, data)
+        VALUES (v_id, 1, v_ns, 'INSTANCE_STARTED', '', 0, v_now,
+                JSON_OBJECT('definition', in_definition, 'version', v_def_version + 0, 'app', in_app,
+                            'deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'), 'actor', v_actor));
         CALL _weave_audit(v_ns, v_id, v_cred, v_actor, 'instance.start', in_idempotency_key, v_digest, v_now,
                           v_deadline, NULL, JSON_OBJECT('definition', in_definition, 'version', v_def_version,
                                                          'app', in_app), NULL);

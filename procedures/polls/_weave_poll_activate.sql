@@ -33,6 +33,7 @@ BEGIN
     DECLARE v_poll_deadline DATETIME(6);
     DECLARE v_task_deadline DATETIME(6);
     DECLARE v_task BIGINT UNSIGNED;
+    DECLARE v_why VARCHAR(256);
     DECLARE v_wait BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_early INT DEFAULT 0;
     DECLARE v_facts LONGTEXT;
@@ -43,7 +44,12 @@ BEGIN
     SET v_poll_deadline = LEAST(in_now + INTERVAL v_timeout * 1000 MICROSECOND, in_deadline);
     SET v_task_deadline = LEAST(in_now + INTERVAL v_task_timeout * 1000 MICROSECOND, v_poll_deadline, in_deadline);
     CALL _pulse_task_create(in_namespace_id, in_instance_id, in_step_key, in_activation_id, 1, in_frozen,
-                            v_task_deadline, in_now, v_task);
+                            v_task_deadline, in_now, v_task, v_why);
+    IF v_task IS NULL THEN
+        -- Room was seen before anything was written (_weave_step_activate): lost to a concurrent creator, which is
+        -- transient, so the whole decision is retried and then defers (R-8).
+        CALL _weave_raise(50014, CONCAT('ROOM_TAKEN: no room for a task: ', COALESCE(v_why, 'taken concurrently')));
+    END IF;
     INSERT INTO weave_poll_states (activation_id, namespace_id, instance_id, step_key, state, rounds_used, max_rounds,
                                    interval_ms, poll_deadline, current_task_id, next_poll_at, last_outcome,
                                    stop_reason, updated_at)

@@ -61,10 +61,12 @@ BEGIN
             SET out_outcome = 'STALE';
             LEAVE poll;
         END IF;
-        SELECT frozen INTO v_frozen FROM weave_activations WHERE id = in_activation_id FOR UPDATE;
-        SELECT state, rounds_used, max_rounds, poll_deadline, current_task_id, next_poll_at
-          INTO v_state, v_rounds_used, v_max_rounds, v_poll_deadline, v_current_task, v_next
-          FROM weave_poll_states WHERE activation_id = in_activation_id AND instance_id = in_instance_id FOR UPDATE;
+        -- The activation and its poll state, both locked by one read (activation first).
+        SELECT a.frozen, p.state, p.rounds_used, p.max_rounds, p.poll_deadline, p.current_task_id, p.next_poll_at
+          INTO v_frozen, v_state, v_rounds_used, v_max_rounds, v_poll_deadline, v_current_task, v_next
+          FROM weave_activations a
+          STRAIGHT_JOIN weave_poll_states p ON p.activation_id = a.id AND p.instance_id = in_instance_id
+         WHERE a.id = in_activation_id FOR UPDATE;
         IF v_state IS NULL OR v_frozen IS NULL THEN
             CALL _weave_raise(50007, 'INVALID_STATE: POLL activation without frozen inputs or poll state');
         END IF;
@@ -75,7 +77,11 @@ BEGIN
             LEAVE poll;
         END IF;
 
-        CALL _weave_poll_final_check(in_namespace_id, in_instance_id, in_step_key, in_activation_id, in_now, v_hook);
+        -- Only a step that declares a final signal has a POLL_FINAL wait (_weave_poll_activate) to look at.
+        IF JSON_TYPE(JSON_EXTRACT(v_frozen, '$.final_signal')) = 'OBJECT' THEN
+            CALL _weave_poll_final_check(in_namespace_id, in_instance_id, in_step_key, in_activation_id, in_now,
+                                         v_hook);
+        END IF;
         IF v_hook IS NOT NULL THEN
             SET out_outcome = v_hook;
             LEAVE poll;
@@ -102,9 +108,7 @@ BEGIN
                 IF v_expired <> 'EXPIRED' THEN
                     CALL _weave_raise(50007, 'INVALID_STATE: the queued round task could not be expired');
                 END IF;
-                SELECT id INTO v_inbox FROM pulse_inbox
-                 WHERE task_id = v_t_id AND state = 'PENDING' ORDER BY occurred_at, id LIMIT 1 FOR UPDATE;
-                CALL _weave_inbox_apply(in_namespace_id, in_instance_id, v_inbox, in_now, out_outcome);
+                CALL _weave_inbox_apply(in_namespace_id, in_instance_id, v_t_id, in_now, v_inbox, out_outcome);
                 LEAVE poll;
             END IF;
             IF v_t_status = 'RUNNING' THEN

@@ -61,6 +61,8 @@ BEGIN
     DECLARE v_inbox BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_inbox_available DATETIME(6);
     DECLARE v_proof VARCHAR(16);
+    DECLARE v_winner_at DATETIME(6);  -- the winner's acceptance time and payload (from _weave_signal_pick)
+    DECLARE v_winner_payload LONGTEXT;
     DECLARE v_cancel VARCHAR(16);
     DECLARE v_payload LONGTEXT;
     DECLARE v_accepted DATETIME(6);
@@ -138,7 +140,8 @@ BEGIN
                     SET out_outcome = 'INBOX_FIRST';
                     LEAVE hook;
                 END IF;
-                CALL _weave_signal_pick(in_namespace_id, in_instance_id, v_wait, in_now, v_winner, v_proof);
+                CALL _weave_signal_pick(in_namespace_id, in_instance_id, v_wait, in_now, v_winner, v_proof,
+                                        v_winner_at, v_winner_payload);
                 IF v_proof = 'MISMATCH' THEN
                     -- S-12, with the round kept collecting as at a deadline (P-11): ACTIVE until Pulse reports.
                     CALL _weave_poll_review(in_namespace_id, in_instance_id, in_step_key, v_seq, in_activation_id,
@@ -199,7 +202,8 @@ BEGIN
                 SET v_facts = JSON_SET(v_facts, '$.decision', 'SIGNAL_FIRST_STORED');
             END IF;
 
-            CALL _weave_signal_pick(in_namespace_id, in_instance_id, v_wait, in_now, v_winner, v_proof);
+            CALL _weave_signal_pick(in_namespace_id, in_instance_id, v_wait, in_now, v_winner, v_proof,
+                                        v_winner_at, v_winner_payload);
             IF v_proof = 'MISMATCH' THEN
                 CALL _weave_poll_review(in_namespace_id, in_instance_id, in_step_key, v_seq, in_activation_id,
                      'ACCEPTANCE_PROOF_MISMATCH', 'NEEDS_REVIEW',

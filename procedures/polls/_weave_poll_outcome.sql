@@ -193,7 +193,10 @@ BEGIN
             LEAVE settle;
         END IF;
 
-        CALL _weave_poll_final_check(in_namespace_id, in_instance_id, v_step_key, v_activation, in_now, v_hook);
+        -- Only a step that declares a final signal has a POLL_FINAL wait (_weave_poll_activate) to look at.
+        IF JSON_TYPE(JSON_EXTRACT(v_frozen, '$.final_signal')) = 'OBJECT' THEN
+            CALL _weave_poll_final_check(in_namespace_id, in_instance_id, v_step_key, v_activation, in_now, v_hook);
+        END IF;
         IF v_hook IS NOT NULL THEN
             SET out_outcome = v_hook;
             LEAVE settle;

@@ -94,8 +94,19 @@ BEGIN
         SET v_why = 'IDENTITY_DISABLED: starting identity disabled';
     ELSEIF v_app_status <> 'ACTIVE' THEN
         SET v_why = 'APP_DISABLED: app disabled';
-    ELSE
-        CALL _weave_task_room(in_namespace_id, in_instance_id, JSON_VALUE(in_frozen, '$.queue'), v_why);
+    END IF;
+    IF v_why IS NULL THEN
+        -- P-4, P-5: round n+1 from the activation's frozen inputs, never re-evaluated. The task takes its room
+        -- with the guarded counter update itself; without room nothing is written and the round defers like any
+        -- other check that fails here (R-8).
+        SET v_task_deadline = LEAST(in_now + INTERVAL COALESCE(CAST(JSON_VALUE(in_frozen, '$.task_timeout_ms')
+                                                                    AS UNSIGNED), 30000) * 1000 MICROSECOND,
+                                    v_poll_deadline, v_inst_deadline);
+        CALL _pulse_task_create(in_namespace_id, in_instance_id, in_step_key, in_activation_id, v_rounds_used + 1,
+                                in_frozen, v_task_deadline, in_now, v_task, v_why);
+        IF v_task IS NULL AND v_why IS NULL THEN
+            CALL _weave_raise(50014, 'ROOM_TAKEN: no room for a task: taken concurrently');
+        END IF;
     END IF;
     IF v_why IS NOT NULL THEN
         -- P-6: the checkpoint stays due at next_poll_at; only its next check time moves, never past the poll
@@ -108,12 +119,6 @@ BEGIN
              v_why);
         SET out_outcome = COALESCE(out_outcome, 'DEFERRED');
     ELSE
-        -- P-4, P-5: round n+1 from the activation's frozen inputs, never re-evaluated.
-        SET v_task_deadline = LEAST(in_now + INTERVAL COALESCE(CAST(JSON_VALUE(in_frozen, '$.task_timeout_ms')
-                                                                    AS UNSIGNED), 30000) * 1000 MICROSECOND,
-                                    v_poll_deadline, v_inst_deadline);
-        CALL _pulse_task_create(in_namespace_id, in_instance_id, in_step_key, in_activation_id, v_rounds_used + 1,
-                                in_frozen, v_task_deadline, in_now, v_task);
         INSERT INTO weave_poll_rounds (namespace_id, instance_id, activation_id, round_no, task_id, outcome,
                                        created_at)
         VALUES (in_namespace_id, in_instance_id, in_activation_id, v_rounds_used + 1, v_task, 'IN_FLIGHT', in_now);

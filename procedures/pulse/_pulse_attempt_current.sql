@@ -9,9 +9,11 @@ CREATE PROCEDURE _pulse_attempt_current(
         IN  in_body       LONGTEXT,
         IN  in_now        DATETIME(6),
         OUT out_task_id   BIGINT UNSIGNED,
-        OUT out_current   TINYINT)
+        OUT out_current   TINYINT,
+        OUT out_task_status VARCHAR(16))
     COMMENT 'Internal. Description: locks the task and the attempt of a report; out_current = 1 when the attempt is the
-task''s RUNNING attempt, else 0 after storing the report in pulse_late_reports (in_kind SUCCEEDED or FAILED).
+task''s RUNNING attempt, else 0 after storing the report in pulse_late_reports (in_kind SUCCEEDED or FAILED);
+out_task_status: the task''s status as locked here.
 Errors: 50003 NOT_FOUND (no such attempt), 50012 ATTEMPT_NOT_CURRENT (the attempt is not this worker''s).
 Rules: K-3.'
     MODIFIES SQL DATA
@@ -36,7 +38,7 @@ BEGIN
     IF v_worker <> in_worker_id THEN
         CALL _weave_raise(50012, 'ATTEMPT_NOT_CURRENT: the attempt was claimed by another worker');
     END IF;
-    SET out_task_id = v_task;
+    SET out_task_id = v_task, out_task_status = v_task_status;
     IF v_locked IS NOT NULL AND v_status = 'RUNNING' AND v_task_status = 'RUNNING' AND v_used = v_no THEN
         SET out_current = 1;
     ELSE

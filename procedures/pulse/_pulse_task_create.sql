@@ -12,12 +12,14 @@ CREATE PROCEDURE _pulse_task_create(
         IN  in_frozen        LONGTEXT,
         IN  in_deadline      DATETIME(6),
         IN  in_now           DATETIME(6),
-        OUT out_task_id      BIGINT UNSIGNED)
+        OUT out_task_id      BIGINT UNSIGNED,
+        OUT out_why          VARCHAR(256))
     COMMENT 'Internal. Description: creates a QUEUED task for (instance, step, activation, round) from the frozen
 step inputs (queue, handler, handler_version, input, priority, retry, task_timeout_ms, business_key, mutex_key),
 available at once, with the absolute deadline in_deadline (no attempt starts at or after it).
-Errors: 50007 INVALID_STATE when the instance may not get new work or a frozen field does not fit; 50014 ROOM_TAKEN
-(transient) when a concurrent decision took the last slot of the app or queue.
+When the app or queue has no room, nothing is written: out_task_id is NULL and out_why says why (''CODE: detail''
+as _weave_task_room, NULL when the counters show room again: a concurrent decision took the last slot and let it go).
+Errors: 50007 INVALID_STATE when the instance may not get new work or a frozen field does not fit.
 Rules: K-1, K-6, R-8, P-4, M-4.7, M-4.8.'
     MODIFIES SQL DATA
 BEGIN
@@ -63,30 +65,30 @@ BEGIN
     -- The slot is taken here, guarded by the counters themselves: of two creators racing for the last
     -- one, the second finds no row to change and nothing of its decision remains (M-4.7). The rows are
     -- taken app first, then queue, as everywhere the counters change (STRAIGHT_JOIN keeps that order).
+    SET out_task_id = NULL, out_why = NULL;
     UPDATE weave_apps a
       STRAIGHT_JOIN weave_queues q ON q.namespace_id = in_namespace_id AND q.name = v_queue_name
        SET a.in_flight = a.in_flight + 1, q.in_flight = q.in_flight + 1
      WHERE a.id = v_app AND a.in_flight < a.max_in_flight AND q.in_flight < q.capacity;
     IF ROW_COUNT() <> 2 THEN
-        CALL _weave_task_room(in_namespace_id, in_instance_id, v_queue_name, v_why);
-        -- Lost to a concurrent creator: transient, so the whole decision is retried and then defers (R-8).
-        CALL _weave_raise(50014, CONCAT('ROOM_TAKEN: no room for a task: ', COALESCE(v_why, 'taken concurrently')));
+        -- No room: nothing is written, and the caller learns why (a lost race is its to judge, R-8).
+        CALL _weave_task_room(in_namespace_id, in_instance_id, v_queue_name, out_why);
+    ELSE
+        INSERT INTO pulse_tasks (namespace_id, app_id, queue_id, instance_id, step_key, activation_id, round_no, handler,
+                                 handler_version, input, priority, business_key, mutex_key, max_attempts,
+                                 initial_backoff_ms, backoff_coefficient, max_backoff_ms, timeout_ms, deadline_at, status,
+                                 attempts_used, cancel_requested, available_at, created_at, updated_at)
+        VALUES (in_namespace_id, v_app,
+                (SELECT id FROM weave_queues WHERE namespace_id = in_namespace_id AND name = v_queue_name), in_instance_id, in_step_key, in_activation_id, in_round_no,
+                JSON_VALUE(in_frozen, '$.handler'), JSON_VALUE(in_frozen, '$.handler_version'),
+                COALESCE(JSON_EXTRACT(in_frozen, '$.input'), '{}'),
+                COALESCE(CAST(JSON_VALUE(in_frozen, '$.priority') AS SIGNED), 0), v_business, v_mutex,
+                CAST(JSON_VALUE(v_retry, '$.max_attempts') AS UNSIGNED),
+                CAST(JSON_VALUE(v_retry, '$.initial_backoff_ms') AS UNSIGNED),
+                CAST(JSON_VALUE(v_retry, '$.backoff_coefficient') AS DOUBLE),
+                CAST(JSON_VALUE(v_retry, '$.max_backoff_ms') AS UNSIGNED),
+                COALESCE(CAST(JSON_VALUE(in_frozen, '$.task_timeout_ms') AS UNSIGNED), 30000),
+                in_deadline, 'QUEUED', 0, 0, in_now, in_now, in_now);
+        SET out_task_id = LAST_INSERT_ID();
     END IF;
-
-    INSERT INTO pulse_tasks (namespace_id, app_id, queue_id, instance_id, step_key, activation_id, round_no, handler,
-                             handler_version, input, priority, business_key, mutex_key, max_attempts,
-                             initial_backoff_ms, backoff_coefficient, max_backoff_ms, timeout_ms, deadline_at, status,
-                             attempts_used, cancel_requested, available_at, created_at, updated_at)
-    VALUES (in_namespace_id, v_app,
-            (SELECT id FROM weave_queues WHERE namespace_id = in_namespace_id AND name = v_queue_name), in_instance_id, in_step_key, in_activation_id, in_round_no,
-            JSON_VALUE(in_frozen, '$.handler'), JSON_VALUE(in_frozen, '$.handler_version'),
-            COALESCE(JSON_EXTRACT(in_frozen, '$.input'), '{}'),
-            COALESCE(CAST(JSON_VALUE(in_frozen, '$.priority') AS SIGNED), 0), v_business, v_mutex,
-            CAST(JSON_VALUE(v_retry, '$.max_attempts') AS UNSIGNED),
-            CAST(JSON_VALUE(v_retry, '$.initial_backoff_ms') AS UNSIGNED),
-            CAST(JSON_VALUE(v_retry, '$.backoff_coefficient') AS DOUBLE),
-            CAST(JSON_VALUE(v_retry, '$.max_backoff_ms') AS UNSIGNED),
-            COALESCE(CAST(JSON_VALUE(in_frozen, '$.task_timeout_ms') AS UNSIGNED), 30000),
-            in_deadline, 'QUEUED', 0, 0, in_now, in_now, in_now);
-    SET out_task_id = LAST_INSERT_ID();
 END

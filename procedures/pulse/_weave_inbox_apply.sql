@@ -6,15 +6,17 @@
 --     the instance goes to review and nothing of the outcome is applied;
 --   - the step is no longer waiting for it (settled, cancelled): the outcome is kept in the history.
 -- POLL round tasks are handed to the POLL handler once the activation is known to be current.
--- The caller holds the instance lock (R-3) and owns the transaction.
+-- A task's outcomes are applied in the order they occurred, so the event applied is always the task's first
+-- PENDING one, read here under its lock. The caller holds the instance lock (R-3) and owns the transaction.
 CREATE PROCEDURE _weave_inbox_apply(
         IN  in_namespace_id BIGINT UNSIGNED,
         IN  in_instance_id  BIGINT UNSIGNED,
-        IN  in_inbox_id     BIGINT UNSIGNED,
+        IN  in_task_id      BIGINT UNSIGNED,
         IN  in_now          DATETIME(6),
+        OUT out_inbox_id    BIGINT UNSIGNED,
         OUT out_outcome     VARCHAR(16))
-    COMMENT 'Internal. Description: verifies and applies one PENDING inbox event of the locked instance.
-out_outcome: STALE, MISMATCH, SUCCEEDED, REVIEW, CANCELLED, RECORDED, or the POLL handler''s outcome.
+    COMMENT 'Internal. Description: verifies and applies the first PENDING inbox event of a task of the locked instance
+(out_inbox_id: that event). out_outcome: STALE, MISMATCH, SUCCEEDED, REVIEW, CANCELLED, RECORDED, or the POLL handler''s outcome.
 Rules: K-7, R-4, R-6, R-7, R-9.'
     MODIFIES SQL DATA
 BEGIN
@@ -58,9 +60,16 @@ BEGIN
     DECLARE v_code VARCHAR(32);
     DECLARE v_last_worker VARCHAR(128);
     DECLARE v_last_started DATETIME(6);
+    DECLARE v_inbox BIGINT UNSIGNED DEFAULT NULL;
 
-    SELECT task_id, kind, result, occurred_at, namespace_id INTO v_task, v_kind, v_result, v_occurred, v_inbox_ns
-      FROM pulse_inbox WHERE id = in_inbox_id FOR UPDATE;
+    SELECT id, task_id, kind, result, occurred_at, namespace_id
+      INTO v_inbox, v_task, v_kind, v_result, v_occurred, v_inbox_ns
+      FROM pulse_inbox WHERE task_id = in_task_id AND instance_id = in_instance_id AND state = 'PENDING'
+     ORDER BY occurred_at, id LIMIT 1 FOR UPDATE;
+    IF v_inbox IS NULL THEN
+        CALL _weave_raise(50007, 'INVALID_STATE: the inbox event vanished under its lock');
+    END IF;
+    SET out_inbox_id = v_inbox;
     SELECT id, namespace_id, instance_id, step_key, activation_id, round_no, handler, handler_version, queue_id,
            attempts_used, max_attempts, error, created_at, deadline_at, finished_at
       INTO v_t_id, v_t_ns, v_t_inst, v_t_step, v_t_activation, v_t_round, v_t_handler, v_t_version, v_t_queue,
@@ -114,26 +123,26 @@ BEGIN
     END verify;
 
     IF v_problem IS NOT NULL THEN
-        SET v_facts = JSON_OBJECT('problem', v_problem, 'inbox_id', in_inbox_id + 0, 'task_id', CONCAT('tsk_', v_task),
+        SET v_facts = JSON_OBJECT('problem', v_problem, 'inbox_id', v_inbox + 0, 'task_id', CONCAT('tsk_', v_task),
                                   'kind', v_kind, 'claimed_instance', CONCAT('wf_', v_t_inst),
                                   'claimed_step_key', v_t_step, 'claimed_activation_id', v_t_activation + 0,
                                   'claimed_round', v_t_round + 0,
                                   'occurred_at', DATE_FORMAT(v_occurred, '%Y-%m-%dT%H:%i:%s.%fZ'));
-        UPDATE pulse_inbox SET state = 'MISMATCH', consumed_at = in_now, version = version + 1 WHERE id = in_inbox_id;
+        UPDATE pulse_inbox SET state = 'MISMATCH', consumed_at = in_now, version = version + 1 WHERE id = v_inbox;
         CALL _weave_review_open(in_namespace_id, in_instance_id, 'OWNERSHIP_MISMATCH', '', 0, v_facts, in_now);
         CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'task.ownership_mismatch', NULL,
                           NULL, in_now, NULL, NULL, v_facts, NULL);
         SET out_outcome = 'MISMATCH';
     ELSEIF v_s_activation IS NULL OR v_s_activation <> v_a_id THEN
         -- K-7 / R-5: an old generation can never change the current one.
-        UPDATE pulse_inbox SET state = 'STALE', consumed_at = in_now, version = version + 1 WHERE id = in_inbox_id;
+        UPDATE pulse_inbox SET state = 'STALE', consumed_at = in_now, version = version + 1 WHERE id = v_inbox;
         SET out_outcome = 'STALE';
     ELSEIF v_s_type = 'POLL' THEN
-        CALL _weave_poll_outcome(in_namespace_id, in_instance_id, v_task, in_inbox_id, v_kind, v_result, v_occurred,
+        CALL _weave_poll_outcome(in_namespace_id, in_instance_id, v_task, v_inbox, v_kind, v_result, v_occurred,
                                  in_now, out_outcome);
         -- The POLL handler marks a round whose ownership does not verify as MISMATCH itself.
         UPDATE pulse_inbox SET state = 'CONSUMED', consumed_at = in_now, version = version + 1
-         WHERE id = in_inbox_id AND state = 'PENDING';
+         WHERE id = v_inbox AND state = 'PENDING';
     ELSE
         SELECT worker_id, started_at INTO v_last_worker, v_last_started
           FROM pulse_attempts WHERE task_id = v_task AND attempt_no = v_t_used;
@@ -145,7 +154,7 @@ BEGIN
                                   'deadline_at', DATE_FORMAT(v_t_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
                                   'occurred_at', DATE_FORMAT(v_occurred, '%Y-%m-%dT%H:%i:%s.%fZ'),
                                   'consumed_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'));
-        UPDATE pulse_inbox SET state = 'CONSUMED', consumed_at = in_now, version = version + 1 WHERE id = in_inbox_id;
+        UPDATE pulse_inbox SET state = 'CONSUMED', consumed_at = in_now, version = version + 1 WHERE id = v_inbox;
         IF v_kind = 'CANCELLED' THEN
             -- Recorded for the cancel flows (C-2); a cancelled task never settles a step by itself.
             CALL _weave_event(in_namespace_id, in_instance_id, 'TASK_CANCELLED', v_t_step, v_s_seq, in_now, v_facts);

@@ -20,11 +20,17 @@ BEGIN
                                                         30000);
     DECLARE v_deadline DATETIME(6);
     DECLARE v_task BIGINT UNSIGNED;
+    DECLARE v_why VARCHAR(256);
     DECLARE v_facts LONGTEXT;
 
     SET v_deadline = LEAST(in_now + INTERVAL v_timeout * 1000 MICROSECOND, in_deadline);
     CALL _pulse_task_create(in_namespace_id, in_instance_id, in_step_key, in_activation_id, 0, in_frozen, v_deadline,
-                            in_now, v_task);
+                            in_now, v_task, v_why);
+    IF v_task IS NULL THEN
+        -- Room was seen before anything was written (_weave_step_activate): lost to a concurrent creator, which is
+        -- transient, so the whole decision is retried and then defers (R-8).
+        CALL _weave_raise(50014, CONCAT('ROOM_TAKEN: no room for a task: ', COALESCE(v_why, 'taken concurrently')));
+    END IF;
     SET v_facts = JSON_OBJECT('type', 'TASK', 'task_id', CONCAT('tsk_', v_task),
                               'queue', JSON_VALUE(in_frozen, '$.queue'),
                               'handler', JSON_VALUE(in_frozen, '$.handler'),

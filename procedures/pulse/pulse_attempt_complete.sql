@@ -21,9 +21,11 @@ BEGIN
     DECLARE v_current TINYINT;
     DECLARE v_outcome VARCHAR(16) DEFAULT 'LATE';
     DECLARE v_status VARCHAR(16);
+    DECLARE v_joined BOOLEAN;  -- TRUE inside a caller's transaction: refused (R-1)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_own('pulse_attempt_complete');
+    CALL _weave_transaction_open(v_joined);
+    IF v_joined THEN CALL _weave_transaction_own('pulse_attempt_complete'); END IF;
 
     IF in_worker_id IS NULL OR CHAR_LENGTH(in_worker_id) NOT BETWEEN 1 AND 128 THEN
         CALL _weave_raise(50201, 'WORKER_ID_INVALID: worker id must be 1-128 characters');
@@ -35,16 +37,16 @@ BEGIN
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     CALL _weave_now(v_now);
-    CALL _pulse_attempt_current(in_attempt_id, in_worker_id, 'SUCCEEDED', in_result, v_now, v_task, v_current);
+    CALL _pulse_attempt_current(in_attempt_id, in_worker_id, 'SUCCEEDED', in_result, v_now, v_task, v_current,
+                                v_status);
     IF v_current = 1 THEN
         UPDATE pulse_attempts SET status = 'SUCCEEDED', ended_at = v_now WHERE id = in_attempt_id;
         CALL _pulse_permit_release(in_attempt_id, v_now);
         UPDATE pulse_tasks SET status = 'SUCCEEDED', result = in_result, finished_at = v_now, updated_at = v_now
          WHERE id = v_task;
         CALL _pulse_inbox_add(v_task, 'SUCCEEDED', in_result, v_now, v_now);
-        SET v_outcome = 'SUCCEEDED';
+        SET v_outcome = 'SUCCEEDED', v_status = 'SUCCEEDED';
     END IF;
-    SELECT status INTO v_status FROM pulse_tasks WHERE id = v_task;
     COMMIT;
     SELECT v_outcome AS outcome, CONCAT('tsk_', v_task) AS task_id, in_attempt_id AS attempt_id, v_status AS task_status;
 END

@@ -30,9 +30,12 @@ BEGIN
     DECLARE v_queue_ids LONGTEXT DEFAULT NULL;
     DECLARE v_picked LONGTEXT DEFAULT '[]';
     DECLARE v_claimed LONGTEXT DEFAULT '[]';
+    DECLARE v_queued BOOLEAN;  -- any task of these queues QUEUED at all
+    DECLARE v_joined BOOLEAN;  -- TRUE inside a caller's transaction: refused (R-1)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_own('pulse_task_claim');
+    CALL _weave_transaction_open(v_joined);
+    IF v_joined THEN CALL _weave_transaction_own('pulse_task_claim'); END IF;
 
     IF in_worker_id IS NULL OR CHAR_LENGTH(in_worker_id) NOT BETWEEN 1 AND 128 THEN
         CALL _weave_raise(50201, 'WORKER_ID_INVALID: worker id must be 1-128 characters');
@@ -50,12 +53,14 @@ BEGIN
 
     -- An idle worker asks often: when no task of these queues is QUEUED at all, the answer is no rows after
     -- one read of the claim index, without a transaction or a clock (a task that is QUEUED but not yet
-    -- available takes the full path, which looks at available_at).
-    IF EXISTS (SELECT 1 FROM weave_queues q
-                 JOIN weave_namespaces n ON n.id = q.namespace_id
-                 JOIN pulse_tasks t FORCE INDEX (ix_task_claim) ON t.queue_id = q.id AND t.status = 'QUEUED'
-                WHERE FIND_IN_SET(q.name, v_queues) > 0
-                  AND (in_namespace IS NULL OR in_namespace = '' OR n.name = in_namespace)) THEN
+    -- available takes the full path, which looks at available_at). A plain SELECT ... INTO, not a condition:
+    -- the read is a statement of its own, and is counted as one.
+    SELECT EXISTS (SELECT 1 FROM weave_queues q
+                     JOIN weave_namespaces n ON n.id = q.namespace_id
+                     JOIN pulse_tasks t FORCE INDEX (ix_task_claim) ON t.queue_id = q.id AND t.status = 'QUEUED'
+                    WHERE FIND_IN_SET(q.name, v_queues) > 0
+                      AND (in_namespace IS NULL OR in_namespace = '' OR n.name = in_namespace)) INTO v_queued;
+    IF v_queued THEN
         SET v_tx = TRUE;
         SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
         START TRANSACTION;

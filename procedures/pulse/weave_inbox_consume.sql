@@ -26,9 +26,11 @@ BEGIN
     DECLARE v_guard INT DEFAULT 0;
     DECLARE v_outcome VARCHAR(16) DEFAULT 'GONE';
     DECLARE v_finished TINYINT;
+    DECLARE v_joined BOOLEAN;  -- TRUE inside a caller's transaction: refused (R-1)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_own('weave_inbox_consume');
+    CALL _weave_transaction_open(v_joined);
+    IF v_joined THEN CALL _weave_transaction_own('weave_inbox_consume'); END IF;
 
     SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
@@ -50,14 +52,7 @@ BEGIN
         END IF;
         -- Ours is PENDING and locked, so the first pending outcome of the task always exists; at worst it is ours.
         REPEAT
-            SET v_next = NULL;
-            SELECT id INTO v_next FROM pulse_inbox
-             WHERE task_id = v_task AND instance_id = v_inst AND state = 'PENDING'
-             ORDER BY occurred_at, id LIMIT 1 FOR UPDATE;
-            IF v_next IS NULL THEN
-                CALL _weave_raise(50007, 'INVALID_STATE: the inbox event vanished under its lock');
-            END IF;
-            CALL _weave_inbox_apply(v_ns, v_inst, v_next, v_now, v_step_outcome);
+            CALL _weave_inbox_apply(v_ns, v_inst, v_task, v_now, v_next, v_step_outcome);
             SET v_guard = v_guard + 1;
         UNTIL v_next = in_inbox_id OR v_guard >= 16 END REPEAT;
         SET v_outcome = v_step_outcome;

@@ -253,7 +253,6 @@ BEGIN
             'expires_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
             'request_digest', v_digest);
         UPDATE weave_signals SET receipt = v_receipt WHERE id = v_id;
-        UPDATE weave_instances SET signal_count = signal_count + 1 WHERE id = v_inst;
         IF v_status = 'PENDING' AND v_wait IS NOT NULL THEN
             -- S-3: the active wait's checkpoint looks at once (its handler re-derives the deadline). A new
             -- signal is news, so it ends a backoff, but it leaves the failure count to the failures.
@@ -266,11 +265,16 @@ BEGIN
                                            IF(v_wait_kind = 'SIGNAL', 'SIGNAL', 'POLL'), v_activation, v_now, v_now);
             END IF;
         END IF;
-        CALL _weave_event(v_ns, v_inst, IF(v_status = 'PENDING', 'SIGNAL_ACCEPTED', 'SIGNAL_REJECTED'),
-             in_target_step_key, in_target_activation_seq, v_now,
-             JSON_OBJECT('signal_id', CONCAT('sig_', v_id), 'idempotency_key', in_idempotency_key, 'name', in_name,
-                         'status', v_status, 'disposition', v_disposition, 'actor', v_actor,
-                         'early', v_status = 'PENDING' AND v_wait IS NULL));
+        -- S-6: the signal is counted in the statement that numbers its event (as _weave_event numbers one).
+        UPDATE weave_instances SET signal_count = signal_count + 1, event_seq = LAST_INSERT_ID(event_seq + 1),
+                                   updated_at = v_now, version = version + 1
+         WHERE id = v_inst;
+        INSERT INTO weave_events (instance_id, seq, namespace_id, type, step_key, activation_seq, occurred_at, data)
+        VALUES (v_inst, LAST_INSERT_ID(), v_ns, IF(v_status = 'PENDING', 'SIGNAL_ACCEPTED', 'SIGNAL_REJECTED'),
+                in_target_step_key, in_target_activation_seq, v_now,
+                JSON_OBJECT('signal_id', CONCAT('sig_', v_id), 'idempotency_key', in_idempotency_key, 'name', in_name,
+                            'status', v_status, 'disposition', v_disposition, 'actor', v_actor,
+                            'early', v_status = 'PENDING' AND v_wait IS NULL));
         CALL _weave_audit(v_ns, v_inst, v_cred, v_actor, 'signal.accept', in_idempotency_key, v_digest, v_now,
                           v_deadline, in_reason,
                           JSON_OBJECT('signal_id', CONCAT('sig_', v_id), 'status', v_status,

@@ -23,7 +23,9 @@ BEGIN
     DECLARE v_due DATETIME(6);
     SET v_planned = in_now + INTERVAL v_timeout * 1000 MICROSECOND;
     SET v_deadline = LEAST(v_planned, in_deadline);
-    SELECT correlation_key INTO v_corr FROM weave_activations WHERE id = in_activation_id;
+    -- The correlation bytes as the activation row froze them (_weave_step_activate stores this same value).
+    SET v_corr = IF(JSON_TYPE(JSON_EXTRACT(in_frozen, '$.correlation')) = 'STRING',
+                    CAST(JSON_UNQUOTE(JSON_EXTRACT(in_frozen, '$.correlation')) AS BINARY), NULL);
     INSERT INTO weave_waits (namespace_id, instance_id, activation_id, step_key, activation_seq, kind, status,
                              started_at, deadline_at, signal_name, payload_version, payload_type, correlation_key)
     VALUES (in_namespace_id, in_instance_id, in_activation_id, in_step_key, in_seq, 'SIGNAL', 'WAITING', in_now,
@@ -31,9 +33,9 @@ BEGIN
             COALESCE(JSON_VALUE(in_frozen, '$.signal.payload_type'), 'any'), v_corr);
     -- S-10: with early signals the checkpoint is due at once and looks at them; with none there is nothing
     -- to look at before the deadline (a signal that arrives later makes it due itself, S-3).
-    SET v_due = IF(EXISTS (SELECT 1 FROM weave_signals
-                            WHERE instance_id = in_instance_id AND target_step_key = in_step_key
-                              AND target_activation_seq = in_seq AND status = 'PENDING'), in_now, v_deadline);
+    SELECT IF(COUNT(*) > 0, in_now, v_deadline) INTO v_due FROM (
+        SELECT 1 FROM weave_signals WHERE instance_id = in_instance_id AND target_step_key = in_step_key
+           AND target_activation_seq = in_seq AND status = 'PENDING' LIMIT 1) early;
     CALL _weave_checkpoint_set(in_namespace_id, in_instance_id, in_step_key, 'SIGNAL', in_activation_id, v_due, in_now);
     CALL _weave_event(in_namespace_id, in_instance_id, 'STEP_ACTIVATED', in_step_key, in_seq, in_now,
          JSON_OBJECT('type', 'SIGNAL', 'name', JSON_VALUE(in_frozen, '$.signal.name'),

@@ -56,7 +56,8 @@ BEGIN
             LEAVE sig;
         END IF;
 
-        CALL _weave_signal_pick(in_namespace_id, in_instance_id, v_wait, in_now, v_winner, v_proof);
+        CALL _weave_signal_pick(in_namespace_id, in_instance_id, v_wait, in_now, v_winner, v_proof, v_accepted,
+                                v_output);
 
         IF v_proof = 'MISMATCH' THEN
             -- S-12: the step stops here; the wait stays open but consumes nothing more until recovery.
@@ -75,10 +76,7 @@ BEGIN
         IF v_winner IS NOT NULL THEN
             -- S-11 (and S-13: an on-time signal found after the deadline still wins; S-15: a paused
             -- instance or a disabled app still consumes, only the successors wait).
-            SELECT accepted_at, CONVERT(payload USING utf8mb4) INTO v_accepted, v_output
-              FROM weave_signals WHERE id = v_winner;
-            UPDATE weave_signals SET status = 'CONSUMED', disposition = NULL, consumed_at = in_now,
-                                     version = version + 1
+            UPDATE weave_signals SET status = 'CONSUMED', disposition = NULL, consumed_at = in_now, version = version + 1
              WHERE id = v_winner;
             UPDATE weave_waits SET status = 'SATISFIED', winner_signal_id = v_winner, settled_at = in_now
              WHERE id = v_wait;

@@ -11,9 +11,11 @@ CREATE PROCEDURE _weave_signal_pick(
         IN  in_wait_id      BIGINT UNSIGNED,
         IN  in_now          DATETIME(6),
         OUT out_signal_id   BIGINT UNSIGNED,
-        OUT out_proof       VARCHAR(16))
+        OUT out_proof       VARCHAR(16),
+        OUT out_accepted_at DATETIME(6),
+        OUT out_payload     LONGTEXT)
     COMMENT 'Internal. Description: the winner candidate of a WAITING wait with its acceptance proof checked.
-out_signal_id: the first on-time match (NULL: none); out_proof: OK, or MISMATCH (the signal is now REJECTED
+out_signal_id: the first on-time match (NULL: none), out_accepted_at and out_payload (as text) its own; out_proof: OK, or MISMATCH (the signal is now REJECTED
 ACCEPTANCE_PROOF_MISMATCH with an event; the caller opens the review).
 Rules: S-11, S-12, S-13.'
     MODIFIES SQL DATA
@@ -32,13 +34,13 @@ BEGIN
     DECLARE v_recomputed CHAR(64);
     DECLARE v_audit_digest CHAR(64) DEFAULT NULL;
 
-    SET out_signal_id = NULL, out_proof = 'OK';
+    SET out_signal_id = NULL, out_proof = 'OK', out_accepted_at = NULL, out_payload = NULL;
     -- The wait's pins and its first match in one read: the wait is a constant of the join, so the signal
     -- index gives the order and the read stops at the first match.
     SELECT s.id, s.idempotency_key, s.request_digest, s.name, s.payload_version, s.target_step_key,
-           s.target_activation_seq, s.correlation_key, s.payload, s.reason, s.evidence_ref
+           s.target_activation_seq, s.correlation_key, s.payload, s.reason, s.evidence_ref, s.accepted_at
       INTO v_id, v_key, v_stored_digest, v_s_name, v_s_version, v_s_step, v_s_seq, v_s_corr, v_s_payload,
-           v_s_reason, v_s_evidence
+           v_s_reason, v_s_evidence, out_accepted_at
       FROM weave_waits w
       JOIN weave_signals s
         ON s.instance_id = w.instance_id AND s.target_step_key = w.step_key AND s.target_activation_seq = w.activation_seq
@@ -47,7 +49,7 @@ BEGIN
      WHERE w.id = in_wait_id AND w.instance_id = in_instance_id
      ORDER BY s.accepted_at, s.id LIMIT 1 FOR UPDATE;
     IF v_id IS NOT NULL THEN
-        SET out_signal_id = v_id;
+        SET out_signal_id = v_id, out_payload = CONVERT(v_s_payload USING utf8mb4);
         SELECT request_digest INTO v_audit_digest FROM weave_audit
          WHERE instance_id = in_instance_id AND action = 'signal.accept' AND idempotency_key = v_key
          ORDER BY id LIMIT 1 LOCK IN SHARE MODE;

@@ -1,5 +1,5 @@
 -- Settle at Send: a signal accepted for a WAITING SIGNAL wait is decided in Send's own transaction, by
--- the handler that the wait's checkpoint and the signal candidate run (through _weave_step_advance),
+-- the handler that the wait's checkpoint and the signal candidate run (_weave_signal_advance),
 -- under the instance lock Send already holds. S-11 holds because the handler, not this routine, picks
 -- the winner: the first PENDING match by (accepted_at, id) under the lock, which may be an earlier
 -- signal than this one. R-8 holds because the successors go through the ROOT walk inline, deferred on
@@ -44,7 +44,7 @@ BEGIN
                 ROLLBACK TO SAVEPOINT weave_signal_wake;
                 SET out_outcome = 'LATER';
             END;
-            CALL _weave_step_advance(v_ns, v_inst, 'SIGNAL', v_step_key, v_activation, v_now, out_outcome);
+            CALL _weave_signal_advance(v_ns, v_inst, v_step_key, v_activation, v_now, out_outcome);
         END wake;
     END IF;
 END

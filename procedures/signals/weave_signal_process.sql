@@ -33,9 +33,11 @@ BEGIN
     DECLARE v_wait_status VARCHAR(16);
     DECLARE v_disposition VARCHAR(32) DEFAULT NULL;
     DECLARE v_outcome VARCHAR(32) DEFAULT 'GONE';
+    DECLARE v_joined BOOLEAN;  -- TRUE inside a caller's transaction: refused (R-1)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_own('weave_signal_process');
+    CALL _weave_transaction_open(v_joined);
+    IF v_joined THEN CALL _weave_transaction_own('weave_signal_process'); END IF;
 
     SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
@@ -73,7 +75,12 @@ BEGIN
                 -- among them (its wait was closed by a path that predates it), so it gets the S-9 answer.
                 SET v_disposition = 'STEP_SETTLED';
             ELSEIF v_step_status = 'ACTIVE' THEN
-                CALL _weave_step_advance(v_ns, v_inst, v_step_type, v_step_key, v_activation, v_now, v_outcome);
+                -- The handler the step's own checkpoint runs (_weave_checkpoint_decide).
+                CASE v_step_type
+                    WHEN 'SIGNAL' THEN CALL _weave_signal_advance(v_ns, v_inst, v_step_key, v_activation, v_now, v_outcome);
+                    WHEN 'POLL' THEN CALL _weave_poll_advance(v_ns, v_inst, v_step_key, v_activation, v_now, v_outcome);
+                    ELSE CALL _weave_raise(50007, 'INVALID_STATE: a signal wait on a step without a signal handler');
+                END CASE;
             END IF;
         END IF;
 

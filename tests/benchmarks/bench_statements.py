@@ -3,14 +3,15 @@ counted). Deterministic, so they are the guide while tuning: CPU on the database
 
     python -m tests.benchmarks.bench_statements
 
-Prints one JSON line per decision and per lifecycle (TIMER flow, SIGNAL flow, one POLL round), then the
-statements an idle orchestrator and worker spend per second.
+Prints one JSON line per decision and per lifecycle (TIMER flow, SIGNAL flow, one POLL round), one line per
+lifecycle with its routine calls in order and the statements of each, then the statements an idle orchestrator
+and worker spend per second.
 """
 
 from __future__ import annotations
 
 from tests.benchmarks.common import check_invariants, figure, fresh_database
-from tests.benchmarks.statements import POLL_ROUNDS, Census, Stage, decisions, idle_rate
+from tests.benchmarks.statements import POLL_ROUNDS, Census, Stage, decisions, idle_rate, lifecycle_calls
 
 TARGETS = {"timer": 50, "signal": 80, "poll": 50}
 
@@ -27,6 +28,10 @@ def main() -> None:
                 per = spent / POLL_ROUNDS if kind == "poll" else spent
                 figure("statements per lifecycle", flow=kind, unit="round" if kind == "poll" else "lifecycle",
                        statements=round(per, 1), target=TARGETS[kind])
+            for kind in ("timer", "signal", "poll"):  # where each lifecycle's statements go, call by call
+                calls = lifecycle_calls(stage, kind)
+                figure("statements per lifecycle, by call", flow=kind, total=sum(n for _, n in calls),
+                       calls=[f"{routine} {n}" for routine, n in calls])
         finally:
             stage.close()
     check_invariants(dsn)

@@ -100,6 +100,12 @@ class Census:
         with self._lock:
             self._closed += count
 
+    def ignore(self, conn: pymysql.Connection) -> None:
+        """Leave a connection out of the count (the harness's own: test clock and status reads)."""
+        with self._lock:
+            if conn in self._open:
+                self._open.remove(conn)
+
     def total(self) -> int:
         with self._lock:
             live = [c for c in self._open if c.open]
@@ -125,6 +131,7 @@ class Stage:
     def __init__(self, dsn: dbmod.Dsn, census: Census):
         self.census = census
         self.db = Db(dsn)
+        census.ignore(self.db.conn)  # the harness's clock and reads are no part of a lifecycle
         self.world = World.create(self.db, quota=1_000_000, capacity=1_000_000)
         for flow in (TIMER_FLOW, SIGNAL_FLOW, POLL_FLOW):
             self.world.publish(flow)
@@ -197,15 +204,57 @@ class Stage:
             self.drain()
         return wf
 
-    def lifecycle(self, kind: str) -> int:
-        """All-in statements of one lifecycle of ``kind`` (timer, signal, poll), from a warm start."""
+    def lifecycle(self, kind: str, warm: bool = True) -> int:
+        """All-in statements of one lifecycle of ``kind`` (timer, signal, poll), from a warm start (``warm``: run
+        one lifecycle first so that every connection is open and every routine cached)."""
         run = getattr(self, f"{kind}_lifecycle")
-        assert self.status(run()) == "SUCCEEDED"  # warm-up: every connection open, every routine cached
+        if warm:
+            assert self.status(run()) == "SUCCEEDED"
         before = self.census.total()
         wf = run()
         spent = self.census.total() - before
         assert self.status(wf) == "SUCCEEDED", f"the {kind} flow did not finish"
         return spent
+
+
+class Calls:
+    """Every routine call made through ``procedures.db`` while installed, with its own statements (the delta of
+    its session around it): where the statements of a lifecycle go."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []
+        self.conns: list[pymysql.Connection] = []
+        self._lock = threading.Lock()
+        self._original = dbmod._call_once
+
+    def __enter__(self) -> Calls:
+        original = self._original
+
+        def call_once(conn: pymysql.Connection, routine: str, args: tuple) -> list[list[dict]]:
+            before = statements(conn)
+            try:
+                return original(conn, routine, args)
+            finally:
+                spent = statements(conn) - before
+                with self._lock:
+                    self.calls.append((routine, spent))
+                    self.conns.append(conn)
+
+        dbmod._call_once = call_once
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        dbmod._call_once = self._original
+
+
+def lifecycle_calls(stage: Stage, kind: str) -> list[tuple[str, int]]:
+    """The routine calls one lifecycle of ``kind`` makes (warm, as ``Stage.lifecycle`` counts it), in order, each
+    with its statements; the harness's own calls (test clock, status reads) are left out."""
+    harness = stage.db.conn
+    stage.lifecycle(kind)  # warm-up
+    with Calls() as calls:
+        stage.lifecycle(kind, warm=False)
+    return [c for c, conn in zip(calls.calls, calls.conns, strict=True) if conn is not harness]
 
 
 # --- per decision ------------------------------------------------------------------------------------------------

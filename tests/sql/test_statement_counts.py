@@ -13,24 +13,30 @@ from tests.benchmarks.statements import POLL_ROUNDS, Census, Stage, decisions
 
 # Per decision: the ceiling on its statements.
 DECISIONS = {
-    "root activate (TIMER)": 41,
-    "timer settle": 43,
-    "timer settle, 10 in one call (each)": 40.4,
-    "signal checkpoint before its deadline": 18,
-    "signal send (settles the open wait)": 68,
-    "signal settle (candidate path)": 51,
-    "signal twin candidate": 10,
-    "root activate (POLL, round 1)": 52,
+    "root activate (TIMER)": 32,
+    "timer settle": 37,
+    "timer settle, 10 in one call (each)": 35.3,
+    "signal checkpoint before its deadline": 17,
+    "signal send (settles the open wait)": 58,
+    "signal settle (candidate path)": 44,
+    "signal twin candidate": 9,
+    "root activate (POLL, round 1)": 44,
     "task claim": 16,
-    "attempt complete": 21,
-    "inbox consume (round pending)": 42,
-    "poll round start": 45,
+    "attempt complete": 19,
+    "inbox consume (round pending)": 38,
+    "poll round start": 38,
     "scan (nothing due)": 5,
     "idle probe": 4,
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 152, "signal": 166, "poll": 181}
+LIFECYCLES = {"timer": 121, "signal": 142, "poll": 154.0}
+# How far under its ceiling a count may fall before the ceiling counts as stale.
+SLACK = 0.9
+
+
+def _off(count: float, ceiling: float) -> bool:
+    return not SLACK * ceiling <= count <= ceiling
 
 
 @pytest.fixture
@@ -41,16 +47,16 @@ def stage(db, database):
         stage.close()
 
 
-def test_statements_per_decision_stay_within_their_ceilings(stage):
+def test_statements_per_decision_stay_at_their_recorded_counts(stage):
     counts = decisions(stage)
     assert sorted(counts) == sorted(DECISIONS)
-    over = {name: (c["statements"], DECISIONS[name]) for name, c in counts.items()
-            if c["statements"] > DECISIONS[name]}
-    assert over == {}, "statements (now, ceiling)"
+    off = {name: (c["statements"], DECISIONS[name]) for name, c in counts.items()
+           if _off(c["statements"], DECISIONS[name])}
+    assert off == {}, f"statements (now, ceiling): above the ceiling, or under {SLACK:.0%} of it"
 
 
 @pytest.mark.parametrize("kind", sorted(LIFECYCLES))
-def test_statements_per_lifecycle_stay_within_their_ceilings(stage, kind):
+def test_statements_per_lifecycle_stay_at_their_recorded_counts(stage, kind):
     spent = stage.lifecycle(kind)
     per = spent / POLL_ROUNDS if kind == "poll" else spent
-    assert per <= LIFECYCLES[kind]
+    assert not _off(per, LIFECYCLES[kind]), (per, LIFECYCLES[kind])
