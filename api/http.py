@@ -3,9 +3,11 @@ headers, and one error handler that turns the engine's error vocabulary into pro
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -38,28 +40,70 @@ class ApiError(errors.WeaveError):
 
 class ApiConnections(Connections):
     """The API's connections: connect, read and write time out after ``timeout`` seconds, and once the
-    database did not answer, every request answers 503 at once for ``cooldown`` seconds instead of each
+    database is seen away, every request answers 503 at once for ``cooldown`` seconds instead of each
     waiting out its own timeout. A hung server accepts connections and answers nothing: without both, every
-    serving thread would hang on it and the API with them. With several hosts there is no such pause: the
-    node that failed is skipped by every thread (``db.connect``) and the others serve at once."""
+    serving thread would hang on it and the API with them.
 
-    def __init__(self, dsn: db.Dsn | None, timeout: float | None = None, cooldown: float = 1.0):
+    A request that lost its connection or timed out is not enough to call the database away: a busy server
+    answers one statement late and is still there. So the pause starts only when a probe, a new connection
+    with ``probe_timeout`` seconds to greet and answer, fails too. The probe runs on a thread of its own (one at a
+    time), so the failed request answers 503 without waiting for it; requests that reach for a connection
+    meanwhile wait for its verdict instead of sending a statement to a server that may be hung. With several
+    hosts there is no pause: the node that failed is skipped by every thread (``db.connect``) and the others
+    serve."""
+
+    def __init__(self, dsn: db.Dsn | None, timeout: float | None = None, cooldown: float = 1.0,
+                 probe_timeout: float = 0.3):
         seconds = settings.api_db_timeout() if timeout is None else timeout
         short = None if dsn is None else dsn.with_options(**{
             name: seconds for name in ("connect_timeout", "read_timeout", "write_timeout") if name not in dsn.options})
         super().__init__(short)
         self.cooldown = cooldown
+        self._probe_dsn = None if dsn is None else dsn.with_options(
+            connect_timeout=probe_timeout, read_timeout=probe_timeout, write_timeout=probe_timeout)
         self._down_until = 0.0
+        self._probing = threading.Lock()
+        self._verdict = threading.Event()  # set while no probe runs
+        self._verdict.set()
+        self._verdict_wait = probe_timeout * 2
 
     def get(self) -> db.Connection:
+        self._verdict.wait(self._verdict_wait)
         if time.monotonic() < self._down_until:
             raise errors.TransientDatabaseError("UNAVAILABLE: the database did not answer a moment ago")
         return super().get()
 
     def trip(self) -> None:
-        if self.dsn is not None and self.dsn.clustered:
+        """A request lost its connection or its answer: probe the server, and pause if the probe fails too."""
+        if self._probe_dsn is None or self._probe_dsn.clustered:
             return  # one node failed, not the database: procedures.db skips that node for every thread
-        self._down_until = time.monotonic() + self.cooldown
+        if self._probing.acquire(blocking=False):
+            self._verdict.clear()
+            threading.Thread(target=self._probe, name="weave-api-probe", daemon=True).start()
+
+    def probe(self) -> bool:
+        """Whether the server greets a new connection and answers it within the probe timeout."""
+        assert self._probe_dsn is not None
+        try:
+            conn = db.connect(self._probe_dsn)
+        except Exception:  # noqa: BLE001 - any failure to connect and answer means away
+            return False
+        try:
+            conn.ping(reconnect=False)
+            return True
+        except Exception:  # noqa: BLE001
+            return False
+        finally:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def _probe(self) -> None:
+        try:
+            if not self.probe():
+                self._down_until = time.monotonic() + self.cooldown
+        finally:
+            self._verdict.set()
+            self._probing.release()
 
 
 def bearer(req: falcon.Request) -> str:

@@ -1,0 +1,60 @@
+"""R-12 at the HTTP edge, for a server that is busy rather than away: one statement answered later than the
+API's timeout is that request's 503, and the API keeps serving; only when a probe of the server fails too does
+every request answer 503 at once for the cool-down (tests/process/test_api_outage.py hangs and kills a real
+server for that half)."""
+
+from __future__ import annotations
+
+from falcon import testing
+
+from api.app import create_app
+from api.http import ApiConnections
+from procedures import errors
+from procedures.db import Dsn
+from tests.api.conftest import auth
+from tests.api.test_http_basics import NS, problem, publish, start
+from tests.support.waiting import wait_for
+
+
+def _probed(connections: ApiConnections) -> bool:
+    """The probe a failed request started (if any) has ended."""
+    if not connections._probing.acquire(blocking=False):
+        return False
+    connections._probing.release()
+    return True
+
+
+def test_R12_one_late_answer_is_that_requests_503_and_the_api_keeps_serving(db, world):
+    connections = ApiConnections(db.dsn, timeout=0.5, cooldown=60)
+    client = testing.TestClient(create_app(connections))
+    publish(client, world)
+    wf = start(client, world).json["workflow_id"]
+    holder = db.connect()
+    holder.begin()
+    try:
+        with holder.cursor() as cur:  # the pause below waits on this lock past the API's timeout
+            cur.execute("SELECT id FROM weave_instances WHERE id = %s FOR UPDATE", (int(wf.removeprefix("wf_")),))
+        late = client.simulate_post(f"{NS}/workflows/{wf}/pause", headers=auth(world.token, "p1"),
+                                    json={"reason": "audit"})
+        problem(late, 503, "UNAVAILABLE")
+        assert wait_for(lambda: _probed(connections), timeout=10, interval=0.05)
+        served = client.simulate_get(f"{NS}/workflows/{wf}", headers=auth(world.token))
+        assert served.status_code == 200, served.text  # not 503 for the next 60 s
+    finally:
+        holder.rollback()
+        holder.close()
+        connections.discard()
+
+
+def test_R12_a_server_that_fails_its_probe_too_pauses_every_request(world):
+    connections = ApiConnections(Dsn(host="127.0.0.1", port=1, database="weave_nowhere"), timeout=0.5, cooldown=60)
+    client = testing.TestClient(create_app(connections))
+    problem(client.simulate_get(f"{NS}/workflows/wf_1", headers=auth(world.token)), 503, "UNAVAILABLE")
+    assert wait_for(lambda: _probed(connections), timeout=10, interval=0.05)
+    assert not connections.probe()
+    try:
+        connections.get()
+        raise AssertionError("a request reached for a connection during the pause")
+    except errors.TransientDatabaseError as exc:
+        assert "a moment ago" in str(exc)
+    problem(client.simulate_get(f"{NS}/workflows/wf_1", headers=auth(world.token)), 503, "UNAVAILABLE")
