@@ -45,6 +45,12 @@ class ScanResult:
     candidates: list[Candidate]
     now: datetime.datetime
     next_at: datetime.datetime | None
+    full: bool = False  # the scan answered as many rows as it was asked for: more may be due than it showed
+    again: bool = True  # after the batch: something may be due now, so scan again at once instead of probing
+
+
+# Outcomes after which the candidate may still be due: another node holds its instance, or the advance failed.
+UNSETTLED = frozenset({"BUSY", "FAILED"})
 
 
 def merge_fairly(classes: list[list[Candidate]], limit: int) -> list[Candidate]:
@@ -100,12 +106,22 @@ class Orchestrator:
         per_class: dict[str, list[Candidate]] = {}  # in the order the scan lists the classes
         for r in rows:
             per_class.setdefault(r["class"], []).append(Candidate(r["class"], r["id"], r["version"], r["due_at"]))
-        return ScanResult(merge_fairly(list(per_class.values()), self.batch), clock[0]["now_at"], clock[0]["next_at"])
+        return ScanResult(merge_fairly(list(per_class.values()), self.batch), clock[0]["now_at"], clock[0]["next_at"],
+                          full=len(rows) >= self.batch)
 
     def advance(self, cand: Candidate) -> str:
+        return self._advance(cand)[0]
+
+    def _advance(self, cand: Candidate) -> tuple[str, bool]:
+        """One candidate's outcome, and whether anything may be due now after it: the advancer says so (made_due:
+        it made a candidate due at its own time); an advancer that does not say, or an outcome that leaves the
+        candidate due, counts as yes."""
+        made_due = True
         try:
             sets = self._call(candidates.BY_NAME[cand.klass].advancer, cand.id)
-            outcome = sets[0][0]["outcome"] if sets and sets[0] else "DONE"
+            row = sets[0][0] if sets and sets[0] else {}
+            outcome = row.get("outcome", "DONE")
+            made_due = bool(row.get("made_due", True))
         except (errors.WeaveError, pymysql.err.MySQLError) as exc:
             outcome = "FAILED"
             self.stats["failed"] += 1
@@ -117,25 +133,33 @@ class Orchestrator:
                 except (errors.WeaveError, pymysql.err.MySQLError) as again:
                     log.error("failure bookkeeping failed", extra={"fields": {"id": cand.id, "error": str(again)}})
         self.stats[f"{cand.klass}:{outcome}"] += 1
-        return outcome
+        return outcome, made_due or outcome in UNSETTLED
 
     def advance_checkpoints(self, cands: list[Candidate]) -> list[str]:
+        return self._advance_checkpoints(cands)[0]
+
+    def _advance_checkpoints(self, cands: list[Candidate]) -> tuple[list[str], bool]:
         """Several CHECKPOINT candidates in one call (weave_checkpoints_advance: each still its own transaction);
-        their outcomes. When the call fails, the decisions before the failure stay; the list is then advanced one
-        by one, which re-verifies those (GONE) and books the failure (R-12)."""
+        their outcomes, and whether anything may be due now after them (as ``_advance``). When the call fails, the
+        decisions before the failure stay; the list is then advanced one by one, which re-verifies those (GONE)
+        and books the failure (R-12)."""
         try:
             sets = self._call("weave_checkpoints_advance", json.dumps([c.id for c in cands]))
         except (errors.WeaveError, pymysql.err.MySQLError):
-            outcomes = []
+            outcomes, again = [], False
             for cand in cands:
                 if self._stop.is_set():
                     break
-                outcomes.append(self.advance(cand))
-            return outcomes
-        outcomes = [row["outcome"] for row in (sets[0] if sets else [])]
+                outcome, due = self._advance(cand)
+                outcomes.append(outcome)
+                again = again or due
+            return outcomes, True if len(outcomes) < len(cands) else again
+        rows = sets[0] if sets else []
+        outcomes = [row["outcome"] for row in rows]
         for outcome in outcomes:
             self.stats[f"CHECKPOINT:{outcome}"] += 1
-        return outcomes
+        again = not rows or any(row.get("made_due", True) or row["outcome"] in UNSETTLED for row in rows)
+        return outcomes, bool(again)
 
     def _units(self, batch: list[Candidate]) -> list[list[Candidate]]:
         """The batch in order as units of work: each run of consecutive CHECKPOINT candidates is cut into lists
@@ -159,24 +183,30 @@ class Orchestrator:
         flush()
         return units
 
-    def _advance_unit(self, unit: list[Candidate], overtaken: threading.Event) -> None:
+    def _advance_unit(self, unit: list[Candidate], overtaken: threading.Event) -> bool:
         """One unit of a batch, unless the batch was overtaken: a list of checkpoints that another node had
         entirely taken already (GONE or BUSY) means that node is ahead on this stretch of the batch, and going
-        on would only repeat its work candidate by candidate; the next scan shows what is still due."""
+        on would only repeat its work candidate by candidate; the next scan shows what is still due. Answers
+        whether anything may be due now after the unit (a unit left undone counts as yes)."""
         if overtaken.is_set() or self._stop.is_set():
-            return
+            return True
         if unit[0].klass == "CHECKPOINT" and len(unit) > 1:
-            outcomes = self.advance_checkpoints(unit)
+            outcomes, again = self._advance_checkpoints(unit)
             if outcomes and all(o in TAKEN for o in outcomes):
                 self.stats["overtaken"] += 1
                 overtaken.set()
-        else:
-            self.advance(unit[0])
+            return again
+        return self._advance(unit[0])[1]
 
     def run_once(self) -> ScanResult:
-        """Scan once and advance the batch (in parallel on separate connections, R-14)."""
+        """Scan once and advance the batch (in parallel on separate connections, R-14). The result's ``again``
+        says whether anything may be due now: the scan was full, a candidate may still be due (BUSY, FAILED, not
+        advanced), or an advance made a candidate due at its own time (made_due). When it is false, whatever
+        became due meanwhile by other hands (a send, a worker's outcome) or by the passing of time is found by
+        the probe that idling starts with (R-14), so the loop does not scan just to find nothing."""
         result = self.scan()
         if not result.candidates:
+            result.again = False
             return result
         # Every node sees the same earliest candidates; starting each batch at a random point spreads
         # concurrent nodes over different rows instead of having them collide row by row (all are due).
@@ -184,8 +214,8 @@ class Orchestrator:
         overtaken = threading.Event()
         futures = [self._pool.submit(self._advance_unit, unit, overtaken)
                    for unit in self._units(result.candidates[start:] + result.candidates[:start])]
-        for f in futures:
-            f.result()
+        again = [f.result() for f in futures]
+        result.again = result.full or overtaken.is_set() or any(again)
         return result
 
     def idle_seconds(self, result: ScanResult) -> float:
@@ -226,21 +256,25 @@ class Orchestrator:
                 self._drop_conn()
                 self._stop.wait(0.5)
                 continue
+            if result.again:
+                continue
             if not result.candidates:
                 self._stop.wait(self.idle_seconds(result))
-                try:
-                    self.wait_for_work(until)
-                except errors.TransientDatabaseError as exc:
-                    log.warning("probe failed; retrying", extra={"fields": {"error": str(exc)}})
-                    self._drop_conn()
-                    self._stop.wait(0.5)
+            try:
+                self.wait_for_work(until)
+            except errors.TransientDatabaseError as exc:
+                log.warning("probe failed; retrying", extra={"fields": {"error": str(exc)}})
+                self._drop_conn()
+                self._stop.wait(0.5)
         self._pool.shutdown(wait=True)
         log.info("orchestrator stopped", extra={"fields": {"node": self.node_id, **dict(self.stats)}})
 
     def drain(self, max_rounds: int = 10_000) -> Counter:
-        """Advance until nothing is due (for tests and tools): returns the outcome counts."""
+        """Advance until nothing is due (for tests and tools): returns the outcome counts. Like the loop, it scans
+        again only while something may be due (``ScanResult.again``); nothing else moves meanwhile when the
+        caller runs nothing beside it."""
         for _ in range(max_rounds):
-            if not self.run_once().candidates:
+            if not self.run_once().again:
                 break
         return self.stats
 

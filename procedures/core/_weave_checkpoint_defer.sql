@@ -10,7 +10,8 @@ CREATE PROCEDURE _weave_checkpoint_defer(
         IN in_now          DATETIME(6),
         IN in_why          VARCHAR(256))
     COMMENT 'Internal. Description: defers the checkpoint of (instance, step) to in_until, keeping its due time;
-in_why is ''CODE: detail'', and the code is kept as the deferral''s reason with the time the deferral began (R-18).'
+in_why is ''CODE: detail'', and the code is kept as the deferral''s reason with the time the deferral began (R-18); counts it in @weave_made_due
+when in_until is not after in_now (see _weave_checkpoint_set).'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_id BIGINT UNSIGNED DEFAULT NULL;
@@ -30,5 +31,8 @@ BEGIN
                deferrals = IF(deferred_reason <=> v_reason, deferrals + 1, 1),
                deferred_reason = v_reason
          WHERE id = v_id;
+    END IF;
+    IF in_until <= in_now THEN
+        SET @weave_made_due = COALESCE(@weave_made_due, 0) + 1;  -- due already (see _weave_checkpoint_set)
     END IF;
 END

@@ -8,7 +8,8 @@ CREATE PROCEDURE _weave_checkpoint_set(
         IN in_activation_id BIGINT UNSIGNED,
         IN in_due_at       DATETIME(6),
         IN in_now          DATETIME(6))
-    COMMENT 'Internal. Description: makes the checkpoint of (instance, step) due at in_due_at, pinned to in_activation_id.'
+    COMMENT 'Internal. Description: makes the checkpoint of (instance, step) due at in_due_at, pinned to in_activation_id;
+counts it in the session''s @weave_made_due when in_due_at is not after in_now (the advancers answer made_due).'
     MODIFIES SQL DATA
 BEGIN
     -- A deferral record (R-18) survives only a re-set to the same due time and activation; the deferral
@@ -22,4 +23,9 @@ BEGIN
         deferrals = IF(due_at = VALUES(due_at) AND activation_id = VALUES(activation_id), deferrals, 0),
         kind = VALUES(kind), activation_id = VALUES(activation_id), due_at = VALUES(due_at),
         available_at = VALUES(available_at), attempts = 0, last_error = NULL, version = version + 1;
+    -- Due already: the session's count of candidates made due moves, and the advancer answers made_due, so
+    -- that the loop scans again at once instead of probing first.
+    IF in_due_at <= in_now THEN
+        SET @weave_made_due = COALESCE(@weave_made_due, 0) + 1;
+    END IF;
 END

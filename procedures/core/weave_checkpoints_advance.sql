@@ -7,7 +7,8 @@
 CREATE PROCEDURE weave_checkpoints_advance(IN in_ids LONGTEXT)
     COMMENT 'Description: advances each checkpoint of a list, in order, each in its own transaction.
 Parameters: in_ids - JSON array of 1..1000 checkpoint ids (from weave_scan).
-Result set: id, outcome - one row per checkpoint, outcomes as weave_checkpoint_advance.
+Result set: id, outcome - one row per checkpoint, outcomes as weave_checkpoint_advance; made_due - on every row, 1
+when any decision of the call made a candidate due at its own time (as weave_checkpoint_advance).
 Errors: 50121 LIMIT_INVALID for a list that is not 1..1000 ids; otherwise as weave_checkpoint_advance (the
 decisions before the failing one stay committed).
 Rules: R-1, R-6, R-10, R-12, R-13.'
@@ -18,6 +19,7 @@ BEGIN
     DECLARE v_id BIGINT UNSIGNED;
     DECLARE v_outcome VARCHAR(16);
     DECLARE v_results LONGTEXT DEFAULT '[]';
+    DECLARE v_due_before BIGINT DEFAULT @weave_made_due;  -- the session's count of candidates made due so far
     DECLARE v_joined BOOLEAN;  -- TRUE inside a caller's transaction: refused (R-1)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
@@ -39,7 +41,7 @@ BEGIN
         SET v_results = JSON_ARRAY_APPEND(v_results, '$', JSON_ARRAY(v_id, v_outcome));
         SET v_i = v_i + 1;
     END WHILE;
-    SELECT j.id, j.outcome
+    SELECT j.id, j.outcome, NOT (@weave_made_due <=> v_due_before) AS made_due
       FROM JSON_TABLE(v_results, '$[*]' COLUMNS (ord FOR ORDINALITY, id BIGINT UNSIGNED PATH '$[0]',
                                                  outcome VARCHAR(16) PATH '$[1]')) j
      ORDER BY j.ord;

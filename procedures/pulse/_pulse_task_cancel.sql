@@ -8,7 +8,8 @@ CREATE PROCEDURE _pulse_task_cancel(
         OUT out_outcome VARCHAR(16))
     COMMENT 'Internal. Description: cancels a task (K-5). out_outcome: CANCELLED (was QUEUED: now CANCELLED with an
 inbox event), REQUESTED (was RUNNING: cancel_requested = 1, permit kept), or the task''s final status unchanged
-(SUCCEEDED, FAILED, UNKNOWN, CANCELLED, EXPIRED), or GONE when there is no such task.
+(SUCCEEDED, FAILED, UNKNOWN, CANCELLED, EXPIRED), or GONE when there is no such task. An inbox event written is
+counted in @weave_made_due (see _weave_checkpoint_set).
 Rules: K-5, C-2.'
     MODIFIES SQL DATA
 BEGIN
@@ -22,6 +23,7 @@ BEGIN
         CALL _pulse_inbox_add(in_task_id, 'CANCELLED',
              JSON_OBJECT('cancelled_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'), 'attempts_used', v_used + 0),
              in_now, in_now);
+        SET @weave_made_due = COALESCE(@weave_made_due, 0) + 1;  -- its event is due at once (see _weave_checkpoint_set)
         SET out_outcome = 'CANCELLED';
     ELSEIF v_status = 'RUNNING' THEN
         UPDATE pulse_tasks SET cancel_requested = 1, updated_at = in_now WHERE id = in_task_id;

@@ -7,7 +7,8 @@ CREATE PROCEDURE _pulse_task_expire(
         IN  in_now      DATETIME(6),
         OUT out_outcome VARCHAR(16))
     COMMENT 'Internal. Description: expires one QUEUED task whose deadline has passed (K-6): status EXPIRED, inbox event
-EXPIRED at the deadline, audit task.expire. out_outcome: EXPIRED, NOT_DUE, or GONE (no such task or not QUEUED).
+EXPIRED at the deadline (counted in @weave_made_due, see _weave_checkpoint_set), audit task.expire. out_outcome:
+EXPIRED, NOT_DUE, or GONE (no such task or not QUEUED).
 Rules: K-6, P-10, P-11.'
     MODIFIES SQL DATA
 BEGIN
@@ -35,6 +36,7 @@ BEGIN
                                   'attempts_used', v_used + 0, 'max_attempts', v_max + 0, 'last_error', v_error);
         UPDATE pulse_tasks SET status = 'EXPIRED', finished_at = in_now, updated_at = in_now WHERE id = in_task_id;
         CALL _pulse_inbox_add(in_task_id, 'EXPIRED', v_facts, v_deadline, in_now);
+        SET @weave_made_due = COALESCE(@weave_made_due, 0) + 1;  -- its event is due at once (see _weave_checkpoint_set)
         CALL _weave_audit(v_ns, v_inst, 0, 'weave.orchestrator', 'task.expire', NULL, NULL, in_now, v_deadline, NULL,
                           v_facts, NULL);
         SET out_outcome = 'EXPIRED';

@@ -10,7 +10,8 @@ Result set: outcome - GONE (already consumed), BUSY (another node holds the inst
 activation is no longer current: recorded, nothing else changes), MISMATCH (corrupt ownership: instance
 NEEDS_REVIEW OWNERSHIP_MISMATCH), SUCCEEDED (step settled, successors followed), REVIEW (step and instance
 NEEDS_REVIEW: TASK_FAILED, TASK_UNKNOWN or TASK_EXPIRED), CANCELLED or RECORDED (kept in the history, step
-unchanged), or the POLL handler''s outcome.
+unchanged), or the POLL handler''s outcome; made_due - 1 when the decision made a candidate due at its own time (as
+weave_checkpoint_advance).
 Errors: 50007 INVALID_STATE when the event names an instance that does not exist (the candidate backs off).
 Rules: K-7, R-1, R-3, R-4, R-6, R-9, R-12, R-13.'
     MODIFIES SQL DATA
@@ -25,6 +26,7 @@ BEGIN
     DECLARE v_step_outcome VARCHAR(16);
     DECLARE v_guard INT DEFAULT 0;
     DECLARE v_outcome VARCHAR(16) DEFAULT 'GONE';
+    DECLARE v_due_before BIGINT DEFAULT @weave_made_due;  -- the session's count of candidates made due so far
     DECLARE v_finished TINYINT;
     DECLARE v_joined BOOLEAN;  -- TRUE inside a caller's transaction: refused (R-1)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
@@ -59,5 +61,5 @@ BEGIN
         CALL _weave_instance_cancel_finish(v_ns, v_inst, v_now, v_finished);
     END consume;
     COMMIT;
-    SELECT v_outcome AS outcome;
+    SELECT v_outcome AS outcome, NOT (@weave_made_due <=> v_due_before) AS made_due;
 END

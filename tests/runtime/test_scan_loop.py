@@ -118,3 +118,48 @@ def test_R13_a_node_overtaken_on_its_batch_stops_after_one_list_and_scans_again(
         assert late.run_once().candidates == []
     finally:
         late.close()
+
+
+class CountingScans(Orchestrator):
+    scans = 0
+
+    def scan(self) -> ScanResult:
+        self.scans += 1
+        return super().scan()
+
+
+def test_R14_the_loop_scans_again_at_once_only_when_an_advance_made_something_due(world, database):
+    """A TIMER activation makes nothing due now (the timer is due later): the batch says so and the loop goes to
+    its probe instead of a scan that would find nothing. A settlement whose successor waits for a ROOT advance
+    (a step after the timer, a deferred ROOT) says the opposite, and the next scan finds that advance."""
+    world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
+    wf = world.start("t", key="k")
+    orch = CountingScans(database, concurrency=1, spread=False)
+    try:
+        result = orch.run_once()
+        assert [c.klass for c in result.candidates] == ["CHECKPOINT"] and result.again is False
+        orch.drain()
+        assert orch.scans == 2 and orch.stats["CHECKPOINT:ACTIVATED"] == 1  # drain's one scan found nothing due
+        assert orch.probe()[1] is not None  # the timer, due later: the probe sees it
+        world.db.advance(1001)
+        assert orch.run_once().candidates and world.instance(wf)["status"] == "SUCCEEDED"
+    finally:
+        orch.close()
+
+
+
+def test_R14_an_advance_that_leaves_its_root_due_makes_the_loop_scan_again_at_once(world, database):
+    """40 ready steps are activated 32 per transaction (R-7): the first ROOT advance answers MORE and made_due, so
+    the batch asks for another scan, which finds the ROOT advance again; that one makes nothing due now."""
+    world.publish({"name": "fan-out", "steps": [{"key": f"t{i:02d}", "type": "TIMER", "delay_ms": 1000}
+                                                for i in range(40)]})
+    world.start("fan-out")
+    orch = CountingScans(database, concurrency=1, spread=False)
+    try:
+        first = orch.run_once()
+        assert orch.stats["CHECKPOINT:MORE"] == 1 and first.again is True
+        second = orch.run_once()
+        assert orch.stats["CHECKPOINT:ACTIVATED"] == 1 and second.again is False
+        assert orch.scans == 2
+    finally:
+        orch.close()
