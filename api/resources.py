@@ -77,8 +77,7 @@ class Workflows(Resource):
             input_json=_json_text(body.get("input", {})), idempotency_key=key,
             deadline_at=_time(body.get("deadline_at")), deadline_ms=body.get("deadline_ms"),
             business_key=body.get("business_key"))
-        instance = routines.instance_get(self.conn, token, ns, started["workflow_id"])
-        respond(resp, instance, 201 if started["created"] else 200, replayed=not started["created"])
+        respond(resp, started["instance"], 201 if started["created"] else 200, replayed=not started["created"])
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         token = bearer(req)

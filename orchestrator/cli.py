@@ -145,6 +145,7 @@ def cmd_workflows_start(args: argparse.Namespace) -> int:
             conn, _token(args), args.namespace, definition=args.definition, version=args.version, app=args.app,
             input_json=input_json, idempotency_key=args.idempotency_key or str(uuid.uuid4()),
             deadline_ms=args.deadline_ms, business_key=args.business_key)
+    row.pop("instance")  # the command answers what it started; `workflows show` shows the instance
     _print(args, row, lambda p: f"{p['workflow_id']} {p['status']}" + ("" if p["created"] else " (replayed)"))
     return 0
 

@@ -130,12 +130,17 @@ def instance_start(conn: Conn, token: str, namespace: str, *, definition: str, a
                    idempotency_key: str, version: int | None = None, deadline_at: dt.datetime | None = None,
                    deadline_ms: int | None = None, business_key: str | None = None,
                    input_json: str | None = None) -> dict:
-    """See procedures/instances/weave_instance_start.sql. ``input_json`` passes the input text as received."""
+    """See procedures/instances/weave_instance_start.sql. ``input_json`` passes the input text as received. The
+    answer's ``instance`` is the started instance as ``instance_get`` shows it."""
     text = input_json if input_json is not None else json.dumps({} if input is None else input,
                                                                 separators=(",", ":"), ensure_ascii=False)
-    row = call_row(conn, "weave_instance_start", token, namespace, definition, version, app, text,
-                   deadline_at, deadline_ms, business_key, idempotency_key)
-    return {"workflow_id": row["workflow_id"], "status": row["status"], "created": bool(row["created"])}
+    sets = call(conn, "weave_instance_start", token, namespace, definition, version, app, text,
+                deadline_at, deadline_ms, business_key, idempotency_key)
+    if not sets or not sets[0]:
+        raise errors.WeaveError("INTERNAL: weave_instance_start answered no row")
+    row = sets[0][0]
+    return {"workflow_id": row["workflow_id"], "status": row["status"], "created": bool(row["created"]),
+            "instance": _instance_view(sets[1:])}
 
 
 def _wait_view(row: dict) -> dict | None:
@@ -152,8 +157,12 @@ def _wait_view(row: dict) -> dict | None:
 
 def instance_get(conn: Conn, token: str, namespace: str, workflow_id: str) -> dict:
     """See procedures/instances/weave_instance_get.sql; shaped as the 07-api instance resource."""
-    head, step_rows, round_rows, reasons, checkpoints = call(
-        conn, "weave_instance_get", token, namespace, workflow_id)
+    return _instance_view(call(conn, "weave_instance_get", token, namespace, workflow_id))
+
+
+def _instance_view(sets: list[list[dict]]) -> dict:
+    """The five result sets of _weave_instance_show as the 07-api instance resource."""
+    head, step_rows, round_rows, reasons, checkpoints = sets
     inst = head[0]
     rounds: dict[str, list] = {}
     for r in round_rows:

@@ -17,7 +17,9 @@ PENDING and a ROOT checkpoint due at once; event and audit in the same transacti
 Parameters: in_token (workflows:start and every queue of the definition), in_namespace, in_definition, in_version,
 in_app, in_input (JSON, <= 1 MiB; NULL = {}), exactly one of in_deadline_at (UTC) / in_deadline_ms (from now),
 in_business_key (<= 256 chars), in_idempotency_key (1-128 printable ASCII).
-Result set: workflow_id, status, created (1 new, 0 replay).
+Result set 1: workflow_id, status, created (1 new, 0 replay).
+Result sets 2-6: the instance, exactly as result sets 1-5 of weave_instance_get: for a new instance as it committed,
+for a replay as it is now (read from one snapshot).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50005 IDEMPOTENCY_CONFLICT, 50113
 IDEMPOTENCY_KEY_INVALID, 50117 INPUT_INVALID, 50118 DEADLINE_INVALID, 50122 APP_NOT_FOUND, 50123 DEFINITION_NOT_FOUND.
 Rules: R-1, R-3, R-4, R-5, M-2.'
@@ -117,8 +119,11 @@ BEGIN
         CALL _weave_audit(v_ns, v_id, v_cred, v_actor, 'instance.start', in_idempotency_key, v_digest, v_now,
                           v_deadline, NULL, JSON_OBJECT('definition', in_definition, 'version', v_def_version,
                                                          'app', in_app), NULL);
-        COMMIT;
+        -- The instance as weave_instance_get answers it, read before the commit: every row of it is this
+        -- transaction's own, so the sets are as consistent as a snapshot, and the caller needs no second call.
         SELECT CONCAT('wf_', v_id) AS workflow_id, 'RUNNING' AS status, 1 AS created;
+        CALL _weave_instance_show(in_namespace, v_id);
+        COMMIT;
     ELSE
         IF v_duplicate = 1 THEN
             SELECT id, request_digest, status INTO v_id, v_existing_digest, v_existing_status
@@ -129,5 +134,9 @@ BEGIN
         END IF;
         COMMIT;
         SELECT CONCAT('wf_', v_id) AS workflow_id, v_existing_status AS status, 0 AS created;
+        -- A replay answers the instance as it is now, from one snapshot (as weave_instance_get reads it).
+        START TRANSACTION WITH CONSISTENT SNAPSHOT;
+        CALL _weave_instance_show(in_namespace, v_id);
+        COMMIT;
     END IF;
 END

@@ -55,6 +55,21 @@ def test_start_201_then_replay_200_with_header(client, world):
     problem(start(client, world, input={"order_id": "other"}), 409, "IDEMPOTENCY_CONFLICT")
 
 
+def test_a_start_answers_the_instance_as_get_shows_it_with_the_start_scope_alone(client, world):
+    publish(client, world)
+    starter = world.credential(["workflows:start"], actor="starter")["token"]
+    first = client.simulate_post(f"{NS}/workflows", headers=auth(starter, "k-only"), json={
+        "definition": "cool-off", "app": "billing", "input": {"order_id": "o1"}, "deadline_ms": 3_600_000})
+    assert first.status_code == 201, first.text
+    wf = first.json["workflow_id"]
+    got = client.simulate_get(f"{NS}/workflows/{wf}", headers=auth(world.token))
+    assert first.json == got.json
+    assert [c["kind"] for c in first.json["checkpoints"]] == ["ROOT"]  # as committed, before any advance
+    replay = client.simulate_post(f"{NS}/workflows", headers=auth(starter, "k-only"), json={
+        "definition": "cool-off", "app": "billing", "input": {"order_id": "o1"}, "deadline_ms": 3_600_000})
+    assert replay.status_code == 200 and replay.json == got.json
+
+
 def test_start_needs_an_idempotency_key(client, world):
     publish(client, world)
     result = client.simulate_post(f"{NS}/workflows", headers=auth(world.token),

@@ -134,6 +134,7 @@ def test_start_is_idempotent_per_namespace_and_key(world):
     wf = world.start("cool-off", {"order_id": "o1"}, key="order-o1")
     again = routines.instance_start(world.db.conn, world.token, "acme", definition="cool-off", app="billing",
                                     input={"order_id": "o1"}, idempotency_key="order-o1", deadline_ms=86_400_000)
+    assert again.pop("instance") == world.instance(wf)  # a replay answers the instance as it is now
     assert again == {"workflow_id": wf, "status": "RUNNING", "created": False}
     with pytest.raises(errors.IdempotencyConflict):
         world.start("cool-off", {"order_id": "o2"}, key="order-o1")

@@ -30,7 +30,7 @@ DECISIONS = {
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 111, "signal": 137, "poll": 144.0}
+LIFECYCLES = {"timer": 104, "signal": 130, "poll": 141.7}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 

@@ -1,0 +1,36 @@
+-- The instance as the API shows it, one definition for every routine that answers it (weave_instance_get,
+-- and weave_instance_start answering the instance it started). The caller has authorised the read and
+-- chosen the transaction the sets are read in.
+CREATE PROCEDURE _weave_instance_show(
+        IN in_namespace   VARCHAR(200),
+        IN in_instance_id BIGINT UNSIGNED)
+    COMMENT 'Internal. Description: the five result sets of weave_instance_get for one instance (in_namespace is
+answered as its namespace), read in the caller''s transaction.'
+    READS SQL DATA
+BEGIN
+    SELECT CONCAT('wf_', i.id) AS workflow_id, in_namespace AS namespace, a.name AS app,
+           i.definition_name, i.definition_version, i.status, i.control, i.gate, i.deadline_at,
+           i.business_key, i.input, i.created_at, i.updated_at, i.finished_at
+      FROM weave_instances i JOIN weave_apps a ON a.id = i.app_id
+     WHERE i.id = in_instance_id;
+    SELECT s.step_key, s.type, s.status, s.activation_seq, s.output, act.started_at,
+           w.kind AS wait_kind, w.status AS wait_status, w.due_at, w.deadline_at AS wait_deadline_at,
+           IF(w.winner_signal_id IS NULL, NULL, CONCAT('sig_', w.winner_signal_id)) AS winner_signal_id,
+           w.settled_at, p.rounds_used, p.max_rounds, p.next_poll_at, p.poll_deadline,
+           IF(p.current_task_id IS NULL, NULL, CONCAT('tsk_', p.current_task_id)) AS current_task_id,
+           p.state AS poll_state
+      FROM weave_steps s
+      LEFT JOIN weave_activations act ON act.id = s.activation_id
+      LEFT JOIN weave_waits w ON w.activation_id = s.activation_id
+      LEFT JOIN weave_poll_states p ON p.activation_id = s.activation_id
+     WHERE s.instance_id = in_instance_id
+     ORDER BY s.position, w.kind;
+    SELECT s.step_key, r.round_no, CONCAT('tsk_', r.task_id) AS task_id, r.outcome, r.result, r.result_at
+      FROM weave_steps s JOIN weave_poll_rounds r ON r.activation_id = s.activation_id
+     WHERE s.instance_id = in_instance_id
+     ORDER BY s.position, r.round_no;
+    SELECT code, NULLIF(step_key, '') AS step_key, NULLIF(activation_seq, 0) AS activation_seq, detail, opened_at
+      FROM weave_review_reasons WHERE instance_id = in_instance_id AND closed_at IS NULL ORDER BY id;
+    SELECT step_key, kind, due_at, available_at, attempts, last_error, deferred_reason, deferred_since, deferrals
+      FROM weave_pending_advances WHERE instance_id = in_instance_id ORDER BY step_key;
+END
