@@ -134,8 +134,9 @@ BEGIN
         END IF;
         COMMIT;
         SELECT CONCAT('wf_', v_id) AS workflow_id, v_existing_status AS status, 0 AS created;
-        -- A replay answers the instance as it is now, from one snapshot (as weave_instance_get reads it).
-        START TRANSACTION WITH CONSISTENT SNAPSHOT;
+        -- A replay answers the instance as it is now, from one snapshot: a read-only transaction at the
+        -- session's level, whose snapshot its first read takes (as weave_instance_get reads it).
+        START TRANSACTION READ ONLY;
         CALL _weave_instance_show(in_namespace, v_id);
         COMMIT;
     END IF;
