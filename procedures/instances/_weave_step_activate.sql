@@ -21,6 +21,9 @@ BEGIN
     DECLARE v_compiled LONGTEXT;
     DECLARE v_deadline DATETIME(6);
     DECLARE v_context LONGTEXT DEFAULT NULL;
+    DECLARE v_i TINYINT DEFAULT 0;
+    DECLARE v_template LONGTEXT;
+    DECLARE v_value LONGTEXT;
     DECLARE v_input LONGTEXT;
     DECLARE v_business LONGTEXT;
     DECLARE v_mutex LONGTEXT;
@@ -54,33 +57,27 @@ BEGIN
     ELSEIF v_why IS NOT NULL THEN
         SET out_result = v_why;
     ELSE
-        IF COALESCE(JSON_LENGTH(v_compiled, '$.input.bindings'), 0)
-           + COALESCE(JSON_LENGTH(v_compiled, '$.business_key.bindings'), 0)
-           + COALESCE(JSON_LENGTH(v_compiled, '$.mutex_key.bindings'), 0)
-           + COALESCE(JSON_LENGTH(v_compiled, '$.correlation.bindings'), 0) > 0 THEN
-            CALL _weave_instance_context(in_instance_id, v_context);
-        END IF;
-        -- A template without bindings is its skeleton (NULL for a null template): no call is needed for it.
-        IF COALESCE(JSON_LENGTH(v_compiled, '$.input.bindings'), 0) > 0 THEN
-            CALL _weave_template_resolve(JSON_EXTRACT(v_compiled, '$.input'), v_context, v_input);
-        ELSE
-            SET v_input = JSON_EXTRACT(v_compiled, '$.input.skeleton');
-        END IF;
-        IF COALESCE(JSON_LENGTH(v_compiled, '$.business_key.bindings'), 0) > 0 THEN
-            CALL _weave_template_resolve(JSON_EXTRACT(v_compiled, '$.business_key'), v_context, v_business);
-        ELSE
-            SET v_business = JSON_EXTRACT(v_compiled, '$.business_key.skeleton');
-        END IF;
-        IF COALESCE(JSON_LENGTH(v_compiled, '$.mutex_key.bindings'), 0) > 0 THEN
-            CALL _weave_template_resolve(JSON_EXTRACT(v_compiled, '$.mutex_key'), v_context, v_mutex);
-        ELSE
-            SET v_mutex = JSON_EXTRACT(v_compiled, '$.mutex_key.skeleton');
-        END IF;
-        IF COALESCE(JSON_LENGTH(v_compiled, '$.correlation.bindings'), 0) > 0 THEN
-            CALL _weave_template_resolve(JSON_EXTRACT(v_compiled, '$.correlation'), v_context, v_correlation);
-        ELSE
-            SET v_correlation = JSON_EXTRACT(v_compiled, '$.correlation.skeleton');
-        END IF;
+        -- Each template is its skeleton when it has no bindings (NULL for a null template), so no call is
+        -- needed for it; one with bindings is resolved against the instance's context, read at most once.
+        WHILE v_i < 4 DO
+            SET v_i = v_i + 1;
+            SET v_template = JSON_EXTRACT(v_compiled,
+                                          CONCAT('$.', ELT(v_i, 'input', 'business_key', 'mutex_key', 'correlation')));
+            IF COALESCE(JSON_LENGTH(v_template, '$.bindings'), 0) > 0 THEN
+                IF v_context IS NULL THEN
+                    CALL _weave_instance_context(in_instance_id, v_context);
+                END IF;
+                CALL _weave_template_resolve(v_template, v_context, v_value);
+            ELSE
+                SET v_value = JSON_EXTRACT(v_template, '$.skeleton');
+            END IF;
+            CASE v_i
+                WHEN 1 THEN SET v_input = v_value;
+                WHEN 2 THEN SET v_business = v_value;
+                WHEN 3 THEN SET v_mutex = v_value;
+                ELSE SET v_correlation = v_value;
+            END CASE;
+        END WHILE;
         -- A correlation must resolve to a string of 1-512 bytes (05-signals S-1). Anything else would be a
         -- guess at the bytes a sender must match, and the inputs it resolves from are frozen, so no retry
         -- can succeed: the step goes to review with the value it got (R-18), and nothing else is written.
