@@ -3,8 +3,8 @@
 -- each other, R-13), then the checkpoint and the step's rows are re-read and verified under them, and
 -- the step kind's handler runs. The scan only proposed it (R-6); this decides. This is the one place
 -- where a checkpoint kind picks its handler; a new kind plugs in by naming its handler below. A fresh
--- signal reaches the same SIGNAL and POLL handlers (weave_signal_process, _weave_signal_wait_wake), so a
--- step can never be decided two ways.
+-- signal reaches the same SIGNAL and POLL handlers (weave_signal_process, and Settle at Send in
+-- _weave_signal_accept), so a step can never be decided two ways.
 CREATE PROCEDURE _weave_checkpoint_decide(
         IN  in_checkpoint_id BIGINT UNSIGNED,
         OUT out_outcome      VARCHAR(16))

@@ -27,9 +27,11 @@ BEGIN
       FROM weave_instances i JOIN weave_definitions d ON d.id = i.definition_id
      WHERE i.id = in_instance_id;
     IF v_cred IS NOT NULL THEN
-        SELECT id INTO v_dummy FROM weave_credentials WHERE id = v_cred LOCK IN SHARE MODE;
-        IF v_queues = '' THEN
-            SELECT id INTO v_dummy FROM weave_apps WHERE id = v_app LOCK IN SHARE MODE;
+        IF v_queues = '' THEN  -- identity then app, in one statement (STRAIGHT_JOIN keeps the order)
+            SELECT c.id INTO v_dummy FROM weave_credentials c STRAIGHT_JOIN weave_apps a ON a.id = v_app
+             WHERE c.id = v_cred LOCK IN SHARE MODE;
+        ELSE
+            SELECT id INTO v_dummy FROM weave_credentials WHERE id = v_cred LOCK IN SHARE MODE;
         END IF;
         IF in_skip_locked THEN
             SELECT id INTO v_locked FROM weave_instances WHERE id = in_instance_id FOR UPDATE SKIP LOCKED;

@@ -9,6 +9,17 @@
 -- send inside a REPEATABLE READ transaction decides from the same latest rows as one under READ
 -- COMMITTED. Sends to one instance queue on its row lock, so one idempotency key can never be
 -- accepted twice, and the per-instance count of S-6 is exact.
+--
+-- Settle at Send (in_wake, from weave_signal_send): a signal accepted PENDING for a WAITING SIGNAL wait is
+-- decided in Send's own transaction by the handler that the wait's checkpoint and the signal candidate run
+-- (_weave_signal_advance), under the instance lock already held. S-11 holds because the handler, not this
+-- routine, picks the winner: the first PENDING match by (accepted_at, id) under the lock, which may be an
+-- earlier signal than this one. R-8 holds because the successors go through the ROOT walk inline, deferred
+-- on the ROOT checkpoint when new work may not start yet. The decision's clock is the acceptance's (read
+-- once, after the locks, R-2). Early signals (no wait yet), POLL final signals and sends inside a caller's
+-- transaction keep the candidate path. A handler that cannot decide (facts that do not verify, R-6) never
+-- makes acceptance fail: its work is undone back to a savepoint and the signal stays PENDING with its
+-- checkpoint due now, for the candidate path to back off and report.
 CREATE PROCEDURE _weave_signal_accept(
         IN  in_token                 VARCHAR(512),
         IN  in_namespace             VARCHAR(200),
@@ -22,10 +33,12 @@ CREATE PROCEDURE _weave_signal_accept(
         IN  in_payload               LONGBLOB,
         IN  in_reason                LONGTEXT,
         IN  in_evidence_ref          LONGTEXT,
+        IN  in_wake                  TINYINT,
         OUT out_receipt              LONGTEXT,
         OUT out_replayed             TINYINT)
     COMMENT 'Internal. Description: authorises, validates and stores one signal, or answers the first receipt of
-its idempotency key. out_receipt: the frozen receipt JSON; out_replayed: 1 for a replay, 0 for a first acceptance.
+its idempotency key. in_wake = 1: a signal accepted PENDING for a WAITING SIGNAL wait is decided at once (Settle at
+Send). out_receipt: the frozen receipt JSON; out_replayed: 1 for a replay, 0 for a first acceptance.
 Errors: as weave_signal_send.'
     MODIFIES SQL DATA
 BEGIN
@@ -64,6 +77,10 @@ BEGIN
     DECLARE v_id BIGINT UNSIGNED;
     DECLARE v_receipt LONGTEXT;
     DECLARE v_now DATETIME(6);
+    DECLARE v_step_status VARCHAR(16);
+    DECLARE v_wakes BOOLEAN DEFAULT FALSE;  -- decided in this transaction, by the wait's own handler
+    DECLARE v_woke VARCHAR(16) DEFAULT NULL;
+    DECLARE v_errno INT;
 
     SET out_replayed = 0, out_receipt = NULL;
 
@@ -137,11 +154,13 @@ BEGIN
     IF v_locked <> 1 OR v_locked_ns <> v_ns THEN
         CALL _weave_raise(50003, 'NOT_FOUND: no such object in this namespace');
     END IF;
-    SELECT status, deadline_at, signal_count, definition_id INTO v_status_inst, v_deadline, v_count, v_def
+    -- R-2, S-11: accepted_at is read after the instance lock (held already, so this read never waits), so per
+    -- instance it follows lock (commit) order and the first signal by (accepted_at, id) is the first that the
+    -- instance's decisions could see. The clock is _weave_now's expression, read in the same statement.
+    SELECT status, deadline_at, signal_count, definition_id,
+           UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND
+      INTO v_status_inst, v_deadline, v_count, v_def, v_now
       FROM weave_instances WHERE id = v_inst FOR UPDATE;
-    -- R-2, S-11: accepted_at is read after the instance lock, so per instance it follows lock (commit) order and
-    -- the first signal by (accepted_at, id) is the first that the instance's decisions could see.
-    CALL _weave_now(v_now);
 
     accept: BEGIN
         -- S-4: the idempotency identity is answered before any limit or target rule (S-6).
@@ -202,8 +221,10 @@ BEGIN
         END IF;
 
         -- S-8: the activation sequence, under the locks of the step and of its current wait (one read).
-        SELECT s.id, s.activation_seq, s.activation_id, w.id, w.kind, w.status, w.deadline_at, w.correlation_key
-          INTO v_step, v_k, v_activation, v_wait, v_wait_kind, v_wait_status, v_wait_deadline, v_wait_corr
+        SELECT s.id, s.status, s.activation_seq, s.activation_id, w.id, w.kind, w.status, w.deadline_at,
+               w.correlation_key
+          INTO v_step, v_step_status, v_k, v_activation, v_wait, v_wait_kind, v_wait_status, v_wait_deadline,
+               v_wait_corr
           FROM weave_steps s
           LEFT JOIN weave_waits w ON w.activation_id = s.activation_id AND w.kind IN ('SIGNAL', 'POLL_FINAL')
          WHERE s.instance_id = v_inst AND s.step_key = in_target_step_key FOR UPDATE;
@@ -253,18 +274,6 @@ BEGIN
             'expires_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
             'request_digest', v_digest);
         UPDATE weave_signals SET receipt = v_receipt WHERE id = v_id;
-        IF v_status = 'PENDING' AND v_wait IS NOT NULL THEN
-            -- S-3: the active wait's checkpoint looks at once (its handler re-derives the deadline). A new
-            -- signal is news, so it ends a backoff, but it leaves the failure count to the failures.
-            UPDATE weave_pending_advances
-               SET due_at = LEAST(due_at, v_now), available_at = v_now, version = version + 1
-             WHERE namespace_id = v_ns AND instance_id = v_inst AND step_key = in_target_step_key
-               AND activation_id = v_activation;
-            IF ROW_COUNT() = 0 THEN
-                CALL _weave_checkpoint_set(v_ns, v_inst, in_target_step_key,
-                                           IF(v_wait_kind = 'SIGNAL', 'SIGNAL', 'POLL'), v_activation, v_now, v_now);
-            END IF;
-        END IF;
         -- S-6: the signal is counted in the statement that numbers its event (as _weave_event numbers one).
         UPDATE weave_instances SET signal_count = signal_count + 1, event_seq = LAST_INSERT_ID(event_seq + 1),
                                    updated_at = v_now, version = version + 1
@@ -283,5 +292,35 @@ BEGIN
                                       'evidence_ref', in_evidence_ref),
                           v_receipt);
         SET out_receipt = v_receipt;
+        SET v_wakes = in_wake = 1 AND v_status = 'PENDING' AND v_wait IS NOT NULL AND v_wait_kind = 'SIGNAL'
+                      AND v_wait_status = 'WAITING' AND v_step_status = 'ACTIVE';
+        IF v_wakes THEN
+            -- Settle at Send (see the head of this file): the wait's own handler decides now.
+            SAVEPOINT weave_signal_wake;
+            wake: BEGIN
+                DECLARE EXIT HANDLER FOR SQLEXCEPTION
+                BEGIN
+                    GET DIAGNOSTICS CONDITION 1 v_errno = MYSQL_ERRNO;
+                    IF v_errno = 1213 THEN
+                        RESIGNAL;  -- a deadlock took the whole transaction: Send fails as a transient error
+                    END IF;
+                    ROLLBACK TO SAVEPOINT weave_signal_wake;
+                    SET v_woke = 'LATER';
+                END;
+                CALL _weave_signal_advance(v_ns, v_inst, in_target_step_key, v_activation, v_now, v_woke);
+            END wake;
+        END IF;
+        IF v_status = 'PENDING' AND v_wait IS NOT NULL AND (NOT v_wakes OR v_woke = 'LATER') THEN
+            -- S-3: the active wait's checkpoint looks at once (its handler re-derives the deadline). A new
+            -- signal is news, so it ends a backoff, but it leaves the failure count to the failures.
+            UPDATE weave_pending_advances
+               SET due_at = LEAST(due_at, v_now), available_at = v_now, version = version + 1
+             WHERE namespace_id = v_ns AND instance_id = v_inst AND step_key = in_target_step_key
+               AND activation_id = v_activation;
+            IF ROW_COUNT() = 0 THEN
+                CALL _weave_checkpoint_set(v_ns, v_inst, in_target_step_key,
+                                           IF(v_wait_kind = 'SIGNAL', 'SIGNAL', 'POLL'), v_activation, v_now, v_now);
+            END IF;
+        END IF;
     END accept;
 END

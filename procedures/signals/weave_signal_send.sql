@@ -38,7 +38,6 @@ Rules: S-1, S-2, S-3, S-4, S-5, S-6, S-7, S-8, S-9, S-10, S-11, S-14, R-1, R-3, 
 BEGIN
     DECLARE v_receipt LONGTEXT;
     DECLARE v_replayed TINYINT;
-    DECLARE v_woke VARCHAR(16);
     DECLARE v_joined BOOLEAN;  -- TRUE inside a caller's transaction: refused (R-1)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
@@ -50,11 +49,7 @@ BEGIN
     START TRANSACTION;
     CALL _weave_signal_accept(in_token, in_namespace, in_workflow_id, in_idempotency_key, in_name,
                               in_payload_version, in_target_step_key, in_target_activation_seq, in_correlation_key,
-                              in_payload, in_reason, in_evidence_ref, v_receipt, v_replayed);
-    IF v_replayed = 0 AND JSON_VALUE(v_receipt, '$.status') = 'PENDING' THEN
-        -- Settle at Send: a WAITING wait takes it now, in this transaction (the receipt stays PENDING, S-5).
-        CALL _weave_signal_wait_wake(CAST(SUBSTRING(JSON_VALUE(v_receipt, '$.signal_id'), 5) AS UNSIGNED), v_woke);
-    END IF;
+                              in_payload, in_reason, in_evidence_ref, 1, v_receipt, v_replayed);
     COMMIT;
     SELECT JSON_VALUE(v_receipt, '$.signal_id') AS signal_id, JSON_VALUE(v_receipt, '$.workflow_id') AS workflow_id,
            JSON_VALUE(v_receipt, '$.idempotency_key') AS idempotency_key, JSON_VALUE(v_receipt, '$.status') AS status,

@@ -57,7 +57,7 @@ BEGIN
     SET v_marked = 1;
     CALL _weave_signal_accept(in_token, in_namespace, in_workflow_id, in_idempotency_key, in_name,
                               in_payload_version, in_target_step_key, in_target_activation_seq, in_correlation_key,
-                              in_payload, in_reason, in_evidence_ref, v_receipt, v_replayed);
+                              in_payload, in_reason, in_evidence_ref, 0, v_receipt, v_replayed);
     SELECT JSON_VALUE(v_receipt, '$.signal_id') AS signal_id, JSON_VALUE(v_receipt, '$.workflow_id') AS workflow_id,
            JSON_VALUE(v_receipt, '$.idempotency_key') AS idempotency_key, JSON_VALUE(v_receipt, '$.status') AS status,
            JSON_VALUE(v_receipt, '$.disposition') AS disposition, JSON_VALUE(v_receipt, '$.accepted_at') AS accepted_at,

@@ -214,11 +214,14 @@ def test_R3_every_engine_routine_takes_the_instance_lock_after_identity_and_app(
     counters change (a task created, a task ended), each time by one UPDATE of both rows in the order app, queue."""
     from procedures.installer import PROCEDURES_DIR
 
-    text = (PROCEDURES_DIR / "core" / "_weave_instance_lock.sql").read_text()
-    body = text[text.index("BEGIN"):]
-    order = [body.index("FROM weave_credentials"), body.index("FROM weave_apps"),
-             body.index("FROM weave_instances WHERE id = in_instance_id FOR UPDATE")]
-    assert order == sorted(order)
+    lockers = ("_weave_instance_lock", "_weave_candidate_open")  # the second: the first's sequence, fused
+    for name in lockers:
+        text = (PROCEDURES_DIR / "core" / f"{name}.sql").read_text()
+        body = re.sub(r"--[^\n]*", "", text[text.index("BEGIN"):])
+        instance = re.search(r"FROM weave_instances WHERE id = \w+ FOR UPDATE", body)
+        assert instance, name
+        order = [body.index("FROM weave_credentials"), body.index("STRAIGHT_JOIN weave_apps"), instance.start()]
+        assert order == sorted(order), name
     counters = {"_pulse_task_create", "_pulse_inbox_add"}
     for path in PROCEDURES_DIR.rglob("*.sql"):
         code = re.sub(r"--[^\n]*", "", path.read_text())
@@ -230,7 +233,7 @@ def test_R3_every_engine_routine_takes_the_instance_lock_after_identity_and_app(
             assert re.search(r"weave_apps a\b[^;]*?STRAIGHT_JOIN weave_queues q", code), path.name
     for path in PROCEDURES_DIR.rglob("*.sql"):
         src = path.read_text()
-        if "FROM weave_instances" in src and "FOR UPDATE" in src and path.stem != "_weave_instance_lock":
+        if "FROM weave_instances" in src and "FOR UPDATE" in src and path.stem not in lockers:
             locks_instance = any(line.strip().startswith("SELECT") and "FROM weave_instances" in line
                                  and "FOR UPDATE" in line for line in src.splitlines())
             assert not locks_instance, f"{path.name} locks an instance directly; use _weave_instance_lock"

@@ -17,7 +17,7 @@ DECISIONS = {
     "timer settle": 32,
     "timer settle, 10 in one call (each)": 30.3,
     "signal checkpoint before its deadline": 12,
-    "signal send (settles the open wait)": 58,
+    "signal send (settles the open wait)": 52,
     "signal settle (candidate path)": 39,
     "signal twin candidate": 9,
     "root activate (POLL, round 1)": 40,
@@ -30,7 +30,7 @@ DECISIONS = {
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 92, "signal": 123, "poll": 125.4}
+LIFECYCLES = {"timer": 92, "signal": 117, "poll": 125.4}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
