@@ -21,9 +21,10 @@ BEGIN
     DECLARE v_step_key VARCHAR(64);
     DECLARE v_activation BIGINT UNSIGNED;
     DECLARE v_available DATETIME(6);
+    DECLARE v_status VARCHAR(16);
 
     decide: BEGIN
-        CALL _weave_candidate_open('CHECKPOINT', in_checkpoint_id, v_ns, v_inst, v_now, out_outcome);
+        CALL _weave_candidate_open('CHECKPOINT', in_checkpoint_id, v_ns, v_inst, v_now, v_status, out_outcome);
         IF out_outcome IS NOT NULL THEN
             LEAVE decide;
         END IF;

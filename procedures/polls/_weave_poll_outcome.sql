@@ -72,16 +72,15 @@ BEGIN
 
     -- The caller holds the instance, the task, the step and the activation locked; one read each for the rest.
     SELECT t.step_key, t.activation_id, t.round_no, t.handler, t.handler_version, q.name, t.attempts_used,
-           t.max_attempts, t.error, t.created_at, t.deadline_at, i.status
+           t.max_attempts, t.error, t.created_at, t.deadline_at, i.status, s.id, s.status, s.activation_seq, a.frozen
       INTO v_step_key, v_activation, v_round_no, v_handler, v_version, v_queue_name, v_used, v_max_attempts, v_error,
-           v_t_created, v_t_deadline, v_inst_status
+           v_t_created, v_t_deadline, v_inst_status, v_step, v_step_status, v_seq, v_frozen
       FROM pulse_tasks t
       JOIN weave_instances i ON i.id = t.instance_id
       LEFT JOIN weave_queues q ON q.id = t.queue_id
+      LEFT JOIN (weave_steps s JOIN weave_activations a ON a.instance_id = s.instance_id)
+             ON s.instance_id = in_instance_id AND s.step_key = t.step_key AND a.id = t.activation_id
      WHERE t.id = in_task_id;
-    SELECT s.id, s.status, s.activation_seq, a.frozen INTO v_step, v_step_status, v_seq, v_frozen
-      FROM weave_steps s JOIN weave_activations a ON a.id = v_activation AND a.instance_id = s.instance_id
-     WHERE s.instance_id = in_instance_id AND s.step_key = v_step_key;
     SELECT p.state, p.rounds_used, p.max_rounds, p.interval_ms, p.poll_deadline, p.current_task_id, r.id, r.task_id,
            r.outcome
       INTO v_state, v_rounds_used, v_max_rounds, v_interval, v_poll_deadline, v_current_task, v_round, v_round_task,

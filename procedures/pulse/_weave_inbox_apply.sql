@@ -70,12 +70,20 @@ BEGIN
         CALL _weave_raise(50007, 'INVALID_STATE: the inbox event vanished under its lock');
     END IF;
     SET out_inbox_id = v_inbox;
-    SELECT id, namespace_id, instance_id, step_key, activation_id, round_no, handler, handler_version, queue_id,
-           attempts_used, max_attempts, error, created_at, deadline_at, finished_at
+    -- The task with the step of this instance it names and the activation it names, locked by one read;
+    -- what they claim is verified below, in this order.
+    SELECT t.id, t.namespace_id, t.instance_id, t.step_key, t.activation_id, t.round_no, t.handler, t.handler_version,
+           t.queue_id, t.attempts_used, t.max_attempts, t.error, t.created_at, t.deadline_at, t.finished_at,
+           s.id, s.type, s.status, s.activation_id, s.activation_seq,
+           a.id, a.instance_id, a.step_id, a.seq, a.ended_at, a.frozen
       INTO v_t_id, v_t_ns, v_t_inst, v_t_step, v_t_activation, v_t_round, v_t_handler, v_t_version, v_t_queue,
-           v_t_used, v_t_max, v_t_error, v_t_created, v_t_deadline, v_t_finished
-      FROM pulse_tasks WHERE id = v_task FOR UPDATE;
-    SELECT status INTO v_inst_status FROM weave_instances WHERE id = in_instance_id;
+           v_t_used, v_t_max, v_t_error, v_t_created, v_t_deadline, v_t_finished,
+           v_s_id, v_s_type, v_s_status, v_s_activation, v_s_seq,
+           v_a_id, v_a_inst, v_a_step, v_a_seq, v_a_ended, v_a_frozen
+      FROM pulse_tasks t
+      LEFT JOIN weave_steps s ON s.instance_id = in_instance_id AND s.step_key = t.step_key
+      LEFT JOIN weave_activations a ON a.id = t.activation_id
+     WHERE t.id = v_task FOR UPDATE;
 
     verify: BEGIN
         IF v_t_id IS NULL THEN
@@ -86,14 +94,10 @@ BEGIN
             SET v_problem = 'the task belongs to another instance or namespace';
             LEAVE verify;
         END IF;
-        SELECT id, type, status, activation_id, activation_seq INTO v_s_id, v_s_type, v_s_status, v_s_activation, v_s_seq
-          FROM weave_steps WHERE instance_id = in_instance_id AND step_key = v_t_step FOR UPDATE;
         IF v_s_id IS NULL THEN
             SET v_problem = 'the instance has no such step';
             LEAVE verify;
         END IF;
-        SELECT id, instance_id, step_id, seq, ended_at, frozen INTO v_a_id, v_a_inst, v_a_step, v_a_seq, v_a_ended, v_a_frozen
-          FROM weave_activations WHERE id = v_t_activation FOR UPDATE;
         IF v_a_id IS NULL OR v_a_inst <> in_instance_id OR v_a_step <> v_s_id THEN
             SET v_problem = 'the activation does not belong to the step';
             LEAVE verify;
@@ -144,6 +148,7 @@ BEGIN
         UPDATE pulse_inbox SET state = 'CONSUMED', consumed_at = in_now, version = version + 1
          WHERE id = v_inbox AND state = 'PENDING';
     ELSE
+        SELECT status INTO v_inst_status FROM weave_instances WHERE id = in_instance_id;
         SELECT worker_id, started_at INTO v_last_worker, v_last_started
           FROM pulse_attempts WHERE task_id = v_task AND attempt_no = v_t_used;
         SET v_facts = JSON_OBJECT('task_id', CONCAT('tsk_', v_task), 'kind', v_kind,

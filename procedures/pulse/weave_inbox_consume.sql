@@ -28,6 +28,7 @@ BEGIN
     DECLARE v_outcome VARCHAR(16) DEFAULT 'GONE';
     DECLARE v_due_before BIGINT DEFAULT @weave_made_due;  -- the session's count of candidates made due so far
     DECLARE v_finished TINYINT;
+    DECLARE v_status VARCHAR(16);  -- the instance's, read under its lock
     DECLARE v_joined BOOLEAN;  -- TRUE inside a caller's transaction: refused (R-1)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
@@ -38,7 +39,7 @@ BEGIN
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     consume: BEGIN
-        CALL _weave_candidate_open('INBOX', in_inbox_id, v_ns, v_inst, v_now, v_outcome);
+        CALL _weave_candidate_open('INBOX', in_inbox_id, v_ns, v_inst, v_now, v_status, v_outcome);
         IF v_outcome IS NOT NULL THEN
             LEAVE consume;
         END IF;
@@ -58,7 +59,9 @@ BEGIN
             SET v_guard = v_guard + 1;
         UNTIL v_next = in_inbox_id OR v_guard >= 16 END REPEAT;
         SET v_outcome = v_step_outcome;
-        CALL _weave_instance_cancel_finish(v_ns, v_inst, v_now, v_finished);
+        IF v_status = 'CANCELLING' THEN  -- no outcome makes an instance CANCELLING: only a cancel does
+            CALL _weave_instance_cancel_finish(v_ns, v_inst, v_now, v_finished);
+        END IF;
     END consume;
     COMMIT;
     SELECT v_outcome AS outcome, NOT (@weave_made_due <=> v_due_before) AS made_due;

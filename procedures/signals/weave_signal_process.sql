@@ -33,6 +33,7 @@ BEGIN
     DECLARE v_wait_status VARCHAR(16);
     DECLARE v_disposition VARCHAR(32) DEFAULT NULL;
     DECLARE v_outcome VARCHAR(32) DEFAULT 'GONE';
+    DECLARE v_inst_status VARCHAR(16);
     DECLARE v_joined BOOLEAN;  -- TRUE inside a caller's transaction: refused (R-1)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
@@ -43,7 +44,7 @@ BEGIN
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     proc: BEGIN
-        CALL _weave_candidate_open('SIGNAL', in_signal_id, v_ns, v_inst, v_now, v_outcome);
+        CALL _weave_candidate_open('SIGNAL', in_signal_id, v_ns, v_inst, v_now, v_inst_status, v_outcome);
         IF v_outcome IS NOT NULL THEN
             LEAVE proc;
         END IF;

@@ -13,24 +13,24 @@ from tests.benchmarks.statements import POLL_ROUNDS, Census, Stage, decisions
 
 # Per decision: the ceiling on its statements.
 DECISIONS = {
-    "root activate (TIMER)": 32,
-    "timer settle": 37,
-    "timer settle, 10 in one call (each)": 35.3,
-    "signal checkpoint before its deadline": 17,
+    "root activate (TIMER)": 27,
+    "timer settle": 32,
+    "timer settle, 10 in one call (each)": 30.3,
+    "signal checkpoint before its deadline": 12,
     "signal send (settles the open wait)": 58,
-    "signal settle (candidate path)": 44,
+    "signal settle (candidate path)": 39,
     "signal twin candidate": 9,
-    "root activate (POLL, round 1)": 44,
+    "root activate (POLL, round 1)": 40,
     "task claim": 16,
     "attempt complete": 19,
-    "inbox consume (round pending)": 38,
-    "poll round start": 38,
-    "scan (nothing due)": 5,
-    "idle probe": 4,
+    "inbox consume (round pending)": 28,
+    "poll round start": 34,
+    "scan (nothing due)": 4,
+    "idle probe": 2,
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 104, "signal": 130, "poll": 141.7}
+LIFECYCLES = {"timer": 92, "signal": 123, "poll": 125.4}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
