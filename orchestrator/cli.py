@@ -463,19 +463,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="errors as JSON on stderr")
     p.set_defaults(func=cmd_dev)
 
-    p = sub.add_parser("migrate", help="create or upgrade the schema and routines (idempotent)",
-                       description="Apply the schema migrations and install the stored routines. Re-running is a "
-                                   "no-op. Upgrade order: stop old nodes, migrate, start new nodes.")
-    _common(p, token=False, namespace=False)
+    p = _command(sub, "migrate", help="create or upgrade the schema and routines (idempotent)",
+                 description="Apply the schema migrations and install the stored routines. Re-running is a "
+                             "no-op. Upgrade order: stop old nodes, migrate, start new nodes.",
+                 func=cmd_migrate, token=False, namespace=False)
     p.add_argument("--test-clock", action="store_true",
                    help="install with the movable test clock (tests only; chosen at first install)")
-    p.set_defaults(func=cmd_migrate)
 
-    p = sub.add_parser("bootstrap", help="create a namespace and print an admin token",
-                       description="Create the namespace if needed and a credential with scopes admin and "
-                                   "definitions:publish (no signal rights). The token is shown once.")
-    _common(p, token=False)
-    p.set_defaults(func=cmd_bootstrap)
+    p = _command(sub, "bootstrap", help="create a namespace and print an admin token",
+                 description="Create the namespace if needed and a credential with scopes admin and "
+                             "definitions:publish (no signal rights). The token is shown once.",
+                 func=cmd_bootstrap, token=False)
 
     creds = sub.add_parser("credentials", help="create, list or disable credentials").add_subparsers(
         dest="action", metavar="ACTION", required=True)
@@ -533,10 +531,7 @@ def build_parser() -> argparse.ArgumentParser:
     for action, text in (("pause", "pause an instance: no new work starts (workflows:control)"),
                          ("resume", "resume a paused instance (workflows:control)"),
                          ("cancel", "cancel an instance (workflows:control)")):
-        p = wf.add_parser(action, help=text)
-        _common(p)
-        _action_arguments(p)
-        p.set_defaults(func=cmd_workflows_action)
+        _action_arguments(_command(wf, action, help=text, func=cmd_workflows_action))
     p = _command(wf, "deadline", help="set a later instance deadline (workflows:review)", func=cmd_workflows_deadline)
     _action_arguments(p)
     when = p.add_mutually_exclusive_group(required=True)
@@ -567,27 +562,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, help="the step's output as JSON text, e.g. '{\"paid\": true}'")
     p.add_argument("--evidence-ref", help="a reference to evidence (no whitespace)")
 
-    p = sub.add_parser("status", help="backlog per candidate class, oldest due lag, tasks in flight, reviews",
-                       description="What the engine has to do now, across namespaces. --check also runs the M-4 "
-                                   "invariants and exits 1 if any is broken.")
-    _common(p, token=False, namespace=False)
+    p = _command(sub, "status", help="backlog per candidate class, oldest due lag, tasks in flight, reviews",
+                 description="What the engine has to do now, across namespaces. --check also runs the M-4 "
+                             "invariants and exits 1 if any is broken.",
+                 func=cmd_status, token=False, namespace=False)
     p.add_argument("--check", action="store_true", help="also run the M-4 invariant queries")
-    p.set_defaults(func=cmd_status)
 
-    p = sub.add_parser("api", help="serve the HTTP API under gunicorn",
-                       description="Serve the HTTP API (07-api). Refuses to start against a database at another "
-                                   "schema level; answers 503 UNAVAILABLE while the database is unreachable.")
-    _common(p, token=False, namespace=False)
+    p = _command(sub, "api", help="serve the HTTP API under gunicorn",
+                 description="Serve the HTTP API (07-api). Refuses to start against a database at another "
+                             "schema level; answers 503 UNAVAILABLE while the database is unreachable.",
+                 func=cmd_api, token=False, namespace=False)
     p.add_argument("--bind", default="127.0.0.1:8080", help="HOST:PORT to listen on (default 127.0.0.1:8080)")
     p.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
     p.add_argument("--threads", type=int, default=8, help="serving threads per worker (default 8)")
-    p.set_defaults(func=cmd_api)
     sg = sub.add_parser("signals", help="send and inspect external signals").add_subparsers(
         dest="action", metavar="ACTION", required=True)
-    p = sg.add_parser("send", help="send a signal to a SIGNAL step (workflows:signal); prints the receipt",
-                      description="Send an external signal. The payload is passed exactly as given (JSON text). "
-                                  "Re-sending with the same --idempotency-key and content answers the first receipt.")
-    _common(p)
+    p = _command(sg, "send", help="send a signal to a SIGNAL step (workflows:signal); prints the receipt",
+                 description="Send an external signal. The payload is passed exactly as given (JSON text). "
+                             "Re-sending with the same --idempotency-key and content answers the first receipt.",
+                 func=cmd_signals_send)
     p.add_argument("workflow_id")
     p.add_argument("--step", required=True, help="target step key")
     p.add_argument("--name", required=True, help="signal name declared by the step")
@@ -598,7 +591,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reason", required=True, help="why the signal is sent (1-1024 chars)")
     p.add_argument("--evidence-ref", help="optional reference to evidence (no whitespace)")
     p.add_argument("--idempotency-key", help="default: a new random key (pass one to make retries safe)")
-    p.set_defaults(func=cmd_signals_send)
     p = _command(sg, "get", help="show a signal's current state (workflows:read)", func=cmd_signals_get)
     p.add_argument("workflow_id")
     p.add_argument("signal_id", help="sig_...")
@@ -606,22 +598,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("workflow_id")
     p.add_argument("step_key")
 
-    p = sub.add_parser("orchestrator", help="run the scan loop daemon",
-                       description="Scan due candidates and advance each in its own transaction. Any number may "
-                                   "run against one database. Stops cleanly on SIGTERM/SIGINT.")
-    _common(p, token=False, namespace=False)
+    p = _command(sub, "orchestrator", help="run the scan loop daemon",
+                 description="Scan due candidates and advance each in its own transaction. Any number may "
+                             "run against one database. Stops cleanly on SIGTERM/SIGINT.",
+                 func=cmd_orchestrator, token=False, namespace=False)
     p.add_argument("--batch", type=int, default=100, help="candidates per scan (default 100)")
     p.add_argument("--concurrency", type=int, default=4, help="parallel advance connections (default 4)")
     p.add_argument("--idle-probe-ms", type=int, default=20, help="longest idle sleep between probes (default 20)")
     p.add_argument("--node-id", help="name in logs (default: host:pid)")
-    p.set_defaults(func=cmd_orchestrator)
 
-    p = sub.add_parser("worker", help="run a Pulse worker daemon",
-                       description="Claim tasks from the given queues, run their handlers and report the outcomes. "
-                                   "Any number may run against one database. On SIGTERM/SIGINT it stops claiming and "
-                                   "lets running attempts finish within the grace period.",
-                       epilog="The built-in http handler (http@1) calls only hosts listed in WEAVE_HTTP_ALLOWLIST.")
-    _common(p, token=False, namespace=False)
+    p = _command(sub, "worker", help="run a Pulse worker daemon",
+                 description="Claim tasks from the given queues, run their handlers and report the outcomes. "
+                             "Any number may run against one database. On SIGTERM/SIGINT it stops claiming and "
+                             "lets running attempts finish within the grace period.",
+                 epilog="The built-in http handler (http@1) calls only hosts listed in WEAVE_HTTP_ALLOWLIST.",
+                 func=cmd_worker, token=False, namespace=False)
     p.add_argument("--handlers", action="append", metavar="MODULE[,MODULE]",
                    help="modules whose @handler functions to load (repeatable)")
     p.add_argument("--queue", action="append", required=True, metavar="QUEUE",
@@ -637,7 +628,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--idle-max-ms", type=int, default=800,
                    help="longest sleep between claims while nothing is queued; it starts at 50 ms after work and "
                         "doubles (default 800)")
-    p.set_defaults(func=cmd_worker)
     return parser
 
 

@@ -1,4 +1,5 @@
--- Operator resume (C-1); the decision itself is _weave_control_set, shared with the opposite action.
+-- Operator resume (C-1); the decision itself is _weave_instance_control, shared with pause
+-- and cancel.
 CREATE PROCEDURE weave_instance_resume(
         IN in_token           VARCHAR(512),
         IN in_namespace       VARCHAR(200),
@@ -14,6 +15,7 @@ Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50005 IDEMPOTEN
 Rules: C-1, C-6.'
     MODIFIES SQL DATA
 BEGIN
+    DECLARE v_status VARCHAR(16);
     DECLARE v_changed TINYINT;
     DECLARE v_replayed TINYINT;
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
@@ -21,8 +23,8 @@ BEGIN
     CALL _weave_transaction_claim('weave_instance_resume', v_tx);
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
-    CALL _weave_control_set(in_token, in_namespace, in_workflow_id, in_reason, in_idempotency_key, 'resume',
-                            v_changed, v_replayed);
+    CALL _weave_instance_control(in_token, in_namespace, in_workflow_id, in_reason, in_idempotency_key, 'resume',
+                                 v_status, v_changed, v_replayed);
     COMMIT;
     SELECT in_workflow_id AS workflow_id, 'ACTIVE' AS control, v_changed AS changed, v_replayed AS replayed;
 END

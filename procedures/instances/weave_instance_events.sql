@@ -13,12 +13,9 @@ Rules: M-4.9, R-4.'
     READS SQL DATA
 BEGIN
     DECLARE v_ns BIGINT UNSIGNED;
-    DECLARE v_cred BIGINT UNSIGNED;
-    DECLARE v_actor VARCHAR(128);
     DECLARE v_id BIGINT UNSIGNED;
     DECLARE v_limit INT DEFAULT COALESCE(in_limit, 100);
-    CALL _weave_instance_authorize(in_token, in_namespace, in_workflow_id, 'workflows:read',
-                                   v_ns, v_cred, v_actor, v_id);
+    CALL _weave_instance_find(in_token, in_namespace, in_workflow_id, v_ns, v_id);
     IF v_limit < 1 OR v_limit > 1000 OR COALESCE(in_after, 0) < 0 THEN
         CALL _weave_raise(50121, 'LIMIT_INVALID: limit must be 1..1000 and after >= 0');
     END IF;

@@ -21,8 +21,6 @@ Rules: C-3, M-3.'
     READS SQL DATA
 BEGIN
     DECLARE v_ns BIGINT UNSIGNED;
-    DECLARE v_cred BIGINT UNSIGNED;
-    DECLARE v_actor VARCHAR(128);
     DECLARE v_id BIGINT UNSIGNED;
     DECLARE v_joined BOOLEAN;  -- TRUE when called inside the caller's transaction: read in it, never end it
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
@@ -32,8 +30,7 @@ BEGIN
         SET v_tx = TRUE;
         START TRANSACTION WITH CONSISTENT SNAPSHOT;
     END IF;
-    CALL _weave_instance_authorize(in_token, in_namespace, in_workflow_id, 'workflows:read',
-                                   v_ns, v_cred, v_actor, v_id);
+    CALL _weave_instance_find(in_token, in_namespace, in_workflow_id, v_ns, v_id);
     CALL _weave_instance_show(in_namespace, v_id);
     IF v_tx THEN
         COMMIT;

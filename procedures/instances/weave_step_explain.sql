@@ -35,8 +35,6 @@ Rules: S-17, S-8, S-9, S-11.'
 BEGIN
     DECLARE v_now DATETIME(6);
     DECLARE v_ns BIGINT UNSIGNED;
-    DECLARE v_cred BIGINT UNSIGNED;
-    DECLARE v_actor VARCHAR(128);
     DECLARE v_inst BIGINT UNSIGNED;
     DECLARE v_step BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_k INT UNSIGNED;
@@ -44,8 +42,7 @@ BEGIN
     DECLARE v_wait_status VARCHAR(16);
     DECLARE v_wait_corr VARBINARY(512);
     DECLARE v_wait_deadline DATETIME(6);
-    CALL _weave_instance_authorize(in_token, in_namespace, in_workflow_id, 'workflows:read',
-                                   v_ns, v_cred, v_actor, v_inst);
+    CALL _weave_instance_find(in_token, in_namespace, in_workflow_id, v_ns, v_inst);
     CALL _weave_now(v_now);
     SELECT s.id, s.activation_seq, s.status, w.status, w.correlation_key, w.deadline_at
       INTO v_step, v_k, v_step_status, v_wait_status, v_wait_corr, v_wait_deadline

@@ -18,13 +18,10 @@ Rules: S-2, S-5, M-3.'
     READS SQL DATA
 BEGIN
     DECLARE v_ns BIGINT UNSIGNED;
-    DECLARE v_cred BIGINT UNSIGNED;
-    DECLARE v_actor VARCHAR(128);
     DECLARE v_inst BIGINT UNSIGNED;
     DECLARE v_sid BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_found BIGINT UNSIGNED DEFAULT NULL;
-    CALL _weave_instance_authorize(in_token, in_namespace, in_workflow_id, 'workflows:read',
-                                   v_ns, v_cred, v_actor, v_inst);
+    CALL _weave_instance_find(in_token, in_namespace, in_workflow_id, v_ns, v_inst);
     IF in_signal_id REGEXP '^sig_[0-9]{1,19}$' THEN
         SET v_sid = CAST(SUBSTRING(in_signal_id, 5) AS UNSIGNED);
     END IF;

@@ -19,16 +19,13 @@ Rules: S-5, M-3.'
     READS SQL DATA
 BEGIN
     DECLARE v_ns BIGINT UNSIGNED;
-    DECLARE v_cred BIGINT UNSIGNED;
-    DECLARE v_actor VARCHAR(128);
     DECLARE v_inst BIGINT UNSIGNED;
     DECLARE v_limit INT DEFAULT COALESCE(in_limit, 100);
     DECLARE v_after BIGINT UNSIGNED DEFAULT 0;
     DECLARE v_last BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_more BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_prev INT;
-    CALL _weave_instance_authorize(in_token, in_namespace, in_workflow_id, 'workflows:read',
-                                   v_ns, v_cred, v_actor, v_inst);
+    CALL _weave_instance_find(in_token, in_namespace, in_workflow_id, v_ns, v_inst);
     IF v_limit < 1 OR v_limit > 1000 THEN
         CALL _weave_raise(50121, 'LIMIT_INVALID: limit must be 1..1000');
     END IF;

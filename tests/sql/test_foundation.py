@@ -227,7 +227,7 @@ def test_R3_every_engine_routine_takes_the_instance_lock_after_identity_and_app(
         code = re.sub(r"--[^\n]*", "", path.read_text())
         for table in ("weave_apps", "weave_queues"):
             locking = re.search(rf"FROM {table}\b[^;]*FOR UPDATE", code)
-            assert not locking or path.stem in ("weave_app_put", "weave_queue_put"), f"{path.name} locks {table}"
+            assert not locking or path.stem == "_weave_provision_put", f"{path.name} locks {table}"
         if re.search(r"\bin_flight\s*=", code):
             assert path.stem in counters, f"{path.name} changes an in-flight counter"
             assert re.search(r"weave_apps a\b[^;]*?STRAIGHT_JOIN weave_queues q", code), path.name

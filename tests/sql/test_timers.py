@@ -54,12 +54,7 @@ def test_T2_timer_creates_no_task_and_holds_no_permit(world, orch):
 
 def test_T3_due_timer_settles_and_step_succeeds_with_null_output(world, orch):
     wf = started(world, orch)
-    world.db.advance(59_000)
-    orch.drain()
-    assert world.step(wf, "cool_off")["wait"]["status"] == "WAITING"
-    world.db.advance(1_001)
-    orch.drain()
-    inst = world.instance(wf)
+    inst = world.past_due(orch, wf, "cool_off", 60_000)
     step = inst["steps"][0]
     assert step["status"] == "SUCCEEDED" and step["output"] is None
     assert step["wait"]["status"] == "SATISFIED"

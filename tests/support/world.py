@@ -53,6 +53,16 @@ class World:
     def step(self, workflow_id: str, key: str) -> dict:
         return next(s for s in self.instance(workflow_id)["steps"] if s["key"] == key)
 
+    def past_due(self, orch, workflow_id: str, key: str, due_ms: int) -> dict:
+        """Moves the test clock to a second before the wait of step ``key`` is due, where it is still WAITING
+        after the engine ran, then a millisecond past its due time; answers the instance once the engine ran."""
+        self.db.advance(due_ms - 1_000)
+        orch.drain()
+        assert self.step(workflow_id, key)["wait"]["status"] == "WAITING"
+        self.db.advance(1_001)
+        orch.drain()
+        return self.instance(workflow_id)
+
     def events(self, workflow_id: str) -> list[dict]:
         return routines.instance_events(self.db.conn, self.token, self.namespace, workflow_id, 0, 1000)
 

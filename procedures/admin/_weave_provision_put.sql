@@ -1,0 +1,52 @@
+-- The body of weave_app_put and weave_queue_put: apps and queues are provisioned alike, created or updated by
+-- name with one bounded number, so that re-running a provisioning script converges. The row is locked by name
+-- for the decision; an app also carries a status (ACTIVE or DISABLED), which NULL keeps as it is.
+CREATE PROCEDURE _weave_provision_put(
+        IN  in_kind      VARCHAR(16),
+        IN  in_token     VARCHAR(512),
+        IN  in_namespace VARCHAR(200),
+        IN  in_name      VARCHAR(200),
+        IN  in_limit     BIGINT,
+        IN  in_status    VARCHAR(32),
+        OUT out_status   VARCHAR(16),
+        OUT out_created  TINYINT)
+    COMMENT 'Internal. Description: creates or updates the app (in_kind app: in_limit is max_in_flight, in_status its
+status) or queue (queue: in_limit is its capacity, in_status NULL) named in_name, and audits it; out_status is the
+app''s status after the call, out_created 1 when the row is new. Errors: those of weave_app_put and weave_queue_put.'
+    MODIFIES SQL DATA
+BEGIN
+    DECLARE v_ns BIGINT UNSIGNED;
+    DECLARE v_admin BIGINT UNSIGNED;
+    DECLARE v_admin_actor VARCHAR(128);
+    DECLARE v_now DATETIME(6);
+    DECLARE v_id BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_details LONGTEXT;
+    CALL _weave_admin_begin(in_token, in_namespace, 'admin', v_ns, v_admin, v_admin_actor, v_now);
+    CALL _weave_provision_check(in_kind, in_name, IF(in_kind = 'app', 'max_in_flight', 'capacity'), in_limit);
+    IF in_kind = 'app' THEN
+        IF in_status IS NOT NULL AND in_status NOT IN ('ACTIVE', 'DISABLED') THEN
+            CALL _weave_raise(50100, 'INVALID_ARGUMENT: status must be ACTIVE or DISABLED');
+        END IF;
+        SELECT id, status INTO v_id, out_status FROM weave_apps WHERE namespace_id = v_ns AND name = in_name FOR UPDATE;
+        SET out_status = COALESCE(in_status, out_status, 'ACTIVE');
+        IF v_id IS NULL THEN
+            INSERT INTO weave_apps (namespace_id, name, max_in_flight, status, created_at, updated_at)
+            VALUES (v_ns, in_name, in_limit, out_status, v_now, v_now);
+        ELSE
+            UPDATE weave_apps SET max_in_flight = in_limit, status = out_status, updated_at = v_now WHERE id = v_id;
+        END IF;
+        SET v_details = JSON_OBJECT('name', in_name, 'max_in_flight', in_limit + 0, 'status', out_status);
+    ELSE
+        SELECT id INTO v_id FROM weave_queues WHERE namespace_id = v_ns AND name = in_name FOR UPDATE;
+        IF v_id IS NULL THEN
+            INSERT INTO weave_queues (namespace_id, name, capacity, created_at, updated_at)
+            VALUES (v_ns, in_name, in_limit, v_now, v_now);
+        ELSE
+            UPDATE weave_queues SET capacity = in_limit, updated_at = v_now WHERE id = v_id;
+        END IF;
+        SET v_details = JSON_OBJECT('name', in_name, 'capacity', in_limit + 0);
+    END IF;
+    SET out_created = IF(v_id IS NULL, 1, 0);
+    CALL _weave_audit(v_ns, 0, v_admin, v_admin_actor, CONCAT(in_kind, '.put'), NULL, NULL, v_now, NULL, NULL,
+                      v_details, NULL);
+END
