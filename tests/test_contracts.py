@@ -55,10 +55,11 @@ OWN_HANDLER = "DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK
 def test_R1_every_transactional_routine_rolls_back_only_its_own_transaction_and_reraises():
     """A routine that starts a transaction rolls back exactly that one on error (``v_tx`` says it started it),
     and refuses (or joins, for a read snapshot) before it touches any table when the caller has one open.
-    ``v_tx`` is set by ``SET v_tx = TRUE`` after the refusal check, or by ``_weave_transaction_claim``, which
-    makes the check and then sets it."""
-    claim_code = _code(next(r.text for r in shipped_routines() if r.name == "_weave_transaction_claim"))
-    assert claim_code.index("CALL _weave_transaction_own(in_routine);") < claim_code.index("SET out_owned = TRUE;")
+    ``v_tx`` is set by ``SET v_tx = TRUE`` after the refusal check, or by ``_weave_transaction_claim`` or
+    ``_weave_transaction_begin``, which make the check and then set it."""
+    for opener in ("_weave_transaction_claim", "_weave_transaction_begin"):
+        code = _code(next(r.text for r in shipped_routines() if r.name == opener))
+        assert code.index("CALL _weave_transaction_own(in_routine);") < code.index("SET out_owned = TRUE;"), opener
     for routine in shipped_routines():
         code = _code(routine.text)
         if "START TRANSACTION" in code:
@@ -67,10 +68,11 @@ def test_R1_every_transactional_routine_rolls_back_only_its_own_transaction_and_
             body = code[code.index(OWN_HANDLER) + len(OWN_HANDLER):]
             first = body.strip().splitlines()[0].strip()
             claim = f"CALL _weave_transaction_claim('{routine.name}', v_tx);"
+            begin = f"CALL _weave_transaction_begin('{routine.name}', v_tx);"
             own = f"CALL _weave_transaction_own('{routine.name}');"
-            checks = (own, claim, "CALL _weave_transaction_open(v_joined);")
+            checks = (own, claim, begin, "CALL _weave_transaction_open(v_joined);")
             assert first in checks, f"{routine.name} must check for a caller's transaction before reading any table"
-            owned = claim if first == claim else "SET v_tx = TRUE;"
+            owned = first if first in (claim, begin) else "SET v_tx = TRUE;"
             assert body.index(owned) < body.index("START TRANSACTION"), routine.name
         if routine.name.startswith("_"):
             assert "START TRANSACTION" not in code and not re.search(r"\bCOMMIT\s*;", code), \
@@ -80,7 +82,7 @@ def test_R1_every_transactional_routine_rolls_back_only_its_own_transaction_and_
 def test_R1_only_the_transaction_probe_reads_in_transaction_state():
     """@@in_transaction is MariaDB's alone: one routine reads it, with a portable branch for MySQL."""
     readers = [r.name for r in shipped_routines() if "@@in_transaction" in _code(r.text)]
-    assert readers == ["_weave_transaction_open"]
+    assert sorted(readers) == ["_weave_transaction_begin", "_weave_transaction_open"]
 
 
 # The engine's clock, spelt one way: _weave_now's expression, which the hot paths also use inline (inside the

@@ -1,8 +1,7 @@
 -- A public routine that owns its transaction must never run inside a caller's: its START TRANSACTION
 -- would silently commit the caller's pending work, and its error handler's ROLLBACK would destroy it.
--- Called first, before the routine reads any table (under autocommit off, a read opens a transaction); a hot
--- routine asks _weave_transaction_open itself and calls this only when a transaction is open, which
--- saves the nested call on every call that is not refused.
+-- Called first, before the routine reads any table (under autocommit off, a read opens a transaction); the
+-- hot routines' opener, _weave_transaction_begin, probes by itself and calls this only to refuse.
 CREATE PROCEDURE _weave_transaction_own(IN in_routine VARCHAR(64))
     COMMENT 'Internal. Description: refuses IN_TRANSACTION (R-1) when the session is inside an open transaction, naming in_routine; the caller''s transaction is left exactly as it was.'
     NO SQL

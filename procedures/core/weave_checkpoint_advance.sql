@@ -13,14 +13,9 @@ Rules: R-1, R-3, R-5, R-6, R-7, R-8, R-9, R-13, T-1..T-7.'
 BEGIN
     DECLARE v_outcome VARCHAR(16) DEFAULT 'GONE';
     DECLARE v_due_before BIGINT DEFAULT @weave_made_due;  -- the session's count of candidates made due so far
-    DECLARE v_joined BOOLEAN;  -- TRUE inside a caller's transaction: refused (R-1)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_open(v_joined);
-    IF v_joined THEN CALL _weave_transaction_own('weave_checkpoint_advance'); END IF;
-
-    SET v_tx = TRUE;
-    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    CALL _weave_transaction_begin('weave_checkpoint_advance', v_tx);  -- refused inside a caller's transaction (R-1)
     START TRANSACTION;
     CALL _weave_checkpoint_decide(in_checkpoint_id, v_outcome);
     COMMIT;

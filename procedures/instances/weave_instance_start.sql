@@ -40,14 +40,9 @@ BEGIN
     DECLARE v_existing_digest CHAR(64);
     DECLARE v_existing_status VARCHAR(16);
     DECLARE v_duplicate TINYINT DEFAULT 0;
-    DECLARE v_joined BOOLEAN;  -- TRUE inside a caller's transaction: refused (R-1)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_open(v_joined);
-    IF v_joined THEN CALL _weave_transaction_own('weave_instance_start'); END IF;
-
-    SET v_tx = TRUE;
-    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    CALL _weave_transaction_begin('weave_instance_start', v_tx);  -- refused inside a caller's transaction (R-1)
     START TRANSACTION;
     CALL _weave_now(v_now);
     -- The namespace is found by its name here already; _weave_authorize takes it instead of reading it again.

@@ -37,17 +37,13 @@ BEGIN
     DECLARE v_next DATETIME(6) DEFAULT NULL;
     DECLARE v_reason VARCHAR(24);
     DECLARE v_facts LONGTEXT;
-    DECLARE v_joined BOOLEAN;  -- TRUE inside a caller's transaction: refused (R-1)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_open(v_joined);
-    IF v_joined THEN CALL _weave_transaction_own('pulse_attempt_fail'); END IF;
+    CALL _weave_transaction_begin('pulse_attempt_fail', v_tx);  -- refused inside a caller's transaction (R-1)
 
     IF in_worker_id IS NULL OR CHAR_LENGTH(in_worker_id) NOT BETWEEN 1 AND 128 THEN
         CALL _weave_raise(50201, 'WORKER_ID_INVALID: worker id must be 1-128 characters');
     END IF;
-    SET v_tx = TRUE;
-    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     CALL _weave_now(v_now);
     CALL _pulse_attempt_current(in_attempt_id, in_worker_id, 'FAILED',

@@ -113,7 +113,9 @@ BEGIN
                 CLOSE c_queues;
             END pick;
 
-            -- Across queues, the same order again over what was locked; the rest is let go at commit.
+            -- Across queues, the same order again over what was locked; the rest is let go at commit. The list of
+            -- what was picked drives both joins here (STRAIGHT_JOIN): left to itself the optimizer may read every
+            -- task, or every namespace, and join the list against them.
             claim: BEGIN
                 DECLARE v_done TINYINT DEFAULT 0;
                 DECLARE v_task BIGINT UNSIGNED;
@@ -127,7 +129,7 @@ BEGIN
                 DECLARE c_due CURSOR FOR
                     SELECT t.id, t.namespace_id, t.queue_id, t.mutex_key, t.attempts_used + 1, t.max_attempts
                       FROM JSON_TABLE(v_picked, '$[*]' COLUMNS (tid BIGINT UNSIGNED PATH '$')) j
-                      JOIN pulse_tasks t ON t.id = j.tid
+                      STRAIGHT_JOIN pulse_tasks t ON t.id = j.tid
                      ORDER BY t.priority DESC, t.available_at, t.id
                      LIMIT v_limit;
                 DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
@@ -173,9 +175,9 @@ BEGIN
            t.handler_version, t.input, t.business_key, t.mutex_key, t.priority, t.deadline_at, a.started_at,
            a.lease_expires_at
       FROM JSON_TABLE(v_claimed, '$[*]' COLUMNS (ord FOR ORDINALITY, aid BIGINT UNSIGNED PATH '$')) j
-      JOIN pulse_attempts a ON a.id = j.aid
-      JOIN pulse_tasks t ON t.id = a.task_id
-      JOIN weave_queues q ON q.id = t.queue_id
-      JOIN weave_namespaces n ON n.id = t.namespace_id
+      STRAIGHT_JOIN pulse_attempts a ON a.id = j.aid
+      STRAIGHT_JOIN pulse_tasks t ON t.id = a.task_id
+      STRAIGHT_JOIN weave_queues q ON q.id = t.queue_id
+      STRAIGHT_JOIN weave_namespaces n ON n.id = t.namespace_id
      ORDER BY j.ord;
 END

@@ -29,14 +29,9 @@ BEGIN
     DECLARE v_due_before BIGINT DEFAULT @weave_made_due;  -- the session's count of candidates made due so far
     DECLARE v_finished TINYINT;
     DECLARE v_status VARCHAR(16);  -- the instance's, read under its lock
-    DECLARE v_joined BOOLEAN;  -- TRUE inside a caller's transaction: refused (R-1)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_open(v_joined);
-    IF v_joined THEN CALL _weave_transaction_own('weave_inbox_consume'); END IF;
-
-    SET v_tx = TRUE;
-    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    CALL _weave_transaction_begin('weave_inbox_consume', v_tx);  -- refused inside a caller's transaction (R-1)
     START TRANSACTION;
     consume: BEGIN
         CALL _weave_candidate_open('INBOX', in_inbox_id, v_ns, v_inst, v_now, v_status, v_outcome);

@@ -34,14 +34,9 @@ BEGIN
     DECLARE v_disposition VARCHAR(32) DEFAULT NULL;
     DECLARE v_outcome VARCHAR(32) DEFAULT 'GONE';
     DECLARE v_inst_status VARCHAR(16);
-    DECLARE v_joined BOOLEAN;  -- TRUE inside a caller's transaction: refused (R-1)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_open(v_joined);
-    IF v_joined THEN CALL _weave_transaction_own('weave_signal_process'); END IF;
-
-    SET v_tx = TRUE;
-    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    CALL _weave_transaction_begin('weave_signal_process', v_tx);  -- refused inside a caller's transaction (R-1)
     START TRANSACTION;
     proc: BEGIN
         CALL _weave_candidate_open('SIGNAL', in_signal_id, v_ns, v_inst, v_now, v_inst_status, v_outcome);

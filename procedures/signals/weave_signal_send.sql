@@ -38,14 +38,9 @@ Rules: S-1, S-2, S-3, S-4, S-5, S-6, S-7, S-8, S-9, S-10, S-11, S-14, R-1, R-3, 
 BEGIN
     DECLARE v_receipt LONGTEXT;
     DECLARE v_replayed TINYINT;
-    DECLARE v_joined BOOLEAN;  -- TRUE inside a caller's transaction: refused (R-1)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_open(v_joined);
-    IF v_joined THEN CALL _weave_transaction_own('weave_signal_send'); END IF;
-
-    SET v_tx = TRUE;
-    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    CALL _weave_transaction_begin('weave_signal_send', v_tx);  -- refused inside a caller's transaction (R-1)
     START TRANSACTION;
     CALL _weave_signal_accept(in_token, in_namespace, in_workflow_id, in_idempotency_key, in_name,
                               in_payload_version, in_target_step_key, in_target_activation_seq, in_correlation_key,

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from procedures import errors, pulse, routines
+from tests.benchmarks.bench_scan import seq
 from tests.support.threads import run_threads
 
 HOUR = 3_600_000
@@ -127,6 +128,36 @@ def test_K1_claim_orders_by_priority_then_available_time_then_id(world, orch):
     one_by_one = [tid(claim(world, worker=f"w{i}")[0]["task_id"]) for i in range(2)]
     rest = [tid(r["task_id"]) for r in claim(world, worker="w9", limit=10)]
     assert one_by_one + rest == expected
+
+
+def test_K1_a_claim_reads_as_much_beside_a_long_history_and_many_namespaces(world, orch):
+    """The claim's list of picked tasks drives its joins, so a claim reads what it takes and never what has
+    been: finished tasks and other namespaces stay unread (a plan that started from either read all of it)."""
+    world.publish(task_flow())
+    first, _ = started(world, orch, n=2)
+    db = world.db
+
+    def reads_of_one_claim() -> int:
+        def reads() -> int:
+            return sum(int(r["Value"]) for r in db.rows("SHOW SESSION STATUS LIKE 'Handler_read%%'"))
+        before = reads()
+        assert len(claim(world)) == 1
+        return reads() - before
+
+    quiet = reads_of_one_claim()
+    task = task_of(world, first)
+    # 500 finished copies of that task: the history a claim must never read.
+    kept = ("namespace_id, app_id, queue_id, instance_id, activation_id, handler, handler_version, input, priority, "
+            "max_attempts, initial_backoff_ms, backoff_coefficient, max_backoff_ms, timeout_ms, deadline_at, "
+            "available_at, created_at, updated_at")
+    db.execute(f"INSERT INTO pulse_tasks ({kept}, step_key, status, attempts_used) "
+               f"SELECT {kept}, 'history', 'CANCELLED', 0 FROM pulse_tasks, {seq(500)} AND pulse_tasks.id = %s",
+               task["id"])
+    db.execute("INSERT INTO weave_namespaces (name, created_at) SELECT CONCAT('elsewhere-', id), created_at "
+               "FROM pulse_tasks WHERE step_key = 'history'")
+    db.execute("ANALYZE TABLE pulse_tasks, weave_namespaces")
+    busy = reads_of_one_claim()
+    assert busy <= quiet + 4, (quiet, busy)
 
 
 def test_K1_a_task_whose_mutex_key_is_held_is_skipped(world, orch):
