@@ -85,8 +85,9 @@ def test_R1_only_the_transaction_probe_reads_in_transaction_state():
     assert sorted(readers) == ["_weave_transaction_begin", "_weave_transaction_open"]
 
 
-# The engine's clock, spelt one way: _weave_now's expression, which the hot paths also use inline (inside the
-# statement that takes, or re-reads under, their last lock, or in the one statement of a probe) to save a CALL.
+# The engine's clock, spelt one way: _weave_now's expression, which the hot paths also use inline to save a
+# CALL: after their last lock (in a statement that starts once the lock is held: a statement's clock is the
+# time it started), or in the one statement of a probe.
 CLOCK = re.compile(r"UTC_TIMESTAMP\(6\) \+ INTERVAL (clock_offset_us|\(SELECT clock_offset_us FROM weave_install "
                    r"WHERE id = 1\)) MICROSECOND")
 

@@ -2,11 +2,12 @@
 -- the decision's locks in R-3 order (the instance SKIP LOCKED, so orchestrators never queue behind each
 -- other), then read the clock (R-2: after the locks that order the decision). The caller owns the
 -- transaction and re-reads its own candidate row under these locks.
--- This is _weave_instance_lock's sequence fused for the hot path, three statements in all: one read of
+-- This is _weave_instance_lock's sequence fused for the hot path, four statements in all: one read of
 -- the candidate with its instance and definition; the identity and, for a definition without queues,
--- the app, share-locked by one statement (STRAIGHT_JOIN keeps R-3's order within it); the instance
--- with the clock. A SKIP LOCKED read never waits, so the clock of that statement is read after every
--- lock of the decision, and its subquery takes no lock on the clock row.
+-- the app, share-locked by one statement (STRAIGHT_JOIN keeps R-3's order within it); the instance; the
+-- clock, as _weave_now reads it. The clock is a statement of its own: a statement's clock is the time it
+-- started, and even a SKIP LOCKED read may take its lock later than that, after a decision that committed
+-- meanwhile with a later time (the M-4.16 invariant saw it under a stalled server).
 CREATE PROCEDURE _weave_candidate_open(
         IN  in_class         VARCHAR(16),
         IN  in_id            BIGINT UNSIGNED,
@@ -63,13 +64,12 @@ BEGIN
         ELSE
             SELECT id INTO v_dummy FROM weave_credentials WHERE id = v_cred LOCK IN SHARE MODE;
         END IF;
-        SELECT id, status, UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND
-          INTO v_locked, out_status, out_now
-          FROM weave_instances WHERE id = v_inst FOR UPDATE SKIP LOCKED;
+        SELECT id, status INTO v_locked, out_status FROM weave_instances WHERE id = v_inst FOR UPDATE SKIP LOCKED;
         IF v_locked IS NULL THEN
-            SET out_outcome = 'BUSY', out_now = NULL, out_status = NULL;
+            SET out_outcome = 'BUSY', out_status = NULL;
             LEAVE opening;
         END IF;
+        SELECT UTC_TIMESTAMP(6) + INTERVAL clock_offset_us MICROSECOND INTO out_now FROM weave_install WHERE id = 1;
         SET out_namespace_id = v_ns, out_instance_id = v_inst, out_outcome = NULL;
     END opening;
 END

@@ -44,7 +44,6 @@ BEGIN
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_instance_start', v_tx);  -- refused inside a caller's transaction (R-1)
     START TRANSACTION;
-    CALL _weave_now(v_now);
     -- The namespace is found by its name here already; _weave_authorize takes it instead of reading it again.
     SELECT d.id, d.version, d.queues, n.id INTO v_def, v_def_version, v_queues, v_ns
       FROM weave_definitions d JOIN weave_namespaces n ON n.id = d.namespace_id AND n.name = in_namespace
@@ -72,6 +71,7 @@ BEGIN
         IF v_app IS NULL THEN
             CALL _weave_raise(50122, 'APP_NOT_FOUND: no such app in the namespace');
         END IF;
+        CALL _weave_now(v_now);  -- R-2: after the identity and app locks that order the start
         IF NOT JSON_VALID(v_input) OR LENGTH(v_input) > 1048576 THEN
             CALL _weave_raise(50117, 'INPUT_INVALID: input must be JSON of at most 1 MiB');
         END IF;

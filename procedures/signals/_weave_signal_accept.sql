@@ -154,9 +154,10 @@ BEGIN
     IF v_locked <> 1 OR v_locked_ns <> v_ns THEN
         CALL _weave_raise(50003, 'NOT_FOUND: no such object in this namespace');
     END IF;
-    -- R-2, S-11: accepted_at is read after the instance lock (held already, so this read never waits), so per
-    -- instance it follows lock (commit) order and the first signal by (accepted_at, id) is the first that the
-    -- instance's decisions could see. The clock is _weave_now's expression, read in the same statement.
+    -- R-2, S-11: accepted_at is read after the instance lock, so per instance it follows lock (commit) order
+    -- and the first signal by (accepted_at, id) is the first that the instance's decisions could see. The
+    -- lock is held already when this statement starts (its clock is its start time), so the clock is read
+    -- here, in _weave_now's expression.
     SELECT status, deadline_at, signal_count, definition_id,
            UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND
       INTO v_status_inst, v_deadline, v_count, v_def, v_now
