@@ -78,7 +78,7 @@ class Orchestrator:
     node_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     retry_attempts: int = 5
     spread: bool = True  # start batches at a random point (several nodes); tests turn it off for determinism
-    chunk: int = 5  # due checkpoints per weave_checkpoints_advance call
+    chunk: int = 5  # due candidates of a listed class per weave_candidates_advance call
     stats: Counter = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
@@ -135,16 +135,17 @@ class Orchestrator:
         self.stats[f"{cand.klass}:{outcome}"] += 1
         return outcome, made_due or outcome in UNSETTLED
 
-    def advance_checkpoints(self, cands: list[Candidate]) -> list[str]:
-        return self._advance_checkpoints(cands)[0]
+    def advance_list(self, cands: list[Candidate]) -> list[str]:
+        return self._advance_list(cands)[0]
 
-    def _advance_checkpoints(self, cands: list[Candidate]) -> tuple[list[str], bool]:
-        """Several CHECKPOINT candidates in one call (weave_checkpoints_advance: each still its own transaction);
-        their outcomes, and whether anything may be due now after them (as ``_advance``). When the call fails, the
-        decisions before the failure stay; the list is then advanced one by one, which re-verifies those (GONE)
-        and books the failure (R-12)."""
+    def _advance_list(self, cands: list[Candidate]) -> tuple[list[str], bool]:
+        """Several candidates of one listed class in one call (weave_candidates_advance: each still its own
+        transaction); their outcomes, and whether anything may be due now after them (as ``_advance``). When the
+        call fails, the decisions before the failure stay; the list is then advanced one by one, which
+        re-verifies those (GONE) and books the failure (R-12)."""
+        klass = cands[0].klass
         try:
-            sets = self._call("weave_checkpoints_advance", json.dumps([c.id for c in cands]))
+            sets = self._call("weave_candidates_advance", klass, json.dumps([c.id for c in cands]))
         except (errors.WeaveError, pymysql.err.MySQLError):
             outcomes, again = [], False
             for cand in cands:
@@ -157,14 +158,14 @@ class Orchestrator:
         rows = sets[0] if sets else []
         outcomes = [row["outcome"] for row in rows]
         for outcome in outcomes:
-            self.stats[f"CHECKPOINT:{outcome}"] += 1
+            self.stats[f"{klass}:{outcome}"] += 1
         again = not rows or any(row.get("made_due", True) or row["outcome"] in UNSETTLED for row in rows)
         return outcomes, bool(again)
 
     def _units(self, batch: list[Candidate]) -> list[list[Candidate]]:
-        """The batch in order as units of work: each run of consecutive CHECKPOINT candidates is cut into lists
-        of at most ``chunk`` advanced by one call each (so that the advance threads share a run evenly and finish
-        it together); any other candidate is a unit of its own."""
+        """The batch in order as units of work: each run of consecutive candidates of one listed class is cut into
+        lists of at most ``chunk`` advanced by one call each (so that the advance threads share a run evenly and
+        finish it together); any other candidate is a unit of its own."""
         units: list[list[Candidate]] = []
         run: list[Candidate] = []
 
@@ -175,23 +176,24 @@ class Orchestrator:
                 run.clear()
 
         for cand in batch:
-            if cand.klass == "CHECKPOINT":
+            if run and run[0].klass != cand.klass:
+                flush()
+            if candidates.BY_NAME[cand.klass].listed:
                 run.append(cand)
             else:
-                flush()
                 units.append([cand])
         flush()
         return units
 
     def _advance_unit(self, unit: list[Candidate], overtaken: threading.Event) -> bool:
-        """One unit of a batch, unless the batch was overtaken: a list of checkpoints that another node had
+        """One unit of a batch, unless the batch was overtaken: a list of candidates that another node had
         entirely taken already (GONE or BUSY) means that node is ahead on this stretch of the batch, and going
         on would only repeat its work candidate by candidate; the next scan shows what is still due. Answers
         whether anything may be due now after the unit (a unit left undone counts as yes)."""
         if overtaken.is_set() or self._stop.is_set():
             return True
-        if unit[0].klass == "CHECKPOINT" and len(unit) > 1:
-            outcomes, again = self._advance_checkpoints(unit)
+        if len(unit) > 1:
+            outcomes, again = self._advance_list(unit)
             if outcomes and all(o in TAKEN for o in outcomes):
                 self.stats["overtaken"] += 1
                 overtaken.set()

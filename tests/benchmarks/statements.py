@@ -282,12 +282,13 @@ def decisions(stage: Stage) -> dict[str, dict[str, int]]:
     db.advance(1001)
     measure("timer settle", "weave_checkpoint_advance", _checkpoint(db, wf, "wait"))
 
-    # The same settlement for ten timers due together, in one weave_checkpoints_advance call (per timer).
+    # The same settlement for ten timers due together, in one weave_candidates_advance call (per timer).
     wfs = [world.start("count-timer", key=stage._key("t")) for _ in range(10)]
-    dbmod.call(conn, "weave_checkpoints_advance", json.dumps([_checkpoint(db, w, "") for w in wfs]))
+    dbmod.call(conn, "weave_candidates_advance", "CHECKPOINT", json.dumps([_checkpoint(db, w, "") for w in wfs]))
     db.advance(1001)
     with counted(conn) as n:
-        sets = dbmod.call(conn, "weave_checkpoints_advance", json.dumps([_checkpoint(db, w, "wait") for w in wfs]))
+        sets = dbmod.call(conn, "weave_candidates_advance", "CHECKPOINT",
+                          json.dumps([_checkpoint(db, w, "wait") for w in wfs]))
     assert [r["outcome"] for r in sets[0]] == ["SETTLED"] * 10
     out["timer settle, 10 in one call (each)"] = {"outcome": "SETTLED", **{k: v / 10 for k, v in n.items()}}
 
@@ -333,6 +334,19 @@ def decisions(stage: Stage) -> dict[str, dict[str, int]]:
     measure("inbox consume (round pending)", "weave_inbox_consume", inbox)
     db.advance(1001)
     measure("poll round start", "weave_checkpoint_advance", _checkpoint(db, wf, "check"))
+
+    # Three task outcomes due together, in one weave_candidates_advance call (per outcome).
+    wfs = [world.start("count-poll", {"n": 1}, key=stage._key("p")) for _ in range(3)]
+    dbmod.call(conn, "weave_candidates_advance", "CHECKPOINT", json.dumps([_checkpoint(db, w, "") for w in wfs]))
+    claims = dbmod.call(conn, "pulse_task_claim", "w-count", "payments", None, 3, 30_000)[0]
+    for c in claims:
+        dbmod.call(conn, "pulse_attempt_complete", c["attempt_id"], "w-count", json.dumps({"status": "PENDING"}))
+    events = [db.scalar("SELECT id FROM pulse_inbox WHERE task_id = %s", int(c["task_id"].removeprefix("tsk_")))
+              for c in claims]
+    with counted(conn) as n:
+        sets = dbmod.call(conn, "weave_candidates_advance", "INBOX", json.dumps(events))
+    assert [r["outcome"] for r in sets[0]] == ["PENDING"] * 3
+    out["inbox consume, 3 in one call (each)"] = {"outcome": "PENDING", **{k: round(v / 3, 1) for k, v in n.items()}}
 
     measure("scan (nothing due)", "weave_scan", 100)
     measure("idle probe", "weave_scan_probe")

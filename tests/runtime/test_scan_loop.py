@@ -38,6 +38,20 @@ def test_R10_each_candidate_class_is_capped_per_scan(world, database):
         orch.close()
 
 
+def test_R10_runs_of_a_listed_class_are_cut_into_lists_and_the_rest_goes_one_by_one(database):
+    """Consecutive candidates of a class that weave_candidates_advance takes (CHECKPOINT, INBOX) go in lists
+    of at most ``chunk``, in the batch's order; a class without lists, or a class change, ends a list."""
+    orch = Orchestrator(database, chunk=5)
+    try:
+        batch = cands("INBOX", 7) + cands("CHECKPOINT", 3) + cands("SIGNAL", 2) + cands("INBOX", 2)
+        units = orch._units(batch)
+        assert [(u[0].klass, len(u)) for u in units] == [
+            ("INBOX", 5), ("INBOX", 2), ("CHECKPOINT", 3), ("SIGNAL", 1), ("SIGNAL", 1), ("INBOX", 2)]
+        assert [c for u in units for c in u] == batch
+    finally:
+        orch.close()
+
+
 def test_R11_every_candidate_query_is_an_index_range_scan(db):
     """EXPLAIN of each scan query uses its own index, so its cost follows what is due, not history."""
     now = db.now().strftime("%Y-%m-%d %H:%M:%S.%f")

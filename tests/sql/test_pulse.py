@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from procedures import db as dbmod
 from procedures import errors, pulse, routines
 from tests.benchmarks.bench_scan import seq
 from tests.support.threads import run_threads
@@ -551,6 +552,22 @@ def test_K7_outcomes_of_a_task_are_consumed_in_outcome_time_order(world, orch):
     assert types.index("TASK_FAILED") < types.index("TASK_OUTCOME_RECORDED")
     assert world.db.scalar("SELECT COUNT(*) FROM pulse_inbox WHERE state = 'CONSUMED'") == 2
     assert review_codes(world, wf) == ["TASK_FAILED"]
+
+
+def test_K7_a_list_of_task_outcomes_is_consumed_each_in_its_own_decision(world, orch):
+    """weave_candidates_advance takes INBOX lists as the loop cuts them from a batch: each outcome consumed as
+    weave_inbox_consume would, in order, one transaction each; an outcome already consumed answers GONE."""
+    world.publish(task_flow())
+    wfs = started(world, orch, n=3)
+    for got in claim(world, limit=3):
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"paid": True})
+    inbox = [world.db.scalar("SELECT id FROM pulse_inbox WHERE task_id = %s", task_of(world, wf)["id"]) for wf in wfs]
+    rows = dbmod.call(world.db.conn, "weave_candidates_advance", "INBOX", json.dumps(inbox + inbox[:1]))[0]
+    assert [(r["id"], r["outcome"]) for r in rows] == [(i, "SUCCEEDED") for i in inbox] + [(inbox[0], "GONE")]
+    assert [world.instance(wf)["status"] for wf in wfs] == ["SUCCEEDED"] * 3
+    assert {r["state"] for r in world.db.rows("SELECT state FROM pulse_inbox")} == {"CONSUMED"}
+    with pytest.raises(errors.ValidationFailed, match="INVALID_ARGUMENT"):
+        dbmod.call(world.db.conn, "weave_candidates_advance", "SIGNAL", json.dumps(inbox))
 
 
 def test_K7_stale_outcome_is_recorded_and_changes_nothing_else(world, orch):
