@@ -172,6 +172,10 @@ def database_level(conn: db.Connection) -> tuple[list[str], dict[str, str]]:
             digests = {row["name"]: row["digest"] for row in cur.fetchall()}
         except pymysql.err.ProgrammingError:
             return [], {}
+        except pymysql.err.MySQLError as exc:
+            # A server that does not answer (or drops the session) is transient, not a level: a process that
+            # checks at boot starts and answers 503 until it answers, instead of failing to boot.
+            raise errors.translate(exc) from exc
     return applied, digests
 
 

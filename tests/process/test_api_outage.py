@@ -18,9 +18,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from falcon import testing
 
+from api.app import get_app
 from orchestrator.embedded import EmbeddedServer, find_server_binary
-from procedures import installer
+from procedures import db, errors, installer
 from tests.support.processes import start_api
 from tests.support.waiting import wait_for
 
@@ -108,3 +110,22 @@ def test_R12_a_dead_database_answers_503_within_2s_and_healthz_stays_200(private
     finally:
         api.terminate()
         api.close()
+
+
+def test_R16_an_api_worker_that_boots_while_the_database_hangs_starts_and_answers_503(private_server):
+    """The level check at a worker's boot (R-16) meets a server that stopped answering mid-query: that is
+    transient, not a level, so the worker boots and answers 503 until the server answers. (A worker that failed
+    to boot on it used to make gunicorn shut the whole API down.)"""
+    server, dsn = private_server
+    quick = dsn.with_options(connect_timeout=0.5, read_timeout=0.5, write_timeout=0.5)
+    conn = db.connect(quick)
+    os.kill(server.process.pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(errors.TransientDatabaseError):
+            installer.check_level(conn)
+        client = testing.TestClient(get_app(quick.url()))
+        ready = client.simulate_get("/readyz")
+        assert ready.status_code == 503 and ready.json["code"] == "UNAVAILABLE", ready.text
+    finally:
+        os.kill(server.process.pid, signal.SIGCONT)
+        conn.close()
