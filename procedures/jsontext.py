@@ -144,9 +144,13 @@ class _Parser:
         end = _skip(text, end)
         if end != len(text):
             raise InvalidJson([_invalid(f"extra data at character {end + 1}")])
-        problems = _problems(value, self.duplicates)
-        if problems:
-            raise InvalidJson(problems)
+        # Text that is text (as any decoded from UTF-8 is) holds no surrogate, and only a \u escape can put
+        # one in a string: without a duplicate key and without an escape there is nothing to report, and no
+        # walk of the whole value to pay for.
+        if self.duplicates or "\\u" in text or not is_text(text):
+            problems = _problems(value, self.duplicates)
+            if problems:
+                raise InvalidJson(problems)
         return value, spans
 
     def top_object(self, text: str, i: int) -> tuple[dict[str, Any], dict[str, str], int]:
