@@ -101,6 +101,11 @@ class Orchestrator:
     def check_level(self) -> None:
         installer.check_level(self._conn())
 
+    @property
+    def stopping(self) -> threading.Event:
+        """Set once the orchestrator was asked to stop (SIGTERM, SIGINT or ``stop``)."""
+        return self._stop
+
     def scan(self) -> ScanResult:
         rows, clock = self._call("weave_scan", self.batch)
         per_class: dict[str, list[Candidate]] = {}  # in the order the scan lists the classes
@@ -291,13 +296,14 @@ def run_orchestrator(dsn: db.Dsn, *, batch: int = 100, concurrency: int = 4, idl
     orch = Orchestrator(dsn, batch=batch, concurrency=concurrency, idle_probe_ms=idle_probe_ms)
     if node_id:
         orch.node_id = node_id
+    signal.signal(signal.SIGTERM, orch.stop)
+    signal.signal(signal.SIGINT, orch.stop)
     try:
-        orch.check_level()
+        if not installer.await_level(orch.check_level, orch.stopping, "orchestrator"):
+            return 0
     except errors.SchemaMismatch as exc:
         log.error("refusing to start", extra={"fields": {"error": str(exc)}})
         print(f"weave orchestrator: {exc}", flush=True)
         return 1
-    signal.signal(signal.SIGTERM, orch.stop)
-    signal.signal(signal.SIGINT, orch.stop)
     orch.run()
     return 0

@@ -87,6 +87,11 @@ class Worker:
     def check_level(self) -> None:
         installer.check_level(self._conn())
 
+    @property
+    def stopping(self) -> threading.Event:
+        """Set once the worker was asked to stop (SIGTERM, SIGINT or ``stop``)."""
+        return self._stop
+
     # --- the claim loop --------------------------------------------------------------------------------------
     @property
     def in_flight(self) -> int:
@@ -334,16 +339,18 @@ def run_worker(dsn: db.Dsn, *, queues: Iterable[str], handler_modules: Iterable[
         worker = Worker(dsn, [q for spec in queues for q in spec.split(",") if q.strip()], concurrency=concurrency,
                         namespace=namespace, lease_ms=lease_ms, heartbeat_ms=heartbeat_ms, grace_ms=grace_ms,
                         worker_id=worker_id or default_worker_id(), idle_max_ms=idle_max_ms)
-        worker.check_level()
     except ValueError as exc:
         print(f"weave worker: {exc}", flush=True)
         return 2
+    signal.signal(signal.SIGTERM, worker.stop)
+    signal.signal(signal.SIGINT, worker.stop)
+    try:
+        if not installer.await_level(worker.check_level, worker.stopping, "worker"):
+            return 0
     except errors.SchemaMismatch as exc:
         log.error("refusing to start", extra={"fields": {"error": str(exc)}})
         print(f"weave worker: {exc}", flush=True)
         return 1
     log.info("handler modules loaded", extra={"fields": {"modules": loaded}})
-    signal.signal(signal.SIGTERM, worker.stop)
-    signal.signal(signal.SIGINT, worker.stop)
     worker.run()
     return 0

@@ -23,7 +23,7 @@ from falcon import testing
 from api.app import get_app
 from orchestrator.embedded import EmbeddedServer, find_server_binary
 from procedures import db, errors, installer
-from tests.support.processes import start_api
+from tests.support.processes import WeaveProcess, start_api
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.process
@@ -129,3 +129,33 @@ def test_R16_an_api_worker_that_boots_while_the_database_hangs_starts_and_answer
     finally:
         os.kill(server.process.pid, signal.SIGCONT)
         conn.close()
+
+
+def test_R16_an_orchestrator_and_a_worker_started_before_their_database_wait_for_it(private_server, tmp_path):
+    """A process started while its database is down waits for it (logged, backing off) instead of exiting, runs
+    its level check (R-16) once the database answers, then starts; SIGTERM ends the wait at once."""
+    server, dsn = private_server
+    server.stop()
+    quick = dsn.with_options(connect_timeout=1)
+    procs = {
+        "orchestrator": WeaveProcess(quick, "orchestrator", log=tmp_path / "orchestrator.log"),
+        "worker": WeaveProcess(quick, "worker", "--handlers", "orchestrator.example_handlers", "--queue", "payments",
+                               log=tmp_path / "worker.log"),
+        "stopped": WeaveProcess(quick, "orchestrator", log=tmp_path / "stopped.log"),
+    }
+    try:
+        def logged(name: str, text: str) -> bool:
+            return text in (tmp_path / f"{name}.log").read_text(errors="replace")
+
+        for name in procs:
+            assert wait_for(lambda n=name: logged(n, "database not reachable at start"), timeout=30), name
+        assert all(p.alive() for p in procs.values())
+        assert procs["stopped"].terminate(10) == 0  # asked to stop while waiting: stops, cleanly
+        server.start()
+        assert wait_for(lambda: logged("orchestrator", "orchestrator started"), timeout=30)
+        assert wait_for(lambda: logged("worker", "worker started"), timeout=30)
+        for name in ("orchestrator", "worker"):
+            assert procs[name].terminate(30) == 0, (tmp_path / f"{name}.log").read_text()[-2000:]
+    finally:
+        for p in procs.values():
+            p.close()
