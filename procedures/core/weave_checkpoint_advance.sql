@@ -1,5 +1,5 @@
 -- The scan only proposes (R-6); this routine decides, in one transaction of its own (the decision
--- itself is _weave_checkpoint_decide, shared with weave_checkpoints_advance).
+-- itself is _weave_checkpoint_decide, shared with weave_candidates_advance).
 CREATE PROCEDURE weave_checkpoint_advance(IN in_checkpoint_id BIGINT UNSIGNED)
     COMMENT 'Description: advances one due checkpoint (ROOT, TIMER, SIGNAL or POLL) in its own transaction.
 Parameters: in_checkpoint_id - from weave_scan.
