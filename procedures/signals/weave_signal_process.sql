@@ -10,7 +10,8 @@ wait is WAITING (S-11..S-13), expires an unmatched signal at expires_at (S-14), 
 that recovery has superseded (S-8), otherwise sets its next check time to expires_at.
 Parameters: in_signal_id - from weave_scan.
 Result set: outcome - GONE (no longer PENDING), BUSY (another node holds the instance), NOT_DUE, the step handler''s
-outcome (CONSUMED, EXPIRED, PROOF_MISMATCH, WAITING ...), EXPIRED_UNMATCHED, REJECTED, or LATER (next check set).
+outcome (CONSUMED, EXPIRED, PROOF_MISMATCH, WAITING ...), EXPIRED_UNMATCHED, REJECTED, or LATER (next check set);
+made_due - 1 when the decision made a candidate due at its own time (as weave_checkpoint_advance).
 Errors: 50007 INVALID_STATE when stored facts do not verify (the candidate backs off; nothing is changed).
 Rules: S-8, S-10, S-11, S-12, S-13, S-14, S-15, R-6, R-10, R-12, R-13.'
     MODIFIES SQL DATA
@@ -33,6 +34,7 @@ BEGIN
     DECLARE v_wait_status VARCHAR(16);
     DECLARE v_disposition VARCHAR(32) DEFAULT NULL;
     DECLARE v_outcome VARCHAR(32) DEFAULT 'GONE';
+    DECLARE v_due_before BIGINT DEFAULT @weave_made_due;  -- the session's count of candidates made due so far
     DECLARE v_inst_status VARCHAR(16);
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
@@ -119,5 +121,5 @@ BEGIN
         END IF;
     END proc;
     COMMIT;
-    SELECT v_outcome AS outcome;
+    SELECT v_outcome AS outcome, NOT (@weave_made_due <=> v_due_before) AS made_due;
 END

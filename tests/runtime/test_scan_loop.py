@@ -162,6 +162,40 @@ def test_R14_the_loop_scans_again_at_once_only_when_an_advance_made_something_du
 
 
 
+def test_R14_a_signal_candidate_says_whether_its_decision_made_something_due(world, database):
+    """A signal accepted inside a caller's transaction is consumed as a SIGNAL candidate. When that settles the
+    instance's last step nothing is due after it, and the advancer says so (made_due 0), so the loop probes
+    instead of scanning again; a candidate that could not be decided (BUSY) still counts as maybe due."""
+    from procedures import signals
+    from tests.support.signals import signal_flow
+
+    world.publish(signal_flow("last"))
+    wf = world.start("last", {"order_id": "o-1"}, key="k-1")
+    orch = Orchestrator(database, concurrency=1, spread=False)
+    try:
+        orch.drain()
+        outer = world.db.connect()
+        outer.begin()
+        receipt = signals.send_in_tx(outer, world.token, world.namespace, wf, idempotency_key="i-1",
+                                     name="approval.decided", payload_version="1", target_step_key="approval",
+                                     target_activation_sequence=1, correlation_key="o-1", payload='{"ok": true}',
+                                     reason="approved", evidence_ref=None)
+        outer.commit()
+        outer.close()
+        signal = int(receipt["signal_id"].removeprefix("sig_"))
+        blocker = world.db.connect()
+        blocker.begin()
+        with blocker.cursor() as cur:
+            cur.execute("SELECT id FROM weave_instances WHERE id = %s FOR UPDATE", (world.internal_id(wf),))
+        assert orch._advance(Candidate("SIGNAL", signal, 1, None)) == ("BUSY", True)
+        blocker.rollback()
+        blocker.close()
+        assert orch._advance(Candidate("SIGNAL", signal, 1, None)) == ("CONSUMED", False)
+        assert world.instance(wf)["status"] == "SUCCEEDED"
+    finally:
+        orch.close()
+
+
 def test_R14_an_advance_that_leaves_its_root_due_makes_the_loop_scan_again_at_once(world, database):
     """40 ready steps are activated 32 per transaction (R-7): the first ROOT advance answers MORE and made_due, so
     the batch asks for another scan, which finds the ROOT advance again; that one makes nothing due now."""
