@@ -33,8 +33,7 @@ BEGIN
         COALESCE(DATE_FORMAT(in_deadline_at, '%Y-%m-%dT%H:%i:%s.%f'), '-'), COALESCE(in_extend_ms, '-')), 256);
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_claim('weave_instance_deadline', v_tx);
-    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    CALL _weave_transaction_begin('weave_instance_deadline', v_tx);  -- refused inside a caller's transaction (R-1)
     START TRANSACTION;
     CALL _weave_control_begin(in_token, in_namespace, in_workflow_id, 'workflows:review', 'instance.deadline',
                               in_reason, in_idempotency_key, v_digest, v_ns, v_cred, v_actor, v_id, v_replayed, v_now);
