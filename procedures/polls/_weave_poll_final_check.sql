@@ -140,7 +140,7 @@ BEGIN
                     SET out_outcome = 'INBOX_FIRST';
                     LEAVE hook;
                 END IF;
-                CALL _weave_signal_pick(in_namespace_id, in_instance_id, v_wait, in_now, v_winner, v_proof,
+                CALL _weave_signal_pick(in_namespace_id, in_instance_id, v_wait, in_now, NULL, v_winner, v_proof,
                                         v_winner_at, v_winner_payload);
                 IF v_proof = 'MISMATCH' THEN
                     -- S-12, with the round kept collecting as at a deadline (P-11): ACTIVE until Pulse reports.
@@ -202,7 +202,7 @@ BEGIN
                 SET v_facts = JSON_SET(v_facts, '$.decision', 'SIGNAL_FIRST_STORED');
             END IF;
 
-            CALL _weave_signal_pick(in_namespace_id, in_instance_id, v_wait, in_now, v_winner, v_proof,
+            CALL _weave_signal_pick(in_namespace_id, in_instance_id, v_wait, in_now, NULL, v_winner, v_proof,
                                         v_winner_at, v_winner_payload);
             IF v_proof = 'MISMATCH' THEN
                 CALL _weave_poll_review(in_namespace_id, in_instance_id, in_step_key, v_seq, in_activation_id,

@@ -9,10 +9,12 @@ CREATE PROCEDURE _weave_signal_advance(
         IN  in_step_key      VARCHAR(64),
         IN  in_activation_id BIGINT UNSIGNED,
         IN  in_now           DATETIME(6),
+        IN  in_fresh_signal  BIGINT UNSIGNED,
         OUT out_outcome      VARCHAR(16))
     COMMENT 'Internal. Description: consumes the first on-time matching signal of a SIGNAL wait (S-11), or at its
 deadline with none expires it into review (S-13), or rejects early mismatches and keeps the checkpoint due at the
-deadline. out_outcome: CONSUMED, EXPIRED, PROOF_MISMATCH, WAITING or STALE.
+deadline. in_fresh_signal: a signal accepted in this transaction (Settle at Send), whose acceptance proof is that
+write itself (NULL: none). out_outcome: CONSUMED, EXPIRED, PROOF_MISMATCH, WAITING or STALE.
 Rules: S-10, S-11, S-12, S-13, S-15, R-5, R-6, R-7.'
     MODIFIES SQL DATA
 BEGIN
@@ -56,8 +58,8 @@ BEGIN
             LEAVE sig;
         END IF;
 
-        CALL _weave_signal_pick(in_namespace_id, in_instance_id, v_wait, in_now, v_winner, v_proof, v_accepted,
-                                v_output);
+        CALL _weave_signal_pick(in_namespace_id, in_instance_id, v_wait, in_now, in_fresh_signal, v_winner, v_proof,
+                                v_accepted, v_output);
 
         IF v_proof = 'MISMATCH' THEN
             -- S-12: the step stops here; the wait stays open but consumes nothing more until recovery.

@@ -5,16 +5,21 @@
 -- the one its acceptance audit row recorded. A row changed after acceptance is rejected here and the
 -- caller sends the step to review; the engine never consumes content it cannot prove it accepted.
 -- The caller holds the instance and wait row locks and decides what winning means for its step type.
+-- in_fresh_id names a signal the caller accepted in this very transaction (Settle at Send): its row and
+-- its audit row were written a moment ago from one digest, under the locks still held, so its proof is
+-- that write itself and is not read back.
 CREATE PROCEDURE _weave_signal_pick(
         IN  in_namespace_id BIGINT UNSIGNED,
         IN  in_instance_id  BIGINT UNSIGNED,
         IN  in_wait_id      BIGINT UNSIGNED,
         IN  in_now          DATETIME(6),
+        IN  in_fresh_id     BIGINT UNSIGNED,
         OUT out_signal_id   BIGINT UNSIGNED,
         OUT out_proof       VARCHAR(16),
         OUT out_accepted_at DATETIME(6),
         OUT out_payload     LONGTEXT)
-    COMMENT 'Internal. Description: the winner candidate of a WAITING wait with its acceptance proof checked.
+    COMMENT 'Internal. Description: the winner candidate of a WAITING wait with its acceptance proof checked (not read
+back for in_fresh_id, a signal accepted in this transaction; NULL: none).
 out_signal_id: the first on-time match (NULL: none), out_accepted_at and out_payload (as text) its own; out_proof: OK, or MISMATCH (the signal is now REJECTED
 ACCEPTANCE_PROOF_MISMATCH with an event; the caller opens the review).
 Rules: S-11, S-12, S-13.'
@@ -50,6 +55,8 @@ BEGIN
      ORDER BY s.accepted_at, s.id LIMIT 1 FOR UPDATE;
     IF v_id IS NOT NULL THEN
         SET out_signal_id = v_id, out_payload = CONVERT(v_s_payload USING utf8mb4);
+    END IF;
+    IF v_id IS NOT NULL AND NOT (v_id <=> in_fresh_id) THEN
         SELECT request_digest INTO v_audit_digest FROM weave_audit
          WHERE instance_id = in_instance_id AND action = 'signal.accept' AND idempotency_key = v_key
          ORDER BY id LIMIT 1 LOCK IN SHARE MODE;

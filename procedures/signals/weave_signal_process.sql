@@ -75,7 +75,8 @@ BEGIN
             ELSEIF v_step_status = 'ACTIVE' THEN
                 -- The handler the step's own checkpoint runs (_weave_checkpoint_decide).
                 CASE v_step_type
-                    WHEN 'SIGNAL' THEN CALL _weave_signal_advance(v_ns, v_inst, v_step_key, v_activation, v_now, v_outcome);
+                    WHEN 'SIGNAL' THEN CALL _weave_signal_advance(v_ns, v_inst, v_step_key, v_activation, v_now, NULL,
+                                                   v_outcome);
                     WHEN 'POLL' THEN CALL _weave_poll_advance(v_ns, v_inst, v_step_key, v_activation, v_now, v_outcome);
                     ELSE CALL _weave_raise(50007, 'INVALID_STATE: a signal wait on a step without a signal handler');
                 END CASE;

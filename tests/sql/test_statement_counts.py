@@ -17,7 +17,7 @@ DECISIONS = {
     "timer settle": 33,
     "timer settle, 10 in one call (each)": 31.3,
     "signal checkpoint before its deadline": 13,
-    "signal send (settles the open wait)": 52,
+    "signal send (settles the open wait)": 51,
     "signal settle (candidate path)": 40,
     "signal twin candidate": 9,
     "root activate (POLL, round 1)": 41,
@@ -31,7 +31,7 @@ DECISIONS = {
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 94, "signal": 118, "poll": 128.4}
+LIFECYCLES = {"timer": 94, "signal": 117, "poll": 128.4}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
