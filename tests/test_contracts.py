@@ -109,6 +109,30 @@ def test_R2_every_routine_reads_the_clock_once_and_one_way():
     assert set(inline) <= {"_weave_candidate_open", "_weave_signal_accept", "weave_scan", "weave_scan_probe"}, inline
 
 
+# What orders a decision (R-3): the identity and app, read shared by the authorisation or the openers, and the
+# instance row.
+ORDERING_LOCKS = re.compile(r"CALL _weave_(?:instance_)?authorize\(|CALL _weave_instance_lock\("
+                            r"|CALL _weave_control_begin\(|CALL _weave_admin_begin\(|LOCK IN SHARE MODE"
+                            r"|FROM weave_instances WHERE id = \w+ FOR UPDATE")
+
+
+def test_R2_the_clock_is_read_after_the_locks_that_order_the_decision():
+    """Text order stands for execution order here: no routine reads the clock before one of those locks. A
+    statement's clock is the time it started, so the clock may share a statement with an instance lock only when
+    that lock was taken before (the statement then never waits for it)."""
+    for routine in shipped_routines():
+        code = _code(routine.text)
+        clock = re.search(r"CALL _weave_now\(|" + CLOCK.pattern, code)
+        if not clock:
+            continue
+        start = code.rfind(";", 0, clock.start()) + 1  # the statement that reads the clock
+        locked_before = "CALL _weave_instance_lock(" in code[:start]
+        for lock in ORDERING_LOCKS.finditer(code):
+            in_clock_statement = lock.start() < code.index(";", clock.start())
+            if lock.start() > start and not (in_clock_statement and locked_before):
+                raise AssertionError(f"{routine.name} reads the clock before {lock.group(0)!r} (R-2)")
+
+
 def test_every_public_routine_has_a_documented_header():
     for routine in shipped_routines():
         if routine.name.startswith("_"):
