@@ -53,6 +53,12 @@ class ScanResult:
 UNSETTLED = frozenset({"BUSY", "FAILED"})
 
 
+def _maybe_due(outcome: str, made_due: object) -> bool:
+    """Whether something may be due now after an advance: the advancer said it made a candidate due (an advancer
+    that does not answer made_due counts as yes), or the outcome leaves the candidate itself due."""
+    return bool(made_due) or outcome in UNSETTLED
+
+
 def merge_fairly(classes: list[list[Candidate]], limit: int) -> list[Candidate]:
     """One batch of at most ``limit``: classes take turns (no class starves the others), each class
     contributing its earliest first (R-10)."""
@@ -126,7 +132,7 @@ class Orchestrator:
             sets = self._call(candidates.BY_NAME[cand.klass].advancer, cand.id)
             row = sets[0][0] if sets and sets[0] else {}
             outcome = row.get("outcome", "DONE")
-            made_due = bool(row.get("made_due", True))
+            made_due = row.get("made_due", True)
         except (errors.WeaveError, pymysql.err.MySQLError) as exc:
             outcome = "FAILED"
             self.stats["failed"] += 1
@@ -138,10 +144,7 @@ class Orchestrator:
                 except (errors.WeaveError, pymysql.err.MySQLError) as again:
                     log.error("failure bookkeeping failed", extra={"fields": {"id": cand.id, "error": str(again)}})
         self.stats[f"{cand.klass}:{outcome}"] += 1
-        return outcome, made_due or outcome in UNSETTLED
-
-    def advance_list(self, cands: list[Candidate]) -> list[str]:
-        return self._advance_list(cands)[0]
+        return outcome, _maybe_due(outcome, made_due)
 
     def _advance_list(self, cands: list[Candidate]) -> tuple[list[str], bool]:
         """Several candidates of one listed class in one call (weave_candidates_advance: each still its own
@@ -164,8 +167,8 @@ class Orchestrator:
         outcomes = [row["outcome"] for row in rows]
         for outcome in outcomes:
             self.stats[f"{klass}:{outcome}"] += 1
-        again = not rows or any(row.get("made_due", True) or row["outcome"] in UNSETTLED for row in rows)
-        return outcomes, bool(again)
+        again = not rows or any(_maybe_due(row["outcome"], row.get("made_due", True)) for row in rows)
+        return outcomes, again
 
     def _units(self, batch: list[Candidate]) -> list[list[Candidate]]:
         """The batch in order as units of work: each run of consecutive candidates of one listed class is cut into
