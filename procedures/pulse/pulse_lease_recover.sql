@@ -31,12 +31,8 @@ BEGIN
     DECLARE v_outcome VARCHAR(16) DEFAULT 'GONE';
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_own('pulse_lease_recover');
-
-    SET v_tx = TRUE;
-    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    CALL _weave_transaction_begin('pulse_lease_recover', v_tx);  -- refused inside a caller's transaction (R-1)
     START TRANSACTION;
-    CALL _weave_now(v_now);
     SELECT task_id INTO v_task FROM pulse_attempts WHERE id = in_attempt_id;
     recover: BEGIN
         IF v_task IS NULL THEN
@@ -52,6 +48,7 @@ BEGIN
         SELECT status, attempt_no, worker_id, lease_expires_at, started_at
           INTO v_status, v_no, v_worker, v_lease, v_started
           FROM pulse_attempts WHERE id = in_attempt_id FOR UPDATE;
+        CALL _weave_now(v_now);  -- R-2: after the lock that orders the decision
         IF v_status <> 'RUNNING' THEN
             LEAVE recover;
         END IF;

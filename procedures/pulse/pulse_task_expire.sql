@@ -17,12 +17,8 @@ BEGIN
     DECLARE v_outcome VARCHAR(16) DEFAULT 'GONE';
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_own('pulse_task_expire');
-
-    SET v_tx = TRUE;
-    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    CALL _weave_transaction_begin('pulse_task_expire', v_tx);  -- refused inside a caller's transaction (R-1)
     START TRANSACTION;
-    CALL _weave_now(v_now);
     SELECT id INTO v_exists FROM pulse_tasks WHERE id = in_task_id;
     expire: BEGIN
         IF v_exists IS NULL THEN
@@ -33,6 +29,7 @@ BEGIN
             SET v_outcome = 'BUSY';
             LEAVE expire;
         END IF;
+        CALL _weave_now(v_now);  -- R-2: after the lock that orders the decision
         CALL _pulse_task_expire(in_task_id, v_now, v_outcome);
     END expire;
     COMMIT;
