@@ -49,7 +49,7 @@ BEGIN
     DECLARE v_worker VARCHAR(128);
     DECLARE v_expired VARCHAR(16);
     DECLARE v_inbox BIGINT UNSIGNED DEFAULT NULL;
-    DECLARE v_inbox_available DATETIME(6);
+    DECLARE v_deferred BOOLEAN;
     DECLARE v_facts LONGTEXT;
 
     SET out_outcome = NULL;
@@ -129,14 +129,8 @@ BEGIN
                 LEAVE poll;
             END IF;
             -- P-10: the round's outcome is stored; the inbox decides by its own time (respecting its backoff).
-            SELECT id, available_at INTO v_inbox, v_inbox_available FROM pulse_inbox
-             WHERE task_id = v_t_id AND state = 'PENDING' ORDER BY occurred_at, id LIMIT 1 FOR UPDATE;
-            IF v_inbox IS NULL THEN
-                CALL _weave_raise(50007, 'INVALID_STATE: the round task ended but its outcome is not in the inbox');
-            END IF;
-            CALL _weave_checkpoint_defer(in_namespace_id, in_instance_id, in_step_key, 'POLL', in_activation_id,
-                                         GREATEST(in_now + INTERVAL 1 SECOND, v_inbox_available), in_now,
-                                         'OUTCOME_IN_INBOX: the round outcome is in the inbox');
+            CALL _weave_poll_inbox_first(in_namespace_id, in_instance_id, in_step_key, in_activation_id, v_t_id, TRUE,
+                                         in_now, 'the round outcome is in the inbox', v_deferred);
             SET out_outcome = 'INBOX_FIRST';
             LEAVE poll;
         END IF;

@@ -58,8 +58,7 @@ BEGIN
     DECLARE v_first BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_first_at DATETIME(6);
     DECLARE v_t_status VARCHAR(16);
-    DECLARE v_inbox BIGINT UNSIGNED DEFAULT NULL;
-    DECLARE v_inbox_available DATETIME(6);
+    DECLARE v_deferred BOOLEAN;
     DECLARE v_proof VARCHAR(16);
     DECLARE v_winner_at DATETIME(6);  -- the winner's acceptance time and payload (from _weave_signal_pick)
     DECLARE v_winner_payload LONGTEXT;
@@ -126,17 +125,12 @@ BEGIN
                     LEAVE hook;
                 END IF;
                 SELECT status INTO v_t_status FROM pulse_tasks WHERE id = v_task FOR UPDATE;
-                SELECT id, available_at INTO v_inbox, v_inbox_available FROM pulse_inbox
-                 WHERE task_id = v_task AND state = 'PENDING' ORDER BY occurred_at, id LIMIT 1 FOR UPDATE;
-                IF v_inbox IS NOT NULL OR v_t_status NOT IN ('QUEUED', 'RUNNING') THEN
-                    -- F-9: the round's outcome is stored; whichever happened first is for its consumer to
-                    -- compare, by the two stored times. Keep the checkpoint, respecting the inbox backoff.
-                    IF v_inbox IS NULL THEN
-                        CALL _weave_raise(50007, 'INVALID_STATE: the round task ended but its outcome is not in the inbox');
-                    END IF;
-                    CALL _weave_checkpoint_defer(in_namespace_id, in_instance_id, in_step_key, 'POLL', in_activation_id,
-                                                 GREATEST(in_now + INTERVAL 1 SECOND, v_inbox_available), in_now,
-                                                 'OUTCOME_IN_INBOX: a final signal waits for the round outcome in the inbox');
+                -- F-9: once the round's outcome is stored, whichever happened first is for its consumer to
+                -- compare, by the two stored times.
+                CALL _weave_poll_inbox_first(in_namespace_id, in_instance_id, in_step_key, in_activation_id, v_task,
+                                             v_t_status NOT IN ('QUEUED', 'RUNNING'), in_now,
+                                             'a final signal waits for the round outcome in the inbox', v_deferred);
+                IF v_deferred THEN
                     SET out_outcome = 'INBOX_FIRST';
                     LEAVE hook;
                 END IF;
