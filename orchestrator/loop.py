@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import random
-import signal
 import socket
 import threading
 from collections import Counter
@@ -25,6 +24,8 @@ import pymysql
 from procedures import candidates, db, errors, installer
 from procedures.connections import Connections
 from procedures.logs import configure_logging
+
+from .daemon import serve
 
 log = logging.getLogger("weave.orchestrator")
 
@@ -299,14 +300,4 @@ def run_orchestrator(dsn: db.Dsn, *, batch: int = 100, concurrency: int = 4, idl
     orch = Orchestrator(dsn, batch=batch, concurrency=concurrency, idle_probe_ms=idle_probe_ms)
     if node_id:
         orch.node_id = node_id
-    signal.signal(signal.SIGTERM, orch.stop)
-    signal.signal(signal.SIGINT, orch.stop)
-    try:
-        if not installer.await_level(orch.check_level, orch.stopping, "orchestrator"):
-            return 0
-    except errors.SchemaMismatch as exc:
-        log.error("refusing to start", extra={"fields": {"error": str(exc)}})
-        print(f"weave orchestrator: {exc}", flush=True)
-        return 1
-    orch.run()
-    return 0
+    return serve(orch, "orchestrator")

@@ -15,7 +15,6 @@ import logging
 import os
 import queue
 import secrets
-import signal
 import socket
 import threading
 import time
@@ -28,6 +27,7 @@ from procedures.connections import Connections
 from procedures.logs import configure_logging
 
 from . import http_handler  # noqa: F401 - registers the built-in http handler
+from .daemon import serve
 from .handlers import HandlerNotFound, Registry, Retryable, TaskContext, load_modules, registry
 
 log = logging.getLogger("weave.worker")
@@ -342,15 +342,5 @@ def run_worker(dsn: db.Dsn, *, queues: Iterable[str], handler_modules: Iterable[
     except ValueError as exc:
         print(f"weave worker: {exc}", flush=True)
         return 2
-    signal.signal(signal.SIGTERM, worker.stop)
-    signal.signal(signal.SIGINT, worker.stop)
-    try:
-        if not installer.await_level(worker.check_level, worker.stopping, "worker"):
-            return 0
-    except errors.SchemaMismatch as exc:
-        log.error("refusing to start", extra={"fields": {"error": str(exc)}})
-        print(f"weave worker: {exc}", flush=True)
-        return 1
     log.info("handler modules loaded", extra={"fields": {"modules": loaded}})
-    worker.run()
-    return 0
+    return serve(worker, "worker")
