@@ -80,7 +80,6 @@ BEGIN
                               'task_deadline_at', DATE_FORMAT(v_task_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
                               'poll_deadline', DATE_FORMAT(v_poll_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
                               'final_signal', JSON_EXTRACT(COALESCE(v_final, 'null'), '$'));
-    CALL _weave_event(in_namespace_id, in_instance_id, 'STEP_ACTIVATED', in_step_key, in_seq, in_now, v_facts);
-    CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'poll.round', NULL, NULL, in_now,
-                      v_poll_deadline, NULL, v_facts, NULL);
+    CALL _weave_event(in_namespace_id, in_instance_id, 'STEP_ACTIVATED', in_step_key, in_seq, in_now, v_facts,
+                      'poll.round', v_poll_deadline);
 END

@@ -41,7 +41,6 @@ BEGIN
                            '$.accepted_at', DATE_FORMAT(v_accepted, '%Y-%m-%dT%H:%i:%s.%fZ'),
                            '$.deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
                            '$.consumed_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'));
-    CALL _weave_event(in_namespace_id, in_instance_id, 'SIGNAL_CONSUMED', in_step_key, in_seq, in_now, v_facts);
-    CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'signal.consume', NULL, NULL, in_now,
-                      v_deadline, NULL, v_facts, NULL);
+    CALL _weave_event(in_namespace_id, in_instance_id, 'SIGNAL_CONSUMED', in_step_key, in_seq, in_now, v_facts,
+                      'signal.consume', v_deadline);
 END

@@ -129,9 +129,7 @@ BEGIN
         IF v_round_outcome <> 'IN_FLIGHT' THEN
             -- The round already has its outcome (a second report of one task): kept in the history only.
             CALL _weave_event(in_namespace_id, in_instance_id, 'POLL_OUTCOME_RECORDED', v_step_key, v_seq, in_now,
-                              v_facts);
-            CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'poll.record', NULL, NULL,
-                              in_now, NULL, NULL, v_facts, NULL);
+                              v_facts, 'poll.record', NULL);
             SET out_outcome = 'RECORDED';
             LEAVE settle;
         END IF;
@@ -185,9 +183,7 @@ BEGIN
             UPDATE weave_poll_states SET state = IF(state IN ('IN_FLIGHT', 'WAITING'), 'STOPPED', state)
              WHERE activation_id = v_activation;
             CALL _weave_event(in_namespace_id, in_instance_id, 'POLL_ROUND_SETTLED', v_step_key, v_seq, in_now,
-                              v_facts);
-            CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'poll.record', NULL, NULL,
-                              in_now, NULL, NULL, v_facts, NULL);
+                              v_facts, 'poll.record', NULL);
             SET out_outcome = 'RECORDED';
             LEAVE settle;
         END IF;
@@ -206,9 +202,7 @@ BEGIN
             -- goes to NEEDS_REVIEW, so that recovery can act on it. A late result never clears the review.
             UPDATE weave_steps SET status = 'NEEDS_REVIEW', updated_at = in_now WHERE id = v_step;
             CALL _weave_event(in_namespace_id, in_instance_id, 'POLL_ROUND_SETTLED', v_step_key, v_seq, in_now,
-                              v_facts);
-            CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'poll.record', NULL, NULL,
-                              in_now, NULL, NULL, v_facts, NULL);
+                              v_facts, 'poll.record', NULL);
             SET out_outcome = 'REVIEW';
             LEAVE settle;
         END IF;
@@ -233,9 +227,7 @@ BEGIN
                 -- checkpoint to next_poll_at itself).
                 UPDATE weave_poll_states SET state = 'WAITING', updated_at = in_now WHERE activation_id = v_activation;
                 CALL _weave_event(in_namespace_id, in_instance_id, 'POLL_ROUND_PENDING', v_step_key, v_seq, in_now,
-                                  v_facts);
-                CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'poll.pending', NULL,
-                                  NULL, in_now, v_poll_deadline, NULL, v_facts, NULL);
+                                  v_facts, 'poll.pending', v_poll_deadline);
                 IF in_now >= v_next AND in_now < v_poll_deadline THEN
                     CALL _weave_poll_round_start(in_namespace_id, in_instance_id, v_step_key, v_seq, v_activation,
                                                  v_frozen, in_now, v_hook);

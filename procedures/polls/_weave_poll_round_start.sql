@@ -137,9 +137,8 @@ BEGIN
                                   'task_deadline_at', DATE_FORMAT(v_task_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
                                   'rounds_used', v_rounds_used + 1, 'max_rounds', v_max_rounds + 0,
                                   'poll_deadline', DATE_FORMAT(v_poll_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'));
-        CALL _weave_event(in_namespace_id, in_instance_id, 'POLL_ROUND_STARTED', in_step_key, in_seq, in_now, v_facts);
-        CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'poll.round', NULL, NULL, in_now,
-                          v_poll_deadline, NULL, v_facts, NULL);
+        CALL _weave_event(in_namespace_id, in_instance_id, 'POLL_ROUND_STARTED', in_step_key, in_seq, in_now, v_facts,
+                          'poll.round', v_poll_deadline);
         SET out_outcome = 'ROUND';
     END IF;
 END

@@ -36,7 +36,6 @@ BEGIN
                               'handler', JSON_VALUE(in_frozen, '$.handler'),
                               'handler_version', JSON_VALUE(in_frozen, '$.handler_version'),
                               'deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'));
-    CALL _weave_event(in_namespace_id, in_instance_id, 'STEP_ACTIVATED', in_step_key, in_seq, in_now, v_facts);
-    CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'task.create', NULL, NULL, in_now,
-                      v_deadline, NULL, v_facts, NULL);
+    CALL _weave_event(in_namespace_id, in_instance_id, 'STEP_ACTIVATED', in_step_key, in_seq, in_now, v_facts,
+                      'task.create', v_deadline);
 END

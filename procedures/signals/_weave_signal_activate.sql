@@ -42,5 +42,5 @@ BEGIN
                      'payload_version', JSON_VALUE(in_frozen, '$.signal.payload_version'),
                      'correlation_key', CONVERT(v_corr USING utf8mb4), 'timeout_ms', v_timeout + 0,
                      'deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
-                     'truncated', v_deadline < v_planned));
+                     'truncated', v_deadline < v_planned), NULL, NULL);
 END

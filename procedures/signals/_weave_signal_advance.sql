@@ -106,11 +106,10 @@ BEGIN
                 'deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
                 'settled_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'),
                 'lateness_ms', TIMESTAMPDIFF(MICROSECOND, v_deadline, in_now) / 1000);
-            CALL _weave_event(in_namespace_id, in_instance_id, 'SIGNAL_TIMEOUT', in_step_key, v_seq, in_now, v_facts);
+            CALL _weave_event(in_namespace_id, in_instance_id, 'SIGNAL_TIMEOUT', in_step_key, v_seq, in_now, v_facts,
+                              'signal.timeout', v_deadline);
             CALL _weave_review_open(in_namespace_id, in_instance_id, 'SIGNAL_TIMEOUT', in_step_key, v_seq,
                                     v_facts, in_now);
-            CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'signal.timeout', NULL, NULL,
-                              in_now, v_deadline, NULL, v_facts, NULL);
             SET out_outcome = 'EXPIRED';
             LEAVE sig;
         END IF;

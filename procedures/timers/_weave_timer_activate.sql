@@ -26,5 +26,5 @@ BEGIN
          JSON_OBJECT('type', 'TIMER', 'delay_ms', v_delay + 0,
                      'due_at', DATE_FORMAT(v_due, '%Y-%m-%dT%H:%i:%s.%fZ'),
                      'planned_due_at', DATE_FORMAT(v_planned, '%Y-%m-%dT%H:%i:%s.%fZ'),
-                     'truncated', v_due < v_planned));
+                     'truncated', v_due < v_planned), NULL, NULL);
 END

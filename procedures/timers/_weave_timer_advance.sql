@@ -69,11 +69,10 @@ BEGIN
             UPDATE weave_waits SET status = 'EXPIRED', settled_at = in_now WHERE id = v_wait;
             UPDATE weave_activations SET ended_at = in_now WHERE id = in_activation_id;
             UPDATE weave_steps SET status = 'NEEDS_REVIEW', updated_at = in_now WHERE id = v_step;
-            CALL _weave_event(in_namespace_id, in_instance_id, 'TIMER_TRUNCATED', in_step_key, v_seq, in_now, v_facts);
+            CALL _weave_event(in_namespace_id, in_instance_id, 'TIMER_TRUNCATED', in_step_key, v_seq, in_now, v_facts,
+                              'timer.truncate', v_deadline);
             CALL _weave_review_open(in_namespace_id, in_instance_id, 'TIMER_TRUNCATED', in_step_key, v_seq,
                                     v_facts, in_now);
-            CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'timer.truncate', NULL, NULL,
-                              in_now, v_deadline, NULL, v_facts, NULL);
             SET out_outcome = 'TRUNCATED';
         ELSE
             -- T-3 (and T-5, T-6: a paused or late-scanned timer settles all the same).

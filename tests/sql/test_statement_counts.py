@@ -20,18 +20,18 @@ DECISIONS = {
     "signal send (settles the open wait)": 51,
     "signal settle (candidate path)": 40,
     "signal twin candidate": 9,
-    "root activate (POLL, round 1)": 41,
+    "root activate (POLL, round 1)": 40,
     "task claim": 16,
     "attempt complete": 19,
-    "inbox consume (round pending)": 30,
-    "inbox consume, 3 in one call (each)": 28.0,
-    "poll round start": 35,
+    "inbox consume (round pending)": 29,
+    "inbox consume, 3 in one call (each)": 27.0,
+    "poll round start": 34,
     "scan (nothing due)": 4,
     "idle probe": 2,
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 94, "signal": 117, "poll": 128.4}
+LIFECYCLES = {"timer": 94, "signal": 117, "poll": 126.8}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
