@@ -1,6 +1,11 @@
 -- Starting is idempotent per (namespace, idempotency key): the same request again answers the same
 -- instance; the same key with a different request is a conflict. Two concurrent first starts of one
 -- key meet on the unique index: the loser waits for the winner's commit, then answers as a replay.
+-- A definition without TASK and POLL steps creates no task, so its first steps need no lock beyond those the start
+-- holds: the ROOT advance runs in the start's own transaction, and the first waits are open when it commits
+-- (a signal sent at once settles at Send). A step that creates a task takes its app row exclusively
+-- (quota), which two starts of one app, each holding it shared, would deadlock on: those definitions keep
+-- their first activation for the ROOT checkpoint.
 CREATE PROCEDURE weave_instance_start(
         IN in_token           VARCHAR(512),
         IN in_namespace       VARCHAR(200),
@@ -12,17 +17,19 @@ CREATE PROCEDURE weave_instance_start(
         IN in_deadline_ms     BIGINT,
         IN in_business_key    VARCHAR(1024),
         IN in_idempotency_key VARCHAR(512))
-    COMMENT 'Description: starts an instance of a definition version (NULL = latest), pinning that version; every step
-PENDING and a ROOT checkpoint due at once; event and audit in the same transaction.
+    COMMENT 'Description: starts an instance of a definition version (NULL = latest), pinning that version; event and
+audit in the same transaction. A definition with TASK or POLL steps starts with every step PENDING and a
+ROOT checkpoint due at once; one without them has its ready steps activated by the same transaction, as the ROOT
+advance would (R-7, R-8: a deferral or a review is left on the ROOT checkpoint as by that advance).
 Parameters: in_token (workflows:start and every queue of the definition), in_namespace, in_definition, in_version,
 in_app, in_input (JSON, <= 1 MiB; NULL = {}), exactly one of in_deadline_at (UTC) / in_deadline_ms (from now),
 in_business_key (<= 256 chars), in_idempotency_key (1-128 printable ASCII).
-Result set 1: workflow_id, status, created (1 new, 0 replay).
+Result set 1: workflow_id, status (as committed), created (1 new, 0 replay).
 Result sets 2-6: the instance, exactly as result sets 1-5 of weave_instance_get: for a new instance as it committed,
 for a replay as it is now (read from one snapshot).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50005 IDEMPOTENCY_CONFLICT, 50113
 IDEMPOTENCY_KEY_INVALID, 50117 INPUT_INVALID, 50118 DEADLINE_INVALID, 50122 APP_NOT_FOUND, 50123 DEFINITION_NOT_FOUND.
-Rules: R-1, R-3, R-4, R-5, M-2.'
+Rules: R-1, R-3, R-4, R-5, R-7, R-8, M-2.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_now DATETIME(6);
@@ -40,12 +47,16 @@ BEGIN
     DECLARE v_existing_digest CHAR(64);
     DECLARE v_existing_status VARCHAR(16);
     DECLARE v_duplicate TINYINT DEFAULT 0;
+    DECLARE v_tasks BOOLEAN;  -- the definition has a TASK or POLL step
+    DECLARE v_root VARCHAR(16);
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_instance_start', v_tx);  -- refused inside a caller's transaction (R-1)
     START TRANSACTION;
     -- The namespace is found by its name here already; _weave_authorize takes it instead of reading it again.
-    SELECT d.id, d.version, d.queues, n.id INTO v_def, v_def_version, v_queues, v_ns
+    SELECT d.id, d.version, d.queues, n.id,
+           EXISTS (SELECT 1 FROM weave_definition_steps s WHERE s.definition_id = d.id AND s.type IN ('TASK', 'POLL'))
+      INTO v_def, v_def_version, v_queues, v_ns, v_tasks
       FROM weave_definitions d JOIN weave_namespaces n ON n.id = d.namespace_id AND n.name = in_namespace
      WHERE d.name = in_definition AND (in_version IS NULL OR d.version = in_version)
      ORDER BY d.version DESC LIMIT 1;
@@ -104,9 +115,6 @@ BEGIN
         INSERT INTO weave_steps (namespace_id, instance_id, step_key, position, type, status, updated_at)
         SELECT v_ns, v_id, step_key, position, type, 'PENDING', v_now
           FROM weave_definition_steps WHERE definition_id = v_def;
-        INSERT INTO weave_pending_advances (namespace_id, instance_id, step_key, kind, activation_id,
-                                            due_at, available_at, created_at)
-        VALUES (v_ns, v_id, '', 'ROOT', 0, v_now, v_now, v_now);
         INSERT INTO weave_events (instance_id, seq, namespace_id, type, step_key, activation_seq, occurred_at, data)
         VALUES (v_id, 1, v_ns, 'INSTANCE_STARTED', '', 0, v_now,
                 JSON_OBJECT('definition', in_definition, 'version', v_def_version + 0, 'app', in_app,
@@ -114,9 +122,17 @@ BEGIN
         CALL _weave_audit(v_ns, v_id, v_cred, v_actor, 'instance.start', in_idempotency_key, v_digest, v_now,
                           v_deadline, NULL, JSON_OBJECT('definition', in_definition, 'version', v_def_version,
                                                          'app', in_app), NULL);
+        IF v_tasks THEN
+            INSERT INTO weave_pending_advances (namespace_id, instance_id, step_key, kind, activation_id,
+                                                due_at, available_at, created_at)
+            VALUES (v_ns, v_id, '', 'ROOT', 0, v_now, v_now, v_now);
+        ELSE
+            -- The ROOT advance itself: what it defers or leaves for more (R-7's 32) it writes as the ROOT checkpoint.
+            CALL _weave_root_advance(v_ns, v_id, v_now, 32, v_root);
+        END IF;
         -- The instance as weave_instance_get answers it, read before the commit: every row of it is this
         -- transaction's own, so the sets are as consistent as a snapshot, and the caller needs no second call.
-        SELECT CONCAT('wf_', v_id) AS workflow_id, 'RUNNING' AS status, 1 AS created;
+        SELECT CONCAT('wf_', v_id) AS workflow_id, status, 1 AS created FROM weave_instances WHERE id = v_id;
         CALL _weave_instance_show(in_namespace, v_id);
         COMMIT;
     ELSE

@@ -64,7 +64,9 @@ def test_a_start_answers_the_instance_as_get_shows_it_with_the_start_scope_alone
     wf = first.json["workflow_id"]
     got = client.simulate_get(f"{NS}/workflows/{wf}", headers=auth(world.token))
     assert first.json == got.json
-    assert [c["kind"] for c in first.json["checkpoints"]] == ["ROOT"]  # as committed, before any advance
+    # As committed: the start activated the timer itself (a definition without tasks), so its checkpoint is there.
+    assert [(s["key"], s["status"]) for s in first.json["steps"]] == [("wait", "ACTIVE")]
+    assert [c["kind"] for c in first.json["checkpoints"]] == ["TIMER"]
     replay = client.simulate_post(f"{NS}/workflows", headers=auth(starter, "k-only"), json={
         "definition": "cool-off", "app": "billing", "input": {"order_id": "o1"}, "deadline_ms": 3_600_000})
     assert replay.status_code == 200 and replay.json == got.json
@@ -309,4 +311,4 @@ def test_list_filters_by_business_key_and_control_and_instances_show_their_check
     problem(client.simulate_get(f"{NS}/workflows", params={"control": "SLEEPY"}, headers=auth(world.token)),
             422, "VALIDATION_FAILED")
     shown = client.simulate_get(f"{NS}/workflows/{first}", headers=auth(world.token)).json
-    assert [(c["step_key"], c["kind"], c["deferred_reason"]) for c in shown["checkpoints"]] == [(None, "ROOT", None)]
+    assert [(c["step_key"], c["kind"], c["deferred_reason"]) for c in shown["checkpoints"]] == [("wait", "TIMER", None)]

@@ -61,7 +61,8 @@ def main() -> None:
     world = world_on(dsn)
     world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
     for i in range(args.due):
-        world.start("t", key=f"due-{i}")  # each leaves a ROOT checkpoint due now
+        world.start("t", key=f"due-{i}")  # each start activates its timer
+    world.db.advance(1_001)  # every timer's checkpoint is due
     empty = time_scans(dsn)
     for table, sql in HISTORY.items():
         started = time.perf_counter()

@@ -14,7 +14,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from orchestrator.loop import Orchestrator
 from procedures import db as dbmod
 from procedures import signals
 from tests.benchmarks.common import check_invariants, figure, fresh_database, summary, world_on
@@ -28,10 +27,7 @@ def run(count: int, rate: float) -> dict:
     world = world_on(dsn)
     world.publish(signal_flow("paced"))
     for i in range(count):
-        world.start("paced", {"order_id": f"o-{i}"}, key=f"paced-{i}")
-    activator = Orchestrator(dsn, concurrency=4)
-    activator.drain()
-    activator.close()
+        world.start("paced", {"order_id": f"o-{i}"}, key=f"paced-{i}")  # each start opens its wait
     waiting = world.db.scalar("SELECT COUNT(*) FROM weave_waits WHERE status = 'WAITING'")
     assert waiting == count, f"{waiting} of {count} waits open"
     targets = world.db.rows("SELECT CONCAT('wf_', i.id) AS wf, JSON_VALUE(i.input, '$.order_id') AS corr "

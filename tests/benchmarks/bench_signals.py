@@ -50,7 +50,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from orchestrator.loop import Orchestrator  # noqa: E402
 from procedures import (  # noqa: E402
     db,
     definitions,  # noqa: E402
@@ -103,6 +102,9 @@ FLOW = {"name": "bench-approval", "steps": [{
     "key": "approval", "type": "SIGNAL",
     "signal": {"name": "approval.decided", "payload_version": "1", "payload_type": "object"},
     "correlation": "$.input.order_id", "timeout_ms": 86_400_000}]}
+# --accept: the same SIGNAL step after an hour's TIMER, so that it is not active yet when the signals arrive.
+FLOW_LATER = {"name": "bench-approval-later", "steps": [{"key": "cool_off", "type": "TIMER", "delay_ms": 3_600_000},
+                                                        {**FLOW["steps"][0], "after": ["cool_off"]}]}
 ACCEPT_INSTANCES_PER_SENDER = 24  # --accept: early signals, so instances are reused
 STARTERS = 4  # processes that start the prepared instances
 
@@ -131,7 +133,8 @@ def prepare(dsn: db.Dsn) -> dict:
         routines.app_put(conn, admin, "bench", "billing", 1_000_000)
         token = routines.credential_create(conn, admin, "bench", "sender",
                                            ["workflows:start", "workflows:signal", "workflows:read"])["token"]
-        routines.definition_publish(conn, admin, "bench", definitions.validate(FLOW))
+        for flow in (FLOW, FLOW_LATER):
+            routines.definition_publish(conn, admin, "bench", definitions.validate(flow))
         with conn.cursor() as cur:
             cur.execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN ('version', 'innodb_flush_log_at_trx_commit', "
                         "'sync_binlog', 'log_bin', 'innodb_buffer_pool_size')")
@@ -139,32 +142,28 @@ def prepare(dsn: db.Dsn) -> dict:
     return {"token": token, "settings": settings}
 
 
-def _starter(dsn_url: str, token: str, orders: list[str], q) -> None:
+def _starter(dsn_url: str, token: str, definition: str, orders: list[str], q) -> None:
     with db.connect(dsn_url) as conn:
-        q.put([(routines.instance_start(conn, token, "bench", definition="bench-approval", app="billing",
+        q.put([(routines.instance_start(conn, token, "bench", definition=definition, app="billing",
                                         input={"order_id": order}, idempotency_key=uuid.uuid4().hex,
                                         deadline_ms=86_400_000)["workflow_id"], order) for order in orders])
 
 
 def start_instances(dsn: db.Dsn, token: str, n: int, activate: bool = True) -> list[tuple[str, str]]:
     """n (workflow id, correlation key) pairs, started by STARTERS processes; with ``activate`` their SIGNAL
-    waits are opened by an in-process orchestrator, otherwise the step is left unactivated (early signals)."""
+    waits are open (each start activates its step), otherwise the step waits behind a TIMER (early signals)."""
     tag = uuid.uuid4().hex[:8]
     orders = [f"o-{tag}-{i}" for i in range(n)]
     ctx = mp.get_context("fork")
     q = ctx.Queue()
-    procs = [ctx.Process(target=_starter, args=(dsn.url(), token, orders[k::STARTERS], q)) for k in range(STARTERS)]
+    definition = FLOW["name"] if activate else FLOW_LATER["name"]
+    procs = [ctx.Process(target=_starter, args=(dsn.url(), token, definition, orders[k::STARTERS], q))
+             for k in range(STARTERS)]
     for p in procs:
         p.start()
     pairs = [pair for _ in procs for pair in q.get()]
     for p in procs:
         p.join()
-    if activate:
-        orch = Orchestrator(dsn, concurrency=4)
-        try:
-            orch.drain()
-        finally:
-            orch.close()
     return pairs
 
 

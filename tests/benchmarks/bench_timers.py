@@ -11,7 +11,6 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from orchestrator.loop import Orchestrator
 from tests.benchmarks.common import check_invariants, figure, fresh_database, summary, wait_until_connected, world_on
 from tests.support.load import start_many
 from tests.support.processes import WeaveProcess
@@ -22,10 +21,7 @@ def storm(timers: int, nodes: int, concurrency: int) -> None:
     dsn = fresh_database(f"weave_bench_timers_{nodes}")
     world = world_on(dsn)
     world.publish({"name": "storm", "steps": [{"key": "t", "type": "TIMER", "delay_ms": 60_000}]})
-    start_many(world, "storm", timers, threads=8)
-    activator = Orchestrator(dsn, concurrency=8)
-    activator.drain()
-    activator.close()
+    start_many(world, "storm", timers, threads=8)  # each start activates its timer
     assert world.db.scalar("SELECT COUNT(*) FROM weave_waits WHERE status = 'WAITING'") == timers
     logs = Path(tempfile.mkdtemp(prefix="weave-bench-"))
     procs = [WeaveProcess(dsn, "orchestrator", "--concurrency", str(concurrency), log=logs / f"o{i}.log")

@@ -151,6 +151,7 @@ def test_the_dashboard_shows_the_figures_of_metrics(client, world):
     world.publish(TIMER)
     for _ in range(3):
         world.start("cool-off")
+    world.db.advance(61_000)  # the three timers are due
     cookies = sign_in(client, world.token)
     page = client.simulate_get(BASE, cookies=cookies).text
     metrics = client.simulate_get("/metrics").text

@@ -47,7 +47,7 @@ def orchestrators(db, database, tmp_path):
 
 
 def test_S10_S11_signals_accepted_while_every_runner_is_down_are_consumed_in_acceptance_order(world, orchestrators):
-    world.publish(signal_flow(then_timer=True))
+    world.publish(signal_flow(then_timer=True, before_timer_ms=1_000))  # the SIGNAL step waits for a runner
     instances = [world.start("approval-flow", {"order_id": f"o-{i}"}) for i in range(5)]
     receipts: dict[str, list] = {wf: [] for wf in instances}
     for round_no in range(3):  # interleaved, so acceptance order differs from instance order
@@ -57,6 +57,7 @@ def test_S10_S11_signals_accepted_while_every_runner_is_down_are_consumed_in_acc
         send(world, instances[0], f"miss-{round_no}", correlation_key="nobody")
     assert world.db.scalar("SELECT COUNT(*) FROM weave_signals WHERE status = 'PENDING'") == 18
 
+    world.db.advance(1_001)
     orch = orchestrators()
     assert wait_for(lambda: world.db.scalar(
         "SELECT COUNT(*) FROM weave_waits WHERE kind = 'SIGNAL' AND status = 'SATISFIED'") == 5, timeout=60)
@@ -74,8 +75,9 @@ def test_S10_S11_signals_accepted_while_every_runner_is_down_are_consumed_in_acc
 
 def test_S13_deadline_passed_while_runners_were_down_does_not_expire_a_wait_an_on_time_signal_wins(
         world, orchestrators):
-    world.publish(signal_flow(timeout_ms=60_000))
+    world.publish(signal_flow(timeout_ms=60_000, before_timer_ms=1_000))  # a runner opens the wait
     wf = world.start("approval-flow", {"order_id": "o-1"})
+    world.db.advance(1_001)
     first = orchestrators()
     assert wait_for(lambda: world.db.scalar("SELECT status FROM weave_waits WHERE step_key = 'approval'")
                     == "WAITING", timeout=60)
@@ -88,8 +90,9 @@ def test_S13_deadline_passed_while_runners_were_down_does_not_expire_a_wait_an_o
     assert wait_for(lambda: world.db.scalar("SELECT status FROM weave_waits WHERE step_key = 'approval'")
                     != "WAITING", timeout=60)
     inst = world.instance(wf)
-    assert inst["steps"][0]["wait"]["status"] == "SATISFIED"
-    assert inst["steps"][0]["wait"]["winner_signal_id"] == sig["signal_id"]
+    approval = world.step(wf, "approval")
+    assert approval["wait"]["status"] == "SATISFIED"
+    assert approval["wait"]["winner_signal_id"] == sig["signal_id"]
     assert inst["status"] == "SUCCEEDED" and inst["review_reasons"] == []
     assert "SIGNAL_TIMEOUT" not in [e["type"] for e in world.events(wf)]
 

@@ -26,7 +26,8 @@ def test_R10_batch_merges_classes_fairly_and_is_capped():
 def test_R10_each_candidate_class_is_capped_per_scan(world, database):
     world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
     for i in range(30):
-        world.start("t", key=f"k{i}")
+        world.start("t", key=f"k{i}")  # each start activates its timer
+    world.db.advance(1_001)
     orch = Orchestrator(database, batch=10, concurrency=1)
     try:
         result = orch.scan()
@@ -91,17 +92,18 @@ def test_R14_idle_sleep_is_until_the_next_due_time_but_never_longer_than_the_pro
 
 def test_R14_stop_finishes_the_current_candidate_and_exits(world, database):
     world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
-    world.start("t")
+    wf = world.start("t")
+    world.db.advance(1_001)
     orch = Orchestrator(database, concurrency=1, idle_probe_ms=5)
     thread = threading.Thread(target=orch.run)
     thread.start()
     from tests.support.waiting import wait_for
 
-    assert wait_for(lambda: world.db.scalar("SELECT COUNT(*) FROM weave_waits") == 1, timeout=10)
+    assert wait_for(lambda: world.instance(wf)["status"] == "SUCCEEDED", timeout=10)
     orch.stop()
     thread.join(timeout=10)
     assert not thread.is_alive()
-    assert orch.stats["CHECKPOINT:ACTIVATED"] == 1
+    assert orch.stats["CHECKPOINT:SETTLED"] == 1
 
 
 class StaleScan(Orchestrator):
@@ -118,12 +120,13 @@ def test_R13_a_node_overtaken_on_its_batch_stops_after_one_list_and_scans_again(
     world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
     for i in range(30):
         world.start("t", key=f"k{i}")
+    world.db.advance(1_001)
     late = StaleScan(database, concurrency=1, spread=False, chunk=10)
     try:
         late.stale = late.scan()
         assert [c.klass for c in late.stale.candidates] == ["CHECKPOINT"] * 30
-        orch.drain()  # the other node advances all 30 (each activation) before the late one gets to them
-        assert orch.stats["CHECKPOINT:ACTIVATED"] == 30
+        orch.drain()  # the other node settles all 30 timers before the late one gets to them
+        assert orch.stats["CHECKPOINT:SETTLED"] == 30
         late.run_once()
         # The first list of 10 comes back taken; the other 20 are left to the next scan instead of each being
         # re-verified, and that scan finds nothing due.
@@ -143,9 +146,12 @@ class CountingScans(Orchestrator):
 
 
 def test_R14_the_loop_scans_again_at_once_only_when_an_advance_made_something_due(world, database):
-    """A TIMER activation makes nothing due now (the timer is due later): the batch says so and the loop goes to
-    its probe instead of a scan that would find nothing. A settlement whose successor waits for a ROOT advance
-    (a step after the timer, a deferred ROOT) says the opposite, and the next scan finds that advance."""
+    """A ROOT advance that creates a task makes nothing due for the loop (the task is a worker's): the batch says
+    so and the loop goes to its probe instead of a scan that would find nothing. A timer, due later, is seen by
+    the probe, and its settlement is found by the scan once it is due."""
+    world.publish({"name": "pay", "steps": [{"key": "charge", "type": "TASK", "queue": "payments",
+                                             "handler": "example.echo", "handler_version": "1"}]})
+    world.start("pay", key="p")
     world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
     wf = world.start("t", key="k")
     orch = CountingScans(database, concurrency=1, spread=False)
@@ -197,10 +203,11 @@ def test_R14_a_signal_candidate_says_whether_its_decision_made_something_due(wor
 
 
 def test_R14_an_advance_that_leaves_its_root_due_makes_the_loop_scan_again_at_once(world, database):
-    """40 ready steps are activated 32 per transaction (R-7): the first ROOT advance answers MORE and made_due, so
-    the batch asks for another scan, which finds the ROOT advance again; that one makes nothing due now."""
+    """70 ready steps are activated 32 per transaction (R-7): the start activates 32 and leaves ROOT due; the first
+    ROOT advance activates 32 more and answers MORE and made_due, so the batch asks for another scan, which finds
+    the ROOT advance again; that one activates the last 6 and makes nothing due now."""
     world.publish({"name": "fan-out", "steps": [{"key": f"t{i:02d}", "type": "TIMER", "delay_ms": 1000}
-                                                for i in range(40)]})
+                                                for i in range(70)]})
     world.start("fan-out")
     orch = CountingScans(database, concurrency=1, spread=False)
     try:

@@ -8,6 +8,8 @@ from procedures import errors, routines
 
 TWO_TIMERS = {"name": "two", "steps": [{"key": "first", "type": "TIMER", "delay_ms": 60_000},
                                        {"key": "second", "type": "TIMER", "delay_ms": 1_000, "after": ["first"]}]}
+ONE_TASK = {"name": "one", "steps": [{"key": "charge", "type": "TASK", "queue": "payments", "handler": "example.echo",
+                                      "handler_version": "1", "input": {"order": "$.input.order_id"}}]}
 
 
 def pause(world, wf, key="p1", reason="hold for audit"):
@@ -38,16 +40,17 @@ def test_C1_timer_due_during_pause_settles_and_successor_waits_for_resume(world,
 
 def test_C1_resume_makes_overdue_checkpoints_due_at_once(world, orch):
     world.publish(TWO_TIMERS)
-    wf = world.start("two")
+    wf = world.start("two")  # the start activates the first timer itself
     pause(world, wf)
-    orch.drain()  # ROOT deferred while paused
+    world.db.advance(61_000)
+    orch.drain()  # the first timer settles while paused; its successor's ROOT is deferred
     root = world.db.row("SELECT due_at, available_at FROM weave_pending_advances WHERE step_key = ''")
     assert root["available_at"] > world.db.now()
     resume(world, wf)
     root = world.db.row("SELECT due_at, available_at FROM weave_pending_advances WHERE step_key = ''")
     assert root["available_at"] <= world.db.now()
     orch.drain()
-    assert world.step(wf, "first")["status"] == "ACTIVE"
+    assert world.step(wf, "second")["status"] == "ACTIVE"
 
 
 def test_C6_pause_repeat_is_a_noop_and_replay_answers_the_same(world):
@@ -98,8 +101,8 @@ def test_C4_deadline_moves_later_only_and_reopens_an_instance_deadline_review(wo
 
 
 def test_C4_deadline_closes_instance_deadline_and_the_instance_runs_again(world, orch):
-    world.publish(TWO_TIMERS)
-    wf = world.start("two", deadline_ms=1_000)
+    world.publish(ONE_TASK)  # a first activation that waits for ROOT, so that it meets the deadline
+    wf = world.start("one", {"order_id": "o-1"}, deadline_ms=1_000)
     world.db.advance(1_000)
     orch.drain()
     assert [r["code"] for r in world.instance(wf)["review_reasons"]] == ["INSTANCE_DEADLINE"]
@@ -109,7 +112,7 @@ def test_C4_deadline_closes_instance_deadline_and_the_instance_runs_again(world,
     inst = world.instance(wf)
     assert inst["gate"] == "OPEN" and inst["review_reasons"] == []
     orch.drain()
-    assert world.step(wf, "first")["status"] == "ACTIVE"
+    assert world.step(wf, "charge")["status"] == "ACTIVE"
     closed = world.db.row("SELECT closed_by FROM weave_review_reasons")
     assert closed == {"closed_by": "deadline"}
     assert routines.instance_deadline(world.db.conn, world.token, "acme", wf, "customer asked", "d1",

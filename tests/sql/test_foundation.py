@@ -140,7 +140,7 @@ def test_start_is_idempotent_per_namespace_and_key(world):
         world.start("cool-off", {"order_id": "o2"}, key="order-o1")
     assert world.db.scalar("SELECT COUNT(*) FROM weave_instances") == 1
     events = world.events(wf)
-    assert [e["type"] for e in events] == ["INSTANCE_STARTED"]
+    assert [e["type"] for e in events] == ["INSTANCE_STARTED", "STEP_ACTIVATED"]  # once, by the first start
 
 
 def test_concurrent_starts_with_one_key_create_one_instance(world):
@@ -165,17 +165,28 @@ def test_concurrent_starts_with_one_key_create_one_instance(world):
 
 
 def test_start_pins_version_sets_steps_pending_and_root_due_at_once(world):
-    world.publish(TIMER)
-    wf = world.start("cool-off", {"x": 1}, business_key="order-7")
+    """A definition with a TASK step: the first activation takes the app's quota, so it is the ROOT checkpoint's."""
+    world.publish(TASKY)
+    wf = world.start("charge", {"x": 1}, business_key="order-7")
     inst = world.instance(wf)
     assert inst["status"] == "RUNNING" and inst["control"] == "ACTIVE" and inst["gate"] == "OPEN"
     assert inst["business_key"] == "order-7" and inst["input"] == {"x": 1}
-    assert [(s["key"], s["status"]) for s in inst["steps"]] == [("wait", "PENDING")]
+    assert [(s["key"], s["status"]) for s in inst["steps"]] == [("charge", "PENDING")]
     root = world.db.row("SELECT kind, step_key, due_at, available_at FROM weave_pending_advances")
     assert root["kind"] == "ROOT" and root["step_key"] == "" and root["due_at"] == root["available_at"]
     audit = world.db.row("SELECT actor, action, idempotency_key FROM weave_audit WHERE instance_id = %s",
                          world.internal_id(wf))
     assert audit == {"actor": "ops", "action": "instance.start", "idempotency_key": audit["idempotency_key"]}
+
+
+def test_R7_start_activates_the_first_steps_of_a_definition_without_tasks_and_answers_them(world):
+    world.publish(TIMER)
+    started = routines.instance_start(world.db.conn, world.token, "acme", definition="cool-off", app="billing",
+                                      input={}, idempotency_key="t-1", deadline_ms=86_400_000)
+    inst = started["instance"]
+    assert started["status"] == "RUNNING" and inst == world.instance(started["workflow_id"])
+    assert [(s["key"], s["status"], s["wait"]["status"]) for s in inst["steps"]] == [("wait", "ACTIVE", "WAITING")]
+    assert world.db.scalar("SELECT kind FROM weave_pending_advances") == "TIMER"
 
 
 @pytest.mark.parametrize("field, kwargs", [

@@ -118,6 +118,7 @@ def test_cli_status_reports_backlog_and_runs_invariants(world, database, capsys)
 
     world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
     world.start("t")
+    world.db.advance(1_001)
     assert main(["status", "--dsn", database.url(), "--check", "--json"]) == 0
     import json
 

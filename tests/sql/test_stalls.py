@@ -47,8 +47,8 @@ def test_R18_a_queue_gone_after_publish_sends_the_step_to_review_not_into_endles
 def test_R18_a_correlation_that_cannot_resolve_to_bytes_is_a_review_with_what_it_got(world, orch):
     world.publish(signal_flow())
     wf = world.start("approval-flow", {"order_id": 42})  # a number: no bytes a sender could match
-    stats = orch.drain()
-    assert stats["CHECKPOINT:REVIEW"] == 1 and not any(k.endswith("FAILED") for k in stats)
+    stats = orch.drain()  # the start's own activation asked already
+    assert not any(k.endswith("FAILED") for k in stats)
     inst = world.instance(wf)
     assert inst["status"] == "NEEDS_REVIEW"
     (reason,) = inst["review_reasons"]

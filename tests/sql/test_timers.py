@@ -19,6 +19,13 @@ def timer_flow(name="cool-off", delay_ms=60_000, then=None):
     return {"name": name, "steps": steps}
 
 
+def task_flow(name="charge"):
+    """A definition with a TASK step: its first activation needs the app's quota, so it stays on the ROOT
+    checkpoint (weave_instance_start activates only definitions without tasks)."""
+    return {"name": name, "steps": [{"key": "charge", "type": "TASK", "queue": "payments", "handler": "example.echo",
+                                     "handler_version": "1", "input": {"order_id": "$.input.order_id"}}]}
+
+
 def started(world, orch, *, deadline_ms: int = 86_400_000, **flow) -> str:
     """A timer flow published and one instance of it started and activated."""
     world.publish(timer_flow(**flow))
@@ -181,9 +188,7 @@ def test_R6_timer_facts_that_do_not_verify_are_left_untouched(world, orch):
 def test_R7_at_most_32_step_changes_per_transaction(world, orch):
     steps = [{"key": f"t{i:02d}", "type": "TIMER", "delay_ms": 1000} for i in range(40)]
     world.publish({"name": "fan-out", "steps": steps})
-    wf = world.start("fan-out")
-    first = orch.advance(orch.scan().candidates[0])
-    assert first == "MORE"
+    wf = world.start("fan-out")  # the start's own ROOT advance (a definition without tasks)
     statuses = [s["status"] for s in world.instance(wf)["steps"]]
     assert statuses.count("ACTIVE") == 32 and statuses.count("PENDING") == 8
     root = world.db.row("SELECT due_at, available_at FROM weave_pending_advances WHERE step_key = ''")
@@ -212,10 +217,37 @@ def test_R7_successor_activates_only_when_all_after_steps_succeeded(world, orch)
     assert world.instance(wf)["status"] == "SUCCEEDED"
 
 
-@pytest.mark.parametrize("blocker", ["paused", "identity", "app"])
-def test_R8_deferred_root_keeps_its_due_time_and_consumes_nothing(world, orch, blocker):
+def test_R7_a_start_activates_the_first_steps_of_a_definition_without_tasks_in_its_own_transaction(world, orch):
     world.publish(timer_flow())
     wf = world.start("cool-off")
+    inst = world.instance(wf)
+    assert inst["status"] == "RUNNING" and [s["status"] for s in inst["steps"]] == ["ACTIVE"]
+    assert [c["kind"] for c in inst["checkpoints"]] == ["TIMER"]
+    events = world.events(wf)
+    assert [e["type"] for e in events] == ["INSTANCE_STARTED", "STEP_ACTIVATED"]
+    assert events[0]["occurred_at"] == events[1]["occurred_at"]  # one transaction, one clock reading
+    assert orch.scan().candidates == []
+
+
+def test_R8_a_start_whose_app_is_disabled_leaves_its_root_deferred_and_activates_nothing(world, orch):
+    world.publish(timer_flow())
+    world.db.execute("UPDATE weave_apps SET status = 'DISABLED'")
+    wf = world.start("cool-off")
+    inst = world.instance(wf)
+    assert [s["status"] for s in inst["steps"]] == ["PENDING"]
+    root = world.db.row("SELECT deferred_reason, available_at FROM weave_pending_advances WHERE step_key = ''")
+    assert root["deferred_reason"].startswith("APP_DISABLED") and root["available_at"] > world.db.now()
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_activations") == 0
+    world.db.execute("UPDATE weave_apps SET status = 'ACTIVE'")
+    world.db.advance(1_001)
+    orch.drain()
+    assert world.step(wf, "cool_off")["status"] == "ACTIVE"
+
+
+@pytest.mark.parametrize("blocker", ["paused", "identity", "app"])
+def test_R8_deferred_root_keeps_its_due_time_and_consumes_nothing(world, orch, blocker):
+    world.publish(task_flow())
+    wf = world.start("charge", {"order_id": "o-1"})
     iid = world.internal_id(wf)
     if blocker == "paused":
         world.db.execute("UPDATE weave_instances SET control = 'PAUSED' WHERE id = %s", iid)
@@ -235,12 +267,12 @@ def test_R8_deferred_root_keeps_its_due_time_and_consumes_nothing(world, orch, b
     world.db.execute("UPDATE weave_apps SET status = 'ACTIVE'")
     world.db.advance(61_000)
     orch.drain()
-    assert world.step(wf, "cool_off")["status"] == "ACTIVE"
+    assert world.step(wf, "charge")["status"] == "ACTIVE"
 
 
 def test_R8_instance_deadline_passed_when_new_work_is_needed_goes_to_review(world, orch):
-    world.publish(timer_flow())
-    wf = world.start("cool-off", deadline_ms=1_000)
+    world.publish(task_flow())
+    wf = world.start("charge", {"order_id": "o-1"}, deadline_ms=1_000)
     world.db.advance(1_000)
     orch.drain()
     inst = world.instance(wf)
@@ -263,8 +295,8 @@ def test_R9_instance_succeeds_in_the_transaction_of_its_last_step(world, orch):
 
 
 def test_R12_failure_bookkeeping_only_when_the_version_is_unchanged(world, orch):
-    world.publish(timer_flow())
-    world.start("cool-off")
+    world.publish(task_flow())
+    world.start("charge", {"order_id": "o-1"})
     cand = orch.scan().candidates[0]
     world.db.execute("UPDATE weave_pending_advances SET version = version + 1 WHERE id = %s", cand.id)
     assert world.db.one("weave_candidate_fail", "CHECKPOINT", cand.id, cand.version, "boom")["recorded"] == 0
@@ -276,8 +308,8 @@ def test_R12_failure_bookkeeping_only_when_the_version_is_unchanged(world, orch)
 
 
 def test_R13_instance_locked_by_another_node_is_skipped_not_waited_for(world, orch, database):
-    world.publish(timer_flow())
-    wf = world.start("cool-off")
+    world.publish(task_flow())
+    wf = world.start("charge", {"order_id": "o-1"})
     other = world.db.connect()
     try:
         other.begin()
