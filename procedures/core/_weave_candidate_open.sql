@@ -1,23 +1,23 @@
 -- The opening every candidate advancer shares (R-6, R-13): find the instance the candidate names, take
 -- the decision's locks in R-3 order (the instance SKIP LOCKED, so orchestrators never queue behind each
--- other), then read the clock (R-2: after the locks that order the decision). The caller owns the
--- transaction and re-reads its own candidate row under these locks.
--- This is _weave_instance_lock's sequence fused for the hot path, four statements in all: one read of
+-- other). The caller owns the transaction and re-reads its own candidate row under these locks, and
+-- reads the clock in that same statement (R-2: after the locks that order the decision; the statement
+-- starts once the instance lock is held, and a statement's clock is the time it started). The clock is
+-- never read in the instance lock's own statement: even a SKIP LOCKED read may take its lock later than
+-- its start, after a decision that committed meanwhile with a later time (the M-4.16 invariant saw it
+-- under a stalled server).
+-- This is _weave_instance_lock's sequence fused for the hot path, three statements in all: one read of
 -- the candidate with its instance and definition; the identity and, for a definition without queues,
--- the app, share-locked by one statement (STRAIGHT_JOIN keeps R-3's order within it); the instance; the
--- clock, as _weave_now reads it. The clock is a statement of its own: a statement's clock is the time it
--- started, and even a SKIP LOCKED read may take its lock later than that, after a decision that committed
--- meanwhile with a later time (the M-4.16 invariant saw it under a stalled server).
+-- the app, share-locked by one statement (STRAIGHT_JOIN keeps R-3's order within it); the instance.
 CREATE PROCEDURE _weave_candidate_open(
         IN  in_class         VARCHAR(16),
         IN  in_id            BIGINT UNSIGNED,
         OUT out_namespace_id BIGINT UNSIGNED,
         OUT out_instance_id  BIGINT UNSIGNED,
-        OUT out_now          DATETIME(6),
         OUT out_status       VARCHAR(16),
         OUT out_outcome      VARCHAR(16))
-    COMMENT 'Internal. Description: locks the instance of a CHECKPOINT, SIGNAL or INBOX candidate for its decision and
-reads the clock. out_status: the instance''s status, read under its lock. out_outcome: NULL (locked: decide), GONE (no such candidate or instance) or BUSY (another node
+    COMMENT 'Internal. Description: locks the instance of a CHECKPOINT, SIGNAL or INBOX candidate for its decision.
+out_status: the instance''s status, read under its lock. out_outcome: NULL (locked: decide), GONE (no such candidate or instance) or BUSY (another node
 holds the instance).
 Errors: 50007 INVALID_STATE when an INBOX event names an instance that does not exist.'
     MODIFIES SQL DATA
@@ -31,7 +31,7 @@ BEGIN
     DECLARE v_dummy BIGINT UNSIGNED;
     DECLARE v_locked BIGINT UNSIGNED DEFAULT NULL;
 
-    SET out_namespace_id = NULL, out_instance_id = NULL, out_now = NULL, out_status = NULL, out_outcome = 'GONE';
+    SET out_namespace_id = NULL, out_instance_id = NULL, out_status = NULL, out_outcome = 'GONE';
     IF in_class = 'CHECKPOINT' THEN
         SELECT c.instance_id, i.id, i.credential_id, i.app_id, i.namespace_id, d.queues
           INTO v_named, v_inst, v_cred, v_app, v_ns, v_queues
@@ -69,7 +69,6 @@ BEGIN
             SET out_outcome = 'BUSY', out_status = NULL;
             LEAVE opening;
         END IF;
-        SELECT UTC_TIMESTAMP(6) + INTERVAL clock_offset_us MICROSECOND INTO out_now FROM weave_install WHERE id = 1;
         SET out_namespace_id = v_ns, out_instance_id = v_inst, out_outcome = NULL;
     END opening;
 END

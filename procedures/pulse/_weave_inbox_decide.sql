@@ -26,12 +26,14 @@ BEGIN
     DECLARE v_status VARCHAR(16);  -- the instance's, read under its lock
 
     consume: BEGIN
-        CALL _weave_candidate_open('INBOX', in_inbox_id, v_ns, v_inst, v_now, v_status, out_outcome);
+        CALL _weave_candidate_open('INBOX', in_inbox_id, v_ns, v_inst, v_status, out_outcome);
         IF out_outcome IS NOT NULL THEN
             LEAVE consume;
         END IF;
         SET out_outcome = 'GONE';
-        SELECT task_id, state, available_at INTO v_task, v_state, v_available
+        -- The clock in the re-read of the candidate (see _weave_candidate_open).
+        SELECT task_id, state, available_at, UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND
+          INTO v_task, v_state, v_available, v_now
           FROM pulse_inbox WHERE id = in_inbox_id AND instance_id = v_inst FOR UPDATE;
         IF v_state IS NULL OR v_state <> 'PENDING' THEN
             LEAVE consume;

@@ -41,13 +41,15 @@ BEGIN
     CALL _weave_transaction_begin('weave_signal_process', v_tx);  -- refused inside a caller's transaction (R-1)
     START TRANSACTION;
     proc: BEGIN
-        CALL _weave_candidate_open('SIGNAL', in_signal_id, v_ns, v_inst, v_now, v_inst_status, v_outcome);
+        CALL _weave_candidate_open('SIGNAL', in_signal_id, v_ns, v_inst, v_inst_status, v_outcome);
         IF v_outcome IS NOT NULL THEN
             LEAVE proc;
         END IF;
         SET v_outcome = 'GONE';
-        SELECT status, target_step_key, target_activation_seq, expires_at, available_at
-          INTO v_status, v_step_key, v_seq, v_expires, v_available
+        -- The clock in the re-read of the candidate (see _weave_candidate_open).
+        SELECT status, target_step_key, target_activation_seq, expires_at, available_at,
+               UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND
+          INTO v_status, v_step_key, v_seq, v_expires, v_available, v_now
           FROM weave_signals WHERE id = in_signal_id AND instance_id = v_inst FOR UPDATE;
         IF v_status IS NULL OR v_status <> 'PENDING' THEN
             LEAVE proc;

@@ -14,25 +14,25 @@ from tests.benchmarks.statements import POLL_ROUNDS, Census, Stage, decisions
 # Per decision: the ceiling on its statements.
 DECISIONS = {
     "start (TIMER, activated by the start)": 39,
-    "timer settle": 33,
-    "timer settle, 10 in one call (each)": 31.3,
+    "timer settle": 32,
+    "timer settle, 10 in one call (each)": 30.3,
     "start (SIGNAL, activated by the start)": 44,
-    "signal checkpoint before its deadline": 13,
+    "signal checkpoint before its deadline": 12,
     "signal send (settles the open wait)": 51,
-    "signal settle (candidate path)": 40,
+    "signal settle (candidate path)": 39,
     "signal twin candidate": 9,
-    "root activate (POLL, round 1)": 40,
+    "root activate (POLL, round 1)": 39,
     "task claim": 16,
     "attempt complete": 19,
-    "inbox consume (round pending)": 29,
-    "inbox consume, 3 in one call (each)": 27.0,
-    "poll round start": 34,
+    "inbox consume (round pending)": 28,
+    "inbox consume, 3 in one call (each)": 26.0,
+    "poll round start": 33,
     "scan (nothing due)": 4,
     "idle probe": 2,
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 76, "signal": 99, "poll": 126.8}
+LIFECYCLES = {"timer": 75, "signal": 99, "poll": 124.8}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
