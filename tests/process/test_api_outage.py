@@ -23,7 +23,7 @@ from falcon import testing
 from api.app import get_app
 from orchestrator.embedded import EmbeddedServer, find_server_binary
 from procedures import db, errors, installer
-from tests.support.processes import WeaveProcess, start_api
+from tests.support.processes import WeaveProcess, hang, start_api
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.process
@@ -80,7 +80,7 @@ def test_R12_a_hung_database_answers_503_within_2s_under_12_concurrent_requests(
     api, url = start_api(dsn, tmp_path / "api.log")
     try:
         assert _get(f"{url}/readyz")[0] == 200
-        os.kill(server.process.pid, signal.SIGSTOP)  # hung: accepts connections, answers nothing
+        hang(server.process.pid)  # hung: accepts connections, answers nothing
         answers = _storm(url)
         _assert_quick_503s(answers)
         print(f"\nhung database: answers in {sorted(round(a[3], 2) for a in answers)} s")
@@ -119,7 +119,7 @@ def test_R16_an_api_worker_that_boots_while_the_database_hangs_starts_and_answer
     server, dsn = private_server
     quick = dsn.with_options(connect_timeout=0.5, read_timeout=0.5, write_timeout=0.5)
     conn = db.connect(quick)
-    os.kill(server.process.pid, signal.SIGSTOP)
+    hang(server.process.pid)
     try:
         with pytest.raises(errors.TransientDatabaseError):
             installer.check_level(conn)

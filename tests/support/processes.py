@@ -67,3 +67,16 @@ def start_api(dsn: Dsn, log: Path, workers: int = 2) -> tuple[WeaveProcess, str]
         proc.close()
         raise AssertionError(f"weave api did not become ready:\n{log.read_text()}")
     return proc, url
+
+
+def hang(pid: int) -> None:
+    """SIGSTOP ``pid`` and return once every one of its threads is stopped: the signal is only queued when
+    ``kill`` returns, and a busy server's thread can still answer a request in between."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def stopped() -> bool:
+        tasks = Path(f"/proc/{pid}/task")
+        states = [(t / "stat").read_text().rsplit(")", 1)[1].split()[0] for t in tasks.iterdir()]
+        return all(s in ("T", "t") for s in states)
+
+    assert wait_for(stopped, timeout=10, interval=0.01), f"process {pid} did not stop"
