@@ -79,15 +79,7 @@ BEGIN
             SET out_outcome = 'REVIEW';
             LEAVE root;
         END IF;
-        IF v_control = 'PAUSED' THEN
-            SET v_why = 'PAUSED: instance paused';
-        ELSEIF v_gate <> 'OPEN' THEN
-            SET v_why = 'GATE_CLOSED: gate closed';
-        ELSEIF v_cred_status <> 'ACTIVE' THEN
-            SET v_why = 'IDENTITY_DISABLED: starting identity disabled';
-        ELSEIF v_app_status <> 'ACTIVE' THEN
-            SET v_why = 'APP_DISABLED: app disabled';
-        END IF;
+        SET v_why = _weave_work_blocker(v_status, v_control, v_gate, v_cred_status, v_app_status);
         IF v_why IS NOT NULL THEN
             -- Resume makes ROOT due at once (C-1), so a paused instance can wait long between checks;
             -- a disabled identity or app has no such trigger and is re-checked every second.

@@ -86,14 +86,8 @@ BEGIN
                           JSON_OBJECT('code', 'INSTANCE_DEADLINE', 'step_key', in_step_key), NULL);
         SET v_why = 'INSTANCE_DEADLINE: instance deadline passed';
         SET out_outcome = 'REVIEW';
-    ELSEIF v_control = 'PAUSED' THEN
-        SET v_why = 'PAUSED: instance paused';
-    ELSEIF v_inst_status <> 'RUNNING' OR v_gate <> 'OPEN' THEN
-        SET v_why = 'GATE_CLOSED: gate closed';
-    ELSEIF v_cred_status <> 'ACTIVE' THEN
-        SET v_why = 'IDENTITY_DISABLED: starting identity disabled';
-    ELSEIF v_app_status <> 'ACTIVE' THEN
-        SET v_why = 'APP_DISABLED: app disabled';
+    ELSE
+        SET v_why = _weave_work_blocker(v_inst_status, v_control, v_gate, v_cred_status, v_app_status);
     END IF;
     IF v_why IS NULL THEN
         -- P-4, P-5: round n+1 from the activation's frozen inputs, never re-evaluated. The task takes its room
