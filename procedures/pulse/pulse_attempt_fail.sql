@@ -45,10 +45,9 @@ BEGIN
         CALL _weave_raise(50201, 'WORKER_ID_INVALID: worker id must be 1-128 characters');
     END IF;
     START TRANSACTION;
-    CALL _weave_now(v_now);
     CALL _pulse_attempt_current(in_attempt_id, in_worker_id, 'FAILED',
          JSON_OBJECT('error', v_error, 'retryable', JSON_EXTRACT(IF(v_retryable = 1, 'true', 'false'), '$')),
-         v_now, v_task, v_current, v_status);
+         v_now, v_task, v_current, v_status);  -- the locks, then the clock (R-2)
     IF v_current = 1 THEN
         SELECT attempts_used, max_attempts, initial_backoff_ms, backoff_coefficient, max_backoff_ms, deadline_at,
                cancel_requested

@@ -32,7 +32,6 @@ BEGIN
     SET v_tx = TRUE;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
-    CALL _weave_now(v_now);
     SELECT task_id, status, worker_id INTO v_task, v_status, v_worker
       FROM pulse_attempts WHERE id = in_attempt_id FOR UPDATE;
     IF v_task IS NULL THEN
@@ -41,9 +40,12 @@ BEGIN
     IF v_status <> 'RUNNING' OR v_worker <> in_worker_id THEN
         CALL _weave_raise(50012, 'ATTEMPT_NOT_CURRENT: the attempt is no longer running for this worker');
     END IF;
+    -- The task's cancel flag, and the clock after the attempt lock (R-2), in one read.
+    SELECT cancel_requested,
+           UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND
+      INTO v_cancel, v_now FROM pulse_tasks WHERE id = v_task;
     SET v_lease = v_now + INTERVAL in_lease_ms * 1000 MICROSECOND;
     UPDATE pulse_attempts SET lease_expires_at = v_lease WHERE id = in_attempt_id;
-    SELECT cancel_requested INTO v_cancel FROM pulse_tasks WHERE id = v_task;
     COMMIT;
     SELECT in_attempt_id AS attempt_id, v_lease AS lease_expires_at, v_cancel AS cancel_requested;
 END

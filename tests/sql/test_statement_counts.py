@@ -23,7 +23,7 @@ DECISIONS = {
     "signal twin candidate": 9,
     "root activate (POLL, round 1)": 39,
     "task claim": 16,
-    "attempt complete": 19,
+    "attempt complete": 18,
     "inbox consume (round pending)": 28,
     "inbox consume, 3 in one call (each)": 26.0,
     "poll round start": 33,
@@ -32,7 +32,7 @@ DECISIONS = {
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 75, "signal": 99, "poll": 124.8}
+LIFECYCLES = {"timer": 75, "signal": 99, "poll": 123.8}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
