@@ -64,13 +64,15 @@ BEGIN
         SET v_tx = TRUE;
         SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
         START TRANSACTION;
-        CALL _weave_now(v_now);
-        SET v_lease = v_now + INTERVAL in_lease_ms * 1000 MICROSECOND;
-        -- A plain read: queue rows are locked by task creation (capacity), and a worker must not wait on it.
-        SELECT JSON_ARRAYAGG(q.id) INTO v_queue_ids
+        -- A plain read: queue rows are locked by task creation (capacity), and a worker must not wait on it. The
+        -- clock comes with it (a claim takes no lock before it picks; its tasks are skipped, never waited for).
+        SELECT JSON_ARRAYAGG(q.id),
+               UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND
+          INTO v_queue_ids, v_now
           FROM weave_queues q JOIN weave_namespaces n ON n.id = q.namespace_id
          WHERE FIND_IN_SET(q.name, v_queues) > 0
            AND (in_namespace IS NULL OR in_namespace = '' OR n.name = in_namespace);
+        SET v_lease = v_now + INTERVAL in_lease_ms * 1000 MICROSECOND;
 
         IF v_queue_ids IS NOT NULL THEN
             -- Per queue, the claim index (queue, status, priority DESC, available_at, id) gives the order, so each

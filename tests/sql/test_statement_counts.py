@@ -22,7 +22,7 @@ DECISIONS = {
     "signal settle (candidate path)": 39,
     "signal twin candidate": 9,
     "root activate (POLL, round 1)": 39,
-    "task claim": 16,
+    "task claim": 14,
     "attempt complete": 18,
     "inbox consume (round pending)": 28,
     "inbox consume, 3 in one call (each)": 26.0,
@@ -32,7 +32,7 @@ DECISIONS = {
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 75, "signal": 99, "poll": 123.8}
+LIFECYCLES = {"timer": 75, "signal": 99, "poll": 121.8}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
