@@ -82,7 +82,8 @@ BEGIN
         IF v_app IS NULL THEN
             CALL _weave_raise(50122, 'APP_NOT_FOUND: no such app in the namespace');
         END IF;
-        CALL _weave_now(v_now);  -- R-2: after the identity and app locks that order the start
+        -- R-2: after the identity and app locks that order the start (_weave_now's expression, inline).
+        SELECT UTC_TIMESTAMP(6) + INTERVAL clock_offset_us MICROSECOND INTO v_now FROM weave_install WHERE id = 1;
         IF NOT JSON_VALID(v_input) OR LENGTH(v_input) > 1048576 THEN
             CALL _weave_raise(50117, 'INPUT_INVALID: input must be JSON of at most 1 MiB');
         END IF;

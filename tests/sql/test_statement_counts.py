@@ -13,10 +13,10 @@ from tests.benchmarks.statements import POLL_ROUNDS, Census, Stage, decisions
 
 # Per decision: the ceiling on its statements.
 DECISIONS = {
-    "start (TIMER, activated by the start)": 39,
+    "start (TIMER, activated by the start)": 38,
     "timer settle": 32,
     "timer settle, 10 in one call (each)": 30.3,
-    "start (SIGNAL, activated by the start)": 44,
+    "start (SIGNAL, activated by the start)": 43,
     "signal checkpoint before its deadline": 12,
     "signal send (settles the open wait)": 51,
     "signal settle (candidate path)": 39,
@@ -32,7 +32,7 @@ DECISIONS = {
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 75, "signal": 99, "poll": 121.8}
+LIFECYCLES = {"timer": 74, "signal": 98, "poll": 121.4}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
