@@ -106,12 +106,13 @@ def test_R2_every_routine_reads_the_clock_once_and_one_way():
         rest = CLOCK.sub("", body).upper()
         for clock in ("NOW()", "UTC_TIMESTAMP", "CURRENT_TIMESTAMP", "SYSDATE"):
             assert clock not in rest, f"{routine.name} reads the clock with {clock}; use _weave_now"
-    # The hot paths: the candidate decisions (in the re-read of their candidate under the instance lock), a start
-    # and Send's acceptance, a worker's claim, report and heartbeat (the last two after the task and attempt
-    # locks), the scan and the idle probe.
+    # The hot paths: the candidate decisions (in the re-read of their candidate under the instance lock), a start,
+    # Send's acceptance and the operator actions' opening, a worker's claim, report and heartbeat (the last two
+    # after the task and attempt locks), the scan and the idle probe.
     assert set(inline) <= {"_weave_checkpoint_decide", "_weave_inbox_decide", "weave_signal_process",
                            "_weave_signal_accept", "weave_scan", "weave_scan_probe", "_pulse_attempt_current",
-                           "pulse_attempt_heartbeat", "pulse_task_claim", "weave_instance_start"}, inline
+                           "pulse_attempt_heartbeat", "pulse_task_claim", "weave_instance_start",
+                           "_weave_control_begin"}, inline
 
 
 # What orders a decision (R-3): the identity and app, read shared by the authorisation or the openers, and the

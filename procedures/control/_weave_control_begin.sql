@@ -22,18 +22,22 @@ IDEMPOTENCY_CONFLICT, and those of _weave_instance_authorize.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_locked TINYINT;
+    DECLARE v_identity BIGINT UNSIGNED;  -- the instance's starting identity, app and queues, for its locks
+    DECLARE v_app BIGINT UNSIGNED;
+    DECLARE v_queues VARCHAR(2048);
     DECLARE v_digest CHAR(64) DEFAULT NULL;
     CALL _weave_instance_authorize(in_token, in_namespace, in_workflow_id, in_scope,
-                                   out_namespace_id, out_credential_id, out_actor, out_instance_id);
+                                   out_namespace_id, out_credential_id, out_actor, out_instance_id,
+                                   v_identity, v_app, v_queues);
     IF in_reason IS NULL OR CHAR_LENGTH(in_reason) NOT BETWEEN 1 AND 1024 THEN
         CALL _weave_raise(50111, 'REASON_INVALID: a reason of 1-1024 characters is required');
     END IF;
     IF in_idempotency_key IS NULL OR NOT (in_idempotency_key REGEXP '^[!-~]{1,128}$') THEN
         CALL _weave_raise(50113, 'IDEMPOTENCY_KEY_INVALID: 1-128 printable ASCII characters');
     END IF;
-    CALL _weave_instance_lock(out_instance_id, 0, out_namespace_id, v_locked);
-    -- R-2: the decision's time is read after the lock that orders it.
-    CALL _weave_now(out_now);
+    CALL _weave_instance_lock(out_instance_id, v_identity, v_app, v_queues, v_locked);
+    -- R-2: the decision's time is read after the lock that orders it (_weave_now's expression, inline).
+    SELECT UTC_TIMESTAMP(6) + INTERVAL clock_offset_us MICROSECOND INTO out_now FROM weave_install WHERE id = 1;
     SELECT request_digest INTO v_digest FROM weave_audit
      WHERE instance_id = out_instance_id AND action = in_action AND idempotency_key = in_idempotency_key
      LIMIT 1 FOR UPDATE;

@@ -10,22 +10,27 @@ CREATE PROCEDURE _weave_instance_authorize(
         OUT out_namespace_id  BIGINT UNSIGNED,
         OUT out_credential_id BIGINT UNSIGNED,
         OUT out_actor         VARCHAR(128),
-        OUT out_instance_id   BIGINT UNSIGNED)
-    COMMENT 'Internal. Description: authenticates, checks scope and the definition queues, and resolves wf_<id>.
+        OUT out_instance_id   BIGINT UNSIGNED,
+        OUT out_identity_id   BIGINT UNSIGNED,
+        OUT out_app_id        BIGINT UNSIGNED,
+        OUT out_queues        VARCHAR(2048))
+    COMMENT 'Internal. Description: authenticates, checks scope and the definition queues, and resolves wf_<id>;
+out_identity_id, out_app_id, out_queues: the instance''s starting identity, its app and its definition''s queues (they
+never change), for _weave_instance_lock.
 Errors: 50001 UNAUTHENTICATED, 50003 NOT_FOUND, 50002 FORBIDDEN.'
     READS SQL DATA
 BEGIN
-    DECLARE v_queues VARCHAR(2048) DEFAULT NULL;
-    SET out_instance_id = NULL, out_namespace_id = NULL;
+    SET out_instance_id = NULL, out_namespace_id = NULL, out_queues = NULL;
     IF in_workflow_id REGEXP '^wf_[0-9]{1,19}$' THEN
         -- The namespace is found by its name here already; _weave_authorize takes it instead of reading it again.
-        SELECT i.id, d.queues, n.id INTO out_instance_id, v_queues, out_namespace_id
+        SELECT i.id, d.queues, n.id, i.credential_id, i.app_id
+          INTO out_instance_id, out_queues, out_namespace_id, out_identity_id, out_app_id
           FROM weave_instances i
           JOIN weave_namespaces n ON n.id = i.namespace_id AND n.name = in_namespace
           JOIN weave_definitions d ON d.id = i.definition_id
          WHERE i.id = CAST(SUBSTRING(in_workflow_id, 4) AS UNSIGNED);
     END IF;
-    CALL _weave_authorize(in_token, in_namespace, in_scope, v_queues,
+    CALL _weave_authorize(in_token, in_namespace, in_scope, out_queues,
                           out_namespace_id, out_credential_id, out_actor);
     IF out_instance_id IS NULL THEN
         CALL _weave_raise(50003, 'NOT_FOUND: no such object in this namespace');

@@ -46,7 +46,9 @@ BEGIN
     DECLARE v_cred BIGINT UNSIGNED;
     DECLARE v_actor VARCHAR(128);
     DECLARE v_inst BIGINT UNSIGNED;
-    DECLARE v_locked_ns BIGINT UNSIGNED;
+    DECLARE v_identity BIGINT UNSIGNED;  -- the instance's starting identity, app and queues, for its locks
+    DECLARE v_app BIGINT UNSIGNED;
+    DECLARE v_queues VARCHAR(2048);
     DECLARE v_locked TINYINT DEFAULT 0;
     DECLARE v_digest CHAR(64);
     DECLARE v_status_inst VARCHAR(16);
@@ -86,7 +88,7 @@ BEGIN
 
     -- S-2: 401 / 404 (another namespace looks missing) / 403 scope and every queue of the pinned definition.
     CALL _weave_instance_authorize(in_token, in_namespace, in_workflow_id, 'workflows:signal',
-                                   v_ns, v_cred, v_actor, v_inst);
+                                   v_ns, v_cred, v_actor, v_inst, v_identity, v_app, v_queues);
 
     -- S-1: stateless field rules, each at its own code; nothing is locked or stored yet.
     IF in_name IS NULL OR CHAR_LENGTH(in_name) = 0 THEN
@@ -150,8 +152,8 @@ BEGIN
     END IF;
 
     -- R-3: the instance's identity, app and queues, then the instance row (waiting, never skipping).
-    CALL _weave_instance_lock(v_inst, 0, v_locked_ns, v_locked);
-    IF v_locked <> 1 OR v_locked_ns <> v_ns THEN
+    CALL _weave_instance_lock(v_inst, v_identity, v_app, v_queues, v_locked);
+    IF v_locked <> 1 THEN
         CALL _weave_raise(50003, 'NOT_FOUND: no such object in this namespace');
     END IF;
     -- R-2, S-11: accepted_at is read after the instance lock, so per instance it follows lock (commit) order
