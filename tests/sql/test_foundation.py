@@ -164,6 +164,30 @@ def test_concurrent_starts_with_one_key_create_one_instance(world):
     assert world.db.scalar("SELECT COUNT(*) FROM weave_instances") == 1
 
 
+def test_R3_concurrent_starts_of_one_app_that_activate_their_steps_neither_wait_on_each_other_nor_deadlock(world):
+    """Starts of a definition without tasks activate their steps in their own transactions: they share only the
+    identity and app rows, read shared, so sixteen at once all commit, each with its wait open."""
+    world.publish({"name": "pair", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 60_000},
+                                             {"key": "b", "type": "TIMER", "delay_ms": 60_000}]})
+    results, failures = [], []
+
+    def start(n: int) -> None:
+        conn = world.db.connect()
+        try:
+            results.append(routines.instance_start(conn, world.token, "acme", definition="pair", app="billing",
+                                                   input={}, idempotency_key=f"k-{n}", deadline_ms=60_000))
+        except Exception as exc:  # collected and asserted below
+            failures.append(exc)
+        finally:
+            conn.close()
+
+    run_threads(start, 16)
+    assert failures == []
+    assert len({r["workflow_id"] for r in results}) == 16
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_waits WHERE status = 'WAITING'") == 32
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances WHERE kind = 'TIMER'") == 32
+
+
 def test_start_pins_version_sets_steps_pending_and_root_due_at_once(world):
     """A definition with a TASK step: the first activation takes the app's quota, so it is the ROOT checkpoint's."""
     world.publish(TASKY)
