@@ -17,8 +17,8 @@ CREATE PROCEDURE _weave_candidate_open(
         OUT out_status       VARCHAR(16),
         OUT out_outcome      VARCHAR(16))
     COMMENT 'Internal. Description: locks the instance of a CHECKPOINT, SIGNAL or INBOX candidate for its decision.
-out_status: the instance''s status, read under its lock. out_outcome: NULL (locked: decide), GONE (no such candidate or instance) or BUSY (another node
-holds the instance).
+out_status: the instance''s status, read under its lock. out_outcome: NULL (locked: decide), GONE (no such candidate
+or instance) or BUSY (another node holds the instance).
 Errors: 50007 INVALID_STATE when an INBOX event names an instance that does not exist.'
     MODIFIES SQL DATA
 BEGIN
