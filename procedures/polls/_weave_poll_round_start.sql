@@ -53,13 +53,15 @@ BEGIN
     SELECT state, rounds_used, max_rounds, poll_deadline, current_task_id, next_poll_at
       INTO v_state, v_rounds_used, v_max_rounds, v_poll_deadline, v_current_task, v_next
       FROM weave_poll_states WHERE activation_id = in_activation_id AND instance_id = in_instance_id FOR UPDATE;
+    -- The rounds, locked, with round 1's task; and the activation's unsettled tasks, counted by a subquery (a plain
+    -- read, as a subquery of a locking read is).
     SELECT COUNT(*), MAX(r.round_no), MAX(IF(r.round_no = v_rounds_used, r.outcome, NULL)), MAX(t.handler),
-           MAX(t.handler_version), MAX(t.input)
-      INTO v_rounds, v_top, v_last_outcome, v_first_handler, v_first_version, v_first_input
+           MAX(t.handler_version), MAX(t.input),
+           (SELECT COUNT(*) FROM pulse_tasks u WHERE u.activation_id = in_activation_id
+               AND u.status IN ('QUEUED', 'RUNNING'))
+      INTO v_rounds, v_top, v_last_outcome, v_first_handler, v_first_version, v_first_input, v_unsettled
       FROM weave_poll_rounds r LEFT JOIN pulse_tasks t ON t.id = r.task_id AND r.round_no = 1
      WHERE r.activation_id = in_activation_id FOR UPDATE;
-    SELECT COUNT(*) INTO v_unsettled FROM pulse_tasks
-     WHERE activation_id = in_activation_id AND status IN ('QUEUED', 'RUNNING');
     IF NOT (v_state <=> 'WAITING') OR v_next IS NULL OR in_now < v_next OR in_now >= v_poll_deadline
        OR v_rounds <> v_rounds_used OR v_top <> v_rounds_used OR NOT (v_last_outcome <=> 'POLL_PENDING')
        OR v_current_task IS NOT NULL OR v_unsettled <> 0 OR v_rounds_used >= v_max_rounds

@@ -26,13 +26,13 @@ DECISIONS = {
     "attempt complete": 18,
     "inbox consume (round pending)": 28,
     "inbox consume, 3 in one call (each)": 26.0,
-    "poll round start": 33,
+    "poll round start": 32,
     "scan (nothing due)": 4,
     "idle probe": 2,
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 74, "signal": 97, "poll": 121.4}
+LIFECYCLES = {"timer": 74, "signal": 97, "poll": 120.8}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
