@@ -186,9 +186,20 @@ BEGIN
             CALL _weave_raise(50006, 'SIGNAL_LIMIT_REACHED: this instance already holds 1024 signals');
         END IF;
 
-        -- S-7: the target is a step of the pinned definition with a signal contract that this request meets.
-        SELECT type, spec INTO v_type, v_spec FROM weave_definition_steps
-         WHERE definition_id = v_def AND step_key = in_target_step_key;
+        -- S-7: the target is a step of the pinned definition with a signal contract that this request meets. Its
+        -- definition row comes with the read that locks the step and its current wait (for S-8 below): subqueries
+        -- of a locking read are plain reads, and a definition's rows are never locked.
+        SELECT (SELECT ds.type FROM weave_definition_steps ds
+                 WHERE ds.definition_id = v_def AND ds.step_key = in_target_step_key),
+               (SELECT ds.spec FROM weave_definition_steps ds
+                 WHERE ds.definition_id = v_def AND ds.step_key = in_target_step_key),
+               s.id, s.status, s.activation_seq, s.activation_id, w.id, w.kind, w.status, w.deadline_at,
+               w.correlation_key
+          INTO v_type, v_spec, v_step, v_step_status, v_k, v_activation, v_wait, v_wait_kind, v_wait_status,
+               v_wait_deadline, v_wait_corr
+          FROM weave_steps s
+          LEFT JOIN weave_waits w ON w.activation_id = s.activation_id AND w.kind IN ('SIGNAL', 'POLL_FINAL')
+         WHERE s.instance_id = v_inst AND s.step_key = in_target_step_key FOR UPDATE;
         IF v_type = 'SIGNAL' THEN
             SET v_contract_name = JSON_VALUE(v_spec, '$.signal.name'),
                 v_contract_version = JSON_VALUE(v_spec, '$.signal.payload_version'),
@@ -223,14 +234,7 @@ BEGIN
             CALL _weave_raise(50110, 'PAYLOAD_TYPE_MISMATCH: payload is not of the declared payload_type');
         END IF;
 
-        -- S-8: the activation sequence, under the locks of the step and of its current wait (one read).
-        SELECT s.id, s.status, s.activation_seq, s.activation_id, w.id, w.kind, w.status, w.deadline_at,
-               w.correlation_key
-          INTO v_step, v_step_status, v_k, v_activation, v_wait, v_wait_kind, v_wait_status, v_wait_deadline,
-               v_wait_corr
-          FROM weave_steps s
-          LEFT JOIN weave_waits w ON w.activation_id = s.activation_id AND w.kind IN ('SIGNAL', 'POLL_FINAL')
-         WHERE s.instance_id = v_inst AND s.step_key = in_target_step_key FOR UPDATE;
+        -- S-8: the activation sequence, under the locks of the step and of its current wait (read above).
         IF v_step IS NULL THEN
             CALL _weave_raise(50007, 'INVALID_STATE: the instance has no row for this step');
         END IF;

@@ -18,7 +18,7 @@ DECISIONS = {
     "timer settle, 10 in one call (each)": 30.3,
     "start (SIGNAL, activated by the start)": 43,
     "signal checkpoint before its deadline": 12,
-    "signal send (settles the open wait)": 50,
+    "signal send (settles the open wait)": 49,
     "signal settle (candidate path)": 39,
     "signal twin candidate": 9,
     "root activate (POLL, round 1)": 39,
@@ -32,7 +32,7 @@ DECISIONS = {
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 74, "signal": 97, "poll": 120.8}
+LIFECYCLES = {"timer": 74, "signal": 96, "poll": 120.8}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
