@@ -25,11 +25,27 @@ BEGIN
     DECLARE v_ready INT;
     DECLARE v_why VARCHAR(64) DEFAULT NULL;
 
-    SELECT i.status, i.control, i.gate, i.deadline_at, i.definition_id, c.status, a.status
-      INTO v_status, v_control, v_gate, v_deadline, v_def, v_cred_status, v_app_status
+    -- One read: the instance's R-8 states (with its identity and app), and one pass over its steps: how many are
+    -- unfinished, how many are ready (PENDING with every after-step SUCCEEDED) and the first ready one by position.
+    -- Activating a step changes no other step's readiness, so the walk below looks for a next ready step only
+    -- while some remain.
+    SELECT i.status, i.control, i.gate, i.deadline_at, i.definition_id, c.status, a.status,
+           w.unfinished, w.ready, w.first_ready
+      INTO v_status, v_control, v_gate, v_deadline, v_def, v_cred_status, v_app_status, v_unfinished, v_ready, v_step
       FROM weave_instances i
       JOIN weave_credentials c ON c.id = i.credential_id
       JOIN weave_apps a ON a.id = i.app_id
+      CROSS JOIN (
+           SELECT COALESCE(SUM(t.status <> 'SUCCEEDED'), 0) AS unfinished, COALESCE(SUM(t.ready), 0) AS ready,
+                  CAST(SUBSTRING_INDEX(MIN(IF(t.ready, CONCAT(LPAD(t.position, 10, '0'), ':', t.id), NULL)), ':', -1)
+                       AS UNSIGNED) AS first_ready
+             FROM (SELECT s.id, s.position, s.status, s.status = 'PENDING' AND NOT EXISTS (
+                          SELECT 1 FROM weave_definition_edges e
+                            JOIN weave_steps p ON p.instance_id = s.instance_id AND p.step_key = e.after_key
+                           WHERE e.definition_id = (SELECT d.definition_id FROM weave_instances d
+                                                     WHERE d.id = in_instance_id)
+                             AND e.step_key = s.step_key AND p.status <> 'SUCCEEDED') AS ready
+                     FROM weave_steps s WHERE s.instance_id = in_instance_id) t) w
      WHERE i.id = in_instance_id;
 
     root: BEGIN
@@ -38,19 +54,6 @@ BEGIN
             SET out_outcome = 'IDLE';
             LEAVE root;
         END IF;
-
-        -- One pass over the instance's steps: how many are unfinished, how many are ready (PENDING with every
-        -- after-step SUCCEEDED) and the first ready one by position. Activating a step changes no other step's
-        -- readiness, so the walk below looks for a next ready step only while some remain.
-        SELECT COALESCE(SUM(t.status <> 'SUCCEEDED'), 0), COALESCE(SUM(t.ready), 0),
-               CAST(SUBSTRING_INDEX(MIN(IF(t.ready, CONCAT(LPAD(t.position, 10, '0'), ':', t.id), NULL)), ':', -1)
-                    AS UNSIGNED)
-          INTO v_unfinished, v_ready, v_step
-          FROM (SELECT s.id, s.position, s.status, s.status = 'PENDING' AND NOT EXISTS (
-                       SELECT 1 FROM weave_definition_edges e
-                         JOIN weave_steps p ON p.instance_id = s.instance_id AND p.step_key = e.after_key
-                        WHERE e.definition_id = v_def AND e.step_key = s.step_key AND p.status <> 'SUCCEEDED') AS ready
-                  FROM weave_steps s WHERE s.instance_id = in_instance_id) t;
 
         IF v_step IS NULL THEN
             IF v_unfinished = 0 THEN

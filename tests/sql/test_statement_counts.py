@@ -13,15 +13,15 @@ from tests.benchmarks.statements import POLL_ROUNDS, Census, Stage, decisions
 
 # Per decision: the ceiling on its statements.
 DECISIONS = {
-    "start (TIMER, activated by the start)": 38,
-    "timer settle": 32,
-    "timer settle, 10 in one call (each)": 30.3,
-    "start (SIGNAL, activated by the start)": 43,
+    "start (TIMER, activated by the start)": 37,
+    "timer settle": 31,
+    "timer settle, 10 in one call (each)": 29.3,
+    "start (SIGNAL, activated by the start)": 42,
     "signal checkpoint before its deadline": 12,
-    "signal send (settles the open wait)": 49,
-    "signal settle (candidate path)": 39,
+    "signal send (settles the open wait)": 48,
+    "signal settle (candidate path)": 38,
     "signal twin candidate": 9,
-    "root activate (POLL, round 1)": 39,
+    "root activate (POLL, round 1)": 38,
     "task claim": 14,
     "attempt complete": 18,
     "inbox consume (round pending)": 28,
@@ -32,7 +32,7 @@ DECISIONS = {
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 74, "signal": 96, "poll": 120.8}
+LIFECYCLES = {"timer": 72, "signal": 94, "poll": 120.1}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
