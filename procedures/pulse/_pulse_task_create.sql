@@ -24,24 +24,10 @@ Rules: K-1, K-6, R-8, P-4, M-4.7, M-4.8.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_queue_name VARCHAR(64) DEFAULT JSON_VALUE(in_frozen, '$.queue');
-    DECLARE v_app BIGINT UNSIGNED;
-    DECLARE v_status VARCHAR(16) DEFAULT NULL;
-    DECLARE v_gate VARCHAR(16);
-    DECLARE v_control VARCHAR(16);
-    DECLARE v_inst_deadline DATETIME(6);
     DECLARE v_why VARCHAR(256) DEFAULT NULL;
     DECLARE v_business LONGTEXT;
     DECLARE v_mutex LONGTEXT;
     DECLARE v_retry LONGTEXT DEFAULT JSON_EXTRACT(in_frozen, '$.retry');
-
-    SELECT i.status, i.control, i.gate, i.deadline_at, i.app_id INTO v_status, v_control, v_gate, v_inst_deadline, v_app
-      FROM weave_instances i WHERE i.id = in_instance_id AND i.namespace_id = in_namespace_id;
-    IF v_status IS NULL OR v_status <> 'RUNNING' OR v_control <> 'ACTIVE' OR v_gate <> 'OPEN' THEN
-        CALL _weave_raise(50007, 'INVALID_STATE: no new task unless the instance is RUNNING, ACTIVE, gate OPEN');
-    END IF;
-    IF in_now >= v_inst_deadline OR in_deadline IS NULL OR in_deadline <= in_now OR in_deadline > v_inst_deadline THEN
-        CALL _weave_raise(50007, 'INVALID_STATE: task deadline must be after now and within the instance deadline');
-    END IF;
 
     -- Keys are compared as text: a JSON string is used unquoted, any other JSON value as its JSON text.
     SET v_business = CASE WHEN JSON_TYPE(JSON_EXTRACT(in_frozen, '$.business_key')) IS NULL
@@ -64,31 +50,44 @@ BEGIN
 
     -- The slot is taken here, guarded by the counters themselves: of two creators racing for the last
     -- one, the second finds no row to change and nothing of its decision remains (M-4.7). The rows are
-    -- taken app first, then queue, as everywhere the counters change (STRAIGHT_JOIN keeps that order).
+    -- taken app first, then queue, as everywhere the counters change (STRAIGHT_JOIN keeps that order). The
+    -- instance row, which the caller holds locked, names the app.
     SET out_task_id = NULL, out_why = NULL;
     UPDATE weave_apps a
       STRAIGHT_JOIN weave_queues q ON q.namespace_id = in_namespace_id AND q.name = v_queue_name
        SET a.in_flight = a.in_flight + 1, q.in_flight = q.in_flight + 1
-     WHERE a.id = v_app AND a.in_flight < a.max_in_flight AND q.in_flight < q.capacity;
+     WHERE a.id = (SELECT i.app_id FROM weave_instances i WHERE i.id = in_instance_id)
+       AND a.in_flight < a.max_in_flight AND q.in_flight < q.capacity;
     IF ROW_COUNT() <> 2 THEN
         -- No room: nothing is written, and the caller learns why (a lost race is its to judge, R-8).
         CALL _weave_task_room(in_namespace_id, in_instance_id, v_queue_name, out_why);
     ELSE
+        -- The task is written only from an instance that may get new work, with a deadline after now and within
+        -- the instance's (R-8, K-6): the caller has checked both, and this insert checks them again on the row.
         INSERT INTO pulse_tasks (namespace_id, app_id, queue_id, instance_id, step_key, activation_id, round_no, handler,
                                  handler_version, input, priority, business_key, mutex_key, max_attempts,
                                  initial_backoff_ms, backoff_coefficient, max_backoff_ms, timeout_ms, deadline_at, status,
                                  attempts_used, cancel_requested, available_at, created_at, updated_at)
-        VALUES (in_namespace_id, v_app,
-                (SELECT id FROM weave_queues WHERE namespace_id = in_namespace_id AND name = v_queue_name), in_instance_id, in_step_key, in_activation_id, in_round_no,
-                JSON_VALUE(in_frozen, '$.handler'), JSON_VALUE(in_frozen, '$.handler_version'),
-                COALESCE(JSON_EXTRACT(in_frozen, '$.input'), '{}'),
-                COALESCE(CAST(JSON_VALUE(in_frozen, '$.priority') AS SIGNED), 0), v_business, v_mutex,
-                CAST(JSON_VALUE(v_retry, '$.max_attempts') AS UNSIGNED),
-                CAST(JSON_VALUE(v_retry, '$.initial_backoff_ms') AS UNSIGNED),
-                CAST(JSON_VALUE(v_retry, '$.backoff_coefficient') AS DOUBLE),
-                CAST(JSON_VALUE(v_retry, '$.max_backoff_ms') AS UNSIGNED),
-                COALESCE(CAST(JSON_VALUE(in_frozen, '$.task_timeout_ms') AS UNSIGNED), 30000),
-                in_deadline, 'QUEUED', 0, 0, in_now, in_now, in_now);
+        SELECT in_namespace_id, i.app_id,
+               (SELECT id FROM weave_queues WHERE namespace_id = in_namespace_id AND name = v_queue_name),
+               in_instance_id, in_step_key, in_activation_id, in_round_no,
+               JSON_VALUE(in_frozen, '$.handler'), JSON_VALUE(in_frozen, '$.handler_version'),
+               COALESCE(JSON_EXTRACT(in_frozen, '$.input'), '{}'),
+               COALESCE(CAST(JSON_VALUE(in_frozen, '$.priority') AS SIGNED), 0), v_business, v_mutex,
+               CAST(JSON_VALUE(v_retry, '$.max_attempts') AS UNSIGNED),
+               CAST(JSON_VALUE(v_retry, '$.initial_backoff_ms') AS UNSIGNED),
+               CAST(JSON_VALUE(v_retry, '$.backoff_coefficient') AS DOUBLE),
+               CAST(JSON_VALUE(v_retry, '$.max_backoff_ms') AS UNSIGNED),
+               COALESCE(CAST(JSON_VALUE(in_frozen, '$.task_timeout_ms') AS UNSIGNED), 30000),
+               in_deadline, 'QUEUED', 0, 0, in_now, in_now, in_now
+          FROM weave_instances i
+         WHERE i.id = in_instance_id AND i.namespace_id = in_namespace_id AND i.status = 'RUNNING'
+           AND i.control = 'ACTIVE' AND i.gate = 'OPEN' AND in_now < i.deadline_at
+           AND in_deadline > in_now AND in_deadline <= i.deadline_at;
+        IF ROW_COUNT() <> 1 THEN
+            CALL _weave_raise(50007, CONCAT('INVALID_STATE: no new task unless the instance is RUNNING, ACTIVE, gate ',
+                                            'OPEN, with a task deadline after now and within the instance''s'));
+        END IF;
         SET out_task_id = LAST_INSERT_ID();
     END IF;
 END

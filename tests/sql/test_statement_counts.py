@@ -21,18 +21,18 @@ DECISIONS = {
     "signal send (settles the open wait)": 48,
     "signal settle (candidate path)": 38,
     "signal twin candidate": 9,
-    "root activate (POLL, round 1)": 38,
+    "root activate (POLL, round 1)": 37,
     "task claim": 14,
     "attempt complete": 18,
     "inbox consume (round pending)": 28,
     "inbox consume, 3 in one call (each)": 26.0,
-    "poll round start": 32,
+    "poll round start": 31,
     "scan (nothing due)": 4,
     "idle probe": 2,
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 72, "signal": 94, "poll": 120.1}
+LIFECYCLES = {"timer": 72, "signal": 94, "poll": 119.1}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
