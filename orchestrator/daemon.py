@@ -7,9 +7,10 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from typing import Protocol
 
-from procedures import errors, installer
+from procedures import errors
 
 
 class Daemon(Protocol):
@@ -23,12 +24,30 @@ class Daemon(Protocol):
     def run(self) -> object: ...
 
 
+def await_level(check: Callable[[], None], stop: threading.Event, process: str) -> bool:
+    """Run a process's start-up level check (R-16) until the database answers it. A database that cannot be
+    reached yet is waited for, logged, with a back-off from 0.5 s to 5 s (a process started before its database
+    then starts with it); a level that differs raises ``SchemaMismatch`` at once. False when ``stop`` was set
+    while waiting."""
+    delay = 0.5
+    while True:
+        try:
+            check()
+            return True
+        except errors.TransientDatabaseError as exc:
+            logging.getLogger(f"weave.{process}").warning(
+                "database not reachable at start; waiting", extra={"fields": {"error": str(exc), "retry_s": delay}})
+        if stop.wait(delay):
+            return False
+        delay = min(delay * 2, 5.0)
+
+
 def serve(daemon: Daemon, process: str) -> int:
     """Run ``daemon`` as the process ``weave <process>``; the exit status: 0 after a stop, 1 when refused."""
     signal.signal(signal.SIGTERM, daemon.stop)
     signal.signal(signal.SIGINT, daemon.stop)
     try:
-        if not installer.await_level(daemon.check_level, daemon.stopping, process):
+        if not await_level(daemon.check_level, daemon.stopping, process):
             return 0
     except errors.SchemaMismatch as exc:
         logging.getLogger(f"weave.{process}").error("refusing to start", extra={"fields": {"error": str(exc)}})

@@ -9,9 +9,7 @@ with its digest so that a re-run replaces exactly the routines whose files chang
 from __future__ import annotations
 
 import hashlib
-import logging
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -179,24 +177,6 @@ def database_level(conn: db.Connection) -> tuple[list[str], dict[str, str]]:
             # checks at boot starts and answers 503 until it answers, instead of failing to boot.
             raise errors.translate(exc) from exc
     return applied, digests
-
-
-def await_level(check: Callable[[], None], stop: threading.Event, process: str) -> bool:
-    """Run a process's start-up level check (R-16) until the database answers it. A database that cannot be
-    reached yet is waited for, logged, with a back-off from 0.5 s to 5 s (a process started before its database
-    then starts with it); a level that differs raises ``SchemaMismatch`` at once. False when ``stop`` was set
-    while waiting."""
-    delay = 0.5
-    while True:
-        try:
-            check()
-            return True
-        except errors.TransientDatabaseError as exc:
-            logging.getLogger(f"weave.{process}").warning(
-                "database not reachable at start; waiting", extra={"fields": {"error": str(exc), "retry_s": delay}})
-        if stop.wait(delay):
-            return False
-        delay = min(delay * 2, 5.0)
 
 
 def check_level(conn: db.Connection) -> None:
