@@ -15,7 +15,6 @@ BEGIN
     DECLARE v_now DATETIME(6);
     DECLARE v_limit INT DEFAULT LEAST(GREATEST(COALESCE(in_limit, 100), 1), 10000);
     -- A typed sentinel: a string literal here made next_at a string, which the loop cannot subtract.
-    DECLARE v_never DATETIME(6) DEFAULT '9999-12-31 00:00:00';
     -- The clock as _weave_now reads it, without the nested CALL (the scan runs between every batch).
     SELECT UTC_TIMESTAMP(6) + INTERVAL clock_offset_us MICROSECOND INTO v_now FROM weave_install WHERE id = 1;
     -- One result set for every class (each part its own index range, its own order and cap), so a scan

@@ -24,7 +24,6 @@ Rules: K-1, K-6, R-8, P-4, M-4.7, M-4.8.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_queue_name VARCHAR(64) DEFAULT JSON_VALUE(in_frozen, '$.queue');
-    DECLARE v_why VARCHAR(256) DEFAULT NULL;
     DECLARE v_business LONGTEXT;
     DECLARE v_mutex LONGTEXT;
     DECLARE v_retry LONGTEXT DEFAULT JSON_EXTRACT(in_frozen, '$.retry');
