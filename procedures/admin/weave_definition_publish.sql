@@ -13,7 +13,8 @@ content as the latest version returns that version instead.
 Parameters: in_token (definitions:publish), in_namespace, in_document (canonical JSON), in_compiled (compiled
 expression templates per step), in_queues (comma list of queues the definition uses).
 Result set: name, version, digest, created (1 when a new version was written).
-Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50119 DEFINITION_INVALID, 50124 QUEUE_NOT_FOUND
+Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50119 DEFINITION_INVALID (also for in_queues
+that miss a TASK or POLL step''s queue, or are given without such steps), 50124 QUEUE_NOT_FOUND
 (a queue the definition uses does not exist in the namespace), 50125 UNKNOWN_FIELD (the document has a field besides
 name and steps).
 Rules: M-2, R-18.'
@@ -92,6 +93,18 @@ BEGIN
                    step_key VARCHAR(64) PATH '$.key',
                    NESTED PATH '$.after[*]' COLUMNS (after_key VARCHAR(64) PATH '$'))) AS e
          WHERE e.after_key IS NOT NULL;
+        -- The queues list every queue the TASK and POLL steps name, and are empty without such a step. The engine
+        -- decides from them which rows a decision locks (_weave_instance_lock) and whether a start may activate
+        -- its first steps (weave_instance_start), so a list that disagrees with the steps is refused.
+        IF EXISTS (SELECT 1 FROM weave_definition_steps
+                    WHERE definition_id = v_id AND type IN ('TASK', 'POLL')
+                      AND FIND_IN_SET(COALESCE(JSON_VALUE(spec, '$.queue'), ''), COALESCE(in_queues, '')) = 0)
+           OR (COALESCE(in_queues, '') <> '' AND NOT EXISTS (SELECT 1 FROM weave_definition_steps
+                                                               WHERE definition_id = v_id
+                                                                 AND type IN ('TASK', 'POLL'))) THEN
+            CALL _weave_raise(50119, CONCAT('DEFINITION_INVALID: queues must list the TASK and POLL steps'' queues, ',
+                                            'and only with such steps'));
+        END IF;
         CALL _weave_audit(v_ns, 0, v_cred, v_actor, 'definition.publish', NULL, v_digest, v_now, NULL, NULL,
                           JSON_OBJECT('name', v_name, 'version', v_version + 0, 'digest', v_digest), NULL);
         COMMIT;

@@ -47,16 +47,13 @@ BEGIN
     DECLARE v_existing_digest CHAR(64);
     DECLARE v_existing_status VARCHAR(16);
     DECLARE v_duplicate TINYINT DEFAULT 0;
-    DECLARE v_tasks BOOLEAN;  -- the definition has a TASK or POLL step
     DECLARE v_root VARCHAR(16);
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_instance_start', v_tx);  -- refused inside a caller's transaction (R-1)
     START TRANSACTION;
     -- The namespace is found by its name here already; _weave_authorize takes it instead of reading it again.
-    SELECT d.id, d.version, d.queues, n.id,
-           EXISTS (SELECT 1 FROM weave_definition_steps s WHERE s.definition_id = d.id AND s.type IN ('TASK', 'POLL'))
-      INTO v_def, v_def_version, v_queues, v_ns, v_tasks
+    SELECT d.id, d.version, d.queues, n.id INTO v_def, v_def_version, v_queues, v_ns
       FROM weave_definitions d JOIN weave_namespaces n ON n.id = d.namespace_id AND n.name = in_namespace
      WHERE d.name = in_definition AND (in_version IS NULL OR d.version = in_version)
      ORDER BY d.version DESC LIMIT 1;
@@ -123,7 +120,7 @@ BEGIN
         CALL _weave_audit(v_ns, v_id, v_cred, v_actor, 'instance.start', in_idempotency_key, v_digest, v_now,
                           v_deadline, NULL, JSON_OBJECT('definition', in_definition, 'version', v_def_version,
                                                          'app', in_app), NULL);
-        IF v_tasks THEN
+        IF v_queues <> '' THEN  -- a TASK or POLL step (its publish checked the queues are exactly theirs)
             INSERT INTO weave_pending_advances (namespace_id, instance_id, step_key, kind, activation_id,
                                                 due_at, available_at, created_at)
             VALUES (v_ns, v_id, '', 'ROOT', 0, v_now, v_now, v_now);
