@@ -24,9 +24,8 @@ advance would (R-7, R-8: a deferral or a review is left on the ROOT checkpoint a
 Parameters: in_token (workflows:start and every queue of the definition), in_namespace, in_definition, in_version,
 in_app, in_input (JSON, <= 1 MiB; NULL = {}), exactly one of in_deadline_at (UTC) / in_deadline_ms (from now),
 in_business_key (<= 256 chars), in_idempotency_key (1-128 printable ASCII).
-Result set 1: workflow_id, status (as committed), created (1 new, 0 replay).
-Result sets 2-6: the instance, exactly as result sets 1-5 of weave_instance_get: for a new instance as it committed,
-for a replay as it is now (read from one snapshot).
+Result sets 1-2: the instance, exactly as weave_instance_get answers it, with created 1 for a new instance (as it
+committed) and 0 for a replay (as it is now, read from one snapshot).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50005 IDEMPOTENCY_CONFLICT, 50113
 IDEMPOTENCY_KEY_INVALID, 50117 INPUT_INVALID, 50118 DEADLINE_INVALID, 50122 APP_NOT_FOUND, 50123 DEFINITION_NOT_FOUND.
 Rules: R-1, R-3, R-4, R-5, R-7, R-8, M-2.'
@@ -45,7 +44,6 @@ BEGIN
     DECLARE v_digest CHAR(64);
     DECLARE v_id BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_existing_digest CHAR(64);
-    DECLARE v_existing_status VARCHAR(16);
     DECLARE v_duplicate TINYINT DEFAULT 0;
     DECLARE v_root VARCHAR(16);
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
@@ -69,7 +67,7 @@ BEGIN
         COALESCE(DATE_FORMAT(in_deadline_at, '%Y-%m-%dT%H:%i:%s.%f'), '-'), COALESCE(in_deadline_ms, '-'),
         COALESCE(CONCAT(LENGTH(in_business_key), ':', in_business_key), '-')), 256);
 
-    SELECT id, request_digest, status INTO v_id, v_existing_digest, v_existing_status
+    SELECT id, request_digest INTO v_id, v_existing_digest
       FROM weave_instances WHERE namespace_id = v_ns AND idempotency_key = in_idempotency_key;
     IF v_id IS NULL THEN
         IF v_def IS NULL THEN
@@ -130,23 +128,21 @@ BEGIN
         END IF;
         -- The instance as weave_instance_get answers it, read before the commit: every row of it is this
         -- transaction's own, so the sets are as consistent as a snapshot, and the caller needs no second call.
-        SELECT CONCAT('wf_', v_id) AS workflow_id, status, 1 AS created FROM weave_instances WHERE id = v_id;
-        CALL _weave_instance_show(in_namespace, v_id);
+        CALL _weave_instance_show(in_namespace, v_id, TRUE);
         COMMIT;
     ELSE
         IF v_duplicate = 1 THEN
-            SELECT id, request_digest, status INTO v_id, v_existing_digest, v_existing_status
+            SELECT id, request_digest INTO v_id, v_existing_digest
               FROM weave_instances WHERE namespace_id = v_ns AND idempotency_key = in_idempotency_key;
         END IF;
         IF v_existing_digest <> v_digest THEN
             CALL _weave_raise(50005, 'IDEMPOTENCY_CONFLICT: this key started a different request');
         END IF;
         COMMIT;
-        SELECT CONCAT('wf_', v_id) AS workflow_id, v_existing_status AS status, 0 AS created;
         -- A replay answers the instance as it is now, from one snapshot: a read-only transaction at the
         -- session's level, whose snapshot its first read takes (as weave_instance_get reads it).
         START TRANSACTION READ ONLY;
-        CALL _weave_instance_show(in_namespace, v_id);
+        CALL _weave_instance_show(in_namespace, v_id, FALSE);
         COMMIT;
     END IF;
 END
