@@ -25,7 +25,7 @@ BEGIN
      WHERE instance_id = in_instance_id AND step_key = in_step_key;
     UPDATE weave_activations SET ended_at = in_now WHERE id = in_activation_id;
     CALL _weave_event(in_namespace_id, in_instance_id, in_event, in_step_key, in_seq, in_now, in_facts, NULL, NULL);
-    CALL _weave_root_advance(in_namespace_id, in_instance_id, in_now, 31, out_successors);
+    CALL _weave_root_advance(in_namespace_id, in_instance_id, in_now, 31, TRUE, out_successors);
     CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', in_action, NULL, NULL, in_now,
                       in_deadline_at, NULL, JSON_SET(in_facts, '$.successors', out_successors), NULL);
 END

@@ -1,14 +1,17 @@
 -- The graph walk of R-7..R-9, run by the ROOT checkpoint and inline after any step settles. At most
 -- in_budget step changes happen here; when more steps are ready the ROOT checkpoint stays due now.
--- The caller holds the instance row lock and owns the transaction.
+-- The caller holds the instance row lock and owns the transaction. A walk that leaves nothing for later removes the
+-- ROOT checkpoint, when the caller says one may be there (in_checkpointed): a start has written none.
 CREATE PROCEDURE _weave_root_advance(
         IN  in_namespace_id BIGINT UNSIGNED,
         IN  in_instance_id  BIGINT UNSIGNED,
         IN  in_now          DATETIME(6),
         IN  in_budget       INT,
+        IN  in_checkpointed BOOLEAN,
         OUT out_outcome     VARCHAR(16))
     COMMENT 'Internal. Description: activates ready steps (R-7) under the new-work conditions (R-8), or completes the
-instance (R-9). out_outcome: IDLE, ACTIVATED, MORE, DEFERRED, REVIEW or SUCCEEDED.'
+instance (R-9); in_checkpointed: a ROOT checkpoint may exist (FALSE only at the start, which wrote none).
+out_outcome: IDLE, ACTIVATED, MORE, DEFERRED, REVIEW or SUCCEEDED.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_status VARCHAR(16);
@@ -50,7 +53,6 @@ BEGIN
 
     root: BEGIN
         IF v_status <> 'RUNNING' THEN
-            DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = '';
             SET out_outcome = 'IDLE';
             LEAVE root;
         END IF;
@@ -67,7 +69,6 @@ BEGIN
                 DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id;
                 SET out_outcome = 'SUCCEEDED';
             ELSE
-                DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = '';
                 SET out_outcome = 'IDLE';
             END IF;
             LEAVE root;
@@ -78,7 +79,6 @@ BEGIN
             CALL _weave_review_open(in_namespace_id, in_instance_id, 'INSTANCE_DEADLINE', '', 0,
                  JSON_OBJECT('deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
                              'checked_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ')), in_now);
-            DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = '';
             SET out_outcome = 'REVIEW';
             LEAVE root;
         END IF;
@@ -96,7 +96,6 @@ BEGIN
             CALL _weave_step_activate(in_namespace_id, in_instance_id, v_step, in_now, v_result);
             IF v_result = 'REVIEW' THEN
                 -- R-18: the step went to review; a recovery action makes ROOT due again.
-                DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = '';
                 SET out_outcome = 'REVIEW';
                 LEAVE root;
             ELSEIF v_result <> 'ACTIVATED' THEN
@@ -116,8 +115,12 @@ BEGIN
             CALL _weave_checkpoint_set(in_namespace_id, in_instance_id, '', 'ROOT', 0, in_now, in_now);
             SET out_outcome = 'MORE';
         ELSE
-            DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = '';
             SET out_outcome = 'ACTIVATED';
         END IF;
     END root;
+    -- Nothing left for later (IDLE, REVIEW, ACTIVATED): no ROOT checkpoint stays. DEFERRED and MORE have set it;
+    -- SUCCEEDED has removed every checkpoint of the instance.
+    IF in_checkpointed AND out_outcome IN ('IDLE', 'REVIEW', 'ACTIVATED') THEN
+        DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = '';
+    END IF;
 END
