@@ -161,12 +161,14 @@ def instance_get(conn: Conn, token: str, namespace: str, workflow_id: str) -> di
 
 
 def _instance_view(sets: list[list[dict]]) -> dict:
-    """The two result sets of _weave_instance_show as the 07-api instance resource. Its review reasons, checkpoints
-    and rounds come as JSON arrays (their times already RFC 3339), their JSON facts as text."""
-    head, step_rows = sets
+    """The five result sets of _weave_instance_show as the 07-api instance resource."""
+    head, step_rows, round_rows, reasons, checkpoints = sets
     inst = head[0]
-    reasons = _json(inst["review_reasons"]) or []
-    checkpoints = _json(inst["checkpoints"]) or []
+    rounds: dict[str, list] = {}
+    for r in round_rows:
+        rounds.setdefault(r["step_key"], []).append(
+            {"number": r["round_no"], "task_id": r["task_id"], "outcome": r["outcome"],
+             "result": _json(r["result"]), "result_at": rfc3339(r["result_at"])})
     steps: dict[str, dict] = {}
     for row in step_rows:
         step = steps.get(row["step_key"])
@@ -180,9 +182,7 @@ def _instance_view(sets: list[list[dict]]) -> dict:
                                 "max_rounds": row["max_rounds"], "next_poll_at": rfc3339(row["next_poll_at"]),
                                 "poll_deadline": rfc3339(row["poll_deadline"]),
                                 "current_task_id": row["current_task_id"],
-                                "rounds": [{"number": r["round_no"], "task_id": r["task_id"], "outcome": r["outcome"],
-                                            "result": _json(r["result"]), "result_at": r["result_at"]}
-                                           for r in _json(row["rounds"]) or []]}
+                                "rounds": rounds.get(row["step_key"], [])}
         wait = _wait_view(row)
         if wait is not None:
             step["final_wait" if wait["kind"] == "POLL_FINAL" else "wait"] = wait
@@ -192,14 +192,15 @@ def _instance_view(sets: list[list[dict]]) -> dict:
         "status": inst["status"], "control": inst["control"], "gate": inst["gate"],
         "deadline_at": rfc3339(inst["deadline_at"]), "business_key": inst["business_key"],
         "input": _json(inst["input"]),
-        "review_reasons": [{"code": r["code"], "step_key": r["step_key"], "activation_sequence": r["activation_seq"],
-                            "detail": _json(r["detail"]), "opened_at": r["opened_at"]} for r in reasons],
+        "review_reasons": [{"code": r["code"], "step_key": r["step_key"] or None,
+                            "activation_sequence": r["activation_seq"] or None, "detail": _json(r["detail"]),
+                            "opened_at": rfc3339(r["opened_at"])} for r in reasons],
         "created_at": rfc3339(inst["created_at"]), "updated_at": rfc3339(inst["updated_at"]),
         "finished_at": rfc3339(inst["finished_at"]),
         "deferred": _deferred_view(checkpoints),
         "steps": list(steps.values()),
-        "checkpoints": [{"step_key": c["step_key"] or None, "kind": c["kind"], "due_at": c["due_at"],
-                         "available_at": c["available_at"], "attempts": c["attempts"],
+        "checkpoints": [{"step_key": c["step_key"] or None, "kind": c["kind"], "due_at": rfc3339(c["due_at"]),
+                         "available_at": rfc3339(c["available_at"]), "attempts": c["attempts"],
                          "last_error": c["last_error"], "deferred_reason": c["deferred_reason"]}
                         for c in checkpoints],
     }
@@ -212,7 +213,7 @@ def _deferred_view(checkpoints: list[dict]) -> dict | None:
         return None
     row = min(deferred, key=lambda c: (c["deferred_since"], c["step_key"]))
     return {"reason": row["deferred_reason"], "step_key": row["step_key"] or None,
-            "since": row["deferred_since"], "next_check_at": row["available_at"],
+            "since": rfc3339(row["deferred_since"]), "next_check_at": rfc3339(row["available_at"]),
             "attempts": row["deferrals"], "detail": row["last_error"]}
 
 

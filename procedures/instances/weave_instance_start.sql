@@ -24,7 +24,7 @@ advance would (R-7, R-8: a deferral or a review is left on the ROOT checkpoint a
 Parameters: in_token (workflows:start and every queue of the definition), in_namespace, in_definition, in_version,
 in_app, in_input (JSON, <= 1 MiB; NULL = {}), exactly one of in_deadline_at (UTC) / in_deadline_ms (from now),
 in_business_key (<= 256 chars), in_idempotency_key (1-128 printable ASCII).
-Result sets 1-2: the instance, exactly as weave_instance_get answers it, with created 1 for a new instance (as it
+Result sets 1-5: the instance, exactly as weave_instance_get answers it, with created 1 for a new instance (as it
 committed) and 0 for a replay (as it is now, read from one snapshot).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50005 IDEMPOTENCY_CONFLICT, 50113
 IDEMPOTENCY_KEY_INVALID, 50117 INPUT_INVALID, 50118 DEADLINE_INVALID, 50122 APP_NOT_FOUND, 50123 DEFINITION_NOT_FOUND.
