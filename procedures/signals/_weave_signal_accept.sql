@@ -177,7 +177,7 @@ BEGIN
                    in_reason, in_evidence_ref, 'BYTES') THEN
                 CALL _weave_raise(50005, 'IDEMPOTENCY_CONFLICT: this key was accepted with a different request');
             END IF;
-            SET out_receipt = v_existing_receipt, out_replayed = 1;
+            SET out_receipt = _weave_signal_receipt(v_existing, v_existing_receipt), out_replayed = 1;
             LEAVE accept;
         END IF;
 
@@ -265,22 +265,22 @@ BEGIN
         -- otherwise when an unmatched early signal expires (S-10: the instance deadline at acceptance).
         SET v_available = IF(v_status = 'PENDING' AND v_wait IS NOT NULL, v_now, v_deadline);
 
+        -- S-5: the receipt is frozen in the signal's own insert (stored without the id that the insert gives the
+        -- row, _weave_signal_receipt) and answered byte-identical to every replay.
+        SET v_receipt = JSON_OBJECT(
+            'workflow_id', CONCAT('wf_', v_inst), 'idempotency_key', in_idempotency_key, 'status', v_status,
+            'disposition', v_disposition, 'accepted_at', DATE_FORMAT(v_now, '%Y-%m-%dT%H:%i:%s.%fZ'),
+            'expires_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'), 'request_digest', v_digest);
         INSERT INTO weave_signals (namespace_id, instance_id, idempotency_key, request_digest, name, payload_version,
                                    target_step_key, target_activation_seq, correlation_key, payload, reason,
                                    evidence_ref, credential_id, actor, status, disposition, accepted_at, expires_at,
                                    available_at, consumed_at, receipt)
         VALUES (v_ns, v_inst, in_idempotency_key, v_digest, in_name, in_payload_version, in_target_step_key,
                 in_target_activation_seq, in_correlation_key, in_payload, in_reason, in_evidence_ref, v_cred, v_actor,
-                v_status, v_disposition, v_now, v_deadline, v_available, IF(v_status = 'PENDING', NULL, v_now), '{}');
+                v_status, v_disposition, v_now, v_deadline, v_available, IF(v_status = 'PENDING', NULL, v_now),
+                v_receipt);
         SET v_id = LAST_INSERT_ID();
-        -- S-5: the receipt is frozen now and answered byte-identical to every replay.
-        SET v_receipt = JSON_OBJECT(
-            'signal_id', CONCAT('sig_', v_id), 'workflow_id', CONCAT('wf_', v_inst),
-            'idempotency_key', in_idempotency_key, 'status', v_status, 'disposition', v_disposition,
-            'accepted_at', DATE_FORMAT(v_now, '%Y-%m-%dT%H:%i:%s.%fZ'),
-            'expires_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
-            'request_digest', v_digest);
-        UPDATE weave_signals SET receipt = v_receipt WHERE id = v_id;
+        SET v_receipt = _weave_signal_receipt(v_id, v_receipt);
         -- S-6: the signal is counted in the statement that numbers its event (as _weave_event numbers one).
         UPDATE weave_instances SET signal_count = signal_count + 1, event_seq = LAST_INSERT_ID(event_seq + 1),
                                    updated_at = v_now, version = version + 1

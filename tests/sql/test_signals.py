@@ -295,7 +295,10 @@ def test_S3_acceptance_writes_signal_checkpoint_event_audit_and_receipt_together
     cp_before = world.db.row("SELECT due_at, version FROM weave_pending_advances WHERE step_key = 'approval'")
     receipt = queued(world, wf, "k-1", evidence_ref="https://desk.example/tickets/7")
     sig = signal_row(world, receipt["signal_id"])
-    assert sig["status"] == "PENDING" and json.loads(sig["receipt"]) == json.loads(receipt["receipt_json"])
+    # The receipt is frozen with the row: stored without its signal_id (the row's own id), answered with it first.
+    assert sig["status"] == "PENDING" and receipt["receipt_json"] == (
+        f'{{"signal_id": "sig_{sig["id"]}", ' + sig["receipt"][1:])
+    assert json.loads(receipt["receipt_json"])["signal_id"] == receipt["signal_id"] == f"sig_{sig['id']}"
     assert sig["available_at"] == sig["accepted_at"]  # a wait is active: look at once
     cp = world.db.row("SELECT due_at, available_at, version FROM weave_pending_advances WHERE step_key = 'approval'")
     assert cp["due_at"] == sig["accepted_at"] < cp_before["due_at"] and cp["version"] > cp_before["version"]
