@@ -159,17 +159,19 @@ BEGIN
     -- R-2, S-11: accepted_at is read after the instance lock, so per instance it follows lock (commit) order
     -- and the first signal by (accepted_at, id) is the first that the instance's decisions could see. The
     -- lock is held already when this statement starts (its clock is its start time), so the clock is read
-    -- here, in _weave_now's expression.
-    SELECT status, deadline_at, signal_count, definition_id,
-           UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND
-      INTO v_status_inst, v_deadline, v_count, v_def, v_now
-      FROM weave_instances WHERE id = v_inst FOR UPDATE;
+    -- here, in _weave_now's expression. S-4: the same read locks the signal stored under this idempotency key,
+    -- if there is one (the instance row is one row with or without it).
+    SELECT i.status, i.deadline_at, i.signal_count, i.definition_id,
+           UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND,
+           s.id, s.request_digest, s.receipt
+      INTO v_status_inst, v_deadline, v_count, v_def, v_now, v_existing, v_existing_digest, v_existing_receipt
+      FROM weave_instances i
+      LEFT JOIN weave_signals s
+        ON s.namespace_id = v_ns AND s.instance_id = i.id AND s.idempotency_key = in_idempotency_key
+     WHERE i.id = v_inst FOR UPDATE;
 
     accept: BEGIN
         -- S-4: the idempotency identity is answered before any limit or target rule (S-6).
-        SELECT id, request_digest, receipt INTO v_existing, v_existing_digest, v_existing_receipt
-          FROM weave_signals
-         WHERE namespace_id = v_ns AND instance_id = v_inst AND idempotency_key = in_idempotency_key FOR UPDATE;
         IF v_existing IS NOT NULL THEN
             -- A signal stored before digests were canonical carries the digest of its exact bytes.
             IF v_existing_digest <> v_digest AND v_existing_digest <> _weave_signal_digest(in_name,

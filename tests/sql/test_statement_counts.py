@@ -18,7 +18,7 @@ DECISIONS = {
     "timer settle, 10 in one call (each)": 29.3,
     "start (SIGNAL, activated by the start)": 40,
     "signal checkpoint before its deadline": 12,
-    "signal send (settles the open wait)": 47,
+    "signal send (settles the open wait)": 46,
     "signal settle (candidate path)": 38,
     "signal twin candidate": 9,
     "root activate (POLL, round 1)": 37,
@@ -32,7 +32,7 @@ DECISIONS = {
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 70, "signal": 91, "poll": 118.7}
+LIFECYCLES = {"timer": 70, "signal": 90, "poll": 118.7}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
