@@ -42,7 +42,7 @@ BEGIN
             LEAVE decide;
         END IF;
         CASE v_kind
-            WHEN 'ROOT' THEN CALL _weave_root_advance(v_ns, v_inst, v_now, 32, TRUE, out_outcome);
+            WHEN 'ROOT' THEN CALL _weave_root_advance(v_ns, v_inst, v_now, 32, TRUE, NULL, NULL, NULL, NULL, out_outcome);
             WHEN 'TIMER' THEN CALL _weave_timer_advance(v_ns, v_inst, v_step_key, v_activation, v_now, out_outcome);
             WHEN 'SIGNAL' THEN CALL _weave_signal_advance(v_ns, v_inst, v_step_key, v_activation, v_now, NULL,
                                                    out_outcome);

@@ -24,8 +24,9 @@ BEGIN
     UPDATE weave_steps SET status = 'SUCCEEDED', output = in_output, updated_at = in_now
      WHERE instance_id = in_instance_id AND step_key = in_step_key;
     UPDATE weave_activations SET ended_at = in_now WHERE id = in_activation_id;
-    CALL _weave_event(in_namespace_id, in_instance_id, in_event, in_step_key, in_seq, in_now, in_facts, NULL, NULL);
-    CALL _weave_root_advance(in_namespace_id, in_instance_id, in_now, 31, TRUE, out_successors);
+    -- The step's event is the walk's first (with the instance's own when this step was the last, R-9).
+    CALL _weave_root_advance(in_namespace_id, in_instance_id, in_now, 31, TRUE, in_event, in_step_key, in_seq, in_facts,
+                             out_successors);
     CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', in_action, NULL, NULL, in_now,
                       in_deadline_at, NULL, JSON_SET(in_facts, '$.successors', out_successors), NULL);
 END

@@ -1,6 +1,9 @@
 -- The graph walk of R-7..R-9, run by the ROOT checkpoint and inline after any step settles. At most
 -- in_budget step changes happen here; when more steps are ready the ROOT checkpoint stays due now.
--- The caller holds the instance row lock and owns the transaction. A walk that leaves nothing for later removes the
+-- The caller holds the instance row lock and owns the transaction. The event of a step that settled just before the
+-- walk (_weave_step_close) is the walk's to write, first: when that step was the last, its event and the
+-- instance's INSTANCE_SUCCEEDED take their two numbers in the one update that ends the instance, and are inserted
+-- together. A walk that leaves nothing for later removes the
 -- ROOT checkpoint, when the caller says one may be there (in_checkpointed): a start has written none.
 CREATE PROCEDURE _weave_root_advance(
         IN  in_namespace_id BIGINT UNSIGNED,
@@ -8,10 +11,15 @@ CREATE PROCEDURE _weave_root_advance(
         IN  in_now          DATETIME(6),
         IN  in_budget       INT,
         IN  in_checkpointed BOOLEAN,
+        IN  in_event        VARCHAR(48),
+        IN  in_step_key     VARCHAR(64),
+        IN  in_seq          INT UNSIGNED,
+        IN  in_facts        LONGTEXT,
         OUT out_outcome     VARCHAR(16))
     COMMENT 'Internal. Description: activates ready steps (R-7) under the new-work conditions (R-8), or completes the
 instance (R-9); in_checkpointed: a ROOT checkpoint may exist (FALSE only at the start, which wrote none).
-out_outcome: IDLE, ACTIVATED, MORE, DEFERRED, REVIEW or SUCCEEDED.'
+in_event, in_step_key, in_seq, in_facts: the event of the step that settled just before the walk (in_event NULL:
+none), written as the first event of the walk. out_outcome: IDLE, ACTIVATED, MORE, DEFERRED, REVIEW or SUCCEEDED.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_status VARCHAR(16);
@@ -27,6 +35,7 @@ BEGIN
     DECLARE v_unfinished INT;
     DECLARE v_ready INT;
     DECLARE v_why VARCHAR(64) DEFAULT NULL;
+    DECLARE v_last BOOLEAN;  -- the instance is RUNNING and every step has SUCCEEDED: it ends here (R-9)
 
     -- One read: the instance's R-8 states (with its identity and app), and one pass over its steps: how many are
     -- unfinished, how many are ready (PENDING with every after-step SUCCEEDED) and the first ready one by position.
@@ -50,6 +59,10 @@ BEGIN
                              AND e.step_key = s.step_key AND p.status <> 'SUCCEEDED') AS ready
                      FROM weave_steps s WHERE s.instance_id = in_instance_id) t) w
      WHERE i.id = in_instance_id;
+    SET v_last = v_status = 'RUNNING' AND v_step IS NULL AND v_unfinished = 0;
+    IF in_event IS NOT NULL AND NOT v_last THEN
+        CALL _weave_event(in_namespace_id, in_instance_id, in_event, in_step_key, in_seq, in_now, in_facts, NULL, NULL);
+    END IF;
 
     root: BEGIN
         IF v_status <> 'RUNNING' THEN
@@ -58,14 +71,20 @@ BEGIN
         END IF;
 
         IF v_step IS NULL THEN
-            IF v_unfinished = 0 THEN
+            IF v_last THEN
                 -- R-9: the last step settled in this transaction; the instance is done. Its status changes in the
-                -- same statement that takes the event's sequence number (as _weave_event does).
+                -- same statement that takes the sequence numbers of the step's event and its own (as _weave_event
+                -- takes one), and the two events are one insert.
                 UPDATE weave_instances SET status = 'SUCCEEDED', finished_at = in_now,
-                       event_seq = LAST_INSERT_ID(event_seq + 1), updated_at = in_now, version = version + 1
+                       event_seq = LAST_INSERT_ID(event_seq + 1 + (in_event IS NOT NULL)), updated_at = in_now,
+                       version = version + 1
                  WHERE id = in_instance_id;
                 INSERT INTO weave_events (instance_id, seq, namespace_id, type, step_key, activation_seq, occurred_at, data)
-                VALUES (in_instance_id, LAST_INSERT_ID(), in_namespace_id, 'INSTANCE_SUCCEEDED', '', 0, in_now, '{}');
+                SELECT in_instance_id, LAST_INSERT_ID() - 1, in_namespace_id, in_event, in_step_key, in_seq, in_now,
+                       COALESCE(in_facts, '{}')
+                  FROM DUAL WHERE in_event IS NOT NULL
+                UNION ALL
+                SELECT in_instance_id, LAST_INSERT_ID(), in_namespace_id, 'INSTANCE_SUCCEEDED', '', 0, in_now, '{}';
                 DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id;
                 SET out_outcome = 'SUCCEEDED';
             ELSE

@@ -124,7 +124,7 @@ BEGIN
             VALUES (v_ns, v_id, '', 'ROOT', 0, v_now, v_now, v_now);
         ELSE
             -- The ROOT advance itself: what it defers or leaves for more (R-7's 32) it writes as the ROOT checkpoint.
-            CALL _weave_root_advance(v_ns, v_id, v_now, 32, FALSE, v_root);
+            CALL _weave_root_advance(v_ns, v_id, v_now, 32, FALSE, NULL, NULL, NULL, NULL, v_root);
         END IF;
         -- The instance as weave_instance_get answers it, read before the commit: every row of it is this
         -- transaction's own, so the sets are as consistent as a snapshot, and the caller needs no second call.

@@ -14,12 +14,12 @@ from tests.benchmarks.statements import POLL_ROUNDS, Census, Stage, decisions
 # Per decision: the ceiling on its statements.
 DECISIONS = {
     "start (TIMER, activated by the start)": 35,
-    "timer settle": 31,
-    "timer settle, 10 in one call (each)": 29.3,
+    "timer settle": 28,
+    "timer settle, 10 in one call (each)": 26.3,
     "start (SIGNAL, activated by the start)": 40,
     "signal checkpoint before its deadline": 12,
-    "signal send (settles the open wait)": 46,
-    "signal settle (candidate path)": 38,
+    "signal send (settles the open wait)": 43,
+    "signal settle (candidate path)": 35,
     "signal twin candidate": 9,
     "root activate (POLL, round 1)": 37,
     "task claim": 14,
@@ -32,7 +32,7 @@ DECISIONS = {
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 70, "signal": 90, "poll": 118.7}
+LIFECYCLES = {"timer": 67, "signal": 87, "poll": 117.7}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
