@@ -65,9 +65,16 @@ BEGIN
                                           CONCAT('$.', ELT(v_i, 'input', 'business_key', 'mutex_key', 'correlation')));
             IF COALESCE(JSON_LENGTH(v_template, '$.bindings'), 0) > 0 THEN
                 IF v_context IS NULL THEN
-                    CALL _weave_instance_context(in_instance_id, v_context);
+                    -- The context expressions are evaluated against (04-polls "Expressions"): the instance's
+                    -- input and the outputs of its steps SUCCEEDED so far, {"input": ..., "steps": {<key>:
+                    -- {"output": ...}}}.
+                    SELECT JSON_OBJECT('input', JSON_EXTRACT(i.input, '$'), 'steps', JSON_EXTRACT(COALESCE(
+                               (SELECT JSON_OBJECTAGG(s.step_key,
+                                                      JSON_OBJECT('output', JSON_EXTRACT(COALESCE(s.output, 'null'), '$')))
+                                  FROM weave_steps s WHERE s.instance_id = i.id AND s.status = 'SUCCEEDED'), '{}'), '$'))
+                      INTO v_context FROM weave_instances i WHERE i.id = in_instance_id;
                 END IF;
-                CALL _weave_template_resolve(v_template, v_context, v_value);
+                SET v_value = _weave_template_resolve(v_template, v_context);
             ELSE
                 SET v_value = JSON_EXTRACT(v_template, '$.skeleton');
             END IF;
