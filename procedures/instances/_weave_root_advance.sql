@@ -79,12 +79,17 @@ BEGIN
                        event_seq = LAST_INSERT_ID(event_seq + 1 + (in_event IS NOT NULL)), updated_at = in_now,
                        version = version + 1
                  WHERE id = in_instance_id;
-                INSERT INTO weave_events (instance_id, seq, namespace_id, type, step_key, activation_seq, occurred_at, data)
-                SELECT in_instance_id, LAST_INSERT_ID() - 1, in_namespace_id, in_event, in_step_key, in_seq, in_now,
-                       COALESCE(in_facts, '{}')
-                  FROM DUAL WHERE in_event IS NOT NULL
-                UNION ALL
-                SELECT in_instance_id, LAST_INSERT_ID(), in_namespace_id, 'INSTANCE_SUCCEEDED', '', 0, in_now, '{}';
+                IF in_event IS NULL THEN
+                    INSERT INTO weave_events (instance_id, seq, namespace_id, type, step_key, activation_seq,
+                                              occurred_at, data)
+                    VALUES (in_instance_id, LAST_INSERT_ID(), in_namespace_id, 'INSTANCE_SUCCEEDED', '', 0, in_now, '{}');
+                ELSE  -- two rows of VALUES (an INSERT ... SELECT of a UNION costs twice as much)
+                    INSERT INTO weave_events (instance_id, seq, namespace_id, type, step_key, activation_seq,
+                                              occurred_at, data)
+                    VALUES (in_instance_id, LAST_INSERT_ID() - 1, in_namespace_id, in_event, in_step_key, in_seq, in_now,
+                            COALESCE(in_facts, '{}')),
+                           (in_instance_id, LAST_INSERT_ID(), in_namespace_id, 'INSTANCE_SUCCEEDED', '', 0, in_now, '{}');
+                END IF;
                 DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id;
                 SET out_outcome = 'SUCCEEDED';
             ELSE
