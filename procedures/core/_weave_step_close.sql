@@ -27,6 +27,9 @@ BEGIN
     -- The step's event is the walk's first (with the instance's own when this step was the last, R-9).
     CALL _weave_root_advance(in_namespace_id, in_instance_id, in_now, 31, TRUE, in_event, in_step_key, in_seq, in_facts,
                              out_successors);
-    CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', in_action, NULL, NULL, in_now,
-                      in_deadline_at, NULL, JSON_SET(in_facts, '$.successors', out_successors), NULL);
+    -- The engine's audit row (as _weave_event writes one), here without a nested call: every step settles here.
+    INSERT INTO weave_audit (namespace_id, instance_id, credential_id, actor, action, accepted_at, deadline_at,
+                             details, created_at)
+    VALUES (in_namespace_id, in_instance_id, 0, 'weave.orchestrator', in_action, in_now, in_deadline_at,
+            JSON_SET(in_facts, '$.successors', out_successors), in_now);
 END

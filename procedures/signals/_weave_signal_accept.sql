@@ -293,13 +293,16 @@ BEGIN
                 JSON_OBJECT('signal_id', CONCAT('sig_', v_id), 'idempotency_key', in_idempotency_key, 'name', in_name,
                             'status', v_status, 'disposition', v_disposition, 'actor', v_actor,
                             'early', v_status = 'PENDING' AND v_wait IS NULL));
-        CALL _weave_audit(v_ns, v_inst, v_cred, v_actor, 'signal.accept', in_idempotency_key, v_digest, v_now,
-                          v_deadline, in_reason,
-                          JSON_OBJECT('signal_id', CONCAT('sig_', v_id), 'status', v_status,
-                                      'disposition', v_disposition, 'target_step_key', in_target_step_key,
-                                      'target_activation_sequence', in_target_activation_seq + 0,
-                                      'evidence_ref', in_evidence_ref),
-                          v_receipt);
+        -- Its audit row (R-4, S-12: the acceptance proof), written here as its event is, without a nested call:
+        -- every signal is accepted here.
+        INSERT INTO weave_audit (namespace_id, instance_id, credential_id, actor, action, idempotency_key,
+                                 request_digest, accepted_at, deadline_at, reason, details, response, created_at)
+        VALUES (v_ns, v_inst, v_cred, v_actor, 'signal.accept', in_idempotency_key, v_digest, v_now, v_deadline,
+                in_reason, JSON_OBJECT('signal_id', CONCAT('sig_', v_id), 'status', v_status,
+                                       'disposition', v_disposition, 'target_step_key', in_target_step_key,
+                                       'target_activation_sequence', in_target_activation_seq + 0,
+                                       'evidence_ref', in_evidence_ref),
+                v_receipt, v_now);
         SET out_receipt = v_receipt;
         SET v_wakes = in_wake = 1 AND v_status = 'PENDING' AND v_wait IS NOT NULL AND v_wait_kind = 'SIGNAL'
                       AND v_wait_status = 'WAITING' AND v_step_status = 'ACTIVE';
