@@ -50,8 +50,13 @@ BEGIN
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_instance_start', v_tx);  -- refused inside a caller's transaction (R-1)
     START TRANSACTION;
-    -- The namespace is found by its name here already; _weave_authorize takes it instead of reading it again.
-    SELECT d.id, d.version, d.queues, n.id INTO v_def, v_def_version, v_queues, v_ns
+    -- The namespace is found by its name here already; _weave_authorize takes it instead of reading it again. The
+    -- instance started under this idempotency key, if any, comes with it (plain reads, as the look-up below).
+    SELECT d.id, d.version, d.queues, n.id,
+           (SELECT i.id FROM weave_instances i WHERE i.namespace_id = n.id AND i.idempotency_key = in_idempotency_key),
+           (SELECT i.request_digest FROM weave_instances i
+             WHERE i.namespace_id = n.id AND i.idempotency_key = in_idempotency_key)
+      INTO v_def, v_def_version, v_queues, v_ns, v_id, v_existing_digest
       FROM weave_definitions d JOIN weave_namespaces n ON n.id = d.namespace_id AND n.name = in_namespace
      WHERE d.name = in_definition AND (in_version IS NULL OR d.version = in_version)
      ORDER BY d.version DESC LIMIT 1;
@@ -67,8 +72,10 @@ BEGIN
         COALESCE(DATE_FORMAT(in_deadline_at, '%Y-%m-%dT%H:%i:%s.%f'), '-'), COALESCE(in_deadline_ms, '-'),
         COALESCE(CONCAT(LENGTH(in_business_key), ':', in_business_key), '-')), 256);
 
-    SELECT id, request_digest INTO v_id, v_existing_digest
-      FROM weave_instances WHERE namespace_id = v_ns AND idempotency_key = in_idempotency_key;
+    IF v_def IS NULL THEN  -- no such definition: a replay of this key may still name another (a conflict)
+        SELECT id, request_digest INTO v_id, v_existing_digest
+          FROM weave_instances WHERE namespace_id = v_ns AND idempotency_key = in_idempotency_key;
+    END IF;
     IF v_id IS NULL THEN
         IF v_def IS NULL THEN
             CALL _weave_raise(50123, 'DEFINITION_NOT_FOUND: no such definition version');
@@ -115,9 +122,11 @@ BEGIN
         VALUES (v_id, 1, v_ns, 'INSTANCE_STARTED', '', 0, v_now,
                 JSON_OBJECT('definition', in_definition, 'version', v_def_version + 0, 'app', in_app,
                             'deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'), 'actor', v_actor));
-        CALL _weave_audit(v_ns, v_id, v_cred, v_actor, 'instance.start', in_idempotency_key, v_digest, v_now,
-                          v_deadline, NULL, JSON_OBJECT('definition', in_definition, 'version', v_def_version,
-                                                         'app', in_app), NULL);
+        -- Its audit row (R-4), written here as its event is, without a nested call: every instance starts here.
+        INSERT INTO weave_audit (namespace_id, instance_id, credential_id, actor, action, idempotency_key,
+                                 request_digest, accepted_at, deadline_at, details, created_at)
+        VALUES (v_ns, v_id, v_cred, v_actor, 'instance.start', in_idempotency_key, v_digest, v_now, v_deadline,
+                JSON_OBJECT('definition', in_definition, 'version', v_def_version, 'app', in_app), v_now);
         IF v_queues <> '' THEN  -- a TASK or POLL step (its publish checked the queues are exactly theirs)
             INSERT INTO weave_pending_advances (namespace_id, instance_id, step_key, kind, activation_id,
                                                 due_at, available_at, created_at)
