@@ -152,6 +152,11 @@ def test_start_is_idempotent_per_namespace_and_key(world):
     assert again == {"workflow_id": wf, "status": "RUNNING", "created": False}
     with pytest.raises(errors.IdempotencyConflict):
         world.start("cool-off", {"order_id": "o2"}, key="order-o1")
+    with pytest.raises(errors.IdempotencyConflict):  # the key is used, whether or not the other definition exists
+        world.start("no-such-definition", {"order_id": "o1"}, key="order-o1")
+    with pytest.raises(errors.ValidationFailed) as missing:
+        world.start("no-such-definition", {"order_id": "o1"}, key="order-o2")
+    assert "DEFINITION_NOT_FOUND" in str(missing.value)
     assert world.db.scalar("SELECT COUNT(*) FROM weave_instances") == 1
     events = world.events(wf)
     assert [e["type"] for e in events] == ["INSTANCE_STARTED", "STEP_ACTIVATED"]  # once, by the first start
