@@ -8,10 +8,11 @@ an open transaction of the caller, in that transaction, which it neither commits
 Parameters: in_token (workflows:read and every queue of the definition), in_namespace, in_workflow_id (wf_...).
 Result set 1: workflow_id, namespace, app, definition_name, definition_version, status, control, gate, deadline_at,
 business_key, input, created_at, updated_at, finished_at, created (NULL here; weave_instance_start answers 1 or 0).
-Result set 2 (steps): step_key, type, status, activation_seq, output, started_at, wait_kind, wait_status, due_at,
-wait_deadline_at, winner_signal_id, settled_at, rounds_used, max_rounds, next_poll_at, poll_deadline,
-current_task_id, poll_state.
-Result set 3 (rounds of current activations): step_key, round_no, task_id, outcome, result, result_at.
+Result set 2 (steps, by position; a step with two waits has a row for each): step_key, type, status, activation_seq,
+output, started_at, wait_kind, wait_status, due_at, wait_deadline_at, winner_signal_id, settled_at, rounds_used,
+max_rounds, next_poll_at, poll_deadline, current_task_id, poll_state.
+Result set 3 (rounds of current activations, by activation, then round): step_key, round_no, task_id, outcome, result,
+result_at.
 Result set 4 (open review reasons): code, step_key, activation_seq, detail, opened_at.
 Result set 5 (checkpoints: when the engine looks again): step_key ('' for ROOT), kind, due_at, available_at,
 attempts (failed advances in a row), last_error, and for a deferred check (R-18) deferred_reason, deferred_since and

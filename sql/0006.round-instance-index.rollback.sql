@@ -1,0 +1,1 @@
+ALTER TABLE weave_poll_rounds DROP KEY ix_round_instance;
