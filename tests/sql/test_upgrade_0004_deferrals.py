@@ -4,9 +4,8 @@ migrated again keeps every due time, next check time and budget exactly, and the
 
 from __future__ import annotations
 
-from yoyo import read_migrations
-
 from procedures import installer, routines
+from tests.support.db import roll_back_migration
 from tests.support.signals import send, signal_flow
 
 CHECKPOINT_COLUMNS = "id, instance_id, step_key, kind, activation_id, due_at, available_at, attempts, version"
@@ -28,10 +27,7 @@ def test_R17_migration_0004_keeps_in_flight_checkpoints_and_the_runtime_continue
     before = world.db.rows(f"SELECT {CHECKPOINT_COLUMNS} FROM weave_pending_advances ORDER BY id")
     waits = world.db.rows("SELECT id, status, due_at, deadline_at FROM weave_waits ORDER BY id")
 
-    backend = installer._yoyo_backend(database)
-    migrations = read_migrations(str(installer.MIGRATIONS_DIR))
-    with backend.lock():
-        backend.rollback_migrations(migrations.filter(lambda m: m.id == "0004.deferrals"))
+    roll_back_migration(database, "0004.deferrals")
     columns = {r["c"] for r in world.db.rows("SELECT COLUMN_NAME AS c FROM information_schema.COLUMNS WHERE "
                                              "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'weave_pending_advances'")}
     assert "deferred_reason" not in columns  # the previous level

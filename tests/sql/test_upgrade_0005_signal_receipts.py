@@ -3,18 +3,14 @@ before it keep answering byte-identical replays (S-5) after it, and the level be
 
 from __future__ import annotations
 
-from yoyo import read_migrations
-
 from procedures import installer
+from tests.support.db import roll_back_migration
 from tests.support.signals import send, signal_flow
 
 
 def _level(database, *, back: bool) -> list[str]:
-    backend = installer._yoyo_backend(database)
-    migrations = read_migrations(str(installer.MIGRATIONS_DIR))
     if back:
-        with backend.lock():
-            backend.rollback_migrations(migrations.filter(lambda m: m.id == "0005.signal-receipts"))
+        roll_back_migration(database, "0005.signal-receipts")
         return []
     return installer.migrate(database, test_clock=True).migrations_applied
 

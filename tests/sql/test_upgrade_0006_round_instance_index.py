@@ -4,10 +4,9 @@ again keeps every round, due time and budget exactly, answers the same instance,
 
 from __future__ import annotations
 
-from yoyo import read_migrations
-
 from procedures import installer
 from tests.sql.test_polls import INTERVAL, answer, poll_flow, started
+from tests.support.db import roll_back_migration
 
 
 def _rounds(world) -> list[dict]:
@@ -29,10 +28,7 @@ def test_R17_migration_0006_keeps_rounds_in_flight_and_the_runtime_continues(wor
                                       "FROM weave_poll_states ORDER BY activation_id")}
     assert [r["round_no"] for r in before["rounds"]] == [1, 2]
 
-    backend = installer._yoyo_backend(database)
-    migrations = read_migrations(str(installer.MIGRATIONS_DIR))
-    with backend.lock():
-        backend.rollback_migrations(migrations.filter(lambda m: m.id == "0006.round-instance-index"))
+    roll_back_migration(database, "0006.round-instance-index")
     keys = {r["k"] for r in world.db.rows("SELECT INDEX_NAME AS k FROM information_schema.STATISTICS WHERE "
                                           "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'weave_poll_rounds'")}
     assert "ix_round_instance" not in keys  # the previous level

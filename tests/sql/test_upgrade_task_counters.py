@@ -12,13 +12,12 @@ from __future__ import annotations
 import os
 
 import pytest
-from yoyo import read_migrations
 
 from orchestrator.loop import Orchestrator
 from orchestrator.worker import Worker
 from procedures import db as dbmod
 from procedures import installer, invariants
-from tests.support.db import Db
+from tests.support.db import Db, roll_back_migration
 from tests.support.server import server_dsn
 from tests.support.signals import send, signal_flow
 from tests.support.world import World
@@ -88,10 +87,7 @@ def test_R17_upgrade_to_task_counters_keeps_work_in_flight_and_counts_it(upgrade
     before = {name: db.rows(sql) for name, sql in FACTS.items()}
 
     # Back to the previous level: the rows stay, the counters go.
-    backend = installer._yoyo_backend(db.dsn)
-    migrations = read_migrations(str(installer.MIGRATIONS_DIR))
-    with backend.lock():
-        backend.rollback_migrations(migrations.filter(lambda m: m.id == MIGRATION))
+    roll_back_migration(db.dsn, MIGRATION)
     db.conn.close()
     db.conn = dbmod.connect(db.dsn)
     assert _counter_columns(db) == 0

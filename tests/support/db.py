@@ -6,8 +6,20 @@ import datetime as dt
 from typing import Any
 
 import pymysql
+from yoyo import read_migrations
 
 from procedures import db as dbmod
+from procedures import installer
+
+
+def roll_back_migration(dsn: dbmod.Dsn, migration: str) -> None:
+    """Takes the database back to the level before ``migration`` (an upgrade test's previous level, R-17) by the
+    migration's own rollback: the rows stay, what the migration added goes."""
+    backend = installer._yoyo_backend(dsn)
+    migrations = read_migrations(str(installer.MIGRATIONS_DIR))
+    with backend.lock():
+        backend.rollback_migrations(migrations.filter(lambda m: m.id == migration))
+
 
 # Tables that hold install state rather than scenario data: kept across tests.
 KEEP = {"weave_install", "weave_routines"}
