@@ -33,9 +33,8 @@ BEGIN
             COALESCE(JSON_VALUE(in_frozen, '$.signal.payload_type'), 'any'), v_corr);
     -- S-10: with early signals the checkpoint is due at once and looks at them; with none there is nothing
     -- to look at before the deadline (a signal that arrives later makes it due itself, S-3).
-    SELECT IF(COUNT(*) > 0, in_now, v_deadline) INTO v_due FROM (
-        SELECT 1 FROM weave_signals WHERE instance_id = in_instance_id AND target_step_key = in_step_key
-           AND target_activation_seq = in_seq AND status = 'PENDING' LIMIT 1) early;
+    SELECT IF(EXISTS (SELECT 1 FROM weave_signals WHERE instance_id = in_instance_id AND target_step_key = in_step_key
+                         AND target_activation_seq = in_seq AND status = 'PENDING'), in_now, v_deadline) INTO v_due;
     CALL _weave_checkpoint_set(in_namespace_id, in_instance_id, in_step_key, 'SIGNAL', in_activation_id, v_due, in_now);
     CALL _weave_event(in_namespace_id, in_instance_id, 'STEP_ACTIVATED', in_step_key, in_seq, in_now,
          JSON_OBJECT('type', 'SIGNAL', 'name', JSON_VALUE(in_frozen, '$.signal.name'),
