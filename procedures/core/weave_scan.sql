@@ -14,7 +14,6 @@ Rules: R-10, R-11, R-14, K-4, K-6.'
 BEGIN
     DECLARE v_now DATETIME(6);
     DECLARE v_limit INT DEFAULT LEAST(GREATEST(COALESCE(in_limit, 100), 1), 10000);
-    -- A typed sentinel: a string literal here made next_at a string, which the loop cannot subtract.
     -- The clock as _weave_now reads it, without the nested CALL (the scan runs between every batch).
     SELECT UTC_TIMESTAMP(6) + INTERVAL clock_offset_us MICROSECOND INTO v_now FROM weave_install WHERE id = 1;
     -- One result set for every class (each part its own index range, its own order and cap), so a scan

@@ -2,9 +2,9 @@
 -- and weave_instance_start answering the instance it started). The caller has authorised the read and
 -- chosen the transaction the sets are read in. Every set is in the order of an index it reads, so none needs a
 -- temporary table to sort (a sort by a joined table's column does: about 0.25 ms each, even for no rows). Five
--- plain keyed reads: folding the review reasons, checkpoints and
--- rounds into JSON arrays of the first two makes two statements, but each aggregate costs more than the read it
--- replaces (measured: 0.7-0.9 ms against 0.35-0.45 ms for the instance row with its reasons and checkpoints).
+-- plain keyed reads: folding the review reasons, checkpoints and rounds into JSON arrays of the first two makes
+-- two statements, but each aggregate costs more than the read it replaces (measured: 0.7-0.9 ms against
+-- 0.35-0.45 ms for the instance row with its reasons and checkpoints).
 CREATE PROCEDURE _weave_instance_show(
         IN in_namespace   VARCHAR(200),
         IN in_instance_id BIGINT UNSIGNED,

@@ -1,10 +1,10 @@
 -- The graph walk of R-7..R-9, run by the ROOT checkpoint and inline after any step settles. At most
 -- in_budget step changes happen here; when more steps are ready the ROOT checkpoint stays due now.
--- The caller holds the instance row lock and owns the transaction. The event of a step that settled just before the
--- walk (_weave_step_close) is the walk's to write, first: when that step was the last, its event and the
+-- The caller holds the instance row lock and owns the transaction. The event of a step that settled just before
+-- the walk (_weave_step_close) is the walk's to write, first: when that step was the last, its event and the
 -- instance's INSTANCE_SUCCEEDED take their two numbers in the one update that ends the instance, and are inserted
--- together. A walk that leaves nothing for later removes the
--- ROOT checkpoint, when the caller says one may be there (in_checkpointed): a start has written none.
+-- together. A walk that leaves nothing for later removes the ROOT checkpoint, when the caller says one may be
+-- there (in_checkpointed): a start has written none.
 CREATE PROCEDURE _weave_root_advance(
         IN  in_namespace_id BIGINT UNSIGNED,
         IN  in_instance_id  BIGINT UNSIGNED,

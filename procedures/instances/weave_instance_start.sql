@@ -51,12 +51,11 @@ BEGIN
     CALL _weave_transaction_begin('weave_instance_start', v_tx);  -- refused inside a caller's transaction (R-1)
     START TRANSACTION;
     -- The namespace is found by its name here already; _weave_authorize takes it instead of reading it again. The
-    -- instance started under this idempotency key, if any, comes with it (plain reads, as the look-up below).
+    -- instance started under this idempotency key, if any, comes with it (a plain read, as the look-up below); a
+    -- replay reads its request digest once it is known to be one.
     SELECT d.id, d.version, d.queues, n.id,
-           (SELECT i.id FROM weave_instances i WHERE i.namespace_id = n.id AND i.idempotency_key = in_idempotency_key),
-           (SELECT i.request_digest FROM weave_instances i
-             WHERE i.namespace_id = n.id AND i.idempotency_key = in_idempotency_key)
-      INTO v_def, v_def_version, v_queues, v_ns, v_id, v_existing_digest
+           (SELECT i.id FROM weave_instances i WHERE i.namespace_id = n.id AND i.idempotency_key = in_idempotency_key)
+      INTO v_def, v_def_version, v_queues, v_ns, v_id
       FROM weave_definitions d JOIN weave_namespaces n ON n.id = d.namespace_id AND n.name = in_namespace
      WHERE d.name = in_definition AND (in_version IS NULL OR d.version = in_version)
      ORDER BY d.version DESC LIMIT 1;
@@ -73,8 +72,7 @@ BEGIN
         COALESCE(CONCAT(LENGTH(in_business_key), ':', in_business_key), '-')), 256);
 
     IF v_def IS NULL THEN  -- no such definition: a replay of this key may still name another (a conflict)
-        SELECT id, request_digest INTO v_id, v_existing_digest
-          FROM weave_instances WHERE namespace_id = v_ns AND idempotency_key = in_idempotency_key;
+        SELECT id INTO v_id FROM weave_instances WHERE namespace_id = v_ns AND idempotency_key = in_idempotency_key;
     END IF;
     IF v_id IS NULL THEN
         IF v_def IS NULL THEN
@@ -140,10 +138,9 @@ BEGIN
         CALL _weave_instance_show(in_namespace, v_id, TRUE);
         COMMIT;
     ELSE
-        IF v_duplicate = 1 THEN
-            SELECT id, request_digest INTO v_id, v_existing_digest
-              FROM weave_instances WHERE namespace_id = v_ns AND idempotency_key = in_idempotency_key;
-        END IF;
+        -- A replay: of an instance found above, or of a concurrent first start that won the unique index.
+        SELECT id, request_digest INTO v_id, v_existing_digest
+          FROM weave_instances WHERE namespace_id = v_ns AND idempotency_key = in_idempotency_key;
         IF v_existing_digest <> v_digest THEN
             CALL _weave_raise(50005, 'IDEMPOTENCY_CONFLICT: this key started a different request');
         END IF;

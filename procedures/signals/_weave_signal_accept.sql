@@ -189,10 +189,10 @@ BEGIN
         END IF;
 
         -- S-7: the target is a step of the pinned definition with a signal contract that this request meets. Its
-        -- definition row comes with the read that locks the step and its current wait (for S-8 below): subqueries
-        -- of a locking read are plain reads, and a definition's rows are never locked.
-        SELECT (SELECT ds.type FROM weave_definition_steps ds
-                 WHERE ds.definition_id = v_def AND ds.step_key = in_target_step_key),
+        -- type is the step row's (copied from the definition at the start); its contract comes with the read that
+        -- locks the step and its current wait (for S-8 below): a subquery of a locking read is a plain read, and
+        -- a definition's rows are never locked.
+        SELECT s.type,
                (SELECT ds.spec FROM weave_definition_steps ds
                  WHERE ds.definition_id = v_def AND ds.step_key = in_target_step_key),
                s.id, s.status, s.activation_seq, s.activation_id, w.id, w.kind, w.status, w.deadline_at,
