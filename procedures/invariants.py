@@ -113,6 +113,14 @@ INVARIANTS: tuple[Invariant, ...] = (
                               AND a.idempotency_key = s.idempotency_key
                               AND a.request_digest = s.request_digest
                               AND a.request_digest IN ({_SIGNAL_DIGEST}))"""),
+    # S-5: a receipt is stored without its signal_id (the row's own id) and composed on every answer; the receipt
+    # so composed is the one the acceptance answered, which its audit row keeps.
+    Invariant("M-4.10b", "every signal's receipt, as answered, is the receipt its acceptance answered", """
+        SELECT s.id FROM weave_signals s
+         WHERE NOT EXISTS (SELECT 1 FROM weave_audit a
+                            WHERE a.instance_id = s.instance_id AND a.action = 'signal.accept'
+                              AND a.idempotency_key = s.idempotency_key
+                              AND a.response = _weave_signal_receipt(s.id, s.receipt))"""),
     Invariant("M-4.11", "a SATISFIED timer settled at or after its due time; due = min(start + delay, deadline)", """
         SELECT w.id FROM weave_waits w JOIN weave_activations a ON a.id = w.activation_id
          WHERE w.kind = 'TIMER'

@@ -9,7 +9,7 @@ import json
 import pymysql
 import pytest
 
-from procedures import errors, routines, signals
+from procedures import errors, invariants, routines, signals
 from tests.support.signals import (
     HOUR,
     NAME,
@@ -447,6 +447,18 @@ def test_S5_receipt_says_rejected_when_stored_rejected_and_get_shows_current_sta
     other = started(world, orch)
     with pytest.raises(errors.NotFound):  # a signal of another instance
         signals.get(world.db.conn, world.token, world.namespace, other, good["signal_id"])
+
+
+@pytest.mark.breaks_invariants("M-4.10b")
+def test_S5_M4_10b_a_stored_receipt_that_drifts_from_the_answered_one_is_caught(world, orch):
+    wf = started(world, orch)
+    receipt = send(world, wf)
+    assert "M-4.10b" not in invariants.violations(world.db.conn)  # as stored: the answered receipt, composed
+    world.db.execute("UPDATE weave_signals SET receipt = REPLACE(receipt, '\"PENDING\"', '\"CONSUMED\"')")
+    broken = invariants.violations(world.db.conn)
+    assert broken.get("M-4.10b") and list(broken) == ["M-4.10b"], broken
+    # A replay answers the stored receipt: the drift the invariant reports is what a sender would be given.
+    assert send(world, wf, receipt["idempotency_key"])["receipt_json"] != receipt["receipt_json"]
 
 
 def test_S5_list_pages_in_acceptance_order_and_filters_by_status(world, orch):
