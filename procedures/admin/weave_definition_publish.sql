@@ -11,10 +11,11 @@ CREATE PROCEDURE weave_definition_publish(
     COMMENT 'Description: publishes a canonical definition document as the next immutable version; the same
 content as the latest version returns that version instead.
 Parameters: in_token (definitions:publish), in_namespace, in_document (canonical JSON), in_compiled (compiled
-expression templates per step), in_queues (comma list of queues the definition uses).
+expression templates per step), in_queues (the queues of the TASK and POLL steps, distinct, in byte order, as the
+validator lists them; NULL: derived here from the document, as they always are; a list that differs is refused).
 Result set: name, version, digest, created (1 when a new version was written).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50119 DEFINITION_INVALID (also for in_queues
-that miss a TASK or POLL step''s queue, or are given without such steps), 50124 QUEUE_NOT_FOUND
+that differ from the steps'' queues, or a TASK or POLL step without a queue), 50124 QUEUE_NOT_FOUND
 (a queue the definition uses does not exist in the namespace), 50125 UNKNOWN_FIELD (the document has a field besides
 name and steps).
 Rules: M-2, R-18.'
@@ -32,6 +33,8 @@ BEGIN
     DECLARE v_id BIGINT UNSIGNED;
     DECLARE v_rest VARCHAR(4096);
     DECLARE v_queue VARCHAR(64);
+    DECLARE v_queues VARCHAR(4096);
+    DECLARE v_unqueued INT;
     DECLARE v_unknown LONGTEXT;
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
@@ -54,11 +57,21 @@ BEGIN
     IF v_name IS NULL OR NOT (v_name REGEXP '^[A-Za-z0-9_.:-]{1,128}$') THEN
         CALL _weave_raise(50119, 'DEFINITION_INVALID: name');
     END IF;
-    IF COALESCE(in_queues, '') <> '' AND NOT (in_queues REGEXP '^[A-Za-z0-9_.:-]{1,64}(,[A-Za-z0-9_.:-]{1,64})*$') THEN
-        CALL _weave_raise(50119, 'DEFINITION_INVALID: queues');
+    -- The queues are the TASK and POLL steps' own, derived from the document: the engine decides from them which rows
+    -- a decision locks (_weave_instance_lock) and whether a start activates its first steps (weave_instance_start),
+    -- so they are never taken from the caller. Byte order and binary distinctness, as the validator lists them.
+    SELECT CONVERT(COALESCE(GROUP_CONCAT(DISTINCT s.queue ORDER BY s.queue SEPARATOR ','), '') USING utf8mb4),
+           COALESCE(SUM(s.queue IS NULL), 0)
+      INTO v_queues, v_unqueued
+      FROM JSON_TABLE(in_document, '$.steps[*]' COLUMNS (type VARCHAR(16) PATH '$.type',
+                                                         queue VARBINARY(64) PATH '$.queue')) AS s
+     WHERE s.type IN ('TASK', 'POLL');
+    IF v_unqueued > 0 OR (v_queues <> '' AND NOT (v_queues REGEXP '^[A-Za-z0-9_.:-]{1,64}(,[A-Za-z0-9_.:-]{1,64})*$'))
+       OR NOT (COALESCE(in_queues, v_queues) <=> v_queues) THEN
+        CALL _weave_raise(50119, 'DEFINITION_INVALID: queues must be the TASK and POLL steps'' own queues');
     END IF;
     -- R-18: a definition whose queues do not exist would only ever defer its instances; refuse it now.
-    SET v_rest = COALESCE(in_queues, '');
+    SET v_rest = v_queues;
     WHILE v_rest <> '' DO
         SET v_queue = SUBSTRING_INDEX(v_rest, ',', 1);
         SET v_rest = IF(LOCATE(',', v_rest) > 0, SUBSTRING(v_rest, LOCATE(',', v_rest) + 1), '');
@@ -77,7 +90,7 @@ BEGIN
         SET v_version = COALESCE(v_latest, 0) + 1;
         INSERT INTO weave_definitions (namespace_id, name, version, document, compiled, digest, queues,
                                        created_by, created_at)
-        VALUES (v_ns, v_name, v_version, in_document, in_compiled, v_digest, COALESCE(in_queues, ''), v_cred, v_now);
+        VALUES (v_ns, v_name, v_version, in_document, in_compiled, v_digest, v_queues, v_cred, v_now);
         SET v_id = LAST_INSERT_ID();
         INSERT INTO weave_definition_steps (definition_id, step_key, position, type, after_count, spec)
         SELECT v_id, s.step_key, s.pos - 1, s.type, COALESCE(JSON_LENGTH(s.after_keys), 0), s.spec
@@ -93,18 +106,6 @@ BEGIN
                    step_key VARCHAR(64) PATH '$.key',
                    NESTED PATH '$.after[*]' COLUMNS (after_key VARCHAR(64) PATH '$'))) AS e
          WHERE e.after_key IS NOT NULL;
-        -- The queues list every queue the TASK and POLL steps name, and are empty without such a step. The engine
-        -- decides from them which rows a decision locks (_weave_instance_lock) and whether a start may activate
-        -- its first steps (weave_instance_start), so a list that disagrees with the steps is refused.
-        IF EXISTS (SELECT 1 FROM weave_definition_steps
-                    WHERE definition_id = v_id AND type IN ('TASK', 'POLL')
-                      AND FIND_IN_SET(COALESCE(JSON_VALUE(spec, '$.queue'), ''), COALESCE(in_queues, '')) = 0)
-           OR (COALESCE(in_queues, '') <> '' AND NOT EXISTS (SELECT 1 FROM weave_definition_steps
-                                                               WHERE definition_id = v_id
-                                                                 AND type IN ('TASK', 'POLL'))) THEN
-            CALL _weave_raise(50119, CONCAT('DEFINITION_INVALID: queues must list the TASK and POLL steps'' queues, ',
-                                            'and only with such steps'));
-        END IF;
         CALL _weave_audit(v_ns, 0, v_cred, v_actor, 'definition.publish', NULL, v_digest, v_now, NULL, NULL,
                           JSON_OBJECT('name', v_name, 'version', v_version + 0, 'digest', v_digest), NULL);
         COMMIT;

@@ -123,18 +123,23 @@ def test_publish_rejects_a_document_that_did_not_come_through_validation(world):
     assert info.value.field_code == "DEFINITION_INVALID"
 
 
-def test_publish_refuses_queues_that_disagree_with_the_steps(world):
-    """The queues decide which rows a decision locks and whether a start activates its first steps, so they must
-    name every TASK and POLL step's queue, and be empty without such steps."""
+def test_R3_publish_refuses_queues_that_disagree_with_the_steps(world):
+    """The queues decide which rows a decision locks (R-3) and whether a start activates its first steps, so they
+    are the TASK and POLL steps' own queues, derived by publish itself: a list that names one more queue, misses
+    one, or is given without such steps is refused, and without a list publish derives it."""
     timer = definitions.validate(TIMER)
     task = definitions.validate(TASKY)
     for document, compiled, queues in ((task.canonical_json, task.compiled_json, ""),
+                                       (task.canonical_json, task.compiled_json, "other,payments"),
                                        (timer.canonical_json, timer.compiled_json, "payments")):
         with pytest.raises(errors.ValidationFailed) as info:
             world.db.call("weave_definition_publish", world.admin, "acme", document, compiled, queues)
         assert info.value.field_code == "DEFINITION_INVALID"
     assert world.db.scalar("SELECT COUNT(*) FROM weave_definitions") == 0
     assert routines.definition_publish(world.db.conn, world.admin, "acme", task)["created"]
+    world.db.call("weave_definition_publish", world.admin, "acme", timer.canonical_json, timer.compiled_json, None)
+    assert world.db.rows("SELECT queues FROM weave_definitions ORDER BY id") == [{"queues": ",".join(task.queues)},
+                                                                              {"queues": ""}]
 
 
 def test_definition_validation_error_reaches_the_caller_with_codes():
