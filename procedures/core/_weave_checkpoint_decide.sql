@@ -1,16 +1,14 @@
 -- The decision of one checkpoint, inside the transaction its caller started: the shared candidate
 -- opening takes the locks in R-3 order (the instance SKIP LOCKED so orchestrators never queue behind
 -- each other, R-13), then the checkpoint and the step's rows are re-read and verified under them, and
--- the step kind's handler runs. The scan only proposed it (R-6); this decides. This is the one place
--- where a checkpoint kind picks its handler; a new kind plugs in by naming its handler below. A fresh
--- signal reaches the same SIGNAL and POLL handlers (weave_signal_process, and Settle at Send in
--- _weave_signal_accept), so a step can never be decided two ways.
+-- the ROOT walk or the step kind's handler runs (_weave_step_advance, which a fresh signal reaches too).
+-- The scan only proposed it (R-6); this decides.
 CREATE PROCEDURE _weave_checkpoint_decide(
         IN  in_checkpoint_id BIGINT UNSIGNED,
         OUT out_outcome      VARCHAR(16))
     COMMENT 'Internal. Description: advances one due checkpoint in the caller''s transaction. out_outcome: GONE,
 BUSY, NOT_DUE, STALE, or the step kind handler''s outcome (as weave_checkpoint_advance).
-Errors: 50007 INVALID_STATE for a kind without a handler.
+Errors: 50007 INVALID_STATE for a kind without a handler (_weave_step_advance).
 Rules: R-1, R-3, R-5, R-6, R-13.'
     MODIFIES SQL DATA
 BEGIN
@@ -41,13 +39,10 @@ BEGIN
             SET out_outcome = 'NOT_DUE';
             LEAVE decide;
         END IF;
-        CASE v_kind
-            WHEN 'ROOT' THEN CALL _weave_root_advance(v_ns, v_inst, v_now, 32, TRUE, NULL, NULL, NULL, NULL, out_outcome);
-            WHEN 'TIMER' THEN CALL _weave_timer_advance(v_ns, v_inst, v_step_key, v_activation, v_now, out_outcome);
-            WHEN 'SIGNAL' THEN CALL _weave_signal_advance(v_ns, v_inst, v_step_key, v_activation, v_now, NULL,
-                                                   out_outcome);
-            WHEN 'POLL' THEN CALL _weave_poll_advance(v_ns, v_inst, v_step_key, v_activation, v_now, out_outcome);
-            ELSE CALL _weave_raise(50007, 'INVALID_STATE: a step kind without a handler');
-        END CASE;
+        IF v_kind = 'ROOT' THEN
+            CALL _weave_root_advance(v_ns, v_inst, v_now, 32, TRUE, NULL, NULL, NULL, NULL, out_outcome);
+        ELSE
+            CALL _weave_step_advance(v_ns, v_inst, v_step_key, v_kind, v_activation, v_now, out_outcome);
+        END IF;
     END decide;
 END

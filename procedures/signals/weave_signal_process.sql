@@ -2,8 +2,8 @@
 -- accepted signal settles its wait within one scan; otherwise it is due when it expires (S-14). Its
 -- available_at is only the next check time: nothing here moves accepted_at, expires_at or a deadline.
 -- Consumption runs the step's own handler under the instance lock, dispatched by the step's type in
--- the same routine as the step's checkpoint, so the two candidates for one wait can never decide
--- differently (POLL_FINAL: the POLL handler, which re-derives all of its step's work).
+-- the one routine the step's checkpoint also runs (_weave_step_advance), so the two candidates for one
+-- wait can never decide differently (POLL_FINAL: the POLL handler, which re-derives all of its step's work).
 CREATE PROCEDURE weave_signal_process(IN in_signal_id BIGINT UNSIGNED)
     COMMENT 'Description: advances one PENDING signal in its own transaction: runs its wait''s consumption when the
 wait is WAITING (S-11..S-13), expires an unmatched signal at expires_at (S-14), rejects a signal of an activation
@@ -75,13 +75,8 @@ BEGIN
                 -- among them (its wait was closed by a path that predates it), so it gets the S-9 answer.
                 SET v_disposition = 'STEP_SETTLED';
             ELSEIF v_step_status = 'ACTIVE' THEN
-                -- The handler the step's own checkpoint runs (_weave_checkpoint_decide).
-                CASE v_step_type
-                    WHEN 'SIGNAL' THEN CALL _weave_signal_advance(v_ns, v_inst, v_step_key, v_activation, v_now, NULL,
-                                                   v_outcome);
-                    WHEN 'POLL' THEN CALL _weave_poll_advance(v_ns, v_inst, v_step_key, v_activation, v_now, v_outcome);
-                    ELSE CALL _weave_raise(50007, 'INVALID_STATE: a signal wait on a step without a signal handler');
-                END CASE;
+                -- The handler the step's own checkpoint runs.
+                CALL _weave_step_advance(v_ns, v_inst, v_step_key, v_step_type, v_activation, v_now, v_outcome);
             END IF;
         END IF;
 
