@@ -8,10 +8,7 @@ Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
 Rules: K-8.'
     READS SQL DATA
 BEGIN
-    DECLARE v_ns BIGINT UNSIGNED;
-    DECLARE v_cred BIGINT UNSIGNED;
-    DECLARE v_actor VARCHAR(128);
-    CALL _weave_authorize(in_token, in_namespace, 'admin', NULL, v_ns, v_cred, v_actor);
+    DECLARE v_ns BIGINT UNSIGNED DEFAULT _weave_namespace_authorize(in_token, in_namespace, 'admin');
     SELECT a.name, a.max_in_flight, a.status,
            (SELECT COUNT(*) FROM pulse_tasks t WHERE t.app_id = a.id AND t.status IN ('QUEUED', 'RUNNING'))
                AS in_flight,

@@ -9,10 +9,7 @@ Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
 Rules: S-2.'
     READS SQL DATA
 BEGIN
-    DECLARE v_ns BIGINT UNSIGNED;
-    DECLARE v_cred BIGINT UNSIGNED;
-    DECLARE v_actor VARCHAR(128);
-    CALL _weave_authorize(in_token, in_namespace, 'admin', NULL, v_ns, v_cred, v_actor);
+    DECLARE v_ns BIGINT UNSIGNED DEFAULT _weave_namespace_authorize(in_token, in_namespace, 'admin');
     SELECT CONCAT('cred_', id) AS credential_id, actor, scopes, queues, status, created_at, disabled_at
       FROM weave_credentials WHERE namespace_id = v_ns ORDER BY id;
 END

@@ -10,11 +10,8 @@ Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
 Rules: M-2.'
     READS SQL DATA
 BEGIN
-    DECLARE v_ns BIGINT UNSIGNED;
-    DECLARE v_cred BIGINT UNSIGNED;
-    DECLARE v_actor VARCHAR(128);
+    DECLARE v_ns BIGINT UNSIGNED DEFAULT _weave_namespace_authorize(in_token, in_namespace, 'workflows:read');
     DECLARE v_id BIGINT UNSIGNED DEFAULT NULL;
-    CALL _weave_authorize(in_token, in_namespace, 'workflows:read', NULL, v_ns, v_cred, v_actor);
     SELECT id INTO v_id FROM weave_definitions
      WHERE namespace_id = v_ns AND name = in_name AND (in_version IS NULL OR version = in_version)
      ORDER BY version DESC LIMIT 1;

@@ -9,10 +9,7 @@ Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
 Rules: M-2.'
     READS SQL DATA
 BEGIN
-    DECLARE v_ns BIGINT UNSIGNED;
-    DECLARE v_cred BIGINT UNSIGNED;
-    DECLARE v_actor VARCHAR(128);
-    CALL _weave_authorize(in_token, in_namespace, 'workflows:read', NULL, v_ns, v_cred, v_actor);
+    DECLARE v_ns BIGINT UNSIGNED DEFAULT _weave_namespace_authorize(in_token, in_namespace, 'workflows:read');
     SELECT d.name, d.version AS latest_version, d.digest, d.queues, d.created_at, n.versions
       FROM weave_definitions d
       JOIN (SELECT name, MAX(version) AS latest, COUNT(*) AS versions FROM weave_definitions

@@ -8,10 +8,7 @@ Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
 Rules: K-8.'
     READS SQL DATA
 BEGIN
-    DECLARE v_ns BIGINT UNSIGNED;
-    DECLARE v_cred BIGINT UNSIGNED;
-    DECLARE v_actor VARCHAR(128);
-    CALL _weave_authorize(in_token, in_namespace, 'admin', NULL, v_ns, v_cred, v_actor);
+    DECLARE v_ns BIGINT UNSIGNED DEFAULT _weave_namespace_authorize(in_token, in_namespace, 'admin');
     SELECT q.name, q.capacity,
            (SELECT COUNT(*) FROM pulse_tasks t WHERE t.queue_id = q.id AND t.status = 'QUEUED') AS queued,
            (SELECT COUNT(*) FROM pulse_tasks t WHERE t.queue_id = q.id AND t.status = 'RUNNING') AS running,

@@ -27,13 +27,10 @@ Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50100 INVALID_A
 Rules: C-3, M-1.'
     READS SQL DATA
 BEGIN
-    DECLARE v_ns BIGINT UNSIGNED;
-    DECLARE v_cred BIGINT UNSIGNED;
-    DECLARE v_actor VARCHAR(128);
+    DECLARE v_ns BIGINT UNSIGNED DEFAULT _weave_namespace_authorize(in_token, in_namespace, 'workflows:read');
     DECLARE v_limit INT DEFAULT COALESCE(in_limit, 50);
     DECLARE v_before BIGINT UNSIGNED DEFAULT COALESCE(in_before_id, 18446744073709551615);
     DECLARE v_deferred TINYINT DEFAULT COALESCE(in_deferred, 0);
-    CALL _weave_authorize(in_token, in_namespace, 'workflows:read', NULL, v_ns, v_cred, v_actor);
     IF v_limit < 1 OR v_limit > 500 THEN
         CALL _weave_raise(50121, 'LIMIT_INVALID: limit must be 1..500');
     END IF;
