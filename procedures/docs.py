@@ -14,8 +14,8 @@ from .errors import ERRORS, TRANSIENT_CODES, VALIDATION_CODES
 from .installer import PROCEDURES_DIR, shipped_routines
 
 TARGET = PROCEDURES_DIR.parent / "docs" / "sql-api.md"
-_SIGNATURE = re.compile(r"CREATE\s+(?:PROCEDURE|FUNCTION)\s+(\w+)\s*\((.*?)\)\s*(?:RETURNS\s+\w+(?:\(\d+\))?(?:\s+UNSIGNED)?\s+)?"
-                        r"COMMENT\s+'((?:[^']|'')*)'", re.S | re.I)
+_SIGNATURE = re.compile(r"CREATE\s+(?:PROCEDURE|FUNCTION)\s+(\w+)\s*\((.*?)\)\s*"
+                        r"(?:RETURNS\s+\w+(?:\(\d+\))?(?:\s+UNSIGNED)?\s+)?COMMENT\s+'((?:[^']|'')*)'", re.S | re.I)
 
 
 def _parse(text: str) -> tuple[str, list[str], str]:
