@@ -51,10 +51,14 @@ BEGIN
     DECLARE v_inbox BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_deferred BOOLEAN;
     DECLARE v_facts LONGTEXT;
+    DECLARE v_no_wait BIGINT UNSIGNED;  -- the skeleton's wait outputs, unused: a POLL's state is its own row
+    DECLARE v_no_time DATETIME(6);
+    DECLARE v_no_frozen LONGTEXT;
 
     SET out_outcome = NULL;
     -- The checkpoint stays for the paths below that defer it (a deferral keeps its due time and attempts).
-    CALL _weave_step_open(in_instance_id, in_step_key, in_activation_id, 0, v_step, v_step_status, v_seq);
+    CALL _weave_step_open(in_instance_id, in_step_key, in_activation_id, 0, NULL, v_step, v_step_status, v_seq,
+                          v_no_wait, v_no_wait, v_no_time, v_no_time, v_no_time, v_no_time, v_no_frozen);
 
     poll: BEGIN
         IF v_step IS NULL THEN
@@ -155,6 +159,7 @@ BEGIN
         END IF;
 
         CALL _weave_poll_round_start(in_namespace_id, in_instance_id, in_step_key, v_seq, in_activation_id, v_frozen,
+                                     v_state, v_rounds_used, v_max_rounds, v_poll_deadline, v_current_task, v_next,
                                      in_now, out_outcome);
     END poll;
 END

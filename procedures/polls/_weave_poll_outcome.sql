@@ -230,7 +230,8 @@ BEGIN
                                   v_facts, 'poll.pending', v_poll_deadline);
                 IF in_now >= v_next AND in_now < v_poll_deadline THEN
                     CALL _weave_poll_round_start(in_namespace_id, in_instance_id, v_step_key, v_seq, v_activation,
-                                                 v_frozen, in_now, v_hook);
+                                                 v_frozen, 'WAITING', v_rounds_used, v_max_rounds, v_poll_deadline,
+                                                 NULL, v_next, in_now, v_hook);
                     SET out_outcome = IF(v_hook = 'ROUND', 'NEXT_ROUND', v_hook);
                 ELSE
                     CALL _weave_checkpoint_set(in_namespace_id, in_instance_id, v_step_key, 'POLL', v_activation,

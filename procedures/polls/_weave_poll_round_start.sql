@@ -15,22 +15,29 @@ CREATE PROCEDURE _weave_poll_round_start(
         IN  in_seq           INT UNSIGNED,
         IN  in_activation_id BIGINT UNSIGNED,
         IN  in_frozen        LONGTEXT,
+        IN  in_state         VARCHAR(16),
+        IN  in_rounds_used   INT UNSIGNED,
+        IN  in_max_rounds    INT UNSIGNED,
+        IN  in_poll_deadline DATETIME(6),
+        IN  in_current_task  BIGINT UNSIGNED,
+        IN  in_next_poll_at  DATETIME(6),
         IN  in_now           DATETIME(6),
         OUT out_outcome      VARCHAR(16))
     COMMENT 'Internal. Description: creates round n+1 of a WAITING poll whose next_poll_at has come (task from the frozen
 inputs with deadline min(now + task_timeout_ms, poll deadline, instance deadline); round record IN_FLIGHT; rounds
 used n+1; current task; state IN_FLIGHT; checkpoint at the poll deadline; event POLL_ROUND_STARTED; audit
-poll.round). out_outcome: ROUND, DEFERRED (checkpoint deferred, nothing consumed) or REVIEW (INSTANCE_DEADLINE).
+poll.round). in_state .. in_next_poll_at: the poll state row as the caller read it under its lock (and, for a
+PENDING answer consumed now, as it has just written it). out_outcome: ROUND, DEFERRED (checkpoint deferred, nothing consumed) or REVIEW (INSTANCE_DEADLINE).
 Errors: 50007 INVALID_STATE when the rounds do not verify (P-4).
 Rules: P-4, P-5, P-6, R-8, M-4.3, M-4.4.'
     MODIFIES SQL DATA
 BEGIN
-    DECLARE v_state VARCHAR(16);
-    DECLARE v_rounds_used INT UNSIGNED;
-    DECLARE v_max_rounds INT UNSIGNED;
-    DECLARE v_poll_deadline DATETIME(6);
-    DECLARE v_current_task BIGINT UNSIGNED;
-    DECLARE v_next DATETIME(6);
+    DECLARE v_state VARCHAR(16) DEFAULT in_state;
+    DECLARE v_rounds_used INT UNSIGNED DEFAULT in_rounds_used;
+    DECLARE v_max_rounds INT UNSIGNED DEFAULT in_max_rounds;
+    DECLARE v_poll_deadline DATETIME(6) DEFAULT in_poll_deadline;
+    DECLARE v_current_task BIGINT UNSIGNED DEFAULT in_current_task;
+    DECLARE v_next DATETIME(6) DEFAULT in_next_poll_at;
     DECLARE v_rounds INT UNSIGNED;
     DECLARE v_top INT UNSIGNED;
     DECLARE v_last_outcome VARCHAR(24) DEFAULT NULL;
@@ -50,9 +57,6 @@ BEGIN
     DECLARE v_facts LONGTEXT;
 
     SET out_outcome = NULL;
-    SELECT state, rounds_used, max_rounds, poll_deadline, current_task_id, next_poll_at
-      INTO v_state, v_rounds_used, v_max_rounds, v_poll_deadline, v_current_task, v_next
-      FROM weave_poll_states WHERE activation_id = in_activation_id AND instance_id = in_instance_id FOR UPDATE;
     -- The rounds, locked, with round 1's task; and the activation's unsettled tasks, counted by a subquery (a plain
     -- read, as a subquery of a locking read is).
     SELECT COUNT(*), MAX(r.round_no), MAX(IF(r.round_no = v_rounds_used, r.outcome, NULL)), MAX(t.handler),

@@ -27,6 +27,8 @@ BEGIN
     DECLARE v_deadline DATETIME(6);
     DECLARE v_act_deadline DATETIME(6);
     DECLARE v_timeout BIGINT UNSIGNED;
+    DECLARE v_planned DATETIME(6);  -- a TIMER's: unused here
+    DECLARE v_frozen LONGTEXT;
     DECLARE v_winner BIGINT UNSIGNED;
     DECLARE v_proof VARCHAR(16);
     DECLARE v_accepted DATETIME(6);
@@ -35,19 +37,15 @@ BEGIN
     DECLARE v_facts LONGTEXT;
 
     -- Every path below removes the checkpoint or sets it anew, so the opening takes it.
-    CALL _weave_step_open(in_instance_id, in_step_key, in_activation_id, 1, v_step, v_step_status, v_seq);
+    CALL _weave_step_open(in_instance_id, in_step_key, in_activation_id, 1, 'SIGNAL', v_step, v_step_status, v_seq,
+                          v_wait, v_wait_status, v_started, v_deadline, v_planned, v_act_deadline, v_frozen);
+    SET v_timeout = CAST(JSON_VALUE(v_frozen, '$.timeout_ms') AS UNSIGNED);
 
     sig: BEGIN
         IF v_step IS NULL THEN
             SET out_outcome = 'STALE';
             LEAVE sig;
         END IF;
-        SELECT w.id, w.status, w.started_at, w.deadline_at, a.deadline_at,
-               CAST(JSON_VALUE(a.frozen, '$.timeout_ms') AS UNSIGNED)
-          INTO v_wait, v_wait_status, v_started, v_deadline, v_act_deadline, v_timeout
-          FROM weave_waits w JOIN weave_activations a ON a.id = w.activation_id
-         WHERE w.activation_id = in_activation_id AND w.kind = 'SIGNAL' AND w.instance_id = in_instance_id
-         FOR UPDATE;
         -- R-6: facts that do not verify are left untouched for an operator, never repaired by guessing.
         IF v_wait IS NULL OR v_timeout IS NULL
            OR v_deadline <> LEAST(v_started + INTERVAL v_timeout * 1000 MICROSECOND, v_act_deadline) THEN

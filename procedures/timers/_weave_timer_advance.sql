@@ -23,23 +23,20 @@ BEGIN
     DECLARE v_planned DATETIME(6);
     DECLARE v_deadline DATETIME(6);
     DECLARE v_delay BIGINT UNSIGNED;
+    DECLARE v_frozen LONGTEXT;
     DECLARE v_root VARCHAR(16);
     DECLARE v_facts LONGTEXT;
 
     -- Every path below removes the checkpoint or sets it anew, so the opening takes it.
-    CALL _weave_step_open(in_instance_id, in_step_key, in_activation_id, 1, v_step, v_step_status, v_seq);
+    CALL _weave_step_open(in_instance_id, in_step_key, in_activation_id, 1, 'TIMER', v_step, v_step_status, v_seq,
+                          v_wait, v_wait_status, v_started, v_due, v_planned, v_deadline, v_frozen);
+    SET v_delay = CAST(JSON_VALUE(v_frozen, '$.delay_ms') AS UNSIGNED);
 
     timer: BEGIN
         IF v_step IS NULL THEN
             SET out_outcome = 'STALE';
             LEAVE timer;
         END IF;
-        SELECT w.id, w.status, w.started_at, w.due_at, w.planned_due_at, a.deadline_at,
-               CAST(JSON_VALUE(a.frozen, '$.delay_ms') AS UNSIGNED)
-          INTO v_wait, v_wait_status, v_started, v_due, v_planned, v_deadline, v_delay
-          FROM weave_waits w JOIN weave_activations a ON a.id = w.activation_id
-         WHERE w.activation_id = in_activation_id AND w.kind = 'TIMER' AND w.instance_id = in_instance_id
-         FOR UPDATE;
         -- R-6: facts that do not verify are left untouched (the candidate backs off, an operator sees
         -- last_error); they are never repaired by guessing.
         IF v_wait IS NULL OR v_delay IS NULL

@@ -14,25 +14,25 @@ from tests.benchmarks.statements import POLL_ROUNDS, Census, Stage, decisions
 # Per decision: the ceiling on its statements.
 DECISIONS = {
     "start (TIMER, activated by the start)": 33,
-    "timer settle": 28,
-    "timer settle, 10 in one call (each)": 26.3,
+    "timer settle": 27,
+    "timer settle, 10 in one call (each)": 25.3,
     "start (SIGNAL, activated by the start)": 35,
     "signal checkpoint before its deadline": 12,
-    "signal send (settles the open wait)": 41,
-    "signal settle (candidate path)": 35,
+    "signal send (settles the open wait)": 40,
+    "signal settle (candidate path)": 34,
     "signal twin candidate": 9,
     "root activate (POLL, round 1)": 34,
     "task claim": 14,
     "attempt complete": 18,
     "inbox consume (round pending)": 28,
     "inbox consume, 3 in one call (each)": 26.0,
-    "poll round start": 32,
+    "poll round start": 31,
     "scan (nothing due)": 4,
     "idle probe": 2,
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 65, "signal": 80, "poll": 116.4}
+LIFECYCLES = {"timer": 64, "signal": 79, "poll": 115.7}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
