@@ -41,15 +41,21 @@ BEGIN
 
     SET out_signal_id = NULL, out_proof = 'OK', out_accepted_at = NULL, out_payload = NULL;
     -- The wait's pins and its first match in one read: the wait is a constant of the join, so the signal
-    -- index gives the order and the read stops at the first match.
+    -- index gives the order and the read stops at the first match. The locking read must never touch another
+    -- instance's signals, or a send would wait on a neighbour's open send and two would deadlock (1213). So
+    -- the index is named (the index of every PENDING signal, the scan's, looks cheaper while few are
+    -- PENDING), and it is read by an equality prefix alone: the on-time test is written so that it cannot
+    -- bound a range, because a range read locks the first entry past its end (at READ COMMITTED too), which is
+    -- the next instance's, while a prefix read stops before it.
     SELECT s.id, s.idempotency_key, s.request_digest, s.name, s.payload_version, s.target_step_key,
            s.target_activation_seq, s.correlation_key, s.payload, s.reason, s.evidence_ref, s.accepted_at
       INTO v_id, v_key, v_stored_digest, v_s_name, v_s_version, v_s_step, v_s_seq, v_s_corr, v_s_payload,
            v_s_reason, v_s_evidence, out_accepted_at
       FROM weave_waits w
-      JOIN weave_signals s
+      JOIN weave_signals s FORCE INDEX (ix_signal_target)
         ON s.instance_id = w.instance_id AND s.target_step_key = w.step_key AND s.target_activation_seq = w.activation_seq
-       AND s.status = 'PENDING' AND s.accepted_at < w.deadline_at AND s.correlation_key = w.correlation_key
+       AND s.status = 'PENDING' AND TIMESTAMPDIFF(MICROSECOND, s.accepted_at, w.deadline_at) > 0
+       AND s.correlation_key = w.correlation_key
        AND BINARY s.name = BINARY w.signal_name AND BINARY s.payload_version = BINARY w.payload_version
      WHERE w.id = in_wait_id AND w.instance_id = in_instance_id
      ORDER BY s.accepted_at, s.id LIMIT 1 FOR UPDATE;

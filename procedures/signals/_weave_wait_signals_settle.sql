@@ -21,7 +21,9 @@ BEGIN
     DECLARE v_count INT DEFAULT 0;
     DECLARE v_list LONGTEXT;
 
-    -- The wait's pins are joined into the one read of its PENDING signals (no signal: nothing to settle).
+    -- The wait's pins are joined into the one read of its PENDING signals (no signal: nothing to settle),
+    -- through the wait's own prefix of the signal index, so that the lock never takes another instance's
+    -- signals (see _weave_signal_pick).
     SELECT COUNT(*), JSON_ARRAYAGG(JSON_OBJECT('signal_id', CONCAT('sig_', q.id), 'disposition', q.disposition)),
            MAX(q.step_key), MAX(q.seq)
       INTO v_count, v_list, v_step_key, v_seq
@@ -31,7 +33,7 @@ BEGIN
                         WHEN s.accepted_at >= w.deadline_at THEN 'LATE'
                         ELSE in_match_disposition END AS disposition
               FROM weave_waits w
-              JOIN weave_signals s
+              JOIN weave_signals s FORCE INDEX (ix_signal_target)
                 ON s.instance_id = w.instance_id AND s.target_step_key = w.step_key
                AND s.target_activation_seq = w.activation_seq AND s.status = 'PENDING'
              WHERE w.id = in_wait_id AND w.instance_id = in_instance_id

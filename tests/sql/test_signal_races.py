@@ -89,3 +89,31 @@ def test_R13_checkpoint_deletes_by_instance_use_an_index_so_parallel_consumers_d
                 "EXPLAIN DELETE FROM weave_pending_advances WHERE instance_id = 1"):
         plan = db.rows(sql)
         assert plan[0]["key"] == "uq_checkpoint", plan
+
+
+def test_R13_a_send_never_waits_on_the_signals_of_other_instances(world):
+    # A wait's first match is read through its own instance's signal index. Through the index of every PENDING
+    # signal (the scan's), which the optimizer prefers while few signals are PENDING, the locking read took other
+    # instances' signals too: a send waited behind another instance's open send, and two such sends deadlocked
+    # (1213). Here an uncommitted signal of one instance must not hold up a send that settles another's wait.
+    # (The open send runs at READ COMMITTED, as docs/signals.md asks of an outbox transaction.)
+    world.publish(signal_flow())
+    for i in range(30):  # a settled history: most signals CONSUMED, so the PENDING index looks selective
+        wf = world.start("approval-flow", {"order_id": f"o-{i}"})
+        send(world, wf, correlation_key=f"o-{i}")
+    free, held = (world.start("approval-flow", {"order_id": o}) for o in ("o-free", "o-held"))
+    outbox, other = world.db.connect(), world.db.connect()
+    try:
+        with outbox.cursor() as cur:
+            cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        outbox.begin()
+        send(world, held, conn=outbox, in_tx=True, correlation_key="o-held")  # PENDING, locked until commit
+        with other.cursor() as cur:
+            cur.execute("SET SESSION innodb_lock_wait_timeout = 1")
+        assert send(world, free, conn=other, correlation_key="o-free")["status"] == "PENDING"
+        assert world.step(free, "approval")["wait"]["status"] == "SATISFIED"
+        outbox.commit()
+    finally:
+        outbox.close()
+        other.close()
+    assert world.step(held, "approval")["wait"]["status"] == "WAITING"  # its signal waits for a runner
