@@ -156,6 +156,19 @@ INVARIANTS: tuple[Invariant, ...] = (
          WHERE (w.deadline_at IS NULL OR o.accepted_at < w.deadline_at)
            AND COALESCE(o.disposition, '') <> 'ACCEPTANCE_PROOF_MISMATCH'
            AND (o.accepted_at < s.accepted_at OR (o.accepted_at = s.accepted_at AND o.id < s.id))"""),
+    # R-5: a wait's checkpoint lives exactly as long as the wait: every end of a TIMER or SIGNAL wait removes it
+    # (a settled step's goes with its close), so none is left behind to wake a step that no longer waits. A
+    # checkpoint of an activation that is no longer current is stale, which its own run removes, and is not
+    # looked at here; one whose runs keep failing stays, backing off, while its step waits in review (R-18).
+    Invariant("M-4.18", "a TIMER or SIGNAL checkpoint of a current activation has its step ACTIVE, its wait WAITING",
+              """
+        SELECT c.id FROM weave_pending_advances c
+          JOIN weave_steps s ON s.instance_id = c.instance_id AND s.step_key = c.step_key
+                            AND s.activation_id = c.activation_id
+          LEFT JOIN weave_waits w ON w.activation_id = c.activation_id AND w.kind = c.kind
+         WHERE c.kind IN ('TIMER', 'SIGNAL')
+           AND NOT (w.status <=> 'WAITING'
+                    AND (s.status = 'ACTIVE' OR (s.status = 'NEEDS_REVIEW' AND c.attempts > 0)))"""),
 )
 
 BY_ID = {inv.id: inv for inv in INVARIANTS}

@@ -19,7 +19,7 @@ CREATE PROCEDURE _weave_root_advance(
     COMMENT 'Internal. Description: activates ready steps (R-7) under the new-work conditions (R-8), or completes the
 instance (R-9); in_checkpointed: a ROOT checkpoint may exist (FALSE only at the start, which wrote none).
 in_event, in_step_key, in_seq, in_facts: the event of the step that settled just before the walk (in_event NULL:
-none), written as the first event of the walk. out_outcome: IDLE, ACTIVATED, MORE, DEFERRED, REVIEW or SUCCEEDED.'
+none), written as the first event of the walk; that step''s checkpoint, if any, is removed by the walk. out_outcome: IDLE, ACTIVATED, MORE, DEFERRED, REVIEW or SUCCEEDED.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_status VARCHAR(16);
@@ -144,8 +144,12 @@ BEGIN
         END IF;
     END root;
     -- Nothing left for later (IDLE, REVIEW, ACTIVATED): no ROOT checkpoint stays. DEFERRED and MORE have set it;
-    -- SUCCEEDED has removed every checkpoint of the instance.
+    -- SUCCEEDED has removed every checkpoint of the instance. The step that has just settled (in_step_key)
+    -- loses its own checkpoint here too, in the same statement where there is one.
     IF in_checkpointed AND out_outcome IN ('IDLE', 'REVIEW', 'ACTIVATED') THEN
-        DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = '';
+        DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id
+           AND step_key IN ('', COALESCE(in_step_key, ''));
+    ELSEIF in_step_key IS NOT NULL AND out_outcome IN ('DEFERRED', 'MORE') THEN
+        DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key;
     END IF;
 END

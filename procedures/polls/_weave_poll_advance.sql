@@ -57,7 +57,7 @@ BEGIN
 
     SET out_outcome = NULL;
     -- The checkpoint stays for the paths below that defer it (a deferral keeps its due time and attempts).
-    CALL _weave_step_open(in_instance_id, in_step_key, in_activation_id, 0, NULL, v_step, v_step_status, v_seq,
+    CALL _weave_step_open(in_instance_id, in_step_key, in_activation_id, NULL, v_step, v_step_status, v_seq,
                           v_no_wait, v_no_wait, v_no_time, v_no_time, v_no_time, v_no_time, v_no_frozen);
 
     poll: BEGIN

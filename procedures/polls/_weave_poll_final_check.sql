@@ -111,10 +111,12 @@ BEGIN
             IF v_state = 'STOPPED' THEN
                 LEAVE hook;
             END IF;
-            -- The first on-time match by acceptance order (S-11); its proof is checked only if it is to win.
-            SELECT id, accepted_at INTO v_first, v_first_at FROM weave_signals
+            -- The first on-time match by acceptance order (S-11); its proof is checked only if it is to win. Read
+            -- by the wait's own index prefix, so the lock never takes another instance's signals (see
+            -- _weave_signal_pick).
+            SELECT id, accepted_at INTO v_first, v_first_at FROM weave_signals FORCE INDEX (ix_signal_target)
              WHERE instance_id = in_instance_id AND target_step_key = in_step_key AND target_activation_seq = v_seq
-               AND status = 'PENDING' AND accepted_at < v_deadline
+               AND status = 'PENDING' AND TIMESTAMPDIFF(MICROSECOND, accepted_at, v_deadline) > 0
                AND correlation_key = v_corr AND BINARY name = BINARY v_name
                AND BINARY payload_version = BINARY v_version
              ORDER BY accepted_at, id LIMIT 1 FOR UPDATE;
@@ -257,7 +259,6 @@ BEGIN
         -- Adopted: the signal's result object is the step output (05-signals), successors follow (R-7).
         UPDATE weave_poll_states SET state = 'SETTLED', current_task_id = NULL, updated_at = in_now
          WHERE activation_id = in_activation_id;
-        DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key;
         SET v_facts = JSON_SET(v_facts, '$.settled_by', 'FINAL_SIGNAL');
         CALL _weave_step_close(in_namespace_id, in_instance_id, in_step_key, v_seq, in_activation_id, v_payload,
                                'POLL_SUCCEEDED', 'poll.settle', v_deadline, v_facts, in_now, v_root);

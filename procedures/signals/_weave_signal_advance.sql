@@ -36,8 +36,7 @@ BEGIN
     DECLARE v_root VARCHAR(16);
     DECLARE v_facts LONGTEXT;
 
-    -- Every path below removes the checkpoint or sets it anew, so the opening takes it.
-    CALL _weave_step_open(in_instance_id, in_step_key, in_activation_id, 1, 'SIGNAL', v_step, v_step_status, v_seq,
+    CALL _weave_step_open(in_instance_id, in_step_key, in_activation_id, 'SIGNAL', v_step, v_step_status, v_seq,
                           v_wait, v_wait_status, v_started, v_deadline, v_planned, v_act_deadline, v_frozen);
     SET v_timeout = CAST(JSON_VALUE(v_frozen, '$.timeout_ms') AS UNSIGNED);
 
@@ -118,4 +117,9 @@ BEGIN
                                    v_deadline, in_now);
         SET out_outcome = 'WAITING';
     END sig;
+    -- Every end of the wait removes its checkpoint: a consumed step's goes with its close (in the ROOT walk's
+    -- closing delete), WAITING has set it anew, and the others' goes here.
+    IF v_step IS NOT NULL AND out_outcome IN ('STALE', 'PROOF_MISMATCH', 'EXPIRED') THEN
+        DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key;
+    END IF;
 END

@@ -27,8 +27,7 @@ BEGIN
     DECLARE v_root VARCHAR(16);
     DECLARE v_facts LONGTEXT;
 
-    -- Every path below removes the checkpoint or sets it anew, so the opening takes it.
-    CALL _weave_step_open(in_instance_id, in_step_key, in_activation_id, 1, 'TIMER', v_step, v_step_status, v_seq,
+    CALL _weave_step_open(in_instance_id, in_step_key, in_activation_id, 'TIMER', v_step, v_step_status, v_seq,
                           v_wait, v_wait_status, v_started, v_due, v_planned, v_deadline, v_frozen);
     SET v_delay = CAST(JSON_VALUE(v_frozen, '$.delay_ms') AS UNSIGNED);
 
@@ -79,4 +78,9 @@ BEGIN
             SET out_outcome = 'SETTLED';
         END IF;
     END timer;
+    -- Every end of the wait removes its checkpoint: a settled step's goes with its close (in the ROOT walk's
+    -- closing delete), NOT_DUE has set it anew, and a stale or truncated wait's goes here.
+    IF v_step IS NOT NULL AND out_outcome IN ('STALE', 'TRUNCATED') THEN
+        DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key;
+    END IF;
 END

@@ -14,12 +14,12 @@ from tests.benchmarks.statements import POLL_ROUNDS, Census, Stage, decisions
 # Per decision: the ceiling on its statements.
 DECISIONS = {
     "start (TIMER, activated by the start)": 33,
-    "timer settle": 27,
-    "timer settle, 10 in one call (each)": 25.3,
+    "timer settle": 26,
+    "timer settle, 10 in one call (each)": 24.3,
     "start (SIGNAL, activated by the start)": 35,
     "signal checkpoint before its deadline": 12,
-    "signal send (settles the open wait)": 40,
-    "signal settle (candidate path)": 34,
+    "signal send (settles the open wait)": 39,
+    "signal settle (candidate path)": 33,
     "signal twin candidate": 9,
     "root activate (POLL, round 1)": 34,
     "task claim": 14,
@@ -32,7 +32,7 @@ DECISIONS = {
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 64, "signal": 79, "poll": 115.7}
+LIFECYCLES = {"timer": 63, "signal": 78, "poll": 115.4}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 

@@ -7,7 +7,7 @@ import datetime as dt
 import pymysql
 import pytest
 
-from procedures import errors
+from procedures import errors, invariants
 
 HOUR = 3_600_000
 
@@ -335,3 +335,26 @@ def test_R1_a_failing_routine_leaves_no_open_transaction(world):
         world.start("cool-off", key="k1")
         world.start("cool-off", key="k1", deadline_ms=5)
     assert isinstance(conn, pymysql.Connection)
+
+
+@pytest.mark.breaks_invariants("M-4.18")
+def test_R5_M4_18_a_checkpoint_left_behind_by_a_settled_timer_is_caught(world, orch):
+    # A timer's checkpoint goes with its settlement (in the ROOT walk's closing delete): one put back after the
+    # step settled would wake a step that no longer waits, and the invariant, and only it, reports it.
+    world.publish({"name": "two-timers", "steps": [{"key": "first", "type": "TIMER", "delay_ms": 1000},
+                                                    {"key": "second", "type": "TIMER", "delay_ms": 60_000,
+                                                     "after": ["first"]}]})
+    wf = world.start("two-timers")
+    world.db.advance(1001)
+    orch.drain()
+    inst = int(wf.removeprefix("wf_"))
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances WHERE instance_id = %s AND step_key = 'first'",
+                           inst) == 0
+    assert "M-4.18" not in invariants.violations(world.db.conn)
+    world.db.execute("""INSERT INTO weave_pending_advances (namespace_id, instance_id, step_key, kind, activation_id,
+                                                            due_at, available_at, created_at)
+                        SELECT namespace_id, instance_id, step_key, 'TIMER', id, started_at, started_at,
+                               started_at
+                          FROM weave_activations WHERE instance_id = %s AND step_key = 'first'""", inst)
+    broken = invariants.violations(world.db.conn)
+    assert broken.get("M-4.18") and list(broken) == ["M-4.18"], broken
