@@ -229,3 +229,23 @@ def test_Q4_every_rule_of_a_done_area_is_named_by_a_test():
     print(f"\nrule ids without a test ({len(missing)} of {len(spec)}): {' '.join(missing)}")
     assert DONE <= spec
     assert [r for r in missing if r in DONE] == []
+
+
+# The tables whose PENDING rows have an index of their own for the scan: a locking read that filters on the
+# pending state could be planned through that index, and would then lock other instances' rows (a send waited
+# on its neighbour's and two deadlocked). Such a read names the index of its own instance's or task's rows.
+PENDING_INDEXED = ("weave_signals", "pulse_inbox")
+LOCKING_READ = re.compile(r"\bSELECT\b(?:(?!;).)*?\b(?:FOR UPDATE|LOCK IN SHARE MODE)\b[^;]*;", re.S)
+
+
+def test_R13_locking_reads_of_pending_rows_name_the_index_of_their_own_instance():
+    unnamed = []
+    for routine in shipped_routines():
+        for read in LOCKING_READ.findall(_code(routine.text)):
+            if "SKIP LOCKED" in read:
+                continue
+            for table in PENDING_INDEXED:
+                if re.search(rf"\b{table}\b", read) and re.search(r"\b(status|state) = 'PENDING'", read) \
+                        and not re.search(rf"\b{table}\b(\s+\w+)?\s+FORCE INDEX", read):
+                    unnamed.append((routine.name, table))
+    assert unnamed == []

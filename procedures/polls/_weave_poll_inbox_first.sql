@@ -20,7 +20,8 @@ the inbox.'
 BEGIN
     DECLARE v_inbox BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_available DATETIME(6);
-    SELECT id, available_at INTO v_inbox, v_available FROM pulse_inbox
+    -- By the task's own index: through the index of every PENDING event the lock would take other instances'.
+    SELECT id, available_at INTO v_inbox, v_available FROM pulse_inbox FORCE INDEX (ix_inbox_task)
      WHERE task_id = in_task_id AND state = 'PENDING' ORDER BY occurred_at, id LIMIT 1 FOR UPDATE;
     SET out_deferred = v_inbox IS NOT NULL OR in_task_ended;
     IF out_deferred THEN

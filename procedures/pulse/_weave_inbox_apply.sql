@@ -62,9 +62,11 @@ BEGIN
     DECLARE v_last_started DATETIME(6);
     DECLARE v_inbox BIGINT UNSIGNED DEFAULT NULL;
 
+    -- The task's first pending outcome, by the task's own index (in outcome-time order, K-7): through the index of
+    -- every PENDING event, which looks cheaper while few are pending, the lock would take other instances' events.
     SELECT id, task_id, kind, result, occurred_at, namespace_id
       INTO v_inbox, v_task, v_kind, v_result, v_occurred, v_inbox_ns
-      FROM pulse_inbox WHERE task_id = in_task_id AND instance_id = in_instance_id AND state = 'PENDING'
+      FROM pulse_inbox FORCE INDEX (ix_inbox_task) WHERE task_id = in_task_id AND instance_id = in_instance_id AND state = 'PENDING'
      ORDER BY occurred_at, id LIMIT 1 FOR UPDATE;
     IF v_inbox IS NULL THEN
         CALL _weave_raise(50007, 'INVALID_STATE: the inbox event vanished under its lock');
