@@ -1,10 +1,10 @@
 -- The opening every wait handler shares (TIMER, SIGNAL, POLL): lock the step, then R-5: a checkpoint
 -- of an activation that is no longer the step's current one is stale, deleted and never acted on (an
--- old activation can never wake new work). The current activation's checkpoint is the handler's to keep,
--- re-set or remove: a step that settles loses it with its close (the ROOT walk's closing delete). A handler whose
--- step waits (TIMER, SIGNAL) names its wait kind, and the activation and its wait are read and locked by
--- the same statement, in R-3 order (step, activation, wait): one read for what every such handler
--- verifies first. The caller holds the instance lock and owns the transaction.
+-- old activation can never wake new work). The current activation's checkpoint is the handler's to
+-- keep, re-set or remove: a step that settles loses it with its close (the ROOT walk's closing delete).
+-- A handler whose step waits (TIMER, SIGNAL) names its wait kind, and the activation and its wait are
+-- read and locked by the same statement, in R-3 order (step, activation, wait): one read for what every
+-- such handler verifies first. The caller holds the instance lock and owns the transaction.
 CREATE PROCEDURE _weave_step_open(
         IN  in_instance_id   BIGINT UNSIGNED,
         IN  in_step_key      VARCHAR(64),
@@ -22,9 +22,9 @@ CREATE PROCEDURE _weave_step_open(
         OUT out_act_frozen   LONGTEXT)
     COMMENT 'Internal. Description: locks the step of a checkpoint and checks its activation is current (R-5).
 out_step_id: the step (NULL: stale, its checkpoint deleted); out_status, out_seq: the step''s status and activation
-sequence. in_wait_kind (TIMER or SIGNAL; NULL: none): the
-activation''s wait of that kind, locked with the step: out_wait_id (NULL: none), its status, started_at, due time
-(TIMER: due_at; SIGNAL: deadline_at) and planned_due_at, and the activation''s deadline and frozen inputs.
+sequence. in_wait_kind (TIMER or SIGNAL; NULL: none): the activation''s wait of that kind, locked with the
+step: out_wait_id (NULL: none), its status, started_at, due time (TIMER: due_at; SIGNAL: deadline_at) and
+planned_due_at, and the activation''s deadline and frozen inputs.
 Rules: R-5.'
     MODIFIES SQL DATA
 BEGIN
