@@ -192,8 +192,8 @@ def _instance_view(sets: list[list[dict]]) -> dict:
         "status": inst["status"], "control": inst["control"], "gate": inst["gate"],
         "deadline_at": rfc3339(inst["deadline_at"]), "business_key": inst["business_key"],
         "input": _json(inst["input"]),
-        "review_reasons": [{"code": r["code"], "step_key": r["step_key"] or None,
-                            "activation_sequence": r["activation_seq"] or None, "detail": _json(r["detail"]),
+        "review_reasons": [{"code": r["code"], "step_key": r["step_key"],  # '' and 0 are NULL in the set
+                            "activation_sequence": r["activation_seq"], "detail": _json(r["detail"]),
                             "opened_at": rfc3339(r["opened_at"])} for r in reasons],
         "created_at": rfc3339(inst["created_at"]), "updated_at": rfc3339(inst["updated_at"]),
         "finished_at": rfc3339(inst["finished_at"]),

@@ -19,7 +19,8 @@ CREATE PROCEDURE _weave_root_advance(
     COMMENT 'Internal. Description: activates ready steps (R-7) under the new-work conditions (R-8), or completes the
 instance (R-9); in_checkpointed: a ROOT checkpoint may exist (FALSE only at the start, which wrote none).
 in_event, in_step_key, in_seq, in_facts: the event of the step that settled just before the walk (in_event NULL:
-none), written as the first event of the walk; that step''s checkpoint, if any, is removed by the walk. out_outcome: IDLE, ACTIVATED, MORE, DEFERRED, REVIEW or SUCCEEDED.'
+none), written as the first event of the walk; that step''s checkpoint, if any, is removed by the walk.
+out_outcome: IDLE, ACTIVATED, MORE, DEFERRED, REVIEW or SUCCEEDED.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_status VARCHAR(16);

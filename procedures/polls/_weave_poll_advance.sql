@@ -51,14 +51,16 @@ BEGIN
     DECLARE v_inbox BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_deferred BOOLEAN;
     DECLARE v_facts LONGTEXT;
-    DECLARE v_no_wait BIGINT UNSIGNED;  -- the skeleton's wait outputs, unused: a POLL's state is its own row
+    -- The opening's wait outputs, unused: a POLL names no wait kind (its state is its own row, read below).
+    DECLARE v_no_wait BIGINT UNSIGNED;
+    DECLARE v_no_status VARCHAR(16);
     DECLARE v_no_time DATETIME(6);
     DECLARE v_no_frozen LONGTEXT;
 
     SET out_outcome = NULL;
     -- The checkpoint stays for the paths below that defer it (a deferral keeps its due time and attempts).
     CALL _weave_step_open(in_instance_id, in_step_key, in_activation_id, NULL, v_step, v_step_status, v_seq,
-                          v_no_wait, v_no_wait, v_no_time, v_no_time, v_no_time, v_no_time, v_no_frozen);
+                          v_no_wait, v_no_status, v_no_time, v_no_time, v_no_time, v_no_time, v_no_frozen);
 
     poll: BEGIN
         IF v_step IS NULL THEN

@@ -27,7 +27,8 @@ CREATE PROCEDURE _weave_poll_round_start(
 inputs with deadline min(now + task_timeout_ms, poll deadline, instance deadline); round record IN_FLIGHT; rounds
 used n+1; current task; state IN_FLIGHT; checkpoint at the poll deadline; event POLL_ROUND_STARTED; audit
 poll.round). in_state .. in_next_poll_at: the poll state row as the caller read it under its lock (and, for a
-PENDING answer consumed now, as it has just written it). out_outcome: ROUND, DEFERRED (checkpoint deferred, nothing consumed) or REVIEW (INSTANCE_DEADLINE).
+PENDING answer consumed now, as it has just written it). out_outcome: ROUND, DEFERRED (checkpoint deferred,
+nothing consumed) or REVIEW (INSTANCE_DEADLINE).
 Errors: 50007 INVALID_STATE when the rounds do not verify (P-4).
 Rules: P-4, P-5, P-6, R-8, M-4.3, M-4.4.'
     MODIFIES SQL DATA
