@@ -1,21 +1,31 @@
--- K-3: only the holder of the current attempt may report its end. Locks in Pulse's order (task, then
--- attempt) and decides from those locked rows. A report from the holder of an attempt that is no
--- longer current (its lease was recovered, the task moved on) is kept as a late report: the worker's
--- words are not lost, but they change nothing. The report's time is read here, after both locks (R-2).
+-- K-3: only the holder of the current attempt may report its end. The report takes the locks of a
+-- decision of its instance first (R-3: credential, then the instance, SKIP LOCKED so that a worker never
+-- queues behind an orchestrator or another worker), then Pulse's own (task, then attempt), and decides
+-- from those locked rows. When the report holds the instance, the outcome is consumed in its own
+-- transaction (_weave_inbox_settle); when another does, the inbox event waits for the candidate path. A
+-- report from the holder of an attempt that is no longer current (its lease was recovered, the task
+-- moved on) is kept as a late report: the worker's words are not lost, but they change nothing. The
+-- report's time is read here, after every lock (R-2).
 CREATE PROCEDURE _pulse_attempt_current(
-        IN  in_attempt_id BIGINT UNSIGNED,
-        IN  in_worker_id  VARCHAR(512),
-        IN  in_kind       VARCHAR(16),
-        IN  in_body       LONGTEXT,
-        OUT out_now       DATETIME(6),
-        OUT out_task_id   BIGINT UNSIGNED,
-        OUT out_current   TINYINT,
-        OUT out_task_status VARCHAR(16))
-    COMMENT 'Internal. Description: locks the task and the attempt of a report; out_current = 1 when the attempt is the
-task''s RUNNING attempt, else 0 after storing the report in pulse_late_reports (in_kind SUCCEEDED or FAILED);
-out_task_status: the task''s status as locked here; out_now: the engine clock, read after both locks.
+        IN  in_attempt_id     BIGINT UNSIGNED,
+        IN  in_worker_id      VARCHAR(512),
+        IN  in_kind           VARCHAR(16),
+        IN  in_body           LONGTEXT,
+        OUT out_now           DATETIME(6),
+        OUT out_task_id       BIGINT UNSIGNED,
+        OUT out_current       TINYINT,
+        OUT out_task_status   VARCHAR(16),
+        OUT out_namespace_id  BIGINT UNSIGNED,
+        OUT out_instance_id   BIGINT UNSIGNED,
+        OUT out_inst_status   VARCHAR(16))
+    COMMENT 'Internal. Description: locks the task and the attempt of a report, after the credential and the task''s
+instance when the instance is free (out_instance_id: the instance, locked; NULL when another transaction holds
+it); out_current = 1 when the attempt is the task''s RUNNING attempt, else 0 after storing the report in
+pulse_late_reports (in_kind SUCCEEDED or FAILED); out_task_status: the task''s status as locked here;
+out_namespace_id: the attempt''s namespace; out_inst_status: the locked instance''s; out_now: the engine clock,
+read after every lock.
 Errors: 50003 NOT_FOUND (no such attempt), 50012 ATTEMPT_NOT_CURRENT (the attempt is not this worker''s).
-Rules: K-3.'
+Rules: K-3, R-2, R-3, R-13.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_task BIGINT UNSIGNED DEFAULT NULL;
@@ -26,11 +36,23 @@ BEGIN
     DECLARE v_status VARCHAR(16);
     DECLARE v_no INT UNSIGNED;
     DECLARE v_worker VARCHAR(128);
+    DECLARE v_inst BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_cred BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_dummy BIGINT UNSIGNED;
 
-    SET out_current = 0;
-    SELECT task_id INTO v_task FROM pulse_attempts WHERE id = in_attempt_id;
+    SET out_current = 0, out_instance_id = NULL, out_inst_status = NULL;
+    SELECT a.task_id, t.instance_id, i.credential_id INTO v_task, v_inst, v_cred
+      FROM pulse_attempts a
+      LEFT JOIN pulse_tasks t ON t.id = a.task_id
+      LEFT JOIN weave_instances i ON i.id = t.instance_id
+     WHERE a.id = in_attempt_id;
     IF v_task IS NULL THEN
         CALL _weave_raise(50003, 'NOT_FOUND: no such attempt');
+    END IF;
+    IF v_cred IS NOT NULL THEN  -- as _weave_candidate_open takes them for a definition with queues
+        SELECT id INTO v_dummy FROM weave_credentials WHERE id = v_cred LOCK IN SHARE MODE;
+        SELECT id, status INTO out_instance_id, out_inst_status FROM weave_instances WHERE id = v_inst
+           FOR UPDATE SKIP LOCKED;
     END IF;
     SELECT id, status, attempts_used INTO v_locked, v_task_status, v_used FROM pulse_tasks WHERE id = v_task FOR UPDATE;
     SELECT namespace_id, status, attempt_no, worker_id INTO v_ns, v_status, v_no, v_worker
@@ -39,7 +61,7 @@ BEGIN
     IF v_worker <> in_worker_id THEN
         CALL _weave_raise(50012, 'ATTEMPT_NOT_CURRENT: the attempt was claimed by another worker');
     END IF;
-    SET out_task_id = v_task, out_task_status = v_task_status;
+    SET out_task_id = v_task, out_task_status = v_task_status, out_namespace_id = v_ns;
     IF v_locked IS NOT NULL AND v_status = 'RUNNING' AND v_task_status = 'RUNNING' AND v_used = v_no THEN
         SET out_current = 1;
     ELSE

@@ -10,7 +10,8 @@ CREATE PROCEDURE _pulse_inbox_add(
         IN in_occurred_at DATETIME(6),
         IN in_now         DATETIME(6))
     COMMENT 'Internal. Description: writes the inbox event of a task outcome (SUCCEEDED, FAILED, UNKNOWN, CANCELLED or
-EXPIRED), available for consumption at once, and takes the task off its app''s and queue''s in-flight counters.
+EXPIRED), available for consumption at once, and takes the task off its app''s and queue''s in-flight counters;
+LAST_INSERT_ID() is the event''s id afterwards.
 Rules: K-3..K-7.'
     MODIFIES SQL DATA
 BEGIN

@@ -19,10 +19,6 @@ BEGIN
     DECLARE v_task BIGINT UNSIGNED;
     DECLARE v_state VARCHAR(16) DEFAULT NULL;
     DECLARE v_available DATETIME(6);
-    DECLARE v_next BIGINT UNSIGNED;
-    DECLARE v_step_outcome VARCHAR(16);
-    DECLARE v_guard INT DEFAULT 0;
-    DECLARE v_finished TINYINT;
     DECLARE v_status VARCHAR(16);  -- the instance's, read under its lock
 
     consume: BEGIN
@@ -44,13 +40,6 @@ BEGIN
             LEAVE consume;
         END IF;
         -- Ours is PENDING and locked, so the first pending outcome of the task always exists; at worst it is ours.
-        REPEAT
-            CALL _weave_inbox_apply(v_ns, v_inst, v_task, v_now, v_next, v_step_outcome);
-            SET v_guard = v_guard + 1;
-        UNTIL v_next = in_inbox_id OR v_guard >= 16 END REPEAT;
-        SET out_outcome = v_step_outcome;
-        IF v_status = 'CANCELLING' THEN  -- no outcome makes an instance CANCELLING: only a cancel does
-            CALL _weave_instance_cancel_finish(v_ns, v_inst, v_now, v_finished);
-        END IF;
+        CALL _weave_inbox_settle(v_ns, v_inst, v_status, v_task, in_inbox_id, v_now, FALSE, out_outcome);
     END consume;
 END

@@ -1,19 +1,21 @@
 -- K-3, success: guarded by the attempt's own id and worker, so a worker whose lease was recovered
 -- cannot settle a task that moved on. The task, the attempt, the permit and the inbox event change
--- together; the instance is not touched here (workers never wait on the engine): the orchestrator
--- consumes the inbox event under the instance lock (K-7).
+-- together. A worker never waits on the engine: when the instance is free, the report takes its lock
+-- and consumes the inbox event at once, as the orchestrator would (Settle at Report, K-7); when another
+-- transaction holds it, the orchestrator consumes the event later.
 CREATE PROCEDURE pulse_attempt_complete(
         IN in_attempt_id BIGINT UNSIGNED,
         IN in_worker_id  VARCHAR(512),
         IN in_result     LONGTEXT)
     COMMENT 'Description: records the successful end of a running attempt (K-3): task SUCCEEDED with the result,
-permit released, inbox event SUCCEEDED at the report''s time. A report for an attempt that is no longer current is
+permit released, inbox event SUCCEEDED at the report''s time, consumed in the same transaction when the instance
+is not locked by another (the step settles, successors go to ROOT), else left for the orchestrator. A report for an attempt that is no longer current is
 stored as a late report and changes nothing.
 Parameters: in_attempt_id, in_worker_id (the claimant), in_result (the handler''s return value: JSON, <= 1 MiB).
 Result set: outcome (SUCCEEDED, or LATE for a report that was stored without effect), task_id, attempt_id, task_status.
 Errors: 50003 NOT_FOUND, 50012 ATTEMPT_NOT_CURRENT (another worker''s attempt), 50201 WORKER_ID_INVALID,
 50203 RESULT_INVALID.
-Rules: K-3, M-4.6.'
+Rules: K-3, K-7, M-4.6.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_now DATETIME(6);
@@ -21,6 +23,10 @@ BEGIN
     DECLARE v_current TINYINT;
     DECLARE v_outcome VARCHAR(16) DEFAULT 'LATE';
     DECLARE v_status VARCHAR(16);
+    DECLARE v_ns BIGINT UNSIGNED;
+    DECLARE v_inst BIGINT UNSIGNED;
+    DECLARE v_inst_status VARCHAR(16);
+    DECLARE v_settled VARCHAR(16);
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('pulse_attempt_complete', v_tx);  -- refused inside a caller's transaction (R-1)
@@ -33,13 +39,17 @@ BEGIN
     END IF;
     START TRANSACTION;
     CALL _pulse_attempt_current(in_attempt_id, in_worker_id, 'SUCCEEDED', in_result, v_now, v_task, v_current,
-                                v_status);  -- the locks, then the clock (R-2)
+                                v_status, v_ns, v_inst, v_inst_status);  -- the locks, then the clock (R-2)
     IF v_current = 1 THEN
         UPDATE pulse_attempts SET status = 'SUCCEEDED', ended_at = v_now WHERE id = in_attempt_id;
         CALL _pulse_permit_release(in_attempt_id, v_now);
         UPDATE pulse_tasks SET status = 'SUCCEEDED', result = in_result, finished_at = v_now, updated_at = v_now
          WHERE id = v_task;
         CALL _pulse_inbox_add(v_task, 'SUCCEEDED', in_result, v_now, v_now);
+        IF v_inst IS NOT NULL THEN  -- Settle at Report (the event's id is the last one inserted)
+            CALL _weave_inbox_settle(v_ns, v_inst, v_inst_status, v_task, LAST_INSERT_ID(), v_now, TRUE,
+                                     v_settled);
+        END IF;
         SET v_outcome = 'SUCCEEDED', v_status = 'SUCCEEDED';
     END IF;
     COMMIT;

@@ -9,14 +9,15 @@ CREATE PROCEDURE pulse_attempt_fail(
         IN in_retryable  TINYINT)
     COMMENT 'Description: records the failed end of a running attempt (K-3). Retryable with attempts left and the
 next start before the deadline: task QUEUED again at now + backoff(k), permit released, no inbox event. Otherwise
-task FAILED (or CANCELLED when cancellation was requested) with an inbox event. A report for an attempt that is no
+task FAILED (or CANCELLED when cancellation was requested) with an inbox event, consumed in the same transaction
+when the instance is not locked by another (as pulse_attempt_complete''s). A report for an attempt that is no
 longer current is stored as a late report and changes nothing.
 Parameters: in_attempt_id, in_worker_id (the claimant), in_error (text, kept up to 2048 chars), in_retryable (1 when
 the handler raised a known-retryable failure).
 Result set: outcome (RETRY_SCHEDULED, FAILED, CANCELLED, or LATE), task_id, attempt_id, task_status, available_at (next
 start when retried, else NULL).
 Errors: 50003 NOT_FOUND, 50012 ATTEMPT_NOT_CURRENT (another worker''s attempt), 50201 WORKER_ID_INVALID.
-Rules: K-3, K-5, K-6, M-4.5, M-4.6.'
+Rules: K-3, K-5, K-6, K-7, M-4.5, M-4.6.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_now DATETIME(6);
@@ -37,6 +38,10 @@ BEGIN
     DECLARE v_next DATETIME(6) DEFAULT NULL;
     DECLARE v_reason VARCHAR(24);
     DECLARE v_facts LONGTEXT;
+    DECLARE v_ns BIGINT UNSIGNED;
+    DECLARE v_inst BIGINT UNSIGNED;
+    DECLARE v_inst_status VARCHAR(16);
+    DECLARE v_settled VARCHAR(16);
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('pulse_attempt_fail', v_tx);  -- refused inside a caller's transaction (R-1)
@@ -47,7 +52,7 @@ BEGIN
     START TRANSACTION;
     CALL _pulse_attempt_current(in_attempt_id, in_worker_id, 'FAILED',
          JSON_OBJECT('error', v_error, 'retryable', JSON_EXTRACT(IF(v_retryable = 1, 'true', 'false'), '$')),
-         v_now, v_task, v_current, v_status);  -- the locks, then the clock (R-2)
+         v_now, v_task, v_current, v_status, v_ns, v_inst, v_inst_status);  -- the locks, then the clock (R-2)
     IF v_current = 1 THEN
         SELECT attempts_used, max_attempts, initial_backoff_ms, backoff_coefficient, max_backoff_ms, deadline_at,
                cancel_requested
@@ -77,6 +82,10 @@ BEGIN
             UPDATE pulse_tasks SET status = v_outcome, error = v_error, finished_at = v_now, updated_at = v_now
              WHERE id = v_task;
             CALL _pulse_inbox_add(v_task, v_outcome, v_facts, v_now, v_now);
+            IF v_inst IS NOT NULL THEN  -- Settle at Report (the event's id is the last one inserted)
+                CALL _weave_inbox_settle(v_ns, v_inst, v_inst_status, v_task, LAST_INSERT_ID(), v_now, TRUE,
+                                         v_settled);
+            END IF;
         END IF;
     END IF;
     SELECT status INTO v_status FROM pulse_tasks WHERE id = v_task;

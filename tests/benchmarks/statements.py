@@ -195,11 +195,13 @@ class Stage:
         return wf
 
     def poll_lifecycle(self) -> str:
+        # The worker's report consumes each answer itself (Settle at Report), so the orchestrator has nothing to do
+        # until the next round falls due: as the running loop, which scans only when its probe finds work due, it
+        # is called on then.
         wf = self.start("count-poll", {"n": 1})
         self.drain()
         for _ in range(POLL_ROUNDS):
             self.work()
-            self.drain()
             self.db.advance(1001)
             self.drain()
         return wf
@@ -330,23 +332,31 @@ def decisions(stage: Stage) -> dict[str, dict[str, int]]:
     measure("signal settle (candidate path)", "weave_signal_process", int(receipt["signal_id"].removeprefix("sig_")))
     measure("signal twin candidate", "weave_checkpoint_advance", twin)
 
-    # POLL: activation (round 1 with its task), claim, completion, consumption, the next round.
+    # POLL: activation (round 1 with its task), claim, the completion that consumes its round's answer at once
+    # (Settle at Report), the next round; then the candidate path of an answer whose report found the instance held.
     wf = world.start("count-poll", {"n": 1}, key=stage._key("p"))
     measure("root activate (POLL, round 1)", "weave_checkpoint_advance", _checkpoint(db, wf, ""))
     claim = measure("task claim", "pulse_task_claim", "w-count", "payments", None, 1, 30_000)[0][0]
-    measure("attempt complete", "pulse_attempt_complete", claim["attempt_id"], "w-count",
-            json.dumps({"status": "PENDING"}))
-    inbox = db.scalar("SELECT id FROM pulse_inbox WHERE task_id = %s", int(claim["task_id"].removeprefix("tsk_")))
-    measure("inbox consume (round pending)", "weave_inbox_consume", inbox)
+    measure("attempt complete (consumes the round's answer)", "pulse_attempt_complete", claim["attempt_id"],
+            "w-count", json.dumps({"status": "PENDING"}))
+    assert db.scalar("SELECT state FROM pulse_inbox WHERE task_id = %s",
+                     int(claim["task_id"].removeprefix("tsk_"))) == "CONSUMED"
     db.advance(1001)
     measure("poll round start", "weave_checkpoint_advance", _checkpoint(db, wf, "check"))
+    claim = dbmod.call(conn, "pulse_task_claim", "w-count", "payments", None, 1, 30_000)[0][0]
+    with world.held(wf):
+        measure("attempt complete (instance held: answer left in the inbox)", "pulse_attempt_complete",
+                claim["attempt_id"], "w-count", json.dumps({"status": "PENDING"}))
+    inbox = db.scalar("SELECT id FROM pulse_inbox WHERE task_id = %s", int(claim["task_id"].removeprefix("tsk_")))
+    measure("inbox consume (round pending)", "weave_inbox_consume", inbox)
 
     # Three task outcomes due together, in one weave_candidates_advance call (per outcome).
     wfs = [world.start("count-poll", {"n": 1}, key=stage._key("p")) for _ in range(3)]
     dbmod.call(conn, "weave_candidates_advance", "CHECKPOINT", json.dumps([_checkpoint(db, w, "") for w in wfs]))
     claims = dbmod.call(conn, "pulse_task_claim", "w-count", "payments", None, 3, 30_000)[0]
     for c in claims:
-        dbmod.call(conn, "pulse_attempt_complete", c["attempt_id"], "w-count", json.dumps({"status": "PENDING"}))
+        with world.held(attempt_id=c["attempt_id"]):
+            dbmod.call(conn, "pulse_attempt_complete", c["attempt_id"], "w-count", json.dumps({"status": "PENDING"}))
     events = [db.scalar("SELECT id FROM pulse_inbox WHERE task_id = %s", int(c["task_id"].removeprefix("tsk_")))
               for c in claims]
     with counted(conn) as n:

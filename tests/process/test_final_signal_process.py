@@ -60,14 +60,16 @@ def test_F4_F9_signals_accepted_while_the_orchestrator_is_down_win_over_running_
         assert wait_for(lambda: count(db, "SELECT COUNT(*) FROM pulse_tasks WHERE status = 'QUEUED'") == QUICK,
                         timeout=30), "the quick polls did not all activate"
         procs[0].kill9()
-        # Every orchestrator is down: the quick queries answer into the inbox, the slow ones keep running.
+        # Every orchestrator is down: the quick queries answer, and their reports settle their polls themselves
+        # (Settle at Report); the slow ones keep running.
         procs.append(WeaveProcess(database, "worker", "--handlers", "orchestrator.example_handlers", "--queue",
                                   "payments", "--concurrency", str(QUICK), log=tmp_path / "w2.log"))
         assert wait_for(lambda: count(db, "SELECT COUNT(*) FROM pulse_tasks WHERE status = 'SUCCEEDED'") == QUICK,
                         timeout=30), "the quick queries did not all answer"
         db.advance(1)  # the signals are stored strictly after the quick answers
         receipts = {oid: final(world, wf, oid) for oid, wf in {**slow, **quick}.items()}
-        assert {r["status"] for r in receipts.values()} == {"PENDING"}
+        assert {oid: r["status"] for oid, r in receipts.items()} == {**{oid: "PENDING" for oid in slow},
+                                                                     **{oid: "REJECTED" for oid in quick}}
         assert count(db, "SELECT COUNT(*) FROM pulse_permits WHERE released_at IS NULL") == SLOW
 
         procs[0] = WeaveProcess(database, "orchestrator", "--concurrency", "2", log=tmp_path / "o2.log")
@@ -90,7 +92,7 @@ def test_F4_F9_signals_accepted_while_the_orchestrator_is_down_win_over_running_
         assert step["final_wait"]["status"] == "CANCELLED"
     rejected = db.rows("SELECT disposition, COUNT(*) AS n FROM weave_signals WHERE status = 'REJECTED' "
                        "GROUP BY disposition")
-    assert {r["disposition"]: r["n"] for r in rejected} == {"QUERY_SETTLED": QUICK}
+    assert {r["disposition"]: r["n"] for r in rejected} == {"INSTANCE_SETTLED": QUICK}  # settled by the reports
     assert count(db, "SELECT COUNT(*) FROM weave_signals WHERE status = 'CONSUMED'") == SLOW
     assert count(db, "SELECT COUNT(*) FROM pulse_permits WHERE released_at IS NULL") == 0
     assert count(db, "SELECT COUNT(*) FROM pulse_tasks WHERE status = 'CANCELLED' AND cancel_requested = 1") == SLOW

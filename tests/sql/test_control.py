@@ -210,7 +210,8 @@ def test_C4_recovery_is_refused_while_a_task_is_in_flight_then_accepted(world, o
     with pytest.raises(errors.TaskInFlight):
         routines.step_reactivate(world.db.conn, world.token, "acme", wf, "charge", "retry after fix", "r1")
     notify = pulse.task_claim(world.db.conn, "w1", "payments", limit=1)[0]
-    pulse.attempt_complete(world.db.conn, notify["attempt_id"], "w1", {"sent": True})
+    with world.held(attempt_id=notify["attempt_id"]):
+        pulse.attempt_complete(world.db.conn, notify["attempt_id"], "w1", {"sent": True})
     with pytest.raises(errors.TaskInFlight):  # stored but not consumed yet: still unsettled
         routines.step_reactivate(world.db.conn, world.token, "acme", wf, "charge", "retry after fix", "r1")
     orch.drain()

@@ -6,6 +6,7 @@ permits) run after each test."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import Counter
 
@@ -316,31 +317,39 @@ def test_F4_signal_first_while_query_runs_saves_winner_and_waits_for_pulse(world
     consumed = next(e for e in world.events(wf) if e["type"] == "SIGNAL_CONSUMED")
     assert consumed["data"]["task_cancel"] == "REQUESTED" and consumed["data"]["decision"] == "SIGNAL_FIRST_RUNNING"
     world.db.advance(5_000)
-    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PENDING"})
+    with world.held(attempt_id=got["attempt_id"]):
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PENDING"})
     assert world.db.scalar("SELECT released_at FROM pulse_permits WHERE attempt_id = %s", got["attempt_id"])
     assert drain(orch)["INBOX:ADOPTED"] == 1
     adopted(world, wf)
 
 
 # --- F-5 the query then returns something the signal can follow ---------------------------------------------------
+@pytest.mark.parametrize("consumer", ["orchestrator", "report"])
 @pytest.mark.parametrize("how", ["pending", "same_final_result", "known_failure", "cancelled"])
-def test_F5_the_in_flight_query_ends_and_the_signal_is_adopted_without_a_new_round(world, orch, how):
+def test_F5_the_in_flight_query_ends_and_the_signal_is_adopted_without_a_new_round(world, orch, how, consumer):
+    """The same decision whether the orchestrator consumes the query's outcome or the worker's report does."""
     wf = started(world, orch)
     got, receipt = final_while_query_runs(world, orch, wf, 120_000,
                                           raw='{"status": "PAID", "output": {"amount": 12.5, "receipt": "r-1"}}')
     world.db.advance(2_000)
-    if how == "pending":
-        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PENDING"})
-    elif how == "same_final_result":
-        # Equal as JSON values: key order, whitespace and the spelling of numbers do not matter.
-        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1",
-                               result_json='{"output":{"receipt":"r-1","amount":1.25e1},"status":"PAID"}')
-    elif how == "known_failure":
-        pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "upstream said 400", retryable=False)
+    with world.held(attempt_id=got["attempt_id"]) if consumer == "orchestrator" else contextlib.nullcontext():
+        if how == "pending":
+            pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PENDING"})
+        elif how == "same_final_result":
+            # Equal as JSON values: key order, whitespace and the spelling of numbers do not matter.
+            pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1",
+                                   result_json='{"output":{"receipt":"r-1","amount":1.25e1},"status":"PAID"}')
+        elif how == "known_failure":
+            pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "upstream said 400", retryable=False)
+        else:
+            # The worker saw the cancel intent and stopped: a retryable failure is not retried (K-5).
+            pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "stopped on request", retryable=True)
+    if consumer == "report":
+        assert world.db.scalar("SELECT state FROM pulse_inbox") == "CONSUMED"
+        assert "INBOX:ADOPTED" not in drain(orch)
     else:
-        # The worker saw the cancel intent and stopped: a retryable failure is not retried (K-5).
-        pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "stopped on request", retryable=True)
-    assert drain(orch)["INBOX:ADOPTED"] == 1
+        assert drain(orch)["INBOX:ADOPTED"] == 1
     adopted(world, wf)
     won(world, receipt)
     poll = step(world, wf)["poll"]
@@ -357,7 +366,8 @@ def test_F5_a_review_status_signal_adopted_after_the_query_goes_to_review(world,
     got = claim(world)
     receipt = final(world, wf, {"status": "MANUAL_CHECK"})
     drain(orch)
-    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PENDING"})
+    with world.held(attempt_id=got["attempt_id"]):
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PENDING"})
     drain(orch)
     assert review_codes(world, wf) == ["POLL_REVIEW_VALUE"] and step(world, wf)["status"] == "NEEDS_REVIEW"
     won(world, receipt)
@@ -387,7 +397,8 @@ def test_F6_unknown_invalid_or_different_result_keeps_both_facts_and_goes_to_rev
     else:
         result = {"status": "PAID"}
     if result is not None:
-        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", result)
+        with world.held(attempt_id=got["attempt_id"]):
+            pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", result)
     drain(orch)
     inst = world.instance(wf)
     assert inst["status"] == "NEEDS_REVIEW" and inst["gate"] == "CLOSED"
@@ -416,7 +427,8 @@ def test_F7_deadline_with_the_query_in_flight_closes_the_gate_and_a_later_result
     assert world.db.scalar("SELECT status FROM pulse_tasks WHERE step_key = 'check'") == "RUNNING"
     late = final(world, wf)  # at or after the poll deadline: late (S-9)
     assert (late["status"], late["disposition"]) == ("REJECTED", "LATE")
-    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", PAID)
+    with world.held(attempt_id=got["attempt_id"]):
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", PAID)
     drain(orch)
     inst = world.instance(wf)
     assert review_codes(world, wf) == ["POLL_DEADLINE_IN_FLIGHT"] and inst["steps"][0]["status"] == "NEEDS_REVIEW"
@@ -435,7 +447,8 @@ def test_F7_a_signal_accepted_before_the_deadline_and_found_after_it_still_wins(
     drain(orch)
     won(world, receipt)
     assert review_codes(world, wf) == [] and step(world, wf)["status"] == "ACTIVE"
-    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PENDING"})
+    with world.held(attempt_id=got["attempt_id"]):
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PENDING"})
     drain(orch)
     adopted(world, wf)
 
@@ -480,9 +493,11 @@ def test_F9_the_race_is_decided_by_stored_times_never_by_which_scanner_ran_first
     if signal_first:
         receipt = final(world, wf)
         world.db.advance(1_000)
-        pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "upstream said 400", retryable=False)
+        with world.held(attempt_id=got["attempt_id"]):
+            pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "upstream said 400", retryable=False)
     else:
-        pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "upstream said 400", retryable=False)
+        with world.held(attempt_id=got["attempt_id"]):
+            pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "upstream said 400", retryable=False)
         world.db.advance(1_000)
         receipt = final(world, wf)
     world.db.advance(3_000)
@@ -517,7 +532,8 @@ def test_F9_a_signal_accepted_while_everyone_was_down_before_the_querys_stored_r
     world.db.advance(1_000)
     receipt = final(world, wf)  # accepted first ...
     world.db.advance(1_000)
-    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PENDING"})  # ... the query after
+    with world.held(attempt_id=got["attempt_id"]):
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PENDING"})  # ... the query after
     world.db.advance(60_000)  # orchestrators come back much later
     from orchestrator.loop import Orchestrator
 
@@ -543,7 +559,8 @@ def test_F9_a_stored_winner_is_never_chosen_again(world, orch):
                      world.db.scalar("SELECT namespace_id FROM weave_instances"), world.internal_id(wf), act)
     assert advance_checkpoint(world, wf) == "SIGNAL_FIRST"
     won(world, first)
-    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PAID", "output": PAID["output"]})
+    with world.held(attempt_id=got["attempt_id"]):
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PAID", "output": PAID["output"]})
     drain(orch)
     adopted(world, wf)
     won(world, first)
@@ -564,7 +581,8 @@ def test_S12_a_final_signal_changed_after_acceptance_never_wins_and_the_round_is
     assert review_codes(world, wf) == ["ACCEPTANCE_PROOF_MISMATCH"]
     assert step(world, wf)["status"] == "ACTIVE"  # the query is out: collected as at a deadline
     assert world.db.scalar("SELECT cancel_requested FROM pulse_tasks WHERE step_key = 'check'") == 0
-    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "DONE"})
+    with world.held(attempt_id=got["attempt_id"]):
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "DONE"})
     drain(orch)
     assert step(world, wf)["status"] == "NEEDS_REVIEW" and review_codes(world, wf) == ["ACCEPTANCE_PROOF_MISMATCH"]
     assert wait_row(world)["winner_signal_id"] is None

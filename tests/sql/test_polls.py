@@ -5,6 +5,7 @@ M-4.5 concern polls) run after each test."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 
@@ -48,11 +49,14 @@ def claim(world, worker="w1", lease_ms=60_000) -> dict:
     return got[0]
 
 
-def answer(world, result, worker="w1") -> dict:
-    """One worker attempt that returns ``result`` (a status string is shorthand for {"status": ...})."""
+def answer(world, result, worker="w1", *, at_report=False) -> dict:
+    """One worker attempt that returns ``result`` (a status string is shorthand for {"status": ...}). Its outcome
+    is left to the orchestrator, as when the report finds its instance held (so that a test decides when it is
+    consumed), unless ``at_report``: then the report consumes it (Settle at Report)."""
     got = claim(world, worker)
     body = {"status": result} if isinstance(result, str) else result
-    pulse.attempt_complete(world.db.conn, got["attempt_id"], worker, body)
+    with contextlib.nullcontext() if at_report else world.held(attempt_id=got["attempt_id"]):
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], worker, body)
     return got
 
 
@@ -68,8 +72,10 @@ def answer_rounds(world, orch, *results) -> None:
 
 
 def fail(world, retryable: bool, worker="w1") -> dict:
+    """One failed attempt; a final failure's outcome is left to the orchestrator, as ``answer``'s."""
     got = claim(world, worker)
-    pulse.attempt_fail(world.db.conn, got["attempt_id"], worker, "upstream said 503", retryable=retryable)
+    with world.held(attempt_id=got["attempt_id"]):
+        pulse.attempt_fail(world.db.conn, got["attempt_id"], worker, "upstream said 503", retryable=retryable)
     return got
 
 
@@ -584,11 +590,13 @@ def test_P7_a_success_status_settles_the_step_with_the_result_object_and_success
     (None, "INVALID", "POLL_INVALID_RESULT"),
 ])
 def test_P8_review_values_and_invalid_results_go_to_review_with_the_facts(world, orch, result, outcome, code):
+    """Judged in the report's own transaction (Settle at Report), as the orchestrator judges them."""
     world.publish(poll_flow())
     wf = started(world, orch)
     got = claim(world)
     pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", result_json=json.dumps(result))
-    assert orch.drain()["INBOX:REVIEW"] == 1
+    assert world.db.scalar("SELECT state FROM pulse_inbox") == "CONSUMED"
+    assert "INBOX:REVIEW" not in orch.drain()
     inst = world.instance(wf)
     assert inst["status"] == "NEEDS_REVIEW" and inst["gate"] == "CLOSED"
     assert inst["steps"][0]["status"] == "NEEDS_REVIEW"
@@ -750,7 +758,8 @@ def test_P11_an_outcome_consumed_after_the_deadline_is_judged_by_its_own_time(wo
     wf = started(world, orch)
     got = claim(world, lease_ms=120_000)
     world.db.advance(61_000)  # every orchestrator is down at the deadline
-    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "DONE"})  # after the deadline
+    with world.held(wf):  # (the report's own consumption would judge it the same way)
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "DONE"})  # after the deadline
     inbox_id = world.db.scalar("SELECT id FROM pulse_inbox")
     assert pulse.inbox_consume(world.db.conn, inbox_id) == "REVIEW"  # consumed before the deadline checkpoint
     inst = world.instance(wf)
@@ -795,7 +804,8 @@ def test_R6_a_round_task_its_round_does_not_name_is_an_ownership_mismatch(world,
     wf = started(world, orch)
     got = claim(world)
     world.db.execute("UPDATE weave_poll_rounds SET task_id = task_id + 1000")
-    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "DONE"})
+    with world.held(wf):
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "DONE"})
     assert orch.drain()["INBOX:MISMATCH"] == 1
     inst = world.instance(wf)
     assert [r["code"] for r in inst["review_reasons"]] == ["OWNERSHIP_MISMATCH"]

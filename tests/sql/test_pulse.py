@@ -3,6 +3,7 @@ tables checked, the test clock moved. The M-4 invariants (M-4.5..M-4.8 are Pulse
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import threading
@@ -297,12 +298,17 @@ def test_K2_heartbeat_of_an_attempt_that_is_not_yours_or_not_running_is_refused(
 
 
 # --- K-3 reports -------------------------------------------------------------------------------------------------
-def test_K3_success_settles_the_task_releases_the_permit_and_writes_the_inbox(world, orch):
+@pytest.mark.parametrize("instance", ["free", "held"])
+def test_K3_success_settles_the_task_releases_the_permit_and_writes_the_inbox(world, orch, instance):
+    """With its instance free, the report consumes its own inbox event at once (Settle at Report, K-7): the step
+    has its output when the worker hears SUCCEEDED. With the instance held by another transaction (the engine
+    deciding about it), the event waits PENDING and the orchestrator consumes it."""
     world.publish(task_flow())
     wf, = started(world, orch)
     got, = claim(world)
     world.db.advance(250)
-    answer = pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PAID"})
+    with world.held(wf) if instance == "held" else contextlib.nullcontext():
+        answer = pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PAID"})
     assert answer["outcome"] == "SUCCEEDED" and answer["task_status"] == "SUCCEEDED"
     task = task_of(world, wf)
     attempt = world.db.row("SELECT * FROM pulse_attempts WHERE id = %s", got["attempt_id"])
@@ -310,9 +316,16 @@ def test_K3_success_settles_the_task_releases_the_permit_and_writes_the_inbox(wo
     inbox = world.db.row("SELECT * FROM pulse_inbox WHERE task_id = %s", task["id"])
     assert attempt["status"] == "SUCCEEDED" and permit["released_at"] == attempt["ended_at"]
     assert json.loads(task["result"]) == {"status": "PAID"}
-    assert (inbox["kind"], inbox["state"]) == ("SUCCEEDED", "PENDING")
     assert inbox["occurred_at"] == attempt["ended_at"] == task["finished_at"]
-    orch.drain()
+    if instance == "free":
+        assert (inbox["kind"], inbox["state"], inbox["consumed_at"]) == ("SUCCEEDED", "CONSUMED", inbox["occurred_at"])
+        assert world.step(wf, "work")["output"] == {"status": "PAID"}
+        assert world.instance(wf)["status"] == "SUCCEEDED"
+        assert not any(k.startswith("INBOX:") for k in orch.drain())  # nothing left for the orchestrator
+        return
+    assert (inbox["kind"], inbox["state"]) == ("SUCCEEDED", "PENDING")
+    assert world.step(wf, "work")["status"] == "ACTIVE"
+    assert orch.drain()["INBOX:SUCCEEDED"] == 1
     assert world.step(wf, "work")["output"] == {"status": "PAID"}
     assert world.db.row("SELECT state, consumed_at FROM pulse_inbox")["state"] == "CONSUMED"
 
@@ -527,7 +540,8 @@ def test_K7_consumption_is_idempotent(world, orch):
     world.publish(task_flow())
     wf, = started(world, orch)
     got, = claim(world)
-    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
+    with world.held(wf):  # the orchestrator consumes it
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
     inbox_id = world.db.scalar("SELECT id FROM pulse_inbox")
     assert pulse.inbox_consume(world.db.conn, inbox_id) == "SUCCEEDED"
     events = world.events(wf)
@@ -541,7 +555,8 @@ def test_K7_outcomes_of_a_task_are_consumed_in_outcome_time_order(world, orch):
     wf, = started(world, orch)
     got, = claim(world)
     world.db.advance(1_000)
-    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
+    with world.held(wf):  # the orchestrator consumes it
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
     later = world.db.row("SELECT * FROM pulse_inbox")
     # An outcome with an earlier time of its own that arrived later (a higher id).
     world.db.execute("INSERT INTO pulse_inbox (namespace_id, task_id, instance_id, kind, result, occurred_at, state, "
@@ -560,7 +575,8 @@ def test_K7_a_list_of_task_outcomes_is_consumed_each_in_its_own_decision(world, 
     world.publish(task_flow())
     wfs = started(world, orch, n=3)
     for got in claim(world, limit=3):
-        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"paid": True})
+        with world.held(attempt_id=got["attempt_id"]):  # the orchestrator consumes them
+            pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"paid": True})
     inbox = [world.db.scalar("SELECT id FROM pulse_inbox WHERE task_id = %s", task_of(world, wf)["id"]) for wf in wfs]
     rows = dbmod.call(world.db.conn, "weave_candidates_advance", "INBOX", json.dumps(inbox + inbox[:1]))[0]
     assert [(r["id"], r["outcome"]) for r in rows] == [(i, "SUCCEEDED") for i in inbox] + [(inbox[0], "GONE")]
@@ -577,7 +593,8 @@ def test_K7_stale_outcome_is_recorded_and_changes_nothing_else(world, orch):
     got, = claim(world)
     # A second generation of the step (what recovery creates): the running task serves the first one.
     world.second_activation(wf)
-    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
+    with world.held(wf):  # the orchestrator consumes it
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
     before = {t: c for t, c in world.db.table_counts().items()}
     step_before = world.db.row("SELECT * FROM weave_steps WHERE instance_id = %s", iid)
     assert orch.drain()["INBOX:STALE"] == 1
@@ -588,15 +605,23 @@ def test_K7_stale_outcome_is_recorded_and_changes_nothing_else(world, orch):
 
 
 def test_K7_failed_consumption_backs_off_and_leaves_nothing_partial(world, orch):
+    """A consumption that fails in the report's own transaction is undone alone (its savepoint): the report
+    stands and the event waits PENDING; the orchestrator's consumption then fails too and backs off, leaving
+    nothing partial, and succeeds once the cause is gone."""
     world.publish({"name": "two", "steps": [task_step("first"), task_step("second", after=["first"])]})
     wf = world.start("two", {"order_id": "o"})
     orch.drain()
     got, = claim(world)
-    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
     world.db.execute(
         "CREATE TRIGGER test_audit_fails BEFORE INSERT ON weave_audit FOR EACH ROW "
         "BEGIN IF NEW.action = 'task.settle' THEN "
         "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'audit store down'; END IF; END")
+    events = world.events(wf)
+    answer = pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
+    assert (answer["outcome"], answer["task_status"]) == ("SUCCEEDED", "SUCCEEDED")
+    assert world.db.row("SELECT state, attempts FROM pulse_inbox") == {"state": "PENDING", "attempts": 0}
+    assert world.events(wf) == events  # nothing of the consumption remains
+    assert world.step(wf, "first")["status"] == "ACTIVE" and world.step(wf, "second")["status"] == "PENDING"
     inbox_before = world.db.row("SELECT * FROM pulse_inbox")
     before = world.db.table_counts()
     assert orch.drain(max_rounds=3)["INBOX:FAILED"] >= 1
@@ -628,7 +653,8 @@ def test_R6_corrupt_task_ownership_sends_the_instance_to_review(world, orch, cor
         world.db.execute("UPDATE pulse_tasks SET activation_id = %s WHERE id = %s", other, task_id)
     else:
         world.db.execute("UPDATE pulse_tasks SET instance_id = %s WHERE id = %s", world.internal_id(victim), task_id)
-    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
+    with world.held(attempt_id=got["attempt_id"]):  # the orchestrator's verification (the report's is the same)
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
     assert orch.drain()["INBOX:MISMATCH"] == 1
     target = victim if corruption == "instance" else wf
     inst = world.instance(target)

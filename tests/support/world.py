@@ -3,7 +3,9 @@ workflow scope, and short-hands for publishing and starting."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from procedures import definitions, routines
@@ -68,6 +70,24 @@ class World:
 
     def internal_id(self, workflow_id: str) -> int:
         return int(workflow_id.removeprefix("wf_"))
+
+    @contextlib.contextmanager
+    def held(self, workflow_id: str | None = None, *, attempt_id: int | None = None) -> Iterator[None]:
+        """The instance's row (named, or the one of the attempt's task) locked by another transaction for the
+        block, as when the engine is deciding about it: a worker's report made inside the block leaves its inbox
+        event PENDING for the orchestrator (the candidate path) instead of consuming it at once."""
+        iid = self.internal_id(workflow_id) if workflow_id else self.db.scalar(
+            "SELECT t.instance_id FROM pulse_attempts a JOIN pulse_tasks t ON t.id = a.task_id WHERE a.id = %s",
+            attempt_id)
+        holder = self.db.connect()
+        try:
+            holder.begin()
+            with holder.cursor() as cur:
+                cur.execute("SELECT id FROM weave_instances WHERE id = %s FOR UPDATE", (iid,))
+            yield
+        finally:
+            holder.rollback()
+            holder.close()
 
     def second_activation(self, workflow_id: str) -> int:
         """A second generation of the instance's one step, as recovery creates it, made current behind the
