@@ -9,8 +9,8 @@ CREATE PROCEDURE pulse_attempt_complete(
         IN in_result     LONGTEXT)
     COMMENT 'Description: records the successful end of a running attempt (K-3): task SUCCEEDED with the result,
 permit released, inbox event SUCCEEDED at the report''s time, consumed in the same transaction when the instance
-is not locked by another (the step settles, successors go to ROOT), else left for the orchestrator. A report for an attempt that is no longer current is
-stored as a late report and changes nothing.
+is not locked by another (the step settles as the orchestrator would settle it), else left for the orchestrator. A
+report for an attempt that is no longer current is stored as a late report and changes nothing.
 Parameters: in_attempt_id, in_worker_id (the claimant), in_result (the handler''s return value: JSON, <= 1 MiB).
 Result set: outcome (SUCCEEDED, or LATE for a report that was stored without effect), task_id, attempt_id, task_status.
 Errors: 50003 NOT_FOUND, 50012 ATTEMPT_NOT_CURRENT (another worker''s attempt), 50201 WORKER_ID_INVALID,
@@ -26,7 +26,6 @@ BEGIN
     DECLARE v_ns BIGINT UNSIGNED;
     DECLARE v_inst BIGINT UNSIGNED;
     DECLARE v_inst_status VARCHAR(16);
-    DECLARE v_settled VARCHAR(16);
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('pulse_attempt_complete', v_tx);  -- refused inside a caller's transaction (R-1)
@@ -45,11 +44,7 @@ BEGIN
         CALL _pulse_permit_release(in_attempt_id, v_now);
         UPDATE pulse_tasks SET status = 'SUCCEEDED', result = in_result, finished_at = v_now, updated_at = v_now
          WHERE id = v_task;
-        CALL _pulse_inbox_add(v_task, 'SUCCEEDED', in_result, v_now, v_now);
-        IF v_inst IS NOT NULL THEN  -- Settle at Report (the event's id is the last one inserted)
-            CALL _weave_inbox_settle(v_ns, v_inst, v_inst_status, v_task, LAST_INSERT_ID(), v_now, TRUE,
-                                     v_settled);
-        END IF;
+        CALL _pulse_inbox_add(v_task, 'SUCCEEDED', in_result, v_now, v_now, v_ns, v_inst, v_inst_status);
         SET v_outcome = 'SUCCEEDED', v_status = 'SUCCEEDED';
     END IF;
     COMMIT;

@@ -41,7 +41,6 @@ BEGIN
     DECLARE v_ns BIGINT UNSIGNED;
     DECLARE v_inst BIGINT UNSIGNED;
     DECLARE v_inst_status VARCHAR(16);
-    DECLARE v_settled VARCHAR(16);
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('pulse_attempt_fail', v_tx);  -- refused inside a caller's transaction (R-1)
@@ -81,11 +80,7 @@ BEGIN
                 'failed_at', DATE_FORMAT(v_now, '%Y-%m-%dT%H:%i:%s.%fZ'));
             UPDATE pulse_tasks SET status = v_outcome, error = v_error, finished_at = v_now, updated_at = v_now
              WHERE id = v_task;
-            CALL _pulse_inbox_add(v_task, v_outcome, v_facts, v_now, v_now);
-            IF v_inst IS NOT NULL THEN  -- Settle at Report (the event's id is the last one inserted)
-                CALL _weave_inbox_settle(v_ns, v_inst, v_inst_status, v_task, LAST_INSERT_ID(), v_now, TRUE,
-                                         v_settled);
-            END IF;
+            CALL _pulse_inbox_add(v_task, v_outcome, v_facts, v_now, v_now, v_ns, v_inst, v_inst_status);
         END IF;
     END IF;
     SELECT status INTO v_status FROM pulse_tasks WHERE id = v_task;

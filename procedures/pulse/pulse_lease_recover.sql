@@ -70,7 +70,7 @@ BEGIN
         UPDATE pulse_tasks SET status = 'UNKNOWN', error = 'LEASE_LOST: no report before the lease ran out',
                                finished_at = v_now, updated_at = v_now
          WHERE id = v_task;
-        CALL _pulse_inbox_add(v_task, 'UNKNOWN', v_facts, v_lease, v_now);
+        CALL _pulse_inbox_add(v_task, 'UNKNOWN', v_facts, v_lease, v_now, NULL, NULL, NULL);
         CALL _weave_audit(v_ns, v_inst, 0, 'weave.orchestrator', 'task.lease_lost', NULL, NULL, v_now, v_deadline, NULL,
                           v_facts, NULL);
         SET v_outcome = 'UNKNOWN';

@@ -693,6 +693,26 @@ def test_R8_full_queue_or_quota_defers_the_task_step_and_consumes_nothing(world,
     assert world.step(second, "work")["status"] == "ACTIVE"
 
 
+def test_R8_M4_7_a_report_takes_its_task_off_the_counters_last_so_its_successor_defers_at_a_full_quota(world, orch):
+    """The report consumes its outcome before it leaves the counters (their rows are held only for the end of
+    its transaction): a successor it activates sees the finishing task's slot still taken, never one too many,
+    and is created by ROOT once the slot is free."""
+    routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)
+    world.publish({"name": "two", "steps": [task_step("first"), task_step("second", after=["first"])]})
+    wf = world.start("two", {"order_id": "o"})
+    orch.drain()
+    got, = claim(world)
+    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
+    assert world.step(wf, "first")["status"] == "SUCCEEDED" and world.step(wf, "second")["status"] == "PENDING"
+    root = world.db.row("SELECT * FROM weave_pending_advances WHERE step_key = ''")
+    assert root["last_error"].startswith("QUOTA_FULL") and root["available_at"] > world.db.now()
+    assert world.db.scalar("SELECT in_flight FROM weave_apps") == 0
+    world.db.advance(1_000)
+    orch.drain()
+    assert world.step(wf, "second")["status"] == "ACTIVE"
+    assert world.db.scalar("SELECT in_flight FROM weave_apps") == 1
+
+
 def test_K1_concurrent_claims_keep_mutex_keys_exclusive(world, orch, database):
     world.publish(task_flow(mutex_key="$.input.account"))
     for i in range(40):
