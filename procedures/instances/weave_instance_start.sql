@@ -1,11 +1,10 @@
 -- Starting is idempotent per (namespace, idempotency key): the same request again answers the same
 -- instance; the same key with a different request is a conflict. Two concurrent first starts of one
 -- key meet on the unique index: the loser waits for the winner's commit, then answers as a replay.
--- A definition without TASK and POLL steps creates no task, so its first steps need no lock beyond those the start
--- holds: the ROOT advance runs in the start's own transaction, and the first waits are open when it commits
--- (a signal sent at once settles at Send). A step that creates a task takes its app row exclusively
--- (quota), which two starts of one app, each holding it shared, would deadlock on: those definitions keep
--- their first activation for the ROOT checkpoint.
+-- The ROOT advance runs in the start's own transaction: the first waits are open and the first tasks
+-- queued when it commits (a signal sent at once settles at Send). The app is found, and share-locked,
+-- through its (namespace, name) index, which the in-flight counters' update of its row by its primary
+-- key does not wait on: starts of one app that create tasks queue on that update, and never deadlock.
 CREATE PROCEDURE weave_instance_start(
         IN in_token           VARCHAR(512),
         IN in_namespace       VARCHAR(200),
@@ -18,9 +17,9 @@ CREATE PROCEDURE weave_instance_start(
         IN in_business_key    VARCHAR(1024),
         IN in_idempotency_key VARCHAR(512))
     COMMENT 'Description: starts an instance of a definition version (NULL = latest), pinning that version; event and
-audit in the same transaction. A definition with TASK or POLL steps starts with every step PENDING and a
-ROOT checkpoint due at once; one without them has its ready steps activated by the same transaction, as the ROOT
-advance would (R-7, R-8: a deferral or a review is left on the ROOT checkpoint as by that advance).
+audit in the same transaction. Its ready steps are activated by the same transaction, their first tasks
+created, as the ROOT advance would (R-7, R-8: a deferral, for a full quota or queue, or a review is left on the
+ROOT checkpoint as by that advance).
 Parameters: in_token (workflows:start and every queue of the definition), in_namespace, in_definition, in_version,
 in_app, in_input (JSON, <= 1 MiB; NULL = {}), exactly one of in_deadline_at (UTC) / in_deadline_ms (from now),
 in_business_key (<= 256 chars), in_idempotency_key (1-128 printable ASCII).
@@ -125,14 +124,9 @@ BEGIN
                                  request_digest, accepted_at, deadline_at, details, created_at)
         VALUES (v_ns, v_id, v_cred, v_actor, 'instance.start', in_idempotency_key, v_digest, v_now, v_deadline,
                 JSON_OBJECT('definition', in_definition, 'version', v_def_version, 'app', in_app), v_now);
-        IF v_queues <> '' THEN  -- a TASK or POLL step (its publish checked the queues are exactly theirs)
-            INSERT INTO weave_pending_advances (namespace_id, instance_id, step_key, kind, activation_id,
-                                                due_at, available_at, created_at)
-            VALUES (v_ns, v_id, '', 'ROOT', 0, v_now, v_now, v_now);
-        ELSE
-            -- The ROOT advance itself: what it defers or leaves for more (R-7's 32) it writes as the ROOT checkpoint.
-            CALL _weave_root_advance(v_ns, v_id, v_now, 32, FALSE, NULL, NULL, NULL, NULL, v_root);
-        END IF;
+        -- The ROOT advance itself, its first tasks included: what it defers or leaves for more (R-7's 32) it writes
+        -- as the ROOT checkpoint.
+        CALL _weave_root_advance(v_ns, v_id, v_now, 32, FALSE, NULL, NULL, NULL, NULL, v_root);
         -- The instance as weave_instance_get answers it, read before the commit: every row of it is this
         -- transaction's own, so the sets are as consistent as a snapshot, and the caller needs no second call.
         CALL _weave_instance_show(in_namespace, v_id, TRUE);

@@ -198,8 +198,7 @@ class Stage:
         # The worker's report consumes each answer itself (Settle at Report), so the orchestrator has nothing to do
         # until the next round falls due: as the running loop, which scans only when its probe finds work due, it
         # is called on then.
-        wf = self.start("count-poll", {"n": 1})
-        self.drain()
+        wf = self.start("count-poll", {"n": 1})  # its first round's task is queued by the start
         for _ in range(POLL_ROUNDS):
             self.work()
             self.db.advance(1001)
@@ -332,10 +331,10 @@ def decisions(stage: Stage) -> dict[str, dict[str, int]]:
     measure("signal settle (candidate path)", "weave_signal_process", int(receipt["signal_id"].removeprefix("sig_")))
     measure("signal twin candidate", "weave_checkpoint_advance", twin)
 
-    # POLL: activation (round 1 with its task), claim, the completion that consumes its round's answer at once
+    # POLL: the start, which activates the step with round 1 and its task, claim, the completion that consumes its
+    # round's answer at once
     # (Settle at Report), the next round; then the candidate path of an answer whose report found the instance held.
-    wf = world.start("count-poll", {"n": 1}, key=stage._key("p"))
-    measure("root activate (POLL, round 1)", "weave_checkpoint_advance", _checkpoint(db, wf, ""))
+    wf = start("start (POLL, round 1 created by the start)", "count-poll", {"n": 1})
     claim = measure("task claim", "pulse_task_claim", "w-count", "payments", None, 1, 30_000)[0][0]
     measure("attempt complete (consumes the round's answer)", "pulse_attempt_complete", claim["attempt_id"],
             "w-count", json.dumps({"status": "PENDING"}))
@@ -351,8 +350,8 @@ def decisions(stage: Stage) -> dict[str, dict[str, int]]:
     measure("inbox consume (round pending)", "weave_inbox_consume", inbox)
 
     # Three task outcomes due together, in one weave_candidates_advance call (per outcome).
-    wfs = [world.start("count-poll", {"n": 1}, key=stage._key("p")) for _ in range(3)]
-    dbmod.call(conn, "weave_candidates_advance", "CHECKPOINT", json.dumps([_checkpoint(db, w, "") for w in wfs]))
+    for _ in range(3):
+        world.start("count-poll", {"n": 1}, key=stage._key("p"))
     claims = dbmod.call(conn, "pulse_task_claim", "w-count", "payments", None, 3, 30_000)[0]
     for c in claims:
         with world.held(attempt_id=c["attempt_id"]):

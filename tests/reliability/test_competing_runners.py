@@ -22,7 +22,8 @@ FLOW = {"name": "mixed", "steps": [
     {"key": "charge", "type": "TASK", "after": ["wait"], "queue": "payments", "handler": "example.flaky",
      "handler_version": "1", "input": {"value": "$.input.n", "succeed_on_attempt": 2},
      "retry": {"max_attempts": 3, "initial_backoff_ms": 0}},
-    {"key": "approval", "type": "SIGNAL", "signal": {"name": "ok", "payload_version": "1", "payload_type": "any"},
+    {"key": "approval", "type": "SIGNAL", "after": ["wait"],
+     "signal": {"name": "ok", "payload_version": "1", "payload_type": "any"},
      "correlation": "$.input.id", "timeout_ms": 3_600_000}]}
 INSTANCES = count_param("WEAVE_Z2_INSTANCES", 40)
 

@@ -151,9 +151,12 @@ def test_R14_the_loop_scans_again_at_once_only_when_an_advance_made_something_du
     the probe, and its settlement is found by the scan once it is due."""
     world.publish({"name": "pay", "steps": [{"key": "charge", "type": "TASK", "queue": "payments",
                                              "handler": "example.echo", "handler_version": "1"}]})
+    world.db.execute("UPDATE weave_apps SET status = 'DISABLED'")  # the start leaves its task to ROOT ...
     world.start("pay", key="p")
-    world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
+    world.db.execute("UPDATE weave_apps SET status = 'ACTIVE'")
+    world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 5000}]})
     wf = world.start("t", key="k")
+    world.db.advance(1000)  # ... due again a second later
     orch = CountingScans(database, concurrency=1, spread=False)
     try:
         result = orch.run_once()
@@ -161,7 +164,7 @@ def test_R14_the_loop_scans_again_at_once_only_when_an_advance_made_something_du
         orch.drain()
         assert orch.scans == 2 and orch.stats["CHECKPOINT:ACTIVATED"] == 1  # drain's one scan found nothing due
         assert orch.probe()[1] is not None  # the timer, due later: the probe sees it
-        world.db.advance(1001)
+        world.db.advance(4001)
         assert orch.run_once().candidates and world.instance(wf)["status"] == "SUCCEEDED"
     finally:
         orch.close()

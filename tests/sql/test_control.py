@@ -101,9 +101,11 @@ def test_C4_deadline_moves_later_only_and_reopens_an_instance_deadline_review(wo
 
 
 def test_C4_deadline_closes_instance_deadline_and_the_instance_runs_again(world, orch):
-    world.publish(ONE_TASK)  # a first activation that waits for ROOT, so that it meets the deadline
+    world.publish(ONE_TASK)
+    world.db.execute("UPDATE weave_apps SET status = 'DISABLED'")  # the first activation waits for ROOT ...
     wf = world.start("one", {"order_id": "o-1"}, deadline_ms=1_000)
-    world.db.advance(1_000)
+    world.db.execute("UPDATE weave_apps SET status = 'ACTIVE'")
+    world.db.advance(1_000)  # ... and meets the deadline
     orch.drain()
     assert [r["code"] for r in world.instance(wf)["review_reasons"]] == ["INSTANCE_DEADLINE"]
     result = routines.instance_deadline(world.db.conn, world.token, "acme", wf, "customer asked", "d1",

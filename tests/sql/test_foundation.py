@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 
 import pytest
@@ -212,19 +213,50 @@ def test_R3_concurrent_starts_of_one_app_that_activate_their_steps_neither_wait_
     assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances WHERE kind = 'TIMER'") == 32
 
 
-def test_start_pins_version_sets_steps_pending_and_root_due_at_once(world):
-    """A definition with a TASK step: the first activation takes the app's quota, so it is the ROOT checkpoint's."""
+def test_R3_concurrent_starts_of_one_app_that_create_tasks_queue_on_its_counter_and_never_deadlock(world):
+    """Starts of a definition with tasks create their first tasks in their own transactions. Each share-locks the
+    app's (namespace, name) index entry, which the counters' guarded update of the app row by its primary key does
+    not wait on, so sixteen at once queue on that update and all commit, each with its task queued and counted."""
+    world.publish(TASKY)
+    failures = []
+
+    def start(n: int) -> None:
+        conn = world.db.connect()
+        try:  # one CALL, not retried: a deadlock would show as a failure (procedures.db.call retries them)
+            with conn.cursor() as cur:
+                cur.execute("CALL weave_instance_start(%s, 'acme', 'charge', NULL, 'billing', %s, NULL, 60000, "
+                            "NULL, %s)", (world.token, json.dumps({"order_id": n}), f"k-{n}"))
+                while cur.nextset():
+                    pass
+        except Exception as exc:  # collected and asserted below
+            failures.append(exc)
+        finally:
+            conn.close()
+
+    run_threads(start, 16)
+    assert failures == []
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_steps WHERE status = 'ACTIVE'") == 16
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks WHERE status = 'QUEUED'") == 16
+    assert world.db.scalar("SELECT in_flight FROM weave_apps") == 16
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances") == 0
+
+
+def test_start_pins_version_and_queues_the_first_task_in_its_own_transaction(world):
+    """A definition with a TASK step: the start activates it as the ROOT advance would, its task created (and the
+    app's quota taken) in the start's own transaction; nothing is left for a checkpoint."""
     world.publish(TASKY)
     wf = world.start("charge", {"x": 1}, business_key="order-7")
     inst = world.instance(wf)
     assert inst["status"] == "RUNNING" and inst["control"] == "ACTIVE" and inst["gate"] == "OPEN"
     assert inst["business_key"] == "order-7" and inst["input"] == {"x": 1}
-    assert [(s["key"], s["status"]) for s in inst["steps"]] == [("charge", "PENDING")]
-    root = world.db.row("SELECT kind, step_key, due_at, available_at FROM weave_pending_advances")
-    assert root["kind"] == "ROOT" and root["step_key"] == "" and root["due_at"] == root["available_at"]
-    audit = world.db.row("SELECT actor, action, idempotency_key FROM weave_audit WHERE instance_id = %s",
-                         world.internal_id(wf))
-    assert audit == {"actor": "ops", "action": "instance.start", "idempotency_key": audit["idempotency_key"]}
+    assert [(s["key"], s["status"]) for s in inst["steps"]] == [("charge", "ACTIVE")]
+    assert world.db.scalar("SELECT status FROM pulse_tasks") == "QUEUED"
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances") == 0
+    started = world.db.scalar("SELECT created_at FROM weave_instances")
+    assert world.db.scalar("SELECT created_at FROM pulse_tasks") == started  # one transaction, one clock reading
+    audit = world.db.rows("SELECT actor, action FROM weave_audit WHERE instance_id = %s ORDER BY id",
+                          world.internal_id(wf))
+    assert [a["action"] for a in audit] == ["instance.start", "task.create"] and audit[0]["actor"] == "ops"
 
 
 def test_R7_start_activates_the_first_steps_of_a_definition_without_tasks_and_answers_them(world):

@@ -674,12 +674,15 @@ def test_R8_full_queue_or_quota_defers_the_task_step_and_consumes_nothing(world,
     world.publish(task_flow())
     first = world.start("pay", {"order_id": "a"})
     orch.drain()
-    second = world.start("pay", {"order_id": "b"})
+    second = world.start("pay", {"order_id": "b"})  # the start's own ROOT advance finds no room and defers
     iid = world.internal_id(second)
-    due = world.db.scalar("SELECT due_at FROM weave_pending_advances WHERE instance_id = %s", iid)
-    assert orch.drain()["CHECKPOINT:DEFERRED"] == 1
     root = world.db.row("SELECT * FROM weave_pending_advances WHERE instance_id = %s", iid)
-    assert root["due_at"] == due and root["available_at"] > world.db.now()
+    assert root["due_at"] == world.db.scalar("SELECT created_at FROM weave_instances WHERE id = %s", iid)
+    world.db.advance(1_000)
+    assert orch.drain()["CHECKPOINT:DEFERRED"] == 1  # and again: still full
+    root = world.db.row("SELECT * FROM weave_pending_advances WHERE instance_id = %s", iid)
+    assert root["due_at"] == world.db.scalar("SELECT created_at FROM weave_instances WHERE id = %s", iid)
+    assert root["available_at"] > world.db.now()
     assert ("full" in root["last_error"]) and root["attempts"] == 0
     assert world.db.scalar("SELECT COUNT(*) FROM weave_activations WHERE instance_id = %s", iid) == 0
     assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks") == 1

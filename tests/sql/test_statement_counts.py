@@ -21,7 +21,7 @@ DECISIONS = {
     "signal send (settles the open wait)": 39,
     "signal settle (candidate path)": 33,
     "signal twin candidate": 9,
-    "root activate (POLL, round 1)": 34,
+    "start (POLL, round 1 created by the start)": 41,
     "task claim": 14,
     "attempt complete (consumes the round's answer)": 38,
     "poll round start": 31,
@@ -33,7 +33,7 @@ DECISIONS = {
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 63, "signal": 78, "poll": 103.4}
+LIFECYCLES = {"timer": 63, "signal": 78, "poll": 97.4}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 

@@ -20,10 +20,33 @@ def timer_flow(name="cool-off", delay_ms=60_000, then=None):
 
 
 def task_flow(name="charge"):
-    """A definition with a TASK step: its first activation needs the app's quota, so it stays on the ROOT
-    checkpoint (weave_instance_start activates only definitions without tasks)."""
+    """A definition with a TASK step, activated by the start itself (its task created in the start's
+    transaction)."""
     return {"name": name, "steps": [{"key": "charge", "type": "TASK", "queue": "payments", "handler": "example.echo",
                                      "handler_version": "1", "input": {"order_id": "$.input.order_id"}}]}
+
+
+def root_due(world, orch, *, blocker=None, deadline_ms: int = 86_400_000) -> str:
+    """An instance whose ROOT checkpoint is due now: a one-second TIMER, then a TASK step. The start activates
+    the timer; once it is due, a ``blocker`` of new work (set here, before the timer settles) leaves the TASK step
+    to the ROOT checkpoint, deferred; the clock is then moved past that deferral."""
+    world.publish({"name": "then-charge", "steps": [
+        {"key": "wait", "type": "TIMER", "delay_ms": 1_000},
+        {"key": "charge", "type": "TASK", "queue": "payments", "handler": "example.echo", "handler_version": "1",
+         "input": {"order_id": "$.input.order_id"}, "after": ["wait"]}]})
+    wf = world.start("then-charge", {"order_id": "o-1"}, deadline_ms=deadline_ms)
+    iid = world.internal_id(wf)
+    if blocker == "paused":
+        world.db.execute("UPDATE weave_instances SET control = 'PAUSED' WHERE id = %s", iid)
+    elif blocker == "identity":
+        world.db.execute("UPDATE weave_credentials SET status = 'DISABLED' WHERE actor = 'ops'")
+    elif blocker == "app":
+        world.db.execute("UPDATE weave_apps SET status = 'DISABLED'")
+    world.db.advance(1_001)
+    assert orch.drain()["CHECKPOINT:SETTLED"] >= 1
+    if blocker:
+        world.db.advance(61_000)  # past the deferral (60 s while paused, 1 s else)
+    return wf
 
 
 def started(world, orch, *, deadline_ms: int = 86_400_000, **flow) -> str:
@@ -246,21 +269,14 @@ def test_R8_a_start_whose_app_is_disabled_leaves_its_root_deferred_and_activates
 
 @pytest.mark.parametrize("blocker", ["paused", "identity", "app"])
 def test_R8_deferred_root_keeps_its_due_time_and_consumes_nothing(world, orch, blocker):
-    world.publish(task_flow())
-    wf = world.start("charge", {"order_id": "o-1"})
-    iid = world.internal_id(wf)
-    if blocker == "paused":
-        world.db.execute("UPDATE weave_instances SET control = 'PAUSED' WHERE id = %s", iid)
-    elif blocker == "identity":
-        world.db.execute("UPDATE weave_credentials SET status = 'DISABLED' WHERE actor = 'ops'")
-    else:
-        world.db.execute("UPDATE weave_apps SET status = 'DISABLED'")
+    wf = root_due(world, orch, blocker=blocker)
     due_before = world.db.scalar("SELECT due_at FROM weave_pending_advances WHERE step_key = ''")
     outcomes = orch.drain()
     assert outcomes["CHECKPOINT:DEFERRED"] == 1
     root = world.db.row("SELECT due_at, available_at FROM weave_pending_advances WHERE step_key = ''")
     assert root["due_at"] == due_before and root["available_at"] > world.db.now()
-    assert world.db.scalar("SELECT COUNT(*) FROM weave_activations") == 0
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_activations") == 1  # the timer's only
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks") == 0
     assert world.db.scalar("SELECT deadline_at FROM weave_instances") is not None
     world.db.execute("UPDATE weave_instances SET control = 'ACTIVE'")
     world.db.execute("UPDATE weave_credentials SET status = 'ACTIVE'")
@@ -271,14 +287,13 @@ def test_R8_deferred_root_keeps_its_due_time_and_consumes_nothing(world, orch, b
 
 
 def test_R8_instance_deadline_passed_when_new_work_is_needed_goes_to_review(world, orch):
-    world.publish(task_flow())
-    wf = world.start("charge", {"order_id": "o-1"}, deadline_ms=1_000)
-    world.db.advance(1_000)
+    wf = root_due(world, orch, blocker="app", deadline_ms=30_000)  # the ROOT checkpoint due past the deadline
+    world.db.execute("UPDATE weave_apps SET status = 'ACTIVE'")
     orch.drain()
     inst = world.instance(wf)
     assert inst["status"] == "NEEDS_REVIEW" and inst["gate"] == "CLOSED"
     assert inst["review_reasons"][0]["code"] == "INSTANCE_DEADLINE"
-    assert inst["steps"][0]["status"] == "PENDING"
+    assert [s["status"] for s in inst["steps"]] == ["SUCCEEDED", "PENDING"]
 
 
 def test_R9_instance_succeeds_in_the_transaction_of_its_last_step(world, orch):
@@ -295,21 +310,22 @@ def test_R9_instance_succeeds_in_the_transaction_of_its_last_step(world, orch):
 
 
 def test_R12_failure_bookkeeping_only_when_the_version_is_unchanged(world, orch):
-    world.publish(task_flow())
-    world.start("charge", {"order_id": "o-1"})
+    root_due(world, orch, blocker="app")
+    world.db.execute("UPDATE weave_apps SET status = 'ACTIVE'")
     cand = orch.scan().candidates[0]
     world.db.execute("UPDATE weave_pending_advances SET version = version + 1 WHERE id = %s", cand.id)
+    before = world.db.row("SELECT attempts, available_at, due_at FROM weave_pending_advances")
     assert world.db.one("weave_candidate_fail", "CHECKPOINT", cand.id, cand.version, "boom")["recorded"] == 0
     row = world.db.row("SELECT attempts, available_at, due_at, version FROM weave_pending_advances")
-    assert row["attempts"] == 0 and row["available_at"] == row["due_at"]
+    assert row["attempts"] == 0 and {k: row[k] for k in before} == before
     assert world.db.one("weave_candidate_fail", "CHECKPOINT", cand.id, row["version"], "boom")["recorded"] == 1
     after = world.db.row("SELECT attempts, available_at, due_at, last_error FROM weave_pending_advances")
     assert after["attempts"] == 1 and after["due_at"] == row["due_at"] and after["available_at"] > after["due_at"]
 
 
 def test_R13_instance_locked_by_another_node_is_skipped_not_waited_for(world, orch, database):
-    world.publish(task_flow())
-    wf = world.start("charge", {"order_id": "o-1"})
+    wf = root_due(world, orch, blocker="app")
+    world.db.execute("UPDATE weave_apps SET status = 'ACTIVE'")
     other = world.db.connect()
     try:
         other.begin()
