@@ -189,26 +189,35 @@ def test_concurrent_starts_with_one_key_create_one_instance(world):
     assert world.db.scalar("SELECT COUNT(*) FROM weave_instances") == 1
 
 
-def test_R3_concurrent_starts_of_one_app_that_activate_their_steps_neither_wait_on_each_other_nor_deadlock(world):
-    """Starts of a definition without tasks activate their steps in their own transactions: they share only the
-    identity and app rows, read shared, so sixteen at once all commit, each with its wait open."""
-    world.publish({"name": "pair", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 60_000},
-                                             {"key": "b", "type": "TIMER", "delay_ms": 60_000}]})
-    results, failures = [], []
+def _sixteen_starts(world, definition: str) -> list[Exception]:
+    """Sixteen starts of ``definition`` at once, each on its own connection and called once, not retried (a
+    deadlock shows as a failure; procedures.db.call would retry it): the failures."""
+    failures: list[Exception] = []
 
     def start(n: int) -> None:
         conn = world.db.connect()
         try:
-            results.append(routines.instance_start(conn, world.token, "acme", definition="pair", app="billing",
-                                                   input={}, idempotency_key=f"k-{n}", deadline_ms=60_000))
-        except Exception as exc:  # collected and asserted below
+            with conn.cursor() as cur:
+                cur.execute("CALL weave_instance_start(%s, 'acme', %s, NULL, 'billing', %s, NULL, 60000, NULL, %s)",
+                            (world.token, definition, json.dumps({"order_id": n}), f"k-{n}"))
+                while cur.nextset():
+                    pass
+        except Exception as exc:  # collected and asserted by the caller
             failures.append(exc)
         finally:
             conn.close()
 
     run_threads(start, 16)
-    assert failures == []
-    assert len({r["workflow_id"] for r in results}) == 16
+    return failures
+
+
+def test_R3_concurrent_starts_of_one_app_that_activate_their_steps_neither_wait_on_each_other_nor_deadlock(world):
+    """Starts of a definition without tasks activate their steps in their own transactions: they share only the
+    identity and app rows, read shared, so sixteen at once all commit, each with its wait open."""
+    world.publish({"name": "pair", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 60_000},
+                                             {"key": "b", "type": "TIMER", "delay_ms": 60_000}]})
+    assert _sixteen_starts(world, "pair") == []
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_instances") == 16
     assert world.db.scalar("SELECT COUNT(*) FROM weave_waits WHERE status = 'WAITING'") == 32
     assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances WHERE kind = 'TIMER'") == 32
 
@@ -218,23 +227,7 @@ def test_R3_concurrent_starts_of_one_app_that_create_tasks_queue_on_its_counter_
     app's (namespace, name) index entry, which the counters' guarded update of the app row by its primary key does
     not wait on, so sixteen at once queue on that update and all commit, each with its task queued and counted."""
     world.publish(TASKY)
-    failures = []
-
-    def start(n: int) -> None:
-        conn = world.db.connect()
-        try:  # one CALL, not retried: a deadlock would show as a failure (procedures.db.call retries them)
-            with conn.cursor() as cur:
-                cur.execute("CALL weave_instance_start(%s, 'acme', 'charge', NULL, 'billing', %s, NULL, 60000, "
-                            "NULL, %s)", (world.token, json.dumps({"order_id": n}), f"k-{n}"))
-                while cur.nextset():
-                    pass
-        except Exception as exc:  # collected and asserted below
-            failures.append(exc)
-        finally:
-            conn.close()
-
-    run_threads(start, 16)
-    assert failures == []
+    assert _sixteen_starts(world, "charge") == []
     assert world.db.scalar("SELECT COUNT(*) FROM weave_steps WHERE status = 'ACTIVE'") == 16
     assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks WHERE status = 'QUEUED'") == 16
     assert world.db.scalar("SELECT in_flight FROM weave_apps") == 16
