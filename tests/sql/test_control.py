@@ -152,7 +152,8 @@ def test_C2_cancel_with_one_queued_and_one_running_task_waits_for_the_real_outco
     assert world.instance(wf)["status"] == "CANCELLING"  # the running task's outcome is not in yet
     assert world.db.scalar("SELECT COUNT(*) FROM pulse_permits WHERE released_at IS NULL") == 1
     pulse.attempt_complete(world.db.conn, running["attempt_id"], "w1", {"done": True})
-    orch.drain()
+    assert world.instance(wf)["status"] == "CANCELLED"  # the report consumed its outcome and finished the cancel
+    assert "INBOX:RECORDED" not in orch.drain()
     inst = world.instance(wf)
     assert inst["status"] == "CANCELLED" and inst["finished_at"] is not None
     types = [e["type"] for e in world.events(wf)]
