@@ -2,10 +2,12 @@
 
 A worker decides nothing about tasks: the routines do, from locked rows. It claims only as many tasks
 as it has free slots, runs each in its own thread, heartbeats every running attempt so that its lease
-stays alive (and to learn about cancellation), and reports the end of each attempt. It never touches an
-instance: whatever the outcome means for the workflow is decided by the orchestrator when it consumes
-the task inbox. A worker that dies simply stops heartbeating; the orchestrator records its attempts as
-UNKNOWN once their leases run out (K-4). Any number of workers may run against one database.
+stays alive (and to learn about cancellation), and reports the end of each attempt. What an outcome
+means for the workflow is decided by the routines, not here: a report that finds its instance free
+consumes the outcome in its own transaction, as the orchestrator would consume it from the task inbox
+(which it does when the instance was held). A worker that dies simply stops heartbeating; the
+orchestrator records its attempts as UNKNOWN once their leases run out (K-4). Any number of workers may
+run against one database.
 """
 
 from __future__ import annotations
