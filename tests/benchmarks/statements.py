@@ -332,8 +332,8 @@ def decisions(stage: Stage) -> dict[str, dict[str, int]]:
     measure("signal twin candidate", "weave_checkpoint_advance", twin)
 
     # POLL: the start, which activates the step with round 1 and its task, claim, the completion that consumes its
-    # round's answer at once
-    # (Settle at Report), the next round; then the candidate path of an answer whose report found the instance held.
+    # round's answer at once (Settle at Report), the next round; then the candidate path of an answer whose report
+    # found the instance held.
     wf = start("start (POLL, round 1 created by the start)", "count-poll", {"n": 1})
     claim = measure("task claim", "pulse_task_claim", "w-count", "payments", None, 1, 30_000)[0][0]
     measure("attempt complete (consumes the round's answer)", "pulse_attempt_complete", claim["attempt_id"],

@@ -5,7 +5,6 @@ M-4.5 concern polls) run after each test."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 
@@ -49,13 +48,13 @@ def claim(world, worker="w1", lease_ms=60_000) -> dict:
     return got[0]
 
 
-def answer(world, result, worker="w1", *, at_report=False) -> dict:
+def answer(world, result, worker="w1") -> dict:
     """One worker attempt that returns ``result`` (a status string is shorthand for {"status": ...}). Its outcome
-    is left to the orchestrator, as when the report finds its instance held (so that a test decides when it is
-    consumed), unless ``at_report``: then the report consumes it (Settle at Report)."""
+    is left to the orchestrator, as when the report finds its instance held, so that a test decides when it is
+    consumed (P-8's test lets the report consume it: Settle at Report)."""
     got = claim(world, worker)
     body = {"status": result} if isinstance(result, str) else result
-    with contextlib.nullcontext() if at_report else world.held(attempt_id=got["attempt_id"]):
+    with world.held(attempt_id=got["attempt_id"]):
         pulse.attempt_complete(world.db.conn, got["attempt_id"], worker, body)
     return got
 
