@@ -20,7 +20,10 @@ import pymysql
 from . import db, errors
 
 PROCEDURES_DIR = Path(__file__).resolve().parent
-MIGRATIONS_DIR = PROCEDURES_DIR.parent / "sql"
+# A checkout keeps the table migrations in sql/ beside this package; an installed wheel carries them inside
+# it, as procedures/migrations (pyproject.toml maps the one onto the other).
+_PACKAGED_MIGRATIONS = PROCEDURES_DIR / "migrations"
+MIGRATIONS_DIR = _PACKAGED_MIGRATIONS if _PACKAGED_MIGRATIONS.is_dir() else PROCEDURES_DIR.parent / "sql"
 _CREATE = re.compile(r"^\s*CREATE\s+(PROCEDURE|FUNCTION)\s+`?(\w+)`?", re.IGNORECASE | re.MULTILINE)
 
 
@@ -60,6 +63,8 @@ def shipped_routines(directory: Path = PROCEDURES_DIR) -> list[Routine]:
     """The routines this code ships: one ``<area>/<name>.sql`` file per routine, named after it."""
     routines = []
     for path in sorted(directory.rglob("*.sql"), key=lambda p: p.stem):
+        if MIGRATIONS_DIR in path.parents:
+            continue
         text = path.read_text(encoding="utf-8")
         match = _CREATE.search(text)
         if not match or match.group(2) != path.stem:
@@ -96,6 +101,10 @@ def migrate(dsn: db.Dsn, *, test_clock: bool = False,
     """Bring the database to the level this code ships. Safe to re-run: a second run changes nothing."""
     from yoyo import read_migrations
 
+    if not shipped_migrations() or not shipped_routines():
+        raise errors.InvalidState(
+            f"INVALID_STATE: this installation of Weave is incomplete: no migrations in {MIGRATIONS_DIR} or no "
+            f"routines in {PROCEDURES_DIR}; reinstall the package")
     report = MigrateReport(database=dsn.database)
     with db.connect(dsn, database=False) as conn, conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE IF NOT EXISTS `{dsn.database}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
