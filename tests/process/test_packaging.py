@@ -1,6 +1,6 @@
-"""The package as a user installs it: the wheel built from this checkout carries every routine, migration and
-console file, and `weave migrate` run from that wheel alone (not from the checkout) installs a fresh database at
-the level this code ships."""
+"""The package as a user installs it: the wheel built from this checkout carries every routine, migration,
+console file and example definition, and run from that wheel alone (not from the checkout) `weave migrate`
+installs a fresh database at the level this code ships and `weave dev`'s provisioning publishes the examples."""
 
 from __future__ import annotations
 
@@ -46,6 +46,7 @@ def test_the_wheel_carries_the_routines_migrations_and_console_and_migrates_a_fr
 
     # What a checkout ships, where an installed package keeps it: sql/ becomes procedures/migrations/.
     wanted = {f"procedures/migrations/{Path(p).name}" for p in _tracked("sql/*.sql")}
+    wanted |= {f"orchestrator/examples/{Path(p).name}" for p in _tracked("docs/examples/*.json")}
     wanted |= _tracked("procedures/*/*.sql", "api/console/templates/*", "api/console/static/*")
     assert len(wanted) > 100 and wanted <= names, sorted(wanted - names)
 
@@ -62,6 +63,17 @@ def test_the_wheel_carries_the_routines_migrations_and_console_and_migrates_a_fr
         report = json.loads(run.stdout)
         assert report["migrations_applied"] == installer.shipped_migrations()
         assert sorted(report["routines_installed"]) == sorted(r.name for r in installer.shipped_routines())
+
+        # weave dev's provisioning from the wheel publishes every example definition the checkout has.
+        provision = ("import sys, json; sys.path[:0] = sys.argv[1:3]; from procedures import db; "
+                     "from orchestrator import dev; conn = db.connect(db.dsn_from_env(None)); "
+                     "print(json.dumps(dev.provision(conn)['definitions']))")
+        run = subprocess.run([sys.executable, "-S", "-c", provision, str(unpacked), sysconfig.get_paths()["purelib"]],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                             env={"WEAVE_DSN": dsn.url(), "PATH": "/usr/bin:/bin"})
+        assert run.returncode == 0, run.stdout + run.stderr
+        examples = sorted(Path(p).stem for p in _tracked("docs/examples/*.json"))
+        assert [name.split(" v")[0] for name in json.loads(run.stdout)] == examples
     finally:
         with dbmod.connect(dsn, database=False) as conn, conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{dsn.database}`")
