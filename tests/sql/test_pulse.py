@@ -15,6 +15,7 @@ from procedures import db as dbmod
 from procedures import errors, pulse, routines
 from tests.benchmarks.bench_scan import seq
 from tests.support.threads import run_threads
+from tests.support.waiting import wait_for
 
 HOUR = 3_600_000
 
@@ -634,6 +635,55 @@ def test_K7_failed_consumption_backs_off_and_leaves_nothing_partial(world, orch)
     world.db.advance(1_000)
     orch.drain()
     assert world.step(wf, "first")["status"] == "SUCCEEDED" and world.step(wf, "second")["status"] == "ACTIVE"
+
+
+def test_K7_R12_a_deadlock_in_the_reports_consumption_fails_the_whole_report_and_its_retry_decides_once(world, orch):
+    """A real deadlock inside the consumption at report (the successor's task creation waits on a queue row held
+    by a transaction that then waits on the reported task) rolls the report's whole transaction back: there is no
+    savepoint left to return to, so the report fails as a whole instead of half-standing, and the client's
+    conflict retry (R-12) repeats it once the other transaction is gone. It then decides exactly once."""
+    world.publish({"name": "two", "steps": [task_step("first"), task_step("second", after=["first"])]})
+    wf = world.start("two", {"order_id": "o"})
+    orch.drain()
+    got, = claim(world)
+    first = tid(got["task_id"])
+    world.db.execute("CREATE TABLE test_ballast (id INT PRIMARY KEY) ENGINE=InnoDB")
+    other = world.db.connect()
+    reporter = world.db.connect()
+    answers: list[dict] = []
+    try:
+        other.begin()
+        with other.cursor() as cur:
+            # Heavier than the report in undo records, so the deadlock detector rolls the report back.
+            cur.execute("INSERT INTO test_ballast SELECT seq FROM seq_1_to_3000")
+            cur.execute("UPDATE weave_queues SET capacity = capacity WHERE name = 'payments'")
+        thread = threading.Thread(target=lambda: answers.append(
+            pulse.attempt_complete(reporter, got["attempt_id"], "w1", {"n": 1})))
+        thread.start()
+
+        def waiting() -> bool:  # the successor's task creation, in the consumption, waits for the queue row
+            info = world.db.scalar("SELECT INFO FROM information_schema.PROCESSLIST WHERE ID = %s",
+                                   reporter.thread_id())
+            return bool(info) and "STRAIGHT_JOIN weave_queues" in info and "in_flight + 1" in info
+
+        assert wait_for(waiting, timeout=20), "the report never reached the queue row"
+        with other.cursor() as cur:
+            cur.execute("SET SESSION innodb_lock_wait_timeout = 30")
+            began = time.monotonic()
+            cur.execute("SELECT id FROM pulse_tasks WHERE id = %s FOR UPDATE", (first,))  # the cycle closes here
+            assert cur.fetchone()["id"] == first and time.monotonic() - began < 20  # the report was the victim
+        other.rollback()
+        thread.join(30)
+        assert not thread.is_alive()
+    finally:
+        other.close()
+        reporter.close()
+        world.db.execute("DROP TABLE test_ballast")
+    assert (answers[0]["outcome"], answers[0]["task_status"]) == ("SUCCEEDED", "SUCCEEDED")
+    assert world.db.rows("SELECT task_id, state FROM pulse_inbox") == [{"task_id": first, "state": "CONSUMED"}]
+    assert [e["type"] for e in world.events(wf)].count("TASK_SUCCEEDED") == 1
+    assert world.step(wf, "first")["status"] == "SUCCEEDED" and world.step(wf, "second")["status"] == "ACTIVE"
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks WHERE step_key = 'second'") == 1
 
 
 @pytest.mark.parametrize("corruption", ["step", "activation", "instance"])
