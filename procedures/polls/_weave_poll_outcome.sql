@@ -69,6 +69,7 @@ BEGIN
     DECLARE v_root VARCHAR(16);
     DECLARE v_last_worker VARCHAR(128);
     DECLARE v_facts LONGTEXT;
+    DECLARE v_final BOOLEAN;  -- the step declares a final signal (F-rules): its hook runs after the round's outcome
 
     -- The caller holds the instance, the task, the step and the activation locked; one read each for the rest.
     SELECT t.step_key, t.activation_id, t.round_no, t.handler, t.handler_version, q.name, t.attempts_used,
@@ -173,8 +174,13 @@ BEGIN
         IF ROW_COUNT() <> 1 THEN
             CALL _weave_raise(50007, 'INVALID_STATE: the round changed under its lock');
         END IF;
+        -- A PENDING answer leaves the poll WAITING (P-2) in this same update, unless the step declares a final
+        -- signal: its hook tells a stored-just-now outcome from a look between rounds by the state still
+        -- IN_FLIGHT, so there the state moves only after the hook (below). Every other end sets its own state.
+        SET v_final = COALESCE(JSON_TYPE(JSON_EXTRACT(v_frozen, '$.final_signal')) = 'OBJECT', FALSE);
         UPDATE weave_poll_states
            SET current_task_id = NULL, last_outcome = v_outcome, next_poll_at = COALESCE(v_next, next_poll_at),
+               state = IF(v_outcome = 'POLL_PENDING' AND state = 'IN_FLIGHT' AND NOT v_final, 'WAITING', state),
                updated_at = in_now
          WHERE activation_id = v_activation;
 
@@ -189,7 +195,7 @@ BEGIN
         END IF;
 
         -- Only a step that declares a final signal has a POLL_FINAL wait (_weave_poll_activate) to look at.
-        IF JSON_TYPE(JSON_EXTRACT(v_frozen, '$.final_signal')) = 'OBJECT' THEN
+        IF v_final THEN
             CALL _weave_poll_final_check(in_namespace_id, in_instance_id, v_step_key, v_activation, in_now, v_hook);
         END IF;
         IF v_hook IS NOT NULL THEN
@@ -224,7 +230,9 @@ BEGIN
                 -- P-2: wait for the interval; the POLL checkpoint creates the next round (P-4). When the interval
                 -- is already over, the next round starts now, as its checkpoint would (a deferral there moves the
                 -- checkpoint to next_poll_at itself).
-                UPDATE weave_poll_states SET state = 'WAITING', updated_at = in_now WHERE activation_id = v_activation;
+                IF v_final THEN
+                    UPDATE weave_poll_states SET state = 'WAITING' WHERE activation_id = v_activation;
+                END IF;
                 CALL _weave_event(in_namespace_id, in_instance_id, 'POLL_ROUND_PENDING', v_step_key, v_seq, in_now,
                                   v_facts, 'poll.pending', v_poll_deadline);
                 IF in_now >= v_next AND in_now < v_poll_deadline THEN

@@ -23,17 +23,17 @@ DECISIONS = {
     "signal twin candidate": 9,
     "start (POLL, round 1 created by the start)": 41,
     "task claim": 14,
-    "attempt complete (consumes the round's answer)": 38,
+    "attempt complete (consumes the round's answer)": 37,
     "poll round start": 31,
     "attempt complete (instance held: answer left in the inbox)": 20,
-    "inbox consume (round pending)": 29,
-    "inbox consume, 3 in one call (each)": 27.0,
+    "inbox consume (round pending)": 28,
+    "inbox consume, 3 in one call (each)": 26.0,
     "scan (nothing due)": 4,
     "idle probe": 2,
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 63, "signal": 78, "poll": 97.4}
+LIFECYCLES = {"timer": 63, "signal": 78, "poll": 96.8}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
