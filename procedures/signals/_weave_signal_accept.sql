@@ -54,7 +54,6 @@ BEGIN
     DECLARE v_status_inst VARCHAR(16);
     DECLARE v_deadline DATETIME(6);
     DECLARE v_count INT UNSIGNED;
-    DECLARE v_def BIGINT UNSIGNED;
     DECLARE v_existing BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_existing_digest CHAR(64);
     DECLARE v_existing_receipt LONGTEXT;
@@ -160,14 +159,26 @@ BEGIN
     -- and the first signal by (accepted_at, id) is the first that the instance's decisions could see. The
     -- lock is held already when this statement starts (its clock is its start time), so the clock is read
     -- here, in _weave_now's expression. S-4: the same read locks the signal stored under this idempotency key,
-    -- if there is one (the instance row is one row with or without it).
-    SELECT i.status, i.deadline_at, i.signal_count, i.definition_id,
+    -- if there is one. S-7, S-8: it also locks the target step and its current wait, with the step's contract
+    -- from the pinned definition (a subquery of a locking read is a plain read, and a definition's rows are never
+    -- locked). Every key is unique, so it is one row with or without each of them; only the instance's lock,
+    -- taken before, orders anything, so the other rows may be locked in the same statement as the clock is read.
+    SELECT i.status, i.deadline_at, i.signal_count,
            UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND,
-           s.id, s.request_digest, s.receipt
-      INTO v_status_inst, v_deadline, v_count, v_def, v_now, v_existing, v_existing_digest, v_existing_receipt
+           g.id, g.request_digest, g.receipt,
+           s.type,
+           (SELECT ds.spec FROM weave_definition_steps ds
+             WHERE ds.definition_id = i.definition_id AND ds.step_key = in_target_step_key),
+           s.id, s.status, s.activation_seq, s.activation_id, w.id, w.kind, w.status, w.deadline_at,
+           w.correlation_key
+      INTO v_status_inst, v_deadline, v_count, v_now, v_existing, v_existing_digest, v_existing_receipt,
+           v_type, v_spec, v_step, v_step_status, v_k, v_activation, v_wait, v_wait_kind, v_wait_status,
+           v_wait_deadline, v_wait_corr
       FROM weave_instances i
-      LEFT JOIN weave_signals s
-        ON s.namespace_id = v_ns AND s.instance_id = i.id AND s.idempotency_key = in_idempotency_key
+      LEFT JOIN weave_signals g
+        ON g.namespace_id = v_ns AND g.instance_id = i.id AND g.idempotency_key = in_idempotency_key
+      LEFT JOIN weave_steps s ON s.instance_id = i.id AND s.step_key = in_target_step_key
+      LEFT JOIN weave_waits w ON w.activation_id = s.activation_id AND w.kind IN ('SIGNAL', 'POLL_FINAL')
      WHERE i.id = v_inst FOR UPDATE;
 
     accept: BEGIN
@@ -189,19 +200,8 @@ BEGIN
         END IF;
 
         -- S-7: the target is a step of the pinned definition with a signal contract that this request meets. Its
-        -- type is the step row's (copied from the definition at the start); its contract comes with the read that
-        -- locks the step and its current wait (for S-8 below): a subquery of a locking read is a plain read, and
-        -- a definition's rows are never locked.
-        SELECT s.type,
-               (SELECT ds.spec FROM weave_definition_steps ds
-                 WHERE ds.definition_id = v_def AND ds.step_key = in_target_step_key),
-               s.id, s.status, s.activation_seq, s.activation_id, w.id, w.kind, w.status, w.deadline_at,
-               w.correlation_key
-          INTO v_type, v_spec, v_step, v_step_status, v_k, v_activation, v_wait, v_wait_kind, v_wait_status,
-               v_wait_deadline, v_wait_corr
-          FROM weave_steps s
-          LEFT JOIN weave_waits w ON w.activation_id = s.activation_id AND w.kind IN ('SIGNAL', 'POLL_FINAL')
-         WHERE s.instance_id = v_inst AND s.step_key = in_target_step_key FOR UPDATE;
+        -- type is the step row's (copied from the definition at the start), its contract the definition's (both
+        -- read above, with the locks of the step and its current wait for S-8 below).
         IF v_type = 'SIGNAL' THEN
             SET v_contract_name = JSON_VALUE(v_spec, '$.signal.name'),
                 v_contract_version = JSON_VALUE(v_spec, '$.signal.payload_version'),
