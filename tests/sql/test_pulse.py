@@ -655,7 +655,7 @@ def test_K7_R12_a_deadlock_in_the_reports_consumption_fails_the_whole_report_and
         other.begin()
         with other.cursor() as cur:
             # Heavier than the report in undo records, so the deadlock detector rolls the report back.
-            cur.execute("INSERT INTO test_ballast SELECT seq FROM seq_1_to_3000")
+            cur.executemany("INSERT INTO test_ballast (id) VALUES (%s)", [(i,) for i in range(3000)])
             cur.execute("UPDATE weave_queues SET capacity = capacity WHERE name = 'payments'")
         thread = threading.Thread(target=lambda: answers.append(
             pulse.attempt_complete(reporter, got["attempt_id"], "w1", {"n": 1})))
