@@ -5,12 +5,16 @@
 -- transaction (_weave_inbox_settle); when another does, the inbox event waits for the candidate path. A
 -- report from the holder of an attempt that is no longer current (its lease was recovered, the task
 -- moved on) is kept as a late report: the worker's words are not lost, but they change nothing. The
--- report's time is read here, after every lock (R-2).
+-- report's time is read here, after every lock (R-2). A retryable failure (in_retryable) of a task with
+-- attempts left and no cancel asked (as read before any lock) only puts the task back in its queue: it
+-- takes no lock of the instance's, and if the task ends after all (its deadline comes before the next
+-- start), the outcome waits in the inbox for the candidate path.
 CREATE PROCEDURE _pulse_attempt_current(
         IN  in_attempt_id     BIGINT UNSIGNED,
         IN  in_worker_id      VARCHAR(512),
         IN  in_kind           VARCHAR(16),
         IN  in_body           LONGTEXT,
+        IN  in_retryable      BOOLEAN,
         OUT out_now           DATETIME(6),
         OUT out_task_id       BIGINT UNSIGNED,
         OUT out_current       TINYINT,
@@ -20,7 +24,8 @@ CREATE PROCEDURE _pulse_attempt_current(
         OUT out_inst_status   VARCHAR(16))
     COMMENT 'Internal. Description: locks the task and the attempt of a report, after the credential and the task''s
 instance when the instance is free (out_instance_id: the instance, locked; NULL when another transaction holds
-it); out_current = 1 when the attempt is the task''s RUNNING attempt, else 0 after storing the report in
+it, or not locked for a retryable failure (in_retryable) of a task with attempts left and no cancel asked);
+out_current = 1 when the attempt is the task''s RUNNING attempt, else 0 after storing the report in
 pulse_late_reports (in_kind SUCCEEDED or FAILED); out_task_status: the task''s status as locked here;
 out_namespace_id: the attempt''s namespace; out_inst_status: the locked instance''s; out_now: the engine clock,
 read after every lock.
@@ -39,9 +44,12 @@ BEGIN
     DECLARE v_inst BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_cred BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_dummy BIGINT UNSIGNED;
+    DECLARE v_may_end BOOLEAN;
 
     SET out_current = 0, out_instance_id = NULL, out_inst_status = NULL;
-    SELECT a.task_id, t.instance_id, i.credential_id INTO v_task, v_inst, v_cred
+    SELECT a.task_id, t.instance_id, i.credential_id,
+           NOT in_retryable OR t.attempts_used >= t.max_attempts OR t.cancel_requested <> 0
+      INTO v_task, v_inst, v_cred, v_may_end
       FROM pulse_attempts a
       LEFT JOIN pulse_tasks t ON t.id = a.task_id
       LEFT JOIN weave_instances i ON i.id = t.instance_id
@@ -49,7 +57,7 @@ BEGIN
     IF v_task IS NULL THEN
         CALL _weave_raise(50003, 'NOT_FOUND: no such attempt');
     END IF;
-    IF v_cred IS NOT NULL THEN  -- as _weave_candidate_open takes them for a definition with queues
+    IF v_cred IS NOT NULL AND v_may_end THEN  -- as _weave_candidate_open takes them for a definition with queues
         SELECT id INTO v_dummy FROM weave_credentials WHERE id = v_cred LOCK IN SHARE MODE;
         SELECT id, status INTO out_instance_id, out_inst_status FROM weave_instances WHERE id = v_inst
            FOR UPDATE SKIP LOCKED;

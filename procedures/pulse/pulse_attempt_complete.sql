@@ -37,7 +37,7 @@ BEGIN
         CALL _weave_raise(50203, 'RESULT_INVALID: the result must be JSON of at most 1 MiB');
     END IF;
     START TRANSACTION;
-    CALL _pulse_attempt_current(in_attempt_id, in_worker_id, 'SUCCEEDED', in_result, v_now, v_task, v_current,
+    CALL _pulse_attempt_current(in_attempt_id, in_worker_id, 'SUCCEEDED', in_result, FALSE, v_now, v_task, v_current,
                                 v_status, v_ns, v_inst, v_inst_status);  -- the locks, then the clock (R-2)
     IF v_current = 1 THEN
         UPDATE pulse_attempts SET status = 'SUCCEEDED', ended_at = v_now WHERE id = in_attempt_id;

@@ -51,7 +51,7 @@ BEGIN
     START TRANSACTION;
     CALL _pulse_attempt_current(in_attempt_id, in_worker_id, 'FAILED',
          JSON_OBJECT('error', v_error, 'retryable', JSON_EXTRACT(IF(v_retryable = 1, 'true', 'false'), '$')),
-         v_now, v_task, v_current, v_status, v_ns, v_inst, v_inst_status);  -- the locks, then the clock (R-2)
+         v_retryable = 1, v_now, v_task, v_current, v_status, v_ns, v_inst, v_inst_status);  -- locks, then clock (R-2)
     IF v_current = 1 THEN
         SELECT attempts_used, max_attempts, initial_backoff_ms, backoff_coefficient, max_backoff_ms, deadline_at,
                cancel_requested
@@ -69,7 +69,7 @@ BEGIN
         IF v_reason IS NULL THEN
             UPDATE pulse_tasks SET status = 'QUEUED', available_at = v_next, error = v_error, updated_at = v_now
              WHERE id = v_task;
-            SET v_outcome = 'RETRY_SCHEDULED';
+            SET v_outcome = 'RETRY_SCHEDULED', v_status = 'QUEUED';
         ELSE
             SET v_next = NULL;
             SET v_outcome = IF(v_reason = 'CANCEL_REQUESTED', 'CANCELLED', 'FAILED');
@@ -80,11 +80,11 @@ BEGIN
                 'failed_at', DATE_FORMAT(v_now, '%Y-%m-%dT%H:%i:%s.%fZ'));
             UPDATE pulse_tasks SET status = v_outcome, error = v_error, finished_at = v_now, updated_at = v_now
              WHERE id = v_task;
+            SET v_status = v_outcome;
             CALL _pulse_inbox_add(v_task, v_outcome, v_facts, v_now, v_now, v_ns, v_inst, v_inst_status);
         END IF;
     END IF;
-    SELECT status INTO v_status FROM pulse_tasks WHERE id = v_task;
-    COMMIT;
+    COMMIT;  -- v_status: the task's status as this report leaves it (a late report: as locked)
     SELECT v_outcome AS outcome, CONCAT('tsk_', v_task) AS task_id, in_attempt_id AS attempt_id, v_status AS task_status,
            v_next AS available_at;
 END

@@ -367,6 +367,15 @@ def decisions(stage: Stage) -> dict[str, dict[str, int]]:
     assert [r["outcome"] for r in sets[0]] == ["PENDING"] * 3
     out["inbox consume, 3 in one call (each)"] = {"outcome": "PENDING", **{k: round(v / 3, 1) for k, v in n.items()}}
 
+    # A retryable failure with attempts left: the task goes back to its queue (K-3), taking no lock of its
+    # instance's. On a queue of its own, so that no worker of the lifecycles measured later claims it again.
+    routines.queue_put(conn, world.admin, world.namespace, "retries", 10)
+    world.publish({"name": "count-retry", "steps": [{**POLL_FLOW["steps"][0], "queue": "retries"}]})
+    world.start("count-retry", {"n": 1}, key=stage._key("r"))
+    claim = dbmod.call(conn, "pulse_task_claim", "w-count", "retries", None, 1, 30_000)[0][0]
+    measure("attempt fail (retry scheduled)", "pulse_attempt_fail", claim["attempt_id"], "w-count", "flaky", 1)
+    assert out["attempt fail (retry scheduled)"]["outcome"] == "RETRY_SCHEDULED"
+
     measure("scan (nothing due)", "weave_scan", 100)
     measure("idle probe", "weave_scan_probe")
     routines.queue_put(conn, world.admin, world.namespace, "quiet", 10)

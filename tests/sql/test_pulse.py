@@ -356,8 +356,9 @@ def test_K3_retries_follow_the_frozen_backoff_exactly(world, orch):
     assert got["attempt_no"] == 4
     answer = pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "timeout 4", retryable=True)
     assert answer["outcome"] == "FAILED" and answer["available_at"] is None
-    inbox = world.db.row("SELECT kind, result FROM pulse_inbox")
+    inbox = world.db.row("SELECT kind, result, state FROM pulse_inbox")
     assert inbox["kind"] == "FAILED" and json.loads(inbox["result"])["reason"] == "ATTEMPTS_EXHAUSTED"
+    assert inbox["state"] == "CONSUMED"  # the last attempt's report took the instance and settled the failure
     orch.drain()
     inst = world.instance(wf)
     assert inst["status"] == "NEEDS_REVIEW" and inst["gate"] == "CLOSED"
@@ -382,13 +383,19 @@ def test_K3_non_retryable_failure_fails_at_once(world, orch):
 
 
 def test_K3_a_retry_that_could_not_start_before_the_deadline_is_final(world, orch):
+    """A retryable failure with attempts left takes no lock of its instance's (it would only requeue the task); when
+    the deadline ends the task after all, its outcome waits in the inbox and the candidate path settles it."""
     world.publish(task_flow(task_timeout_ms=1_500))
     wf, = started(world, orch)
     got, = claim(world)
     world.db.advance(600)  # next start would be at +1600 ms, after the deadline at +1500 ms
     answer = pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "flaky", retryable=True)
-    assert answer["outcome"] == "FAILED"
-    assert json.loads(world.db.scalar("SELECT result FROM pulse_inbox"))["reason"] == "DEADLINE"
+    assert (answer["outcome"], answer["task_status"]) == ("FAILED", "FAILED")
+    inbox = world.db.row("SELECT result, state FROM pulse_inbox")
+    assert json.loads(inbox["result"])["reason"] == "DEADLINE" and inbox["state"] == "PENDING"
+    assert orch.drain()["INBOX:REVIEW"] == 1
+    reason, = world.instance(wf)["review_reasons"]
+    assert reason["code"] == "TASK_FAILED" and reason["detail"]["outcome"]["reason"] == "DEADLINE"
 
 
 def test_K3_only_the_holder_of_the_attempt_can_report(world, orch):

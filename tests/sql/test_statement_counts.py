@@ -28,6 +28,7 @@ DECISIONS = {
     "attempt complete (instance held: answer left in the inbox)": 20,
     "inbox consume (round pending)": 28,
     "inbox consume, 3 in one call (each)": 26.0,
+    "attempt fail (retry scheduled)": 16,
     "scan (nothing due)": 4,
     "idle probe": 2,
     "task claim (nothing queued)": 4,
