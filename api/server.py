@@ -41,6 +41,12 @@ class ProblemWorker(ThreadWorker):
         super().init_process()
 
 
+# gunicorn 25.1 and later open a control socket at one path per user ($XDG_RUNTIME_DIR/gunicorn.ctl, else
+# ~/.gunicorn/gunicorn.ctl, creating the folder): a second `weave api` on the host takes the socket over, and the
+# first of them to stop removes it. Weave's API has no use for it; older gunicorns have no such setting.
+_WHERE_SUPPORTED = {"control_socket_disable": True}
+
+
 class _Gunicorn(BaseApplication):
     def __init__(self, dsn: str, options: dict[str, Any]):
         self.dsn, self.options = dsn, options
@@ -49,6 +55,9 @@ class _Gunicorn(BaseApplication):
     def load_config(self) -> None:
         for key, value in self.options.items():
             self.cfg.set(key, value)
+        for key, value in _WHERE_SUPPORTED.items():
+            if key in self.cfg.settings:
+                self.cfg.set(key, value)
 
     def load(self) -> falcon.App:
         from api.app import get_app
@@ -57,6 +66,9 @@ class _Gunicorn(BaseApplication):
 
 
 def run_api(dsn: db.Dsn, bind: str, workers: int, timeout: int = 30, threads: int = 8) -> int:
+    if workers < 1 or threads < 1:  # gunicorn would serve nothing with no workers, and fail to boot without threads
+        print("weave api: --workers and --threads must be at least 1", file=sys.stderr)
+        return 2
     try:
         # A hung database must not hang the start.
         with db.connect(dsn.with_options(connect_timeout=2, read_timeout=2, write_timeout=2)) as conn:

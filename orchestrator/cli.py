@@ -429,6 +429,18 @@ def _common(p: argparse.ArgumentParser, *, token: bool = True, namespace: bool =
         p.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
 
+def _count(text: str) -> int:
+    """A command-line count (workers, threads, connections, a batch): a whole number of at least 1. Zero would
+    start a process that serves or advances nothing, and says so nowhere."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def _command(group: Any, name: str, *args: Any, func: Callable[[argparse.Namespace], int], token: bool = True,
              namespace: bool = True, **kwargs: Any) -> argparse.ArgumentParser:
     """A subcommand with the common options (``--dsn``, ``--namespace``, ``--token``, ``--json``) that runs ``func``."""
@@ -573,8 +585,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "schema level; answers 503 UNAVAILABLE while the database is unreachable.",
                  func=cmd_api, token=False, namespace=False)
     p.add_argument("--bind", default="127.0.0.1:8080", help="HOST:PORT to listen on (default 127.0.0.1:8080)")
-    p.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
-    p.add_argument("--threads", type=int, default=8, help="serving threads per worker (default 8)")
+    p.add_argument("--workers", type=_count, default=2, help="gunicorn worker processes (default 2)")
+    p.add_argument("--threads", type=_count, default=8, help="serving threads per worker (default 8)")
     sg = sub.add_parser("signals", help="send and inspect external signals").add_subparsers(
         dest="action", metavar="ACTION", required=True)
     p = _command(sg, "send", help="send a signal to a SIGNAL step (workflows:signal); prints the receipt",
@@ -602,9 +614,9 @@ def build_parser() -> argparse.ArgumentParser:
                  description="Scan due candidates and advance each in its own transaction. Any number may "
                              "run against one database. Stops cleanly on SIGTERM/SIGINT.",
                  func=cmd_orchestrator, token=False, namespace=False)
-    p.add_argument("--batch", type=int, default=100, help="candidates per scan (default 100)")
-    p.add_argument("--concurrency", type=int, default=4, help="parallel advance connections (default 4)")
-    p.add_argument("--idle-probe-ms", type=int, default=20, help="longest idle sleep between probes (default 20)")
+    p.add_argument("--batch", type=_count, default=100, help="candidates per scan (default 100)")
+    p.add_argument("--concurrency", type=_count, default=4, help="parallel advance connections (default 4)")
+    p.add_argument("--idle-probe-ms", type=_count, default=20, help="longest idle sleep between probes (default 20)")
     p.add_argument("--node-id", help="name in logs (default: host:pid)")
 
     p = _command(sub, "worker", help="run a Pulse worker daemon",
@@ -618,14 +630,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--queue", action="append", required=True, metavar="QUEUE",
                    help="queue to serve (repeatable; a queue that does not exist yet is fine)")
     p.add_argument("--namespace", help="serve the queues of this namespace only (default: every namespace)")
-    p.add_argument("--concurrency", type=int, default=8, help="attempts run at once (default 8)")
+    p.add_argument("--concurrency", type=_count, default=8, help="attempts run at once (default 8)")
     p.add_argument("--lease-ms", type=int, default=30_000,
                    help="lease per attempt, renewed by heartbeats (default 30000)")
     p.add_argument("--heartbeat-ms", type=int, default=10_000, help="heartbeat interval (default 10000)")
     p.add_argument("--grace-ms", type=int, default=30_000,
                    help="on stop, how long running attempts may take to finish (default 30000)")
     p.add_argument("--worker-id", help="name recorded on attempts and in logs (default: host:pid:random)")
-    p.add_argument("--idle-max-ms", type=int, default=800,
+    p.add_argument("--idle-max-ms", type=_count, default=800,
                    help="longest sleep between claims while nothing is queued; it starts at 50 ms after work and "
                         "doubles (default 800)")
     return parser

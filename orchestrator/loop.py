@@ -89,9 +89,14 @@ class Orchestrator:
     stats: Counter = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
+        # A batch or a chunk of 0 would scan and never advance anything (every instance stalling, the loop
+        # spinning on "full" scans); 0 connections would advance through one all the same.
+        for name in ("batch", "concurrency", "chunk", "idle_probe_ms", "idle_max_ms"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
         self._connections = Connections(self.dsn)
         self._stop = threading.Event()
-        self._pool = ThreadPoolExecutor(max_workers=max(1, self.concurrency), thread_name_prefix="advance")
+        self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="advance")
 
     # --- connections --------------------------------------------------------------------------------
     def _conn(self) -> db.Connection:

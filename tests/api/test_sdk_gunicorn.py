@@ -117,3 +117,30 @@ def test_refusals_made_before_the_app_are_problem_json_too(api_url, request_byte
     got_status, headers, body = _raw_request(api_url, request_bytes)
     assert got_status == status and headers["content-type"] == "application/problem+json"
     assert json.loads(body)["code"] == code
+
+
+def test_weave_api_leaves_no_gunicorn_control_socket_behind(database, world, tmp_path):
+    """gunicorn's control socket would sit at one path per user (created under the home folder) and be taken
+    over by a second API on the host; `weave api` opens none, and refuses a worker count that serves nothing."""
+    home = tmp_path / "home"
+    home.mkdir()
+    port = free_port()
+    env = {"HOME": str(home), "XDG_RUNTIME_DIR": ""}
+    proc = WeaveProcess(database, "api", "--bind", f"127.0.0.1:{port}", env=env, log=tmp_path / "api.log")
+    try:
+        probe = sdk.WeaveClient(f"http://127.0.0.1:{port}", "none", "none", retries=1)
+
+        def up() -> bool:
+            try:
+                return probe.ready()["status"] == "ready"
+            except sdk.WeaveApiError:
+                return False
+
+        assert wait_for(up, timeout=30), (tmp_path / "api.log").read_text()
+        assert list(home.iterdir()) == [] and "Control socket" not in (tmp_path / "api.log").read_text()
+    finally:
+        proc.terminate()
+        proc.close()
+    refused = subprocess.run([sys.executable, "-m", "orchestrator.cli", "api", "--workers", "0"], capture_output=True,
+                             text=True, timeout=60)
+    assert refused.returncode == 2 and "--workers: must be at least 1" in refused.stderr

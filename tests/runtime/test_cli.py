@@ -8,6 +8,7 @@ import json
 import pytest
 
 from orchestrator.cli import EXIT_CODES, main
+from orchestrator.loop import Orchestrator
 
 TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
 POLL = {"name": "poll-flow", "steps": [{"key": "check", "type": "POLL", "queue": "payments",
@@ -87,6 +88,26 @@ def test_a_malformed_dsn_is_one_line_not_a_traceback(capsys):
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err and "mysql://" in err
     assert main(["status", "--dsn", "mysq://x", "--json"]) == 2
     assert json.loads(capsys.readouterr().err)["code"] == "DSN_INVALID"
+
+
+@pytest.mark.parametrize("argv", [
+    ["api", "--workers", "0"], ["api", "--threads", "0"], ["orchestrator", "--batch", "0"],
+    ["orchestrator", "--concurrency", "-1"], ["orchestrator", "--idle-probe-ms", "0"],
+    ["worker", "--queue", "q", "--concurrency", "0"], ["worker", "--queue", "q", "--idle-max-ms", "x"]])
+def test_a_count_below_one_is_a_usage_error_before_anything_starts(capsys, argv):
+    """A batch of 0 would scan and advance nothing while every instance stalled; no API workers would serve
+    nothing. Each is refused as the command line is read, naming the option."""
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--dsn", "mysql://root@127.0.0.1:1/weave"])  # never reached: nothing connects
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and f"argument {argv[-2]}" in err
+    assert "must be at least 1" in err or "is not a whole number" in err
+
+
+def test_an_orchestrator_built_with_a_batch_or_concurrency_below_one_refuses(database):
+    for bad in ({"batch": 0}, {"concurrency": 0}, {"chunk": 0}, {"idle_probe_ms": 0}):
+        with pytest.raises(ValueError, match="must be at least 1"):
+            Orchestrator(database, **bad)
 
 
 def test_an_unreachable_database_is_exit_code_7(capsys):
