@@ -16,7 +16,7 @@ from gunicorn import util
 from gunicorn.app.base import BaseApplication
 from gunicorn.workers.gthread import ThreadWorker
 
-from procedures import db, errors, installer
+from procedures import db, errors, installer, settings
 
 from .http import PROBLEM, problem_text
 
@@ -69,6 +69,10 @@ def run_api(dsn: db.Dsn, bind: str, workers: int, timeout: int = 30, threads: in
     if workers < 1 or threads < 1:  # gunicorn would serve nothing with no workers, and fail to boot without threads
         print("weave api: --workers and --threads must be at least 1", file=sys.stderr)
         return 2
+    # What each worker reads as it boots, read here first: a bad value is one line now, not a worker that
+    # fails to boot under gunicorn's own message.
+    settings.api_db_timeout()
+    settings.log_level()
     try:
         # A hung database must not hang the start.
         with db.connect(dsn.with_options(connect_timeout=2, read_timeout=2, write_timeout=2)) as conn:

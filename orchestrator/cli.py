@@ -660,6 +660,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except CliError as exc:
         return _fail(args, exc.code, exc.detail, exc.exit_code)
+    except settings.SettingInvalid as exc:
+        return _fail(args, "CONFIG_INVALID", str(exc), EXIT_USAGE)
     except errors.SchemaMismatch as exc:
         return _fail(args, exc.code, str(exc.detail), EXIT_FAILED)
     except errors.WeaveError as exc:

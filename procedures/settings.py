@@ -13,11 +13,17 @@ each value is read when it is asked for, so a process (or a test) that changes i
 
 from __future__ import annotations
 
+import math
 import os
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 DEFAULT_DSN = "mysql://root@127.0.0.1:3306/weave"
 DEFAULT_NAMESPACE = "default"
 ALLOWLIST_ENV = "WEAVE_HTTP_ALLOWLIST"
+
+
+class SettingInvalid(ValueError):
+    """A variable of the environment holds a value the engine cannot run with; the message names it."""
 
 
 def _get(name: str) -> str | None:
@@ -26,11 +32,17 @@ def _get(name: str) -> str | None:
 
 
 def _seconds(name: str, default: float) -> float:
+    """A duration: a finite number of seconds above 0 (a timeout of 0 would make every call fail at once)."""
     value = _get(name)
+    if value is None:
+        return default
     try:
-        return float(value) if value is not None else default
+        seconds = float(value)
     except ValueError:
-        raise ValueError(f"{name} must be a number of seconds, got {value!r}") from None
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise SettingInvalid(f"{name} must be a number of seconds above 0, got {value!r}")
+    return seconds
 
 
 def dsn(explicit: str | None = None) -> str:
@@ -51,7 +63,10 @@ def namespace() -> str:
 
 
 def log_level(default: str = "INFO") -> str:
-    return (_get("WEAVE_LOG_LEVEL") or default).upper()
+    level = (_get("WEAVE_LOG_LEVEL") or default).upper()
+    if level not in LOG_LEVELS:
+        raise SettingInvalid(f"WEAVE_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, got {level.lower()!r}")
+    return level
 
 
 def http_allowlist() -> set[str]:

@@ -110,6 +110,20 @@ def test_an_orchestrator_built_with_a_batch_or_concurrency_below_one_refuses(dat
             Orchestrator(database, **bad)
 
 
+@pytest.mark.parametrize("variable, value, argv", [
+    ("WEAVE_LOG_LEVEL", "loud", ["orchestrator"]),
+    ("WEAVE_API_DB_TIMEOUT_S", "0", ["api"]),
+    ("WEAVE_API_DB_TIMEOUT_S", "nan", ["api"]),
+    ("WEAVE_API_DB_TIMEOUT_S", "soon", ["api"])])
+def test_a_setting_the_engine_cannot_run_with_is_one_line_naming_it(capsys, monkeypatch, variable, value, argv):
+    """Read before anything starts or connects: a log level logging does not know would be a traceback, an API
+    timeout of 0 a worker that fails every call (or fails to boot)."""
+    monkeypatch.setenv(variable, value)
+    assert main([*argv, "--dsn", "mysql://root@127.0.0.1:1/weave", "--json"]) == 2
+    err = json.loads(capsys.readouterr().err)
+    assert err["code"] == "CONFIG_INVALID" and variable in err["detail"] and repr(value) in err["detail"]
+
+
 def test_an_unreachable_database_is_exit_code_7(capsys):
     assert main(["status", "--dsn", "mysql://root@127.0.0.1:1/weave", "--json"]) == EXIT_CODES[503]
     assert json.loads(capsys.readouterr().err)["code"] == "UNAVAILABLE"
