@@ -19,6 +19,7 @@ import inspect
 import os
 import sys
 import threading
+import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -141,6 +142,22 @@ def load_modules(modules: Iterable[str]) -> list[str]:
     for spec in modules:
         for name in (part.strip() for part in spec.split(",")):
             if name:
-                importlib.import_module(name)
+                try:
+                    importlib.import_module(name)
+                except Exception as exc:  # noqa: BLE001 - the module's own code failed: say where, then stop
+                    raise HandlerModuleError(name, exc) from exc
                 loaded.append(name)
     return loaded
+
+
+class HandlerModuleError(Exception):
+    """A handler module could not be imported: not found, or its own code failed (a syntax error, an exception
+    at import). The message names the module and says where in the module's code it failed."""
+
+    def __init__(self, module: str, cause: BaseException):
+        where = ""  # a SyntaxError says where itself, a module not found has no code of its own
+        if not isinstance(cause, SyntaxError | ModuleNotFoundError):
+            frames = [f for f in traceback.extract_tb(cause.__traceback__) if not f.filename.startswith("<frozen")]
+            if frames:
+                where = f" ({frames[-1].filename}, line {frames[-1].lineno})"
+        super().__init__(f"cannot import handler module {module}: {type(cause).__name__}: {cause}{where}")

@@ -18,6 +18,7 @@ import os
 import queue
 import secrets
 import socket
+import sys
 import threading
 import time
 from collections import Counter
@@ -30,7 +31,7 @@ from procedures.logs import configure_logging
 
 from . import http_handler  # noqa: F401 - registers the built-in http handler
 from .daemon import serve
-from .handlers import HandlerNotFound, Registry, Retryable, TaskContext, load_modules, registry
+from .handlers import HandlerModuleError, HandlerNotFound, Registry, Retryable, TaskContext, load_modules, registry
 
 log = logging.getLogger("weave.worker")
 
@@ -334,15 +335,15 @@ def run_worker(dsn: db.Dsn, *, queues: Iterable[str], handler_modules: Iterable[
     configure_logging()
     try:
         loaded = load_modules(handler_modules)
-    except ImportError as exc:
-        print(f"weave worker: cannot import handler module: {exc}", flush=True)
+    except HandlerModuleError as exc:
+        print(f"weave worker: {exc}", file=sys.stderr, flush=True)
         return 1
     try:
         worker = Worker(dsn, [q for spec in queues for q in spec.split(",") if q.strip()], concurrency=concurrency,
                         namespace=namespace, lease_ms=lease_ms, heartbeat_ms=heartbeat_ms, grace_ms=grace_ms,
                         worker_id=worker_id or default_worker_id(), idle_max_ms=idle_max_ms)
     except ValueError as exc:
-        print(f"weave worker: {exc}", flush=True)
+        print(f"weave worker: {exc}", file=sys.stderr, flush=True)
         return 2
     log.info("handler modules loaded", extra={"fields": {"modules": loaded}})
     return serve(worker, "worker")

@@ -380,3 +380,23 @@ def test_K1_an_attempt_that_ends_wakes_an_idle_sleeping_worker_at_once(world, or
         worker.stop()
         thread.join(timeout=20)
     assert worker.stats["claimed"] == 2 and worker.stats["SUCCEEDED"] == 2
+
+
+@pytest.mark.parametrize("source, said", [
+    ("def broken(:\n    pass\n", "SyntaxError: invalid syntax"),
+    ("import os\nraise RuntimeError('PAYMENTS_URL is not set')\n", "RuntimeError: PAYMENTS_URL is not set"),
+    (None, "ModuleNotFoundError")])
+def test_K8_a_handler_module_that_cannot_be_imported_stops_the_worker_in_one_line(database, tmp_path, monkeypatch,
+                                                                                  capsys, source, said):
+    """The worker's own command line never ends in a traceback: a handler module that is missing, does not parse
+    or fails as it runs its import is named, with where its code failed, on stderr, and the worker exits 1."""
+    name = f"handlers_{tmp_path.name.replace('-', '_')}"
+    if source is not None:
+        (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.chdir(tmp_path)  # the worker imports from its working directory
+    assert run_worker(database, queues=["payments"], handler_modules=[name]) == 1
+    out = capsys.readouterr()
+    line, = out.err.strip().splitlines()
+    assert line.startswith(f"weave worker: cannot import handler module {name}: {said}") and "Traceback" not in out.err
+    if source is not None:
+        assert f"{name}.py" in line and "line " in line
