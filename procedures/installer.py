@@ -8,9 +8,10 @@ with its digest so that a re-run replaces exactly the routines whose files chang
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,22 +107,52 @@ def migrate(dsn: db.Dsn, *, test_clock: bool = False,
             f"INVALID_STATE: this installation of Weave is incomplete: no migrations in {MIGRATIONS_DIR} or no "
             f"routines in {PROCEDURES_DIR}; reinstall the package")
     report = MigrateReport(database=dsn.database)
-    with db.connect(dsn, database=False) as conn, conn.cursor() as cur:
-        cur.execute(f"CREATE DATABASE IF NOT EXISTS `{dsn.database}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+    with _migrate_lock(dsn, progress):
+        with db.connect(dsn, database=False) as conn, conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS `{dsn.database}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
 
-    backend = _yoyo_backend(dsn)
-    migrations = read_migrations(str(MIGRATIONS_DIR))
-    with backend.lock():
-        pending = backend.to_apply(migrations)
-        for migration in pending:
-            progress(f"applying migration {migration.id}")
-        backend.apply_migrations(pending)
-        report.migrations_applied = [m.id for m in pending]
+        backend = _yoyo_backend(dsn)
+        migrations = read_migrations(str(MIGRATIONS_DIR))
+        with backend.lock():
+            pending = backend.to_apply(migrations)
+            for migration in pending:
+                progress(f"applying migration {migration.id}")
+            backend.apply_migrations(pending)
+            report.migrations_applied = [m.id for m in pending]
 
-    with db.connect(dsn) as conn:
-        report.clock_mode = _ensure_install_row(conn, test_clock)
-        _install_routines(conn, report, progress)
+        with db.connect(dsn) as conn:
+            report.clock_mode = _ensure_install_row(conn, test_clock)
+            _install_routines(conn, report, progress)
     return report
+
+
+MIGRATE_LOCK_WAIT_S = 300
+
+
+@contextlib.contextmanager
+def _migrate_lock(dsn: db.Dsn, progress: Callable[[str], None]) -> Iterator[None]:
+    """One ``weave migrate`` of a database at a time: routines are installed by DROP and CREATE, and two
+    installers at once fail on each other's CREATE (1304, "already exists"). yoyo's lock covers only its
+    migrations. This is a named lock of the server, held by a session of its own, so a migrate killed midway
+    frees it with its connection instead of leaving a row that blocks every later one."""
+    name = "weave.migrate." + hashlib.sha256(dsn.database.encode()).hexdigest()[:32]
+    conn = db.connect(dsn, database=False)
+    try:
+        with conn.cursor() as cur:
+            def take(wait_s: int) -> bool:
+                cur.execute("SELECT GET_LOCK(%s, %s) AS got", (name, wait_s))
+                row = cur.fetchone()
+                return row is not None and row["got"] == 1
+
+            if not take(0):
+                progress("waiting for another weave migrate of this database to finish")
+                if not take(MIGRATE_LOCK_WAIT_S):
+                    raise errors.InvalidState(
+                        f"INVALID_STATE: another weave migrate of {dsn.database} has held its lock for "
+                        f"{MIGRATE_LOCK_WAIT_S} s; run this one again once that one has finished")
+        yield
+    finally:
+        conn.close()  # the lock goes with its session
 
 
 def _ensure_install_row(conn: db.Connection, test_clock: bool) -> str:

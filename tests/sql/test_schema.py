@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+import threading
+
 import pytest
 
 from procedures import db as dbmod
 from procedures import errors, installer
+from tests.support.waiting import wait_for
 
 
 def test_M1_every_table_and_column_has_a_comment(db):
@@ -36,6 +40,59 @@ def test_R15_second_migrate_changes_nothing(database):
     report = installer.migrate(database, test_clock=True)
     assert not report.changed
     assert report.migrations_applied == [] and report.routines_installed == []
+
+
+def test_R15_migrates_run_at_once_install_everything_once_and_never_fail_on_each_other(database):
+    """Routines are installed by DROP and CREATE: two installers at once used to fail on each other's CREATE
+    (1304, already exists). Three migrates of one fresh database now take turns: one installs everything, the
+    others wait for it and find nothing to do."""
+    fresh = database.with_database(f"{database.database}_race")
+    reports: list[installer.MigrateReport] = []
+    failures: list[BaseException] = []
+
+    def migrate() -> None:
+        try:
+            reports.append(installer.migrate(fresh))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    try:
+        threads = [threading.Thread(target=migrate) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert failures == [] and len(reports) == 3
+        installed = sorted(name for r in reports for name in r.routines_installed)
+        assert installed == sorted(r.name for r in installer.shipped_routines())  # each exactly once
+        assert sorted(len(r.migrations_applied) for r in reports) == [0, 0, len(installer.shipped_migrations())]
+        with dbmod.connect(fresh) as conn:
+            installer.check_level(conn)
+    finally:
+        with dbmod.connect(fresh, database=False) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{fresh.database}`")
+
+
+def test_R15_a_migrate_waits_for_another_and_says_so_and_a_lost_holder_frees_it(database):
+    """The turn is a named lock of the server held by the migrating session: a migrate that finds it taken says
+    that it waits, and one whose holder's session ends (a migrate killed midway) goes on."""
+    holder = dbmod.connect(database, database=False)
+    said: list[str] = []
+    done: list[installer.MigrateReport] = []
+    name = "weave.migrate." + hashlib.sha256(database.database.encode()).hexdigest()[:32]
+    with holder.cursor() as cur:
+        cur.execute("SELECT GET_LOCK(%s, 0) AS got", (name,))
+        assert cur.fetchone()["got"] == 1
+    thread = threading.Thread(target=lambda: done.append(installer.migrate(database, test_clock=True,
+                                                                          progress=said.append)))
+    thread.start()
+    try:
+        assert wait_for(lambda: "waiting for another weave migrate of this database to finish" in said, timeout=30)
+        assert done == []
+    finally:
+        holder.close()  # as a killed migrate's session ends
+    thread.join(60)
+    assert len(done) == 1 and not done[0].changed
 
 
 def test_R15_every_shipped_routine_is_installed_with_its_digest(db):
