@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["HandlerNotFound", "Registry", "Retryable", "TaskContext", "handler", "load_modules", "registry"]
+__all__ = ["HandlerModuleError", "HandlerNotFound", "Registry", "Retryable", "TaskContext", "handler", "load_modules",
+           "registry"]
 
 
 class Retryable(Exception):
