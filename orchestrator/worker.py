@@ -338,10 +338,11 @@ def run_worker(dsn: db.Dsn, *, queues: Iterable[str], handler_modules: Iterable[
     except HandlerModuleError as exc:
         print(f"weave worker: {exc}", file=sys.stderr, flush=True)
         return 1
+    names = [q.strip() for spec in queues for q in spec.split(",") if q.strip()]  # "--queue 'a, b'" too
     try:
-        worker = Worker(dsn, [q for spec in queues for q in spec.split(",") if q.strip()], concurrency=concurrency,
-                        namespace=namespace, lease_ms=lease_ms, heartbeat_ms=heartbeat_ms, grace_ms=grace_ms,
-                        worker_id=worker_id or default_worker_id(), idle_max_ms=idle_max_ms)
+        worker = Worker(dsn, names, concurrency=concurrency, namespace=namespace, lease_ms=lease_ms,
+                        heartbeat_ms=heartbeat_ms, grace_ms=grace_ms, worker_id=worker_id or default_worker_id(),
+                        idle_max_ms=idle_max_ms)
     except ValueError as exc:
         print(f"weave worker: {exc}", file=sys.stderr, flush=True)
         return 2
