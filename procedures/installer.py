@@ -109,7 +109,8 @@ def migrate(dsn: db.Dsn, *, test_clock: bool = False,
     report = MigrateReport(database=dsn.database)
     with _migrate_lock(dsn, progress):
         with db.connect(dsn, database=False) as conn, conn.cursor() as cur:
-            cur.execute(f"CREATE DATABASE IF NOT EXISTS `{dsn.database}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS `{dsn.database}` CHARACTER SET {CHARSET} COLLATE {COLLATION}")
+            _own_character_set(cur, dsn.database, progress)
 
         backend = _yoyo_backend(dsn)
         migrations = read_migrations(str(MIGRATIONS_DIR))
@@ -127,6 +128,22 @@ def migrate(dsn: db.Dsn, *, test_clock: bool = False,
 
 
 MIGRATE_LOCK_WAIT_S = 300
+# The database's defaults: every table names its own, but a routine's string parameters and variables take the
+# database's default character set when the routine is created.
+CHARSET, COLLATION = "utf8mb4", "utf8mb4_bin"
+
+
+def _own_character_set(cur: Any, database: str, progress: Callable[[str], None]) -> None:
+    """A database created beforehand (by a DBA, or on a server whose default is latin1) may default to another
+    character set; the routines created in it would then refuse or convert any text outside it (a reason with
+    a "✓" answered "Incorrect string value"). Its defaults become utf8mb4_bin; tables are unchanged."""
+    cur.execute("SELECT DEFAULT_CHARACTER_SET_NAME AS cs, DEFAULT_COLLATION_NAME AS co "
+                "FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (database,))
+    row = cur.fetchone()
+    if row and (row["cs"], row["co"]) != (CHARSET, COLLATION):
+        progress(f"setting the database's default character set to {CHARSET} ({COLLATION}), from {row['cs']} "
+                 f"({row['co']}): routines take it for their text")
+        cur.execute(f"ALTER DATABASE `{database}` CHARACTER SET {CHARSET} COLLATE {COLLATION}")
 
 
 @contextlib.contextmanager
@@ -179,7 +196,9 @@ def _install_routines(conn: db.Connection, report: MigrateReport,
     with conn.cursor() as cur:
         cur.execute("SELECT name, kind, digest FROM weave_routines")
         recorded = {row["name"]: row for row in cur.fetchall()}
-        cur.execute("SELECT ROUTINE_NAME AS name FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE()")
+        # A routine created under other database defaults (see _own_character_set) is installed again.
+        cur.execute("SELECT ROUTINE_NAME AS name FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE() "
+                    "AND DATABASE_COLLATION = %s", (COLLATION,))
         present = {row["name"] for row in cur.fetchall()}
         for routine in shipped:
             row = recorded.get(routine.name)

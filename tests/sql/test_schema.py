@@ -95,6 +95,48 @@ def test_R15_a_migrate_waits_for_another_and_says_so_and_a_lost_holder_frees_it(
     assert len(done) == 1 and not done[0].changed
 
 
+def test_R15_a_database_created_with_another_character_set_gets_routines_that_keep_any_text(database):
+    """A database created beforehand with the server's default (latin1 on many MariaDB installs) made every
+    routine's string parameter latin1: a reason with a check mark was refused ("Incorrect string value"), other
+    text converted. Migrate gives the database utf8mb4_bin defaults, and installs again any routine that was
+    created under other defaults (an installation made before this fix)."""
+    fresh = database.with_database(f"{database.database}_latin")
+    params = ("SELECT COUNT(*) AS n FROM information_schema.PARAMETERS WHERE SPECIFIC_SCHEMA = %s "
+              "AND CHARACTER_SET_NAME IS NOT NULL AND CHARACTER_SET_NAME <> 'utf8mb4'")
+    try:
+        with dbmod.connect(fresh, database=False) as conn, conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE `{fresh.database}` CHARACTER SET latin1")
+        said: list[str] = []
+        installer.migrate(fresh, progress=said.append)
+        assert any("default character set to utf8mb4" in line and "from latin1" in line for line in said)
+        with dbmod.connect(fresh, database=False) as conn, conn.cursor() as cur:
+            cur.execute(params, (fresh.database,))
+            assert cur.fetchone()["n"] == 0
+            # As an installation made before: the database back at latin1 and one routine created under it.
+            cur.execute(f"ALTER DATABASE `{fresh.database}` CHARACTER SET latin1")
+            send = next(r for r in installer.shipped_routines() if r.name == "weave_signal_send")
+            cur.execute(f"USE `{fresh.database}`")
+            cur.execute("DROP PROCEDURE weave_signal_send")
+            cur.execute(send.text)
+            cur.execute(params, (fresh.database,))
+            assert cur.fetchone()["n"] > 0
+        report = installer.migrate(fresh)
+        assert report.routines_installed == ["weave_signal_send"]
+        with dbmod.connect(fresh) as conn, conn.cursor() as cur:
+            cur.execute(params, (fresh.database,))
+            assert cur.fetchone()["n"] == 0
+            cur.execute("SELECT 'approved by Zoë ✓' AS reason")  # the session itself speaks utf8mb4
+            text = cur.fetchone()["reason"]
+            # The routine takes the text as it is: a reason outside latin1 reaches its own checks, not a refusal.
+            with pytest.raises(errors.WeaveError) as refused:
+                dbmod.call(conn, "weave_signal_send", "wv_none", "acme", "wf_1", "k-1", "n", "1", "s", 1, b"c",
+                           b"null", text, None)
+            assert refused.value.code == "UNAUTHENTICATED"
+    finally:
+        with dbmod.connect(fresh, database=False) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{fresh.database}`")
+
+
 def test_R15_every_shipped_routine_is_installed_with_its_digest(db):
     shipped = {r.name: r.digest for r in installer.shipped_routines()}
     recorded = {r["name"]: r["digest"] for r in db.rows("SELECT name, digest FROM weave_routines")}
