@@ -46,8 +46,8 @@ def _split_hosts(hostlist: str) -> tuple[tuple[str, int], ...]:
             port = rest.lstrip(":")
         else:
             host, _, port = item.rpartition(":") if item.count(":") == 1 else (item, "", "")
-        if port and not port.isdigit():
-            raise ValueError(f"bad port in {item!r}")
+        if port and not (port.isdigit() and 1 <= int(port) <= 65535):
+            raise ValueError(f"bad port in {item!r}: a port is 1-65535")
         hosts.append((host or "127.0.0.1", int(port) if port else 3306))
     return tuple(hosts)
 
