@@ -153,7 +153,9 @@ def _migrate_lock(dsn: db.Dsn, progress: Callable[[str], None]) -> Iterator[None
     migrations. This is a named lock of the server, held by a session of its own, so a migrate killed midway
     frees it with its connection instead of leaving a row that blocks every later one."""
     name = "weave.migrate." + hashlib.sha256(dsn.database.encode()).hexdigest()[:32]
-    conn = db.connect(dsn, database=False)
+    # Its session waits for the lock up to MIGRATE_LOCK_WAIT_S: a shorter read timeout in the DSN would end it.
+    waiting = dsn.with_options(read_timeout=max(dsn.timeout("read_timeout"), MIGRATE_LOCK_WAIT_S + 30))
+    conn = db.connect(waiting, database=False)
     try:
         with conn.cursor() as cur:
             def take(wait_s: int) -> bool:
