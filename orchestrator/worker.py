@@ -333,11 +333,19 @@ def run_worker(dsn: db.Dsn, *, queues: Iterable[str], handler_modules: Iterable[
                grace_ms: int = 30_000, worker_id: str | None = None, idle_max_ms: int = 800) -> int:
     """``weave worker``: load the handler modules, check the database level (R-16), run until SIGTERM/SIGINT."""
     configure_logging()
+    built_in = set(registry.names())
     try:
         loaded = load_modules(handler_modules)
     except HandlerModuleError as exc:
         print(f"weave worker: {exc}", file=sys.stderr, flush=True)
         return 1
+    if not set(registry.names()) - built_in:
+        # Not an error (a worker may serve only the built-in http handler), but the usual slip: every task for
+        # another handler would fail HANDLER_NOT_FOUND at once (K-8) and send its step to review.
+        log.warning("no handler of your own is registered: this worker runs only the built-in handlers, and a task "
+                    "for any other handler fails HANDLER_NOT_FOUND", extra={"fields": {
+                        "modules": loaded, "handlers": registry.names(),
+                        "hint": "pass --handlers MODULE with the modules whose @handler functions this worker runs"}})
     names = [q.strip() for spec in queues for q in spec.split(",") if q.strip()]  # "--queue 'a, b'" too
     try:
         worker = Worker(dsn, names, concurrency=concurrency, namespace=namespace, lease_ms=lease_ms,

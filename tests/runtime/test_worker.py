@@ -400,3 +400,26 @@ def test_K8_a_handler_module_that_cannot_be_imported_stops_the_worker_in_one_lin
     assert line.startswith(f"weave worker: cannot import handler module {name}: {said}") and "Traceback" not in out.err
     if source is not None:
         assert f"{name}.py" in line and "line " in line
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("handlers", [[], ["--handlers", "orchestrator.example_handlers"]])
+def test_K8_a_worker_started_without_handlers_of_its_own_warns_as_it_starts(database, tmp_path, handlers):
+    """Every task for a handler the worker does not know fails HANDLER_NOT_FOUND at once and goes to review, so
+    a worker started without --handlers (the usual slip) says so in its first lines; with them it does not."""
+    from tests.support.processes import WeaveProcess
+
+    log = tmp_path / "worker.log"
+    proc = WeaveProcess(database, "worker", "--queue", "payments", *handlers, log=log)
+    try:
+        assert wait_for(lambda: "worker started" in log.read_text(), timeout=30), log.read_text()
+    finally:
+        proc.terminate()
+        proc.close()
+    warnings = [json.loads(line) for line in log.read_text().splitlines()
+                if line.startswith("{") and json.loads(line)["level"] == "warning"]
+    if handlers:
+        assert warnings == []
+    else:
+        warning, = warnings
+        assert "HANDLER_NOT_FOUND" in warning["msg"] and warning["handlers"] == ["http@1"]
