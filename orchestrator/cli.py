@@ -441,6 +441,24 @@ def _count(text: str) -> int:
     return value
 
 
+def _host_port(text: str) -> str:
+    """HOST:PORT (an IPv6 host in brackets) with a port of 1-65535."""
+    host, _, port = text.rpartition(":")
+    if not host or host == "[]" or not (port.isdigit() and 1 <= int(port) <= 65535):
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT (a port of 1-65535)")
+    return text
+
+
+def _bind(text: str) -> str:
+    """Where the API listens: HOST:PORT, or unix:PATH (a socket for a proxy on the same host)."""
+    if text.startswith("unix:") and len(text) > len("unix:"):
+        return text
+    try:
+        return _host_port(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT (a port of 1-65535) or unix:PATH") from None
+
+
 def _command(group: Any, name: str, *args: Any, func: Callable[[argparse.Namespace], int], token: bool = True,
              namespace: bool = True, **kwargs: Any) -> argparse.ArgumentParser:
     """A subcommand with the common options (``--dsn``, ``--namespace``, ``--token``, ``--json``) that runs ``func``."""
@@ -470,7 +488,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "namespace with example definitions, and run the engine until Ctrl-C.")
     p.add_argument("--dsn", help="use this database instead of a private one (default: $WEAVE_DSN)")
     p.add_argument("--data-dir", default=".weave", help="where the private database keeps its data (.weave)")
-    p.add_argument("--bind", default="127.0.0.1:8080", help="where the API listens (default 127.0.0.1:8080)")
+    p.add_argument("--bind", type=_host_port, default="127.0.0.1:8080",
+                   help="where the API listens: HOST:PORT (default 127.0.0.1:8080)")
     p.add_argument("--quiet", action="store_true", help="no status line while running")
     p.add_argument("--json", action="store_true", help="errors as JSON on stderr")
     p.set_defaults(func=cmd_dev)
@@ -584,7 +603,8 @@ def build_parser() -> argparse.ArgumentParser:
                  description="Serve the HTTP API (07-api). Refuses to start against a database at another "
                              "schema level; answers 503 UNAVAILABLE while the database is unreachable.",
                  func=cmd_api, token=False, namespace=False)
-    p.add_argument("--bind", default="127.0.0.1:8080", help="HOST:PORT to listen on (default 127.0.0.1:8080)")
+    p.add_argument("--bind", type=_bind, default="127.0.0.1:8080",
+                   help="HOST:PORT or unix:PATH to listen on (default 127.0.0.1:8080)")
     p.add_argument("--workers", type=_count, default=2, help="gunicorn worker processes (default 2)")
     p.add_argument("--threads", type=_count, default=8, help="serving threads per worker (default 8)")
     sg = sub.add_parser("signals", help="send and inspect external signals").add_subparsers(

@@ -93,7 +93,8 @@ def test_a_malformed_dsn_is_one_line_not_a_traceback(capsys):
 @pytest.mark.parametrize("argv", [
     ["api", "--workers", "0"], ["api", "--threads", "0"], ["orchestrator", "--batch", "0"],
     ["orchestrator", "--concurrency", "-1"], ["orchestrator", "--idle-probe-ms", "0"],
-    ["worker", "--queue", "q", "--concurrency", "0"], ["worker", "--queue", "q", "--idle-max-ms", "x"]])
+    ["worker", "--queue", "q", "--concurrency", "0"], ["worker", "--queue", "q", "--idle-max-ms", "x"],
+    ["api", "--bind", "127.0.0.1:80808"], ["api", "--bind", "nonsense"], ["dev", "--bind", ":8080"]])
 def test_a_count_below_one_is_a_usage_error_before_anything_starts(capsys, argv):
     """A batch of 0 would scan and advance nothing while every instance stalled; no API workers would serve
     nothing. Each is refused as the command line is read, naming the option."""
@@ -101,7 +102,7 @@ def test_a_count_below_one_is_a_usage_error_before_anything_starts(capsys, argv)
         main([*argv, "--dsn", "mysql://root@127.0.0.1:1/weave"])  # never reached: nothing connects
     err = capsys.readouterr().err
     assert exited.value.code == 2 and f"argument {argv[-2]}" in err
-    assert "must be at least 1" in err or "is not a whole number" in err
+    assert "must be at least 1" in err or "is not a whole number" in err or "is not HOST:PORT" in err
 
 
 def test_an_orchestrator_built_with_a_batch_or_concurrency_below_one_refuses(database):
