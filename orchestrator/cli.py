@@ -476,11 +476,34 @@ def _action_arguments(p: argparse.ArgumentParser, *, step: bool = False) -> None
     p.add_argument("--idempotency-key", help="default: a new random key (pass one to make retries safe)")
 
 
+def _version() -> str:
+    """The package's version and the level it ships: what `weave migrate` brings a database to, and what every
+    process checks a database against before it starts (R-16)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        number = version("weave")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        number = "unknown"
+    return f"weave {number} (ships level {installer.shipped_level()})"
+
+
+class _Version(argparse.Action):
+    """--version, worked out only when asked for (the level reads every routine file)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(_version())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="weave", description="Weave: a durable wait engine for long-running workflows on MySQL/MariaDB.",
         epilog="Configuration: WEAVE_DSN (mysql://user:password@host:port/db), WEAVE_TOKEN, WEAVE_NAMESPACE. "
                + EXIT_HELP + ".")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="print the version and the schema level this code ships, then exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("dev", help="run everything on one machine on the embedded default database",

@@ -9,6 +9,7 @@ import pytest
 
 from orchestrator.cli import EXIT_CODES, main
 from orchestrator.loop import Orchestrator
+from procedures import installer
 
 TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
 POLL = {"name": "poll-flow", "steps": [{"key": "check", "type": "POLL", "queue": "payments",
@@ -123,6 +124,14 @@ def test_a_setting_the_engine_cannot_run_with_is_one_line_naming_it(capsys, monk
     assert main([*argv, "--dsn", "mysql://root@127.0.0.1:1/weave", "--json"]) == 2
     err = json.loads(capsys.readouterr().err)
     assert err["code"] == "CONFIG_INVALID" and variable in err["detail"] and repr(value) in err["detail"]
+
+
+def test_version_names_the_package_and_the_level_it_ships(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    out = capsys.readouterr().out.strip()
+    assert exited.value.code == 0
+    assert out.startswith("weave ") and f"(ships level {installer.shipped_level()})" in out
 
 
 def test_an_unreachable_database_is_exit_code_7(capsys):
