@@ -34,6 +34,7 @@ from .daemon import serve
 from .handlers import HandlerModuleError, HandlerNotFound, Registry, Retryable, TaskContext, load_modules, registry
 
 log = logging.getLogger("weave.worker")
+BUILT_IN_HANDLERS = frozenset(registry.names())  # what every worker runs without --handlers (the http handler)
 
 # Reported error texts are capped like the column that keeps them.
 MAX_ERROR_CHARS = 2000
@@ -333,13 +334,12 @@ def run_worker(dsn: db.Dsn, *, queues: Iterable[str], handler_modules: Iterable[
                grace_ms: int = 30_000, worker_id: str | None = None, idle_max_ms: int = 800) -> int:
     """``weave worker``: load the handler modules, check the database level (R-16), run until SIGTERM/SIGINT."""
     configure_logging()
-    built_in = set(registry.names())
     try:
         loaded = load_modules(handler_modules)
     except HandlerModuleError as exc:
         print(f"weave worker: {exc}", file=sys.stderr, flush=True)
         return 1
-    if not set(registry.names()) - built_in:
+    if not set(registry.names()) - BUILT_IN_HANDLERS:
         # Not an error (a worker may serve only the built-in http handler), but the usual slip: every task for
         # another handler would fail HANDLER_NOT_FOUND at once (K-8) and send its step to review.
         log.warning("no handler of your own is registered: this worker runs only the built-in handlers, and a task "
