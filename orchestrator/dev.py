@@ -28,10 +28,8 @@ from .embedded import EmbeddedServer
 from .loop import Orchestrator
 from .worker import Worker
 
-# The example definitions: docs/examples/ in a checkout, orchestrator/examples/ in an installed wheel.
-_PACKAGED_EXAMPLES = Path(__file__).resolve().parent / "examples"
-EXAMPLES = (_PACKAGED_EXAMPLES if _PACKAGED_EXAMPLES.is_dir()
-            else Path(__file__).resolve().parent.parent / "docs" / "examples")
+EXAMPLES = installer.shipped_folder(Path(__file__).resolve().parent / "examples",
+                                   Path(__file__).resolve().parent.parent / "docs" / "examples")
 NAMESPACE, APP, QUEUE = "dev", "dev-app", "dev-queue"
 DEV_SCOPES = ["workflows:read", "workflows:start", "workflows:signal", "workflows:control", "workflows:review"]
 

@@ -21,10 +21,15 @@ import pymysql
 from . import db, errors
 
 PROCEDURES_DIR = Path(__file__).resolve().parent
-# A checkout keeps the table migrations in sql/ beside this package; an installed wheel carries them inside
-# it, as procedures/migrations (pyproject.toml maps the one onto the other).
-_PACKAGED_MIGRATIONS = PROCEDURES_DIR / "migrations"
-MIGRATIONS_DIR = _PACKAGED_MIGRATIONS if _PACKAGED_MIGRATIONS.is_dir() else PROCEDURES_DIR.parent / "sql"
+
+
+def shipped_folder(packaged: Path, checkout: Path) -> Path:
+    """A folder a checkout keeps outside the packages (the migrations in sql/, the examples in docs/examples/):
+    inside the package in an installed wheel, where pyproject.toml maps it, else in the checkout."""
+    return packaged if packaged.is_dir() else checkout
+
+
+MIGRATIONS_DIR = shipped_folder(PROCEDURES_DIR / "migrations", PROCEDURES_DIR.parent / "sql")
 _CREATE = re.compile(r"^\s*CREATE\s+(PROCEDURE|FUNCTION)\s+`?(\w+)`?", re.IGNORECASE | re.MULTILINE)
 
 
@@ -102,7 +107,8 @@ def migrate(dsn: db.Dsn, *, test_clock: bool = False,
     """Bring the database to the level this code ships. Safe to re-run: a second run changes nothing."""
     from yoyo import read_migrations
 
-    if not shipped_migrations() or not shipped_routines():
+    shipped = shipped_routines()
+    if not shipped_migrations() or not shipped:
         raise errors.InvalidState(
             f"INVALID_STATE: this installation of Weave is incomplete: no migrations in {MIGRATIONS_DIR} or no "
             f"routines in {PROCEDURES_DIR}; reinstall the package")
@@ -123,7 +129,7 @@ def migrate(dsn: db.Dsn, *, test_clock: bool = False,
 
         with db.connect(dsn) as conn:
             report.clock_mode = _ensure_install_row(conn, test_clock)
-            _install_routines(conn, report, progress)
+            _install_routines(conn, report, progress, shipped)
     return report
 
 
@@ -146,13 +152,18 @@ def _own_character_set(cur: Any, database: str, progress: Callable[[str], None])
         cur.execute(f"ALTER DATABASE `{database}` CHARACTER SET {CHARSET} COLLATE {COLLATION}")
 
 
+def migrate_lock_name(database: str) -> str:
+    """The server-wide name of the lock that one migrate of ``database`` holds (GET_LOCK names are 64 chars)."""
+    return "weave.migrate." + hashlib.sha256(database.encode()).hexdigest()[:32]
+
+
 @contextlib.contextmanager
 def _migrate_lock(dsn: db.Dsn, progress: Callable[[str], None]) -> Iterator[None]:
     """One ``weave migrate`` of a database at a time: routines are installed by DROP and CREATE, and two
     installers at once fail on each other's CREATE (1304, "already exists"). yoyo's lock covers only its
     migrations. This is a named lock of the server, held by a session of its own, so a migrate killed midway
     frees it with its connection instead of leaving a row that blocks every later one."""
-    name = "weave.migrate." + hashlib.sha256(dsn.database.encode()).hexdigest()[:32]
+    name = migrate_lock_name(dsn.database)
     # Its session waits for the lock up to MIGRATE_LOCK_WAIT_S: a shorter read timeout in the DSN would end it.
     waiting = dsn.with_options(read_timeout=max(dsn.timeout("read_timeout"), MIGRATE_LOCK_WAIT_S + 30))
     conn = db.connect(waiting, database=False)
@@ -192,9 +203,8 @@ def _ensure_install_row(conn: db.Connection, test_clock: bool) -> str:
     return mode
 
 
-def _install_routines(conn: db.Connection, report: MigrateReport,
-                      progress: Callable[[str], None]) -> None:
-    shipped = shipped_routines()
+def _install_routines(conn: db.Connection, report: MigrateReport, progress: Callable[[str], None],
+                      shipped: list[Routine]) -> None:
     with conn.cursor() as cur:
         cur.execute("SELECT name, kind, digest FROM weave_routines")
         recorded = {row["name"]: row for row in cur.fetchall()}

@@ -234,7 +234,7 @@ def test_R3_concurrent_starts_of_one_app_that_create_tasks_queue_on_its_counter_
     assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances") == 0
 
 
-def test_start_pins_version_and_queues_the_first_task_in_its_own_transaction(world):
+def test_R4_R7_a_start_queues_the_first_task_in_its_own_transaction_with_its_audit_rows(world):
     """A definition with a TASK step: the start activates it as the ROOT advance would, its task created (and the
     app's quota taken) in the start's own transaction; nothing is left for a checkpoint."""
     world.publish(TASKY)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import threading
 
 import pytest
@@ -79,7 +78,7 @@ def test_R15_a_migrate_waits_for_another_and_says_so_and_a_lost_holder_frees_it(
     holder = dbmod.connect(database, database=False)
     said: list[str] = []
     done: list[installer.MigrateReport] = []
-    name = "weave.migrate." + hashlib.sha256(database.database.encode()).hexdigest()[:32]
+    name = installer.migrate_lock_name(database.database)
     with holder.cursor() as cur:
         cur.execute("SELECT GET_LOCK(%s, 0) AS got", (name,))
         assert cur.fetchone()["got"] == 1

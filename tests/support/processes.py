@@ -50,10 +50,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_api(dsn: Dsn, log: Path, workers: int = 2) -> tuple[WeaveProcess, str]:
+def start_api(dsn: Dsn, log: Path, workers: int = 2, env: dict[str, str] | None = None) -> tuple[WeaveProcess, str]:
     """A `weave api` process on a free port, once /readyz answers ready: (process, base URL)."""
     port = free_port()
-    proc = WeaveProcess(dsn, "api", "--bind", f"127.0.0.1:{port}", "--workers", str(workers), log=log)
+    proc = WeaveProcess(dsn, "api", "--bind", f"127.0.0.1:{port}", "--workers", str(workers), env=env, log=log)
     url = f"http://127.0.0.1:{port}"
     probe = sdk.WeaveClient(url, "none", "none", retries=1)
 
