@@ -1,7 +1,10 @@
 -- The instance as the API shows it, one definition for every routine that answers it (weave_instance_get,
 -- and weave_instance_start answering the instance it started). The caller has authorised the read and
 -- chosen the transaction the sets are read in. Every set is in the order of an index it reads, so none needs a
--- temporary table to sort (a sort by a joined table's column does: about 0.25 ms each, even for no rows). Five
+-- temporary table to sort (a sort by a joined table's column does: about 0.25 ms each, even for no rows). The
+-- steps are sorted by position before their joins, which therefore must be keyed lookups: on a small table the
+-- optimizer prefers a scan through a join buffer, which loses that order, so the rows are sorted again in a
+-- temporary table, on disk for the output column (a file created and removed per read, twice the time). Five
 -- plain keyed reads: folding the review reasons, checkpoints and rounds into JSON arrays of the first two makes
 -- two statements, but each aggregate costs more than the read it replaces (measured: 0.7-0.9 ms against
 -- 0.35-0.45 ms for the instance row with its reasons and checkpoints).
@@ -25,9 +28,9 @@ BEGIN
            IF(p.current_task_id IS NULL, NULL, CONCAT('tsk_', p.current_task_id)) AS current_task_id,
            p.state AS poll_state
       FROM weave_steps s
-      LEFT JOIN weave_activations act ON act.id = s.activation_id
-      LEFT JOIN weave_waits w ON w.activation_id = s.activation_id
-      LEFT JOIN weave_poll_states p ON p.activation_id = s.activation_id
+      LEFT JOIN weave_activations act FORCE INDEX (PRIMARY) ON act.id = s.activation_id
+      LEFT JOIN weave_waits w FORCE INDEX (uq_wait_activation) ON w.activation_id = s.activation_id
+      LEFT JOIN weave_poll_states p FORCE INDEX (PRIMARY) ON p.activation_id = s.activation_id
      WHERE s.instance_id = in_instance_id
      ORDER BY s.position;
     SELECT s.step_key, r.round_no, CONCAT('tsk_', r.task_id) AS task_id, r.outcome, r.result, r.result_at

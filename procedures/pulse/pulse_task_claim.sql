@@ -172,14 +172,17 @@ BEGIN
         COMMIT;
     END IF;
 
+    -- The claimed attempts in claim order: the list is sorted first, then each row is looked up by its key. On small
+    -- tables the optimizer would rather scan them through a join buffer, which loses the list's order, and sort
+    -- the joined rows again in a temporary table, on disk for the task's input (a file per claim).
     SELECT CONCAT('tsk_', t.id) AS task_id, a.id AS attempt_id, a.attempt_no, t.max_attempts, n.name AS namespace,
            q.name AS queue, CONCAT('wf_', t.instance_id) AS workflow_id, t.step_key, t.round_no, t.handler,
            t.handler_version, t.input, t.business_key, t.mutex_key, t.priority, t.deadline_at, a.started_at,
            a.lease_expires_at
       FROM JSON_TABLE(v_claimed, '$[*]' COLUMNS (ord FOR ORDINALITY, aid BIGINT UNSIGNED PATH '$')) j
-      STRAIGHT_JOIN pulse_attempts a ON a.id = j.aid
-      STRAIGHT_JOIN pulse_tasks t ON t.id = a.task_id
-      STRAIGHT_JOIN weave_queues q ON q.id = t.queue_id
-      STRAIGHT_JOIN weave_namespaces n ON n.id = t.namespace_id
+      STRAIGHT_JOIN pulse_attempts a FORCE INDEX (PRIMARY) ON a.id = j.aid
+      STRAIGHT_JOIN pulse_tasks t FORCE INDEX (PRIMARY) ON t.id = a.task_id
+      STRAIGHT_JOIN weave_queues q FORCE INDEX (PRIMARY) ON q.id = t.queue_id
+      STRAIGHT_JOIN weave_namespaces n FORCE INDEX (PRIMARY) ON n.id = t.namespace_id
      ORDER BY j.ord;
 END
