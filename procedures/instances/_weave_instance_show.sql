@@ -2,9 +2,10 @@
 -- and weave_instance_start answering the instance it started). The caller has authorised the read and
 -- chosen the transaction the sets are read in. Every set is in the order of an index it reads, so none needs a
 -- temporary table to sort (a sort by a joined table's column does: about 0.25 ms each, even for no rows). The
--- steps are sorted by position before their joins, which therefore must be keyed lookups: on a small table the
--- optimizer prefers a scan through a join buffer, which loses that order, so the rows are sorted again in a
--- temporary table, on disk for the output column (a file created and removed per read, twice the time). Five
+-- steps are sorted by position before their joins and the rounds are read in index order, so the joins are
+-- forced to keyed lookups: on small tables the optimizer prefers a scan through a join buffer, which loses that
+-- order, and the rows were sorted again in a temporary table, on disk for their JSON columns (a file created and
+-- removed by the server on every read, twice the time of the read). Five
 -- plain keyed reads: folding the review reasons, checkpoints and rounds into JSON arrays of the first two makes
 -- two statements, but each aggregate costs more than the read it replaces (measured: 0.7-0.9 ms against
 -- 0.35-0.45 ms for the instance row with its reasons and checkpoints).
@@ -34,7 +35,7 @@ BEGIN
      WHERE s.instance_id = in_instance_id
      ORDER BY s.position;
     SELECT s.step_key, r.round_no, CONCAT('tsk_', r.task_id) AS task_id, r.outcome, r.result, r.result_at
-      FROM weave_poll_rounds r STRAIGHT_JOIN weave_steps s
+      FROM weave_poll_rounds r FORCE INDEX (ix_round_instance) STRAIGHT_JOIN weave_steps s FORCE INDEX (uq_step_key)
         ON s.instance_id = r.instance_id AND s.activation_id = r.activation_id
      WHERE r.instance_id = in_instance_id
      ORDER BY r.activation_id, r.round_no;
