@@ -62,7 +62,8 @@ def run(polls: int, orchestrators: int, workers: int, interval_ms: int, concurre
             p.terminate()
             p.close()
     assert done, f"the polls did not finish; logs in {logs}"
-    assert db.scalar("SELECT COUNT(*) FROM weave_instances WHERE status = 'SUCCEEDED'") == polls, f"logs in {logs}"
+    succeeded = db.scalar("SELECT COUNT(*) FROM weave_instances WHERE status = 'SUCCEEDED'")
+    assert succeeded == polls, f"{succeeded} of {polls} polls succeeded; logs in {logs}"
     span = db.row("SELECT MIN(r.created_at) AS first, MAX(a.ended_at) AS last, COUNT(*) AS rounds "
                   "FROM weave_poll_rounds r JOIN weave_activations a ON a.id = r.activation_id")
     assert span["rounds"] == polls * ROUNDS, "every poll runs exactly three rounds"

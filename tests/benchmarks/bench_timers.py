@@ -40,7 +40,8 @@ def storm(timers: int, nodes: int, concurrency: int) -> None:
             p.terminate()
             p.close()
     assert done, "the storm did not finish"
-    assert world.db.scalar("SELECT COUNT(*) FROM weave_waits WHERE status = 'SATISFIED'") == timers
+    settled = world.db.scalar("SELECT COUNT(*) FROM weave_waits WHERE status = 'SATISFIED'")
+    assert settled == timers, f"{settled} of {timers} timers settled; logs in {logs}"
     rows = world.db.rows("SELECT due_at, settled_at FROM weave_waits")
     lateness = [(r["settled_at"] - max(r["due_at"], storm_start)).total_seconds() for r in rows]
     span = (max(r["settled_at"] for r in rows) - storm_start).total_seconds()
