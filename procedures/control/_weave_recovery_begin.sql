@@ -20,7 +20,7 @@ BEGIN
       INTO out_step_id, out_step_type, v_step_status, out_seq, out_activation
       FROM weave_steps WHERE instance_id = in_instance_id AND step_key = in_step_key FOR UPDATE;
     IF out_step_id IS NULL THEN
-        CALL _weave_raise(50003, 'NOT_FOUND: step');
+        CALL _weave_raise(50003, 'NOT_FOUND: the instance has no step with this key');
     END IF;
     IF v_status <> 'NEEDS_REVIEW' THEN
         CALL _weave_raise(50007, CONCAT('INVALID_STATE: the instance is ', v_status, ', not NEEDS_REVIEW'));

@@ -50,7 +50,7 @@ BEGIN
       LEFT JOIN weave_waits w ON w.activation_id = s.activation_id AND w.kind IN ('SIGNAL', 'POLL_FINAL')
      WHERE s.instance_id = v_inst AND s.step_key = in_step_key;
     IF v_step IS NULL THEN
-        CALL _weave_raise(50003, 'NOT_FOUND: step');
+        CALL _weave_raise(50003, 'NOT_FOUND: the instance has no step with this key');
     END IF;
 
     SELECT s.step_key, s.type AS step_type, s.status AS step_status, s.activation_seq AS activation_sequence,

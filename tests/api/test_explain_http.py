@@ -24,3 +24,12 @@ def test_S17_sql_and_http_answer_the_same_representation(world, orch, client):
                                headers=auth(world.token))
     assert http.status_code == 200
     assert http.json["timer"] == explain(world, wf, "cool")["timer"] and http.json["open_review_codes"] == []
+
+
+def test_S17_an_unknown_step_is_not_found_and_says_which_object(world, client):
+    world.publish({"name": "cool", "steps": [{"key": "cool", "type": "TIMER", "delay_ms": 60_000}]})
+    wf = world.start("cool")
+    http = client.simulate_get(f"/v1/namespaces/{world.namespace}/workflows/{wf}/steps/nope/explain",
+                               headers=auth(world.token))
+    assert http.status_code == 404 and http.json["code"] == "NOT_FOUND"
+    assert http.json["detail"] == "the instance has no step with this key"
