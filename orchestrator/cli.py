@@ -468,10 +468,14 @@ def _command(group: Any, name: str, *args: Any, func: Callable[[argparse.Namespa
     return p
 
 
+WORKFLOW_ID = "the instance's id (wf_...)"
+STEP_KEY = "the step's key in its definition"
+
+
 def _action_arguments(p: argparse.ArgumentParser, *, step: bool = False) -> None:
-    p.add_argument("workflow_id")
+    p.add_argument("workflow_id", help=WORKFLOW_ID)
     if step:
-        p.add_argument("step_key")
+        p.add_argument("step_key", help=STEP_KEY)
     p.add_argument("--reason", required=True, help="why, for the audit trail and the event history (1-1024 chars)")
     p.add_argument("--idempotency-key", help="default: a new random key (pass one to make retries safe)")
 
@@ -544,7 +548,7 @@ def build_parser() -> argparse.ArgumentParser:
     apps = sub.add_parser("apps", help="manage apps").add_subparsers(dest="action", metavar="ACTION", required=True)
     p = _command(apps, "list", help="list apps with their quota and tasks in flight (admin)", func=cmd_list)
     p = _command(apps, "create", help="create an app or change its quota/status (admin)", func=cmd_apps_create)
-    p.add_argument("name")
+    p.add_argument("name", help="app name (1-64 of A-Z a-z 0-9 _ . : -)")
     p.add_argument("--max-in-flight", type=int, required=True, help="quota of QUEUED+RUNNING tasks")
     p.add_argument("--status", choices=["ACTIVE", "DISABLED"], help="default: ACTIVE for a new app, else unchanged")
 
@@ -552,7 +556,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                                           required=True)
     p = _command(queues, "list", help="list queues with their capacity and tasks (admin)", func=cmd_list)
     p = _command(queues, "create", help="create a queue or change its capacity (admin)", func=cmd_queues_create)
-    p.add_argument("name")
+    p.add_argument("name", help="queue name (1-64 of A-Z a-z 0-9 _ . : -)")
     p.add_argument("--capacity", type=int, required=True, help="most QUEUED+RUNNING tasks at once")
 
     defs = sub.add_parser("definitions", help="publish, list and show definitions").add_subparsers(
@@ -560,7 +564,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(defs, "list", help="list definitions with their latest version (workflows:read)", func=cmd_list)
     p = _command(defs, "show", help="show a definition version, the latest by default (workflows:read)",
                  func=cmd_definitions_show)
-    p.add_argument("name")
+    p.add_argument("name", help="definition name")
     p.add_argument("--version", type=int, help="version (default: the latest)")
     p = _command(defs, "publish", help="validate and publish a definition JSON file (definitions:publish)",
                  func=cmd_definitions_publish)
@@ -569,20 +573,21 @@ def build_parser() -> argparse.ArgumentParser:
     wf = sub.add_parser("workflows", help="start and inspect workflow instances").add_subparsers(
         dest="action", metavar="ACTION", required=True)
     p = _command(wf, "start", help="start an instance (workflows:start)", func=cmd_workflows_start)
-    p.add_argument("definition")
+    p.add_argument("definition", help="name of a published definition")
     p.add_argument("--version", type=int, help="definition version (default: latest)")
-    p.add_argument("--app", required=True)
+    p.add_argument("--app", required=True, help="the app whose quota the instance's tasks use")
     p.add_argument("--input", help="instance input as JSON text (default {})")
     p.add_argument("--deadline-ms", type=int, required=True, help="instance deadline, milliseconds from now")
-    p.add_argument("--business-key")
-    p.add_argument("--idempotency-key", help="default: a new random key")
+    p.add_argument("--business-key", help="your own key for the instance, to find it by (1-256 chars)")
+    p.add_argument("--idempotency-key", help="default: a new random key (pass one to make retries safe)")
     p = _command(wf, "list", help="list instances, newest first (workflows:read)", func=cmd_workflows_list)
-    p.add_argument("--status", choices=["RUNNING", "SUCCEEDED", "NEEDS_REVIEW", "CANCELLING", "CANCELLED"])
-    p.add_argument("--definition")
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--status", choices=["RUNNING", "SUCCEEDED", "NEEDS_REVIEW", "CANCELLING", "CANCELLED"],
+                   help="only instances in this status")
+    p.add_argument("--definition", help="only instances of this definition")
+    p.add_argument("--limit", type=int, default=50, help="instances per page, 1-500 (default 50)")
     p.add_argument("--cursor", help="next_cursor of the previous page")
     p = _command(wf, "show", help="show an instance with its steps (workflows:read)", func=cmd_workflows_show)
-    p.add_argument("workflow_id")
+    p.add_argument("workflow_id", help=WORKFLOW_ID)
     for action, text in (("pause", "pause an instance: no new work starts (workflows:control)"),
                          ("resume", "resume a paused instance (workflows:control)"),
                          ("cancel", "cancel an instance (workflows:control)")):
@@ -593,12 +598,12 @@ def build_parser() -> argparse.ArgumentParser:
     when.add_argument("--at", help="the new deadline, RFC 3339 with a zone")
     when.add_argument("--extend-ms", type=int, help="extend the deadline by this much")
     p = _command(wf, "explain", help="why is this step still waiting? (workflows:read)", func=cmd_signals_explain)
-    p.add_argument("workflow_id")
-    p.add_argument("step_key")
+    p.add_argument("workflow_id", help=WORKFLOW_ID)
+    p.add_argument("step_key", help=STEP_KEY)
     p = _command(wf, "events", help="print the event history (workflows:read)", func=cmd_workflows_events)
-    p.add_argument("workflow_id")
-    p.add_argument("--after", type=int, default=0)
-    p.add_argument("--limit", type=int, default=1000)
+    p.add_argument("workflow_id", help=WORKFLOW_ID)
+    p.add_argument("--after", type=int, default=0, help="print the events after this seq (default 0: from the first)")
+    p.add_argument("--limit", type=int, default=1000, help="events at most, 1-1000 (default 1000)")
 
     st = sub.add_parser("steps", help="recover steps in review").add_subparsers(
         dest="action", metavar="ACTION", required=True)
@@ -637,7 +642,7 @@ def build_parser() -> argparse.ArgumentParser:
                  description="Send an external signal. The payload is passed exactly as given (JSON text). "
                              "Re-sending with the same --idempotency-key and content answers the first receipt.",
                  func=cmd_signals_send)
-    p.add_argument("workflow_id")
+    p.add_argument("workflow_id", help=WORKFLOW_ID)
     p.add_argument("--step", required=True, help="target step key")
     p.add_argument("--name", required=True, help="signal name declared by the step")
     p.add_argument("--payload-version", required=True, help="payload version declared by the step")
@@ -648,11 +653,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--evidence-ref", help="optional reference to evidence (no whitespace)")
     p.add_argument("--idempotency-key", help="default: a new random key (pass one to make retries safe)")
     p = _command(sg, "get", help="show a signal's current state (workflows:read)", func=cmd_signals_get)
-    p.add_argument("workflow_id")
+    p.add_argument("workflow_id", help=WORKFLOW_ID)
     p.add_argument("signal_id", help="sig_...")
     p = _command(sg, "explain", help="why is this step's wait still open? (workflows:read)", func=cmd_signals_explain)
-    p.add_argument("workflow_id")
-    p.add_argument("step_key")
+    p.add_argument("workflow_id", help=WORKFLOW_ID)
+    p.add_argument("step_key", help=STEP_KEY)
 
     p = _command(sub, "orchestrator", help="run the scan loop daemon",
                  description="Scan due candidates and advance each in its own transaction. Any number may "
