@@ -190,11 +190,19 @@ def cmd_workflows_list(args: argparse.Namespace) -> int:
     with _conn(args) as conn:
         page = routines.instance_list(conn, _token(args), args.namespace, status=args.status,
                                       definition=args.definition, limit=args.limit, cursor=args.cursor)
-    _print(args, page, lambda p: "\n".join(
-        f"{i['workflow_id']:<14} {i['definition']['name']} v{i['definition']['version']:<4} {i['status']:<13} "
-        f"{i['control']:<7} deadline {i['deadline_at']}" for i in p["items"])
-        + (f"\nnext page: --cursor {p['next_cursor']}" if p["next_cursor"] else "") or "no instances")
+    _print(args, page, _instance_lines)
     return 0
+
+
+def _instance_lines(page: dict) -> str:
+    """One line per instance, in columns as wide as this page needs (definition names differ in length)."""
+    defs = [f"{i['definition']['name']} v{i['definition']['version']}" for i in page["items"]]
+    width = max(map(len, defs), default=0)
+    lines = [f"{i['workflow_id']:<14} {d:<{width}} {i['status']:<13} {i['control']:<7} deadline {i['deadline_at']}"
+             for i, d in zip(page["items"], defs, strict=True)]
+    if page["next_cursor"]:
+        lines.append(f"next page: --cursor {page['next_cursor']}")
+    return "\n".join(lines) or "no instances"
 
 
 def cmd_status(args: argparse.Namespace) -> int:

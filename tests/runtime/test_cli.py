@@ -146,3 +146,14 @@ def test_show_never_prints_next_none(weave, world, orch):
     assert world.step(wf, "check")["poll"]["next_poll_at"] is None
     code, out, _ = weave("workflows", "show", wf)
     assert code == 0 and "rounds 1/3 (in flight)" in out and "None" not in out
+
+
+def test_the_instance_listing_keeps_its_columns_across_definitions_of_any_name_length(weave, world):
+    world.publish(TIMER)
+    world.publish({**TIMER, "name": "a-much-longer-definition-name"})
+    world.start("cool-off")
+    world.start("a-much-longer-definition-name")
+    code, out, _ = weave("workflows", "list")
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 2
+    assert len({line.index("RUNNING") for line in lines}) == 1, out
