@@ -195,14 +195,11 @@ def cmd_workflows_list(args: argparse.Namespace) -> int:
 
 
 def _instance_lines(page: dict) -> str:
-    """One line per instance, in columns as wide as this page needs (definition names differ in length)."""
-    defs = [f"{i['definition']['name']} v{i['definition']['version']}" for i in page["items"]]
-    width = max(map(len, defs), default=0)
-    lines = [f"{i['workflow_id']:<14} {d:<{width}} {i['status']:<13} {i['control']:<7} deadline {i['deadline_at']}"
-             for i, d in zip(page["items"], defs, strict=True)]
-    if page["next_cursor"]:
-        lines.append(f"next page: --cursor {page['next_cursor']}")
-    return "\n".join(lines) or "no instances"
+    """The page as the other listings print theirs, with the cursor of the next page under it."""
+    rows = [{"workflow_id": i["workflow_id"], "definition": f"{i['definition']['name']} v{i['definition']['version']}",
+             "status": i["status"], "control": i["control"], "deadline_at": i["deadline_at"]} for i in page["items"]]
+    text = _table(rows, ["workflow_id", "definition", "status", "control", "deadline_at"], "no instances")
+    return text + (f"\nnext page: --cursor {page['next_cursor']}" if page["next_cursor"] else "")
 
 
 def cmd_status(args: argparse.Namespace) -> int:
