@@ -66,9 +66,8 @@ class _Gunicorn(BaseApplication):
 
 
 def run_api(dsn: db.Dsn, bind: str, workers: int, timeout: int = 30, threads: int = 8) -> int:
-    if workers < 1 or threads < 1:  # gunicorn would serve nothing with no workers, and fail to boot without threads
-        print("weave api: --workers and --threads must be at least 1", file=sys.stderr)
-        return 2
+    """Serve the API until stopped; ``weave api`` has checked the bind address and that workers and threads are
+    at least 1."""
     # What each worker reads as it boots, read here first: a bad value is one line now, not a worker that
     # fails to boot under gunicorn's own message.
     settings.api_db_timeout()

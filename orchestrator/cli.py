@@ -449,7 +449,7 @@ def _count(text: str) -> int:
 def _host_port(text: str) -> str:
     """HOST:PORT (an IPv6 host in brackets) with a port of 1-65535."""
     host, _, port = text.rpartition(":")
-    if not host or host == "[]" or not (port.isdigit() and 1 <= int(port) <= 65535):
+    if not host or host == "[]" or not db.is_port(port):
         raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT (a port of 1-65535)")
     return text
 

@@ -34,6 +34,11 @@ TIMEOUTS = {"connect_timeout": 5.0, "read_timeout": 120.0, "write_timeout": 120.
 FAILOVER_MODES = ("stable", "sequential", "loadbalance")
 
 
+def is_port(text: str) -> bool:
+    """A TCP port as written in a DSN or a bind address: 1-65535 in decimal digits."""
+    return text.isdigit() and 1 <= int(text) <= 65535
+
+
 def _split_hosts(hostlist: str) -> tuple[tuple[str, int], ...]:
     """``h1:p1,h2,[::1]:p3`` -> ((h1, p1), (h2, 3306), (::1, p3))."""
     hosts = []
@@ -46,7 +51,7 @@ def _split_hosts(hostlist: str) -> tuple[tuple[str, int], ...]:
             port = rest.lstrip(":")
         else:
             host, _, port = item.rpartition(":") if item.count(":") == 1 else (item, "", "")
-        if port and not (port.isdigit() and 1 <= int(port) <= 65535):
+        if port and not is_port(port):
             raise ValueError(f"bad port in {item!r}: a port is 1-65535")
         hosts.append((host or "127.0.0.1", int(port) if port else 3306))
     return tuple(hosts)
