@@ -21,7 +21,7 @@ BEGIN
         WHEN 'TIMER' THEN CALL _weave_timer_advance(in_namespace_id, in_instance_id, in_step_key, in_activation_id,
                                                     in_now, out_outcome);
         WHEN 'SIGNAL' THEN CALL _weave_signal_advance(in_namespace_id, in_instance_id, in_step_key, in_activation_id,
-                                                      in_now, NULL, out_outcome);
+                                                      in_now, NULL, FALSE, out_outcome);
         WHEN 'POLL' THEN CALL _weave_poll_advance(in_namespace_id, in_instance_id, in_step_key, in_activation_id,
                                                   in_now, out_outcome);
         ELSE CALL _weave_raise(50007, 'INVALID_STATE: a step kind without a handler');

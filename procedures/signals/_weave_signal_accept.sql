@@ -319,7 +319,8 @@ BEGIN
                     ROLLBACK TO SAVEPOINT weave_signal_wake;
                     SET v_woke = 'LATER';
                 END;
-                CALL _weave_signal_advance(v_ns, v_inst, in_target_step_key, v_activation, v_now, v_id, v_woke);
+                CALL _weave_signal_advance(v_ns, v_inst, in_target_step_key, v_activation, v_now, v_id, v_count = 0,
+                                           v_woke);
             END wake;
         END IF;
         IF v_status = 'PENDING' AND v_wait IS NOT NULL AND (NOT v_wakes OR v_woke = 'LATER') THEN

@@ -10,11 +10,13 @@ CREATE PROCEDURE _weave_signal_advance(
         IN  in_activation_id BIGINT UNSIGNED,
         IN  in_now           DATETIME(6),
         IN  in_fresh_signal  BIGINT UNSIGNED,
+        IN  in_fresh_only    BOOLEAN,
         OUT out_outcome      VARCHAR(16))
     COMMENT 'Internal. Description: consumes the first on-time matching signal of a SIGNAL wait (S-11), or at its
 deadline with none expires it into review (S-13), or rejects early mismatches and keeps the checkpoint due at the
 deadline. in_fresh_signal: a signal accepted in this transaction (Settle at Send), whose acceptance proof is that
-write itself (NULL: none). out_outcome: CONSUMED, EXPIRED, PROOF_MISMATCH, WAITING or STALE.
+write itself (NULL: none); in_fresh_only: that signal is the instance''s first, so no other can be PENDING.
+out_outcome: CONSUMED, EXPIRED, PROOF_MISMATCH, WAITING or STALE.
 Rules: S-10, S-11, S-12, S-13, S-15, R-5, R-6, R-7.'
     MODIFIES SQL DATA
 BEGIN
@@ -79,7 +81,9 @@ BEGIN
              WHERE id = v_winner;
             UPDATE weave_waits SET status = 'SATISFIED', winner_signal_id = v_winner, settled_at = in_now
              WHERE id = v_wait;
-            CALL _weave_wait_signals_settle(in_namespace_id, in_instance_id, v_wait, 'WAIT_SETTLED', in_now);
+            IF NOT in_fresh_only THEN  -- the instance's only signal has won: no other is left to settle
+                CALL _weave_wait_signals_settle(in_namespace_id, in_instance_id, v_wait, 'WAIT_SETTLED', in_now);
+            END IF;
             SET v_facts = JSON_OBJECT(
                 'signal_id', CONCAT('sig_', v_winner),
                 'accepted_at', DATE_FORMAT(v_accepted, '%Y-%m-%dT%H:%i:%s.%fZ'),

@@ -18,7 +18,7 @@ DECISIONS = {
     "timer settle, 10 in one call (each)": 24.3,
     "start (SIGNAL, activated by the start)": 35,
     "signal checkpoint before its deadline": 12,
-    "signal send (settles the open wait)": 38,
+    "signal send (settles the open wait)": 36,
     "signal settle (candidate path)": 33,
     "signal twin candidate": 9,
     "start (POLL, round 1 created by the start)": 41,
@@ -35,7 +35,7 @@ DECISIONS = {
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 63, "signal": 77, "poll": 96.8}
+LIFECYCLES = {"timer": 63, "signal": 75, "poll": 96.7}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
