@@ -71,24 +71,25 @@ BEGIN
     DECLARE v_facts LONGTEXT;
     DECLARE v_final BOOLEAN;  -- the step declares a final signal (F-rules): its hook runs after the round's outcome
 
-    -- The caller holds the instance, the task, the step and the activation locked; one read each for the rest.
-    SELECT t.step_key, t.activation_id, t.round_no, t.handler, t.handler_version, q.name, t.attempts_used,
-           t.max_attempts, t.error, t.created_at, t.deadline_at, i.status, s.id, s.status, s.activation_seq, a.frozen
+    -- One locking read: the task, its instance, step and activation (the caller holds them locked already) with the
+    -- poll state and the task's round record, which this read locks. The queue's name is a subquery, a plain read:
+    -- a queue row is shared by every task of the queue and is never locked here.
+    SELECT t.step_key, t.activation_id, t.round_no, t.handler, t.handler_version,
+           (SELECT q.name FROM weave_queues q WHERE q.id = t.queue_id), t.attempts_used, t.max_attempts, t.error,
+           t.created_at, t.deadline_at, i.status, s.id, s.status, s.activation_seq, a.frozen,
+           p.state, p.rounds_used, p.max_rounds, p.interval_ms, p.poll_deadline, p.current_task_id, r.id, r.task_id,
+           r.outcome
       INTO v_step_key, v_activation, v_round_no, v_handler, v_version, v_queue_name, v_used, v_max_attempts, v_error,
-           v_t_created, v_t_deadline, v_inst_status, v_step, v_step_status, v_seq, v_frozen
+           v_t_created, v_t_deadline, v_inst_status, v_step, v_step_status, v_seq, v_frozen,
+           v_state, v_rounds_used, v_max_rounds, v_interval, v_poll_deadline, v_current_task, v_round, v_round_task,
+           v_round_outcome
       FROM pulse_tasks t
       JOIN weave_instances i ON i.id = t.instance_id
-      LEFT JOIN weave_queues q ON q.id = t.queue_id
       LEFT JOIN (weave_steps s JOIN weave_activations a ON a.instance_id = s.instance_id)
              ON s.instance_id = in_instance_id AND s.step_key = t.step_key AND a.id = t.activation_id
-     WHERE t.id = in_task_id;
-    SELECT p.state, p.rounds_used, p.max_rounds, p.interval_ms, p.poll_deadline, p.current_task_id, r.id, r.task_id,
-           r.outcome
-      INTO v_state, v_rounds_used, v_max_rounds, v_interval, v_poll_deadline, v_current_task, v_round, v_round_task,
-           v_round_outcome
-      FROM weave_poll_states p
-      LEFT JOIN weave_poll_rounds r ON r.activation_id = p.activation_id AND r.round_no = v_round_no
-     WHERE p.activation_id = v_activation AND p.instance_id = in_instance_id FOR UPDATE;
+      LEFT JOIN weave_poll_states p ON p.activation_id = t.activation_id AND p.instance_id = in_instance_id
+      LEFT JOIN weave_poll_rounds r ON r.activation_id = p.activation_id AND r.round_no = t.round_no
+     WHERE t.id = in_task_id FOR UPDATE;
 
     verify: BEGIN
         IF v_step IS NULL OR v_frozen IS NULL OR v_state IS NULL THEN

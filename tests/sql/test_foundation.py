@@ -6,6 +6,7 @@ import hashlib
 import json
 import re
 
+import pymysql
 import pytest
 
 from procedures import definitions, errors, routines
@@ -292,6 +293,31 @@ def test_R4_audit_insert_failure_leaves_nothing_of_a_start(world):
     assert world.db.table_counts() == before
 
 
+def test_R3_a_subquery_of_a_locking_read_locks_nothing(world):
+    """The routines read a queue's name (or a definition step's spec) in a scalar subquery of a locking read: the
+    server locks the rows of the outer read only, so a queue row shared by every task of the queue stays free."""
+    queue = world.db.scalar("SELECT id FROM weave_queues LIMIT 1")
+    holder = world.db.connect()
+    other = world.db.connect()
+    try:
+        with holder.cursor() as cur:
+            cur.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+            cur.execute("START TRANSACTION")
+            cur.execute("SELECT i.id, (SELECT q.name FROM weave_queues q WHERE q.id = %s) FROM weave_install i "
+                        "WHERE i.id = 1 FOR UPDATE", (queue,))
+        with other.cursor() as cur:
+            cur.execute("START TRANSACTION")
+            cur.execute("SELECT id FROM weave_queues WHERE id = %s FOR UPDATE NOWAIT", (queue,))  # free: no 1205
+            assert cur.fetchone()["id"] == queue
+            with pytest.raises(pymysql.err.OperationalError, match="1205"):
+                cur.execute("SELECT id FROM weave_install WHERE id = 1 FOR UPDATE NOWAIT")  # the outer row is held
+    finally:
+        other.rollback()
+        holder.rollback()
+        other.close()
+        holder.close()
+
+
 def test_R3_every_engine_routine_takes_the_instance_lock_after_identity_and_app():
     """Lock order R-3 is a property of the routine text: identity, then app, then instance. App and queue rows of
     a definition with queues are never locked for a whole decision: they are written only where their in-flight
@@ -313,8 +339,10 @@ def test_R3_every_engine_routine_takes_the_instance_lock_after_identity_and_app(
     counters = {"_pulse_task_create", "_pulse_inbox_add"}
     for path in PROCEDURES_DIR.rglob("*.sql"):
         code = re.sub(r"--[^\n]*", "", path.read_text())
+        # A scalar subquery of a locking read is a plain read (test_R3_a_subquery_of_a_locking_read_locks_nothing).
+        outer = re.sub(r"\(SELECT [^()]*\)", "", code)
         for table in ("weave_apps", "weave_queues"):
-            locking = re.search(rf"FROM {table}\b[^;]*FOR UPDATE", code)
+            locking = re.search(rf"FROM {table}\b[^;]*FOR UPDATE", outer)
             assert not locking or path.stem == "_weave_provision_put", f"{path.name} locks {table}"
         if re.search(r"\bin_flight\s*=", code):
             assert path.stem in counters, f"{path.name} changes an in-flight counter"
