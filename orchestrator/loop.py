@@ -31,6 +31,8 @@ log = logging.getLogger("weave.orchestrator")
 
 # Outcomes that mean another node got to the candidate first: it holds the instance or already advanced it.
 TAKEN = frozenset({"GONE", "BUSY"})
+# How many batches ahead a node looks after another node overtook it (it then takes one of them at random).
+AHEAD_BLOCKS = 4
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,7 @@ class Orchestrator:
         self._connections = Connections(self.dsn)
         self._stop = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="advance")
+        self._blocks = 1  # batches the next scan reads: more than one after a batch another node overtook
 
     # --- connections --------------------------------------------------------------------------------
     def _conn(self) -> db.Connection:
@@ -118,13 +121,15 @@ class Orchestrator:
         """Set once the orchestrator was asked to stop (SIGTERM, SIGINT or ``stop``)."""
         return self._stop
 
-    def scan(self) -> ScanResult:
-        rows, clock = self._call("weave_scan", self.batch)
+    def scan(self, size: int | None = None) -> ScanResult:
+        """The earliest due candidates, at most ``size`` (the batch by default), the classes taking turns."""
+        size = size or self.batch
+        rows, clock = self._call("weave_scan", size)
         per_class: dict[str, list[Candidate]] = {}  # in the order the scan lists the classes
         for r in rows:
             per_class.setdefault(r["class"], []).append(Candidate(r["class"], r["id"], r["version"], r["due_at"]))
-        return ScanResult(merge_fairly(list(per_class.values()), self.batch), clock[0]["now_at"], clock[0]["next_at"],
-                          full=len(rows) >= self.batch)
+        return ScanResult(merge_fairly(list(per_class.values()), size), clock[0]["now_at"], clock[0]["next_at"],
+                          full=len(rows) >= size)
 
     def advance(self, cand: Candidate) -> str:
         return self._advance(cand)[0]
@@ -220,17 +225,26 @@ class Orchestrator:
         advanced), or an advance made a candidate due at its own time (made_due). When it is false, whatever
         became due meanwhile by other hands (a send, a worker's outcome) or by the passing of time is found by
         the probe that idling starts with (R-14), so the loop does not scan just to find nothing."""
-        result = self.scan()
+        result = self.scan(self.batch * self._blocks)
         if not result.candidates:
             result.again = False
             return result
+        batch = result.candidates
+        if len(batch) > self.batch:
+            # Overtaken last time: another node works on the earliest batch too. This scan looked further ahead,
+            # and this node takes one batch-long block of it at random, so that the nodes part ways instead of
+            # deciding the same candidates twice (the second finds them GONE or BUSY).
+            first = self.batch * random.randrange(-(-len(batch) // self.batch))
+            batch = batch[first:first + self.batch]
         # Every node sees the same earliest candidates; starting each batch at a random point spreads
         # concurrent nodes over different rows instead of having them collide row by row (all are due).
-        start = random.randrange(len(result.candidates)) if self.spread else 0
+        start = random.randrange(len(batch)) if self.spread else 0
         overtaken = threading.Event()
         futures = [self._pool.submit(self._advance_unit, unit, overtaken)
-                   for unit in self._units(result.candidates[start:] + result.candidates[:start])]
+                   for unit in self._units(batch[start:] + batch[:start])]
         again = [f.result() for f in futures]
+        # A node alone is never overtaken and keeps scanning one batch, earliest first.
+        self._blocks = AHEAD_BLOCKS if overtaken.is_set() and self.spread else 1
         result.again = result.full or overtaken.is_set() or any(again)
         return result
 

@@ -111,9 +111,14 @@ class StaleScan(Orchestrator):
 
     stale: ScanResult | None = None
 
-    def scan(self) -> ScanResult:
-        result, self.stale = self.stale or super().scan(), None
+    def scan(self, size: int | None = None) -> ScanResult:
+        self.sizes.append(size or self.batch)
+        result, self.stale = self.stale or super().scan(size), None
         return result
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.sizes: list[int] = []  # the size each scan asked for
 
 
 def test_R13_a_node_overtaken_on_its_batch_stops_after_one_list_and_scans_again(world, database, orch):
@@ -137,12 +142,36 @@ def test_R13_a_node_overtaken_on_its_batch_stops_after_one_list_and_scans_again(
         late.close()
 
 
+def test_R13_a_node_overtaken_looks_further_ahead_and_takes_one_batch_of_it(world, database):
+    """Two nodes scan the same earliest candidates; the one that finds its batch taken by the other reads four
+    batches ahead on its next scan and takes one of them at random, so that the two part ways. A node that is not
+    overtaken scans one batch, earliest first."""
+    world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
+    for i in range(60):
+        world.start("t", key=f"k{i}")
+    world.db.advance(1_001)
+    ahead = Orchestrator(database, batch=10, concurrency=1, spread=False, chunk=10)
+    late = StaleScan(database, batch=10, concurrency=1, chunk=10)
+    try:
+        late.stale = late.scan()
+        ahead.run_once()  # the other node settles the same ten first
+        late.run_once()
+        assert late.stats["overtaken"] == 1 and late.stats["CHECKPOINT:GONE"] == 10
+        late.run_once()  # looks 40 ahead (50 are due), settles one batch of them
+        assert late.sizes[-1] == 40 and late.stats["CHECKPOINT:SETTLED"] == 10, late.stats
+        late.run_once()  # not overtaken: one batch again
+        assert late.sizes[-1] == 10 and late.stats["CHECKPOINT:SETTLED"] == 20
+    finally:
+        ahead.close()
+        late.close()
+
+
 class CountingScans(Orchestrator):
     scans = 0
 
-    def scan(self) -> ScanResult:
+    def scan(self, size: int | None = None) -> ScanResult:
         self.scans += 1
-        return super().scan()
+        return super().scan(size)
 
 
 def test_R14_the_loop_scans_again_at_once_only_when_an_advance_made_something_due(world, database):
