@@ -231,10 +231,10 @@ class Orchestrator:
             return result
         batch = result.candidates
         if len(batch) > self.batch:
-            # Overtaken last time: another node works on the earliest batch too. This scan looked further ahead,
-            # and this node takes one batch-long block of it at random, so that the nodes part ways instead of
+            # Overtaken last time: another node works on the earliest batch. This scan looked further ahead, and
+            # this node takes one of the later batch-long blocks at random, so that the nodes part ways instead of
             # deciding the same candidates twice (the second finds them GONE or BUSY).
-            first = self.batch * random.randrange(-(-len(batch) // self.batch))
+            first = self.batch * random.randrange(1, -(-len(batch) // self.batch))
             batch = batch[first:first + self.batch]
         # Every node sees the same earliest candidates; starting each batch at a random point spreads
         # concurrent nodes over different rows instead of having them collide row by row (all are due).

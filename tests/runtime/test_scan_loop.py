@@ -144,8 +144,8 @@ def test_R13_a_node_overtaken_on_its_batch_stops_after_one_list_and_scans_again(
 
 def test_R13_a_node_overtaken_looks_further_ahead_and_takes_one_batch_of_it(world, database):
     """Two nodes scan the same earliest candidates; the one that finds its batch taken by the other reads four
-    batches ahead on its next scan and takes one of them at random, so that the two part ways. A node that is not
-    overtaken scans one batch, earliest first."""
+    batches ahead on its next scan and takes one of the three after the earliest at random, so that the two part
+    ways. A node that is not overtaken scans one batch, earliest first."""
     world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
     for i in range(60):
         world.start("t", key=f"k{i}")
@@ -157,8 +157,10 @@ def test_R13_a_node_overtaken_looks_further_ahead_and_takes_one_batch_of_it(worl
         ahead.run_once()  # the other node settles the same ten first
         late.run_once()
         assert late.stats["overtaken"] == 1 and late.stats["CHECKPOINT:GONE"] == 10
-        late.run_once()  # looks 40 ahead (50 are due), settles one batch of them
+        earliest = {c.id for c in late.scan().candidates}
+        late.run_once()  # looks 40 ahead (50 are due), settles one batch of them, not the earliest
         assert late.sizes[-1] == 40 and late.stats["CHECKPOINT:SETTLED"] == 10, late.stats
+        assert {c.id for c in late.scan().candidates} == earliest  # the earliest batch is left to the other node
         late.run_once()  # not overtaken: one batch again
         assert late.sizes[-1] == 10 and late.stats["CHECKPOINT:SETTLED"] == 20
     finally:
