@@ -243,7 +243,7 @@ class Orchestrator:
         futures = [self._pool.submit(self._advance_unit, unit, overtaken)
                    for unit in self._units(batch[start:] + batch[:start])]
         again = [f.result() for f in futures]
-        # A node alone is never overtaken and keeps scanning one batch, earliest first.
+        # A node that nothing overtook (as a node alone) keeps scanning one batch, earliest first.
         self._blocks = AHEAD_BLOCKS if overtaken.is_set() and self.spread else 1
         result.again = result.full or overtaken.is_set() or any(again)
         return result
