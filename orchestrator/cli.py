@@ -475,6 +475,8 @@ def _command(group: Any, name: str, *args: Any, func: Callable[[argparse.Namespa
 
 WORKFLOW_ID = "the instance's id (wf_...)"
 STEP_KEY = "the step's key in its definition"
+IDEMPOTENCY_KEY = "default: a new random key (pass one to make retries safe)"
+NAME_RULE = "1-64 of A-Z a-z 0-9 _ . : -"
 
 
 def _action_arguments(p: argparse.ArgumentParser, *, step: bool = False) -> None:
@@ -482,7 +484,7 @@ def _action_arguments(p: argparse.ArgumentParser, *, step: bool = False) -> None
     if step:
         p.add_argument("step_key", help=STEP_KEY)
     p.add_argument("--reason", required=True, help="why, for the audit trail and the event history (1-1024 chars)")
-    p.add_argument("--idempotency-key", help="default: a new random key (pass one to make retries safe)")
+    p.add_argument("--idempotency-key", help=IDEMPOTENCY_KEY)
 
 
 def _version() -> str:
@@ -553,7 +555,7 @@ def build_parser() -> argparse.ArgumentParser:
     apps = sub.add_parser("apps", help="manage apps").add_subparsers(dest="action", metavar="ACTION", required=True)
     p = _command(apps, "list", help="list apps with their quota and tasks in flight (admin)", func=cmd_list)
     p = _command(apps, "create", help="create an app or change its quota/status (admin)", func=cmd_apps_create)
-    p.add_argument("name", help="app name (1-64 of A-Z a-z 0-9 _ . : -)")
+    p.add_argument("name", help=f"app name ({NAME_RULE})")
     p.add_argument("--max-in-flight", type=int, required=True, help="quota of QUEUED+RUNNING tasks")
     p.add_argument("--status", choices=["ACTIVE", "DISABLED"], help="default: ACTIVE for a new app, else unchanged")
 
@@ -561,7 +563,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                                           required=True)
     p = _command(queues, "list", help="list queues with their capacity and tasks (admin)", func=cmd_list)
     p = _command(queues, "create", help="create a queue or change its capacity (admin)", func=cmd_queues_create)
-    p.add_argument("name", help="queue name (1-64 of A-Z a-z 0-9 _ . : -)")
+    p.add_argument("name", help=f"queue name ({NAME_RULE})")
     p.add_argument("--capacity", type=int, required=True, help="most QUEUED+RUNNING tasks at once")
 
     defs = sub.add_parser("definitions", help="publish, list and show definitions").add_subparsers(
@@ -584,7 +586,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", help="instance input as JSON text (default {})")
     p.add_argument("--deadline-ms", type=int, required=True, help="instance deadline, milliseconds from now")
     p.add_argument("--business-key", help="your own key for the instance, to find it by (1-256 chars)")
-    p.add_argument("--idempotency-key", help="default: a new random key (pass one to make retries safe)")
+    p.add_argument("--idempotency-key", help=IDEMPOTENCY_KEY)
     p = _command(wf, "list", help="list instances, newest first (workflows:read)", func=cmd_workflows_list)
     p.add_argument("--status", choices=["RUNNING", "SUCCEEDED", "NEEDS_REVIEW", "CANCELLING", "CANCELLED"],
                    help="only instances in this status")
@@ -656,7 +658,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--payload", required=True, help="payload as JSON text, e.g. '{\"approved\": true}' or null")
     p.add_argument("--reason", required=True, help="why the signal is sent (1-1024 chars)")
     p.add_argument("--evidence-ref", help="optional reference to evidence (no whitespace)")
-    p.add_argument("--idempotency-key", help="default: a new random key (pass one to make retries safe)")
+    p.add_argument("--idempotency-key", help=IDEMPOTENCY_KEY)
     p = _command(sg, "get", help="show a signal's current state (workflows:read)", func=cmd_signals_get)
     p.add_argument("workflow_id", help=WORKFLOW_ID)
     p.add_argument("signal_id", help="sig_...")
