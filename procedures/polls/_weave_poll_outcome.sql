@@ -73,7 +73,8 @@ BEGIN
 
     -- One locking read: the task, its instance, step and activation (the caller holds them locked already) with the
     -- poll state and the task's round record, which this read locks. The queue's name is a subquery, a plain read:
-    -- a queue row is shared by every task of the queue and is never locked here.
+    -- a queue row is shared by every task of the queue and is never locked here. The activation is read by its key,
+    -- not through the instance's index, which on small tables looks as cheap and would lock every activation of it.
     SELECT t.step_key, t.activation_id, t.round_no, t.handler, t.handler_version,
            (SELECT q.name FROM weave_queues q WHERE q.id = t.queue_id), t.attempts_used, t.max_attempts, t.error,
            t.created_at, t.deadline_at, i.status, s.id, s.status, s.activation_seq, a.frozen,
@@ -85,7 +86,7 @@ BEGIN
            v_round_outcome
       FROM pulse_tasks t
       JOIN weave_instances i ON i.id = t.instance_id
-      LEFT JOIN (weave_steps s JOIN weave_activations a ON a.instance_id = s.instance_id)
+      LEFT JOIN (weave_steps s JOIN weave_activations a FORCE INDEX (PRIMARY) ON a.instance_id = s.instance_id)
              ON s.instance_id = in_instance_id AND s.step_key = t.step_key AND a.id = t.activation_id
       LEFT JOIN weave_poll_states p ON p.activation_id = t.activation_id AND p.instance_id = in_instance_id
       LEFT JOIN weave_poll_rounds r ON r.activation_id = p.activation_id AND r.round_no = t.round_no
