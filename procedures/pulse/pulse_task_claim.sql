@@ -30,7 +30,6 @@ BEGIN
     DECLARE v_queue_ids LONGTEXT DEFAULT NULL;
     DECLARE v_picked LONGTEXT DEFAULT '[]';
     DECLARE v_claimed LONGTEXT DEFAULT '[]';
-    DECLARE v_queued BOOLEAN;  -- any task of these queues QUEUED at all
     DECLARE v_joined BOOLEAN;  -- TRUE inside a caller's transaction: refused (R-1)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
@@ -52,123 +51,127 @@ BEGIN
     SET v_limit = in_limit;
 
     -- An idle worker asks often: when no task of these queues is QUEUED at all, the answer is no rows after
-    -- one read of the claim index, without a transaction or a clock (a task that is QUEUED but not yet
-    -- available takes the full path, which looks at available_at). A plain SELECT ... INTO, not a condition:
-    -- the read is a statement of its own, and is counted as one.
-    SELECT EXISTS (SELECT 1 FROM weave_queues q
-                     JOIN weave_namespaces n ON n.id = q.namespace_id
-                     JOIN pulse_tasks t FORCE INDEX (ix_task_claim) ON t.queue_id = q.id AND t.status = 'QUEUED'
-                    WHERE FIND_IN_SET(q.name, v_queues) > 0
-                      AND (in_namespace IS NULL OR in_namespace = '' OR n.name = in_namespace)) INTO v_queued;
-    IF v_queued THEN
+    -- one read of the claim index, without a transaction (a task that is QUEUED but not yet available takes the
+    -- full path, which looks at available_at). The same read names the queues worth looking at, and brings the
+    -- clock: a claim takes no lock before it picks (its tasks are skipped, never waited for), so nothing orders
+    -- it but the pick itself. A plain read: queue rows are locked by task creation (capacity), and a worker
+    -- must not wait on it. The queue test is a scalar subquery, one look at the claim index per queue, for the
+    -- reason the mutex test below is one.
+    SELECT JSON_ARRAYAGG(q.id),
+           UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND
+      INTO v_queue_ids, v_now
+      FROM weave_queues q STRAIGHT_JOIN weave_namespaces n ON n.id = q.namespace_id
+     WHERE FIND_IN_SET(q.name, v_queues) > 0
+       AND (in_namespace IS NULL OR in_namespace = '' OR n.name = in_namespace)
+       AND (SELECT t.id FROM pulse_tasks t FORCE INDEX (ix_task_claim) WHERE t.queue_id = q.id AND t.status = 'QUEUED'
+             LIMIT 1) IS NOT NULL;
+    IF v_queue_ids IS NOT NULL THEN
         SET v_tx = TRUE;
         SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
         START TRANSACTION;
-        -- A plain read: queue rows are locked by task creation (capacity), and a worker must not wait on it. The
-        -- clock comes with it (a claim takes no lock before it picks; its tasks are skipped, never waited for).
-        SELECT JSON_ARRAYAGG(q.id),
-               UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND
-          INTO v_queue_ids, v_now
-          FROM weave_queues q JOIN weave_namespaces n ON n.id = q.namespace_id
-         WHERE FIND_IN_SET(q.name, v_queues) > 0
-           AND (in_namespace IS NULL OR in_namespace = '' OR n.name = in_namespace);
         SET v_lease = v_now + INTERVAL in_lease_ms * 1000 MICROSECOND;
 
-        IF v_queue_ids IS NOT NULL THEN
-            -- Per queue, the claim index (queue, status, priority DESC, available_at, id) gives the order, so each
-            -- scan stops after in_limit rows it could lock, whatever the backlog. Rows are skipped, not waited for.
-            -- The mutex test is a scalar subquery on purpose: an EXISTS may be planned as a materialisation that
-            -- reads every permit ever taken; this one is one unique-index lookup per candidate.
-            pick: BEGIN
-                DECLARE v_qid BIGINT UNSIGNED;
-                DECLARE v_done TINYINT DEFAULT 0;
-                DECLARE v_id BIGINT UNSIGNED;
-                DECLARE c_queue CURSOR FOR
-                    SELECT t.id FROM pulse_tasks t FORCE INDEX (ix_task_claim)
-                     WHERE t.queue_id = v_qid AND t.status = 'QUEUED' AND t.available_at <= v_now AND t.deadline_at > v_now
-                       AND (t.mutex_key IS NULL OR (
-                            SELECT COUNT(*) FROM pulse_permits p
-                             WHERE p.namespace_id = t.namespace_id AND p.mutex_held = t.mutex_key) = 0)
-                     ORDER BY t.priority DESC, t.available_at, t.id
-                     LIMIT v_limit
-                       FOR UPDATE SKIP LOCKED;
-                DECLARE c_queues CURSOR FOR
-                    SELECT qid FROM JSON_TABLE(v_queue_ids, '$[*]' COLUMNS (qid BIGINT UNSIGNED PATH '$')) q;
-                DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
-                OPEN c_queues;
-                queues: LOOP
-                    SET v_done = 0;
-                    FETCH c_queues INTO v_qid;
+        -- Per queue, the claim index (queue, status, priority DESC, available_at, id) gives the order, so each
+        -- scan stops after in_limit rows it could lock, whatever the backlog. Rows are skipped, not waited for.
+        -- The mutex test is a scalar subquery on purpose: an EXISTS may be planned as a materialisation that
+        -- reads every permit ever taken; this one is one unique-index lookup per candidate. What a claim needs of
+        -- each task is kept with it, so the queues are walked and the picked tasks claimed without reading them
+        -- again: one queue's pick is already in claim order; several queues' picks are merged into that order
+        -- by one sort of the list.
+        pick: BEGIN
+            DECLARE v_n INT UNSIGNED DEFAULT JSON_LENGTH(v_queue_ids);
+            DECLARE v_i INT UNSIGNED DEFAULT 0;
+            DECLARE v_qid BIGINT UNSIGNED;
+            DECLARE v_done TINYINT DEFAULT 0;
+            DECLARE v_id BIGINT UNSIGNED;
+            DECLARE v_task_ns BIGINT UNSIGNED;
+            DECLARE v_task_queue BIGINT UNSIGNED;
+            DECLARE v_task_mutex VARCHAR(256);
+            DECLARE v_task_no INT UNSIGNED;
+            DECLARE v_task_max INT UNSIGNED;
+            DECLARE v_priority INT;
+            DECLARE v_available DATETIME(6);
+            DECLARE c_queue CURSOR FOR
+                SELECT t.id, t.namespace_id, t.queue_id, t.mutex_key, t.attempts_used + 1, t.max_attempts, t.priority,
+                       t.available_at
+                  FROM pulse_tasks t FORCE INDEX (ix_task_claim)
+                 WHERE t.queue_id = v_qid AND t.status = 'QUEUED' AND t.available_at <= v_now AND t.deadline_at > v_now
+                   AND (t.mutex_key IS NULL OR (
+                        SELECT COUNT(*) FROM pulse_permits p
+                         WHERE p.namespace_id = t.namespace_id AND p.mutex_held = t.mutex_key) = 0)
+                 ORDER BY t.priority DESC, t.available_at, t.id
+                 LIMIT v_limit
+                   FOR UPDATE SKIP LOCKED;
+            DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+            WHILE v_i < v_n DO
+                SET v_qid = JSON_VALUE(v_queue_ids, CONCAT('$[', v_i, ']')), v_i = v_i + 1, v_done = 0;
+                OPEN c_queue;
+                rows_of_queue: LOOP
+                    FETCH c_queue INTO v_id, v_task_ns, v_task_queue, v_task_mutex, v_task_no, v_task_max, v_priority,
+                                       v_available;
                     IF v_done = 1 THEN
-                        LEAVE queues;
+                        LEAVE rows_of_queue;
                     END IF;
-                    OPEN c_queue;
-                    rows_of_queue: LOOP
-                        FETCH c_queue INTO v_id;
-                        IF v_done = 1 THEN
-                            LEAVE rows_of_queue;
-                        END IF;
-                        SET v_picked = JSON_ARRAY_APPEND(v_picked, '$', v_id + 0);
-                    END LOOP;
-                    CLOSE c_queue;
+                    SET v_picked = JSON_ARRAY_APPEND(v_picked, '$', JSON_OBJECT(
+                        'id', v_id + 0, 'ns', v_task_ns + 0, 'queue', v_task_queue + 0, 'mutex', v_task_mutex,
+                        'no', v_task_no + 0, 'max', v_task_max + 0, 'priority', v_priority,
+                        'available', DATE_FORMAT(v_available, '%Y-%m-%d %H:%i:%s.%f')));
                 END LOOP;
-                CLOSE c_queues;
-            END pick;
+                CLOSE c_queue;
+            END WHILE;
+            IF v_n > 1 AND JSON_LENGTH(v_picked) > 1 THEN
+                -- Across queues, the same order again over what was locked; what is not claimed is let go at commit.
+                SELECT JSON_ARRAYAGG(JSON_EXTRACT(v_picked, CONCAT('$[', j.ord - 1, ']'))
+                                     ORDER BY j.priority DESC, j.available, j.id)
+                  INTO v_picked
+                  FROM JSON_TABLE(v_picked, '$[*]' COLUMNS (ord FOR ORDINALITY, id BIGINT UNSIGNED PATH '$.id',
+                                                             priority INT PATH '$.priority',
+                                                             available VARCHAR(26) PATH '$.available')) j;
+            END IF;
+        END pick;
 
-            -- Across queues, the same order again over what was locked; the rest is let go at commit. The list of
-            -- what was picked drives both joins here (STRAIGHT_JOIN): left to itself the optimizer may read every
-            -- task, or every namespace, and join the list against them.
-            claim: BEGIN
-                DECLARE v_done TINYINT DEFAULT 0;
-                DECLARE v_task BIGINT UNSIGNED;
-                DECLARE v_ns BIGINT UNSIGNED;
-                DECLARE v_queue BIGINT UNSIGNED;
-                DECLARE v_mutex VARCHAR(256);
-                DECLARE v_no INT UNSIGNED;
-                DECLARE v_max INT UNSIGNED;
-                DECLARE v_attempt BIGINT UNSIGNED;
-                DECLARE v_dup TINYINT;
-                DECLARE c_due CURSOR FOR
-                    SELECT t.id, t.namespace_id, t.queue_id, t.mutex_key, t.attempts_used + 1, t.max_attempts
-                      FROM JSON_TABLE(v_picked, '$[*]' COLUMNS (tid BIGINT UNSIGNED PATH '$')) j
-                      STRAIGHT_JOIN pulse_tasks t ON t.id = j.tid
-                     ORDER BY t.priority DESC, t.available_at, t.id
-                     LIMIT v_limit;
-                DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
-
-                OPEN c_due;
-                next_task: LOOP
-                    FETCH c_due INTO v_task, v_ns, v_queue, v_mutex, v_no, v_max;
-                    IF v_done = 1 THEN
-                        LEAVE next_task;
-                    END IF;
-                    IF v_no > v_max THEN
-                        -- A QUEUED task with no attempt left cannot exist (M-4.5); never start one past the budget.
-                        ITERATE next_task;
-                    END IF;
-                    INSERT INTO pulse_attempts (namespace_id, task_id, attempt_no, worker_id, status, lease_expires_at,
-                                                started_at)
-                    VALUES (v_ns, v_task, v_no, in_worker_id, 'RUNNING', v_lease, v_now);
-                    SET v_attempt = LAST_INSERT_ID();
-                    SET v_dup = 0;
-                    BEGIN
-                        DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 1;
-                        INSERT INTO pulse_permits (attempt_id, namespace_id, queue_id, task_id, mutex_key, mutex_held,
-                                                   taken_at)
-                        VALUES (v_attempt, v_ns, v_queue, v_task, v_mutex, v_mutex, v_now);
-                    END;
-                    IF v_dup = 1 THEN
-                        -- Another attempt took this mutex key first (in this claim or a concurrent one): skip.
-                        DELETE FROM pulse_attempts WHERE id = v_attempt;
-                    ELSE
-                        UPDATE pulse_tasks SET status = 'RUNNING', attempts_used = v_no, updated_at = v_now
-                         WHERE id = v_task;
-                        SET v_claimed = JSON_ARRAY_APPEND(v_claimed, '$', v_attempt + 0);
-                    END IF;
-                END LOOP;
-                CLOSE c_due;
-            END claim;
-        END IF;
+        claim: BEGIN
+            DECLARE v_n INT UNSIGNED DEFAULT LEAST(JSON_LENGTH(v_picked), v_limit);  -- the first in_limit of them
+            DECLARE v_i INT UNSIGNED DEFAULT 0;
+            DECLARE v_one LONGTEXT;
+            DECLARE v_task BIGINT UNSIGNED;
+            DECLARE v_ns BIGINT UNSIGNED;
+            DECLARE v_queue BIGINT UNSIGNED;
+            DECLARE v_mutex VARCHAR(256);
+            DECLARE v_no INT UNSIGNED;
+            DECLARE v_max INT UNSIGNED;
+            DECLARE v_attempt BIGINT UNSIGNED;
+            DECLARE v_dup TINYINT;
+            next_task: WHILE v_i < v_n DO
+                SET v_one = JSON_EXTRACT(v_picked, CONCAT('$[', v_i, ']')), v_i = v_i + 1;
+                SET v_task = JSON_VALUE(v_one, '$.id'), v_ns = JSON_VALUE(v_one, '$.ns'),
+                    v_queue = JSON_VALUE(v_one, '$.queue'), v_mutex = JSON_VALUE(v_one, '$.mutex'),
+                    v_no = JSON_VALUE(v_one, '$.no'), v_max = JSON_VALUE(v_one, '$.max');
+                IF v_no > v_max THEN
+                    -- A QUEUED task with no attempt left cannot exist (M-4.5); never start one past the budget.
+                    ITERATE next_task;
+                END IF;
+                INSERT INTO pulse_attempts (namespace_id, task_id, attempt_no, worker_id, status, lease_expires_at,
+                                            started_at)
+                VALUES (v_ns, v_task, v_no, in_worker_id, 'RUNNING', v_lease, v_now);
+                SET v_attempt = LAST_INSERT_ID();
+                SET v_dup = 0;
+                BEGIN
+                    DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 1;
+                    INSERT INTO pulse_permits (attempt_id, namespace_id, queue_id, task_id, mutex_key, mutex_held,
+                                               taken_at)
+                    VALUES (v_attempt, v_ns, v_queue, v_task, v_mutex, v_mutex, v_now);
+                END;
+                IF v_dup = 1 THEN
+                    -- Another attempt took this mutex key first (in this claim or a concurrent one): skip.
+                    DELETE FROM pulse_attempts WHERE id = v_attempt;
+                ELSE
+                    UPDATE pulse_tasks SET status = 'RUNNING', attempts_used = v_no, updated_at = v_now
+                     WHERE id = v_task;
+                    SET v_claimed = JSON_ARRAY_APPEND(v_claimed, '$', v_attempt + 0);
+                END IF;
+            END WHILE;
+        END claim;
         COMMIT;
     END IF;
 

@@ -133,6 +133,31 @@ def test_K1_claim_orders_by_priority_then_available_time_then_id(world, orch):
     assert one_by_one + rest == expected
 
 
+def test_K1_a_claim_over_several_queues_keeps_one_order_and_its_limit(world, orch):
+    """Each queue's tasks are picked in claim order; the picks of several queues are merged into that one order,
+    and only the first ``limit`` of them start (the rest stay QUEUED for the next claim)."""
+    routines.queue_put(world.db.conn, world.admin, world.namespace, "refunds", 1000)
+    routines.queue_put(world.db.conn, world.admin, world.namespace, "idle", 1000)  # nothing QUEUED in it
+    world.publish(task_flow("pay-low", priority=0))
+    world.publish(task_flow("refund-low", priority=0, queue="refunds"))
+    world.publish(task_flow("refund-high", priority=5, queue="refunds"))
+    order = []
+    for definition in ("pay-low", "refund-low", "pay-low", "refund-high", "refund-low"):
+        wf, = started(world, orch, definition)
+        order.append((definition, task_of(world, wf)["id"]))
+        world.db.advance(1_000)
+    by_id = dict((task, name) for name, task in order)
+    high = [task for name, task in order if name == "refund-high"]
+    expected = high + [task for name, task in order if name != "refund-high"]
+    first = [tid(r["task_id"]) for r in claim(world, worker="w1", limit=3, queues="payments,idle,refunds")]
+    assert first == expected[:3], [by_id[t] for t in first]
+    assert {r["status"] for r in world.db.rows("SELECT status FROM pulse_tasks WHERE id IN %s", expected[3:])} \
+        == {"QUEUED"}
+    rest = [tid(r["task_id"]) for r in claim(world, worker="w2", limit=10, queues="refunds,payments")]
+    assert rest == expected[3:]
+    assert claim(world, worker="w3", limit=10, queues="refunds,payments,idle") == []
+
+
 def test_K1_a_claim_reads_as_much_beside_a_long_history_and_many_namespaces(world, orch):
     """The claim's list of picked tasks drives its joins, so a claim reads what it takes and never what has
     been: finished tasks and other namespaces stay unread (a plan that started from either read all of it)."""

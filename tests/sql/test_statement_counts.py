@@ -22,7 +22,7 @@ DECISIONS = {
     "signal settle (candidate path)": 33,
     "signal twin candidate": 9,
     "start (POLL, round 1 created by the start)": 41,
-    "task claim": 14,
+    "task claim": 11,
     "attempt complete (consumes the round's answer)": 36,
     "poll round start": 31,
     "instance get": 15,
@@ -35,7 +35,7 @@ DECISIONS = {
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 63, "signal": 75, "poll": 95.7}
+LIFECYCLES = {"timer": 63, "signal": 75, "poll": 92.7}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
