@@ -117,12 +117,14 @@ def test_R2_every_routine_reads_the_clock_once_and_one_way():
 
 # What orders a decision: the identity and app, read shared by the authorisation or the openers, and the
 # instance row; for Pulse's own decisions, the task and the attempt rows they lock (Pulse's order: task, then
-# attempt), directly or through _pulse_attempt_current. A claim locks nothing before it picks: its tasks are
-# skipped when locked, never waited for.
+# attempt, in two statements or in one join that reads the task first), directly or through
+# _pulse_attempt_current. A claim locks nothing before it picks: its tasks are skipped when locked, never waited for.
 ORDERING_LOCKS = re.compile(r"CALL _weave_(?:instance_)?authorize\(|CALL _weave_instance_lock\("
                             r"|CALL _weave_control_begin\(|CALL _weave_admin_begin\(|LOCK IN SHARE MODE"
                             r"|FROM weave_instances WHERE id = \w+ FOR UPDATE"
                             r"|FROM pulse_(?:tasks|attempts) WHERE id = \w+ FOR UPDATE(?! SKIP LOCKED)"
+                            r"|FROM pulse_tasks t STRAIGHT_JOIN pulse_attempts a ON a.id = \w+ "
+                            r"WHERE t.id = \w+ FOR UPDATE"
                             r"|CALL _pulse_attempt_current\(")
 
 

@@ -29,7 +29,7 @@ out_current = 1 when the attempt is the task''s RUNNING attempt, else 0 after st
 pulse_late_reports (in_kind SUCCEEDED or FAILED); out_task_status: the task''s status as locked here;
 out_namespace_id: the attempt''s namespace; out_inst_status: the locked instance''s; out_now: the engine clock,
 read after every lock.
-Errors: 50003 NOT_FOUND (no such attempt), 50012 ATTEMPT_NOT_CURRENT (the attempt is not this worker''s).
+Errors: 50003 NOT_FOUND (no such attempt), 50007 INVALID_STATE (the attempt''s task is missing), 50012 ATTEMPT_NOT_CURRENT (the attempt is not this worker''s).
 Rules: K-3, R-2, R-3, R-13.'
     MODIFIES SQL DATA
 BEGIN
@@ -62,15 +62,19 @@ BEGIN
         SELECT id, status INTO out_instance_id, out_inst_status FROM weave_instances WHERE id = v_inst
            FOR UPDATE SKIP LOCKED;
     END IF;
-    SELECT id, status, attempts_used INTO v_locked, v_task_status, v_used FROM pulse_tasks WHERE id = v_task FOR UPDATE;
-    SELECT namespace_id, status, attempt_no, worker_id INTO v_ns, v_status, v_no, v_worker
-      FROM pulse_attempts WHERE id = in_attempt_id FOR UPDATE;
+    -- Pulse's two locks in one statement, in its order: the join reads (and locks) the task first, then the attempt.
+    SELECT t.id, t.status, t.attempts_used, a.namespace_id, a.status, a.attempt_no, a.worker_id
+      INTO v_locked, v_task_status, v_used, v_ns, v_status, v_no, v_worker
+      FROM pulse_tasks t STRAIGHT_JOIN pulse_attempts a ON a.id = in_attempt_id WHERE t.id = v_task FOR UPDATE;
+    IF v_locked IS NULL THEN
+        CALL _weave_raise(50007, 'INVALID_STATE: the attempt''s task does not exist');
+    END IF;
     SELECT UTC_TIMESTAMP(6) + INTERVAL clock_offset_us MICROSECOND INTO out_now FROM weave_install WHERE id = 1;
     IF v_worker <> in_worker_id THEN
         CALL _weave_raise(50012, 'ATTEMPT_NOT_CURRENT: the attempt was claimed by another worker');
     END IF;
     SET out_task_id = v_task, out_task_status = v_task_status, out_namespace_id = v_ns;
-    IF v_locked IS NOT NULL AND v_status = 'RUNNING' AND v_task_status = 'RUNNING' AND v_used = v_no THEN
+    IF v_status = 'RUNNING' AND v_task_status = 'RUNNING' AND v_used = v_no THEN
         SET out_current = 1;
     ELSE
         INSERT INTO pulse_late_reports (namespace_id, task_id, attempt_id, worker_id, kind, body, reported_at)

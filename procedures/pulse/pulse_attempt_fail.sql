@@ -64,8 +64,7 @@ BEGIN
                             WHEN v_cancel = 1 THEN 'CANCEL_REQUESTED'
                             WHEN v_next >= v_deadline THEN 'DEADLINE'
                             ELSE NULL END;
-        UPDATE pulse_attempts SET status = 'FAILED', ended_at = v_now, error = v_error WHERE id = in_attempt_id;
-        CALL _pulse_permit_release(in_attempt_id, v_now);
+        CALL _pulse_attempt_end(in_attempt_id, 'FAILED', v_error, v_now);
         IF v_reason IS NULL THEN
             UPDATE pulse_tasks SET status = 'QUEUED', available_at = v_next, error = v_error, updated_at = v_now
              WHERE id = v_task;

@@ -65,8 +65,7 @@ BEGIN
                                   'lease_expired_at', DATE_FORMAT(v_lease, '%Y-%m-%dT%H:%i:%s.%fZ'),
                                   'recovered_at', DATE_FORMAT(v_now, '%Y-%m-%dT%H:%i:%s.%fZ'),
                                   'error', 'LEASE_LOST');
-        UPDATE pulse_attempts SET status = 'UNKNOWN', ended_at = v_now, error = 'LEASE_LOST' WHERE id = in_attempt_id;
-        CALL _pulse_permit_release(in_attempt_id, v_now);
+        CALL _pulse_attempt_end(in_attempt_id, 'UNKNOWN', 'LEASE_LOST', v_now);
         UPDATE pulse_tasks SET status = 'UNKNOWN', error = 'LEASE_LOST: no report before the lease ran out',
                                finished_at = v_now, updated_at = v_now
          WHERE id = v_task;

@@ -239,6 +239,41 @@ def test_K1_claim_starts_attempt_with_lease_and_permit(world, orch):
     assert (task["status"], task["attempts_used"]) == ("RUNNING", 1)
 
 
+@pytest.mark.breaks_invariants("M-4.6")
+@pytest.mark.parametrize("report", ["complete", "fail", "lease"])
+def test_M4_6_an_attempt_without_its_permit_never_ends_and_changes_nothing(world, orch, report):
+    """The end of an attempt and the release of its permit are one statement: when the permit is gone (released
+    out of band), the report is refused as INVALID_STATE and neither the attempt nor the task moves."""
+    world.publish(task_flow())
+    wf, = started(world, orch)
+    got, = claim(world, lease_ms=1_000)
+    world.db.execute("UPDATE pulse_permits SET released_at = %s, mutex_held = NULL WHERE attempt_id = %s",
+                     world.db.now(), got["attempt_id"])
+    with pytest.raises(errors.InvalidState, match="holds no execution permit"):
+        if report == "complete":
+            pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"ok": True})
+        elif report == "fail":
+            pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "boom", retryable=True)
+        else:
+            world.db.advance(1_001)
+            pulse.lease_recover(world.db.conn, got["attempt_id"])
+    attempt = world.db.row("SELECT status, ended_at FROM pulse_attempts WHERE id = %s", got["attempt_id"])
+    assert (attempt["status"], attempt["ended_at"]) == ("RUNNING", None)
+    assert task_of(world, wf)["status"] == "RUNNING"
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_inbox") == 0
+
+
+@pytest.mark.breaks_invariants("M-4.5", "M-4.6")
+def test_K3_a_report_of_an_attempt_whose_task_is_missing_is_refused(world, orch):
+    world.publish(task_flow())
+    started(world, orch)
+    got, = claim(world)
+    world.db.execute("UPDATE pulse_attempts SET task_id = task_id + 1000 WHERE id = %s", got["attempt_id"])
+    with pytest.raises(errors.InvalidState, match="task does not exist"):
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"ok": True})
+    assert world.db.scalar("SELECT status FROM pulse_attempts WHERE id = %s", got["attempt_id"]) == "RUNNING"
+
+
 def test_K1_two_workers_never_claim_the_same_task(world, orch, database):
     world.publish(task_flow())
     for i in range(60):

@@ -23,19 +23,19 @@ DECISIONS = {
     "signal twin candidate": 9,
     "start (POLL, round 1 created by the start)": 41,
     "task claim": 11,
-    "attempt complete (consumes the round's answer)": 36,
+    "attempt complete (consumes the round's answer)": 34,
     "poll round start": 31,
     "instance get": 15,
-    "attempt complete (instance held: answer left in the inbox)": 20,
+    "attempt complete (instance held: answer left in the inbox)": 18,
     "inbox consume (round pending)": 27,
     "inbox consume, 3 in one call (each)": 25.0,
-    "attempt fail (retry scheduled)": 16,
+    "attempt fail (retry scheduled)": 14,
     "scan (nothing due)": 4,
     "idle probe": 2,
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 63, "signal": 75, "poll": 92.7}
+LIFECYCLES = {"timer": 63, "signal": 75, "poll": 90.7}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
