@@ -21,9 +21,10 @@ out_successors: the ROOT walk''s outcome (IDLE, ACTIVATED, MORE, DEFERRED, REVIE
 Rules: R-4, R-7, R-9.'
     MODIFIES SQL DATA
 BEGIN
-    UPDATE weave_steps SET status = 'SUCCEEDED', output = in_output, updated_at = in_now
-     WHERE instance_id = in_instance_id AND step_key = in_step_key;
-    UPDATE weave_activations SET ended_at = in_now WHERE id = in_activation_id;
+    -- The step and its activation in one statement, in R-3 order (the join reads the step first).
+    UPDATE weave_steps s STRAIGHT_JOIN weave_activations a ON a.id = in_activation_id
+       SET s.status = 'SUCCEEDED', s.output = in_output, s.updated_at = in_now, a.ended_at = in_now
+     WHERE s.instance_id = in_instance_id AND s.step_key = in_step_key;
     -- The step's event is the walk's first (with the instance's own when this step was the last, R-9).
     CALL _weave_root_advance(in_namespace_id, in_instance_id, in_now, 31, TRUE, in_event, in_step_key, in_seq, in_facts,
                              out_successors);

@@ -14,12 +14,12 @@ from tests.benchmarks.statements import POLL_ROUNDS, Census, Stage, decisions
 # Per decision: the ceiling on its statements.
 DECISIONS = {
     "start (TIMER, activated by the start)": 33,
-    "timer settle": 26,
-    "timer settle, 10 in one call (each)": 24.3,
+    "timer settle": 25,
+    "timer settle, 10 in one call (each)": 23.3,
     "start (SIGNAL, activated by the start)": 35,
     "signal checkpoint before its deadline": 12,
-    "signal send (settles the open wait)": 36,
-    "signal settle (candidate path)": 33,
+    "signal send (settles the open wait)": 35,
+    "signal settle (candidate path)": 32,
     "signal twin candidate": 9,
     "start (POLL, round 1 created by the start)": 41,
     "task claim": 11,
@@ -35,7 +35,7 @@ DECISIONS = {
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 63, "signal": 75, "poll": 90.7}
+LIFECYCLES = {"timer": 62, "signal": 74, "poll": 90.4}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
