@@ -185,8 +185,9 @@ BEGIN
                 CALL _weave_raise(50007, 'INVALID_STATE: unknown task outcome kind');
             END IF;
             SET v_facts = JSON_SET(v_facts, '$.outcome', JSON_EXTRACT(COALESCE(v_result, 'null'), '$'));
-            UPDATE weave_steps SET status = 'NEEDS_REVIEW', updated_at = in_now WHERE id = v_s_id;
-            UPDATE weave_activations SET ended_at = in_now WHERE id = v_a_id;
+            UPDATE weave_steps s STRAIGHT_JOIN weave_activations a ON a.id = v_a_id
+               SET s.status = 'NEEDS_REVIEW', s.updated_at = in_now, a.ended_at = in_now
+             WHERE s.id = v_s_id;
             CALL _weave_event(in_namespace_id, in_instance_id, v_code, v_t_step, v_s_seq, in_now, v_facts,
                               'task.review', NULL);
             CALL _weave_review_open(in_namespace_id, in_instance_id, v_code, v_t_step, v_s_seq, v_facts, in_now);

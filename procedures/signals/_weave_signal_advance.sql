@@ -77,10 +77,11 @@ BEGIN
         IF v_winner IS NOT NULL THEN
             -- S-11 (and S-13: an on-time signal found after the deadline still wins; S-15: a paused
             -- instance or a disabled app still consumes, only the successors wait).
-            UPDATE weave_signals SET status = 'CONSUMED', disposition = NULL, consumed_at = in_now, version = version + 1
-             WHERE id = v_winner;
-            UPDATE weave_waits SET status = 'SATISFIED', winner_signal_id = v_winner, settled_at = in_now
-             WHERE id = v_wait;
+            -- The wait and its winner in one statement, in R-3 order (the join reads the wait first).
+            UPDATE weave_waits w STRAIGHT_JOIN weave_signals g ON g.id = v_winner
+               SET w.status = 'SATISFIED', w.winner_signal_id = v_winner, w.settled_at = in_now,
+                   g.status = 'CONSUMED', g.disposition = NULL, g.consumed_at = in_now, g.version = g.version + 1
+             WHERE w.id = v_wait;
             IF NOT in_fresh_only THEN  -- the instance's only signal has won: no other is left to settle
                 CALL _weave_wait_signals_settle(in_namespace_id, in_instance_id, v_wait, 'WAIT_SETTLED', in_now);
             END IF;
@@ -98,9 +99,12 @@ BEGIN
 
         IF in_now >= v_deadline THEN
             -- S-13: no on-time match; a timed-out wait is never reported as success.
-            UPDATE weave_waits SET status = 'EXPIRED', settled_at = in_now WHERE id = v_wait;
-            UPDATE weave_steps SET status = 'NEEDS_REVIEW', updated_at = in_now WHERE id = v_step;
-            UPDATE weave_activations SET ended_at = in_now WHERE id = in_activation_id;
+            -- The step, its activation and its wait in one statement, in R-3 order.
+            UPDATE weave_steps s STRAIGHT_JOIN weave_activations a ON a.id = in_activation_id
+                   STRAIGHT_JOIN weave_waits w ON w.id = v_wait
+               SET s.status = 'NEEDS_REVIEW', s.updated_at = in_now, a.ended_at = in_now, w.status = 'EXPIRED',
+                   w.settled_at = in_now
+             WHERE s.id = v_step;
             CALL _weave_wait_signals_settle(in_namespace_id, in_instance_id, v_wait, 'WAIT_SETTLED', in_now);
             SET v_facts = JSON_OBJECT(
                 'started_at', DATE_FORMAT(v_started, '%Y-%m-%dT%H:%i:%s.%fZ'),

@@ -423,6 +423,8 @@ def test_K3_retries_follow_the_frozen_backoff_exactly(world, orch):
     inst = world.instance(wf)
     assert inst["status"] == "NEEDS_REVIEW" and inst["gate"] == "CLOSED"
     assert inst["steps"][0]["status"] == "NEEDS_REVIEW"
+    assert world.db.scalar("SELECT ended_at FROM weave_activations WHERE instance_id = %s",
+                           world.internal_id(wf)) is not None  # the activation ends with the step's review
     reason, = inst["review_reasons"]
     assert reason["code"] == "TASK_FAILED" and reason["step_key"] == "work"
     assert reason["detail"]["attempts_used"] == 4 and reason["detail"]["last_error"] == "timeout 4"

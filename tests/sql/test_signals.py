@@ -773,6 +773,8 @@ def test_S13_deadline_without_a_match_expires_into_review(world, orch):
     inst = world.past_due(orch, wf, "approval", 60_000)
     step = inst["steps"][0]
     assert step["wait"]["status"] == "EXPIRED" and step["status"] == "NEEDS_REVIEW"
+    assert world.db.scalar("SELECT ended_at FROM weave_activations WHERE instance_id = %s AND step_key = 'approval'",
+                           world.internal_id(wf)) is not None  # the activation ends with the wait
     assert inst["status"] == "NEEDS_REVIEW" and inst["gate"] == "CLOSED"
     assert [r["code"] for r in inst["review_reasons"]] == ["SIGNAL_TIMEOUT"]
     assert inst["steps"][1]["status"] == "PENDING"

@@ -18,8 +18,8 @@ DECISIONS = {
     "timer settle, 10 in one call (each)": 23.3,
     "start (SIGNAL, activated by the start)": 35,
     "signal checkpoint before its deadline": 12,
-    "signal send (settles the open wait)": 35,
-    "signal settle (candidate path)": 32,
+    "signal send (settles the open wait)": 34,
+    "signal settle (candidate path)": 31,
     "signal twin candidate": 9,
     "start (POLL, round 1 created by the start)": 41,
     "task claim": 11,
@@ -35,7 +35,7 @@ DECISIONS = {
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 62, "signal": 74, "poll": 90.4}
+LIFECYCLES = {"timer": 62, "signal": 73, "poll": 90.4}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 

@@ -103,6 +103,8 @@ def test_T4_truncated_timer_goes_to_review_never_success(world, orch):
     assert inst["status"] == "NEEDS_REVIEW" and inst["gate"] == "CLOSED"
     assert inst["steps"][0]["status"] == "NEEDS_REVIEW"
     assert inst["steps"][0]["wait"]["status"] == "EXPIRED"
+    assert world.db.scalar("SELECT ended_at FROM weave_activations WHERE instance_id = %s",
+                           world.internal_id(wf)) is not None  # the activation ends with the wait
     assert [r["code"] for r in inst["review_reasons"]] == ["TIMER_TRUNCATED"]
     assert "TIMER_SETTLED" not in [e["type"] for e in world.events(wf)]
 
