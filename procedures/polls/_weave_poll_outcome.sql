@@ -171,20 +171,21 @@ BEGIN
         SET v_facts = JSON_SET(v_facts, '$.outcome', v_outcome, '$.status', v_status,
                                '$.next_poll_at', DATE_FORMAT(v_next, '%Y-%m-%dT%H:%i:%s.%fZ'));
 
-        UPDATE weave_poll_rounds SET outcome = v_outcome, result = in_result, result_at = in_occurred_at
-         WHERE id = v_round AND outcome = 'IN_FLIGHT';
-        IF ROW_COUNT() <> 1 THEN
+        -- The round's outcome and the poll's state in one statement (both rows are locked already). A PENDING
+        -- answer leaves the poll WAITING (P-2) in this same update, unless the step declares a final signal: its
+        -- hook tells a stored-just-now outcome from a look between rounds by the state still IN_FLIGHT, so there
+        -- the state moves only after the hook (below). Every other end sets its own state. The round always
+        -- changes (from IN_FLIGHT), so no changed row means it was no longer in flight.
+        SET v_final = COALESCE(JSON_TYPE(JSON_EXTRACT(v_frozen, '$.final_signal')) = 'OBJECT', FALSE);
+        UPDATE weave_poll_rounds r STRAIGHT_JOIN weave_poll_states p ON p.activation_id = v_activation
+           SET r.outcome = v_outcome, r.result = in_result, r.result_at = in_occurred_at,
+               p.current_task_id = NULL, p.last_outcome = v_outcome, p.next_poll_at = COALESCE(v_next, p.next_poll_at),
+               p.state = IF(v_outcome = 'POLL_PENDING' AND p.state = 'IN_FLIGHT' AND NOT v_final, 'WAITING', p.state),
+               p.updated_at = in_now
+         WHERE r.id = v_round AND r.outcome = 'IN_FLIGHT';
+        IF ROW_COUNT() = 0 THEN
             CALL _weave_raise(50007, 'INVALID_STATE: the round changed under its lock');
         END IF;
-        -- A PENDING answer leaves the poll WAITING (P-2) in this same update, unless the step declares a final
-        -- signal: its hook tells a stored-just-now outcome from a look between rounds by the state still
-        -- IN_FLIGHT, so there the state moves only after the hook (below). Every other end sets its own state.
-        SET v_final = COALESCE(JSON_TYPE(JSON_EXTRACT(v_frozen, '$.final_signal')) = 'OBJECT', FALSE);
-        UPDATE weave_poll_states
-           SET current_task_id = NULL, last_outcome = v_outcome, next_poll_at = COALESCE(v_next, next_poll_at),
-               state = IF(v_outcome = 'POLL_PENDING' AND state = 'IN_FLIGHT' AND NOT v_final, 'WAITING', state),
-               updated_at = in_now
-         WHERE activation_id = v_activation;
 
         IF v_inst_status IN ('CANCELLING', 'CANCELLED') OR v_step_status <> 'ACTIVE' THEN
             -- The step no longer waits for this round (cancelled, or settled by an operator): keep the fact.
