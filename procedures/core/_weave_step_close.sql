@@ -1,13 +1,15 @@
 -- The closing every successful step shares (TIMER, SIGNAL, POLL, TASK): the step SUCCEEDED with its
--- output, its activation ended, its event, the successors (bounded by R-7, R-9 when it was the last
--- step) and the audit row that lists them, all in the caller's transaction (R-4). The caller holds
--- the instance lock and has settled its own wait or round rows.
+-- output, its activation ended, the wait the handler names SATISFIED (a TIMER's), its event, the successors
+-- (bounded by R-7, R-9 when it was the last step) and the audit row that lists them, all in the caller's
+-- transaction (R-4). The caller holds the instance lock and has settled its other rows (a SIGNAL wait with its
+-- winner, a POLL's round and state).
 CREATE PROCEDURE _weave_step_close(
         IN  in_namespace_id  BIGINT UNSIGNED,
         IN  in_instance_id   BIGINT UNSIGNED,
         IN  in_step_key      VARCHAR(64),
         IN  in_seq           INT UNSIGNED,
         IN  in_activation_id BIGINT UNSIGNED,
+        IN  in_wait_id       BIGINT UNSIGNED,
         IN  in_output        LONGTEXT,
         IN  in_event         VARCHAR(48),
         IN  in_action        VARCHAR(48),
@@ -15,15 +17,19 @@ CREATE PROCEDURE _weave_step_close(
         IN  in_facts         LONGTEXT,
         IN  in_now           DATETIME(6),
         OUT out_successors   VARCHAR(16))
-    COMMENT 'Internal. Description: settles a step SUCCEEDED with in_output, writes its in_event event, follows its
-successors (R-7..R-9) and writes the in_action audit row with the successors'' outcome.
+    COMMENT 'Internal. Description: settles a step SUCCEEDED with in_output, its activation ended and its wait
+in_wait_id SATISFIED (NULL: none, or settled by the handler itself, as a SIGNAL wait with its winner), writes its
+in_event event, follows its successors (R-7..R-9) and writes the in_action audit row with the successors'' outcome.
 out_successors: the ROOT walk''s outcome (IDLE, ACTIVATED, MORE, DEFERRED, REVIEW or SUCCEEDED).
 Rules: R-4, R-7, R-9.'
     MODIFIES SQL DATA
 BEGIN
-    -- The step and its activation in one statement, in R-3 order (the join reads the step first).
+    -- The step, its activation and the wait it names in one statement, in R-3 order (the join reads the step
+    -- first); a NULL in_wait_id joins no wait row, and none is written.
     UPDATE weave_steps s STRAIGHT_JOIN weave_activations a ON a.id = in_activation_id
-       SET s.status = 'SUCCEEDED', s.output = in_output, s.updated_at = in_now, a.ended_at = in_now
+      LEFT JOIN weave_waits w ON w.id = in_wait_id
+       SET s.status = 'SUCCEEDED', s.output = in_output, s.updated_at = in_now, a.ended_at = in_now,
+           w.status = 'SATISFIED', w.settled_at = in_now
      WHERE s.instance_id = in_instance_id AND s.step_key = in_step_key;
     -- The step's event is the walk's first (with the instance's own when this step was the last, R-9).
     CALL _weave_root_advance(in_namespace_id, in_instance_id, in_now, 31, TRUE, in_event, in_step_key, in_seq, in_facts,

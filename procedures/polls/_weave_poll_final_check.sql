@@ -260,7 +260,7 @@ BEGIN
         UPDATE weave_poll_states SET state = 'SETTLED', current_task_id = NULL, updated_at = in_now
          WHERE activation_id = in_activation_id;
         SET v_facts = JSON_SET(v_facts, '$.settled_by', 'FINAL_SIGNAL');
-        CALL _weave_step_close(in_namespace_id, in_instance_id, in_step_key, v_seq, in_activation_id, v_payload,
+        CALL _weave_step_close(in_namespace_id, in_instance_id, in_step_key, v_seq, in_activation_id, NULL, v_payload,
                                'POLL_SUCCEEDED', 'poll.settle', v_deadline, v_facts, in_now, v_root);
         SET out_outcome = 'ADOPTED';
     END hook;

@@ -222,7 +222,7 @@ BEGIN
         ELSEIF v_outcome = 'DONE' THEN
             -- P-7: the result object is the step output; successors follow in this transaction (R-7).
             UPDATE weave_poll_states SET state = 'SETTLED', updated_at = in_now WHERE activation_id = v_activation;
-            CALL _weave_step_close(in_namespace_id, in_instance_id, v_step_key, v_seq, v_activation, in_result,
+            CALL _weave_step_close(in_namespace_id, in_instance_id, v_step_key, v_seq, v_activation, NULL, in_result,
                                    'POLL_SUCCEEDED', 'poll.settle', NULL, v_facts, in_now, v_root);
             SET out_outcome = 'SUCCEEDED';
             LEAVE settle;

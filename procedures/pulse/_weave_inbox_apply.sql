@@ -176,7 +176,7 @@ BEGIN
             SET out_outcome = 'RECORDED';
         ELSEIF v_kind = 'SUCCEEDED' THEN
             -- The handler's return value, verbatim, is the step output (04-polls, TASK).
-            CALL _weave_step_close(in_namespace_id, in_instance_id, v_t_step, v_s_seq, v_a_id, v_result,
+            CALL _weave_step_close(in_namespace_id, in_instance_id, v_t_step, v_s_seq, v_a_id, NULL, v_result,
                                    'TASK_SUCCEEDED', 'task.settle', NULL, v_facts, in_now, v_root);
             SET out_outcome = 'SUCCEEDED';
         ELSE

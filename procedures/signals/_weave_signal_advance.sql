@@ -91,8 +91,8 @@ BEGIN
                 'deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
                 'settled_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'),
                 'latency_ms', TIMESTAMPDIFF(MICROSECOND, GREATEST(v_accepted, v_started), in_now) / 1000);
-            CALL _weave_step_close(in_namespace_id, in_instance_id, in_step_key, v_seq, in_activation_id, v_output,
-                                   'SIGNAL_CONSUMED', 'signal.consume', v_deadline, v_facts, in_now, v_root);
+            CALL _weave_step_close(in_namespace_id, in_instance_id, in_step_key, v_seq, in_activation_id, NULL,
+                                   v_output, 'SIGNAL_CONSUMED', 'signal.consume', v_deadline, v_facts, in_now, v_root);
             SET out_outcome = 'CONSUMED';
             LEAVE sig;
         END IF;

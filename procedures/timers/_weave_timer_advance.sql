@@ -74,10 +74,10 @@ BEGIN
                                     v_facts, in_now);
             SET out_outcome = 'TRUNCATED';
         ELSE
-            -- T-3 (and T-5, T-6: a paused or late-scanned timer settles all the same).
-            UPDATE weave_waits SET status = 'SATISFIED', settled_at = in_now WHERE id = v_wait;
-            CALL _weave_step_close(in_namespace_id, in_instance_id, in_step_key, v_seq, in_activation_id, 'null',
-                                   'TIMER_SETTLED', 'timer.settle', v_deadline, v_facts, in_now, v_root);
+            -- T-3 (and T-5, T-6: a paused or late-scanned timer settles all the same): the wait is satisfied with
+            -- the step's close.
+            CALL _weave_step_close(in_namespace_id, in_instance_id, in_step_key, v_seq, in_activation_id, v_wait,
+                                   'null', 'TIMER_SETTLED', 'timer.settle', v_deadline, v_facts, in_now, v_root);
             SET out_outcome = 'SETTLED';
         END IF;
     END timer;
