@@ -29,7 +29,8 @@ out_current = 1 when the attempt is the task''s RUNNING attempt, else 0 after st
 pulse_late_reports (in_kind SUCCEEDED or FAILED); out_task_status: the task''s status as locked here;
 out_namespace_id: the attempt''s namespace; out_inst_status: the locked instance''s; out_now: the engine clock,
 read after every lock.
-Errors: 50003 NOT_FOUND (no such attempt), 50007 INVALID_STATE (the attempt''s task is missing), 50012 ATTEMPT_NOT_CURRENT (the attempt is not this worker''s).
+Errors: 50003 NOT_FOUND (no such attempt), 50007 INVALID_STATE (the attempt''s task is missing), 50012
+ATTEMPT_NOT_CURRENT (the attempt is not this worker''s).
 Rules: K-3, R-2, R-3, R-13.'
     MODIFIES SQL DATA
 BEGIN
