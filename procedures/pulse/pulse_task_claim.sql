@@ -85,14 +85,13 @@ BEGIN
             DECLARE v_done TINYINT DEFAULT 0;
             DECLARE v_id BIGINT UNSIGNED;
             DECLARE v_task_ns BIGINT UNSIGNED;
-            DECLARE v_task_queue BIGINT UNSIGNED;
             DECLARE v_task_mutex VARCHAR(256);
             DECLARE v_task_no INT UNSIGNED;
             DECLARE v_task_max INT UNSIGNED;
             DECLARE v_priority INT;
             DECLARE v_available DATETIME(6);
             DECLARE c_queue CURSOR FOR
-                SELECT t.id, t.namespace_id, t.queue_id, t.mutex_key, t.attempts_used + 1, t.max_attempts, t.priority,
+                SELECT t.id, t.namespace_id, t.mutex_key, t.attempts_used + 1, t.max_attempts, t.priority,
                        t.available_at
                   FROM pulse_tasks t FORCE INDEX (ix_task_claim)
                  WHERE t.queue_id = v_qid AND t.status = 'QUEUED' AND t.available_at <= v_now AND t.deadline_at > v_now
@@ -107,13 +106,12 @@ BEGIN
                 SET v_qid = JSON_VALUE(v_queue_ids, CONCAT('$[', v_i, ']')), v_i = v_i + 1, v_done = 0;
                 OPEN c_queue;
                 rows_of_queue: LOOP
-                    FETCH c_queue INTO v_id, v_task_ns, v_task_queue, v_task_mutex, v_task_no, v_task_max, v_priority,
-                                       v_available;
+                    FETCH c_queue INTO v_id, v_task_ns, v_task_mutex, v_task_no, v_task_max, v_priority, v_available;
                     IF v_done = 1 THEN
                         LEAVE rows_of_queue;
                     END IF;
                     SET v_picked = JSON_ARRAY_APPEND(v_picked, '$', JSON_OBJECT(
-                        'id', v_id + 0, 'ns', v_task_ns + 0, 'queue', v_task_queue + 0, 'mutex', v_task_mutex,
+                        'id', v_id + 0, 'ns', v_task_ns + 0, 'queue', v_qid + 0, 'mutex', v_task_mutex,
                         'no', v_task_no + 0, 'max', v_task_max + 0, 'priority', v_priority,
                         'available', DATE_FORMAT(v_available, '%Y-%m-%d %H:%i:%s.%f')));
                 END LOOP;
