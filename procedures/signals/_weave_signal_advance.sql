@@ -99,12 +99,7 @@ BEGIN
 
         IF in_now >= v_deadline THEN
             -- S-13: no on-time match; a timed-out wait is never reported as success.
-            -- The step, its activation and its wait in one statement, in R-3 order.
-            UPDATE weave_steps s STRAIGHT_JOIN weave_activations a ON a.id = in_activation_id
-                   STRAIGHT_JOIN weave_waits w ON w.id = v_wait
-               SET s.status = 'NEEDS_REVIEW', s.updated_at = in_now, a.ended_at = in_now, w.status = 'EXPIRED',
-                   w.settled_at = in_now
-             WHERE s.id = v_step;
+            CALL _weave_wait_expire(v_step, in_activation_id, v_wait, in_now);
             CALL _weave_wait_signals_settle(in_namespace_id, in_instance_id, v_wait, 'WAIT_SETTLED', in_now);
             SET v_facts = JSON_OBJECT(
                 'started_at', DATE_FORMAT(v_started, '%Y-%m-%dT%H:%i:%s.%fZ'),

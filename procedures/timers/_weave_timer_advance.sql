@@ -62,12 +62,7 @@ BEGIN
             'lateness_ms', TIMESTAMPDIFF(MICROSECOND, v_due, in_now) / 1000);
         IF v_due < v_planned THEN
             -- T-4: the instance deadline cut the delay short; a truncated wait is never a success.
-            -- The step, its activation and its wait in one statement, in R-3 order.
-            UPDATE weave_steps s STRAIGHT_JOIN weave_activations a ON a.id = in_activation_id
-                   STRAIGHT_JOIN weave_waits w ON w.id = v_wait
-               SET s.status = 'NEEDS_REVIEW', s.updated_at = in_now, a.ended_at = in_now, w.status = 'EXPIRED',
-                   w.settled_at = in_now
-             WHERE s.id = v_step;
+            CALL _weave_wait_expire(v_step, in_activation_id, v_wait, in_now);
             CALL _weave_event(in_namespace_id, in_instance_id, 'TIMER_TRUNCATED', in_step_key, v_seq, in_now, v_facts,
                               'timer.truncate', v_deadline);
             CALL _weave_review_open(in_namespace_id, in_instance_id, 'TIMER_TRUNCATED', in_step_key, v_seq,
