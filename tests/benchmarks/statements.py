@@ -99,12 +99,14 @@ class Census:
         pymysql.connect = self._original
 
     def _retire(self, conn: pymysql.Connection) -> None:
+        # Read and moved under one lock: a count taken while a connection closes on another thread (a worker's,
+        # as its run ends) would otherwise find it in neither place, and the lifecycle's figure would be short by
+        # that connection's statements, or long by them when the count before it was the short one.
         with self._lock:
             if conn not in self._open:
                 return
+            count = statements(conn) if conn.open else 0
             self._open.remove(conn)
-        count = statements(conn) if conn.open else 0
-        with self._lock:
             self._closed += count
 
     def ignore(self, conn: pymysql.Connection) -> None:
@@ -115,9 +117,7 @@ class Census:
 
     def total(self) -> int:
         with self._lock:
-            live = [c for c in self._open if c.open]
-            closed = self._closed
-        return closed + sum(statements(c) for c in live)
+            return self._closed + sum(statements(c) for c in self._open if c.open)
 
 
 # --- the flows -----------------------------------------------------------------------------------------------------
