@@ -64,28 +64,29 @@ BEGIN
 
     -- The task's first pending outcome, by the task's own index (in outcome-time order, K-7): through the index of
     -- every PENDING event, which looks cheaper while few are pending, the lock would take other instances' events.
-    SELECT id, task_id, kind, result, occurred_at, namespace_id
-      INTO v_inbox, v_task, v_kind, v_result, v_occurred, v_inbox_ns
-      FROM pulse_inbox FORCE INDEX (ix_inbox_task) WHERE task_id = in_task_id AND instance_id = in_instance_id AND state = 'PENDING'
-     ORDER BY occurred_at, id LIMIT 1 FOR UPDATE;
+    -- The same read locks the task it names, with the step of this instance the task names and the activation it
+    -- names (the event first, then the task, as before); what they claim is verified below, in this order. The
+    -- index gives the event order, so the join stops at the first event.
+    SELECT e.id, e.task_id, e.kind, e.result, e.occurred_at, e.namespace_id,
+           t.id, t.namespace_id, t.instance_id, t.step_key, t.activation_id, t.round_no, t.handler, t.handler_version,
+           t.queue_id, t.attempts_used, t.max_attempts, t.error, t.created_at, t.deadline_at, t.finished_at,
+           s.id, s.type, s.status, s.activation_id, s.activation_seq,
+           a.id, a.instance_id, a.step_id, a.seq, a.ended_at, a.frozen
+      INTO v_inbox, v_task, v_kind, v_result, v_occurred, v_inbox_ns,
+           v_t_id, v_t_ns, v_t_inst, v_t_step, v_t_activation, v_t_round, v_t_handler, v_t_version, v_t_queue,
+           v_t_used, v_t_max, v_t_error, v_t_created, v_t_deadline, v_t_finished,
+           v_s_id, v_s_type, v_s_status, v_s_activation, v_s_seq,
+           v_a_id, v_a_inst, v_a_step, v_a_seq, v_a_ended, v_a_frozen
+      FROM pulse_inbox e FORCE INDEX (ix_inbox_task)
+      LEFT JOIN pulse_tasks t ON t.id = e.task_id
+      LEFT JOIN weave_steps s ON s.instance_id = in_instance_id AND s.step_key = t.step_key
+      LEFT JOIN weave_activations a ON a.id = t.activation_id
+     WHERE e.task_id = in_task_id AND e.instance_id = in_instance_id AND e.state = 'PENDING'
+     ORDER BY e.occurred_at, e.id LIMIT 1 FOR UPDATE;
     IF v_inbox IS NULL THEN
         CALL _weave_raise(50007, 'INVALID_STATE: the inbox event vanished under its lock');
     END IF;
     SET out_inbox_id = v_inbox;
-    -- The task with the step of this instance it names and the activation it names, locked by one read;
-    -- what they claim is verified below, in this order.
-    SELECT t.id, t.namespace_id, t.instance_id, t.step_key, t.activation_id, t.round_no, t.handler, t.handler_version,
-           t.queue_id, t.attempts_used, t.max_attempts, t.error, t.created_at, t.deadline_at, t.finished_at,
-           s.id, s.type, s.status, s.activation_id, s.activation_seq,
-           a.id, a.instance_id, a.step_id, a.seq, a.ended_at, a.frozen
-      INTO v_t_id, v_t_ns, v_t_inst, v_t_step, v_t_activation, v_t_round, v_t_handler, v_t_version, v_t_queue,
-           v_t_used, v_t_max, v_t_error, v_t_created, v_t_deadline, v_t_finished,
-           v_s_id, v_s_type, v_s_status, v_s_activation, v_s_seq,
-           v_a_id, v_a_inst, v_a_step, v_a_seq, v_a_ended, v_a_frozen
-      FROM pulse_tasks t
-      LEFT JOIN weave_steps s ON s.instance_id = in_instance_id AND s.step_key = t.step_key
-      LEFT JOIN weave_activations a ON a.id = t.activation_id
-     WHERE t.id = v_task FOR UPDATE;
 
     verify: BEGIN
         IF v_t_id IS NULL THEN

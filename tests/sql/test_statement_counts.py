@@ -23,19 +23,19 @@ DECISIONS = {
     "signal twin candidate": 9,
     "start (POLL, round 1 created by the start)": 41,
     "task claim": 11,
-    "attempt complete (consumes the round's answer)": 33,
+    "attempt complete (consumes the round's answer)": 32,
     "poll round start": 31,
     "instance get": 15,
     "attempt complete (instance held: answer left in the inbox)": 18,
-    "inbox consume (round pending)": 26,
-    "inbox consume, 3 in one call (each)": 24.0,
+    "inbox consume (round pending)": 25,
+    "inbox consume, 3 in one call (each)": 23.0,
     "attempt fail (retry scheduled)": 14,
     "scan (nothing due)": 4,
     "idle probe": 2,
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 61, "signal": 73, "poll": 89.4}
+LIFECYCLES = {"timer": 61, "signal": 73, "poll": 88.4}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
