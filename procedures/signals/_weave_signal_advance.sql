@@ -28,7 +28,6 @@ BEGIN
     DECLARE v_started DATETIME(6);
     DECLARE v_deadline DATETIME(6);
     DECLARE v_act_deadline DATETIME(6);
-    DECLARE v_timeout BIGINT UNSIGNED;
     DECLARE v_planned DATETIME(6);  -- a TIMER's: unused here
     DECLARE v_frozen LONGTEXT;
     DECLARE v_winner BIGINT UNSIGNED;
@@ -40,19 +39,9 @@ BEGIN
 
     CALL _weave_step_open(in_instance_id, in_step_key, in_activation_id, 'SIGNAL', v_step, v_step_status, v_seq,
                           v_wait, v_wait_status, v_started, v_deadline, v_planned, v_act_deadline, v_frozen);
-    SET v_timeout = CAST(JSON_VALUE(v_frozen, '$.timeout_ms') AS UNSIGNED);
 
     sig: BEGIN
-        IF v_step IS NULL THEN
-            SET out_outcome = 'STALE';
-            LEAVE sig;
-        END IF;
-        -- R-6: facts that do not verify are left untouched for an operator, never repaired by guessing.
-        IF v_wait IS NULL OR v_timeout IS NULL
-           OR v_deadline <> LEAST(v_started + INTERVAL v_timeout * 1000 MICROSECOND, v_act_deadline) THEN
-            CALL _weave_raise(50007, 'INVALID_STATE: signal wait facts do not verify (S-11); left for an operator');
-        END IF;
-        IF v_wait_status <> 'WAITING' OR v_step_status <> 'ACTIVE' THEN
+        IF v_step IS NULL THEN  -- stale (R-5), or the wait or the step has ended
             SET out_outcome = 'STALE';
             LEAVE sig;
         END IF;
@@ -121,8 +110,8 @@ BEGIN
         SET out_outcome = 'WAITING';
     END sig;
     -- Every end of the wait removes its checkpoint: a consumed step's goes with its close (in the ROOT walk's
-    -- closing delete), WAITING has set it anew, and the others' goes here.
-    IF v_step IS NOT NULL AND out_outcome IN ('STALE', 'PROOF_MISMATCH', 'EXPIRED') THEN
+    -- closing delete), WAITING has set it anew, a stale wait's went in the opening, and the others' goes here.
+    IF out_outcome IN ('PROOF_MISMATCH', 'EXPIRED') THEN
         DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key;
     END IF;
 END

@@ -22,28 +22,15 @@ BEGIN
     DECLARE v_due DATETIME(6);
     DECLARE v_planned DATETIME(6);
     DECLARE v_deadline DATETIME(6);
-    DECLARE v_delay BIGINT UNSIGNED;
     DECLARE v_frozen LONGTEXT;
     DECLARE v_root VARCHAR(16);
     DECLARE v_facts LONGTEXT;
 
     CALL _weave_step_open(in_instance_id, in_step_key, in_activation_id, 'TIMER', v_step, v_step_status, v_seq,
                           v_wait, v_wait_status, v_started, v_due, v_planned, v_deadline, v_frozen);
-    SET v_delay = CAST(JSON_VALUE(v_frozen, '$.delay_ms') AS UNSIGNED);
 
     timer: BEGIN
-        IF v_step IS NULL THEN
-            SET out_outcome = 'STALE';
-            LEAVE timer;
-        END IF;
-        -- R-6: facts that do not verify are left untouched (the candidate backs off, an operator sees
-        -- last_error); they are never repaired by guessing.
-        IF v_wait IS NULL OR v_delay IS NULL
-           OR v_planned <> v_started + INTERVAL v_delay * 1000 MICROSECOND
-           OR v_due <> LEAST(v_planned, v_deadline) THEN
-            CALL _weave_raise(50007, 'INVALID_STATE: timer facts do not verify (T-1); left for an operator');
-        END IF;
-        IF v_wait_status <> 'WAITING' OR v_step_status <> 'ACTIVE' THEN
+        IF v_step IS NULL THEN  -- stale (R-5), or the wait or the step has ended
             SET out_outcome = 'STALE';
             LEAVE timer;
         END IF;
@@ -77,8 +64,8 @@ BEGIN
         END IF;
     END timer;
     -- Every end of the wait removes its checkpoint: a settled step's goes with its close (in the ROOT walk's
-    -- closing delete), NOT_DUE has set it anew, and a stale or truncated wait's goes here.
-    IF v_step IS NOT NULL AND out_outcome IN ('STALE', 'TRUNCATED') THEN
+    -- closing delete), NOT_DUE has set it anew, a stale wait's went in the opening, and a truncated one's goes here.
+    IF out_outcome = 'TRUNCATED' THEN
         DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key;
     END IF;
 END
