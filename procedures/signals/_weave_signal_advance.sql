@@ -21,24 +21,25 @@ Rules: S-10, S-11, S-12, S-13, S-15, R-5, R-6, R-7.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_step BIGINT UNSIGNED DEFAULT NULL;
-    DECLARE v_step_status VARCHAR(16);
     DECLARE v_seq INT UNSIGNED;
     DECLARE v_wait BIGINT UNSIGNED DEFAULT NULL;
-    DECLARE v_wait_status VARCHAR(16);
     DECLARE v_started DATETIME(6);
     DECLARE v_deadline DATETIME(6);
     DECLARE v_act_deadline DATETIME(6);
-    DECLARE v_planned DATETIME(6);  -- a TIMER's: unused here
-    DECLARE v_frozen LONGTEXT;
     DECLARE v_winner BIGINT UNSIGNED;
     DECLARE v_proof VARCHAR(16);
     DECLARE v_accepted DATETIME(6);
     DECLARE v_output LONGTEXT;
     DECLARE v_root VARCHAR(16);
     DECLARE v_facts LONGTEXT;
+    -- The opening's outputs this handler does not use: it verified them (R-6) and found the wait open.
+    DECLARE v_no_step_status VARCHAR(16);
+    DECLARE v_no_wait_status VARCHAR(16);
+    DECLARE v_no_planned DATETIME(6);
+    DECLARE v_no_frozen LONGTEXT;
 
-    CALL _weave_step_open(in_instance_id, in_step_key, in_activation_id, 'SIGNAL', v_step, v_step_status, v_seq,
-                          v_wait, v_wait_status, v_started, v_deadline, v_planned, v_act_deadline, v_frozen);
+    CALL _weave_step_open(in_instance_id, in_step_key, in_activation_id, 'SIGNAL', v_step, v_no_step_status, v_seq,
+                          v_wait, v_no_wait_status, v_started, v_deadline, v_no_planned, v_act_deadline, v_no_frozen);
 
     sig: BEGIN
         IF v_step IS NULL THEN  -- stale (R-5), or the wait or the step has ended

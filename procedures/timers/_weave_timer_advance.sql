@@ -14,20 +14,21 @@ out_outcome: SETTLED, TRUNCATED, NOT_DUE or STALE.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_step BIGINT UNSIGNED DEFAULT NULL;
-    DECLARE v_step_status VARCHAR(16);
     DECLARE v_seq INT UNSIGNED;
     DECLARE v_wait BIGINT UNSIGNED DEFAULT NULL;
-    DECLARE v_wait_status VARCHAR(16);
     DECLARE v_started DATETIME(6);
     DECLARE v_due DATETIME(6);
     DECLARE v_planned DATETIME(6);
     DECLARE v_deadline DATETIME(6);
-    DECLARE v_frozen LONGTEXT;
     DECLARE v_root VARCHAR(16);
     DECLARE v_facts LONGTEXT;
+    -- The opening's outputs this handler does not use: it verified them (R-6) and found the wait open.
+    DECLARE v_no_step_status VARCHAR(16);
+    DECLARE v_no_wait_status VARCHAR(16);
+    DECLARE v_no_frozen LONGTEXT;
 
-    CALL _weave_step_open(in_instance_id, in_step_key, in_activation_id, 'TIMER', v_step, v_step_status, v_seq,
-                          v_wait, v_wait_status, v_started, v_due, v_planned, v_deadline, v_frozen);
+    CALL _weave_step_open(in_instance_id, in_step_key, in_activation_id, 'TIMER', v_step, v_no_step_status, v_seq,
+                          v_wait, v_no_wait_status, v_started, v_due, v_planned, v_deadline, v_no_frozen);
 
     timer: BEGIN
         IF v_step IS NULL THEN  -- stale (R-5), or the wait or the step has ended

@@ -210,6 +210,33 @@ def test_R6_timer_facts_that_do_not_verify_are_left_untouched(world, orch):
     assert "INVALID_STATE" in cp["last_error"]
 
 
+@pytest.mark.breaks_invariants("M-4.11")
+def test_R6_a_timer_whose_planned_due_time_does_not_follow_from_its_delay_is_left_untouched(world, orch):
+    """The planned due time must be the start plus the frozen delay, whatever the due time says (T-1)."""
+    wf = started(world, orch)
+    world.db.execute("UPDATE weave_waits SET planned_due_at = planned_due_at + INTERVAL 1 SECOND")
+    world.db.advance(61_000)
+    outcomes = orch.drain(max_rounds=2)
+    assert outcomes["CHECKPOINT:FAILED"] >= 1 and outcomes["CHECKPOINT:SETTLED"] == 0
+    assert world.step(wf, "cool_off")["wait"]["status"] == "WAITING"
+    cp = world.db.row("SELECT last_error FROM weave_pending_advances WHERE step_key = 'cool_off'")
+    assert "timer facts do not verify" in cp["last_error"]
+
+
+def test_R5_a_checkpoint_of_the_current_activation_whose_step_has_ended_is_stale(world, orch):
+    """The activation is current, but its step is no longer ACTIVE: the wait is never settled and the checkpoint
+    goes, as an old activation's does."""
+    wf = started(world, orch)
+    iid = world.internal_id(wf)
+    world.db.execute("UPDATE weave_steps SET status = 'CANCELLED' WHERE instance_id = %s", iid)
+    world.db.advance(61_000)
+    outcomes = orch.drain(max_rounds=2)
+    assert outcomes["CHECKPOINT:STALE"] == 1 and outcomes["CHECKPOINT:SETTLED"] == 0
+    assert world.step(wf, "cool_off")["wait"]["status"] == "WAITING"
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances WHERE instance_id = %s", iid) == 0
+    assert not [e for e in world.events(wf) if e["type"] == "TIMER_SETTLED"]
+
+
 def test_R7_at_most_32_step_changes_per_transaction(world, orch):
     steps = [{"key": f"t{i:02d}", "type": "TIMER", "delay_ms": 1000} for i in range(40)]
     world.publish({"name": "fan-out", "steps": steps})
