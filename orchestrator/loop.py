@@ -221,8 +221,9 @@ class Orchestrator:
 
     def run_once(self) -> ScanResult:
         """Scan once and advance the batch (in parallel on separate connections, R-14). The result's ``again``
-        says whether anything may be due now: the scan was full, a candidate may still be due (BUSY, FAILED, not
-        advanced), or an advance made a candidate due at its own time (made_due). When it is false, whatever
+        says whether anything may be due now: the scan was full, it looked ahead and left the blocks it did not take,
+        a candidate may still be due (BUSY, FAILED, not advanced), or an advance made a candidate due at its own
+        time (made_due). When it is false, whatever
         became due meanwhile by other hands (a send, a worker's outcome) or by the passing of time is found by
         the probe that idling starts with (R-14), so the loop does not scan just to find nothing."""
         result = self.scan(self.batch * self._blocks)
@@ -230,12 +231,14 @@ class Orchestrator:
             result.again = False
             return result
         batch = result.candidates
+        left = False  # due candidates of this scan left to other nodes
         if len(batch) > self.batch:
             # Overtaken last time: another node works on the earliest batch. This scan looked further ahead, and
             # this node takes one of the later batch-long blocks at random, so that the nodes part ways instead of
             # deciding the same candidates twice (the second finds them GONE or BUSY).
             first = self.batch * random.randrange(1, -(-len(batch) // self.batch))
             batch = batch[first:first + self.batch]
+            left = True
         # Every node sees the same earliest candidates; starting each batch at a random point spreads
         # concurrent nodes over different rows instead of having them collide row by row (all are due).
         start = random.randrange(len(batch)) if self.spread else 0
@@ -245,7 +248,9 @@ class Orchestrator:
         again = [f.result() for f in futures]
         # A node that nothing overtook (as a node alone) keeps scanning one batch, earliest first.
         self._blocks = AHEAD_BLOCKS if overtaken.is_set() and self.spread else 1
-        result.again = result.full or overtaken.is_set() or any(again)
+        # The blocks left to other nodes are still due as far as this node knows: should those nodes stop (or
+        # never have been there), only another scan finds them.
+        result.again = result.full or left or overtaken.is_set() or any(again)
         return result
 
     def idle_seconds(self, result: ScanResult) -> float:

@@ -168,6 +168,34 @@ def test_R13_a_node_overtaken_looks_further_ahead_and_takes_one_batch_of_it(worl
         late.close()
 
 
+
+def test_R13_a_node_that_looked_ahead_scans_again_for_the_blocks_it_left(world, database):
+    """A node that looked ahead takes one later block of a scan that was not full and leaves the rest, the
+    earliest batch included, to the node that overtook it. Those candidates are still due as far as it knows: if
+    the other node stopped meanwhile, only another scan finds them, so the batch says to scan again, and a drain
+    (which stops when nothing may be due) settles every one."""
+    world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
+    for i in range(35):
+        world.start("t", key=f"k{i}")
+    world.db.advance(1_001)
+    ahead = Orchestrator(database, batch=10, concurrency=1, spread=False, chunk=10)
+    late = StaleScan(database, batch=10, concurrency=1, chunk=10)
+    try:
+        late.stale = late.scan()
+        ahead.run_once()  # the other node settles the same ten first, then stops
+        late.run_once()
+        assert late.stats["overtaken"] == 1 and late.stats["CHECKPOINT:GONE"] == 10
+        result = late.run_once()  # looks 40 ahead, 25 are due: not full, takes one later block of them
+        assert late.sizes[-1] == 40 and not result.full and len(result.candidates) == 25
+        assert 5 <= late.stats["CHECKPOINT:SETTLED"] <= 10, late.stats
+        assert result.again, "due candidates were left to a node that is not there"
+        late.drain()
+        assert ahead.stats["CHECKPOINT:SETTLED"] + late.stats["CHECKPOINT:SETTLED"] == 35, late.stats
+        assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances") == 0
+    finally:
+        ahead.close()
+        late.close()
+
 class CountingScans(Orchestrator):
     scans = 0
 
