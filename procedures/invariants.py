@@ -106,6 +106,11 @@ INVARIANTS: tuple[Invariant, ...] = (
                       GROUP BY instance_id) e ON e.instance_id = i.id
          WHERE COALESCE(e.n, 0) <> i.event_seq OR COALESCE(e.hi, 0) <> i.event_seq
             OR (e.n > 0 AND e.lo <> 1)"""),
+    Invariant("M-4.9b", "the open-step count of every instance equals its steps not SUCCEEDED", """
+        SELECT i.id FROM weave_instances i
+          LEFT JOIN (SELECT instance_id, COUNT(*) AS n FROM weave_steps WHERE status <> 'SUCCEEDED'
+                      GROUP BY instance_id) s ON s.instance_id = i.id
+         WHERE i.open_steps <> COALESCE(s.n, 0)"""),
     Invariant("M-4.10", "every accepted signal has an audit row whose request digest matches the stored content", f"""
         SELECT s.id FROM weave_signals s
          WHERE NOT EXISTS (SELECT 1 FROM weave_audit a

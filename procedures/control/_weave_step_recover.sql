@@ -135,8 +135,14 @@ BEGIN
                                            'timeout_ms', in_timeout_ms + 0);
             SET v_audit_details = JSON_OBJECT('step_key', in_step_key, 'activation_sequence', v_seq + 1);
         ELSE
-            UPDATE weave_steps SET status = 'SUCCEEDED', output = in_output, updated_at = v_now WHERE id = v_step;
-            UPDATE weave_activations SET ended_at = COALESCE(ended_at, v_now) WHERE id = v_activation;
+            -- The step (NEEDS_REVIEW, locked by _weave_recovery_begin) succeeds, with one open step fewer on the
+            -- instance and its activation ended, in one statement (the step first, as _weave_step_close writes
+            -- them: its output stays out of the in-memory table of the others' new values).
+            UPDATE weave_steps s STRAIGHT_JOIN weave_instances i ON i.id = s.instance_id
+              STRAIGHT_JOIN weave_activations a ON a.id = v_activation
+               SET s.status = 'SUCCEEDED', s.output = in_output, s.updated_at = v_now, i.open_steps = i.open_steps - 1,
+                   a.ended_at = COALESCE(a.ended_at, v_now)
+             WHERE s.id = v_step;
             DELETE FROM weave_pending_advances WHERE instance_id = v_id AND step_key = in_step_key;
             SET v_event = 'STEP_RESOLVED', v_event_seq = v_seq;
             SET v_event_data = JSON_OBJECT('output', JSON_EXTRACT(in_output, '$'), 'evidence_ref', in_evidence_ref,

@@ -37,6 +37,7 @@ BEGIN
     DECLARE v_def BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_def_version INT UNSIGNED;
     DECLARE v_queues VARCHAR(2048) DEFAULT NULL;
+    DECLARE v_steps SMALLINT UNSIGNED;  -- the definition's steps: every one of them PENDING, none SUCCEEDED yet
     DECLARE v_app BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_input LONGTEXT;
     DECLARE v_deadline DATETIME(6);
@@ -52,9 +53,9 @@ BEGIN
     -- The namespace is found by its name here already; _weave_authorize takes it instead of reading it again. The
     -- instance started under this idempotency key, if any, comes with it (a plain read, as the look-up below); a
     -- replay reads its request digest once it is known to be one.
-    SELECT d.id, d.version, d.queues, n.id,
+    SELECT d.id, d.version, d.queues, JSON_LENGTH(d.document, '$.steps'), n.id,
            (SELECT i.id FROM weave_instances i WHERE i.namespace_id = n.id AND i.idempotency_key = in_idempotency_key)
-      INTO v_def, v_def_version, v_queues, v_ns, v_id
+      INTO v_def, v_def_version, v_queues, v_steps, v_ns, v_id
       FROM weave_definitions d JOIN weave_namespaces n ON n.id = d.namespace_id AND n.name = in_namespace
      WHERE d.name = in_definition AND (in_version IS NULL OR d.version = in_version)
      ORDER BY d.version DESC LIMIT 1;
@@ -101,12 +102,14 @@ BEGIN
         END IF;
         BEGIN
             DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
-            -- The instance is born with its first event (seq 1, below) already counted.
+            -- The instance is born with its first event (seq 1, below) already counted, and with all its steps
+            -- (the rows inserted below, one per step of the document) open.
             INSERT INTO weave_instances (namespace_id, app_id, definition_id, definition_name, definition_version,
                                          input, status, control, gate, deadline_at, credential_id, business_key,
-                                         idempotency_key, request_digest, event_seq, created_at, updated_at)
+                                         idempotency_key, request_digest, event_seq, open_steps, created_at,
+                                         updated_at)
             VALUES (v_ns, v_app, v_def, in_definition, v_def_version, v_input, 'RUNNING', 'ACTIVE', 'OPEN',
-                    v_deadline, v_cred, in_business_key, in_idempotency_key, v_digest, 1, v_now, v_now);
+                    v_deadline, v_cred, in_business_key, in_idempotency_key, v_digest, 1, v_steps, v_now, v_now);
         END;
     END IF;
 

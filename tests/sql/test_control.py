@@ -223,9 +223,11 @@ def test_C4_recovery_is_refused_while_a_task_is_in_flight_then_accepted(world, o
     step = world.step(wf, "charge")
     assert step["status"] == "ACTIVE" and step["activation_sequence"] == 2
     fail_current_task(world, orch)
+    open_before = world.db.scalar("SELECT open_steps FROM weave_instances")
     result = routines.step_resolve(world.db.conn, world.token, "acme", wf, "charge", "paid by wire", "s1",
                                    output={"paid": "wire"}, evidence_ref="ticket-42")
     assert result["status"] == "RUNNING"
+    assert world.db.scalar("SELECT open_steps FROM weave_instances") == open_before - 1  # the resolved step succeeded
     orch.drain()
     inst = world.instance(wf)
     assert inst["steps"][0]["output"] == {"paid": "wire"} and inst["steps"][1]["status"] == "ACTIVE"

@@ -338,6 +338,42 @@ def test_R9_instance_succeeds_in_the_transaction_of_its_last_step(world, orch):
     assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances") == 0
 
 
+def test_R9_the_instance_counts_its_open_steps_and_ends_when_none_is_left(world, orch):
+    """The ROOT walk reads how many steps have not succeeded from the instance row: the start sets it to every step,
+    each settlement lowers it in the statement that settles the step, and the walk that finds it at 0 ends the
+    instance (R-9); while steps are open, it finds the ready ones and no more."""
+    world.publish({"name": "join", "steps": [
+        {"key": "a", "type": "TIMER", "delay_ms": 1000},
+        {"key": "b", "type": "TIMER", "delay_ms": 5000},
+        {"key": "c", "type": "TIMER", "delay_ms": 1000, "after": ["a", "b"]}]})
+    wf = world.start("join")
+    inst = world.internal_id(wf)
+
+    def open_steps() -> int:
+        return world.db.scalar("SELECT open_steps FROM weave_instances WHERE id = %s", inst)
+
+    assert open_steps() == 3
+    world.db.advance(1_001)
+    orch.drain()
+    assert open_steps() == 2 and [s["status"] for s in world.instance(wf)["steps"]] == ["SUCCEEDED", "ACTIVE",
+                                                                                         "PENDING"]
+    world.db.advance(4_000)
+    orch.drain()
+    assert open_steps() == 1 and world.step(wf, "c")["status"] == "ACTIVE"
+    world.db.advance(1_001)
+    orch.drain()
+    assert open_steps() == 0 and world.instance(wf)["status"] == "SUCCEEDED"
+
+
+@pytest.mark.breaks_invariants("M-4.9b")
+def test_R9_M4_9b_an_open_step_count_that_disagrees_with_the_steps_is_caught(world, orch):
+    wf = started(world, orch, then=1_000)
+    assert "M-4.9b" not in invariants.violations(world.db.conn)
+    world.db.execute("UPDATE weave_instances SET open_steps = 1 WHERE id = %s", world.internal_id(wf))
+    broken = invariants.violations(world.db.conn)
+    assert broken.get("M-4.9b") and list(broken) == ["M-4.9b"], broken
+
+
 def test_R12_failure_bookkeeping_only_when_the_version_is_unchanged(world, orch):
     root_due(world, orch, blocker="app")
     world.db.execute("UPDATE weave_apps SET status = 'ACTIVE'")
