@@ -14,8 +14,8 @@ CREATE PROCEDURE pulse_task_claim(
 available, then id; tasks whose mutex key is held by a RUNNING attempt of the namespace are skipped; tasks at or
 past their deadline never start (K-6). Each claim starts attempt k+1 (RUNNING, lease until now + in_lease_ms) and
 takes an execution permit.
-Parameters: in_worker_id (1-128 chars), in_queues (comma list of queue names; unknown names find nothing),
-in_namespace (NULL or empty = every namespace), in_limit (1..1000), in_lease_ms (1..86400000).
+Parameters: in_worker_id (1-128 chars), in_queues (comma list of queue names: letters, digits and _.:-; unknown
+names find nothing), in_namespace (NULL or empty = every namespace), in_limit (1..1000), in_lease_ms (1..86400000).
 Result set: one row per claimed task: task_id (tsk_<id>), attempt_id, attempt_no, max_attempts, namespace, queue,
 workflow_id, step_key, round_no, handler, handler_version, input (JSON), business_key, mutex_key, priority,
 deadline_at, started_at, lease_expires_at.
@@ -27,6 +27,7 @@ BEGIN
     DECLARE v_lease DATETIME(6);
     DECLARE v_limit INT DEFAULT 0;
     DECLARE v_queues VARCHAR(4096) DEFAULT REPLACE(COALESCE(in_queues, ''), ' ', '');
+    DECLARE v_names LONGTEXT;  -- the queue names as a JSON array
     DECLARE v_queue_ids LONGTEXT DEFAULT NULL;
     DECLARE v_picked LONGTEXT DEFAULT '[]';
     DECLARE v_claimed LONGTEXT DEFAULT '[]';
@@ -39,8 +40,9 @@ BEGIN
     IF in_worker_id IS NULL OR CHAR_LENGTH(in_worker_id) NOT BETWEEN 1 AND 128 THEN
         CALL _weave_raise(50201, 'WORKER_ID_INVALID: worker id must be 1-128 characters');
     END IF;
-    IF v_queues = '' OR CHAR_LENGTH(v_queues) > 2048 THEN
-        CALL _weave_raise(50202, 'QUEUES_INVALID: give 1-2048 characters of comma-separated queue names');
+    IF v_queues = '' OR CHAR_LENGTH(v_queues) > 2048 OR NOT (v_queues REGEXP '^[A-Za-z0-9_.:,-]+$') THEN
+        CALL _weave_raise(50202, 'QUEUES_INVALID: give 1-2048 characters of comma-separated queue names '
+                                 '(letters, digits and _.:-)');
     END IF;
     IF in_limit IS NULL OR in_limit NOT BETWEEN 1 AND 1000 THEN
         CALL _weave_raise(50121, 'LIMIT_INVALID: claim limit must be 1..1000');
@@ -55,14 +57,21 @@ BEGIN
     -- full path, which looks at available_at). The same read names the queues worth looking at, and brings the
     -- clock: a claim takes no lock before it picks (its tasks are skipped, never waited for), so nothing orders
     -- it but the pick itself. A plain read: queue rows are locked by task creation (capacity), and a worker
-    -- must not wait on it. The queue test is a scalar subquery, one look at the claim index per queue, for the
-    -- reason the mutex test below is one.
-    SELECT JSON_ARRAYAGG(q.id),
+    -- must not wait on it. The queues are looked up by name, from the list (a JSON array of the names, which
+    -- the check above keeps free of quotes), through the index on (name, namespace): the namespace's id is a
+    -- constant of the statement, so a claim reads the queues it names and no others, however many namespaces
+    -- and queues there are.
+    -- The queue test is a scalar subquery, one look at the claim index per queue, for the reason the mutex test
+    -- below is one.
+    SET v_names = CONCAT('["', REPLACE(v_queues, ',', '","'), '"]');
+    SELECT JSON_ARRAYAGG(DISTINCT q.id),
            UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND
       INTO v_queue_ids, v_now
-      FROM weave_queues q STRAIGHT_JOIN weave_namespaces n ON n.id = q.namespace_id
-     WHERE FIND_IN_SET(q.name, v_queues) > 0
-       AND (in_namespace IS NULL OR in_namespace = '' OR n.name = in_namespace)
+      FROM JSON_TABLE(v_names, '$[*]' COLUMNS (name VARCHAR(2048) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
+                                                PATH '$')) j
+      STRAIGHT_JOIN weave_queues q FORCE INDEX (ix_queue_name) ON q.name = j.name
+     WHERE (in_namespace IS NULL OR in_namespace = ''
+            OR q.namespace_id = (SELECT n.id FROM weave_namespaces n WHERE n.name = in_namespace))
        AND (SELECT t.id FROM pulse_tasks t FORCE INDEX (ix_task_claim) WHERE t.queue_id = q.id AND t.status = 'QUEUED'
              LIMIT 1) IS NOT NULL;
     IF v_queue_ids IS NOT NULL THEN

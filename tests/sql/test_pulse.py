@@ -317,6 +317,9 @@ def test_K1_validation_errors_carry_their_codes(world):
     with pytest.raises(errors.ValidationFailed) as exc:
         pulse.task_claim(world.db.conn, "w", " ")
     assert exc.value.field_code == "QUEUES_INVALID"
+    with pytest.raises(errors.ValidationFailed) as exc:  # no queue name holds a quote: not a list of names
+        pulse.task_claim(world.db.conn, "w", 'payments,"mail')
+    assert exc.value.field_code == "QUEUES_INVALID"
 
 
 def test_K8_unknown_queue_or_namespace_finds_nothing_and_is_no_error(world, orch):
@@ -325,6 +328,42 @@ def test_K8_unknown_queue_or_namespace_finds_nothing_and_is_no_error(world, orch
     assert claim(world, queues="nope") == []
     assert claim(world, queues="nope,payments", namespace="ghost") == []
     assert len(claim(world, queues="nope, payments", namespace="acme")) == 1
+
+
+def _claim_reads(world, **kwargs) -> int:
+    """Index entries and rows the storage engine handed up for one claim (deterministic: no timing)."""
+    conn = world.db.conn
+    read = "SHOW SESSION STATUS WHERE Variable_name LIKE 'Handler\\_read\\_%%'"
+    with conn.cursor() as cur:
+        cur.execute(read)
+        before = sum(int(r["Value"]) for r in cur.fetchall())
+        found = claim(world, **kwargs)
+        cur.execute(read)
+        after = sum(int(r["Value"]) for r in cur.fetchall())
+    assert found == []
+    return after - before
+
+
+def test_K1_a_claim_reads_the_queues_it_names_and_no_others(world):
+    """An idle worker claims every few hundred milliseconds: its claim looks its queues up by name, so what it
+    reads does not grow with the queues of other names or of other namespaces (a claim that matched every queue
+    row against its list read them all: 3,001 rows for one queue among 1,000 namespaces of three queues each)."""
+    _claim_reads(world)  # the routine loaded (its first call reads its definition)
+    base = {"namespace": _claim_reads(world, namespace="acme"), "every": _claim_reads(world)}
+    world.db.execute("INSERT INTO weave_namespaces (name, created_at) "
+                     f"SELECT CONCAT('tenant-', n), NOW(6) FROM {seq(300)}")
+    world.db.execute("INSERT INTO weave_queues (namespace_id, name, capacity, created_at, updated_at) "
+                     "SELECT n.id, q.name, 10, NOW(6), NOW(6) FROM weave_namespaces n CROSS JOIN "
+                     "(SELECT 'mail' AS name UNION ALL SELECT 'reports' UNION ALL SELECT 'exports') q "
+                     "WHERE n.name LIKE 'tenant-%%'")
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_queues") == 901
+    assert _claim_reads(world, namespace="acme") == base["namespace"]  # the same rows, 900 queues later
+    assert _claim_reads(world) == base["every"]  # no other queue is named "payments"
+    world.db.execute("INSERT INTO weave_queues (namespace_id, name, capacity, created_at, updated_at) "
+                     "SELECT id, 'payments', 10, NOW(6), NOW(6) FROM weave_namespaces WHERE name LIKE 'tenant-%%'")
+    assert _claim_reads(world, namespace="acme") == base["namespace"]
+    # Across namespaces a claim looks at every queue of the name it serves, and at no other.
+    assert base["every"] + 300 <= _claim_reads(world) <= base["every"] + 3 * 300
 
 
 # --- K-2 heartbeat ------------------------------------------------------------------------------------------------
