@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import threading
+from collections.abc import Iterator
 
 from orchestrator.loop import Candidate, Orchestrator, ScanResult, merge_fairly
 
@@ -142,12 +144,12 @@ def test_R13_a_node_overtaken_on_its_batch_stops_after_one_list_and_scans_again(
         late.close()
 
 
-def test_R13_a_node_overtaken_looks_further_ahead_and_takes_one_batch_of_it(world, database):
-    """Two nodes scan the same earliest candidates; the one that finds its batch taken by the other reads four
-    batches ahead on its next scan and takes one of the three after the earliest at random, so that the two part
-    ways. A node that is not overtaken scans one batch, earliest first."""
+@contextlib.contextmanager
+def overtaken(world, database, timers: int) -> Iterator[tuple[Orchestrator, StaleScan]]:
+    """``timers`` one-step timers due, and two nodes of batch 10 that scanned the same earliest ten: the one ahead
+    settles them first, then the late one finds its batch taken (GONE) and is overtaken."""
     world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
-    for i in range(60):
+    for i in range(timers):
         world.start("t", key=f"k{i}")
     world.db.advance(1_001)
     ahead = Orchestrator(database, batch=10, concurrency=1, spread=False, chunk=10)
@@ -157,16 +159,23 @@ def test_R13_a_node_overtaken_looks_further_ahead_and_takes_one_batch_of_it(worl
         ahead.run_once()  # the other node settles the same ten first
         late.run_once()
         assert late.stats["overtaken"] == 1 and late.stats["CHECKPOINT:GONE"] == 10
+        yield ahead, late
+    finally:
+        ahead.close()
+        late.close()
+
+
+def test_R13_a_node_overtaken_looks_further_ahead_and_takes_one_batch_of_it(world, database):
+    """Two nodes scan the same earliest candidates; the one that finds its batch taken by the other reads four
+    batches ahead on its next scan and takes one of the three after the earliest at random, so that the two part
+    ways. A node that is not overtaken scans one batch, earliest first."""
+    with overtaken(world, database, 60) as (_, late):
         earliest = {c.id for c in late.scan().candidates}
         late.run_once()  # looks 40 ahead (50 are due), settles one batch of them, not the earliest
         assert late.sizes[-1] == 40 and late.stats["CHECKPOINT:SETTLED"] == 10, late.stats
         assert {c.id for c in late.scan().candidates} == earliest  # the earliest batch is left to the other node
         late.run_once()  # not overtaken: one batch again
         assert late.sizes[-1] == 10 and late.stats["CHECKPOINT:SETTLED"] == 20
-    finally:
-        ahead.close()
-        late.close()
-
 
 
 def test_R13_a_node_that_looked_ahead_scans_again_for_the_blocks_it_left(world, database):
@@ -174,17 +183,7 @@ def test_R13_a_node_that_looked_ahead_scans_again_for_the_blocks_it_left(world, 
     earliest batch included, to the node that overtook it. Those candidates are still due as far as it knows: if
     the other node stopped meanwhile, only another scan finds them, so the batch says to scan again, and a drain
     (which stops when nothing may be due) settles every one."""
-    world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
-    for i in range(35):
-        world.start("t", key=f"k{i}")
-    world.db.advance(1_001)
-    ahead = Orchestrator(database, batch=10, concurrency=1, spread=False, chunk=10)
-    late = StaleScan(database, batch=10, concurrency=1, chunk=10)
-    try:
-        late.stale = late.scan()
-        ahead.run_once()  # the other node settles the same ten first, then stops
-        late.run_once()
-        assert late.stats["overtaken"] == 1 and late.stats["CHECKPOINT:GONE"] == 10
+    with overtaken(world, database, 35) as (ahead, late):  # the node ahead stops after its ten
         result = late.run_once()  # looks 40 ahead, 25 are due: not full, takes one later block of them
         assert late.sizes[-1] == 40 and not result.full and len(result.candidates) == 25
         assert 5 <= late.stats["CHECKPOINT:SETTLED"] <= 10, late.stats
@@ -192,9 +191,7 @@ def test_R13_a_node_that_looked_ahead_scans_again_for_the_blocks_it_left(world, 
         late.drain()
         assert ahead.stats["CHECKPOINT:SETTLED"] + late.stats["CHECKPOINT:SETTLED"] == 35, late.stats
         assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances") == 0
-    finally:
-        ahead.close()
-        late.close()
+
 
 class CountingScans(Orchestrator):
     scans = 0
