@@ -446,6 +446,18 @@ def _count(text: str) -> int:
     return value
 
 
+def _queue_names(text: str) -> str:
+    """A worker's queue (or a comma list of them): names as queues are named. A name no queue can have would
+    make every claim fail, so it is refused as the command line is read."""
+    from procedures.definitions.model import QUEUE
+
+    names = [name.strip() for name in text.split(",")]
+    for name in names:
+        if not QUEUE.pattern.fullmatch(name):
+            raise argparse.ArgumentTypeError(f"{name!r} is not a queue name ({QUEUE.description})")
+    return ",".join(names)
+
+
 def _host_port(text: str) -> str:
     """HOST:PORT (an IPv6 host in brackets) with a port of 1-65535."""
     host, _, port = text.rpartition(":")
@@ -683,8 +695,8 @@ def build_parser() -> argparse.ArgumentParser:
                  func=cmd_worker, token=False, namespace=False)
     p.add_argument("--handlers", action="append", metavar="MODULE[,MODULE]",
                    help="modules whose @handler functions to load (repeatable)")
-    p.add_argument("--queue", action="append", required=True, metavar="QUEUE",
-                   help="queue to serve (repeatable; a queue that does not exist yet is fine)")
+    p.add_argument("--queue", action="append", required=True, metavar="QUEUE", type=_queue_names,
+                   help=f"queue to serve ({NAME_RULE}; repeatable; a queue that does not exist yet is fine)")
     p.add_argument("--namespace", help="serve the queues of this namespace only (default: every namespace)")
     p.add_argument("--concurrency", type=_count, default=8, help="attempts run at once (default 8)")
     p.add_argument("--lease-ms", type=int, default=30_000,

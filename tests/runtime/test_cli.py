@@ -106,6 +106,15 @@ def test_a_count_below_one_is_a_usage_error_before_anything_starts(capsys, argv)
     assert "must be at least 1" in err or "is not a whole number" in err or "is not HOST:PORT" in err
 
 
+@pytest.mark.parametrize("queue", ["pay ments", 'pay"ments', "payments,", "x" * 65])
+def test_a_worker_queue_no_queue_can_be_named_is_a_usage_error(capsys, queue):
+    """Every claim of such a worker would be refused QUEUES_INVALID; the command line says so at once."""
+    with pytest.raises(SystemExit) as exited:
+        main(["worker", "--queue", queue, "--dsn", "mysql://root@127.0.0.1:1/weave"])  # never reached
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "argument --queue" in err and "is not a queue name" in err
+
+
 def test_an_orchestrator_built_with_a_batch_or_concurrency_below_one_refuses(database):
     for bad in ({"batch": 0}, {"concurrency": 0}, {"chunk": 0}, {"idle_probe_ms": 0}):
         with pytest.raises(ValueError, match="must be at least 1"):

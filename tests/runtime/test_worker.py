@@ -135,6 +135,14 @@ def test_K8_handlers_get_a_context_and_results_must_be_json(world, orch, databas
     assert bad_task["status"] == "FAILED" and bad_task["error"].startswith("RESULT_INVALID")
 
 
+def test_K1_a_worker_for_a_queue_no_queue_can_be_named_refuses_to_be_built(database):
+    # Every claim it made would be refused QUEUES_INVALID: it says so where it is made, naming the name.
+    for queues in (["payments", "pay ments"], ['pay"ments'], ["payments,"]):
+        with pytest.raises(ValueError, match="not a queue name"):
+            Worker(database, queues=queues)
+    Worker(database, queues=["payments", "mail,reports"])  # names, and comma lists of them
+
+
 def test_K8_decorator_and_Retryable_are_exported_for_handler_modules():
     assert Retryable.__module__ == "orchestrator.handlers"
     assert "example.echo@1" in registry.names() and "http@1" in registry.names()
