@@ -221,11 +221,11 @@ class Orchestrator:
 
     def run_once(self) -> ScanResult:
         """Scan once and advance the batch (in parallel on separate connections, R-14). The result's ``again``
-        says whether anything may be due now: the scan was full, it looked ahead and left the blocks it did not take,
-        a candidate may still be due (BUSY, FAILED, not advanced), or an advance made a candidate due at its own
-        time (made_due). When it is false, whatever
-        became due meanwhile by other hands (a send, a worker's outcome) or by the passing of time is found by
-        the probe that idling starts with (R-14), so the loop does not scan just to find nothing."""
+        says whether anything may be due now: the scan was full, it looked ahead and left the blocks it did not
+        take, a candidate may still be due (BUSY, FAILED, not advanced), or an advance made a candidate due at its
+        own time (made_due). When it is false, whatever became due meanwhile by other hands (a send, a worker's
+        outcome) or by the passing of time is found by the probe that idling starts with (R-14), so the loop does
+        not scan just to find nothing."""
         result = self.scan(self.batch * self._blocks)
         if not result.candidates:
             result.again = False

@@ -60,9 +60,8 @@ BEGIN
     -- must not wait on it. The queues are looked up by name, from the list (a JSON array of the names, which
     -- the check above keeps free of quotes), through the index on (name, namespace): the namespace's id is a
     -- constant of the statement, so a claim reads the queues it names and no others, however many namespaces
-    -- and queues there are.
-    -- The queue test is a scalar subquery, one look at the claim index per queue, for the reason the mutex test
-    -- below is one.
+    -- and queues there are. The queue test is a scalar subquery, one look at the claim index per queue, for the
+    -- reason the mutex test below is one.
     SET v_names = CONCAT('["', REPLACE(v_queues, ',', '","'), '"]');
     SELECT JSON_ARRAYAGG(DISTINCT q.id),
            UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND
