@@ -449,13 +449,12 @@ def _count(text: str) -> int:
 def _queue_names(text: str) -> str:
     """A worker's queue (or a comma list of them): names as queues are named. A name no queue can have would
     make every claim fail, so it is refused as the command line is read."""
-    from procedures.definitions.model import QUEUE
+    from procedures.pulse import queue_names
 
-    names = [name.strip() for name in text.split(",")]
-    for name in names:
-        if not QUEUE.pattern.fullmatch(name):
-            raise argparse.ArgumentTypeError(f"{name!r} is not a queue name ({QUEUE.description})")
-    return ",".join(names)
+    try:
+        return ",".join(queue_names(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _host_port(text: str) -> str:

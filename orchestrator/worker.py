@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 
 from procedures import db, errors, installer, pulse
 from procedures.connections import Connections
-from procedures.definitions.model import QUEUE
 from procedures.logs import configure_logging
 
 from . import http_handler  # noqa: F401 - registers the built-in http handler
@@ -64,9 +63,7 @@ class Worker:
     def __post_init__(self) -> None:
         if not self.queues:
             raise ValueError("a worker needs at least one queue")
-        bad = [name for names in self.queues for name in names.split(",") if not QUEUE.pattern.fullmatch(name)]
-        if bad:  # every claim would be refused QUEUES_INVALID
-            raise ValueError(f"not a queue name ({QUEUE.description}): {', '.join(map(repr, bad))}")
+        pulse.queue_names(self.queues)  # a name no queue can have: every claim would be refused
         if self.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         if not 0 < self.heartbeat_ms < self.lease_ms:

@@ -8,12 +8,26 @@ from typing import Any
 
 from .db import Connection as Conn
 from .db import call, call_row
+from .definitions.model import QUEUE
 
 
 def _text(value: Any) -> str:
     if isinstance(value, bytes | bytearray):
         return value.decode("utf-8")
     return value
+
+
+def queue_names(queues: list[str] | str) -> list[str]:
+    """The queue names a worker serves, from names or comma lists of them (spaces around a name dropped, as the
+    claim drops them). A name no queue can have is a ValueError naming it: the claim would refuse every call with
+    QUEUES_INVALID."""
+    parts = [queues] if isinstance(queues, str) else queues
+    names = [name.strip() for part in parts for name in part.split(",")]
+    bad = [name for name in names if not QUEUE.pattern.fullmatch(name)]
+    if bad:
+        verb = "is not a queue name" if len(bad) == 1 else "are not queue names"
+        raise ValueError(f"{', '.join(map(repr, bad))} {verb} ({QUEUE.description})")
+    return names
 
 
 def task_claim(conn: Conn, worker_id: str, queues: list[str] | str, *, limit: int = 1, lease_ms: int = 30_000,
