@@ -55,14 +55,21 @@ OWN_HANDLER = "DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK
 def test_R1_every_transactional_routine_rolls_back_only_its_own_transaction_and_reraises():
     """A routine that starts a transaction rolls back exactly that one on error (``v_tx`` says it started it),
     and refuses (or joins, for a read snapshot) before it touches any table when the caller has one open.
-    ``v_tx`` is set by ``SET v_tx = TRUE`` after the refusal check, or by ``_weave_transaction_claim`` or
-    ``_weave_transaction_begin``, which make the check and then set it."""
-    for opener in ("_weave_transaction_claim", "_weave_transaction_begin"):
+    ``v_tx`` is set by ``SET v_tx = TRUE`` after the refusal check, or by one of the openers
+    ``_weave_transaction_claim`` and ``_weave_transaction_begin``, which make the check, set it and then start
+    the transaction."""
+    openers = ("_weave_transaction_claim", "_weave_transaction_begin")
+    for opener in openers:
         code = _code(next(r.text for r in shipped_routines() if r.name == opener))
-        assert code.index("CALL _weave_transaction_own(in_routine);") < code.index("SET out_owned = TRUE;"), opener
+        assert (code.index("CALL _weave_transaction_own(in_routine);") < code.index("SET out_owned = TRUE;")
+                < code.index("START TRANSACTION;")), opener
+        assert not re.search(r"\b(COMMIT|ROLLBACK)\s*;", code), opener
     for routine in shipped_routines():
+        if routine.name in openers:
+            continue
         code = _code(routine.text)
-        if "START TRANSACTION" in code:
+        opened = re.search(r"CALL (_weave_transaction_claim|_weave_transaction_begin)\(", code)
+        if "START TRANSACTION" in code or opened:
             assert OWN_HANDLER in code, routine.name
             assert re.search(r"\bROLLBACK\s*;", code.replace(OWN_HANDLER, "")) is None, routine.name
             body = code[code.index(OWN_HANDLER) + len(OWN_HANDLER):]
@@ -72,10 +79,14 @@ def test_R1_every_transactional_routine_rolls_back_only_its_own_transaction_and_
             own = f"CALL _weave_transaction_own('{routine.name}');"
             checks = (own, claim, begin, "CALL _weave_transaction_open(v_joined);")
             assert first in checks, f"{routine.name} must check for a caller's transaction before reading any table"
-            owned = first if first in (claim, begin) else "SET v_tx = TRUE;"
-            assert body.index(owned) < body.index("START TRANSACTION"), routine.name
+            if first in (claim, begin):  # the opener starts the transaction; another only after it is committed
+                assert body.count("CALL _weave_transaction_") == 1, routine.name
+                later = body.find("START TRANSACTION")
+                assert later == -1 or re.search(r"\bCOMMIT\s*;", body[:later]), routine.name
+            else:
+                assert body.index("SET v_tx = TRUE;") < body.index("START TRANSACTION"), routine.name
         if routine.name.startswith("_"):
-            assert "START TRANSACTION" not in code and not re.search(r"\bCOMMIT\s*;", code), \
+            assert not opened and "START TRANSACTION" not in code and not re.search(r"\bCOMMIT\s*;", code), \
                 f"internal routine {routine.name} must run inside its caller's transaction"
 
 

@@ -17,7 +17,6 @@ BEGIN
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_claim('weave_console_session_close', v_tx);
-    START TRANSACTION;
     CALL _weave_now(v_now);
     SELECT s.id, s.namespace_id, s.credential_id, c.actor INTO v_id, v_ns, v_cred, v_actor
       FROM weave_console_sessions s JOIN weave_credentials c ON c.id = s.credential_id

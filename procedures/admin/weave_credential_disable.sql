@@ -19,7 +19,6 @@ BEGIN
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_claim('weave_credential_disable', v_tx);
-    START TRANSACTION;
     CALL _weave_admin_begin(in_token, in_namespace, 'admin', v_ns, v_admin, v_admin_actor, v_now);
     IF in_credential_id REGEXP '^cred_[0-9]{1,19}$' THEN
         SELECT id, actor INTO v_id, v_actor FROM weave_credentials

@@ -39,7 +39,6 @@ BEGIN
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_claim('weave_definition_publish', v_tx);
-    START TRANSACTION;
     CALL _weave_admin_begin(in_token, in_namespace, 'definitions:publish', v_ns, v_cred, v_actor, v_now);
     IF in_document IS NULL OR NOT JSON_VALID(in_document)
        OR COALESCE(JSON_TYPE(JSON_EXTRACT(in_document, '$.steps')), '') <> 'ARRAY'

@@ -21,7 +21,6 @@ BEGIN
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_instance_pause', v_tx);  -- refused inside a caller's transaction (R-1)
-    START TRANSACTION;
     CALL _weave_instance_control(in_token, in_namespace, in_workflow_id, in_reason, in_idempotency_key, 'pause',
                                  v_status, v_changed, v_replayed);
     COMMIT;

@@ -33,7 +33,6 @@ BEGIN
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_step_continue', v_tx);  -- refused inside a caller's transaction (R-1)
-    START TRANSACTION;
     CALL _weave_step_recover('continue', in_token, in_namespace, in_workflow_id, in_step_key, in_extra_rounds,
                              in_poll_deadline_ms, NULL, NULL, NULL, in_reason, in_idempotency_key, v_digest,
                              v_id, v_replayed);

@@ -29,7 +29,6 @@ BEGIN
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_step_resolve', v_tx);  -- refused inside a caller's transaction (R-1)
-    START TRANSACTION;
     CALL _weave_step_recover('resolve', in_token, in_namespace, in_workflow_id, in_step_key, NULL, NULL, NULL,
                              in_output, in_evidence_ref, in_reason, in_idempotency_key, v_digest, v_id, v_replayed);
     SELECT status INTO v_status FROM weave_instances WHERE id = v_id;

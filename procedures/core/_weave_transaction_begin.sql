@@ -1,12 +1,11 @@
 -- The opening of every public routine that owns a READ COMMITTED transaction, as one call: refuse a
--- caller's open transaction (R-1), then make the transaction the routine starts next READ COMMITTED and
--- mark it as the routine's own, so that its exit handler rolls back exactly that one. The caller starts
--- it right after (or after checks that read no table). On MariaDB the probe is one variable read, so a
--- routine that is not refused pays this one nested call; elsewhere _weave_transaction_open probes.
+-- caller's open transaction (R-1), then start the routine's READ COMMITTED transaction and mark it as
+-- the routine's own, so that its exit handler rolls back exactly that one. On MariaDB the probe is one
+-- variable read, so a routine that is not refused pays this one nested call; elsewhere
+-- _weave_transaction_open probes.
 CREATE PROCEDURE _weave_transaction_begin(IN in_routine VARCHAR(64), OUT out_owned BOOLEAN)
     COMMENT 'Internal. Description: refuses IN_TRANSACTION (R-1) inside a caller''s open transaction, naming in_routine;
-otherwise makes the next transaction READ COMMITTED and sets out_owned = TRUE: the transaction the routine starts
-next is its own.'
+otherwise sets out_owned = TRUE and starts a READ COMMITTED transaction: the routine''s own.'
     NO SQL
 BEGIN
     IF VERSION() LIKE '%MariaDB%' THEN
@@ -16,6 +15,7 @@ BEGIN
     ELSE
         CALL _weave_transaction_own(in_routine);  -- MySQL has no @@in_transaction: probed there by a savepoint
     END IF;
-    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     SET out_owned = TRUE;
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    START TRANSACTION;
 END

@@ -16,7 +16,6 @@ BEGIN
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_checkpoint_advance', v_tx);  -- refused inside a caller's transaction (R-1)
-    START TRANSACTION;
     CALL _weave_checkpoint_decide(in_checkpoint_id, v_outcome);
     COMMIT;
     SELECT v_outcome AS outcome, NOT (@weave_made_due <=> v_due_before) AS made_due;

@@ -49,7 +49,6 @@ BEGIN
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_instance_start', v_tx);  -- refused inside a caller's transaction (R-1)
-    START TRANSACTION;
     -- The namespace is found by its name here already; _weave_authorize takes it instead of reading it again. The
     -- instance started under this idempotency key, if any, comes with it (a plain read, as the look-up below); a
     -- replay reads its request digest once it is known to be one.

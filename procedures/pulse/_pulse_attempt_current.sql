@@ -30,7 +30,8 @@ pulse_late_reports (in_kind SUCCEEDED or FAILED); out_task_status: the task''s s
 out_namespace_id: the attempt''s namespace; out_inst_status: the locked instance''s; out_now: the engine clock,
 read after every lock.
 Errors: 50003 NOT_FOUND (no such attempt), 50007 INVALID_STATE (the attempt''s task is missing), 50012
-ATTEMPT_NOT_CURRENT (the attempt is not this worker''s).
+ATTEMPT_NOT_CURRENT (the attempt is not this worker''s),
+50201 WORKER_ID_INVALID.
 Rules: K-3, R-2, R-3, R-13.'
     MODIFIES SQL DATA
 BEGIN
@@ -47,6 +48,9 @@ BEGIN
     DECLARE v_dummy BIGINT UNSIGNED;
     DECLARE v_may_end BOOLEAN;
 
+    IF in_worker_id IS NULL OR CHAR_LENGTH(in_worker_id) NOT BETWEEN 1 AND 128 THEN
+        CALL _weave_raise(50201, 'WORKER_ID_INVALID: worker id must be 1-128 characters');
+    END IF;
     SET out_current = 0, out_instance_id = NULL, out_inst_status = NULL;
     SELECT a.task_id, t.instance_id, i.credential_id,
            NOT in_retryable OR t.attempts_used >= t.max_attempts OR t.cancel_requested <> 0

@@ -29,14 +29,9 @@ BEGIN
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('pulse_attempt_complete', v_tx);  -- refused inside a caller's transaction (R-1)
-
-    IF in_worker_id IS NULL OR CHAR_LENGTH(in_worker_id) NOT BETWEEN 1 AND 128 THEN
-        CALL _weave_raise(50201, 'WORKER_ID_INVALID: worker id must be 1-128 characters');
-    END IF;
     IF in_result IS NULL OR OCTET_LENGTH(in_result) > 1048576 OR NOT JSON_VALID(in_result) THEN
         CALL _weave_raise(50203, 'RESULT_INVALID: the result must be JSON of at most 1 MiB');
     END IF;
-    START TRANSACTION;
     CALL _pulse_attempt_current(in_attempt_id, in_worker_id, 'SUCCEEDED', in_result, FALSE, v_now, v_task, v_current,
                                 v_status, v_ns, v_inst, v_inst_status);  -- the locks, then the clock (R-2)
     IF v_current = 1 THEN

@@ -44,11 +44,6 @@ BEGIN
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('pulse_attempt_fail', v_tx);  -- refused inside a caller's transaction (R-1)
-
-    IF in_worker_id IS NULL OR CHAR_LENGTH(in_worker_id) NOT BETWEEN 1 AND 128 THEN
-        CALL _weave_raise(50201, 'WORKER_ID_INVALID: worker id must be 1-128 characters');
-    END IF;
-    START TRANSACTION;
     CALL _pulse_attempt_current(in_attempt_id, in_worker_id, 'FAILED',
          JSON_OBJECT('error', v_error, 'retryable', JSON_EXTRACT(IF(v_retryable = 1, 'true', 'false'), '$')),
          v_retryable = 1, v_now, v_task, v_current, v_status, v_ns, v_inst, v_inst_status);  -- locks, then clock (R-2)

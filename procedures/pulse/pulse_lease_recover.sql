@@ -32,7 +32,6 @@ BEGIN
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('pulse_lease_recover', v_tx);  -- refused inside a caller's transaction (R-1)
-    START TRANSACTION;
     SELECT task_id INTO v_task FROM pulse_attempts WHERE id = in_attempt_id;
     recover: BEGIN
         IF v_task IS NULL THEN

@@ -18,7 +18,6 @@ BEGIN
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('pulse_task_expire', v_tx);  -- refused inside a caller's transaction (R-1)
-    START TRANSACTION;
     SELECT id INTO v_exists FROM pulse_tasks WHERE id = in_task_id;
     expire: BEGIN
         IF v_exists IS NULL THEN

@@ -39,7 +39,6 @@ BEGIN
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_signal_process', v_tx);  -- refused inside a caller's transaction (R-1)
-    START TRANSACTION;
     proc: BEGIN
         CALL _weave_candidate_open('SIGNAL', in_signal_id, v_ns, v_inst, v_inst_status, v_outcome);
         IF v_outcome IS NOT NULL THEN

@@ -41,7 +41,6 @@ BEGIN
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_signal_send', v_tx);  -- refused inside a caller's transaction (R-1)
-    START TRANSACTION;
     CALL _weave_signal_accept(in_token, in_namespace, in_workflow_id, in_idempotency_key, in_name,
                               in_payload_version, in_target_step_key, in_target_activation_seq, in_correlation_key,
                               in_payload, in_reason, in_evidence_ref, 1, v_receipt, v_replayed);

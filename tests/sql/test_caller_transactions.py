@@ -30,7 +30,8 @@ def public_routines(db) -> list[dict]:
     for row in rows:
         row["params"] = [(p["param"], p["mode"]) for p in params if p["name"] == row["name"]]
         body = row["body"] or ""
-        row["owns"] = "START TRANSACTION" in body and "WITH CONSISTENT SNAPSHOT" not in body
+        opens = "START TRANSACTION" in body or re.search(r"CALL _weave_transaction_(claim|begin)\(", body)
+        row["owns"] = bool(opens) and "WITH CONSISTENT SNAPSHOT" not in body
     return rows
 
 
