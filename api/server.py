@@ -71,6 +71,7 @@ def run_api(dsn: db.Dsn, bind: str, workers: int, timeout: int = 30, threads: in
     # What each worker reads as it boots, read here first: a bad value is one line now, not a worker that
     # fails to boot under gunicorn's own message.
     settings.api_db_timeout()
+    settings.console_session_ttl()
     settings.log_level()
     try:
         # A hung database must not hang the start.

@@ -9,6 +9,7 @@ each value is read when it is asked for, so a process (or a test) that changes i
 | `WEAVE_LOG_LEVEL` | the level of the JSON logs on stderr | `INFO` (`WARNING` under `weave dev`) |
 | `WEAVE_HTTP_ALLOWLIST` | hosts the built-in http handler may call, comma-separated | none |
 | `WEAVE_API_DB_TIMEOUT_S` | the API's connect/read/write timeout: a hung database answers 503 | 0.8 |
+| `WEAVE_CONSOLE_SESSION_TTL_S` | how long a console session lasts, in whole seconds (60 to 604800) | 28800 |
 """
 
 from __future__ import annotations
@@ -84,3 +85,18 @@ def api_db_timeout() -> float:
     """The API's connect/read/write timeout: short, so a hung database answers 503 instead of hanging. A DSN's
     own ``connect_timeout``/``read_timeout``/``write_timeout`` options win over it."""
     return _seconds("WEAVE_API_DB_TIMEOUT_S", 0.8)
+
+
+CONSOLE_SESSION_TTL_S = (60, 604800, 8 * 3600)  # least, most, default
+
+
+def console_session_ttl() -> int:
+    """How long a console session lasts on the engine clock, in whole seconds: eight hours unless set."""
+    least, most, default = CONSOLE_SESSION_TTL_S
+    value = _get("WEAVE_CONSOLE_SESSION_TTL_S")
+    if value is None:
+        return default
+    if not (value.isascii() and value.isdigit() and least <= int(value) <= most):
+        raise SettingInvalid(f"WEAVE_CONSOLE_SESSION_TTL_S must be a whole number of seconds from {least} to "
+                             f"{most}, got {value!r}")
+    return int(value)

@@ -10,24 +10,20 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import secrets
 from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from procedures import settings
+
 COOKIE = "weave_console"
 SIGNIN_COOKIE = "weave_console_signin"
-DEFAULT_TTL_S = 8 * 3600
 
 
 def ttl_seconds() -> int:
-    """Session lifetime: ``WEAVE_CONSOLE_SESSION_TTL_S`` (60..604800), eight hours by default."""
-    try:
-        value = int(os.environ.get("WEAVE_CONSOLE_SESSION_TTL_S", DEFAULT_TTL_S))
-    except ValueError:
-        value = DEFAULT_TTL_S
-    return min(max(value, 60), 604800)
+    """Session lifetime: ``WEAVE_CONSOLE_SESSION_TTL_S`` (see procedures/settings.py)."""
+    return settings.console_session_ttl()
 
 
 def new_session_id() -> str:

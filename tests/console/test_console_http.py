@@ -38,6 +38,17 @@ def test_sign_in_sets_an_httponly_strict_cookie_holding_no_token(client, world):
     assert world.token.encode() not in bytes(row["sealed_token"]) and sid not in row["session_hash"]
 
 
+def test_a_session_lasts_as_long_as_the_setting_says(client, world, monkeypatch):
+    monkeypatch.setenv("WEAVE_CONSOLE_SESSION_TTL_S", "600")
+    page = client.simulate_get(f"{BASE}/signin")
+    nonce, pre = hidden(page.text, "nonce"), page.cookies["weave_console_signin"].value
+    done = form_post(client, f"{BASE}/signin", {"nonce": nonce, "namespace": "acme", "token": world.token},
+                     {"weave_console_signin": pre})
+    assert done.cookies["weave_console"].max_age == 600
+    lasts = world.db.scalar("SELECT TIMESTAMPDIFF(SECOND, created_at, expires_at) FROM weave_console_sessions")
+    assert lasts == 600
+
+
 def test_over_https_the_session_cookie_is_secure(client, world):
     cookies = sign_in(client, world.token, protocol="https")
     page = client.simulate_get(f"{BASE}/signin", protocol="https")

@@ -125,7 +125,10 @@ def test_an_orchestrator_built_with_a_batch_or_concurrency_below_one_refuses(dat
     ("WEAVE_LOG_LEVEL", "loud", ["orchestrator"]),
     ("WEAVE_API_DB_TIMEOUT_S", "0", ["api"]),
     ("WEAVE_API_DB_TIMEOUT_S", "nan", ["api"]),
-    ("WEAVE_API_DB_TIMEOUT_S", "soon", ["api"])])
+    ("WEAVE_API_DB_TIMEOUT_S", "soon", ["api"]),
+    ("WEAVE_CONSOLE_SESSION_TTL_S", "59", ["api"]),
+    ("WEAVE_CONSOLE_SESSION_TTL_S", "604801", ["api"]),
+    ("WEAVE_CONSOLE_SESSION_TTL_S", "8h", ["api"])])
 def test_a_setting_the_engine_cannot_run_with_is_one_line_naming_it(capsys, monkeypatch, variable, value, argv):
     """Read before anything starts or connects: a log level logging does not know would be a traceback, an API
     timeout of 0 a worker that fails every call (or fails to boot)."""
