@@ -33,9 +33,7 @@ BEGIN
     DECLARE v_seq INT UNSIGNED DEFAULT 0;
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_own('weave_candidate_fail');
-    SET v_tx = TRUE;
-    START TRANSACTION;
+    CALL _weave_transaction_claim('weave_candidate_fail', v_tx);
     IF in_class = 'CHECKPOINT' THEN
         SELECT instance_id, step_key, last_error, attempts INTO v_inst, v_step_key, v_last, v_attempts
           FROM weave_pending_advances WHERE id = in_id AND version = in_version;

@@ -12,9 +12,7 @@ BEGIN
     DECLARE v_now DATETIME(6);
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_own('weave_test_clock_advance');
-    SET v_tx = TRUE;
-    START TRANSACTION;
+    CALL _weave_transaction_claim('weave_test_clock_advance', v_tx);
     SELECT clock_mode INTO v_mode FROM weave_install WHERE id = 1 FOR UPDATE;
     IF v_mode IS NULL OR v_mode <> 'TEST' THEN
         CALL _weave_raise(50010, 'TEST_CLOCK_DISABLED: this is a production install; the clock cannot be moved');

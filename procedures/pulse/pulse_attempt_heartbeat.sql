@@ -21,17 +21,13 @@ BEGIN
     DECLARE v_cancel TINYINT DEFAULT 0;
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_own('pulse_attempt_heartbeat');
-
+    CALL _weave_transaction_begin('pulse_attempt_heartbeat', v_tx);  -- refused inside a caller's transaction (R-1)
     IF in_worker_id IS NULL OR CHAR_LENGTH(in_worker_id) NOT BETWEEN 1 AND 128 THEN
         CALL _weave_raise(50201, 'WORKER_ID_INVALID: worker id must be 1-128 characters');
     END IF;
     IF in_lease_ms IS NULL OR in_lease_ms NOT BETWEEN 1 AND 86400000 THEN
         CALL _weave_raise(50200, 'LEASE_INVALID: lease_ms must be 1..86400000');
     END IF;
-    SET v_tx = TRUE;
-    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-    START TRANSACTION;
     SELECT task_id, status, worker_id INTO v_task, v_status, v_worker
       FROM pulse_attempts WHERE id = in_attempt_id FOR UPDATE;
     IF v_task IS NULL THEN

@@ -381,6 +381,7 @@ def decisions(stage: Stage) -> dict[str, dict[str, int]]:
     world.publish({"name": "count-retry", "steps": [{**POLL_FLOW["steps"][0], "queue": "retries"}]})
     world.start("count-retry", {"n": 1}, key=stage._key("r"))
     claim = dbmod.call(conn, "pulse_task_claim", "w-count", "retries", None, 1, 30_000)[0][0]
+    measure("attempt heartbeat", "pulse_attempt_heartbeat", claim["attempt_id"], "w-count", 30_000)
     measure("attempt fail (retry scheduled)", "pulse_attempt_fail", claim["attempt_id"], "w-count", "flaky", 1)
     assert out["attempt fail (retry scheduled)"]["outcome"] == "RETRY_SCHEDULED"
 
