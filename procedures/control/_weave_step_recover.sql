@@ -60,8 +60,8 @@ BEGIN
                 CALL _weave_raise(50117, 'INPUT_INVALID: output must be JSON of at most 256 KiB');
             END IF;
             IF in_evidence_ref IS NOT NULL AND (CHAR_LENGTH(in_evidence_ref) NOT BETWEEN 1 AND 512
-                                                OR in_evidence_ref REGEXP '[[:space:][:cntrl:]]') THEN
-                CALL _weave_raise(50112, 'EVIDENCE_REF_INVALID: 1-512 characters, no whitespace or control characters');
+                                                OR in_evidence_ref REGEXP '[\\s\\p{Z}\\p{Cc}]') THEN  -- as a signal's
+                CALL _weave_raise(50112, 'EVIDENCE_REF_INVALID: evidence_ref must be 1-512 chars without whitespace or controls');
             END IF;
         END IF;
         CALL _weave_recovery_begin(v_id, in_step_key, v_step, v_type, v_seq, v_activation);

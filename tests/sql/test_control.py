@@ -255,6 +255,21 @@ def test_C4_recovery_of_a_step_not_in_review_is_invalid_and_actions_are_audited(
     assert audit == [{"actor": "ops", "action": "step.reactivate", "reason": "try again"}]
 
 
+@pytest.mark.parametrize("evidence_ref", ["", "e" * 513, "ticket 42", "ticket\t42", "ticket\x0742", "ticket\u00a042",
+                                          "ticket\u200842", "ticket\u202842"])
+def test_C4_resolve_refuses_an_evidence_ref_exactly_as_a_signal_does(world, orch, evidence_ref):
+    """One rule for the field wherever it is given (05-signals): at most 512 characters, no whitespace (Unicode's
+    separators included) and no control characters."""
+    world.publish(failing_task())
+    wf = world.start("charge", {"order_id": "o1"})
+    orch.drain()
+    fail_current_task(world, orch)
+    with pytest.raises(errors.ValidationFailed) as info:
+        routines.step_resolve(world.db.conn, world.token, "acme", wf, "charge", "paid by wire", "s1",
+                              output={"paid": "wire"}, evidence_ref=evidence_ref)
+    assert info.value.field_code == "EVIDENCE_REF_INVALID"
+
+
 def test_C5_recovery_never_rewrites_history(world, orch):
     world.publish(failing_task())
     wf = world.start("charge", {"order_id": "o1"})
