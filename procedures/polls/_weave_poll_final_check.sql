@@ -136,29 +136,9 @@ BEGIN
                     SET out_outcome = 'INBOX_FIRST';
                     LEAVE hook;
                 END IF;
-                CALL _weave_signal_pick(in_namespace_id, in_instance_id, v_wait, in_now, NULL, v_winner, v_proof,
-                                        v_winner_at, v_winner_payload);
-                IF v_proof = 'MISMATCH' THEN
-                    -- S-12, with the round kept collecting as at a deadline (P-11): ACTIVE until Pulse reports.
-                    CALL _weave_poll_review(in_namespace_id, in_instance_id, in_step_key, v_seq, in_activation_id,
-                         'ACCEPTANCE_PROOF_MISMATCH', 'ACTIVE',
-                         JSON_SET(v_facts, '$.signal_id', CONCAT('sig_', v_winner)), in_now);
-                    SET out_outcome = 'PROOF_MISMATCH';
-                    LEAVE hook;
-                END IF;
-                -- F-3 (not started: cancelled at once, its CANCELLED outcome comes through the inbox) and F-4
-                -- (running: only the intent; the task, the ACTIVE step and the permit stay until Pulse reports).
-                CALL _pulse_task_cancel(v_task, in_now, v_cancel);
-                CALL _weave_poll_final_win(in_namespace_id, in_instance_id, in_step_key, v_seq, v_wait, v_winner,
-                     JSON_SET(v_facts, '$.decision', IF(v_t_status = 'QUEUED', 'SIGNAL_FIRST_QUEUED',
-                                                        'SIGNAL_FIRST_RUNNING'),
-                              '$.task_status', v_t_status, '$.task_cancel', v_cancel), in_now);
-                DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key;
-                SET out_outcome = 'SIGNAL_FIRST';
-                LEAVE hook;
-            END IF;
-
-            IF v_state = 'WAITING' THEN
+                SET v_facts = JSON_SET(v_facts, '$.decision', IF(v_t_status = 'QUEUED', 'SIGNAL_FIRST_QUEUED',
+                                                                 'SIGNAL_FIRST_RUNNING'));
+            ELSEIF v_state = 'WAITING' THEN
                 -- F-2: between rounds no query is out; the first on-time signal settles the POLL.
                 IF v_first IS NULL THEN
                     LEAVE hook;
@@ -196,17 +176,29 @@ BEGIN
                 SET v_facts = JSON_SET(v_facts, '$.decision', 'SIGNAL_FIRST_STORED');
             END IF;
 
+            -- The first match is to win: its proof is checked now (S-12). With the query still out, the round
+            -- keeps collecting as at a deadline (P-11): the step stays ACTIVE until Pulse reports.
             CALL _weave_signal_pick(in_namespace_id, in_instance_id, v_wait, in_now, NULL, v_winner, v_proof,
-                                        v_winner_at, v_winner_payload);
+                                    v_winner_at, v_winner_payload);
             IF v_proof = 'MISMATCH' THEN
                 CALL _weave_poll_review(in_namespace_id, in_instance_id, in_step_key, v_seq, in_activation_id,
-                     'ACCEPTANCE_PROOF_MISMATCH', 'NEEDS_REVIEW',
+                     'ACCEPTANCE_PROOF_MISMATCH', IF(v_outcome = 'IN_FLIGHT', 'ACTIVE', 'NEEDS_REVIEW'),
                      JSON_SET(v_facts, '$.signal_id', CONCAT('sig_', v_winner)), in_now);
                 SET out_outcome = 'PROOF_MISMATCH';
                 LEAVE hook;
             END IF;
             IF v_winner IS NULL OR v_winner <> v_first THEN
                 CALL _weave_raise(50007, 'INVALID_STATE: the final signal changed under its lock');
+            END IF;
+            IF v_outcome = 'IN_FLIGHT' THEN
+                -- F-3 (not started: cancelled at once, its CANCELLED outcome comes through the inbox) and F-4
+                -- (running: only the intent; the task, the ACTIVE step and the permit stay until Pulse reports).
+                CALL _pulse_task_cancel(v_task, in_now, v_cancel);
+                CALL _weave_poll_final_win(in_namespace_id, in_instance_id, in_step_key, v_seq, v_wait, v_winner,
+                     JSON_SET(v_facts, '$.task_status', v_t_status, '$.task_cancel', v_cancel), in_now);
+                DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key;
+                SET out_outcome = 'SIGNAL_FIRST';
+                LEAVE hook;
             END IF;
             CALL _weave_poll_final_win(in_namespace_id, in_instance_id, in_step_key, v_seq, v_wait, v_winner, v_facts,
                                        in_now);
