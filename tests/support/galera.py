@@ -45,6 +45,10 @@ def find_provider() -> str | None:
     return None
 
 
+# A node's group-communication, IST and SST ports, as offsets from its SQL port.
+PORT_OFFSETS = {"group": 1100, "ist": 1110, "sst": 1120}
+
+
 def _free(port: int) -> bool:
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -58,8 +62,7 @@ def _free(port: int) -> bool:
 def free_port_block(size: int, start: int = 3501) -> int:
     """The first base port from ``start`` on where base+i (SQL) and the group/IST/SST ports are all free."""
     for base in range(start, start + 400, 10):
-        ports = [base + i for i in range(size)] + [p + 1100 + k * 10 for p in range(base, base + size)
-                                                   for k in range(3)]
+        ports = [sql + offset for sql in range(base, base + size) for offset in (0, *PORT_OFFSETS.values())]
         if all(_free(p) for p in ports):
             return base
     raise RuntimeError(f"no free block of ports for a {size}-node cluster from {start}")
@@ -76,17 +79,9 @@ class Node:
     process: subprocess.Popen | None = None
     stopped: bool = False  # SIGSTOPped
 
-    @property
-    def group_port(self) -> int:
-        return self.sql_port + 1100
-
-    @property
-    def ist_port(self) -> int:
-        return self.sql_port + 1110
-
-    @property
-    def sst_port(self) -> int:
-        return self.sql_port + 1120
+    def port(self, of: str) -> int:
+        """The node's ``group`` communication, ``ist`` or ``sst`` port."""
+        return self.sql_port + PORT_OFFSETS[of]
 
     @property
     def datadir(self) -> Path:
@@ -121,9 +116,9 @@ class Node:
                 f"--wsrep-cluster-address={'gcomm://' if bootstrap else self.cluster_address}",
                 f"--wsrep-node-name=node{self.index + 1}", "--wsrep-node-address=127.0.0.1",
                 f"--wsrep-node-incoming-address={self.address}",
-                f"--wsrep-provider-options=gmcast.listen_addr=tcp://127.0.0.1:{self.group_port};"
-                f"ist.recv_addr=127.0.0.1:{self.ist_port};{GROUP_OPTIONS}",
-                "--wsrep-sst-method=rsync", f"--wsrep-sst-receive-address=127.0.0.1:{self.sst_port}",
+                f"--wsrep-provider-options=gmcast.listen_addr=tcp://127.0.0.1:{self.port('group')};"
+                f"ist.recv_addr=127.0.0.1:{self.port('ist')};{GROUP_OPTIONS}",
+                "--wsrep-sst-method=rsync", f"--wsrep-sst-receive-address=127.0.0.1:{self.port('sst')}",
                 "--wsrep-slave-threads=2", *user]
         if bootstrap:
             args.append("--wsrep-new-cluster")
