@@ -55,6 +55,7 @@ class EmbeddedServer:
     directory: Path
     database: str = "weave"
     fast_commit: bool = False   # tests trade crash durability for speed; `weave dev` keeps the default
+    options: tuple[str, ...] = ()  # more server options, after the engine's own
     process: subprocess.Popen | None = None
 
     @property
@@ -77,13 +78,10 @@ class EmbeddedServer:
         self.directory.mkdir(parents=True, exist_ok=True)
         # A temp directory of its own: the shared /tmp of a busy machine made initialisation fail (Errcode 2).
         self.tmpdir.mkdir(exist_ok=True)
+        # The server's own too: one starting on a shared tmpdir deletes every other server's live temporary
+        # tables there ("Error on delete of /tmp/#sql-temptable...").
         datadir = self.directory / "data"
         user = ["--user=root"] if os.geteuid() == 0 else []
-        # A private tmpdir: a server starting on a shared one deletes every other server's live temporary
-        # tables there ("Error on delete of /tmp/#sql-temptable...").
-        tmpdir = self.directory / "tmp"
-        tmpdir.mkdir(exist_ok=True)
-        user.append(f"--tmpdir={tmpdir}")
         if not (datadir / "mysql").exists():
             self._initialise(flavour, binary, datadir, user)
         args = [binary, "--no-defaults", f"--datadir={datadir}", f"--socket={self.socket}", "--skip-networking",
@@ -94,6 +92,7 @@ class EmbeddedServer:
             args += ["--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0"]
         if flavour == "mysql":
             args += ["--mysqlx=OFF", "--log-bin-trust-function-creators=1"]
+        args += self.options
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                         start_new_session=True)
         self._wait_ready(timeout)

@@ -29,6 +29,7 @@ DECISIONS = {
     "attempt complete (instance held: answer left in the inbox)": 18,
     "inbox consume (round pending)": 25,
     "inbox consume, 3 in one call (each)": 23.0,
+    "attempt heartbeat": 9,
     "attempt fail (retry scheduled)": 14,
     "scan (nothing due)": 4,
     "idle probe": 2,
