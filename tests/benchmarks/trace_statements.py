@@ -4,15 +4,16 @@ several runs. Statement counts say how many; this says which of them cost.
 
     python -m tests.benchmarks.trace_statements --flow timer --runs 20
 
-Runs on a private server of its own (a temporary directory, its own socket, ``performance_schema`` on), never
-on the shared one: the instrumentation is a server setting. One JSON line per statement, connection by
-connection and each connection's in execution order, with its nesting depth under the client's call, its
-median and its range over the runs in microseconds, and its text (shortened); then one line per client call.
-A routine's own instructions (its variables, SETs and IFs) are not statements: they are the part of its time
-that its statements do not add up to. Times include the instrumentation's overhead and are those of a
-lifecycle among others, caches warm with the engine's other work rather than with a loop of one statement: a
-statement costs here several times what it costs repeated in a loop inside one procedure. Not collected by
-pytest; timings are never asserted.
+Runs on a private server of its own (a temporary directory, its own socket, ``performance_schema`` on), never on
+the shared one: the instrumentation is a server setting. One JSON line per statement, connection by connection
+and each connection's in execution order, with its nesting depth under the client's call, its median and its
+range over the runs in microseconds, and its text (shortened); then one line per client call. A routine's own
+instructions (its variables, SETs and IFs) and a cursor's query (a claim's pick) are not lines of their own:
+they are the part of its time that its lines do not add up to, so a claim that picks shows one statement fewer
+than the session counters count. Times include the instrumentation's overhead and are those of a lifecycle among
+others, caches warm with the engine's other work rather than with a loop of one statement: a statement costs
+here several times what it costs repeated in a loop inside one procedure. Not collected by pytest; timings are
+never asserted.
 """
 
 from __future__ import annotations
