@@ -4,7 +4,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: dev test lint bench reliability
+.PHONY: dev test lint bench trace reliability
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,13 @@ lint: $(BIN)/.installed
 # with ../shared/bench/requirements.txt). BENCH_ARGS=--full runs the sizes of spec 08.
 bench: $(BIN)/.installed
 	$(BIN)/python -m tests.benchmarks.report $(BENCH_ARGS)
+
+# Which statements of a lifecycle cost, each timed by the server on a private one with performance_schema on
+# (the shared server is never reconfigured): make trace FLOW=poll RUNS=20 (FLOW: timer, signal or poll).
+FLOW ?= timer
+RUNS ?= 20
+trace: $(BIN)/.installed
+	$(BIN)/python -m tests.benchmarks.trace_statements --flow $(FLOW) --runs $(RUNS)
 
 # The reliability battery of spec 08 at full size (the suite runs short versions of each): Z-1 crash runs,
 # Z-2 competing runners, Z-3 database faults, Z-4 bad input, Z-5 isolation, Z-6 a Galera node killed and
