@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import falcon
 
-from procedures import db, errors, installer
+from procedures import db, errors, installer, settings
 
 from . import console, ops, resources, signals
 from .http import ApiConnections, Connections, NoStore, failing_over, make_error_handler
@@ -58,6 +58,9 @@ def get_app(dsn: str | None = None) -> falcon.App:
     from procedures.logs import configure_logging
 
     configure_logging()
+    # What a request would read later, read now: a bad value stops the worker's boot, not a sign-in.
+    settings.api_db_timeout()
+    settings.console_session_ttl()
     target = db.dsn_from_env(dsn)
     connections = ApiConnections(target)
     try:

@@ -9,7 +9,7 @@ import pytest
 
 from orchestrator.cli import EXIT_CODES, main
 from orchestrator.loop import Orchestrator
-from procedures import installer
+from procedures import installer, settings
 
 TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
 POLL = {"name": "poll-flow", "steps": [{"key": "check", "type": "POLL", "queue": "payments",
@@ -136,6 +136,16 @@ def test_a_setting_the_engine_cannot_run_with_is_one_line_naming_it(capsys, monk
     assert main([*argv, "--dsn", "mysql://root@127.0.0.1:1/weave", "--json"]) == 2
     err = json.loads(capsys.readouterr().err)
     assert err["code"] == "CONFIG_INVALID" and variable in err["detail"] and repr(value) in err["detail"]
+
+
+@pytest.mark.parametrize("variable, value", [("WEAVE_CONSOLE_SESSION_TTL_S", "59"), ("WEAVE_API_DB_TIMEOUT_S", "0")])
+def test_the_api_app_served_by_gunicorn_directly_refuses_such_a_setting_as_it_boots(monkeypatch, variable, value):
+    """``gunicorn 'api.app:get_app()'`` skips `weave api`'s checks: the app itself refuses before it serves."""
+    from api.app import get_app
+
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(settings.SettingInvalid, match=variable):
+        get_app("mysql://root@127.0.0.1:1/weave")
 
 
 def test_version_names_the_package_and_the_level_it_ships(capsys):
