@@ -7,13 +7,13 @@ several runs. Statement counts say how many; this says which of them cost.
 Runs on a private server of its own (a temporary directory, its own socket, ``performance_schema`` on), never on
 the shared one: the instrumentation is a server setting. One JSON line per statement, connection by connection
 and each connection's in execution order, with its nesting depth under the client's call, its median and its
-range over the runs in microseconds, and its text (shortened); then one line per client call. A routine's own
-instructions (its variables, SETs and IFs) and a cursor's query (a claim's pick) are not lines of their own:
-they are the part of its time that its lines do not add up to, so a claim that picks shows one statement fewer
-than the session counters count. Times include the instrumentation's overhead and are those of a lifecycle among
-others, caches warm with the engine's other work rather than with a loop of one statement: a statement costs
-here several times what it costs repeated in a loop inside one procedure. Not collected by pytest; timings are
-never asserted.
+range over the runs in microseconds, and its text (shortened), a CALL also with its own time (what it spends
+outside the statements it runs); then one line per client call. A routine's own instructions (its variables,
+SETs and IFs) and a cursor's query (a claim's pick) are not lines of their own but part of that own time, so a
+claim that picks shows one statement fewer than the session counters count. Times include the instrumentation's
+overhead and are those of a lifecycle among others, caches warm with the engine's other work rather than with a
+loop of one statement: a statement costs here several times what it costs repeated in a loop inside one
+procedure. Not collected by pytest; timings are never asserted.
 """
 
 from __future__ import annotations
@@ -102,6 +102,25 @@ def calls(steps: list[Step]) -> Iterator[tuple[str, float, int]]:
             yield step.text, statistics.median(step.times), inside
 
 
+def own_times(steps: list[Step]) -> list[float | None]:
+    """For each CALL, the median time it spends outside the statements it runs directly (its variables, SETs and
+    IFs, a cursor's query, the call itself); None for any other statement."""
+    medians = [statistics.median(step.times) for step in steps]
+    own: list[float | None] = []
+    for i, step in enumerate(steps):
+        if not step.text.startswith("CALL "):
+            own.append(None)
+            continue
+        children = 0.0
+        for j in range(i + 1, len(steps)):
+            if steps[j].depth <= step.depth:
+                break
+            if steps[j].depth == step.depth + 1:
+                children += medians[j]
+        own.append(medians[i] - children)
+    return own
+
+
 def traced(kind: str, runs: int) -> list[Step]:
     """``trace`` on a private instrumented server, started for it and removed after."""
     with tempfile.TemporaryDirectory(prefix="weave-trace-") as folder:
@@ -127,10 +146,11 @@ def main() -> None:
     if args.runs < 1:
         ap.error("--runs must be at least 1")
     steps = traced(args.flow, args.runs)
-    for step in steps:
+    for step, own in zip(steps, own_times(steps), strict=True):
         figure("statement time in a lifecycle", flow=args.flow, depth=step.depth,
                median_us=round(statistics.median(step.times), 1),
-               spread_us=[round(min(step.times), 1), round(max(step.times), 1)], statement=step.text)
+               spread_us=[round(min(step.times), 1), round(max(step.times), 1)],
+               **({} if own is None else {"own_us": round(own, 1)}), statement=step.text)
     for routine, median, inside in calls(steps):
         figure("call time in a lifecycle", flow=args.flow, call=routine, median_us=round(median, 1),
                statements=inside)

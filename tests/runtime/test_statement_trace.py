@@ -5,7 +5,7 @@ its times are never asserted. The trace starts a private server from the binary 
 from __future__ import annotations
 
 from tests.benchmarks.statements import Census, Stage, lifecycle_calls
-from tests.benchmarks.trace_statements import calls, traced
+from tests.benchmarks.trace_statements import calls, own_times, traced
 
 
 def test_a_trace_holds_every_statement_the_counters_count(database):
@@ -18,3 +18,5 @@ def test_a_trace_holds_every_statement_the_counters_count(database):
     steps = traced("timer", 2)
     assert [(call, n) for call, _, n in calls(steps)] == counted
     assert all(len(step.times) == 2 and min(step.times) > 0 for step in steps)
+    own = own_times(steps)
+    assert [o is not None for o in own] == [step.text.startswith("CALL ") for step in steps]
