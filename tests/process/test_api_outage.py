@@ -10,20 +10,18 @@ from __future__ import annotations
 import json
 import os
 import signal
-import tempfile
 import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 from falcon import testing
 
 from api.app import get_app
-from orchestrator.embedded import EmbeddedServer, find_server_binary
 from procedures import db, errors, installer
 from tests.support.processes import WeaveProcess, hang, start_api
+from tests.support.server import private_server as private_server_of
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.process
@@ -33,19 +31,8 @@ LIMIT_S = 2.0
 
 @pytest.fixture
 def private_server():
-    if not find_server_binary():
-        pytest.fail("the outage test needs a mariadbd/mysqld binary on PATH to start a private server")
-    directory = Path(tempfile.mkdtemp(prefix="weave-outage-"))
-    server = EmbeddedServer(directory, database="weave_outage", fast_commit=True)
-    dsn = server.start()
-    installer.migrate(dsn, test_clock=True)
-    yield server, dsn
-    assert server.process is not None
-    try:
-        os.kill(server.process.pid, signal.SIGCONT)
-    except ProcessLookupError:
-        pass
-    server.stop()
+    with private_server_of("weave-outage-", "weave_outage") as (server, dsn):
+        yield server, dsn
 
 
 def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes, float]:

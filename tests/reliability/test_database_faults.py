@@ -13,24 +13,22 @@ from __future__ import annotations
 import json
 import random
 import signal
-import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from pathlib import Path
 
 import pymysql
 import pytest
 
-from orchestrator.embedded import EmbeddedServer
-from procedures import installer, invariants
+from procedures import invariants
 from tests.api.test_sdk_gunicorn import free_port
 from tests.reliability.conftest import figure
 from tests.support import cluster_load as load
 from tests.support.db import Db
 from tests.support.processes import WeaveProcess
+from tests.support.server import private_server as private_server_of
 from tests.support.waiting import wait_for
 from tests.support.world import World
 
@@ -48,23 +46,8 @@ ANSWER_WITHIN_S = 2.0
 
 @pytest.fixture
 def private_server():
-    directory = Path(tempfile.mkdtemp(prefix="weave-z3-server-"))
-    server = EmbeddedServer(directory, database="weave_z3", fast_commit=True)
-    try:
-        dsn = server.start()
-        installer.migrate(dsn, test_clock=True)
+    with private_server_of("weave-z3-server-", "weave_z3") as (server, dsn):
         yield server, dsn
-    finally:
-        if server.process and server.process.poll() is None:
-            try:
-                server.process.send_signal(signal.SIGCONT)
-            except ProcessLookupError:
-                pass
-            server.process.kill()
-            server.process.wait(30)
-        import shutil
-
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 class Client:

@@ -4,11 +4,16 @@ PATH, else a MySQL 8 testcontainer where Docker runs, else a clear failure. Neve
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
+import shutil
+import signal
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from orchestrator.embedded import INSTALL_HINT, EmbeddedServer, find_server_binary
+from procedures import installer
 from procedures.db import Dsn
 
 
@@ -31,7 +36,7 @@ def server_dsn() -> tuple[Dsn, str]:
         directory = Path(tempfile.mkdtemp(prefix="weave-test-server-"))
         server = EmbeddedServer(directory, database="weave_test", fast_commit=True)
         dsn = server.start()
-        atexit.register(server.stop)
+        atexit.register(_remove, server)
         return dsn, f"private server in {directory}"
     if _docker_available():
         from testcontainers.mysql import MySqlContainer
@@ -47,3 +52,29 @@ def server_dsn() -> tuple[Dsn, str]:
         "  - WEAVE_TEST_DSN is not set (e.g. mysql://root@127.0.0.1:3306/weave_test),\n"
         "  - no server binary on PATH to start a private one, and\n"
         "  - no Docker for a MySQL 8 testcontainer.\n" + INSTALL_HINT)
+
+
+def _remove(server: EmbeddedServer) -> None:
+    """Stop a private server, woken first if a test left it stopped (SIGSTOP), and delete its directory: a
+    data directory is a few hundred MB, and every run would leave one behind."""
+    if server.process is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(server.process.pid, signal.SIGCONT)
+    server.stop()
+    shutil.rmtree(server.directory, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def private_server(prefix: str, database: str) -> Iterator[tuple[EmbeddedServer, Dsn]]:
+    """A private server of a test's own, migrated with the test clock, that the test may hang or kill; stopped and
+    removed afterwards, whatever state the test left it in."""
+    if not find_server_binary():
+        raise RuntimeError("this test needs a mariadbd/mysqld binary on PATH to start a private server. "
+                           + INSTALL_HINT)
+    server = EmbeddedServer(Path(tempfile.mkdtemp(prefix=prefix)), database=database, fast_commit=True)
+    try:
+        dsn = server.start()
+        installer.migrate(dsn, test_clock=True)
+        yield server, dsn
+    finally:
+        _remove(server)
