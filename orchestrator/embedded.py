@@ -76,10 +76,10 @@ class EmbeddedServer:
             raise NoServerBinary(INSTALL_HINT)
         flavour, binary = found
         self.directory.mkdir(parents=True, exist_ok=True)
-        # A temp directory of its own: the shared /tmp of a busy machine made initialisation fail (Errcode 2).
+        # A temp directory of its own, for initialisation and for the server: the shared /tmp of a busy machine
+        # made initialisation fail (Errcode 2), and a server starting on a shared one deletes every other server's
+        # live temporary tables there ("Error on delete of /tmp/#sql-temptable...").
         self.tmpdir.mkdir(exist_ok=True)
-        # The server's own too: one starting on a shared tmpdir deletes every other server's live temporary
-        # tables there ("Error on delete of /tmp/#sql-temptable...").
         datadir = self.directory / "data"
         user = ["--user=root"] if os.geteuid() == 0 else []
         if not (datadir / "mysql").exists():

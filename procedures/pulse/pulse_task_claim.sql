@@ -14,8 +14,8 @@ CREATE PROCEDURE pulse_task_claim(
 available, then id; tasks whose mutex key is held by a RUNNING attempt of the namespace are skipped; tasks at or
 past their deadline never start (K-6). Each claim starts attempt k+1 (RUNNING, lease until now + in_lease_ms) and
 takes an execution permit.
-Parameters: in_worker_id (1-128 chars), in_queues (comma list of queue names: letters, digits and _.:-; unknown
-names find nothing), in_namespace (NULL or empty = every namespace), in_limit (1..1000), in_lease_ms (1..86400000).
+Parameters: in_worker_id (1-128 chars), in_queues (comma list of queue names, each 1-64 letters, digits and _.:-;
+unknown names find nothing), in_namespace (NULL or empty = every namespace), in_limit (1..1000), in_lease_ms (1..86400000).
 Result set: one row per claimed task: task_id (tsk_<id>), attempt_id, attempt_no, max_attempts, namespace, queue,
 workflow_id, step_key, round_no, handler, handler_version, input (JSON), business_key, mutex_key, priority,
 deadline_at, started_at, lease_expires_at.
@@ -40,9 +40,10 @@ BEGIN
     IF in_worker_id IS NULL OR CHAR_LENGTH(in_worker_id) NOT BETWEEN 1 AND 128 THEN
         CALL _weave_raise(50201, 'WORKER_ID_INVALID: worker id must be 1-128 characters');
     END IF;
-    IF v_queues = '' OR CHAR_LENGTH(v_queues) > 2048 OR NOT (v_queues REGEXP '^[A-Za-z0-9_.:,-]+$') THEN
+    -- A list of queue names by the rule every queue list has (a credential's, a definition's).
+    IF CHAR_LENGTH(v_queues) > 2048 OR NOT (v_queues REGEXP '^[A-Za-z0-9_.:-]{1,64}(,[A-Za-z0-9_.:-]{1,64})*$') THEN
         CALL _weave_raise(50202, 'QUEUES_INVALID: give 1-2048 characters of comma-separated queue names '
-                                 '(letters, digits and _.:-)');
+                                 '(each 1-64 letters, digits and _.:-)');
     END IF;
     IF in_limit IS NULL OR in_limit NOT BETWEEN 1 AND 1000 THEN
         CALL _weave_raise(50121, 'LIMIT_INVALID: claim limit must be 1..1000');

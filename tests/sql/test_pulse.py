@@ -317,9 +317,11 @@ def test_K1_validation_errors_carry_their_codes(world):
     with pytest.raises(errors.ValidationFailed) as exc:
         pulse.task_claim(world.db.conn, "w", " ")
     assert exc.value.field_code == "QUEUES_INVALID"
-    with pytest.raises(errors.ValidationFailed) as exc:  # no queue name holds a quote: not a list of names
-        pulse.task_claim(world.db.conn, "w", 'payments,"mail')
-    assert exc.value.field_code == "QUEUES_INVALID"
+    # Not a list of queue names: a quote, an empty name, a name longer than any queue's (the rule of every list).
+    for queues in ('payments,"mail', "payments,,mail", "payments,", "q" * 65):
+        with pytest.raises(errors.ValidationFailed) as exc:
+            pulse.task_claim(world.db.conn, "w", queues)
+        assert exc.value.field_code == "QUEUES_INVALID", queues
 
 
 def test_K8_unknown_queue_or_namespace_finds_nothing_and_is_no_error(world, orch):
