@@ -87,16 +87,21 @@ INVARIANTS: tuple[Invariant, ...] = (
         UNION ALL
         SELECT a.id FROM weave_apps a JOIN pulse_tasks t ON t.app_id = a.id
          WHERE t.status IN ('QUEUED', 'RUNNING') GROUP BY a.id, a.max_in_flight HAVING COUNT(*) > a.max_in_flight"""),
-    Invariant("M-4.7b", "the in-flight counter of every app and queue equals its QUEUED+RUNNING tasks", """
+    Invariant("M-4.7b", "every app and queue has its 16 release stripes, and its slots taken less its releases "
+              "equal its QUEUED+RUNNING tasks", """
         SELECT a.id FROM weave_apps a
+          LEFT JOIN (SELECT owner_id, COUNT(*) AS k, MAX(stripe) AS top, SUM(released) AS n FROM pulse_slot_releases
+                      WHERE owner_kind = 'APP' GROUP BY owner_id) r ON r.owner_id = a.id
           LEFT JOIN (SELECT app_id, COUNT(*) AS n FROM pulse_tasks WHERE status IN ('QUEUED', 'RUNNING')
                       GROUP BY app_id) t ON t.app_id = a.id
-         WHERE a.in_flight <> COALESCE(t.n, 0)
+         WHERE COALESCE(r.k, 0) <> 16 OR r.top <> 15 OR a.slots_taken - COALESCE(r.n, 0) <> COALESCE(t.n, 0)
         UNION ALL
         SELECT q.id FROM weave_queues q
+          LEFT JOIN (SELECT owner_id, COUNT(*) AS k, MAX(stripe) AS top, SUM(released) AS n FROM pulse_slot_releases
+                      WHERE owner_kind = 'QUEUE' GROUP BY owner_id) r ON r.owner_id = q.id
           LEFT JOIN (SELECT queue_id, COUNT(*) AS n FROM pulse_tasks WHERE status IN ('QUEUED', 'RUNNING')
                       GROUP BY queue_id) t ON t.queue_id = q.id
-         WHERE q.in_flight <> COALESCE(t.n, 0)"""),
+         WHERE COALESCE(r.k, 0) <> 16 OR r.top <> 15 OR q.slots_taken - COALESCE(r.n, 0) <> COALESCE(t.n, 0)"""),
     Invariant("M-4.8", "no task was created for an instance at or after its deadline", """
         SELECT t.id FROM pulse_tasks t JOIN weave_instances i ON i.id = t.instance_id
          WHERE t.created_at >= i.deadline_at"""),

@@ -12,7 +12,8 @@ CREATE PROCEDURE _weave_provision_put(
         OUT out_created  TINYINT)
     COMMENT 'Internal. Description: creates or updates the app (in_kind app: in_limit is max_in_flight, in_status its
 status) or queue (queue: in_limit is its capacity, in_status NULL) named in_name, and audits it; out_status is the
-app''s status after the call, out_created 1 when the row is new. Errors: those of weave_app_put and weave_queue_put.'
+app''s status after the call, out_created 1 when the row is new (created with its 16 release stripes). Errors:
+those of weave_app_put and weave_queue_put.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_ns BIGINT UNSIGNED;
@@ -47,6 +48,14 @@ BEGIN
         SET v_details = JSON_OBJECT('name', in_name, 'capacity', in_limit + 0);
     END IF;
     SET out_created = IF(v_id IS NULL, 1, 0);
+    IF v_id IS NULL THEN
+        -- A new app or queue gets its 16 release stripes, into which its tasks' ends release their slots
+        -- (_pulse_inbox_add); the tasks in flight are its slots taken less every stripe.
+        INSERT INTO pulse_slot_releases (owner_kind, owner_id, stripe, released)
+        SELECT UPPER(in_kind), LAST_INSERT_ID(), a.n * 4 + b.n, 0
+          FROM (SELECT 0 AS n UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3) a
+         CROSS JOIN (SELECT 0 AS n UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3) b;
+    END IF;
     CALL _weave_audit(v_ns, 0, v_admin, v_admin_actor, CONCAT(in_kind, '.put'), NULL, NULL, v_now, NULL, NULL,
                       v_details, NULL);
 END

@@ -49,14 +49,20 @@ BEGIN
 
     -- The slot is taken here, guarded by the counters themselves: of two creators racing for the last
     -- one, the second finds no row to change and nothing of its decision remains (M-4.7). The rows are
-    -- taken app first, then queue, as everywhere the counters change (STRAIGHT_JOIN keeps that order). The
-    -- instance row, which the caller holds locked, names the app.
+    -- taken app first, then queue, as everywhere the slots are taken (STRAIGHT_JOIN keeps that order). The
+    -- instance row, which the caller holds locked, names the app. The tasks in flight are the slots taken less
+    -- the releases of every stripe, which a task's end writes (_pulse_inbox_add) and this reads without a lock: a
+    -- release that has not committed yet still counts as a task in flight, so room is never over-counted, and a
+    -- report never waits for a creation.
     SET out_task_id = NULL, out_why = NULL;
     UPDATE weave_apps a
       STRAIGHT_JOIN weave_queues q ON q.namespace_id = in_namespace_id AND q.name = v_queue_name
-       SET a.in_flight = a.in_flight + 1, q.in_flight = q.in_flight + 1
+       SET a.slots_taken = a.slots_taken + 1, q.slots_taken = q.slots_taken + 1
      WHERE a.id = (SELECT i.app_id FROM weave_instances i WHERE i.id = in_instance_id)
-       AND a.in_flight < a.max_in_flight AND q.in_flight < q.capacity;
+       AND a.slots_taken - (SELECT SUM(r.released) FROM pulse_slot_releases r
+                             WHERE r.owner_kind = 'APP' AND r.owner_id = a.id) < a.max_in_flight
+       AND q.slots_taken - (SELECT SUM(r.released) FROM pulse_slot_releases r
+                             WHERE r.owner_kind = 'QUEUE' AND r.owner_id = q.id) < q.capacity;
     IF ROW_COUNT() <> 2 THEN
         -- No room: nothing is written, and the caller learns why (a lost race is its to judge, R-8).
         CALL _weave_task_room(in_namespace_id, in_instance_id, v_queue_name, out_why);

@@ -1,6 +1,6 @@
 -- R-8 and M-4.7 for one new task: the queue must exist and have capacity left, the app quota must
--- have room. Read from the in-flight counters of the queue and app rows (one indexed read, whatever
--- the backlog), so a creator that finds no room defers without taking a lock. The answer is a
+-- have room. Read from the slots taken on the queue and app rows less their release stripes (one indexed read,
+-- whatever the backlog), so a creator that finds no room defers without taking a lock. The answer is a
 -- plain read: _pulse_task_create takes the slot with a guarded conditional UPDATE of the same
 -- counters, which is what keeps two creators from both taking the last one.
 -- A missing queue is a reason to wait, not an error: an operator may create it later.
@@ -10,7 +10,7 @@ CREATE PROCEDURE _weave_task_room(
         IN  in_queue        VARCHAR(64),
         OUT out_why         VARCHAR(256))
     COMMENT 'Internal. Description: NULL when a task for the instance may be created on in_queue now, else why not
-(queue missing, queue full, app quota full), from the in-flight counters. The caller holds the instance lock.
+(queue missing, queue full, app quota full), from the slots taken less their releases. The caller holds the instance lock.
 Rules: R-8, M-4.7.'
     READS SQL DATA
 BEGIN
@@ -22,7 +22,12 @@ BEGIN
     DECLARE v_app_used INT UNSIGNED;
 
     SET out_why = NULL;
-    SELECT a.id, a.max_in_flight, a.in_flight, q.id, q.capacity, q.in_flight
+    SELECT a.id, a.max_in_flight,
+           a.slots_taken - (SELECT SUM(r.released) FROM pulse_slot_releases r
+                             WHERE r.owner_kind = 'APP' AND r.owner_id = a.id),
+           q.id, q.capacity,
+           q.slots_taken - (SELECT SUM(r.released) FROM pulse_slot_releases r
+                             WHERE r.owner_kind = 'QUEUE' AND r.owner_id = q.id)
       INTO v_app, v_quota, v_app_used, v_queue, v_capacity, v_queue_used
       FROM weave_instances i
       LEFT JOIN weave_apps a ON a.id = i.app_id

@@ -38,10 +38,12 @@ def queue_backlog(world, rows: int) -> None:
         "timeout_ms, deadline_at, status, attempts_used, available_at, created_at, updated_at) "
         f"SELECT {ns}, {app}, {queue}, 0, 'backlog', 0, 'example.echo', '1', '{{}}', 0, 3, 1000, 2, 60000, 30000, "
         "'2099-01-01', 'QUEUED', 0, '2000-01-01', '2000-01-01', '2000-01-01' FROM " + seq(rows))
-    if db.scalar("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
-                 "AND TABLE_NAME = 'weave_apps' AND COLUMN_NAME = 'in_flight'"):  # levels before 0003 count rows
-        db.execute("UPDATE weave_apps SET in_flight = in_flight + %s WHERE id = %s", rows, app)
-        db.execute("UPDATE weave_queues SET in_flight = in_flight + %s WHERE id = %s", rows, queue)
+    # The counters of the level measured: slots taken (level 9 on), in-flight counts (levels 3-8), none before.
+    counter = db.scalar("SELECT MIN(COLUMN_NAME) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+                        "AND TABLE_NAME = 'weave_apps' AND COLUMN_NAME IN ('slots_taken', 'in_flight')")
+    if counter:
+        db.execute(f"UPDATE weave_apps SET {counter} = {counter} + %s WHERE id = %s", rows, app)
+        db.execute(f"UPDATE weave_queues SET {counter} = {counter} + %s WHERE id = %s", rows, queue)
     db.execute("ANALYZE TABLE pulse_tasks")
 
 

@@ -3,10 +3,12 @@ handler, run end to end by real ``weave orchestrator`` and ``weave worker`` proc
 
     python -m tests.benchmarks.bench_polls [--polls 1000] [--runs 1x1,2x2] [--interval-ms 200]
 
-Not collected by pytest (run on demand). The instances are started first (their POLL steps not yet
-activated); then the processes start and do everything: activation and round 1, consumption of every
+Not collected by pytest (run on demand). The processes start first; the instances are started on them (each
+start activates its POLL step and creates round 1), and the processes do the rest: consumption of every
 answer, the next rounds after the interval, the settlement. The figure comes from the database's own
 timestamps: rounds / (last step settled - first round created), so process start-up does not count.
+``row_lock_waits`` and ``row_lock_wait_ms_per_round`` are the server's row lock waits over the run (on a shared
+server, other sessions' waits count too): where one row serialises the decisions of an app, they show it.
 The peer figure (DBOS Transact, ../bench, interval 0.2 s) is about 100 rounds/s on this kind of machine.
 Prints one JSON line per figure; the M-4 invariants are checked after every run (Q-3).
 """
@@ -23,6 +25,13 @@ from tests.support.processes import WeaveProcess
 from tests.support.waiting import wait_for
 
 ROUNDS = 3
+
+
+def row_lock_waits(db) -> dict[str, int]:
+    """The server's row lock waits so far and their time (every session's: on a shared server, others' count too)."""
+    rows = {r["Variable_name"]: int(r["Value"]) for r in db.rows(
+        "SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_row_lock_waits', 'Innodb_row_lock_time')")}
+    return {"waits": rows["Innodb_row_lock_waits"], "ms": rows["Innodb_row_lock_time"]}
 
 
 def flow(interval_ms: int) -> dict:
@@ -50,6 +59,7 @@ def run(polls: int, orchestrators: int, workers: int, interval_ms: int, concurre
         # The polls start on running processes: their start-up is not part of the measured span (which begins
         # with the first round).
         wait_until_connected(db, orchestrators + workers)
+        waits_before = row_lock_waits(db)
         start_many(world, "bench-poll", polls, threads=8)
         # Done when none is RUNNING (a range of the status index that empties; counting the SUCCEEDED ones read every
         # instance, five times a second, beside the rounds); that all of them SUCCEEDED is checked after.
@@ -57,6 +67,7 @@ def run(polls: int, orchestrators: int, workers: int, interval_ms: int, concurre
             "SELECT EXISTS (SELECT 1 FROM weave_instances WHERE namespace_id = "
             "(SELECT id FROM weave_namespaces WHERE name = %s) AND status = 'RUNNING')", world.namespace),
             timeout=900, interval=0.2)
+        waits = {k: v - waits_before[k] for k, v in row_lock_waits(db).items()}
     finally:
         for p in procs:
             p.terminate()
@@ -75,7 +86,8 @@ def run(polls: int, orchestrators: int, workers: int, interval_ms: int, concurre
            orchestrators=orchestrators, concurrency_per_orchestrator=concurrency, workers=workers,
            concurrency_per_worker=worker_concurrency, seconds=round(seconds, 3),
            rounds_per_s=round(span["rounds"] / seconds, 1), polls_per_s=round(polls / seconds, 1),
-           round_created_to_consumed_ms=summary([float(r["ms"]) for r in lag]))
+           round_created_to_consumed_ms=summary([float(r["ms"]) for r in lag]),
+           row_lock_waits=waits["waits"], row_lock_wait_ms_per_round=round(waits["ms"] / span["rounds"], 2))
     check_invariants(dsn)
 
 

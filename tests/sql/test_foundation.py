@@ -231,7 +231,7 @@ def test_R3_concurrent_starts_of_one_app_that_create_tasks_queue_on_its_counter_
     assert _sixteen_starts(world, "charge") == []
     assert world.db.scalar("SELECT COUNT(*) FROM weave_steps WHERE status = 'ACTIVE'") == 16
     assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks WHERE status = 'QUEUED'") == 16
-    assert world.db.scalar("SELECT in_flight FROM weave_apps") == 16
+    assert world.db.in_flight() == 16
     assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances") == 0
 
 
@@ -320,8 +320,9 @@ def test_R3_a_subquery_of_a_locking_read_locks_nothing(world):
 
 def test_R3_every_engine_routine_takes_the_instance_lock_after_identity_and_app():
     """Lock order R-3 is a property of the routine text: identity, then app, then instance. App and queue rows of
-    a definition with queues are never locked for a whole decision: they are written only where their in-flight
-    counters change (a task created, a task ended), each time by one UPDATE of both rows in the order app, queue."""
+    a definition with queues are never locked for a whole decision: they are written only where a task is created
+    (its slot taken), by one UPDATE of both rows in the order app, queue. A task's end never writes them: it
+    releases its slot into release stripes, which no creation locks."""
     from procedures.installer import PROCEDURES_DIR
 
     # The second is the first's sequence, fused into the candidate's opening; the third opens a worker's report,
@@ -336,7 +337,6 @@ def test_R3_every_engine_routine_takes_the_instance_lock_after_identity_and_app(
         if name != "_pulse_attempt_current":
             order.insert(1, body.index("STRAIGHT_JOIN weave_apps"))
         assert order == sorted(order), name
-    counters = {"_pulse_task_create", "_pulse_inbox_add"}
     for path in PROCEDURES_DIR.rglob("*.sql"):
         code = re.sub(r"--[^\n]*", "", path.read_text())
         # A scalar subquery of a locking read is a plain read (test_R3_a_subquery_of_a_locking_read_locks_nothing).
@@ -344,9 +344,12 @@ def test_R3_every_engine_routine_takes_the_instance_lock_after_identity_and_app(
         for table in ("weave_apps", "weave_queues"):
             locking = re.search(rf"FROM {table}\b[^;]*FOR UPDATE", outer)
             assert not locking or path.stem == "_weave_provision_put", f"{path.name} locks {table}"
-        if re.search(r"\bin_flight\s*=", code):
-            assert path.stem in counters, f"{path.name} changes an in-flight counter"
+        if re.search(r"\bslots_taken\s*=", code):
+            assert path.stem == "_pulse_task_create", f"{path.name} takes a task slot"
             assert re.search(r"weave_apps a\b[^;]*?STRAIGHT_JOIN weave_queues q", code), path.name
+        if re.search(r"\breleased\s*=", code):
+            assert path.stem == "_pulse_inbox_add", f"{path.name} releases a task slot"
+            assert not re.search(r"UPDATE[^;]*\b(weave_apps|weave_queues)\b", code), path.name
     for path in PROCEDURES_DIR.rglob("*.sql"):
         if path.stem in lockers:
             continue

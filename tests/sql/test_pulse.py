@@ -366,6 +366,10 @@ def test_K1_a_claim_reads_the_queues_it_names_and_no_others(world):
     assert _claim_reads(world, namespace="acme") == base["namespace"]
     # Across namespaces a claim looks at every queue of the name it serves, and at no other.
     assert base["every"] + 300 <= _claim_reads(world) <= base["every"] + 3 * 300
+    # The queues written here by hand get the release stripes that provisioning gives every queue (M-4.7b).
+    world.db.execute("INSERT INTO pulse_slot_releases (owner_kind, owner_id, stripe, released) "
+                     f"SELECT 'QUEUE', q.id, s.n - 1, 0 FROM weave_queues q CROSS JOIN {seq(16)} AND q.id NOT IN "
+                     "(SELECT owner_id FROM pulse_slot_releases WHERE owner_kind = 'QUEUE')")
 
 
 # --- K-2 heartbeat ------------------------------------------------------------------------------------------------
@@ -774,7 +778,7 @@ def test_K7_R12_a_deadlock_in_the_reports_consumption_fails_the_whole_report_and
         def waiting() -> bool:  # the successor's task creation, in the consumption, waits for the queue row
             info = world.db.scalar("SELECT INFO FROM information_schema.PROCESSLIST WHERE ID = %s",
                                    reporter.thread_id())
-            return bool(info) and "STRAIGHT_JOIN weave_queues" in info and "in_flight + 1" in info
+            return bool(info) and "STRAIGHT_JOIN weave_queues" in info and "slots_taken + 1" in info
 
         assert wait_for(waiting, timeout=20), "the report never reached the queue row"
         with other.cursor() as cur:
@@ -856,10 +860,9 @@ def test_R8_full_queue_or_quota_defers_the_task_step_and_consumes_nothing(world,
     assert world.step(second, "work")["status"] == "ACTIVE"
 
 
-def test_R8_M4_7_a_report_takes_its_task_off_the_counters_last_so_its_successor_defers_at_a_full_quota(world, orch):
-    """The report consumes its outcome before it leaves the counters (their rows are held only for the end of
-    its transaction): a successor it activates sees the finishing task's slot still taken, never one too many,
-    and is created by ROOT once the slot is free."""
+def test_R8_M4_7_a_report_releases_its_task_slot_last_so_its_successor_defers_at_a_full_quota(world, orch):
+    """The report consumes its outcome before it releases its task's slot: a successor it activates sees the
+    finishing task's slot still taken, never one too many, and is created by ROOT once the slot is free."""
     routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)
     world.publish({"name": "two", "steps": [task_step("first"), task_step("second", after=["first"])]})
     wf = world.start("two", {"order_id": "o"})
@@ -869,11 +872,68 @@ def test_R8_M4_7_a_report_takes_its_task_off_the_counters_last_so_its_successor_
     assert world.step(wf, "first")["status"] == "SUCCEEDED" and world.step(wf, "second")["status"] == "PENDING"
     root = world.db.row("SELECT * FROM weave_pending_advances WHERE step_key = ''")
     assert root["last_error"].startswith("QUOTA_FULL") and root["available_at"] > world.db.now()
-    assert world.db.scalar("SELECT in_flight FROM weave_apps") == 0
+    assert world.db.in_flight() == 0
     world.db.advance(1_000)
     orch.drain()
     assert world.step(wf, "second")["status"] == "ACTIVE"
-    assert world.db.scalar("SELECT in_flight FROM weave_apps") == 1
+    assert world.db.in_flight() == 1
+
+
+def test_K3_M4_7_a_report_never_waits_for_a_task_creation_of_its_app(world, orch):
+    """A creation holds its app's and queue's rows until it commits: the slot is taken there, exactly, one creator
+    of the app at a time. A task's end never writes those rows; it releases the slot into a release stripe, so a
+    worker's report goes through while a creation of its app is still open (it waited for the creation's commit
+    before, and every report of a busy app queued behind every creation of it)."""
+    world.publish(task_flow())
+    wf, = started(world, orch)
+    got, = claim(world)
+    creator = world.db.connect()
+    reporter = world.db.connect()
+    try:
+        with creator.cursor() as cur:  # a creation in progress: its guarded update holds both rows
+            cur.execute("START TRANSACTION")
+            cur.execute("UPDATE weave_apps a STRAIGHT_JOIN weave_queues q ON q.namespace_id = a.namespace_id "
+                        "SET a.slots_taken = a.slots_taken + 1, q.slots_taken = q.slots_taken + 1")
+        with reporter.cursor() as cur:
+            cur.execute("SET SESSION innodb_lock_wait_timeout = 1")
+        assert pulse.attempt_complete(reporter, got["attempt_id"], "w1", {"n": 1})["outcome"] == "SUCCEEDED"
+    finally:
+        creator.rollback()
+        creator.close()
+        reporter.close()
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+    assert world.db.in_flight("app") == 0 and world.db.in_flight("queue") == 0
+
+
+def test_R8_M4_7_a_release_not_committed_yet_still_counts_and_the_creation_does_not_wait_for_it(world, orch):
+    """A creation reads the release stripes without a lock: a task's end that has not committed yet still counts
+    as a task in flight, so a full quota is never over-filled, and the creation defers at once (R-8) instead of
+    waiting for the release. Once the release commits, the next look finds the room."""
+    routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)
+    world.publish(task_flow())
+    started(world, orch)  # the quota's one slot is taken
+    got, = claim(world)
+    releasing = world.db.connect()
+    try:
+        with releasing.cursor() as cur:  # a task's end of the app, not committed yet, on every stripe it could use
+            cur.execute("START TRANSACTION")
+            cur.execute("UPDATE pulse_slot_releases SET released = released + 1 WHERE owner_kind = 'APP'")
+        world.db.execute("SET SESSION innodb_lock_wait_timeout = 2")
+        began = time.monotonic()
+        second = world.start("pay", {"order_id": "o-2"})
+        assert time.monotonic() - began < 2
+        root = world.db.row("SELECT * FROM weave_pending_advances WHERE instance_id = %s AND step_key = ''",
+                            world.internal_id(second))
+        assert root["last_error"].startswith("QUOTA_FULL") and world.step(second, "work")["status"] == "PENDING"
+        assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks") == 1
+    finally:
+        releasing.rollback()
+        releasing.close()
+        world.db.execute("SET SESSION innodb_lock_wait_timeout = DEFAULT")
+    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
+    world.db.advance(1_000)
+    orch.drain()
+    assert world.step(second, "work")["status"] == "ACTIVE" and world.db.in_flight() == 1
 
 
 def test_K1_concurrent_claims_keep_mutex_keys_exclusive(world, orch, database):

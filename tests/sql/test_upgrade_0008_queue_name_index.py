@@ -6,10 +6,8 @@ from __future__ import annotations
 
 from procedures import installer, pulse
 from tests.support.db import roll_back_migration
+from tests.support.upgrade import TASK
 from tests.support.world import World
-
-TASK = {"name": "up-task", "steps": [{"key": "job", "type": "TASK", "queue": "payments", "handler": "example.echo",
-                                       "handler_version": "1", "input": {"value": 1}, "task_timeout_ms": 600_000}]}
 
 
 def _keys(world) -> set[str]:
@@ -18,7 +16,8 @@ def _keys(world) -> set[str]:
 
 
 def _rows(world) -> dict[str, list[dict]]:
-    return {"queues": world.db.rows("SELECT id, namespace_id, name, capacity, in_flight FROM weave_queues ORDER BY id"),
+    return {"queues": world.db.rows("SELECT id, namespace_id, name, capacity, slots_taken FROM weave_queues "
+                                    "ORDER BY id"),
             "tasks": world.db.rows("SELECT id, queue_id, status, available_at FROM pulse_tasks ORDER BY id")}
 
 

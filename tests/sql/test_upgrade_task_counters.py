@@ -20,16 +20,14 @@ from procedures import installer, invariants
 from tests.support.db import Db, roll_back_migration
 from tests.support.server import server_dsn
 from tests.support.signals import send, signal_flow
+from tests.support.upgrade import POLL, TASK
 from tests.support.world import World
 
 MIGRATION = "0003.task-counters"
+# The later migration that turned the counters into slots taken less release stripes: it is rolled back first and
+# applied again after this one (its own upgrade test is test_upgrade_0009_task_slot_releases).
+STRIPES = "0009.task-slot-releases"
 
-TASK = {"name": "up-task", "steps": [{"key": "job", "type": "TASK", "queue": "payments", "handler": "example.echo",
-                                       "handler_version": "1", "input": {"value": 1}, "task_timeout_ms": 600_000}]}
-POLL = {"name": "up-poll", "steps": [{
-    "key": "check", "type": "POLL", "queue": "payments", "handler": "example.poll", "handler_version": "1",
-    "input": {"done_at": 2}, "interval_ms": 1000, "max_rounds": 3, "timeout_ms": 3_600_000,
-    "task_timeout_ms": 600_000, "result": {"pending": ["PENDING"], "success": ["DONE"]}}]}
 TIMER = {"name": "up-timer", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
 
 FACTS = {
@@ -61,7 +59,7 @@ def upgrade_db():
 
 def _counter_columns(db: Db) -> int:
     return db.scalar("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
-                     "AND COLUMN_NAME = 'in_flight' AND TABLE_NAME IN ('weave_apps', 'weave_queues')")
+                     "AND COLUMN_NAME IN ('in_flight', 'slots_taken') AND TABLE_NAME IN ('weave_apps', 'weave_queues')")
 
 
 def test_R17_upgrade_to_task_counters_keeps_work_in_flight_and_counts_it(upgrade_db):
@@ -87,16 +85,17 @@ def test_R17_upgrade_to_task_counters_keeps_work_in_flight_and_counts_it(upgrade
     before = {name: db.rows(sql) for name, sql in FACTS.items()}
 
     # Back to the previous level: the rows stay, the counters go.
+    roll_back_migration(db.dsn, STRIPES)
     roll_back_migration(db.dsn, MIGRATION)
     db.conn.close()
     db.conn = dbmod.connect(db.dsn)
     assert _counter_columns(db) == 0
 
     report = installer.migrate(db.dsn, test_clock=True)
-    assert report.migrations_applied == [MIGRATION]
+    assert report.migrations_applied == [MIGRATION, STRIPES]
     assert _counter_columns(db) == 2
-    assert db.scalar("SELECT in_flight FROM weave_apps WHERE name = 'billing'") == in_flight
-    assert db.scalar("SELECT in_flight FROM weave_queues WHERE name = 'payments'") == in_flight
+    assert db.in_flight("app", "billing") == in_flight
+    assert db.in_flight("queue", "payments") == in_flight
     assert {name: db.rows(sql) for name, sql in FACTS.items()} == before  # due times, budgets, results
     invariants.check(db.conn)
 
@@ -111,6 +110,6 @@ def test_R17_upgrade_to_task_counters_keeps_work_in_flight_and_counts_it(upgrade
     orch.close()
     statuses = [r["status"] for r in db.rows("SELECT status FROM weave_instances ORDER BY id")]
     assert statuses == ["SUCCEEDED"] * len(statuses), statuses
-    assert db.scalar("SELECT in_flight FROM weave_apps WHERE name = 'billing'") == 0
-    assert db.scalar("SELECT in_flight FROM weave_queues WHERE name = 'payments'") == 0
+    assert db.in_flight("app", "billing") == 0
+    assert db.in_flight("queue", "payments") == 0
     invariants.check(db.conn)

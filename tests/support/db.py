@@ -72,6 +72,14 @@ class Db:
         ms = max(0, int(gap.total_seconds() * 1000) + 1)
         return self.advance(ms)
 
+    def in_flight(self, owner: str = "app", name: str | None = None) -> int:
+        """The tasks in flight of an app or queue by the engine's own count (its slots taken less the releases of
+        every stripe, M-4.7b); ``name`` may be left out when the scenario has only one."""
+        table, kind = {"app": ("weave_apps", "APP"), "queue": ("weave_queues", "QUEUE")}[owner]
+        return int(self.scalar(
+            f"SELECT o.slots_taken - (SELECT SUM(r.released) FROM pulse_slot_releases r WHERE r.owner_kind = %s "
+            f"AND r.owner_id = o.id) FROM {table} o WHERE %s IS NULL OR o.name = %s", kind, name, name))
+
     def table_counts(self) -> dict[str, int]:
         counts = {}
         for table in scenario_tables(self.conn):
