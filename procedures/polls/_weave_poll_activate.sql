@@ -44,7 +44,7 @@ BEGIN
     SET v_poll_deadline = LEAST(in_now + INTERVAL v_timeout * 1000 MICROSECOND, in_deadline);
     SET v_task_deadline = LEAST(in_now + INTERVAL v_task_timeout * 1000 MICROSECOND, v_poll_deadline, in_deadline);
     CALL _pulse_task_create(in_namespace_id, in_instance_id, in_step_key, in_activation_id, 1, in_frozen,
-                            v_task_deadline, in_now, v_task, v_why);
+                            v_task_deadline, in_now, NULL, NULL, v_task, v_why);
     IF v_task IS NULL THEN
         -- Room was seen before anything was written (_weave_step_activate): lost to a concurrent creator, which is
         -- transient, so the whole decision is retried and then defers (R-8).

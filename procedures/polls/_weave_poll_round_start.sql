@@ -55,6 +55,8 @@ BEGIN
     DECLARE v_why VARCHAR(256) DEFAULT NULL;
     DECLARE v_task_deadline DATETIME(6);
     DECLARE v_task BIGINT UNSIGNED;
+    DECLARE v_app_released BIGINT UNSIGNED;
+    DECLARE v_queue_released BIGINT UNSIGNED;
     DECLARE v_facts LONGTEXT;
 
     SET out_outcome = NULL;
@@ -76,9 +78,15 @@ BEGIN
         CALL _weave_raise(50007, 'INVALID_STATE: the poll''s rounds do not verify (P-4); left for an operator');
     END IF;
 
-    -- R-8 for the new round.
-    SELECT i.status, i.control, i.gate, i.deadline_at, c.status, a.status
-      INTO v_inst_status, v_control, v_gate, v_inst_deadline, v_cred_status, v_app_status
+    -- R-8 for the new round, with the slots its app and queue have been given back (their release stripes, read
+    -- here without a lock for the task's creation below).
+    SELECT i.status, i.control, i.gate, i.deadline_at, c.status, a.status,
+           (SELECT SUM(r.released) FROM pulse_slot_releases r WHERE r.owner_kind = 'APP' AND r.owner_id = a.id),
+           (SELECT SUM(r.released) FROM weave_queues q
+              JOIN pulse_slot_releases r ON r.owner_kind = 'QUEUE' AND r.owner_id = q.id
+             WHERE q.namespace_id = in_namespace_id AND q.name = JSON_VALUE(in_frozen, '$.queue'))
+      INTO v_inst_status, v_control, v_gate, v_inst_deadline, v_cred_status, v_app_status, v_app_released,
+           v_queue_released
       FROM weave_instances i
       JOIN weave_credentials c ON c.id = i.credential_id
       JOIN weave_apps a ON a.id = i.app_id
@@ -104,7 +112,7 @@ BEGIN
                                                                     AS UNSIGNED), 30000) * 1000 MICROSECOND,
                                     v_poll_deadline, v_inst_deadline);
         CALL _pulse_task_create(in_namespace_id, in_instance_id, in_step_key, in_activation_id, v_rounds_used + 1,
-                                in_frozen, v_task_deadline, in_now, v_task, v_why);
+                                in_frozen, v_task_deadline, in_now, v_app_released, v_queue_released, v_task, v_why);
         IF v_task IS NULL AND v_why IS NULL THEN
             CALL _weave_raise(50014, 'ROOM_TAKEN: no room for a task: taken concurrently');
         END IF;

@@ -905,10 +905,11 @@ def test_K3_M4_7_a_report_never_waits_for_a_task_creation_of_its_app(world, orch
     assert world.db.in_flight("app") == 0 and world.db.in_flight("queue") == 0
 
 
-def test_R8_M4_7_a_release_not_committed_yet_still_counts_and_the_creation_does_not_wait_for_it(world, orch):
+def test_R8_M4_7_a_release_not_committed_yet_still_counts_and_no_creation_waits_for_it(world, orch):
     """A creation reads the release stripes without a lock: a task's end that has not committed yet still counts
-    as a task in flight, so a full quota is never over-filled, and the creation defers at once (R-8) instead of
-    waiting for the release. Once the release commits, the next look finds the room."""
+    as a task in flight, so a full quota is never over-filled and the start defers at once (R-8); with room left,
+    the creation takes its slot at once instead of waiting for the release. Once the release commits, the next
+    look finds the room."""
     routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)
     world.publish(task_flow())
     started(world, orch)  # the quota's one slot is taken
@@ -917,23 +918,26 @@ def test_R8_M4_7_a_release_not_committed_yet_still_counts_and_the_creation_does_
     try:
         with releasing.cursor() as cur:  # a task's end of the app, not committed yet, on every stripe it could use
             cur.execute("START TRANSACTION")
-            cur.execute("UPDATE pulse_slot_releases SET released = released + 1 WHERE owner_kind = 'APP'")
+            cur.execute("UPDATE pulse_slot_releases SET released = released + 1")
         world.db.execute("SET SESSION innodb_lock_wait_timeout = 2")
         began = time.monotonic()
         second = world.start("pay", {"order_id": "o-2"})
-        assert time.monotonic() - began < 2
         root = world.db.row("SELECT * FROM weave_pending_advances WHERE instance_id = %s AND step_key = ''",
                             world.internal_id(second))
         assert root["last_error"].startswith("QUOTA_FULL") and world.step(second, "work")["status"] == "PENDING"
-        assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks") == 1
+        routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 2)
+        third = world.start("pay", {"order_id": "o-3"})  # room for one more: its task is created at once
+        assert world.step(third, "work")["status"] == "ACTIVE" and time.monotonic() - began < 2
+        assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks") == 2
     finally:
         releasing.rollback()
         releasing.close()
         world.db.execute("SET SESSION innodb_lock_wait_timeout = DEFAULT")
+    assert world.db.in_flight() == 2
     pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
     world.db.advance(1_000)
     orch.drain()
-    assert world.step(second, "work")["status"] == "ACTIVE" and world.db.in_flight() == 1
+    assert world.step(second, "work")["status"] == "ACTIVE" and world.db.in_flight() == 2
 
 
 def test_K1_concurrent_claims_keep_mutex_keys_exclusive(world, orch, database):
