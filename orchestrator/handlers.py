@@ -55,6 +55,9 @@ class TaskContext:
     lease_expires_at: Any = None
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
     _lost: threading.Event = field(default_factory=threading.Event, repr=False)
+    # Set by the worker as it reports the attempt's end: from then on the attempt is ended by its own report, and a
+    # heartbeat refused for it (the report committed first) says nothing about the lease.
+    _reporting: threading.Event = field(default_factory=threading.Event, repr=False)
 
     @property
     def cancel_requested(self) -> bool:

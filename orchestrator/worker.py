@@ -241,6 +241,8 @@ class Worker:
         try:
             beat = pulse.attempt_heartbeat(self._conn(), ctx.attempt_id, self.worker_id, self.lease_ms)
         except (errors.AttemptNotCurrent, errors.NotFound):
+            if ctx._reporting.is_set():
+                return  # the attempt's own report ended it meanwhile: its answer, not the lease, says how
             ctx._lost.set()
             self.stats["lease_lost"] += 1
             log.warning("lease lost; the attempt's report will change nothing", extra={"fields": {
@@ -277,6 +279,7 @@ class Worker:
             self._report_fail(ctx, f"RESULT_INVALID: the handler returned a value that is not JSON: {exc}",
                               retryable=False, started=started)
             return
+        ctx._reporting.set()
         try:
             answer = self._retrying(
                 lambda conn: pulse.attempt_complete(conn, ctx.attempt_id, self.worker_id, result_json=text))
@@ -289,6 +292,7 @@ class Worker:
         self._record(ctx, answer, started)
 
     def _report_fail(self, ctx: TaskContext, error: str, *, retryable: bool, started: float) -> None:
+        ctx._reporting.set()
         try:
             text = error[:MAX_ERROR_CHARS]
             answer = self._retrying(

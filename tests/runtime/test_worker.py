@@ -15,7 +15,7 @@ from orchestrator import Retryable, handler
 from orchestrator import http_handler as http
 from orchestrator.handlers import Registry, TaskContext, registry
 from orchestrator.worker import Worker, run_worker
-from procedures import errors, installer
+from procedures import errors, installer, pulse
 from tests.support.waiting import wait_for
 
 HOUR = 3_600_000
@@ -163,6 +163,31 @@ def test_K2_heartbeats_keep_the_lease_and_bring_the_cancel_request(world, orch, 
     assert not thread.is_alive()
     assert task_row(world, wf)["status"] == "CANCELLED"  # the handler stopped early; no retry after a cancel
     assert worker.stats["CANCELLED"] == 1
+
+
+def test_K2_a_heartbeat_refused_after_the_attempts_own_report_is_no_lost_lease(world, orch, database):
+    """The heartbeat thread takes its list of running attempts, then beats each; an attempt whose report commits
+    in between is refused (it is no longer RUNNING). That refusal is the report's doing: the attempt is not marked
+    lost and no "lease lost" warning is written (a busy worker wrote several such false warnings per heartbeat).
+    A refusal of an attempt the worker has not reported is a lost lease, as before."""
+    from orchestrator.worker import _context
+
+    world.publish(task_flow())
+    for i in range(2):
+        world.start("job", {"order_id": f"o-{i}"})
+    orch.drain()
+    worker = make_worker(database)
+    try:
+        reported, other = (_context(c) for c in pulse.task_claim(world.db.conn, worker.worker_id, "payments", limit=2))
+        for ctx in (reported, other):
+            pulse.attempt_complete(world.db.conn, ctx.attempt_id, worker.worker_id, {"n": 1})
+        reported._reporting.set()  # what the worker sets as it reports
+        worker._heartbeat(reported)
+        assert not reported.lease_lost and worker.stats["lease_lost"] == 0
+        worker._heartbeat(other)  # refused, and this worker never reported it: the lease is gone
+        assert other.lease_lost and worker.stats["lease_lost"] == 1
+    finally:
+        worker._drop_conn()
 
 
 def test_K9_graceful_stop_stops_claiming_and_lets_running_attempts_finish(world, orch, database):
