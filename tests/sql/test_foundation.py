@@ -9,7 +9,7 @@ import re
 import pymysql
 import pytest
 
-from procedures import definitions, errors, routines
+from procedures import definitions, errors, pulse, routines
 from tests.support.threads import run_threads
 from tests.support.world import WORKFLOW_SCOPES, World
 
@@ -233,6 +233,41 @@ def test_R3_concurrent_starts_of_one_app_that_create_tasks_queue_on_its_counter_
     assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks WHERE status = 'QUEUED'") == 16
     assert world.db.in_flight() == 16
     assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances") == 0
+
+
+def test_R3_M4_7_reports_and_task_creations_of_one_app_at_once_never_deadlock_and_count_right(world):
+    """Sixteen reports of an app's running tasks and sixteen starts that create tasks of the same app, all at once,
+    each on its own connection and called once (a deadlock or a lock wait timeout would show as a failure): the
+    creations queue on the app's row, the reports release into stripes of their own, and every one commits, with
+    the tasks in flight counted right."""
+    world.publish(TASKY)
+    assert _sixteen_starts(world, "charge") == []
+    claimed = pulse.task_claim(world.db.conn, "w1", "payments", limit=16)
+    assert len(claimed) == 16
+    failures: list[Exception] = []
+
+    def act(n: int) -> None:
+        conn = world.db.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SET SESSION innodb_lock_wait_timeout = 10")
+                if n < 16:
+                    cur.execute("CALL pulse_attempt_complete(%s, 'w1', '{\"n\": 1}')", (claimed[n]["attempt_id"],))
+                else:
+                    cur.execute("CALL weave_instance_start(%s, 'acme', 'charge', NULL, 'billing', %s, NULL, 60000, "
+                                "NULL, %s)", (world.token, json.dumps({"order_id": n}), f"more-{n}"))
+                while cur.nextset():
+                    pass
+        except Exception as exc:  # collected and asserted below
+            failures.append(exc)
+        finally:
+            conn.close()
+
+    run_threads(act, 32)
+    assert failures == []
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks WHERE status = 'SUCCEEDED'") == 16
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks WHERE status = 'QUEUED'") == 16
+    assert world.db.in_flight("app") == 16 and world.db.in_flight("queue") == 16
 
 
 def test_R4_R7_a_start_queues_the_first_task_in_its_own_transaction_with_its_audit_rows(world):
