@@ -16,15 +16,13 @@ nodes) and, for the quota, the overrun. Run: python -m tests.benchmarks.bench_ga
 from __future__ import annotations
 
 import argparse
-import shutil
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 from procedures import db as dbmod
 from procedures import installer, invariants, signals
-from tests.benchmarks.common import figure
+from tests.benchmarks.common import figure, process_logs
 from tests.support.db import Db, reset
 from tests.support.galera import GaleraCluster
 from tests.support.load import start_many
@@ -164,27 +162,22 @@ def main() -> None:
     parser.add_argument("--signals", type=int, default=600)
     parser.add_argument("--quota-instances", type=int, default=120)
     args = parser.parse_args()
-    logs = Path(tempfile.mkdtemp(prefix="weave-bench-galera-"))
     cluster = GaleraCluster()
     try:
-        cluster.start()
-        installer.migrate(cluster.dsn("weave_bench_galera"), test_clock=True)
-        results: dict[str, dict[str, dict]] = {"timer storm": {}, "signal acceptance": {}, "quota": {}}
-        for layout in LAYOUTS:
-            results["timer storm"][layout] = timer_storm(cluster, layout, args.timers, logs)
-            results["signal acceptance"][layout] = signal_acceptance(cluster, layout, args.signals)
-            results["quota"][layout] = quota_bound(cluster, layout, args.quota_instances, logs)
-        for name, by_layout in results.items():
-            for layout, values in by_layout.items():
-                figure(f"galera {name}", layout=layout, **values)
-        for name, key in (("timer storm", "settled_per_s"), ("signal acceptance", "accepted_per_s")):
-            one, spread = results[name]["one-writer"][key], results[name]["spread"][key]
-            figure(f"galera {name} ratio", spread_over_one_writer=round(spread / one, 2))
-    except BaseException:
-        print(f"process logs kept in {logs}", flush=True)
-        raise
-    else:
-        shutil.rmtree(logs, ignore_errors=True)
+        with process_logs("galera") as logs:
+            cluster.start()
+            installer.migrate(cluster.dsn("weave_bench_galera"), test_clock=True)
+            results: dict[str, dict[str, dict]] = {"timer storm": {}, "signal acceptance": {}, "quota": {}}
+            for layout in LAYOUTS:
+                results["timer storm"][layout] = timer_storm(cluster, layout, args.timers, logs)
+                results["signal acceptance"][layout] = signal_acceptance(cluster, layout, args.signals)
+                results["quota"][layout] = quota_bound(cluster, layout, args.quota_instances, logs)
+            for name, by_layout in results.items():
+                for layout, values in by_layout.items():
+                    figure(f"galera {name}", layout=layout, **values)
+            for name, key in (("timer storm", "settled_per_s"), ("signal acceptance", "accepted_per_s")):
+                one, spread = results[name]["one-writer"][key], results[name]["spread"][key]
+                figure(f"galera {name} ratio", spread_over_one_writer=round(spread / one, 2))
     finally:
         cluster.close()
 

@@ -16,9 +16,9 @@ Prints one JSON line per figure; the M-4 invariants are checked after every run 
 from __future__ import annotations
 
 import argparse
-import tempfile
 from pathlib import Path
 
+from tests.benchmarks import common
 from tests.benchmarks.common import check_invariants, figure, fresh_database, summary, wait_until_connected, world_on
 from tests.support.load import start_many
 from tests.support.processes import WeaveProcess
@@ -43,11 +43,10 @@ def flow(interval_ms: int) -> dict:
 
 
 def run(polls: int, orchestrators: int, workers: int, interval_ms: int, concurrency: int,
-        worker_concurrency: int) -> None:
+        worker_concurrency: int, logs: Path) -> None:
     dsn = fresh_database(f"weave_bench_polls_{orchestrators}x{workers}")
     world = world_on(dsn)
     world.publish(flow(interval_ms))
-    logs = Path(tempfile.mkdtemp(prefix="weave-bench-polls-"))
     env = {"WEAVE_LOG_LEVEL": "WARNING"}
     procs = [WeaveProcess(dsn, "orchestrator", "--concurrency", str(concurrency), env=env, log=logs / f"o{i}.log")
              for i in range(orchestrators)]
@@ -101,7 +100,8 @@ def main() -> None:
     args = parser.parse_args()
     for spec in args.runs.split(","):
         orchestrators, workers = (int(x) for x in spec.lower().split("x"))
-        run(args.polls, orchestrators, workers, args.interval_ms, args.concurrency, args.worker_concurrency)
+        with common.process_logs("polls") as logs:
+            run(args.polls, orchestrators, workers, args.interval_ms, args.concurrency, args.worker_concurrency, logs)
 
 
 if __name__ == "__main__":

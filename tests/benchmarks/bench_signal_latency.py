@@ -10,19 +10,18 @@ beside it. The peer figure is DBOS's paced send -> recv (``peer_dbos.py signal -
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 from pathlib import Path
 
 from procedures import db as dbmod
 from procedures import signals
-from tests.benchmarks.common import check_invariants, figure, fresh_database, summary, world_on
+from tests.benchmarks.common import check_invariants, figure, fresh_database, process_logs, summary, world_on
 from tests.support.processes import WeaveProcess
 from tests.support.signals import signal_flow
 from tests.support.waiting import wait_for
 
 
-def run(count: int, rate: float) -> dict:
+def run(count: int, rate: float, logs: Path) -> dict:
     dsn = fresh_database("weave_bench_signal_latency")
     world = world_on(dsn)
     world.publish(signal_flow("paced"))
@@ -32,7 +31,6 @@ def run(count: int, rate: float) -> dict:
     assert waiting == count, f"{waiting} of {count} waits open"
     targets = world.db.rows("SELECT CONCAT('wf_', i.id) AS wf, JSON_VALUE(i.input, '$.order_id') AS corr "
                             "FROM weave_instances i ORDER BY i.id")
-    logs = Path(tempfile.mkdtemp(prefix="weave-bench-latency-"))
     proc = WeaveProcess(dsn, "orchestrator", env={"WEAVE_LOG_LEVEL": "WARNING"}, log=logs / "o.log")
     conn = dbmod.connect(dsn)
     try:
@@ -67,8 +65,9 @@ def main() -> None:
     parser.add_argument("--signals", type=int, default=250)
     parser.add_argument("--rate", type=float, default=50.0)
     args = parser.parse_args()
-    figure("signal accepted to wait settled", signals=args.signals, rate_per_s=args.rate,
-           **run(args.signals, args.rate))
+    with process_logs("latency") as logs:
+        figures = run(args.signals, args.rate, logs)
+    figure("signal accepted to wait settled", signals=args.signals, rate_per_s=args.rate, **figures)
 
 
 if __name__ == "__main__":

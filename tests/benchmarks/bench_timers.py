@@ -8,22 +8,21 @@ starts at that engine instant. Lateness is settled_at - max(due_at, storm start)
 from __future__ import annotations
 
 import argparse
-import tempfile
 from pathlib import Path
 
+from tests.benchmarks import common
 from tests.benchmarks.common import check_invariants, figure, fresh_database, summary, wait_until_connected, world_on
 from tests.support.load import start_many
 from tests.support.processes import WeaveProcess
 from tests.support.waiting import wait_for
 
 
-def storm(timers: int, nodes: int, concurrency: int) -> None:
+def storm(timers: int, nodes: int, concurrency: int, logs: Path) -> None:
     dsn = fresh_database(f"weave_bench_timers_{nodes}")
     world = world_on(dsn)
     world.publish({"name": "storm", "steps": [{"key": "t", "type": "TIMER", "delay_ms": 60_000}]})
     start_many(world, "storm", timers, threads=8)  # each start activates its timer
     assert world.db.scalar("SELECT COUNT(*) FROM weave_waits WHERE status = 'WAITING'") == timers
-    logs = Path(tempfile.mkdtemp(prefix="weave-bench-"))
     procs = [WeaveProcess(dsn, "orchestrator", "--concurrency", str(concurrency), log=logs / f"o{i}.log")
              for i in range(nodes)]
     try:
@@ -57,7 +56,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=4, help="advance connections per orchestrator")
     args = parser.parse_args()
     for nodes in (int(n) for n in args.nodes.split(",")):
-        storm(args.timers, nodes, args.concurrency)
+        with common.process_logs("timers") as logs:
+            storm(args.timers, nodes, args.concurrency, logs)
 
 
 if __name__ == "__main__":

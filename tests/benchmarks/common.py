@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import statistics
 import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 from procedures import db as dbmod
 from procedures import installer, invariants
@@ -37,6 +42,19 @@ def wait_until_connected(db: Db, processes: int, timeout: float = 60) -> None:
     assert wait_for(lambda: db.scalar("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() "
                                       "AND ID <> CONNECTION_ID()") >= processes, timeout=timeout, interval=0.1), \
         f"{processes} engine processes did not connect within {timeout:.0f} s"
+
+
+@contextlib.contextmanager
+def process_logs(name: str) -> Iterator[Path]:
+    """A folder for the logs of a benchmark's engine processes: removed when the benchmark succeeds, kept (and
+    named on stdout) when it fails, so a failed run can be read and a good one leaves nothing behind."""
+    logs = Path(tempfile.mkdtemp(prefix=f"weave-bench-{name}-"))
+    try:
+        yield logs
+    except BaseException:
+        print(f"process logs kept in {logs}", flush=True)
+        raise
+    shutil.rmtree(logs, ignore_errors=True)
 
 
 def figure(benchmark: str, **values) -> None:
