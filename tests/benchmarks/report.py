@@ -72,7 +72,7 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="the sizes of spec 08 (long)")
     parser.add_argument("--dbos-python", default=os.environ.get("DBOS_PYTHON"),
                         help="python of a virtualenv with ../shared/bench/requirements.txt (DBOS figures)")
-    parser.add_argument("--only", default="statements,backlog,B-1,latency,B-2,B-3,B-4")
+    parser.add_argument("--only", default="statements,cpu,backlog,B-1,latency,B-2,B-3,B-4")
     args = parser.parse_args()
     size = SIZES[args.full]
     only = set(args.only.split(","))
@@ -84,6 +84,12 @@ def main() -> None:
             figure(f"statements per lifecycle ({kind})", row and row["statements"], None, "-", f"<= {target}")
         row = pick(rows, benchmark="idle statements per second")
         figure("idle statements per second", row and row["statements_per_s"], None, "-", "<= 100")
+
+    if "cpu" in only:
+        for row in weave("bench_cpu"):
+            if row.get("benchmark") == "database CPU per decision" and not row["decision"].endswith("(reference)"):
+                figure(f"database CPU per decision, us: {row['decision']}", row["cpu_us"], row["raw_procedure_us"],
+                       "raw 5-row procedure's CPU per transaction (same run)", "-")
 
     if "backlog" in only:
         rows = weave("bench_backlog")

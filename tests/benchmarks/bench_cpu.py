@@ -1,0 +1,150 @@
+"""The database's CPU per decision, next to the raw 5-row procedure's per transaction, measured in the same run.
+
+    python -m tests.benchmarks.bench_cpu [--n 400]
+
+Statement counts (``bench_statements``) are the deterministic guide, but a statement is not a fixed price: four
+single-row updates can cost what one multi-table update of the same rows costs, and a routine's first read of a
+table costs several times its second. This measures what the counts stand for: the server process's own CPU time
+(user and system, from /proc), over ``--n`` decisions of one kind made in a row on one connection (routines cached,
+as on a running node), divided by their number, beside the raw procedure of ``bench_signals`` (five inserts and a
+commit in one call) made on the same connection. Every figure includes the call's round trip and, for the
+decisions that commit, the commit. The server must run on this machine (its pid is read from ``@@pid_file``) and be
+otherwise idle; the figures move with the machine, their ratio to the raw procedure less. Not collected by pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import orchestrator.example_handlers  # noqa: F401 - registers example.poll
+from procedures import db as dbmod
+from procedures import pulse, routines, signals
+from tests.benchmarks.bench_signals import payload_json, reset_raw
+from tests.benchmarks.common import check_invariants, figure, fresh_database, world_on
+from tests.support.signals import signal_flow
+
+TIMER = {"name": "cpu-timer", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 1000}]}
+SIGNAL = signal_flow("cpu-signal")
+POLL = {"name": "cpu-poll", "steps": [{
+    "key": "check", "type": "POLL", "queue": "payments", "handler": "example.poll", "handler_version": "1",
+    "input": {}, "interval_ms": 1000, "max_rounds": 5, "timeout_ms": 3_600_000, "task_timeout_ms": 600_000,
+    "result": {"pending": ["PENDING"], "success": ["DONE"]}}]}
+
+
+def server_cpu_reader(conn: dbmod.Connection) -> Callable[[], float]:
+    """A reader of the server's CPU seconds so far, or SystemExit when the server is not a process of this machine."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@pid_file AS f, @@datadir AS d")
+        row = cur.fetchone()
+    path = Path(row["f"]) if os.path.isabs(row["f"]) else Path(row["d"]) / row["f"]
+    try:
+        stat = Path(f"/proc/{int(path.read_text().split()[0])}/stat")
+        stat.read_text()
+    except (OSError, ValueError, IndexError) as exc:
+        raise SystemExit(f"bench_cpu needs the server on this machine: its pid file {path} is not readable here "
+                         f"({exc})") from exc
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def seconds() -> float:
+        fields = stat.read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / ticks
+
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=400, help="decisions of each kind (default 400)")
+    args = parser.parse_args()
+    n = args.n
+    dsn = fresh_database("weave_bench_cpu")
+    world = world_on(dsn)
+    for flow in (TIMER, SIGNAL, POLL):
+        world.publish(flow)
+    reset_raw(dsn)
+    conn = dbmod.connect(dsn)
+    cpu = server_cpu_reader(conn)
+    raw_us: float | None = None
+
+    def measure(decision: str, calls: list[Callable[[], object]], decisions: int | None = None) -> None:
+        """Make the calls in a row; the server's CPU over them per decision (``decisions``: how many the calls
+        make, one each by default)."""
+        nonlocal raw_us
+        before = cpu()
+        for call in calls:
+            call()
+        count = decisions or len(calls)
+        us = (cpu() - before) / count * 1e6
+        if raw_us is None:
+            raw_us = us
+        figure("database CPU per decision", decision=decision, n=count, cpu_us=round(us),
+               raw_procedure_us=round(raw_us), ratio=round(us / raw_us, 2))
+
+    def raw(i: int) -> Callable[[], object]:
+        def call() -> None:
+            with conn.cursor() as cur:
+                cur.execute("CALL bench_tx(%s, %s, %s, %s)", (uuid.uuid4().hex, f"cpu-{i}", payload, i))
+        return call
+
+    def start(definition: str, i: int, input: dict | None = None) -> Callable[[], object]:
+        return lambda: routines.instance_start(conn, world.token, world.namespace, definition=definition,
+                                               app=world.app, input=input or {}, idempotency_key=f"{definition}-{i}",
+                                               deadline_ms=86_400_000)
+
+    def due(kind: str) -> list[int]:
+        return [r["id"] for r in world.db.rows("SELECT id FROM weave_pending_advances WHERE kind = %s ORDER BY id",
+                                                 kind)]
+
+    def advance(ids: list[int]) -> Callable[[], object]:
+        return lambda: dbmod.call(conn, "weave_candidates_advance", "CHECKPOINT", json.dumps(ids))
+
+    payload = payload_json(1024)
+    dbmod.call(conn, "weave_scan", 100)  # the connection opened and the routines' first calls made
+    # The reference is cheap: four times as many of it, so that the clock's 10 ms ticks weigh as little on it.
+    measure("raw 5-row procedure (reference)", [raw(i) for i in range(4 * n)])
+
+    measure("start (TIMER, activated by the start)", [start("cpu-timer", i) for i in range(n)])
+    world.db.advance(1_001)
+    timers = due("TIMER")
+    half = len(timers) // 2
+    measure("timer settle, one per call", [(lambda i=i: dbmod.call(conn, "weave_checkpoint_advance", i))
+                                          for i in timers[:half]])
+    rest = timers[half:]
+    measure("timer settle, 5 per call (each)", [advance(rest[k:k + 5]) for k in range(0, len(rest), 5)],
+            decisions=len(rest))
+
+    measure("start (SIGNAL, its wait opened by the start)",
+            [start("cpu-signal", i, {"order_id": f"o-{i}"}) for i in range(n)])
+    waits = world.db.rows("SELECT CONCAT('wf_', id) AS wf, JSON_VALUE(input, '$.order_id') AS corr "
+                          "FROM weave_instances WHERE definition_name = 'cpu-signal' ORDER BY id")
+    measure("signal send (settles the open wait)", [
+        (lambda w=w: signals.send(conn, world.token, world.namespace, w["wf"], idempotency_key=f"s-{w['wf']}",
+                                  name="approval.decided", payload_version="1", target_step_key="approval",
+                                  target_activation_sequence=1, correlation_key=w["corr"], payload=payload,
+                                  reason="bench"))
+        for w in waits])
+
+    measure("start (POLL, round 1 created by the start)", [start("cpu-poll", i) for i in range(n)])
+    claimed: list[dict] = []
+    measure("task claim (one task)", [lambda: claimed.extend(pulse.task_claim(conn, "w1", "payments", limit=1))
+                                      for _ in range(n)])
+    measure("task claim (nothing queued)", [lambda: pulse.task_claim(conn, "w1", "payments", limit=1)
+                                            for _ in range(n)])
+    measure("attempt complete (PENDING, consumed in the report)",
+            [(lambda c=c: pulse.attempt_complete(conn, c["attempt_id"], "w1", {"status": "PENDING"}))
+             for c in claimed])
+    world.db.advance(1_001)
+    measure("poll round start", [(lambda i=i: dbmod.call(conn, "weave_checkpoint_advance", i)) for i in due("POLL")])
+    measure("scan (nothing due)", [lambda: dbmod.call(conn, "weave_scan", 100) for _ in range(n)])
+    measure("idle probe", [lambda: dbmod.call(conn, "weave_scan_probe") for _ in range(n)])
+    conn.close()
+    check_invariants(dsn)
+
+
+if __name__ == "__main__":
+    main()
