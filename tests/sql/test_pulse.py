@@ -905,6 +905,38 @@ def test_K3_M4_7_a_report_never_waits_for_a_task_creation_of_its_app(world, orch
     assert world.db.in_flight("app") == 0 and world.db.in_flight("queue") == 0
 
 
+def _handler_reads(world, act) -> int:
+    """Index entries and rows the storage engine handed up for ``act()`` on the scenario's connection."""
+    read = "SHOW SESSION STATUS WHERE Variable_name LIKE 'Handler\\_read\\_%%'"
+    before = sum(int(r["Value"]) for r in world.db.rows(read))
+    act()
+    return sum(int(r["Value"]) for r in world.db.rows(read)) - before
+
+
+def test_M4_7_a_task_s_end_and_creation_read_the_same_stripes_however_many_apps_and_queues_there_are(world, orch):
+    """A task's end releases into its app's and queue's stripes through the primary key (two rows), and a creation
+    sums the stripes of its own app and queue (sixteen each): neither reads more when other apps and queues, each
+    with its stripes, are added."""
+    world.publish(task_flow())
+
+    def one_task() -> tuple[int, int]:
+        started: list[str] = []  # the start creates its task itself (its slot taken there)
+        creation = _handler_reads(world, lambda: started.append(world.start("pay", {"order_id": "o"})))
+        wf, = started
+        got, = claim(world)
+        end = _handler_reads(world, lambda: pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1}))
+        assert world.instance(wf)["status"] == "SUCCEEDED"
+        return creation, end
+
+    one_task()  # the routines loaded (a first call reads their definitions)
+    before = one_task()
+    for i in range(100):
+        routines.app_put(world.db.conn, world.admin, world.namespace, f"other-{i}", 10)
+        routines.queue_put(world.db.conn, world.admin, world.namespace, f"other-{i}", 10)
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_slot_releases") == 16 * 202
+    assert one_task() == before
+
+
 def test_R8_M4_7_a_release_not_committed_yet_still_counts_and_no_creation_waits_for_it(world, orch):
     """A creation reads the release stripes without a lock: a task's end that has not committed yet still counts
     as a task in flight, so a full quota is never over-filled and the start defers at once (R-8); with room left,
