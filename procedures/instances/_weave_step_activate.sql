@@ -31,6 +31,8 @@ BEGIN
     DECLARE v_frozen LONGTEXT;
     DECLARE v_activation BIGINT UNSIGNED;
     DECLARE v_why VARCHAR(256) DEFAULT NULL;
+    DECLARE v_app_released BIGINT UNSIGNED;  -- the slots given back to the app and the queue, as the room check read them
+    DECLARE v_queue_released BIGINT UNSIGNED;
     SET out_result = NULL;
 
     -- A reactivated step already carries its next sequence (C-4: it moves at once) and no activation row.
@@ -47,7 +49,8 @@ BEGIN
      WHERE s.id = in_step_id AND s.instance_id = in_instance_id FOR UPDATE;
 
     IF v_type IN ('TASK', 'POLL') THEN
-        CALL _weave_task_room(in_namespace_id, in_instance_id, JSON_UNQUOTE(JSON_EXTRACT(v_spec, '$.queue')), v_why);
+        CALL _weave_task_room(in_namespace_id, in_instance_id, JSON_UNQUOTE(JSON_EXTRACT(v_spec, '$.queue')), v_why,
+                              v_app_released, v_queue_released);
     END IF;
     IF v_why LIKE 'QUEUE\_NOT\_FOUND:%' OR v_why LIKE 'APP\_NOT\_FOUND:%' THEN
         -- R-18: no retry can create the queue or app this step was published against; ask a person.
@@ -115,9 +118,9 @@ BEGIN
             WHEN 'TIMER' THEN CALL _weave_timer_activate(in_namespace_id, in_instance_id, v_activation, v_key, v_seq,
                                                          v_frozen, in_now, v_deadline);
             WHEN 'TASK' THEN CALL _weave_task_activate(in_namespace_id, in_instance_id, v_activation, v_key, v_seq,
-                                                       v_frozen, in_now, v_deadline);
+                                                       v_frozen, in_now, v_deadline, v_app_released, v_queue_released);
             WHEN 'POLL' THEN CALL _weave_poll_activate(in_namespace_id, in_instance_id, v_activation, v_key, v_seq,
-                                                       v_frozen, in_now, v_deadline);
+                                                       v_frozen, in_now, v_deadline, v_app_released, v_queue_released);
             WHEN 'SIGNAL' THEN CALL _weave_signal_activate(in_namespace_id, in_instance_id, v_activation, v_key, v_seq,
                                                            v_frozen, in_now, v_deadline);
         END CASE;

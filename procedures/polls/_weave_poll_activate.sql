@@ -14,12 +14,15 @@ CREATE PROCEDURE _weave_poll_activate(
         IN in_seq           INT UNSIGNED,
         IN in_frozen        LONGTEXT,
         IN in_now           DATETIME(6),
-        IN in_deadline      DATETIME(6))
+        IN in_deadline      DATETIME(6),
+        IN in_app_released  BIGINT UNSIGNED,
+        IN in_queue_released BIGINT UNSIGNED)
     COMMENT 'Internal. Description: creates a POLL activation''s work: poll_deadline = min(now + timeout_ms, instance
 deadline); round 1 (task with deadline min(now + task_timeout_ms, poll deadline), round record IN_FLIGHT, rounds
 used 1, poll state IN_FLIGHT); the POLL checkpoint at the poll deadline; the POLL_FINAL wait when the step declares
 a final signal (early signals that do not match are REJECTED CORRELATION_MISMATCH; a matching one makes the
-checkpoint due at once); event STEP_ACTIVATED; audit poll.round.
+checkpoint due at once); event STEP_ACTIVATED; audit poll.round. in_app_released, in_queue_released: the slots
+given back, as the room check read them (_pulse_task_create).
 Rules: P-1, P-4, P-5, K-6, R-4, S-10, S-11.'
     MODIFIES SQL DATA
 BEGIN
@@ -44,7 +47,7 @@ BEGIN
     SET v_poll_deadline = LEAST(in_now + INTERVAL v_timeout * 1000 MICROSECOND, in_deadline);
     SET v_task_deadline = LEAST(in_now + INTERVAL v_task_timeout * 1000 MICROSECOND, v_poll_deadline, in_deadline);
     CALL _pulse_task_create(in_namespace_id, in_instance_id, in_step_key, in_activation_id, 1, in_frozen,
-                            v_task_deadline, in_now, NULL, NULL, v_task, v_why);
+                            v_task_deadline, in_now, in_app_released, in_queue_released, v_task, v_why);
     IF v_task IS NULL THEN
         -- Room was seen before anything was written (_weave_step_activate): lost to a concurrent creator, which is
         -- transient, so the whole decision is retried and then defers (R-8).

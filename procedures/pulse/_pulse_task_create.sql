@@ -20,7 +20,7 @@ CREATE PROCEDURE _pulse_task_create(
 step inputs (queue, handler, handler_version, input, priority, retry, task_timeout_ms, business_key, mutex_key),
 available at once, with the absolute deadline in_deadline (no attempt starts at or after it). in_app_released,
 in_queue_released: the slots the app and the queue have been given back (their release stripes), as the caller read
-them without a lock; NULL: read here.
+them without a lock before this creation.
 When the app or queue has no room, nothing is written: out_task_id is NULL and out_why says why (''CODE: detail''
 as _weave_task_room, NULL when the counters show room again: a concurrent decision took the last slot and let it go).
 Errors: 50007 INVALID_STATE when the instance may not get new work or a frozen field does not fit.
@@ -31,8 +31,8 @@ BEGIN
     DECLARE v_business LONGTEXT;
     DECLARE v_mutex LONGTEXT;
     DECLARE v_retry LONGTEXT DEFAULT JSON_EXTRACT(in_frozen, '$.retry');
-    DECLARE v_app_released BIGINT UNSIGNED;
-    DECLARE v_queue_released BIGINT UNSIGNED;
+    DECLARE v_no_app_released BIGINT UNSIGNED;  -- the room check's reading of the stripes, not needed again here
+    DECLARE v_no_queue_released BIGINT UNSIGNED;
 
     -- Keys are compared as text: a JSON string is used unquoted, any other JSON value as its JSON text.
     SET v_business = CASE WHEN JSON_TYPE(JSON_EXTRACT(in_frozen, '$.business_key')) IS NULL
@@ -53,22 +53,11 @@ BEGIN
         CALL _weave_raise(50007, 'INVALID_STATE: frozen inputs lack handler, handler_version or retry');
     END IF;
 
-    -- The slots given back so far, by the release stripes that a task's end writes (_pulse_inbox_add), read
-    -- without a lock and before the rows below are taken (by the caller, or here): a release that has not
-    -- committed yet still counts as a task in flight, so room is never over-counted, and a report never waits for
-    -- a creation, nor a creation for a report. (In the multi-table update below the same read would share-lock
-    -- the stripes.)
-    IF in_app_released IS NULL OR in_queue_released IS NULL THEN
-        SELECT (SELECT SUM(r.released) FROM pulse_slot_releases r
-                 WHERE r.owner_kind = 'APP' AND r.owner_id = i.app_id),
-               (SELECT SUM(r.released) FROM weave_queues q
-                  JOIN pulse_slot_releases r ON r.owner_kind = 'QUEUE' AND r.owner_id = q.id
-                 WHERE q.namespace_id = in_namespace_id AND q.name = v_queue_name)
-          INTO v_app_released, v_queue_released
-          FROM weave_instances i WHERE i.id = in_instance_id;
-    ELSE
-        SET v_app_released = in_app_released, v_queue_released = in_queue_released;
-    END IF;
+    -- The slots given back so far come from the caller, which read the release stripes that a task's end writes
+    -- (_pulse_inbox_add) without a lock and before the rows below are taken (the room check of an activation, the
+    -- R-8 read of a round start): a release that has not committed yet still counts as a task in flight, so room is
+    -- never over-counted, and a report never waits for a creation, nor a creation for a report. (In the
+    -- multi-table update below the same read would share-lock the stripes.)
     -- The slot is taken here, guarded by the counters themselves: of two creators racing for the last
     -- one, the second finds no row to change and nothing of its decision remains (M-4.7). The rows are
     -- taken app first, then queue, as everywhere the slots are taken (STRAIGHT_JOIN keeps that order). The
@@ -79,10 +68,11 @@ BEGIN
       STRAIGHT_JOIN weave_queues q ON q.namespace_id = in_namespace_id AND q.name = v_queue_name
        SET a.slots_taken = a.slots_taken + 1, q.slots_taken = q.slots_taken + 1
      WHERE a.id = (SELECT i.app_id FROM weave_instances i WHERE i.id = in_instance_id)
-       AND a.slots_taken - v_app_released < a.max_in_flight AND q.slots_taken - v_queue_released < q.capacity;
+       AND a.slots_taken - in_app_released < a.max_in_flight AND q.slots_taken - in_queue_released < q.capacity;
     IF ROW_COUNT() <> 2 THEN
         -- No room: nothing is written, and the caller learns why (a lost race is its to judge, R-8).
-        CALL _weave_task_room(in_namespace_id, in_instance_id, v_queue_name, out_why);
+        CALL _weave_task_room(in_namespace_id, in_instance_id, v_queue_name, out_why, v_no_app_released,
+                              v_no_queue_released);
     ELSE
         -- The task is written only from an instance that may get new work, with a deadline after now and within
         -- the instance's (R-8, K-6): the caller has checked both, and this insert checks them again on the row.

@@ -10,9 +10,12 @@ CREATE PROCEDURE _weave_task_activate(
         IN in_seq           INT UNSIGNED,
         IN in_frozen        LONGTEXT,
         IN in_now           DATETIME(6),
-        IN in_deadline      DATETIME(6))
+        IN in_deadline      DATETIME(6),
+        IN in_app_released  BIGINT UNSIGNED,
+        IN in_queue_released BIGINT UNSIGNED)
     COMMENT 'Internal. Description: creates the TASK step''s task for a new activation, deadline =
 min(now + task_timeout_ms, instance deadline); event STEP_ACTIVATED with the task id; audit task.create.
+in_app_released, in_queue_released: the slots given back, as the room check read them (_pulse_task_create).
 Rules: K-1, K-6, R-4, R-7.'
     MODIFIES SQL DATA
 BEGIN
@@ -25,7 +28,7 @@ BEGIN
 
     SET v_deadline = LEAST(in_now + INTERVAL v_timeout * 1000 MICROSECOND, in_deadline);
     CALL _pulse_task_create(in_namespace_id, in_instance_id, in_step_key, in_activation_id, 0, in_frozen, v_deadline,
-                            in_now, NULL, NULL, v_task, v_why);
+                            in_now, in_app_released, in_queue_released, v_task, v_why);
     IF v_task IS NULL THEN
         -- Room was seen before anything was written (_weave_step_activate): lost to a concurrent creator, which is
         -- transient, so the whole decision is retried and then defers (R-8).

@@ -905,6 +905,24 @@ def test_K3_M4_7_a_report_never_waits_for_a_task_creation_of_its_app(world, orch
     assert world.db.in_flight("app") == 0 and world.db.in_flight("queue") == 0
 
 
+@pytest.mark.breaks_invariants("M-4.7b")
+def test_M4_7_without_its_release_stripes_an_app_takes_and_gives_back_no_slot_and_says_why(world, orch):
+    """Room cannot be known without the stripes that provisioning gives every app: a report of the app's task and
+    a start that would create one are refused INVALID_STATE, and nothing of either is written (R-6: left for an
+    operator, never guessed)."""
+    world.publish(task_flow())
+    started(world, orch)
+    got, = claim(world)
+    world.db.execute("DELETE FROM pulse_slot_releases WHERE owner_kind = 'APP'")
+    before = world.db.table_counts()
+    with pytest.raises(errors.WeaveError, match="INVALID_STATE: the app or queue of the task has no release stripe"):
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
+    with pytest.raises(errors.WeaveError, match="INVALID_STATE: the app or queue has no release stripes"):
+        world.start("pay", {"order_id": "o-2"})
+    assert world.db.table_counts() == before
+    assert world.db.scalar("SELECT status FROM pulse_attempts WHERE id = %s", got["attempt_id"]) == "RUNNING"
+
+
 def _handler_reads(world, act) -> int:
     """Index entries and rows the storage engine handed up for ``act()`` on the scenario's connection."""
     read = "SHOW SESSION STATUS WHERE Variable_name LIKE 'Handler\\_read\\_%%'"

@@ -21,9 +21,7 @@ DECISIONS = {
     "signal send (settles the open wait)": 34,
     "signal settle (candidate path)": 31,
     "signal twin candidate": 9,
-    # One read more than before its release stripes: the slots given back, read without a lock before the app's row is
-    # taken (a round start reads them with its R-8 facts instead).
-    "start (POLL, round 1 created by the start)": 42,
+    "start (POLL, round 1 created by the start)": 41,
     "task claim": 11,
     "attempt complete (consumes the round's answer)": 32,
     "poll round start": 31,
@@ -38,7 +36,7 @@ DECISIONS = {
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 61, "signal": 73, "poll": 88.7}
+LIFECYCLES = {"timer": 61, "signal": 73, "poll": 88.4}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
