@@ -24,7 +24,7 @@ from pathlib import Path
 import orchestrator.example_handlers  # noqa: F401 - registers example.poll
 from procedures import db as dbmod
 from procedures import pulse, routines, signals
-from tests.benchmarks.bench_signals import payload_json, reset_raw
+from tests.benchmarks.bench_signals import cpu_seconds, payload_json, reset_raw
 from tests.benchmarks.common import check_invariants, figure, fresh_database, world_on
 from tests.support.signals import signal_flow
 
@@ -36,25 +36,19 @@ POLL = {"name": "cpu-poll", "steps": [{
     "result": {"pending": ["PENDING"], "success": ["DONE"]}}]}
 
 
-def server_cpu_reader(conn: dbmod.Connection) -> Callable[[], float]:
-    """A reader of the server's CPU seconds so far, or SystemExit when the server is not a process of this machine."""
+def server_pid(conn: dbmod.Connection) -> int:
+    """The server's process id, or SystemExit when the server is not a process of this machine."""
     with conn.cursor() as cur:
         cur.execute("SELECT @@pid_file AS f, @@datadir AS d")
         row = cur.fetchone()
     path = Path(row["f"]) if os.path.isabs(row["f"]) else Path(row["d"]) / row["f"]
     try:
-        stat = Path(f"/proc/{int(path.read_text().split()[0])}/stat")
-        stat.read_text()
+        pid = int(path.read_text().split()[0])
+        Path(f"/proc/{pid}/stat").read_text()
     except (OSError, ValueError, IndexError) as exc:
         raise SystemExit(f"bench_cpu needs the server on this machine: its pid file {path} is not readable here "
                          f"({exc})") from exc
-    ticks = os.sysconf("SC_CLK_TCK")
-
-    def seconds() -> float:
-        fields = stat.read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / ticks
-
-    return seconds
+    return pid
 
 
 def main() -> None:
@@ -68,7 +62,11 @@ def main() -> None:
         world.publish(flow)
     reset_raw(dsn)
     conn = dbmod.connect(dsn)
-    cpu = server_cpu_reader(conn)
+    pid = server_pid(conn)
+
+    def cpu() -> float:
+        return cpu_seconds(pid)
+
     raw_us: float | None = None
 
     def measure(decision: str, calls: list[Callable[[], object]], decisions: int | None = None) -> None:
