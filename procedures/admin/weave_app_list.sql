@@ -10,8 +10,9 @@ Rules: K-8.'
 BEGIN
     DECLARE v_ns BIGINT UNSIGNED DEFAULT _weave_namespace_authorize(in_token, in_namespace, 'admin');
     SELECT a.name, a.max_in_flight, a.status,
-           (SELECT COUNT(*) FROM pulse_tasks t WHERE t.app_id = a.id AND t.status IN ('QUEUED', 'RUNNING'))
-               AS in_flight,
+           -- The app's counter (K-8): slots taken by task creations less those given back by task ends.
+           CAST(a.slots_taken - (SELECT SUM(r.released) FROM pulse_slot_releases r
+                                  WHERE r.owner_kind = 'APP' AND r.owner_id = a.id) AS UNSIGNED) AS in_flight,
            a.created_at, a.updated_at
       FROM weave_apps a WHERE a.namespace_id = v_ns ORDER BY a.name;
 END
