@@ -2,7 +2,7 @@
 -- instance. The identity is read shared (concurrent decisions of one credential do not queue), and so
 -- is the app of a definition without queues. The app and queue rows of a definition that runs tasks
 -- are not locked here at all: quota and capacity live in their in-flight counters, which
--- _pulse_task_create changes with one guarded conditional UPDATE only where a task is created (R-8,
+-- _pulse_slot_take changes with one guarded conditional UPDATE only where a task is created (R-8,
 -- M-4.7), so decisions of one app no longer queue behind each other on its row (a shared lock here
 -- would turn that UPDATE into a lock upgrade, and two upgrades deadlock).
 -- The caller passes the instance's identity, app and definition queues, which never change once the

@@ -22,7 +22,7 @@ deadline); round 1 (task with deadline min(now + task_timeout_ms, poll deadline)
 used 1, poll state IN_FLIGHT); the POLL checkpoint at the poll deadline; the POLL_FINAL wait when the step declares
 a final signal (early signals that do not match are REJECTED CORRELATION_MISMATCH; a matching one makes the
 checkpoint due at once); event STEP_ACTIVATED; audit poll.round. in_app_released, in_queue_released: the slots
-given back, as the room check read them (_pulse_task_create).
+given back, as the room check read them (_pulse_slot_take).
 Rules: P-1, P-4, P-5, K-6, R-4, S-10, S-11.'
     MODIFIES SQL DATA
 BEGIN
@@ -36,7 +36,6 @@ BEGIN
     DECLARE v_poll_deadline DATETIME(6);
     DECLARE v_task_deadline DATETIME(6);
     DECLARE v_task BIGINT UNSIGNED;
-    DECLARE v_why VARCHAR(256);
     DECLARE v_wait BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_early INT DEFAULT 0;
     DECLARE v_facts LONGTEXT;
@@ -47,12 +46,7 @@ BEGIN
     SET v_poll_deadline = LEAST(in_now + INTERVAL v_timeout * 1000 MICROSECOND, in_deadline);
     SET v_task_deadline = LEAST(in_now + INTERVAL v_task_timeout * 1000 MICROSECOND, v_poll_deadline, in_deadline);
     CALL _pulse_task_create(in_namespace_id, in_instance_id, in_step_key, in_activation_id, 1, in_frozen,
-                            v_task_deadline, in_now, in_app_released, in_queue_released, v_task, v_why);
-    IF v_task IS NULL THEN
-        -- Room was seen before anything was written (_weave_step_activate): lost to a concurrent creator, which is
-        -- transient, so the whole decision is retried and then defers (R-8).
-        CALL _weave_raise(50014, CONCAT('ROOM_TAKEN: no room for a task: ', COALESCE(v_why, 'taken concurrently')));
-    END IF;
+                            v_task_deadline, in_now, v_task);
     INSERT INTO weave_poll_states (activation_id, namespace_id, instance_id, step_key, state, rounds_used, max_rounds,
                                    interval_ms, poll_deadline, current_task_id, next_poll_at, last_outcome,
                                    stop_reason, updated_at)
@@ -85,4 +79,7 @@ BEGIN
                               'final_signal', JSON_EXTRACT(COALESCE(v_final, 'null'), '$'));
     CALL _weave_event(in_namespace_id, in_instance_id, 'STEP_ACTIVATED', in_step_key, in_seq, in_now, v_facts,
                       'poll.round', v_poll_deadline);
+    -- Room was seen before anything was written (_weave_step_activate); the slot is taken last.
+    CALL _pulse_slot_take(in_namespace_id, in_instance_id, JSON_VALUE(in_frozen, '$.queue'), in_app_released,
+                          in_queue_released);
 END

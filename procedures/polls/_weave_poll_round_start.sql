@@ -57,6 +57,10 @@ BEGIN
     DECLARE v_task BIGINT UNSIGNED;
     DECLARE v_app_released BIGINT UNSIGNED;
     DECLARE v_queue_released BIGINT UNSIGNED;
+    DECLARE v_quota INT UNSIGNED;
+    DECLARE v_app_taken BIGINT UNSIGNED;
+    DECLARE v_capacity INT UNSIGNED;
+    DECLARE v_queue_taken BIGINT UNSIGNED;
     DECLARE v_facts LONGTEXT;
 
     SET out_outcome = NULL;
@@ -78,18 +82,19 @@ BEGIN
         CALL _weave_raise(50007, 'INVALID_STATE: the poll''s rounds do not verify (P-4); left for an operator');
     END IF;
 
-    -- R-8 for the new round, with the slots its app and queue have been given back (their release stripes, read
-    -- here without a lock for the task's creation below).
-    SELECT i.status, i.control, i.gate, i.deadline_at, c.status, a.status,
+    -- R-8 for the new round, with the room its app and queue have left (a plain read: the slot is taken as the
+    -- round's last write, _pulse_slot_take) and the slots they have been given back (their release stripes, read here
+    -- without a lock for that take).
+    SELECT i.status, i.control, i.gate, i.deadline_at, c.status, a.status, a.max_in_flight, a.slots_taken,
            (SELECT SUM(r.released) FROM pulse_slot_releases r WHERE r.owner_kind = 'APP' AND r.owner_id = a.id),
-           (SELECT SUM(r.released) FROM weave_queues q
-              JOIN pulse_slot_releases r ON r.owner_kind = 'QUEUE' AND r.owner_id = q.id
-             WHERE q.namespace_id = in_namespace_id AND q.name = JSON_VALUE(in_frozen, '$.queue'))
-      INTO v_inst_status, v_control, v_gate, v_inst_deadline, v_cred_status, v_app_status, v_app_released,
-           v_queue_released
+           q.capacity, q.slots_taken,
+           (SELECT SUM(r.released) FROM pulse_slot_releases r WHERE r.owner_kind = 'QUEUE' AND r.owner_id = q.id)
+      INTO v_inst_status, v_control, v_gate, v_inst_deadline, v_cred_status, v_app_status, v_quota, v_app_taken,
+           v_app_released, v_capacity, v_queue_taken, v_queue_released
       FROM weave_instances i
       JOIN weave_credentials c ON c.id = i.credential_id
       JOIN weave_apps a ON a.id = i.app_id
+      LEFT JOIN weave_queues q ON q.namespace_id = in_namespace_id AND q.name = JSON_VALUE(in_frozen, '$.queue')
      WHERE i.id = in_instance_id;
     IF v_inst_status = 'RUNNING' AND in_now >= v_inst_deadline THEN
         CALL _weave_review_open(in_namespace_id, in_instance_id, 'INSTANCE_DEADLINE', '', 0,
@@ -104,18 +109,12 @@ BEGIN
     ELSE
         SET v_why = _weave_work_blocker(v_inst_status, v_control, v_gate, v_cred_status, v_app_status);
     END IF;
-    IF v_why IS NULL THEN
-        -- P-4, P-5: round n+1 from the activation's frozen inputs, never re-evaluated. The task takes its room
-        -- with the guarded counter update itself; without room nothing is written and the round defers like any
-        -- other check that fails here (R-8).
-        SET v_task_deadline = LEAST(in_now + INTERVAL COALESCE(CAST(JSON_VALUE(in_frozen, '$.task_timeout_ms')
-                                                                    AS UNSIGNED), 30000) * 1000 MICROSECOND,
-                                    v_poll_deadline, v_inst_deadline);
-        CALL _pulse_task_create(in_namespace_id, in_instance_id, in_step_key, in_activation_id, v_rounds_used + 1,
-                                in_frozen, v_task_deadline, in_now, v_app_released, v_queue_released, v_task, v_why);
-        IF v_task IS NULL AND v_why IS NULL THEN
-            CALL _weave_raise(50014, 'ROOM_TAKEN: no room for a task: taken concurrently');
-        END IF;
+    IF v_why IS NULL AND NOT (v_queue_taken - v_queue_released < v_capacity AND v_app_taken - v_app_released < v_quota)
+                     IS TRUE THEN
+        -- No room (or no queue): why, as every creator tells it (R-8); room again since the read above, with the
+        -- slots given back as this look read them.
+        CALL _weave_task_room(in_namespace_id, in_instance_id, JSON_VALUE(in_frozen, '$.queue'), v_why,
+                              v_app_released, v_queue_released);
     END IF;
     IF v_why IS NOT NULL THEN
         -- P-6: the checkpoint stays due at next_poll_at; only its next check time moves, never past the poll
@@ -128,6 +127,12 @@ BEGIN
              v_why);
         SET out_outcome = COALESCE(out_outcome, 'DEFERRED');
     ELSE
+        -- P-4, P-5: round n+1 from the activation's frozen inputs, never re-evaluated.
+        SET v_task_deadline = LEAST(in_now + INTERVAL COALESCE(CAST(JSON_VALUE(in_frozen, '$.task_timeout_ms')
+                                                                    AS UNSIGNED), 30000) * 1000 MICROSECOND,
+                                    v_poll_deadline, v_inst_deadline);
+        CALL _pulse_task_create(in_namespace_id, in_instance_id, in_step_key, in_activation_id, v_rounds_used + 1,
+                                in_frozen, v_task_deadline, in_now, v_task);
         INSERT INTO weave_poll_rounds (namespace_id, instance_id, activation_id, round_no, task_id, outcome,
                                        created_at)
         VALUES (in_namespace_id, in_instance_id, in_activation_id, v_rounds_used + 1, v_task, 'IN_FLIGHT', in_now);
@@ -148,6 +153,9 @@ BEGIN
                                   'poll_deadline', DATE_FORMAT(v_poll_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'));
         CALL _weave_event(in_namespace_id, in_instance_id, 'POLL_ROUND_STARTED', in_step_key, in_seq, in_now, v_facts,
                           'poll.round', v_poll_deadline);
+        -- Room was seen before anything was written; the slot is taken last.
+        CALL _pulse_slot_take(in_namespace_id, in_instance_id, JSON_VALUE(in_frozen, '$.queue'), v_app_released,
+                              v_queue_released);
         SET out_outcome = 'ROUND';
     END IF;
 END

@@ -29,7 +29,7 @@ BEGIN
                                  TRUE, v_settled);
     END IF;
     -- The task's slot goes back to its app and its queue through their release stripes of this task, which no
-    -- creation locks (_pulse_task_create reads them without a lock): the two rows in primary key order, app first.
+    -- creation locks (_pulse_slot_take reads them without a lock): the two rows in primary key order, app first.
     UPDATE pulse_tasks t
       STRAIGHT_JOIN pulse_slot_releases r
         ON r.stripe = t.id MOD 16 AND ((r.owner_kind = 'APP' AND r.owner_id = t.app_id)

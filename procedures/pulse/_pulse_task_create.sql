@@ -1,8 +1,9 @@
 -- The one way a Pulse task comes into being, for a TASK step (round 0) and for every POLL round.
 -- Everything the task will ever run with is copied from the activation's frozen inputs here and never
 -- re-derived: handler + version, input, keys, priority and the retry policy (P-4). The caller has
--- already checked R-8 and holds the locks of _weave_instance_lock; room, gate and deadlines are
--- checked again anyway, because a task created past them would break M-4.7 / M-4.8 for good.
+-- already checked R-8 and holds the locks of _weave_instance_lock; gate and deadlines are checked again
+-- anyway, because a task created past them would break M-4.8 for good. The task's slot is the caller's
+-- to take, with _pulse_slot_take as the last write of its decision (M-4.7).
 CREATE PROCEDURE _pulse_task_create(
         IN  in_namespace_id  BIGINT UNSIGNED,
         IN  in_instance_id   BIGINT UNSIGNED,
@@ -12,27 +13,19 @@ CREATE PROCEDURE _pulse_task_create(
         IN  in_frozen        LONGTEXT,
         IN  in_deadline      DATETIME(6),
         IN  in_now           DATETIME(6),
-        IN  in_app_released  BIGINT UNSIGNED,
-        IN  in_queue_released BIGINT UNSIGNED,
-        OUT out_task_id      BIGINT UNSIGNED,
-        OUT out_why          VARCHAR(256))
+        OUT out_task_id      BIGINT UNSIGNED)
     COMMENT 'Internal. Description: creates a QUEUED task for (instance, step, activation, round) from the frozen
 step inputs (queue, handler, handler_version, input, priority, retry, task_timeout_ms, business_key, mutex_key),
-available at once, with the absolute deadline in_deadline (no attempt starts at or after it). in_app_released,
-in_queue_released: the slots the app and the queue have been given back (their release stripes), as the caller read
-them without a lock before this creation.
-When the app or queue has no room, nothing is written: out_task_id is NULL and out_why says why (''CODE: detail''
-as _weave_task_room, NULL when the counters show room again: a concurrent decision took the last slot and let it go).
+available at once, with the absolute deadline in_deadline (no attempt starts at or after it); its slot is taken by
+the caller (_pulse_slot_take), after its other writes.
 Errors: 50007 INVALID_STATE when the instance may not get new work or a frozen field does not fit.
-Rules: K-1, K-6, R-8, P-4, M-4.7, M-4.8.'
+Rules: K-1, K-6, R-8, P-4, M-4.8.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_queue_name VARCHAR(64) DEFAULT JSON_VALUE(in_frozen, '$.queue');
     DECLARE v_business LONGTEXT;
     DECLARE v_mutex LONGTEXT;
     DECLARE v_retry LONGTEXT DEFAULT JSON_EXTRACT(in_frozen, '$.retry');
-    DECLARE v_no_app_released BIGINT UNSIGNED;  -- the room check's reading of the stripes, not needed again here
-    DECLARE v_no_queue_released BIGINT UNSIGNED;
 
     -- Keys are compared as text: a JSON string is used unquoted, any other JSON value as its JSON text.
     SET v_business = CASE WHEN JSON_TYPE(JSON_EXTRACT(in_frozen, '$.business_key')) IS NULL
@@ -53,53 +46,31 @@ BEGIN
         CALL _weave_raise(50007, 'INVALID_STATE: frozen inputs lack handler, handler_version or retry');
     END IF;
 
-    -- The slots given back so far come from the caller, which read the release stripes that a task's end writes
-    -- (_pulse_inbox_add) without a lock and before the rows below are taken (the room check of an activation, the
-    -- R-8 read of a round start): a release that has not committed yet still counts as a task in flight, so room is
-    -- never over-counted, and a report never waits for a creation, nor a creation for a report. (In the
-    -- multi-table update below the same read would share-lock the stripes.)
-    -- The slot is taken here, guarded by the counters themselves: of two creators racing for the last
-    -- one, the second finds no row to change and nothing of its decision remains (M-4.7). The rows are
-    -- taken app first, then queue, as everywhere the slots are taken (STRAIGHT_JOIN keeps that order). The
-    -- instance row, which the caller holds locked, names the app. The tasks in flight are the slots taken less
-    -- the slots given back.
-    SET out_task_id = NULL, out_why = NULL;
-    UPDATE weave_apps a
-      STRAIGHT_JOIN weave_queues q ON q.namespace_id = in_namespace_id AND q.name = v_queue_name
-       SET a.slots_taken = a.slots_taken + 1, q.slots_taken = q.slots_taken + 1
-     WHERE a.id = (SELECT i.app_id FROM weave_instances i WHERE i.id = in_instance_id)
-       AND a.slots_taken - in_app_released < a.max_in_flight AND q.slots_taken - in_queue_released < q.capacity;
-    IF ROW_COUNT() <> 2 THEN
-        -- No room: nothing is written, and the caller learns why (a lost race is its to judge, R-8).
-        CALL _weave_task_room(in_namespace_id, in_instance_id, v_queue_name, out_why, v_no_app_released,
-                              v_no_queue_released);
-    ELSE
-        -- The task is written only from an instance that may get new work, with a deadline after now and within
-        -- the instance's (R-8, K-6): the caller has checked both, and this insert checks them again on the row.
-        INSERT INTO pulse_tasks (namespace_id, app_id, queue_id, instance_id, step_key, activation_id, round_no, handler,
-                                 handler_version, input, priority, business_key, mutex_key, max_attempts,
-                                 initial_backoff_ms, backoff_coefficient, max_backoff_ms, timeout_ms, deadline_at, status,
-                                 attempts_used, cancel_requested, available_at, created_at, updated_at)
-        SELECT in_namespace_id, i.app_id,
-               (SELECT id FROM weave_queues WHERE namespace_id = in_namespace_id AND name = v_queue_name),
-               in_instance_id, in_step_key, in_activation_id, in_round_no,
-               JSON_VALUE(in_frozen, '$.handler'), JSON_VALUE(in_frozen, '$.handler_version'),
-               COALESCE(JSON_EXTRACT(in_frozen, '$.input'), '{}'),
-               COALESCE(CAST(JSON_VALUE(in_frozen, '$.priority') AS SIGNED), 0), v_business, v_mutex,
-               CAST(JSON_VALUE(v_retry, '$.max_attempts') AS UNSIGNED),
-               CAST(JSON_VALUE(v_retry, '$.initial_backoff_ms') AS UNSIGNED),
-               CAST(JSON_VALUE(v_retry, '$.backoff_coefficient') AS DOUBLE),
-               CAST(JSON_VALUE(v_retry, '$.max_backoff_ms') AS UNSIGNED),
-               COALESCE(CAST(JSON_VALUE(in_frozen, '$.task_timeout_ms') AS UNSIGNED), 30000),
-               in_deadline, 'QUEUED', 0, 0, in_now, in_now, in_now
-          FROM weave_instances i
-         WHERE i.id = in_instance_id AND i.namespace_id = in_namespace_id AND i.status = 'RUNNING'
-           AND i.control = 'ACTIVE' AND i.gate = 'OPEN' AND in_now < i.deadline_at
-           AND in_deadline > in_now AND in_deadline <= i.deadline_at;
-        IF ROW_COUNT() <> 1 THEN
-            CALL _weave_raise(50007, CONCAT('INVALID_STATE: no new task unless the instance is RUNNING, ACTIVE, gate ',
-                                            'OPEN, with a task deadline after now and within the instance''s'));
-        END IF;
-        SET out_task_id = LAST_INSERT_ID();
+    -- The task is written only from an instance that may get new work, with a deadline after now and within
+    -- the instance's (R-8, K-6): the caller has checked both, and this insert checks them again on the row.
+    INSERT INTO pulse_tasks (namespace_id, app_id, queue_id, instance_id, step_key, activation_id, round_no, handler,
+                             handler_version, input, priority, business_key, mutex_key, max_attempts,
+                             initial_backoff_ms, backoff_coefficient, max_backoff_ms, timeout_ms, deadline_at, status,
+                             attempts_used, cancel_requested, available_at, created_at, updated_at)
+    SELECT in_namespace_id, i.app_id,
+           (SELECT id FROM weave_queues WHERE namespace_id = in_namespace_id AND name = v_queue_name),
+           in_instance_id, in_step_key, in_activation_id, in_round_no,
+           JSON_VALUE(in_frozen, '$.handler'), JSON_VALUE(in_frozen, '$.handler_version'),
+           COALESCE(JSON_EXTRACT(in_frozen, '$.input'), '{}'),
+           COALESCE(CAST(JSON_VALUE(in_frozen, '$.priority') AS SIGNED), 0), v_business, v_mutex,
+           CAST(JSON_VALUE(v_retry, '$.max_attempts') AS UNSIGNED),
+           CAST(JSON_VALUE(v_retry, '$.initial_backoff_ms') AS UNSIGNED),
+           CAST(JSON_VALUE(v_retry, '$.backoff_coefficient') AS DOUBLE),
+           CAST(JSON_VALUE(v_retry, '$.max_backoff_ms') AS UNSIGNED),
+           COALESCE(CAST(JSON_VALUE(in_frozen, '$.task_timeout_ms') AS UNSIGNED), 30000),
+           in_deadline, 'QUEUED', 0, 0, in_now, in_now, in_now
+      FROM weave_instances i
+     WHERE i.id = in_instance_id AND i.namespace_id = in_namespace_id AND i.status = 'RUNNING'
+       AND i.control = 'ACTIVE' AND i.gate = 'OPEN' AND in_now < i.deadline_at
+       AND in_deadline > in_now AND in_deadline <= i.deadline_at;
+    IF ROW_COUNT() <> 1 THEN
+        CALL _weave_raise(50007, CONCAT('INVALID_STATE: no new task unless the instance is RUNNING, ACTIVE, gate ',
+                                        'OPEN, with a task deadline after now and within the instance''s'));
     END IF;
+    SET out_task_id = LAST_INSERT_ID();
 END

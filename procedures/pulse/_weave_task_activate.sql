@@ -15,7 +15,7 @@ CREATE PROCEDURE _weave_task_activate(
         IN in_queue_released BIGINT UNSIGNED)
     COMMENT 'Internal. Description: creates the TASK step''s task for a new activation, deadline =
 min(now + task_timeout_ms, instance deadline); event STEP_ACTIVATED with the task id; audit task.create.
-in_app_released, in_queue_released: the slots given back, as the room check read them (_pulse_task_create).
+in_app_released, in_queue_released: the slots given back, as the room check read them (_pulse_slot_take).
 Rules: K-1, K-6, R-4, R-7.'
     MODIFIES SQL DATA
 BEGIN
@@ -23,17 +23,11 @@ BEGIN
                                                         30000);
     DECLARE v_deadline DATETIME(6);
     DECLARE v_task BIGINT UNSIGNED;
-    DECLARE v_why VARCHAR(256);
     DECLARE v_facts LONGTEXT;
 
     SET v_deadline = LEAST(in_now + INTERVAL v_timeout * 1000 MICROSECOND, in_deadline);
     CALL _pulse_task_create(in_namespace_id, in_instance_id, in_step_key, in_activation_id, 0, in_frozen, v_deadline,
-                            in_now, in_app_released, in_queue_released, v_task, v_why);
-    IF v_task IS NULL THEN
-        -- Room was seen before anything was written (_weave_step_activate): lost to a concurrent creator, which is
-        -- transient, so the whole decision is retried and then defers (R-8).
-        CALL _weave_raise(50014, CONCAT('ROOM_TAKEN: no room for a task: ', COALESCE(v_why, 'taken concurrently')));
-    END IF;
+                            in_now, v_task);
     SET v_facts = JSON_OBJECT('type', 'TASK', 'task_id', CONCAT('tsk_', v_task),
                               'queue', JSON_VALUE(in_frozen, '$.queue'),
                               'handler', JSON_VALUE(in_frozen, '$.handler'),
@@ -41,4 +35,7 @@ BEGIN
                               'deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'));
     CALL _weave_event(in_namespace_id, in_instance_id, 'STEP_ACTIVATED', in_step_key, in_seq, in_now, v_facts,
                       'task.create', v_deadline);
+    -- Room was seen before anything was written (_weave_step_activate); the slot is taken last.
+    CALL _pulse_slot_take(in_namespace_id, in_instance_id, JSON_VALUE(in_frozen, '$.queue'), in_app_released,
+                          in_queue_released);
 END

@@ -1,7 +1,7 @@
 -- R-8 and M-4.7 for one new task: the queue must exist and have capacity left, the app quota must
 -- have room. Read from the slots taken on the queue and app rows less their release stripes (one indexed read,
 -- whatever the backlog), so a creator that finds no room defers without taking a lock. The answer is a
--- plain read: _pulse_task_create takes the slot with a guarded conditional UPDATE of the same
+-- plain read: _pulse_slot_take takes the slot with a guarded conditional UPDATE of the same
 -- counters, which is what keeps two creators from both taking the last one.
 -- A missing queue is a reason to wait, not an error: an operator may create it later. The slots given back are
 -- answered too (NULL when the app or queue is missing): a creation that follows takes its slot from them.

@@ -380,7 +380,7 @@ def test_R3_every_engine_routine_takes_the_instance_lock_after_identity_and_app(
             locking = re.search(rf"FROM {table}\b[^;]*FOR UPDATE", outer)
             assert not locking or path.stem == "_weave_provision_put", f"{path.name} locks {table}"
         if re.search(r"\bslots_taken\s*=", code):
-            assert path.stem == "_pulse_task_create", f"{path.name} takes a task slot"
+            assert path.stem == "_pulse_slot_take", f"{path.name} takes a task slot"
             assert re.search(r"weave_apps a\b[^;]*?STRAIGHT_JOIN weave_queues q", code), path.name
         if re.search(r"\breleased\s*=", code):
             assert path.stem == "_pulse_inbox_add", f"{path.name} releases a task slot"

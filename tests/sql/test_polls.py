@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
 
 import pytest
 
-from procedures import pulse, routines
+from procedures import db as dbmod
+from procedures import errors, pulse, routines
+from tests.support.waiting import wait_for
 
 HOUR = 3_600_000
 INTERVAL = 30_000
@@ -501,6 +504,72 @@ def test_P6_a_full_app_or_queue_defers_the_round_without_consuming_it(world, orc
     poll = poll_of(world, wf)
     assert poll["rounds_used"] == 2 and poll["state"] == "IN_FLIGHT"
     assert parse(poll["poll_deadline"]) == state_before["poll_deadline"]
+
+
+def test_P5_R8_a_round_takes_its_slot_last_and_losing_the_race_for_it_undoes_the_whole_round(world, orch, database):
+    """A round start writes its task, round, poll state, checkpoint, event and audit row first and takes its app's
+    and queue's slot last: a creation holds their rows only from its slot to its commit, so the creations of one
+    app queue behind each other for that long only. A creator that had not committed when the round looked, and
+    takes the last slot, wins: the round's whole decision is undone (ROOM_TAKEN, transient) and its retry defers
+    on the room check (R-8)."""
+    world.publish(poll_flow())
+    wf = started(world, orch)
+    answer(world, "PENDING")
+    orch.drain()
+    routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)  # room for the next round only
+    state_before = world.db.row("SELECT * FROM weave_poll_states")
+    world.db.advance(INTERVAL)
+    rival = world.db.connect()  # a creator of the app that takes the last slot and has not committed yet
+    rounder = dbmod.connect(database)
+    due = checkpoint(world, wf)["id"]
+    failures: list[BaseException] = []
+
+    def round_start() -> None:
+        try:
+            with rounder.cursor() as cur:
+                cur.execute("SET SESSION innodb_lock_wait_timeout = 20")
+            dbmod.call(rounder, "weave_checkpoint_advance", due)
+        except BaseException as exc:  # looked at below
+            failures.append(exc)
+
+    try:
+        with rival.cursor() as cur:
+            cur.execute("START TRANSACTION")
+            cur.execute("UPDATE weave_apps SET slots_taken = slots_taken + 1 WHERE name = 'billing'")
+        thread = threading.Thread(target=round_start)
+        thread.start()
+        seen: list[dict] = []
+
+        def waiting_round() -> bool:
+            seen[:] = world.db.rows("SELECT trx_rows_modified AS written, trx_query AS query FROM "
+                                    "information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT' AND "
+                                    "trx_mysql_thread_id = %s", rounder.thread_id())
+            return bool(seen) or not thread.is_alive()
+
+        # INNODB_TRX is a cache that a read refreshes only when the one before is 0.1 s old.
+        assert wait_for(waiting_round, timeout=10, interval=0.2) and seen, failures
+        (waiting,) = seen
+        # Everything of the round is written (task, round, state, checkpoint, instance, event, audit) before the
+        # one statement that waits: the slot's.
+        assert waiting["written"] >= 7 and waiting["query"].lstrip().startswith("UPDATE weave_apps"), waiting
+        rival.commit()
+        thread.join(30)
+    finally:
+        rival.rollback()
+        rival.close()
+    assert not thread.is_alive() and len(failures) == 1
+    lost = errors.translate(failures[0].__cause__ or failures[0])
+    assert errors.is_transient(lost) and "ROOM_TAKEN" in str(lost) and "QUOTA_FULL" in str(lost)
+    assert world.db.row("SELECT * FROM weave_poll_states") == state_before
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks") == 1
+    assert orch.drain()["CHECKPOINT:DEFERRED"] == 1  # the retry: no room, so the round waits (P-6)
+    assert checkpoint(world, wf)["last_error"].startswith("QUOTA_FULL")
+    with rounder.cursor() as cur:  # the rival's task never existed: its slot goes back for the invariants
+        cur.execute("UPDATE weave_apps SET slots_taken = slots_taken - 1 WHERE name = 'billing'")
+    rounder.commit()
+    rounder.close()
+    world.db.advance(1_000)
+    assert orch.drain()["CHECKPOINT:ROUND"] == 1 and poll_of(world, wf)["rounds_used"] == 2
 
 
 def test_P6_pause_defers_the_round_and_resume_makes_it_due_at_once(world, orch):
