@@ -81,10 +81,15 @@ def run(polls: int, orchestrators: int, workers: int, interval_ms: int, concurre
     # Per round: from the round's creation to its answer being consumed (the next round or the settlement).
     lag = db.rows("SELECT TIMESTAMPDIFF(MICROSECOND, r.created_at, i.consumed_at) / 1000 AS ms "
                   "FROM weave_poll_rounds r JOIN pulse_inbox i ON i.task_id = r.task_id")
+    # Per round after the first: from its due time (the interval after the answer before) to its start, as the round's
+    # own event records it. A round waits here when creations queue for their app, and after its creation when the
+    # workers are behind.
+    late = db.rows("SELECT JSON_VALUE(data, '$.lateness_ms') AS ms FROM weave_events WHERE type = 'POLL_ROUND_STARTED'")
     figure("B-3 poll rounds", polls=polls, rounds=span["rounds"], interval_ms=interval_ms,
            orchestrators=orchestrators, concurrency_per_orchestrator=concurrency, workers=workers,
            concurrency_per_worker=worker_concurrency, seconds=round(seconds, 3),
            rounds_per_s=round(span["rounds"] / seconds, 1), polls_per_s=round(polls / seconds, 1),
+           round_start_after_due_ms=summary([float(r["ms"]) for r in late]),
            round_created_to_consumed_ms=summary([float(r["ms"]) for r in lag]),
            row_lock_waits=waits["waits"], row_lock_wait_ms_per_round=round(waits["ms"] / span["rounds"], 2))
     check_invariants(dsn)
