@@ -905,6 +905,33 @@ def test_K3_M4_7_a_report_never_waits_for_a_task_creation_of_its_app(world, orch
     assert world.db.in_flight("app") == 0 and world.db.in_flight("queue") == 0
 
 
+def test_M4_7_the_app_and_queue_lists_count_tasks_in_flight_from_their_counters(world, orch):
+    """What an operator lists (weave_app_list, weave_queue_list; `weave apps`, `weave queues`) comes from the
+    counters the room check reads, slots taken less those given back, so the lists do not read the backlog; the
+    running tasks are counted (no more than the capacity) and the queued ones are the rest."""
+
+    def lists() -> tuple[int, tuple[int, int]]:
+        (app,) = routines.app_list(world.db.conn, world.admin, world.namespace)
+        queue = next(q for q in routines.queue_list(world.db.conn, world.admin, world.namespace)
+                     if q["name"] == "payments")
+        return app["in_flight"], (queue["queued"], queue["running"])
+
+    world.publish(task_flow())
+    started(world, orch, n=3)
+    assert lists() == (3, (3, 0))
+    done, failing = claim(world, limit=2)
+    assert lists() == (3, (1, 2))
+    pulse.attempt_complete(world.db.conn, done["attempt_id"], "w1", {"n": 1})
+    assert lists() == (2, (1, 1))
+    pulse.attempt_fail(world.db.conn, failing["attempt_id"], "w1", "boom", retryable=False)
+    assert lists() == (1, (1, 0))
+    orch.drain()
+    assert lists() == (1, (1, 0)) and world.db.in_flight() == 1
+    reads = _handler_reads(world, lists)
+    started(world, orch, n=50)
+    assert lists() == (51, (51, 0)) and _handler_reads(world, lists) == reads  # flat however long the queue
+
+
 @pytest.mark.breaks_invariants("M-4.7b")
 def test_M4_7_without_its_release_stripes_an_app_takes_and_gives_back_no_slot_and_says_why(world, orch):
     """Room cannot be known without the stripes that provisioning gives every app: a report of the app's task and
