@@ -5,11 +5,13 @@
 Statement counts (``bench_statements``) are the deterministic guide, but a statement is not a fixed price: four
 single-row updates can cost what one multi-table update of the same rows costs, and a routine's first read of a
 table costs several times its second. This measures what the counts stand for: the server process's own CPU time
-(user and system, from /proc), over ``--n`` decisions of one kind made in a row on one connection (routines cached,
-as on a running node), divided by their number, beside the raw procedure of ``bench_signals`` (five inserts and a
-commit in one call) made on the same connection. Every figure includes the call's round trip and, for the
-decisions that commit, the commit. The server must run on this machine (its pid is read from ``@@pid_file``) and be
-otherwise idle; the figures move with the machine, their ratio to the raw procedure less. Not collected by pytest.
+(its threads' run time, from /proc), over ``--n`` decisions of one kind made in a row on one connection (routines
+cached, as on a running node), divided by their number, beside the raw procedure of ``bench_signals`` (five
+inserts and a commit in one call) made on the same connection right before and right after each kind (twice as
+many calls of it, the two averaged: the machine's speed drifts within a run). Every figure includes the call's
+round trip and, for the decisions that commit, the commit. The server must run on this machine (its pid is read
+from ``@@pid_file``) and be otherwise idle; the figures move with the machine, their ratio to the raw procedure
+less. Not collected by pytest.
 """
 
 from __future__ import annotations
@@ -51,6 +53,17 @@ def server_pid(conn: dbmod.Connection) -> int:
     return pid
 
 
+def server_cpu_seconds(pid: int) -> float:
+    """The server's CPU seconds so far, to the nanosecond: the sum of its threads' run times (schedstat). The
+    process's user and system times count in 10 ms ticks, a tenth of the CPU a few hundred decisions spend;
+    without schedstat, they are what is left."""
+    try:
+        return sum(int((task / "schedstat").read_text().split()[0])
+                   for task in Path(f"/proc/{pid}/task").iterdir()) / 1e9
+    except (OSError, ValueError, IndexError):
+        return cpu_seconds(pid)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=400, help="decisions of each kind (default 400)")
@@ -65,29 +78,33 @@ def main() -> None:
     pid = server_pid(conn)
 
     def cpu() -> float:
-        return cpu_seconds(pid)
+        return server_cpu_seconds(pid)
 
-    raw_us: float | None = None
+    made = 0  # raw procedure calls made so far: each needs a key of its own
+
+    def raw_batch(count: int) -> float:
+        """The raw procedure's CPU per transaction over ``count`` calls in a row."""
+        nonlocal made
+        before = cpu()
+        for _ in range(count):
+            made += 1
+            with conn.cursor() as cur:
+                cur.execute("CALL bench_tx(%s, %s, %s, %s)", (uuid.uuid4().hex, f"cpu-{made}", payload, made))
+        return (cpu() - before) / count * 1e6
 
     def measure(decision: str, calls: list[Callable[[], object]], decisions: int | None = None) -> None:
         """Make the calls in a row; the server's CPU over them per decision (``decisions``: how many the calls
-        make, one each by default)."""
-        nonlocal raw_us
+        make, one each by default), beside the raw procedure's measured right before and right after them: the
+        machine's speed drifts within a run, and a ratio to a reference taken minutes apart drifts with it."""
+        reference = raw_batch(2 * len(calls))
         before = cpu()
         for call in calls:
             call()
         count = decisions or len(calls)
         us = (cpu() - before) / count * 1e6
-        if raw_us is None:
-            raw_us = us
+        reference = (reference + raw_batch(2 * len(calls))) / 2
         figure("database CPU per decision", decision=decision, n=count, cpu_us=round(us),
-               raw_procedure_us=round(raw_us), ratio=round(us / raw_us, 2))
-
-    def raw(i: int) -> Callable[[], object]:
-        def call() -> None:
-            with conn.cursor() as cur:
-                cur.execute("CALL bench_tx(%s, %s, %s, %s)", (uuid.uuid4().hex, f"cpu-{i}", payload, i))
-        return call
+               raw_procedure_us=round(reference), ratio=round(us / reference, 2))
 
     def start(definition: str, i: int, input: dict | None = None) -> Callable[[], object]:
         return lambda: routines.instance_start(conn, world.token, world.namespace, definition=definition,
@@ -103,8 +120,10 @@ def main() -> None:
 
     payload = payload_json(1024)
     dbmod.call(conn, "weave_scan", 100)  # the connection opened and the routines' first calls made
-    # The reference is cheap: four times as many of it, so that the clock's 10 ms ticks weigh as little on it.
-    measure("raw 5-row procedure (reference)", [raw(i) for i in range(4 * n)])
+    # The reference alone first: four times as many, so that the clock's 10 ms ticks weigh as little on it.
+    reference = raw_batch(4 * n)
+    figure("database CPU per decision", decision="raw 5-row procedure (reference)", n=4 * n, cpu_us=round(reference),
+           raw_procedure_us=round(reference), ratio=1.0)
 
     measure("start (TIMER, activated by the start)", [start("cpu-timer", i) for i in range(n)])
     world.db.advance(1_001)

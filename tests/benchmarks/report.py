@@ -89,7 +89,7 @@ def main() -> None:
         for row in weave("bench_cpu"):
             if row.get("benchmark") == "database CPU per decision" and not row["decision"].endswith("(reference)"):
                 figure(f"database CPU per decision, us: {row['decision']}", row["cpu_us"], row["raw_procedure_us"],
-                       "raw 5-row procedure's CPU per transaction (same run)", "-")
+                       "raw 5-row procedure's CPU per transaction, measured around it", "-")
 
     if "backlog" in only:
         rows = weave("bench_backlog")
