@@ -109,8 +109,10 @@ BEGIN
     ELSE
         SET v_why = _weave_work_blocker(v_inst_status, v_control, v_gate, v_cred_status, v_app_status);
     END IF;
-    IF v_why IS NULL AND NOT (v_queue_taken - v_queue_released < v_capacity AND v_app_taken - v_app_released < v_quota)
-                     IS TRUE THEN
+    -- Room as _weave_task_room sees it, from the read above (asking it here would be two statements more on every
+    -- round); NULL when the queue or a stripe is missing.
+    IF v_why IS NULL AND (v_queue_taken - v_queue_released < v_capacity AND v_app_taken - v_app_released < v_quota)
+                         IS NOT TRUE THEN
         -- No room (or no queue): why, as every creator tells it (R-8); room again since the read above, with the
         -- slots given back as this look read them.
         CALL _weave_task_room(in_namespace_id, in_instance_id, JSON_VALUE(in_frozen, '$.queue'), v_why,

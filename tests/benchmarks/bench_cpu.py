@@ -96,13 +96,13 @@ def main() -> None:
         """Make the calls in a row; the server's CPU over them per decision (``decisions``: how many the calls
         make, one each by default), beside the raw procedure's measured right before and right after them: the
         machine's speed drifts within a run, and a ratio to a reference taken minutes apart drifts with it."""
-        reference = raw_batch(2 * len(calls))
+        count = decisions or len(calls)
+        reference = raw_batch(2 * count)
         before = cpu()
         for call in calls:
             call()
-        count = decisions or len(calls)
         us = (cpu() - before) / count * 1e6
-        reference = (reference + raw_batch(2 * len(calls))) / 2
+        reference = (reference + raw_batch(2 * count)) / 2
         figure("database CPU per decision", decision=decision, n=count, cpu_us=round(us),
                raw_procedure_us=round(reference), ratio=round(us / reference, 2))
 

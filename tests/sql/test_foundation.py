@@ -396,6 +396,27 @@ def test_R3_every_engine_routine_takes_the_instance_lock_after_identity_and_app(
         assert not locks_instance, f"{path.name} locks an instance directly; use _weave_instance_lock"
 
 
+def test_R8_M4_7_every_routine_that_creates_a_task_takes_its_slot_as_its_last_write():
+    """A task's slot is taken from its app's and queue's rows, where the creations of one app wait for each other:
+    each routine that creates a task writes its task, round, state, checkpoint and event first and takes the slot
+    last (_pulse_slot_take), so that it holds those rows only for the rest of its transaction."""
+    from procedures.installer import PROCEDURES_DIR
+
+    creators = []
+    for path in PROCEDURES_DIR.rglob("*.sql"):
+        code = re.sub(r"--[^\n]*", "", path.read_text())
+        if "CALL _pulse_task_create(" not in code:
+            continue
+        creators.append(path.stem)
+        statements = [st.strip() for st in code[code.index("BEGIN"):].split(";")]
+        take = next(n for n, st in enumerate(statements) if st.startswith("CALL _pulse_slot_take("))
+        create = next(n for n, st in enumerate(statements) if st.startswith("CALL _pulse_task_create("))
+        later = [st.split("(")[0] for st in statements[take + 1:]
+                 if re.match(r"(INSERT|UPDATE|DELETE|CALL)\b", st)]
+        assert create < take and not later, f"{path.stem} writes after taking its slot: {later}"
+    assert sorted(creators) == ["_weave_poll_activate", "_weave_poll_round_start", "_weave_task_activate"]
+
+
 def test_workflow_scopes_fixture_lists_every_workflow_scope():
     assert sorted(WORKFLOW_SCOPES) == sorted(["workflows:read", "workflows:start", "workflows:signal",
                                               "workflows:control", "workflows:review"])
