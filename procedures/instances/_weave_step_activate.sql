@@ -115,14 +115,12 @@ BEGIN
         UPDATE weave_steps SET status = 'ACTIVE', activation_seq = v_seq, activation_id = v_activation,
                                activation_override = NULL, updated_at = in_now WHERE id = in_step_id;
         CASE v_type
-            WHEN 'TIMER' THEN CALL _weave_timer_activate(in_namespace_id, in_instance_id, v_activation, v_key, v_seq,
-                                                         v_frozen, in_now, v_deadline);
             WHEN 'TASK' THEN CALL _weave_task_activate(in_namespace_id, in_instance_id, v_activation, v_key, v_seq,
                                                        v_frozen, in_now, v_deadline, v_app_released, v_queue_released);
             WHEN 'POLL' THEN CALL _weave_poll_activate(in_namespace_id, in_instance_id, v_activation, v_key, v_seq,
                                                        v_frozen, in_now, v_deadline, v_app_released, v_queue_released);
-            WHEN 'SIGNAL' THEN CALL _weave_signal_activate(in_namespace_id, in_instance_id, v_activation, v_key, v_seq,
-                                                           v_frozen, in_now, v_deadline);
+            ELSE CALL _weave_wait_activate(in_namespace_id, in_instance_id, v_activation, v_key, v_seq, v_type,
+                                           v_frozen, in_now, v_deadline);  -- TIMER, SIGNAL
         END CASE;
         SET out_result = 'ACTIVATED';
     END IF;
