@@ -48,15 +48,17 @@ INSTALL_HINT = (
     "or point Weave at an existing server: export WEAVE_DSN=mysql://user:password@host:3306/weave")
 
 
-@dataclass
-class EmbeddedServer:
-    """A server process whose data lives in ``directory``; ``start()`` returns its DSN."""
+class ServerFiles:
+    """Where a private server keeps its files: all of them under its own ``directory``. Its temporary files
+    too, never the shared /tmp: on a busy machine initialisation failed there (Errcode 2), and a server
+    starting on a shared one deletes every other server's live temporary tables ("Error on delete of
+    /tmp/#sql-temptable...")."""
 
     directory: Path
-    database: str = "weave"
-    fast_commit: bool = False   # tests trade crash durability for speed; `weave dev` keeps the default
-    options: tuple[str, ...] = ()  # more server options, after the engine's own
-    process: subprocess.Popen | None = None
+
+    @property
+    def datadir(self) -> Path:
+        return self.directory / "data"
 
     @property
     def socket(self) -> Path:
@@ -65,6 +67,27 @@ class EmbeddedServer:
     @property
     def tmpdir(self) -> Path:
         return self.directory / "tmp"
+
+    @property
+    def log(self) -> Path:
+        return self.directory / "error.log"
+
+    def file_options(self) -> list[str]:
+        """The server options that put its files there; no option file of the machine is read."""
+        return ["--no-defaults", f"--datadir={self.datadir}", f"--socket={self.socket}", f"--tmpdir={self.tmpdir}",
+                f"--pid-file={self.directory / 'mysqld.pid'}", f"--log-error={self.log}",
+                "--character-set-server=utf8mb4"]
+
+
+@dataclass
+class EmbeddedServer(ServerFiles):
+    """A server process whose files live in ``directory``; ``start()`` returns its DSN."""
+
+    directory: Path
+    database: str = "weave"
+    fast_commit: bool = False   # tests trade crash durability for speed; `weave dev` keeps the default
+    options: tuple[str, ...] = ()  # more server options, after the engine's own
+    process: subprocess.Popen | None = None
 
     @property
     def dsn(self) -> Dsn:
@@ -76,18 +99,11 @@ class EmbeddedServer:
             raise NoServerBinary(INSTALL_HINT)
         flavour, binary = found
         self.directory.mkdir(parents=True, exist_ok=True)
-        # A temp directory of its own, for initialisation and for the server: the shared /tmp of a busy machine
-        # made initialisation fail (Errcode 2), and a server starting on a shared one deletes every other server's
-        # live temporary tables there ("Error on delete of /tmp/#sql-temptable...").
-        self.tmpdir.mkdir(exist_ok=True)
-        datadir = self.directory / "data"
+        self.tmpdir.mkdir(exist_ok=True)  # for initialisation too
         user = ["--user=root"] if os.geteuid() == 0 else []
-        if not (datadir / "mysql").exists():
-            self._initialise(flavour, binary, datadir, user)
-        args = [binary, "--no-defaults", f"--datadir={datadir}", f"--socket={self.socket}", "--skip-networking",
-                f"--tmpdir={self.tmpdir}",
-                f"--pid-file={self.directory / 'mysqld.pid'}", f"--log-error={self.directory / 'error.log'}",
-                "--character-set-server=utf8mb4", "--max-connections=500", *user]
+        if not (self.datadir / "mysql").exists():
+            self._initialise(flavour, binary, self.datadir, user)
+        args = [binary, *self.file_options(), "--skip-networking", "--max-connections=500", *user]
         if self.fast_commit:
             args += ["--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0"]
         if flavour == "mysql":
@@ -133,7 +149,7 @@ class EmbeddedServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process and self.process.poll() is not None:
-                log = (self.directory / "error.log")
+                log = self.log
                 tail = log.read_text()[-2000:] if log.exists() else ""
                 last = [line for line in tail.splitlines() if "ERROR" in line] or tail.splitlines()[-1:]
                 raise ServerStartFailed("the private database exited at start: "

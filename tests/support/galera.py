@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pymysql
 
+from orchestrator.embedded import ServerFiles
 from procedures.db import Dsn
 from tests.support.waiting import wait_for
 
@@ -69,7 +70,7 @@ def free_port_block(size: int, start: int = 3501) -> int:
 
 
 @dataclass
-class Node:
+class Node(ServerFiles):
     index: int
     directory: Path
     sql_port: int
@@ -84,18 +85,6 @@ class Node:
         return self.sql_port + PORT_OFFSETS[of]
 
     @property
-    def datadir(self) -> Path:
-        return self.directory / "data"
-
-    @property
-    def socket(self) -> Path:
-        return self.directory / "mysqld.sock"
-
-    @property
-    def log(self) -> Path:
-        return self.directory / "error.log"
-
-    @property
     def address(self) -> str:
         return f"127.0.0.1:{self.sql_port}"
 
@@ -105,11 +94,8 @@ class Node:
     def args(self, bootstrap: bool) -> list[str]:
         user = ["--user=mysql"] if os.geteuid() == 0 else []
         args = [shutil.which("mariadbd", path="/usr/sbin:/usr/local/sbin:" + os.environ.get("PATH", "")) or "mariadbd",
-                "--no-defaults", f"--datadir={self.datadir}", f"--socket={self.socket}", f"--port={self.sql_port}",
-                "--bind-address=127.0.0.1", f"--pid-file={self.directory / 'mysqld.pid'}", f"--log-error={self.log}",
-                # The node's own directory for temporary files, never the shared /tmp.
-                f"--tmpdir={self.directory}",
-                "--skip-name-resolve", "--character-set-server=utf8mb4", "--max-connections=400",
+                *self.file_options(), f"--port={self.sql_port}", "--bind-address=127.0.0.1",
+                "--skip-name-resolve", "--max-connections=400",
                 "--innodb-buffer-pool-size=64M", "--innodb-log-file-size=32M", "--innodb-flush-log-at-trx-commit=2",
                 "--default-storage-engine=InnoDB", "--binlog-format=ROW", "--innodb-autoinc-lock-mode=2",
                 "--wsrep-on=ON", f"--wsrep-provider={self.provider}", f"--wsrep-cluster-name={self.cluster_name}",
@@ -250,18 +236,19 @@ class GaleraCluster:
         # One system database, copied to every node: the joiners receive the donor's state anyway, and one
         # install instead of three saves several seconds on a small machine.
         first = self.nodes[0]
-        first.directory.mkdir(parents=True)
+        for node in self.nodes:
+            node.tmpdir.mkdir(parents=True)
         self._give_to_mysql()
         installer = shutil.which("mariadb-install-db") or shutil.which("mysql_install_db")
         if installer is None:
             raise RuntimeError(INSTALL_HINT)
         user = ["--user=mysql"] if os.geteuid() == 0 else []
-        result = subprocess.run([installer, "--no-defaults", f"--datadir={first.datadir}", "--skip-test-db",
-                                 "--auth-root-authentication-method=normal", *user], capture_output=True, text=True)
+        result = subprocess.run([installer, "--no-defaults", f"--datadir={first.datadir}", f"--tmpdir={first.tmpdir}",
+                                 "--skip-test-db", "--auth-root-authentication-method=normal", *user],
+                                capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError(f"mariadb-install-db failed:\n{result.stdout}\n{result.stderr}")
         for node in self.nodes[1:]:
-            node.directory.mkdir(parents=True)
             shutil.copytree(first.datadir, node.datadir, symlinks=True)
         self._give_to_mysql()
 
