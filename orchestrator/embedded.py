@@ -102,7 +102,7 @@ class EmbeddedServer(ServerFiles):
         self.tmpdir.mkdir(exist_ok=True)  # for initialisation too
         user = ["--user=root"] if os.geteuid() == 0 else []
         if not (self.datadir / "mysql").exists():
-            self._initialise(flavour, binary, self.datadir, user)
+            self._initialise(flavour, binary, user)
         args = [binary, *self.file_options(), "--skip-networking", "--max-connections=500", *user]
         if self.fast_commit:
             args += ["--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0"]
@@ -114,9 +114,10 @@ class EmbeddedServer(ServerFiles):
         self._wait_ready(timeout)
         return self.dsn
 
-    def _initialise(self, flavour: str, binary: str, datadir: Path, user: list[str]) -> None:
-        """Initialises into a fresh directory beside ``datadir`` and renames it into place only once that
+    def _initialise(self, flavour: str, binary: str, user: list[str]) -> None:
+        """Initialises into a fresh directory beside the data directory and renames it into place only once that
         succeeded: a failed first start never leaves a data directory that a later start would trust."""
+        datadir = self.datadir
         staging = datadir.with_name(f"{datadir.name}.init-{os.getpid()}")
         shutil.rmtree(staging, ignore_errors=True)
         if datadir.exists():  # left half-built by an older version: kept aside, never trusted

@@ -28,6 +28,8 @@ BEGIN
     DECLARE v_end DATETIME(6);  -- a TIMER's due time, a SIGNAL wait's deadline
     DECLARE v_due DATETIME(6);  -- when the checkpoint wakes
     DECLARE v_corr VARBINARY(512) DEFAULT NULL;
+    DECLARE v_name VARCHAR(128) DEFAULT NULL;  -- a SIGNAL wait's contract, read once for the wait and its event
+    DECLARE v_version VARCHAR(32) DEFAULT NULL;
     SET v_ms = CAST(IF(v_signal, JSON_VALUE(in_frozen, '$.timeout_ms'), JSON_VALUE(in_frozen, '$.delay_ms'))
                     AS UNSIGNED);
     SET v_planned = in_now + INTERVAL v_ms * 1000 MICROSECOND;
@@ -36,7 +38,9 @@ BEGIN
     IF v_signal THEN
         -- The correlation bytes as the activation row froze them (_weave_step_activate stores this same value).
         SET v_corr = IF(JSON_TYPE(JSON_EXTRACT(in_frozen, '$.correlation')) = 'STRING',
-                        CAST(JSON_UNQUOTE(JSON_EXTRACT(in_frozen, '$.correlation')) AS BINARY), NULL);
+                        CAST(JSON_UNQUOTE(JSON_EXTRACT(in_frozen, '$.correlation')) AS BINARY), NULL),
+            v_name = JSON_VALUE(in_frozen, '$.signal.name'),
+            v_version = JSON_VALUE(in_frozen, '$.signal.payload_version');
         SELECT IF(EXISTS (SELECT 1 FROM weave_signals WHERE instance_id = in_instance_id AND target_step_key = in_step_key
                              AND target_activation_seq = in_seq AND status = 'PENDING'), in_now, v_end) INTO v_due;
     END IF;
@@ -45,13 +49,12 @@ BEGIN
                              payload_type, correlation_key)
     VALUES (in_namespace_id, in_instance_id, in_activation_id, in_step_key, in_seq, in_type, 'WAITING', in_now,
             IF(v_signal, NULL, v_end), IF(v_signal, NULL, v_planned), IF(v_signal, v_end, NULL),
-            JSON_VALUE(in_frozen, '$.signal.name'), JSON_VALUE(in_frozen, '$.signal.payload_version'),
-            IF(v_signal, COALESCE(JSON_VALUE(in_frozen, '$.signal.payload_type'), 'any'), NULL), v_corr);
+            v_name, v_version, IF(v_signal, COALESCE(JSON_VALUE(in_frozen, '$.signal.payload_type'), 'any'), NULL),
+            v_corr);
     CALL _weave_checkpoint_set(in_namespace_id, in_instance_id, in_step_key, in_type, in_activation_id, v_due, in_now);
     CALL _weave_event(in_namespace_id, in_instance_id, 'STEP_ACTIVATED', in_step_key, in_seq, in_now,
          IF(v_signal,
-            JSON_OBJECT('type', 'SIGNAL', 'name', JSON_VALUE(in_frozen, '$.signal.name'),
-                        'payload_version', JSON_VALUE(in_frozen, '$.signal.payload_version'),
+            JSON_OBJECT('type', 'SIGNAL', 'name', v_name, 'payload_version', v_version,
                         'correlation_key', CONVERT(v_corr USING utf8mb4), 'timeout_ms', v_ms + 0,
                         'deadline_at', DATE_FORMAT(v_end, '%Y-%m-%dT%H:%i:%s.%fZ'), 'truncated', v_end < v_planned),
             JSON_OBJECT('type', 'TIMER', 'delay_ms', v_ms + 0, 'due_at', DATE_FORMAT(v_end, '%Y-%m-%dT%H:%i:%s.%fZ'),

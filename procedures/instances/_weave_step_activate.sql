@@ -114,13 +114,17 @@ BEGIN
         SET v_activation = LAST_INSERT_ID();
         UPDATE weave_steps SET status = 'ACTIVE', activation_seq = v_seq, activation_id = v_activation,
                                activation_override = NULL, updated_at = in_now WHERE id = in_step_id;
-        CASE v_type
-            WHEN 'TASK' THEN CALL _weave_task_activate(in_namespace_id, in_instance_id, v_activation, v_key, v_seq,
-                                                       v_frozen, in_now, v_deadline, v_app_released, v_queue_released);
-            WHEN 'POLL' THEN CALL _weave_poll_activate(in_namespace_id, in_instance_id, v_activation, v_key, v_seq,
-                                                       v_frozen, in_now, v_deadline, v_app_released, v_queue_released);
-            ELSE CALL _weave_wait_activate(in_namespace_id, in_instance_id, v_activation, v_key, v_seq, v_type,
-                                           v_frozen, in_now, v_deadline);  -- TIMER, SIGNAL
+        -- No ELSE: a step type without an activation fails here (case not found), it is never taken for a wait.
+        CASE
+            WHEN v_type IN ('TIMER', 'SIGNAL') THEN
+                CALL _weave_wait_activate(in_namespace_id, in_instance_id, v_activation, v_key, v_seq, v_type, v_frozen,
+                                          in_now, v_deadline);
+            WHEN v_type = 'TASK' THEN
+                CALL _weave_task_activate(in_namespace_id, in_instance_id, v_activation, v_key, v_seq, v_frozen, in_now,
+                                          v_deadline, v_app_released, v_queue_released);
+            WHEN v_type = 'POLL' THEN
+                CALL _weave_poll_activate(in_namespace_id, in_instance_id, v_activation, v_key, v_seq, v_frozen, in_now,
+                                          v_deadline, v_app_released, v_queue_released);
         END CASE;
         SET out_result = 'ACTIVATED';
     END IF;

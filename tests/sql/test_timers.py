@@ -281,6 +281,27 @@ def test_R7_a_start_activates_the_first_steps_of_a_definition_without_tasks_in_i
     assert orch.scan().candidates == []
 
 
+def test_R7_a_step_type_without_an_activation_fails_the_decision_and_opens_no_wait(world, orch):
+    """Activation dispatches on the step's type once, with no fallback: a type no routine activates (here a stored
+    row altered by hand) fails the decision that would activate it, and the whole decision is undone, never taken
+    for a wait of some kind."""
+    world.publish(timer_flow(then=60_000))
+    wf = world.start("cool-off")
+    iid = world.internal_id(wf)
+    world.db.execute("UPDATE weave_steps SET type = 'BOGUS' WHERE instance_id = %s AND step_key = 'after_cool_off'",
+                     iid)
+    world.db.advance(60_001)
+    cp = world.db.scalar("SELECT id FROM weave_pending_advances WHERE instance_id = %s AND kind = 'TIMER'", iid)
+    with pytest.raises(pymysql.err.MySQLError) as failed:
+        world.db.one("weave_checkpoint_advance", cp)
+    assert failed.value.args[0] == 1339  # case not found
+    assert [s["status"] for s in world.instance(wf)["steps"]] == ["ACTIVE", "PENDING"]
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_waits WHERE instance_id = %s", iid) == 1
+    world.db.execute("UPDATE weave_steps SET type = 'TIMER' WHERE instance_id = %s", iid)
+    orch.drain()
+    assert [s["status"] for s in world.instance(wf)["steps"]] == ["SUCCEEDED", "ACTIVE"]
+
+
 def test_R8_a_start_whose_app_is_disabled_leaves_its_root_deferred_and_activates_nothing(world, orch):
     world.publish(timer_flow())
     world.db.execute("UPDATE weave_apps SET status = 'DISABLED'")
