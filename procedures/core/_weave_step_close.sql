@@ -24,8 +24,9 @@ out_successors: the ROOT walk''s outcome (IDLE, ACTIVATED, MORE, DEFERRED, REVIE
 Rules: R-4, R-7, R-9.'
     MODIFIES SQL DATA
 BEGIN
-    -- The step, the instance's count of open steps, the step's activation and the wait it names in one
-    -- statement, in R-3 order after the instance, which the caller holds locked (the join reads the step first:
+    -- The step, the instance's count of open steps and the number of the step's event (which the walk writes),
+    -- the step's activation and the wait it names in one statement, in R-3 order after the instance, which the
+    -- caller holds locked (the join reads the step first:
     -- the first table is written as it is read, the others through an in-memory table of their new values, which
     -- the step's output, a LONGTEXT, would put on disk); a NULL in_wait_id joins no wait row, and none is
     -- written. The caller's opening found the step ACTIVE under its lock: it was open until now.
@@ -33,6 +34,7 @@ BEGIN
       STRAIGHT_JOIN weave_activations a ON a.id = in_activation_id
       LEFT JOIN weave_waits w ON w.id = in_wait_id
        SET s.status = 'SUCCEEDED', s.output = in_output, s.updated_at = in_now, i.open_steps = i.open_steps - 1,
+           i.event_seq = i.event_seq + 1, i.updated_at = in_now, i.version = i.version + 1,
            a.ended_at = in_now, w.status = 'SATISFIED', w.settled_at = in_now
      WHERE s.instance_id = in_instance_id AND s.step_key = in_step_key;
     -- The step's event is the walk's first (with the instance's own when this step was the last, R-9).

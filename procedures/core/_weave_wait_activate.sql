@@ -14,11 +14,14 @@ CREATE PROCEDURE _weave_wait_activate(
         IN in_type          VARCHAR(16),
         IN in_frozen        LONGTEXT,
         IN in_now           DATETIME(6),
-        IN in_deadline      DATETIME(6))
+        IN in_deadline      DATETIME(6),
+        OUT out_facts        LONGTEXT,
+        OUT out_action       VARCHAR(48),
+        OUT out_audit_deadline DATETIME(6))
     COMMENT 'Internal. Description: opens the wait of a new TIMER or SIGNAL activation (in_type) with its checkpoint.
 A TIMER is due at min(now + delay_ms, instance deadline). A SIGNAL wait''s deadline is min(now + timeout_ms, instance
-deadline), and its checkpoint is due at once when signals for it are already PENDING, else at that deadline. Event
-STEP_ACTIVATED.
+deadline), and its checkpoint is due at once when signals for it are already PENDING, else at that deadline.
+out_facts: the STEP_ACTIVATED event''s data, which the caller writes; out_action NULL: no audit row.
 Rules: T-1, T-2, S-10, S-11.'
     MODIFIES SQL DATA
 BEGIN
@@ -52,12 +55,12 @@ BEGIN
             v_name, v_version, IF(v_signal, COALESCE(JSON_VALUE(in_frozen, '$.signal.payload_type'), 'any'), NULL),
             v_corr);
     CALL _weave_checkpoint_set(in_namespace_id, in_instance_id, in_step_key, in_type, in_activation_id, v_due, in_now);
-    CALL _weave_event(in_namespace_id, in_instance_id, 'STEP_ACTIVATED', in_step_key, in_seq, in_now,
-         IF(v_signal,
+    SET out_action = NULL, out_audit_deadline = NULL;
+    SET out_facts = IF(v_signal,
             JSON_OBJECT('type', 'SIGNAL', 'name', v_name, 'payload_version', v_version,
                         'correlation_key', CONVERT(v_corr USING utf8mb4), 'timeout_ms', v_ms + 0,
                         'deadline_at', DATE_FORMAT(v_end, '%Y-%m-%dT%H:%i:%s.%fZ'), 'truncated', v_end < v_planned),
             JSON_OBJECT('type', 'TIMER', 'delay_ms', v_ms + 0, 'due_at', DATE_FORMAT(v_end, '%Y-%m-%dT%H:%i:%s.%fZ'),
                         'planned_due_at', DATE_FORMAT(v_planned, '%Y-%m-%dT%H:%i:%s.%fZ'),
-                        'truncated', v_end < v_planned)), NULL, NULL);
+                        'truncated', v_end < v_planned));
 END

@@ -1,9 +1,9 @@
 -- The graph walk of R-7..R-9, run by the ROOT checkpoint and inline after any step settles. At most
 -- in_budget step changes happen here; when more steps are ready the ROOT checkpoint stays due now.
 -- The caller holds the instance row lock and owns the transaction. The event of a step that settled just before
--- the walk (_weave_step_close) is the walk's to write, first: when that step was the last, its event and the
--- instance's INSTANCE_SUCCEEDED take their two numbers in the one update that ends the instance, and are inserted
--- together. A walk that leaves nothing for later removes the ROOT checkpoint, when the caller says one may be
+-- the walk (_weave_step_close) is the walk's to write, first, under the number the settling update took for it
+-- (the instance's event_seq as the walk reads it): when that step was the last, it is inserted together with the
+-- instance's INSTANCE_SUCCEEDED, whose number the one update that ends the instance takes. A walk that leaves nothing for later removes the ROOT checkpoint, when the caller says one may be
 -- there (in_checkpointed): a start has written none.
 CREATE PROCEDURE _weave_root_advance(
         IN  in_namespace_id BIGINT UNSIGNED,
@@ -19,7 +19,7 @@ CREATE PROCEDURE _weave_root_advance(
     COMMENT 'Internal. Description: activates ready steps (R-7) under the new-work conditions (R-8), or completes the
 instance (R-9); in_checkpointed: a ROOT checkpoint may exist (FALSE only at the start, which wrote none).
 in_event, in_step_key, in_seq, in_facts: the event of the step that settled just before the walk (in_event NULL:
-none), written as the first event of the walk; that step''s checkpoint, if any, is removed by the walk.
+none), written as the first event of the walk under the instance''s event_seq, which the caller has raised for it; that step''s checkpoint, if any, is removed by the walk.
 out_outcome: IDLE, ACTIVATED, MORE, DEFERRED, REVIEW or SUCCEEDED.'
     MODIFIES SQL DATA
 BEGIN
@@ -38,6 +38,7 @@ BEGIN
     DECLARE v_readiness VARCHAR(64);  -- ready steps 'count:position:id' (count 0: none)
     DECLARE v_why VARCHAR(64) DEFAULT NULL;
     DECLARE v_last BOOLEAN;  -- the instance is RUNNING and every step has SUCCEEDED: it ends here (R-9)
+    DECLARE v_event_no INT UNSIGNED;  -- the instance's event_seq: in_event's number, when there is one
 
     -- One read: the instance's R-8 states (with its identity and app), how many of its steps are unfinished (the
     -- count its row keeps, lowered by the statement that settles a step), and how many are ready (PENDING with
@@ -48,7 +49,7 @@ BEGIN
     -- step's unfinished after-steps are an anti-join, not a NOT EXISTS: a dependent subquery gets a cache, which
     -- is a temporary table for every read. Activating a step changes no other step's readiness, so the walk below
     -- looks for a next ready step only while some remain.
-    SELECT i.status, i.control, i.gate, i.deadline_at, i.definition_id, c.status, a.status, i.open_steps,
+    SELECT i.status, i.control, i.gate, i.deadline_at, i.definition_id, c.status, a.status, i.open_steps, i.event_seq,
            (SELECT CONCAT(COUNT(*), ':', COALESCE(MIN(CONCAT(LPAD(s.position, 10, '0'), ':', s.id)), ''))
               FROM weave_steps s
               LEFT JOIN (weave_definition_edges e
@@ -56,7 +57,8 @@ BEGIN
                           AND p.status <> 'SUCCEEDED')
                 ON e.definition_id = i.definition_id AND e.step_key = s.step_key
              WHERE i.open_steps > 0 AND s.instance_id = in_instance_id AND s.status = 'PENDING' AND e.step_key IS NULL)
-      INTO v_status, v_control, v_gate, v_deadline, v_def, v_cred_status, v_app_status, v_unfinished, v_readiness
+      INTO v_status, v_control, v_gate, v_deadline, v_def, v_cred_status, v_app_status, v_unfinished, v_event_no,
+           v_readiness
       FROM weave_instances i
       JOIN weave_credentials c ON c.id = i.credential_id
       JOIN weave_apps a ON a.id = i.app_id
@@ -65,7 +67,9 @@ BEGIN
         v_step = IF(v_ready = 0, NULL, CAST(SUBSTRING_INDEX(v_readiness, ':', -1) AS UNSIGNED));
     SET v_last = v_status = 'RUNNING' AND v_step IS NULL AND v_unfinished = 0;
     IF in_event IS NOT NULL AND NOT v_last THEN
-        CALL _weave_event(in_namespace_id, in_instance_id, in_event, in_step_key, in_seq, in_now, in_facts, NULL, NULL);
+        INSERT INTO weave_events (instance_id, seq, namespace_id, type, step_key, activation_seq, occurred_at, data)
+        VALUES (in_instance_id, v_event_no, in_namespace_id, in_event, in_step_key, in_seq, in_now,
+                COALESCE(in_facts, '{}'));
     END IF;
 
     root: BEGIN
@@ -77,10 +81,10 @@ BEGIN
         IF v_step IS NULL THEN
             IF v_last THEN
                 -- R-9: the last step settled in this transaction; the instance is done. Its status changes in the
-                -- same statement that takes the sequence numbers of the step's event and its own (as _weave_event
-                -- takes one), and the two events are one insert.
+                -- same statement that takes the number of its own event (as _weave_event takes one), inserted
+                -- with the step's event as one insert.
                 UPDATE weave_instances SET status = 'SUCCEEDED', finished_at = in_now,
-                       event_seq = LAST_INSERT_ID(event_seq + 1 + (in_event IS NOT NULL)), updated_at = in_now,
+                       event_seq = LAST_INSERT_ID(event_seq + 1), updated_at = in_now,
                        version = version + 1
                  WHERE id = in_instance_id;
                 IF in_event IS NULL THEN
@@ -90,7 +94,7 @@ BEGIN
                 ELSE  -- two rows of VALUES (an INSERT ... SELECT of a UNION costs twice as much)
                     INSERT INTO weave_events (instance_id, seq, namespace_id, type, step_key, activation_seq,
                                               occurred_at, data)
-                    VALUES (in_instance_id, LAST_INSERT_ID() - 1, in_namespace_id, in_event, in_step_key, in_seq, in_now,
+                    VALUES (in_instance_id, v_event_no, in_namespace_id, in_event, in_step_key, in_seq, in_now,
                             COALESCE(in_facts, '{}')),
                            (in_instance_id, LAST_INSERT_ID(), in_namespace_id, 'INSTANCE_SUCCEEDED', '', 0, in_now, '{}');
                 END IF;

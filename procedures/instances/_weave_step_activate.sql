@@ -33,6 +33,10 @@ BEGIN
     DECLARE v_why VARCHAR(256) DEFAULT NULL;
     DECLARE v_app_released BIGINT UNSIGNED;  -- the slots given back to the app and the queue, as the room check read them
     DECLARE v_queue_released BIGINT UNSIGNED;
+    DECLARE v_event_no INT UNSIGNED;  -- the number of the STEP_ACTIVATED event
+    DECLARE v_facts LONGTEXT;  -- its data, its audit action and deadline: the step type's
+    DECLARE v_action VARCHAR(48);
+    DECLARE v_audit_deadline DATETIME(6);
     SET out_result = NULL;
 
     -- A reactivated step already carries its next sequence (C-4: it moves at once) and no activation row.
@@ -112,20 +116,41 @@ BEGIN
                 IF(v_correlation IS NULL, NULL, CAST(JSON_UNQUOTE(v_correlation) AS BINARY)),
                 in_now, v_deadline);
         SET v_activation = LAST_INSERT_ID();
-        UPDATE weave_steps SET status = 'ACTIVE', activation_seq = v_seq, activation_id = v_activation,
-                               activation_override = NULL, updated_at = in_now WHERE id = in_step_id;
+        -- The step and the number of its STEP_ACTIVATED event in one statement (both rows are locked already):
+        -- the instance row is written once for the activation, not again for its event.
+        UPDATE weave_steps s STRAIGHT_JOIN weave_instances i ON i.id = s.instance_id
+           SET s.status = 'ACTIVE', s.activation_seq = v_seq, s.activation_id = v_activation,
+               s.activation_override = NULL, s.updated_at = in_now,
+               i.event_seq = LAST_INSERT_ID(i.event_seq + 1), i.updated_at = in_now, i.version = i.version + 1
+         WHERE s.id = in_step_id;
+        SET v_event_no = LAST_INSERT_ID();
         -- No ELSE: a step type without an activation fails here (case not found), it is never taken for a wait.
         CASE
             WHEN v_type IN ('TIMER', 'SIGNAL') THEN
                 CALL _weave_wait_activate(in_namespace_id, in_instance_id, v_activation, v_key, v_seq, v_type, v_frozen,
-                                          in_now, v_deadline);
+                                          in_now, v_deadline, v_facts, v_action, v_audit_deadline);
             WHEN v_type = 'TASK' THEN
                 CALL _weave_task_activate(in_namespace_id, in_instance_id, v_activation, v_key, v_seq, v_frozen, in_now,
-                                          v_deadline, v_app_released, v_queue_released);
+                                          v_deadline, v_facts, v_action, v_audit_deadline);
             WHEN v_type = 'POLL' THEN
                 CALL _weave_poll_activate(in_namespace_id, in_instance_id, v_activation, v_key, v_seq, v_frozen, in_now,
-                                          v_deadline, v_app_released, v_queue_released);
+                                          v_deadline, v_facts, v_action, v_audit_deadline);
         END CASE;
+        -- Every activation's event and audit row are written here, as _weave_event writes them, with the facts
+        -- the step type gave.
+        INSERT INTO weave_events (instance_id, seq, namespace_id, type, step_key, activation_seq, occurred_at, data)
+        VALUES (in_instance_id, v_event_no, in_namespace_id, 'STEP_ACTIVATED', v_key, v_seq, in_now, v_facts);
+        IF v_action IS NOT NULL THEN
+            INSERT INTO weave_audit (namespace_id, instance_id, credential_id, actor, action, accepted_at, deadline_at,
+                                     details, created_at)
+            VALUES (in_namespace_id, in_instance_id, 0, 'weave.orchestrator', v_action, in_now, v_audit_deadline,
+                    v_facts, in_now);
+        END IF;
+        IF v_type IN ('TASK', 'POLL') THEN
+            -- Room was seen before anything was written (above); the slot is taken last.
+            CALL _pulse_slot_take(in_namespace_id, in_instance_id, JSON_VALUE(v_frozen, '$.queue'), v_app_released,
+                                  v_queue_released);
+        END IF;
         SET out_result = 'ACTIVATED';
     END IF;
 END

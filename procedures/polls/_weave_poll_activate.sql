@@ -15,14 +15,15 @@ CREATE PROCEDURE _weave_poll_activate(
         IN in_frozen        LONGTEXT,
         IN in_now           DATETIME(6),
         IN in_deadline      DATETIME(6),
-        IN in_app_released  BIGINT UNSIGNED,
-        IN in_queue_released BIGINT UNSIGNED)
+        OUT out_facts        LONGTEXT,
+        OUT out_action       VARCHAR(48),
+        OUT out_audit_deadline DATETIME(6))
     COMMENT 'Internal. Description: creates a POLL activation''s work: poll_deadline = min(now + timeout_ms, instance
 deadline); round 1 (task with deadline min(now + task_timeout_ms, poll deadline), round record IN_FLIGHT, rounds
 used 1, poll state IN_FLIGHT); the POLL checkpoint at the poll deadline; the POLL_FINAL wait when the step declares
 a final signal (early signals that do not match are REJECTED CORRELATION_MISMATCH; a matching one makes the
-checkpoint due at once); event STEP_ACTIVATED; audit poll.round. in_app_released, in_queue_released: the slots
-given back, as the room check read them (_pulse_slot_take).
+checkpoint due at once). out_facts, out_action, out_audit_deadline: the STEP_ACTIVATED event''s data and its audit
+row, poll.round with the poll deadline, which the caller writes.
 Rules: P-1, P-4, P-5, K-6, R-4, S-10, S-11.'
     MODIFIES SQL DATA
 BEGIN
@@ -38,7 +39,6 @@ BEGIN
     DECLARE v_task BIGINT UNSIGNED;
     DECLARE v_wait BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_early INT DEFAULT 0;
-    DECLARE v_facts LONGTEXT;
 
     IF v_timeout IS NULL OR v_interval IS NULL OR v_max_rounds IS NULL OR v_max_rounds < 1 THEN
         CALL _weave_raise(50007, 'INVALID_STATE: frozen POLL inputs lack timeout_ms, interval_ms or max_rounds');
@@ -69,7 +69,7 @@ BEGIN
     END IF;
     CALL _weave_checkpoint_set(in_namespace_id, in_instance_id, in_step_key, 'POLL', in_activation_id,
                                IF(v_early > 0, in_now, v_poll_deadline), in_now);
-    SET v_facts = JSON_OBJECT('type', 'POLL', 'round', 1, 'task_id', CONCAT('tsk_', v_task),
+    SET out_facts = JSON_OBJECT('type', 'POLL', 'round', 1, 'task_id', CONCAT('tsk_', v_task),
                               'queue', JSON_VALUE(in_frozen, '$.queue'),
                               'handler', JSON_VALUE(in_frozen, '$.handler'),
                               'handler_version', JSON_VALUE(in_frozen, '$.handler_version'),
@@ -77,9 +77,5 @@ BEGIN
                               'task_deadline_at', DATE_FORMAT(v_task_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
                               'poll_deadline', DATE_FORMAT(v_poll_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
                               'final_signal', JSON_EXTRACT(COALESCE(v_final, 'null'), '$'));
-    CALL _weave_event(in_namespace_id, in_instance_id, 'STEP_ACTIVATED', in_step_key, in_seq, in_now, v_facts,
-                      'poll.round', v_poll_deadline);
-    -- Room was seen before anything was written (_weave_step_activate); the slot is taken last.
-    CALL _pulse_slot_take(in_namespace_id, in_instance_id, JSON_VALUE(in_frozen, '$.queue'), in_app_released,
-                          in_queue_released);
+    SET out_action = 'poll.round', out_audit_deadline = v_poll_deadline;
 END

@@ -11,11 +11,12 @@ CREATE PROCEDURE _weave_task_activate(
         IN in_frozen        LONGTEXT,
         IN in_now           DATETIME(6),
         IN in_deadline      DATETIME(6),
-        IN in_app_released  BIGINT UNSIGNED,
-        IN in_queue_released BIGINT UNSIGNED)
+        OUT out_facts        LONGTEXT,
+        OUT out_action       VARCHAR(48),
+        OUT out_audit_deadline DATETIME(6))
     COMMENT 'Internal. Description: creates the TASK step''s task for a new activation, deadline =
-min(now + task_timeout_ms, instance deadline); event STEP_ACTIVATED with the task id; audit task.create.
-in_app_released, in_queue_released: the slots given back, as the room check read them (_pulse_slot_take).
+min(now + task_timeout_ms, instance deadline). out_facts, out_action, out_audit_deadline: the STEP_ACTIVATED
+event''s data (with the task id) and its audit row, task.create with the task''s deadline, which the caller writes.
 Rules: K-1, K-6, R-4, R-7.'
     MODIFIES SQL DATA
 BEGIN
@@ -23,19 +24,14 @@ BEGIN
                                                         30000);
     DECLARE v_deadline DATETIME(6);
     DECLARE v_task BIGINT UNSIGNED;
-    DECLARE v_facts LONGTEXT;
 
     SET v_deadline = LEAST(in_now + INTERVAL v_timeout * 1000 MICROSECOND, in_deadline);
     CALL _pulse_task_create(in_namespace_id, in_instance_id, in_step_key, in_activation_id, 0, in_frozen, v_deadline,
                             in_now, v_task);
-    SET v_facts = JSON_OBJECT('type', 'TASK', 'task_id', CONCAT('tsk_', v_task),
+    SET out_facts = JSON_OBJECT('type', 'TASK', 'task_id', CONCAT('tsk_', v_task),
                               'queue', JSON_VALUE(in_frozen, '$.queue'),
                               'handler', JSON_VALUE(in_frozen, '$.handler'),
                               'handler_version', JSON_VALUE(in_frozen, '$.handler_version'),
                               'deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'));
-    CALL _weave_event(in_namespace_id, in_instance_id, 'STEP_ACTIVATED', in_step_key, in_seq, in_now, v_facts,
-                      'task.create', v_deadline);
-    -- Room was seen before anything was written (_weave_step_activate); the slot is taken last.
-    CALL _pulse_slot_take(in_namespace_id, in_instance_id, JSON_VALUE(in_frozen, '$.queue'), in_app_released,
-                          in_queue_released);
+    SET out_action = 'task.create', out_audit_deadline = v_deadline;
 END

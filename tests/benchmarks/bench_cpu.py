@@ -31,6 +31,8 @@ from tests.benchmarks.common import check_invariants, figure, fresh_database, wo
 from tests.support.signals import signal_flow
 
 TIMER = {"name": "cpu-timer", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 1000}]}
+CHAIN = {"name": "cpu-chain", "steps": [{"key": "first", "type": "TIMER", "delay_ms": 1000},
+                                        {"key": "then", "type": "TIMER", "delay_ms": 1000, "after": ["first"]}]}
 SIGNAL = signal_flow("cpu-signal")
 POLL = {"name": "cpu-poll", "steps": [{
     "key": "check", "type": "POLL", "queue": "payments", "handler": "example.poll", "handler_version": "1",
@@ -71,7 +73,7 @@ def main() -> None:
     n = args.n
     dsn = fresh_database("weave_bench_cpu")
     world = world_on(dsn)
-    for flow in (TIMER, SIGNAL, POLL):
+    for flow in (TIMER, CHAIN, SIGNAL, POLL):
         world.publish(flow)
     reset_raw(dsn)
     conn = dbmod.connect(dsn)
@@ -134,6 +136,13 @@ def main() -> None:
     rest = timers[half:]
     measure("timer settle, 5 per call (each)", [advance(rest[k:k + 5]) for k in range(0, len(rest), 5)],
             decisions=len(rest))
+
+    # A settlement in the middle of a workflow: the first timer settles and the second is activated.
+    for i in range(n):
+        start("cpu-chain", i)()
+    world.db.advance(1_001)
+    measure("timer settle, its successor activated",
+            [(lambda i=i: dbmod.call(conn, "weave_checkpoint_advance", i)) for i in due("TIMER")])
 
     measure("start (SIGNAL, its wait opened by the start)",
             [start("cpu-signal", i, {"order_id": f"o-{i}"}) for i in range(n)])

@@ -300,6 +300,16 @@ def decisions(stage: Stage) -> dict[str, dict[str, int]]:
     db.advance(1001)
     measure("timer settle", "weave_checkpoint_advance", _checkpoint(db, wf, "wait"))
 
+    # A settlement in the middle of a workflow: the timer settles and its successor, another timer, is activated in
+    # the same transaction (the instance stays RUNNING).
+    world.publish({"name": "count-chain", "steps": [
+        {"key": "first", "type": "TIMER", "delay_ms": 1000},
+        {"key": "then", "type": "TIMER", "delay_ms": 1000, "after": ["first"]}]})
+    wf = world.start("count-chain", key=stage._key("c"))
+    db.advance(1001)
+    measure("timer settle, its successor activated", "weave_checkpoint_advance", _checkpoint(db, wf, "first"))
+    assert world.instance(wf)["steps"][1]["status"] == "ACTIVE"
+
     # The same settlement for ten timers due together, in one weave_candidates_advance call (per timer).
     wfs = [world.start("count-timer", key=stage._key("t")) for _ in range(10)]
     db.advance(1001)

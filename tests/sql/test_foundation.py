@@ -396,25 +396,33 @@ def test_R3_every_engine_routine_takes_the_instance_lock_after_identity_and_app(
         assert not locks_instance, f"{path.name} locks an instance directly; use _weave_instance_lock"
 
 
-def test_R8_M4_7_every_routine_that_creates_a_task_takes_its_slot_as_its_last_write():
+def test_R8_M4_7_every_task_creation_takes_its_slot_as_its_decision_s_last_write():
     """A task's slot is taken from its app's and queue's rows, where the creations of one app wait for each other:
-    each routine that creates a task writes its task, round, state, checkpoint and event first and takes the slot
-    last (_pulse_slot_take), so that it holds those rows only for the rest of its transaction."""
+    each task creation writes its task, round, state, checkpoint and event first and takes the slot last
+    (_pulse_slot_take), so that it holds those rows only for the rest of its transaction. A round start takes it
+    itself; a TASK or POLL activation creates its task and leaves the slot to the activation skeleton, which
+    writes the activation's event after it and then takes the slot."""
     from procedures.installer import PROCEDURES_DIR
 
-    creators = []
+    creators, takers, bodies = [], [], {}
     for path in PROCEDURES_DIR.rglob("*.sql"):
         code = re.sub(r"--[^\n]*", "", path.read_text())
-        if "CALL _pulse_task_create(" not in code:
-            continue
-        creators.append(path.stem)
         statements = [st.strip() for st in code[code.index("BEGIN"):].split(";")]
-        take = next(n for n, st in enumerate(statements) if st.startswith("CALL _pulse_slot_take("))
-        create = next(n for n, st in enumerate(statements) if st.startswith("CALL _pulse_task_create("))
-        later = [st.split("(")[0] for st in statements[take + 1:]
-                 if re.match(r"(INSERT|UPDATE|DELETE|CALL)\b", st)]
-        assert create < take and not later, f"{path.stem} writes after taking its slot: {later}"
+        bodies[path.stem] = statements
+        if "CALL _pulse_task_create(" in code:
+            creators.append(path.stem)
+        if "CALL _pulse_slot_take(" not in code:
+            continue
+        takers.append(path.stem)
+        take = next(n for n, st in enumerate(statements) if "CALL _pulse_slot_take(" in st)
+        later = [st.split("(")[0] for st in statements[take + 1:] if re.match(r"(INSERT|UPDATE|DELETE|CALL)\b", st)]
+        assert not later, f"{path.stem} writes after taking its slot: {later}"
     assert sorted(creators) == ["_weave_poll_activate", "_weave_poll_round_start", "_weave_task_activate"]
+    assert sorted(takers) == ["_weave_poll_round_start", "_weave_step_activate"]
+    for routine in takers:  # each creates its task (itself, or through the activation it calls) before the slot
+        calls = re.findall(r"\bCALL (\w+)\(", ";".join(bodies[routine]))
+        created = [n for n, c in enumerate(calls) if c in creators or c == "_pulse_task_create"]
+        assert created and max(created) < calls.index("_pulse_slot_take"), routine
 
 
 def test_workflow_scopes_fixture_lists_every_workflow_scope():
