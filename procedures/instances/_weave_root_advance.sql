@@ -1,9 +1,10 @@
 -- The graph walk of R-7..R-9, run by the ROOT checkpoint and inline after any step settles. At most
 -- in_budget step changes happen here; when more steps are ready the ROOT checkpoint stays due now.
 -- The caller holds the instance row lock and owns the transaction. The event of a step that settled just before
--- the walk (_weave_step_close) is the walk's to write, first, under the number the settling update took for it
--- (the instance's event_seq as the walk reads it): when that step was the last, it is inserted together with the
--- instance's INSTANCE_SUCCEEDED, whose number the one update that ends the instance takes. A walk that leaves nothing for later removes the ROOT checkpoint, when the caller says one may be
+-- the walk (_weave_step_close) is the walk's to write, first, under the number the settling update took for it:
+-- the instance's event_seq as the walk reads it. When that step was the last, the settling update has ended the
+-- instance as well (R-9) and taken the next number for its INSTANCE_SUCCEEDED; the walk inserts the two events
+-- together and removes the instance's checkpoints. A walk that leaves nothing for later removes the ROOT checkpoint, when the caller says one may be
 -- there (in_checkpointed): a start has written none.
 CREATE PROCEDURE _weave_root_advance(
         IN  in_namespace_id BIGINT UNSIGNED,
@@ -19,7 +20,8 @@ CREATE PROCEDURE _weave_root_advance(
     COMMENT 'Internal. Description: activates ready steps (R-7) under the new-work conditions (R-8), or completes the
 instance (R-9); in_checkpointed: a ROOT checkpoint may exist (FALSE only at the start, which wrote none).
 in_event, in_step_key, in_seq, in_facts: the event of the step that settled just before the walk (in_event NULL:
-none), written as the first event of the walk under the instance''s event_seq, which the caller has raised for it; that step''s checkpoint, if any, is removed by the walk.
+none), written as the first event of the walk under the instance''s event_seq, which the caller has raised for it
+(by two when it ended the instance: that step was its last); that step''s checkpoint, if any, is removed by the walk.
 out_outcome: IDLE, ACTIVATED, MORE, DEFERRED, REVIEW or SUCCEEDED.'
     MODIFIES SQL DATA
 BEGIN
@@ -39,6 +41,7 @@ BEGIN
     DECLARE v_why VARCHAR(64) DEFAULT NULL;
     DECLARE v_last BOOLEAN;  -- the instance is RUNNING and every step has SUCCEEDED: it ends here (R-9)
     DECLARE v_event_no INT UNSIGNED;  -- the instance's event_seq: in_event's number, when there is one
+    DECLARE v_ended BOOLEAN;  -- the step that settled before the walk was the last: its update ended the instance
 
     -- One read: the instance's R-8 states (with its identity and app), how many of its steps are unfinished (the
     -- count its row keeps, lowered by the statement that settles a step), and how many are ready (PENDING with
@@ -65,14 +68,25 @@ BEGIN
      WHERE i.id = in_instance_id;
     SET v_ready = CAST(SUBSTRING_INDEX(v_readiness, ':', 1) AS UNSIGNED),
         v_step = IF(v_ready = 0, NULL, CAST(SUBSTRING_INDEX(v_readiness, ':', -1) AS UNSIGNED));
+    SET v_ended = in_event IS NOT NULL AND v_status = 'SUCCEEDED';
     SET v_last = v_status = 'RUNNING' AND v_step IS NULL AND v_unfinished = 0;
-    IF in_event IS NOT NULL AND NOT v_last THEN
+    IF in_event IS NOT NULL AND NOT v_ended THEN
         INSERT INTO weave_events (instance_id, seq, namespace_id, type, step_key, activation_seq, occurred_at, data)
         VALUES (in_instance_id, v_event_no, in_namespace_id, in_event, in_step_key, in_seq, in_now,
                 COALESCE(in_facts, '{}'));
     END IF;
 
     root: BEGIN
+        IF v_ended THEN
+            -- R-9: two rows of VALUES (an INSERT ... SELECT of a UNION costs twice as much).
+            INSERT INTO weave_events (instance_id, seq, namespace_id, type, step_key, activation_seq, occurred_at, data)
+            VALUES (in_instance_id, v_event_no - 1, in_namespace_id, in_event, in_step_key, in_seq, in_now,
+                    COALESCE(in_facts, '{}')),
+                   (in_instance_id, v_event_no, in_namespace_id, 'INSTANCE_SUCCEEDED', '', 0, in_now, '{}');
+            DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id;
+            SET out_outcome = 'SUCCEEDED';
+            LEAVE root;
+        END IF;
         IF v_status <> 'RUNNING' THEN
             SET out_outcome = 'IDLE';
             LEAVE root;
@@ -80,24 +94,16 @@ BEGIN
 
         IF v_step IS NULL THEN
             IF v_last THEN
-                -- R-9: the last step settled in this transaction; the instance is done. Its status changes in the
-                -- same statement that takes the number of its own event (as _weave_event takes one), inserted
-                -- with the step's event as one insert.
+                -- R-9 for a walk with no settled step before it (a settled last step has ended the instance in
+                -- its own update, above): every step has SUCCEEDED, as when a person resolved the last one. The
+                -- status changes in the statement that takes the number of the instance's event.
                 UPDATE weave_instances SET status = 'SUCCEEDED', finished_at = in_now,
                        event_seq = LAST_INSERT_ID(event_seq + 1), updated_at = in_now,
                        version = version + 1
                  WHERE id = in_instance_id;
-                IF in_event IS NULL THEN
-                    INSERT INTO weave_events (instance_id, seq, namespace_id, type, step_key, activation_seq,
-                                              occurred_at, data)
-                    VALUES (in_instance_id, LAST_INSERT_ID(), in_namespace_id, 'INSTANCE_SUCCEEDED', '', 0, in_now, '{}');
-                ELSE  -- two rows of VALUES (an INSERT ... SELECT of a UNION costs twice as much)
-                    INSERT INTO weave_events (instance_id, seq, namespace_id, type, step_key, activation_seq,
-                                              occurred_at, data)
-                    VALUES (in_instance_id, v_event_no, in_namespace_id, in_event, in_step_key, in_seq, in_now,
-                            COALESCE(in_facts, '{}')),
-                           (in_instance_id, LAST_INSERT_ID(), in_namespace_id, 'INSTANCE_SUCCEEDED', '', 0, in_now, '{}');
-                END IF;
+                INSERT INTO weave_events (instance_id, seq, namespace_id, type, step_key, activation_seq, occurred_at,
+                                          data)
+                VALUES (in_instance_id, LAST_INSERT_ID(), in_namespace_id, 'INSTANCE_SUCCEEDED', '', 0, in_now, '{}');
                 DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id;
                 SET out_outcome = 'SUCCEEDED';
             ELSE

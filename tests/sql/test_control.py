@@ -297,3 +297,22 @@ def test_C3_review_lists_every_open_reason_with_its_facts_and_the_listing_is_ind
     plan = world.db.rows("EXPLAIN SELECT id FROM weave_instances FORCE INDEX (ix_instance_status) "
                          "WHERE namespace_id = 1 AND status = 'NEEDS_REVIEW' AND id < 100 ORDER BY id DESC LIMIT 50")
     assert plan[0]["key"] == "ix_instance_status" and plan[0]["type"] in ("range", "ref")
+
+
+def test_R9_resolving_the_last_step_ends_the_instance_on_the_root_walk(world, orch):
+    """A step a person resolves is settled by the resolution, not by a step's own settlement: the ROOT walk that
+    follows finds no step open and ends the instance itself (R-9), its event numbered after the resolution's."""
+    world.publish({"name": "charge", "steps": [failing_task()["steps"][0]]})
+    wf = world.start("charge", {"order_id": "o1"})
+    orch.drain()
+    fail_current_task(world, orch)
+    assert world.instance(wf)["status"] == "NEEDS_REVIEW"
+    routines.step_resolve(world.db.conn, world.token, "acme", wf, "charge", "paid by wire", "s1",
+                          output={"paid": "wire"})
+    orch.drain()
+    inst = world.instance(wf)
+    assert inst["status"] == "SUCCEEDED" and inst["finished_at"] is not None
+    events = world.events(wf)
+    assert [e["type"] for e in events][-3:] == ["STEP_RESOLVED", "INSTANCE_REOPENED", "INSTANCE_SUCCEEDED"]
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances") == 0

@@ -14,13 +14,13 @@ from tests.benchmarks.statements import POLL_ROUNDS, Census, Stage, decisions
 # Per decision: the ceiling on its statements.
 DECISIONS = {
     "start (TIMER, activated by the start)": 31,
-    "timer settle": 24,
-    "timer settle, its successor activated": 33,
-    "timer settle, 10 in one call (each)": 22.3,
+    "timer settle": 23,
+    "timer settle, its successor activated": 32,
+    "timer settle, 10 in one call (each)": 21.3,
     "start (SIGNAL, activated by the start)": 33,
     "signal checkpoint before its deadline": 12,
-    "signal send (settles the open wait)": 34,
-    "signal settle (candidate path)": 31,
+    "signal send (settles the open wait)": 33,
+    "signal settle (candidate path)": 30,
     "signal twin candidate": 9,
     "start (POLL, round 1 created by the start)": 40,
     "task claim": 11,
@@ -37,7 +37,7 @@ DECISIONS = {
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 59, "signal": 71, "poll": 88.8}
+LIFECYCLES = {"timer": 58, "signal": 70, "poll": 88.4}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 

@@ -357,6 +357,10 @@ def test_R9_instance_succeeds_in_the_transaction_of_its_last_step(world, orch):
     done = next(e for e in events if e["type"] == "INSTANCE_SUCCEEDED")
     assert done["occurred_at"] == last_settle["occurred_at"] and done["seq"] == last_settle["seq"] + 1
     assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances") == 0
+    # The settling statement ended the instance itself: its row is as the walk's end left it before.
+    row = world.db.row("SELECT status, open_steps, event_seq, finished_at, updated_at FROM weave_instances")
+    assert row["status"] == "SUCCEEDED" and row["open_steps"] == 0 and row["event_seq"] == done["seq"] == len(events)
+    assert row["finished_at"] == row["updated_at"] == world.db.scalar("SELECT MAX(settled_at) FROM weave_waits")
 
 
 def test_R9_the_instance_counts_its_open_steps_and_ends_when_none_is_left(world, orch):
