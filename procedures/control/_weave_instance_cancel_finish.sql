@@ -17,7 +17,8 @@ BEGIN
         IF v_unsettled = 0 THEN
             UPDATE weave_instances SET status = 'CANCELLED', finished_at = in_now WHERE id = in_instance_id;
             DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id;
-            CALL _weave_event(in_namespace_id, in_instance_id, 'INSTANCE_CANCELLED', '', 0, in_now, '{}', NULL, NULL);
+            CALL _weave_event(in_namespace_id, in_instance_id, 'INSTANCE_CANCELLED', '', 0, in_now, '{}', NULL, NULL,
+                              NULL);
             SET out_finished = 1;
         END IF;
     END IF;

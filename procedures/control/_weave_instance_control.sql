@@ -50,7 +50,7 @@ BEGIN
                 SET out_changed = 1;
                 UPDATE weave_instances SET status = 'CANCELLING', gate = 'CLOSED' WHERE id = v_id;
                 CALL _weave_event(v_ns, v_id, 'INSTANCE_CANCELLING', '', 0, v_now,
-                                  JSON_OBJECT('actor', v_actor, 'reason', in_reason), NULL, NULL);
+                                  JSON_OBJECT('actor', v_actor, 'reason', in_reason), NULL, NULL, NULL);
                 cancel_tasks: LOOP
                     SET v_task = NULL;
                     SELECT MIN(id) INTO v_task FROM pulse_tasks
@@ -93,7 +93,7 @@ BEGIN
                      WHERE instance_id = v_id AND due_at <= v_now AND available_at > v_now;
                 END IF;
                 CALL _weave_event(v_ns, v_id, IF(in_action = 'pause', 'INSTANCE_PAUSED', 'INSTANCE_RESUMED'), '', 0,
-                                  v_now, JSON_OBJECT('actor', v_actor, 'reason', in_reason), NULL, NULL);
+                                  v_now, JSON_OBJECT('actor', v_actor, 'reason', in_reason), NULL, NULL, NULL);
             END IF;
             SET v_audit_details = JSON_OBJECT('changed', out_changed = 1);
         END IF;

@@ -151,7 +151,7 @@ BEGIN
         END IF;
         UPDATE weave_review_reasons SET closed_at = v_now, closed_by = in_action
          WHERE instance_id = v_id AND step_key = in_step_key AND closed_at IS NULL;
-        CALL _weave_event(v_ns, v_id, v_event, in_step_key, v_event_seq, v_now, v_event_data, NULL, NULL);
+        CALL _weave_event(v_ns, v_id, v_event, in_step_key, v_event_seq, v_now, v_event_data, NULL, NULL, NULL);
         CALL _weave_review_reopen(v_ns, v_id, v_now, v_reopened);
         CALL _weave_audit(v_ns, v_id, v_cred, v_actor, CONCAT('step.', in_action), in_idempotency_key, in_digest, v_now,
                           v_audit_deadline, in_reason, JSON_INSERT(v_audit_details, '$.reopened', v_reopened = 1), NULL);

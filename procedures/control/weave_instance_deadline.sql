@@ -54,7 +54,7 @@ BEGIN
         CALL _weave_event(v_ns, v_id, 'DEADLINE_CHANGED', '', 0, v_now,
              JSON_OBJECT('from', DATE_FORMAT(v_old, '%Y-%m-%dT%H:%i:%s.%fZ'),
                          'to', DATE_FORMAT(v_new, '%Y-%m-%dT%H:%i:%s.%fZ'), 'actor', v_actor, 'reason', in_reason),
-             NULL, NULL);
+             NULL, NULL, NULL);
         CALL _weave_review_reopen(v_ns, v_id, v_now, v_reopened);
         CALL _weave_audit(v_ns, v_id, v_cred, v_actor, 'instance.deadline', in_idempotency_key, v_digest, v_now, v_new,
                           in_reason, JSON_OBJECT('from', DATE_FORMAT(v_old, '%Y-%m-%dT%H:%i:%s.%fZ'),

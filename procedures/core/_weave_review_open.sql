@@ -18,5 +18,6 @@ BEGIN
     UPDATE weave_instances SET status = 'NEEDS_REVIEW', gate = 'CLOSED'
      WHERE id = in_instance_id AND status IN ('RUNNING', 'NEEDS_REVIEW');
     CALL _weave_event(in_namespace_id, in_instance_id, 'REVIEW_OPENED', in_step_key, in_activation_seq, in_now,
-                      JSON_OBJECT('code', in_code, 'detail', JSON_EXTRACT(COALESCE(in_detail, '{}'), '$')), NULL, NULL);
+                      JSON_OBJECT('code', in_code, 'detail', JSON_EXTRACT(COALESCE(in_detail, '{}'), '$')), NULL, NULL,
+                      NULL);
 END

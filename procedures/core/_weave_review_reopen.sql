@@ -16,7 +16,7 @@ BEGIN
     IF v_status = 'NEEDS_REVIEW' AND v_open = 0 THEN
         UPDATE weave_instances SET status = 'RUNNING', gate = 'OPEN' WHERE id = in_instance_id;
         CALL _weave_checkpoint_set(in_namespace_id, in_instance_id, '', 'ROOT', 0, in_now, in_now);
-        CALL _weave_event(in_namespace_id, in_instance_id, 'INSTANCE_REOPENED', '', 0, in_now, '{}', NULL, NULL);
+        CALL _weave_event(in_namespace_id, in_instance_id, 'INSTANCE_REOPENED', '', 0, in_now, '{}', NULL, NULL, NULL);
         SET out_reopened = 1;
     END IF;
 END

@@ -160,7 +160,7 @@ BEGIN
                                            '$.wait_status', 'CANCELLED',
                                            '$.first_signal_id', IF(v_first IS NULL, NULL, CONCAT('sig_', v_first)));
                     CALL _weave_event(in_namespace_id, in_instance_id, 'POLL_FINAL_WAIT_CLOSED', in_step_key, v_seq,
-                                      in_now, v_facts, 'poll.final_close', v_deadline);
+                                      in_now, v_facts, 'poll.final_close', v_deadline, NULL);
                     LEAVE hook;
                 END IF;
                 IF v_first IS NULL OR v_outcome <> 'POLL_PENDING' OR v_rounds_used >= v_max_rounds

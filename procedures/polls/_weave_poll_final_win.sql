@@ -42,5 +42,5 @@ BEGIN
                            '$.deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
                            '$.consumed_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'));
     CALL _weave_event(in_namespace_id, in_instance_id, 'SIGNAL_CONSUMED', in_step_key, in_seq, in_now, v_facts,
-                      'signal.consume', v_deadline);
+                      'signal.consume', v_deadline, NULL);
 END

@@ -69,6 +69,8 @@ BEGIN
     DECLARE v_root VARCHAR(16);
     DECLARE v_last_worker VARCHAR(128);
     DECLARE v_facts LONGTEXT;
+    DECLARE v_take_number BOOLEAN;  -- the round's update takes the number of POLL_ROUND_PENDING (below)
+    DECLARE v_event_no INT UNSIGNED DEFAULT NULL;
     DECLARE v_final BOOLEAN;  -- the step declares a final signal (F-rules): its hook runs after the round's outcome
 
     -- One locking read: the task, its instance, step and activation (the caller holds them locked already) with the
@@ -132,7 +134,7 @@ BEGIN
         IF v_round_outcome <> 'IN_FLIGHT' THEN
             -- The round already has its outcome (a second report of one task): kept in the history only.
             CALL _weave_event(in_namespace_id, in_instance_id, 'POLL_OUTCOME_RECORDED', v_step_key, v_seq, in_now,
-                              v_facts, 'poll.record', NULL);
+                              v_facts, 'poll.record', NULL, NULL);
             SET out_outcome = 'RECORDED';
             LEAVE settle;
         END IF;
@@ -177,14 +179,26 @@ BEGIN
         -- the state moves only after the hook (below). Every other end sets its own state. The round always
         -- changes (from IN_FLIGHT), so no changed row means it was no longer in flight.
         SET v_final = COALESCE(JSON_TYPE(JSON_EXTRACT(v_frozen, '$.final_signal')) = 'OBJECT', FALSE);
+        -- A PENDING answer that leads to the next wait (the branch below that writes POLL_ROUND_PENDING: the step
+        -- still waits for it, no final-signal hook runs first, the poll is not stopped, the answer came before the
+        -- poll deadline and rounds are left) takes its event's number in this same statement, from the instance
+        -- row the caller holds locked; every other end leaves the instance row out.
+        SET v_take_number = v_outcome = 'POLL_PENDING' AND v_inst_status NOT IN ('CANCELLING', 'CANCELLED')
+                            AND v_step_status = 'ACTIVE' AND NOT v_final AND v_state <> 'STOPPED'
+                            AND in_occurred_at < v_poll_deadline AND v_rounds_used < v_max_rounds;
         UPDATE weave_poll_rounds r STRAIGHT_JOIN weave_poll_states p ON p.activation_id = v_activation
+          LEFT JOIN weave_instances i ON i.id = in_instance_id AND v_take_number
            SET r.outcome = v_outcome, r.result = in_result, r.result_at = in_occurred_at,
                p.current_task_id = NULL, p.last_outcome = v_outcome, p.next_poll_at = COALESCE(v_next, p.next_poll_at),
                p.state = IF(v_outcome = 'POLL_PENDING' AND p.state = 'IN_FLIGHT' AND NOT v_final, 'WAITING', p.state),
-               p.updated_at = in_now
+               p.updated_at = in_now,
+               i.event_seq = LAST_INSERT_ID(i.event_seq + 1), i.updated_at = in_now, i.version = i.version + 1
          WHERE r.id = v_round AND r.outcome = 'IN_FLIGHT';
         IF ROW_COUNT() = 0 THEN
             CALL _weave_raise(50007, 'INVALID_STATE: the round changed under its lock');
+        END IF;
+        IF v_take_number THEN
+            SET v_event_no = LAST_INSERT_ID();
         END IF;
 
         IF v_inst_status IN ('CANCELLING', 'CANCELLED') OR v_step_status <> 'ACTIVE' THEN
@@ -192,7 +206,7 @@ BEGIN
             UPDATE weave_poll_states SET state = IF(state IN ('IN_FLIGHT', 'WAITING'), 'STOPPED', state)
              WHERE activation_id = v_activation;
             CALL _weave_event(in_namespace_id, in_instance_id, 'POLL_ROUND_SETTLED', v_step_key, v_seq, in_now,
-                              v_facts, 'poll.record', NULL);
+                              v_facts, 'poll.record', NULL, NULL);
             SET out_outcome = 'RECORDED';
             LEAVE settle;
         END IF;
@@ -211,7 +225,7 @@ BEGIN
             -- goes to NEEDS_REVIEW, so that recovery can act on it. A late result never clears the review.
             UPDATE weave_steps SET status = 'NEEDS_REVIEW', updated_at = in_now WHERE id = v_step;
             CALL _weave_event(in_namespace_id, in_instance_id, 'POLL_ROUND_SETTLED', v_step_key, v_seq, in_now,
-                              v_facts, 'poll.record', NULL);
+                              v_facts, 'poll.record', NULL, NULL);
             SET out_outcome = 'REVIEW';
             LEAVE settle;
         END IF;
@@ -237,7 +251,7 @@ BEGIN
                     UPDATE weave_poll_states SET state = 'WAITING' WHERE activation_id = v_activation;
                 END IF;
                 CALL _weave_event(in_namespace_id, in_instance_id, 'POLL_ROUND_PENDING', v_step_key, v_seq, in_now,
-                                  v_facts, 'poll.pending', v_poll_deadline);
+                                  v_facts, 'poll.pending', v_poll_deadline, v_event_no);
                 IF in_now >= v_next AND in_now < v_poll_deadline THEN
                     CALL _weave_poll_round_start(in_namespace_id, in_instance_id, v_step_key, v_seq, v_activation,
                                                  v_frozen, 'WAITING', v_rounds_used, v_max_rounds, v_poll_deadline,

@@ -24,7 +24,8 @@ BEGIN
     UPDATE weave_poll_states SET state = 'STOPPED', stop_reason = in_code, updated_at = in_now
      WHERE activation_id = in_activation_id;
     DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key;
-    CALL _weave_event(in_namespace_id, in_instance_id, in_code, in_step_key, in_seq, in_now, in_facts, NULL, NULL);
+    CALL _weave_event(in_namespace_id, in_instance_id, in_code, in_step_key, in_seq, in_now, in_facts, NULL, NULL,
+                      NULL);
     CALL _weave_review_open(in_namespace_id, in_instance_id, in_code, in_step_key, in_seq, in_facts, in_now);
     CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'poll.review', NULL, NULL, in_now,
                       NULL, NULL, JSON_SET(in_facts, '$.code', in_code), NULL);

@@ -33,6 +33,7 @@ Errors: 50007 INVALID_STATE when the rounds do not verify (P-4).
 Rules: P-4, P-5, P-6, R-8, M-4.3, M-4.4.'
     MODIFIES SQL DATA
 BEGIN
+    DECLARE v_event_no INT UNSIGNED;  -- the number of the round's event
     DECLARE v_state VARCHAR(16) DEFAULT in_state;
     DECLARE v_rounds_used INT UNSIGNED DEFAULT in_rounds_used;
     DECLARE v_max_rounds INT UNSIGNED DEFAULT in_max_rounds;
@@ -138,13 +139,17 @@ BEGIN
         INSERT INTO weave_poll_rounds (namespace_id, instance_id, activation_id, round_no, task_id, outcome,
                                        created_at)
         VALUES (in_namespace_id, in_instance_id, in_activation_id, v_rounds_used + 1, v_task, 'IN_FLIGHT', in_now);
-        UPDATE weave_poll_states
-           SET rounds_used = rounds_used + 1, current_task_id = v_task, state = 'IN_FLIGHT', next_poll_at = NULL,
-               updated_at = in_now
-         WHERE activation_id = in_activation_id AND rounds_used = v_rounds_used AND state = 'WAITING';
-        IF ROW_COUNT() <> 1 THEN
+        -- The poll's state and the number of the round's event in one statement (the instance row is locked
+        -- already): two rows changed, or the state was no longer the one verified above.
+        UPDATE weave_poll_states p STRAIGHT_JOIN weave_instances i ON i.id = in_instance_id
+           SET p.rounds_used = p.rounds_used + 1, p.current_task_id = v_task, p.state = 'IN_FLIGHT',
+               p.next_poll_at = NULL, p.updated_at = in_now,
+               i.event_seq = LAST_INSERT_ID(i.event_seq + 1), i.updated_at = in_now, i.version = i.version + 1
+         WHERE p.activation_id = in_activation_id AND p.rounds_used = v_rounds_used AND p.state = 'WAITING';
+        IF ROW_COUNT() <> 2 THEN
             CALL _weave_raise(50007, 'INVALID_STATE: the poll state changed under its lock');
         END IF;
+        SET v_event_no = LAST_INSERT_ID();
         CALL _weave_checkpoint_set(in_namespace_id, in_instance_id, in_step_key, 'POLL', in_activation_id,
                                    v_poll_deadline, in_now);
         SET v_facts = JSON_OBJECT('round', v_rounds_used + 1, 'task_id', CONCAT('tsk_', v_task),
@@ -154,7 +159,7 @@ BEGIN
                                   'rounds_used', v_rounds_used + 1, 'max_rounds', v_max_rounds + 0,
                                   'poll_deadline', DATE_FORMAT(v_poll_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'));
         CALL _weave_event(in_namespace_id, in_instance_id, 'POLL_ROUND_STARTED', in_step_key, in_seq, in_now, v_facts,
-                          'poll.round', v_poll_deadline);
+                          'poll.round', v_poll_deadline, v_event_no);
         -- Room was seen before anything was written; the slot is taken last.
         CALL _pulse_slot_take(in_namespace_id, in_instance_id, JSON_VALUE(in_frozen, '$.queue'), v_app_released,
                               v_queue_released);

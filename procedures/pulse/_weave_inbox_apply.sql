@@ -166,12 +166,13 @@ BEGIN
         IF v_kind = 'CANCELLED' THEN
             -- Recorded for the cancel flows (C-2); a cancelled task never settles a step by itself.
             CALL _weave_event(in_namespace_id, in_instance_id, 'TASK_CANCELLED', v_t_step, v_s_seq, in_now, v_facts,
-                              'task.record', NULL);
+                              'task.record', NULL, NULL);
             SET out_outcome = 'CANCELLED';
         ELSEIF v_s_status <> 'ACTIVE' OR v_a_ended IS NOT NULL OR v_inst_status IN ('CANCELLING', 'CANCELLED') THEN
             -- The step is no longer waiting for this task (cancelled, or settled by an operator): keep the fact.
             CALL _weave_event(in_namespace_id, in_instance_id, 'TASK_OUTCOME_RECORDED', v_t_step, v_s_seq, in_now,
-                              JSON_SET(v_facts, '$.result', JSON_EXTRACT(COALESCE(v_result, 'null'), '$')), NULL, NULL);
+                              JSON_SET(v_facts, '$.result', JSON_EXTRACT(COALESCE(v_result, 'null'), '$')), NULL, NULL,
+                              NULL);
             CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'task.record', NULL, NULL,
                               in_now, NULL, NULL, v_facts, NULL);
             SET out_outcome = 'RECORDED';
@@ -190,7 +191,7 @@ BEGIN
                SET s.status = 'NEEDS_REVIEW', s.updated_at = in_now, a.ended_at = in_now
              WHERE s.id = v_s_id;
             CALL _weave_event(in_namespace_id, in_instance_id, v_code, v_t_step, v_s_seq, in_now, v_facts,
-                              'task.review', NULL);
+                              'task.review', NULL, NULL);
             CALL _weave_review_open(in_namespace_id, in_instance_id, v_code, v_t_step, v_s_seq, v_facts, in_now);
             SET out_outcome = 'REVIEW';
         END IF;

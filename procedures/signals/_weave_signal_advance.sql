@@ -97,7 +97,7 @@ BEGIN
                 'settled_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'),
                 'lateness_ms', TIMESTAMPDIFF(MICROSECOND, v_deadline, in_now) / 1000);
             CALL _weave_event(in_namespace_id, in_instance_id, 'SIGNAL_TIMEOUT', in_step_key, v_seq, in_now, v_facts,
-                              'signal.timeout', v_deadline);
+                              'signal.timeout', v_deadline, NULL);
             CALL _weave_review_open(in_namespace_id, in_instance_id, 'SIGNAL_TIMEOUT', in_step_key, v_seq,
                                     v_facts, in_now);
             SET out_outcome = 'EXPIRED';

@@ -81,7 +81,7 @@ BEGIN
             CALL _weave_event(in_namespace_id, in_instance_id, 'SIGNAL_REJECTED', v_s_step, v_s_seq, in_now,
                  JSON_OBJECT('signal_id', CONCAT('sig_', v_id), 'disposition', 'ACCEPTANCE_PROOF_MISMATCH',
                              'recomputed_digest', v_recomputed, 'stored_digest', v_stored_digest,
-                             'audit_digest', v_audit_digest), NULL, NULL);
+                             'audit_digest', v_audit_digest), NULL, NULL, NULL);
         END IF;
     END IF;
 END

@@ -55,6 +55,6 @@ BEGIN
                 OR BINARY s.name <> BINARY w.signal_name OR BINARY s.payload_version <> BINARY w.payload_version
                 OR s.accepted_at >= w.deadline_at);
         CALL _weave_event(in_namespace_id, in_instance_id, 'SIGNALS_SETTLED', v_step_key, v_seq, in_now,
-                          JSON_OBJECT('count', v_count + 0, 'signals', JSON_EXTRACT(v_list, '$')), NULL, NULL);
+                          JSON_OBJECT('count', v_count + 0, 'signals', JSON_EXTRACT(v_list, '$')), NULL, NULL, NULL);
     END IF;
 END

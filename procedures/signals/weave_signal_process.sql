@@ -85,7 +85,7 @@ BEGIN
              WHERE id = in_signal_id;
             CALL _weave_event(v_ns, v_inst, 'SIGNAL_REJECTED', v_step_key, v_seq, v_now,
                               JSON_OBJECT('signal_id', CONCAT('sig_', in_signal_id), 'disposition', v_disposition),
-                              'signal.reject', v_expires);
+                              'signal.reject', v_expires, NULL);
             SET v_outcome = 'REJECTED';
             LEAVE proc;
         END IF;
@@ -103,7 +103,7 @@ BEGIN
                  WHERE id = in_signal_id;
                 CALL _weave_event(v_ns, v_inst, 'SIGNAL_EXPIRED', v_step_key, v_seq, v_now,
                      JSON_OBJECT('signal_id', CONCAT('sig_', in_signal_id), 'disposition', 'EXPIRED_UNMATCHED',
-                                 'expires_at', DATE_FORMAT(v_expires, '%Y-%m-%dT%H:%i:%s.%fZ')), NULL, NULL);
+                                 'expires_at', DATE_FORMAT(v_expires, '%Y-%m-%dT%H:%i:%s.%fZ')), NULL, NULL, NULL);
                 CALL _weave_audit(v_ns, v_inst, 0, 'weave.orchestrator', 'signal.expire', NULL, NULL, v_now,
                                   v_expires, NULL, JSON_OBJECT('signal_id', CONCAT('sig_', in_signal_id)), NULL);
                 SET v_outcome = 'EXPIRED_UNMATCHED';

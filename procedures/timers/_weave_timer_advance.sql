@@ -52,7 +52,7 @@ BEGIN
             -- T-4: the instance deadline cut the delay short; a truncated wait is never a success.
             CALL _weave_wait_expire(v_step, in_activation_id, v_wait, in_now);
             CALL _weave_event(in_namespace_id, in_instance_id, 'TIMER_TRUNCATED', in_step_key, v_seq, in_now, v_facts,
-                              'timer.truncate', v_deadline);
+                              'timer.truncate', v_deadline, NULL);
             CALL _weave_review_open(in_namespace_id, in_instance_id, 'TIMER_TRUNCATED', in_step_key, v_seq,
                                     v_facts, in_now);
             SET out_outcome = 'TRUNCATED';

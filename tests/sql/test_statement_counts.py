@@ -24,12 +24,12 @@ DECISIONS = {
     "signal twin candidate": 9,
     "start (POLL, round 1 created by the start)": 40,
     "task claim": 11,
-    "attempt complete (consumes the round's answer)": 32,
-    "poll round start": 32,
+    "attempt complete (consumes the round's answer)": 31,
+    "poll round start": 31,
     "instance get": 15,
     "attempt complete (instance held: answer left in the inbox)": 18,
-    "inbox consume (round pending)": 25,
-    "inbox consume, 3 in one call (each)": 23.0,
+    "inbox consume (round pending)": 24,
+    "inbox consume, 3 in one call (each)": 22.0,
     "attempt heartbeat": 9,
     "attempt fail (retry scheduled)": 14,
     "scan (nothing due)": 4,
@@ -37,7 +37,7 @@ DECISIONS = {
     "task claim (nothing queued)": 4,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 58, "signal": 70, "poll": 88.4}
+LIFECYCLES = {"timer": 58, "signal": 70, "poll": 87.1}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
