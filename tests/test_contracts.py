@@ -52,6 +52,17 @@ def _code(text: str) -> str:
 OWN_HANDLER = "DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;"
 
 
+def inline_probe(routine: str) -> str:
+    """The probe a routine that opens its transaction only when it has work (a claim, a candidate list) makes
+    without a nested call: _weave_transaction_begin's, with its portable branch for MySQL."""
+    own = f"CALL _weave_transaction_own('{routine}');"
+    return f"IF VERSION() LIKE '%MariaDB%' THEN IF @@in_transaction = 1 THEN {own} END IF; ELSE {own} END IF;"
+
+
+def _flat(code: str) -> str:
+    return " ".join(code.split())
+
+
 def test_R1_every_transactional_routine_rolls_back_only_its_own_transaction_and_reraises():
     """A routine that starts a transaction rolls back exactly that one on error (``v_tx`` says it started it),
     and refuses (or joins, for a read snapshot) before it touches any table when the caller has one open.
@@ -78,6 +89,8 @@ def test_R1_every_transactional_routine_rolls_back_only_its_own_transaction_and_
             begin = f"CALL _weave_transaction_begin('{routine.name}', v_tx);"
             own = f"CALL _weave_transaction_own('{routine.name}');"
             checks = (own, claim, begin, "CALL _weave_transaction_open(v_joined);")
+            if _flat(body).startswith(inline_probe(routine.name)):
+                first = own  # the same check, made inline
             assert first in checks, f"{routine.name} must check for a caller's transaction before reading any table"
             if first in (claim, begin):  # the opener starts the transaction; another only after it is committed
                 assert body.count("CALL _weave_transaction_") == 1, routine.name
@@ -91,9 +104,15 @@ def test_R1_every_transactional_routine_rolls_back_only_its_own_transaction_and_
 
 
 def test_R1_only_the_transaction_probe_reads_in_transaction_state():
-    """@@in_transaction is MariaDB's alone: one routine reads it, with a portable branch for MySQL."""
-    readers = [r.name for r in shipped_routines() if "@@in_transaction" in _code(r.text)]
-    assert sorted(readers) == ["_weave_transaction_begin", "_weave_transaction_open"]
+    """@@in_transaction is MariaDB's alone: the probe and the opener read it, and the two routines that open a
+    transaction only when they find work (a claim, a candidate list) read it as the opener does, first thing,
+    each with the portable branch for MySQL."""
+    readers = {r.name: _code(r.text) for r in shipped_routines() if "@@in_transaction" in _code(r.text)}
+    assert sorted(readers) == ["_weave_transaction_begin", "_weave_transaction_open", "pulse_task_claim",
+                               "weave_candidates_advance"]
+    for name in ("pulse_task_claim", "weave_candidates_advance"):
+        body = readers[name][readers[name].index(OWN_HANDLER) + len(OWN_HANDLER):]
+        assert _flat(body).startswith(inline_probe(name)) and _flat(body).count("@@in_transaction") == 1, name
 
 
 # The engine's clock, spelt one way: _weave_now's expression, which the hot paths also use inline to save a

@@ -23,11 +23,15 @@ BEGIN
     DECLARE v_outcome VARCHAR(16);
     DECLARE v_results LONGTEXT DEFAULT '[]';
     DECLARE v_due_before BIGINT DEFAULT @weave_made_due;  -- the session's count of candidates made due so far
-    DECLARE v_joined BOOLEAN;  -- TRUE inside a caller's transaction: refused (R-1)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_open(v_joined);
-    IF v_joined THEN CALL _weave_transaction_own('weave_candidates_advance'); END IF;
+    -- Refused inside a caller's transaction (R-1): on MariaDB the probe is a variable read, with no call unless
+    -- it finds one open (as _weave_transaction_begin probes); elsewhere _weave_transaction_own probes.
+    IF VERSION() LIKE '%MariaDB%' THEN
+        IF @@in_transaction = 1 THEN CALL _weave_transaction_own('weave_candidates_advance'); END IF;
+    ELSE
+        CALL _weave_transaction_own('weave_candidates_advance');
+    END IF;
 
     IF in_ids IS NULL OR NOT JSON_VALID(in_ids) OR JSON_TYPE(in_ids) <> 'ARRAY'
        OR JSON_LENGTH(in_ids) NOT BETWEEN 1 AND 1000 THEN

@@ -31,11 +31,15 @@ BEGIN
     DECLARE v_queue_ids LONGTEXT DEFAULT NULL;
     DECLARE v_picked LONGTEXT DEFAULT '[]';
     DECLARE v_claimed LONGTEXT DEFAULT '[]';
-    DECLARE v_joined BOOLEAN;  -- TRUE inside a caller's transaction: refused (R-1)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_open(v_joined);
-    IF v_joined THEN CALL _weave_transaction_own('pulse_task_claim'); END IF;
+    -- Refused inside a caller's transaction (R-1): on MariaDB the probe is a variable read, with no call unless
+    -- it finds one open (as _weave_transaction_begin probes); elsewhere _weave_transaction_own probes.
+    IF VERSION() LIKE '%MariaDB%' THEN
+        IF @@in_transaction = 1 THEN CALL _weave_transaction_own('pulse_task_claim'); END IF;
+    ELSE
+        CALL _weave_transaction_own('pulse_task_claim');
+    END IF;
 
     IF in_worker_id IS NULL OR CHAR_LENGTH(in_worker_id) NOT BETWEEN 1 AND 128 THEN
         CALL _weave_raise(50201, 'WORKER_ID_INVALID: worker id must be 1-128 characters');

@@ -23,7 +23,7 @@ DECISIONS = {
     "signal settle (candidate path)": 30,
     "signal twin candidate": 9,
     "start (POLL, round 1 created by the start)": 40,
-    "task claim": 11,
+    "task claim": 10,
     "attempt complete (consumes the round's answer)": 31,
     "poll round start": 31,
     "instance get": 15,
@@ -34,10 +34,10 @@ DECISIONS = {
     "attempt fail (retry scheduled)": 14,
     "scan (nothing due)": 4,
     "idle probe": 2,
-    "task claim (nothing queued)": 4,
+    "task claim (nothing queued)": 3,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 58, "signal": 70, "poll": 87.1}
+LIFECYCLES = {"timer": 58, "signal": 70, "poll": 85.1}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
