@@ -35,9 +35,7 @@ BEGIN
     CALL _pulse_attempt_current(in_attempt_id, in_worker_id, 'SUCCEEDED', in_result, FALSE, v_now, v_task, v_current,
                                 v_status, v_ns, v_inst, v_inst_status);  -- the locks, then the clock (R-2)
     IF v_current = 1 THEN
-        CALL _pulse_attempt_end(in_attempt_id, 'SUCCEEDED', NULL, v_now);
-        UPDATE pulse_tasks SET status = 'SUCCEEDED', result = in_result, finished_at = v_now, updated_at = v_now
-         WHERE id = v_task;
+        CALL _pulse_attempt_end(in_attempt_id, 'SUCCEEDED', NULL, v_now, v_task, 'SUCCEEDED', in_result, NULL, NULL);
         CALL _pulse_inbox_add(v_task, 'SUCCEEDED', in_result, v_now, v_now, v_ns, v_inst, v_inst_status);
         SET v_outcome = 'SUCCEEDED', v_status = 'SUCCEEDED';
     END IF;

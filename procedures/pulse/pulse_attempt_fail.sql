@@ -59,10 +59,8 @@ BEGIN
                             WHEN v_cancel = 1 THEN 'CANCEL_REQUESTED'
                             WHEN v_next >= v_deadline THEN 'DEADLINE'
                             ELSE NULL END;
-        CALL _pulse_attempt_end(in_attempt_id, 'FAILED', v_error, v_now);
         IF v_reason IS NULL THEN
-            UPDATE pulse_tasks SET status = 'QUEUED', available_at = v_next, error = v_error, updated_at = v_now
-             WHERE id = v_task;
+            CALL _pulse_attempt_end(in_attempt_id, 'FAILED', v_error, v_now, v_task, 'QUEUED', NULL, v_error, v_next);
             SET v_outcome = 'RETRY_SCHEDULED', v_status = 'QUEUED';
         ELSE
             SET v_next = NULL;
@@ -72,8 +70,7 @@ BEGIN
                 'reason', v_reason, 'attempt', v_no + 0, 'max_attempts', v_max + 0,
                 'deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
                 'failed_at', DATE_FORMAT(v_now, '%Y-%m-%dT%H:%i:%s.%fZ'));
-            UPDATE pulse_tasks SET status = v_outcome, error = v_error, finished_at = v_now, updated_at = v_now
-             WHERE id = v_task;
+            CALL _pulse_attempt_end(in_attempt_id, 'FAILED', v_error, v_now, v_task, v_outcome, NULL, v_error, NULL);
             SET v_status = v_outcome;
             CALL _pulse_inbox_add(v_task, v_outcome, v_facts, v_now, v_now, v_ns, v_inst, v_inst_status);
         END IF;

@@ -64,10 +64,8 @@ BEGIN
                                   'lease_expired_at', DATE_FORMAT(v_lease, '%Y-%m-%dT%H:%i:%s.%fZ'),
                                   'recovered_at', DATE_FORMAT(v_now, '%Y-%m-%dT%H:%i:%s.%fZ'),
                                   'error', 'LEASE_LOST');
-        CALL _pulse_attempt_end(in_attempt_id, 'UNKNOWN', 'LEASE_LOST', v_now);
-        UPDATE pulse_tasks SET status = 'UNKNOWN', error = 'LEASE_LOST: no report before the lease ran out',
-                               finished_at = v_now, updated_at = v_now
-         WHERE id = v_task;
+        CALL _pulse_attempt_end(in_attempt_id, 'UNKNOWN', 'LEASE_LOST', v_now, v_task, 'UNKNOWN', NULL,
+                                'LEASE_LOST: no report before the lease ran out', NULL);
         CALL _pulse_inbox_add(v_task, 'UNKNOWN', v_facts, v_lease, v_now, NULL, NULL, NULL);
         CALL _weave_audit(v_ns, v_inst, 0, 'weave.orchestrator', 'task.lease_lost', NULL, NULL, v_now, v_deadline, NULL,
                           v_facts, NULL);

@@ -16,7 +16,7 @@ DECISIONS = {
     "start (TIMER, activated by the start)": 31,
     "timer settle": 23,
     "timer settle, its successor activated": 32,
-    "timer settle, 10 in one call (each)": 21.3,
+    "timer settle, 10 in one call (each)": 21.2,
     "start (SIGNAL, activated by the start)": 33,
     "signal checkpoint before its deadline": 12,
     "signal send (settles the open wait)": 33,
@@ -24,20 +24,20 @@ DECISIONS = {
     "signal twin candidate": 9,
     "start (POLL, round 1 created by the start)": 40,
     "task claim": 10,
-    "attempt complete (consumes the round's answer)": 31,
+    "attempt complete (consumes the round's answer)": 30,
     "poll round start": 31,
     "instance get": 15,
-    "attempt complete (instance held: answer left in the inbox)": 18,
+    "attempt complete (instance held: answer left in the inbox)": 17,
     "inbox consume (round pending)": 24,
-    "inbox consume, 3 in one call (each)": 22.0,
+    "inbox consume, 3 in one call (each)": 21.7,
     "attempt heartbeat": 9,
-    "attempt fail (retry scheduled)": 14,
+    "attempt fail (retry scheduled)": 13,
     "scan (nothing due)": 4,
     "idle probe": 2,
     "task claim (nothing queued)": 3,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 58, "signal": 70, "poll": 85.1}
+LIFECYCLES = {"timer": 58, "signal": 70, "poll": 84.1}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
