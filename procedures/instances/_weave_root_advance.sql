@@ -4,8 +4,8 @@
 -- the walk (_weave_step_close) is the walk's to write, first, under the number the settling update took for it:
 -- the instance's event_seq as the walk reads it. When that step was the last, the settling update has ended the
 -- instance as well (R-9) and taken the next number for its INSTANCE_SUCCEEDED; the walk inserts the two events
--- together and removes the instance's checkpoints. A walk that leaves nothing for later removes the ROOT checkpoint, when the caller says one may be
--- there (in_checkpointed): a start has written none.
+-- together and removes the instance's checkpoints. A walk that leaves nothing for later removes the ROOT
+-- checkpoint, when the caller says one may be there (in_checkpointed): a start has written none.
 CREATE PROCEDURE _weave_root_advance(
         IN  in_namespace_id BIGINT UNSIGNED,
         IN  in_instance_id  BIGINT UNSIGNED,

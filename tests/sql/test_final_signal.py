@@ -296,6 +296,11 @@ def test_F3_an_early_final_signal_wins_as_soon_as_the_poll_activates(world, orch
     won(world, early)
     assert (sig(world, wrong)["status"], sig(world, wrong)["disposition"]) == ("REJECTED", "CORRELATION_MISMATCH")
     assert world.db.scalar("SELECT status FROM pulse_tasks WHERE step_key = 'check'") == "CANCELLED"
+    # after the early acceptances, the activation's event comes first, before what the wait's opening did with
+    # those signals (its facts are complete only once the wait is open, but its number is taken with the step's).
+    history = [e["type"] for e in world.events(wf) if e.get("step_key") == "check"]
+    assert history == ["SIGNAL_ACCEPTED", "SIGNAL_ACCEPTED", "STEP_ACTIVATED", "SIGNALS_SETTLED", "SIGNAL_CONSUMED",
+                       "POLL_SUCCEEDED"]
 
 
 # --- F-4 the query is running -------------------------------------------------------------------------------------
