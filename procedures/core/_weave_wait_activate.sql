@@ -15,9 +15,7 @@ CREATE PROCEDURE _weave_wait_activate(
         IN in_frozen        LONGTEXT,
         IN in_now           DATETIME(6),
         IN in_deadline      DATETIME(6),
-        OUT out_facts        LONGTEXT,
-        OUT out_action       VARCHAR(48),
-        OUT out_audit_deadline DATETIME(6))
+        OUT out_facts LONGTEXT, OUT out_action VARCHAR(48), OUT out_audit_deadline DATETIME(6))
     COMMENT 'Internal. Description: opens the wait of a new TIMER or SIGNAL activation (in_type) with its checkpoint.
 A TIMER is due at min(now + delay_ms, instance deadline). A SIGNAL wait''s deadline is min(now + timeout_ms, instance
 deadline), and its checkpoint is due at once when signals for it are already PENDING, else at that deadline.

@@ -15,9 +15,7 @@ CREATE PROCEDURE _weave_poll_activate(
         IN in_frozen        LONGTEXT,
         IN in_now           DATETIME(6),
         IN in_deadline      DATETIME(6),
-        OUT out_facts        LONGTEXT,
-        OUT out_action       VARCHAR(48),
-        OUT out_audit_deadline DATETIME(6))
+        OUT out_facts LONGTEXT, OUT out_action VARCHAR(48), OUT out_audit_deadline DATETIME(6))
     COMMENT 'Internal. Description: creates a POLL activation''s work: poll_deadline = min(now + timeout_ms, instance
 deadline); round 1 (task with deadline min(now + task_timeout_ms, poll deadline), round record IN_FLIGHT, rounds
 used 1, poll state IN_FLIGHT); the POLL checkpoint at the poll deadline; the POLL_FINAL wait when the step declares

@@ -11,9 +11,7 @@ CREATE PROCEDURE _weave_task_activate(
         IN in_frozen        LONGTEXT,
         IN in_now           DATETIME(6),
         IN in_deadline      DATETIME(6),
-        OUT out_facts        LONGTEXT,
-        OUT out_action       VARCHAR(48),
-        OUT out_audit_deadline DATETIME(6))
+        OUT out_facts LONGTEXT, OUT out_action VARCHAR(48), OUT out_audit_deadline DATETIME(6))
     COMMENT 'Internal. Description: creates the TASK step''s task for a new activation, deadline =
 min(now + task_timeout_ms, instance deadline). out_facts, out_action, out_audit_deadline: the STEP_ACTIVATED
 event''s data (with the task id) and its audit row, task.create with the task''s deadline, which the caller writes.
