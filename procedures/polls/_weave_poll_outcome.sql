@@ -252,6 +252,7 @@ BEGIN
                 END IF;
                 CALL _weave_event(in_namespace_id, in_instance_id, 'POLL_ROUND_PENDING', v_step_key, v_seq, in_now,
                                   v_facts, 'poll.pending', v_poll_deadline, v_event_no);
+                SET v_event_no = NULL;  -- used (see the check below)
                 IF in_now >= v_next AND in_now < v_poll_deadline THEN
                     CALL _weave_poll_round_start(in_namespace_id, in_instance_id, v_step_key, v_seq, v_activation,
                                                  v_frozen, 'WAITING', v_rounds_used, v_max_rounds, v_poll_deadline,
@@ -276,4 +277,10 @@ BEGIN
                                 'NEEDS_REVIEW', JSON_SET(v_facts, '$.last_worker', v_last_worker), in_now);
         SET out_outcome = 'REVIEW';
     END settle;
+    -- A number the round's update took and no event used would be a gap in the history (M-4.9): the condition
+    -- above mirrors the branch that writes POLL_ROUND_PENDING, and should they ever part, the decision fails
+    -- and is undone rather than leave the gap.
+    IF v_event_no IS NOT NULL THEN
+        CALL _weave_raise(50007, 'INVALID_STATE: an event number was taken for POLL_ROUND_PENDING and not used');
+    END IF;
 END

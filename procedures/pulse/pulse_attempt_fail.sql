@@ -59,19 +59,18 @@ BEGIN
                             WHEN v_cancel = 1 THEN 'CANCEL_REQUESTED'
                             WHEN v_next >= v_deadline THEN 'DEADLINE'
                             ELSE NULL END;
-        IF v_reason IS NULL THEN
-            CALL _pulse_attempt_end(in_attempt_id, 'FAILED', v_error, v_now, v_task, 'QUEUED', NULL, v_error, v_next);
-            SET v_outcome = 'RETRY_SCHEDULED', v_status = 'QUEUED';
-        ELSE
-            SET v_next = NULL;
-            SET v_outcome = IF(v_reason = 'CANCEL_REQUESTED', 'CANCELLED', 'FAILED');
+        -- Back to its queue at v_next when a retry is allowed (K-3); otherwise the task ends with this failure.
+        SET v_outcome = CASE WHEN v_reason IS NULL THEN 'RETRY_SCHEDULED'
+                             WHEN v_reason = 'CANCEL_REQUESTED' THEN 'CANCELLED' ELSE 'FAILED' END;
+        SET v_status = IF(v_reason IS NULL, 'QUEUED', v_outcome);
+        SET v_next = IF(v_reason IS NULL, v_next, NULL);
+        CALL _pulse_attempt_end(in_attempt_id, 'FAILED', v_error, v_now, v_task, v_status, NULL, v_error, v_next);
+        IF v_reason IS NOT NULL THEN
             SET v_facts = JSON_OBJECT(
                 'error', v_error, 'retryable', JSON_EXTRACT(IF(v_retryable = 1, 'true', 'false'), '$'),
                 'reason', v_reason, 'attempt', v_no + 0, 'max_attempts', v_max + 0,
                 'deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
                 'failed_at', DATE_FORMAT(v_now, '%Y-%m-%dT%H:%i:%s.%fZ'));
-            CALL _pulse_attempt_end(in_attempt_id, 'FAILED', v_error, v_now, v_task, v_outcome, NULL, v_error, NULL);
-            SET v_status = v_outcome;
             CALL _pulse_inbox_add(v_task, v_outcome, v_facts, v_now, v_now, v_ns, v_inst, v_inst_status);
         END IF;
     END IF;
