@@ -54,19 +54,18 @@ def test_sdk_covers_the_instance_lifecycle_through_gunicorn(api_url, world, orch
 def test_sdk_reuses_one_idempotency_key_across_retries(database, world, tmp_path, monkeypatch):
     """The server is down for the first tries; the call retries with the same key and starts one instance."""
     import threading
-    import urllib.request
 
     world.publish(TIMER)
     port = free_port()
     client = sdk.WeaveClient(f"http://127.0.0.1:{port}", world.token, "acme", retries=60)
     sent_keys = []
-    real_urlopen = urllib.request.urlopen
+    real_exchange = client._exchange
 
-    def counting_urlopen(req, timeout=None):
-        sent_keys.append(req.get_header("Idempotency-key"))
-        return real_urlopen(req, timeout=timeout)
+    def counting_exchange(method, url, data, headers):
+        sent_keys.append(headers.get("Idempotency-Key"))
+        return real_exchange(method, url, data, headers)
 
-    monkeypatch.setattr(sdk.urllib.request, "urlopen", counting_urlopen)
+    monkeypatch.setattr(client, "_exchange", counting_exchange)
     result = {}
     thread = threading.Thread(target=lambda: result.update(
         client.start_workflow("cool-off", app="billing", deadline_ms=60_000)))

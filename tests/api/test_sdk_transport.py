@@ -1,0 +1,123 @@
+"""The SDK's transport: one kept HTTP/1.1 connection per thread, replaced when the server has closed it, never a
+request sent twice by the transport itself, and urllib's proxy settings still obeyed. A small real HTTP server
+stands on the other side, so that what reaches a server is what is counted."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from api import client as sdk
+from tests.support.waiting import wait_for
+
+
+class Recorder(ThreadingHTTPServer):
+    """Answers every request with ``{"path": ..., "port": <the client's port>}`` and records it; ``closing``
+    makes it close each connection after its answer without saying so (as a server's idle timeout does), and
+    ``say_close`` makes it answer ``Connection: close``."""
+
+    daemon_threads = True
+    closing = False
+    say_close = False
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.seen: list[tuple[str, str, int]] = []
+        self.closed = threading.Semaphore(0)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def ports(self) -> set[int]:
+        return {port for _, _, port in self.seen}
+
+    def shutdown_request(self, request) -> None:  # type: ignore[no-untyped-def]
+        super().shutdown_request(request)
+        self.closed.release()  # the socket is closed: the client can see it
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: Recorder
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        self.server.seen.append((self.command, self.path, self.client_address[1]))
+        body = json.dumps({"path": self.path, "port": self.client_address[1]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        if self.server.say_close:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+        if self.server.closing:
+            self.close_connection = True
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[Recorder]:
+    srv = Recorder()
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_sdk_keeps_one_connection_per_thread(server):
+    client = sdk.WeaveClient(server.url, "wv_x", "acme")
+    for n in range(5):
+        assert client.get_workflow(f"wf_{n}")["path"] == f"/v1/namespaces/acme/workflows/wf_{n}"
+    assert len(server.seen) == 5 and len(server.ports()) == 1
+    others = [threading.Thread(target=lambda: [client.request("GET", "/healthz") for _ in range(3)]) for _ in range(2)]
+    for t in others:
+        t.start()
+    for t in others:
+        t.join()
+    assert len(server.seen) == 11 and len(server.ports()) == 3
+    client.close()  # closes every thread's connection; the next call opens one
+    client.request("GET", "/healthz")
+    assert len(server.ports()) == 4
+
+
+@pytest.mark.parametrize("how", ["closed while idle", "Connection: close"])
+def test_sdk_replaces_a_closed_connection_and_sends_each_request_once(server, how):
+    server.closing, server.say_close = True, how == "Connection: close"
+    client = sdk.WeaveClient(server.url, "wv_x", "acme", retries=1)  # a transport re-send would show as a failure
+    for n in range(4):
+        client.request("POST", "workflows", {"n": n}, idempotency_key=f"k{n}")
+        assert wait_for(lambda: server.closed.acquire(blocking=False), timeout=10)  # the server has let go
+    assert [(m, p) for m, p, _ in server.seen] == [("POST", "/v1/namespaces/acme/workflows")] * 4
+    assert len(server.ports()) == 4
+
+
+def test_sdk_keeps_the_base_url_path_prefix(server):
+    client = sdk.WeaveClient(server.url + "/weave/", "wv_x", "acme")
+    assert client.get_workflow("wf_1")["path"] == "/weave/v1/namespaces/acme/workflows/wf_1"
+    assert client.request("GET", "/healthz", params={"a": "b c"})[2]["path"] == "/weave/healthz?a=b+c"
+
+
+def test_sdk_goes_through_the_proxy_the_environment_names(server, monkeypatch):
+    monkeypatch.setenv("HTTP_PROXY", server.url)
+    monkeypatch.setenv("http_proxy", server.url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    client = sdk.WeaveClient("http://weave.example:8080", "wv_x", "acme")
+    assert client.get_workflow("wf_7")["path"] == "http://weave.example:8080/v1/namespaces/acme/workflows/wf_7"
+
+
+def test_sdk_refuses_a_base_url_that_is_not_http():
+    with pytest.raises(ValueError, match="http:// or https://"):
+        sdk.WeaveClient("127.0.0.1:8080", "wv_x", "acme")
