@@ -5,6 +5,7 @@ The Galera side (readiness, failover, rejoin) is proven on a real cluster in tes
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 
@@ -209,3 +210,44 @@ def test_R12_reconnects_share_one_tls_context_made_once_per_process(database):
     finally:
         first.close()
         second.close()
+
+
+def test_column_descriptors_are_parsed_once_and_read_as_pymysql_reads_them(database, db, world, monkeypatch):
+    """A routine's result sets describe the same columns call after call: each distinct descriptor packet is
+    parsed once per process and shared. What a call answers is what PyMySQL's own parse of every packet gives,
+    for every kind of column an answer has (JSON, binary, text, dates, integers, NULL)."""
+    import pymysql.connections
+
+    world.publish({"name": "d", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]})
+    wf = world.start("d", {"order": "o-1", "amount": 12.5})
+
+    def instance_get(conn) -> tuple[list, list]:
+        """The instance read's result sets, and the descriptors of their columns."""
+        sets, fields = [], []
+        with conn.cursor() as cur:
+            cur.execute("CALL weave_instance_get(%s, %s, %s)", (world.token, "acme", wf))
+            while True:
+                if cur.description is not None:
+                    fields += cur._result.fields
+                    sets.append(cur.fetchall())
+                if not cur.nextset():
+                    return sets, fields
+
+    conn = dbmod.connect(database)
+    try:
+        shared, described = instance_get(conn)
+        again, described_again = instance_get(conn)
+        monkeypatch.setattr(pymysql.connections, "FieldDescriptorPacket", dbmod._parse_field)
+        own, parsed_anew = instance_get(conn)
+    finally:
+        conn.close()
+    assert len(described) > 40 and [id(f) for f in described_again] == [id(f) for f in described]
+    assert not {id(f) for f in parsed_anew} & {id(f) for f in described}
+    assert shared == again == own and [list(rows) for rows in shared] == [list(rows) for rows in own]
+    instance = shared[0][0]
+    assert json.loads(instance["input"]) == {"order": "o-1", "amount": 12.5} and instance["finished_at"] is None
+    assert instance["created_at"].year >= 2000 and shared[1][0]["step_key"] == "wait"
+    for field, fresh in zip(described, parsed_anew, strict=True):
+        assert (fresh.name, fresh.table_name, fresh.type_code, fresh.charsetnr, fresh.flags, fresh.scale,
+                fresh.length) == (field.name, field.table_name, field.type_code, field.charsetnr, field.flags,
+                                  field.scale, field.length)
