@@ -136,7 +136,9 @@ class WeaveClient:
         self._https = parts.scheme == "https"
         self._host, self._port, self._root = parts.hostname, parts.port, parts.path
         proxy = urllib.request.getproxies().get(parts.scheme)
-        self._proxied = bool(proxy) and not urllib.request.proxy_bypass(parts.hostname)
+        # An opener of this client's own: urlopen's shared one keeps the proxies of the moment it was first used.
+        self._proxy = (urllib.request.build_opener(urllib.request.ProxyHandler({parts.scheme: proxy}))
+                       if proxy and not urllib.request.proxy_bypass(parts.hostname) else None)
         self._tls: ssl.SSLContext | None = None  # made once, on the first https connection: loading the CA store costs
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -191,10 +193,10 @@ class WeaveClient:
     def _exchange(self, method: str, url: str, data: bytes | None, headers: dict[str, str]) -> tuple[int, dict, bytes]:
         """One HTTP request and its whole answer: (status, headers with lower-case names, body bytes). Raises
         OSError or http.client.HTTPException when the connection fails."""
-        if self._proxied:
+        if self._proxy is not None:
             req = urllib.request.Request(url, data=data, method=method, headers=headers)
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                with self._proxy.open(req, timeout=self.timeout) as resp:
                     return resp.status, {k.lower(): v for k, v in resp.headers.items()}, resp.read()
             except urllib.error.HTTPError as err:
                 return err.code, {k.lower(): v for k, v in err.headers.items()}, err.read()

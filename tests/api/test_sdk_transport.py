@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -116,6 +117,10 @@ def test_sdk_goes_through_the_proxy_the_environment_names(server, monkeypatch):
     monkeypatch.delenv("no_proxy", raising=False)
     client = sdk.WeaveClient("http://weave.example:8080", "wv_x", "acme")
     assert client.get_workflow("wf_7")["path"] == "http://weave.example:8080/v1/namespaces/acme/workflows/wf_7"
+    # The proxy is the client's own: urllib's shared opener, which keeps the proxies of its first use, is untouched.
+    assert urllib.request._opener is None or all(  # type: ignore[attr-defined]
+        not isinstance(h, urllib.request.ProxyHandler) or server.url not in h.proxies.values()
+        for h in urllib.request._opener.handlers)  # type: ignore[attr-defined]
 
 
 def test_sdk_refuses_a_base_url_that_is_not_http():
