@@ -143,11 +143,13 @@ class WeaveClient:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._open: set[http.client.HTTPConnection] = set()
+        self._closes = 0  # how many times close() ran: a thread's connection from before the last one is not reused
 
     def close(self) -> None:
         """Close the kept connections of every thread (a later call opens a new one)."""
         with self._lock:
             conns, self._open = self._open, set()
+            self._closes += 1
         for conn in conns:
             conn.close()
 
@@ -167,7 +169,8 @@ class WeaveClient:
         """This thread's kept connection, replaced when the server has closed it (or it belongs to the process
         this one was forked from)."""
         conn = getattr(self._local, "conn", None)
-        if conn is not None and (self._local.pid != os.getpid() or _closed(conn)):
+        if conn is not None and (self._local.pid != os.getpid() or self._local.closes != self._closes
+                                 or _closed(conn)):
             self._drop()
             conn = None
         if conn is None:
@@ -177,9 +180,9 @@ class WeaveClient:
                 conn = http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout, context=self._tls)
             else:
                 conn = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
-            self._local.conn, self._local.pid = conn, os.getpid()
             with self._lock:
                 self._open.add(conn)
+                self._local.conn, self._local.pid, self._local.closes = conn, os.getpid(), self._closes
         return conn
 
     def _drop(self) -> None:

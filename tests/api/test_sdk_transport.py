@@ -88,9 +88,12 @@ def test_sdk_keeps_one_connection_per_thread(server):
     for t in others:
         t.join()
     assert len(server.seen) == 11 and len(server.ports()) == 3
-    client.close()  # closes every thread's connection; the next call opens one
+    client.close()  # closes every thread's connection; the next call opens one, which the next close closes too
     client.request("GET", "/healthz")
     assert len(server.ports()) == 4
+    client.close()
+    client.request("GET", "/healthz")
+    assert len(server.ports()) == 5 and len(client._open) == 1
 
 
 @pytest.mark.parametrize("how", ["closed while idle", "Connection: close"])
