@@ -44,6 +44,17 @@ def db(request, database) -> Db:
         handle.close()
 
 
+@pytest.fixture(autouse=True)
+def _no_process_left_running():
+    """A test that fails before its own cleanup must not leave `weave` processes running into the next tests
+    (holding ports, sessions and CPU). Processes of wider fixtures, started before this one, are left alone."""
+    from tests.support import processes
+
+    started = len(processes.STARTED)
+    yield
+    processes.close_started_since(started)
+
+
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield

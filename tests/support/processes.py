@@ -16,6 +16,16 @@ from tests.support.waiting import wait_for
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# Every process started and not yet closed, in start order: what a failed test left running is closed after it.
+STARTED: list[WeaveProcess] = []
+
+
+def close_started_since(count: int) -> None:
+    """Close every process started after the first ``count`` of STARTED (closing one twice is harmless)."""
+    while len(STARTED) > count:
+        STARTED.pop().close()
+
+
 class WeaveProcess:
     def __init__(self, dsn: Dsn, *args: str, env: dict[str, str] | None = None, log: Path | None = None):
         self.args = args
@@ -23,6 +33,7 @@ class WeaveProcess:
         self.log = open(log, "ab") if log else subprocess.DEVNULL
         self.proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", *args], cwd=ROOT, env=full_env,
                                      stdout=self.log, stderr=self.log, start_new_session=True)
+        STARTED.append(self)
 
     def kill9(self) -> None:
         if self.proc.poll() is None:
