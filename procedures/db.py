@@ -351,10 +351,11 @@ pymysql.connections.Connection._create_ssl_ctx = _shared_default_tls  # type: ig
 
 # PyMySQL parses every column's descriptor packet of every result set in Python (six length-coded strings and a
 # struct each), although a routine's result sets describe the same columns call after call: an instance read
-# (five sets, 53 columns) spent 1.7-1.9 ms of its caller's CPU per call, against 1.1-1.3 ms with the parsed
-# descriptors kept, more than the database spends on it. A descriptor is a function of its packet's bytes and the
-# connection's encoding, and is only read once parsed, so one parse per distinct packet serves every connection
-# of the process; the table is bounded (a process that meets more distinct columns parses the rest each time).
+# (five sets, 53 columns) spent 2.3-2.4 ms of its caller's CPU per call, against 1.4-1.7 ms with the parsed
+# descriptors kept (alternating runs); the database spends less than that on it. A descriptor is a function of its
+# packet's bytes and the connection's encoding, and is only read once parsed, so one parse per distinct packet
+# serves every connection of the process; the table is bounded (a process that meets more distinct columns parses
+# the rest each time).
 _parse_field = pymysql.connections.FieldDescriptorPacket  # type: ignore[attr-defined]  # not in the stubs
 _parsed_fields: dict[tuple[bytes, str], Any] = {}
 PARSED_FIELDS_MAX = 4096
