@@ -65,9 +65,9 @@ class _Gunicorn(BaseApplication):
         return get_app(self.dsn)
 
 
-def run_api(dsn: db.Dsn, bind: str, workers: int, timeout: int = 30, threads: int = 8) -> int:
+def run_api(dsn: db.Dsn, bind: str, workers: int, timeout: int = 30, threads: int = 8, access_log: bool = True) -> int:
     """Serve the API until stopped; ``weave api`` has checked the bind address and that workers and threads are
-    at least 1."""
+    at least 1. ``access_log``: gunicorn's access log on stdout."""
     # What each worker reads as it boots, read here first: a bad value is one line now, not a worker that
     # fails to boot under gunicorn's own message.
     settings.api_db_timeout()
@@ -84,6 +84,6 @@ def run_api(dsn: db.Dsn, bind: str, workers: int, timeout: int = 30, threads: in
         print(f"weave api: the database at {dsn.redacted()} is not reachable ({exc.detail}); starting anyway, "
               "requests answer 503 until it is", file=sys.stderr)
     _Gunicorn(dsn.url(), {"bind": bind, "workers": workers, "threads": threads, "timeout": timeout,
-                          "accesslog": "-", "worker_class": "api.server.ProblemWorker",
+                          "accesslog": "-" if access_log else None, "worker_class": "api.server.ProblemWorker",
                           "graceful_timeout": 10}).run()
     return 0

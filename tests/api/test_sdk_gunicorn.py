@@ -132,3 +132,15 @@ def test_weave_api_leaves_no_gunicorn_control_socket_behind(database, world, tmp
     refused = subprocess.run([sys.executable, "-m", "orchestrator.cli", "api", "--workers", "0"], capture_output=True,
                              text=True, timeout=60)
     assert refused.returncode == 2 and "--workers: must be at least 1" in refused.stderr
+
+
+def test_weave_api_writes_its_access_log_unless_told_not_to(database, world, tmp_path):
+    for args, logged in (((), True), (("--no-access-log",), False)):
+        log = tmp_path / f"api-{logged}.log"
+        proc, url = start_api(database, log, workers=1, args=args)
+        try:
+            sdk.WeaveClient(url, world.token, "acme").request("GET", "/healthz")
+        finally:
+            proc.terminate()
+            proc.close()
+        assert ('"GET /healthz HTTP/1.1" 200' in log.read_text()) is logged, log.read_text()

@@ -61,10 +61,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_api(dsn: Dsn, log: Path, workers: int = 2, env: dict[str, str] | None = None) -> tuple[WeaveProcess, str]:
-    """A `weave api` process on a free port, once /readyz answers ready: (process, base URL)."""
+def start_api(dsn: Dsn, log: Path, workers: int = 2, env: dict[str, str] | None = None,
+              args: tuple[str, ...] = ()) -> tuple[WeaveProcess, str]:
+    """A `weave api` process on a free port (more of its options in ``args``), once /readyz answers ready:
+    (process, base URL)."""
     port = free_port()
-    proc = WeaveProcess(dsn, "api", "--bind", f"127.0.0.1:{port}", "--workers", str(workers), env=env, log=log)
+    proc = WeaveProcess(dsn, "api", "--bind", f"127.0.0.1:{port}", "--workers", str(workers), *args, env=env,
+                        log=log)
     url = f"http://127.0.0.1:{port}"
     probe = sdk.WeaveClient(url, "none", "none", retries=1)
 
