@@ -142,14 +142,12 @@ class WeaveClient:
         self._tls: ssl.SSLContext | None = None  # made once, on the first https connection: loading the CA store costs
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._open: set[http.client.HTTPConnection] = set()
-        self._closes = 0  # how many times close() ran: a thread's connection from before the last one is not reused
+        self._open: set[http.client.HTTPConnection] = set()  # every thread's kept connection; close() empties it
 
     def close(self) -> None:
         """Close the kept connections of every thread (a later call opens a new one)."""
         with self._lock:
             conns, self._open = self._open, set()
-            self._closes += 1
         for conn in conns:
             conn.close()
 
@@ -166,11 +164,10 @@ class WeaveClient:
         return self.base_url + prefix + path + ("?" + urllib.parse.urlencode(query) if query else "")
 
     def _connection(self) -> http.client.HTTPConnection:
-        """This thread's kept connection, replaced when the server has closed it (or it belongs to the process
-        this one was forked from)."""
+        """This thread's kept connection, replaced when the server has closed it, when close() has (it is no longer
+        among the open ones), or when it belongs to the process this one was forked from."""
         conn = getattr(self._local, "conn", None)
-        if conn is not None and (self._local.pid != os.getpid() or self._local.closes != self._closes
-                                 or _closed(conn)):
+        if conn is not None and (self._local.pid != os.getpid() or conn not in self._open or _closed(conn)):
             self._drop()
             conn = None
         if conn is None:
@@ -182,7 +179,7 @@ class WeaveClient:
                 conn = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
             with self._lock:
                 self._open.add(conn)
-                self._local.conn, self._local.pid, self._local.closes = conn, os.getpid(), self._closes
+            self._local.conn, self._local.pid = conn, os.getpid()
         return conn
 
     def _drop(self) -> None:

@@ -18,7 +18,7 @@ from http.client import HTTPConnection
 
 from api.client import WeaveClient
 from tests.benchmarks.bench_signals import cpu_seconds
-from tests.benchmarks.common import figure, fresh_database, process_logs, world_on
+from tests.benchmarks.common import check_invariants, figure, fresh_database, process_logs, world_on
 from tests.support.processes import start_api
 
 TIMER = {"name": "sdk-bench", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 3_600_000}]}
@@ -113,6 +113,7 @@ def main() -> None:
             api.terminate()
             api.close()
     world.db.close()
+    check_invariants(dsn)
 
 
 if __name__ == "__main__":
