@@ -238,10 +238,23 @@ class WeaveClient:
                 raise BY_CODE.get(body_.get("code", ""), WeaveApiError)(status, body_)
             return status, answer_headers, payload
 
+        # The first try is a plain call; only a failure to retry starts the retry loop (which costs more Python
+        # than the rest of a call), with that failure as its first attempt.
+        failed: list[_Retry] = []
+
+        def attempt() -> tuple[int, dict, Any]:
+            if failed:
+                raise failed.pop()
+            return once()
+
+        try:
+            return once()
+        except _Retry as exc:
+            failed.append(exc)
         retrying = Retrying(stop=stop_after_attempt(self.retries), wait=wait_random_exponential(multiplier=0.1, max=5),
                             retry=retry_if_exception(lambda e: isinstance(e, _Retry)), reraise=True)
         try:
-            return retrying(once)
+            return retrying(attempt)
         except _Retry as exc:
             raise Unavailable(503, {"code": "UNAVAILABLE", "detail": f"gave up after {self.retries} tries: "
                                                                      f"{exc.__cause__}"}) from exc
