@@ -1,13 +1,15 @@
 """A private MariaDB/MySQL server process for ``weave dev`` and for the test suite.
 
 It is started from the server binary on PATH, listens on a unix socket only (no TCP port, so it
-never collides with a system server), keeps its data in a directory we own, and is stopped cleanly.
+never collides with a system server) unless asked for TCP, when it takes a free port of 127.0.0.1, keeps
+its data in a directory we own, and is stopped cleanly.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -46,6 +48,13 @@ INSTALL_HINT = (
     "No MariaDB/MySQL server binary (mariadbd or mysqld) was found on PATH.\n"
     "Install one (Debian/Ubuntu: `apt-get install mariadb-server`; macOS: `brew install mariadb`),\n"
     "or point Weave at an existing server: export WEAVE_DSN=mysql://user:password@host:3306/weave")
+
+
+def _free_port() -> int:
+    """A TCP port of 127.0.0.1 that nothing listens on now (the server takes it a moment later)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 class ServerFiles:
@@ -87,10 +96,14 @@ class EmbeddedServer(ServerFiles):
     database: str = "weave"
     fast_commit: bool = False   # tests trade crash durability for speed; `weave dev` keeps the default
     options: tuple[str, ...] = ()  # more server options, after the engine's own
+    tcp: bool = False  # also listen on a free port of 127.0.0.1, and answer a DSN that connects there
     process: subprocess.Popen | None = None
+    port: int | None = None  # the TCP port of the running server, when ``tcp``
 
     @property
     def dsn(self) -> Dsn:
+        if self.port is not None:
+            return Dsn(host="127.0.0.1", port=self.port, user="root", password="", database=self.database)
         return Dsn(user="root", password="", database=self.database, unix_socket=str(self.socket))
 
     def start(self, timeout: float = 60.0) -> Dsn:
@@ -103,7 +116,12 @@ class EmbeddedServer(ServerFiles):
         user = ["--user=root"] if os.geteuid() == 0 else []
         if not (self.datadir / "mysql").exists():
             self._initialise(flavour, binary, user)
-        args = [binary, *self.file_options(), "--skip-networking", "--max-connections=500", *user]
+        if self.tcp:
+            self.port = _free_port()
+            network = [f"--port={self.port}", "--bind-address=127.0.0.1"]
+        else:
+            network = ["--skip-networking"]
+        args = [binary, *self.file_options(), *network, "--max-connections=500", *user]
         if self.fast_commit:
             args += ["--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0"]
         if flavour == "mysql":

@@ -34,7 +34,8 @@ def server_dsn() -> tuple[Dsn, str]:
         return Dsn.parse(explicit), "WEAVE_TEST_DSN"
     if find_server_binary():
         directory = Path(tempfile.mkdtemp(prefix="weave-test-server-"))
-        server = EmbeddedServer(directory, database="weave_test", fast_commit=True)
+        # Over TCP: the tests of connection handling put a proxy between the engine and its server.
+        server = EmbeddedServer(directory, database="weave_test", fast_commit=True, tcp=True)
         dsn = server.start()
         atexit.register(_remove, server)
         return dsn, f"private server in {directory}"

@@ -1,0 +1,39 @@
+"""The private server (`weave dev`'s, and the suite's own when WEAVE_TEST_DSN is not set): on a unix socket only by
+default, so that it never collides with a system server; also on a free port of 127.0.0.1 when asked, as the suite
+asks, since its tests of connection handling put a TCP proxy between the engine and its server. Its DSN says
+where it listens."""
+
+from __future__ import annotations
+
+import pymysql
+import pytest
+
+from orchestrator.embedded import EmbeddedServer, find_server_binary
+from tests.support.server import _remove
+
+pytestmark = pytest.mark.process
+
+
+@pytest.mark.parametrize("tcp", [False, True], ids=["socket-only", "tcp"])
+def test_the_private_server_listens_where_its_dsn_says(tmp_path, tcp):
+    if not find_server_binary():
+        pytest.fail("this test needs a mariadbd/mysqld binary on PATH")
+    server = EmbeddedServer(tmp_path / "server", database="weave_embedded", fast_commit=True, tcp=tcp)
+    try:
+        dsn = server.start()
+        conn = pymysql.connect(host=dsn.host, port=dsn.port, unix_socket=dsn.unix_socket, user=dsn.user,
+                               password=dsn.password)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT @@skip_networking, @@port, @@bind_address")
+                skip_networking, port, bind_address = cur.fetchone()
+        finally:
+            conn.close()
+        if tcp:
+            assert dsn.unix_socket is None and (dsn.host, dsn.port) == ("127.0.0.1", server.port)
+            assert (skip_networking, port, bind_address) == (0, server.port, "127.0.0.1")
+        else:
+            assert dsn.unix_socket == str(server.socket) and server.port is None
+            assert skip_networking == 1
+    finally:
+        _remove(server)
