@@ -31,6 +31,10 @@ class ServerStartFailed(RuntimeError):
     """The private server could not be initialised or started; the message is one line a person can act on."""
 
 
+class PortTaken(ServerStartFailed):
+    """The private server could not bind its TCP port: another process listens there."""
+
+
 def find_server_binary() -> tuple[str, str] | None:
     """(flavour, path) of a mariadbd or mysqld binary, or None."""
     for name, flavour in (("mariadbd", "mariadb"), ("mysqld", "mysql")):
@@ -116,21 +120,30 @@ class EmbeddedServer(ServerFiles):
         user = ["--user=root"] if os.geteuid() == 0 else []
         if not (self.datadir / "mysql").exists():
             self._initialise(flavour, binary, user)
-        if self.tcp:
-            self.port = _free_port()
-            network = [f"--port={self.port}", "--bind-address=127.0.0.1"]
-        else:
-            network = ["--skip-networking"]
-        args = [binary, *self.file_options(), *network, "--max-connections=500", *user]
+        engine = [binary, *self.file_options(), "--max-connections=500", *user]
         if self.fast_commit:
-            args += ["--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0"]
+            engine += ["--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0"]
         if flavour == "mysql":
-            args += ["--mysqlx=OFF", "--log-bin-trust-function-creators=1"]
-        args += self.options
+            engine += ["--mysqlx=OFF", "--log-bin-trust-function-creators=1"]
+        if not self.tcp:
+            self._launch([*engine, "--skip-networking", *self.options], timeout)
+            return self.dsn
+        # A free port is free when it is picked, not necessarily a moment later when the server binds it: a
+        # start that lost its port to another process is made again on another one.
+        for tries_left in reversed(range(3)):
+            self.port = _free_port()
+            try:
+                self._launch([*engine, f"--port={self.port}", "--bind-address=127.0.0.1", *self.options], timeout)
+                return self.dsn
+            except PortTaken:
+                if tries_left == 0:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _launch(self, args: list[str], timeout: float) -> None:
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                         start_new_session=True)
         self._wait_ready(timeout)
-        return self.dsn
 
     def _initialise(self, flavour: str, binary: str, user: list[str]) -> None:
         """Initialises into a fresh directory beside the data directory and renames it into place only once that
@@ -170,9 +183,12 @@ class EmbeddedServer(ServerFiles):
             if self.process and self.process.poll() is not None:
                 log = self.log
                 tail = log.read_text()[-2000:] if log.exists() else ""
-                last = [line for line in tail.splitlines() if "ERROR" in line] or tail.splitlines()[-1:]
-                raise ServerStartFailed("the private database exited at start: "
-                                        + (last[-1] if last else "no log") + f" (log: {log})")
+                # The server's last ERROR line is its "Aborting"; the one before says why.
+                last = [line for line in tail.splitlines() if "ERROR" in line and not line.endswith("Aborting")] \
+                    or tail.splitlines()[-1:]
+                failed = PortTaken if "Address already in use" in tail else ServerStartFailed
+                raise failed("the private database exited at start: "
+                             + (last[-1] if last else "no log") + f" (log: {log})")
             try:
                 pymysql.connect(unix_socket=str(self.socket), user="root").close()
                 return

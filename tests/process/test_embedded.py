@@ -5,10 +5,14 @@ where it listens."""
 
 from __future__ import annotations
 
+import socket
+
 import pymysql
 import pytest
 
+from orchestrator import embedded
 from orchestrator.embedded import EmbeddedServer, find_server_binary
+from tests.support.processes import free_port
 from tests.support.server import _remove
 
 pytestmark = pytest.mark.process
@@ -37,3 +41,22 @@ def test_the_private_server_listens_where_its_dsn_says(tmp_path, tcp):
             assert skip_networking == 1
     finally:
         _remove(server)
+
+
+def test_a_private_server_whose_port_was_taken_meanwhile_starts_on_another(tmp_path, monkeypatch):
+    """The port is picked free and bound by the server a moment later; another process may take it in between."""
+    if not find_server_binary():
+        pytest.fail("this test needs a mariadbd/mysqld binary on PATH")
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        picks = iter([taken])
+        monkeypatch.setattr(embedded, "_free_port", lambda: next(picks, None) or free_port())
+        server = EmbeddedServer(tmp_path / "server", database="weave_embedded", fast_commit=True, tcp=True)
+        try:
+            dsn = server.start()
+            assert server.port not in (None, taken) and dsn.port == server.port
+            pymysql.connect(host=dsn.host, port=dsn.port, user=dsn.user, password=dsn.password).close()
+        finally:
+            _remove(server)
