@@ -42,4 +42,7 @@ BEGIN
                       JSON_OBJECT('expires_at', DATE_FORMAT(v_expires, '%Y-%m-%dT%H:%i:%s.%fZ')), NULL);
     COMMIT;
     SELECT c.actor, c.scopes, c.queues, v_expires AS expires_at FROM weave_credentials c WHERE c.id = v_cred;
+    IF @@autocommit = 0 THEN
+        COMMIT;  -- the answer's read opened a transaction there: the session is left as the call found it
+    END IF;
 END

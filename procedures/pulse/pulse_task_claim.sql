@@ -67,6 +67,13 @@ BEGIN
     -- constant of the statement, so a claim reads the queues it names and no others, however many namespaces
     -- and queues there are. The queue test is a scalar subquery, one look at the claim index per queue, for the
     -- reason the mutex test below is one.
+    -- A session with autocommit off would open a transaction with the plain read below, and this routine's own
+    -- could then not be started (1568): in such a session the routine's transaction starts before the read.
+    IF @@autocommit = 0 THEN
+        SET v_tx = TRUE;
+        SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+        START TRANSACTION;
+    END IF;
     SET v_names = CONCAT('["', REPLACE(v_queues, ',', '","'), '"]');
     SELECT JSON_ARRAYAGG(DISTINCT q.id),
            UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND
@@ -79,9 +86,11 @@ BEGIN
        AND (SELECT t.id FROM pulse_tasks t FORCE INDEX (ix_task_claim) WHERE t.queue_id = q.id AND t.status = 'QUEUED'
              LIMIT 1) IS NOT NULL;
     IF v_queue_ids IS NOT NULL THEN
-        SET v_tx = TRUE;
-        SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-        START TRANSACTION;
+        IF NOT v_tx THEN
+            SET v_tx = TRUE;
+            SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+            START TRANSACTION;
+        END IF;
         SET v_lease = v_now + INTERVAL in_lease_ms * 1000 MICROSECOND;
 
         -- Per queue, the claim index (queue, status, priority DESC, available_at, id) gives the order, so each
@@ -184,6 +193,8 @@ BEGIN
             END WHILE;
         END claim;
         COMMIT;
+    ELSEIF v_tx THEN
+        COMMIT;  -- nothing queued, in a session with autocommit off
     END IF;
 
     -- The claimed attempts in claim order: the list is sorted first, then each row is looked up by its key. On small
@@ -199,4 +210,7 @@ BEGIN
       STRAIGHT_JOIN weave_queues q FORCE INDEX (PRIMARY) ON q.id = t.queue_id
       STRAIGHT_JOIN weave_namespaces n FORCE INDEX (PRIMARY) ON n.id = t.namespace_id
      ORDER BY j.ord;
+    IF @@autocommit = 0 THEN
+        COMMIT;  -- the answer's read opened a transaction there: the session is left as the call found it
+    END IF;
 END

@@ -7,6 +7,7 @@ driven from PyMySQL with autocommit off (every Python driver's default) and from
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -163,3 +164,70 @@ def test_R1_every_public_routine_leaves_a_mariadb_client_callers_transaction_as_
             assert errno == errors.ERRORS["IN_TRANSACTION"][0] and message.startswith("IN_TRANSACTION:"), routine
     assert world.db.scalar(f"SELECT COUNT(*) FROM {caller_table}") == len(routines)
     assert world.db.table_counts() == engine_before
+
+
+def _call_all(conn, sql: str, *args) -> list[list[dict]]:
+    sets = []
+    with conn.cursor() as cur:
+        cur.execute(sql, args)
+        sets.append(list(cur.fetchall()))
+        while cur.nextset():
+            sets.append(list(cur.fetchall()))
+    return sets
+
+
+def _in_transaction(conn) -> int:
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@in_transaction AS t")
+        return cur.fetchone()["t"]
+
+
+@pytest.mark.parametrize("queued", [1, 0], ids=["a-task-queued", "nothing-queued"])
+def test_R1_a_claim_from_a_session_with_autocommit_off_claims_and_leaves_no_transaction(world, queued):
+    """The claim reads its queues before it opens its transaction; with autocommit off that read would itself open
+    one, in which the claim's own could not start (1568). Such a session is served as any other, and left as the
+    claim found it."""
+    world.publish({"name": "one-task", "steps": [{"key": "charge", "type": "TASK", "queue": world.queue,
+                                                  "handler": "payments.charge", "handler_version": "1"}]})
+    for i in range(queued):
+        world.start("one-task", key=f"task-{i}")
+    conn = dbmod.connect(world.db.dsn, autocommit=False)
+    try:
+        claims = _call_all(conn, "CALL pulse_task_claim('worker-1', %s, NULL, 5, 30000)", world.queue)[0]
+        assert len(claims) == queued
+        assert _in_transaction(conn) == 0
+    finally:
+        conn.close()
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_attempts WHERE status = 'RUNNING'") == queued  # committed
+
+
+def test_R1_a_list_advance_from_a_session_with_autocommit_off_is_served(world, caller_table):
+    """A list's decisions each own a transaction; in a session with autocommit off, where any read before the first
+    would open one of the session's, every candidate is decided and the session is left without a transaction."""
+    world.publish({"name": "wait-1s", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
+    workflows = [world.start("wait-1s", key=f"timer-{i}") for i in range(3)]
+    world.db.advance(1_001)
+    ids = [r["id"] for r in world.db.rows("SELECT id FROM weave_pending_advances ORDER BY id")]
+    conn = dbmod.connect(world.db.dsn, autocommit=False)
+    try:
+        rows = _call_all(conn, "CALL weave_candidates_advance('CHECKPOINT', %s)", json.dumps(ids + [10**12]))[0]
+        assert [r["outcome"] for r in rows] == ["SETTLED"] * len(ids) + ["GONE"]
+        assert _in_transaction(conn) == 0
+    finally:
+        conn.close()
+    assert {world.db.scalar("SELECT status FROM weave_instances WHERE id = %s", int(wf.removeprefix("wf_")))
+            for wf in workflows} == {"SUCCEEDED"}
+
+
+def test_R1_a_console_sign_in_from_a_session_with_autocommit_off_leaves_no_transaction(world):
+    """Its answer is read after its commit; with autocommit off that read opens a transaction, which the routine
+    ends as well, since the call opened it."""
+    conn = dbmod.connect(world.db.dsn, autocommit=False)
+    try:
+        answer = _call_all(conn, "CALL weave_console_session_open(%s, %s, %s, %s, 600)", world.token,
+                           world.namespace, "ab" * 32, b"sealed")[0]
+        assert len(answer) == 1
+        assert _in_transaction(conn) == 0
+    finally:
+        conn.close()
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_console_sessions") == 1
