@@ -54,7 +54,7 @@ INSTALL_HINT = (
     "or point Weave at an existing server: export WEAVE_DSN=mysql://user:password@host:3306/weave")
 
 
-def _free_port() -> int:
+def free_port() -> int:
     """A TCP port of 127.0.0.1 that nothing listens on now (the server takes it a moment later)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -131,7 +131,7 @@ class EmbeddedServer(ServerFiles):
         # A free port is free when it is picked, not necessarily a moment later when the server binds it: a
         # start that lost its port to another process is made again on another one.
         for tries_left in reversed(range(3)):
-            self.port = _free_port()
+            self.port = free_port()
             try:
                 self._launch([*engine, f"--port={self.port}", "--bind-address=127.0.0.1", *self.options], timeout)
                 return self.dsn

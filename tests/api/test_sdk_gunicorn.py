@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
+import threading
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from api import client as sdk
 from tests.support.processes import WeaveProcess, free_port, start_api
+from tests.support.proxy import Proxy
 from tests.support.waiting import wait_for
 
 TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
@@ -84,6 +89,74 @@ def test_sdk_reuses_one_idempotency_key_across_retries(database, world, tmp_path
     assert len(sent_keys) >= 3 and len(set(sent_keys)) == 1 and sent_keys[0]
     assert world.db.scalar("SELECT COUNT(*) FROM weave_instances") == 1
     assert world.db.scalar("SELECT idempotency_key FROM weave_instances") == sent_keys[0]
+
+
+def _api_before_its_database(database, log: Path) -> tuple[WeaveProcess, str, int]:
+    """A `weave api` whose database address has nothing listening yet (it starts anyway and answers 503 until
+    the database answers): (process, base URL, the database port it waits for)."""
+    if database.unix_socket:
+        pytest.fail("this test needs a TCP server (WEAVE_TEST_DSN=mysql://...@host:port/...)")
+    db_port, api_port = free_port(), free_port()
+    proc = WeaveProcess(replace(database, host="127.0.0.1", port=db_port), "api", "--bind", f"127.0.0.1:{api_port}",
+                        "--workers", "1", log=log)
+    url = f"http://127.0.0.1:{api_port}"
+    probe = sdk.WeaveClient(url, "none", "none", retries=1)
+
+    def alive() -> bool:
+        try:
+            return probe._call("GET", "/healthz")["status"] == "ok"
+        except sdk.WeaveApiError:
+            return False
+
+    assert wait_for(alive, timeout=30), log.read_text()
+    return proc, url, db_port
+
+
+def _answers(log: Path, path: str) -> list[int]:
+    """The statuses the API's access log shows for GET ``path``, in order."""
+    return [int(s) for s in re.findall(rf'"GET {re.escape(path)} HTTP/1\.1" (\d{{3}})', log.read_text())]
+
+
+def test_sdk_gives_up_after_its_tries_while_the_database_is_away(database, world, tmp_path):
+    """503 UNAVAILABLE is retried; after the client's tries it is raised, each try one request."""
+    log = tmp_path / "api.log"
+    proc, url, _ = _api_before_its_database(database, log)
+    try:
+        client = sdk.WeaveClient(url, world.token, world.namespace, retries=3)
+        with pytest.raises(sdk.Unavailable) as info:
+            client.get_workflow("wf_1")
+        assert "gave up after 3 tries" in str(info.value.body.get("detail"))
+        path = f"/v1/namespaces/{world.namespace}/workflows/wf_1"
+        assert wait_for(lambda: len(_answers(log, path)) >= 3, timeout=10)
+        assert _answers(log, path) == [503, 503, 503]
+    finally:
+        proc.terminate()
+        proc.close()
+
+
+def test_sdk_tries_again_while_the_database_is_away_and_gets_the_answer_once_it_is_back(database, world, tmp_path):
+    world.publish(TIMER)
+    workflow = world.start("cool-off")
+    log = tmp_path / "api.log"
+    path = f"/v1/namespaces/{world.namespace}/workflows/{workflow}"
+    proc, url, db_port = _api_before_its_database(database, log)
+    proxy = None
+    try:
+        client = sdk.WeaveClient(url, world.token, world.namespace, retries=30)
+        result: dict = {}
+        thread = threading.Thread(target=lambda: result.update(client.get_workflow(workflow)))
+        thread.start()
+        assert wait_for(lambda: 503 in _answers(log, path), timeout=30)  # tried while the database was away
+        proxy = Proxy(database.host, database.port, listen_port=db_port)  # the database answers there now
+        thread.join(90)
+        assert result["workflow_id"] == workflow and result["status"] == "RUNNING"
+        answers = _answers(log, path)
+        assert answers[-1] == 200 and set(answers[:-1]) == {503}
+    finally:
+        if proxy:
+            proxy.kill()
+        proc.terminate()
+        proc.close()
 
 
 def test_sdk_imports_without_server_dependencies():

@@ -18,14 +18,12 @@ from tests.support.waiting import wait_for
 
 class Recorder(ThreadingHTTPServer):
     """Answers every request with ``{"path": ..., "port": <the client's port>}`` and records it; ``closing``
-    makes it close each connection after its answer without saying so (as a server's idle timeout does),
-    ``say_close`` makes it answer ``Connection: close``, and ``unavailable`` answers that many requests first with
-    503 UNAVAILABLE (as the API answers while its database is away)."""
+    makes it close each connection after its answer without saying so (as a server's idle timeout does), and
+    ``say_close`` makes it answer ``Connection: close``."""
 
     daemon_threads = True
     closing = False
     say_close = False
-    unavailable = 0
 
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
@@ -53,11 +51,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.rfile.read(length)
         self.server.seen.append((self.command, self.path, self.client_address[1]))
         body = json.dumps({"path": self.path, "port": self.client_address[1]}).encode()
-        status = 200
-        if self.server.unavailable > 0:
-            self.server.unavailable -= 1
-            status, body = 503, json.dumps({"code": "UNAVAILABLE", "detail": "database away"}).encode()
-        self.send_response(status)
+        self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         if self.server.say_close:
@@ -136,20 +130,3 @@ def test_sdk_refuses_a_base_url_that_is_not_http():
     with pytest.raises(ValueError, match="http:// or https://"):
         sdk.WeaveClient("127.0.0.1:8080", "wv_x", "acme")
 
-
-@pytest.mark.parametrize("unavailable", [0, 1, 3])
-def test_sdk_tries_again_while_the_api_is_unavailable(server, unavailable):
-    """A call that succeeds at once sends one request; each 503 costs one more, up to the client's tries."""
-    server.unavailable = unavailable
-    client = sdk.WeaveClient(server.url, "wv_x", "acme", retries=4)
-    assert client._call("GET", "workflows/wf_1")["path"] == "/v1/namespaces/acme/workflows/wf_1"
-    assert len(server.seen) == unavailable + 1
-
-
-def test_sdk_gives_up_after_its_tries_with_unavailable(server):
-    server.unavailable = 10
-    client = sdk.WeaveClient(server.url, "wv_x", "acme", retries=3)
-    with pytest.raises(sdk.Unavailable) as info:
-        client._call("GET", "workflows/wf_1")
-    assert "gave up after 3 tries" in str(info.value.body.get("detail"))
-    assert len(server.seen) == 3

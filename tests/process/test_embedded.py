@@ -12,7 +12,7 @@ import pytest
 
 from orchestrator import embedded
 from orchestrator.embedded import EmbeddedServer, find_server_binary
-from tests.support.processes import free_port
+from orchestrator.embedded import free_port as port_free
 from tests.support.server import _remove
 
 pytestmark = pytest.mark.process
@@ -52,7 +52,7 @@ def test_a_private_server_whose_port_was_taken_meanwhile_starts_on_another(tmp_p
         squatter.listen()
         taken = squatter.getsockname()[1]
         picks = iter([taken])
-        monkeypatch.setattr(embedded, "_free_port", lambda: next(picks, None) or free_port())
+        monkeypatch.setattr(embedded, "free_port", lambda: next(picks, None) or port_free())
         server = EmbeddedServer(tmp_path / "server", database="weave_embedded", fast_commit=True, tcp=True)
         try:
             dsn = server.start()

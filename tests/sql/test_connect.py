@@ -14,6 +14,7 @@ import pytest
 from procedures import db as dbmod
 from procedures import errors, routines
 from procedures.connections import Connections
+from tests.support.db import CONFLICT_TRIGGER
 from tests.support.proxy import two_nodes
 from tests.support.waiting import wait_for
 
@@ -48,12 +49,6 @@ def test_R12_no_reachable_host_is_transient_and_names_every_host():
         dbmod.connect(dbmod.Dsn.parse(f"mysql://root@127.0.0.1:{a},127.0.0.1:{b}/weave?connect_timeout=1"))
     assert time.monotonic() - began < 5
     assert f"127.0.0.1:{a}" in str(info.value) and f"127.0.0.1:{b}" in str(info.value)
-
-
-CONFLICT_TRIGGER = ("CREATE TRIGGER test_conflict BEFORE INSERT ON weave_audit FOR EACH ROW "
-                    "BEGIN IF @test_conflicts > 0 THEN SET @test_conflicts = @test_conflicts - 1; "
-                    "SIGNAL SQLSTATE '40001' SET MYSQL_ERRNO = 1213, MESSAGE_TEXT = 'certification conflict'; "
-                    "END IF; END")
 
 
 def test_R12_a_conflict_in_a_routines_own_transaction_retries_the_whole_decision(world):

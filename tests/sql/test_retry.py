@@ -11,7 +11,7 @@ import pytest
 from procedures import connections, errors, routines
 from procedures import db as dbmod
 from procedures.connections import Connections, retry_transient
-from tests.sql.test_connect import CONFLICT_TRIGGER
+from tests.support.db import CONFLICT_TRIGGER
 
 TRIES = dbmod.CONFLICT_RETRIES + 1  # conflicts one routine call absorbs before it reports a transient failure
 

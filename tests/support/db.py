@@ -21,6 +21,13 @@ def roll_back_migration(dsn: dbmod.Dsn, migration: str) -> None:
         backend.rollback_migrations(migrations.filter(lambda m: m.id == migration))
 
 
+# A conflict on demand: while the session's @test_conflicts is above 0, each audit insert on that session uses one
+# up and fails with 1213, as a Galera certification failure does (R-12's retries are tried against it).
+CONFLICT_TRIGGER = ("CREATE TRIGGER test_conflict BEFORE INSERT ON weave_audit FOR EACH ROW "
+                    "BEGIN IF @test_conflicts > 0 THEN SET @test_conflicts = @test_conflicts - 1; "
+                    "SIGNAL SQLSTATE '40001' SET MYSQL_ERRNO = 1213, MESSAGE_TEXT = 'certification conflict'; "
+                    "END IF; END")
+
 # Tables that hold install state rather than scenario data: kept across tests.
 KEEP = {"weave_install", "weave_routines"}
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 from api import client as sdk
+from orchestrator.embedded import free_port  # noqa: F401 - one definition, for the product's private server too
 from procedures.db import Dsn
 from tests.support.waiting import wait_for
 
@@ -53,12 +53,6 @@ class WeaveProcess:
             self.kill9()
         if self.log is not subprocess.DEVNULL:
             self.log.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_api(dsn: Dsn, log: Path, workers: int = 2, env: dict[str, str] | None = None,

@@ -16,9 +16,9 @@ from procedures.db import Dsn, forget_nodes
 
 
 class Proxy:
-    def __init__(self, host: str, port: int):
+    def __init__(self, host: str, port: int, listen_port: int = 0):
         self.upstream = (host, port)
-        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener = socket.create_server(("127.0.0.1", listen_port))  # 0: a free port
         self.port = self._listener.getsockname()[1]
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
