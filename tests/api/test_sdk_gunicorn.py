@@ -150,6 +150,7 @@ def test_sdk_tries_again_while_the_database_is_away_and_gets_the_answer_once_it_
         proxy = Proxy(database.host, database.port, listen_port=db_port)  # the database answers there now
         thread.join(90)
         assert result["workflow_id"] == workflow and result["status"] == "RUNNING"
+        assert wait_for(lambda: 200 in _answers(log, path), timeout=10)  # logged once the answer has gone out
         answers = _answers(log, path)
         assert answers[-1] == 200 and set(answers[:-1]) == {503}
     finally:
