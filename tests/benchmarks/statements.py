@@ -69,11 +69,16 @@ def counted(conn: pymysql.Connection) -> Iterator[dict[str, int]]:
 
 class Census:
     """Counts every connection opened through ``procedures.db.connect`` while installed: a closed one
-    is read just before it closes, an open one when asked (callers ask only while the owners are idle)."""
+    is read just before it closes, an open one when asked (callers ask only while the owners are idle).
+
+    A connection's own setup (the character set and the init command its handshake runs) is left out: a running
+    node opens each of its connections once, where a harness that runs the worker once per round (its attempt
+    threads, each with its connection, end with the run) would count that setup again in every round."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._open: list[pymysql.Connection] = []
+        self._setup: dict[pymysql.Connection, int] = {}  # each connection's statements when its setup ended
         self._closed = 0
         self._original = pymysql.connect
 
@@ -81,6 +86,10 @@ class Census:
         census = self
 
         class CountedConnection(pymysql.connections.Connection):
+            def connect(self, sock: Any = None) -> None:
+                super().connect(sock)
+                census._set_up(self)
+
             def close(self) -> None:  # noqa: D401 - read the counters before the session goes
                 with contextlib.suppress(Exception):
                     census._retire(self)
@@ -98,6 +107,14 @@ class Census:
     def __exit__(self, *exc: object) -> None:
         pymysql.connect = self._original
 
+    def _set_up(self, conn: pymysql.Connection) -> None:
+        count = statements(conn)
+        with self._lock:
+            self._setup[conn] = count
+
+    def _since_setup(self, conn: pymysql.Connection) -> int:
+        return statements(conn) - self._setup.get(conn, 0) if conn.open else 0
+
     def _retire(self, conn: pymysql.Connection) -> None:
         # Read and moved under one lock: a count taken while a connection closes on another thread (a worker's,
         # as its run ends) would otherwise find it in neither place, and the lifecycle's figure would be short by
@@ -105,8 +122,9 @@ class Census:
         with self._lock:
             if conn not in self._open:
                 return
-            count = statements(conn) if conn.open else 0
+            count = self._since_setup(conn)
             self._open.remove(conn)
+            self._setup.pop(conn, None)
             self._closed += count
 
     def ignore(self, conn: pymysql.Connection) -> None:
@@ -114,10 +132,11 @@ class Census:
         with self._lock:
             if conn in self._open:
                 self._open.remove(conn)
+            self._setup.pop(conn, None)
 
     def total(self) -> int:
         with self._lock:
-            return self._closed + sum(statements(c) for c in self._open if c.open)
+            return self._closed + sum(self._since_setup(c) for c in self._open)
 
 
 # --- the flows -----------------------------------------------------------------------------------------------------

@@ -49,6 +49,9 @@ HISTORY = f"""SELECT NESTING_EVENT_LEVEL AS depth, TIMER_WAIT / 1000000 AS us,
                FROM performance_schema.events_statements_history_long
               WHERE {OTHERS} AND SQL_TEXT IS NOT NULL
                 AND SQL_TEXT NOT LIKE 'SHOW SESSION STATUS%%'  -- the census's, not the lifecycle's
+                -- a connection's own setup, which the census leaves out too (a running node opens it once)
+                AND NOT (NESTING_EVENT_LEVEL = 0 AND (SQL_TEXT LIKE 'SET NAMES %%'
+                                                      OR SQL_TEXT LIKE 'SET SESSION sql\\_mode=%%'))
               ORDER BY THREAD_ID, EVENT_ID"""
 
 

@@ -37,7 +37,7 @@ DECISIONS = {
     "task claim (nothing queued)": 3,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 58, "signal": 70, "poll": 84.1}
+LIFECYCLES = {"timer": 58, "signal": 70, "poll": 82}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
