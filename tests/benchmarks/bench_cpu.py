@@ -11,7 +11,8 @@ inserts and a commit in one call) made on the same connection right before and r
 many calls of it, the two averaged: the machine's speed drifts within a run). Every figure includes the call's
 round trip and, for the decisions that commit, the commit. The server must run on this machine (its pid is read
 from ``@@pid_file``) and be otherwise idle; the figures move with the machine, their ratio to the raw procedure
-less. Not collected by pytest.
+less. Then one line per lifecycle (a TIMER flow, a SIGNAL flow, a POLL round): the CPU of its decisions added up,
+and its cost in raw procedures (the sum of their ratios). Not collected by pytest.
 """
 
 from __future__ import annotations
@@ -38,6 +39,19 @@ POLL = {"name": "cpu-poll", "steps": [{
     "key": "check", "type": "POLL", "queue": "payments", "handler": "example.poll", "handler_version": "1",
     "input": {}, "interval_ms": 1000, "max_rounds": 5, "timeout_ms": 3_600_000, "task_timeout_ms": 600_000,
     "result": {"pending": ["PENDING"], "success": ["DONE"]}}]}
+
+
+# What a lifecycle adds up to, in the decisions measured here (the orchestrator settles timers in batches; a POLL
+# round is its task's claim, the report that consumes its PENDING answer, and the next round's start). The sum of
+# the decisions' ratios is the lifecycle's cost in raw procedures, which docs/scaling.md sizes a primary by.
+LIFECYCLES = {
+    "TIMER (start, then a settlement among five per call)":
+        ("start (TIMER, activated by the start)", "timer settle, 5 per call (each)"),
+    "SIGNAL (start, then the send that settles its wait)":
+        ("start (SIGNAL, its wait opened by the start)", "signal send (settles the open wait)"),
+    "POLL round (claim, report, next round's start)":
+        ("task claim (one task)", "attempt complete (PENDING, consumed in the report)", "poll round start"),
+}
 
 
 def server_pid(conn: dbmod.Connection) -> int:
@@ -94,6 +108,8 @@ def main() -> None:
                 cur.execute("CALL bench_tx(%s, %s, %s, %s)", (uuid.uuid4().hex, f"cpu-{made}", payload, made))
         return (cpu() - before) / count * 1e6
 
+    measured: dict[str, tuple[float, float]] = {}  # decision -> (CPU µs, × the raw procedure)
+
     def measure(decision: str, calls: list[Callable[[], object]], decisions: int | None = None) -> None:
         """Make the calls in a row; the server's CPU over them per decision (``decisions``: how many the calls
         make, one each by default), beside the raw procedure's measured right before and right after them: the
@@ -105,6 +121,7 @@ def main() -> None:
             call()
         us = (cpu() - before) / count * 1e6
         reference = (reference + raw_batch(2 * count)) / 2
+        measured[decision] = (us, us / reference)
         figure("database CPU per decision", decision=decision, n=count, cpu_us=round(us),
                raw_procedure_us=round(reference), ratio=round(us / reference, 2))
 
@@ -169,6 +186,10 @@ def main() -> None:
     measure("scan (nothing due)", [lambda: dbmod.call(conn, "weave_scan", 100) for _ in range(n)])
     measure("idle probe", [lambda: dbmod.call(conn, "weave_scan_probe") for _ in range(n)])
     conn.close()
+    for lifecycle, parts in LIFECYCLES.items():
+        figure("database CPU per lifecycle", lifecycle=lifecycle, parts=list(parts),
+               cpu_us=round(sum(measured[p][0] for p in parts)),
+               raw_procedures=round(sum(measured[p][1] for p in parts), 1))
     check_invariants(dsn)
 
 
