@@ -90,6 +90,9 @@ def main() -> None:
             if row.get("benchmark") == "database CPU per decision" and not row["decision"].endswith("(reference)"):
                 figure(f"database CPU per decision, us: {row['decision']}", row["cpu_us"], row["raw_procedure_us"],
                        "raw 5-row procedure's CPU per transaction, measured around it", "-")
+            elif row.get("benchmark") == "database CPU per lifecycle":
+                figure(f"database CPU per lifecycle, in raw procedures: {row['lifecycle']}", row["raw_procedures"],
+                       1, "the raw 5-row procedure's CPU per transaction", "-")
 
     if "backlog" in only:
         rows = weave("bench_backlog")
