@@ -5,11 +5,13 @@
 Statement counts (``bench_statements``) are the deterministic guide, but a statement is not a fixed price: four
 single-row updates can cost what one multi-table update of the same rows costs, and a routine's first read of a
 table costs several times its second. This measures what the counts stand for: the server process's own CPU time
-(its threads' run time, from /proc), over ``--n`` decisions of one kind made in a row on one connection (routines
-cached, as on a running node), divided by their number, beside the raw procedure of ``bench_signals`` (five
-inserts and a commit in one call) made on the same connection right before and right after each kind (twice as
-many calls of it, the two averaged: the machine's speed drifts within a run). Every figure includes the call's
-round trip and, for the decisions that commit, the commit. The server must run on this machine (its pid is read
+(its threads' run time, from /proc), over ``--n`` decisions of one kind made on one connection (routines cached,
+as on a running node), beside the raw procedure of ``bench_signals`` (five inserts and a commit in one call) made
+on the same connection. The decisions are made in slices of 20, each between two runs of 20 raw procedures, and
+each slice is a ratio to the raw procedure right around it: the machine's speed drifts within a run, and the
+host's other load comes in bursts. A figure is the median of its slices (``ratio_quartiles`` gives their
+spread; ``ratio_mean`` the ratio of the totals). Every figure includes the call's round trip and, for the
+decisions that commit, the commit. The server must run on this machine (its pid is read
 from ``@@pid_file``) and be otherwise idle; the figures move with the machine, their ratio to the raw procedure
 less. Then one line per lifecycle (a TIMER flow, a SIGNAL flow, a POLL round): the CPU of its decisions added up,
 and its cost in raw procedures (the sum of their ratios). Not collected by pytest.
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +43,8 @@ POLL = {"name": "cpu-poll", "steps": [{
     "input": {}, "interval_ms": 1000, "max_rounds": 5, "timeout_ms": 3_600_000, "task_timeout_ms": 600_000,
     "result": {"pending": ["PENDING"], "success": ["DONE"]}}]}
 
+
+SLICE = 20  # decisions measured between two runs of the raw procedure
 
 # What a lifecycle adds up to, in the decisions measured here (the orchestrator settles timers in batches; a POLL
 # round is its task's claim, the report that consumes its PENDING answer, and the next round's start). The sum of
@@ -111,19 +116,38 @@ def main() -> None:
     measured: dict[str, tuple[float, float]] = {}  # decision -> (CPU µs, × the raw procedure)
 
     def measure(decision: str, calls: list[Callable[[], object]], decisions: int | None = None) -> None:
-        """Make the calls in a row; the server's CPU over them per decision (``decisions``: how many the calls
-        make, one each by default), beside the raw procedure's measured right before and right after them: the
-        machine's speed drifts within a run, and a ratio to a reference taken minutes apart drifts with it."""
+        """Make the calls in slices of about SLICE decisions (``decisions``: how many the calls make, one each by
+        default), each slice between two runs of SLICE raw procedures, and give each slice's CPU per decision as
+        a ratio to the raw procedure's right around it. The figures are the slices' medians: the host's other
+        load comes in bursts that would move a whole figure, and moves a slice or two. ``ratio_mean`` is the
+        ratio of the totals, which a steady background cost (purge) weighs on as it does on a running node."""
         count = decisions or len(calls)
-        reference = raw_batch(2 * count)
-        before = cpu()
-        for call in calls:
-            call()
-        us = (cpu() - before) / count * 1e6
-        reference = (reference + raw_batch(2 * count)) / 2
-        measured[decision] = (us, us / reference)
-        figure("database CPU per decision", decision=decision, n=count, cpu_us=round(us),
-               raw_procedure_us=round(reference), ratio=round(us / reference, 2))
+        per_call = count / len(calls)
+        step = max(1, round(SLICE / per_call))
+        slices, references, raw_total, decided_total = [], [], 0.0, 0.0
+        around = raw_batch(SLICE)
+        for first in range(0, len(calls), step):
+            part = calls[first:first + step]
+            before = cpu()
+            for call in part:
+                call()
+            spent = cpu() - before
+            after = raw_batch(SLICE)
+            reference = (around + after) / 2
+            us = spent / (len(part) * per_call) * 1e6
+            slices.append((us, us / reference))
+            references.append(reference)
+            decided_total += spent
+            raw_total += reference * len(part) * per_call / 1e6
+            around = after
+        us = statistics.median(u for u, _ in slices)
+        ratios = sorted(r for _, r in slices)
+        ratio = statistics.median(ratios)
+        measured[decision] = (us, ratio)
+        figure("database CPU per decision", decision=decision, n=count, slices=len(slices), cpu_us=round(us),
+               raw_procedure_us=round(statistics.median(references)), ratio=round(ratio, 2),
+               ratio_quartiles=[round(ratios[len(ratios) // 4], 2), round(ratios[(3 * len(ratios)) // 4], 2)],
+               ratio_mean=round(decided_total / raw_total, 2))
 
     def start(definition: str, i: int, input: dict | None = None) -> Callable[[], object]:
         return lambda: routines.instance_start(conn, world.token, world.namespace, definition=definition,
