@@ -1,6 +1,7 @@
 """The Weave Python SDK: a small client over the HTTP API (07-api).
 
-Standard library only (plus tenacity for retries), so it imports without the server's dependencies::
+Standard library only (plus tenacity for retries, through ``procedures.retrying``), so it imports without
+the server's dependencies::
 
     from api.client import WeaveClient, IdempotencyConflict
     client = WeaveClient("http://127.0.0.1:8080", token, "acme")
@@ -34,7 +35,9 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+from tenacity import wait_random_exponential
+
+from procedures.retrying import retry_after_first
 
 
 class WeaveApiError(Exception):
@@ -121,6 +124,13 @@ BY_CODE: dict[str, type[WeaveApiError]] = {cls.code: cls for cls in WeaveApiErro
 
 class _Retry(Exception):
     """A connection error or 503: worth another try with the same idempotency key."""
+
+
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, _Retry)
+
+
+RETRY_WAIT = wait_random_exponential(multiplier=0.1, max=5)  # between tries of a call (stateless, shared)
 
 
 class WeaveClient:
@@ -238,23 +248,8 @@ class WeaveClient:
                 raise BY_CODE.get(body_.get("code", ""), WeaveApiError)(status, body_)
             return status, answer_headers, payload
 
-        # The first try is a plain call; only a failure to retry starts the retry loop (which costs more Python
-        # than the rest of a call), with that failure as its first attempt.
-        failed: list[_Retry] = []
-
-        def attempt() -> tuple[int, dict, Any]:
-            if failed:
-                raise failed.pop()
-            return once()
-
         try:
-            return once()
-        except _Retry as exc:
-            failed.append(exc)
-        retrying = Retrying(stop=stop_after_attempt(self.retries), wait=wait_random_exponential(multiplier=0.1, max=5),
-                            retry=retry_if_exception(lambda e: isinstance(e, _Retry)), reraise=True)
-        try:
-            return retrying(attempt)
+            return retry_after_first(once, _retryable, self.retries, RETRY_WAIT)
         except _Retry as exc:
             raise Unavailable(503, {"code": "UNAVAILABLE", "detail": f"gave up after {self.retries} tries: "
                                                                      f"{exc.__cause__}"}) from exc

@@ -13,43 +13,20 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+from tenacity import wait_random_exponential
 
 from . import db, errors
+from .retrying import retry_after_first
 
 T = TypeVar("T")
+WAIT = wait_random_exponential(multiplier=0.02, max=1.0)  # between tries of a routine call (stateless, shared)
 
 
 def retry_transient(fn: Callable[[], T], *, attempts: int = 5, on_retry: Callable[[], None] | None = None) -> T:
     """``fn()``, tried again on transient database errors (deadlock, lock wait timeout, lost connection) with
     jittered exponential backoff; ``on_retry`` runs after each transient failure. Any other error, and the
-    last transient one, is raised as it is.
-
-    The first try is a plain call: building the retry loop costs more Python than most routine calls spend
-    on their own (14-70 us a call, by the machine's speed), and almost every call succeeds the first time.
-    Only after a transient failure does the loop start, with that failure as its first attempt, so the
-    attempts and waits are the loop's own."""
-    failed: list[Exception] = []
-
-    def attempt() -> T:
-        try:
-            if failed:
-                raise failed.pop()
-            return fn()
-        except Exception as exc:
-            if on_retry is not None and errors.is_transient(exc):
-                on_retry()
-            raise
-
-    try:
-        return fn()
-    except Exception as exc:
-        if not errors.is_transient(exc):
-            raise
-        failed.append(exc)
-    retrying = Retrying(stop=stop_after_attempt(attempts), wait=wait_random_exponential(multiplier=0.02, max=1.0),
-                        retry=retry_if_exception(errors.is_transient), reraise=True)
-    return retrying(attempt)
+    last transient one, is raised as it is. The first try is a plain call (``retry_after_first``)."""
+    return retry_after_first(fn, errors.is_transient, attempts, WAIT, on_retry)
 
 
 class Connections:

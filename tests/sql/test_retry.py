@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from procedures import connections, errors, routines
 from procedures import db as dbmod
+from procedures import errors, retrying, routines
 from procedures.connections import Connections, retry_transient
 from tests.support.db import CONFLICT_TRIGGER
 
@@ -51,7 +51,7 @@ def test_R12_a_first_try_that_succeeds_never_builds_the_retry_loop(world, monkey
     def no_loop(*args, **kwargs):
         raise AssertionError("the retry loop was built for a call that succeeded")
 
-    monkeypatch.setattr(connections, "Retrying", no_loop)
+    monkeypatch.setattr(retrying, "Retrying", no_loop)
     pool = Connections(world.db.dsn)
     try:
         assert pool.call("weave_clock_now")[0][0]["clock_mode"] == "TEST"

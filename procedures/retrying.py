@@ -1,0 +1,45 @@
+"""The first-try-then-retry shape of every retried call: the engine's routine calls (``procedures.connections``)
+and the SDK's HTTP calls (``api.client``). Standard library and tenacity only, so the SDK imports it without the
+server's dependencies.
+
+The first try is a plain call: building tenacity's loop costs more Python than most calls spend on their own
+(14-70 us a call, by the machine's speed), and almost every call succeeds the first time. Only a retryable failure
+starts the loop, with that failure replayed as its first attempt, so the attempts, the waits and ``on_retry`` are
+the loop's own, as if it had run from the start."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from tenacity import Retrying, retry_if_exception, stop_after_attempt
+from tenacity.wait import wait_base
+
+T = TypeVar("T")
+
+
+def retry_after_first(fn: Callable[[], T], retryable: Callable[[BaseException], bool], attempts: int,
+                      wait: wait_base, on_retry: Callable[[], None] | None = None) -> T:
+    """``fn()``; after a failure that ``retryable`` accepts, tried again with ``wait`` between tries up to
+    ``attempts`` tries in all, ``on_retry`` running after each retryable failure. Any other error, and the last
+    retryable one, is raised as it is."""
+    try:
+        return fn()
+    except Exception as exc:
+        if not retryable(exc):
+            raise
+        replay = [exc]
+
+    def attempt() -> T:
+        try:
+            if replay:
+                raise replay.pop()
+            return fn()
+        except Exception as exc:
+            if on_retry is not None and retryable(exc):
+                on_retry()
+            raise
+
+    retrying = Retrying(stop=stop_after_attempt(attempts), wait=wait, retry=retry_if_exception(retryable),
+                        reraise=True)
+    return retrying(attempt)
