@@ -68,11 +68,10 @@ BEGIN
     -- and queues there are. The queue test is a scalar subquery, one look at the claim index per queue, for the
     -- reason the mutex test below is one.
     -- A session with autocommit off would open a transaction with the plain read below, and this routine's own
-    -- could then not be started (1568): in such a session the routine's transaction starts before the read.
+    -- could then not be started (1568): in such a session the routine's transaction starts before the read, by
+    -- the shared opener (the usual path below opens its own inline, a statement fewer on every claim).
     IF @@autocommit = 0 THEN
-        SET v_tx = TRUE;
-        SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-        START TRANSACTION;
+        CALL _weave_transaction_begin('pulse_task_claim', v_tx);
     END IF;
     SET v_names = CONCAT('["', REPLACE(v_queues, ',', '","'), '"]');
     SELECT JSON_ARRAYAGG(DISTINCT q.id),
