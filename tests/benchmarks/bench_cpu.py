@@ -25,6 +25,7 @@ import os
 import statistics
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import orchestrator.example_handlers  # noqa: F401 - registers example.poll
@@ -85,6 +86,79 @@ def server_cpu_seconds(pid: int) -> float:
         return cpu_seconds(pid)
 
 
+@dataclass
+class Slices:
+    """One kind of call measured in slices: the median slice's CPU per decision and its ratio to the raw procedure
+    right around it, the quartiles of the ratios, the ratio of the totals, and the raw procedure's median CPU."""
+    n: int
+    ratios: list[float]
+    us: float
+    reference_us: float
+    mean: float
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(self.ratios)
+
+    def figure(self) -> dict:
+        r = sorted(self.ratios)
+        return {"n": self.n, "slices": len(r), "cpu_us": round(self.us), "raw_procedure_us": round(self.reference_us),
+                "ratio": round(self.ratio, 2), "ratio_quartiles": [round(r[len(r) // 4], 2),
+                                                                   round(r[(3 * len(r)) // 4], 2)],
+                "ratio_mean": round(self.mean, 2)}
+
+
+class CpuMeter:
+    """The server's CPU per call on one connection, next to the raw 5-row procedure's on the same connection (its
+    table and routine must exist: ``reset_raw``)."""
+
+    def __init__(self, conn: dbmod.Connection, payload: str) -> None:
+        self.conn, self.payload = conn, payload
+        self.pid = server_pid(conn)
+        self.made = 0  # raw procedure calls made so far: each needs a key of its own
+
+    def cpu(self) -> float:
+        return server_cpu_seconds(self.pid)
+
+    def raw_batch(self, count: int) -> float:
+        """The raw procedure's CPU per transaction over ``count`` calls in a row."""
+        before = self.cpu()
+        for _ in range(count):
+            self.made += 1
+            with self.conn.cursor() as cur:
+                cur.execute("CALL bench_tx(%s, %s, %s, %s)", (uuid.uuid4().hex, f"cpu-{self.made}", self.payload,
+                                                              self.made))
+        return (self.cpu() - before) / count * 1e6
+
+    def measure(self, calls: list[Callable[[], object]], decisions: int | None = None) -> Slices:
+        """Make the calls in slices of about SLICE decisions (``decisions``: how many the calls make, one each by
+        default), each slice between two runs of SLICE raw procedures, and give each slice's CPU per decision as
+        a ratio to the raw procedure's right around it. The figures are the slices' medians: the host's other
+        load comes in bursts that would move a whole figure, and moves a slice or two. The ratio of the totals
+        is kept too: a steady background cost (purge) weighs on it as it does on a running node."""
+        count = decisions or len(calls)
+        per_call = count / len(calls)
+        step = max(1, round(SLICE / per_call))
+        slices, references, raw_total, decided_total = [], [], 0.0, 0.0
+        around = self.raw_batch(SLICE)
+        for first in range(0, len(calls), step):
+            part = calls[first:first + step]
+            before = self.cpu()
+            for call in part:
+                call()
+            spent = self.cpu() - before
+            after = self.raw_batch(SLICE)
+            reference = (around + after) / 2
+            us = spent / (len(part) * per_call) * 1e6
+            slices.append((us, us / reference))
+            references.append(reference)
+            decided_total += spent
+            raw_total += reference * len(part) * per_call / 1e6
+            around = after
+        return Slices(n=count, ratios=[r for _, r in slices], us=statistics.median(u for u, _ in slices),
+                      reference_us=statistics.median(references), mean=decided_total / raw_total)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=400, help="decisions of each kind (default 400)")
@@ -96,58 +170,14 @@ def main() -> None:
         world.publish(flow)
     reset_raw(dsn)
     conn = dbmod.connect(dsn)
-    pid = server_pid(conn)
-
-    def cpu() -> float:
-        return server_cpu_seconds(pid)
-
-    made = 0  # raw procedure calls made so far: each needs a key of its own
-
-    def raw_batch(count: int) -> float:
-        """The raw procedure's CPU per transaction over ``count`` calls in a row."""
-        nonlocal made
-        before = cpu()
-        for _ in range(count):
-            made += 1
-            with conn.cursor() as cur:
-                cur.execute("CALL bench_tx(%s, %s, %s, %s)", (uuid.uuid4().hex, f"cpu-{made}", payload, made))
-        return (cpu() - before) / count * 1e6
-
+    payload = payload_json(1024)
+    meter = CpuMeter(conn, payload)
     measured: dict[str, tuple[float, float]] = {}  # decision -> (CPU µs, × the raw procedure)
 
     def measure(decision: str, calls: list[Callable[[], object]], decisions: int | None = None) -> None:
-        """Make the calls in slices of about SLICE decisions (``decisions``: how many the calls make, one each by
-        default), each slice between two runs of SLICE raw procedures, and give each slice's CPU per decision as
-        a ratio to the raw procedure's right around it. The figures are the slices' medians: the host's other
-        load comes in bursts that would move a whole figure, and moves a slice or two. ``ratio_mean`` is the
-        ratio of the totals, which a steady background cost (purge) weighs on as it does on a running node."""
-        count = decisions or len(calls)
-        per_call = count / len(calls)
-        step = max(1, round(SLICE / per_call))
-        slices, references, raw_total, decided_total = [], [], 0.0, 0.0
-        around = raw_batch(SLICE)
-        for first in range(0, len(calls), step):
-            part = calls[first:first + step]
-            before = cpu()
-            for call in part:
-                call()
-            spent = cpu() - before
-            after = raw_batch(SLICE)
-            reference = (around + after) / 2
-            us = spent / (len(part) * per_call) * 1e6
-            slices.append((us, us / reference))
-            references.append(reference)
-            decided_total += spent
-            raw_total += reference * len(part) * per_call / 1e6
-            around = after
-        us = statistics.median(u for u, _ in slices)
-        ratios = sorted(r for _, r in slices)
-        ratio = statistics.median(ratios)
-        measured[decision] = (us, ratio)
-        figure("database CPU per decision", decision=decision, n=count, slices=len(slices), cpu_us=round(us),
-               raw_procedure_us=round(statistics.median(references)), ratio=round(ratio, 2),
-               ratio_quartiles=[round(ratios[len(ratios) // 4], 2), round(ratios[(3 * len(ratios)) // 4], 2)],
-               ratio_mean=round(decided_total / raw_total, 2))
+        slices = meter.measure(calls, decisions)
+        measured[decision] = (slices.us, slices.ratio)
+        figure("database CPU per decision", decision=decision, **slices.figure())
 
     def start(definition: str, i: int, input: dict | None = None) -> Callable[[], object]:
         return lambda: routines.instance_start(conn, world.token, world.namespace, definition=definition,
@@ -161,10 +191,9 @@ def main() -> None:
     def advance(ids: list[int]) -> Callable[[], object]:
         return lambda: dbmod.call(conn, "weave_candidates_advance", "CHECKPOINT", json.dumps(ids))
 
-    payload = payload_json(1024)
     dbmod.call(conn, "weave_scan", 100)  # the connection opened and the routines' first calls made
     # The reference alone first: four times as many, so that the clock's 10 ms ticks weigh as little on it.
-    reference = raw_batch(4 * n)
+    reference = meter.raw_batch(4 * n)
     figure("database CPU per decision", decision="raw 5-row procedure (reference)", n=4 * n, cpu_us=round(reference),
            raw_procedure_us=round(reference), ratio=1.0)
 

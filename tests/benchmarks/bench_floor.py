@@ -1,0 +1,163 @@
+"""How far a settling Send is from the least a send can cost on this schema, each next to the raw procedure.
+
+    python -m tests.benchmarks.bench_floor [--n 300] [--rounds 2]
+
+B-1 wants a send that settles its wait at half the raw 5-row procedure's throughput or better, that is at two raw
+procedures' worth of server CPU or less. This measures, as ``bench_cpu`` does (server CPU in slices between runs
+of the raw procedure, on one connection), three sends into instances whose SIGNAL wait is open:
+
+- ``rows alone``: a procedure written for this benchmark that makes exactly the row changes of a real settling send
+  (the signal with its S-4 request digest, three events, two audit rows; step, instance, activation and wait in
+  one multi-table update; the instance's checkpoints deleted) with the fewest statements: one credential read, one
+  locking read of the instance with its step and wait, and no checks at all. No engine could do less and keep
+  the rows.
+- ``rows with Send's own rules``: the same, authorised and locked by the engine's own routines
+  (``_weave_instance_authorize``, ``_weave_instance_lock``), with Send's S-1 field checks: what R-4 (an event and
+  an audit row per change), S-1, S-2 and S-4 cost before any decision is read.
+- ``weave_signal_send``: the engine's send, which settles the wait in its own transaction.
+
+The floor procedures are installed in the benchmark's own database and dropped with it; they never ship. Their
+ratios bound what B-1 can reach on this schema: 1 / ratio is the best B-1 figure a send that does that much could
+have. Not collected by pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from procedures import db as dbmod
+from procedures import routines, signals
+from tests.benchmarks.bench_cpu import SIGNAL, CpuMeter
+from tests.benchmarks.bench_signals import payload_json, reset_raw
+from tests.benchmarks.common import check_invariants, figure, fresh_database, world_on
+
+# The row changes of a settling send (the first signal of an instance whose only step is the SIGNAL step), in the
+# fewest statements, the signal's S-4 digest included (the rows must be valid ones). {rules} is where the second
+# procedure authorises and checks.
+FLOOR = """
+CREATE PROCEDURE {name}(IN in_token VARCHAR(512), IN in_namespace VARCHAR(200), IN in_inst BIGINT UNSIGNED,
+                        IN in_key VARCHAR(128), IN in_corr VARBINARY(512), IN in_payload LONGBLOB)
+BEGIN
+    DECLARE v_cred, v_ns, v_step, v_act, v_wait, v_seq, v_id BIGINT UNSIGNED;
+    DECLARE v_actor VARCHAR(128);
+    DECLARE v_now DATETIME(6);
+    DECLARE v_digest CHAR(64);
+    DECLARE v_receipt LONGTEXT;
+    DECLARE x_inst, x_ident, x_app BIGINT UNSIGNED;
+    DECLARE x_queues VARCHAR(2048);
+    DECLARE x_locked TINYINT;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    START TRANSACTION;
+    {rules}
+    SELECT s.id, s.activation_id, w.id, i.event_seq, i.namespace_id, UTC_TIMESTAMP(6)
+      INTO v_step, v_act, v_wait, v_seq, v_ns, v_now
+      FROM weave_instances i JOIN weave_steps s ON s.instance_id = i.id AND s.step_key = 'approval'
+      JOIN weave_waits w ON w.activation_id = s.activation_id
+     WHERE i.id = in_inst FOR UPDATE;
+    SET v_digest = _weave_signal_digest('approval.decided', '1', 'approval', 1, in_corr, in_payload, 'bench', NULL,
+                                        'CANONICAL');
+    SET v_receipt = JSON_OBJECT('workflow_id', CONCAT('wf_', in_inst), 'idempotency_key', in_key, 'status', 'PENDING',
+                                'request_digest', v_digest);
+    INSERT INTO weave_signals (namespace_id, instance_id, idempotency_key, request_digest, name, payload_version,
+                               target_step_key, target_activation_seq, correlation_key, payload, reason, evidence_ref,
+                               credential_id, actor, status, disposition, accepted_at, expires_at, available_at,
+                               consumed_at, receipt)
+    VALUES (v_ns, in_inst, in_key, v_digest, 'approval.decided', '1', 'approval', 1, in_corr, in_payload, 'bench',
+            NULL, v_cred, v_actor, 'CONSUMED', NULL, v_now, v_now + INTERVAL 1 DAY, v_now, v_now, v_receipt);
+    SET v_id = LAST_INSERT_ID();
+    UPDATE weave_steps s STRAIGHT_JOIN weave_instances i ON i.id = s.instance_id
+      STRAIGHT_JOIN weave_activations a ON a.id = v_act STRAIGHT_JOIN weave_waits w ON w.id = v_wait
+       SET s.status = 'SUCCEEDED', s.output = in_payload, s.updated_at = v_now,
+           i.event_seq = i.event_seq + 3, i.finished_at = v_now, i.status = 'SUCCEEDED', i.open_steps = 0,
+           i.signal_count = i.signal_count + 1, i.updated_at = v_now, i.version = i.version + 1,
+           a.ended_at = v_now, w.status = 'SATISFIED', w.winner_signal_id = v_id, w.settled_at = v_now
+     WHERE s.id = v_step;
+    INSERT INTO weave_events (instance_id, seq, namespace_id, type, step_key, activation_seq, occurred_at, data)
+    VALUES (in_inst, v_seq + 1, v_ns, 'SIGNAL_ACCEPTED', 'approval', 1, v_now, JSON_OBJECT('signal_id', v_id)),
+           (in_inst, v_seq + 2, v_ns, 'SIGNAL_CONSUMED', 'approval', 1, v_now, JSON_OBJECT('signal_id', v_id)),
+           (in_inst, v_seq + 3, v_ns, 'INSTANCE_SUCCEEDED', '', 0, v_now, '{{}}');
+    INSERT INTO weave_audit (namespace_id, instance_id, credential_id, actor, action, idempotency_key,
+                             request_digest, accepted_at, deadline_at, reason, details, response, created_at)
+    VALUES (v_ns, in_inst, v_cred, v_actor, 'signal.accept', in_key, v_digest, v_now, v_now, 'bench', '{{}}',
+            _weave_signal_receipt(v_id, v_receipt), v_now),
+           (v_ns, in_inst, v_cred, v_actor, 'signal.consume', NULL, NULL, v_now, v_now, NULL, '{{}}', NULL, v_now);
+    DELETE FROM weave_pending_advances WHERE instance_id = in_inst;
+    COMMIT;
+    SELECT v_id AS signal_id;
+END
+"""
+ROWS_ALONE = {
+    "rules": "SELECT id, actor INTO v_cred, v_actor FROM weave_credentials WHERE token_hash = SHA2(in_token, 256);",
+}
+WITH_RULES = {
+    # S-2 and R-3 by the engine's own routines, then Send's S-1 field checks (its regular expressions, UTF-8 and
+    # JSON checks) as _weave_signal_accept makes them.
+    "rules": """CALL _weave_instance_authorize(in_token, in_namespace, CONCAT('wf_', in_inst), 'workflows:signal',
+                                            v_ns, v_cred, v_actor, x_inst, x_ident, x_app, x_queues);
+    CALL _weave_instance_lock(x_inst, x_ident, x_app, x_queues, x_locked);
+    IF NOT (in_key REGEXP '^[!-~]{1,128}$') OR NOT ('approval.decided' REGEXP '^[ -~]+$')
+       OR NOT ('1' REGEXP '^[ -~]{1,32}$') OR CHAR_LENGTH('approval') NOT BETWEEN 1 AND 64
+       OR CAST(CONVERT(in_corr USING utf8mb4) AS BINARY) <> in_corr
+       OR CAST(CONVERT(in_payload USING utf8mb4) AS BINARY) <> in_payload
+       OR NOT JSON_VALID(CONVERT(in_payload USING utf8mb4)) OR CHAR_LENGTH('bench') NOT BETWEEN 1 AND 1024 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'floor: bad input';
+    END IF;""",
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=300, help="sends of each kind per round (default 300)")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of the three kinds in turn (default 2)")
+    args = parser.parse_args()
+    dsn = fresh_database("weave_bench_floor")
+    world = world_on(dsn)
+    world.publish(SIGNAL)
+    reset_raw(dsn)
+    conn = dbmod.connect(dsn)
+    with conn.cursor() as cur:
+        cur.execute(FLOOR.format(name="floor_send_rows", **ROWS_ALONE))
+        cur.execute(FLOOR.format(name="floor_send_rules", **WITH_RULES))
+    payload = payload_json(1024)
+    meter = CpuMeter(conn, payload)
+    dbmod.call(conn, "weave_scan", 100)  # the connection opened and the routines' first calls made
+    meter.raw_batch(4 * args.n)
+
+    def open_waits(tag: str) -> list[dict]:
+        """``--n`` new instances, each waiting at its SIGNAL step."""
+        for i in range(args.n):
+            routines.instance_start(conn, world.token, world.namespace, definition=SIGNAL["name"], app=world.app,
+                                    input={"order_id": f"o-{tag}-{i}"}, idempotency_key=f"{tag}-{i}",
+                                    deadline_ms=86_400_000)
+        return world.db.rows("SELECT id, CONCAT('wf_', id) AS wf, JSON_VALUE(input, '$.order_id') AS corr "
+                             "FROM weave_instances WHERE idempotency_key LIKE %s ORDER BY id", f"{tag}-%")
+
+    def floor(procedure: str, w: dict) -> Callable[[], object]:
+        return lambda: dbmod.call(conn, procedure, world.token, world.namespace, w["id"], f"s-{w['wf']}", w["corr"],
+                                  payload)
+
+    def send(w: dict) -> Callable[[], object]:
+        return lambda: signals.send(conn, world.token, world.namespace, w["wf"], idempotency_key=f"s-{w['wf']}",
+                                    name="approval.decided", payload_version="1", target_step_key="approval",
+                                    target_activation_sequence=1, correlation_key=w["corr"], payload=payload,
+                                    reason="bench")
+
+    kinds: dict[str, Callable[[dict], Callable[[], object]]] = {
+        "rows alone (the floor procedure)": lambda w: floor("floor_send_rows", w),
+        "rows with Send's own rules (authorisation, S-1 checks)": lambda w: floor("floor_send_rules", w),
+        "weave_signal_send (settles the open wait)": send,
+    }
+    for round_no in range(args.rounds):
+        for k, (kind, make) in enumerate(kinds.items()):
+            slices = meter.measure([make(w) for w in open_waits(f"r{round_no}k{k}")])
+            figure("settling send against its floor", send=kind, round=round_no + 1,
+                   best_b1_ratio=round(1 / slices.ratio, 2), **slices.figure())
+    settled = world.db.scalar("SELECT COUNT(*) FROM weave_waits WHERE status = 'SATISFIED'")
+    assert settled == args.n * args.rounds * len(kinds), f"{settled} waits settled"
+    conn.close()
+    check_invariants(dsn)
+
+
+if __name__ == "__main__":
+    main()
