@@ -15,7 +15,8 @@ CREATE PROCEDURE _weave_signal_advance(
     COMMENT 'Internal. Description: consumes the first on-time matching signal of a SIGNAL wait (S-11), or at its
 deadline with none expires it into review (S-13), or rejects early mismatches and keeps the checkpoint due at the
 deadline. in_fresh_signal: a signal accepted in this transaction (Settle at Send), whose acceptance proof is that
-write itself (NULL: none); in_fresh_only: that signal is the instance''s first, so no other can be PENDING.
+write itself (NULL: none); in_fresh_only: that signal is the instance''s first, so it is the only candidate and no
+other can be PENDING.
 out_outcome: CONSUMED, EXPIRED, PROOF_MISMATCH, WAITING or STALE.
 Rules: S-10, S-11, S-12, S-13, S-15, R-5, R-6, R-7.'
     MODIFIES SQL DATA
@@ -47,8 +48,23 @@ BEGIN
             LEAVE sig;
         END IF;
 
-        CALL _weave_signal_pick(in_namespace_id, in_instance_id, v_wait, in_now, in_fresh_signal, v_winner, v_proof,
-                                v_accepted, v_output);
+        IF in_fresh_only THEN
+            -- The instance's first signal, accepted in this transaction: the one signal the instance holds, so the
+            -- first match is that signal if it matches at all (S-11), tested by _weave_signal_pick's own conditions,
+            -- and its proof is its own write (S-12). Both rows are this transaction's: the wait locked by the
+            -- acceptance's read, the signal by its insert. Two key reads, where the search reads the wait's signals.
+            SELECT s.id, s.accepted_at, CONVERT(s.payload USING utf8mb4) INTO v_winner, v_accepted, v_output
+              FROM weave_waits w STRAIGHT_JOIN weave_signals s ON s.id = in_fresh_signal
+             WHERE w.id = v_wait AND s.instance_id = w.instance_id AND s.target_step_key = w.step_key
+               AND s.target_activation_seq = w.activation_seq AND s.status = 'PENDING'
+               AND TIMESTAMPDIFF(MICROSECOND, s.accepted_at, w.deadline_at) > 0
+               AND s.correlation_key = w.correlation_key
+               AND BINARY s.name = BINARY w.signal_name AND BINARY s.payload_version = BINARY w.payload_version;
+            SET v_proof = 'OK';
+        ELSE
+            CALL _weave_signal_pick(in_namespace_id, in_instance_id, v_wait, in_now, in_fresh_signal, v_winner,
+                                    v_proof, v_accepted, v_output);
+        END IF;
 
         IF v_proof = 'MISMATCH' THEN
             -- S-12: the step stops here; the wait stays open but consumes nothing more until recovery.

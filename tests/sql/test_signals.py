@@ -1085,6 +1085,20 @@ def test_S11_settled_at_send_the_first_pending_match_by_acceptance_still_wins(wo
     assert world.step(wf, "approval")["output"] == {"n": 1}
 
 
+def test_S11_settled_at_send_an_instances_first_signal_wins_only_by_the_waits_own_pins(world, orch):
+    """The instance's first signal is the only candidate, so Send takes it without searching; it still wins only
+    by the conditions of the search: here the wait's pinned contract no longer names it (stored facts changed
+    under the engine), so it is not consumed and the wait stays open."""
+    wf = started(world, orch, signal_flow())
+    world.db.execute("UPDATE weave_waits SET signal_name = 'approval.other' WHERE kind = 'SIGNAL'")
+    receipt = send(world, wf, "k-1")
+    assert receipt["status"] == "PENDING"  # accepted: the definition's contract is met
+    assert signal_row(world, receipt["signal_id"])["status"] != "CONSUMED"
+    assert world.step(wf, "approval")["status"] == "ACTIVE"
+    assert world.step(wf, "approval")["wait"]["status"] == "WAITING"
+    assert "SIGNAL_CONSUMED" not in [e["type"] for e in world.events(wf)]
+
+
 def test_S15_settled_at_send_a_paused_instance_consumes_and_its_successors_wait_for_the_gate(world, orch):
     wf = started(world, orch, signal_flow(then_timer=True))
     routines.instance_pause(world.db.conn, world.token, world.namespace, wf, "hold on", "pause-1")

@@ -19,7 +19,7 @@ DECISIONS = {
     "timer settle, 10 in one call (each)": 21.2,
     "start (SIGNAL, activated by the start)": 33,
     "signal checkpoint before its deadline": 12,
-    "signal send (settles the open wait)": 33,
+    "signal send (settles the open wait)": 32,
     "signal settle (candidate path)": 30,
     "signal twin candidate": 9,
     "start (POLL, round 1 created by the start)": 40,
@@ -37,7 +37,7 @@ DECISIONS = {
     "task claim (nothing queued)": 3,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 58, "signal": 70, "poll": 82}
+LIFECYCLES = {"timer": 58, "signal": 69, "poll": 82}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
