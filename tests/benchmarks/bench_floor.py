@@ -1,34 +1,45 @@
-"""How far a settling Send is from the least a send can cost on this schema, each next to the raw procedure.
+"""How far the engine's decisions are from the least they could cost on this schema, next to the raw procedure.
 
     python -m tests.benchmarks.bench_floor [--n 300] [--rounds 2]
 
-B-1 wants a send that settles its wait at half the raw 5-row procedure's throughput or better, that is at two raw
-procedures' worth of server CPU or less. This measures, as ``bench_cpu`` does (server CPU in slices between runs
-of the raw procedure, on one connection), three sends into instances whose SIGNAL wait is open:
+Spec 08's throughput targets are ratios to the raw 5-row procedure. This measures, as ``bench_cpu`` does (the
+server's CPU in slices between runs of the raw procedure, on one connection), each decision next to a floor
+procedure written for this benchmark that makes exactly the decision's row changes with the fewest statements and
+no checks: no engine could do less and keep those rows. A floor procedure is installed only in the benchmark's
+own database; none ships.
 
-- ``rows alone``: a procedure written for this benchmark that makes exactly the row changes of a real settling send
-  (the signal with its S-4 request digest, three events, two audit rows; step, instance, activation and wait in
-  one multi-table update; the instance's checkpoints deleted) with the fewest statements: one credential read, one
-  locking read of the instance with its step and wait, and no checks at all. No engine could do less and keep
-  the rows.
+The settling send of B-1, into instances whose SIGNAL wait is open (their only step):
+
+- ``rows alone``: the signal with its S-4 request digest and receipt, three events, two audit rows, step,
+  instance, activation and wait in one multi-table update, the instance's checkpoints deleted; one credential
+  read and one locking read of the instance with its step and wait.
 - ``rows with Send's own rules``: the same, authorised and locked by the engine's own routines
-  (``_weave_instance_authorize``, ``_weave_instance_lock``), with Send's S-1 field checks: what R-4 (an event and
-  an audit row per change), S-1, S-2 and S-4 cost before any decision is read.
+  (``_weave_instance_authorize``, ``_weave_instance_lock``) and with Send's S-1 field checks: what R-3, R-4 (an
+  event and an audit row per change), S-1, S-2 and S-4 cost before any decision is read.
 - ``weave_signal_send``: the engine's send, which settles the wait in its own transaction.
 
-The floor procedures are installed in the benchmark's own database and dropped with it; they never ship. Their
-ratios bound what B-1 can reach on this schema: 1 / ratio is the best B-1 figure a send that does that much could
-have. Not collected by pytest.
+``best_b1_ratio`` is 1 / ratio: the best B-1 figure that a send doing that much could reach.
+
+The settlement of a due TIMER (the only step of its instance, so it ends the instance), as B-2 makes them:
+
+- ``rows alone``: the step, instance, activation and wait in one update, two events, the checkpoints deleted, one
+  audit row; the candidate's instance found, locked SKIP LOCKED (R-13), and the candidate with its step and wait
+  read under that lock with the clock.
+- ``weave_checkpoint_advance``, one per call, and ``weave_candidates_advance``, five per call (the orchestrator's
+  way), each settlement in its own transaction.
+
+Not collected by pytest.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable
 
 from procedures import db as dbmod
 from procedures import routines, signals
-from tests.benchmarks.bench_cpu import SIGNAL, CpuMeter
+from tests.benchmarks.bench_cpu import SIGNAL, TIMER, CpuMeter
 from tests.benchmarks.bench_signals import payload_json, reset_raw
 from tests.benchmarks.common import check_invariants, figure, fresh_database, world_on
 
@@ -105,6 +116,45 @@ WITH_RULES = {
     END IF;""",
 }
 
+# The row changes of a timer's settlement (the only step of its instance: it ends the instance), in the fewest
+# statements, with R-13's opening: the candidate's instance found, locked SKIP LOCKED, then the candidate with its
+# step and wait read under that lock with the clock.
+TIMER_FLOOR = """
+CREATE PROCEDURE floor_timer_settle(IN in_checkpoint BIGINT UNSIGNED)
+BEGIN
+    DECLARE v_inst, v_locked, v_ns, v_step, v_act, v_wait, v_seq BIGINT UNSIGNED;
+    DECLARE v_now, v_due DATETIME(6);
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    START TRANSACTION;
+    SELECT instance_id INTO v_inst FROM weave_pending_advances WHERE id = in_checkpoint;
+    SELECT id INTO v_locked FROM weave_instances WHERE id = v_inst FOR UPDATE SKIP LOCKED;
+    SELECT c.namespace_id, s.id, s.activation_id, w.id, w.due_at, i.event_seq,
+           UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND
+      INTO v_ns, v_step, v_act, v_wait, v_due, v_seq, v_now
+      FROM weave_pending_advances c JOIN weave_instances i ON i.id = c.instance_id
+      JOIN weave_steps s ON s.instance_id = c.instance_id AND s.step_key = c.step_key
+      JOIN weave_waits w ON w.activation_id = c.activation_id
+     WHERE c.id = in_checkpoint FOR UPDATE;
+    UPDATE weave_steps s STRAIGHT_JOIN weave_instances i ON i.id = s.instance_id
+      STRAIGHT_JOIN weave_activations a ON a.id = v_act STRAIGHT_JOIN weave_waits w ON w.id = v_wait
+       SET s.status = 'SUCCEEDED', s.output = 'null', s.updated_at = v_now,
+           i.event_seq = i.event_seq + 2, i.finished_at = v_now, i.status = 'SUCCEEDED', i.open_steps = 0,
+           i.updated_at = v_now, i.version = i.version + 1,
+           a.ended_at = v_now, w.status = 'SATISFIED', w.settled_at = v_now
+     WHERE s.id = v_step;
+    INSERT INTO weave_events (instance_id, seq, namespace_id, type, step_key, activation_seq, occurred_at, data)
+    VALUES (v_inst, v_seq + 1, v_ns, 'TIMER_SETTLED', 'wait', 1, v_now,
+            JSON_OBJECT('due_at', DATE_FORMAT(v_due, '%Y-%m-%dT%H:%i:%s.%fZ'))),
+           (v_inst, v_seq + 2, v_ns, 'INSTANCE_SUCCEEDED', '', 0, v_now, '{{}}');
+    DELETE FROM weave_pending_advances WHERE instance_id = v_inst;
+    INSERT INTO weave_audit (namespace_id, instance_id, credential_id, actor, action, accepted_at, deadline_at,
+                             details, created_at)
+    VALUES (v_ns, v_inst, 0, 'weave.orchestrator', 'timer.settle', v_now, v_due, '{{}}', v_now);
+    COMMIT;
+    SELECT 'SETTLED' AS outcome;
+END
+"""
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -114,11 +164,13 @@ def main() -> None:
     dsn = fresh_database("weave_bench_floor")
     world = world_on(dsn)
     world.publish(SIGNAL)
+    world.publish(TIMER)
     reset_raw(dsn)
     conn = dbmod.connect(dsn)
     with conn.cursor() as cur:
         cur.execute(FLOOR.format(name="floor_send_rows", **ROWS_ALONE))
         cur.execute(FLOOR.format(name="floor_send_rules", **WITH_RULES))
+        cur.execute(TIMER_FLOOR.format())
     payload = payload_json(1024)
     meter = CpuMeter(conn, payload)
     dbmod.call(conn, "weave_scan", 100)  # the connection opened and the routines' first calls made
@@ -153,7 +205,33 @@ def main() -> None:
             slices = meter.measure([make(w) for w in open_waits(f"r{round_no}k{k}")])
             figure("settling send against its floor", send=kind, round=round_no + 1,
                    best_b1_ratio=round(1 / slices.ratio, 2), **slices.figure())
-    settled = world.db.scalar("SELECT COUNT(*) FROM weave_waits WHERE status = 'SATISFIED'")
+    def due_timers(tag: str) -> list[int]:
+        """``--n`` new instances whose only step is a TIMER, due now: their checkpoints."""
+        for i in range(args.n):
+            routines.instance_start(conn, world.token, world.namespace, definition=TIMER["name"], app=world.app,
+                                    input={}, idempotency_key=f"{tag}-{i}", deadline_ms=86_400_000)
+        world.db.advance(1_001)
+        return [r["id"] for r in world.db.rows(
+            "SELECT c.id FROM weave_pending_advances c JOIN weave_instances i ON i.id = c.instance_id "
+            "WHERE c.kind = 'TIMER' AND i.idempotency_key LIKE %s ORDER BY c.id", f"{tag}-%")]
+
+    def batches(ids: list[int]) -> list[Callable[[], object]]:
+        return [(lambda b=ids[k:k + 5]: dbmod.call(conn, "weave_candidates_advance", "CHECKPOINT", json.dumps(b)))
+                for k in range(0, len(ids), 5)]
+
+    timer_kinds: dict[str, Callable[[list[int]], list[Callable[[], object]]]] = {
+        "rows alone (the floor procedure)": lambda ids: [(lambda c=c: dbmod.call(conn, "floor_timer_settle", c))
+                                                         for c in ids],
+        "weave_checkpoint_advance": lambda ids: [(lambda c=c: dbmod.call(conn, "weave_checkpoint_advance", c))
+                                                 for c in ids],
+        "weave_candidates_advance, 5 per call (each)": batches,
+    }
+    for round_no in range(args.rounds):
+        for k, (kind, make) in enumerate(timer_kinds.items()):
+            ids = due_timers(f"t{round_no}k{k}")
+            slices = meter.measure(make(ids), decisions=len(ids))
+            figure("timer settlement against its floor", settle=kind, round=round_no + 1, **slices.figure())
+    settled = world.db.scalar("SELECT COUNT(*) FROM weave_waits WHERE status = 'SATISFIED' AND kind = 'SIGNAL'")
     assert settled == args.n * args.rounds * len(kinds), f"{settled} waits settled"
     conn.close()
     check_invariants(dsn)
