@@ -28,6 +28,11 @@ The settlement of a due TIMER (the only step of its instance, so it ends the ins
 - ``weave_checkpoint_advance``, one per call, and ``weave_candidates_advance``, five per call (the orchestrator's
   way), each settlement in its own transaction.
 
+The two decisions of a POLL round besides its task's claim (B-3), against a floor procedure each: the worker's
+report that the round's answer is PENDING, consumed in the report (``pulse_attempt_complete``), and the next round's
+start when its interval is over (``weave_checkpoint_advance``). The round starts of one kind create tasks that the
+next kind's claims also take; those are left running.
+
 Not collected by pytest.
 """
 
@@ -38,8 +43,8 @@ import json
 from collections.abc import Callable
 
 from procedures import db as dbmod
-from procedures import routines, signals
-from tests.benchmarks.bench_cpu import SIGNAL, TIMER, CpuMeter
+from procedures import pulse, routines, signals
+from tests.benchmarks.bench_cpu import POLL, SIGNAL, TIMER, CpuMeter
 from tests.benchmarks.bench_signals import payload_json, reset_raw
 from tests.benchmarks.common import check_invariants, figure, fresh_database, world_on
 
@@ -155,6 +160,125 @@ BEGIN
 END
 """
 
+# The row changes of a worker's report that a POLL round's answer is PENDING, consumed in the report as the engine
+# consumes it (B-3's costliest decision): the attempt ended, its task SUCCEEDED, its permit released; the outcome
+# stored already consumed; the round POLL_PENDING, the poll WAITING until next_poll_at, the instance's event number
+# taken; the event and its audit row; the POLL checkpoint moved to next_poll_at; the task's slot given back through
+# its release stripes. One plain read finds the instance, which is locked; one locking read takes the rest.
+REPORT_FLOOR = """
+CREATE PROCEDURE floor_report_pending(IN in_attempt BIGINT UNSIGNED, IN in_result LONGTEXT)
+BEGIN
+    DECLARE v_task, v_inst, v_locked, v_ns, v_act, v_round, v_event BIGINT UNSIGNED;
+    DECLARE v_key VARCHAR(64);
+    DECLARE v_seq INT UNSIGNED;
+    DECLARE v_now, v_next, v_deadline DATETIME(6);
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    START TRANSACTION;
+    SELECT a.task_id, t.instance_id INTO v_task, v_inst
+      FROM pulse_attempts a JOIN pulse_tasks t ON t.id = a.task_id WHERE a.id = in_attempt;
+    SELECT id INTO v_locked FROM weave_instances WHERE id = v_inst FOR UPDATE SKIP LOCKED;
+    SELECT t.namespace_id, t.step_key, t.activation_id, r.id, s.activation_seq, p.poll_deadline,
+           UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND
+      INTO v_ns, v_key, v_act, v_round, v_seq, v_deadline, v_now
+      FROM pulse_tasks t JOIN pulse_attempts a ON a.id = in_attempt
+      JOIN weave_steps s ON s.instance_id = t.instance_id AND s.step_key = t.step_key
+      JOIN weave_poll_states p ON p.activation_id = t.activation_id
+      JOIN weave_poll_rounds r ON r.activation_id = t.activation_id AND r.round_no = t.round_no
+     WHERE t.id = v_task FOR UPDATE;
+    SET v_next = LEAST(v_now + INTERVAL (SELECT interval_ms FROM weave_poll_states WHERE activation_id = v_act)
+                                        * 1000 MICROSECOND, v_deadline);
+    UPDATE pulse_tasks t STRAIGHT_JOIN pulse_attempts a ON a.id = in_attempt AND a.task_id = t.id
+      STRAIGHT_JOIN pulse_permits p ON p.attempt_id = a.id AND p.released_at IS NULL
+       SET t.status = 'SUCCEEDED', t.result = in_result, t.finished_at = v_now, t.updated_at = v_now,
+           a.status = 'SUCCEEDED', a.ended_at = v_now, p.released_at = v_now, p.mutex_held = NULL
+     WHERE t.id = v_task;
+    INSERT INTO pulse_inbox (namespace_id, task_id, instance_id, kind, result, occurred_at, state, consumed_at,
+                             available_at)
+    VALUES (v_ns, v_task, v_inst, 'SUCCEEDED', in_result, v_now, 'CONSUMED', v_now, v_now);
+    UPDATE weave_poll_rounds r STRAIGHT_JOIN weave_poll_states p ON p.activation_id = v_act
+      STRAIGHT_JOIN weave_instances i ON i.id = v_inst
+       SET r.outcome = 'POLL_PENDING', r.result = in_result, r.result_at = v_now,
+           p.current_task_id = NULL, p.last_outcome = 'POLL_PENDING', p.next_poll_at = v_next, p.state = 'WAITING',
+           p.updated_at = v_now,
+           i.event_seq = LAST_INSERT_ID(i.event_seq + 1), i.updated_at = v_now, i.version = i.version + 1
+     WHERE r.id = v_round;
+    SET v_event = LAST_INSERT_ID();
+    INSERT INTO weave_events (instance_id, seq, namespace_id, type, step_key, activation_seq, occurred_at, data)
+    VALUES (v_inst, v_event, v_ns, 'POLL_ROUND_PENDING', v_key, v_seq, v_now, JSON_OBJECT('outcome', 'POLL_PENDING'));
+    INSERT INTO weave_audit (namespace_id, instance_id, credential_id, actor, action, accepted_at, deadline_at,
+                             details, created_at)
+    VALUES (v_ns, v_inst, 0, 'weave.orchestrator', 'poll.pending', v_now, v_deadline, '{{}}', v_now);
+    UPDATE weave_pending_advances SET due_at = v_next, available_at = v_next, version = version + 1
+     WHERE instance_id = v_inst AND step_key = v_key;
+    UPDATE pulse_tasks t
+      STRAIGHT_JOIN pulse_slot_releases r
+        ON r.stripe = t.id MOD 16 AND ((r.owner_kind = 'APP' AND r.owner_id = t.app_id)
+                                       OR (r.owner_kind = 'QUEUE' AND r.owner_id = t.queue_id))
+       SET r.released = r.released + 1
+     WHERE t.id = v_task;
+    COMMIT;
+    SELECT 'PENDING' AS outcome;
+END
+"""
+
+# The row changes of a POLL round's start (B-3's other decision of the orchestrator): round n+1's task, a copy of
+# round n's (P-4: its frozen contract reused) with its deadline, its round record, the poll IN_FLIGHT with the
+# instance's event number taken, the POLL checkpoint moved to the poll deadline, the event and its audit row, and the
+# task's slot taken from its app and queue. The candidate's instance found and locked, then one locking read.
+ROUND_FLOOR = """
+CREATE PROCEDURE floor_round_start(IN in_checkpoint BIGINT UNSIGNED)
+BEGIN
+    DECLARE v_inst, v_locked, v_ns, v_act, v_prev, v_task, v_event, v_app, v_queue BIGINT UNSIGNED;
+    DECLARE v_key VARCHAR(64);
+    DECLARE v_seq, v_used INT UNSIGNED;
+    DECLARE v_now, v_deadline DATETIME(6);
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    START TRANSACTION;
+    SELECT instance_id INTO v_inst FROM weave_pending_advances WHERE id = in_checkpoint;
+    SELECT id INTO v_locked FROM weave_instances WHERE id = v_inst FOR UPDATE SKIP LOCKED;
+    SELECT c.namespace_id, c.step_key, c.activation_id, s.activation_seq, p.rounds_used,
+           LEAST(p.poll_deadline, i.deadline_at), r.task_id, t.app_id, t.queue_id,
+           UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND
+      INTO v_ns, v_key, v_act, v_seq, v_used, v_deadline, v_prev, v_app, v_queue, v_now
+      FROM weave_pending_advances c JOIN weave_instances i ON i.id = c.instance_id
+      JOIN weave_steps s ON s.instance_id = c.instance_id AND s.step_key = c.step_key
+      JOIN weave_poll_states p ON p.activation_id = c.activation_id
+      JOIN weave_poll_rounds r ON r.activation_id = c.activation_id AND r.round_no = p.rounds_used
+      JOIN pulse_tasks t ON t.id = r.task_id
+     WHERE c.id = in_checkpoint FOR UPDATE;
+    INSERT INTO pulse_tasks (namespace_id, app_id, queue_id, instance_id, step_key, activation_id, round_no, handler,
+                             handler_version, input, priority, business_key, mutex_key, max_attempts,
+                             initial_backoff_ms, backoff_coefficient, max_backoff_ms, timeout_ms, deadline_at, status,
+                             attempts_used, cancel_requested, available_at, created_at, updated_at)
+    SELECT namespace_id, app_id, queue_id, instance_id, step_key, activation_id, v_used + 1, handler,
+           handler_version, input, priority, business_key, mutex_key, max_attempts, initial_backoff_ms,
+           backoff_coefficient, max_backoff_ms, timeout_ms,
+           LEAST(v_now + INTERVAL timeout_ms * 1000 MICROSECOND, v_deadline), 'QUEUED', 0, 0, v_now, v_now, v_now
+      FROM pulse_tasks WHERE id = v_prev;
+    SET v_task = LAST_INSERT_ID();
+    INSERT INTO weave_poll_rounds (namespace_id, instance_id, activation_id, round_no, task_id, outcome, created_at)
+    VALUES (v_ns, v_inst, v_act, v_used + 1, v_task, 'IN_FLIGHT', v_now);
+    UPDATE weave_poll_states p STRAIGHT_JOIN weave_instances i ON i.id = v_inst
+       SET p.rounds_used = p.rounds_used + 1, p.current_task_id = v_task, p.state = 'IN_FLIGHT',
+           p.next_poll_at = NULL, p.updated_at = v_now,
+           i.event_seq = LAST_INSERT_ID(i.event_seq + 1), i.updated_at = v_now, i.version = i.version + 1
+     WHERE p.activation_id = v_act;
+    SET v_event = LAST_INSERT_ID();
+    UPDATE weave_pending_advances SET due_at = v_deadline, available_at = v_deadline, version = version + 1
+     WHERE id = in_checkpoint;
+    INSERT INTO weave_events (instance_id, seq, namespace_id, type, step_key, activation_seq, occurred_at, data)
+    VALUES (v_inst, v_event, v_ns, 'POLL_ROUND_STARTED', v_key, v_seq, v_now, JSON_OBJECT('round', v_used + 1));
+    INSERT INTO weave_audit (namespace_id, instance_id, credential_id, actor, action, accepted_at, deadline_at,
+                             details, created_at)
+    VALUES (v_ns, v_inst, 0, 'weave.orchestrator', 'poll.round', v_now, v_deadline, '{{}}', v_now);
+    UPDATE weave_apps a STRAIGHT_JOIN weave_queues q ON q.id = v_queue
+       SET a.slots_taken = a.slots_taken + 1, q.slots_taken = q.slots_taken + 1
+     WHERE a.id = v_app;
+    COMMIT;
+    SELECT 'ROUND' AS outcome;
+END
+"""
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -165,12 +289,15 @@ def main() -> None:
     world = world_on(dsn)
     world.publish(SIGNAL)
     world.publish(TIMER)
+    world.publish(POLL)
     reset_raw(dsn)
     conn = dbmod.connect(dsn)
     with conn.cursor() as cur:
         cur.execute(FLOOR.format(name="floor_send_rows", **ROWS_ALONE))
         cur.execute(FLOOR.format(name="floor_send_rules", **WITH_RULES))
         cur.execute(TIMER_FLOOR.format())
+        cur.execute(REPORT_FLOOR.format())
+        cur.execute(ROUND_FLOOR.format())
     payload = payload_json(1024)
     meter = CpuMeter(conn, payload)
     dbmod.call(conn, "weave_scan", 100)  # the connection opened and the routines' first calls made
@@ -231,6 +358,45 @@ def main() -> None:
             ids = due_timers(f"t{round_no}k{k}")
             slices = meter.measure(make(ids), decisions=len(ids))
             figure("timer settlement against its floor", settle=kind, round=round_no + 1, **slices.figure())
+    def claimed_rounds(tag: str) -> list[int]:
+        """``--n`` new POLL instances whose round 1 task a worker holds: the attempts. The rounds that earlier
+        kinds started are claimed too, and left running."""
+        started = {routines.instance_start(conn, world.token, world.namespace, definition=POLL["name"], app=world.app,
+                                           input={}, idempotency_key=f"{tag}-{i}",
+                                           deadline_ms=86_400_000)["workflow_id"] for i in range(args.n)}
+        attempts: list[int] = []
+        while len(attempts) < args.n:
+            claimed = pulse.task_claim(conn, "w1", "payments", limit=1000)
+            assert claimed, "a started round's task was not found queued"
+            attempts += [c["attempt_id"] for c in claimed if c["workflow_id"] in started]
+        return attempts
+
+    pending = '{"status":"PENDING"}'
+    report_kinds: dict[str, Callable[[int], Callable[[], object]]] = {
+        "rows alone (the floor procedure)": lambda a: lambda: dbmod.call(conn, "floor_report_pending", a, pending),
+        "pulse_attempt_complete": lambda a: lambda: pulse.attempt_complete(conn, a, "w1", result_json=pending),
+    }
+    for round_no in range(args.rounds):
+        for k, (kind, make) in enumerate(report_kinds.items()):
+            slices = meter.measure([make(a) for a in claimed_rounds(f"p{round_no}k{k}")])
+            figure("POLL report against its floor", report=kind, round=round_no + 1, **slices.figure())
+    def due_rounds(tag: str) -> list[int]:
+        """``--n`` new POLL instances whose round 1 answered PENDING, the interval over: their POLL checkpoints."""
+        for a in claimed_rounds(tag):
+            pulse.attempt_complete(conn, a, "w1", result_json=pending)
+        world.db.advance(1_001)
+        return [r["id"] for r in world.db.rows(
+            "SELECT c.id FROM weave_pending_advances c JOIN weave_instances i ON i.id = c.instance_id "
+            "WHERE c.kind = 'POLL' AND i.idempotency_key LIKE %s ORDER BY c.id", f"{tag}-%")]
+
+    round_kinds: dict[str, Callable[[int], Callable[[], object]]] = {
+        "rows alone (the floor procedure)": lambda c: lambda: dbmod.call(conn, "floor_round_start", c),
+        "weave_checkpoint_advance": lambda c: lambda: dbmod.call(conn, "weave_checkpoint_advance", c),
+    }
+    for round_no in range(args.rounds):
+        for k, (kind, make) in enumerate(round_kinds.items()):
+            slices = meter.measure([make(c) for c in due_rounds(f"q{round_no}k{k}")])
+            figure("POLL round start against its floor", start=kind, round=round_no + 1, **slices.figure())
     settled = world.db.scalar("SELECT COUNT(*) FROM weave_waits WHERE status = 'SATISFIED' AND kind = 'SIGNAL'")
     assert settled == args.n * args.rounds * len(kinds), f"{settled} waits settled"
     conn.close()
