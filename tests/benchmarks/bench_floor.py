@@ -28,10 +28,10 @@ The settlement of a due TIMER (the only step of its instance, so it ends the ins
 - ``weave_checkpoint_advance``, one per call, and ``weave_candidates_advance``, five per call (the orchestrator's
   way), each settlement in its own transaction.
 
-The two decisions of a POLL round besides its task's claim (B-3), against a floor procedure each: the worker's
-report that the round's answer is PENDING, consumed in the report (``pulse_attempt_complete``), and the next round's
-start when its interval is over (``weave_checkpoint_advance``). The round starts of one kind create tasks that the
-next kind's claims also take; those are left running.
+The three decisions of a POLL round (B-3), against a floor procedure each: a worker's claim of one task
+(``pulse_task_claim``), its report that the round's answer is PENDING, consumed in the report
+(``pulse_attempt_complete``), and the next round's start when its interval is over (``weave_checkpoint_advance``).
+Tasks left queued by one kind are claimed by the next kind's setup, and left running.
 
 Not collected by pytest.
 """
@@ -279,6 +279,36 @@ BEGIN
 END
 """
 
+# The row changes of a worker's claim of one task (B-3's third decision): the attempt, its execution permit, the task
+# RUNNING; the task found by the claim's own index order and locked SKIP LOCKED; the claimed task answered with what
+# the worker runs.
+CLAIM_FLOOR = """
+CREATE PROCEDURE floor_claim_one(IN in_worker VARCHAR(128), IN in_queue_id BIGINT UNSIGNED)
+BEGIN
+    DECLARE v_task, v_ns, v_attempt BIGINT UNSIGNED;
+    DECLARE v_no INT UNSIGNED;
+    DECLARE v_mutex VARCHAR(256);
+    DECLARE v_now DATETIME(6);
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    START TRANSACTION;
+    SELECT t.id, t.namespace_id, t.attempts_used + 1, t.mutex_key,
+           UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND
+      INTO v_task, v_ns, v_no, v_mutex, v_now
+      FROM pulse_tasks t FORCE INDEX (ix_task_claim)
+     WHERE t.queue_id = in_queue_id AND t.status = 'QUEUED'
+     ORDER BY t.priority DESC, t.available_at, t.id LIMIT 1 FOR UPDATE SKIP LOCKED;
+    INSERT INTO pulse_attempts (namespace_id, task_id, attempt_no, worker_id, status, lease_expires_at, started_at)
+    VALUES (v_ns, v_task, v_no, in_worker, 'RUNNING', v_now + INTERVAL 30 SECOND, v_now);
+    SET v_attempt = LAST_INSERT_ID();
+    INSERT INTO pulse_permits (attempt_id, namespace_id, queue_id, task_id, mutex_key, mutex_held, taken_at)
+    VALUES (v_attempt, v_ns, in_queue_id, v_task, v_mutex, v_mutex, v_now);
+    UPDATE pulse_tasks SET status = 'RUNNING', attempts_used = v_no, updated_at = v_now WHERE id = v_task;
+    COMMIT;
+    SELECT t.id AS task_id, v_attempt AS attempt_id, t.handler, t.handler_version, t.input, t.deadline_at
+      FROM pulse_tasks t WHERE t.id = v_task;
+END
+"""
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -298,6 +328,7 @@ def main() -> None:
         cur.execute(TIMER_FLOOR.format())
         cur.execute(REPORT_FLOOR.format())
         cur.execute(ROUND_FLOOR.format())
+        cur.execute(CLAIM_FLOOR.format())
     payload = payload_json(1024)
     meter = CpuMeter(conn, payload)
     dbmod.call(conn, "weave_scan", 100)  # the connection opened and the routines' first calls made
@@ -370,6 +401,25 @@ def main() -> None:
             assert claimed, "a started round's task was not found queued"
             attempts += [c["attempt_id"] for c in claimed if c["workflow_id"] in started]
         return attempts
+
+    def queued_rounds(tag: str) -> None:
+        """``--n`` new POLL instances, their round 1 tasks queued (every task queued before is claimed first)."""
+        while pulse.task_claim(conn, "w1", "payments", limit=1000):
+            pass
+        for i in range(args.n):
+            routines.instance_start(conn, world.token, world.namespace, definition=POLL["name"], app=world.app,
+                                    input={}, idempotency_key=f"{tag}-{i}", deadline_ms=86_400_000)
+
+    queue_id = world.db.scalar("SELECT id FROM weave_queues WHERE name = 'payments'")
+    claim_kinds: dict[str, Callable[[], object]] = {
+        "rows alone (the floor procedure)": lambda: dbmod.call(conn, "floor_claim_one", "w1", queue_id),
+        "pulse_task_claim": lambda: pulse.task_claim(conn, "w1", "payments", limit=1),
+    }
+    for round_no in range(args.rounds):
+        for k, (kind, claim) in enumerate(claim_kinds.items()):
+            queued_rounds(f"c{round_no}k{k}")
+            slices = meter.measure([claim] * args.n)
+            figure("task claim against its floor", claim=kind, round=round_no + 1, **slices.figure())
 
     pending = '{"status":"PENDING"}'
     report_kinds: dict[str, Callable[[int], Callable[[], object]]] = {
