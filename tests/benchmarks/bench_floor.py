@@ -310,145 +310,159 @@ END
 """
 
 
+Calls = list[Callable[[], object]]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n", type=int, default=300, help="sends of each kind per round (default 300)")
-    parser.add_argument("--rounds", type=int, default=2, help="rounds of the three kinds in turn (default 2)")
+    parser.add_argument("--n", type=int, default=300, help="decisions of each kind per round (default 300)")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="rounds of each comparison, its kinds in turn within a round (default 2)")
     args = parser.parse_args()
+    n = args.n
     dsn = fresh_database("weave_bench_floor")
     world = world_on(dsn)
-    world.publish(SIGNAL)
-    world.publish(TIMER)
-    world.publish(POLL)
+    for flow in (SIGNAL, TIMER, POLL):
+        world.publish(flow)
     reset_raw(dsn)
     conn = dbmod.connect(dsn)
     with conn.cursor() as cur:
         cur.execute(FLOOR.format(name="floor_send_rows", **ROWS_ALONE))
         cur.execute(FLOOR.format(name="floor_send_rules", **WITH_RULES))
-        cur.execute(TIMER_FLOOR.format())
-        cur.execute(REPORT_FLOOR.format())
-        cur.execute(ROUND_FLOOR.format())
-        cur.execute(CLAIM_FLOOR.format())
+        for floor in (TIMER_FLOOR, CLAIM_FLOOR, REPORT_FLOOR, ROUND_FLOOR):
+            cur.execute(floor.format())
     payload = payload_json(1024)
+    pending = '{"status":"PENDING"}'
     meter = CpuMeter(conn, payload)
     dbmod.call(conn, "weave_scan", 100)  # the connection opened and the routines' first calls made
-    meter.raw_batch(4 * args.n)
+    meter.raw_batch(4 * n)
 
+    def compare(title: str, label: str, kinds: dict[str, Callable[[str], tuple[Calls, int]]], **extra: bool) -> None:
+        """Each kind in turn, ``--rounds`` times: its decisions, prepared by the kind for a tag of their own, made in
+        slices next to the raw procedure. ``best_b1_ratio`` adds 1 / ratio."""
+        for round_no in range(args.rounds):
+            for k, (kind, prepare) in enumerate(kinds.items()):
+                calls, decisions = prepare(f"{label}{round_no}k{k}")
+                slices = meter.measure(calls, decisions=decisions)
+                figure(title, **{label: kind}, round=round_no + 1, **slices.figure(),
+                       **({"best_b1_ratio": round(1 / slices.ratio, 2)} if extra.get("best_b1_ratio") else {}))
+
+    def start(definition: str, tag: str, **input: str) -> set[str]:
+        """``--n`` new instances of a definition, started under the tag: their workflow ids."""
+        return {routines.instance_start(conn, world.token, world.namespace, definition=definition, app=world.app,
+                                        input={k: f"{v}-{tag}-{i}" for k, v in input.items()},
+                                        idempotency_key=f"{tag}-{i}", deadline_ms=86_400_000)["workflow_id"]
+                for i in range(n)}
+
+    def checkpoints(kind: str, tag: str) -> list[int]:
+        return [r["id"] for r in world.db.rows(
+            "SELECT c.id FROM weave_pending_advances c JOIN weave_instances i ON i.id = c.instance_id "
+            "WHERE c.kind = %s AND i.idempotency_key LIKE %s ORDER BY c.id", kind, f"{tag}-%")]
+
+    def each(procedure: str, ids: list[int], *more: object) -> tuple[Calls, int]:
+        return [(lambda i=i: dbmod.call(conn, procedure, i, *more)) for i in ids], len(ids)
+
+    # B-1: a send into each instance's open SIGNAL wait.
     def open_waits(tag: str) -> list[dict]:
-        """``--n`` new instances, each waiting at its SIGNAL step."""
-        for i in range(args.n):
-            routines.instance_start(conn, world.token, world.namespace, definition=SIGNAL["name"], app=world.app,
-                                    input={"order_id": f"o-{tag}-{i}"}, idempotency_key=f"{tag}-{i}",
-                                    deadline_ms=86_400_000)
+        start(SIGNAL["name"], tag, order_id="o")
         return world.db.rows("SELECT id, CONCAT('wf_', id) AS wf, JSON_VALUE(input, '$.order_id') AS corr "
                              "FROM weave_instances WHERE idempotency_key LIKE %s ORDER BY id", f"{tag}-%")
 
-    def floor(procedure: str, w: dict) -> Callable[[], object]:
-        return lambda: dbmod.call(conn, procedure, world.token, world.namespace, w["id"], f"s-{w['wf']}", w["corr"],
-                                  payload)
+    def floor_sends(procedure: str) -> Callable[[str], tuple[Calls, int]]:
+        def prepare(tag: str) -> tuple[Calls, int]:
+            return [(lambda w=w: dbmod.call(conn, procedure, world.token, world.namespace, w["id"], f"s-{w['wf']}",
+                                            w["corr"], payload)) for w in open_waits(tag)], n
+        return prepare
 
-    def send(w: dict) -> Callable[[], object]:
-        return lambda: signals.send(conn, world.token, world.namespace, w["wf"], idempotency_key=f"s-{w['wf']}",
-                                    name="approval.decided", payload_version="1", target_step_key="approval",
-                                    target_activation_sequence=1, correlation_key=w["corr"], payload=payload,
-                                    reason="bench")
+    def sends(tag: str) -> tuple[Calls, int]:
+        return [(lambda w=w: signals.send(conn, world.token, world.namespace, w["wf"], idempotency_key=f"s-{w['wf']}",
+                                          name="approval.decided", payload_version="1", target_step_key="approval",
+                                          target_activation_sequence=1, correlation_key=w["corr"], payload=payload,
+                                          reason="bench")) for w in open_waits(tag)], n
 
-    kinds: dict[str, Callable[[dict], Callable[[], object]]] = {
-        "rows alone (the floor procedure)": lambda w: floor("floor_send_rows", w),
-        "rows with Send's own rules (authorisation, S-1 checks)": lambda w: floor("floor_send_rules", w),
-        "weave_signal_send (settles the open wait)": send,
-    }
-    for round_no in range(args.rounds):
-        for k, (kind, make) in enumerate(kinds.items()):
-            slices = meter.measure([make(w) for w in open_waits(f"r{round_no}k{k}")])
-            figure("settling send against its floor", send=kind, round=round_no + 1,
-                   best_b1_ratio=round(1 / slices.ratio, 2), **slices.figure())
+    compare("settling send against its floor", "send", {
+        "rows alone (the floor procedure)": floor_sends("floor_send_rows"),
+        "rows with Send's own rules (authorisation, S-1 checks)": floor_sends("floor_send_rules"),
+        "weave_signal_send (settles the open wait)": sends,
+    }, best_b1_ratio=True)
+
+    # B-2: the settlement of each instance's only step, a TIMER due now.
     def due_timers(tag: str) -> list[int]:
-        """``--n`` new instances whose only step is a TIMER, due now: their checkpoints."""
-        for i in range(args.n):
-            routines.instance_start(conn, world.token, world.namespace, definition=TIMER["name"], app=world.app,
-                                    input={}, idempotency_key=f"{tag}-{i}", deadline_ms=86_400_000)
+        start(TIMER["name"], tag)
         world.db.advance(1_001)
-        return [r["id"] for r in world.db.rows(
-            "SELECT c.id FROM weave_pending_advances c JOIN weave_instances i ON i.id = c.instance_id "
-            "WHERE c.kind = 'TIMER' AND i.idempotency_key LIKE %s ORDER BY c.id", f"{tag}-%")]
+        return checkpoints("TIMER", tag)
 
-    def batches(ids: list[int]) -> list[Callable[[], object]]:
+    def batches(tag: str) -> tuple[Calls, int]:
+        ids = due_timers(tag)
         return [(lambda b=ids[k:k + 5]: dbmod.call(conn, "weave_candidates_advance", "CHECKPOINT", json.dumps(b)))
-                for k in range(0, len(ids), 5)]
+                for k in range(0, len(ids), 5)], len(ids)
 
-    timer_kinds: dict[str, Callable[[list[int]], list[Callable[[], object]]]] = {
-        "rows alone (the floor procedure)": lambda ids: [(lambda c=c: dbmod.call(conn, "floor_timer_settle", c))
-                                                         for c in ids],
-        "weave_checkpoint_advance": lambda ids: [(lambda c=c: dbmod.call(conn, "weave_checkpoint_advance", c))
-                                                 for c in ids],
+    compare("timer settlement against its floor", "settle", {
+        "rows alone (the floor procedure)": lambda tag: each("floor_timer_settle", due_timers(tag)),
+        "weave_checkpoint_advance": lambda tag: each("weave_checkpoint_advance", due_timers(tag)),
         "weave_candidates_advance, 5 per call (each)": batches,
-    }
-    for round_no in range(args.rounds):
-        for k, (kind, make) in enumerate(timer_kinds.items()):
-            ids = due_timers(f"t{round_no}k{k}")
-            slices = meter.measure(make(ids), decisions=len(ids))
-            figure("timer settlement against its floor", settle=kind, round=round_no + 1, **slices.figure())
-    def claimed_rounds(tag: str) -> list[int]:
-        """``--n`` new POLL instances whose round 1 task a worker holds: the attempts. The rounds that earlier
-        kinds started are claimed too, and left running."""
-        started = {routines.instance_start(conn, world.token, world.namespace, definition=POLL["name"], app=world.app,
-                                           input={}, idempotency_key=f"{tag}-{i}",
-                                           deadline_ms=86_400_000)["workflow_id"] for i in range(args.n)}
-        attempts: list[int] = []
-        while len(attempts) < args.n:
-            claimed = pulse.task_claim(conn, "w1", "payments", limit=1000)
-            assert claimed, "a started round's task was not found queued"
-            attempts += [c["attempt_id"] for c in claimed if c["workflow_id"] in started]
-        return attempts
+    })
 
-    def queued_rounds(tag: str) -> None:
-        """``--n`` new POLL instances, their round 1 tasks queued (every task queued before is claimed first)."""
-        while pulse.task_claim(conn, "w1", "payments", limit=1000):
-            pass
-        for i in range(args.n):
-            routines.instance_start(conn, world.token, world.namespace, definition=POLL["name"], app=world.app,
-                                    input={}, idempotency_key=f"{tag}-{i}", deadline_ms=86_400_000)
+    # B-3: a round's claim, its PENDING report and the next round's start. A kind's setup claims what an earlier
+    # kind left queued (those attempts are left running), so that each kind decides on its own rows only.
+    def claim_all() -> list[dict]:
+        claimed: list[dict] = []
+        while more := pulse.task_claim(conn, "w1", "payments", limit=1000):
+            claimed += more
+        return claimed
+
+    def queued_rounds(claim: Callable[[], object]) -> Callable[[str], tuple[Calls, int]]:
+        """``--n`` claims of one task each, of the round 1 tasks of ``--n`` new POLL instances."""
+        def prepare(tag: str) -> tuple[Calls, int]:
+            claim_all()
+            start(POLL["name"], tag)
+            return [claim] * n, n
+        return prepare
+
+    def one(answer: object) -> None:
+        assert answer, "a claim found no task"
 
     queue_id = world.db.scalar("SELECT id FROM weave_queues WHERE name = 'payments'")
-    claim_kinds: dict[str, Callable[[], object]] = {
-        "rows alone (the floor procedure)": lambda: dbmod.call(conn, "floor_claim_one", "w1", queue_id),
-        "pulse_task_claim": lambda: pulse.task_claim(conn, "w1", "payments", limit=1),
-    }
-    for round_no in range(args.rounds):
-        for k, (kind, claim) in enumerate(claim_kinds.items()):
-            queued_rounds(f"c{round_no}k{k}")
-            slices = meter.measure([claim] * args.n)
-            figure("task claim against its floor", claim=kind, round=round_no + 1, **slices.figure())
+    compare("task claim against its floor", "claim", {
+        "rows alone (the floor procedure)": queued_rounds(
+            lambda: one(dbmod.call(conn, "floor_claim_one", "w1", queue_id)[0])),
+        "pulse_task_claim": queued_rounds(lambda: one(pulse.task_claim(conn, "w1", "payments", limit=1))),
+    })
 
-    pending = '{"status":"PENDING"}'
-    report_kinds: dict[str, Callable[[int], Callable[[], object]]] = {
-        "rows alone (the floor procedure)": lambda a: lambda: dbmod.call(conn, "floor_report_pending", a, pending),
-        "pulse_attempt_complete": lambda a: lambda: pulse.attempt_complete(conn, a, "w1", result_json=pending),
-    }
-    for round_no in range(args.rounds):
-        for k, (kind, make) in enumerate(report_kinds.items()):
-            slices = meter.measure([make(a) for a in claimed_rounds(f"p{round_no}k{k}")])
-            figure("POLL report against its floor", report=kind, round=round_no + 1, **slices.figure())
+    def held_rounds(tag: str) -> list[int]:
+        """Round 1 of ``--n`` new POLL instances, its task claimed: the attempts."""
+        started = start(POLL["name"], tag)
+        attempts = [c["attempt_id"] for c in claim_all() if c["workflow_id"] in started]
+        assert len(attempts) == n, f"{len(attempts)} of {n} rounds claimed"
+        return attempts
+
+    compare("POLL report against its floor", "report", {
+        "rows alone (the floor procedure)": lambda tag: each("floor_report_pending", held_rounds(tag), pending),
+        "pulse_attempt_complete": lambda tag: (
+            [(lambda a=a: pulse.attempt_complete(conn, a, "w1", result_json=pending)) for a in held_rounds(tag)], n),
+    })
+
     def due_rounds(tag: str) -> list[int]:
         """``--n`` new POLL instances whose round 1 answered PENDING, the interval over: their POLL checkpoints."""
-        for a in claimed_rounds(tag):
+        for a in held_rounds(tag):
             pulse.attempt_complete(conn, a, "w1", result_json=pending)
         world.db.advance(1_001)
-        return [r["id"] for r in world.db.rows(
-            "SELECT c.id FROM weave_pending_advances c JOIN weave_instances i ON i.id = c.instance_id "
-            "WHERE c.kind = 'POLL' AND i.idempotency_key LIKE %s ORDER BY c.id", f"{tag}-%")]
+        return checkpoints("POLL", tag)
 
-    round_kinds: dict[str, Callable[[int], Callable[[], object]]] = {
-        "rows alone (the floor procedure)": lambda c: lambda: dbmod.call(conn, "floor_round_start", c),
-        "weave_checkpoint_advance": lambda c: lambda: dbmod.call(conn, "weave_checkpoint_advance", c),
-    }
-    for round_no in range(args.rounds):
-        for k, (kind, make) in enumerate(round_kinds.items()):
-            slices = meter.measure([make(c) for c in due_rounds(f"q{round_no}k{k}")])
-            figure("POLL round start against its floor", start=kind, round=round_no + 1, **slices.figure())
-    settled = world.db.scalar("SELECT COUNT(*) FROM weave_waits WHERE status = 'SATISFIED' AND kind = 'SIGNAL'")
-    assert settled == args.n * args.rounds * len(kinds), f"{settled} waits settled"
+    compare("POLL round start against its floor", "start", {
+        "rows alone (the floor procedure)": lambda tag: each("floor_round_start", due_rounds(tag)),
+        "weave_checkpoint_advance": lambda tag: each("weave_checkpoint_advance", due_rounds(tag)),
+    })
+
+    # Every decision measured was made: a floor or an engine call that decided nothing would measure nothing.
+    made = world.db.row(
+        "SELECT (SELECT COUNT(*) FROM weave_waits WHERE status = 'SATISFIED' AND kind = 'SIGNAL') AS sends, "
+        "(SELECT COUNT(*) FROM weave_waits WHERE status = 'SATISFIED' AND kind = 'TIMER') AS timers, "
+        "(SELECT COUNT(*) FROM weave_poll_rounds WHERE outcome = 'POLL_PENDING') AS reports, "
+        "(SELECT COUNT(*) FROM weave_poll_rounds WHERE round_no = 2) AS round_starts")
+    # Reports: the two kinds' own, and the setup's of the round starts.
+    expected = {"sends": 3 * n, "timers": 3 * n, "reports": 4 * n, "round_starts": 2 * n}
+    assert made == {k: v * args.rounds for k, v in expected.items()}, made
     conn.close()
     check_invariants(dsn)
 
