@@ -26,9 +26,9 @@ PG = os.environ.get("DBOS_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/"
 
 SIZES = {
     False: {"signal_seconds": 3, "timers": 2000, "polls": 300, "paced": 250, "dbos_n": 300, "dbos_timers": 500,
-            "dbos_sleep": 15},
+            "dbos_sleep": 15, "floor_n": 100},
     True: {"signal_seconds": 10, "timers": 10_000, "polls": 1000, "paced": 1000, "dbos_n": 500, "dbos_timers": 2000,
-           "dbos_sleep": 40},
+           "dbos_sleep": 40, "floor_n": 300},
 }
 
 
@@ -57,6 +57,11 @@ def dbos(python: str | None, *args: str) -> list[dict]:
     return [r for r in rows if "scenario" in r]
 
 
+def _kind(row: dict) -> str:
+    """Which decision a bench_floor line measures (each comparison names it under its own key)."""
+    return next((str(row[k]) for k in ("send", "settle", "claim", "report", "start") if k in row), "")
+
+
 def figure(name: str, value, reference, reference_is: str, target: str, **extra) -> None:
     ratio = round(value / reference, 3) if value is not None and reference else None
     print(json.dumps({"figure": name, "weave": value, "reference": reference, "reference_is": reference_is,
@@ -72,7 +77,7 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="the sizes of spec 08 (long)")
     parser.add_argument("--dbos-python", default=os.environ.get("DBOS_PYTHON"),
                         help="python of a virtualenv with ../shared/bench/requirements.txt (DBOS figures)")
-    parser.add_argument("--only", default="statements,cpu,backlog,B-1,latency,B-2,B-3,B-4")
+    parser.add_argument("--only", default="statements,cpu,floor,backlog,B-1,latency,B-2,B-3,B-4")
     args = parser.parse_args()
     size = SIZES[args.full]
     only = set(args.only.split(","))
@@ -93,6 +98,17 @@ def main() -> None:
             elif row.get("benchmark") == "database CPU per lifecycle":
                 figure(f"database CPU per lifecycle, in raw procedures: {row['lifecycle']}", row["raw_procedures"],
                        1, "the raw 5-row procedure's CPU per transaction", "-")
+
+    if "floor" in only:
+        # Each decision next to a procedure that makes only its rows (bench_floor): what no engine could spend less
+        # than on this schema, and so how much of a target the schema allows.
+        rows = [r for r in weave("bench_floor", "--n", str(size["floor_n"]), "--rounds", "1")
+                if r.get("benchmark", "").endswith("against its floor")]
+        floors = {r["benchmark"]: r["ratio"] for r in rows if _kind(r).startswith("rows alone")}
+        for r in rows:
+            if not _kind(r).startswith("rows alone"):
+                figure(f"{r['benchmark']}: {_kind(r)}, in raw procedures", r["ratio"], floors.get(r["benchmark"]),
+                       "its rows alone, in raw procedures (a floor procedure, same run)", "-")
 
     if "backlog" in only:
         rows = weave("bench_backlog")
