@@ -7,7 +7,8 @@
 -- The caller holds the instance and wait row locks and decides what winning means for its step type.
 -- in_fresh_id names a signal the caller accepted in this very transaction (Settle at Send): its row and
 -- its audit row were written a moment ago from one digest, under the locks still held, so its proof is
--- that write itself and is not read back.
+-- that write itself and is not read back. When that signal is the instance's first, _weave_signal_advance
+-- tests it by this search's match conditions without calling the search: a change to them is made in both.
 CREATE PROCEDURE _weave_signal_pick(
         IN  in_namespace_id BIGINT UNSIGNED,
         IN  in_instance_id  BIGINT UNSIGNED,

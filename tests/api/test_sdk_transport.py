@@ -129,4 +129,3 @@ def test_sdk_goes_through_the_proxy_the_environment_names(server, monkeypatch):
 def test_sdk_refuses_a_base_url_that_is_not_http():
     with pytest.raises(ValueError, match="http:// or https://"):
         sdk.WeaveClient("127.0.0.1:8080", "wv_x", "acme")
-

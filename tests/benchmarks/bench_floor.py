@@ -337,15 +337,16 @@ def main() -> None:
     dbmod.call(conn, "weave_scan", 100)  # the connection opened and the routines' first calls made
     meter.raw_batch(4 * n)
 
-    def compare(title: str, label: str, kinds: dict[str, Callable[[str], tuple[Calls, int]]], **extra: bool) -> None:
+    def compare(title: str, label: str, kinds: dict[str, Callable[[str], tuple[Calls, int]]],
+                best_b1: bool = False) -> None:
         """Each kind in turn, ``--rounds`` times: its decisions, prepared by the kind for a tag of their own, made in
-        slices next to the raw procedure. ``best_b1_ratio`` adds 1 / ratio."""
+        slices next to the raw procedure. ``best_b1`` adds ``best_b1_ratio``, 1 / ratio."""
         for round_no in range(args.rounds):
             for k, (kind, prepare) in enumerate(kinds.items()):
                 calls, decisions = prepare(f"{label}{round_no}k{k}")
                 slices = meter.measure(calls, decisions=decisions)
-                figure(title, **{label: kind}, round=round_no + 1, **slices.figure(),
-                       **({"best_b1_ratio": round(1 / slices.ratio, 2)} if extra.get("best_b1_ratio") else {}))
+                best = {"best_b1_ratio": round(1 / slices.ratio, 2)} if best_b1 else {}
+                figure(title, **{label: kind}, round=round_no + 1, **slices.figure(), **best)
 
     def start(definition: str, tag: str, **input: str) -> set[str]:
         """``--n`` new instances of a definition, started under the tag: their workflow ids."""
@@ -384,7 +385,7 @@ def main() -> None:
         "rows alone (the floor procedure)": floor_sends("floor_send_rows"),
         "rows with Send's own rules (authorisation, S-1 checks)": floor_sends("floor_send_rules"),
         "weave_signal_send (settles the open wait)": sends,
-    }, best_b1_ratio=True)
+    }, best_b1=True)
 
     # B-2: the settlement of each instance's only step, a TIMER due now.
     def due_timers(tag: str) -> list[int]:

@@ -166,16 +166,6 @@ def test_R1_every_public_routine_leaves_a_mariadb_client_callers_transaction_as_
     assert world.db.table_counts() == engine_before
 
 
-def _call_all(conn, sql: str, *args) -> list[list[dict]]:
-    sets = []
-    with conn.cursor() as cur:
-        cur.execute(sql, args)
-        sets.append(list(cur.fetchall()))
-        while cur.nextset():
-            sets.append(list(cur.fetchall()))
-    return sets
-
-
 def _in_transaction(conn) -> int:
     with conn.cursor() as cur:
         cur.execute("SELECT @@in_transaction AS t")
@@ -193,7 +183,7 @@ def test_R1_a_claim_from_a_session_with_autocommit_off_claims_and_leaves_no_tran
         world.start("one-task", key=f"task-{i}")
     conn = dbmod.connect(world.db.dsn, autocommit=False)
     try:
-        claims = _call_all(conn, "CALL pulse_task_claim('worker-1', %s, NULL, 5, 30000)", world.queue)[0]
+        claims = dbmod.call(conn, "pulse_task_claim", "worker-1", world.queue, None, 5, 30000)[0]
         assert len(claims) == queued
         assert _in_transaction(conn) == 0
     finally:
@@ -210,7 +200,7 @@ def test_R1_a_list_advance_from_a_session_with_autocommit_off_is_served(world, c
     ids = [r["id"] for r in world.db.rows("SELECT id FROM weave_pending_advances ORDER BY id")]
     conn = dbmod.connect(world.db.dsn, autocommit=False)
     try:
-        rows = _call_all(conn, "CALL weave_candidates_advance('CHECKPOINT', %s)", json.dumps(ids + [10**12]))[0]
+        rows = dbmod.call(conn, "weave_candidates_advance", "CHECKPOINT", json.dumps(ids + [10**12]))[0]
         assert [r["outcome"] for r in rows] == ["SETTLED"] * len(ids) + ["GONE"]
         assert _in_transaction(conn) == 0
     finally:
@@ -224,8 +214,8 @@ def test_R1_a_console_sign_in_from_a_session_with_autocommit_off_leaves_no_trans
     ends as well, since the call opened it."""
     conn = dbmod.connect(world.db.dsn, autocommit=False)
     try:
-        answer = _call_all(conn, "CALL weave_console_session_open(%s, %s, %s, %s, 600)", world.token,
-                           world.namespace, "ab" * 32, b"sealed")[0]
+        answer = dbmod.call(conn, "weave_console_session_open", world.token, world.namespace, "ab" * 32,
+                            b"sealed", 600)[0]
         assert len(answer) == 1
         assert _in_transaction(conn) == 0
     finally:

@@ -1085,12 +1085,13 @@ def test_S11_settled_at_send_the_first_pending_match_by_acceptance_still_wins(wo
     assert world.step(wf, "approval")["output"] == {"n": 1}
 
 
-def test_S11_settled_at_send_an_instances_first_signal_wins_only_by_the_waits_own_pins(world, orch):
+@pytest.mark.parametrize("pin", ["signal_name", "payload_version"])
+def test_S11_settled_at_send_an_instances_first_signal_wins_only_by_the_waits_own_pins(world, orch, pin):
     """The instance's first signal is the only candidate, so Send takes it without searching; it still wins only
     by the conditions of the search: here the wait's pinned contract no longer names it (stored facts changed
     under the engine), so it is not consumed and the wait stays open."""
     wf = started(world, orch, signal_flow())
-    world.db.execute("UPDATE weave_waits SET signal_name = 'approval.other' WHERE kind = 'SIGNAL'")
+    world.db.execute(f"UPDATE weave_waits SET {pin} = 'changed' WHERE kind = 'SIGNAL'")
     receipt = send(world, wf, "k-1")
     assert receipt["status"] == "PENDING"  # accepted: the definition's contract is met
     assert signal_row(world, receipt["signal_id"])["status"] != "CONSUMED"
