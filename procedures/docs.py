@@ -10,6 +10,7 @@ import re
 import sys
 from pathlib import Path
 
+from . import inlining
 from .errors import ERRORS, TRANSIENT_CODES, VALIDATION_CODES
 from .installer import PROCEDURES_DIR, shipped_routines
 
@@ -40,33 +41,36 @@ AREAS = {
 
 
 def render() -> str:
-    by_area: dict[str, list[tuple[str, list[str], str, bool]]] = {area: [] for area in AREAS}
+    by_area: dict[str, list[tuple[str, list[str], str, bool, bool]]] = {area: [] for area in AREAS}
     for routine in shipped_routines():
         name, params, comment = _parse(routine.text)
-        by_area[routine.area].append((name, params, comment, routine.public))
+        inlined = bool(inlining.MARKER.search(routine.text))
+        by_area[routine.area].append((name, params, comment, routine.public, inlined))
     out = ["# SQL reference", "",
            "Generated from the routine headers in `procedures/<area>/` by `python -m procedures.docs`; do not edit.",
            "Every public routine can be called from any SQL client (`CALL name(...)`): it authenticates, validates",
            "and owns its transaction. Errors are `SQLSTATE 45000` with the errno below and a `MESSAGE_TEXT` that",
            "starts with the stable code. Internal routines (their header opens `Internal.`) are not an interface:",
-           "they are called only by other routines.", ""]
+           "they are called only by other routines. Those marked *inlined* are installed also as a block in place of",
+           "each call of them (`procedures/inlining.py`): a caller's installed text holds their body.", ""]
     for area, title in AREAS.items():
         routines = by_area[area]
         if not routines:
             continue
         out += [f"## {title}", ""]
-        for name, params, comment, public in routines:
+        for name, params, comment, public, _ in routines:
             if not public:
                 continue
             out += [f"### `{name}`", "", "```sql", f"CALL {name}({', '.join(p.split()[1] for p in params)})", "```", ""]
             if params:
                 out += ["Parameters: " + "; ".join(f"`{p}`" for p in params), ""]
             out += [comment.strip(), ""]
-        internal = [(name, comment) for name, _, comment, public in routines if not public]
+        internal = [(name, comment, inlined) for name, _, comment, public, inlined in routines if not public]
         if internal:
             out += ["Internal routines of this area:", ""]
-            out += [f"- `{name}` — {comment.strip().splitlines()[0].removeprefix('Internal. Description: ')}"
-                    for name, comment in internal]
+            out += [f"- `{name}`{' *(inlined)*' if inlined else ''} — "
+                    f"{comment.strip().splitlines()[0].removeprefix('Internal. Description: ')}"
+                    for name, comment, inlined in internal]
             out += [""]
     out += ["## Error numbers", "", "| errno | code | HTTP |", "| --- | --- | --- |"]
     out += [f"| {errno} | `{code}` | {status} |"

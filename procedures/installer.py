@@ -18,7 +18,7 @@ from typing import Any
 
 import pymysql
 
-from . import db, errors
+from . import db, errors, inlining
 
 PROCEDURES_DIR = Path(__file__).resolve().parent
 
@@ -38,8 +38,9 @@ class Routine:
     name: str
     kind: str
     path: Path
-    text: str
-    digest: str
+    text: str  # its file
+    installed: str  # what the installer sends: the file with the calls of inlined routines expanded
+    digest: str  # of what is installed: a routine is installed again when a routine inlined into it changes
 
     @property
     def area(self) -> str:
@@ -66,8 +67,9 @@ class MigrateReport:
 
 
 def shipped_routines(directory: Path = PROCEDURES_DIR) -> list[Routine]:
-    """The routines this code ships: one ``<area>/<name>.sql`` file per routine, named after it."""
-    routines = []
+    """The routines this code ships: one ``<area>/<name>.sql`` file per routine, named after it, each with the
+    calls of the routines marked ``-- Inlined:`` expanded (see procedures/inlining.py)."""
+    files = []
     for path in sorted(directory.rglob("*.sql"), key=lambda p: p.stem):
         if MIGRATIONS_DIR in path.parents:
             continue
@@ -75,8 +77,13 @@ def shipped_routines(directory: Path = PROCEDURES_DIR) -> list[Routine]:
         match = _CREATE.search(text)
         if not match or match.group(2) != path.stem:
             raise ValueError(f"{path.name}: must hold exactly one CREATE PROCEDURE {path.stem}(...)")
-        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-        routines.append(Routine(path.stem, match.group(1).upper(), path, text, digest))
+        files.append((path, match.group(1).upper(), text))
+    inliner = inlining.Inliner({path.stem: text for path, _, text in files})
+    routines = []
+    for path, kind, text in files:
+        installed = inliner.expand(text)
+        digest = hashlib.sha256(installed.encode("utf-8")).hexdigest()
+        routines.append(Routine(path.stem, kind, path, text, installed, digest))
     return routines
 
 
@@ -218,7 +225,7 @@ def _install_routines(conn: db.Connection, report: MigrateReport, progress: Call
                 continue
             progress(f"installing {routine.kind.lower()} {routine.name}")
             cur.execute(f"DROP {routine.kind} IF EXISTS `{routine.name}`")
-            cur.execute(routine.text)
+            cur.execute(routine.installed)
             cur.execute(
                 "REPLACE INTO weave_routines (name, kind, digest, installed_at) "
                 "VALUES (%s, %s, %s, UTC_TIMESTAMP(6))",

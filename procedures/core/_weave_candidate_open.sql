@@ -1,3 +1,4 @@
+-- Inlined: installed as a block in each routine that calls it, not called (procedures/inlining.py).
 -- The opening every candidate advancer shares (R-6, R-13): find the instance the candidate names, take
 -- the decision's locks in R-3 order (the instance SKIP LOCKED, so orchestrators never queue behind each
 -- other). The caller owns the transaction and re-reads its own candidate row under these locks, and

@@ -1,3 +1,4 @@
+-- Inlined: installed as a block in each routine that calls it, not called (procedures/inlining.py).
 -- The decision of one checkpoint, inside the transaction its caller started: the shared candidate
 -- opening takes the locks in R-3 order (the instance SKIP LOCKED so orchestrators never queue behind
 -- each other, R-13), then the checkpoint and the step's rows are re-read and verified under them, and

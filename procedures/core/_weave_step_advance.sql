@@ -1,3 +1,4 @@
+-- Inlined: installed as a block in each routine that calls it, not called (procedures/inlining.py).
 -- The one place where a step kind picks its handler. A step is decided from two places: its checkpoint
 -- coming due (_weave_checkpoint_decide) and a fresh signal for its open wait (weave_signal_process). Both
 -- run the handler named here, under the instance lock they hold, so a step can never be decided two ways.

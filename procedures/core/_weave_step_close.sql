@@ -1,3 +1,4 @@
+-- Inlined: installed as a block in each routine that calls it, not called (procedures/inlining.py).
 -- The closing every successful step shares (TIMER, SIGNAL, POLL, TASK): the step SUCCEEDED with its
 -- output, its activation ended, the wait the handler names SATISFIED (a TIMER's), its event, the successors
 -- (bounded by R-7, R-9 when it was the last step) and the audit row that lists them, all in the caller's

@@ -1,3 +1,4 @@
+-- Inlined: installed as a block in each routine that calls it, not called (procedures/inlining.py).
 -- The opening every wait handler shares (TIMER, SIGNAL, POLL): lock the step, then R-5: a checkpoint
 -- of an activation that is no longer the step's current one is stale, deleted and never acted on (an
 -- old activation can never wake new work). The current activation's checkpoint is the handler's to

@@ -1,3 +1,4 @@
+-- Inlined: installed as a block in each routine that calls it, not called (procedures/inlining.py).
 -- The opening of every public routine that owns a READ COMMITTED transaction, as one call: refuse a
 -- caller's open transaction (R-1), then start the routine's READ COMMITTED transaction and mark it as
 -- the routine's own, so that its exit handler rolls back exactly that one. On MariaDB the probe is one

@@ -1,3 +1,4 @@
+-- Inlined: installed as a block in each routine that calls it, not called (procedures/inlining.py).
 -- The instance as the API shows it, one definition for every routine that answers it (weave_instance_get,
 -- and weave_instance_start answering the instance it started). The caller has authorised the read and
 -- chosen the transaction the sets are read in. Every set is in the order of an index it reads, so none needs a

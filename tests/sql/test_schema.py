@@ -169,6 +169,33 @@ def test_R15_a_changed_routine_file_replaces_exactly_that_routine(database, tmp_
         assert report.routines_installed == ["weave_clock_now"]
 
 
+def test_R15_a_changed_inlined_routine_replaces_it_and_every_routine_it_is_inlined_into(database, tmp_path,
+                                                                                         monkeypatch):
+    """A routine installed inline lives on in its callers' installed text: a change to it is a change to each."""
+    original = installer.shipped_routines()
+    target = next(r for r in original if r.name == "_weave_step_open")
+    callers = sorted(r.name for r in original if "-- inline CALL _weave_step_open(" in r.installed)
+    assert len(callers) >= 3  # the TIMER, SIGNAL and POLL handlers
+    changed = target.text.replace("SET out_step_id = NULL, out_status = NULL",
+                                  "SET out_step_id = NULL /* changed */, out_status = NULL")
+    assert changed != target.text
+    for r in original:
+        (tmp_path / f"{r.name}.sql").write_text(changed if r.name == target.name else r.text)
+    monkeypatch.setattr(installer, "PROCEDURES_DIR", tmp_path)
+    monkeypatch.setattr(installer.shipped_routines, "__defaults__", (tmp_path,))
+    try:
+        report = installer.migrate(database, test_clock=True)
+        assert sorted(report.routines_installed) == sorted([target.name, *callers])
+        with dbmod.connect(database) as conn, conn.cursor() as cur:
+            cur.execute("SELECT ROUTINE_NAME AS n FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE() "
+                        "AND ROUTINE_DEFINITION LIKE '%/* changed */%'")
+            assert sorted(row["n"] for row in cur.fetchall()) == sorted([target.name, *callers])
+    finally:
+        monkeypatch.undo()
+        report = installer.migrate(database, test_clock=True)
+        assert sorted(report.routines_installed) == sorted([target.name, *callers])
+
+
 def test_R16_level_check_passes_on_a_current_database(db):
     installer.check_level(db.conn)
 
