@@ -1,7 +1,7 @@
 """Internal routines installed inline: the installer copies their bodies into their callers.
 
-A nested ``CALL`` costs the server a statement of its own and a new variable frame: on a decision's path of
-eight or nine nested calls that is a sixth of its statements. A routine whose file carries the line
+A nested ``CALL`` is a statement the server counts, with a frame of variables it builds: on a decision's path of
+eight or nine nested calls that was a sixth of its statements. A routine whose file carries the line
 ``-- Inlined: ...`` is still written, read and tested as one routine with one definition, and still installed
 under its own name; but every ``CALL`` of it from another routine is replaced, in the text the installer
 sends, by a block that does what the call did:
@@ -19,6 +19,14 @@ error leaves the block as it leaves a call, before any argument is set, into the
 handler of the routine leaves its body as it left the call. The one difference a block could make is under a
 caller's CONTINUE handler, which would resume inside the routine's body where the call resumed after it: a
 call in the scope of one stays a call. Inlined routines inline their own inlined callees first.
+
+What it saves is statements, not time: measured on MariaDB 10.11, a call of a routine with a dozen variables costs
+about 7 us against 5 for its block, and each variable a block declares about 0.25 us when the block runs (0.07 when
+it does not: the frame is built for the whole routine). With the routines marked now, each decision's database CPU
+stayed within the spread of its runs. They are those their callers run on every path (the openings, the
+authorisation, the report's chain, the step's close with the ROOT walk), not the kind handlers or the
+activations, which their callers run on some paths only: inlining those too made a timer's settlement about 8 %
+dearer in one run.
 """
 
 from __future__ import annotations
