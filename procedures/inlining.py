@@ -137,6 +137,9 @@ def parse(text: str) -> Procedure:
         mode, pname, ptype = item.split(None, 2)
         if mode.upper() not in ("IN", "OUT", "INOUT"):
             raise ValueError(f"{name}: give every parameter its mode (IN, OUT or INOUT): {item}")
+        if not re.match(r"(in|out|io)_\w+$", pname):
+            raise ValueError(f"{name}: parameter {pname} is not named in_, out_ or io_ "
+                             "(renaming it could rename a column)")
         parameters.append(Parameter(mode.upper(), pname, ptype))
     begin = next(i for i in _significant(toks, closing + 1) if toks[i].word("BEGIN"))
     end = max(i for i in range(len(toks)) if toks[i].word("END"))
@@ -174,15 +177,18 @@ class Inliner:
     """Expands the calls of inlined routines in routine texts: ``inliner.expand(text)``."""
 
     def __init__(self, texts: dict[str, str]) -> None:
-        self._texts = texts
         self.inlined = {name for name, text in texts.items() if MARKER.search(text)}
         self._procedures = {name: parse(texts[name]) for name in self.inlined}
+        names = "|".join(sorted(self.inlined)) or "(?!)"
+        self._calls = re.compile(rf"\bCALL\s+({names})\s*\(", re.IGNORECASE)
         self._bodies: dict[str, list[Token]] = {}
         self._numbers = itertools.count(1)
         self._expanding: list[str] = []
 
     def expand(self, text: str) -> str:
         """The text with every call of an inlined routine that can be inlined replaced by its block."""
+        if not self._calls.search(text):
+            return text
         return "".join(t.text for t in self._expand(tokens(text)))
 
     def _body(self, name: str) -> list[Token]:
@@ -234,7 +240,7 @@ class Inliner:
         semicolon = _next(toks, closing + 1)
         if semicolon >= len(toks) or toks[semicolon].text != ";":
             raise ValueError(f"CALL {toks[sig[0]].text}(...) not ended by ';'")
-        args = [a for a in _split(toks[sig[1] + 1:closing])] if closing > sig[1] + 1 else []
+        args = _split(toks[sig[1] + 1:closing]) if closing > sig[1] + 1 else []
         return toks[sig[0]].text, args, semicolon
 
     def _block(self, name: str, args: list[str]) -> list[Token]:
@@ -244,7 +250,7 @@ class Inliner:
         body = self._body(name)
         prefix = f"i{next(self._numbers)}_"
         renamed = {p.name for p in proc.parameters} | proc.labels
-        lines = [f"BEGIN  -- inline CALL {name}({', '.join(args)})\n"]
+        lines = [f"BEGIN  -- inline CALL {name}({', '.join(' '.join(a.split()) for a in args)})\n"]
         for param, arg in zip(proc.parameters, args, strict=True):
             default = f" DEFAULT {arg}" if param.mode in ("IN", "INOUT") else ""
             lines.append(f"DECLARE {prefix}{param.name} {param.type}{default};\n")

@@ -126,6 +126,13 @@ CREATE PROCEDURE t_bad(IN in_a INT) COMMENT 'Internal.' BEGIN DECLARE v_n INT; {
         inlining.Inliner({"t_bad": text})
 
 
+def test_a_parameter_not_named_as_a_parameter_is_refused():
+    """A parameter named like a column (status) would be renamed where the body names the column."""
+    text = "-- Inlined: for the test.\nCREATE PROCEDURE t_bad(IN status INT) COMMENT 'Internal.' BEGIN END"
+    with pytest.raises(ValueError, match="parameter status is not named in_, out_ or io_"):
+        inlining.Inliner({"t_bad": text})
+
+
 def test_inlined_routines_that_call_each_other_in_a_cycle_are_refused():
     one = "-- Inlined: a.\nCREATE PROCEDURE t_one() COMMENT 'Internal.' BEGIN CALL t_two(); END"
     two = "-- Inlined: b.\nCREATE PROCEDURE t_two() COMMENT 'Internal.' BEGIN CALL t_one(); END"
