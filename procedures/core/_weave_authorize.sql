@@ -1,4 +1,3 @@
--- Inlined: installed as a block in each routine that calls it, not called (procedures/inlining.py).
 -- Authentication and authorisation shared by every public routine that takes a token (S-2).
 -- The credential is read with a shared lock: it is first in the lock order (R-3), a concurrent
 -- disable waits for the decisions in flight, and concurrent requests of one credential do not

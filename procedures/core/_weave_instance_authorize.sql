@@ -1,4 +1,3 @@
--- Inlined: installed as a block in each routine that calls it, not called (procedures/inlining.py).
 -- Authorisation for routines that act on one instance. The instance is looked up inside the path's
 -- namespace only, so an instance of another namespace is indistinguishable from a missing one (404),
 -- and the queue check (403) uses the instance's pinned definition only once the instance is known

@@ -1,4 +1,3 @@
--- Inlined: installed as a block in each routine that calls it, not called (procedures/inlining.py).
 -- Lock order R-3 for every decision about one instance: identity -> app -> queues (by name) ->
 -- instance. The identity is read shared (concurrent decisions of one credential do not queue), and so
 -- is the app of a definition without queues. The app and queue rows of a definition that runs tasks

@@ -1,4 +1,3 @@
--- Inlined: installed as a block in each routine that calls it, not called (procedures/inlining.py).
 -- The graph walk of R-7..R-9, run by the ROOT checkpoint and inline after any step settles. At most
 -- in_budget step changes happen here; when more steps are ready the ROOT checkpoint stays due now.
 -- The caller holds the instance row lock and owns the transaction. The event of a step that settled just before

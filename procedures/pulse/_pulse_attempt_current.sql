@@ -1,4 +1,3 @@
--- Inlined: installed as a block in each routine that calls it, not called (procedures/inlining.py).
 -- K-3: only the holder of the current attempt may report its end. The report takes the locks of a
 -- decision of its instance first (R-3: credential, then the instance, SKIP LOCKED so that a worker never
 -- queues behind an orchestrator or another worker), then Pulse's own (task, then attempt), and decides

@@ -1,4 +1,3 @@
--- Inlined: installed as a block in each routine that calls it, not called (procedures/inlining.py).
 -- Permits are released here and nowhere else (M-4.6): only when Pulse records the end of the attempt that
 -- holds one (a report, a lost lease), and in the same statement as that end. Releasing also frees the
 -- attempt's mutex key, which the unique index on (namespace, mutex_held) kept exclusive while the attempt ran.

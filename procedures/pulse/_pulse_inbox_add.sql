@@ -1,4 +1,3 @@
--- Inlined: installed as a block in each routine that calls it, not called (procedures/inlining.py).
 -- Every terminal outcome of a task is written once to the inbox, in the transaction that decided it,
 -- stamped with the outcome's own time: the orchestrator consumes it later (K-7) and judges races by
 -- that time, never by when it happened to scan (P-10). A task reaches its final status exactly here,

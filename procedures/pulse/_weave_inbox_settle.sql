@@ -1,4 +1,3 @@
--- Inlined: installed as a block in each routine that calls it, not called (procedures/inlining.py).
 -- K-7: a task's outcomes are applied in the order of their own times, so the event a decision is about
 -- is applied after any earlier one of the same task still pending. The caller holds the instance lock,
 -- has read the instance's status under it and owns the transaction; an instance being cancelled is

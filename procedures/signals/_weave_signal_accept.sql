@@ -1,4 +1,3 @@
--- Inlined: installed as a block in each routine that calls it, not called (procedures/inlining.py).
 -- The one body of Send (S-1..S-9), shared by weave_signal_send (its own transaction) and
 -- weave_signal_send_in_tx (the caller's transaction, S-16), so the two entry points can never answer
 -- differently. It never starts, commits or rolls back: the entry point owns the transaction.

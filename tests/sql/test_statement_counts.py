@@ -13,31 +13,31 @@ from tests.benchmarks.statements import POLL_ROUNDS, Census, Stage, decisions
 
 # Per decision: the ceiling on its statements.
 DECISIONS = {
-    "start (TIMER, activated by the start)": 27,
-    "timer settle": 16,
-    "timer settle, its successor activated": 25,
-    "timer settle, 10 in one call (each)": 15.2,
-    "start (SIGNAL, activated by the start)": 29,
+    "start (TIMER, activated by the start)": 29,
+    "timer settle": 17,
+    "timer settle, its successor activated": 26,
+    "timer settle, 10 in one call (each)": 16.2,
+    "start (SIGNAL, activated by the start)": 31,
     "signal checkpoint before its deadline": 9,
-    "signal send (settles the open wait)": 24,
-    "signal settle (candidate path)": 24,
+    "signal send (settles the open wait)": 29,
+    "signal settle (candidate path)": 25,
     "signal twin candidate": 6,
-    "start (POLL, round 1 created by the start)": 36,
+    "start (POLL, round 1 created by the start)": 38,
     "task claim": 10,
-    "attempt complete (consumes the round's answer)": 25,
+    "attempt complete (consumes the round's answer)": 29,
     "poll round start": 26,
-    "instance get": 12,
-    "attempt complete (instance held: answer left in the inbox)": 13,
-    "inbox consume (round pending)": 21,
-    "inbox consume, 3 in one call (each)": 19.7,
+    "instance get": 14,
+    "attempt complete (instance held: answer left in the inbox)": 16,
+    "inbox consume (round pending)": 22,
+    "inbox consume, 3 in one call (each)": 20.7,
     "attempt heartbeat": 8,
-    "attempt fail (retry scheduled)": 10,
+    "attempt fail (retry scheduled)": 12,
     "scan (nothing due)": 4,
     "idle probe": 2,
     "task claim (nothing queued)": 3,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 47, "signal": 57, "poll": 71.7}
+LIFECYCLES = {"timer": 50, "signal": 64, "poll": 76.7}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
