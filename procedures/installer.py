@@ -2,8 +2,9 @@
 
 Routine bodies stay out of yoyo: it splits files with sqlparse, which cuts compound statements,
 and its hooks run only when a migration applied. Each routine file is sent whole as one statement
-after DROP, under a pinned sql_mode (a routine keeps the mode it was created under), and recorded
-with its digest so that a re-run replaces exactly the routines whose files changed (R-15).
+after DROP (with the blocks of the routines it inlines, see inlining.py), under a pinned sql_mode (a
+routine keeps the mode it was created under), and recorded with the digest of what was sent, so that a
+re-run replaces exactly the routines whose text changed (R-15).
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def shipped_routines(directory: Path = PROCEDURES_DIR) -> list[Routine]:
 @functools.lru_cache(maxsize=4)
 def _installed(sources: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
     """The texts to install for these (name, file text) pairs, computed once per set of files: every level check
-    (a node's start, each readiness probe) reads the files, and expanding them all takes a quarter of a second."""
+    (a node's start, each readiness probe) reads the files, and expanding them takes a tenth of a second."""
     inliner = inlining.Inliner(dict(sources))
     return tuple(inliner.expand(text) for _, text in sources)
 
