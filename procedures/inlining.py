@@ -118,7 +118,6 @@ class Parameter:
 
 @dataclass(frozen=True)
 class Procedure:
-    name: str
     parameters: list[Parameter]
     body: list[Token]  # from its BEGIN to its END
     labels: frozenset[str]
@@ -150,13 +149,15 @@ def parse(text: str) -> Procedure:
                        if body[i].kind == "word" and body[i + 1].text == ":"
                        and _followed_by_loop(body, i + 2))
     _check_names(name, body, {p.name for p in parameters}, labels)
-    return Procedure(name, parameters, body, labels)
+    return Procedure(parameters, body, labels)
 
 
 def _check_names(name: str, body: list[Token], parameters: set[str], labels: frozenset[str]) -> None:
     """Renaming a parameter or a label renames every word of its name: refuse a body where that word also
     names something else (a column, a table)."""
     sig = [t for t in body if t.kind not in ("space", "comment")]
+    renamed = parameters | labels
+    lowered = {word.lower() for word in renamed}
     for k, tok in enumerate(sig):
         before = sig[k - 1] if k else Token("space", "")
         after = sig[k + 1] if k + 1 < len(sig) else Token("space", "")
@@ -166,7 +167,7 @@ def _check_names(name: str, body: list[Token], parameters: set[str], labels: fro
             raise ValueError(f"{name}: label {tok.text} also names something else")
         if tok.text in parameters and (before.text == "." or after.text == "."):
             raise ValueError(f"{name}: parameter {tok.text} also names a column")
-        if tok.text.lower() in {p.lower() for p in parameters | labels} and tok.text not in parameters | labels:
+        if tok.text.lower() in lowered and tok.text not in renamed:
             raise ValueError(f"{name}: {tok.text} differs from a parameter or label only in case")
 
 

@@ -69,7 +69,7 @@ BEGIN
     -- reason the mutex test below is one.
     -- A session with autocommit off would open a transaction with the plain read below, and this routine's own
     -- could then not be started (1568): in such a session the routine's transaction starts before the read, by
-    -- the shared opener (the usual path below opens its own inline, a statement fewer on every claim).
+    -- the shared opener; the usual path below starts its own after the read, the refusal's probe made above.
     IF @@autocommit = 0 THEN
         CALL _weave_transaction_begin('pulse_task_claim', v_tx);
     END IF;

@@ -157,7 +157,7 @@ def test_shipped_decisions_run_their_hot_helpers_as_blocks(db):
         assert advance.count(f"CALL {name}(") == advance.count(f"-- inline CALL {name}(")
 
 
-def test_an_error_inside_an_inlined_routine_reaches_the_client_as_from_its_call(db):
+def test_R1_an_error_inside_an_inlined_routine_reaches_the_client_as_from_its_call(db):
     """The shared opening refuses a caller's open transaction as before (R-1), from inside its block."""
     with db.conn.cursor() as cur:
         cur.execute("START TRANSACTION")
