@@ -2,19 +2,19 @@
 
     python -m tests.benchmarks.bench_cpu [--n 400]
 
-Statement counts (``bench_statements``) are the deterministic guide, but a statement is not a fixed price: four
-single-row updates can cost what one multi-table update of the same rows costs, and a routine's first read of a
-table costs several times its second. This measures what the counts stand for: the server process's own CPU time
-(its threads' run time, from /proc), over ``--n`` decisions of one kind made on one connection (routines cached,
-as on a running node), beside the raw procedure of ``bench_signals`` (five inserts and a commit in one call) made
-on the same connection. The decisions are made in slices of 20, each between two runs of 20 raw procedures, and
-each slice is a ratio to the raw procedure right around it: the machine's speed drifts within a run, and the
-host's other load comes in bursts. A figure is the median of its slices (``ratio_quartiles`` gives their
-spread; ``ratio_mean`` the ratio of the totals). Every figure includes the call's round trip and, for the
-decisions that commit, the commit. The server must run on this machine (its pid is read
-from ``@@pid_file``) and be otherwise idle; the figures move with the machine, their ratio to the raw procedure
-less. Then one line per lifecycle (a TIMER flow, a SIGNAL flow, a POLL round): the CPU of its decisions added up,
-and its cost in raw procedures (the sum of their ratios). Not collected by pytest.
+Statement counts (``bench_statements``) are the deterministic guide, but a statement is not a fixed price: one
+multi-table update costs more than the single-row updates of the same rows (``bench_update_shapes``), and a
+routine's first read of a table costs several times its second. This measures what the counts stand for: the server
+process's own CPU time (its threads' run time, from /proc), over ``--n`` decisions of one kind made on one
+connection (routines cached, as on a running node), beside the raw procedure of ``bench_signals`` (five inserts and
+a commit in one call) made on the same connection. The decisions are made in slices of 20, each between two runs of
+20 raw procedures, and each slice is a ratio to the raw procedure right around it: the machine's speed drifts
+within a run, and the host's other load comes in bursts. A figure is the median of its slices (``ratio_quartiles``
+gives their spread; ``ratio_mean`` the ratio of the totals). Every figure includes the call's round trip and, for
+the decisions that commit, the commit. The server must run on this machine (its pid is read from ``@@pid_file``)
+and be otherwise idle; the figures move with the machine, their ratio to the raw procedure less. Then one line per
+lifecycle (a TIMER flow, a SIGNAL flow, a POLL round): the CPU of its decisions added up, and its cost in raw
+procedures (the sum of their ratios). Not collected by pytest.
 """
 
 from __future__ import annotations
