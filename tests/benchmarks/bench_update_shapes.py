@@ -28,6 +28,7 @@ import statistics
 
 from procedures import db as dbmod
 from tests.benchmarks.bench_cpu import server_cpu_seconds, server_pid
+from tests.benchmarks.bench_scan import seq
 from tests.benchmarks.common import figure
 
 TABLES = ("a", "b", "c", "d")
@@ -85,7 +86,7 @@ def main() -> None:
                 extra = ", o LONGTEXT" if table == "a" else ""
                 cur.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, x INT NOT NULL, y DATETIME(6){extra}) "
                             "ENGINE=InnoDB")
-                cur.execute(f"INSERT INTO {table} (id, x, y) SELECT seq, 0, NOW(6) FROM seq_1_to_1000")
+                cur.execute(f"INSERT INTO {table} (id, x, y) SELECT n, 0, NOW(6) FROM {seq(1000)}")
             for shape, statements in SHAPES.items():
                 cur.execute(procedure(names[shape], statements))
             pid = server_pid(conn)
