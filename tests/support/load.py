@@ -21,8 +21,12 @@ def start_many(world: World, definition: str, count: int, *, threads: int = 4, d
     def work(part: int) -> None:
         conns = [world.db.connect()]
 
+        def close() -> None:
+            if conns[0].open:  # a connection the server dropped is closed already
+                conns[0].close()
+
         def reconnect() -> None:
-            conns[0].close()
+            close()
             conns[0] = world.db.connect()
 
         def start(i: int) -> dict:
@@ -36,7 +40,7 @@ def start_many(world: World, definition: str, count: int, *, threads: int = 4, d
                 with lock:
                     ids.append(row["workflow_id"])
         finally:
-            conns[0].close()
+            close()
 
     run_threads(work, threads)
     return ids
