@@ -184,25 +184,27 @@ class Inliner:
         self._procedures = {name: parse(texts[name]) for name in self.inlined}
         names = "|".join(sorted(self.inlined)) or "(?!)"
         self._calls = re.compile(rf"\bCALL\s+({names})\s*\(", re.IGNORECASE)
-        self._bodies: dict[str, list[Token]] = {}
         self._numbers = itertools.count(1)
         self._expanding: list[str] = []
 
     def expand(self, text: str) -> str:
-        """The text with every call of an inlined routine that can be inlined replaced by its block."""
+        """The text with every call of an inlined routine that can be inlined replaced by its block. The blocks
+        are numbered within this text alone, so that what a routine installs (and its digest) depends only on its
+        own file and the routines inlined into it, never on which other routines ship (R-15)."""
         if not self._calls.search(text):
             return text
+        self._numbers = itertools.count(1)
         return "".join(t.text for t in self._expand(tokens(text)))
 
     def _body(self, name: str) -> list[Token]:
-        """The inlined routine's body with its own inlined calls expanded, once per routine."""
-        if name not in self._bodies:
-            if name in self._expanding:
-                raise ValueError(f"inlined routines call each other in a cycle: {' -> '.join(self._expanding)}")
-            self._expanding.append(name)
-            self._bodies[name] = self._expand(self._procedures[name].body)
+        """The inlined routine's body with its own inlined calls expanded, numbered on in the text being expanded."""
+        if name in self._expanding:
+            raise ValueError(f"inlined routines call each other in a cycle: {' -> '.join(self._expanding)}")
+        self._expanding.append(name)
+        try:
+            return self._expand(self._procedures[name].body)
+        finally:
             self._expanding.pop()
-        return self._bodies[name]
 
     def _expand(self, toks: list[Token]) -> list[Token]:
         out: list[Token] = []

@@ -196,6 +196,21 @@ def test_R15_a_changed_inlined_routine_replaces_it_and_every_routine_it_is_inlin
         assert sorted(report.routines_installed) == sorted([target.name, *callers])
 
 
+def test_R15_a_new_routine_changes_no_other_routines_installed_text(tmp_path):
+    """Blocks are numbered within each routine's own text: a routine added to the tree (here one that sorts first and
+    inlines the shared opener) is installed alone, and every other routine's installed text and digest stay."""
+    original = installer.shipped_routines()
+    for r in original:
+        (tmp_path / f"{r.name}.sql").write_text(r.text)
+    (tmp_path / "_aaa_added.sql").write_text(
+        "CREATE PROCEDURE _aaa_added()\n    COMMENT 'Internal. Description: added.'\n    MODIFIES SQL DATA\n"
+        "BEGIN\n    DECLARE v_tx BOOLEAN DEFAULT FALSE;\n    CALL _weave_transaction_begin('_aaa_added', v_tx);\n"
+        "    COMMIT;\nEND\n")
+    grown = {r.name: r for r in installer.shipped_routines(tmp_path)}
+    assert "-- inline CALL _weave_transaction_begin(" in grown["_aaa_added"].installed
+    assert {r.name: r.digest for r in original} == {name: r.digest for name, r in grown.items() if name != "_aaa_added"}
+
+
 def test_R16_level_check_passes_on_a_current_database(db):
     installer.check_level(db.conn)
 
