@@ -92,6 +92,10 @@ class Worker:
     def check_level(self) -> None:
         installer.check_level(self._conn())
 
+    def close(self) -> None:
+        """Close every connection of the worker: its claim loop's, and those its ended threads left for the next run."""
+        self._connections.close_all()
+
     @property
     def stopping(self) -> threading.Event:
         """Set once the worker was asked to stop (SIGTERM, SIGINT or ``stop``)."""
@@ -224,7 +228,7 @@ class Worker:
                         self._ended = True
                         self._cond.notify_all()
         finally:
-            self._drop_conn()
+            self._connections.release()  # for the next run's threads, its routines parsed
 
     def _heartbeater(self, stop: threading.Event) -> None:
         interval = self.heartbeat_ms / 1000.0
@@ -235,7 +239,7 @@ class Worker:
                 for ctx in running:
                     self._heartbeat(ctx)
         finally:
-            self._drop_conn()
+            self._connections.release()
 
     def _heartbeat(self, ctx: TaskContext) -> None:
         try:

@@ -31,7 +31,9 @@ def retry_transient(fn: Callable[[], T], *, attempts: int = 5, on_retry: Callabl
 
 class Connections:
     """One connection per thread, reopened after a failure. ``open`` makes a connection (default
-    ``db.connect(dsn)``); every connection made is closed by ``close_all``."""
+    ``db.connect(dsn)``); every connection made is closed by ``close_all``. A thread that ends can ``release`` its
+    connection to the next thread that needs one (a worker's task threads, started again by each run): it stays
+    open, with the routines it has called still parsed, instead of a new one being opened and warmed."""
 
     def __init__(self, dsn: db.Dsn | None, open: Callable[[], db.Connection] | None = None):
         self.dsn = dsn
@@ -39,6 +41,7 @@ class Connections:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._all: set[db.Connection] = set()
+        self._idle: list[db.Connection] = []  # released by threads that ended, for the next thread (guarded)
 
     def _dsn(self) -> db.Dsn:
         if self.dsn is None:
@@ -51,10 +54,28 @@ class Connections:
             self.discard()
             conn = None
         if conn is None:
-            conn = self._local.conn = self._open()
+            conn = self._local.conn = self._take_idle() or self._open()
             with self._lock:
                 self._all.add(conn)
         return conn
+
+    def _take_idle(self) -> db.Connection | None:
+        while True:
+            with self._lock:
+                if not self._idle:
+                    return None
+                conn = self._idle.pop()
+            if db.usable(conn):
+                return conn
+            self._close(conn)
+
+    def release(self) -> None:
+        """Hand this thread's connection over to the next thread that asks for one (this thread is ending)."""
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            with self._lock:
+                self._idle.append(conn)
 
     def discard(self) -> None:
         """Drop this thread's connection (after a failure: the next call opens a new one)."""
@@ -65,7 +86,7 @@ class Connections:
 
     def close_all(self) -> None:
         with self._lock:
-            conns, self._all = self._all, set()
+            conns, self._all, self._idle = self._all, set(), []
         for conn in conns:
             self._close(conn)
         self._local = threading.local()

@@ -171,6 +171,7 @@ class Stage:
 
     def close(self) -> None:
         self.orch.close()
+        self.worker.close()
         self.connections.discard()
         self.db.close()
 
@@ -434,6 +435,7 @@ def _idle_run(dsn: dbmod.Dsn, seconds: float) -> int:
         for t in threads:
             t.join(timeout=30)
         orch.close()
+        worker.close()
         return census.total()  # every loop has stopped: its connections are idle or closed
 
 

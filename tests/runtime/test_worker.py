@@ -456,3 +456,20 @@ def test_K8_a_worker_started_without_handlers_of_its_own_warns_as_it_starts(data
     else:
         warning, = warnings
         assert "HANDLER_NOT_FOUND" in warning["msg"] and warning["handlers"] == ["http@1"]
+
+
+def test_a_worker_run_again_reports_on_the_sessions_of_its_last_run(world, orch, database):
+    """A run's task threads end with it; the next run's threads take over their sessions (routines parsed)."""
+    world.publish(task_flow())
+    worker = make_worker(database, concurrency=1)
+    try:
+        sessions = []
+        for n in range(2):
+            world.start("job", {"order_id": f"o-{n}"})
+            orch.drain()
+            assert worker.run(max_claims=1)["SUCCEEDED"] == n + 1  # the counts add up over runs
+            sessions.append({conn.thread_id() for conn in worker._connections._all})
+        assert sessions[0] == sessions[1] and len(sessions[0]) >= 2  # the claim loop's and the task thread's
+    finally:
+        worker.close()
+    assert not worker._connections._all

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 
 import pytest
@@ -246,3 +247,34 @@ def test_column_descriptors_are_parsed_once_and_read_as_pymysql_reads_them(datab
         assert (fresh.name, fresh.table_name, fresh.type_code, fresh.charsetnr, fresh.flags, fresh.scale,
                 fresh.length) == (field.name, field.table_name, field.type_code, field.charsetnr, field.flags,
                                   field.scale, field.length)
+
+
+def test_a_connection_released_by_an_ended_thread_serves_the_next_thread_and_a_dead_one_is_not_reused(database):
+    """A worker's task threads end with each run: what they release serves the next run's threads, its routines
+    still parsed, instead of a connection opened and warmed anew; one the server closed meanwhile is replaced."""
+    pool = Connections(database)
+
+    def in_thread(fn) -> object:
+        out: list[object] = []
+        thread = threading.Thread(target=lambda: out.append(fn()))
+        thread.start()
+        thread.join()
+        return out[0]
+
+    def use_and_release() -> int:
+        conn = pool.get()
+        dbmod.call_row(conn, "weave_clock_now")
+        pool.release()
+        return conn.thread_id()
+
+    try:
+        first = in_thread(use_and_release)
+        assert in_thread(use_and_release) == first  # the next thread got the same session
+        with dbmod.connect(database) as admin, admin.cursor() as cur:
+            cur.execute(f"KILL {first}")
+        assert wait_for(lambda: dbmod._idle_state(pool._idle[0]) != "open", timeout=5)
+        assert in_thread(use_and_release) != first  # a session the server ended is closed, not handed on
+        assert len(pool._all) == 1
+    finally:
+        pool.close_all()
+    assert not pool._all and not pool._idle
