@@ -11,6 +11,8 @@ the procedure calls among its statements, its own CALL included.
 
 from __future__ import annotations
 
+import argparse
+
 from tests.benchmarks.common import check_invariants, figure, fresh_database
 from tests.benchmarks.statements import POLL_ROUNDS, Census, Stage, decisions, idle_rate, lifecycle_calls
 
@@ -18,6 +20,10 @@ TARGETS = {"timer": 50, "signal": 80, "poll": 50}
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "),
+                                     epilog="The database is WEAVE_BENCH_DSN's server, in a database of its own "
+                                            "(<its name>_statements), made anew for each run.")
+    parser.parse_args()
     dsn = fresh_database("weave_bench_statements")
     with Census() as census:
         stage = Stage(dsn, census)
