@@ -1,12 +1,16 @@
 """B-3 poll rounds: N POLL steps x 3 rounds (PENDING, PENDING, DONE) with the no-op ``example.poll``
 handler, run end to end by real ``weave orchestrator`` and ``weave worker`` processes.
 
-    python -m tests.benchmarks.bench_polls [--polls 1000] [--runs 1x1,2x2] [--interval-ms 200]
+    python -m tests.benchmarks.bench_polls [--polls 1000] [--runs 1x1,2x2] [--interval-ms 200] [--aligned]
 
 Not collected by pytest (run on demand). The processes start first; the instances are started on them (each
 start activates its POLL step and creates round 1), and the processes do the rest: consumption of every
 answer, the next rounds after the interval, the settlement. The figure comes from the database's own
 timestamps: rounds / (last step settled - first round created), so process start-up does not count.
+End to end, the starts are part of the span: each costs the database about as much as a round (its first round's
+task is created in it). ``--aligned`` measures the polling alone, as the peer's ``--aligned`` does: every poll is
+started before the processes (round 1 queued), and the span begins with the first claim (round 1's
+``round_created_to_consumed_ms`` then includes its wait for the processes).
 ``row_lock_waits`` and ``row_lock_wait_ms_per_round`` are the server's row lock waits over the run (on a shared
 server, other sessions' waits count too): where one row serialises the decisions of an app, they show it.
 The peer figure (DBOS Transact, ../bench, interval 0.2 s) is about 100 rounds/s on this kind of machine.
@@ -43,23 +47,28 @@ def flow(interval_ms: int) -> dict:
 
 
 def run(polls: int, orchestrators: int, workers: int, interval_ms: int, concurrency: int,
-        worker_concurrency: int, logs: Path) -> None:
-    dsn = fresh_database(f"weave_bench_polls_{orchestrators}x{workers}")
+        worker_concurrency: int, logs: Path, aligned: bool = False) -> None:
+    dsn = fresh_database(f"weave_bench_polls_{orchestrators}x{workers}{'_aligned' if aligned else ''}")
     world = world_on(dsn)
     world.publish(flow(interval_ms))
+    db = world.db
+    if aligned:
+        # Every poll started (its round 1 queued) before any process runs: the span then begins with the first claim
+        # and measures the polling alone, as the peer's aligned mode does.
+        start_many(world, "bench-poll", polls, threads=8)
     env = {"WEAVE_LOG_LEVEL": "WARNING"}
     procs = [WeaveProcess(dsn, "orchestrator", "--concurrency", str(concurrency), env=env, log=logs / f"o{i}.log")
              for i in range(orchestrators)]
     procs += [WeaveProcess(dsn, "worker", "--handlers", "orchestrator.example_handlers", "--queue", "payments",
                            "--concurrency", str(worker_concurrency), env=env, log=logs / f"w{i}.log")
               for i in range(workers)]
-    db = world.db
     try:
         # The polls start on running processes: their start-up is not part of the measured span (which begins
         # with the first round).
         wait_until_connected(db, orchestrators + workers)
         waits_before = row_lock_waits(db)
-        start_many(world, "bench-poll", polls, threads=8)
+        if not aligned:
+            start_many(world, "bench-poll", polls, threads=8)
         # Done when none is RUNNING (a range of the status index that empties; counting the SUCCEEDED ones read every
         # instance, five times a second, beside the rounds); that all of them SUCCEEDED is checked after.
         done = wait_for(lambda: not db.scalar(
@@ -76,6 +85,8 @@ def run(polls: int, orchestrators: int, workers: int, interval_ms: int, concurre
     assert succeeded == polls, f"{succeeded} of {polls} polls succeeded; logs in {logs}"
     span = db.row("SELECT MIN(r.created_at) AS first, MAX(a.ended_at) AS last, COUNT(*) AS rounds "
                   "FROM weave_poll_rounds r JOIN weave_activations a ON a.id = r.activation_id")
+    if aligned:
+        span["first"] = db.scalar("SELECT MIN(started_at) FROM pulse_attempts")
     assert span["rounds"] == polls * ROUNDS, "every poll runs exactly three rounds"
     seconds = (span["last"] - span["first"]).total_seconds()
     # Per round: from the round's creation to its answer being consumed (the next round or the settlement).
@@ -85,7 +96,7 @@ def run(polls: int, orchestrators: int, workers: int, interval_ms: int, concurre
     # own event records it. A round waits here when creations queue for their app, and after its creation when the
     # workers are behind.
     late = db.rows("SELECT JSON_VALUE(data, '$.lateness_ms') AS ms FROM weave_events WHERE type = 'POLL_ROUND_STARTED'")
-    figure("B-3 poll rounds", polls=polls, rounds=span["rounds"], interval_ms=interval_ms,
+    figure("B-3 poll rounds", polls=polls, rounds=span["rounds"], interval_ms=interval_ms, aligned=aligned,
            orchestrators=orchestrators, concurrency_per_orchestrator=concurrency, workers=workers,
            concurrency_per_worker=worker_concurrency, seconds=round(seconds, 3),
            rounds_per_s=round(span["rounds"] / seconds, 1), polls_per_s=round(polls / seconds, 1),
@@ -102,11 +113,15 @@ def main() -> None:
     parser.add_argument("--interval-ms", type=int, default=200, help="interval between rounds (the peer uses 200)")
     parser.add_argument("--concurrency", type=int, default=4, help="advance connections per orchestrator")
     parser.add_argument("--worker-concurrency", type=int, default=8, help="attempts at once per worker")
+    parser.add_argument("--aligned", action="store_true",
+                        help="start every poll before the processes, and count from the first claim: the polling "
+                             "without its start phase (the peer's --aligned)")
     args = parser.parse_args()
     for spec in args.runs.split(","):
         orchestrators, workers = (int(x) for x in spec.lower().split("x"))
         with common.process_logs("polls") as logs:
-            run(args.polls, orchestrators, workers, args.interval_ms, args.concurrency, args.worker_concurrency, logs)
+            run(args.polls, orchestrators, workers, args.interval_ms, args.concurrency, args.worker_concurrency, logs,
+                args.aligned)
 
 
 if __name__ == "__main__":
