@@ -28,7 +28,8 @@ its runs. What it costs is the server's memory: every connection keeps each rout
 procedure holds 46 MB with the routines marked now, 37 MB with none, 70 MB when the ROOT walk, Send's acceptance,
 the authorisation and a report's chain were inlined as well). So the routines marked are small ones that a
 decision runs on every path: the openings of a transaction, a candidate and a step, the checkpoint decision and
-its kind dispatch, the step's close and the instance's answer.
+its kind dispatch, the step's close and the instance's answer; and a routine called from one place only (a POLL
+round's outcome, inside the inbox's apply), which a connection parses once whether it is called or copied.
 """
 
 from __future__ import annotations

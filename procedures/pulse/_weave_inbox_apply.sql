@@ -61,26 +61,47 @@ BEGIN
     DECLARE v_last_worker VARCHAR(128);
     DECLARE v_last_started DATETIME(6);
     DECLARE v_inbox BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_p_state VARCHAR(16);  -- a POLL task's poll state and round record (none for a TASK)
+    DECLARE v_p_rounds_used INT UNSIGNED;
+    DECLARE v_p_max_rounds INT UNSIGNED;
+    DECLARE v_p_interval BIGINT UNSIGNED;
+    DECLARE v_p_deadline DATETIME(6);
+    DECLARE v_p_current_task BIGINT UNSIGNED;
+    DECLARE v_r_id BIGINT UNSIGNED;
+    DECLARE v_r_task BIGINT UNSIGNED;
+    DECLARE v_r_outcome VARCHAR(24);
 
     -- The task's first pending outcome, by the task's own index (in outcome-time order, K-7): through the index of
     -- every PENDING event, which looks cheaper while few are pending, the lock would take other instances' events.
     -- The same read locks the task it names, with the step of this instance the task names and the activation it
-    -- names (the event first, then the task, as before); what they claim is verified below, in this order. The
-    -- index gives the event order, so the join stops at the first event.
+    -- names (the event first, then the task, as before), and for a POLL round the poll state of the task's
+    -- activation and the task's round record, all that _weave_poll_outcome decides from; the instance row, which
+    -- the caller holds, gives its status. What they claim is verified below, in this order. The index gives the
+    -- event order, so the join stops at the first event. The queue's name is a subquery, a plain read: a queue row
+    -- is shared by every task of the queue and is never locked here.
     SELECT e.id, e.task_id, e.kind, e.result, e.occurred_at, e.namespace_id,
            t.id, t.namespace_id, t.instance_id, t.step_key, t.activation_id, t.round_no, t.handler, t.handler_version,
            t.queue_id, t.attempts_used, t.max_attempts, t.error, t.created_at, t.deadline_at, t.finished_at,
+           (SELECT q.name FROM weave_queues q WHERE q.id = t.queue_id), i.status,
            s.id, s.type, s.status, s.activation_id, s.activation_seq,
-           a.id, a.instance_id, a.step_id, a.seq, a.ended_at, a.frozen
+           a.id, a.instance_id, a.step_id, a.seq, a.ended_at, a.frozen,
+           p.state, p.rounds_used, p.max_rounds, p.interval_ms, p.poll_deadline, p.current_task_id,
+           r.id, r.task_id, r.outcome
       INTO v_inbox, v_task, v_kind, v_result, v_occurred, v_inbox_ns,
            v_t_id, v_t_ns, v_t_inst, v_t_step, v_t_activation, v_t_round, v_t_handler, v_t_version, v_t_queue,
            v_t_used, v_t_max, v_t_error, v_t_created, v_t_deadline, v_t_finished,
+           v_queue_name, v_inst_status,
            v_s_id, v_s_type, v_s_status, v_s_activation, v_s_seq,
-           v_a_id, v_a_inst, v_a_step, v_a_seq, v_a_ended, v_a_frozen
+           v_a_id, v_a_inst, v_a_step, v_a_seq, v_a_ended, v_a_frozen,
+           v_p_state, v_p_rounds_used, v_p_max_rounds, v_p_interval, v_p_deadline, v_p_current_task,
+           v_r_id, v_r_task, v_r_outcome
       FROM pulse_inbox e FORCE INDEX (ix_inbox_task)
+      JOIN weave_instances i ON i.id = in_instance_id
       LEFT JOIN pulse_tasks t ON t.id = e.task_id
       LEFT JOIN weave_steps s ON s.instance_id = in_instance_id AND s.step_key = t.step_key
       LEFT JOIN weave_activations a ON a.id = t.activation_id
+      LEFT JOIN weave_poll_states p ON p.activation_id = t.activation_id AND p.instance_id = in_instance_id
+      LEFT JOIN weave_poll_rounds r ON r.activation_id = p.activation_id AND r.round_no = t.round_no
      WHERE e.task_id = in_task_id AND e.instance_id = in_instance_id AND e.state = 'PENDING'
      ORDER BY e.occurred_at, e.id LIMIT 1 FOR UPDATE;
     IF v_inbox IS NULL THEN
@@ -119,7 +140,6 @@ BEGIN
         IF v_s_type = 'TASK' THEN
             -- The activation's own task is the one it created: the first of round 0, with its frozen contract.
             SELECT MIN(id) INTO v_owner FROM pulse_tasks WHERE activation_id = v_a_id AND round_no = 0;
-            SELECT name INTO v_queue_name FROM weave_queues WHERE id = v_t_queue;
             IF v_owner <> v_task OR v_t_handler <> JSON_VALUE(v_a_frozen, '$.handler')
                OR v_t_version <> JSON_VALUE(v_a_frozen, '$.handler_version')
                OR NOT (v_queue_name <=> JSON_VALUE(v_a_frozen, '$.queue')) THEN
@@ -145,13 +165,15 @@ BEGIN
         UPDATE pulse_inbox SET state = 'STALE', consumed_at = in_now, version = version + 1 WHERE id = v_inbox;
         SET out_outcome = 'STALE';
     ELSEIF v_s_type = 'POLL' THEN
-        CALL _weave_poll_outcome(in_namespace_id, in_instance_id, v_task, v_inbox, v_kind, v_result, v_occurred,
-                                 in_now, out_outcome);
+        CALL _weave_poll_outcome(in_namespace_id, in_instance_id, v_task, v_inbox, v_kind, v_result, v_occurred, in_now,
+                                 v_t_step, v_t_activation, v_t_round, v_t_handler, v_t_version, v_queue_name, v_t_used,
+                                 v_t_max, v_t_error, v_t_created, v_t_deadline, v_inst_status, v_s_id, v_s_status,
+                                 v_s_seq, v_a_frozen, v_p_state, v_p_rounds_used, v_p_max_rounds, v_p_interval,
+                                 v_p_deadline, v_p_current_task, v_r_id, v_r_task, v_r_outcome, out_outcome);
         -- The POLL handler marks a round whose ownership does not verify as MISMATCH itself.
         UPDATE pulse_inbox SET state = 'CONSUMED', consumed_at = in_now, version = version + 1
          WHERE id = v_inbox AND state = 'PENDING';
     ELSE
-        SELECT status INTO v_inst_status FROM weave_instances WHERE id = in_instance_id;
         SELECT worker_id, started_at INTO v_last_worker, v_last_started
           FROM pulse_attempts WHERE task_id = v_task AND attempt_no = v_t_used;
         SET v_facts = JSON_OBJECT('task_id', CONCAT('tsk_', v_task), 'kind', v_kind,

@@ -24,12 +24,12 @@ DECISIONS = {
     "signal twin candidate": 6,
     "start (POLL, round 1 created by the start)": 38,
     "task claim": 10,
-    "attempt complete (consumes the round's answer)": 29,
+    "attempt complete (consumes the round's answer)": 27,
     "poll round start": 26,
     "instance get": 14,
     "attempt complete (instance held: answer left in the inbox)": 16,
-    "inbox consume (round pending)": 22,
-    "inbox consume, 3 in one call (each)": 20.7,
+    "inbox consume (round pending)": 20,
+    "inbox consume, 3 in one call (each)": 18.7,
     "attempt heartbeat": 8,
     "attempt fail (retry scheduled)": 12,
     "scan (nothing due)": 4,
@@ -37,7 +37,7 @@ DECISIONS = {
     "task claim (nothing queued)": 3,
 }
 # All in, from the start request to SUCCEEDED (per round for the POLL flow).
-LIFECYCLES = {"timer": 50, "signal": 64, "poll": 76.7}
+LIFECYCLES = {"timer": 50, "signal": 64, "poll": 74.7}
 # How far under its ceiling a count may fall before the ceiling counts as stale.
 SLACK = 0.9
 
