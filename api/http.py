@@ -234,7 +234,33 @@ def problem(resp: falcon.Response, status: int, code: str, detail: str, errors_:
 Handler = Callable[[falcon.Request, falcon.Response, BaseException, dict], None]
 
 
+class UnavailableLog:
+    """Why requests answered 503: the database error behind each, logged as a warning at most once a second with
+    the number answered since the line before, so that an operator can tell a node that died from a conflict the
+    retries did not outlast without the log flooding while the database is away."""
+
+    clock = staticmethod(time.monotonic)
+
+    def __init__(self, interval: float = 1.0):
+        self.interval = interval
+        self._lock = threading.Lock()
+        self._last = float("-inf")
+        self._unlogged = 0
+
+    def answered(self, path: str, exc: BaseException) -> None:
+        now = self.clock()
+        with self._lock:
+            self._unlogged += 1
+            if now - self._last < self.interval:
+                return
+            self._last, count, self._unlogged = now, self._unlogged, 0
+        log.warning("answered 503: the database is unavailable", extra={"fields": {
+            "path": path, "error": f"{type(exc).__name__}: {exc}"[:500], "answered_503": count}})
+
+
 def make_error_handler(connections: Connections) -> Handler:
+    unavailable = UnavailableLog()
+
     def handle(req: falcon.Request, resp: falcon.Response, exc: BaseException, params: dict) -> None:
         if isinstance(exc, falcon.HTTPError):
             status = int(str(exc.status).split()[0]) if not isinstance(exc.status, int) else exc.status
@@ -251,10 +277,12 @@ def make_error_handler(connections: Connections) -> Handler:
             if isinstance(connections, ApiConnections) and errors.is_connection_lost(exc):
                 connections.trip()
             connections.discard()
+            unavailable.answered(req.path, exc)
             resp.set_header("Retry-After", "1")
             problem(resp, 503, "UNAVAILABLE", "the database is unavailable; retry shortly")
             return
         if isinstance(exc, errors.SchemaMismatch):
+            unavailable.answered(req.path, exc)
             resp.set_header("Retry-After", "5")
             problem(resp, 503, "UNAVAILABLE", str(exc.detail))
             return

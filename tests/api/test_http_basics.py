@@ -199,6 +199,35 @@ def test_database_down_is_503_with_retry_after(world):
     assert "Traceback" not in result.text
 
 
+def test_a_503_says_why_in_the_log_once_a_second_with_the_count(world, caplog, monkeypatch):
+    """The answer says only UNAVAILABLE; the log says which database error it was (a node that died, a conflict
+    the retries did not outlast), at most once a second with the number of 503s answered since the line before."""
+    from falcon import testing
+
+    import api.http
+    from api.app import create_app
+    from api.http import Connections
+    from procedures.db import Dsn
+
+    clock = [1000.0]
+    monkeypatch.setattr(api.http.UnavailableLog, "clock", staticmethod(lambda: clock[0]))
+    dead = testing.TestClient(create_app(Connections(Dsn(host="127.0.0.1", port=1, database="x"))))
+    path = f"{NS}/workflows/wf_1"
+
+    def lines() -> list[dict]:
+        return [r.fields for r in caplog.records if r.name == "weave.api" and r.getMessage().startswith("answered 503")]
+
+    with caplog.at_level("WARNING", logger="weave.api"):
+        for _ in range(3):
+            problem(dead.simulate_get(path, headers=auth(world.token)), 503, "UNAVAILABLE")
+        assert len(lines()) == 1
+        assert lines()[0]["answered_503"] == 1 and lines()[0]["path"] == path
+        assert "127.0.0.1:1" in lines()[0]["error"] or "Can't connect" in lines()[0]["error"], lines()[0]
+        clock[0] += 1.0
+        problem(dead.simulate_get(path, headers=auth(world.token)), 503, "UNAVAILABLE")
+        assert [line["answered_503"] for line in lines()] == [1, 3]  # the two unlogged ones and this one
+
+
 def test_pause_resume_and_deadline_over_http(client, world):
     publish(client, world)
     wf = start(client, world).json["workflow_id"]
