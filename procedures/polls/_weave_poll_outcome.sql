@@ -136,7 +136,8 @@ BEGIN
                 END IF;
             END IF;
             IF v_status IS NOT NULL THEN
-                IF COALESCE(JSON_CONTAINS(JSON_EXTRACT(in_frozen, '$.result.pending'), JSON_QUOTE(v_status)), 0) = 1 THEN
+                IF COALESCE(JSON_CONTAINS(JSON_EXTRACT(in_frozen, '$.result.pending'), JSON_QUOTE(v_status)), 0) = 1
+                THEN
                     SET v_outcome = 'POLL_PENDING';
                 ELSEIF COALESCE(JSON_CONTAINS(JSON_EXTRACT(in_frozen, '$.result.success'), JSON_QUOTE(v_status)), 0) = 1
                 THEN
@@ -199,7 +200,8 @@ BEGIN
 
         -- Only a step that declares a final signal has a POLL_FINAL wait (_weave_poll_activate) to look at.
         IF v_final THEN
-            CALL _weave_poll_final_check(in_namespace_id, in_instance_id, in_step_key, in_activation_id, in_now, v_hook);
+            CALL _weave_poll_final_check(in_namespace_id, in_instance_id, in_step_key, in_activation_id, in_now,
+                                         v_hook);
         END IF;
         IF v_hook IS NOT NULL THEN
             SET out_outcome = v_hook;
@@ -222,8 +224,8 @@ BEGIN
         ELSEIF v_outcome = 'DONE' THEN
             -- P-7: the result object is the step output; successors follow in this transaction (R-7).
             UPDATE weave_poll_states SET state = 'SETTLED', updated_at = in_now WHERE activation_id = in_activation_id;
-            CALL _weave_step_close(in_namespace_id, in_instance_id, in_step_key, in_seq, in_activation_id, NULL, in_result,
-                                   'POLL_SUCCEEDED', 'poll.settle', NULL, v_facts, in_now, v_root);
+            CALL _weave_step_close(in_namespace_id, in_instance_id, in_step_key, in_seq, in_activation_id, NULL,
+                                   in_result, 'POLL_SUCCEEDED', 'poll.settle', NULL, v_facts, in_now, v_root);
             SET out_outcome = 'SUCCEEDED';
             LEAVE settle;
         ELSEIF v_outcome = 'POLL_PENDING' THEN
@@ -258,7 +260,8 @@ BEGIN
                                         WHEN 'UNKNOWN' THEN 'POLL_UNKNOWN'
                                         ELSE 'POLL_FAILED' END;
         END IF;
-        SELECT worker_id INTO v_last_worker FROM pulse_attempts WHERE task_id = in_task_id AND attempt_no = in_attempts_used;
+        SELECT worker_id INTO v_last_worker
+          FROM pulse_attempts WHERE task_id = in_task_id AND attempt_no = in_attempts_used;
         CALL _weave_poll_review(in_namespace_id, in_instance_id, in_step_key, in_seq, in_activation_id, v_code,
                                 'NEEDS_REVIEW', JSON_SET(v_facts, '$.last_worker', v_last_worker), in_now);
         SET out_outcome = 'REVIEW';
