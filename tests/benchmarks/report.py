@@ -26,9 +26,9 @@ PG = os.environ.get("DBOS_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/"
 
 SIZES = {
     False: {"signal_seconds": 3, "timers": 2000, "polls": 300, "paced": 250, "dbos_n": 300, "dbos_timers": 500,
-            "dbos_sleep": 15, "dbos_poll_sleep": 10, "floor_n": 100},
+            "dbos_sleep": 15, "dbos_poll_sleep": 12, "floor_n": 100},
     True: {"signal_seconds": 10, "timers": 10_000, "polls": 1000, "paced": 1000, "dbos_n": 500, "dbos_timers": 2000,
-           "dbos_sleep": 40, "dbos_poll_sleep": 15, "floor_n": 300},
+           "dbos_sleep": 40, "dbos_poll_sleep": 20, "floor_n": 300},
 }
 
 
