@@ -177,7 +177,8 @@ def main() -> None:
         row = pick(rows, benchmark="B-3 poll rounds", aligned=True)
         figure("B-3 polling alone rounds/s (every poll started first), 1x1, 16 attempts at once",
                row and row["rounds_per_s"], peer[0]["rounds_per_s"] if peer else None,
-               "DBOS aligned poll rounds/s (same run)", "- (where the end-to-end time goes)")
+               "DBOS aligned poll rounds/s (same run)", "- (where the end-to-end time goes)",
+               dbos_started_after_go=peer[0].get("started_after_go") if peer else None)
 
     if "B-4" in only:
         rows = weave("bench_scan", "--rows", "1000000" if args.full else "100000")
