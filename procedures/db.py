@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 import select
 import socket
 import ssl
+import struct
 import threading
 import time
 import weakref
@@ -500,9 +502,27 @@ def pinned(dsn: Dsn) -> Dsn:
 # A deadlock, or a Galera certification conflict (both 1213), rolled the routine's whole transaction back.
 # When the routine owned that transaction, calling it again retries the whole decision (R-12) at once,
 # instead of reporting a conflict that the engine can resolve by itself. Inside a caller's transaction the
-# caller's work is gone too, so the error goes back to the caller.
+# caller's work is gone too, so the error goes back to the caller. The tries are spread over up to about 0.9 s
+# (jittered, doubling, each wait at most CONFLICT_WAIT_MAX): on a cluster whose nodes all take writes, a burst
+# of starts that each take a slot of one app conflicts for longer than four quick tries outlast (the HTTP API,
+# which has no retry of its own around a call, answered a start 503 that way), and an answer still comes well
+# within the API's 2 s.
 CONFLICT_ERRNOS = frozenset({1213})
-CONFLICT_RETRIES = 4
+CONFLICT_RETRIES = 8
+CONFLICT_WAIT_MAX = 0.2
+
+
+# What the driver raises when a reply does not parse: the connection is out of step with the server (a packet of
+# an earlier reply still unread), and every later statement on it would read another statement's answer.
+UNPARSED = (struct.error, IndexError, UnicodeDecodeError)
+
+
+def _out_of_step(conn: Connection, exc: BaseException | str) -> errors.TransientDatabaseError:
+    """Close a connection whose replies no longer line up with its statements; what to raise instead: a lost
+    connection, which every caller already retries on a fresh one (R-12)."""
+    with contextlib.suppress(Exception):
+        conn.close()
+    return errors.TransientDatabaseError(f"PROTOCOL: the connection's replies were out of step, closed: {exc}")
 
 
 def call(conn: Connection, routine: str, *args: Any) -> list[list[dict]]:
@@ -510,16 +530,26 @@ def call(conn: Connection, routine: str, *args: Any) -> list[list[dict]]:
 
     All sets are drained: a routine that fails after its first result set raises only while the
     remaining sets are read, and an undrained cursor would raise on the next statement instead.
+    A conflict is tried again on the same connection only when nothing of the failed reply is left to read.
     """
     for attempt in range(CONFLICT_RETRIES + 1):
         owned = conn.get_autocommit() and not conn.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS  # type: ignore[attr-defined]  # not in the stubs
         try:
             return _call_once(conn, routine, args)
+        except pymysql.err.InternalError as exc:
+            if "Packet sequence number wrong" in str(exc):
+                raise _out_of_step(conn, exc) from exc
+            _node_failed(conn, exc)
+            raise errors.translate(exc) from exc
         except pymysql.err.MySQLError as exc:
             if not (owned and attempt < CONFLICT_RETRIES and errors.errno_of(exc) in CONFLICT_ERRNOS):
                 _node_failed(conn, exc)
                 raise errors.translate(exc) from exc
-        time.sleep(random.uniform(0.001, 0.01) * 2 ** attempt)
+        except UNPARSED as exc:
+            raise _out_of_step(conn, exc) from exc
+        time.sleep(min(CONFLICT_WAIT_MAX, random.uniform(0.001, 0.01) * 2 ** attempt))
+        if _idle_state(conn) != "open":  # the conflict's reply left something unread: not this connection again
+            raise _out_of_step(conn, "a conflict's reply left packets unread")
     raise AssertionError("unreachable")
 
 

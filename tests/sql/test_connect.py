@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import socket
+import struct
 import threading
 import time
 
+import pymysql
 import pytest
 
 from procedures import db as dbmod
@@ -66,6 +68,21 @@ def test_R12_a_conflict_in_a_routines_own_transaction_retries_the_whole_decision
         routines.app_put(world.db.conn, world.admin, "acme", "never", 5)
     assert world.db.scalar("SELECT @test_conflicts") == 99 - 1 - dbmod.CONFLICT_RETRIES
     assert world.db.scalar("SELECT COUNT(*) FROM weave_apps WHERE name = 'never'") == 0
+
+
+def test_R12_a_burst_of_conflicts_outlasting_four_tries_is_absorbed_and_a_lasting_one_answers_within_a_second(world):
+    """On a cluster whose nodes all take writes, a burst of decisions on one app row conflicts for a while; the
+    HTTP API has no retry of its own around a call, so a call's own tries are what keeps a start from a 503."""
+    world.db.execute(CONFLICT_TRIGGER)
+    world.db.execute("SET @test_conflicts = 6")  # more than the four quick tries a call used to make
+    assert routines.app_put(world.db.conn, world.admin, "acme", "burst", 5)["name"] == "burst"
+    assert world.db.scalar("SELECT @test_conflicts") == 0
+    world.db.execute("SET @test_conflicts = 99")
+    began = time.monotonic()
+    with pytest.raises(errors.TransientDatabaseError):
+        routines.app_put(world.db.conn, world.admin, "acme", "lasting", 5)
+    assert time.monotonic() - began < 1.5  # the waits add up to at most about 0.9 s
+    assert world.db.scalar("SELECT @test_conflicts") == 99 - 1 - dbmod.CONFLICT_RETRIES
 
 
 def test_R12_a_conflict_inside_the_callers_transaction_goes_back_to_the_caller(world):
@@ -278,3 +295,56 @@ def test_a_connection_released_by_an_ended_thread_serves_the_next_thread_and_a_d
     finally:
         pool.close_all()
     assert not pool._all and not pool._idle
+
+
+def _raising_once(monkeypatch, first) -> list[int]:
+    """``db._call_once`` with its first call replaced by ``first(conn)``; the calls made, counted."""
+    made: list[int] = []
+    original = dbmod._call_once
+
+    def call_once(conn, routine, args):
+        made.append(1)
+        if len(made) == 1:
+            first(conn)
+        return original(conn, routine, args)
+
+    monkeypatch.setattr(dbmod, "_call_once", call_once)
+    return made
+
+
+def test_R12_a_conflict_whose_reply_left_packets_unread_is_not_tried_again_on_that_connection(database, monkeypatch):
+    """Tried again on a connection with a reply still unread, a call would read another statement's answer (and
+    every statement after it on that connection would too): the connection is closed instead and the failure is
+    a lost connection's, which every caller retries on a fresh one."""
+    from pymysql.constants import COMMAND
+
+    def conflict_with_a_reply_left(conn) -> None:
+        conn._execute_command(COMMAND.COM_QUERY, "SELECT 1")  # its answer is never read
+        assert wait_for(lambda: dbmod._idle_state(conn) != "open", timeout=5, interval=0.001)
+        raise pymysql.err.OperationalError(1213, "Deadlock found when trying to get lock")
+
+    made = _raising_once(monkeypatch, conflict_with_a_reply_left)
+    conn = dbmod.connect(database)
+    with pytest.raises(errors.TransientDatabaseError) as info:
+        dbmod.call(conn, "weave_clock_now")
+    assert "out of step" in str(info.value) and not conn.open and len(made) == 1
+
+
+@pytest.mark.parametrize("garbled", [struct.error("unpack_from requires a buffer of at least 9 bytes"),
+                                     pymysql.err.InternalError("Packet sequence number wrong - got 3 expected 1")])
+def test_R12_a_reply_the_driver_cannot_read_closes_the_connection_as_a_lost_one(database, monkeypatch, garbled):
+    def unreadable(conn) -> None:
+        raise garbled
+
+    made = _raising_once(monkeypatch, unreadable)
+    pool = Connections(database)
+    try:
+        conn = pool.get()
+        with pytest.raises(errors.TransientDatabaseError):
+            dbmod.call(conn, "weave_clock_now")
+        assert not conn.open
+        again = pool.get()  # the pool replaces it before the next statement
+        assert again is not conn and dbmod.call_row(again, "weave_clock_now")["clock_mode"] == "TEST"
+        assert len(made) == 2
+    finally:
+        pool.close_all()
