@@ -69,18 +69,22 @@ class Connections:
                 return conn
             self._close(conn)
 
-    def release(self) -> None:
-        """Hand this thread's connection over to the next thread that asks for one (this thread is ending)."""
+    def _detach(self) -> db.Connection | None:
+        """This thread's connection, taken from it (the thread's next call gets another)."""
         conn = getattr(self._local, "conn", None)
         self._local.conn = None
+        return conn
+
+    def release(self) -> None:
+        """Hand this thread's connection over to the next thread that asks for one (this thread is ending)."""
+        conn = self._detach()
         if conn is not None:
             with self._lock:
                 self._idle.append(conn)
 
     def discard(self) -> None:
         """Drop this thread's connection (after a failure: the next call opens a new one)."""
-        conn = getattr(self._local, "conn", None)
-        self._local.conn = None
+        conn = self._detach()
         if conn is not None:
             self._close(conn)
 

@@ -536,12 +536,9 @@ def call(conn: Connection, routine: str, *args: Any) -> list[list[dict]]:
         owned = conn.get_autocommit() and not conn.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS  # type: ignore[attr-defined]  # not in the stubs
         try:
             return _call_once(conn, routine, args)
-        except pymysql.err.InternalError as exc:
-            if "Packet sequence number wrong" in str(exc):
-                raise _out_of_step(conn, exc) from exc
-            _node_failed(conn, exc)
-            raise errors.translate(exc) from exc
         except pymysql.err.MySQLError as exc:
+            if isinstance(exc, pymysql.err.InternalError) and "Packet sequence number wrong" in str(exc):
+                raise _out_of_step(conn, exc) from exc
             if not (owned and attempt < CONFLICT_RETRIES and errors.errno_of(exc) in CONFLICT_ERRNOS):
                 _node_failed(conn, exc)
                 raise errors.translate(exc) from exc
