@@ -13,6 +13,11 @@ started before the processes (round 1 queued), and the span begins with the firs
 ``round_created_to_consumed_ms`` then includes its wait for the processes).
 ``row_lock_waits`` and ``row_lock_wait_ms_per_round`` are the server's row lock waits over the run (on a shared
 server, other sessions' waits count too): where one row serialises the decisions of an app, they show it.
+``statements_per_round`` and ``client_statements_per_round`` are the server's statements (``Com_*``, nested ones
+included) and the clients' own (``Questions``) over the run, per round: a round's all-in count under load, with its
+claims and reports batched as the processes batch them. ``cpu_ms_per_round`` and ``cpu_cores`` say where the
+machine's CPU went over the run: the server (when it runs on this machine), the orchestrators, the workers, and this
+process, which makes the starts.
 The peer figure (DBOS Transact, ../bench, interval 0.2 s) is about 100 rounds/s on this kind of machine.
 Prints one JSON line per figure; the M-4 invariants are checked after every run (Q-3).
 """
@@ -20,9 +25,13 @@ Prints one JSON line per figure; the M-4 invariants are checked after every run 
 from __future__ import annotations
 
 import argparse
+import os
+import time
 from pathlib import Path
 
 from tests.benchmarks import common
+from tests.benchmarks.bench_cpu import server_cpu_seconds, server_pid
+from tests.benchmarks.bench_signals import cpu_seconds
 from tests.benchmarks.common import check_invariants, figure, fresh_database, summary, wait_until_connected, world_on
 from tests.support.load import start_many
 from tests.support.processes import WeaveProcess
@@ -31,11 +40,27 @@ from tests.support.waiting import wait_for
 ROUNDS = 3
 
 
-def row_lock_waits(db) -> dict[str, int]:
-    """The server's row lock waits so far and their time (every session's: on a shared server, others' count too)."""
+def server_counts(db) -> dict[str, int]:
+    """The server's row lock waits so far and their time, and its statements and client calls (every session's: on a
+    shared server, others' count too)."""
     rows = {r["Variable_name"]: int(r["Value"]) for r in db.rows(
-        "SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_row_lock_waits', 'Innodb_row_lock_time')")}
-    return {"waits": rows["Innodb_row_lock_waits"], "ms": rows["Innodb_row_lock_time"]}
+        "SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_row_lock_waits', 'Innodb_row_lock_time', 'Questions') "
+        "OR Variable_name LIKE 'Com\\_%%'")}
+    return {"waits": rows["Innodb_row_lock_waits"], "ms": rows["Innodb_row_lock_time"], "questions": rows["Questions"],
+            "statements": sum(v for k, v in rows.items() if k.startswith("Com_") and k != "Com_show_status")}
+
+
+def cpu_now(server: int | None, procs: list[WeaveProcess]) -> dict[str, float]:
+    """CPU seconds so far of the server, of the orchestrators and of the workers (each kind summed), and of this
+    process (the starts' client). ``server``: the server's process id, None when it is not a process of this machine.
+    """
+    times = os.times()
+    out = {"orchestrators": 0.0, "workers": 0.0, "client": times.user + times.system}
+    if server is not None:
+        out["server"] = server_cpu_seconds(server)
+    for p in procs:
+        out["orchestrators" if p.args[0] == "orchestrator" else "workers"] += cpu_seconds(p.proc.pid)
+    return out
 
 
 def flow(interval_ms: int) -> dict:
@@ -47,15 +72,19 @@ def flow(interval_ms: int) -> dict:
 
 
 def run(polls: int, orchestrators: int, workers: int, interval_ms: int, concurrency: int,
-        worker_concurrency: int, logs: Path, aligned: bool = False) -> None:
+        worker_concurrency: int, logs: Path, aligned: bool = False, start_threads: int = 8) -> None:
     dsn = fresh_database(f"weave_bench_polls_{orchestrators}x{workers}{'_aligned' if aligned else ''}")
     world = world_on(dsn)
     world.publish(flow(interval_ms))
     db = world.db
+    try:
+        server: int | None = server_pid(db.conn)
+    except SystemExit:  # a server elsewhere: its CPU is not measured here
+        server = None
     if aligned:
         # Every poll started (its round 1 queued) before any process runs: the span then begins with the first claim
         # and measures the polling alone, as the peer's aligned mode does.
-        start_many(world, "bench-poll", polls, threads=8)
+        start_many(world, "bench-poll", polls, threads=start_threads)
     env = {"WEAVE_LOG_LEVEL": "WARNING"}
     procs = [WeaveProcess(dsn, "orchestrator", "--concurrency", str(concurrency), env=env, log=logs / f"o{i}.log")
              for i in range(orchestrators)]
@@ -66,16 +95,20 @@ def run(polls: int, orchestrators: int, workers: int, interval_ms: int, concurre
         # The polls start on running processes: their start-up is not part of the measured span (which begins
         # with the first round).
         wait_until_connected(db, orchestrators + workers)
-        waits_before = row_lock_waits(db)
+        counts_before = server_counts(db)
+        cpu_before = cpu_now(server, procs)
+        began = time.monotonic()
         if not aligned:
-            start_many(world, "bench-poll", polls, threads=8)
+            start_many(world, "bench-poll", polls, threads=start_threads)
         # Done when none is RUNNING (a range of the status index that empties; counting the SUCCEEDED ones read every
         # instance, five times a second, beside the rounds); that all of them SUCCEEDED is checked after.
         done = wait_for(lambda: not db.scalar(
             "SELECT EXISTS (SELECT 1 FROM weave_instances WHERE namespace_id = "
             "(SELECT id FROM weave_namespaces WHERE name = %s) AND status = 'RUNNING')", world.namespace),
             timeout=900, interval=0.2)
-        waits = {k: v - waits_before[k] for k, v in row_lock_waits(db).items()}
+        counts = {k: v - counts_before[k] for k, v in server_counts(db).items()}
+        cpu = {k: v - cpu_before[k] for k, v in cpu_now(server, procs).items()}
+        measured = time.monotonic() - began
     finally:
         for p in procs:
             p.terminate()
@@ -102,7 +135,11 @@ def run(polls: int, orchestrators: int, workers: int, interval_ms: int, concurre
            rounds_per_s=round(span["rounds"] / seconds, 1), polls_per_s=round(polls / seconds, 1),
            round_start_after_due_ms=summary([float(r["ms"]) for r in late]),
            round_created_to_consumed_ms=summary([float(r["ms"]) for r in lag]),
-           row_lock_waits=waits["waits"], row_lock_wait_ms_per_round=round(waits["ms"] / span["rounds"], 2))
+           row_lock_waits=counts["waits"], row_lock_wait_ms_per_round=round(counts["ms"] / span["rounds"], 2),
+           statements_per_round=round(counts["statements"] / span["rounds"], 1),
+           client_statements_per_round=round(counts["questions"] / span["rounds"], 2),
+           cpu_ms_per_round={k: round(v * 1000 / span["rounds"], 3) for k, v in cpu.items()},
+           cpu_cores={k: round(v / measured, 2) for k, v in cpu.items()})
     check_invariants(dsn)
 
 
@@ -116,12 +153,13 @@ def main() -> None:
     parser.add_argument("--aligned", action="store_true",
                         help="start every poll before the processes, and count from the first claim: the polling "
                              "without its start phase (the peer's --aligned)")
+    parser.add_argument("--start-threads", type=int, default=8, help="connections the polls are started on (default 8)")
     args = parser.parse_args()
     for spec in args.runs.split(","):
         orchestrators, workers = (int(x) for x in spec.lower().split("x"))
         with common.process_logs("polls") as logs:
             run(args.polls, orchestrators, workers, args.interval_ms, args.concurrency, args.worker_concurrency, logs,
-                args.aligned)
+                args.aligned, args.start_threads)
 
 
 if __name__ == "__main__":

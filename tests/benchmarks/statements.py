@@ -35,7 +35,7 @@ from tests.support.signals import signal_flow
 from tests.support.world import World
 
 COM = ("SHOW SESSION STATUS WHERE Variable_name LIKE 'Com\\_%%' "
-       "OR Variable_name IN ('Rows_read', 'Handler_read_next', 'Created_tmp_disk_tables')")
+       "OR Variable_name IN ('Rows_read', 'Handler_read_next', 'Created_tmp_tables', 'Created_tmp_disk_tables')")
 
 
 def session_counts(conn: pymysql.Connection) -> dict[str, int]:
@@ -49,7 +49,7 @@ def session_counts(conn: pymysql.Connection) -> dict[str, int]:
     # Internal temporary tables on disk (Aria): each one is a file created and removed by the server, which costs a
     # decision more than its statements do; no decision should need one, whatever the size of its tables.
     return {"statements": statements, "calls": rows.get("Com_call_procedure", 0), "rows_read": rows.get("Rows_read", 0),
-            "disk_tables": rows.get("Created_tmp_disk_tables", 0)}
+            "tmp_tables": rows.get("Created_tmp_tables", 0), "disk_tables": rows.get("Created_tmp_disk_tables", 0)}
 
 
 def statements(conn: pymysql.Connection) -> int:
