@@ -152,6 +152,18 @@ class Driver:
         sets = self._retry(lambda d: d.call("weave_scan", 10))
         return not any(rows for rows in sets[:-1])
 
+    def holding(self) -> str:
+        """What keeps the engine from quiet, for a failure message: the engine's time, the tasks queued or running
+        (with their attempts' workers and leases), and the candidates a scan finds due."""
+        now = self._retry(lambda d: d.now())
+        tasks = self.rows(
+            "SELECT t.id, t.status, t.queue_id, t.instance_id, t.step_key, t.round_no, t.available_at, t.deadline_at, "
+            "t.attempts_used, a.status AS attempt, a.worker_id, a.lease_expires_at "
+            "FROM pulse_tasks t LEFT JOIN pulse_attempts a ON a.task_id = t.id AND a.attempt_no = t.attempts_used "
+            "WHERE t.status IN ('QUEUED', 'RUNNING') ORDER BY t.id LIMIT 10")
+        due = [rows[:5] for rows in self._retry(lambda d: d.call("weave_scan", 10))[:-1] if rows]
+        return f"engine time {now}; tasks queued or running (first 10): {tasks}; due candidates: {due}"
+
     def finished(self, total: int) -> bool:
         return self.scalar("SELECT COUNT(*) FROM weave_instances WHERE status <> 'RUNNING'") >= total
 
@@ -161,7 +173,8 @@ class Driver:
         for steps in range(max_steps + 1):
             if self.finished(total):
                 return steps
-            assert wait_for(self.quiet, timeout=timeout, interval=0.1), "the engine never became quiet"
+            assert wait_for(self.quiet, timeout=timeout, interval=0.1), \
+                f"the engine never became quiet within {timeout:.0f}s: {self.holding()}"
             if self.finished(total):
                 return steps
             self.advance(step_ms)
