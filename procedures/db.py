@@ -274,6 +274,8 @@ def _idle_state(conn: Connection) -> str:
     sock = conn._sock  # type: ignore[attr-defined]  # not in the stubs
     if sock is None:
         return "closed"
+    if _buffered(conn, sock):
+        return "closed"
     try:
         poller = select.poll()
         poller.register(sock, select.POLLIN | select.POLLPRI)
@@ -287,6 +289,24 @@ def _idle_state(conn: Connection) -> str:
         return "open"
     except (OSError, ValueError):
         return "gone"
+
+
+def _buffered(conn: Connection, sock: socket.socket) -> bool:
+    """Bytes the driver has already taken from the socket into its reader and not parsed (the rest of a reply it
+    stopped reading, or an answer nobody asked for): a look at the socket alone does not see them. The reader is
+    asked without blocking: with nothing buffered it tries one read of the socket, which answers at once."""
+    reader = getattr(conn, "_rfile", None)
+    if reader is None:
+        return False
+    timeout = sock.gettimeout()
+    try:
+        sock.setblocking(False)
+        return bool(reader.peek(1))
+    except (OSError, ValueError):  # nothing to read now (BlockingIOError), or the reader or socket is closed
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            sock.settimeout(timeout)
 
 
 def _node_failed(conn: Connection, exc: BaseException) -> None:
@@ -307,10 +327,12 @@ NOT_READY_ERRNO = 1047
 
 
 def node_lost(exc: BaseException) -> bool:
-    """The node under a statement died, stopped answering, dropped the connection or refused as not ready:
-    the statement may be repeated on another node if repeating it cannot do anything twice."""
+    """The node under a statement died, stopped answering, dropped the connection or refused as not ready, or the
+    connection fell out of step with it and was closed: the statement may be repeated on a fresh connection (on
+    another node) if repeating it cannot do anything twice."""
     cause = exc.__cause__ if isinstance(exc, errors.TransientDatabaseError) and exc.__cause__ else exc
-    return errors.is_connection_lost(exc) or errors.errno_of(cause) == NOT_READY_ERRNO
+    return (errors.is_connection_lost(exc) or errors.errno_of(cause) == NOT_READY_ERRNO
+            or isinstance(exc, errors.ConnectionOutOfStep))
 
 
 def node_state(conn: Connection) -> dict[str, str]:
@@ -517,12 +539,14 @@ CONFLICT_WAIT_MAX = 0.2
 UNPARSED = (struct.error, IndexError, UnicodeDecodeError)
 
 
-def _out_of_step(conn: Connection, exc: BaseException | str) -> errors.TransientDatabaseError:
+def _out_of_step(conn: Connection, exc: BaseException | str, conflicts: int) -> errors.ConnectionOutOfStep:
     """Close a connection whose replies no longer line up with its statements; what to raise instead: a lost
-    connection, which every caller already retries on a fresh one (R-12)."""
+    connection's failure, which every caller already retries on a fresh one (R-12). ``conflicts``: the conflicts
+    the call had met on this connection before (0: its first reply)."""
     with contextlib.suppress(Exception):
         conn.close()
-    return errors.TransientDatabaseError(f"PROTOCOL: the connection's replies were out of step, closed: {exc}")
+    return errors.ConnectionOutOfStep(f"PROTOCOL: the connection's replies were out of step after {conflicts} "
+                                      f"conflict(s), closed: {exc}")
 
 
 def call(conn: Connection, routine: str, *args: Any) -> list[list[dict]]:
@@ -538,15 +562,15 @@ def call(conn: Connection, routine: str, *args: Any) -> list[list[dict]]:
             return _call_once(conn, routine, args)
         except pymysql.err.MySQLError as exc:
             if isinstance(exc, pymysql.err.InternalError) and "Packet sequence number wrong" in str(exc):
-                raise _out_of_step(conn, exc) from exc
+                raise _out_of_step(conn, exc, attempt) from exc
             if not (owned and attempt < CONFLICT_RETRIES and errors.errno_of(exc) in CONFLICT_ERRNOS):
                 _node_failed(conn, exc)
                 raise errors.translate(exc) from exc
         except UNPARSED as exc:
-            raise _out_of_step(conn, exc) from exc
+            raise _out_of_step(conn, exc, attempt) from exc
         time.sleep(min(CONFLICT_WAIT_MAX, random.uniform(0.001, 0.01) * 2 ** attempt))
         if _idle_state(conn) != "open":  # the conflict's reply left something unread: not this connection again
-            raise _out_of_step(conn, "a conflict's reply left packets unread")
+            raise _out_of_step(conn, "a conflict's reply left packets unread", attempt + 1)
     raise AssertionError("unreachable")
 
 

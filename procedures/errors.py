@@ -96,6 +96,11 @@ class TransientDatabaseError(WeaveError):
     http_status = 503
 
 
+class ConnectionOutOfStep(TransientDatabaseError):
+    """A connection whose replies no longer lined up with its statements, closed: a fresh connection serves, and a
+    call safe to repeat may be repeated on one (its first run's outcome is unknown, as a lost connection's is)."""
+
+
 class SchemaMismatch(WeaveError):
     """The database is not at the level and routine digests this code ships (R-16)."""
 

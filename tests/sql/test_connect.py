@@ -6,6 +6,7 @@ The Galera side (readiness, failover, rejoin) is proven on a real cluster in tes
 from __future__ import annotations
 
 import json
+import select
 import socket
 import struct
 import threading
@@ -328,6 +329,62 @@ def test_R12_a_conflict_whose_reply_left_packets_unread_is_not_tried_again_on_th
     with pytest.raises(errors.TransientDatabaseError) as info:
         dbmod.call(conn, "weave_clock_now")
     assert "out of step" in str(info.value) and not conn.open and len(made) == 1
+
+
+def _socket_readable(conn) -> bool:
+    poller = select.poll()
+    poller.register(conn._sock, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def test_R12_a_conflict_whose_unread_reply_the_driver_already_buffered_is_not_tried_again_on_that_connection(
+        database, monkeypatch):
+    """The driver reads the socket in blocks, so the rest of a reply can wait in its reader, where a look at the
+    socket does not see it: the connection is closed all the same, not given the next statement."""
+    from pymysql.constants import COMMAND
+
+    def conflict_with_a_reply_buffered(conn) -> None:
+        conn._execute_command(COMMAND.COM_QUERY, "SELECT 1")  # its answer is never parsed
+        assert wait_for(lambda: _socket_readable(conn), timeout=5, interval=0.001)
+        assert conn._rfile.peek(1)  # taken into the driver's reader: the socket is empty again
+        assert not _socket_readable(conn)
+        raise pymysql.err.OperationalError(1213, "Deadlock found when trying to get lock")
+
+    made = _raising_once(monkeypatch, conflict_with_a_reply_buffered)
+    conn = dbmod.connect(database)
+    with pytest.raises(errors.ConnectionOutOfStep) as info:
+        dbmod.call(conn, "weave_clock_now")
+    assert "out of step after 1 conflict" in str(info.value) and not conn.open and len(made) == 1
+
+
+def test_R12_a_connection_idle_with_nothing_buffered_stays_usable_after_the_look(database):
+    conn = dbmod.connect(database)
+    try:
+        timeout = conn._sock.gettimeout()
+        assert dbmod._idle_state(conn) == "open"
+        assert conn._sock.gettimeout() == timeout  # the look left the socket as the driver set it
+        assert dbmod.call_row(conn, "weave_clock_now")["clock_mode"] == "TEST"
+    finally:
+        conn.close()
+
+
+def test_R12_a_call_whose_connection_fell_out_of_step_is_repeated_once_on_a_fresh_one_when_safe(nodes,
+                                                                                               monkeypatch):
+    """A request safe to repeat (a read, or writes under an idempotency key) is run once more on a fresh connection
+    when its connection fell out of step, as when its node was lost: the API answers it instead of a 503."""
+    _, dsn = nodes
+    made = _raising_once(monkeypatch, lambda conn: (_ for _ in ()).throw(struct.error("unpack_from requires a buffer")))
+    pool = Connections(dsn)
+    try:
+        first = pool.get()
+        row = pool.elsewhere_once(lambda: dbmod.call_row(pool.get(), "weave_clock_now"), lambda: True)
+        assert row["clock_mode"] == "TEST" and len(made) == 2 and not first.open and pool.get() is not first
+        made.clear()
+        with pytest.raises(errors.ConnectionOutOfStep):  # not safe to repeat: the failure goes to the caller
+            pool.elsewhere_once(lambda: dbmod.call_row(pool.get(), "weave_clock_now"), lambda: False)
+        assert len(made) == 1
+    finally:
+        pool.close_all()
 
 
 @pytest.mark.parametrize("garbled", [struct.error("unpack_from requires a buffer of at least 9 bytes"),
