@@ -158,7 +158,7 @@ class Driver:
         now = self._retry(lambda d: d.now())
         tasks = self.rows(
             "SELECT t.id, t.status, t.queue_id, t.instance_id, t.step_key, t.round_no, t.available_at, t.deadline_at, "
-            "t.attempts_used, a.status AS attempt, a.worker_id, a.lease_expires_at "
+            "t.attempts_used, a.id AS attempt_id, a.status AS attempt, a.worker_id, a.lease_expires_at "
             "FROM pulse_tasks t LEFT JOIN pulse_attempts a ON a.task_id = t.id AND a.attempt_no = t.attempts_used "
             "WHERE t.status IN ('QUEUED', 'RUNNING') ORDER BY t.id LIMIT 10")
         due = [rows[:5] for rows in self._retry(lambda d: d.call("weave_scan", 10))[:-1] if rows]
