@@ -274,8 +274,6 @@ def _idle_state(conn: Connection) -> str:
     sock = conn._sock  # type: ignore[attr-defined]  # not in the stubs
     if sock is None:
         return "closed"
-    if _buffered(conn, sock):
-        return "closed"
     try:
         poller = select.poll()
         poller.register(sock, select.POLLIN | select.POLLPRI)
@@ -289,6 +287,14 @@ def _idle_state(conn: Connection) -> str:
         return "open"
     except (OSError, ValueError):
         return "gone"
+
+
+def _reply_left(conn: Connection) -> bool:
+    """After a call failed: whether anything of its reply is still to be read, in the driver's reader or on the
+    socket. Only there: the look at the reader costs three system calls (3.7 us), twice what ``usable`` costs
+    before every call, and a connection whose last reply was read to its end has nothing in its reader."""
+    sock = conn._sock  # type: ignore[attr-defined]  # not in the stubs
+    return sock is None or _buffered(conn, sock) or _idle_state(conn) != "open"
 
 
 def _buffered(conn: Connection, sock: socket.socket) -> bool:
@@ -569,7 +575,7 @@ def call(conn: Connection, routine: str, *args: Any) -> list[list[dict]]:
         except UNPARSED as exc:
             raise _out_of_step(conn, exc, attempt) from exc
         time.sleep(min(CONFLICT_WAIT_MAX, random.uniform(0.001, 0.01) * 2 ** attempt))
-        if _idle_state(conn) != "open":  # the conflict's reply left something unread: not this connection again
+        if _reply_left(conn):  # the conflict's reply left something unread: not this connection again
             raise _out_of_step(conn, "a conflict's reply left packets unread", attempt + 1)
     raise AssertionError("unreachable")
 

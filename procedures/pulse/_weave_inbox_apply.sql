@@ -33,13 +33,11 @@ BEGIN
     DECLARE v_t_round INT UNSIGNED;
     DECLARE v_t_handler VARCHAR(128);
     DECLARE v_t_version VARCHAR(32);
-    DECLARE v_t_queue BIGINT UNSIGNED;
     DECLARE v_t_used INT UNSIGNED;
     DECLARE v_t_max INT UNSIGNED;
     DECLARE v_t_error VARCHAR(2048);
     DECLARE v_t_created DATETIME(6);
     DECLARE v_t_deadline DATETIME(6);
-    DECLARE v_t_finished DATETIME(6);
     DECLARE v_inst_status VARCHAR(16);
     DECLARE v_s_id BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_s_type VARCHAR(16);
@@ -81,15 +79,15 @@ BEGIN
     -- is shared by every task of the queue and is never locked here.
     SELECT e.id, e.task_id, e.kind, e.result, e.occurred_at, e.namespace_id,
            t.id, t.namespace_id, t.instance_id, t.step_key, t.activation_id, t.round_no, t.handler, t.handler_version,
-           t.queue_id, t.attempts_used, t.max_attempts, t.error, t.created_at, t.deadline_at, t.finished_at,
+           t.attempts_used, t.max_attempts, t.error, t.created_at, t.deadline_at,
            (SELECT q.name FROM weave_queues q WHERE q.id = t.queue_id), i.status,
            s.id, s.type, s.status, s.activation_id, s.activation_seq,
            a.id, a.instance_id, a.step_id, a.seq, a.ended_at, a.frozen,
            p.state, p.rounds_used, p.max_rounds, p.interval_ms, p.poll_deadline, p.current_task_id,
            r.id, r.task_id, r.outcome
       INTO v_inbox, v_task, v_kind, v_result, v_occurred, v_inbox_ns,
-           v_t_id, v_t_ns, v_t_inst, v_t_step, v_t_activation, v_t_round, v_t_handler, v_t_version, v_t_queue,
-           v_t_used, v_t_max, v_t_error, v_t_created, v_t_deadline, v_t_finished,
+           v_t_id, v_t_ns, v_t_inst, v_t_step, v_t_activation, v_t_round, v_t_handler, v_t_version,
+           v_t_used, v_t_max, v_t_error, v_t_created, v_t_deadline,
            v_queue_name, v_inst_status,
            v_s_id, v_s_type, v_s_status, v_s_activation, v_s_seq,
            v_a_id, v_a_inst, v_a_step, v_a_seq, v_a_ended, v_a_frozen,
