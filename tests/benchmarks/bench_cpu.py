@@ -39,6 +39,7 @@ TIMER = {"name": "cpu-timer", "steps": [{"key": "wait", "type": "TIMER", "delay_
 CHAIN = {"name": "cpu-chain", "steps": [{"key": "first", "type": "TIMER", "delay_ms": 1000},
                                         {"key": "then", "type": "TIMER", "delay_ms": 1000, "after": ["first"]}]}
 SIGNAL = signal_flow("cpu-signal")
+SIGNAL_LATER = signal_flow("cpu-signal-later", before_timer_ms=3_600_000)  # its wait opens an hour after the start
 POLL = {"name": "cpu-poll", "steps": [{
     "key": "check", "type": "POLL", "queue": "payments", "handler": "example.poll", "handler_version": "1",
     "input": {}, "interval_ms": 1000, "max_rounds": 5, "timeout_ms": 3_600_000, "task_timeout_ms": 600_000,
@@ -166,7 +167,7 @@ def main() -> None:
     n = args.n
     dsn = fresh_database("weave_bench_cpu")
     world = world_on(dsn)
-    for flow in (TIMER, CHAIN, SIGNAL, POLL):
+    for flow in (TIMER, CHAIN, SIGNAL, SIGNAL_LATER, POLL):
         world.publish(flow)
     reset_raw(dsn)
     conn = dbmod.connect(dsn)
@@ -218,12 +219,20 @@ def main() -> None:
             [start("cpu-signal", i, {"order_id": f"o-{i}"}) for i in range(n)])
     waits = world.db.rows("SELECT CONCAT('wf_', id) AS wf, JSON_VALUE(input, '$.order_id') AS corr "
                           "FROM weave_instances WHERE definition_name = 'cpu-signal' ORDER BY id")
-    measure("signal send (settles the open wait)", [
-        (lambda w=w: signals.send(conn, world.token, world.namespace, w["wf"], idempotency_key=f"s-{w['wf']}",
-                                  name="approval.decided", payload_version="1", target_step_key="approval",
-                                  target_activation_sequence=1, correlation_key=w["corr"], payload=payload,
-                                  reason="bench"))
-        for w in waits])
+
+    def send(w: dict) -> Callable[[], object]:
+        return lambda: signals.send(conn, world.token, world.namespace, w["wf"], idempotency_key=f"s-{w['wf']}",
+                                    name="approval.decided", payload_version="1", target_step_key="approval",
+                                    target_activation_sequence=1, correlation_key=w["corr"], payload=payload,
+                                    reason="bench")
+
+    measure("signal send (settles the open wait)", [send(w) for w in waits])
+    # Acceptance alone (B-1's acceptance row): early signals, stored PENDING, their step still behind its TIMER.
+    for i in range(n):
+        start("cpu-signal-later", i, {"order_id": f"o-{i}"})()
+    early = world.db.rows("SELECT CONCAT('wf_', id) AS wf, JSON_VALUE(input, '$.order_id') AS corr "
+                          "FROM weave_instances WHERE definition_name = 'cpu-signal-later' ORDER BY id")
+    measure("signal send (early: accepted, stored PENDING)", [send(w) for w in early])
 
     measure("start (POLL, round 1 created by the start)", [start("cpu-poll", i) for i in range(n)])
     claimed: list[dict] = []

@@ -359,6 +359,17 @@ def decisions(stage: Stage) -> dict[str, dict[str, int]]:
                      int(receipt["signal_id"].removeprefix("sig_"))) == "CONSUMED"
     out["signal send (settles the open wait)"] = dict(n)
 
+    # Acceptance alone, as B-1's acceptance row measures it: an early signal, its SIGNAL step still behind an
+    # hour's TIMER, stored PENDING with its event, audit row and receipt, and nothing else to decide.
+    world.publish(signal_flow("count-signal-later", before_timer_ms=3_600_000))
+    correlation = stage._key("o")
+    wf = world.start("count-signal-later", {"order_id": correlation}, key=stage._key("s"))
+    with counted(conn) as n:
+        receipt = signals.send(conn, world.token, world.namespace, wf, **signal_args(wf, correlation))
+    assert (receipt["status"], db.scalar("SELECT status FROM weave_waits WHERE instance_id = %s AND kind = 'SIGNAL'",
+                                         int(wf.removeprefix("wf_")))) == ("PENDING", None)
+    out["signal send (early: accepted, stored PENDING)"] = dict(n)
+
     correlation = stage._key("o")
     wf = world.start("count-signal", {"order_id": correlation}, key=stage._key("s"))
     outbox = db.connect()

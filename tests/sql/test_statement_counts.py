@@ -20,6 +20,7 @@ DECISIONS = {
     "start (SIGNAL, activated by the start)": 31,
     "signal checkpoint before its deadline": 9,
     "signal send (settles the open wait)": 29,
+    "signal send (early: accepted, stored PENDING)": 18,
     "signal settle (candidate path)": 25,
     "signal twin candidate": 6,
     "start (POLL, round 1 created by the start)": 38,
