@@ -27,8 +27,9 @@ sends to its own instances, so senders contend only where the engine makes them 
 namespace, app and credential), as independent senders would. Only the sends that succeeded count in ``n``
 and ``per_s`` (``first_error`` shows what a failed one answered). One JSON line per figure, then one line
 per C with the ratio call/raw (target: >= 0.5, spec 08). With --http the API's CPU time per request is
-printed too (``api_cpu_ms_per_request``, its processes' user+system time). The M-4 invariants are checked
-after the run.
+printed too (``api_cpu_ms_per_request``, its processes' user+system time), and after the timed runs its floor:
+the same API's CPU per ``GET /healthz`` (no database, no body) over one kept-alive connection, what gunicorn and
+Falcon cost a request before the engine's work. The M-4 invariants are checked after the run.
 
 Usage (not collected by pytest):
   .venv/bin/python tests/benchmarks/bench_signals.py --dsn mysql://root@127.0.0.1:3306/weave_bench
@@ -311,6 +312,23 @@ def run(mode: str, args, c: int, token: str, instances: list[tuple[str, str]], a
     return row
 
 
+def api_floor(api_pid: int, requests: int = 2000) -> dict:
+    """The API's CPU per request that does no work of the engine's: GET /healthz, one connection kept alive."""
+    http = HTTPConnection(*API_ADDRESS, timeout=10)
+    for _ in range(100):  # the connection and the worker's threads warmed up
+        http.request("GET", "/healthz")
+        http.getresponse().read()
+    cpu0 = cpu_seconds(api_pid)
+    for _ in range(requests):
+        http.request("GET", "/healthz")
+        answer = http.getresponse()
+        answer.read()
+        assert answer.status == 200, answer.status
+    cpu1 = cpu_seconds(api_pid)
+    http.close()
+    return {"requests": requests, "api_cpu_ms_per_request": round((cpu1 - cpu0) * 1000 / requests, 3)}
+
+
 def pool_size(args, c: int, per_s: float) -> int:
     """Instances to prepare for one timed run at C: enough for ``per_s`` over warmup and measurement."""
     per_sender = math.ceil(per_s * (args.warmup + args.seconds) / c)
@@ -395,6 +413,7 @@ def main() -> int:
                               **{k: statistics.median(r[k] for r in rows) for k in ("per_s", "p50_ms", "p99_ms")}}),
                   flush=True)
     if api is not None:
+        print(json.dumps({"bench": "B-1", "path": "http_floor", **api_floor(api.proc.pid)}), flush=True)
         api.terminate()
         api.close()
     with db.connect(dsn) as conn:

@@ -144,6 +144,9 @@ def main() -> None:
         http8 = pick(rows, path="http", conns=8)
         figure("B-1 HTTP signal sends, 8 connections", http8 and http8["per_s"],
                peer[0]["sends_per_s"] if peer else None, "DBOS client sends, 8 senders (same run)", ">= 1.5")
+        floor = pick(rows, path="http_floor")
+        figure("API CPU ms per HTTP signal send, 8 connections", http8 and http8.get("api_cpu_ms_per_request"),
+               floor and floor["api_cpu_ms_per_request"], "the same API's GET /healthz (same run)", "-")
         call8 = pick(rows, path="call", conns=8)
         figure("B-1 CALL signal sends, 8 connections", call8 and call8["per_s"],
                peer[0]["sends_per_s"] if peer else None, "DBOS client sends, 8 senders (same run)", ">= 3")
