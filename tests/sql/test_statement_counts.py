@@ -2,7 +2,7 @@
 
 Statement counts are deterministic, unlike timings, and database CPU tracks them; these ceilings keep a change
 from quietly making a decision or a lifecycle more expensive. When a change makes one cheaper, lower its ceiling
-here in the same commit (docs/benchmarks.md records the history).
+here in the same commit (docs/benchmarks-history.md records how each count moved).
 """
 
 from __future__ import annotations
