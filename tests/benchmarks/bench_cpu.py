@@ -217,8 +217,10 @@ def main() -> None:
 
     measure("start (SIGNAL, its wait opened by the start)",
             [start("cpu-signal", i, {"order_id": f"o-{i}"}) for i in range(n)])
-    waits = world.db.rows("SELECT CONCAT('wf_', id) AS wf, JSON_VALUE(input, '$.order_id') AS corr "
-                          "FROM weave_instances WHERE definition_name = 'cpu-signal' ORDER BY id")
+    def instances(definition: str) -> list[dict]:
+        """Each instance of ``definition`` with its correlation key, in start order."""
+        return world.db.rows("SELECT CONCAT('wf_', id) AS wf, JSON_VALUE(input, '$.order_id') AS corr "
+                             "FROM weave_instances WHERE definition_name = %s ORDER BY id", definition)
 
     def send(w: dict) -> Callable[[], object]:
         return lambda: signals.send(conn, world.token, world.namespace, w["wf"], idempotency_key=f"s-{w['wf']}",
@@ -226,13 +228,11 @@ def main() -> None:
                                     target_activation_sequence=1, correlation_key=w["corr"], payload=payload,
                                     reason="bench")
 
-    measure("signal send (settles the open wait)", [send(w) for w in waits])
+    measure("signal send (settles the open wait)", [send(w) for w in instances("cpu-signal")])
     # Acceptance alone (B-1's acceptance row): early signals, stored PENDING, their step still behind its TIMER.
     for i in range(n):
         start("cpu-signal-later", i, {"order_id": f"o-{i}"})()
-    early = world.db.rows("SELECT CONCAT('wf_', id) AS wf, JSON_VALUE(input, '$.order_id') AS corr "
-                          "FROM weave_instances WHERE definition_name = 'cpu-signal-later' ORDER BY id")
-    measure("signal send (early: accepted, stored PENDING)", [send(w) for w in early])
+    measure("signal send (early: accepted, stored PENDING)", [send(w) for w in instances("cpu-signal-later")])
 
     measure("start (POLL, round 1 created by the start)", [start("cpu-poll", i) for i in range(n)])
     claimed: list[dict] = []

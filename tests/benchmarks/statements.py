@@ -366,8 +366,10 @@ def decisions(stage: Stage) -> dict[str, dict[str, int]]:
     wf = world.start("count-signal-later", {"order_id": correlation}, key=stage._key("s"))
     with counted(conn) as n:
         receipt = signals.send(conn, world.token, world.namespace, wf, **signal_args(wf, correlation))
-    assert (receipt["status"], db.scalar("SELECT status FROM weave_waits WHERE instance_id = %s AND kind = 'SIGNAL'",
-                                         int(wf.removeprefix("wf_")))) == ("PENDING", None)
+    stored = db.scalar("SELECT status FROM weave_signals WHERE id = %s", int(receipt["signal_id"].removeprefix("sig_")))
+    waits = db.scalar("SELECT COUNT(*) FROM weave_waits WHERE instance_id = %s AND kind = 'SIGNAL'",
+                      int(wf.removeprefix("wf_")))
+    assert (stored, waits) == ("PENDING", 0)  # stored, with no wait to settle yet (its step is not activated)
     out["signal send (early: accepted, stored PENDING)"] = dict(n)
 
     correlation = stage._key("o")
