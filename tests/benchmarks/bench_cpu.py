@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import statistics
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ from pathlib import Path
 import orchestrator.example_handlers  # noqa: F401 - registers example.poll
 from procedures import db as dbmod
 from procedures import pulse, routines, signals
-from tests.benchmarks.bench_signals import cpu_seconds, payload_json, reset_raw
+from tests.benchmarks.bench_signals import cpu_seconds, payload_json, raw_tx, reset_raw
 from tests.benchmarks.common import check_invariants, figure, fresh_database, world_on
 from tests.support.signals import signal_flow
 
@@ -127,8 +126,7 @@ class CpuMeter:
         for _ in range(count):
             self.made += 1
             with self.conn.cursor() as cur:
-                cur.execute("CALL bench_tx(%s, %s, %s, %s)", (uuid.uuid4().hex, f"cpu-{self.made}", self.payload,
-                                                              self.made))
+                raw_tx(cur, f"cpu-{self.made}", self.payload, self.made)
         return (self.cpu() - before) / count * 1e6
 
     def measure(self, calls: list[Callable[[], object]], decisions: int | None = None) -> Slices:

@@ -33,6 +33,7 @@ from tests.benchmarks import common
 from tests.benchmarks.bench_cpu import server_cpu_seconds, server_pid
 from tests.benchmarks.bench_signals import cpu_seconds
 from tests.benchmarks.common import check_invariants, figure, fresh_database, summary, wait_until_connected, world_on
+from tests.benchmarks.statements import statement_total
 from tests.support.load import start_many
 from tests.support.processes import WeaveProcess
 from tests.support.waiting import wait_for
@@ -47,7 +48,7 @@ def server_counts(db) -> dict[str, int]:
         "SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_row_lock_waits', 'Innodb_row_lock_time', 'Questions') "
         "OR Variable_name LIKE 'Com\\_%%'")}
     return {"waits": rows["Innodb_row_lock_waits"], "ms": rows["Innodb_row_lock_time"], "questions": rows["Questions"],
-            "statements": sum(v for k, v in rows.items() if k.startswith("Com_") and k != "Com_show_status")}
+            "statements": statement_total(rows)}
 
 
 def cpu_now(server: int | None, procs: list[WeaveProcess]) -> dict[str, float]:

@@ -25,7 +25,7 @@ import orchestrator.example_handlers  # noqa: F401 - registers example.poll
 from procedures import db as dbmod
 from procedures import pulse
 from tests.benchmarks.bench_cpu import POLL, server_cpu_seconds, server_pid
-from tests.benchmarks.bench_signals import payload_json, reset_raw
+from tests.benchmarks.bench_signals import payload_json, raw_tx, reset_raw
 from tests.benchmarks.common import check_invariants, figure, fresh_database, world_on
 from tests.support.load import start_many
 from tests.support.threads import run_threads
@@ -65,9 +65,8 @@ def main() -> None:
         pulse.attempt_complete(conns[k], claimed[0]["attempt_id"], f"w{k}", {"status": "PENDING"})
 
     def raw(k: int) -> None:
-        one = uuid.uuid4().hex  # its workflow and its key, unique per call whatever thread makes it
         with conns[k].cursor() as cur:
-            cur.execute("CALL bench_tx(%s, %s, %s, %s)", (one, f"s-{one}", payload, 1))
+            raw_tx(cur, f"s-{uuid.uuid4().hex}", payload, 1)  # a key unique per call whatever thread makes it
 
     for k in range(len(conns)):  # every connection's routines parsed before anything is measured
         cycle(k)

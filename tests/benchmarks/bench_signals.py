@@ -99,6 +99,11 @@ BEGIN
 END
 """
 RAW_NAMES = ["bench_signal", "bench_checkpoint", "bench_event", "bench_audit", "bench_receipt"]
+
+
+def raw_tx(cur, key: str, payload: str, step: int) -> None:
+    """One raw 5-row transaction (``RAW_PROC``), for a workflow of its own: ``key`` must be unique per call."""
+    cur.execute("CALL bench_tx(%s, %s, %s, %s)", (uuid.uuid4().hex, key, payload, step))
 FLOW = {"name": "bench-approval", "steps": [{
     "key": "approval", "type": "SIGNAL",
     "signal": {"name": "approval.decided", "payload_version": "1", "payload_type": "object"},
@@ -218,7 +223,7 @@ def worker(mode, dsn_url, token, instances, payload_bytes, wid, go, t_end_box, q
         wf, corr = instances[i % len(instances)] if instances else (None, None)
         failed = errors
         if mode == "raw":
-            cur.execute("CALL bench_tx(%s, %s, %s, %s)", (uuid.uuid4().hex, f"{tag}-{wid}-{i}", payload, i))
+            raw_tx(cur, f"{tag}-{wid}-{i}", payload, i)
         elif mode == "http":
             body = json.dumps({"name": "approval.decided", "payload_version": "1", "target_step_key": "approval",
                                "target_activation_sequence": 1, "correlation_key": corr,
