@@ -30,12 +30,13 @@ BEGIN
     END IF;
     -- The task's slot goes back to its app and its queue through their release stripes of this task, which no
     -- creation locks (_pulse_slot_take reads them without a lock): the two rows in primary key order, app first.
-    UPDATE pulse_tasks t
-      STRAIGHT_JOIN pulse_slot_releases r
-        ON r.stripe = t.id MOD 16 AND ((r.owner_kind = 'APP' AND r.owner_id = t.app_id)
-                                       OR (r.owner_kind = 'QUEUE' AND r.owner_id = t.queue_id))
+    -- The task's app and queue are constant subqueries, so this is a one-table update of two primary-key rows: a
+    -- join with the task would make MariaDB collect the stripes' changes in a temporary table first (about 20 us).
+    UPDATE pulse_slot_releases r
        SET r.released = r.released + 1
-     WHERE t.id = in_task_id;
+     WHERE r.stripe = in_task_id MOD 16
+       AND ((r.owner_kind = 'APP' AND r.owner_id = (SELECT app_id FROM pulse_tasks WHERE id = in_task_id))
+            OR (r.owner_kind = 'QUEUE' AND r.owner_id = (SELECT queue_id FROM pulse_tasks WHERE id = in_task_id)));
     IF ROW_COUNT() <> 2 THEN
         CALL _weave_raise(50007, 'INVALID_STATE: the app or queue of the task has no release stripe for it');
     END IF;
