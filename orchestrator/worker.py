@@ -142,7 +142,8 @@ class Worker:
     def _claim_loop(self, claim_until: int | None, until: Callable[[], bool] | None, exit_when_idle: bool) -> None:
         """Claim while there is work; after a claim that found nothing, sleep idle_probe_ms, doubling up to
         idle_max_ms while claims keep finding nothing (an idle worker costs a few statements a second), and back
-        to idle_probe_ms as soon as a claim finds work or an attempt of this worker ends."""
+        to idle_probe_ms as soon as a claim finds work or an attempt of this worker ends. A claim that brought
+        fewer tasks than it asked for is followed by a sleep of idle_probe_ms too, not by another claim."""
         idle = self.idle_probe_ms / 1000.0
         longest = max(self.idle_probe_ms, self.idle_max_ms) / 1000.0
         pause = idle
@@ -180,6 +181,11 @@ class Worker:
                 self._work.put((claim, ctx))
             self.claimed += len(claims)
             self.stats["claimed"] += len(claims)
+            if len(claims) < limit:
+                # A short claim took every task it could reach: claimed again at once, the queues would answer
+                # nothing (a claim's three statements) unless a task came within the last moment, which the next
+                # claim finds as it finds one that comes during the sleep.
+                self._idle_wait(idle)
 
     def _finish(self) -> None:
         """Let running attempts finish within the grace period; anything still running after it is left to

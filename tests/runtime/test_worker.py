@@ -378,6 +378,28 @@ def test_K1_work_found_or_an_attempt_ended_brings_the_idle_worker_back_to_idle_p
     assert worker.pauses == [0.05, 0.1, 0.2, 0.05, 0.1, 0.2]
 
 
+def test_K1_a_short_claim_is_not_followed_by_a_claim_at_once_but_by_the_next_attempt_that_ends(
+        world, orch, database, monkeypatch):
+    world.publish(task_flow())
+    world.start("job", {"order_id": "o-1"})
+    orch.drain()
+    claims: list[int] = []
+    real_claim = pulse.task_claim
+
+    def counted(*args, **kw):
+        claims.append(len(real := real_claim(*args, **kw)))
+        return real
+
+    monkeypatch.setattr(pulse, "task_claim", counted)
+    worker = PausesRecorded(database, ["payments"], concurrency=4, idle_probe_ms=50, idle_max_ms=800, pauses=2)
+    worker.run()
+    assert worker.stats["claimed"] == 1 and worker.stats["SUCCEEDED"] == 1
+    # One task of four asked for: the worker waits (for its attempt to end) before it claims again, which finds
+    # nothing; a claim at once after the short one would have found nothing too.
+    assert claims == [1, 0]
+    assert worker.pauses == [0.05, 0.05]
+
+
 def test_K1_an_attempt_that_ends_wakes_an_idle_sleeping_worker_at_once(world, orch, database):
     private = Registry()
     release = threading.Event()
