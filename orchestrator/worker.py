@@ -12,6 +12,7 @@ run against one database.
 
 from __future__ import annotations
 
+import heapq
 import json
 import logging
 import os
@@ -35,6 +36,10 @@ from .handlers import HandlerModuleError, HandlerNotFound, Registry, Retryable, 
 
 log = logging.getLogger("weave.worker")
 BUILT_IN_HANDLERS = frozenset(registry.names())  # what every worker runs without --handlers (the http handler)
+
+# A task a report scheduled becomes claimable at its due time (a retry) or just after it (a POLL step's next round,
+# which the orchestrator creates once it is due): a worker that expects one claims this long after its due time.
+EXPECTED_LATE_S = 0.02
 
 # Reported error texts are capped like the column that keeps them.
 MAX_ERROR_CHARS = 2000
@@ -76,6 +81,9 @@ class Worker:
         self._work: queue.Queue = queue.Queue()
         self._threads: list[threading.Thread] = []
         self._ended = False  # an attempt ended since the claim loop last looked (guarded by _cond)
+        # When tasks this worker's reports scheduled become claimable (a POLL step's next round, a retry): monotonic
+        # times, a heap, guarded by _cond.
+        self._expected: list[float] = []
         self.claimed = 0
 
     # --- connections -----------------------------------------------------------------------------------------
@@ -143,7 +151,9 @@ class Worker:
         """Claim while there is work; after a claim that found nothing, sleep idle_probe_ms, doubling up to
         idle_max_ms while claims keep finding nothing (an idle worker costs a few statements a second), and back
         to idle_probe_ms as soon as a claim finds work or an attempt of this worker ends. A claim that brought
-        fewer tasks than it asked for is followed by a sleep of idle_probe_ms too, not by another claim."""
+        fewer tasks than it asked for is followed by a sleep of idle_probe_ms too, not by another claim. No sleep
+        outlasts the time a task this worker's reports scheduled becomes claimable (a POLL step's next round, a
+        retry): the worker claims then, and sleeps idle_probe_ms again if the task is not there yet."""
         idle = self.idle_probe_ms / 1000.0
         longest = max(self.idle_probe_ms, self.idle_max_ms) / 1000.0
         pause = idle
@@ -171,7 +181,12 @@ class Worker:
             if not claims:
                 if exit_when_idle and self.in_flight == 0:
                     return
-                pause = idle if self._idle_wait(pause) else min(pause * 2, longest)
+                expected = self._until_expected()
+                if expected is not None and expected < pause:
+                    self._idle_wait(expected)
+                    pause = idle
+                else:
+                    pause = idle if self._idle_wait(pause) else min(pause * 2, longest)
                 continue
             pause = idle
             for claim in claims:
@@ -185,7 +200,17 @@ class Worker:
                 # A short claim took every task it could reach: claimed again at once, the queues would answer
                 # nothing (a claim's three statements) unless a task came within the last moment, which the next
                 # claim finds as it finds one that comes during the sleep.
-                self._idle_wait(idle)
+                expected = self._until_expected()
+                self._idle_wait(idle if expected is None else min(idle, expected))
+
+    def _until_expected(self) -> float | None:
+        """Seconds until the first task this worker's reports scheduled becomes claimable, or None. Times passed
+        are dropped: the claim just made looked for their tasks."""
+        now = time.monotonic()
+        with self._cond:
+            while self._expected and self._expected[0] <= now:
+                heapq.heappop(self._expected)
+            return self._expected[0] - now if self._expected else None
 
     def _finish(self) -> None:
         """Let running attempts finish within the grace period; anything still running after it is left to
@@ -320,6 +345,9 @@ class Worker:
     def _record(self, ctx: TaskContext, answer: dict, started: float, error: str | None = None) -> None:
         outcome = answer["outcome"]
         self.stats[outcome] += 1
+        if answer.get("next_task_in_ms") is not None:  # the step's next round, or this task's retry
+            with self._cond:
+                heapq.heappush(self._expected, time.monotonic() + answer["next_task_in_ms"] / 1000 + EXPECTED_LATE_S)
         fields = {"task": ctx.task_id, "attempt": ctx.attempt_id, "attempt_no": ctx.attempt_no,
                   "handler": f"{ctx.handler}@{ctx.handler_version}", "outcome": outcome,
                   "task_status": answer["task_status"], "ms": round((time.monotonic() - started) * 1000, 1)}

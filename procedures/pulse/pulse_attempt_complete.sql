@@ -12,7 +12,9 @@ permit released, inbox event SUCCEEDED at the report''s time, consumed in the sa
 is not locked by another (the step settles as the orchestrator would settle it), else left for the orchestrator. A
 report for an attempt that is no longer current is stored as a late report and changes nothing.
 Parameters: in_attempt_id, in_worker_id (the claimant), in_result (the handler''s return value: JSON, <= 1 MiB).
-Result set: outcome (SUCCEEDED, or LATE for a report that was stored without effect), task_id, attempt_id, task_status.
+Result set: outcome (SUCCEEDED, or LATE for a report that was stored without effect), task_id, attempt_id, task_status,
+next_task_in_ms (when the answer left its POLL step waiting for the next round: the milliseconds until that round is
+due and its task is created, else NULL).
 Errors: 50003 NOT_FOUND, 50012 ATTEMPT_NOT_CURRENT (another worker''s attempt), 50201 WORKER_ID_INVALID,
 50203 RESULT_INVALID.
 Rules: K-3, K-7, M-4.6.'
@@ -40,5 +42,16 @@ BEGIN
         SET v_outcome = 'SUCCEEDED', v_status = 'SUCCEEDED';
     END IF;
     COMMIT;
-    SELECT v_outcome AS outcome, CONCAT('tsk_', v_task) AS task_id, in_attempt_id AS attempt_id, v_status AS task_status;
+    -- The next round's due time, when this report's consumption left the poll waiting for it: a worker with nothing
+    -- else to do then claims at that time instead of whenever its idle back-off looks next. A plain read, after the
+    -- commit, of the rows the report just wrote, in the answer's statement.
+    SELECT v_outcome AS outcome, CONCAT('tsk_', v_task) AS task_id, in_attempt_id AS attempt_id,
+           v_status AS task_status,
+           (SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, v_now, p.next_poll_at), 0) DIV 1000
+              FROM pulse_tasks t STRAIGHT_JOIN weave_poll_states p ON p.activation_id = t.activation_id
+             WHERE v_outcome = 'SUCCEEDED' AND t.id = v_task AND t.round_no > 0 AND p.state = 'WAITING')
+           AS next_task_in_ms;
+    IF @@autocommit = 0 THEN
+        COMMIT;  -- the answer's read opened a transaction there: the session is left as the call found it
+    END IF;
 END

@@ -15,7 +15,7 @@ longer current is stored as a late report and changes nothing.
 Parameters: in_attempt_id, in_worker_id (the claimant), in_error (text, kept up to 2048 chars), in_retryable (1 when
 the handler raised a known-retryable failure).
 Result set: outcome (RETRY_SCHEDULED, FAILED, CANCELLED, or LATE), task_id, attempt_id, task_status, available_at (next
-start when retried, else NULL).
+start when retried, else NULL), next_task_in_ms (the milliseconds until that next start, else NULL).
 Errors: 50003 NOT_FOUND, 50012 ATTEMPT_NOT_CURRENT (another worker''s attempt), 50201 WORKER_ID_INVALID.
 Rules: K-3, K-5, K-6, K-7, M-4.5, M-4.6.'
     MODIFIES SQL DATA
@@ -75,6 +75,7 @@ BEGIN
         END IF;
     END IF;
     COMMIT;  -- v_status: the task's status as this report leaves it (a late report: as locked)
-    SELECT v_outcome AS outcome, CONCAT('tsk_', v_task) AS task_id, in_attempt_id AS attempt_id, v_status AS task_status,
-           v_next AS available_at;
+    SELECT v_outcome AS outcome, CONCAT('tsk_', v_task) AS task_id, in_attempt_id AS attempt_id,
+           v_status AS task_status,
+           v_next AS available_at, GREATEST(TIMESTAMPDIFF(MICROSECOND, v_now, v_next), 0) DIV 1000 AS next_task_in_ms;
 END

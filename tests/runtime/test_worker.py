@@ -14,7 +14,7 @@ import orchestrator.example_handlers  # noqa: F401 - registers example.*
 from orchestrator import Retryable, handler
 from orchestrator import http_handler as http
 from orchestrator.handlers import Registry, TaskContext, registry
-from orchestrator.worker import Worker, run_worker
+from orchestrator.worker import EXPECTED_LATE_S, Worker, run_worker
 from procedures import errors, installer, pulse
 from tests.support.waiting import wait_for
 
@@ -398,6 +398,66 @@ def test_K1_a_short_claim_is_not_followed_by_a_claim_at_once_but_by_the_next_att
     # nothing; a claim at once after the short one would have found nothing too.
     assert claims == [1, 0]
     assert worker.pauses == [0.05, 0.05]
+
+
+def poll_flow(interval_ms: int) -> dict:
+    return {"name": "polled", "steps": [{
+        "key": "check", "type": "POLL", "queue": "payments", "handler": "example.poll", "handler_version": "1",
+        "input": {"done_at": 3}, "interval_ms": interval_ms, "max_rounds": 3, "timeout_ms": HOUR,
+        "task_timeout_ms": HOUR, "result": {"pending": ["PENDING"], "success": ["DONE"]}}]}
+
+
+def test_K1_an_idle_worker_claims_when_the_next_round_its_report_left_waiting_is_due(world, orch, database):
+    world.publish(poll_flow(2_000))
+    world.start("polled", {})
+    orch.drain()
+    worker = PausesRecorded(database, ["payments"], concurrency=1, idle_probe_ms=50, idle_max_ms=4_000, pauses=8)
+    worker.run()
+    assert worker.stats["SUCCEEDED"] == 1  # round 1 answered PENDING: the next round is due in 2 s
+    # The sleeps double as claims find nothing, until the next one would outlast the round's due time: that one
+    # ends when the round is due (plus EXPECTED_LATE_S), and the sleeps start over from idle_probe_ms. (The
+    # recorded worker does not sleep, so the round's 2 s have hardly begun to run.)
+    assert worker.pauses[:6] == [0.05, 0.1, 0.2, 0.4, 0.8, 1.6]
+    assert 1.6 < worker.pauses[6] <= 2.0 + EXPECTED_LATE_S
+    assert worker.pauses[7] == 0.05
+
+
+def test_K1_an_idle_worker_claims_when_the_retry_its_report_scheduled_is_due(world, orch, database):
+    world.publish(task_flow(handler="example.flaky", task_timeout_ms=HOUR,
+                            retry={"max_attempts": 3, "initial_backoff_ms": 2_000, "backoff_coefficient": 2.0}))
+    world.start("job", {"order_id": "o-1"})
+    orch.drain()
+    worker = PausesRecorded(database, ["payments"], concurrency=1, idle_probe_ms=50, idle_max_ms=4_000, pauses=7)
+    worker.run()
+    assert worker.stats["RETRY_SCHEDULED"] == 1
+    assert worker.pauses[:6] == [0.05, 0.1, 0.2, 0.4, 0.8, 1.6]
+    assert 1.6 < worker.pauses[6] <= 2.0 + EXPECTED_LATE_S
+
+
+def test_K3_a_report_answers_when_the_task_it_scheduled_becomes_claimable(world, orch, database):
+    world.publish(poll_flow(2_000))
+    world.start("polled", {})
+    orch.drain()
+    conn = world.db.conn
+    claim = pulse.task_claim(conn, "w-1", ["payments"])[0]
+    answer = pulse.attempt_complete(conn, claim["attempt_id"], "w-1", {"status": "PENDING"})
+    assert answer["outcome"] == "SUCCEEDED" and answer["next_task_in_ms"] == 2_000
+    world.db.advance(2_000)
+    orch.drain()  # round 2 starts
+    claim = pulse.task_claim(conn, "w-1", ["payments"])[0]
+    answer = pulse.attempt_complete(conn, claim["attempt_id"], "w-1", {"status": "DONE"})
+    assert answer["outcome"] == "SUCCEEDED" and answer["next_task_in_ms"] is None  # the step settled
+    world.publish(task_flow(task_timeout_ms=HOUR,
+                            retry={"max_attempts": 2, "initial_backoff_ms": 1_500, "backoff_coefficient": 2.0}))
+    world.start("job", {"order_id": "o-1"})
+    orch.drain()
+    claim = pulse.task_claim(conn, "w-1", ["payments"])[0]
+    answer = pulse.attempt_fail(conn, claim["attempt_id"], "w-1", "flaky", retryable=True)
+    assert answer["outcome"] == "RETRY_SCHEDULED" and answer["next_task_in_ms"] == 1_500
+    world.db.advance(1_500)
+    claim = pulse.task_claim(conn, "w-1", ["payments"])[0]
+    answer = pulse.attempt_fail(conn, claim["attempt_id"], "w-1", "flaky", retryable=True)
+    assert answer["outcome"] == "FAILED" and answer["next_task_in_ms"] is None  # no attempt left
 
 
 def test_K1_an_attempt_that_ends_wakes_an_idle_sleeping_worker_at_once(world, orch, database):

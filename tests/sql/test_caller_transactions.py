@@ -191,6 +191,25 @@ def test_R1_a_claim_from_a_session_with_autocommit_off_claims_and_leaves_no_tran
     assert world.db.scalar("SELECT COUNT(*) FROM pulse_attempts WHERE status = 'RUNNING'") == queued  # committed
 
 
+@pytest.mark.parametrize("report", ["pulse_attempt_complete", "pulse_attempt_fail"])
+def test_R1_a_report_from_a_session_with_autocommit_off_leaves_no_transaction(world, report):
+    """A report's answer reads the tables after its commit (when the task it scheduled is due); with autocommit off
+    that read opens a transaction of the session's, which the report closes: the session is left as it was found."""
+    world.publish({"name": "one-task", "steps": [{"key": "charge", "type": "TASK", "queue": world.queue,
+                                                  "handler": "payments.charge", "handler_version": "1"}]})
+    world.start("one-task", key="task-0")
+    claim = dbmod.call(world.db.conn, "pulse_task_claim", "worker-1", world.queue, None, 1, 30000)[0][0]
+    args = {"pulse_attempt_complete": ('{"ok": true}',), "pulse_attempt_fail": ("boom", 0)}[report]
+    conn = dbmod.connect(world.db.dsn, autocommit=False)
+    try:
+        answer = dbmod.call(conn, report, claim["attempt_id"], "worker-1", *args)[0][0]
+        assert answer["task_status"] in ("SUCCEEDED", "FAILED") and answer["next_task_in_ms"] is None
+        assert _in_transaction(conn) == 0
+    finally:
+        conn.close()
+    assert world.db.scalar("SELECT status FROM pulse_attempts WHERE id = %s", claim["attempt_id"]) != "RUNNING"
+
+
 def test_R1_a_list_advance_from_a_session_with_autocommit_off_is_served(world, caller_table):
     """A list's decisions each own a transaction; in a session with autocommit off, where any read before the first
     would open one of the session's, every candidate is decided and the session is left without a transaction."""
