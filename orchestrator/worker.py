@@ -181,12 +181,7 @@ class Worker:
             if not claims:
                 if exit_when_idle and self.in_flight == 0:
                     return
-                expected = self._until_expected()
-                if expected is not None and expected < pause:
-                    self._idle_wait(expected)
-                    pause = idle
-                else:
-                    pause = idle if self._idle_wait(pause) else min(pause * 2, longest)
+                pause = idle if self._rest(pause) else min(pause * 2, longest)
                 continue
             pause = idle
             for claim in claims:
@@ -200,8 +195,17 @@ class Worker:
                 # A short claim took every task it could reach: claimed again at once, the queues would answer
                 # nothing (a claim's three statements) unless a task came within the last moment, which the next
                 # claim finds as it finds one that comes during the sleep.
-                expected = self._until_expected()
-                self._idle_wait(idle if expected is None else min(idle, expected))
+                self._rest(idle)
+
+    def _rest(self, seconds: float) -> bool:
+        """Sleep as ``_idle_wait``, but not beyond the time a task this worker's reports scheduled becomes
+        claimable. True when an attempt ended or that time came: the claims that follow start over from
+        idle_probe_ms."""
+        expected = self._until_expected()
+        if expected is not None and expected < seconds:
+            self._idle_wait(expected)
+            return True
+        return self._idle_wait(seconds)
 
     def _until_expected(self) -> float | None:
         """Seconds until the first task this worker's reports scheduled becomes claimable, or None. Times passed
