@@ -212,9 +212,13 @@ class Worker:
         are dropped: the claim just made looked for their tasks."""
         now = time.monotonic()
         with self._cond:
-            while self._expected and self._expected[0] <= now:
-                heapq.heappop(self._expected)
+            self._drop_expected(now)
             return self._expected[0] - now if self._expected else None
+
+    def _drop_expected(self, now: float) -> None:
+        """Forget the expected times that have passed (the caller holds ``_cond``)."""
+        while self._expected and self._expected[0] <= now:
+            heapq.heappop(self._expected)
 
     def _finish(self) -> None:
         """Let running attempts finish within the grace period; anything still running after it is left to
@@ -350,8 +354,11 @@ class Worker:
         outcome = answer["outcome"]
         self.stats[outcome] += 1
         if answer.get("next_task_in_ms") is not None:  # the step's next round, or this task's retry
+            now = time.monotonic()
             with self._cond:
-                heapq.heappush(self._expected, time.monotonic() + answer["next_task_in_ms"] / 1000 + EXPECTED_LATE_S)
+                # Passed times go here too: a worker whose claims stay full never sleeps, and its heap would grow.
+                self._drop_expected(now)
+                heapq.heappush(self._expected, now + answer["next_task_in_ms"] / 1000 + EXPECTED_LATE_S)
         fields = {"task": ctx.task_id, "attempt": ctx.attempt_id, "attempt_no": ctx.attempt_no,
                   "handler": f"{ctx.handler}@{ctx.handler_version}", "outcome": outcome,
                   "task_status": answer["task_status"], "ms": round((time.monotonic() - started) * 1000, 1)}
