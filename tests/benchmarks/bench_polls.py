@@ -15,7 +15,9 @@ started before the processes (round 1 queued), and the span begins with the firs
 server, other sessions' waits count too): where one row serialises the decisions of an app, they show it.
 ``statements_per_round`` and ``client_statements_per_round`` are the server's statements (``Com_*``, nested ones
 included) and the clients' own (``Questions``) over the run, per round: a round's all-in count under load, with its
-claims and reports batched as the processes batch them. ``cpu_ms_per_round`` and ``cpu_cores`` say where the
+claims and reports batched as the processes batch them. ``statement_kinds_per_round`` splits the first by kind (each
+kind of at least one in twenty rounds): ``begin`` counts the transactions, so claims that bring fewer tasks each show
+as more ``begin``, ``commit`` and ``set_option`` a round. ``cpu_ms_per_round`` and ``cpu_cores`` say where the
 machine's CPU went over the run: the server (when it runs on this machine), the orchestrators, the workers, and this
 process, which makes the starts.
 The peer figure (DBOS Transact, ../bench, interval 0.2 s) is about 100 rounds/s on this kind of machine.
@@ -42,13 +44,14 @@ ROUNDS = 3
 
 
 def server_counts(db) -> dict[str, int]:
-    """The server's row lock waits so far and their time, and its statements and client calls (every session's: on a
-    shared server, others' count too)."""
+    """The server's row lock waits so far and their time, its statements and client calls, and its statements of
+    each kind (``Com_select`` as ``select``; every session's: on a shared server, others' count too)."""
     rows = {r["Variable_name"]: int(r["Value"]) for r in db.rows(
         "SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_row_lock_waits', 'Innodb_row_lock_time', 'Questions') "
         "OR Variable_name LIKE 'Com\\_%%'")}
+    kinds = {k.removeprefix("Com_"): v for k, v in rows.items() if k.startswith("Com_") and k != "Com_show_status"}
     return {"waits": rows["Innodb_row_lock_waits"], "ms": rows["Innodb_row_lock_time"], "questions": rows["Questions"],
-            "statements": statement_total(rows)}
+            "statements": statement_total(rows), **{f"kind:{k}": v for k, v in kinds.items()}}
 
 
 def cpu_now(server: int | None, procs: list[WeaveProcess]) -> dict[str, float]:
@@ -139,6 +142,9 @@ def run(polls: int, orchestrators: int, workers: int, interval_ms: int, concurre
            row_lock_waits=counts["waits"], row_lock_wait_ms_per_round=round(counts["ms"] / span["rounds"], 2),
            statements_per_round=round(counts["statements"] / span["rounds"], 1),
            client_statements_per_round=round(counts["questions"] / span["rounds"], 2),
+           statement_kinds_per_round={k.removeprefix("kind:"): round(v / span["rounds"], 2)
+                                      for k, v in sorted(counts.items(), key=lambda kv: -kv[1])
+                                      if k.startswith("kind:") and v >= span["rounds"] / 20},
            cpu_ms_per_round={k: round(v * 1000 / span["rounds"], 3) for k, v in cpu.items()},
            cpu_cores={k: round(v / measured, 2) for k, v in cpu.items()})
     check_invariants(dsn)

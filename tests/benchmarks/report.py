@@ -74,11 +74,14 @@ def pick(rows: list[dict], **match) -> dict | None:
 
 def load_of(row: dict | None) -> dict:
     """What a B-3 run says of its load, carried on its figure: the server's statements a round (all in, as the
-    processes batch their claims and advances) and the CPU a round of the server and of the engine's processes."""
+    processes batch their claims and advances), the transactions among them, and the CPU a round of the server and
+    of the engine's processes."""
     if not row:
         return {}
     cpu = row.get("cpu_ms_per_round", {})
-    return {"statements_per_round": row.get("statements_per_round"), "server_cpu_ms_per_round": cpu.get("server"),
+    return {"statements_per_round": row.get("statements_per_round"),
+            "transactions_per_round": row.get("statement_kinds_per_round", {}).get("begin"),
+            "server_cpu_ms_per_round": cpu.get("server"),
             "processes_cpu_ms_per_round": round(cpu.get("orchestrators", 0) + cpu.get("workers", 0), 3)}
 
 
