@@ -398,7 +398,7 @@ def cmd_orchestrator(args: argparse.Namespace) -> int:
     from orchestrator.loop import run_orchestrator
 
     return run_orchestrator(_dsn(args), batch=args.batch, concurrency=args.concurrency,
-                            idle_probe_ms=args.idle_probe_ms, node_id=args.node_id)
+                            idle_probe_ms=args.idle_probe_ms, idle_max_ms=args.idle_max_ms, node_id=args.node_id)
 
 
 def cmd_api(args: argparse.Namespace) -> int:
@@ -686,7 +686,12 @@ def build_parser() -> argparse.ArgumentParser:
                  func=cmd_orchestrator, token=False, namespace=False)
     p.add_argument("--batch", type=_count, default=100, help="candidates per scan (default 100)")
     p.add_argument("--concurrency", type=_count, default=4, help="parallel advance connections (default 4)")
-    p.add_argument("--idle-probe-ms", type=_count, default=20, help="longest idle sleep between probes (default 20)")
+    p.add_argument("--idle-probe-ms", type=_count, default=20,
+                   help="while nothing is due, the first sleep between probes; never past the next due time the "
+                        "probe sees (default 20)")
+    p.add_argument("--idle-max-ms", type=_count, default=200,
+                   help="while nothing is due the sleep between probes doubles up to this: how long work that "
+                        "another node makes due at once may wait (default 200)")
     p.add_argument("--node-id", help="name in logs (default: host:pid)")
 
     p = _command(sub, "worker", help="run a Pulse worker daemon",

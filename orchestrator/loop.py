@@ -319,9 +319,10 @@ class Orchestrator:
 
 
 def run_orchestrator(dsn: db.Dsn, *, batch: int = 100, concurrency: int = 4, idle_probe_ms: int = 20,
-                     node_id: str | None = None) -> int:
+                     idle_max_ms: int = 200, node_id: str | None = None) -> int:
     configure_logging()
-    orch = Orchestrator(dsn, batch=batch, concurrency=concurrency, idle_probe_ms=idle_probe_ms)
+    orch = Orchestrator(dsn, batch=batch, concurrency=concurrency, idle_probe_ms=idle_probe_ms,
+                        idle_max_ms=idle_max_ms)
     if node_id:
         orch.node_id = node_id
     return serve(orch, "orchestrator")

@@ -94,6 +94,7 @@ def test_a_malformed_dsn_is_one_line_not_a_traceback(capsys):
 @pytest.mark.parametrize("argv", [
     ["api", "--workers", "0"], ["api", "--threads", "0"], ["orchestrator", "--batch", "0"],
     ["orchestrator", "--concurrency", "-1"], ["orchestrator", "--idle-probe-ms", "0"],
+    ["orchestrator", "--idle-max-ms", "0"],
     ["worker", "--queue", "q", "--concurrency", "0"], ["worker", "--queue", "q", "--idle-max-ms", "x"],
     ["api", "--bind", "127.0.0.1:80808"], ["api", "--bind", "nonsense"], ["dev", "--bind", ":8080"]])
 def test_a_count_below_one_is_a_usage_error_before_anything_starts(capsys, argv):

@@ -92,6 +92,57 @@ def test_R14_idle_sleep_is_until_the_next_due_time_but_never_longer_than_the_pro
         orch.close()
 
 
+class SleepsRecorded:
+    """In place of an orchestrator's stop event: records each sleep instead of sleeping, and is set after ``n``."""
+
+    def __init__(self, n: int) -> None:
+        self.sleeps: list[float] = []
+        self.n = n
+
+    def is_set(self) -> bool:
+        return len(self.sleeps) >= self.n
+
+    def wait(self, seconds: float) -> bool:
+        self.sleeps.append(round(seconds, 6))
+        return self.is_set()
+
+
+def test_R14_an_idle_orchestrator_probes_ever_less_often_up_to_idle_max_ms(world, database):
+    """Nothing due and nothing waiting: the sleep between probes starts at idle_probe_ms and doubles up to
+    idle_max_ms. Each call starts over from idle_probe_ms (the loop calls it again after the work it found)."""
+    orch = Orchestrator(database, idle_probe_ms=20, idle_max_ms=200)
+    try:
+        assert orch.probe()[1] is None
+        orch._stop = SleepsRecorded(7)  # type: ignore[assignment]
+        orch.wait_for_work()
+        assert orch._stop.sleeps == [0.02, 0.04, 0.08, 0.16, 0.2, 0.2, 0.2]
+        orch._stop = SleepsRecorded(2)  # type: ignore[assignment]
+        orch.wait_for_work()
+        assert orch._stop.sleeps == [0.02, 0.04]
+    finally:
+        orch.close()
+
+
+def test_R14_an_idle_orchestrator_never_sleeps_past_the_next_due_time_its_probe_sees(world, database):
+    """A timer due in a second, with a longest sleep of four: the sleeps double up to the time left and stop
+    there; once it is due the probe returns at once, without a sleep."""
+    world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
+    world.start("t", key="k")
+    orch = Orchestrator(database, idle_probe_ms=20, idle_max_ms=4000)
+    try:
+        orch._stop = SleepsRecorded(8)  # type: ignore[assignment]
+        orch.wait_for_work()
+        sleeps = orch._stop.sleeps
+        assert sleeps[:6] == [0.02, 0.04, 0.08, 0.16, 0.32, 0.64]
+        assert all(0.5 < s <= 1.0 for s in sleeps[6:]), sleeps  # the time left (the clock runs while it probes)
+        world.db.advance(1000)
+        orch._stop = SleepsRecorded(1)  # type: ignore[assignment]
+        orch.wait_for_work()
+        assert orch._stop.sleeps == []
+    finally:
+        orch.close()
+
+
 def test_R14_stop_finishes_the_current_candidate_and_exits(world, database):
     world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
     wf = world.start("t")
