@@ -410,7 +410,13 @@ def cmd_api(args: argparse.Namespace) -> int:
 def cmd_dev(args: argparse.Namespace) -> int:
     from orchestrator.dev import run_dev
 
-    return run_dev(Path(args.data_dir), args.dsn or settings.dsn_given(), args.bind, quiet=args.quiet)
+    dsn_text = args.dsn or settings.dsn_given()
+    if dsn_text:
+        try:
+            db.Dsn.parse(dsn_text)  # refused as every command refuses it, before a server or a lock is touched
+        except ValueError as exc:
+            raise CliError("DSN_INVALID", str(exc)) from None
+    return run_dev(Path(args.data_dir), dsn_text, args.bind, quiet=args.quiet)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -423,7 +429,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 # --- parser ---------------------------------------------------------------------------------------------
-def _common(p: argparse.ArgumentParser, *, token: bool = True, namespace: bool = True, json_out: bool = True) -> None:
+def _common(p: argparse.ArgumentParser, *, token: bool = True, namespace: bool = True, json_out: bool = True,
+            json_help: str = "print machine-readable JSON") -> None:
     p.add_argument("--dsn", help="database URL (default: $WEAVE_DSN, else mysql://root@127.0.0.1:3306/weave)")
     if namespace:
         p.add_argument("--namespace", default=settings.namespace(),
@@ -431,7 +438,7 @@ def _common(p: argparse.ArgumentParser, *, token: bool = True, namespace: bool =
     if token:
         p.add_argument("--token", help="bearer token (default: $WEAVE_TOKEN)")
     if json_out:
-        p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+        p.add_argument("--json", action="store_true", help=json_help)
 
 
 def _count(text: str) -> int:
@@ -476,10 +483,12 @@ def _bind(text: str) -> str:
 
 
 def _command(group: Any, name: str, *args: Any, func: Callable[[argparse.Namespace], int], token: bool = True,
-             namespace: bool = True, **kwargs: Any) -> argparse.ArgumentParser:
-    """A subcommand with the common options (``--dsn``, ``--namespace``, ``--token``, ``--json``) that runs ``func``."""
+             namespace: bool = True, daemon: bool = False, **kwargs: Any) -> argparse.ArgumentParser:
+    """A subcommand with the common options (``--dsn``, ``--namespace``, ``--token``, ``--json``) that runs ``func``.
+    A ``daemon`` prints no result: its ``--json`` covers only what is refused before it starts."""
     p: argparse.ArgumentParser = group.add_parser(name, *args, **kwargs)
-    _common(p, token=token, namespace=namespace)
+    _common(p, token=token, namespace=namespace,
+            json_help=DAEMON_JSON if daemon else "print machine-readable JSON")
     p.set_defaults(func=func)
     return p
 
@@ -488,6 +497,7 @@ WORKFLOW_ID = "the instance's id (wf_...)"
 STEP_KEY = "the step's key in its definition"
 IDEMPOTENCY_KEY = "default: a new random key (pass one to make retries safe)"
 NAME_RULE = "1-64 of A-Z a-z 0-9 _ . : -"
+DAEMON_JSON = "errors that stop it before it starts as JSON on stderr (its log is JSON lines anyway)"
 
 
 def _action_arguments(p: argparse.ArgumentParser, *, step: bool = False) -> None:
@@ -536,7 +546,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bind", type=_host_port, default="127.0.0.1:8080",
                    help="where the API listens: HOST:PORT (default 127.0.0.1:8080)")
     p.add_argument("--quiet", action="store_true", help="no status line while running")
-    p.add_argument("--json", action="store_true", help="errors as JSON on stderr")
+    p.add_argument("--json", action="store_true",
+                   help="a malformed --dsn or environment setting as JSON on stderr; what it prints once starting "
+                        "is for a person")
     p.set_defaults(func=cmd_dev)
 
     p = _command(sub, "migrate", help="create or upgrade the schema and routines (idempotent)",
@@ -614,7 +626,7 @@ def build_parser() -> argparse.ArgumentParser:
     _action_arguments(p)
     when = p.add_mutually_exclusive_group(required=True)
     when.add_argument("--at", help="the new deadline, RFC 3339 with a zone")
-    when.add_argument("--extend-ms", type=int, help="extend the deadline by this much")
+    when.add_argument("--extend-ms", type=int, help="milliseconds to add to the current deadline")
     p = _command(wf, "explain", help="why is this step still waiting? (workflows:read)", func=cmd_signals_explain)
     p.add_argument("workflow_id", help=WORKFLOW_ID)
     p.add_argument("step_key", help=STEP_KEY)
@@ -649,7 +661,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "api", help="serve the HTTP API under gunicorn",
                  description="Serve the HTTP API (07-api). Refuses to start against a database at another "
                              "schema level; answers 503 UNAVAILABLE while the database is unreachable.",
-                 func=cmd_api, token=False, namespace=False)
+                 func=cmd_api, token=False, namespace=False, daemon=True)
     p.add_argument("--bind", type=_bind, default="127.0.0.1:8080",
                    help="HOST:PORT or unix:PATH to listen on (default 127.0.0.1:8080)")
     p.add_argument("--workers", type=_count, default=2, help="gunicorn worker processes (default 2)")
@@ -683,7 +695,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "orchestrator", help="run the scan loop daemon",
                  description="Scan due candidates and advance each in its own transaction. Any number may "
                              "run against one database. Stops cleanly on SIGTERM/SIGINT.",
-                 func=cmd_orchestrator, token=False, namespace=False)
+                 func=cmd_orchestrator, token=False, namespace=False, daemon=True)
     p.add_argument("--batch", type=_count, default=100, help="candidates per scan (default 100)")
     p.add_argument("--concurrency", type=_count, default=4, help="parallel advance connections (default 4)")
     p.add_argument("--idle-probe-ms", type=_count, default=20,
@@ -699,7 +711,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "Any number may run against one database. On SIGTERM/SIGINT it stops claiming and "
                              "lets running attempts finish within the grace period.",
                  epilog="The built-in http handler (http@1) calls only hosts listed in WEAVE_HTTP_ALLOWLIST.",
-                 func=cmd_worker, token=False, namespace=False)
+                 func=cmd_worker, token=False, namespace=False, daemon=True)
     p.add_argument("--handlers", action="append", metavar="MODULE[,MODULE]",
                    help="modules whose @handler functions to load (repeatable)")
     p.add_argument("--queue", action="append", required=True, metavar="QUEUE", type=_queue_names,

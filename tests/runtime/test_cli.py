@@ -91,6 +91,17 @@ def test_a_malformed_dsn_is_one_line_not_a_traceback(capsys):
     assert json.loads(capsys.readouterr().err)["code"] == "DSN_INVALID"
 
 
+def test_dev_refuses_a_malformed_dsn_as_every_command_does(capsys, tmp_path):
+    """Before a server starts or its data folder is locked: a usage error (exit 2), as JSON with --json."""
+    data = tmp_path / "dev"
+    assert main(["dev", "--data-dir", str(data), "--dsn", "mysq://root@127.0.0.1/weave", "--json"]) == 2
+    assert json.loads(capsys.readouterr().err)["code"] == "DSN_INVALID"
+    assert main(["dev", "--data-dir", str(data), "--dsn", "mysq://root@127.0.0.1/weave"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "mysql://" in err
+    assert not data.exists()
+
+
 @pytest.mark.parametrize("argv", [
     ["api", "--workers", "0"], ["api", "--threads", "0"], ["orchestrator", "--batch", "0"],
     ["orchestrator", "--concurrency", "-1"], ["orchestrator", "--idle-probe-ms", "0"],
