@@ -717,9 +717,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--queue", action="append", required=True, metavar="QUEUE", type=_queue_names,
                    help=f"queue to serve ({NAME_RULE}; repeatable; a queue that does not exist yet is fine)")
     p.add_argument("--namespace", help="serve the queues of this namespace only (default: every namespace)")
-    p.add_argument("--concurrency", type=_count, default=8, help="attempts run at once (default 8)")
+    p.add_argument("--concurrency", type=_count, default=8, help="attempts run at once, 1-1000 (default 8)")
     p.add_argument("--lease-ms", type=int, default=30_000,
-                   help="lease per attempt, renewed by heartbeats (default 30000)")
+                   help="lease per attempt, renewed by heartbeats; at most 86400000 (default 30000)")
     p.add_argument("--heartbeat-ms", type=int, default=10_000, help="heartbeat interval (default 10000)")
     p.add_argument("--grace-ms", type=int, default=30_000,
                    help="on stop, how long running attempts may take to finish (default 30000)")

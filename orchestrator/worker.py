@@ -69,10 +69,17 @@ class Worker:
         if not self.queues:
             raise ValueError("a worker needs at least one queue")
         pulse.queue_names(self.queues)  # a name no queue can have: every claim would be refused
-        if self.concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
+        # What the claim routine would refuse on the first claim (K-1), refused here, where it is set.
+        if not 1 <= self.concurrency <= 1000:
+            raise ValueError("concurrency must be 1-1000: a claim takes at most 1000 tasks")
         if not 0 < self.heartbeat_ms < self.lease_ms:
             raise ValueError("heartbeat_ms must be positive and shorter than lease_ms, or leases would run out")
+        if self.lease_ms > 86_400_000:
+            raise ValueError("lease_ms must be at most 86400000 (a day)")
+        if not 1 <= len(self.worker_id) <= 128:
+            raise ValueError("worker_id must be 1-128 characters")
+        if self.grace_ms < 0:
+            raise ValueError("grace_ms must not be negative")
         self._connections = Connections(self.dsn)
         self._stop = threading.Event()
         self._heartbeats_stop = threading.Event()

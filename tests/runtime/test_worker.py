@@ -143,6 +143,19 @@ def test_K1_a_worker_for_a_queue_no_queue_can_be_named_refuses_to_be_built(datab
     Worker(database, queues=["payments", "mail,reports"])  # names, and comma lists of them
 
 
+@pytest.mark.parametrize("settings, refusal", [
+    ({"concurrency": 1001}, "concurrency must be 1-1000"), ({"concurrency": 0}, "concurrency must be 1-1000"),
+    ({"lease_ms": 86_400_001}, "lease_ms must be at most"), ({"worker_id": "w" * 129}, "worker_id must be 1-128"),
+    ({"worker_id": ""}, "worker_id must be 1-128"), ({"grace_ms": -1}, "grace_ms must not be negative")])
+def test_K1_a_worker_whose_claims_would_be_refused_refuses_to_be_built(database, settings, refusal):
+    """Each of these would pass the command line and then stop the worker at its first claim, which the claim
+    routine refuses (LIMIT_INVALID, LEASE_INVALID, WORKER_ID_INVALID); a negative grace would end every stop at
+    once. Refused where they are set, naming the setting."""
+    with pytest.raises(ValueError, match=refusal):
+        Worker(database, ["payments"], **settings)
+    Worker(database, ["payments"], concurrency=1000, lease_ms=86_400_000, worker_id="w" * 128, grace_ms=0)
+
+
 def test_K8_decorator_and_Retryable_are_exported_for_handler_modules():
     assert Retryable.__module__ == "orchestrator.handlers"
     assert "example.echo@1" in registry.names() and "http@1" in registry.names()
