@@ -696,7 +696,7 @@ def build_parser() -> argparse.ArgumentParser:
                  description="Scan due candidates and advance each in its own transaction. Any number may "
                              "run against one database. Stops cleanly on SIGTERM/SIGINT.",
                  func=cmd_orchestrator, token=False, namespace=False, daemon=True)
-    p.add_argument("--batch", type=_count, default=100, help="candidates per scan (default 100)")
+    p.add_argument("--batch", type=_count, default=100, help="candidates per scan, 1-10000 (default 100)")
     p.add_argument("--concurrency", type=_count, default=4, help="parallel advance connections (default 4)")
     p.add_argument("--idle-probe-ms", type=_count, default=20,
                    help="while nothing is due, the first sleep between probes; never past the next due time the "

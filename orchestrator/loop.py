@@ -13,6 +13,7 @@ import logging
 import os
 import random
 import socket
+import sys
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -96,6 +97,8 @@ class Orchestrator:
         for name in ("batch", "concurrency", "chunk", "idle_probe_ms", "idle_max_ms"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
+        if self.batch > 10_000:  # weave_scan's cap: a larger batch would be cut to it without a word
+            raise ValueError("batch must be at most 10000: a scan brings at most 10000 candidates of a class")
         self._connections = Connections(self.dsn)
         self._stop = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="advance")
@@ -321,8 +324,12 @@ class Orchestrator:
 def run_orchestrator(dsn: db.Dsn, *, batch: int = 100, concurrency: int = 4, idle_probe_ms: int = 20,
                      idle_max_ms: int = 200, node_id: str | None = None) -> int:
     configure_logging()
-    orch = Orchestrator(dsn, batch=batch, concurrency=concurrency, idle_probe_ms=idle_probe_ms,
-                        idle_max_ms=idle_max_ms)
+    try:
+        orch = Orchestrator(dsn, batch=batch, concurrency=concurrency, idle_probe_ms=idle_probe_ms,
+                            idle_max_ms=idle_max_ms)
+    except ValueError as exc:
+        print(f"weave orchestrator: {exc}", file=sys.stderr, flush=True)
+        return 2
     if node_id:
         orch.node_id = node_id
     return serve(orch, "orchestrator")

@@ -127,10 +127,20 @@ def test_a_worker_queue_no_queue_can_be_named_is_a_usage_error(capsys, queue):
     assert exited.value.code == 2 and "argument --queue" in err and "is not a queue name" in err
 
 
+def test_an_orchestrator_batch_beyond_the_scan_cap_is_refused_in_one_line(capsys):
+    """weave_scan brings at most 10000 candidates of a class: a larger batch would be cut without a word."""
+    assert main(["orchestrator", "--batch", "10001", "--dsn", "mysql://root@127.0.0.1:1/weave"]) == 2  # no connect
+    err = capsys.readouterr().err
+    assert err == "weave orchestrator: batch must be at most 10000: a scan brings at most 10000 candidates of a class\n"
+
+
 def test_an_orchestrator_built_with_a_batch_or_concurrency_below_one_refuses(database):
-    for bad in ({"batch": 0}, {"concurrency": 0}, {"chunk": 0}, {"idle_probe_ms": 0}):
+    for bad in ({"batch": 0}, {"concurrency": 0}, {"chunk": 0}, {"idle_probe_ms": 0}, {"idle_max_ms": 0}):
         with pytest.raises(ValueError, match="must be at least 1"):
             Orchestrator(database, **bad)
+    with pytest.raises(ValueError, match="batch must be at most 10000"):
+        Orchestrator(database, batch=10_001)
+    Orchestrator(database, batch=10_000).close()
 
 
 @pytest.mark.parametrize("variable, value, argv", [
