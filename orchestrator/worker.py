@@ -302,6 +302,13 @@ class Worker:
             self._drop_conn()
             log.warning("heartbeat failed", extra={"fields": {"attempt": ctx.attempt_id, "error": str(exc)}})
             return
+        except Exception as exc:
+            # Any other failure (a server refusing connections, a node turned read-only, an answer out of shape)
+            # is this beat's alone: the thread goes on to the other attempts and beats again next time, on a new
+            # connection. Ending the thread would let every running attempt's lease run out (K-4: UNKNOWN, review).
+            self._drop_conn()
+            log.error("heartbeat failed", extra={"fields": {"attempt": ctx.attempt_id, "error": _describe(exc)}})
+            return
         ctx.lease_expires_at = beat["lease_expires_at"]
         if beat["cancel_requested"] and not ctx.cancel_requested:
             ctx._cancel.set()
@@ -320,7 +327,8 @@ class Worker:
         except Retryable as exc:
             self._report_fail(ctx, _describe(exc), retryable=True, started=started)
             return
-        except Exception as exc:  # any other exception is a non-retryable failure (K-8)
+        except BaseException as exc:  # any other exception is a non-retryable failure (K-8), SystemExit included:
+            # a handler that calls sys.exit() ends its attempt, not the worker's thread that runs it
             self._report_fail(ctx, _describe(exc), retryable=False, started=started)
             return
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -201,6 +202,60 @@ def test_K2_a_heartbeat_refused_after_the_attempts_own_report_is_no_lost_lease(w
         assert other.lease_lost and worker.stats["lease_lost"] == 1
     finally:
         worker._drop_conn()
+
+
+def test_K2_a_heartbeat_that_fails_unexpectedly_loses_no_lease_and_the_next_one_beats(world, orch, database):
+    """A beat that fails with an error no retry cures (here: its connection's current database holds no routine,
+    1305) is logged and the next beat, on a new connection, renews the lease. The heartbeat thread used to end on
+    such an error while the worker went on claiming: every running attempt's lease then ran out."""
+    from orchestrator.worker import _context
+
+    world.publish(task_flow())
+    world.start("job", {"order_id": "o-1"})
+    orch.drain()
+    worker = make_worker(database)
+    empty = f"{database.database}_empty"
+    world.db.execute(f"CREATE DATABASE `{empty}`")
+    try:
+        ctx = _context(pulse.task_claim(world.db.conn, worker.worker_id, "payments", limit=1)[0])
+        lease = world.db.scalar("SELECT lease_expires_at FROM pulse_attempts WHERE id = %s", ctx.attempt_id)
+        worker._conn().select_db(empty)
+        worker._heartbeat(ctx)  # raised nothing
+        assert not ctx.lease_lost and worker.stats["lease_lost"] == 0
+        world.db.advance(1000)
+        worker._heartbeat(ctx)
+        renewed = world.db.scalar("SELECT lease_expires_at FROM pulse_attempts WHERE id = %s", ctx.attempt_id)
+        assert renewed > lease and ctx.lease_expires_at == renewed
+    finally:
+        worker._drop_conn()
+        world.db.execute(f"DROP DATABASE `{empty}`")
+
+
+def test_K8_a_handler_that_exits_fails_its_attempt_and_the_worker_runs_on(world, orch, database):
+    """sys.exit() in a handler raises SystemExit, which is no Exception: it used to end the thread that ran the
+    attempt, and once every thread had ended the worker claimed tasks it never ran."""
+    private = Registry()
+
+    @handler("exits", version="1", into=private)
+    def exits(input):
+        sys.exit(3)
+
+    @handler("echoes", version="1", into=private)
+    def echoes(input):
+        return input
+
+    world.publish(task_flow("exits", handler="exits"))
+    world.publish(task_flow("echo", handler="echoes"))
+    first = world.start("exits", {"order_id": "o-1"})
+    orch.drain()
+    worker = make_worker(database, concurrency=1, handlers=private)
+    assert worker.run(max_claims=1)["FAILED"] == 1
+    task = task_row(world, first)
+    assert task["status"] == "FAILED" and task["error"] == "SystemExit: 3"
+    later = world.start("echo", {"order_id": "o-2"})
+    orch.drain()
+    assert worker.run(max_claims=1)["SUCCEEDED"] == 1  # the same worker: its thread did not end
+    assert task_row(world, later)["status"] == "SUCCEEDED"
 
 
 def test_K9_graceful_stop_stops_claiming_and_lets_running_attempts_finish(world, orch, database):
