@@ -62,7 +62,6 @@ class Worker:
     idle_max_ms: int = 800  # while claims keep finding nothing the sleep doubles up to this
     worker_id: str = field(default_factory=default_worker_id)
     handlers: Registry = field(default_factory=lambda: registry)
-    retry_attempts: int = 5
     stats: Counter = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
@@ -100,9 +99,13 @@ class Worker:
     def _drop_conn(self) -> None:
         self._connections.discard()
 
-    def _retrying(self, fn: Callable[[db.Connection], dict]) -> dict:
-        """A routine call retried on transient errors with jittered exponential backoff."""
-        return self._connections.retrying(fn, self.retry_attempts)
+    def _report(self, fn: Callable[[db.Connection], dict]) -> dict:
+        """An attempt's report, retried on transient errors with jittered exponential backoff for as long as the
+        attempt's lease lasts: a finished attempt whose report is lost becomes UNKNOWN when its lease runs out and
+        goes to review (K-4), so a restart or a failover shorter than the lease must not lose it. Trying again is
+        safe: a report that committed and lost only its answer is answered LATE the next time, and changes
+        nothing."""
+        return self._connections.retrying(fn, seconds=self.lease_ms / 1000.0)
 
     def check_level(self) -> None:
         installer.check_level(self._conn())
@@ -339,7 +342,7 @@ class Worker:
             return
         ctx._reporting.set()
         try:
-            answer = self._retrying(
+            answer = self._report(
                 lambda conn: pulse.attempt_complete(conn, ctx.attempt_id, self.worker_id, result_json=text))
         except errors.ValidationFailed as exc:
             self._report_fail(ctx, f"{exc.field_code}: {exc.detail}", retryable=False, started=started)
@@ -353,7 +356,7 @@ class Worker:
         ctx._reporting.set()
         try:
             text = error[:MAX_ERROR_CHARS]
-            answer = self._retrying(
+            answer = self._report(
                 lambda conn: pulse.attempt_fail(conn, ctx.attempt_id, self.worker_id, text, retryable))
         except errors.WeaveError as exc:
             self._report_lost(ctx, exc)

@@ -22,11 +22,13 @@ T = TypeVar("T")
 WAIT = wait_random_exponential(multiplier=0.02, max=1.0)  # between tries of a routine call (stateless, shared)
 
 
-def retry_transient(fn: Callable[[], T], *, attempts: int = 5, on_retry: Callable[[], None] | None = None) -> T:
+def retry_transient(fn: Callable[[], T], *, attempts: int = 5, on_retry: Callable[[], None] | None = None,
+                    seconds: float | None = None) -> T:
     """``fn()``, tried again on transient database errors (deadlock, lock wait timeout, lost connection) with
-    jittered exponential backoff; ``on_retry`` runs after each transient failure. Any other error, and the
-    last transient one, is raised as it is. The first try is a plain call (``retry_after_first``)."""
-    return retry_after_first(fn, errors.is_transient, attempts, WAIT, on_retry)
+    jittered exponential backoff, ``attempts`` tries in all or, with ``seconds``, for that long; ``on_retry`` runs
+    after each transient failure. Any other error, and the last transient one, is raised as it is. The first try is
+    a plain call (``retry_after_first``)."""
+    return retry_after_first(fn, errors.is_transient, attempts, WAIT, on_retry, seconds)
 
 
 class Connections:
@@ -103,9 +105,10 @@ class Connections:
         except Exception:  # the connection is already broken; nothing to release
             pass
 
-    def retrying(self, fn: Callable[[db.Connection], T], attempts: int = 5) -> T:
-        """``fn(connection)`` with the retry wrapper; a transient failure drops this thread's connection."""
-        return retry_transient(lambda: fn(self.get()), attempts=attempts, on_retry=self.discard)
+    def retrying(self, fn: Callable[[db.Connection], T], attempts: int = 5, seconds: float | None = None) -> T:
+        """``fn(connection)`` with the retry wrapper (``attempts`` tries, or ``seconds`` of them); a transient
+        failure drops this thread's connection."""
+        return retry_transient(lambda: fn(self.get()), attempts=attempts, on_retry=self.discard, seconds=seconds)
 
     def elsewhere_once(self, fn: Callable[[], T], repeatable: Callable[[], bool]) -> T:
         """``fn()``, run once more on a fresh connection when the node it used was lost under it (``db.node_lost``)

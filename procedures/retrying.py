@@ -12,17 +12,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from tenacity import Retrying, retry_if_exception, stop_after_attempt
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay
 from tenacity.wait import wait_base
 
 T = TypeVar("T")
 
 
 def retry_after_first(fn: Callable[[], T], retryable: Callable[[BaseException], bool], attempts: int,
-                      wait: wait_base, on_retry: Callable[[], None] | None = None) -> T:
+                      wait: wait_base, on_retry: Callable[[], None] | None = None, seconds: float | None = None) -> T:
     """``fn()``; after a failure that ``retryable`` accepts, tried again with ``wait`` between tries up to
-    ``attempts`` tries in all, ``on_retry`` running after each retryable failure. Any other error, and the last
-    retryable one, is raised as it is."""
+    ``attempts`` tries in all, or with ``seconds`` given, for that long after the first failure whatever the number
+    of tries; ``on_retry`` runs after each retryable failure. Any other error, and the last retryable one, is raised
+    as it is."""
     try:
         return fn()
     except Exception as exc:
@@ -40,6 +41,6 @@ def retry_after_first(fn: Callable[[], T], retryable: Callable[[BaseException], 
                 on_retry()
             raise
 
-    retrying = Retrying(stop=stop_after_attempt(attempts), wait=wait, retry=retry_if_exception(retryable),
-                        reraise=True)
+    stop = stop_after_attempt(attempts) if seconds is None else stop_after_delay(seconds)
+    retrying = Retrying(stop=stop, wait=wait, retry=retry_if_exception(retryable), reraise=True)
     return retrying(attempt)

@@ -16,7 +16,9 @@ from orchestrator import Retryable, handler
 from orchestrator import http_handler as http
 from orchestrator.handlers import Registry, TaskContext, registry
 from orchestrator.worker import EXPECTED_LATE_S, Worker, run_worker
+from procedures import db as dbmod
 from procedures import errors, installer, pulse
+from procedures.connections import Connections
 from tests.support.waiting import wait_for
 
 HOUR = 3_600_000
@@ -256,6 +258,36 @@ def test_K8_a_handler_that_exits_fails_its_attempt_and_the_worker_runs_on(world,
     orch.drain()
     assert worker.run(max_claims=1)["SUCCEEDED"] == 1  # the same worker: its thread did not end
     assert task_row(world, later)["status"] == "SUCCEEDED"
+
+
+def test_K3_a_report_outlasts_an_outage_of_more_than_a_few_tries(world, orch, database):
+    """While the handler runs, the database stops taking connections (here: the next seven connects meet a closed
+    port, refused at once, as during a restart). The report is tried again, with backoff, for as long as the lease
+    lasts, and lands once the database answers. It used to be tried five times over about 0.3 s, after which the
+    finished attempt was left to its lease, and then to review as UNKNOWN."""
+    private = Registry()
+    refused = {"left": 0}
+    closed_port = dbmod.Dsn.parse("mysql://root@127.0.0.1:1/weave")
+
+    def connect() -> dbmod.Connection:
+        if refused["left"]:
+            refused["left"] -= 1
+            return dbmod.connect(closed_port)
+        return dbmod.connect(database)
+
+    @handler("outlasts", version="1", into=private)
+    def outlasts(input):
+        refused["left"] = 7
+        return {"done": True}
+
+    world.publish(task_flow("outlasts", handler="outlasts"))
+    wf = world.start("outlasts", {"order_id": "o-1"})
+    orch.drain()
+    worker = make_worker(database, concurrency=1, handlers=private, lease_ms=10_000, heartbeat_ms=5_000)
+    worker._connections = Connections(database, open=connect)
+    stats = worker.run(max_claims=1)
+    assert refused["left"] == 0 and stats["report_failed"] == 0 and stats["SUCCEEDED"] == 1
+    assert task_row(world, wf)["status"] == "SUCCEEDED"
 
 
 def test_K9_graceful_stop_stops_claiming_and_lets_running_attempts_finish(world, orch, database):
