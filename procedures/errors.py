@@ -143,13 +143,16 @@ AttemptNotCurrent = BY_CODE["ATTEMPT_NOT_CURRENT"]
 # server gone away, lost connection, server shutdown, query interrupted by KILL. On a Galera cluster a
 # certification conflict or a brute-force abort also arrives as 1213; a node that is not ready (joining,
 # donor, out of the primary component) refuses statements with 1047 "WSREP has not yet prepared node for
-# application use"; a commit cut off by a view change reports 1180. None of them committed anything.
+# application use"; a commit cut off by a view change reports 1180. A server that takes no more connections
+# (1040, or 1203 and 1226 for a user's limits) has one free again as others close, and a node fenced read-only for a
+# failover (1290) is left for the new primary: a daemon or a request waits, backing off, instead of stopping.
+# None of them committed anything.
 # Engine refusals that mean "try the whole decision again": another decision took the last task slot of an
 # app or queue between this one's check and its guarded update. Retried like a deadlock, and never counted as
 # the repeated failure that sends a candidate to review (R-18).
 TRANSIENT_CODES: dict[str, int] = {"ROOM_TAKEN": 50014}
 TRANSIENT_ERRNOS = frozenset({1213, 1205, 2006, 2013, 2003, 2055, 1053, 1317, 1927, 4031, 1047, 1180,
-                              *TRANSIENT_CODES.values()})
+                              1040, 1203, 1226, 1290, *TRANSIENT_CODES.values()})
 
 
 # Server refusals of a value itself (out of range, too long, not a valid date or number) under the strict

@@ -6,6 +6,7 @@ The Galera side (readiness, failover, rejoin) is proven on a real cluster in tes
 from __future__ import annotations
 
 import json
+import os
 import select
 import socket
 import struct
@@ -17,7 +18,7 @@ import pytest
 
 from procedures import db as dbmod
 from procedures import errors, routines
-from procedures.connections import Connections
+from procedures.connections import Connections, retry_transient
 from tests.support.db import CONFLICT_TRIGGER
 from tests.support.proxy import two_nodes
 from tests.support.waiting import wait_for
@@ -53,6 +54,33 @@ def test_R12_no_reachable_host_is_transient_and_names_every_host():
         dbmod.connect(dbmod.Dsn.parse(f"mysql://root@127.0.0.1:{a},127.0.0.1:{b}/weave?connect_timeout=1"))
     assert time.monotonic() - began < 5
     assert f"127.0.0.1:{a}" in str(info.value) and f"127.0.0.1:{b}" in str(info.value)
+
+
+def test_R12_a_server_that_takes_no_more_connections_is_transient_and_the_retry_gets_one(database):
+    """A user at its connection limit is refused with 1226 (a server at max_connections: 1040, the same case), and
+    a connection frees up as soon as another closes: a retry, not a stop. Daemons used to stop on it (an error no
+    retry took up), and the API answered 500 instead of 503."""
+    user = f"weave_t_{os.getpid()}_limited"
+    admin = dbmod.connect(database)
+    try:
+        with admin.cursor() as cur:
+            for host in ("%", "localhost"):
+                cur.execute(f"CREATE USER '{user}'@'{host}' WITH MAX_USER_CONNECTIONS 1")
+                cur.execute(f"GRANT ALL ON `{database.database}`.* TO '{user}'@'{host}'")
+        limited = dbmod.Dsn.parse(database.url().replace(f"//{database.user}@", f"//{user}@", 1))
+        first = dbmod.connect(limited)
+        with pytest.raises(errors.TransientDatabaseError) as refused:
+            dbmod.connect(limited)
+        assert errors.errno_of(refused.value.__cause__) == 1226
+        # The retry helper every daemon uses: the holder closes after the first refusal, a later try connects.
+        second = retry_transient(lambda: dbmod.connect(limited), on_retry=first.close)
+        assert dbmod.call_one(second, "weave_clock_now")["now_at"] is not None
+        second.close()
+    finally:
+        with admin.cursor() as cur:
+            for host in ("%", "localhost"):
+                cur.execute(f"DROP USER IF EXISTS '{user}'@'{host}'")
+        admin.close()
 
 
 def test_R12_a_conflict_in_a_routines_own_transaction_retries_the_whole_decision(world):
