@@ -51,10 +51,18 @@ class ScanResult:
     next_at: datetime.datetime | None
     full: bool = False  # the scan answered as many rows as it was asked for: more may be due than it showed
     again: bool = True  # after the batch: something may be due now, so scan again at once instead of probing
+    stalled: bool = False  # every candidate of the batch failed: scanning again at once would only fail them again
 
 
 # Outcomes after which the candidate may still be due: another node holds its instance, or the advance failed.
 UNSETTLED = frozenset({"BUSY", "FAILED"})
+
+# After a batch whose every candidate failed, the loop waits this long before it scans again, doubling up to the
+# longest while batches keep failing whole: a failure that is not booked (a lease recovery or a task expiry left
+# for an operator, or any failure while the bookkeeping fails too) leaves its candidate due, and the next scan
+# would bring it back at once, as fast as the database answers.
+STALLED_FIRST_S = 0.1
+STALLED_LONGEST_S = 5.0
 
 
 def _maybe_due(outcome: str, made_due: object) -> bool:
@@ -246,15 +254,21 @@ class Orchestrator:
         # concurrent nodes over different rows instead of having them collide row by row (all are due).
         start = random.randrange(len(batch)) if self.spread else 0
         overtaken = threading.Event()
+        failed_before = self._failed()
         futures = [self._pool.submit(self._advance_unit, unit, overtaken)
                    for unit in self._units(batch[start:] + batch[:start])]
         again = [f.result() for f in futures]
+        result.stalled = self._failed() - failed_before >= len(batch)
         # A node that nothing overtook (as a node alone) keeps scanning one batch, earliest first.
         self._blocks = AHEAD_BLOCKS if overtaken.is_set() and self.spread else 1
         # The blocks left to other nodes are still due as far as this node knows: should those nodes stop (or
         # never have been there), only another scan finds them.
         result.again = result.full or left or overtaken.is_set() or any(again)
         return result
+
+    def _failed(self) -> int:
+        """Candidates that failed so far, of every class."""
+        return sum(n for key, n in self.stats.items() if key.endswith(":FAILED"))
 
     def idle_seconds(self, result: ScanResult) -> float:
         probe = self.idle_probe_ms / 1000.0
@@ -286,6 +300,7 @@ class Orchestrator:
     def run(self, until: Callable[[], bool] | None = None) -> None:
         log.info("orchestrator started", extra={"fields": {"node": self.node_id, "batch": self.batch,
                                                            "concurrency": self.concurrency}})
+        stalled = STALLED_FIRST_S
         while not self._stop.is_set() and not (until and until()):
             try:
                 result = self.run_once()
@@ -294,6 +309,11 @@ class Orchestrator:
                 self._drop_conn()
                 self._stop.wait(0.5)
                 continue
+            if result.stalled:
+                self._stop.wait(stalled)
+                stalled = min(stalled * 2, STALLED_LONGEST_S)
+                continue
+            stalled = STALLED_FIRST_S
             if result.again:
                 continue
             if not result.candidates:

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterator
 
 from orchestrator.loop import Candidate, Orchestrator, ScanResult, merge_fairly
+from procedures import pulse
 
 
 def cands(klass, n):
@@ -141,6 +142,31 @@ def test_R14_an_idle_orchestrator_never_sleeps_past_the_next_due_time_its_probe_
         assert orch._stop.sleeps == []
     finally:
         orch.close()
+
+
+def test_R12_a_batch_that_fails_whole_is_not_scanned_again_at_once(world, orch, database):
+    """A lease recovery that fails (here the task no longer says it runs the attempt: INVALID_STATE, left for an
+    operator) is not booked, so its candidate stays due. The loop used to scan it again at once, fail it again and
+    go on as fast as the database answered; it now waits after a batch that failed whole, longer each time."""
+    world.publish({"name": "job", "steps": [{"key": "work", "type": "TASK", "queue": "payments",
+                                             "handler": "example.echo", "handler_version": "1",
+                                             "task_timeout_ms": 3_600_000}]})
+    world.start("job", key="j")
+    orch.drain()
+    claimed, = pulse.task_claim(world.db.conn, "w", "payments", limit=1, lease_ms=1_000)
+    task = int(claimed["task_id"].removeprefix("tsk_"))
+    world.db.execute("UPDATE pulse_tasks SET attempts_used = attempts_used + 1 WHERE id = %s", task)
+    world.db.advance(1_001)  # the lease ran out
+    loop = CountingScans(database, concurrency=1, spread=False)
+    try:
+        loop._stop = SleepsRecorded(4)  # type: ignore[assignment]
+        loop.run(until=lambda: loop.scans >= 50)
+        assert loop._stop.sleeps == [0.1, 0.2, 0.4, 0.8] and loop.scans == 4
+        assert loop.stats["LEASE:FAILED"] == 4
+    finally:
+        loop.close()
+        world.db.execute("UPDATE pulse_tasks SET attempts_used = attempts_used - 1 WHERE id = %s", task)
+        orch.drain()  # the lease recovered as it should be: the task UNKNOWN, its step in review
 
 
 def test_R14_stop_finishes_the_current_candidate_and_exits(world, database):
