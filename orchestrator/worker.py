@@ -80,6 +80,12 @@ class Worker:
         if self.grace_ms < 0:
             raise ValueError("grace_ms must not be negative")
         self._connections = Connections(self.dsn)
+        # The heartbeat thread's connections answer within a heartbeat interval or fail. Beats run one after another,
+        # and one stuck on a hung node (the DSN's read timeout is 120 s by default) would hold every other attempt's
+        # beat behind it until their leases ran out; failed, the next beat goes to a node that answers.
+        beat_s = max(1.0, self.heartbeat_ms / 1000.0)
+        limits = {name: beat_s for name in ("read_timeout", "write_timeout") if self.dsn.timeout(name) > beat_s}
+        self._beats = Connections(self.dsn.with_options(**limits) if limits else self.dsn)
         self._stop = threading.Event()
         self._heartbeats_stop = threading.Event()
         self._cond = threading.Condition()
@@ -113,6 +119,7 @@ class Worker:
     def close(self) -> None:
         """Close every connection of the worker: its claim loop's, and those its ended threads left for the next run."""
         self._connections.close_all()
+        self._beats.close_all()
 
     @property
     def stopping(self) -> threading.Event:
@@ -288,11 +295,11 @@ class Worker:
                 for ctx in running:
                     self._heartbeat(ctx)
         finally:
-            self._connections.release()
+            self._beats.release()
 
     def _heartbeat(self, ctx: TaskContext) -> None:
         try:
-            beat = pulse.attempt_heartbeat(self._conn(), ctx.attempt_id, self.worker_id, self.lease_ms)
+            beat = pulse.attempt_heartbeat(self._beats.get(), ctx.attempt_id, self.worker_id, self.lease_ms)
         except (errors.AttemptNotCurrent, errors.NotFound):
             if ctx._reporting.is_set():
                 return  # the attempt's own report ended it meanwhile: its answer, not the lease, says how
@@ -302,14 +309,14 @@ class Worker:
                 "task": ctx.task_id, "attempt": ctx.attempt_id}})
             return
         except errors.TransientDatabaseError as exc:
-            self._drop_conn()
+            self._beats.discard()
             log.warning("heartbeat failed", extra={"fields": {"attempt": ctx.attempt_id, "error": str(exc)}})
             return
         except Exception as exc:
             # Any other failure (a server refusing connections, a node turned read-only, an answer out of shape)
             # is this beat's alone: the thread goes on to the other attempts and beats again next time, on a new
             # connection. Ending the thread would let every running attempt's lease run out (K-4: UNKNOWN, review).
-            self._drop_conn()
+            self._beats.discard()
             log.error("heartbeat failed", extra={"fields": {"attempt": ctx.attempt_id, "error": _describe(exc)}})
             return
         ctx.lease_expires_at = beat["lease_expires_at"]

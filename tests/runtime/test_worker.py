@@ -7,6 +7,7 @@ import json
 import socket
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -203,7 +204,7 @@ def test_K2_a_heartbeat_refused_after_the_attempts_own_report_is_no_lost_lease(w
         worker._heartbeat(other)  # refused, and this worker never reported it: the lease is gone
         assert other.lease_lost and worker.stats["lease_lost"] == 1
     finally:
-        worker._drop_conn()
+        worker.close()
 
 
 def test_K2_a_heartbeat_that_fails_unexpectedly_loses_no_lease_and_the_next_one_beats(world, orch, database):
@@ -221,7 +222,7 @@ def test_K2_a_heartbeat_that_fails_unexpectedly_loses_no_lease_and_the_next_one_
     try:
         ctx = _context(pulse.task_claim(world.db.conn, worker.worker_id, "payments", limit=1)[0])
         lease = world.db.scalar("SELECT lease_expires_at FROM pulse_attempts WHERE id = %s", ctx.attempt_id)
-        worker._conn().select_db(empty)
+        worker._beats.get().select_db(empty)
         worker._heartbeat(ctx)  # raised nothing
         assert not ctx.lease_lost and worker.stats["lease_lost"] == 0
         world.db.advance(1000)
@@ -229,8 +230,38 @@ def test_K2_a_heartbeat_that_fails_unexpectedly_loses_no_lease_and_the_next_one_
         renewed = world.db.scalar("SELECT lease_expires_at FROM pulse_attempts WHERE id = %s", ctx.attempt_id)
         assert renewed > lease and ctx.lease_expires_at == renewed
     finally:
-        worker._drop_conn()
+        worker.close()
         world.db.execute(f"DROP DATABASE `{empty}`")
+
+
+def test_K2_a_heartbeat_on_a_hung_node_fails_within_its_interval_and_the_next_goes_to_a_node_that_answers(
+        world, orch, database):
+    """Two nodes in front of the server; the one the heartbeats use hangs (connections stay open, nothing is
+    answered). With the DSN's read timeout (120 s) the beat would wait that long, and every other attempt's beat
+    behind it, past their leases. The heartbeat connections answer within a heartbeat interval or fail: the beat
+    fails after about a second, and the next one renews the lease through the other node."""
+    from orchestrator.worker import _context
+    from tests.support.proxy import two_nodes
+
+    world.publish(task_flow())
+    world.start("job", {"order_id": "o-1"})
+    orch.drain()
+    with two_nodes(database, connect_timeout=1) as (nodes, dsn):
+        worker = make_worker(dsn, heartbeat_ms=1_000)
+        try:
+            ctx = _context(pulse.task_claim(world.db.conn, worker.worker_id, "payments", limit=1)[0])
+            worker._heartbeat(ctx)
+            first = ctx.lease_expires_at
+            used = next(n for n in nodes if n.port == worker._beats.get().port)
+            used.hang()
+            began = time.monotonic()
+            world.db.advance(1000)
+            worker._heartbeat(ctx)  # fails on the hung node
+            assert time.monotonic() - began < 10 and ctx.lease_expires_at == first and not ctx.lease_lost
+            worker._heartbeat(ctx)
+            assert ctx.lease_expires_at > first
+        finally:
+            worker.close()
 
 
 def test_K8_a_handler_that_exits_fails_its_attempt_and_the_worker_runs_on(world, orch, database):

@@ -43,6 +43,7 @@ class Proxy:
             except OSError:
                 client.close()
                 continue
+            server.settimeout(None)  # the 5 s were the connect's: a hung node's connections stay open, as they do
             with self._lock:
                 self._sockets += [client, server]
             for src, dst, gate in ((client, server, self._to_server), (server, client, self._to_client)):
