@@ -175,6 +175,7 @@ class Worker:
         longest = max(self.idle_probe_ms, self.idle_max_ms) / 1000.0
         pause = idle
         failures = 0
+        unanswered = False  # a claim lost its connection: it may have committed, and its attempts are ours
         while not self._stop.is_set():
             if (until and until()) or (claim_until is not None and self.claimed >= claim_until):
                 return
@@ -186,12 +187,17 @@ class Worker:
                 self._ended = False
             limit = free if claim_until is None else min(free, claim_until - self.claimed)
             try:
+                if unanswered:
+                    self._take_unanswered()
+                    unanswered = False
+                    continue
                 claims = pulse.task_claim(self._conn(), self.worker_id, self.queues, limit=limit,
                                           lease_ms=self.lease_ms, namespace=self.namespace)
                 failures = 0
             except errors.TransientDatabaseError as exc:
                 failures += 1
                 self._drop_conn()
+                unanswered = unanswered or errors.is_connection_lost(exc)
                 log.warning("claim failed; retrying", extra={"fields": {"error": str(exc)}})
                 self._stop.wait(min(5.0, 0.05 * 2 ** min(failures, 7)))
                 continue
@@ -201,18 +207,35 @@ class Worker:
                 pause = idle if self._rest(pause) else min(pause * 2, longest)
                 continue
             pause = idle
-            for claim in claims:
-                ctx = _context(claim)
-                with self._cond:
-                    self._inflight[ctx.attempt_id] = ctx
-                self._work.put((claim, ctx))
-            self.claimed += len(claims)
-            self.stats["claimed"] += len(claims)
+            self._start(claims)
             if len(claims) < limit:
                 # A short claim took every task it could reach: claimed again at once, the queues would answer
                 # nothing (a claim's three statements) unless a task came within the last moment, which the next
                 # claim finds as it finds one that comes during the sleep.
                 self._rest(idle)
+
+    def _start(self, claims: list[dict]) -> None:
+        """Hand claimed attempts to the attempt threads."""
+        for claim in claims:
+            ctx = _context(claim)
+            with self._cond:
+                self._inflight[ctx.attempt_id] = ctx
+            self._work.put((claim, ctx))
+        self.claimed += len(claims)
+        self.stats["claimed"] += len(claims)
+
+    def _take_unanswered(self) -> None:
+        """After a claim whose connection was lost: its attempts, if it committed, are RUNNING for this worker and
+        nobody runs them. They are read back (pulse_worker_attempts) and run like a claim's, before the next claim;
+        left alone they would run out their leases unrun and go to review as UNKNOWN (K-4)."""
+        with self._cond:
+            known = set(self._inflight)
+        lost = [row for row in pulse.worker_attempts(self._conn(), self.worker_id) if row["attempt_id"] not in known]
+        if lost:
+            log.warning("a claim lost its answer: its attempts run now", extra={"fields": {
+                "attempts": [row["attempt_id"] for row in lost]}})
+            self.stats["unanswered_claims_taken"] += len(lost)
+            self._start(lost)
 
     def _rest(self, seconds: float) -> bool:
         """Sleep as ``_idle_wait``, but not beyond the time a task this worker's reports scheduled becomes

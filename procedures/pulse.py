@@ -38,6 +38,12 @@ def task_claim(conn: Conn, worker_id: str, queues: list[str] | str, *, limit: in
     return [{**row, "input": _text(row["input"])} for row in (rows[0] if rows else [])]
 
 
+def worker_attempts(conn: Conn, worker_id: str) -> list[dict]:
+    """See procedures/pulse/pulse_worker_attempts.sql: rows as ``task_claim``'s."""
+    rows = call(conn, "pulse_worker_attempts", worker_id)
+    return [{**row, "input": _text(row["input"])} for row in (rows[0] if rows else [])]
+
+
 def attempt_heartbeat(conn: Conn, attempt_id: int, worker_id: str, lease_ms: int = 30_000) -> dict:
     """See procedures/pulse/pulse_attempt_heartbeat.sql."""
     row = call_row(conn, "pulse_attempt_heartbeat", attempt_id, worker_id, lease_ms)

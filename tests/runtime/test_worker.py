@@ -264,6 +264,37 @@ def test_K2_a_heartbeat_on_a_hung_node_fails_within_its_interval_and_the_next_go
             worker.close()
 
 
+def test_K1_a_claim_whose_answer_was_lost_with_its_connection_still_runs_its_attempt(world, orch, database):
+    """The node the worker claims through commits the claim and loses its answer (answers stop on the way back).
+    The claim fails as a lost connection; the worker asks for its running attempts through the other node and runs
+    the one it did not hear of. It used to claim again, find nothing queued, and leave the attempt RUNNING unrun
+    until its lease ran out and it went to review as UNKNOWN."""
+    from tests.support.proxy import two_nodes
+
+    private = Registry()
+    ran: list[dict] = []
+
+    @handler("counted", version="1", into=private)
+    def counted(input):
+        ran.append(input)
+        return {"done": True}
+
+    world.publish(task_flow("counted", handler="counted"))
+    wf = world.start("counted", {"order_id": "o-1"})
+    orch.drain()
+    with two_nodes(database, connect_timeout=1, read_timeout=1) as (nodes, dsn):
+        worker = make_worker(dsn, concurrency=1, handlers=private)
+        try:
+            used = next(n for n in nodes if n.port == worker._conn().port)  # the claim loop's connection
+            used.hang(answers_only=True)
+            give_up = time.monotonic() + 20
+            stats = worker.run(max_claims=1, until=lambda: time.monotonic() > give_up)
+        finally:
+            worker.close()
+    assert len(ran) == 1 and stats["unanswered_claims_taken"] == 1 and stats["SUCCEEDED"] == 1
+    assert task_row(world, wf)["status"] == "SUCCEEDED" and len(attempts(world, wf)) == 1
+
+
 def test_K8_a_handler_that_exits_fails_its_attempt_and_the_worker_runs_on(world, orch, database):
     """sys.exit() in a handler raises SystemExit, which is no Exception: it used to end the thread that ran the
     attempt, and once every thread had ended the worker claimed tasks it never ran."""

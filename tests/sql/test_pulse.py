@@ -304,6 +304,23 @@ def test_K1_two_workers_never_claim_the_same_task(world, orch, database):
     assert world.db.scalar("SELECT MAX(attempts_used) FROM pulse_tasks") == 1
 
 
+def test_K1_a_worker_reads_back_its_running_attempts_as_its_claims_answered_them(world, orch):
+    """pulse_worker_attempts: what a worker whose claim lost its answer runs. The worker's RUNNING attempts, in
+    claim order, in the claim's own columns; not another worker's, not one that ended."""
+    world.publish(task_flow())
+    started(world, orch, n=3)
+    mine = claim(world, worker="w1", limit=2)
+    theirs = claim(world, worker="w2", limit=1)
+    assert pulse.worker_attempts(world.db.conn, "w1") == mine
+    assert pulse.worker_attempts(world.db.conn, "w2") == theirs
+    pulse.attempt_complete(world.db.conn, mine[0]["attempt_id"], "w1", {"ok": True})
+    assert pulse.worker_attempts(world.db.conn, "w1") == mine[1:]
+    assert pulse.worker_attempts(world.db.conn, "nobody") == []
+    with pytest.raises(errors.ValidationFailed) as exc:
+        pulse.worker_attempts(world.db.conn, "")
+    assert exc.value.field_code == "WORKER_ID_INVALID"
+
+
 def test_K1_validation_errors_carry_their_codes(world):
     with pytest.raises(errors.ValidationFailed) as exc:
         pulse.task_claim(world.db.conn, "", "payments")
