@@ -300,6 +300,15 @@ class Orchestrator:
     def run(self, until: Callable[[], bool] | None = None) -> None:
         log.info("orchestrator started", extra={"fields": {"node": self.node_id, "batch": self.batch,
                                                            "concurrency": self.concurrency}})
+        try:
+            self._loop(until)
+        finally:
+            # Also when an error no retry takes up ends the loop: the advances not started yet are dropped (their
+            # candidates stay due for the next node), not run one after another before the process may exit.
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        log.info("orchestrator stopped", extra={"fields": {"node": self.node_id, **dict(self.stats)}})
+
+    def _loop(self, until: Callable[[], bool] | None) -> None:
         stalled = STALLED_FIRST_S
         while not self._stop.is_set() and not (until and until()):
             try:
@@ -324,8 +333,6 @@ class Orchestrator:
                 log.warning("probe failed; retrying", extra={"fields": {"error": str(exc)}})
                 self._drop_conn()
                 self._stop.wait(0.5)
-        self._pool.shutdown(wait=True)
-        log.info("orchestrator stopped", extra={"fields": {"node": self.node_id, **dict(self.stats)}})
 
     def drain(self, max_rounds: int = 10_000) -> Counter:
         """Advance until nothing is due (for tests and tools): returns the outcome counts. Like the loop, it scans
