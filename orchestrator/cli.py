@@ -302,9 +302,9 @@ def _key(args: argparse.Namespace) -> str:
     return args.idempotency_key or str(uuid.uuid4())
 
 
-def _instance_after(conn: db.Connection, args: argparse.Namespace, result: dict) -> int:
-    inst = routines.instance_get(conn, _token(args), args.namespace, args.workflow_id)
-    _print(args, {**inst, "replayed": bool(result["replayed"])},
+def _instance_after(args: argparse.Namespace, result: dict) -> int:
+    """An action's answer: the instance as the action answered it (its scope is enough; no read scope needed)."""
+    _print(args, {**result["instance"], "replayed": bool(result["replayed"])},
            lambda p: _human_instance(p) + ("\n(replayed: nothing was done again)" if p["replayed"] else ""))
     return 0
 
@@ -318,7 +318,7 @@ def cmd_workflows_action(args: argparse.Namespace) -> int:
     with _conn(args) as conn:
         result = INSTANCE_ACTIONS[args.action](conn, _token(args), args.namespace, args.workflow_id, args.reason,
                                                _key(args))
-        return _instance_after(conn, args, result)
+        return _instance_after(args, result)
 
 
 def cmd_workflows_deadline(args: argparse.Namespace) -> int:
@@ -334,7 +334,7 @@ def cmd_workflows_deadline(args: argparse.Namespace) -> int:
     with _conn(args) as conn:
         result = routines.instance_deadline(conn, _token(args), args.namespace, args.workflow_id, args.reason,
                                             _key(args), deadline_at=at, extend_ms=args.extend_ms)
-        return _instance_after(conn, args, result)
+        return _instance_after(args, result)
 
 
 def cmd_steps_action(args: argparse.Namespace) -> int:
@@ -354,7 +354,7 @@ def cmd_steps_action(args: argparse.Namespace) -> int:
                 raise CliError("INPUT_INVALID", f"--output is not JSON: {exc.errors[0].message}", 6) from None
             result = routines.step_resolve(*common, output=output, output_json=args.output,
                                            evidence_ref=args.evidence_ref)
-        return _instance_after(conn, args, result)
+        return _instance_after(args, result)
 
 
 def _table(rows: list[dict], columns: list[str], empty: str) -> str:

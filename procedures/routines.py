@@ -269,34 +269,41 @@ def status(conn: Conn) -> dict:
 
 
 # --- control -------------------------------------------------------------------------------------------------
+def _acted(conn: Conn, routine: str, *args: Any) -> dict:
+    """An operator action's answer: its own row, and under ``instance`` the instance as it is now (the action's
+    result sets 2-6, shaped as ``instance_get``'s)."""
+    sets = call(conn, routine, *args)
+    return {**sets[0][0], "instance": _instance_view(sets[1:6])}
+
+
 def instance_pause(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str, idempotency_key: str) -> dict:
     """See procedures/control/weave_instance_pause.sql."""
-    return call_row(conn, "weave_instance_pause", token, namespace, workflow_id, reason, idempotency_key)
+    return _acted(conn, "weave_instance_pause", token, namespace, workflow_id, reason, idempotency_key)
 
 
 def instance_resume(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str,
                     idempotency_key: str) -> dict:
     """See procedures/control/weave_instance_resume.sql."""
-    return call_row(conn, "weave_instance_resume", token, namespace, workflow_id, reason, idempotency_key)
+    return _acted(conn, "weave_instance_resume", token, namespace, workflow_id, reason, idempotency_key)
 
 
 def instance_deadline(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str, idempotency_key: str,
                       *, deadline_at: dt.datetime | None = None, extend_ms: int | None = None) -> dict:
     """See procedures/control/weave_instance_deadline.sql."""
-    return call_row(conn, "weave_instance_deadline", token, namespace, workflow_id, deadline_at, extend_ms, reason,
+    return _acted(conn, "weave_instance_deadline", token, namespace, workflow_id, deadline_at, extend_ms, reason,
                     idempotency_key)
 
 
 def instance_cancel(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str,
                     idempotency_key: str) -> dict:
     """See procedures/control/weave_instance_cancel.sql."""
-    return call_row(conn, "weave_instance_cancel", token, namespace, workflow_id, reason, idempotency_key)
+    return _acted(conn, "weave_instance_cancel", token, namespace, workflow_id, reason, idempotency_key)
 
 
 def step_reactivate(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: str, reason: str,
                     idempotency_key: str, *, timeout_ms: int | None = None) -> dict:
     """See procedures/control/weave_step_reactivate.sql."""
-    return call_row(conn, "weave_step_reactivate", token, namespace, workflow_id, step_key, timeout_ms, reason,
+    return _acted(conn, "weave_step_reactivate", token, namespace, workflow_id, step_key, timeout_ms, reason,
                     idempotency_key)
 
 
@@ -305,7 +312,7 @@ def step_resolve(conn: Conn, token: str, namespace: str, workflow_id: str, step_
                  output_json: str | None = None) -> dict:
     """See procedures/control/weave_step_resolve.sql. ``output_json`` passes the output text as received."""
     text = output_json if output_json is not None else json.dumps(output, separators=(",", ":"), ensure_ascii=False)
-    return call_row(conn, "weave_step_resolve", token, namespace, workflow_id, step_key, text, evidence_ref, reason,
+    return _acted(conn, "weave_step_resolve", token, namespace, workflow_id, step_key, text, evidence_ref, reason,
                     idempotency_key)
 
 
@@ -313,7 +320,7 @@ def step_continue(conn: Conn, token: str, namespace: str, workflow_id: str, step
                   idempotency_key: str, *, extra_rounds: int | None = None,
                   poll_deadline_ms: int | None = None) -> dict:
     """See procedures/control/weave_step_continue.sql."""
-    return call_row(conn, "weave_step_continue", token, namespace, workflow_id, step_key, extra_rounds,
+    return _acted(conn, "weave_step_continue", token, namespace, workflow_id, step_key, extra_rounds,
                     poll_deadline_ms, reason, idempotency_key)
 
 

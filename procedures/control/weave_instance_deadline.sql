@@ -14,6 +14,7 @@ current deadline); closes INSTANCE_DEADLINE; the instance reopens when no review
 Parameters: in_token (workflows:review and every queue of the definition), in_namespace, in_workflow_id,
 in_deadline_at (UTC) or in_extend_ms (> 0), in_reason (1-1024 chars), in_idempotency_key.
 Result set: workflow_id, deadline_at, status, replayed.
+Result sets 2-6: the instance as it is now, as weave_instance_get answers it (the action''s scope is enough).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50005 IDEMPOTENCY_CONFLICT, 50007 INVALID_STATE,
 50111 REASON_INVALID, 50113 IDEMPOTENCY_KEY_INVALID, 50118 DEADLINE_INVALID (not later than the current one).
 Rules: C-4, C-6, T-1, R-8.'
@@ -63,4 +64,10 @@ BEGIN
     END IF;
     COMMIT;
     SELECT in_workflow_id AS workflow_id, v_old AS deadline_at, v_status AS status, v_replayed AS replayed;
+    -- The instance as it is now, for the credential that acted (07-api: an action answers the instance, and the
+    -- action's own scope is enough for that, as a start's is for the instance it started): read as
+    -- weave_instance_get reads it, in a snapshot of its own after the action's commit.
+    START TRANSACTION WITH CONSISTENT SNAPSHOT;
+    CALL _weave_instance_show(in_namespace, CAST(SUBSTRING(in_workflow_id, 4) AS UNSIGNED), NULL);
+    COMMIT;
 END

@@ -10,6 +10,7 @@ CREATE PROCEDURE weave_instance_resume(
 Parameters: in_token (workflows:control and every queue of the definition), in_namespace, in_workflow_id, in_reason
 (1-1024 chars), in_idempotency_key (1-128 printable ASCII).
 Result set: workflow_id, control, changed (0 for a repeat), replayed (1 for a replay of this key).
+Result sets 2-6: the instance as it is now, as weave_instance_get answers it (the action''s scope is enough).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50005 IDEMPOTENCY_CONFLICT, 50007 INVALID_STATE,
 50111 REASON_INVALID, 50113 IDEMPOTENCY_KEY_INVALID.
 Rules: C-1, C-6.'
@@ -25,4 +26,10 @@ BEGIN
                                  v_status, v_changed, v_replayed);
     COMMIT;
     SELECT in_workflow_id AS workflow_id, 'ACTIVE' AS control, v_changed AS changed, v_replayed AS replayed;
+    -- The instance as it is now, for the credential that acted (07-api: an action answers the instance, and the
+    -- action's own scope is enough for that, as a start's is for the instance it started): read as
+    -- weave_instance_get reads it, in a snapshot of its own after the action's commit.
+    START TRANSACTION WITH CONSISTENT SNAPSHOT;
+    CALL _weave_instance_show(in_namespace, CAST(SUBSTRING(in_workflow_id, 4) AS UNSIGNED), NULL);
+    COMMIT;
 END

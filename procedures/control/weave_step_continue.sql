@@ -17,6 +17,7 @@ Parameters: in_token (workflows:review and every queue of the definition), in_na
 in_extra_rounds (1..10000, optional), in_poll_deadline_ms (new poll deadline = now + ms, <= instance deadline,
 optional; at least one of the two), in_reason, in_idempotency_key.
 Result set: workflow_id, step_key, max_rounds, poll_deadline, status (of the instance), replayed.
+Result sets 2-6: the instance as it is now, as weave_instance_get answers it (the action''s scope is enough).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50005 IDEMPOTENCY_CONFLICT, 50007 INVALID_STATE,
 50008 TASK_IN_FLIGHT, 50100 INVALID_ARGUMENT, 50118 DEADLINE_INVALID, 50111 REASON_INVALID,
 50113 IDEMPOTENCY_KEY_INVALID.
@@ -43,4 +44,10 @@ BEGIN
     COMMIT;
     SELECT in_workflow_id AS workflow_id, in_step_key AS step_key, v_max AS max_rounds, v_deadline AS poll_deadline,
            v_status AS status, v_replayed AS replayed;
+    -- The instance as it is now, for the credential that acted (07-api: an action answers the instance, and the
+    -- action's own scope is enough for that, as a start's is for the instance it started): read as
+    -- weave_instance_get reads it, in a snapshot of its own after the action's commit.
+    START TRANSACTION WITH CONSISTENT SNAPSHOT;
+    CALL _weave_instance_show(in_namespace, CAST(SUBSTRING(in_workflow_id, 4) AS UNSIGNED), NULL);
+    COMMIT;
 END

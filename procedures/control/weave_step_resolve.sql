@@ -14,6 +14,7 @@ the instance reopens (and successors activate) when no reason is left.
 Parameters: in_token (workflows:review and every queue of the definition), in_namespace, in_workflow_id, in_step_key,
 in_output (JSON, <= 256 KiB), in_evidence_ref (optional, <= 512 chars, no whitespace), in_reason, in_idempotency_key.
 Result set: workflow_id, step_key, status (of the instance), replayed.
+Result sets 2-6: the instance as it is now, as weave_instance_get answers it (the action''s scope is enough).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50005 IDEMPOTENCY_CONFLICT, 50007 INVALID_STATE,
 50008 TASK_IN_FLIGHT, 50112 EVIDENCE_REF_INVALID, 50117 INPUT_INVALID, 50111 REASON_INVALID,
 50113 IDEMPOTENCY_KEY_INVALID.
@@ -34,4 +35,10 @@ BEGIN
     SELECT status INTO v_status FROM weave_instances WHERE id = v_id;
     COMMIT;
     SELECT in_workflow_id AS workflow_id, in_step_key AS step_key, v_status AS status, v_replayed AS replayed;
+    -- The instance as it is now, for the credential that acted (07-api: an action answers the instance, and the
+    -- action's own scope is enough for that, as a start's is for the instance it started): read as
+    -- weave_instance_get reads it, in a snapshot of its own after the action's commit.
+    START TRANSACTION WITH CONSISTENT SNAPSHOT;
+    CALL _weave_instance_show(in_namespace, CAST(SUBSTRING(in_workflow_id, 4) AS UNSIGNED), NULL);
+    COMMIT;
 END

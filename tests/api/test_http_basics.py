@@ -228,6 +228,23 @@ def test_a_503_says_why_in_the_log_once_a_second_with_the_count(world, caplog, m
         assert [line["answered_503"] for line in lines()] == [1, 3]  # the two unlogged ones and this one
 
 
+def test_C1_an_action_answers_the_instance_with_its_own_scope_alone(client, world):
+    """A credential that may act on instances but not read them (scopes never imply one another) pauses one: 200
+    with the instance as it is now, also on a replay. The API used to read the instance back with the caller's
+    token after the action committed, and answered 403 for an action that had happened."""
+    publish(client, world)
+    wf = start(client, world).json["workflow_id"]
+    operator = world.credential(["workflows:control"], actor="operator")["token"]
+    paused = client.simulate_post(f"{NS}/workflows/{wf}/pause", headers=auth(operator, "p-1"), json={"reason": "audit"})
+    assert paused.status_code == 200, paused.text
+    got = client.simulate_get(f"{NS}/workflows/{wf}", headers=auth(world.token))
+    assert paused.json == got.json and paused.json["control"] == "PAUSED"
+    replay = client.simulate_post(f"{NS}/workflows/{wf}/pause", headers=auth(operator, "p-1"), json={"reason": "audit"})
+    assert replay.status_code == 200 and replay.headers.get("idempotent-replayed") == "true"
+    assert replay.json == got.json
+    problem(client.simulate_get(f"{NS}/workflows/{wf}", headers=auth(operator)), 403, "FORBIDDEN")  # still no read
+
+
 def test_pause_resume_and_deadline_over_http(client, world):
     publish(client, world)
     wf = start(client, world).json["workflow_id"]

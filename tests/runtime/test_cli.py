@@ -44,6 +44,18 @@ def test_C1_C2_workflow_actions_take_a_reason_and_print_the_instance(weave, worl
     assert code == 0 and json.loads(out)["status"] in ("CANCELLING", "CANCELLED")
 
 
+def test_C1_an_action_prints_the_instance_with_its_own_scope_alone(weave, world):
+    """A token that may act but not read pauses an instance: the command prints the instance the action answered
+    (it used to read it back with the token, and failed FORBIDDEN after the pause had happened)."""
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    operator = world.credential(["workflows:control"], actor="operator")["token"]
+    code, out, err = weave("workflows", "pause", wf, "--reason", "audit", "--idempotency-key", "p1", "--json",
+                           token=operator)
+    assert code == 0, err
+    assert json.loads(out) == {**world.instance(wf), "replayed": False}
+
+
 def test_C4_step_recovery_commands_answer_with_the_state_rule(weave, world):
     world.publish(TIMER)
     wf = world.start("cool-off")
