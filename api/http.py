@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 import falcon
 import pymysql
@@ -202,6 +203,11 @@ def json_object(req: falcon.Request) -> dict:
     if not isinstance(body, dict):
         raise invalid([("body", "INVALID_TYPE", "expected an object")], "the body must be a JSON object")
     return body
+
+
+def path(ns: str, *parts: str) -> str:
+    """The API path of a resource of namespace ``ns`` (each part escaped), as a Location header names it."""
+    return "/v1/namespaces/" + "/".join(quote(p, safe="") for p in (ns, *parts))
 
 
 def respond(resp: falcon.Response, payload: Any, status: int = 200, replayed: bool = False) -> None:

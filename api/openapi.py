@@ -23,7 +23,7 @@ _PROBLEM_TEXTS = {401: "missing, unknown or disabled credential", 403: "scope or
                   409: "conflict with the current state", 413: "body larger than 300 KiB",
                   415: "body is not application/json", 422: "validation failed (errors[].code says which rule)",
                   503: "database unavailable; retry after `Retry-After` seconds"}
-_HEADERS = {401: {"WWW-Authenticate": {"schema": {"type": "string", "enum": ["Bearer"]}}},
+_HEADERS = {401: {"WWW-Authenticate": {"schema": {"type": "string", "pattern": "^Bearer( |$)"}}},
             405: {"Allow": {"schema": {"type": "string"}}},
             503: {"Retry-After": {"schema": {"type": "string", "pattern": "^[0-9]+$"}}}}
 
@@ -34,8 +34,14 @@ def _problem(*statuses: int) -> dict:
             for s in statuses}
 
 
-def _ok(status: int, schema: dict, description: str = "success", replay: bool = False) -> dict:
-    answer = {"description": description, "content": {"application/json": {"schema": schema}}}
+LOCATION = {"Location": {"description": "the path of what was created", "schema": {"type": "string"}}}
+
+
+def _ok(status: int, schema: dict, description: str = "success", replay: bool = False,
+        location: bool = False) -> dict:
+    answer: dict[str, Any] = {"description": description, "content": {"application/json": {"schema": schema}}}
+    if location:
+        answer["headers"] = LOCATION
     out = {str(status): answer}
     if replay:
         out["200"] = {"description": "replay of the first answer", "headers": {
@@ -206,7 +212,7 @@ def document() -> dict:
     paths = {
         "/v1/namespaces/{ns}/definitions": {"post": _op(
             "publish_definition", "definitions", "Publish a definition version", "definitions:publish",
-            {**_ok(201, _ref("Published"), "a new version"),
+            {**_ok(201, _ref("Published"), "a new version", location=True),
              "200": {"description": "same content as the latest version",
                      "content": {"application/json": {"schema": _ref("Published")}}}},
             body=_ref("DefinitionDocument"), errors=(*COMMON_ERRORS, 413, 415, 422))},
@@ -219,7 +225,7 @@ def document() -> dict:
         "/v1/namespaces/{ns}/workflows": {
             "post": _op("start_workflow", "workflows", "Start a workflow instance",
                         "workflows:start (+ every queue of the definition)",
-                        _ok(201, _ref("Instance"), "started", replay=True), params=[IDEMPOTENCY],
+                        _ok(201, _ref("Instance"), "started", replay=True, location=True), params=[IDEMPOTENCY],
                         body=_ref("StartRequest"), errors=(*COMMON_ERRORS, 409, 413, 415, 422)),
             "get": _op("list_workflows", "workflows", "List instances, newest first", "workflows:read",
                        _ok(200, _ref("InstancePage")), params=schemas.query_parameters("list_workflows"),
@@ -235,7 +241,8 @@ def document() -> dict:
             "post": _op("send_signal", "signals",
                         "Send a signal (S-1..S-9); a replay answers the first receipt byte-identical",
                         "workflows:signal (+ every queue of the definition)",
-                        _ok(201, _ref("Receipt"), "accepted (PENDING) or stored as REJECTED", replay=True),
+                        _ok(201, _ref("Receipt"), "accepted (PENDING) or stored as REJECTED", replay=True,
+                            location=True),
                         params=[WF, IDEMPOTENCY], body=_ref("SignalRequest"),
                         errors=(*COMMON_ERRORS, 409, 413, 415, 422)),
             "get": _op("list_signals", "signals", "List the signals of an instance", "workflows:read",

@@ -14,7 +14,7 @@ import falcon
 from procedures import db, definitions, routines
 
 from . import schemas
-from .http import Connections, bearer, idempotency_key, invalid, json_body, json_object, respond
+from .http import Connections, bearer, idempotency_key, invalid, json_body, json_object, path, respond
 
 
 def _parse_time(value: Any, field: str) -> dt.datetime:
@@ -56,6 +56,8 @@ class Definitions(Resource):
         row = routines.definition_publish(self.conn, token, ns, definition)
         created = row.pop("created")
         respond(resp, row, 201 if created else 200)
+        if created:
+            resp.location = path(ns, "definitions", row["name"], "versions", str(row["version"]))
 
 
 class DefinitionVersion(Resource):
@@ -78,6 +80,8 @@ class Workflows(Resource):
             deadline_at=_time(body.get("deadline_at")), deadline_ms=body.get("deadline_ms"),
             business_key=body.get("business_key"))
         respond(resp, started["instance"], 201 if started["created"] else 200, replayed=not started["created"])
+        if started["created"]:
+            resp.location = path(ns, "workflows", started["instance"]["workflow_id"])
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         token = bearer(req)
@@ -90,7 +94,8 @@ class Workflows(Resource):
 
 class Workflow(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str, workflow_id: str) -> None:
-        respond(resp, routines.instance_get(self.conn, bearer(req), ns, workflow_id))
+        token = bearer(req)  # 401 before anything asks the database
+        respond(resp, routines.instance_get(self.conn, token, ns, workflow_id))
 
 
 class Events(Resource):

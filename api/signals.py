@@ -9,7 +9,7 @@ import falcon
 from procedures import signals
 
 from . import schemas
-from .http import bearer, idempotency_key, invalid, json_members, respond
+from .http import bearer, idempotency_key, invalid, json_members, path, respond
 from .resources import Resource
 
 
@@ -33,6 +33,8 @@ class Signals(Resource):
         resp.text = receipt["receipt_json"]  # the frozen receipt, byte-identical on every replay (S-4, S-5)
         if receipt["replayed"]:
             resp.set_header("Idempotent-Replayed", "true")
+        else:
+            resp.location = path(ns, "workflows", workflow_id, "signals", receipt["signal_id"])
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str, workflow_id: str) -> None:
         token = bearer(req)
@@ -44,12 +46,14 @@ class Signals(Resource):
 
 class Signal(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str, workflow_id: str, signal_id: str) -> None:
-        respond(resp, _public(signals.get(self.conn, bearer(req), ns, workflow_id, signal_id)))
+        token = bearer(req)  # 401 before anything asks the database
+        respond(resp, _public(signals.get(self.conn, token, ns, workflow_id, signal_id)))
 
 
 class Explain(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str, workflow_id: str, step_key: str) -> None:
-        respond(resp, signals.explain(self.conn, bearer(req), ns, workflow_id, step_key))
+        token = bearer(req)  # 401 before anything asks the database
+        respond(resp, signals.explain(self.conn, token, ns, workflow_id, step_key))
 
 
 def _public(signal: dict) -> dict:

@@ -32,8 +32,9 @@ def start(client, world, key="k1", definition="cool-off", **body):
 def test_publish_then_same_content_answers_200_with_the_same_version(client, world):
     first = publish(client, world)
     assert first.status_code == 201 and first.json["version"] == 1
+    assert first.headers["location"] == f"{NS}/definitions/cool-off/versions/1"  # a 201 names what it created
     again = publish(client, world)
-    assert again.status_code == 200 and again.json == first.json
+    assert again.status_code == 200 and again.json == first.json and "location" not in again.headers
     got = client.simulate_get(f"{NS}/definitions/cool-off/versions/1", headers=auth(world.token))
     assert got.status_code == 200 and got.json["digest"] == first.json["digest"]
 
@@ -49,6 +50,8 @@ def test_start_201_then_replay_200_with_header(client, world):
     first = start(client, world)
     assert first.status_code == 201
     assert first.json["status"] == "RUNNING" and first.json["steps"][0]["key"] == "wait"
+    located = client.simulate_get(first.headers["location"], headers=auth(world.token))  # a 201 names what it made
+    assert located.status_code == 200 and located.json == first.json
     replay = start(client, world)
     assert replay.status_code == 200 and replay.headers.get("idempotent-replayed") == "true"
     assert replay.json["workflow_id"] == first.json["workflow_id"]
@@ -197,6 +200,10 @@ def test_database_down_is_503_with_retry_after(world):
     problem(result, 503, "UNAVAILABLE")
     assert result.headers["retry-after"] == "1"
     assert "Traceback" not in result.text
+    # A request without a token is refused before anything asks the database, on every read.
+    for read in ("workflows/wf_1", "workflows/wf_1/signals/sig_1", "workflows/wf_1/steps/a/explain",
+                 "workflows", "workflows/wf_1/events"):
+        problem(dead.simulate_get(f"{NS}/{read}"), 401, "UNAUTHENTICATED")
 
 
 def test_a_503_says_why_in_the_log_once_a_second_with_the_count(world, caplog, monkeypatch):
@@ -303,7 +310,9 @@ def test_S4_http_signal_digest_covers_the_payload_bytes_exactly_as_received(clie
     orch.drain()
     stored = world.db.scalar("SELECT payload FROM weave_signals")
     assert stored.decode() == payload  # never re-serialised
-    got = client.simulate_get(f"{NS}/workflows/{wf}/signals/{first.json['signal_id']}", headers=auth(world.token))
+    assert first.headers["location"] == f"{NS}/workflows/{wf}/signals/{first.json['signal_id']}"
+    assert "location" not in replay.headers
+    got = client.simulate_get(first.headers["location"], headers=auth(world.token))
     assert got.json["status"] == "CONSUMED" and got.json["payload"]["a"] == 123456789012345678901234567890
     assert world.step(wf, "approval")["output"]["a"] == 123456789012345678901234567890
     listed = client.simulate_get(f"{NS}/workflows/{wf}/signals", headers=auth(world.token))
