@@ -125,7 +125,9 @@ def document() -> dict:
             "code": {"type": "string"}, "step_key": {"type": ["string", "null"]},
             "activation_sequence": {"type": ["integer", "null"]}, "detail": ANY, "opened_at": TIME}},
         "Instance": {"type": "object", "required": ["workflow_id", "namespace", "app", "definition", "status",
-                                                    "control", "gate", "deadline_at", "steps"], "properties": {
+                                                    "control", "gate", "deadline_at", "business_key", "input",
+                                                    "review_reasons", "created_at", "updated_at", "steps"],
+                     "properties": {
             "workflow_id": {"type": "string"}, "namespace": {"type": "string"}, "app": {"type": "string"},
             "definition": {"type": "object", "properties": {"name": {"type": "string"},
                                                             "version": {"type": "integer"}}},

@@ -89,7 +89,7 @@ class Workflows(Resource):
         respond(resp, routines.instance_list(
             self.conn, token, ns, status=q["status"], definition=q["definition"], control=q["control"],
             business_key=q["business_key"], review_code=q["review_code"], deferred=q["deferred"] is True,
-            limit=q["limit"] or 50, cursor=q["cursor"]))
+            limit=q["limit"], cursor=q["cursor"]))
 
 
 class Workflow(Resource):
@@ -103,7 +103,7 @@ class Events(Resource):
         token = bearer(req)
         q = schemas.query(req, "list_events")
         after = q["after"] or 0
-        events = routines.instance_events(self.conn, token, ns, workflow_id, after, q["limit"] or 100)
+        events = routines.instance_events(self.conn, token, ns, workflow_id, after, q["limit"])
         respond(resp, {"events": events, "next_after": events[-1]["seq"] if events else after})
 
 

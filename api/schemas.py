@@ -99,8 +99,8 @@ FIELD_CODES: dict[str, str] = {
 }
 
 # Query strings by operation: parameter -> schema. An empty value (`status=`) is never "absent".
-LIMIT_500: Schema = {"type": "integer", "minimum": 1, "maximum": 500}
-LIMIT_1000: Schema = {"type": "integer", "minimum": 1, "maximum": 1000}
+LIMIT_500: Schema = {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}
+LIMIT_1000: Schema = {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}
 QUERIES: dict[str, dict[str, Schema]] = {
     "list_workflows": {
         "status": {"type": "string", "enum": ["RUNNING", "SUCCEEDED", "NEEDS_REVIEW", "CANCELLING", "CANCELLED"]},
@@ -211,7 +211,8 @@ def body(name: str, value: Any) -> dict[str, Any]:
 
 
 def query(req: falcon.Request, operation: str) -> dict[str, Any]:
-    """The query parameters of ``operation``, checked and converted (absent ones are None)."""
+    """The query parameters of ``operation``, checked and converted (absent ones are their schema's default, or
+    None)."""
     spec = QUERIES[operation]
     values: dict[str, Any] = {}
     problems: list[Problem] = []
@@ -221,7 +222,7 @@ def query(req: falcon.Request, operation: str) -> dict[str, Any]:
             problems.append((name, _code(name, "INVALID_ARGUMENT"), f"{name} may be given once"))
             continue
         if raw is None:
-            values[name] = None
+            values[name] = schema.get("default")
             continue
         if raw == "":
             problems.append((name, _code(name, "INVALID_ARGUMENT"), f"{name} is empty; leave it out instead"))

@@ -39,7 +39,7 @@ class Signals(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str, workflow_id: str) -> None:
         token = bearer(req)
         q = schemas.query(req, "list_signals")
-        page = signals.list_signals(self.conn, token, ns, workflow_id, status=q["status"], limit=q["limit"] or 100,
+        page = signals.list_signals(self.conn, token, ns, workflow_id, status=q["status"], limit=q["limit"],
                                     after=q["cursor"])
         respond(resp, {"items": [_public(s) for s in page["items"]], "next_cursor": page["next_cursor"]})
 
