@@ -64,9 +64,7 @@ BEGIN
     END IF;
     COMMIT;
     SELECT in_workflow_id AS workflow_id, v_old AS deadline_at, v_status AS status, v_replayed AS replayed;
-    -- The instance as it is now, for the credential that acted (07-api: an action answers the instance, and the
-    -- action's own scope is enough for that, as a start's is for the instance it started): read as
-    -- weave_instance_get reads it, in a snapshot of its own after the action's commit.
+    -- The instance as it is now, for the credential that acted (its scope is enough, 07-api), in its own snapshot.
     START TRANSACTION WITH CONSISTENT SNAPSHOT;
     CALL _weave_instance_show(in_namespace, CAST(SUBSTRING(in_workflow_id, 4) AS UNSIGNED), NULL);
     COMMIT;
