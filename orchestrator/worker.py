@@ -96,6 +96,9 @@ class Worker:
         # When tasks this worker's reports scheduled become claimable (a POLL step's next round, a retry): monotonic
         # times, a heap, guarded by _cond.
         self._expected: list[float] = []
+        # Attempts this worker ran and then left to their leases (a report that could not be written, a crash in the
+        # worker): still RUNNING in the database, and never to be run again (guarded by _cond).
+        self._left_to_lease: set[int] = set()
         self.claimed = 0
 
     # --- connections -----------------------------------------------------------------------------------------
@@ -227,9 +230,10 @@ class Worker:
     def _take_unanswered(self) -> None:
         """After a claim whose connection was lost: its attempts, if it committed, are RUNNING for this worker and
         nobody runs them. They are read back (pulse_worker_attempts) and run like a claim's, before the next claim;
-        left alone they would run out their leases unrun and go to review as UNKNOWN (K-4)."""
+        left alone they would run out their leases unrun and go to review as UNKNOWN (K-4). An attempt this worker
+        ran and left to its lease (its report could not be written) is RUNNING too, and is never run twice."""
         with self._cond:
-            known = set(self._inflight)
+            known = set(self._inflight) | self._left_to_lease  # running here, or run here already
         lost = [row for row in pulse.worker_attempts(self._conn(), self.worker_id) if row["attempt_id"] not in known]
         if lost:
             log.warning("a claim lost its answer: its attempts run now", extra={"fields": {
@@ -301,6 +305,8 @@ class Worker:
                     self._execute(claim, ctx)
                 except Exception:  # never lose the slot; the lease decides what happens to the attempt
                     log.exception("attempt crashed in the worker", extra={"fields": {"attempt": ctx.attempt_id}})
+                    with self._cond:
+                        self._left_to_lease.add(ctx.attempt_id)
                 finally:
                     with self._cond:
                         self._inflight.pop(ctx.attempt_id, None)
@@ -395,6 +401,8 @@ class Worker:
 
     def _report_lost(self, ctx: TaskContext, exc: Exception) -> None:
         self.stats["report_failed"] += 1
+        with self._cond:
+            self._left_to_lease.add(ctx.attempt_id)
         log.error("report failed; the lease will decide", extra={"fields": {
             "task": ctx.task_id, "attempt": ctx.attempt_id, "error": str(exc)}})
 

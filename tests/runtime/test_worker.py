@@ -295,6 +295,26 @@ def test_K1_a_claim_whose_answer_was_lost_with_its_connection_still_runs_its_att
     assert task_row(world, wf)["status"] == "SUCCEEDED" and len(attempts(world, wf)) == 1
 
 
+def test_K1_reading_back_a_lost_claim_never_runs_again_an_attempt_whose_report_was_lost(world, orch, database):
+    """Both attempts are RUNNING for the worker: one it ran and whose report it could not write (left to its lease:
+    its effect may have happened), one a lost claim took. Only the second is run."""
+    from orchestrator.worker import _context
+
+    world.publish(task_flow())
+    for i in range(2):
+        world.start("job", {"order_id": f"o-{i}"})
+    orch.drain()
+    worker = make_worker(database)
+    try:
+        ran = _context(pulse.task_claim(world.db.conn, worker.worker_id, "payments", limit=1)[0])
+        worker._report_lost(ran, errors.TransientDatabaseError("2013: Lost connection"))
+        unheard = pulse.task_claim(world.db.conn, worker.worker_id, "payments", limit=1)[0]
+        worker._take_unanswered()
+        assert list(worker._inflight) == [unheard["attempt_id"]] and worker.stats["unanswered_claims_taken"] == 1
+    finally:
+        worker.close()
+
+
 def test_K8_a_handler_that_exits_fails_its_attempt_and_the_worker_runs_on(world, orch, database):
     """sys.exit() in a handler raises SystemExit, which is no Exception: it used to end the thread that ran the
     attempt, and once every thread had ended the worker claimed tasks it never ran."""
