@@ -723,7 +723,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--heartbeat-ms", type=int, default=10_000, help="heartbeat interval (default 10000)")
     p.add_argument("--grace-ms", type=int, default=30_000,
                    help="on stop, how long running attempts may take to finish (default 30000)")
-    p.add_argument("--worker-id", help="name recorded on attempts and in logs (default: host:pid:random)")
+    p.add_argument("--worker-id", help="name recorded on attempts and in logs, never the same for two workers running "
+                                       "at once (default: host:pid:random)")
     p.add_argument("--idle-max-ms", type=_count, default=800,
                    help="longest sleep between claims while nothing is queued; it starts at 50 ms after work and "
                         "doubles (default 800)")

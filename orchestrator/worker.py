@@ -99,6 +99,7 @@ class Worker:
         # Attempts this worker ran and then left to their leases (a report that could not be written, a crash in the
         # worker): still RUNNING in the database, and never to be run again (guarded by _cond).
         self._left_to_lease: set[int] = set()
+        self._since = None  # engine time before this worker's first claim: what a lost claim's read-back goes back to
         self.claimed = 0
 
     # --- connections -----------------------------------------------------------------------------------------
@@ -189,18 +190,22 @@ class Worker:
                     continue
                 self._ended = False
             limit = free if claim_until is None else min(free, claim_until - self.claimed)
+            claiming = False
             try:
+                if self._since is None:
+                    self._since = db.call_row(self._conn(), "weave_clock_now")["now_at"]
                 if unanswered:
                     self._take_unanswered()
                     unanswered = False
                     continue
+                claiming = True
                 claims = pulse.task_claim(self._conn(), self.worker_id, self.queues, limit=limit,
                                           lease_ms=self.lease_ms, namespace=self.namespace)
                 failures = 0
             except errors.TransientDatabaseError as exc:
                 failures += 1
                 self._drop_conn()
-                unanswered = unanswered or errors.is_connection_lost(exc)
+                unanswered = unanswered or (claiming and errors.is_connection_lost(exc))
                 log.warning("claim failed; retrying", extra={"fields": {"error": str(exc)}})
                 self._stop.wait(min(5.0, 0.05 * 2 ** min(failures, 7)))
                 continue
@@ -231,10 +236,12 @@ class Worker:
         """After a claim whose connection was lost: its attempts, if it committed, are RUNNING for this worker and
         nobody runs them. They are read back (pulse_worker_attempts) and run like a claim's, before the next claim;
         left alone they would run out their leases unrun and go to review as UNKNOWN (K-4). An attempt this worker
-        ran and left to its lease (its report could not be written) is RUNNING too, and is never run twice."""
+        ran and left to its lease (its report could not be written) is RUNNING too, and is never run twice; nor is
+        one that an earlier process with the same worker id started (only those since this worker began are read)."""
         with self._cond:
             known = set(self._inflight) | self._left_to_lease  # running here, or run here already
-        lost = [row for row in pulse.worker_attempts(self._conn(), self.worker_id) if row["attempt_id"] not in known]
+        lost = [row for row in pulse.worker_attempts(self._conn(), self.worker_id, self._since)
+                if row["attempt_id"] not in known]
         if lost:
             log.warning("a claim lost its answer: its attempts run now", extra={"fields": {
                 "attempts": [row["attempt_id"] for row in lost]}})

@@ -38,9 +38,9 @@ def task_claim(conn: Conn, worker_id: str, queues: list[str] | str, *, limit: in
     return [{**row, "input": _text(row["input"])} for row in (rows[0] if rows else [])]
 
 
-def worker_attempts(conn: Conn, worker_id: str) -> list[dict]:
+def worker_attempts(conn: Conn, worker_id: str, started_since: Any = None) -> list[dict]:
     """See procedures/pulse/pulse_worker_attempts.sql: rows as ``task_claim``'s."""
-    rows = call(conn, "pulse_worker_attempts", worker_id)
+    rows = call(conn, "pulse_worker_attempts", worker_id, started_since)
     return [{**row, "input": _text(row["input"])} for row in (rows[0] if rows else [])]
 
 

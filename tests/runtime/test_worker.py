@@ -286,6 +286,7 @@ def test_K1_a_claim_whose_answer_was_lost_with_its_connection_still_runs_its_att
         worker = make_worker(dsn, concurrency=1, handlers=private)
         try:
             used = next(n for n in nodes if n.port == worker._conn().port)  # the claim loop's connection
+            worker._since = world.db.now()  # read by the loop before its first claim, here before the node hangs
             used.hang(answers_only=True)
             give_up = time.monotonic() + 20
             stats = worker.run(max_claims=1, until=lambda: time.monotonic() > give_up)
@@ -296,21 +297,26 @@ def test_K1_a_claim_whose_answer_was_lost_with_its_connection_still_runs_its_att
 
 
 def test_K1_reading_back_a_lost_claim_never_runs_again_an_attempt_whose_report_was_lost(world, orch, database):
-    """Both attempts are RUNNING for the worker: one it ran and whose report it could not write (left to its lease:
-    its effect may have happened), one a lost claim took. Only the second is run."""
+    """Three attempts are RUNNING under the worker's id: one an earlier process with the same id started (a service
+    manager's fixed name) before it died, one this worker ran and whose report it could not write (left to its lease:
+    its effect may have happened), one a lost claim took. Only the last is run."""
     from orchestrator.worker import _context
 
     world.publish(task_flow())
-    for i in range(2):
+    for i in range(3):
         world.start("job", {"order_id": f"o-{i}"})
     orch.drain()
     worker = make_worker(database)
     try:
+        earlier = pulse.task_claim(world.db.conn, worker.worker_id, "payments", limit=1)[0]  # a process that died
+        world.db.advance(1000)
+        worker._since = world.db.now()  # this worker began
         ran = _context(pulse.task_claim(world.db.conn, worker.worker_id, "payments", limit=1)[0])
         worker._report_lost(ran, errors.TransientDatabaseError("2013: Lost connection"))
         unheard = pulse.task_claim(world.db.conn, worker.worker_id, "payments", limit=1)[0]
         worker._take_unanswered()
         assert list(worker._inflight) == [unheard["attempt_id"]] and worker.stats["unanswered_claims_taken"] == 1
+        assert earlier["attempt_id"] not in worker._inflight
     finally:
         worker.close()
 

@@ -316,6 +316,10 @@ def test_K1_a_worker_reads_back_its_running_attempts_as_its_claims_answered_them
     pulse.attempt_complete(world.db.conn, mine[0]["attempt_id"], "w1", {"ok": True})
     assert pulse.worker_attempts(world.db.conn, "w1") == mine[1:]
     assert pulse.worker_attempts(world.db.conn, "nobody") == []
+    # Only those started since a time: a process that reuses the worker id of one that died never gets its attempts.
+    world.db.advance(1000)
+    assert pulse.worker_attempts(world.db.conn, "w1", world.db.now()) == []
+    assert pulse.worker_attempts(world.db.conn, "w1", mine[1]["started_at"]) == mine[1:]
     with pytest.raises(errors.ValidationFailed) as exc:
         pulse.worker_attempts(world.db.conn, "")
     assert exc.value.field_code == "WORKER_ID_INVALID"
