@@ -120,7 +120,11 @@ def signal_acceptance(cluster: GaleraCluster, layout: str, count: int, threads: 
     seconds = time.monotonic() - began
     if failures:
         raise failures[0]
+    # Spread, the last sends committed on other nodes: certified, but maybe not yet applied on the one read here.
+    # The read waits for this node to have applied every commit the cluster had certified when it started.
+    world.db.execute("SET SESSION wsrep_sync_wait = 1")
     accepted = world.db.scalar("SELECT COUNT(*) FROM weave_signals")
+    world.db.execute("SET SESSION wsrep_sync_wait = 0")
     assert accepted == count, (accepted, count)
     conflicts = conflict_counters(cluster) - before
     world.db.close()
