@@ -109,6 +109,9 @@ class Orchestrator:
             raise ValueError("batch must be at most 10000: a scan brings at most 10000 candidates of a class")
         self._connections = Connections(self.dsn)
         self._stop = threading.Event()
+        # Set when an advance of the current batch lost the database after its retries: the batch's other units are
+        # left (their candidates stay due) rather than each waiting out the same retries and connect timeouts.
+        self._unreachable = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="advance")
         self._blocks = 1  # batches the next scan reads: more than one after a batch another node overtook
 
@@ -158,9 +161,12 @@ class Orchestrator:
         except (errors.WeaveError, pymysql.err.MySQLError) as exc:
             outcome = "FAILED"
             self.stats["failed"] += 1
+            lost = errors.is_connection_lost(exc)
+            if lost:
+                self._unreachable.set()
             log.warning("advance failed", extra={"fields": {
                 "class": cand.klass, "id": cand.id, "version": cand.version, "error": str(exc)}})
-            if candidates.BY_NAME[cand.klass].bookkept:
+            if candidates.BY_NAME[cand.klass].bookkept and not lost:  # booked nowhere with the database away
                 try:
                     self._call("weave_candidate_fail", cand.klass, cand.id, cand.version, str(exc)[:4000])
                 except (errors.WeaveError, pymysql.err.MySQLError) as again:
@@ -176,10 +182,12 @@ class Orchestrator:
         klass = cands[0].klass
         try:
             sets = self._call("weave_candidates_advance", klass, json.dumps([c.id for c in cands]))
-        except (errors.WeaveError, pymysql.err.MySQLError):
+        except (errors.WeaveError, pymysql.err.MySQLError) as exc:
+            if errors.is_connection_lost(exc):
+                self._unreachable.set()  # the list is left with the rest of the batch, for the next scan
             outcomes, again = [], False
             for cand in cands:
-                if self._stop.is_set():
+                if self._stop.is_set() or self._unreachable.is_set():
                     break
                 outcome, due = self._advance(cand)
                 outcomes.append(outcome)
@@ -220,7 +228,7 @@ class Orchestrator:
         entirely taken already (GONE or BUSY) means that node is ahead on this stretch of the batch, and going
         on would only repeat its work candidate by candidate; the next scan shows what is still due. Answers
         whether anything may be due now after the unit (a unit left undone counts as yes)."""
-        if overtaken.is_set() or self._stop.is_set():
+        if overtaken.is_set() or self._stop.is_set() or self._unreachable.is_set():
             return True
         if len(unit) > 1:
             outcomes, again = self._advance_list(unit)
@@ -254,6 +262,7 @@ class Orchestrator:
         # concurrent nodes over different rows instead of having them collide row by row (all are due).
         start = random.randrange(len(batch)) if self.spread else 0
         overtaken = threading.Event()
+        self._unreachable.clear()
         failed_before = self._failed()
         futures = [self._pool.submit(self._advance_unit, unit, overtaken)
                    for unit in self._units(batch[start:] + batch[:start])]

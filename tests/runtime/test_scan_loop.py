@@ -169,6 +169,35 @@ def test_R12_a_batch_that_fails_whole_is_not_scanned_again_at_once(world, orch, 
         orch.drain()  # the lease recovered as it should be: the task UNKNOWN, its step in review
 
 
+def test_R12_an_advance_that_loses_the_database_leaves_the_rest_of_its_batch(world, database):
+    """The database stops answering between the scan and the advances (the proxy in front of it dies: every connect
+    is refused). The first call fails after its retries; the batch's other candidates are left due for the next
+    scan, instead of each going through the same retries (with a hung server, a connect timeout each) before the
+    loop sees that the database is away."""
+    from tests.support.proxy import Proxy
+
+    world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
+    for i in range(12):
+        world.start("t", key=f"k{i}")
+    world.db.advance(1_001)
+    proxy = Proxy(database.host, database.port)
+
+    class DiesAfterScan(Orchestrator):
+        def scan(self, size: int | None = None) -> ScanResult:
+            result = super().scan(size)
+            proxy.kill()
+            return result
+
+    loop = DiesAfterScan(database.single("127.0.0.1", proxy.port), concurrency=1, spread=False)
+    try:
+        result = loop.run_once()
+        assert len(result.candidates) == 12 and result.again
+        assert loop._failed() == 0 and not [k for k in loop.stats if k.startswith("CHECKPOINT:")], loop.stats
+    finally:
+        loop.close()
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances WHERE kind = 'TIMER'") == 12  # still due
+
+
 def test_R14_stop_finishes_the_current_candidate_and_exits(world, database):
     world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
     wf = world.start("t")
