@@ -42,10 +42,23 @@ def await_level(check: Callable[[], None], stop: threading.Event, process: str) 
         delay = min(delay * 2, 5.0)
 
 
+def stop_on_signal(daemon: Daemon) -> Callable[..., None]:
+    """The handler of SIGTERM and SIGINT: asks ``daemon`` to stop from a thread of its own. A handler runs in the
+    main thread between two of its bytecodes, which may be while that thread holds the lock of the very event that
+    stopping sets (inside ``Event.wait``, entering or leaving it): setting the event there would wait for the lock
+    it holds itself, and the process would never stop. The thread waits for the lock and sets it."""
+
+    def handler(*_: object) -> None:
+        threading.Thread(target=daemon.stop, name="stop", daemon=True).start()
+
+    return handler
+
+
 def serve(daemon: Daemon, process: str) -> int:
     """Run ``daemon`` as the process ``weave <process>``; the exit status: 0 after a stop, 1 when refused."""
-    signal.signal(signal.SIGTERM, daemon.stop)
-    signal.signal(signal.SIGINT, daemon.stop)
+    handler = stop_on_signal(daemon)
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
     try:
         if not await_level(daemon.check_level, daemon.stopping, process):
             return 0

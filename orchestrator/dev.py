@@ -159,8 +159,9 @@ def run_dev(data_dir: Path, dsn_text: str | None, bind: str = "127.0.0.1:8080", 
         lock.flush()
         progress("ready")
         _banner(dsn, tokens, f"http://{bind}", reused)
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        signal.signal(signal.SIGINT, lambda *_: stop.set())
+        # From a thread: the handler may run while this thread holds the event's lock (see daemon.stop_on_signal).
+        signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=stop.set, daemon=True).start())
+        signal.signal(signal.SIGINT, lambda *_: threading.Thread(target=stop.set, daemon=True).start())
         last_line, last_at = "", 0.0
         with db.connect(dsn) as conn:
             while not stop.wait(0.5):

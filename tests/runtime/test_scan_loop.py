@@ -198,6 +198,30 @@ def test_R12_an_advance_that_loses_the_database_leaves_the_rest_of_its_batch(wor
     assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances WHERE kind = 'TIMER'") == 12  # still due
 
 
+def test_R14_a_stop_signal_that_comes_while_the_loop_holds_its_stop_event_still_stops_it(database):
+    """A signal handler runs in the main thread between two bytecodes, possibly while that thread holds the lock of
+    the stop event it waits on (entering or leaving Event.wait). The handler used to set the event itself, and
+    waited there for the lock its own thread held: the process never stopped (seen once in the crash runs, an
+    orchestrator that did not stop within 15 s of SIGTERM). Here a thread holds the event's lock and runs the
+    handler, as the main thread would."""
+    from orchestrator.daemon import stop_on_signal
+
+    orch = Orchestrator(database)
+    handler = stop_on_signal(orch)
+    try:
+        def interrupted_inside_wait() -> None:
+            with orch.stopping._cond:  # type: ignore[attr-defined]  # the lock Event.wait holds around its wait
+                handler(15, None)
+
+        signalled = threading.Thread(target=interrupted_inside_wait, daemon=True)
+        signalled.start()
+        signalled.join(5)
+        assert not signalled.is_alive(), "the handler waited for a lock its own thread holds"
+        assert orch.stopping.wait(5)
+    finally:
+        orch.close()
+
+
 def test_R14_stop_finishes_the_current_candidate_and_exits(world, database):
     world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
     wf = world.start("t")
