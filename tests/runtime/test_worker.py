@@ -41,6 +41,14 @@ def make_worker(database, **kw) -> Worker:
     return Worker(database, ["payments"], **kw)
 
 
+def queue_jobs(world, orch, n: int) -> None:
+    """n instances of the one-task flow, each with its task QUEUED."""
+    world.publish(task_flow())
+    for i in range(n):
+        world.start("job", {"order_id": f"o-{i}"})
+    orch.drain()
+
+
 def task_row(world, wf: str) -> dict:
     return world.db.row("SELECT * FROM pulse_tasks WHERE instance_id = %s", world.internal_id(wf))
 
@@ -189,10 +197,7 @@ def test_K2_a_heartbeat_refused_after_the_attempts_own_report_is_no_lost_lease(w
     A refusal of an attempt the worker has not reported is a lost lease, as before."""
     from orchestrator.worker import _context
 
-    world.publish(task_flow())
-    for i in range(2):
-        world.start("job", {"order_id": f"o-{i}"})
-    orch.drain()
+    queue_jobs(world, orch, 2)
     worker = make_worker(database)
     try:
         reported, other = (_context(c) for c in pulse.task_claim(world.db.conn, worker.worker_id, "payments", limit=2))
@@ -213,9 +218,7 @@ def test_K2_a_heartbeat_that_fails_unexpectedly_loses_no_lease_and_the_next_one_
     such an error while the worker went on claiming: every running attempt's lease then ran out."""
     from orchestrator.worker import _context
 
-    world.publish(task_flow())
-    world.start("job", {"order_id": "o-1"})
-    orch.drain()
+    queue_jobs(world, orch, 1)
     worker = make_worker(database)
     empty = f"{database.database}_empty"
     world.db.execute(f"CREATE DATABASE `{empty}`")
@@ -243,9 +246,7 @@ def test_K2_a_heartbeat_on_a_hung_node_fails_within_its_interval_and_the_next_go
     from orchestrator.worker import _context
     from tests.support.proxy import two_nodes
 
-    world.publish(task_flow())
-    world.start("job", {"order_id": "o-1"})
-    orch.drain()
+    queue_jobs(world, orch, 1)
     with two_nodes(database, connect_timeout=1) as (nodes, dsn):
         worker = make_worker(dsn, heartbeat_ms=1_000)
         try:
@@ -302,10 +303,7 @@ def test_K1_reading_back_a_lost_claim_never_runs_again_an_attempt_whose_report_w
     its effect may have happened), one a lost claim took. Only the last is run."""
     from orchestrator.worker import _context
 
-    world.publish(task_flow())
-    for i in range(3):
-        world.start("job", {"order_id": f"o-{i}"})
-    orch.drain()
+    queue_jobs(world, orch, 3)
     worker = make_worker(database)
     try:
         earlier = pulse.task_claim(world.db.conn, worker.worker_id, "payments", limit=1)[0]  # a process that died
