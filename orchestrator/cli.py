@@ -56,8 +56,13 @@ def _token(args: argparse.Namespace) -> str:
 
 
 def _dsn(args: argparse.Namespace) -> db.Dsn:
+    return _parsed_dsn(settings.dsn(args.dsn))
+
+
+def _parsed_dsn(text: str) -> db.Dsn:
+    """A DSN, or the usage error (DSN_INVALID) every command answers a malformed one with."""
     try:
-        return db.dsn_from_env(args.dsn)
+        return db.Dsn.parse(text)
     except ValueError as exc:
         raise CliError("DSN_INVALID", str(exc)) from None
 
@@ -412,10 +417,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
 
     dsn_text = args.dsn or settings.dsn_given()
     if dsn_text:
-        try:
-            db.Dsn.parse(dsn_text)  # refused as every command refuses it, before a server or a lock is touched
-        except ValueError as exc:
-            raise CliError("DSN_INVALID", str(exc)) from None
+        _parsed_dsn(dsn_text)  # refused as every command refuses it, before a server or a lock is touched
     return run_dev(Path(args.data_dir), dsn_text, args.bind, quiet=args.quiet)
 
 

@@ -42,16 +42,21 @@ def await_level(check: Callable[[], None], stop: threading.Event, process: str) 
         delay = min(delay * 2, 5.0)
 
 
-def stop_on_signal(daemon: Daemon) -> Callable[..., None]:
-    """The handler of SIGTERM and SIGINT: asks ``daemon`` to stop from a thread of its own. A handler runs in the
-    main thread between two of its bytecodes, which may be while that thread holds the lock of the very event that
-    stopping sets (inside ``Event.wait``, entering or leaving it): setting the event there would wait for the lock
-    it holds itself, and the process would never stop. The thread waits for the lock and sets it."""
+def on_signal(stop: Callable[[], None]) -> Callable[..., None]:
+    """A handler of SIGTERM and SIGINT that calls ``stop`` from a thread of its own. A handler runs in the main thread
+    between two of its bytecodes, which may be while that thread holds the lock of the very event that stopping
+    sets (inside ``Event.wait``, entering or leaving it): setting the event there would wait for the lock it holds
+    itself, and the process would never stop. The thread waits for the lock and sets it."""
 
     def handler(*_: object) -> None:
-        threading.Thread(target=daemon.stop, name="stop", daemon=True).start()
+        threading.Thread(target=stop, name="stop", daemon=True).start()
 
     return handler
+
+
+def stop_on_signal(daemon: Daemon) -> Callable[..., None]:
+    """The handler of SIGTERM and SIGINT of a daemon: ``on_signal(daemon.stop)``."""
+    return on_signal(daemon.stop)
 
 
 def serve(daemon: Daemon, process: str) -> int:

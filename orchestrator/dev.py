@@ -24,6 +24,7 @@ from procedures import db, definitions, errors, installer, routines, settings
 from procedures.logs import configure_logging
 
 from . import example_handlers  # noqa: F401  (registers the example handlers the dev worker runs)
+from .daemon import on_signal
 from .embedded import EmbeddedServer
 from .loop import Orchestrator
 from .worker import Worker
@@ -159,9 +160,8 @@ def run_dev(data_dir: Path, dsn_text: str | None, bind: str = "127.0.0.1:8080", 
         lock.flush()
         progress("ready")
         _banner(dsn, tokens, f"http://{bind}", reused)
-        # From a thread: the handler may run while this thread holds the event's lock (see daemon.stop_on_signal).
-        signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=stop.set, daemon=True).start())
-        signal.signal(signal.SIGINT, lambda *_: threading.Thread(target=stop.set, daemon=True).start())
+        signal.signal(signal.SIGTERM, on_signal(stop.set))
+        signal.signal(signal.SIGINT, on_signal(stop.set))
         last_line, last_at = "", 0.0
         with db.connect(dsn) as conn:
             while not stop.wait(0.5):
