@@ -202,3 +202,16 @@ def test_no_string_in_any_post_field_gives_a_server_error(flows, world, path, sc
         assert result.status_code < 500, result.text
 
     run()
+
+
+def test_a_list_without_a_limit_gets_the_default_its_openapi_parameter_declares():
+    """The defaults (50 workflows, 100 events or signals a page) are the query schemas' own, so the parameter check
+    and the OpenAPI document say the same."""
+    from falcon import testing
+
+    ops = {m["operationId"]: m for op in document()["paths"].values() for m in op.values() if isinstance(m, dict)}
+    for operation, default in (("list_workflows", 50), ("list_events", 100), ("list_signals", 100)):
+        limit, = (p for p in ops[operation]["parameters"] if p["name"] == "limit")
+        assert limit["schema"]["default"] == default
+        assert schemas.query(testing.create_req(), operation)["limit"] == default
+        assert schemas.query(testing.create_req(query_string="limit=7"), operation)["limit"] == 7
