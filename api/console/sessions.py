@@ -58,8 +58,9 @@ def csrf_ok(expected: str, given: str | None) -> bool:
 
 
 def plausible_id(value: str | None) -> bool:
-    """A cookie value that could be one of ours (43 URL-safe characters); anything else is not looked up."""
-    return bool(value) and len(value) == 43 and all(c.isalnum() or c in "-_" for c in value)
+    """A cookie value that could be one of ours (43 URL-safe characters); anything else is not looked up. ASCII
+    only: ``str.isalnum`` also accepts letters such as 'é', which a browser may send and the hash cannot take."""
+    return bool(value) and len(value) == 43 and value.isascii() and all(c.isalnum() or c in "-_" for c in value)
 
 
 @dataclass(frozen=True)

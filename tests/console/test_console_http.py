@@ -115,6 +115,15 @@ def test_sign_out_ends_the_session_and_sessions_expire_on_the_engine_clock(clien
     assert client.simulate_get(BASE, cookies=again).status_code == 303
 
 
+def test_a_session_cookie_that_is_not_ours_leads_to_sign_in_never_an_error(client, world):
+    # A browser sends whatever cookie it holds under that name, including letters outside ASCII.
+    for value in ("a" * 43, "é" * 43, "a" * 42 + "²", "a" * 42 + "/", "a" * 44, ""):
+        got = client.simulate_get(BASE, cookies={"weave_console": value})
+        assert got.status_code == 303 and got.headers["location"].endswith("/console/signin"), value
+    form = client.simulate_get(f"{BASE}/signin", cookies={"weave_console": "é" * 43})
+    assert form.status_code == 200 and 'name="nonce"' in form.text
+
+
 def test_a_disabled_credential_ends_its_sessions(client, world):
     cred = world.credential(["workflows:read"], actor="temp")
     cookies = sign_in(client, cred["token"])
