@@ -232,7 +232,8 @@ def instance_list(conn: Conn, token: str, namespace: str, *, status: str | None 
                   cursor: str | None = None) -> dict:
     """See procedures/instances/weave_instance_list.sql. ``cursor`` is the opaque value of a previous page; one
     that no page answered is refused (CURSOR_INVALID). A full page has a next cursor only when more follow."""
-    if cursor is not None and not (cursor.isdigit() and len(cursor) <= 19):
+    # ASCII digits only: str.isdigit() also accepts '²' and the like, which int() then refuses.
+    if cursor is not None and not (cursor.isascii() and cursor.isdigit() and len(cursor) <= 19):
         raise errors.ValidationFailed("CURSOR_INVALID: not a cursor of this list", field_code="CURSOR_INVALID",
                                       field="cursor")
     before = int(cursor) if cursor is not None else None

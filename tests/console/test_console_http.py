@@ -241,6 +241,14 @@ def test_list_pages_with_a_cursor(client, world):
     assert 'rel="next"' not in second
 
 
+def test_a_cursor_no_page_answered_is_a_422_page(client, world):
+    cookies = sign_in(client, world.token)
+    for cursor in ("abc", "-1", "9" * 20, "²", "12³"):  # '²' passes str.isdigit() but is no number
+        got = client.simulate_get(f"{BASE}/instances", params={"cursor": cursor}, cookies=cookies)
+        assert got.status_code == 422 and "CURSOR_INVALID" in got.text, cursor
+        assert got.headers["content-type"].startswith("text/html")
+
+
 def test_bulk_dry_run_lists_exactly_the_filter_then_each_item_acts_once_with_its_own_key(client, world):
     world.publish(TIMER)
     world.publish({"name": "other-flow", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]})
