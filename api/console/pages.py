@@ -419,21 +419,23 @@ class StepAction(Page):
 class Review(Page):
     """Every NEEDS_REVIEW instance with its reasons, the longest-waiting first."""
 
-    LIMIT = 200
+    LIMIT = 200  # instances read and shown; the ids of all of them are listed (cheap: C-3)
 
     @page
     def on_get(self, req, resp):
         session = self.require(req)
         conn, token, ns = self.conn, session.token, session.namespace
         ids, cursor = [], None
-        while len(ids) < self.LIMIT:
-            listed = routines.instance_list(conn, token, ns, status="NEEDS_REVIEW", limit=100, cursor=cursor)
+        while True:
+            listed = routines.instance_list(conn, token, ns, status="NEEDS_REVIEW", limit=500, cursor=cursor)
             ids += [item["workflow_id"] for item in listed["items"]]
             cursor = listed["next_cursor"]
             if not cursor:
                 break
+        # The list is newest first. The ones waiting longest are among the oldest, so past the limit the page keeps
+        # the oldest instances (never the newest, which would hide exactly those) and says how many it left out.
         items = []
-        for workflow_id in ids[: self.LIMIT]:
+        for workflow_id in ids[-self.LIMIT:]:
             try:
                 instance = routines.instance_get(conn, token, ns, workflow_id)
             except (errors.NotFound, errors.Forbidden):
@@ -444,8 +446,8 @@ class Review(Page):
             instance["waiting_for"] = views.duration((session.now_at - views.parse_time(opened)).total_seconds())
             items.append((opened, instance))
         items.sort(key=lambda pair: pair[0])
-        self.render(req, resp, "review.html", session, items=[i for _, i in items], truncated=len(ids) > self.LIMIT,
-                    nav="review")
+        self.render(req, resp, "review.html", session, items=[i for _, i in items], total=len(ids),
+                    truncated=len(ids) > self.LIMIT, nav="review")
 
 
 class Bulk(Page):

@@ -465,3 +465,29 @@ def test_bulk_cancel_of_everything_in_review_with_a_given_reason_code(client, wo
     assert 'data-figure="bulk-ok">2<' in applied.text
     assert [world.instance(wf)["status"] for wf in stuck] == ["CANCELLED", "CANCELLED"]
     assert world.instance(running)["status"] == "RUNNING"
+
+
+def test_C3_past_its_limit_the_review_queue_keeps_the_longest_waiting_and_says_how_many_it_left_out(
+        client, world, orch, monkeypatch):
+    import re
+
+    from api.console import pages
+    from tests.console.test_console_browser import in_review
+
+    monkeypatch.setattr(pages.Review, "LIMIT", 2)
+    wfs = []
+    for n in range(3):
+        wfs.append(in_review(world, orch, f"o-{n}"))
+        world.db.advance(1_000)  # each one enters review a second after the one before
+    cookies = sign_in(client, world.token)
+
+    def queue() -> tuple[list[str], str]:
+        html = client.simulate_get(f"{BASE}/review", cookies=cookies).text
+        return re.findall(r'<h2><a href="/console/instances/(wf_\d+)">', html), html
+
+    shown, html = queue()
+    assert shown == wfs[:2]  # the longest waiting first; the newest is the one left out
+    assert 'data-figure="review-total">3<' in html
+    monkeypatch.setattr(pages.Review, "LIMIT", 3)
+    shown, html = queue()
+    assert shown == wfs and "review-total" not in html
