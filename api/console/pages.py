@@ -9,7 +9,7 @@ import functools
 import logging
 import secrets
 from pathlib import Path
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs, quote, urlencode
 
 import falcon
 import jinja2
@@ -367,8 +367,18 @@ def _done(req, resp, workflow_id: str, action: str, key: str, result: dict) -> N
     redirect(resp, f"{base_path(req)}/instances/{workflow_id}?{query}#result")
 
 
+def _to_instance(req, resp, workflow_id: str) -> None:
+    """A GET of an action's address (the address bar of a refused action's page, the history) acts on nothing: it
+    goes to the instance's page, as a GET of sign-out goes home."""
+    redirect(resp, f"{base_path(req)}/instances/{quote(workflow_id, safe='')}")
+
+
 class InstanceAction(Page):
     """POST pause | resume | cancel | deadline: the routine decides and audits; the page shows the result."""
+
+    @page
+    def on_get(self, req, resp, workflow_id, action):
+        _to_instance(req, resp, workflow_id)
 
     @page
     def on_post(self, req, resp, workflow_id, action):
@@ -388,6 +398,10 @@ class InstanceAction(Page):
 
 class StepAction(Page):
     """POST reactivate | continue | resolve of one step (C-4)."""
+
+    @page
+    def on_get(self, req, resp, workflow_id, step_key, action):
+        _to_instance(req, resp, workflow_id)
 
     @page
     def on_post(self, req, resp, workflow_id, step_key, action):

@@ -145,6 +145,23 @@ def test_another_namespaces_instance_is_a_404_page(client, world):
     assert client.simulate_get(f"{BASE}/instances/wf_999999", cookies=cookies).status_code == 404
 
 
+def test_opening_an_actions_address_goes_to_the_instance_and_acts_on_nothing(client, world):
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    cookies = sign_in(client, world.token)
+    csrf = hidden(client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text, "csrf")
+    routines.instance_cancel(world.db.conn, world.token, "acme", wf, "in another tab", "c-1")
+    refused = form_post(client, f"{BASE}/instances/{wf}/resume",
+                        {"csrf": csrf, "idempotency_key": "r-1", "reason": "too late"}, cookies)
+    # the page of the refused action keeps the action's address in the bar
+    assert refused.status_code == 409 and "INVALID_STATE" in refused.text
+    for path in (f"{wf}/resume", f"{wf}/pause", f"{wf}/steps/wait/resolve", "wf_999999/cancel"):
+        got = client.simulate_get(f"{BASE}/instances/{path}", cookies=cookies)  # that address opened again
+        assert got.status_code == 303, got.text
+        assert got.headers["location"].endswith(f"/console/instances/{path.split('/')[0]}")
+    assert [e["type"] for e in world.events(wf)].count("INSTANCE_RESUMED") == 0
+
+
 def test_a_read_only_credential_sees_no_actions_and_a_forged_post_is_refused(client, world):
     world.publish(TIMER)
     wf = world.start("cool-off")
