@@ -63,7 +63,7 @@ class Definitions(Resource):
 class DefinitionVersion(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str, name: str, version: str) -> None:
         token = bearer(req)
-        number = int(version) if version.isdigit() and len(version) <= 9 else 0
+        number = int(version) if version.isascii() and version.isdigit() and len(version) <= 9 else 0
         if number < 1:
             raise falcon.HTTPNotFound(description="no such definition version")
         respond(resp, routines.definition_get(self.conn, token, ns, name, number))

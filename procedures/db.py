@@ -37,8 +37,9 @@ FAILOVER_MODES = ("stable", "sequential", "loadbalance")
 
 
 def is_port(text: str) -> bool:
-    """A TCP port as written in a DSN or a bind address: 1-65535 in decimal digits."""
-    return text.isdigit() and 1 <= int(text) <= 65535
+    """A TCP port as written in a DSN or a bind address: 1-65535 in ASCII decimal digits (``str.isdigit`` alone
+    also takes '²', which ``int`` refuses, and other scripts' digits)."""
+    return text.isascii() and text.isdigit() and 1 <= int(text) <= 65535
 
 
 def _split_hosts(hostlist: str) -> tuple[tuple[str, int], ...]:

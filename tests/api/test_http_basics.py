@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.api.conftest import auth
 
 TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
@@ -37,6 +39,13 @@ def test_publish_then_same_content_answers_200_with_the_same_version(client, wor
     assert again.status_code == 200 and again.json == first.json and "location" not in again.headers
     got = client.simulate_get(f"{NS}/definitions/cool-off/versions/1", headers=auth(world.token))
     assert got.status_code == 200 and got.json["digest"] == first.json["digest"]
+
+
+@pytest.mark.parametrize("version", ["\u00b2", "\u0661", "0", "01x", "9999999999"])
+def test_a_version_that_is_not_a_positive_ascii_number_is_not_found(client, world, version):
+    publish(client, world)
+    got = client.simulate_get(f"{NS}/definitions/cool-off/versions/{version}", headers=auth(world.token))
+    problem(got, 404, "NOT_FOUND")
 
 
 def test_invalid_definition_is_422_with_every_error_listed(client, world):
