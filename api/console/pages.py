@@ -502,9 +502,13 @@ class Bulk(Page):
         if action not in self.ACTIONS or not run_key or not ids or len(ids) > self.LIMIT:
             raise Refused(422, "VALIDATION_FAILED",
                           f"a bulk run needs an action, its key and 1..{self.LIMIT} instances")
-        results = []
+        results, away = [], False
         for workflow_id in ids:
             key = f"{run_key}.{workflow_id}"
+            if away:  # each would wait out its own connect timeout: the run could outlive the worker's timeout
+                results.append({"workflow_id": workflow_id, "key": key, "ok": False, "replayed": False,
+                                "code": "UNAVAILABLE", "detail": "not tried: the database stopped answering"})
+                continue
             try:
                 done = INSTANCE_ACTIONS[action](self.conn, session.token, session.namespace, workflow_id, reason, key)
                 results.append({"workflow_id": workflow_id, "key": key, "ok": True,
@@ -512,6 +516,7 @@ class Bulk(Page):
             except errors.WeaveError as exc:
                 if isinstance(exc, errors.TransientDatabaseError):
                     self.connections.discard()
+                    away = errors.is_connection_lost(exc)
                 code = exc.field_code if isinstance(exc, errors.ValidationFailed) else exc.code
                 results.append({"workflow_id": workflow_id, "key": key, "ok": False, "replayed": False,
                                 "code": code, "detail": exc.detail})

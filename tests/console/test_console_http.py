@@ -309,6 +309,49 @@ def test_a_partial_bulk_failure_is_reported_per_item_and_can_be_retried(client, 
     assert applied.count('name="workflow_id"') == 1 and f'name="workflow_id" value="{wfs[1]}"' in applied
 
 
+def test_a_bulk_run_that_loses_the_database_leaves_the_rest_untried_and_retryable(world, database, monkeypatch):
+    """The database stops answering after the first item (the proxy in front of it dies: every connect is refused).
+    The run tries no further item, each of which would otherwise wait out a connect of its own (with a hung server
+    5 s each, past the worker's timeout); the items left show as not tried, in the retry form."""
+    from falcon import testing
+
+    from api.app import create_app
+    from api.console import pages
+    from api.http import Connections
+    from tests.support.proxy import Proxy
+
+    world.publish(TIMER)
+    wfs = [world.start("cool-off") for _ in range(4)]
+    proxy = Proxy(database.host, database.port)
+    connections = Connections(database.single("127.0.0.1", proxy.port))
+    client = testing.TestClient(create_app(connections))
+    tried = []
+
+    def pause_then_die(*args):
+        tried.append(args[3])
+        done = routines.instance_pause(*args)
+        proxy.kill()
+        return done
+
+    try:
+        cookies = sign_in(client, world.token)
+        dry = client.simulate_get(f"{BASE}/bulk", cookies=cookies,
+                                  params={"definition": "cool-off", "action": "pause", "dry_run": "1"})
+        ids = _ids_on(dry.text)
+        fields = {"csrf": hidden(dry.text, "csrf"), "action": "pause", "bulk_key": hidden(dry.text, "bulk_key"),
+                  "reason": "freeze", "workflow_id": ids}
+        monkeypatch.setitem(pages.INSTANCE_ACTIONS, "pause", pause_then_die)
+        applied = form_post(client, f"{BASE}/bulk", fields, cookies).text
+    finally:
+        proxy.kill()
+        connections.discard()
+    assert tried == ids[:1] and sorted(ids) == sorted(wfs)
+    assert 'data-figure="bulk-ok">1<' in applied and 'data-figure="bulk-failed">3<' in applied
+    assert applied.count("not tried: the database stopped answering") == 2  # the second item's own error, then two
+    assert all(f'name="workflow_id" value="{wf}"' in applied for wf in ids[1:])
+    assert [world.instance(wf)["control"] for wf in ids] == ["PAUSED", "ACTIVE", "ACTIVE", "ACTIVE"]
+
+
 def test_a_read_only_credential_gets_a_dry_run_but_no_apply_and_a_forged_apply_is_refused(client, world):
     world.publish(TIMER)
     wf = world.start("cool-off")
