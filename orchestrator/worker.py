@@ -379,7 +379,8 @@ class Worker:
             return
         try:
             text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-        except (TypeError, ValueError) as exc:
+            text.encode()  # a lone surrogate ("\ud800") is a str Python can hold and no report can carry
+        except (TypeError, ValueError) as exc:  # UnicodeEncodeError included
             self._report_fail(ctx, f"RESULT_INVALID: the handler returned a value that is not JSON: {exc}",
                               retryable=False, started=started)
             return
@@ -398,7 +399,8 @@ class Worker:
     def _report_fail(self, ctx: TaskContext, error: str, *, retryable: bool, started: float) -> None:
         ctx._reporting.set()
         try:
-            text = error[:MAX_ERROR_CHARS]
+            # An exception's text may hold what no report can carry (a lone surrogate): escaped, it is still read.
+            text = error[:MAX_ERROR_CHARS].encode(errors="backslashreplace").decode()
             answer = self._report(
                 lambda conn: pulse.attempt_fail(conn, ctx.attempt_id, self.worker_id, text, retryable))
         except errors.WeaveError as exc:

@@ -147,6 +147,31 @@ def test_K8_handlers_get_a_context_and_results_must_be_json(world, orch, databas
     assert bad_task["status"] == "FAILED" and bad_task["error"].startswith("RESULT_INVALID")
 
 
+def test_K8_a_result_or_an_error_holding_a_lone_surrogate_fails_its_attempt_and_is_reported(world, orch, database):
+    """Python holds a string with a lone surrogate ("\\ud800", as json.loads makes of that escape in a response);
+    no report can carry one. Its report used to fail each time, and the attempt ran out its lease (UNKNOWN,
+    review) although the handler had ended: the result is now a non-retryable RESULT_INVALID, and such an error
+    text is reported escaped."""
+    private = Registry()
+
+    @handler("lone.result", version="1", into=private)
+    def lone_result(input):
+        return json.loads('{"status": "DONE", "note": "\\ud800"}')
+
+    @handler("lone.error", version="1", into=private)
+    def lone_error(input):
+        raise RuntimeError("declined \ud800")
+
+    world.publish(task_flow("result", handler="lone.result", retry={"max_attempts": 1}))
+    world.publish(task_flow("error", handler="lone.error", retry={"max_attempts": 1}))
+    result_wf, error_wf = world.start("result", {"order_id": "o"}), world.start("error", {"order_id": "o"})
+    orch.drain()
+    stats = make_worker(database, handlers=private).run(max_claims=2)
+    assert stats["FAILED"] == 2 and not stats["report_failed"], stats
+    assert task_row(world, result_wf)["error"].startswith("RESULT_INVALID")
+    assert task_row(world, error_wf)["error"] == "RuntimeError: declined \\ud800"
+
+
 def test_K1_a_worker_for_a_queue_no_queue_can_be_named_refuses_to_be_built(database):
     # Every claim it made would be refused QUEUES_INVALID: it says so where it is made, naming the name.
     for queues in (["payments", "pay ments"], ['pay"ments'], ["payments,"]):
