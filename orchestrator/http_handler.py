@@ -8,15 +8,22 @@ Frozen input::
 Only hosts on the allowlist in ``WEAVE_HTTP_ALLOWLIST`` (comma list of ``host`` or ``host:port``;
 required) are called, redirects included: anything else is a non-retryable failure, so a definition
 cannot turn workers into a proxy to arbitrary hosts. The JSON response body is the result. 5xx, 429,
-timeouts and connection errors are retryable; other 4xx, a non-JSON body and refused hosts are not.
+timeouts, connection errors and broken responses are retryable; other 4xx, a non-JSON body, refused hosts
+and input that is not a request (a method outside GET HEAD POST PUT PATCH DELETE OPTIONS, a header that
+HTTP cannot carry, a timeout_ms outside 1..3600000) are not. ``timeout_ms`` bounds each wait for the
+server and the whole response: a server that answers a byte at a time is cut off once the time is up.
 Connections go direct (proxy variables are ignored), so the allowlist names the hosts actually reached.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
+import time
 import urllib.error
 import urllib.request
+from http import client as http_client
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -27,6 +34,10 @@ from .handlers import Retryable, handler
 ALLOWLIST_ENV = settings.ALLOWLIST_ENV
 MAX_RESPONSE_BYTES = 1024 * 1024
 DEFAULT_TIMEOUT_MS = 10_000
+MAX_TIMEOUT_MS = 3_600_000
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # a token (RFC 9110)
+_HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")  # what HTTP/1.1 carries: no CR, LF or NUL
 
 
 class HttpRefused(Exception):
@@ -59,33 +70,82 @@ class _AllowlistRedirects(urllib.request.HTTPRedirectHandler):
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
+def _headers(given: dict) -> dict[str, str]:
+    """The input's headers as HTTP carries them: token names, scalar values without CR, LF or NUL."""
+    headers = {}
+    for name, value in given.items():
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise HttpRefused(f"HTTP_INPUT_INVALID: header {name!r} must be a string or a number")
+        text = str(value)
+        if not _HEADER_NAME.fullmatch(name) or not _HEADER_VALUE.fullmatch(text):
+            raise HttpRefused(f"HTTP_INPUT_INVALID: header {name!r} is not one HTTP can carry")
+        headers[name] = text
+    return headers
+
+
+def _timeout(spec: dict) -> float:
+    value = spec.get("timeout_ms", DEFAULT_TIMEOUT_MS)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 1 <= value <= MAX_TIMEOUT_MS:
+        raise HttpRefused(f"HTTP_INPUT_INVALID: timeout_ms must be a number of 1..{MAX_TIMEOUT_MS}")
+    return value / 1000.0
+
+
+def _read(resp: Any, deadline: float, what: str) -> bytes:
+    """The body, at most one byte past the limit, within the deadline (checked between reads: a server that
+    answers a byte at a time is cut off, one read past it at most)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= MAX_RESPONSE_BYTES:
+        if time.monotonic() > deadline:
+            raise Retryable(f"HTTP_TIMEOUT: {what}: the response took longer than timeout_ms")
+        chunk = resp.read1(MAX_RESPONSE_BYTES + 1 - size)
+        if not chunk:
+            if resp.length:  # the connection ended short of the Content-Length: never a result, however it parses
+                raise http_client.IncompleteRead(b"".join(chunks), resp.length)
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
 def request(spec: Any) -> Any:
     if not isinstance(spec, dict):
         raise HttpRefused("HTTP_INPUT_INVALID: the input must be an object with method and url")
-    method = str(spec.get("method", "GET")).upper()
+    method = spec.get("method", "GET")
     url = spec.get("url")
-    headers = spec.get("headers") or {}
-    if not isinstance(url, str) or not isinstance(headers, dict):
+    given = spec.get("headers") or {}
+    if not isinstance(method, str) or method.upper() not in METHODS:
+        raise HttpRefused(f"HTTP_INPUT_INVALID: method must be one of {' '.join(METHODS)}")
+    method = method.upper()
+    if not isinstance(url, str) or not isinstance(given, dict):
         raise HttpRefused("HTTP_INPUT_INVALID: url must be a string and headers an object")
     allowed = allowlist()
     _check_allowed(url, allowed)
+    headers = _headers(given)
+    timeout = _timeout(spec)
     data = None
     if "body" in spec and spec["body"] is not None:
         data = json.dumps(spec["body"], separators=(",", ":")).encode()
         headers = {"Content-Type": "application/json", **headers}
-    headers = {"Accept": "application/json", **{str(k): str(v) for k, v in headers.items()}}
-    timeout = float(spec.get("timeout_ms", DEFAULT_TIMEOUT_MS)) / 1000.0
+    headers = {"Accept": "application/json", **headers}
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _AllowlistRedirects(allowed))
     req = urllib.request.Request(url, data=data, headers=headers, method=method)
+    what = f"{method} {url}"
     try:
+        deadline = time.monotonic() + timeout
         with opener.open(req, timeout=timeout) as resp:
-            body = resp.read(MAX_RESPONSE_BYTES + 1)
+            body = _read(resp, deadline, what)
     except urllib.error.HTTPError as exc:
         if exc.code >= 500 or exc.code == 429:
-            raise Retryable(f"HTTP_{exc.code}: {method} {url}") from exc
-        raise HttpRefused(f"HTTP_{exc.code}: {method} {url}") from exc
+            raise Retryable(f"HTTP_{exc.code}: {what}") from exc
+        raise HttpRefused(f"HTTP_{exc.code}: {what}") from exc
     except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-        raise Retryable(f"HTTP_UNREACHABLE: {method} {url}: {getattr(exc, 'reason', exc)}") from exc
+        raise Retryable(f"HTTP_UNREACHABLE: {what}: {getattr(exc, 'reason', exc)}") from exc
+    except http_client.InvalidURL as exc:  # a URL http.client will not send (control characters, a bad port)
+        raise HttpRefused(f"HTTP_URL_INVALID: {exc}") from exc
+    except http_client.HTTPException as exc:  # a status line or a body cut short or not HTTP: as a lost connection
+        raise Retryable(f"HTTP_RESPONSE_BROKEN: {what}: {type(exc).__name__}") from exc
     if len(body) > MAX_RESPONSE_BYTES:
         raise HttpRefused(f"HTTP_RESPONSE_TOO_LARGE: more than {MAX_RESPONSE_BYTES} bytes")
     try:

@@ -468,6 +468,25 @@ class _Api(BaseHTTPRequestHandler):
             self._send(404, b'{"error": "no"}')
         elif self.path == "/text":
             self._send(200, b"hello", "text/plain")
+        elif self.path == "/drip":  # a well-formed answer, a byte every 50 ms: 5 s in all
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "100")
+            self.end_headers()
+            try:
+                for _ in range(100):
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    time.sleep(0.05)
+            except OSError:  # the client gave up
+                self.close_connection = True
+        elif self.path == "/cut":  # promises 12345678, sends 123, and closes
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "8")
+            self.end_headers()
+            self.wfile.write(b"123")
+            self.close_connection = True
         elif self.path == "/away":
             self._send(302, b"", headers={"Location": f"http://localhost:{self.server.server_port}/ok"})
         else:
@@ -481,7 +500,7 @@ class _Api(BaseHTTPRequestHandler):
 @pytest.fixture
 def api(monkeypatch):
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Api)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)  # quick to shut down
     thread.start()
     monkeypatch.setenv(http.ALLOWLIST_ENV, "127.0.0.1")
     yield f"http://127.0.0.1:{server.server_port}"
@@ -510,6 +529,34 @@ def test_K8_http_handler_classifies_failures(api):
     with pytest.raises(Retryable, match="HTTP_UNREACHABLE"):
         http.request({"url": f"http://127.0.0.1:{closed_port}/closed", "timeout_ms": 2000})
 
+
+def test_K8_http_handler_bounds_the_whole_response_by_timeout_ms_and_retries_a_broken_one(api):
+    """timeout_ms bounded each wait on the socket, not the answer: a server sending a byte at a time held the
+    attempt for as long as it liked. A body cut short of its Content-Length was read as the whole body: a final
+    HTTP_RESPONSE_NOT_JSON, or a wrong result when the part that came parses (a number cut short)."""
+    started = time.monotonic()
+    with pytest.raises(Retryable, match="HTTP_TIMEOUT"):
+        http.request({"url": f"{api}/drip", "timeout_ms": 300})
+    assert time.monotonic() - started < 2.5  # the whole drip takes 5 s
+    with pytest.raises(Retryable, match="HTTP_RESPONSE_BROKEN"):
+        http.request({"url": f"{api}/cut"})
+
+
+@pytest.mark.parametrize("fields", [
+    {"method": "TRACE"}, {"method": "GET\r\nX-Injected: 1"}, {"method": 7},
+    {"headers": {"X-Note": "a\r\nX-Injected: 1"}}, {"headers": {"X Note": "v"}}, {"headers": {"X-Note": None}},
+    {"headers": {"X-Note": {"nested": 1}}}, {"headers": {"X-Note": "caf\u00e9 \u263a"}},
+    {"timeout_ms": 0}, {"timeout_ms": -5}, {"timeout_ms": True}, {"timeout_ms": "10"}, {"timeout_ms": 1e12}])
+def test_K8_http_handler_refuses_input_that_is_no_request_and_sends_nothing(api, fields):
+    """Each of these failed inside http.client or the socket with a message of theirs (or, for a zero timeout,
+    as a retryable HTTP_UNREACHABLE, every attempt alike): a non-retryable HTTP_INPUT_INVALID naming the field."""
+    with pytest.raises(http.HttpRefused, match="HTTP_INPUT_INVALID"):
+        http.request({"url": f"{api}/ok", **fields})
+
+
+def test_K8_http_handler_refuses_a_url_http_cannot_send(api):
+    with pytest.raises(http.HttpRefused, match="HTTP_URL_INVALID"):
+        http.request({"url": f"{api}/ok now"})
 
 def test_K8_http_handler_honours_the_host_allowlist(api, monkeypatch):
     with pytest.raises(http.HttpRefused, match="HTTP_HOST_NOT_ALLOWED"):
