@@ -169,7 +169,7 @@ class WeaveClient:
 
     # --- transport -------------------------------------------------------------------------------------
     def _url(self, path: str, params: dict | None = None) -> str:
-        prefix = "" if path.startswith("/") else f"/v1/namespaces/{urllib.parse.quote(self.namespace)}/"
+        prefix = "" if path.startswith("/") else f"/v1/namespaces/{_segment(self.namespace)}/"
         query = {k: v for k, v in (params or {}).items() if v is not None}
         return self.base_url + prefix + path + ("?" + urllib.parse.urlencode(query) if query else "")
 
@@ -264,7 +264,7 @@ class WeaveClient:
         return self._call("POST", "definitions", document)
 
     def get_definition(self, name: str, version: int) -> dict:
-        return self._call("GET", f"definitions/{urllib.parse.quote(name)}/versions/{version}")
+        return self._call("GET", f"definitions/{_segment(name)}/versions/{_segment(version)}")
 
     # --- workflows -------------------------------------------------------------------------------------------
     def start_workflow(self, definition: str, *, app: str, input: Any = None, deadline_ms: int | None = None,
@@ -275,7 +275,7 @@ class WeaveClient:
         return self._call("POST", "workflows", body, idempotent=True, idempotency_key=idempotency_key)
 
     def get_workflow(self, workflow_id: str) -> dict:
-        return self._call("GET", f"workflows/{workflow_id}")
+        return self._call("GET", _path(workflow_id))
 
     def list_workflows(self, *, status: str | None = None, definition: str | None = None, limit: int = 50,
                        cursor: str | None = None) -> dict:
@@ -285,7 +285,7 @@ class WeaveClient:
     def events(self, workflow_id: str, *, after: int = 0, page: int = 100) -> Iterator[dict]:
         """Every event after ``after``, in order, fetched page by page."""
         while True:
-            batch = self._call("GET", f"workflows/{workflow_id}/events", params={"after": after, "limit": page})
+            batch = self._call("GET", _path(workflow_id, "events"), params={"after": after, "limit": page})
             yield from batch["events"]
             if len(batch["events"]) < page:
                 return
@@ -298,47 +298,47 @@ class WeaveClient:
         body = _given({"name": name, "payload_version": payload_version, "target_step_key": target_step_key,
                        "target_activation_sequence": target_activation_sequence, "correlation_key": correlation_key,
                        "payload": payload, "reason": reason}, evidence_ref=evidence_ref)
-        return self._call("POST", f"workflows/{workflow_id}/signals", body, idempotent=True,
+        return self._call("POST", _path(workflow_id, "signals"), body, idempotent=True,
                           idempotency_key=idempotency_key)
 
     def get_signal(self, workflow_id: str, signal_id: str) -> dict:
-        return self._call("GET", f"workflows/{workflow_id}/signals/{signal_id}")
+        return self._call("GET", _path(workflow_id, "signals", signal_id))
 
     def list_signals(self, workflow_id: str, *, status: str | None = None) -> dict:
-        return self._call("GET", f"workflows/{workflow_id}/signals", params={"status": status})
+        return self._call("GET", _path(workflow_id, "signals"), params={"status": status})
 
     def explain(self, workflow_id: str, step_key: str) -> dict:
-        return self._call("GET", f"workflows/{workflow_id}/steps/{step_key}/explain")
+        return self._call("GET", _path(workflow_id, "steps", step_key, "explain"))
 
     # --- control and recovery -----------------------------------------------------------------------------------
     def pause(self, workflow_id: str, reason: str, *, idempotency_key: str | None = None) -> dict:
-        return self._control(f"workflows/{workflow_id}/pause", {"reason": reason}, idempotency_key)
+        return self._control(_path(workflow_id, "pause"), {"reason": reason}, idempotency_key)
 
     def resume(self, workflow_id: str, reason: str, *, idempotency_key: str | None = None) -> dict:
-        return self._control(f"workflows/{workflow_id}/resume", {"reason": reason}, idempotency_key)
+        return self._control(_path(workflow_id, "resume"), {"reason": reason}, idempotency_key)
 
     def cancel(self, workflow_id: str, reason: str, *, idempotency_key: str | None = None) -> dict:
-        return self._control(f"workflows/{workflow_id}/cancel", {"reason": reason}, idempotency_key)
+        return self._control(_path(workflow_id, "cancel"), {"reason": reason}, idempotency_key)
 
     def reactivate(self, workflow_id: str, step_key: str, reason: str, *, timeout_ms: int | None = None,
                    idempotency_key: str | None = None) -> dict:
         body = _given({"reason": reason}, timeout_ms=timeout_ms)
-        return self._control(f"workflows/{workflow_id}/steps/{step_key}/reactivate", body, idempotency_key)
+        return self._control(_path(workflow_id, "steps", step_key, "reactivate"), body, idempotency_key)
 
     def continue_poll(self, workflow_id: str, step_key: str, reason: str, *, extra_rounds: int | None = None,
                       poll_deadline_ms: int | None = None, idempotency_key: str | None = None) -> dict:
         body = _given({"reason": reason}, extra_rounds=extra_rounds, poll_deadline_ms=poll_deadline_ms)
-        return self._control(f"workflows/{workflow_id}/steps/{step_key}/continue", body, idempotency_key)
+        return self._control(_path(workflow_id, "steps", step_key, "continue"), body, idempotency_key)
 
     def resolve(self, workflow_id: str, step_key: str, reason: str, output: Any, *, evidence_ref: str | None = None,
                 idempotency_key: str | None = None) -> dict:
         body = _given({"reason": reason, "output": output}, evidence_ref=evidence_ref)
-        return self._control(f"workflows/{workflow_id}/steps/{step_key}/resolve", body, idempotency_key)
+        return self._control(_path(workflow_id, "steps", step_key, "resolve"), body, idempotency_key)
 
     def set_deadline(self, workflow_id: str, reason: str, *, deadline_at: str | None = None,
                      extend_ms: int | None = None, idempotency_key: str | None = None) -> dict:
         body = _given({"reason": reason}, deadline_at=deadline_at, extend_ms=extend_ms)
-        return self._control(f"workflows/{workflow_id}/deadline", body, idempotency_key)
+        return self._control(_path(workflow_id, "deadline"), body, idempotency_key)
 
     def _control(self, path: str, body: dict, key: str | None) -> dict:
         return self._call("POST", path, body, idempotent=True, idempotency_key=key)
@@ -352,11 +352,21 @@ class WeaveClient:
 
     def create_credential(self, actor: str, scopes: list[str], queues: list[str] | str = "*") -> dict:
         # Not retried: a credential is not idempotent, and a retry after a lost answer would mint a second token.
-        once = WeaveClient(self.base_url, self.token, self.namespace, timeout=self.timeout, retries=1)
-        return once._call("POST", "credentials", {"actor": actor, "scopes": scopes, "queues": queues})
+        with WeaveClient(self.base_url, self.token, self.namespace, timeout=self.timeout, retries=1) as once:
+            return once._call("POST", "credentials", {"actor": actor, "scopes": scopes, "queues": queues})
 
     def ready(self) -> dict:
         return self._call("GET", "/readyz")
+
+
+def _path(*parts: Any) -> str:
+    """``workflows/{id}/...``, each part one path segment."""
+    return "/".join(["workflows", *(_segment(part) for part in parts)])
+
+
+def _segment(value: Any) -> str:
+    """A value as one path segment: an id holding '/', '?' or '#' names that id, never another path or a query."""
+    return urllib.parse.quote(str(value), safe="")
 
 
 def _given(body: dict[str, Any], **optional: Any) -> dict[str, Any]:

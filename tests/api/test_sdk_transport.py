@@ -113,6 +113,14 @@ def test_sdk_keeps_the_base_url_path_prefix(server):
     assert client.request("GET", "/healthz", params={"a": "b c"})[2]["path"] == "/weave/healthz?a=b+c"
 
 
+def test_sdk_puts_each_id_in_one_path_segment(server):
+    """An id went into the path as it was: 'wf_1?x' read wf_1 with a query, 'wf_2/../wf_1' another path."""
+    client = sdk.WeaveClient(server.url, "wv_x", "acme")
+    assert client.get_workflow("wf_1?x=1#y")["path"] == "/v1/namespaces/acme/workflows/wf_1%3Fx%3D1%23y"
+    assert client.explain("wf_2/../wf_1", "a b")["path"] == \
+        "/v1/namespaces/acme/workflows/wf_2%2F..%2Fwf_1/steps/a%20b/explain"
+    assert client.get_signal("wf_1", "sig_1/x")["path"] == "/v1/namespaces/acme/workflows/wf_1/signals/sig_1%2Fx"
+
 def test_sdk_goes_through_the_proxy_the_environment_names(server, monkeypatch):
     monkeypatch.setenv("HTTP_PROXY", server.url)
     monkeypatch.setenv("http_proxy", server.url)
