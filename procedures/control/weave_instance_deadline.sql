@@ -12,11 +12,13 @@ CREATE PROCEDURE weave_instance_deadline(
     COMMENT 'Description: moves the instance deadline later (exactly one of in_deadline_at, in_extend_ms from the
 current deadline); closes INSTANCE_DEADLINE; the instance reopens when no review reason is left.
 Parameters: in_token (workflows:review and every queue of the definition), in_namespace, in_workflow_id,
-in_deadline_at (UTC) or in_extend_ms (> 0), in_reason (1-1024 chars), in_idempotency_key.
+in_deadline_at (UTC) or in_extend_ms (> 0; the new deadline at most 9999-12-31), in_reason (1-1024 chars),
+in_idempotency_key.
 Result set: workflow_id, deadline_at, status, replayed.
 Result sets 2-6: the instance as it is now, as weave_instance_get answers it (the action''s scope is enough).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50005 IDEMPOTENCY_CONFLICT, 50007 INVALID_STATE,
-50111 REASON_INVALID, 50113 IDEMPOTENCY_KEY_INVALID, 50118 DEADLINE_INVALID (not later than the current one).
+50111 REASON_INVALID, 50113 IDEMPOTENCY_KEY_INVALID, 50118 DEADLINE_INVALID (not a valid time later than the
+current one, or after 9999-12-31).
 Rules: C-4, C-6, T-1, R-8.'
     MODIFIES SQL DATA
 BEGIN
@@ -45,9 +47,16 @@ BEGIN
         IF (in_deadline_at IS NULL) = (in_extend_ms IS NULL) OR in_extend_ms <= 0 THEN
             CALL _weave_raise(50118, 'DEADLINE_INVALID: give exactly one of deadline_at and a positive extend_ms');
         END IF;
+        -- Checked before it is computed: past the last representable time the sum is an overflow error (1441, or
+        -- 1690 for the product), not a value.
+        IF in_extend_ms > TIMESTAMPDIFF(MICROSECOND, v_old, TIMESTAMP'9999-12-31 23:59:59.999999') DIV 1000 THEN
+            CALL _weave_raise(50118, 'DEADLINE_INVALID: the new deadline would be after 9999-12-31');
+        END IF;
         SET v_new = COALESCE(in_deadline_at, v_old + INTERVAL in_extend_ms * 1000 MICROSECOND);
-        IF v_new <= v_old THEN
-            CALL _weave_raise(50118, 'DEADLINE_INVALID: the new deadline must be later than the current one');
+        -- A date that is no time (0000-00-00, a zero month or day: a session without NO_ZERO_DATE passes it) is NULL
+        -- to COALESCE, so v_new is NULL then.
+        IF v_new IS NULL OR v_new <= v_old THEN
+            CALL _weave_raise(50118, 'DEADLINE_INVALID: the new deadline must be a valid time after the current one');
         END IF;
         UPDATE weave_instances SET deadline_at = v_new WHERE id = v_id;
         UPDATE weave_review_reasons SET closed_at = v_now, closed_by = 'deadline'

@@ -124,6 +124,37 @@ def test_C4_deadline_closes_instance_deadline_and_the_instance_runs_again(world,
                                       extend_ms=3_600_000)["replayed"] == 1
 
 
+
+def lax_session(world, sql_mode: str = "STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"):
+    """A SQL client's session under another sql_mode (by default MariaDB's own, without NO_ZERO_DATE): routine
+    arguments are converted under the caller's mode."""
+    conn = world.db.connect()
+    with conn.cursor() as cur:
+        cur.execute("SET SESSION sql_mode = %s", (sql_mode,))
+    return conn
+
+
+@pytest.mark.parametrize("move", [dict(extend_ms=2**62), dict(extend_ms=315_360_000_000_000),
+                                  dict(deadline_at="9999-12-31 23:59:59.999999", then_extend_ms=1),
+                                  dict(deadline_at="0000-00-00 00:00:00"), dict(deadline_at="2030-00-10 00:00:00")],
+                         ids=["product-overflows", "sum-overflows", "after-the-last-time", "zero-date", "zero-month"])
+def test_C4_deadline_past_the_last_time_or_at_no_time_is_DEADLINE_INVALID_and_changes_nothing(world, move):
+    world.publish(TWO_TIMERS)
+    wf = world.start("two")
+    conn = lax_session(world)
+    try:
+        if "then_extend_ms" in move:
+            routines.instance_deadline(conn, world.token, "acme", wf, "as far as it goes", "d0",
+                                       deadline_at=move["deadline_at"])
+            move = dict(extend_ms=move["then_extend_ms"])
+        before = world.db.table_counts(), world.db.scalar("SELECT deadline_at FROM weave_instances")
+        with pytest.raises(errors.ValidationFailed) as info:
+            routines.instance_deadline(conn, world.token, "acme", wf, "more time", "d1", **move)
+        assert info.value.field_code == "DEADLINE_INVALID"
+        assert (world.db.table_counts(), world.db.scalar("SELECT deadline_at FROM weave_instances")) == before
+    finally:
+        conn.close()
+
 # --- cancel (C-2) and recovery (C-4) with tasks -----------------------------------------------------------
 def two_tasks():
     task = {"type": "TASK", "queue": "payments", "handler": "example.echo", "handler_version": "1",
