@@ -317,6 +317,22 @@ def test_start_rejects_bad_input_with_a_precise_code_and_writes_nothing(world, f
     assert world.db.table_counts() == before
 
 
+
+@pytest.mark.parametrize("deadline_at", ["0000-00-00 00:00:00", "2030-00-10 00:00:00", "2030-01-00 00:00:00"])
+def test_Z4_start_with_a_deadline_that_is_no_time_is_DEADLINE_INVALID_from_a_session_that_passes_it(world, deadline_at):
+    """A session without NO_ZERO_DATE (MariaDB's default sql_mode) hands a zero date to the routine as it is."""
+    world.publish(TIMER)
+    before = world.db.table_counts()
+    conn = world.db.client()
+    try:
+        with pytest.raises(errors.ValidationFailed) as info:
+            routines.instance_start(conn, world.token, "acme", definition="cool-off", app="billing",
+                                    idempotency_key="k1", deadline_at=deadline_at)
+    finally:
+        conn.close()
+    assert info.value.field_code == "DEADLINE_INVALID"
+    assert world.db.table_counts() == before
+
 def test_R4_audit_insert_failure_leaves_nothing_of_a_start(world):
     world.publish(TIMER)
     world.db.execute("CREATE TRIGGER test_audit_fails BEFORE INSERT ON weave_audit FOR EACH ROW "

@@ -28,6 +28,9 @@ CONFLICT_TRIGGER = ("CREATE TRIGGER test_conflict BEFORE INSERT ON weave_audit F
                     "SIGNAL SQLSTATE '40001' SET MYSQL_ERRNO = 1213, MESSAGE_TEXT = 'certification conflict'; "
                     "END IF; END")
 
+# MariaDB's default sql_mode (without NO_ZERO_DATE and NO_ZERO_IN_DATE): what a plain SQL client's session runs under.
+CLIENT_SQL_MODE = "STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
+
 # Tables that hold install state rather than scenario data: kept across tests.
 KEEP = {"weave_install", "weave_routines"}
 
@@ -43,6 +46,14 @@ class Db:
     def connect(self) -> pymysql.Connection:
         """A second, independent connection (for concurrency tests)."""
         return dbmod.connect(self.dsn)
+
+    def client(self, sql_mode: str = CLIENT_SQL_MODE) -> pymysql.Connection:
+        """A connection as a plain SQL client's session, under ``sql_mode`` rather than the one the engine's own
+        connections pin: routine arguments are converted under the caller's mode."""
+        conn = self.connect()
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION sql_mode = %s", (sql_mode,))
+        return conn
 
     def call(self, routine: str, *args: Any) -> list[list[dict]]:
         return dbmod.call(self.conn, routine, *args)
