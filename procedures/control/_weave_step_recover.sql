@@ -82,7 +82,9 @@ BEGIN
             END IF;
             SELECT deadline_at INTO v_instance_deadline FROM weave_instances WHERE id = v_id;
             IF in_poll_deadline_ms IS NOT NULL THEN
-                IF in_poll_deadline_ms < 1 OR v_now + INTERVAL in_poll_deadline_ms * 1000 MICROSECOND > v_instance_deadline THEN
+                -- Compared as a span, not as a sum: a huge in_poll_deadline_ms would overflow the sum (1690, 1441).
+                IF in_poll_deadline_ms < 1
+                   OR in_poll_deadline_ms > TIMESTAMPDIFF(MICROSECOND, v_now, v_instance_deadline) DIV 1000 THEN
                     CALL _weave_raise(50118, 'DEADLINE_INVALID: the poll deadline must be later than now and within the instance deadline');
                 END IF;
                 SET v_deadline = v_now + INTERVAL in_poll_deadline_ms * 1000 MICROSECOND;

@@ -74,3 +74,19 @@ def test_C4_continue_is_refused_for_other_review_reasons(world, orch):
     poll = poll_of(world, wf)
     assert (poll["rounds_used"], poll["max_rounds"]) == (1, 3)  # fresh budgets (C-4)
     assert world.step(wf, "check")["activation_sequence"] == 2
+
+
+@pytest.mark.parametrize("poll_deadline_ms", [2**62, 315_360_000_000_000], ids=["product-overflows", "sum-overflows"])
+def test_C4_continue_with_a_poll_deadline_past_any_time_is_DEADLINE_INVALID(world, orch, poll_deadline_ms):
+    wf = exhaust(world, orch)
+    before = world.db.table_counts()
+    with pytest.raises(errors.ValidationFailed) as info:
+        cont(world, wf, poll_deadline_ms=poll_deadline_ms)
+    assert info.value.field_code == "DEADLINE_INVALID"
+    assert world.db.table_counts() == before
+    # The bound itself is unchanged: up to the instance deadline, and not a microsecond past it.
+    room = world.db.scalar("SELECT TIMESTAMPDIFF(MICROSECOND, %s, deadline_at) DIV 1000 FROM weave_instances",
+                           world.db.now())
+    with pytest.raises(errors.ValidationFailed):
+        cont(world, wf, key="c2", extra_rounds=1, poll_deadline_ms=room + 1)
+    assert cont(world, wf, key="c3", extra_rounds=1, poll_deadline_ms=room - 60_000)["status"] == "RUNNING"
