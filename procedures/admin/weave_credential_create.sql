@@ -7,8 +7,8 @@ CREATE PROCEDURE weave_credential_create(
         IN in_queues    VARCHAR(4096))
     COMMENT 'Description: creates a credential with scopes and allowed queues; the token is returned once.
 Parameters: in_token (admin scope), in_namespace, in_actor (1-128 chars), in_scopes (comma list of admin,
-definitions:publish, workflows:read, workflows:start, workflows:signal, workflows:control, workflows:review),
-in_queues (comma list of queue names, or *).
+definitions:publish, workflows:read, workflows:start, workflows:signal, workflows:control, workflows:review; at most
+512 chars), in_queues (comma list of queue names, or *).
 Result set: credential_id, actor, scopes, queues, status, token.
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50116 NAME_INVALID, 50120 SCOPES_INVALID.
 Rules: S-2, M-2.'
@@ -32,12 +32,17 @@ BEGIN
     IF in_scopes IS NULL OR in_scopes = '' THEN
         CALL _weave_raise(50120, 'SCOPES_INVALID: at least one scope is needed');
     END IF;
+    IF CHAR_LENGTH(in_scopes) > 512 THEN  -- the column's width
+        CALL _weave_raise(50120, 'SCOPES_INVALID: the scope list is at most 512 characters');
+    END IF;
     SET v_rest = in_scopes;
     WHILE v_rest <> '' DO
         SET v_scope = SUBSTRING_INDEX(v_rest, ',', 1);
         SET v_rest = IF(LOCATE(',', v_rest) > 0, SUBSTRING(v_rest, LOCATE(',', v_rest) + 1), '');
-        IF v_scope NOT IN ('admin', 'definitions:publish', 'workflows:read', 'workflows:start',
-                           'workflows:signal', 'workflows:control', 'workflows:review') THEN
+        -- Matched as _weave_authorize matches it (FIND_IN_SET): exactly. An IN list would let 'workflows:read ' pass
+        -- (the collation pads spaces), and the credential would hold a scope that never grants anything.
+        IF FIND_IN_SET(v_scope, 'admin,definitions:publish,workflows:read,workflows:start,workflows:signal,'
+                                'workflows:control,workflows:review') = 0 THEN
             CALL _weave_raise(50120, CONCAT('SCOPES_INVALID: unknown scope ', LEFT(v_scope, 64)));
         END IF;
     END WHILE;

@@ -47,6 +47,18 @@ def test_credentials_scopes_are_checked_and_never_imply_each_other(world):
     assert info.value.field_code == "SCOPES_INVALID"
 
 
+
+@pytest.mark.parametrize("scopes", ["workflows:read ", " workflows:read", ",".join(["workflows:read"] * 40)],
+                         ids=["trailing-space", "leading-space", "longer-than-the-column"])
+def test_S2_a_scope_list_the_engine_would_not_match_exactly_is_SCOPES_INVALID(world, scopes):
+    """A scope is matched exactly when a credential is used: a list with a scope it would never match (a padded
+    name), or one the credential row cannot hold, is refused when the credential is created."""
+    before = world.db.table_counts()
+    with pytest.raises(errors.ValidationFailed) as info:
+        routines.credential_create(world.db.conn, world.admin, "acme", "reader", scopes)
+    assert info.value.field_code == "SCOPES_INVALID"
+    assert world.db.table_counts() == before
+
 def test_disabled_credential_cannot_authenticate(world):
     cred = world.credential(["workflows:read"])
     routines.credential_disable(world.db.conn, world.admin, "acme", cred["credential_id"])
