@@ -4,11 +4,12 @@
 -- culprit is invisible in text (a trailing space, a look-alike character, another normalisation).
 -- Every step type answers "why is it waiting?": a timer's due time and its cap, a poll's rounds and its
 -- current task, a task's attempts and lease, and for all of them what holds the whole instance back.
+-- The step key is wider than a key can be: a lax caller's session would cut a longer one down to a key that exists.
 CREATE PROCEDURE weave_step_explain(
         IN in_token       VARCHAR(512),
         IN in_namespace   VARCHAR(200),
         IN in_workflow_id VARCHAR(64),
-        IN in_step_key    VARCHAR(64))
+        IN in_step_key    VARCHAR(200))
     COMMENT 'Description: why a step is waiting: what its current wait pins, its timer, poll or task facts, what
 holds the instance back, and why each signal that targeted the step did not win.
 Parameters: in_token (workflows:read and every queue of the pinned definition), in_namespace, in_workflow_id,

@@ -3,7 +3,10 @@ attempts and lease, and what holds the instance back (R-18), from SQL and over H
 
 from __future__ import annotations
 
-from procedures import pulse, signals
+import pytest
+
+from procedures import db as dbmod
+from procedures import errors, pulse, signals
 from tests.sql.test_polls import poll_flow
 from tests.sql.test_pulse import claim, task_flow
 from tests.sql.test_stalls import paused_between_timers
@@ -64,3 +67,18 @@ def test_S17_R18_explain_names_what_holds_the_instance_back(world, orch):
     blockers = {b["blocker"]: b for b in explain(world, wf, "second")["blockers"]}
     assert set(blockers) == {"PAUSED", "DEFERRED"}
     assert blockers["DEFERRED"]["reason"] == "PAUSED" and blockers["DEFERRED"]["next_check_at"]
+
+
+@pytest.mark.parametrize("sql_mode", ["", "STRICT_TRANS_TABLES"], ids=["lax", "strict"])
+def test_S17_a_step_key_longer_than_any_is_not_found_whatever_the_callers_sql_mode(world, sql_mode):
+    """A key one character longer than a step's 64-character key names no step: a lax session must not cut it down
+    to that step's key, and a strict one gets the same answer (not a server error about the parameter)."""
+    world.publish({"name": "long-keys", "steps": [{"key": "s" * 64, "type": "TIMER", "delay_ms": 60_000}]})
+    wf = world.start("long-keys")
+    conn = world.db.client(sql_mode)
+    try:
+        assert dbmod.call(conn, "weave_step_explain", world.token, "acme", wf, "s" * 64)[0][0]["step_key"]
+        with pytest.raises(errors.NotFound):
+            dbmod.call(conn, "weave_step_explain", world.token, "acme", wf, "s" * 65)
+    finally:
+        conn.close()
