@@ -73,7 +73,9 @@ BEGIN
     END IF;
     COMMIT;
     SELECT in_workflow_id AS workflow_id, v_old AS deadline_at, v_status AS status, v_replayed AS replayed;
-    -- The instance as it is now, for the credential that acted (its scope is enough, 07-api), in its own snapshot.
+    -- The instance as it is now, for the credential that acted (its scope is enough, 07-api), in its own snapshot:
+    -- REPEATABLE READ whatever the session's level, under which a snapshot would read uncommitted or later rows.
+    SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
     START TRANSACTION WITH CONSISTENT SNAPSHOT;
     CALL _weave_instance_show(in_namespace, CAST(SUBSTRING(in_workflow_id, 4) AS UNSIGNED), NULL);
     COMMIT;

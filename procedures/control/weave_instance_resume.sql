@@ -26,7 +26,9 @@ BEGIN
                                  v_status, v_changed, v_replayed);
     COMMIT;
     SELECT in_workflow_id AS workflow_id, 'ACTIVE' AS control, v_changed AS changed, v_replayed AS replayed;
-    -- The instance as it is now, for the credential that acted (its scope is enough, 07-api), in its own snapshot.
+    -- The instance as it is now, for the credential that acted (its scope is enough, 07-api), in its own snapshot:
+    -- REPEATABLE READ whatever the session's level, under which a snapshot would read uncommitted or later rows.
+    SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
     START TRANSACTION WITH CONSISTENT SNAPSHOT;
     CALL _weave_instance_show(in_namespace, CAST(SUBSTRING(in_workflow_id, 4) AS UNSIGNED), NULL);
     COMMIT;

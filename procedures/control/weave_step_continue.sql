@@ -44,7 +44,9 @@ BEGIN
     COMMIT;
     SELECT in_workflow_id AS workflow_id, in_step_key AS step_key, v_max AS max_rounds, v_deadline AS poll_deadline,
            v_status AS status, v_replayed AS replayed;
-    -- The instance as it is now, for the credential that acted (its scope is enough, 07-api), in its own snapshot.
+    -- The instance as it is now, for the credential that acted (its scope is enough, 07-api), in its own snapshot:
+    -- REPEATABLE READ whatever the session's level, under which a snapshot would read uncommitted or later rows.
+    SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
     START TRANSACTION WITH CONSISTENT SNAPSHOT;
     CALL _weave_instance_show(in_namespace, CAST(SUBSTRING(in_workflow_id, 4) AS UNSIGNED), NULL);
     COMMIT;

@@ -3,8 +3,9 @@ CREATE PROCEDURE weave_instance_get(
         IN in_namespace   VARCHAR(200),
         IN in_workflow_id VARCHAR(64))
     COMMENT 'Description: an instance with its steps, current activations, waits, poll state, rounds and open review
-reasons. A consistent snapshot: all result sets are read in one read transaction of its own, or, called inside
-an open transaction of the caller, in that transaction, which it neither commits nor rolls back (R-1).
+reasons. A consistent snapshot: all result sets are read in one read transaction of its own (REPEATABLE READ,
+whatever the session''s level), or, called inside an open transaction of the caller, in that transaction, which it
+neither commits nor rolls back (R-1).
 Parameters: in_token (workflows:read and every queue of the definition), in_namespace, in_workflow_id (wf_...).
 Result set 1: workflow_id, namespace, app, definition_name, definition_version, status, control, gate, deadline_at,
 business_key, input, created_at, updated_at, finished_at, created (NULL here; weave_instance_start answers 1 or 0).
@@ -29,6 +30,9 @@ BEGIN
     CALL _weave_transaction_open(v_joined);
     IF NOT v_joined THEN
         SET v_tx = TRUE;
+        -- A snapshot whatever the session's level: under READ COMMITTED each read would see a later state, under
+        -- READ UNCOMMITTED rows no one has committed.
+        SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
         START TRANSACTION WITH CONSISTENT SNAPSHOT;
     END IF;
     CALL _weave_instance_find(in_token, in_namespace, in_workflow_id, v_ns, v_id);

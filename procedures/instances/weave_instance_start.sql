@@ -143,8 +143,9 @@ BEGIN
             CALL _weave_raise(50005, 'IDEMPOTENCY_CONFLICT: this key started a different request');
         END IF;
         COMMIT;
-        -- A replay answers the instance as it is now, from one snapshot: a read-only transaction at the
-        -- session's level, whose snapshot its first read takes (as weave_instance_get reads it).
+        -- A replay answers the instance as it is now, from one snapshot: a read-only REPEATABLE READ transaction
+        -- whatever the session's level, whose snapshot its first read takes (as weave_instance_get reads it).
+        SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
         START TRANSACTION READ ONLY;
         CALL _weave_instance_show(in_namespace, v_id, FALSE);
         COMMIT;

@@ -240,3 +240,38 @@ def test_R1_a_console_sign_in_from_a_session_with_autocommit_off_leaves_no_trans
     finally:
         conn.close()
     assert world.db.scalar("SELECT COUNT(*) FROM weave_console_sessions") == 1
+
+
+@pytest.mark.parametrize("isolation", ["READ UNCOMMITTED"])
+@pytest.mark.parametrize("read", ["weave_instance_get", "weave_instance_pause", "weave_instance_start (replay)"])
+def test_R1_an_instance_answer_is_a_snapshot_of_committed_rows_whatever_the_session_isolation(world, read, isolation):
+    """weave_instance_get, a control action's answer and a start's replay read the instance in a snapshot of their
+    own. A caller's session at another isolation level must not turn that snapshot into reads of rows another
+    transaction has not committed (READ UNCOMMITTED), or into reads that each see a later state (READ COMMITTED)."""
+    world.publish({"name": "wait-1m", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 60_000}]})
+    wf = world.start("wait-1m", key="start-1")
+    holder = world.db.connect()
+    caller = world.db.connect()
+    try:
+        with caller.cursor() as cur:
+            cur.execute(f"SET SESSION TRANSACTION ISOLATION LEVEL {isolation}")
+        holder.begin()
+        with holder.cursor() as cur:  # a change another transaction has not committed (and will roll back)
+            cur.execute("UPDATE weave_steps SET output = '\"uncommitted\"' WHERE instance_id = %s",
+                        (world.internal_id(wf),))
+        if read == "weave_instance_get":
+            sets = dbmod.call(caller, read, world.token, world.namespace, wf)
+        elif read == "weave_instance_pause":
+            sets = dbmod.call(caller, read, world.token, world.namespace, wf, "hold", "p-1")[1:]
+        else:
+            sets = dbmod.call(caller, "weave_instance_start", world.token, world.namespace, "wait-1m", None,
+                              world.app, "{}", None, 86_400_000, None, "start-1")
+        assert sets[0][0]["workflow_id"] == wf
+        assert [s["output"] for s in sets[1]] == [None]
+        with caller.cursor() as cur:
+            cur.execute("SELECT @@tx_isolation AS level")
+            assert cur.fetchone()["level"] == isolation.replace(" ", "-")  # the session's own level is left as it was
+    finally:
+        holder.rollback()
+        holder.close()
+        caller.close()

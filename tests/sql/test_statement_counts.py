@@ -27,7 +27,7 @@ DECISIONS = {
     "task claim": 10,
     "attempt complete (consumes the round's answer)": 27,
     "poll round start": 26,
-    "instance get": 14,
+    "instance get": 15,
     "attempt complete (instance held: answer left in the inbox)": 16,
     "inbox consume (round pending)": 20,
     "inbox consume, 3 in one call (each)": 18.7,
