@@ -456,3 +456,12 @@ def test_R8_M4_7_every_task_creation_takes_its_slot_as_its_decision_s_last_write
 def test_workflow_scopes_fixture_lists_every_workflow_scope():
     assert sorted(WORKFLOW_SCOPES) == sorted(["workflows:read", "workflows:start", "workflows:signal",
                                               "workflows:control", "workflows:review"])
+
+
+@pytest.mark.parametrize("ms", [2**62, 315_360_000_000_000], ids=["product-overflows", "past-9999"])
+def test_R2_a_test_clock_move_past_the_last_time_is_INVALID_ARGUMENT_and_the_clock_stays(world, ms):
+    before = world.db.scalar("SELECT clock_offset_us FROM weave_install")
+    with pytest.raises(errors.ValidationFailed) as info:
+        world.db.advance(ms)
+    assert errors.errno_of(info.value.__cause__) == 50100  # the routine's own refusal, not a server error
+    assert world.db.scalar("SELECT clock_offset_us FROM weave_install") == before
