@@ -8,12 +8,13 @@
 CREATE PROCEDURE weave_candidates_advance(IN in_class VARCHAR(16), IN in_ids LONGTEXT)
     COMMENT 'Description: advances each candidate of a list, in order, each in its own transaction.
 Parameters: in_class - CHECKPOINT or INBOX; in_ids - JSON array of 1..1000 candidate ids of that class (from
-weave_scan).
+weave_scan; each an integer of 1-19 digits).
 Result set: id, outcome - one row per candidate, outcomes as weave_checkpoint_advance (CHECKPOINT) or
 weave_inbox_consume (INBOX); made_due - on every row, 1 when any decision of the call made a candidate due at its
 own time (as weave_checkpoint_advance).
-Errors: 50121 LIMIT_INVALID for a list that is not 1..1000 ids; 50100 INVALID_ARGUMENT for another class;
-otherwise as the class''s advancer (the decisions before the failing one stay committed).
+Errors: 50121 LIMIT_INVALID for a list that is not 1..1000 ids (checked before the first decision); 50100
+INVALID_ARGUMENT for another class; otherwise as the class''s advancer (the decisions before the failing one stay
+committed).
 Rules: R-1, R-6, R-10, R-12, R-13.'
     MODIFIES SQL DATA
 BEGIN
@@ -33,8 +34,12 @@ BEGIN
         CALL _weave_transaction_own('weave_candidates_advance');
     END IF;
 
+    -- Ids only (digits, at most 19: within BIGINT UNSIGNED), checked before the first decision: the cast below would
+    -- refuse a fraction, a string or a number too big with a server error (1292) once the earlier decisions had
+    -- committed, and read a negative id as another (-1 as 2^64 - 1), a null or an array as no id at all.
     IF in_ids IS NULL OR NOT JSON_VALID(in_ids) OR JSON_TYPE(in_ids) <> 'ARRAY'
-       OR JSON_LENGTH(in_ids) NOT BETWEEN 1 AND 1000 THEN
+       OR JSON_LENGTH(in_ids) NOT BETWEEN 1 AND 1000
+       OR NOT (in_ids REGEXP '^[[:space:]]*\\[[0-9,[:space:]]*\\][[:space:]]*$') OR in_ids REGEXP '[0-9]{20}' THEN
         CALL _weave_raise(50121, 'LIMIT_INVALID: give a JSON array of 1..1000 candidate ids');
     END IF;
     IF in_class IS NULL OR in_class NOT IN ('CHECKPOINT', 'INBOX') THEN

@@ -722,6 +722,25 @@ def test_K7_a_list_of_task_outcomes_is_consumed_each_in_its_own_decision(world, 
         dbmod.call(world.db.conn, "weave_candidates_advance", "SIGNAL", json.dumps(inbox))
 
 
+
+@pytest.mark.parametrize("bad", ["1.5", '"7"', "-1", "null", "[1]", "1e3", "18446744073709551616"])
+def test_K7_a_list_with_anything_but_ids_is_LIMIT_INVALID_before_any_decision(world, orch, bad):
+    """The list is checked whole before its first decision: an element that is no id must not fail the call with a
+    server error halfway, after the outcomes before it were consumed, nor be read as another id or as none."""
+    world.publish(task_flow())
+    wf, = started(world, orch)
+    got, = claim(world)
+    with world.held(attempt_id=got["attempt_id"]):  # the outcome is left for the orchestrator
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"paid": True})
+    inbox = world.db.scalar("SELECT id FROM pulse_inbox")
+    with pytest.raises(errors.ValidationFailed) as info:
+        dbmod.call(world.db.conn, "weave_candidates_advance", "INBOX", f"[{inbox}, {bad}]")
+    assert info.value.field_code == "LIMIT_INVALID"
+    assert world.db.scalar("SELECT state FROM pulse_inbox") == "PENDING"
+    assert world.instance(wf)["status"] == "RUNNING"
+    rows = dbmod.call(world.db.conn, "weave_candidates_advance", "INBOX", f"[ {inbox} ,\n{10**18} ]")[0]
+    assert [(r["id"], r["outcome"]) for r in rows] == [(inbox, "SUCCEEDED"), (10**18, "GONE")]
+
 def test_K7_stale_outcome_is_recorded_and_changes_nothing_else(world, orch):
     world.publish(task_flow())
     wf, = started(world, orch)
