@@ -32,6 +32,41 @@ def test_every_errno_raised_by_a_routine_is_in_the_error_table_with_its_code():
     assert seen, "no routine raises a stable error"
 
 
+
+# Errors any routine may answer beyond its own list: IN_TRANSACTION (R-1, any routine that owns its transaction),
+# ROOM_TAKEN (transient: the decision is retried) and INVALID_STATE for stored facts that do not verify.
+ANY_ROUTINE = {50013, 50014, 50007}
+# Errors of a body shared by several public routines (a branch each) that another routine's branch raises.
+OTHER_BRANCHES = {"weave_queue_put": {50100},  # _weave_provision_put: an app's status (a queue has none)
+                  # _weave_step_recover: resolve's output and evidence, continue's deadline and rounds
+                  "weave_step_continue": {50112, 50117}, "weave_step_reactivate": {50112, 50117, 50118},
+                  "weave_step_resolve": {50100, 50118}}
+_CALLED = re.compile(r"\b(_(?:weave|pulse)_[a-z_]+)\(")
+
+
+def test_every_errno_a_public_routine_can_raise_is_in_its_header():
+    """What a SQL caller reads in docs/sql-api.md: every stable error a routine raises, itself or through the
+    internal routines it calls, is in its Errors list (or in that of the routine it says it answers as)."""
+    routines = {r.name: r for r in shipped_routines()}
+    raised = {name: {int(e) for e, _ in _RAISE.findall(_code(r.text))} for name, r in routines.items()}
+    calls = {name: set(_CALLED.findall(_code(r.text))) - {"_weave_raise"} for name, r in routines.items()}
+
+    def reach(name: str, seen: set[str]) -> set[int]:
+        if name in seen or name not in routines:
+            return set()
+        seen.add(name)
+        return raised[name].union(*(reach(c, seen) for c in calls[name]))
+
+    def documented(name: str) -> set[int]:
+        header = routines[name].text[: routines[name].text.index("\nBEGIN")]
+        listed = header.split("Errors:", 1)[1].split("Rules:", 1)[0] if "Errors:" in header else ""
+        same = re.search(r"otherwise\s+as\s+(weave_[a-z_]+)", listed)
+        return {int(e) for e in re.findall(r"\b5\d{4}\b", listed)} | (documented(same.group(1)) if same else set())
+
+    missing = {name: sorted(reach(name, set()) - documented(name) - ANY_ROUTINE - OTHER_BRANCHES.get(name, set()))
+               for name, r in routines.items() if r.public}
+    assert {name: errnos for name, errnos in missing.items() if errnos} == {}
+
 def test_every_error_code_translates_to_its_own_exception_class():
     import pymysql
 

@@ -10,7 +10,8 @@ CREATE PROCEDURE weave_app_put(
 Parameters: in_token (admin scope), in_namespace, in_name (1-64 chars [A-Za-z0-9_.:-]), in_max_in_flight (0..1000000),
 in_status (ACTIVE or DISABLED; NULL keeps the current one, ACTIVE for a new app).
 Result set: name, max_in_flight, status, created (1 when new).
-Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50116 NAME_INVALID, 50121 LIMIT_INVALID.
+Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50100 INVALID_ARGUMENT (a status other than ACTIVE
+or DISABLED), 50116 NAME_INVALID, 50121 LIMIT_INVALID.
 Rules: R-8, M-2.'
     MODIFIES SQL DATA
 BEGIN
