@@ -25,7 +25,8 @@ BEGIN
     CALL _weave_admin_begin(in_token, in_namespace, 'admin', v_ns, v_admin, v_admin_actor, v_now);
     CALL _weave_provision_check(in_kind, in_name, IF(in_kind = 'app', 'max_in_flight', 'capacity'), in_limit);
     IF in_kind = 'app' THEN
-        IF in_status IS NOT NULL AND in_status NOT IN ('ACTIVE', 'DISABLED') THEN
+        -- Exactly (FIND_IN_SET): an IN list would pass 'ACTIVE ' (the collation pads spaces) and store it as it came.
+        IF in_status IS NOT NULL AND FIND_IN_SET(in_status, 'ACTIVE,DISABLED') = 0 THEN
             CALL _weave_raise(50100, 'INVALID_ARGUMENT: status must be ACTIVE or DISABLED');
         END IF;
         SELECT id, status INTO v_id, out_status FROM weave_apps WHERE namespace_id = v_ns AND name = in_name FOR UPDATE;

@@ -465,3 +465,15 @@ def test_R2_a_test_clock_move_past_the_last_time_is_INVALID_ARGUMENT_and_the_clo
         world.db.advance(ms)
     assert errors.errno_of(info.value.__cause__) == 50100  # the routine's own refusal, not a server error
     assert world.db.scalar("SELECT clock_offset_us FROM weave_install") == before
+
+
+@pytest.mark.parametrize("status", ["ACTIVE ", "DISABLED  ", "active"])
+def test_R8_an_app_status_other_than_exactly_ACTIVE_or_DISABLED_is_INVALID_ARGUMENT(world, status):
+    """Stored only as one of its two values: a padded one would pass a check under the padding collation, and be
+    answered as it came (outside the API's enum)."""
+    before = world.db.table_counts(), world.db.rows("SELECT * FROM weave_apps")
+    for name in ("billing", "new-app"):
+        with pytest.raises(errors.ValidationFailed) as info:
+            routines.app_put(world.db.conn, world.admin, "acme", name, 10, status)
+        assert info.value.field_code == "INVALID_ARGUMENT"
+    assert (world.db.table_counts(), world.db.rows("SELECT * FROM weave_apps")) == before
