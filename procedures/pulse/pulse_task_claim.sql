@@ -111,6 +111,7 @@ BEGIN
             DECLARE v_task_max INT UNSIGNED;
             DECLARE v_priority INT;
             DECLARE v_available DATETIME(6);
+            DECLARE v_cap BIGINT UNSIGNED;
             DECLARE c_queue CURSOR FOR
                 SELECT t.id, t.namespace_id, t.mutex_key, t.attempts_used + 1, t.max_attempts, t.priority,
                        t.available_at
@@ -140,12 +141,23 @@ BEGIN
             END WHILE;
             IF v_n > 1 AND JSON_LENGTH(v_picked) > 1 THEN
                 -- Across queues, the same order again over what was locked; what is not claimed is let go at commit.
+                -- MariaDB caps JSON_ARRAYAGG at the session's group_concat_max_len (1 MiB by default) and fails the
+                -- statement past it (1260): in_limit picks of each of several queues can be longer. The cap is
+                -- raised for this one statement when the picks (as long as the sorted list, or longer) exceed it,
+                -- and put back after it. MySQL does not cap JSON_ARRAYAGG.
+                IF LENGTH(v_picked) > @@group_concat_max_len AND VERSION() LIKE '%MariaDB%' THEN
+                    SET v_cap = @@group_concat_max_len;
+                    SET SESSION group_concat_max_len = LENGTH(v_picked);
+                END IF;
                 SELECT JSON_ARRAYAGG(JSON_EXTRACT(v_picked, CONCAT('$[', j.ord - 1, ']'))
                                      ORDER BY j.priority DESC, j.available, j.id)
                   INTO v_picked
                   FROM JSON_TABLE(v_picked, '$[*]' COLUMNS (ord FOR ORDINALITY, id BIGINT UNSIGNED PATH '$.id',
                                                              priority INT PATH '$.priority',
                                                              available VARCHAR(26) PATH '$.available')) j;
+                IF v_cap IS NOT NULL THEN
+                    SET SESSION group_concat_max_len = v_cap;  -- the session's own, as it was
+                END IF;
             END IF;
         END pick;
 

@@ -705,6 +705,27 @@ def test_K7_outcomes_of_a_task_are_consumed_in_outcome_time_order(world, orch):
     assert review_codes(world, wf) == ["TASK_FAILED"]
 
 
+
+def test_K1_a_claim_over_several_queues_whose_picks_pass_the_aggregate_cap_claims_them_in_order(world, orch):
+    """The picks of several queues are merged into claim order by one aggregate, which MariaDB caps at the session's
+    group_concat_max_len (1 MiB by default: in_limit picks of each of a few busy queues pass it). Here the cap is
+    lowered so that twelve picks pass it: the claim still takes them all, in order, and the session keeps its own."""
+    routines.queue_put(world.db.conn, world.admin, "acme", "refunds", 100)
+    world.publish({"name": "two-queues", "steps": [task_step("a"), task_step("b", queue="refunds")]})
+    started(world, orch, definition="two-queues", n=6)
+    conn = world.db.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION group_concat_max_len = 1024")
+        got = pulse.task_claim(conn, "w1", "payments,refunds", limit=12, lease_ms=30_000)
+        assert len(got) == 12 and {g["queue"] for g in got} == {"payments", "refunds"}
+        assert [tid(g["task_id"]) for g in got] == sorted(tid(g["task_id"]) for g in got)
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@group_concat_max_len AS cap")
+            assert cur.fetchone()["cap"] == 1024
+    finally:
+        conn.close()
+
 def test_K7_a_list_of_task_outcomes_is_consumed_each_in_its_own_decision(world, orch):
     """weave_candidates_advance takes INBOX lists as the loop cuts them from a batch: each outcome consumed as
     weave_inbox_consume would, in order, one transaction each; an outcome already consumed answers GONE."""
