@@ -20,14 +20,19 @@ BEGIN
     DECLARE v_seq INT UNSIGNED;
     DECLARE v_count INT DEFAULT 0;
     DECLARE v_list LONGTEXT;
+    DECLARE v_key VARBINARY(512);  -- the wait's pins, for the update below
+    DECLARE v_name VARCHAR(128);
+    DECLARE v_version VARCHAR(32);
+    DECLARE v_deadline DATETIME(6);
 
     -- The wait's pins are joined into the one read of its PENDING signals (no signal: nothing to settle),
     -- through the wait's own prefix of the signal index, so that the lock never takes another instance's
     -- signals (see _weave_signal_pick).
     SELECT COUNT(*), JSON_ARRAYAGG(JSON_OBJECT('signal_id', CONCAT('sig_', q.id), 'disposition', q.disposition)),
-           MAX(q.step_key), MAX(q.seq)
-      INTO v_count, v_list, v_step_key, v_seq
-      FROM (SELECT s.id, w.step_key, w.activation_seq AS seq,
+           MAX(q.step_key), MAX(q.seq), MAX(q.w_key), MAX(q.w_name), MAX(q.w_version), MAX(q.w_deadline)
+      INTO v_count, v_list, v_step_key, v_seq, v_key, v_name, v_version, v_deadline
+      FROM (SELECT s.id, w.step_key, w.activation_seq AS seq, w.correlation_key AS w_key, w.signal_name AS w_name,
+                   w.payload_version AS w_version, w.deadline_at AS w_deadline,
                    CASE WHEN s.correlation_key <> w.correlation_key OR BINARY s.name <> BINARY w.signal_name
                              OR BINARY s.payload_version <> BINARY w.payload_version THEN 'CORRELATION_MISMATCH'
                         WHEN s.accepted_at >= w.deadline_at THEN 'LATE'
@@ -40,20 +45,21 @@ BEGIN
              ORDER BY s.accepted_at, s.id FOR UPDATE) AS q
      WHERE q.disposition IS NOT NULL;
     IF v_count > 0 THEN
-        UPDATE weave_signals s
-          JOIN weave_waits w ON w.id = in_wait_id AND w.instance_id = in_instance_id
+        -- One table, through the index of its own range, with the wait's pins read above: a session with
+        -- sql_safe_updates (the client's --safe-updates) refuses an update that joins the wait (1175).
+        UPDATE weave_signals s FORCE INDEX (ix_signal_target)
            SET s.status = 'REJECTED',
-               s.disposition = CASE WHEN s.correlation_key <> w.correlation_key OR BINARY s.name <> BINARY w.signal_name
-                                         OR BINARY s.payload_version <> BINARY w.payload_version
+               s.disposition = CASE WHEN s.correlation_key <> v_key OR BINARY s.name <> BINARY v_name
+                                         OR BINARY s.payload_version <> BINARY v_version
                                          THEN 'CORRELATION_MISMATCH'
-                                    WHEN s.accepted_at >= w.deadline_at THEN 'LATE'
+                                    WHEN s.accepted_at >= v_deadline THEN 'LATE'
                                     ELSE in_match_disposition END,
                s.consumed_at = in_now, s.version = s.version + 1
-         WHERE s.instance_id = in_instance_id AND s.target_step_key = w.step_key
-           AND s.target_activation_seq = w.activation_seq AND s.status = 'PENDING'
-           AND (in_match_disposition IS NOT NULL OR s.correlation_key <> w.correlation_key
-                OR BINARY s.name <> BINARY w.signal_name OR BINARY s.payload_version <> BINARY w.payload_version
-                OR s.accepted_at >= w.deadline_at);
+         WHERE s.instance_id = in_instance_id AND s.target_step_key = v_step_key
+           AND s.target_activation_seq = v_seq AND s.status = 'PENDING'
+           AND (in_match_disposition IS NOT NULL OR s.correlation_key <> v_key
+                OR BINARY s.name <> BINARY v_name OR BINARY s.payload_version <> BINARY v_version
+                OR s.accepted_at >= v_deadline);
         CALL _weave_event(in_namespace_id, in_instance_id, 'SIGNALS_SETTLED', v_step_key, v_seq, in_now,
                           JSON_OBJECT('count', v_count + 0, 'signals', JSON_EXTRACT(v_list, '$')), NULL, NULL, NULL);
     END IF;

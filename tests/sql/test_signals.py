@@ -9,6 +9,7 @@ import json
 import pymysql
 import pytest
 
+from procedures import db as dbmod
 from procedures import errors, invariants, routines, signals
 from tests.support.signals import (
     HOUR,
@@ -1125,3 +1126,33 @@ def test_R6_settle_at_send_never_makes_acceptance_fail_when_the_wait_does_not_ve
     assert [r["action"] for r in world.db.rows("SELECT action FROM weave_audit ORDER BY id")][-1] == "signal.accept"
     outcomes = orch.drain(max_rounds=2)
     assert outcomes["CHECKPOINT:FAILED"] + outcomes["SIGNAL:FAILED"] >= 1  # the runner reports it and backs off
+
+
+ADVANCERS = {"CHECKPOINT": "weave_checkpoint_advance", "SIGNAL": "weave_signal_process", "INBOX": "weave_inbox_consume"}
+
+
+def test_S11_a_client_session_with_safe_updates_settles_a_wait_and_its_other_signals(world, orch):
+    """sql_safe_updates (the mariadb client's --safe-updates) refuses an update that does not find its rows through a
+    key of every table it names: the settlement of a wait's other signals, run here by a SQL client that advances
+    the due candidates itself, is one keyed update of the signals alone."""
+    world.publish(signal_flow(before_timer_ms=60_000))
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+    mismatch = send(world, wf, "a", correlation_key="o-2", payload='{"n": 0}')
+    first = send(world, wf, "b", payload='{"n": 1}')
+    second = send(world, wf, "c", payload='{"n": 2}')
+    world.db.advance(60_001)
+    conn = world.db.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION sql_safe_updates = 1")
+        for _ in range(10):
+            due = [c for c in dbmod.call(conn, "weave_scan", 100)[0] if c["class"] in ADVANCERS]
+            for candidate in due:
+                dbmod.call(conn, ADVANCERS[candidate["class"]], candidate["id"])
+    finally:
+        conn.close()
+    step = world.step(wf, "approval")
+    assert step["status"] == "SUCCEEDED" and step["wait"]["winner_signal_id"] == first["signal_id"]
+    assert [(signal_row(world, s["signal_id"])["status"], signal_row(world, s["signal_id"])["disposition"])
+            for s in (mismatch, second)] == [("REJECTED", "CORRELATION_MISMATCH"), ("REJECTED", "WAIT_SETTLED")]
