@@ -1156,3 +1156,30 @@ def test_S11_a_client_session_with_safe_updates_settles_a_wait_and_its_other_sig
     assert step["status"] == "SUCCEEDED" and step["wait"]["winner_signal_id"] == first["signal_id"]
     assert [(signal_row(world, s["signal_id"])["status"], signal_row(world, s["signal_id"])["disposition"])
             for s in (mismatch, second)] == [("REJECTED", "CORRELATION_MISMATCH"), ("REJECTED", "WAIT_SETTLED")]
+
+
+def test_S11_a_session_with_a_small_aggregate_cap_settles_a_wait_with_many_signals(world):
+    """The settlement lists the signals it settles in one aggregate, which MariaDB caps at the session's
+    group_concat_max_len: a SQL client's session with MySQL's 1024 (kept in some servers' configuration) settles a
+    wait with thirty signals waiting all the same, and keeps its own cap."""
+    world.publish(signal_flow())
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    receipts = [send(world, wf, f"k-{i}", queued=True, payload=f'{{"n": {i}}}') for i in range(30)]
+    conn = world.db.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION group_concat_max_len = 1024")
+        for _ in range(3):
+            due = [c for c in dbmod.call(conn, "weave_scan", 100)[0] if c["class"] in ADVANCERS]
+            for candidate in due:
+                dbmod.call(conn, ADVANCERS[candidate["class"]], candidate["id"])
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@group_concat_max_len AS cap")
+            assert cur.fetchone()["cap"] == 1024
+    finally:
+        conn.close()
+    assert world.step(wf, "approval")["wait"]["winner_signal_id"] == receipts[0]["signal_id"]
+    rows = world.db.rows("SELECT status, disposition FROM weave_signals ORDER BY id")[1:]
+    assert rows == [{"status": "REJECTED", "disposition": "WAIT_SETTLED"}] * 29
+    settled = next(e for e in world.events(wf) if e["type"] == "SIGNALS_SETTLED")
+    assert settled["data"]["count"] == 29 and len(settled["data"]["signals"]) == 29
