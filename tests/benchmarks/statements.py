@@ -433,6 +433,16 @@ def decisions(stage: Stage) -> dict[str, dict[str, int]]:
     measure("attempt fail (retry scheduled)", "pulse_attempt_fail", claim["attempt_id"], "w-count", "flaky", 1)
     assert out["attempt fail (retry scheduled)"]["outcome"] == "RETRY_SCHEDULED"
 
+    # Operator actions (C-1, C-2, C-4), on an instance whose timer waits: each decides and audits in its own
+    # transaction, then answers the instance in a snapshot of its own (result sets 2-6).
+    wf = start("start (TIMER, for the operator actions)", "count-timer")
+    del out["start (TIMER, for the operator actions)"]
+    for name, routine, args in (("pause", "weave_instance_pause", ()), ("resume", "weave_instance_resume", ()),
+                                ("deadline (extended)", "weave_instance_deadline", (None, 60_000)),
+                                ("cancel", "weave_instance_cancel", ())):
+        measure(name, routine, world.token, world.namespace, wf, *args, "operator", stage._key("a"))
+        out[name]["outcome"] = world.instance(wf)["status"]
+
     measure("scan (nothing due)", "weave_scan", 100)
     measure("idle probe", "weave_scan_probe")
     routines.queue_put(conn, world.admin, world.namespace, "quiet", 10)
