@@ -1131,6 +1131,14 @@ def test_R6_settle_at_send_never_makes_acceptance_fail_when_the_wait_does_not_ve
 ADVANCERS = {"CHECKPOINT": "weave_checkpoint_advance", "SIGNAL": "weave_signal_process", "INBOX": "weave_inbox_consume"}
 
 
+def _advance_due(conn, passes: int) -> None:
+    """What an orchestrator does, from a SQL client's own session: scan, then advance each due candidate."""
+    for _ in range(passes):
+        for candidate in dbmod.call(conn, "weave_scan", 100)[0]:
+            if candidate["class"] in ADVANCERS:
+                dbmod.call(conn, ADVANCERS[candidate["class"]], candidate["id"])
+
+
 def test_S11_a_client_session_with_safe_updates_settles_a_wait_and_its_other_signals(world, orch):
     """sql_safe_updates (the mariadb client's --safe-updates) refuses an update that does not find its rows through a
     key of every table it names: the settlement of a wait's other signals, run here by a SQL client that advances
@@ -1146,10 +1154,7 @@ def test_S11_a_client_session_with_safe_updates_settles_a_wait_and_its_other_sig
     try:
         with conn.cursor() as cur:
             cur.execute("SET SESSION sql_safe_updates = 1")
-        for _ in range(10):
-            due = [c for c in dbmod.call(conn, "weave_scan", 100)[0] if c["class"] in ADVANCERS]
-            for candidate in due:
-                dbmod.call(conn, ADVANCERS[candidate["class"]], candidate["id"])
+        _advance_due(conn, passes=10)
     finally:
         conn.close()
     step = world.step(wf, "approval")
@@ -1169,10 +1174,7 @@ def test_S11_a_session_with_a_small_aggregate_cap_settles_a_wait_with_many_signa
     try:
         with conn.cursor() as cur:
             cur.execute("SET SESSION group_concat_max_len = 1024")
-        for _ in range(3):
-            due = [c for c in dbmod.call(conn, "weave_scan", 100)[0] if c["class"] in ADVANCERS]
-            for candidate in due:
-                dbmod.call(conn, ADVANCERS[candidate["class"]], candidate["id"])
+        _advance_due(conn, passes=3)
         with conn.cursor() as cur:
             cur.execute("SELECT @@group_concat_max_len AS cap")
             assert cur.fetchone()["cap"] == 1024
