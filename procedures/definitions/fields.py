@@ -192,8 +192,9 @@ class Checker:
         bindings: list[list[str]], depth: int,
     ) -> tuple[Any, Any]:
         """Checks and copies a JSON value; returns (the copy, its skeleton) and collects bindings."""
-        if depth > MAX_INPUT_DEPTH:
-            self.error(field, "INVALID_VALUE", f"input is nested deeper than {MAX_INPUT_DEPTH} levels")
+        if depth > MAX_INPUT_DEPTH and isinstance(value, (list, dict)):
+            self.error(field, "INVALID_VALUE",
+                       f"input nests arrays and objects deeper than {MAX_INPUT_DEPTH} levels")
             return None, None
         if value is None or isinstance(value, (bool, int)):
             return value, value

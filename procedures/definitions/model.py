@@ -46,9 +46,11 @@ class Text(NamedTuple):
 DAY_MS = 86_400_000
 YEAR_MS = 365 * DAY_MS
 MAX_STEPS = 256
-# Bounds the recursion of the input walk far below Python's limit, and keeps a frozen input within
-# MySQL's 100-level JSON nesting limit once it is embedded in larger documents.
-MAX_INPUT_DEPTH = 64
+# MariaDB's JSON functions read no document nested deeper than 32 levels (JSON_VALID is false past it; MySQL's limit
+# is 100), and the published document holds a step's input at its fourth level (document, steps, step, input): an
+# input may nest at most 28 levels of arrays and objects, so that its innermost values sit at the 32nd. This also
+# bounds the recursion of the input walk far below Python's limit.
+MAX_INPUT_DEPTH = 28
 # No stored JSON array can have this many elements, so a larger index can only be a mistake.
 MAX_ARRAY_INDEX = 2**31 - 1
 MAX_KEY_LITERAL_CHARS = 256

@@ -10,6 +10,7 @@ import pymysql
 import pytest
 
 from procedures import definitions, errors, pulse, routines
+from procedures.definitions import model
 from tests.support.threads import run_threads
 from tests.support.world import WORKFLOW_SCOPES, World
 
@@ -160,6 +161,24 @@ def test_definition_validation_error_reaches_the_caller_with_codes():
     with pytest.raises(definitions.DefinitionError) as info:
         definitions.validate({"name": "bad", "steps": [{"key": "a", "type": "NAP"}]})
     assert [e.code for e in info.value.errors] == ["UNKNOWN_TYPE"]
+
+
+def nested(levels: int, innermost):
+    for _ in range(levels):
+        innermost = {"a": innermost}
+    return innermost
+
+
+def test_the_deepest_input_the_validator_accepts_publishes_and_is_frozen_into_its_task(world):
+    """The document holds a step's input at its fourth level and MariaDB reads JSON 32 levels deep: an input with
+    arrays and objects nested as deep as the validator allows is stored, resolved and handed to its task."""
+    deepest = model.MAX_INPUT_DEPTH
+    doc = {"name": "deep", "steps": [dict(TASKY["steps"][0], input={
+        "empty": nested(deepest - 2, {}), "bound": nested(deepest - 1, "$.input.x")})]}
+    assert world.publish(doc)["version"] == 1
+    world.start("deep", {"x": 7})
+    task = pulse.task_claim(world.db.conn, "w1", [world.queue])[0]
+    assert json.loads(task["input"]) == {"empty": nested(deepest - 2, {}), "bound": nested(deepest - 1, 7)}
 
 
 def test_start_is_idempotent_per_namespace_and_key(world):

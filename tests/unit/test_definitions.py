@@ -398,6 +398,25 @@ def test_input_nested_too_deeply() -> None:
     assert [code for _, code in errors_of(definition(task(input=nested)))] == ["INVALID_VALUE"]
 
 
+def nested_input(levels: int, innermost: Any) -> Any:
+    """`innermost` inside `levels` objects."""
+    for _ in range(levels):
+        innermost = {"a": innermost}
+    return innermost
+
+
+def test_input_may_nest_28_levels_of_arrays_and_objects_as_the_database_reads_32() -> None:
+    """The document holds the input at its fourth level, and MariaDB reads no JSON deeper than 32 levels."""
+    assert validate(definition(task(input=nested_input(27, {})))).steps[0]["input"] == nested_input(27, {})
+    assert validate(definition(task(input=nested_input(28, "$.input.x")))).compiled["charge"]["input"][
+        "bindings"] == [["$" + ".a" * 28, "$.input.x"]]
+
+    assert errors_of(definition(task(input=nested_input(28, {})))) == [
+        ("steps[0].input" + ".a" * 28, "INVALID_VALUE")]
+    assert errors_of(definition(task(input=nested_input(27, [[]])))) == [
+        ("steps[0].input" + ".a" * 27 + "[0]", "INVALID_VALUE")]
+
+
 @pytest.mark.parametrize(("doc", "field"), [
     ({**definition(timer()), "version": 2}, "version"),
     (definition(timer(delay=5)), "steps[0].delay"),
