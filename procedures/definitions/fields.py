@@ -18,6 +18,8 @@ from .model import (
     MAX_CORRELATION_BYTES,
     MAX_INPUT_DEPTH,
     MAX_KEY_LITERAL_CHARS,
+    MAX_PATH_CHARS,
+    MAX_PATH_LEGS,
     Template,
     Text,
     literal_template,
@@ -209,8 +211,13 @@ class Checker:
             if not value.startswith("$."):
                 return value, value
             source = self.expression(value, field, index)
-            if source is not None:
-                bindings.append([sql_path(target), source])
+            destination = sql_path(target)
+            if len(destination) > MAX_PATH_CHARS:
+                self.error(field, "INVALID_VALUE",
+                           f"the JSON path to this member of input is {len(destination):,} characters long, "
+                           f"more than the {MAX_PATH_CHARS:,} an expression's place may take")
+            elif source is not None:
+                bindings.append([destination, source])
             return value, None
         if isinstance(value, list):
             pairs = [
@@ -244,6 +251,10 @@ class Checker:
         except BadPath as exc:
             self.error(field, "BAD_EXPRESSION", f"{exc} in {_describe(text)}")
             return None
+        if len(segments) > MAX_PATH_LEGS:
+            self.error(field, "BAD_EXPRESSION",
+                       f"an expression reads at most {MAX_PATH_LEGS} members and indexes deep, got {len(segments)}")
+            return None
         head = segments[0] if segments else None
         if head == "steps":
             if len(segments) < 3 or not isinstance(segments[1], str) or segments[2] != "output":
@@ -263,4 +274,10 @@ class Checker:
             self.error(field, "BAD_EXPRESSION",
                        f"an expression starts with $.input or $.steps, got {_describe(text)}")
             return None
-        return sql_path(segments)
+        source = sql_path(segments)
+        if len(source) > MAX_PATH_CHARS:
+            self.error(field, "BAD_EXPRESSION",
+                       f"an expression is at most {MAX_PATH_CHARS:,} characters long as a JSON path, "
+                       f"got {len(source):,}")
+            return None
+        return source

@@ -53,6 +53,10 @@ MAX_STEPS = 256
 MAX_INPUT_DEPTH = 28
 # No stored JSON array can have this many elements, so a larger index can only be a mistake.
 MAX_ARRAY_INDEX = 2**31 - 1
+# An expression's source path and the path of the member it fills are JSON paths that _weave_template_resolve reads
+# into VARCHAR(2048) variables, and MariaDB's JSON functions find nothing through a path of 32 legs or more.
+MAX_PATH_CHARS = 2048
+MAX_PATH_LEGS = 31
 MAX_KEY_LITERAL_CHARS = 256
 MAX_CORRELATION_BYTES = 512
 MAX_STATUS_CHARS = 64

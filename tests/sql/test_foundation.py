@@ -181,6 +181,20 @@ def test_the_deepest_input_the_validator_accepts_publishes_and_is_frozen_into_it
     assert json.loads(task["input"]) == {"empty": nested(deepest - 2, {}), "bound": nested(deepest - 1, 7)}
 
 
+def test_expressions_with_the_longest_and_deepest_paths_the_validator_accepts_resolve_at_activation(world):
+    """An expression's source path and the path of the member it fills are read by the activation through JSON paths
+    of at most 2048 characters and 31 legs: expressions at those limits publish and resolve."""
+    far = "k" * (model.MAX_PATH_CHARS - len("$.input."))  # the source path $.input.kk…k
+    wide = "w" * (model.MAX_PATH_CHARS - len("$."))  # the target path $.ww…w
+    deep = "$.input" + ".a" * (model.MAX_PATH_LEGS - 1)
+    doc = {"name": "far", "steps": [dict(TASKY["steps"][0], input={
+        "far": f'$.input["{far}"]', wide: "$.input.x", "deep": deep})]}
+    world.publish(doc)
+    world.start("far", {far: 1, "x": 2, "a": nested(model.MAX_PATH_LEGS - 2, 3)})
+    task = pulse.task_claim(world.db.conn, "w1", [world.queue])[0]
+    assert json.loads(task["input"]) == {"far": 1, wide: 2, "deep": 3}
+
+
 def test_start_is_idempotent_per_namespace_and_key(world):
     world.publish(TIMER)
     wf = world.start("cool-off", {"order_id": "o1"}, key="order-o1")

@@ -497,6 +497,29 @@ def test_reference_to_a_step_that_is_not_a_predecessor(steps: list[dict[str, Any
     assert field.startswith(f"steps[{[step['key'] for step in steps].index('a')}].input")
 
 
+def test_an_expression_reads_at_most_31_legs_deep_as_the_database_finds_nothing_deeper() -> None:
+    assert validate(definition(task(input="$.input" + ".a" * 30))).compiled["charge"]["input"]["bindings"] == [
+        ["$", "$.input" + ".a" * 30]]
+
+    assert errors_of(definition(task(input="$.input" + "[0]" * 31))) == [("steps[0].input", "BAD_EXPRESSION")]
+
+
+def test_an_expression_and_its_place_in_input_are_json_paths_of_at_most_2048_characters() -> None:
+    """The activation reads both paths into VARCHAR(2048) variables."""
+    source = "k" * 2040  # $.input.kk…k is 2048 characters
+    target = "w" * 2046  # $.ww…w likewise
+    compiled = validate(definition(task(input={target: f'$.input["{source}"]'}))).compiled["charge"]["input"]
+    assert [len(path) for path in compiled["bindings"][0]] == [2048, 2048]
+
+    assert errors_of(definition(task(input={"v": f'$.input["{source}k"]'}))) == [
+        ("steps[0].input.v", "BAD_EXPRESSION")]
+    assert errors_of(definition(task(input={target + "w": "$.input.x", "short": "$.input.x"}))) == [
+        (f"steps[0].input.{target}w", "INVALID_VALUE")]
+    # $.q[0].ww…w is 2049 characters
+    assert errors_of(definition(task(input={"q": [{target[:2042]: "$.input.x"}]}))) == [
+        (f"steps[0].input.q[0].{target[:2042]}", "INVALID_VALUE")]
+
+
 def test_expressions_in_key_and_correlation_fields_are_checked() -> None:
     doc = definition(
         task("a", business_key="$.nope", mutex_key="$.steps.b.output"),
