@@ -10,7 +10,16 @@ from typing import Any, NamedTuple
 from ..jsontext import FieldError
 from . import poll, signal, task, timer
 from .fields import Checker, describe
-from .model import DEFINITION_NAME, MAX_STEPS, STEP_KEY, CompiledStep, Definition, DefinitionError, empty_compiled
+from .model import (
+    DEFINITION_NAME,
+    MAX_QUEUE_LIST_CHARS,
+    MAX_STEPS,
+    STEP_KEY,
+    CompiledStep,
+    Definition,
+    DefinitionError,
+    empty_compiled,
+)
 
 
 class StepType(NamedTuple):
@@ -62,13 +71,28 @@ class DocumentChecker(Checker):
             self.error("steps", "INVALID_VALUE", f"steps must hold 1 to {MAX_STEPS} steps, got {len(raw_steps)}")
             return steps, compiled
         self.graph.index_steps(raw_steps)
+        queues: set[str] = set()
         for index, raw in enumerate(raw_steps):
             checked = self.step(index, raw)
             if checked is not None:
                 steps.append(checked[0])
                 compiled[checked[0]["key"]] = checked[1]
+                self.queue_list(checked[0], index, queues)
         self.errors.extend(self.graph.cycles())
         return steps, compiled
+
+    def queue_list(self, step: dict[str, Any], index: int, queues: set[str]) -> None:
+        """Adds the step's queue to the definition's; reported at the step whose queue makes the list too long."""
+        queue = step.get("queue")
+        if step["type"] not in ("POLL", "TASK") or not isinstance(queue, str) or queue in queues:
+            return
+        before = sum(map(len, queues)) + len(queues) - 1
+        queues.add(queue)
+        after = sum(map(len, queues)) + len(queues) - 1
+        if before <= MAX_QUEUE_LIST_CHARS < after:
+            self.error(f"steps[{index}].queue", "INVALID_VALUE",
+                       f"the definition's distinct queues take more than {MAX_QUEUE_LIST_CHARS:,} characters "
+                       "as a comma-separated list from this step on; use fewer queues or shorter names")
 
     def step(self, index: int, raw: Any) -> tuple[dict[str, Any], CompiledStep] | None:
         path = f"steps[{index}]"

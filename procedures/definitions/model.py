@@ -46,6 +46,9 @@ class Text(NamedTuple):
 DAY_MS = 86_400_000
 YEAR_MS = 365 * DAY_MS
 MAX_STEPS = 256
+# The distinct queues of a definition's TASK and POLL steps, comma-separated, are stored in a VARCHAR(2048) column
+# (weave_definitions.queues) that every instance-level permission check reads.
+MAX_QUEUE_LIST_CHARS = 2048
 # MariaDB's JSON functions read no document nested deeper than 32 levels (JSON_VALID is false past it; MySQL's limit
 # is 100), and the published document holds a step's input at its fourth level (document, steps, step, input): an
 # input may nest at most 28 levels of arrays and objects, so that its innermost values sit at the 32nd. This also

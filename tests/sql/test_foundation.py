@@ -195,6 +195,20 @@ def test_expressions_with_the_longest_and_deepest_paths_the_validator_accepts_re
     assert json.loads(task["input"]) == {"far": 1, wide: 2, "deep": 3}
 
 
+def test_a_definition_whose_queue_list_fills_its_column_publishes_and_starts(world):
+    """weave_definitions.queues holds the distinct queues comma-separated in 2048 characters: the most the validator
+    accepts (31 queues of 64 characters and one of 33) is stored whole and its instances start."""
+    queues = [f"{n:02d}".ljust(64, "q") for n in range(31)] + ["z" * 33]
+    assert len(",".join(queues)) == model.MAX_QUEUE_LIST_CHARS
+    for queue in queues:
+        routines.queue_put(world.db.conn, world.admin, world.namespace, queue, 10)
+    world.publish({"name": "wide", "steps": [dict(TASKY["steps"][0], key=f"s{n}", queue=queue)
+                                             for n, queue in enumerate(queues)]})
+    assert world.db.scalar("SELECT queues FROM weave_definitions") == ",".join(sorted(queues))
+    world.start("wide", {"order_id": 1})
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks WHERE status = 'QUEUED'") == len(queues)
+
+
 def test_start_is_idempotent_per_namespace_and_key(world):
     world.publish(TIMER)
     wf = world.start("cool-off", {"order_id": "o1"}, key="order-o1")

@@ -139,6 +139,16 @@ def test_partial_retry_takes_the_missing_members_from_the_defaults() -> None:
     assert isinstance(step["retry"]["backoff_coefficient"], float)
 
 
+def test_the_distinct_queues_fit_2048_characters_comma_separated() -> None:
+    """As weave_definitions.queues stores them; reported at the step whose queue makes the list too long."""
+    queues = [f"{n:02d}".ljust(64, "q") for n in range(31)]  # 2014 characters with their commas
+    fits = [task(f"s{n}", queue=queue) for n, queue in enumerate([*queues, "z" * 33, queues[0]])]
+    assert len(",".join(validate(definition(*fits)).queues)) == 2048
+
+    over = [task(f"s{n}", queue=queue) for n, queue in enumerate([*queues, queues[0], "z" * 34, "y"])]
+    assert errors_of(definition(*over)) == [("steps[32].queue", "INVALID_VALUE")]
+
+
 def test_queues_are_sorted_and_distinct() -> None:
     doc = definition(task("a", queue="zeta"), task("b", queue="alpha"), poll("c", queue="zeta"), timer("d"))
 
