@@ -1185,3 +1185,22 @@ def test_S11_a_session_with_a_small_aggregate_cap_settles_a_wait_with_many_signa
     assert rows == [{"status": "REJECTED", "disposition": "WAIT_SETTLED"}] * 29
     settled = next(e for e in world.events(wf) if e["type"] == "SIGNALS_SETTLED")
     assert settled["data"]["count"] == 29 and len(settled["data"]["signals"]) == 29
+
+
+def test_P1_an_expression_finds_a_key_that_a_signal_payload_spells_with_escapes(world, orch):
+    """A payload is kept as it was sent, and an encoder that keeps to ASCII (Python's json.dumps by default, so the
+    requests library's json=) spells a key like 审批人 as \\u5ba1\\u6279\\u4eba. MariaDB's JSON_EXTRACT finds such a
+    key only through its escapes: a later step's expression naming it resolved to null, and its task ran with
+    that null. Escapes in upper case (as other encoders write them) are found as well; a missing key stays null."""
+    output = "$.steps.approval.output"
+    world.publish({"name": "escaped", "steps": [signal_step(), {
+        "key": "work", "type": "TASK", "queue": world.queue, "handler": "example.echo", "handler_version": "1",
+        "after": ["approval"], "input": {"who": f'{output}["审批人"]', "face": f'{output}["😀"]',
+                                         "plain": f"{output}.n", "none": f'{output}["无"]'}}]})
+    for payload in ('{"\\u5ba1\\u6279\\u4eba": "\\u5f20\\u4e09", "\\ud83d\\ude00": [1], "n": 1}',
+                    '{"\\u5BA1\\u6279\\u4EBA": "\\u5F20\\u4E09", "\\uD83D\\uDE00": [1], "n": 1}'):
+        wf = world.start("escaped", {"order_id": "o-1"})
+        send(world, wf, payload=payload)
+        orch.drain()
+        task = world.db.scalar("SELECT input FROM pulse_tasks WHERE instance_id = %s", world.internal_id(wf))
+        assert json.loads(task) == {"who": "张三", "face": [1], "plain": 1, "none": None}
