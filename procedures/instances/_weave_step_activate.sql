@@ -31,6 +31,7 @@ BEGIN
     DECLARE v_frozen LONGTEXT;
     DECLARE v_activation BIGINT UNSIGNED;
     DECLARE v_why VARCHAR(256) DEFAULT NULL;
+    DECLARE v_failed VARCHAR(1024);  -- why the resolved inputs can never be used (R-18), or NULL
     DECLARE v_app_released BIGINT UNSIGNED;  -- the slots given back to the app and the queue, as the room check read them
     DECLARE v_queue_released BIGINT UNSIGNED;
     DECLARE v_event_no INT UNSIGNED;  -- the number of the STEP_ACTIVATED event
@@ -92,24 +93,43 @@ BEGIN
                 ELSE SET v_correlation = v_value;
             END CASE;
         END WHILE;
-        -- A correlation must resolve to a string of 1-512 bytes (05-signals S-1). Anything else would be a
-        -- guess at the bytes a sender must match, and the inputs it resolves from are frozen, so no retry
-        -- can succeed: the step goes to review with the value it got (R-18), and nothing else is written.
-        IF v_correlation IS NOT NULL AND (JSON_TYPE(JSON_EXTRACT(v_correlation, '$')) <> 'STRING'
-            OR OCTET_LENGTH(JSON_UNQUOTE(v_correlation)) NOT BETWEEN 1 AND 512) THEN
-            CALL _weave_step_review(in_namespace_id, in_instance_id, in_step_id, v_key, v_seq, 'ACTIVATION_FAILED',
-                 CONCAT('correlation must resolve to a string of 1-512 bytes, got ',
-                        LEFT(COALESCE(JSON_TYPE(JSON_EXTRACT(v_correlation, '$')), 'nothing'), 32), ' ',
-                        LEFT(v_correlation, 200)), in_now);
-            SET out_result = 'REVIEW';
-        END IF;
-    END IF;
-    IF out_result IS NULL THEN
         SET v_frozen = JSON_SET(v_spec,
             '$.input', JSON_EXTRACT(COALESCE(v_input, 'null'), '$'),
             '$.business_key', JSON_EXTRACT(COALESCE(v_business, 'null'), '$'),
             '$.mutex_key', JSON_EXTRACT(COALESCE(v_mutex, 'null'), '$'),
             '$.correlation', JSON_EXTRACT(COALESCE(v_correlation, 'null'), '$'));
+        -- Resolved values must fit where they go, and the inputs they resolve from are frozen, so no retry can
+        -- make them fit: the step goes to review with the value it got (R-18), and nothing else is written.
+        -- A correlation must resolve to a string of 1-512 bytes (05-signals S-1); anything else would be a
+        -- guess at the bytes a sender must match. A task's keys are compared as text (a string unquoted, any
+        -- other value as its JSON text, as _pulse_task_create stores them) of at most 256 characters.
+        SET v_business = CASE JSON_TYPE(JSON_EXTRACT(v_frozen, '$.business_key'))
+                             WHEN 'STRING' THEN JSON_VALUE(v_frozen, '$.business_key')
+                             ELSE JSON_EXTRACT(v_frozen, '$.business_key') END,
+            v_mutex = CASE JSON_TYPE(JSON_EXTRACT(v_frozen, '$.mutex_key'))
+                          WHEN 'STRING' THEN JSON_VALUE(v_frozen, '$.mutex_key')
+                          ELSE JSON_EXTRACT(v_frozen, '$.mutex_key') END;
+        SET v_failed = CASE
+            WHEN v_correlation IS NOT NULL AND (JSON_TYPE(JSON_EXTRACT(v_correlation, '$')) <> 'STRING'
+                 OR OCTET_LENGTH(JSON_UNQUOTE(v_correlation)) NOT BETWEEN 1 AND 512) THEN
+                CONCAT('correlation must resolve to a string of 1-512 bytes, got ',
+                       LEFT(COALESCE(JSON_TYPE(JSON_EXTRACT(v_correlation, '$')), 'nothing'), 32), ' ',
+                       LEFT(v_correlation, 200))
+            WHEN v_type NOT IN ('TASK', 'POLL') THEN NULL
+            WHEN CHAR_LENGTH(v_business) > 256 THEN
+                CONCAT('business_key must resolve to at most 256 characters, got ', CHAR_LENGTH(v_business), ': ',
+                       LEFT(v_business, 200))
+            WHEN CHAR_LENGTH(v_mutex) > 256 THEN
+                CONCAT('mutex_key must resolve to at most 256 characters, got ', CHAR_LENGTH(v_mutex), ': ',
+                       LEFT(v_mutex, 200))
+            END;
+        IF v_failed IS NOT NULL THEN
+            CALL _weave_step_review(in_namespace_id, in_instance_id, in_step_id, v_key, v_seq, 'ACTIVATION_FAILED',
+                                    v_failed, in_now);
+            SET out_result = 'REVIEW';
+        END IF;
+    END IF;
+    IF out_result IS NULL THEN
         INSERT INTO weave_activations (namespace_id, instance_id, step_id, step_key, seq, frozen, correlation_key,
                                        started_at, deadline_at)
         VALUES (in_namespace_id, in_instance_id, in_step_id, v_key, v_seq, v_frozen,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from procedures import db as dbmod
-from procedures import errors, routines
-from tests.sql.test_pulse import task_flow
+from procedures import errors, pulse, routines
+from tests.sql.test_pulse import claim, task_flow, task_step
 from tests.support.signals import signal_flow
 
 
@@ -162,3 +162,38 @@ def test_R18_a_lost_race_for_the_last_task_slot_is_retried_never_counted_toward_
         (row,) = dbmod.call(world.db.conn, "weave_candidate_fail", "CHECKPOINT", cp["id"], cp["version"], str(exc))[0]
         assert row == {"recorded": 1, "review": 0}
     assert world.instance(wf)["status"] == "RUNNING"
+
+
+def test_R18_a_business_key_that_resolves_too_long_is_a_review_not_a_refused_start(world, orch):
+    """The key fits its column only once resolved: a value of 300 characters is known at activation alone."""
+    world.publish(task_flow(business_key="$.input.order_id"))
+    wf = world.start("pay", {"order_id": "o" * 300})
+    orch.drain()
+    inst = world.instance(wf)
+    assert inst["status"] == "NEEDS_REVIEW" and inst["gate"] == "CLOSED"
+    (reason,) = inst["review_reasons"]
+    assert reason["code"] == "ACTIVATION_FAILED" and reason["step_key"] == "work"
+    assert "business_key" in reason["detail"]["detail"] and "300" in reason["detail"]["detail"]
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_activations") == 0
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks") == 0
+    assert world.db.in_flight() == 0
+
+
+def test_R18_a_mutex_key_read_from_an_earlier_output_that_is_too_long_is_a_review_not_a_stuck_outcome(world, orch):
+    """The successor activates in the transaction that consumes the earlier task's outcome: a key that cannot fit
+    must send the step to review there, not fail that consumption again and again."""
+    world.publish({"name": "two", "steps": [task_step("quote"),
+                                            task_step("work", after=["quote"], mutex_key="$.steps.quote.output")]})
+    wf = world.start("two", {"order_id": "o-1"})
+    orch.drain()
+    (c,) = claim(world)
+    pulse.attempt_complete(world.db.conn, c["attempt_id"], "w1", {"account": "a" * 300})
+    orch.drain()
+    inst = world.instance(wf)
+    assert inst["status"] == "NEEDS_REVIEW"
+    (reason,) = inst["review_reasons"]
+    assert reason["code"] == "ACTIVATION_FAILED" and reason["step_key"] == "work"
+    assert "mutex_key" in reason["detail"]["detail"] and '{"account": "aaa' in reason["detail"]["detail"]
+    assert world.step(wf, "quote")["status"] == "SUCCEEDED"
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_inbox WHERE state = 'PENDING'") == 0
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks WHERE step_key = 'work'") == 0
