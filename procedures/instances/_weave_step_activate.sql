@@ -65,39 +65,47 @@ BEGIN
     ELSEIF v_why IS NOT NULL THEN
         SET out_result = v_why;
     ELSE
-        -- Each template is its skeleton when it has no bindings (NULL for a null template), so no call is
-        -- needed for it; one with bindings is resolved against the instance's context, read at most once.
-        WHILE v_i < 4 DO
-            SET v_i = v_i + 1;
-            SET v_template = JSON_EXTRACT(v_compiled,
-                                          CONCAT('$.', ELT(v_i, 'input', 'business_key', 'mutex_key', 'correlation')));
-            IF COALESCE(JSON_LENGTH(v_template, '$.bindings'), 0) > 0 THEN
-                IF v_context IS NULL THEN
-                    -- The context expressions are evaluated against (04-polls "Expressions"): the instance's
-                    -- input and the outputs of its steps SUCCEEDED so far, {"input": ..., "steps": {<key>:
-                    -- {"output": ...}}}.
-                    SELECT JSON_OBJECT('input', JSON_EXTRACT(i.input, '$'), 'steps', JSON_EXTRACT(COALESCE(
-                               (SELECT JSON_OBJECTAGG(s.step_key,
-                                                      JSON_OBJECT('output', JSON_EXTRACT(COALESCE(s.output, 'null'), '$')))
-                                  FROM weave_steps s WHERE s.instance_id = i.id AND s.status = 'SUCCEEDED'), '{}'), '$'))
-                      INTO v_context FROM weave_instances i WHERE i.id = in_instance_id;
+        -- JSON is nested at most 32 levels deep on the server: the context nests the instance's input one level
+        -- and each step's output three, and a template may nest what it reads further, so values that are valid
+        -- on their own can be too deep here. The server refuses such a value (4040) whatever is tried again;
+        -- v_frozen stays NULL and the step goes to review (below) instead of failing its decision for good.
+        resolving: BEGIN
+            DECLARE EXIT HANDLER FOR 4040 SET v_frozen = NULL;
+            -- Each template is its skeleton when it has no bindings (NULL for a null template), so no call is
+            -- needed for it; one with bindings is resolved against the instance's context, read at most once.
+            WHILE v_i < 4 DO
+                SET v_i = v_i + 1;
+                SET v_template = JSON_EXTRACT(v_compiled, CONCAT('$.', ELT(v_i, 'input', 'business_key', 'mutex_key',
+                                                                           'correlation')));
+                IF COALESCE(JSON_LENGTH(v_template, '$.bindings'), 0) > 0 THEN
+                    IF v_context IS NULL THEN
+                        -- The context expressions are evaluated against (04-polls "Expressions"): the instance's
+                        -- input and the outputs of its steps SUCCEEDED so far, {"input": ..., "steps": {<key>:
+                        -- {"output": ...}}}.
+                        SELECT JSON_OBJECT('input', JSON_EXTRACT(i.input, '$'), 'steps', JSON_EXTRACT(COALESCE(
+                                   (SELECT JSON_OBJECTAGG(s.step_key, JSON_OBJECT(
+                                               'output', JSON_EXTRACT(COALESCE(s.output, 'null'), '$')))
+                                      FROM weave_steps s WHERE s.instance_id = i.id AND s.status = 'SUCCEEDED'),
+                                   '{}'), '$'))
+                          INTO v_context FROM weave_instances i WHERE i.id = in_instance_id;
+                    END IF;
+                    SET v_value = _weave_template_resolve(v_template, v_context);
+                ELSE
+                    SET v_value = JSON_EXTRACT(v_template, '$.skeleton');
                 END IF;
-                SET v_value = _weave_template_resolve(v_template, v_context);
-            ELSE
-                SET v_value = JSON_EXTRACT(v_template, '$.skeleton');
-            END IF;
-            CASE v_i
-                WHEN 1 THEN SET v_input = v_value;
-                WHEN 2 THEN SET v_business = v_value;
-                WHEN 3 THEN SET v_mutex = v_value;
-                ELSE SET v_correlation = v_value;
-            END CASE;
-        END WHILE;
-        SET v_frozen = JSON_SET(v_spec,
-            '$.input', JSON_EXTRACT(COALESCE(v_input, 'null'), '$'),
-            '$.business_key', JSON_EXTRACT(COALESCE(v_business, 'null'), '$'),
-            '$.mutex_key', JSON_EXTRACT(COALESCE(v_mutex, 'null'), '$'),
-            '$.correlation', JSON_EXTRACT(COALESCE(v_correlation, 'null'), '$'));
+                CASE v_i
+                    WHEN 1 THEN SET v_input = v_value;
+                    WHEN 2 THEN SET v_business = v_value;
+                    WHEN 3 THEN SET v_mutex = v_value;
+                    ELSE SET v_correlation = v_value;
+                END CASE;
+            END WHILE;
+            SET v_frozen = JSON_SET(v_spec,
+                '$.input', JSON_EXTRACT(COALESCE(v_input, 'null'), '$'),
+                '$.business_key', JSON_EXTRACT(COALESCE(v_business, 'null'), '$'),
+                '$.mutex_key', JSON_EXTRACT(COALESCE(v_mutex, 'null'), '$'),
+                '$.correlation', JSON_EXTRACT(COALESCE(v_correlation, 'null'), '$'));
+        END resolving;
         -- Resolved values must fit where they go, and the inputs they resolve from are frozen, so no retry can
         -- make them fit: the step goes to review with the value it got (R-18), and nothing else is written.
         -- A correlation must resolve to a string of 1-512 bytes (05-signals S-1); anything else would be a
@@ -110,6 +118,8 @@ BEGIN
                           WHEN 'STRING' THEN JSON_VALUE(v_frozen, '$.mutex_key')
                           ELSE JSON_EXTRACT(v_frozen, '$.mutex_key') END;
         SET v_failed = CASE
+            WHEN v_frozen IS NULL THEN
+                'the values its expressions read, as resolved, nest deeper than the 32 levels JSON may have here'
             WHEN v_correlation IS NOT NULL AND (JSON_TYPE(JSON_EXTRACT(v_correlation, '$')) <> 'STRING'
                  OR OCTET_LENGTH(JSON_UNQUOTE(v_correlation)) NOT BETWEEN 1 AND 512) THEN
                 CONCAT('correlation must resolve to a string of 1-512 bytes, got ',

@@ -197,3 +197,42 @@ def test_R18_a_mutex_key_read_from_an_earlier_output_that_is_too_long_is_a_revie
     assert world.step(wf, "quote")["status"] == "SUCCEEDED"
     assert world.db.scalar("SELECT COUNT(*) FROM pulse_inbox WHERE state = 'PENDING'") == 0
     assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks WHERE step_key = 'work'") == 0
+
+
+def nested(levels: int) -> list:
+    """A JSON array nested ``levels`` deep ([] is one level)."""
+    value: list = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+def test_R18_an_earlier_output_too_deep_for_the_context_is_a_review_not_a_stuck_outcome(world, orch):
+    """An output of 30 levels is valid JSON on its own, but the context nests it three levels more, past the
+    server's 32: the successor's activation can never resolve, and the outcome that activates it must still be
+    consumed, with the successor in review."""
+    world.publish({"name": "two", "steps": [task_step("quote"),
+                                            task_step("work", after=["quote"], input={"q": "$.steps.quote.output"})]})
+    wf = world.start("two", {"order_id": "o-1"})
+    orch.drain()
+    (c,) = claim(world)
+    pulse.attempt_complete(world.db.conn, c["attempt_id"], "w1", {"deep": nested(29)})
+    orch.drain()
+    inst = world.instance(wf)
+    assert inst["status"] == "NEEDS_REVIEW"
+    (reason,) = inst["review_reasons"]
+    assert reason["code"] == "ACTIVATION_FAILED" and reason["step_key"] == "work"
+    assert "deeper than the 32 levels" in reason["detail"]["detail"]
+    assert world.step(wf, "quote")["status"] == "SUCCEEDED"
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_inbox WHERE state = 'PENDING'") == 0
+
+
+def test_R18_an_input_as_deep_as_a_start_allows_is_a_review_at_activation_not_a_failed_start(world, orch):
+    world.publish(task_flow())
+    wf = world.start("pay", {"order_id": "o-1", "deep": nested(30)})  # 31 levels: the most a start accepts
+    orch.drain()
+    inst = world.instance(wf)
+    assert inst["status"] == "NEEDS_REVIEW"
+    (reason,) = inst["review_reasons"]
+    assert reason["code"] == "ACTIVATION_FAILED" and "deeper than the 32 levels" in reason["detail"]["detail"]
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks") == 0
