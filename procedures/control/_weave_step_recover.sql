@@ -139,9 +139,11 @@ BEGIN
         ELSE
             -- The step (NEEDS_REVIEW, locked by _weave_recovery_begin) succeeds, with one open step fewer on the
             -- instance and its activation ended, in one statement (the step first, as _weave_step_close writes
-            -- them: its output stays out of the in-memory table of the others' new values).
+            -- them: its output stays out of the in-memory table of the others' new values). A step sent to review
+            -- by its activation itself (R-18: ACTIVATION_FAILED, QUEUE_NOT_FOUND) has no activation row: the
+            -- outer join still settles the step and the instance.
             UPDATE weave_steps s STRAIGHT_JOIN weave_instances i ON i.id = s.instance_id
-              STRAIGHT_JOIN weave_activations a ON a.id = v_activation
+              LEFT JOIN weave_activations a ON a.id = v_activation
                SET s.status = 'SUCCEEDED', s.output = in_output, s.updated_at = v_now, i.open_steps = i.open_steps - 1,
                    a.ended_at = COALESCE(a.ended_at, v_now)
              WHERE s.id = v_step;

@@ -341,3 +341,25 @@ def test_R9_resolving_the_last_step_ends_the_instance_on_the_root_walk(world, or
     assert [e["type"] for e in events][-3:] == ["STEP_RESOLVED", "INSTANCE_REOPENED", "INSTANCE_SUCCEEDED"]
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances") == 0
+
+
+def test_C4_resolve_of_a_step_whose_activation_failed_supplies_the_output_its_successor_reads(world, orch):
+    """A step sent to review by its own activation (R-18) has no activation row: resolve still settles it, and the
+    next step's expressions read the output the operator supplied."""
+    world.publish({"name": "approve-then-charge", "steps": [
+        {"key": "approval", "type": "SIGNAL", "correlation": "$.input.order_id", "timeout_ms": 3_600_000,
+         "signal": {"name": "approval.decided", "payload_version": "1", "payload_type": "object"}},
+        {"key": "charge", "type": "TASK", "queue": "payments", "handler": "example.echo", "handler_version": "1",
+         "after": ["approval"], "input": {"approved": "$.steps.approval.output.approved"}}]})
+    wf = world.start("approve-then-charge", {"order_id": 42})  # a number: no correlation bytes, ACTIVATION_FAILED
+    orch.drain()
+    assert [r["code"] for r in world.instance(wf)["review_reasons"]] == ["ACTIVATION_FAILED"]
+    routines.step_resolve(world.db.conn, world.token, "acme", wf, "approval", "approved by phone", "resolve-1",
+                          output={"approved": True})
+    orch.drain()
+    inst = world.instance(wf)
+    assert inst["status"] == "RUNNING" and inst["review_reasons"] == []
+    steps = {s["key"]: s for s in inst["steps"]}
+    assert steps["approval"]["status"] == "SUCCEEDED" and steps["approval"]["output"] == {"approved": True}
+    assert steps["charge"]["status"] == "ACTIVE"
+    assert world.db.scalar("SELECT input FROM pulse_tasks WHERE step_key = 'charge'") == '{"approved": true}'
