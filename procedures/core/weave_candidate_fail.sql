@@ -1,9 +1,12 @@
 -- Failure bookkeeping (R-12): only the next check time, the attempt count and the error move, and only
 -- when the candidate is still the version that failed; due times, deadlines, results and budgets are
--- never touched by a failure. Nothing stalls silently (R-18): a checkpoint that fails a third time in a
+-- never touched by a failure. Nothing stalls silently (R-18): a candidate that fails a third time in a
 -- row with the same error that is not a transient driver error (those start with their errno) will not
--- succeed by waiting; its step (or, for ROOT, the instance) goes to review CANDIDATE_FAILING with the error.
--- That takes the instance lock first (R-3), so the bookkeeping is then written under it.
+-- succeed by waiting. For a checkpoint, its step (or, for ROOT, the instance) goes to review
+-- CANDIDATE_FAILING with the error. A task outcome or a signal stays due (it is a fact, kept to be
+-- applied), and the step it is for goes to review the same way while it is ACTIVE, else the instance:
+-- once, while no CANDIDATE_FAILING reason of the instance is open. That takes the instance lock first
+-- (R-3), so the bookkeeping is then written under it.
 CREATE PROCEDURE weave_candidate_fail(
         IN in_class   VARCHAR(16),
         IN in_id      BIGINT UNSIGNED,
@@ -12,7 +15,8 @@ CREATE PROCEDURE weave_candidate_fail(
     COMMENT 'Description: records a failed advance of a candidate and backs it off (100 ms doubling, at most 60 s).
 Parameters: in_class (CHECKPOINT, INBOX or SIGNAL), in_id, in_version (as scanned), in_error.
 Result set: recorded (1, or 0 when the candidate had changed or gone), review (1 when the failure opened a review
-reason CANDIDATE_FAILING: a checkpoint failed 3 times in a row with the same non-transient error).
+reason CANDIDATE_FAILING: the candidate failed 3 times in a row with the same non-transient error; a task outcome
+or a signal stays due, and opens that reason once while none of its instance is open).
 Errors: 50100 INVALID_ARGUMENT for an unknown class.
 Rules: R-12, R-18.'
     MODIFIES SQL DATA
@@ -37,53 +41,63 @@ BEGIN
     IF in_class = 'CHECKPOINT' THEN
         SELECT instance_id, step_key, last_error, attempts INTO v_inst, v_step_key, v_last, v_attempts
           FROM weave_pending_advances WHERE id = in_id AND version = in_version;
-        IF v_inst IS NOT NULL AND v_attempts >= 2 AND v_last <=> LEFT(in_error, 1024)
-           AND NOT (in_error REGEXP '^[0-9]') THEN
-            SELECT i.namespace_id, i.credential_id, i.app_id, d.queues INTO v_ns, v_identity, v_app, v_queues
-              FROM weave_instances i JOIN weave_definitions d ON d.id = i.definition_id WHERE i.id = v_inst;
-            CALL _weave_instance_lock(v_inst, v_identity, v_app, v_queues, v_locked);
-            SET v_review = (v_locked = 1);
+    ELSEIF in_class = 'INBOX' THEN
+        SELECT e.instance_id, t.step_key, e.last_error, e.attempts INTO v_inst, v_step_key, v_last, v_attempts
+          FROM pulse_inbox e LEFT JOIN pulse_tasks t ON t.id = e.task_id
+         WHERE e.id = in_id AND e.version = in_version AND e.state = 'PENDING';
+    ELSEIF in_class = 'SIGNAL' THEN
+        SELECT instance_id, target_step_key, last_error, attempts INTO v_inst, v_step_key, v_last, v_attempts
+          FROM weave_signals WHERE id = in_id AND version = in_version AND status = 'PENDING';
+    ELSE
+        CALL _weave_raise(50100, 'INVALID_ARGUMENT: unknown candidate class');
+    END IF;
+    IF v_inst IS NOT NULL AND v_attempts >= 2 AND v_last <=> LEFT(in_error, 1024)
+       AND NOT (in_error REGEXP '^[0-9]') THEN
+        SELECT i.namespace_id, i.credential_id, i.app_id, d.queues INTO v_ns, v_identity, v_app, v_queues
+          FROM weave_instances i JOIN weave_definitions d ON d.id = i.definition_id WHERE i.id = v_inst;
+        CALL _weave_instance_lock(v_inst, v_identity, v_app, v_queues, v_locked);
+        SET v_review = (v_locked = 1);
+        IF v_review = 1 AND in_class <> 'CHECKPOINT' THEN
+            -- A checkpoint asks once: its review removes it. An outcome or a signal stays, and asks once.
+            SET v_review = NOT EXISTS (SELECT 1 FROM weave_review_reasons WHERE instance_id = v_inst
+                                          AND code = 'CANDIDATE_FAILING' AND closed_at IS NULL);
         END IF;
-        CALL _weave_now(v_now);  -- R-2: after the instance lock, where one was taken
+    END IF;
+    CALL _weave_now(v_now);  -- R-2: after the instance lock, where one was taken
+    IF in_class = 'CHECKPOINT' THEN
         UPDATE weave_pending_advances
            SET attempts = attempts + 1, last_error = LEFT(in_error, 1024), version = version + 1,
                available_at = GREATEST(due_at, v_now + INTERVAL LEAST(100 * POW(2, LEAST(attempts, 20)), 60000) * 1000 MICROSECOND)
          WHERE id = in_id AND version = in_version;
-        SET v_rows = ROW_COUNT();
-        IF v_review = 1 AND v_rows = 1 THEN
-            IF v_step_key <> '' THEN
-                SELECT id, activation_seq INTO v_step, v_seq FROM weave_steps
-                 WHERE instance_id = v_inst AND step_key = v_step_key AND status = 'ACTIVE' FOR UPDATE;
-            END IF;
-            IF v_step IS NOT NULL THEN
-                CALL _weave_step_review(v_ns, v_inst, v_step, v_step_key, v_seq, 'CANDIDATE_FAILING',
-                                        CONCAT('failed ', v_attempts + 1, ' times: ', LEFT(in_error, 900)), v_now);
-            ELSE
-                CALL _weave_review_open(v_ns, v_inst, 'CANDIDATE_FAILING', '', 0,
-                     JSON_OBJECT('detail', CONCAT('failed ', v_attempts + 1, ' times: ', LEFT(in_error, 900))), v_now);
-                CALL _weave_audit(v_ns, v_inst, 0, 'weave.orchestrator', 'instance.review', NULL, NULL, v_now,
-                                  NULL, NULL, JSON_OBJECT('code', 'CANDIDATE_FAILING', 'error', LEFT(in_error, 900)),
-                                  NULL);
-            END IF;
-        ELSE
-            SET v_review = 0;
-        END IF;
     ELSEIF in_class = 'INBOX' THEN
-        CALL _weave_now(v_now);
         UPDATE pulse_inbox
            SET attempts = attempts + 1, last_error = LEFT(in_error, 1024), version = version + 1,
                available_at = v_now + INTERVAL LEAST(100 * POW(2, LEAST(attempts, 20)), 60000) * 1000 MICROSECOND
          WHERE id = in_id AND version = in_version AND state = 'PENDING';
-        SET v_rows = ROW_COUNT();
-    ELSEIF in_class = 'SIGNAL' THEN
-        CALL _weave_now(v_now);
+    ELSE
         UPDATE weave_signals
            SET attempts = attempts + 1, last_error = LEFT(in_error, 1024), version = version + 1,
                available_at = v_now + INTERVAL LEAST(100 * POW(2, LEAST(attempts, 20)), 60000) * 1000 MICROSECOND
          WHERE id = in_id AND version = in_version AND status = 'PENDING';
-        SET v_rows = ROW_COUNT();
+    END IF;
+    SET v_rows = ROW_COUNT();
+    IF v_review = 1 AND v_rows = 1 THEN
+        IF v_step_key <> '' THEN
+            SELECT id, activation_seq INTO v_step, v_seq FROM weave_steps
+             WHERE instance_id = v_inst AND step_key = v_step_key AND status = 'ACTIVE' FOR UPDATE;
+        END IF;
+        IF v_step IS NOT NULL THEN
+            CALL _weave_step_review(v_ns, v_inst, v_step, v_step_key, v_seq, 'CANDIDATE_FAILING',
+                                    CONCAT('failed ', v_attempts + 1, ' times: ', LEFT(in_error, 900)), v_now);
+        ELSE
+            CALL _weave_review_open(v_ns, v_inst, 'CANDIDATE_FAILING', '', 0,
+                 JSON_OBJECT('detail', CONCAT('failed ', v_attempts + 1, ' times: ', LEFT(in_error, 900))), v_now);
+            CALL _weave_audit(v_ns, v_inst, 0, 'weave.orchestrator', 'instance.review', NULL, NULL, v_now,
+                              NULL, NULL, JSON_OBJECT('code', 'CANDIDATE_FAILING', 'error', LEFT(in_error, 900)),
+                              NULL);
+        END IF;
     ELSE
-        CALL _weave_raise(50100, 'INVALID_ARGUMENT: unknown candidate class');
+        SET v_review = 0;
     END IF;
     COMMIT;
     SELECT v_rows AS recorded, v_review AS review;

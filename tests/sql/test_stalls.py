@@ -8,7 +8,7 @@ import pytest
 from procedures import db as dbmod
 from procedures import errors, pulse, routines
 from tests.sql.test_pulse import claim, task_flow, task_step
-from tests.support.signals import signal_flow
+from tests.support.signals import send, signal_flow
 
 
 def status_sets(world) -> tuple[dict, dict]:
@@ -236,3 +236,40 @@ def test_R18_an_input_as_deep_as_a_start_allows_is_a_review_at_activation_not_a_
     (reason,) = inst["review_reasons"]
     assert reason["code"] == "ACTIVATION_FAILED" and "deeper than the 32 levels" in reason["detail"]["detail"]
     assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks") == 0
+
+
+def test_R18_a_task_outcome_that_fails_the_same_way_a_third_time_opens_a_review_once(world, orch):
+    """An outcome is a fact kept to be applied: it stays due, and its step goes to review instead of the instance
+    staying RUNNING while the outcome fails every minute."""
+    world.publish(task_flow())
+    wf = world.start("pay", {"order_id": "a"})
+    orch.drain()
+    (c,) = claim(world)
+    with world.held(wf):
+        pulse.attempt_complete(world.db.conn, c["attempt_id"], "w1", {"ok": True})
+    error = "INVALID_STATE: the outcome could not be applied"
+    for attempt in range(1, 5):
+        ev = world.db.row("SELECT id, version FROM pulse_inbox WHERE state = 'PENDING'")
+        (row,) = dbmod.call(world.db.conn, "weave_candidate_fail", "INBOX", ev["id"], ev["version"], error)[0]
+        assert row == {"recorded": 1, "review": 1 if attempt == 3 else 0}
+    inst = world.instance(wf)
+    assert inst["status"] == "NEEDS_REVIEW"
+    (reason,) = inst["review_reasons"]
+    assert reason["code"] == "CANDIDATE_FAILING" and reason["step_key"] == "work"
+    assert "failed 3 times" in reason["detail"]["detail"] and error in reason["detail"]["detail"]
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_inbox WHERE state = 'PENDING'") == 1
+    assert status_sets(world)[1]["INBOX"] == (1, 1)
+
+
+def test_R18_a_signal_that_fails_the_same_way_a_third_time_opens_a_review_on_the_instance(world, orch):
+    world.publish(signal_flow(before_timer_ms=60_000))
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+    send(world, wf, queued=True)  # early: its step is not active yet
+    error = "INVALID_STATE: the signal could not be applied"
+    for attempt in range(1, 4):
+        sig = world.db.row("SELECT id, version FROM weave_signals WHERE status = 'PENDING'")
+        (row,) = dbmod.call(world.db.conn, "weave_candidate_fail", "SIGNAL", sig["id"], sig["version"], error)[0]
+        assert row == {"recorded": 1, "review": 1 if attempt == 3 else 0}
+    (reason,) = world.instance(wf)["review_reasons"]
+    assert reason["code"] == "CANDIDATE_FAILING" and reason["step_key"] is None
