@@ -96,7 +96,11 @@ BEGIN
     SET v_facts = JSON_OBJECT('round', in_round_no + 0, 'task_id', CONCAT('tsk_', in_task_id), 'kind', in_kind,
                               'attempts_used', in_attempts_used + 0, 'max_attempts', in_max_attempts + 0,
                               'last_error', in_error,
-                              'result', JSON_EXTRACT(COALESCE(in_result, 'null'), '$'),
+                              -- One level down here: a result a report takes (31 levels at most) can be one level
+                              -- too deep for the server in the facts; they say so, the round keeps the result.
+                              'result', JSON_EXTRACT(IF(JSON_DEPTH(in_result) > 30,
+                                                        '"nested too deep to be shown here: see the round''s result"',
+                                                        COALESCE(in_result, 'null')), '$'),
                               'result_at', DATE_FORMAT(in_occurred_at, '%Y-%m-%dT%H:%i:%s.%fZ'),
                               'consumed_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'),
                               'task_created_at', DATE_FORMAT(in_task_created, '%Y-%m-%dT%H:%i:%s.%fZ'),

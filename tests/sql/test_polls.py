@@ -921,3 +921,28 @@ def test_P3_a_poll_runs_its_rounds_to_done_with_the_example_handler_state_held_n
     inst = world.instance(wf)
     assert inst["status"] == "SUCCEEDED" and inst["steps"][0]["output"] == {"status": "DONE", "output": "o-1"}
     assert [r["outcome"] for r in inst["steps"][0]["poll"]["rounds"]] == ["POLL_PENDING", "POLL_PENDING", "DONE"]
+
+
+@pytest.mark.parametrize("status", ["DONE", "PENDING"])
+def test_P7_P2_a_result_as_deep_as_a_report_allows_is_applied_not_stuck_in_the_inbox(world, orch, status):
+    """A report takes a result nested 31 levels deep; the round's facts hold it one level further down, past the
+    server's 32, so they say where it is instead: the round record keeps it and the step goes on."""
+    deep: list = []
+    for _ in range(29):
+        deep = [deep]
+    result = {"status": status, "output": deep}  # 31 levels
+    world.publish(poll_flow())
+    wf = world.start("pay", {"order_id": "o-1"})
+    orch.drain()
+    (c,) = pulse.task_claim(world.db.conn, "w1", "payments")
+    pulse.attempt_complete(world.db.conn, c["attempt_id"], "w1", result)
+    orch.drain()
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_inbox WHERE state = 'PENDING'") == 0
+    assert json.loads(world.db.scalar("SELECT result FROM weave_poll_rounds WHERE round_no = 1")) == result
+    event = next(e for e in world.events(wf) if e["type"] in ("POLL_SUCCEEDED", "POLL_ROUND_PENDING"))
+    assert "nested too deep" in event["data"]["result"]
+    if status == "DONE":
+        assert world.instance(wf)["status"] == "SUCCEEDED" and world.step(wf, "check")["output"] == result
+    else:
+        poll = world.step(wf, "check")["poll"]
+        assert poll["state"] == "WAITING" and poll["rounds"][0]["outcome"] == "POLL_PENDING"
