@@ -380,7 +380,8 @@ class Worker:
         try:
             text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
             text.encode()  # a lone surrogate ("\ud800") is a str Python can hold and no report can carry
-        except (TypeError, ValueError) as exc:  # UnicodeEncodeError included
+        # UnicodeEncodeError is a ValueError; a value nested past Python's recursion limit is not JSON either.
+        except (TypeError, ValueError, RecursionError) as exc:
             self._report_fail(ctx, f"RESULT_INVALID: the handler returned a value that is not JSON: {exc}",
                               retryable=False, started=started)
             return

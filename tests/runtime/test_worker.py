@@ -813,3 +813,24 @@ def test_a_worker_run_again_reports_on_the_sessions_of_its_last_run(world, orch,
     finally:
         worker.close()
     assert not worker._connections._all
+
+
+def test_K8_a_result_nested_too_deep_to_encode_fails_its_attempt_and_is_reported(world, orch, database):
+    """A value nested past Python's recursion limit cannot be written as JSON: the handler ended, so its attempt
+    fails as RESULT_INVALID at once rather than running out its lease as an unknown effect."""
+    private = Registry()
+
+    @handler("deep.result", version="1", into=private)
+    def deep_result(input):
+        value: list = []
+        for _ in range(100_000):
+            value = [value]
+        return {"status": "DONE", "output": value}
+
+    world.publish(task_flow("deep", handler="deep.result", retry={"max_attempts": 1}))
+    wf = world.start("deep", {"order_id": "o"})
+    orch.drain()
+    stats = make_worker(database, handlers=private).run(max_claims=1)
+    assert stats["FAILED"] == 1 and not stats["report_failed"], stats
+    task = task_row(world, wf)
+    assert task["status"] == "FAILED" and task["error"].startswith("RESULT_INVALID")
