@@ -111,12 +111,11 @@ BEGIN
         -- A correlation must resolve to a string of 1-512 bytes (05-signals S-1); anything else would be a
         -- guess at the bytes a sender must match. A task's keys are compared as text (a string unquoted, any
         -- other value as its JSON text, as _pulse_task_create stores them) of at most 256 characters.
-        SET v_business = CASE JSON_TYPE(JSON_EXTRACT(v_frozen, '$.business_key'))
-                             WHEN 'STRING' THEN JSON_VALUE(v_frozen, '$.business_key')
-                             ELSE JSON_EXTRACT(v_frozen, '$.business_key') END,
-            v_mutex = CASE JSON_TYPE(JSON_EXTRACT(v_frozen, '$.mutex_key'))
-                          WHEN 'STRING' THEN JSON_VALUE(v_frozen, '$.mutex_key')
-                          ELSE JSON_EXTRACT(v_frozen, '$.mutex_key') END;
+        -- Read from the resolved keys themselves (a few bytes), not from the frozen spec, which holds the input.
+        IF v_frozen IS NOT NULL AND v_type IN ('TASK', 'POLL') THEN
+            SET v_business = IF(JSON_TYPE(v_business) = 'STRING', JSON_UNQUOTE(v_business), v_business),
+                v_mutex = IF(JSON_TYPE(v_mutex) = 'STRING', JSON_UNQUOTE(v_mutex), v_mutex);
+        END IF;
         SET v_failed = CASE
             WHEN v_frozen IS NULL THEN
                 'the values its expressions read, as resolved, nest deeper than the 32 levels JSON may have here'
