@@ -90,7 +90,7 @@ class EngineCollector:
             paused.add_metric([live_status], row["paused"])
         yield live
         yield paused
-        yield GaugeMetricFamily("weave_review_reasons_open", "Open review reasons",
+        yield GaugeMetricFamily("weave_review_reasons_open", "Open review reasons of instances in NEEDS_REVIEW",
                                 value=figures["open_review_reasons"])
         yield GaugeMetricFamily("weave_instances_in_review", "Instances in NEEDS_REVIEW",
                                 value=figures["instances_in_review"])

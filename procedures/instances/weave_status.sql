@@ -5,7 +5,7 @@ CREATE PROCEDURE weave_status()
     COMMENT 'Description: backlog per candidate class, oldest due lag, tasks in flight and open review reasons.
 Result set 1: class, due (rows due now), oldest_due_at, lag_ms.
 Result set 2: status, tasks (QUEUED and RUNNING tasks).
-Result set 3: open_review_reasons, instances_in_review, now_at.
+Result set 3: open_review_reasons, instances_in_review (of instances in NEEDS_REVIEW), now_at.
 Result set 4 (timers settled in the last 5 minutes, T-8): le_seconds (bucket upper bound, NULL = +Inf), timers.
 Result set 5: polls_in_flight, polls_waiting (POLL activations by state), signals_pending.
 Result set 6 (R-18): reason, instances (deferred checks by reason: pause, quota, capacity, disabled identity or app).
@@ -33,8 +33,12 @@ BEGIN
       FROM pulse_tasks WHERE status = 'QUEUED' AND deadline_at <= v_now;
     SELECT status, COUNT(*) AS tasks FROM pulse_tasks FORCE INDEX (ix_task_deadline)
      WHERE status IN ('QUEUED', 'RUNNING') GROUP BY status;
-    SELECT COUNT(*) AS open_review_reasons, COUNT(DISTINCT instance_id) AS instances_in_review, v_now AS now_at
-      FROM weave_review_reasons FORCE INDEX (ix_review_open) WHERE closed_at IS NULL;
+    -- Reasons of instances in NEEDS_REVIEW only: a reason opened while the instance was CANCELLING stays open after
+    -- it ends (the fact is kept), but no person can act on it and no review list shows it.
+    SELECT COUNT(*) AS open_review_reasons, COUNT(DISTINCT r.instance_id) AS instances_in_review, v_now AS now_at
+      FROM weave_review_reasons r FORCE INDEX (ix_review_open)
+      JOIN weave_instances i ON i.id = r.instance_id AND i.status = 'NEEDS_REVIEW'
+     WHERE r.closed_at IS NULL;
     SELECT b.le_seconds, COUNT(w.id) AS timers
       FROM (SELECT 0.1 AS le_seconds UNION ALL SELECT 0.5 UNION ALL SELECT 1 UNION ALL SELECT 5 UNION ALL SELECT 30
             UNION ALL SELECT 300 UNION ALL SELECT NULL) AS b

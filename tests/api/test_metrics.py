@@ -71,3 +71,30 @@ def test_every_worker_answers_the_same_values(db, world, client):
     client.simulate_get(f"{NS}/workflows", headers=auth(world.token))
     first_text = client.simulate_get("/metrics").text
     assert first_text == second.simulate_get("/metrics").text and "weave_decisions" in first_text
+
+
+def test_C3_review_figures_count_only_instances_a_person_can_review(client, world, orch):
+    """A reason opened while the instance was CANCELLING (its task's outcome kept failing) stays open once the
+    instance is CANCELLED: the review figures must not count it, or the review alert never clears."""
+    from procedures import db as dbmod
+    from procedures import pulse, routines
+    from tests.sql.test_pulse import claim, task_flow
+
+    world.publish(task_flow())
+    wf = world.start("pay", {"order_id": "o1"})
+    orch.drain()
+    got, = claim(world)
+    routines.instance_cancel(world.db.conn, world.token, world.namespace, wf, "customer withdrew", "c1")
+    with world.held(attempt_id=got["attempt_id"]):  # the outcome is left for the orchestrator
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"paid": True})
+    for _ in range(3):
+        event = world.db.row("SELECT id, version FROM pulse_inbox WHERE state = 'PENDING'")
+        dbmod.call(world.db.conn, "weave_candidate_fail", "INBOX", event["id"], event["version"], "INVALID_STATE: x")
+    world.db.advance(60_000)
+    orch.drain()
+    inst = world.instance(wf)
+    assert inst["status"] == "CANCELLED" and [r["code"] for r in inst["review_reasons"]] == ["CANDIDATE_FAILING"]
+    found = families(client.simulate_get("/metrics").text)
+    assert value(found["weave_instances"], "weave_instances", status="NEEDS_REVIEW") == 0
+    assert value(found["weave_instances_in_review"], "weave_instances_in_review") == 0
+    assert value(found["weave_review_reasons_open"], "weave_review_reasons_open") == 0
