@@ -238,8 +238,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         lines.append("failing candidates: " + (", ".join(f"{k} {v['failing']} ({v['repeated']} repeatedly)"
                                                          for k, v in p["failing"].items() if v["failing"]) or "none"))
         if args.check:
-            lines.append("invariants: " + ("all hold" if not p["invariants_broken"] else
-                                           json.dumps(p["invariants_broken"])))
+            broken = p["invariants_broken"]
+            lines.append("invariants: " + (f"{len(broken)} broken" if broken else "all hold"))
+            lines += [f"  {k} ({invariants.BY_ID[k].promise}): rows {', '.join(map(str, rows))}"
+                      for k, rows in broken.items()]
         return "\n".join(lines)
 
     _print(args, payload, human)

@@ -275,3 +275,16 @@ def test_cli_refuses_a_database_at_another_level(world, database, capsys):
         assert "SCHEMA_MISMATCH" in capsys.readouterr().err
     finally:
         installer.migrate(database, test_clock=True)
+
+
+@pytest.mark.breaks_invariants("M-4.9b")
+def test_Q3_cli_status_check_names_each_broken_invariant(world, database, capsys):
+    from orchestrator.cli import main
+
+    world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
+    wf = world.start("t")
+    world.db.execute("UPDATE weave_instances SET open_steps = open_steps + 1 WHERE id = %s", world.internal_id(wf))
+    assert main(["status", "--dsn", database.url(), "--check"]) == 1
+    out = capsys.readouterr().out
+    assert "invariants: 1 broken\n  M-4.9b (the open-step count of every instance equals its steps not SUCCEEDED): " \
+           f"rows {world.internal_id(wf)}\n" in out
