@@ -222,6 +222,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         "instances_in_review": figures["instances_in_review"],
         "polls": {"in_flight": figures["polls_in_flight"], "waiting": figures["polls_waiting"]},
         "signals_pending": figures["signals_pending"],
+        "instances": figures["instances"],
         "deferred": figures["deferred"],
         "failing": figures["failing"],
         **({"invariants_broken": broken} if args.check else {}),
@@ -233,6 +234,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                   for k, v in p["backlog"].items()]
         lines.append(f"tasks in flight: QUEUED {p['tasks_in_flight']['QUEUED']}, "
                      f"RUNNING {p['tasks_in_flight']['RUNNING']}")
+        lines.append("live instances: " + ", ".join(f"{k} {v['instances']} ({v['paused']} paused)"
+                                                    for k, v in p["instances"].items()))
         lines.append(f"in review: {p['instances_in_review']} instance(s), {p['open_review_reasons']} open reason(s)")
         lines.append("deferred: " + (", ".join(f"{k} {v}" for k, v in p["deferred"].items()) or "none"))
         lines.append("failing candidates: " + (", ".join(f"{k} {v['failing']} ({v['repeated']} repeatedly)"

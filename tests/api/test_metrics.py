@@ -120,3 +120,24 @@ def test_T8_a_bucket_bound_is_exact_to_the_microsecond(client, world, orch):
     recent = {float(r["le_seconds"]): r["timers"] for r in routines.status(world.db.conn)["lateness"]
               if r["le_seconds"] is not None}
     assert recent[0.1] == 0 and recent[0.5] == 1
+
+
+def test_C1_weave_status_shows_the_live_instances_metrics_shows(client, world, orch, database, capsys):
+    """`weave status --json` and /metrics give the same live instances by status, paused ones among them."""
+    import json
+
+    from orchestrator.cli import main
+    from procedures import routines
+
+    world.publish(FLOW)
+    started = [world.start("cool-off") for _ in range(2)]
+    orch.drain()
+    routines.instance_pause(world.db.conn, world.token, world.namespace, started[0], "hold", "p1")
+    found = families(client.simulate_get("/metrics").text)
+    assert main(["status", "--dsn", database.url(), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["instances"]
+    for status in ("RUNNING", "NEEDS_REVIEW", "CANCELLING"):
+        assert shown[status] == {"instances": value(found["weave_instances"], "weave_instances", status=status),
+                                 "paused": value(found["weave_instances_paused"], "weave_instances_paused",
+                                                 status=status)}
+    assert shown["RUNNING"] == {"instances": 2, "paused": 1}
