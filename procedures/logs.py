@@ -10,6 +10,25 @@ import time
 from . import settings
 
 
+def _text(value: object) -> object:
+    """A log entry's value with every string made text: a lone surrogate (an exception's text may hold one, e.g. a
+    file name decoded with surrogateescape) is written as its escape, backslash included, as a report writes it. Left
+    alone, it would come out as a \\udXXX JSON escape, which strict parsers refuse and no UTF-8 output can carry."""
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return value.encode(errors="backslashreplace").decode()
+        return value
+    if isinstance(value, dict):
+        return {_text(k if isinstance(k, str) else str(k)): _text(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_text(v) for v in value]
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return _text(str(value))
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry = {
@@ -21,7 +40,7 @@ class JsonFormatter(logging.Formatter):
         }
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
+        return json.dumps(_text(entry))
 
 
 def configure_logging(level: str | None = None) -> None:
