@@ -83,6 +83,19 @@ class _Gunicorn(BaseApplication):
         return get_app(self.dsn)
 
 
+def _connection_budget(conn: db.Connection, workers: int, threads: int) -> str | None:
+    """A warning when the API's connections at most (one per serving thread) pass the server's max_connections:
+    under load, requests and every other client of the server would then be refused connections (1040)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@max_connections AS m")
+        limit = int(cur.fetchall()[0]["m"])
+    if workers * threads <= limit:
+        return None
+    return (f"--workers {workers} x --threads {threads} = {workers * threads} database connections at most, more "
+            f"than the server's max_connections ({limit}): under load, requests (503) and the orchestrators and "
+            "workers would be refused connections; use fewer, or raise max_connections")
+
+
 def run_api(dsn: db.Dsn, bind: str, workers: int, timeout: int = 30, threads: int = 8, access_log: bool = True) -> int:
     """Serve the API until stopped; ``weave api`` has checked the bind address and that workers and threads are
     at least 1. ``access_log``: gunicorn's access log on stdout."""
@@ -95,6 +108,9 @@ def run_api(dsn: db.Dsn, bind: str, workers: int, timeout: int = 30, threads: in
         # A hung database must not hang the start.
         with db.connect(dsn.with_options(connect_timeout=2, read_timeout=2, write_timeout=2)) as conn:
             installer.check_level(conn)
+            budget_warning = _connection_budget(conn, workers, threads)
+        if budget_warning:
+            print(f"weave api: {budget_warning}", file=sys.stderr)
     except errors.SchemaMismatch as exc:
         print(f"weave api: {exc}", file=sys.stderr)
         return 1

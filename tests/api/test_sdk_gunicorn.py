@@ -208,6 +208,25 @@ def test_weave_api_leaves_no_gunicorn_control_socket_behind(database, world, tmp
     assert refused.returncode == 2 and "--workers: must be at least 1" in refused.stderr
 
 
+def test_weave_api_warns_when_its_threads_could_take_more_connections_than_the_server_allows(database, world, tmp_path):
+    """Each serving thread may hold a connection: more threads than the server's max_connections would, under load,
+    have requests and every other client refused connections. `weave api` says so as it starts, and serves."""
+    limit = world.db.scalar("SELECT @@max_connections")
+    proc, _ = start_api(database, tmp_path / "api.log", workers=1, args=("--threads", str(limit + 1)))
+    try:
+        log = (tmp_path / "api.log").read_text()
+        assert f"--workers 1 x --threads {limit + 1} = {limit + 1} database connections at most" in log
+        assert f"max_connections ({limit})" in log
+    finally:
+        proc.terminate()
+        proc.close()
+    proc, _ = start_api(database, tmp_path / "quiet.log", workers=2)
+    try:
+        assert "max_connections" not in (tmp_path / "quiet.log").read_text()
+    finally:
+        proc.terminate()
+        proc.close()
+
 def test_weave_api_writes_its_access_log_unless_told_not_to(database, world, tmp_path):
     for args, logged in (((), True), (("--no-access-log",), False)):
         log = tmp_path / f"api-{logged}.log"
