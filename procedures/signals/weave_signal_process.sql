@@ -7,13 +7,14 @@
 CREATE PROCEDURE weave_signal_process(IN in_signal_id BIGINT UNSIGNED)
     COMMENT 'Description: advances one PENDING signal in its own transaction: runs its wait''s consumption when the
 wait is WAITING (S-11..S-13), expires an unmatched signal at expires_at (S-14), rejects a signal of an activation
-that recovery has superseded (S-8), otherwise sets its next check time to expires_at.
+that recovery has superseded (S-8), otherwise sets its next check time to expires_at (a second from now for a
+signal that its wait left to a round outcome stored in the inbox, which is never expired by a late look: F-9).
 Parameters: in_signal_id - from weave_scan.
 Result set: outcome - GONE (no longer PENDING), BUSY (another node holds the instance), NOT_DUE, the step handler''s
 outcome (CONSUMED, EXPIRED, PROOF_MISMATCH, WAITING ...), EXPIRED_UNMATCHED, REJECTED, or LATER (next check set);
 made_due - 1 when the decision made a candidate due at its own time (as weave_checkpoint_advance).
 Errors: 50007 INVALID_STATE when stored facts do not verify (the candidate backs off; nothing is changed).
-Rules: S-8, S-10, S-11, S-12, S-13, S-14, S-15, R-6, R-10, R-12, R-13.'
+Rules: S-8, S-10, S-11, S-12, S-13, S-14, S-15, F-9, R-6, R-10, R-12, R-13.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_now DATETIME(6);
@@ -94,10 +95,13 @@ BEGIN
             -- The wait left WAITING, and with it every PENDING signal of its activation, this one included (S-11).
             LEAVE proc;
         END IF;
-        -- Still PENDING: an early signal, or one whose step is in review. S-14: at expires_at it expires.
+        -- Still PENDING: an early signal, or one whose step is in review. S-14: at expires_at it expires. Not so a
+        -- signal that its wait's handler left to the round outcome stored in the inbox (INBOX_FIRST): it was
+        -- accepted before the wait's deadline, and the outcome's consumer compares the two stored times (F-9), so
+        -- it is looked at again shortly, however late the look, and never expired by the time of the scan.
         SELECT status INTO v_status FROM weave_signals WHERE id = in_signal_id FOR UPDATE;
         IF v_status = 'PENDING' THEN
-            IF v_now >= v_expires THEN
+            IF v_now >= v_expires AND v_outcome <> 'INBOX_FIRST' THEN
                 UPDATE weave_signals SET status = 'EXPIRED', disposition = 'EXPIRED_UNMATCHED', consumed_at = v_now,
                                          version = version + 1
                  WHERE id = in_signal_id;
@@ -108,7 +112,9 @@ BEGIN
                                   v_expires, NULL, JSON_OBJECT('signal_id', CONCAT('sig_', in_signal_id)), NULL);
                 SET v_outcome = 'EXPIRED_UNMATCHED';
             ELSE
-                UPDATE weave_signals SET available_at = v_expires, version = version + 1 WHERE id = in_signal_id;
+                UPDATE weave_signals SET available_at = IF(v_now >= v_expires, v_now + INTERVAL 1 SECOND, v_expires),
+                                         version = version + 1
+                 WHERE id = in_signal_id;
                 IF v_outcome = 'GONE' THEN
                     SET v_outcome = 'LATER';
                 END IF;

@@ -609,3 +609,35 @@ def test_C4_reactivate_closes_the_old_final_wait_and_answers_its_pending_signals
     routines.step_reactivate(world.db.conn, world.token, world.namespace, wf, "check", "start over", "re-1")
     assert wait_row(world, 1)["status"] == "CANCELLED"
     assert (sig(world, pending)["status"], sig(world, pending)["disposition"]) == ("REJECTED", "STALE_ACTIVATION")
+
+
+@pytest.mark.parametrize("looks_first", ["signal", "checkpoint", "inbox"])
+def test_F9_S14_a_final_signal_found_after_the_instance_deadline_beside_a_stored_outcome_is_never_expired(
+        world, orch, looks_first):
+    """A final signal carries the instance deadline as expires_at (S-10), but one accepted for an active wait is
+    not an unmatched early signal: found after that deadline beside a round outcome still in the inbox, it waits
+    for the inbox's consumer, which decides by the two stored times (F-9) — the signal, accepted first, wins
+    whichever candidate looks first."""
+    doc = poll_flow(name="pay-short", final_signal=FINAL)  # its poll deadline is the instance deadline
+    wf = started(world, orch, doc, deadline_ms=10_000)
+    got = claim(world)
+    world.db.advance(1_000)
+    receipt = final(world, wf)  # every orchestrator is down: accepted, not looked at
+    world.db.advance(1_000)
+    with world.held(attempt_id=got["attempt_id"]):
+        pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "upstream said 400", retryable=False)
+    world.db.advance(10_000)  # they come back after the instance deadline, the signal's expires_at
+    if looks_first == "signal":
+        from procedures import signals
+
+        assert signals.process(world.db.conn, int(receipt["signal_id"].removeprefix("sig_"))) == "INBOX_FIRST"
+        assert sig(world, receipt)["status"] == "PENDING"
+    elif looks_first == "checkpoint":
+        assert advance_checkpoint(world, wf) == "INBOX_FIRST"
+    else:
+        assert consume_inbox(world) == "ADOPTED"
+    world.db.advance(1_000)
+    drain(orch)
+    won(world, receipt)
+    assert step(world, wf)["status"] == "SUCCEEDED" and step(world, wf)["output"] == PAID
+    assert world.instance(wf)["status"] == "SUCCEEDED"
