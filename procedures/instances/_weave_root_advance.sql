@@ -123,9 +123,11 @@ BEGIN
         SET v_why = _weave_work_blocker(v_status, v_control, v_gate, v_cred_status, v_app_status);
         IF v_why IS NOT NULL THEN
             -- Resume makes ROOT due at once (C-1), so a paused instance can wait long between checks;
-            -- a disabled identity or app has no such trigger and is re-checked every second.
+            -- a disabled identity or app has no such trigger and is re-checked every second. Never past the
+            -- instance deadline (not passed yet, above): the work waiting here is new work, and at that deadline
+            -- it is a review (R-8), which a pause must not put off (C-1: no deadline moves).
             CALL _weave_checkpoint_defer(in_namespace_id, in_instance_id, '', 'ROOT', 0,
-                 in_now + INTERVAL IF(v_control = 'PAUSED', 60, 1) SECOND, in_now, v_why);
+                 LEAST(in_now + INTERVAL IF(v_control = 'PAUSED', 60, 1) SECOND, v_deadline), in_now, v_why);
             SET out_outcome = 'DEFERRED';
             LEAVE root;
         END IF;

@@ -363,3 +363,26 @@ def test_C4_resolve_of_a_step_whose_activation_failed_supplies_the_output_its_su
     assert steps["approval"]["status"] == "SUCCEEDED" and steps["approval"]["output"] == {"approved": True}
     assert steps["charge"]["status"] == "ACTIVE"
     assert world.db.scalar("SELECT input FROM pulse_tasks WHERE step_key = 'charge'") == '{"approved": true}'
+
+
+def test_C1_R8_an_instance_paused_past_its_deadline_with_work_waiting_goes_to_review_at_the_deadline(world, orch):
+    """Pause moves no deadline: the successor that waits for resume is new work, so at the instance deadline the
+    instance goes to review (INSTANCE_DEADLINE) — not up to a minute later, when the paused ROOT would next have
+    looked — and resume then starts nothing."""
+    world.publish(TWO_TIMERS)
+    wf = world.start("two", deadline_ms=90_000)
+    pause(world, wf)
+    world.db.advance(61_000)
+    orch.drain()  # the first timer settles while paused; the second waits on the ROOT checkpoint
+    assert world.instance(wf)["status"] == "RUNNING"
+    root = world.db.row("SELECT available_at FROM weave_pending_advances WHERE step_key = ''")
+    assert root["available_at"] <= world.db.scalar("SELECT deadline_at FROM weave_instances")
+    world.db.advance(29_000)  # at (just past) the instance deadline
+    orch.drain()
+    inst = world.instance(wf)
+    assert inst["status"] == "NEEDS_REVIEW" and inst["gate"] == "CLOSED" and inst["control"] == "PAUSED"
+    assert [r["code"] for r in inst["review_reasons"]] == ["INSTANCE_DEADLINE"]
+    assert [s["status"] for s in inst["steps"]] == ["SUCCEEDED", "PENDING"]
+    assert resume(world, wf)["changed"] == 1
+    orch.drain()
+    assert world.step(wf, "second")["status"] == "PENDING" and world.instance(wf)["status"] == "NEEDS_REVIEW"
