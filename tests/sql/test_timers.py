@@ -109,6 +109,40 @@ def test_T4_truncated_timer_goes_to_review_never_success(world, orch):
     assert "TIMER_SETTLED" not in [e["type"] for e in world.events(wf)]
 
 
+@pytest.mark.parametrize("over_ms, outcome", [(0, "SATISFIED"), (1, "EXPIRED")])
+def test_T3_T4_a_delay_ending_exactly_at_the_deadline_fits_and_one_millisecond_more_is_truncated(world, orch, over_ms,
+                                                                                              outcome):
+    """The start activates the timer in its own transaction, so started_at + delay_ms lands exactly on the instance
+    deadline when the two are equal: that delay fits (T-3, <=); one millisecond more is cut short (T-4)."""
+    wf = started(world, orch, delay_ms=60_000 + over_ms, deadline_ms=60_000)
+    wait = world.step(wf, "cool_off")["wait"]
+    assert parse(wait["due_at"]) == parse(world.instance(wf)["deadline_at"])
+    world.db.advance(60_000)
+    orch.drain()
+    inst = world.instance(wf)
+    assert inst["steps"][0]["wait"]["status"] == outcome
+    if over_ms:
+        assert inst["status"] == "NEEDS_REVIEW" and [r["code"] for r in inst["review_reasons"]] == ["TIMER_TRUNCATED"]
+    else:
+        assert inst["status"] == "SUCCEEDED" and inst["review_reasons"] == []
+
+
+@pytest.mark.parametrize("delay_ms", [1, 365 * 86_400_000])
+def test_T1_the_shortest_and_the_longest_delay_are_timed_from_the_start_to_the_microsecond(world, orch, delay_ms):
+    wf = started(world, orch, delay_ms=delay_ms, deadline_ms=10 * 365 * 86_400_000)
+    step = world.step(wf, "cool_off")
+    due = parse(step["wait"]["due_at"])
+    assert due - parse(step["started_at"]) == dt.timedelta(milliseconds=delay_ms)
+    if delay_ms > 1:  # a second before it is due (real time runs under the test clock), then past it
+        world.db.advance(delay_ms - 1_000)
+        orch.drain()
+        assert world.step(wf, "cool_off")["wait"]["status"] == "WAITING"
+        world.db.advance(1_001)
+    orch.drain()
+    settled = world.step(wf, "cool_off")["wait"]
+    assert settled["status"] == "SATISFIED" and parse(settled["settled_at"]) >= due
+
+
 def test_T5_timer_due_during_pause_settles_and_successor_waits(world, orch):
     wf = started(world, orch, then=1_000)
     world.db.execute("UPDATE weave_instances SET control = 'PAUSED' WHERE id = %s", world.internal_id(wf))
