@@ -114,18 +114,6 @@ BEGIN
                 CALL _weave_raise(50100, 'INVALID_ARGUMENT: timeout_ms applies to SIGNAL and POLL steps, 1..31536000000');
             END IF;
             UPDATE weave_activations SET ended_at = COALESCE(ended_at, v_now) WHERE id = v_activation;
-            -- A wait of activation k still open (a final-signal wait, or one stopped by a tampered signal) is
-            -- closed now, and its pending signals answered STALE_ACTIVATION: they can never follow into k+1.
-            close_waits: LOOP
-                SET v_wait = NULL;
-                SELECT id INTO v_wait FROM weave_waits
-                 WHERE activation_id = v_activation AND status = 'WAITING' LIMIT 1 FOR UPDATE;
-                IF v_wait IS NULL THEN
-                    LEAVE close_waits;
-                END IF;
-                UPDATE weave_waits SET status = 'CANCELLED', settled_at = v_now WHERE id = v_wait;
-                CALL _weave_wait_signals_settle(v_ns, v_id, v_wait, 'STALE_ACTIVATION', v_now);
-            END LOOP;
             UPDATE weave_steps SET status = 'PENDING', activation_seq = v_seq + 1, activation_id = NULL,
                                    activation_override = IF(in_timeout_ms IS NULL, NULL,
                                                             JSON_OBJECT('timeout_ms', in_timeout_ms + 0)),
@@ -152,6 +140,23 @@ BEGIN
             SET v_event_data = JSON_OBJECT('output', JSON_EXTRACT(in_output, '$'), 'evidence_ref', in_evidence_ref,
                                            'actor', v_actor, 'reason', in_reason);
             SET v_audit_details = JSON_OBJECT('step_key', in_step_key, 'evidence_ref', in_evidence_ref);
+        END IF;
+        IF in_action IN ('reactivate', 'resolve') THEN
+            -- A wait of activation k still open (a final-signal wait, or one stopped by a tampered signal) is
+            -- closed now, and its pending signals answered (S-11): STALE_ACTIVATION when k+1 follows, as they can
+            -- never follow into it; STEP_SETTLED when the operator settled the step, so that no signal waits on
+            -- a step that has ended, and a later one is answered STEP_SETTLED at once (S-9).
+            close_waits: LOOP
+                SET v_wait = NULL;
+                SELECT id INTO v_wait FROM weave_waits
+                 WHERE activation_id = v_activation AND status = 'WAITING' LIMIT 1 FOR UPDATE;
+                IF v_wait IS NULL THEN
+                    LEAVE close_waits;
+                END IF;
+                UPDATE weave_waits SET status = 'CANCELLED', settled_at = v_now WHERE id = v_wait;
+                CALL _weave_wait_signals_settle(v_ns, v_id, v_wait,
+                                                IF(in_action = 'reactivate', 'STALE_ACTIVATION', 'STEP_SETTLED'), v_now);
+            END LOOP;
         END IF;
         UPDATE weave_review_reasons SET closed_at = v_now, closed_by = in_action
          WHERE instance_id = v_id AND step_key = in_step_key AND closed_at IS NULL;

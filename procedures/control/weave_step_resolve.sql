@@ -9,8 +9,9 @@ CREATE PROCEDURE weave_step_resolve(
         IN in_evidence_ref    VARCHAR(2048),
         IN in_reason          VARCHAR(4096),
         IN in_idempotency_key VARCHAR(512))
-    COMMENT 'Description: settles a step in NEEDS_REVIEW with an operator-supplied output; closes its review reasons;
-the instance reopens (and successors activate) when no reason is left.
+    COMMENT 'Description: settles a step in NEEDS_REVIEW with an operator-supplied output; closes its review reasons
+and a wait of its activation still open (CANCELLED; its PENDING signals REJECTED STEP_SETTLED); the instance reopens
+(and successors activate) when no reason is left.
 Parameters: in_token (workflows:review and every queue of the definition), in_namespace, in_workflow_id, in_step_key,
 in_output (JSON, <= 256 KiB), in_evidence_ref (optional, <= 512 chars, no whitespace), in_reason, in_idempotency_key.
 Result set: workflow_id, step_key, status (of the instance), replayed.
@@ -18,7 +19,7 @@ Result sets 2-6: the instance as it is now, as weave_instance_get answers it (th
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50005 IDEMPOTENCY_CONFLICT, 50007 INVALID_STATE,
 50008 TASK_IN_FLIGHT, 50112 EVIDENCE_REF_INVALID, 50117 INPUT_INVALID, 50111 REASON_INVALID,
 50113 IDEMPOTENCY_KEY_INVALID.
-Rules: C-4, C-5, C-6.'
+Rules: C-4, C-5, C-6, S-9, S-11.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_id BIGINT UNSIGNED;

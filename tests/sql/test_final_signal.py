@@ -611,6 +611,25 @@ def test_C4_reactivate_closes_the_old_final_wait_and_answers_its_pending_signals
     assert (sig(world, pending)["status"], sig(world, pending)["disposition"]) == ("REJECTED", "STALE_ACTIVATION")
 
 
+
+def test_C4_S11_resolve_closes_the_open_final_wait_and_answers_its_pending_signals_step_settled(world, orch):
+    """A review that could be continued leaves the final wait open; resolving the step settles it instead, so the
+    wait closes with it: its PENDING signals are answered now and a later one is STEP_SETTLED at acceptance (S-9),
+    none left PENDING on a step that has ended."""
+    wf = started(world, orch, doc=flow(max_rounds=1))
+    answer(world, "PENDING")
+    drain(orch)
+    assert review_codes(world, wf) == ["POLL_ROUNDS_EXHAUSTED"] and wait_row(world, 1)["status"] == "WAITING"
+    pending = final(world, wf)  # accepted for activation 1, not looked at yet
+    routines.step_resolve(world.db.conn, world.token, world.namespace, wf, "check", "checked by hand", "rs-1",
+                          output=PAID)
+    assert step(world, wf)["status"] == "SUCCEEDED" and wait_row(world, 1)["status"] == "CANCELLED"
+    assert (sig(world, pending)["status"], sig(world, pending)["disposition"]) == ("REJECTED", "STEP_SETTLED")
+    later = final(world, wf)
+    assert (later["status"], later["disposition"]) == ("REJECTED", "STEP_SETTLED")
+    drain(orch)
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_signals WHERE status = 'PENDING'") == 0
+
 @pytest.mark.parametrize("looks_first", ["signal", "checkpoint", "inbox"])
 def test_F9_S14_a_final_signal_found_after_the_instance_deadline_beside_a_stored_outcome_is_never_expired(
         world, orch, looks_first):
