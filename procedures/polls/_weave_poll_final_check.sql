@@ -41,6 +41,7 @@ BEGIN
     DECLARE v_wait_status VARCHAR(16);
     DECLARE v_winner BIGINT UNSIGNED;
     DECLARE v_deadline DATETIME(6);
+    DECLARE v_started DATETIME(6);  -- when the wait opened: an early signal expired before it is not taken (S-14)
     DECLARE v_name VARCHAR(128);
     DECLARE v_version VARCHAR(32);
     DECLARE v_corr VARBINARY(512);
@@ -75,8 +76,8 @@ BEGIN
     DECLARE v_facts LONGTEXT;
 
     SET out_outcome = NULL;
-    SELECT id, status, winner_signal_id, deadline_at, signal_name, payload_version, correlation_key
-      INTO v_wait, v_wait_status, v_winner, v_deadline, v_name, v_version, v_corr
+    SELECT id, status, winner_signal_id, deadline_at, started_at, signal_name, payload_version, correlation_key
+      INTO v_wait, v_wait_status, v_winner, v_deadline, v_started, v_name, v_version, v_corr
       FROM weave_waits
      WHERE activation_id = in_activation_id AND kind = 'POLL_FINAL' AND instance_id = in_instance_id FOR UPDATE;
 
@@ -117,6 +118,7 @@ BEGIN
             SELECT id, accepted_at INTO v_first, v_first_at FROM weave_signals FORCE INDEX (ix_signal_target)
              WHERE instance_id = in_instance_id AND target_step_key = in_step_key AND target_activation_seq = v_seq
                AND status = 'PENDING' AND TIMESTAMPDIFF(MICROSECOND, accepted_at, v_deadline) > 0
+               AND TIMESTAMPDIFF(MICROSECOND, v_started, expires_at) > 0
                AND correlation_key = v_corr AND BINARY name = BINARY v_name
                AND BINARY payload_version = BINARY v_version
              ORDER BY accepted_at, id LIMIT 1 FOR UPDATE;

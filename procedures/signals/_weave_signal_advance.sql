@@ -59,6 +59,7 @@ BEGIN
              WHERE w.id = v_wait AND s.instance_id = w.instance_id AND s.target_step_key = w.step_key
                AND s.target_activation_seq = w.activation_seq AND s.status = 'PENDING'
                AND TIMESTAMPDIFF(MICROSECOND, s.accepted_at, w.deadline_at) > 0
+               AND TIMESTAMPDIFF(MICROSECOND, w.started_at, s.expires_at) > 0
                AND s.correlation_key = w.correlation_key
                AND BINARY s.name = BINARY w.signal_name AND BINARY s.payload_version = BINARY w.payload_version;
             SET v_proof = 'OK';

@@ -1,6 +1,8 @@
 -- S-11 and S-12, for any wait that pins a signal (SIGNAL now, POLL_FINAL later): the candidate is the
 -- first PENDING match by (accepted_at, id) among signals accepted strictly before the wait's deadline
--- (S-13: an on-time signal wins even when the deadline has passed by the time it is looked at). It
+-- (S-13: an on-time signal wins even when the deadline has passed by the time it is looked at) and
+-- still alive when the wait opened: an early signal whose expires_at came first had expired by the stored
+-- times (S-14), whether or not its expiry was looked at before the wait opened (F-9). It
 -- only wins with its acceptance proof intact: the digest recomputed from the stored row must equal
 -- the one its acceptance audit row recorded. A row changed after acceptance is rejected here and the
 -- caller sends the step to review; the engine never consumes content it cannot prove it accepted.
@@ -21,9 +23,9 @@ CREATE PROCEDURE _weave_signal_pick(
         OUT out_payload     LONGTEXT)
     COMMENT 'Internal. Description: the winner candidate of a WAITING wait with its acceptance proof checked (not read
 back for in_fresh_id, a signal accepted in this transaction; NULL: none).
-out_signal_id: the first on-time match (NULL: none), out_accepted_at and out_payload (as text) its own; out_proof: OK, or MISMATCH (the signal is now REJECTED
+out_signal_id: the first on-time match not expired when the wait opened (NULL: none), out_accepted_at and out_payload (as text) its own; out_proof: OK, or MISMATCH (the signal is now REJECTED
 ACCEPTANCE_PROOF_MISMATCH with an event; the caller opens the review).
-Rules: S-11, S-12, S-13.'
+Rules: S-11, S-12, S-13, S-14.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_id BIGINT UNSIGNED DEFAULT NULL;
@@ -56,6 +58,7 @@ BEGIN
       JOIN weave_signals s FORCE INDEX (ix_signal_target)
         ON s.instance_id = w.instance_id AND s.target_step_key = w.step_key AND s.target_activation_seq = w.activation_seq
        AND s.status = 'PENDING' AND TIMESTAMPDIFF(MICROSECOND, s.accepted_at, w.deadline_at) > 0
+       AND TIMESTAMPDIFF(MICROSECOND, w.started_at, s.expires_at) > 0
        AND s.correlation_key = w.correlation_key
        AND BINARY s.name = BINARY w.signal_name AND BINARY s.payload_version = BINARY w.payload_version
      WHERE w.id = in_wait_id AND w.instance_id = in_instance_id

@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 
 from procedures import errors, pulse, routines
-from tests.sql.test_polls import INTERVAL, answer, checkpoint, claim, fail, poll_flow, review_codes, tid
+from tests.sql.test_polls import INTERVAL, answer, checkpoint, claim, fail, poll_flow, poll_step, review_codes, tid
 from tests.support.signals import send
 
 FINAL = {"name": "payment.final", "payload_version": "1", "correlation": "$.input.order_id"}
@@ -629,6 +629,27 @@ def test_C4_S11_resolve_closes_the_open_final_wait_and_answers_its_pending_signa
     assert (later["status"], later["disposition"]) == ("REJECTED", "STEP_SETTLED")
     drain(orch)
     assert world.db.scalar("SELECT COUNT(*) FROM weave_signals WHERE status = 'PENDING'") == 0
+
+
+def test_S14_F9_an_early_final_signal_expired_before_the_poll_started_never_wins(world, orch):
+    """As for a SIGNAL wait: a final signal accepted before its POLL started expires at the instance deadline in
+    force then; a step started after that time by a later deadline (C-4) never takes it, though nobody looked at
+    its expiry before the POLL started."""
+    world.publish({"name": "later-poll", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 7_200_000},
+                                                   poll_step(final_signal=FINAL, after=["wait"])]})
+    wf = world.start("later-poll", {"order_id": "o-1"}, deadline_ms=3_600_000)
+    early = final(world, wf)
+    world.db.advance(3_600_000)
+    cp = world.db.scalar("SELECT id FROM weave_pending_advances WHERE step_key = 'wait'")
+    assert world.db.one("weave_checkpoint_advance", cp)["outcome"] == "TRUNCATED"  # the only runner that looked
+    routines.instance_deadline(world.db.conn, world.token, world.namespace, wf, "more time", "d-1",
+                               extend_ms=3_600_000)
+    routines.step_resolve(world.db.conn, world.token, world.namespace, wf, "wait", "waited", "rs-1", output=None)
+    drain(orch)
+    assert (sig(world, early)["status"], sig(world, early)["disposition"]) == ("EXPIRED", "EXPIRED_UNMATCHED")
+    assert step(world, wf)["status"] == "ACTIVE" and step(world, wf)["poll"]["state"] == "IN_FLIGHT"
+    assert (wait_row(world)["status"], wait_row(world)["winner_signal_id"]) == ("WAITING", None)
+    assert review_codes(world, wf) == []
 
 @pytest.mark.parametrize("looks_first", ["signal", "checkpoint", "inbox"])
 def test_F9_S14_a_final_signal_found_after_the_instance_deadline_beside_a_stored_outcome_is_never_expired(

@@ -818,6 +818,32 @@ def test_S14_unmatched_early_signal_expires_at_expires_at(world, orch):
     assert "SIGNAL_EXPIRED" in [e["type"] for e in world.events(wf)]
 
 
+@pytest.mark.parametrize("looks_at_expiry", [True, False])
+def test_S14_F9_an_early_signal_expired_before_its_wait_opened_never_wins_whoever_looks_first(world, orch,
+                                                                                            looks_at_expiry):
+    """An early signal expires at the instance deadline in force when it was accepted (S-10, T-1). A later
+    deadline (C-4) lets the step start after that time; the signal had expired by then, by the stored times,
+    whether a runner looked at its expiry before the wait opened or only after (F-9)."""
+    world.publish(signal_flow(before_timer_ms=2 * HOUR))  # truncated at the deadline: a person lets it go on
+    wf = world.start("approval-flow", {"order_id": "o-1"}, deadline_ms=HOUR)
+    early = send(world, wf)
+    world.db.advance(HOUR)
+    if looks_at_expiry:
+        orch.drain()
+        assert signal_row(world, early["signal_id"])["status"] == "EXPIRED"
+    else:  # every runner is down but for the timer's own checkpoint
+        cp = world.db.scalar("SELECT id FROM weave_pending_advances WHERE step_key = 'cool_off'")
+        assert world.db.one("weave_checkpoint_advance", cp)["outcome"] == "TRUNCATED"
+    routines.instance_deadline(world.db.conn, world.token, world.namespace, wf, "more time", "d-1", extend_ms=HOUR)
+    routines.step_resolve(world.db.conn, world.token, world.namespace, wf, "cool_off", "waited", "rs-1", output=None)
+    orch.drain()
+    row = signal_row(world, early["signal_id"])
+    assert (row["status"], row["disposition"]) == ("EXPIRED", "EXPIRED_UNMATCHED")
+    step = world.step(wf, "approval")
+    assert step["status"] == "ACTIVE" and step["wait"]["status"] == "WAITING"
+    assert step["wait"]["winner_signal_id"] is None
+
+
 def test_S14_expiry_is_found_through_the_signal_index(world):
     plan = world.db.rows("EXPLAIN SELECT id FROM weave_signals FORCE INDEX (ix_signal_pending) "
                          "WHERE status = 'PENDING' AND available_at <= NOW(6) ORDER BY available_at LIMIT 100")
