@@ -25,9 +25,11 @@ BEGIN
     DECLARE v_id BIGINT UNSIGNED;
     DECLARE v_replayed TINYINT;
     DECLARE v_status VARCHAR(16);
+    -- The evidence_ref is length-prefixed as the output is: '-' is a valid evidence_ref, and one may hold '|', so
+    -- neither an absent one nor a field boundary may be spelled by the bytes of another request.
     DECLARE v_digest CHAR(64) DEFAULT SHA2(CONCAT_WS('|', 'resolve', COALESCE(in_step_key, ''),
-        CONCAT(LENGTH(in_output), ':', COALESCE(in_output, '')), COALESCE(in_evidence_ref, '-'),
-        COALESCE(in_reason, '')), 256);
+        CONCAT(LENGTH(in_output), ':', COALESCE(in_output, '')),
+        COALESCE(CONCAT(LENGTH(in_evidence_ref), ':', in_evidence_ref), '-'), COALESCE(in_reason, '')), 256);
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_step_resolve', v_tx);  -- refused inside a caller's transaction (R-1)

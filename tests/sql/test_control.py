@@ -295,6 +295,34 @@ def test_C4_resolve_refuses_an_evidence_ref_exactly_as_a_signal_does(world, orch
     assert info.value.field_code == "EVIDENCE_REF_INVALID"
 
 
+@pytest.mark.parametrize(("first", "again"), [
+    ({"evidence_ref": "-"}, {}),  # an absent evidence_ref is not the evidence_ref "-"
+    ({}, {"evidence_ref": "-"}),
+    ({"evidence_ref": "x|y", "reason": "z"}, {"evidence_ref": "x", "reason": "y|z"}),  # nor a moved field boundary
+    ({}, {"output": {"paid": "card"}}),
+    ({}, {"reason": "paid by card"}),
+])
+def test_C4_resolve_under_one_key_with_another_output_evidence_or_reason_is_a_conflict(world, orch, first, again):
+    """A resolve's request digest covers each of its fields on its own: the same key with any field different is
+    IDEMPOTENCY_CONFLICT, never a replay of the first resolve; and a replay is still answered."""
+    world.publish(failing_task())
+    wf = world.start("charge", {"order_id": "o1"})
+    orch.drain()
+    fail_current_task(world, orch)
+    request = {"reason": "paid by wire", "output": {"paid": "wire"}}
+
+    def resolve(**fields):
+        body = {**request, **fields}
+        return routines.step_resolve(world.db.conn, world.token, "acme", wf, "charge", body.pop("reason"), "s1",
+                                     **body)
+
+    assert resolve(**first)["replayed"] == 0
+    assert resolve(**first)["replayed"] == 1
+    with pytest.raises(errors.IdempotencyConflict):
+        resolve(**again)
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'step.resolve'") == 1
+
+
 def test_C5_recovery_never_rewrites_history(world, orch):
     world.publish(failing_task())
     wf = world.start("charge", {"order_id": "o1"})
