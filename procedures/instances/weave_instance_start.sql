@@ -51,11 +51,14 @@ BEGIN
     CALL _weave_transaction_begin('weave_instance_start', v_tx);  -- refused inside a caller's transaction (R-1)
     -- The namespace is found by its name here already; _weave_authorize takes it instead of reading it again. The
     -- instance started under this idempotency key, if any, comes with it (a plain read, as the look-up below); a
-    -- replay reads its request digest once it is known to be one.
-    SELECT d.id, d.version, d.queues, JSON_LENGTH(d.document, '$.steps'), n.id,
-           (SELECT i.id FROM weave_instances i WHERE i.namespace_id = n.id AND i.idempotency_key = in_idempotency_key)
+    -- replay reads its request digest once it is known to be one. A replay answers that instance, so the queues
+    -- checked are those of its pinned definition, not of the version the request names (without a version, the
+    -- latest, which may use other queues since).
+    SELECT d.id, d.version, COALESCE(p.queues, d.queues), JSON_LENGTH(d.document, '$.steps'), n.id, i.id
       INTO v_def, v_def_version, v_queues, v_steps, v_ns, v_id
       FROM weave_definitions d JOIN weave_namespaces n ON n.id = d.namespace_id AND n.name = in_namespace
+      LEFT JOIN weave_instances i ON i.namespace_id = n.id AND i.idempotency_key = in_idempotency_key
+      LEFT JOIN weave_definitions p ON p.id = i.definition_id
      WHERE d.name = in_definition AND (in_version IS NULL OR d.version = in_version)
      ORDER BY d.version DESC LIMIT 1;
     CALL _weave_authorize(in_token, in_namespace, 'workflows:start', v_queues, v_ns, v_cred, v_actor);

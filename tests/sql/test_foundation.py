@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import re
@@ -78,6 +79,48 @@ def test_queue_permissions_cover_every_queue_of_the_definition(world):
         world.start("charge", {"order_id": "o1"}, token=narrow)
     wide = world.credential(["workflows:start"], queues=["payments"])["token"]
     assert world.start("charge", {"order_id": "o1"}, token=wide).startswith("wf_")
+
+
+def test_a_start_replay_checks_the_queues_of_the_pinned_definition_not_of_the_latest(world):
+    """A replay answers the instance it started, so it asks for the queues of that instance's pinned definition,
+    as a read of the instance does. A start without a version used to check the queues of the latest version: once
+    a version with other queues was published, a credential that may not see the instance read it by replaying
+    the start (and one that may see it was refused)."""
+    routines.queue_put(world.db.conn, world.admin, "acme", "mail", 10)
+    world.publish(TASKY)
+    started = {"definition": "charge", "app": "billing", "input": {"order_id": "o1"}, "idempotency_key": "k1",
+               "deadline_ms": 86_400_000}
+    wf = routines.instance_start(world.db.conn, world.token, "acme", **started)["workflow_id"]
+    world.publish({**TASKY, "steps": [{**TASKY["steps"][0], "queue": "mail"}]})  # version 2 uses only "mail"
+    mail_only = world.credential(["workflows:start", "workflows:read"], queues=["mail"])["token"]
+    with pytest.raises(errors.Forbidden):
+        routines.instance_get(world.db.conn, mail_only, "acme", wf)
+    with pytest.raises(errors.Forbidden):
+        routines.instance_start(world.db.conn, mail_only, "acme", **started)
+    payments_only = world.credential(["workflows:start"], queues=["payments"])["token"]
+    replay = routines.instance_start(world.db.conn, payments_only, "acme", **started)
+    assert replay["workflow_id"] == wf and not replay["created"]
+
+
+@pytest.mark.parametrize("change", [
+    {"version": 1}, {"app": "other"}, {"input": {"order_id": "o1", "more": 1}}, {"deadline_ms": 86_400_001},
+    {"deadline_ms": None, "deadline_at": "later"}, {"business_key": "b1"},
+])
+def test_a_start_under_one_key_with_any_field_different_is_a_conflict(world, change):
+    """The request digest of a start covers every field: the same key with another version (even the one the
+    first start got as the latest), app, input, deadline or business key is IDEMPOTENCY_CONFLICT."""
+    routines.app_put(world.db.conn, world.admin, "acme", "other", 10)
+    world.publish(TIMER)
+    started = {"definition": "cool-off", "app": "billing", "input": {"order_id": "o1"}, "idempotency_key": "k1",
+               "deadline_ms": 86_400_000}
+    first = routines.instance_start(world.db.conn, world.token, "acme", **started)
+    if change.get("deadline_at") == "later":
+        change = {**change, "deadline_at": world.db.now() + dt.timedelta(days=1)}
+    with pytest.raises(errors.IdempotencyConflict):
+        routines.instance_start(world.db.conn, world.token, "acme", **{**started, **change})
+    assert routines.instance_start(world.db.conn, world.token, "acme", **started)["workflow_id"] == \
+        first["workflow_id"]
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_instances") == 1
 
 
 def test_namespace_isolation_at_the_sql_level(db):
