@@ -253,7 +253,10 @@ BEGIN
             SET v_disposition = 'INSTANCE_SETTLED';
         ELSEIF in_target_activation_seq < v_k THEN
             SET v_disposition = 'STALE_ACTIVATION';
-        ELSEIF in_target_activation_seq = v_k AND (v_wait IS NULL OR v_wait_status <> 'WAITING') THEN
+        -- A step reactivated as k (C-4) is PENDING without an activation row until the ROOT advance opens its wait:
+        -- a signal for k is then early (S-10), not one for a settled step.
+        ELSEIF in_target_activation_seq = v_k AND (v_activation IS NOT NULL OR v_step_status <> 'PENDING')
+               AND (v_wait IS NULL OR v_wait_status <> 'WAITING') THEN
             SET v_disposition = 'STEP_SETTLED';
         ELSEIF v_now >= v_deadline OR (v_wait IS NOT NULL AND v_now >= v_wait_deadline) THEN
             SET v_disposition = 'LATE';

@@ -594,6 +594,24 @@ def test_S8_pending_signals_of_a_superseded_activation_never_follow_recovery(wor
     assert world.step(wf, "approval")["wait"]["winner_signal_id"] is None
 
 
+def test_S8_S10_a_signal_for_a_reactivated_step_before_its_wait_opens_is_early_and_wins(world, orch):
+    """Reactivation makes k+1 the step's activation at once, and the ROOT advance opens its wait later (here after
+    a resume). A signal for k+1 in between is normal (S-8): it waits as an early signal (S-10) and the new wait
+    takes it. It used to be stored REJECTED STEP_SETTLED, because the new activation had no wait yet."""
+    wf = started(world, orch, signal_flow(timeout_ms=60_000))
+    world.past_due(orch, wf, "approval", 60_000)
+    routines.instance_pause(world.db.conn, world.token, world.namespace, wf, "hold", "p1")
+    reactivate(world, wf)
+    assert world.step(wf, "approval")["activation_sequence"] == 2
+    receipt = send(world, wf, target_activation_sequence=2)
+    assert receipt["status"] == "PENDING" and receipt["disposition"] is None
+    routines.instance_resume(world.db.conn, world.token, world.namespace, wf, "go on", "r1")
+    orch.drain()
+    step = world.step(wf, "approval")
+    assert step["status"] == "SUCCEEDED" and step["wait"]["winner_signal_id"] == receipt["signal_id"]
+    assert signal_row(world, receipt["signal_id"])["status"] == "CONSUMED"
+
+
 # --- S-9: stored rejections, in order ---------------------------------------------------------------------------
 def test_S9_instance_settled_comes_first(world, orch):
     wf = started(world, orch)
