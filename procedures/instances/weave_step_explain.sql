@@ -39,14 +39,15 @@ BEGIN
     DECLARE v_inst BIGINT UNSIGNED;
     DECLARE v_step BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_k INT UNSIGNED;
+    DECLARE v_activation BIGINT UNSIGNED;
     DECLARE v_step_status VARCHAR(16);
     DECLARE v_wait_status VARCHAR(16);
     DECLARE v_wait_corr VARBINARY(512);
     DECLARE v_wait_deadline DATETIME(6);
     CALL _weave_instance_find(in_token, in_namespace, in_workflow_id, v_ns, v_inst);
     CALL _weave_now(v_now);
-    SELECT s.id, s.activation_seq, s.status, w.status, w.correlation_key, w.deadline_at
-      INTO v_step, v_k, v_step_status, v_wait_status, v_wait_corr, v_wait_deadline
+    SELECT s.id, s.activation_seq, s.activation_id, s.status, w.status, w.correlation_key, w.deadline_at
+      INTO v_step, v_k, v_activation, v_step_status, v_wait_status, v_wait_corr, v_wait_deadline
       FROM weave_steps s
       LEFT JOIN weave_waits w ON w.activation_id = s.activation_id AND w.kind IN ('SIGNAL', 'POLL_FINAL')
      WHERE s.instance_id = v_inst AND s.step_key = in_step_key;
@@ -86,6 +87,8 @@ BEGIN
                    WHEN g.status <> 'PENDING' THEN g.disposition
                    WHEN g.target_activation_seq < v_k THEN 'STALE_ACTIVATION'
                    WHEN g.target_activation_seq > v_k THEN 'WAITING_FOR_ACTIVATION'
+                   -- reactivated as k, its wait not opened yet by the ROOT advance: early, as Send took it
+                   WHEN v_activation IS NULL AND v_step_status = 'PENDING' THEN 'WAITING_FOR_ACTIVATION'
                    WHEN v_wait_status IS NULL OR v_wait_status <> 'WAITING' THEN 'STEP_SETTLED'
                    WHEN g.accepted_at >= v_wait_deadline THEN 'LATE'
                    WHEN g.correlation_key <> v_wait_corr THEN 'CORRELATION_MISMATCH'

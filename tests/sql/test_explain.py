@@ -82,3 +82,25 @@ def test_S17_a_step_key_longer_than_any_is_not_found_whatever_the_callers_sql_mo
             dbmod.call(conn, "weave_step_explain", world.token, "acme", wf, "s" * 65)
     finally:
         conn.close()
+
+
+def test_S17_a_reactivated_signal_step_before_its_wait_opens_explains_its_signals_as_waiting_for_it(world, orch):
+    """After reactivation the step is PENDING at k+1 with no wait until the ROOT advance (here, until resume): a
+    signal for k+1 is waiting for that activation, and one for k is stale. A PENDING signal for k+1 used to be
+    explained as STEP_SETTLED, a reason that was not true of it."""
+    from procedures import routines
+    from tests.sql.test_signals import started
+    from tests.support.signals import reactivate, send, signal_flow
+
+    wf = started(world, orch, signal_flow(timeout_ms=60_000))
+    old = send(world, wf, correlation_key="o-2")
+    world.past_due(orch, wf, "approval", 60_000)
+    routines.instance_pause(world.db.conn, world.token, world.namespace, wf, "hold", "p1")
+    reactivate(world, wf)
+    new = send(world, wf, target_activation_sequence=2)
+    report = explain(world, wf, "approval")
+    assert report["status"] == "PENDING" and report["wait"]["activation_sequence"] == 2
+    assert report["wait"]["status"] is None
+    why = {s["signal_id"]: s["why"] for s in report["signals"]}
+    assert why == {old["signal_id"]: "CORRELATION_MISMATCH", new["signal_id"]: "WAITING_FOR_ACTIVATION"}
+    assert [b["blocker"] for b in report["blockers"]][:1] == ["PAUSED"]
