@@ -376,3 +376,63 @@ def test_list_filters_by_business_key_and_control_and_instances_show_their_check
             422, "VALIDATION_FAILED")
     shown = client.simulate_get(f"{NS}/workflows/{first}", headers=auth(world.token)).json
     assert [(c["step_key"], c["kind"], c["deferred_reason"]) for c in shown["checkpoints"]] == [("wait", "TIMER", None)]
+
+
+def test_C6_an_action_key_is_scoped_to_its_instance_and_action_and_a_replay_is_still_authorised(client, world):
+    """One Idempotency-Key on another instance or another action is a new action, not a replay of the first; the
+    deadline's digest tells extend_ms from deadline_at; a replay after the instance changed state still answers
+    200 replayed; and a replay by a credential without the action's scope is 403."""
+    publish(client, world)
+    a, b = (start(client, world, key=k).json["workflow_id"] for k in ("a", "b"))
+
+    def act(wf, action, body, token=None, key="k"):
+        return client.simulate_post(f"{NS}/workflows/{wf}/{action}", headers=auth(token or world.token, key),
+                                    json=body)
+
+    first = act(a, "pause", {"reason": "hold"})
+    assert first.status_code == 200 and "idempotent-replayed" not in first.headers
+    other_instance = act(b, "pause", {"reason": "hold"})
+    assert other_instance.status_code == 200 and "idempotent-replayed" not in other_instance.headers
+    assert other_instance.json["control"] == "PAUSED"
+    other_action = act(a, "resume", {"reason": "hold"})
+    assert other_action.status_code == 200 and "idempotent-replayed" not in other_action.headers
+    assert other_action.json["control"] == "ACTIVE"
+    moved = act(a, "deadline", {"reason": "more", "extend_ms": 1000}, key="d")
+    assert moved.status_code == 200
+    problem(act(a, "deadline", {"reason": "more", "deadline_at": moved.json["deadline_at"]}, key="d"), 409,
+            "IDEMPOTENCY_CONFLICT")
+    assert act(a, "cancel", {"reason": "stop"}, key="c").json["status"] == "CANCELLED"
+    problem(act(a, "pause", {"reason": "hold"}, key="late"), 409, "INVALID_STATE")
+    replay = act(a, "pause", {"reason": "hold"})
+    assert replay.status_code == 200 and replay.headers.get("idempotent-replayed") == "true"
+    assert replay.json["status"] == "CANCELLED"  # the instance as it is now
+    reader = world.credential(["workflows:read"])["token"]
+    problem(act(a, "pause", {"reason": "hold"}, token=reader), 403, "FORBIDDEN")
+    events = client.simulate_get(f"{NS}/workflows/{a}/events", headers=auth(world.token)).json["events"]
+    assert [e["type"] for e in events].count("INSTANCE_PAUSED") == 1
+
+
+def test_event_pages_are_gap_free_and_a_list_cursor_ignores_instances_started_meanwhile(client, world, orch):
+    publish(client, world)
+    wf = start(client, world).json["workflow_id"]
+    orch.drain()
+    every = client.simulate_get(f"{NS}/workflows/{wf}/events", headers=auth(world.token)).json
+    total = len(every["events"])
+    assert [e["seq"] for e in every["events"]] == list(range(1, total + 1)) and every["next_after"] == total
+    seen, after = [], 0
+    while True:  # a page size that divides the history exactly: the last full page is followed by an empty one
+        page = client.simulate_get(f"{NS}/workflows/{wf}/events", params={"after": str(after), "limit": "1"},
+                                   headers=auth(world.token)).json
+        if not page["events"]:
+            assert page["next_after"] == after
+            break
+        seen += [e["seq"] for e in page["events"]]
+        after = page["next_after"]
+    assert seen == list(range(1, total + 1))
+    ids = [wf] + [start(client, world, key=f"n{i}").json["workflow_id"] for i in range(3)]
+    first = client.simulate_get(f"{NS}/workflows", params={"limit": "2"}, headers=auth(world.token)).json
+    start(client, world, key="meanwhile")
+    rest = client.simulate_get(f"{NS}/workflows", params={"limit": "2", "cursor": first["next_cursor"]},
+                               headers=auth(world.token)).json
+    assert [i["workflow_id"] for i in first["items"] + rest["items"]] == list(reversed(ids))
+    assert rest["next_cursor"] is None
