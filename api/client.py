@@ -304,8 +304,10 @@ class WeaveClient:
     def get_signal(self, workflow_id: str, signal_id: str) -> dict:
         return self._call("GET", _path(workflow_id, "signals", signal_id))
 
-    def list_signals(self, workflow_id: str, *, status: str | None = None) -> dict:
-        return self._call("GET", _path(workflow_id, "signals"), params={"status": status})
+    def list_signals(self, workflow_id: str, *, status: str | None = None, limit: int | None = None,
+                     cursor: str | None = None) -> dict:
+        return self._call("GET", _path(workflow_id, "signals"), params={"status": status, "limit": limit,
+                                                                         "cursor": cursor})
 
     def explain(self, workflow_id: str, step_key: str) -> dict:
         return self._call("GET", _path(workflow_id, "steps", step_key, "explain"))

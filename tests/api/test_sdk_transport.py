@@ -121,6 +121,15 @@ def test_sdk_puts_each_id_in_one_path_segment(server):
         "/v1/namespaces/acme/workflows/wf_2%2F..%2Fwf_1/steps/a%20b/explain"
     assert client.get_signal("wf_1", "sig_1/x")["path"] == "/v1/namespaces/acme/workflows/wf_1/signals/sig_1%2Fx"
 
+
+def test_sdk_pages_through_signals_with_a_limit_and_a_cursor(server):
+    """The list answers 100 signals a page by default with a next_cursor: without limit and cursor the SDK could
+    read only the first page."""
+    client = sdk.WeaveClient(server.url, "wv_x", "acme")
+    assert client.list_signals("wf_1", status="PENDING", limit=10, cursor="sig_42")["path"] == \
+        "/v1/namespaces/acme/workflows/wf_1/signals?status=PENDING&limit=10&cursor=sig_42"
+    assert client.list_signals("wf_1")["path"] == "/v1/namespaces/acme/workflows/wf_1/signals"
+
 def test_sdk_goes_through_the_proxy_the_environment_names(server, monkeypatch):
     monkeypatch.setenv("HTTP_PROXY", server.url)
     monkeypatch.setenv("http_proxy", server.url)
