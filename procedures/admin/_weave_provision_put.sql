@@ -1,6 +1,8 @@
 -- The body of weave_app_put and weave_queue_put: apps and queues are provisioned alike, created or updated by
 -- name with one bounded number, so that re-running a provisioning script converges. The row is locked by name
--- for the decision; an app also carries a status (ACTIVE or DISABLED), which NULL keeps as it is.
+-- for the decision; an app also carries a status (ACTIVE or DISABLED), which NULL keeps as it is. The time of the
+-- change is read after that lock (R-2): a task creation takes its slot on the same row, so every task created at or
+-- after a limit's updated_at took its slot under that limit (invariant M-4.7 relies on it).
 CREATE PROCEDURE _weave_provision_put(
         IN  in_kind      VARCHAR(16),
         IN  in_token     VARCHAR(512),
@@ -30,6 +32,7 @@ BEGIN
             CALL _weave_raise(50100, 'INVALID_ARGUMENT: status must be ACTIVE or DISABLED');
         END IF;
         SELECT id, status INTO v_id, out_status FROM weave_apps WHERE namespace_id = v_ns AND name = in_name FOR UPDATE;
+        CALL _weave_now(v_now);  -- R-2: after the row's lock, so updated_at follows every slot taken before it
         SET out_status = COALESCE(in_status, out_status, 'ACTIVE');
         IF v_id IS NULL THEN
             INSERT INTO weave_apps (namespace_id, name, max_in_flight, status, created_at, updated_at)
@@ -40,6 +43,7 @@ BEGIN
         SET v_details = JSON_OBJECT('name', in_name, 'max_in_flight', in_limit + 0, 'status', out_status);
     ELSE
         SELECT id INTO v_id FROM weave_queues WHERE namespace_id = v_ns AND name = in_name FOR UPDATE;
+        CALL _weave_now(v_now);  -- R-2: after the row's lock, so updated_at follows every slot taken before it
         IF v_id IS NULL THEN
             INSERT INTO weave_queues (namespace_id, name, capacity, created_at, updated_at)
             VALUES (v_ns, in_name, in_limit, v_now, v_now);

@@ -1078,6 +1078,37 @@ def test_R8_M4_7_a_release_not_committed_yet_still_counts_and_no_creation_waits_
     assert world.step(second, "work")["status"] == "ACTIVE" and world.db.in_flight() == 2
 
 
+def test_R2_M4_7_a_limit_s_change_is_timed_after_the_slots_taken_before_it(world, orch):
+    """A quota change waits for a task creation that holds its app's row (the creation takes its slot there); its
+    updated_at is read once it holds the row, so no task whose slot was taken under the old limit looks created
+    after the change (M-4.7 judges the tasks in flight against the limit they were created under)."""
+    creator = world.db.connect()
+    putter = world.db.connect()
+    try:
+        creator.begin()
+        with creator.cursor() as cur:  # a creation taking its slot, not committed yet
+            cur.execute("UPDATE weave_apps SET slots_taken = slots_taken WHERE name = 'billing'")
+        with putter.cursor() as cur:
+            cur.execute("SELECT CONNECTION_ID() AS id")
+            putter_id = cur.fetchone()["id"]
+        answer: list[dict] = []
+        put = threading.Thread(target=lambda: answer.append(routines.app_put(
+            putter, world.admin, world.namespace, "billing", 5)))
+        put.start()
+        # The server refreshes INNODB_TRX only when it was last read over 0.1 s ago: a faster poll sees it stale.
+        assert wait_for(lambda: world.db.scalar(
+            "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = %s "
+            "AND trx_state = 'LOCK WAIT'", putter_id) == 1, interval=0.2)
+        released = world.db.now()  # the creation's time is before this
+        creator.commit()
+        put.join(30)
+    finally:
+        creator.rollback()
+        creator.close()
+        putter.close()
+    assert answer and world.db.scalar("SELECT updated_at FROM weave_apps WHERE name = 'billing'") >= released
+
+
 def test_K1_concurrent_claims_keep_mutex_keys_exclusive(world, orch, database):
     world.publish(task_flow(mutex_key="$.input.account"))
     for i in range(40):
