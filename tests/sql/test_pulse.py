@@ -12,7 +12,7 @@ import time
 import pytest
 
 from procedures import db as dbmod
-from procedures import errors, pulse, routines
+from procedures import errors, invariants, pulse, routines
 from tests.benchmarks.bench_scan import seq
 from tests.support.threads import run_threads
 from tests.support.waiting import wait_for
@@ -1076,6 +1076,86 @@ def test_R8_M4_7_a_release_not_committed_yet_still_counts_and_no_creation_waits_
     world.db.advance(1_000)
     orch.drain()
     assert world.step(second, "work")["status"] == "ACTIVE" and world.db.in_flight() == 2
+
+
+def test_M4_7_a_limit_lowered_below_the_tasks_in_flight_lets_each_end_by_every_path_and_counts_it_exactly(
+        world, orch):
+    """An operator may lower a quota and a capacity below what is in flight: those tasks run on and end by every path
+    (success, failure, retry, cancel queued and running, lost lease, expiry), each giving its slot back exactly once,
+    and nothing new is created until there is room under the new limit. M-4.7 holds at creation time: the tasks
+    created before the change do not break it, and one created after it beyond the limit would."""
+    world.publish(task_flow(task_timeout_ms=HOUR))
+    world.publish(task_flow("short", task_timeout_ms=5_000))
+    wfs = started(world, orch, n=6)
+    short, = started(world, orch, "short")
+    routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 2)
+    routines.queue_put(world.db.conn, world.admin, world.namespace, "payments", 2)
+
+    def in_flight() -> tuple[int, int]:
+        return world.db.in_flight("app"), world.db.in_flight("queue")
+
+    assert in_flight() == (7, 7) and invariants.violations(world.db.conn) == {}
+    waiting = world.start("pay", {"order_id": "late"})
+    assert world.step(waiting, "work")["status"] == "PENDING"  # deferred: no room under the new limits
+    # A task created after the change beyond the limit is what M-4.7 forbids (looked at, never committed).
+    other = world.db.connect()
+    try:
+        other.begin()
+        with other.cursor() as cur:
+            cur.execute("UPDATE pulse_tasks t JOIN weave_apps a ON a.id = t.app_id SET t.created_at = a.updated_at "
+                        "WHERE t.id = %s", (task_of(world, short)["id"],))
+        assert "M-4.7" in invariants.violations(other)
+    finally:
+        other.rollback()
+        other.close()
+
+    done, failed, retried, cancelled = claim(world, limit=4, lease_ms=HOUR)
+    lost, = claim(world, worker="w2", lease_ms=1_000)
+    assert [tid(r["task_id"]) for r in (done, failed, retried, cancelled, lost)] == \
+        [task_of(world, wf)["id"] for wf in wfs[:5]]
+    pulse.attempt_complete(world.db.conn, done["attempt_id"], "w1", {"n": 1})
+    assert in_flight() == (6, 6)
+    pulse.attempt_fail(world.db.conn, failed["attempt_id"], "w1", "declined", retryable=False)
+    assert in_flight() == (5, 5)
+    assert pulse.attempt_fail(world.db.conn, retried["attempt_id"], "w1", "flaky",
+                              retryable=True)["outcome"] == "RETRY_SCHEDULED"
+    assert in_flight() == (5, 5)  # queued again: still in flight
+    assert cancel_task(world, task_of(world, wfs[3])["id"]) == "REQUESTED"
+    assert in_flight() == (5, 5)  # its permit and its slot stay until the worker reports
+    assert pulse.attempt_fail(world.db.conn, cancelled["attempt_id"], "w1", "stopped",
+                              retryable=True)["outcome"] == "CANCELLED"
+    assert in_flight() == (4, 4)
+    assert cancel_task(world, task_of(world, wfs[5])["id"]) == "CANCELLED"
+    assert in_flight() == (3, 3)
+    world.db.advance(5_001)  # the lease of `lost` and the deadline of `short` pass
+    outcomes = orch.drain()
+    assert outcomes["LEASE:UNKNOWN"] == 1 and outcomes["TASK_EXPIRY:EXPIRED"] == 1
+    assert task_of(world, short)["status"] == "EXPIRED" and task_of(world, wfs[4])["status"] == "UNKNOWN"
+    assert in_flight() == (1, 1)  # the retry: room under the new limit, and the deferred start gets its task
+    world.db.advance(60_000)
+    orch.drain()
+    assert world.step(waiting, "work")["status"] == "ACTIVE" and in_flight() == (2, 2)
+    for got in claim(world, limit=10, lease_ms=HOUR):
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 2})
+    assert in_flight() == (0, 0)
+    assert world.instance(waiting)["status"] == world.instance(wfs[2])["status"] == "SUCCEEDED"
+
+
+def test_R8_M4_7_a_disabled_app_creates_nothing_but_its_tasks_in_flight_run_on_and_give_their_slots_back(world, orch):
+    world.publish(task_flow(task_timeout_ms=HOUR))
+    first, second = started(world, orch, n=2)
+    routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1000, "DISABLED")
+    waiting = world.start("pay", {"order_id": "late"})
+    assert world.step(waiting, "work")["status"] == "PENDING"
+    a, b = claim(world, limit=10, lease_ms=HOUR)
+    pulse.attempt_complete(world.db.conn, a["attempt_id"], "w1", {"n": 1})
+    pulse.attempt_fail(world.db.conn, b["attempt_id"], "w1", "declined", retryable=False)
+    assert world.db.in_flight("app") == world.db.in_flight("queue") == 0
+    assert world.instance(first)["status"] == "SUCCEEDED" and world.instance(second)["status"] == "NEEDS_REVIEW"
+    routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1000, "ACTIVE")
+    world.db.advance(60_000)
+    orch.drain()
+    assert world.step(waiting, "work")["status"] == "ACTIVE" and world.db.in_flight("app") == 1
 
 
 def test_R2_M4_7_a_limit_s_change_is_timed_after_the_slots_taken_before_it(world, orch):
