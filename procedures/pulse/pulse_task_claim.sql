@@ -31,6 +31,8 @@ BEGIN
     DECLARE v_queue_ids LONGTEXT DEFAULT NULL;
     DECLARE v_picked LONGTEXT DEFAULT '[]';
     DECLARE v_claimed LONGTEXT DEFAULT '[]';
+    DECLARE v_skipped INT UNSIGNED DEFAULT 0;  -- tasks of a pick skipped because their mutex key was taken
+    DECLARE v_started INT UNSIGNED DEFAULT 0;  -- attempts started before the current pick
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     -- Refused inside a caller's transaction (R-1): on MariaDB the probe is a variable read, with no call unless
@@ -98,111 +100,126 @@ BEGIN
         -- reads every permit ever taken; this one is one unique-index lookup per candidate. What a claim needs of
         -- each task is kept with it, so the queues are walked and the picked tasks claimed without reading them
         -- again: one queue's pick is already in claim order; several queues' picks are merged into that order
-        -- by one sort of the list.
-        pick: BEGIN
-            DECLARE v_n INT UNSIGNED DEFAULT JSON_LENGTH(v_queue_ids);
-            DECLARE v_i INT UNSIGNED DEFAULT 0;
-            DECLARE v_qid BIGINT UNSIGNED;
-            DECLARE v_done TINYINT DEFAULT 0;
-            DECLARE v_id BIGINT UNSIGNED;
-            DECLARE v_task_ns BIGINT UNSIGNED;
-            DECLARE v_task_mutex VARCHAR(256);
-            DECLARE v_task_no INT UNSIGNED;
-            DECLARE v_task_max INT UNSIGNED;
-            DECLARE v_priority INT;
-            DECLARE v_available DATETIME(6);
-            DECLARE v_cap BIGINT UNSIGNED;
-            DECLARE c_queue CURSOR FOR
-                SELECT t.id, t.namespace_id, t.mutex_key, t.attempts_used + 1, t.max_attempts, t.priority,
-                       t.available_at
-                  FROM pulse_tasks t FORCE INDEX (ix_task_claim)
-                 WHERE t.queue_id = v_qid AND t.status = 'QUEUED' AND t.available_at <= v_now AND t.deadline_at > v_now
-                   AND (t.mutex_key IS NULL OR (
-                        SELECT COUNT(*) FROM pulse_permits p
-                         WHERE p.namespace_id = t.namespace_id AND p.mutex_held = t.mutex_key) = 0)
-                 ORDER BY t.priority DESC, t.available_at, t.id
-                 LIMIT v_limit
-                   FOR UPDATE SKIP LOCKED;
-            DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
-            WHILE v_i < v_n DO
-                SET v_qid = JSON_VALUE(v_queue_ids, CONCAT('$[', v_i, ']')), v_i = v_i + 1, v_done = 0;
-                OPEN c_queue;
-                rows_of_queue: LOOP
-                    FETCH c_queue INTO v_id, v_task_ns, v_task_mutex, v_task_no, v_task_max, v_priority, v_available;
-                    IF v_done = 1 THEN
-                        LEAVE rows_of_queue;
+        -- by one sort of the list. A task whose key an attempt of this very claim took (or a concurrent claim's,
+        -- since the pick read the permits) is skipped at its turn: when that leaves the claim short, it picks again
+        -- for what is left, and the permits its own attempts now hold keep those keys out of the new pick. The tasks
+        -- picked after the ones it started are the next ones in claim order, so the order holds across the picks.
+        picks: LOOP
+            SET v_picked = '[]', v_skipped = 0, v_started = JSON_LENGTH(v_claimed);
+            pick: BEGIN
+                DECLARE v_n INT UNSIGNED DEFAULT JSON_LENGTH(v_queue_ids);
+                DECLARE v_i INT UNSIGNED DEFAULT 0;
+                DECLARE v_qid BIGINT UNSIGNED;
+                DECLARE v_done TINYINT DEFAULT 0;
+                DECLARE v_id BIGINT UNSIGNED;
+                DECLARE v_task_ns BIGINT UNSIGNED;
+                DECLARE v_task_mutex VARCHAR(256);
+                DECLARE v_task_no INT UNSIGNED;
+                DECLARE v_task_max INT UNSIGNED;
+                DECLARE v_priority INT;
+                DECLARE v_available DATETIME(6);
+                DECLARE v_cap BIGINT UNSIGNED;
+                DECLARE c_queue CURSOR FOR
+                    SELECT t.id, t.namespace_id, t.mutex_key, t.attempts_used + 1, t.max_attempts, t.priority,
+                           t.available_at
+                      FROM pulse_tasks t FORCE INDEX (ix_task_claim)
+                     WHERE t.queue_id = v_qid AND t.status = 'QUEUED' AND t.available_at <= v_now
+                       AND t.deadline_at > v_now
+                       AND (t.mutex_key IS NULL OR (
+                            SELECT COUNT(*) FROM pulse_permits p
+                             WHERE p.namespace_id = t.namespace_id AND p.mutex_held = t.mutex_key) = 0)
+                     ORDER BY t.priority DESC, t.available_at, t.id
+                     LIMIT v_limit
+                       FOR UPDATE SKIP LOCKED;
+                DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+                WHILE v_i < v_n DO
+                    SET v_qid = JSON_VALUE(v_queue_ids, CONCAT('$[', v_i, ']')), v_i = v_i + 1, v_done = 0;
+                    OPEN c_queue;
+                    rows_of_queue: LOOP
+                        FETCH c_queue INTO v_id, v_task_ns, v_task_mutex, v_task_no, v_task_max, v_priority,
+                                           v_available;
+                        IF v_done = 1 THEN
+                            LEAVE rows_of_queue;
+                        END IF;
+                        SET v_picked = JSON_ARRAY_APPEND(v_picked, '$', JSON_OBJECT(
+                            'id', v_id + 0, 'ns', v_task_ns + 0, 'queue', v_qid + 0, 'mutex', v_task_mutex,
+                            'no', v_task_no + 0, 'max', v_task_max + 0, 'priority', v_priority,
+                            'available', DATE_FORMAT(v_available, '%Y-%m-%d %H:%i:%s.%f')));
+                    END LOOP;
+                    CLOSE c_queue;
+                END WHILE;
+                IF v_n > 1 AND JSON_LENGTH(v_picked) > 1 THEN
+                    -- Across queues, the same order again over what was locked; what is not claimed is let go at
+                    -- commit. MariaDB caps JSON_ARRAYAGG at the session's group_concat_max_len (1 MiB by default) and
+                    -- fails the statement past it (1260): in_limit picks of each of several queues can be longer. The
+                    -- cap is raised for this one statement when the picks (as long as the sorted list, or longer)
+                    -- exceed it, and put back after it. MySQL does not cap JSON_ARRAYAGG.
+                    IF LENGTH(v_picked) > @@group_concat_max_len AND VERSION() LIKE '%MariaDB%' THEN
+                        SET v_cap = @@group_concat_max_len;
+                        SET SESSION group_concat_max_len = LENGTH(v_picked);
                     END IF;
-                    SET v_picked = JSON_ARRAY_APPEND(v_picked, '$', JSON_OBJECT(
-                        'id', v_id + 0, 'ns', v_task_ns + 0, 'queue', v_qid + 0, 'mutex', v_task_mutex,
-                        'no', v_task_no + 0, 'max', v_task_max + 0, 'priority', v_priority,
-                        'available', DATE_FORMAT(v_available, '%Y-%m-%d %H:%i:%s.%f')));
-                END LOOP;
-                CLOSE c_queue;
-            END WHILE;
-            IF v_n > 1 AND JSON_LENGTH(v_picked) > 1 THEN
-                -- Across queues, the same order again over what was locked; what is not claimed is let go at commit.
-                -- MariaDB caps JSON_ARRAYAGG at the session's group_concat_max_len (1 MiB by default) and fails the
-                -- statement past it (1260): in_limit picks of each of several queues can be longer. The cap is
-                -- raised for this one statement when the picks (as long as the sorted list, or longer) exceed it,
-                -- and put back after it. MySQL does not cap JSON_ARRAYAGG.
-                IF LENGTH(v_picked) > @@group_concat_max_len AND VERSION() LIKE '%MariaDB%' THEN
-                    SET v_cap = @@group_concat_max_len;
-                    SET SESSION group_concat_max_len = LENGTH(v_picked);
+                    SELECT JSON_ARRAYAGG(JSON_EXTRACT(v_picked, CONCAT('$[', j.ord - 1, ']'))
+                                         ORDER BY j.priority DESC, j.available, j.id)
+                      INTO v_picked
+                      FROM JSON_TABLE(v_picked, '$[*]' COLUMNS (ord FOR ORDINALITY, id BIGINT UNSIGNED PATH '$.id',
+                                                                 priority INT PATH '$.priority',
+                                                                 available VARCHAR(26) PATH '$.available')) j;
+                    IF v_cap IS NOT NULL THEN
+                        SET SESSION group_concat_max_len = v_cap;  -- the session's own, as it was
+                    END IF;
                 END IF;
-                SELECT JSON_ARRAYAGG(JSON_EXTRACT(v_picked, CONCAT('$[', j.ord - 1, ']'))
-                                     ORDER BY j.priority DESC, j.available, j.id)
-                  INTO v_picked
-                  FROM JSON_TABLE(v_picked, '$[*]' COLUMNS (ord FOR ORDINALITY, id BIGINT UNSIGNED PATH '$.id',
-                                                             priority INT PATH '$.priority',
-                                                             available VARCHAR(26) PATH '$.available')) j;
-                IF v_cap IS NOT NULL THEN
-                    SET SESSION group_concat_max_len = v_cap;  -- the session's own, as it was
-                END IF;
-            END IF;
-        END pick;
+            END pick;
 
-        claim: BEGIN
-            DECLARE v_n INT UNSIGNED DEFAULT LEAST(JSON_LENGTH(v_picked), v_limit);  -- the first in_limit of them
-            DECLARE v_i INT UNSIGNED DEFAULT 0;
-            DECLARE v_one LONGTEXT;
-            DECLARE v_task BIGINT UNSIGNED;
-            DECLARE v_ns BIGINT UNSIGNED;
-            DECLARE v_queue BIGINT UNSIGNED;
-            DECLARE v_mutex VARCHAR(256);
-            DECLARE v_no INT UNSIGNED;
-            DECLARE v_max INT UNSIGNED;
-            DECLARE v_attempt BIGINT UNSIGNED;
-            DECLARE v_dup TINYINT;
-            next_task: WHILE v_i < v_n DO
-                SET v_one = JSON_EXTRACT(v_picked, CONCAT('$[', v_i, ']')), v_i = v_i + 1;
-                SET v_task = JSON_VALUE(v_one, '$.id'), v_ns = JSON_VALUE(v_one, '$.ns'),
-                    v_queue = JSON_VALUE(v_one, '$.queue'), v_mutex = JSON_VALUE(v_one, '$.mutex'),
-                    v_no = JSON_VALUE(v_one, '$.no'), v_max = JSON_VALUE(v_one, '$.max');
-                IF v_no > v_max THEN
-                    -- A QUEUED task with no attempt left cannot exist (M-4.5); never start one past the budget.
-                    ITERATE next_task;
-                END IF;
-                INSERT INTO pulse_attempts (namespace_id, task_id, attempt_no, worker_id, status, lease_expires_at,
-                                            started_at)
-                VALUES (v_ns, v_task, v_no, in_worker_id, 'RUNNING', v_lease, v_now);
-                SET v_attempt = LAST_INSERT_ID();
-                SET v_dup = 0;
-                BEGIN
-                    DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 1;
-                    INSERT INTO pulse_permits (attempt_id, namespace_id, queue_id, task_id, mutex_key, mutex_held,
-                                               taken_at)
-                    VALUES (v_attempt, v_ns, v_queue, v_task, v_mutex, v_mutex, v_now);
-                END;
-                IF v_dup = 1 THEN
-                    -- Another attempt took this mutex key first (in this claim or a concurrent one): skip.
-                    DELETE FROM pulse_attempts WHERE id = v_attempt;
-                ELSE
-                    UPDATE pulse_tasks SET status = 'RUNNING', attempts_used = v_no, updated_at = v_now
-                     WHERE id = v_task;
-                    SET v_claimed = JSON_ARRAY_APPEND(v_claimed, '$', v_attempt + 0);
-                END IF;
-            END WHILE;
-        END claim;
+            claim: BEGIN
+                DECLARE v_n INT UNSIGNED DEFAULT LEAST(JSON_LENGTH(v_picked), v_limit);  -- the first in_limit of them
+                DECLARE v_i INT UNSIGNED DEFAULT 0;
+                DECLARE v_one LONGTEXT;
+                DECLARE v_task BIGINT UNSIGNED;
+                DECLARE v_ns BIGINT UNSIGNED;
+                DECLARE v_queue BIGINT UNSIGNED;
+                DECLARE v_mutex VARCHAR(256);
+                DECLARE v_no INT UNSIGNED;
+                DECLARE v_max INT UNSIGNED;
+                DECLARE v_attempt BIGINT UNSIGNED;
+                DECLARE v_dup TINYINT;
+                next_task: WHILE v_i < v_n DO
+                    SET v_one = JSON_EXTRACT(v_picked, CONCAT('$[', v_i, ']')), v_i = v_i + 1;
+                    SET v_task = JSON_VALUE(v_one, '$.id'), v_ns = JSON_VALUE(v_one, '$.ns'),
+                        v_queue = JSON_VALUE(v_one, '$.queue'), v_mutex = JSON_VALUE(v_one, '$.mutex'),
+                        v_no = JSON_VALUE(v_one, '$.no'), v_max = JSON_VALUE(v_one, '$.max');
+                    IF v_no > v_max THEN
+                        -- A QUEUED task with no attempt left cannot exist (M-4.5); never start one past the budget.
+                        ITERATE next_task;
+                    END IF;
+                    INSERT INTO pulse_attempts (namespace_id, task_id, attempt_no, worker_id, status, lease_expires_at,
+                                                started_at)
+                    VALUES (v_ns, v_task, v_no, in_worker_id, 'RUNNING', v_lease, v_now);
+                    SET v_attempt = LAST_INSERT_ID();
+                    SET v_dup = 0;
+                    BEGIN
+                        DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 1;
+                        INSERT INTO pulse_permits (attempt_id, namespace_id, queue_id, task_id, mutex_key, mutex_held,
+                                                   taken_at)
+                        VALUES (v_attempt, v_ns, v_queue, v_task, v_mutex, v_mutex, v_now);
+                    END;
+                    IF v_dup = 1 THEN
+                        -- Another attempt took this mutex key first (in this claim or a concurrent one): skip.
+                        DELETE FROM pulse_attempts WHERE id = v_attempt;
+                        SET v_skipped = v_skipped + 1;
+                    ELSE
+                        UPDATE pulse_tasks SET status = 'RUNNING', attempts_used = v_no, updated_at = v_now
+                         WHERE id = v_task;
+                        SET v_claimed = JSON_ARRAY_APPEND(v_claimed, '$', v_attempt + 0);
+                    END IF;
+                END WHILE;
+            END claim;
+            -- Picked again only for room a skipped key left, and only while each pick starts something (so at most
+            -- in_limit times): a claim with no key skipped stops here after one pick.
+            IF v_skipped = 0 OR JSON_LENGTH(v_claimed) = v_started OR JSON_LENGTH(v_claimed) >= in_limit THEN
+                LEAVE picks;
+            END IF;
+            SET v_limit = in_limit - JSON_LENGTH(v_claimed);
+        END LOOP picks;
         COMMIT;
     ELSEIF v_tx THEN
         COMMIT;  -- nothing queued, in a session with autocommit off

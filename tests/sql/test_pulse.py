@@ -210,6 +210,29 @@ def test_K1_one_claim_never_starts_two_tasks_with_one_mutex_key(world, orch):
     assert world.db.scalar("SELECT COUNT(*) FROM pulse_attempts") == 1
 
 
+@pytest.mark.parametrize("queues", ["one", "two"])
+def test_K1_a_task_skipped_for_a_key_its_own_claim_took_leaves_room_for_the_next_in_order(world, orch, queues):
+    """A claim for N tasks takes N when N can start: a task whose mutex key the same claim has just taken is skipped,
+    and the next tasks in claim order take its place (with one queue and across queues). A claim that comes back
+    short has taken every task it could reach, which is what a worker relies on before it rests."""
+    routines.queue_put(world.db.conn, world.admin, world.namespace, "refunds", 1000)
+    world.publish(task_flow("pay", mutex_key="$.input.account"))
+    world.publish(task_flow("refund", mutex_key="$.input.account", queue="refunds" if queues == "two" else "payments"))
+    order = []
+    for definition, account in (("pay", "x"), ("pay", "x"), ("refund", "x"), ("refund", "y"), ("pay", "z"),
+                                ("refund", "w")):
+        order.append((world.start(definition, {"order_id": f"o-{len(order)}", "account": account}), account))
+        world.db.advance(10)
+    orch.drain()
+    ids = [task_of(world, wf)["id"] for wf, _ in order]
+    got = claim(world, limit=3, queues="payments,refunds")
+    assert [tid(r["task_id"]) for r in got] == [ids[0], ids[3], ids[4]]  # x, then y and z in place of the two x
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_attempts") == 3
+    assert [tid(r["task_id"]) for r in claim(world, worker="w2", limit=10, queues="payments,refunds")] == [ids[5]]
+    pulse.attempt_complete(world.db.conn, got[0]["attempt_id"], "w1", {"n": 1})
+    assert [tid(r["task_id"]) for r in claim(world, worker="w3", limit=10, queues="payments,refunds")] == [ids[1]]
+
+
 def test_K1_mutex_keys_are_per_namespace(world, orch, db):
     from tests.support.world import World
 
