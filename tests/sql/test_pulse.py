@@ -233,6 +233,27 @@ def test_K1_a_task_skipped_for_a_key_its_own_claim_took_leaves_room_for_the_next
     assert [tid(r["task_id"]) for r in claim(world, worker="w3", limit=10, queues="payments,refunds")] == [ids[1]]
 
 
+def test_K1_K4_K5_a_mutex_key_is_held_across_queues_until_its_attempt_s_end_is_recorded(world, orch):
+    """A key is one per namespace, whatever the queue: a refund never runs beside a payment of the same account. A
+    running attempt keeps its key after cancellation was asked (K-5) and after its lease ran out, until Pulse records
+    its end: the worker may still be acting on it. The lost lease's recovery (K-4) lets the key go."""
+    routines.queue_put(world.db.conn, world.admin, world.namespace, "refunds", 1000)
+    world.publish(task_flow("pay", mutex_key="$.input.account", task_timeout_ms=HOUR))
+    world.publish(task_flow("refund", mutex_key="$.input.account", queue="refunds", task_timeout_ms=HOUR))
+    pay = world.start("pay", {"order_id": "o-1", "account": "x"})
+    refund = world.start("refund", {"order_id": "o-2", "account": "x"})
+    orch.drain()
+    got, = claim(world, limit=10, queues="payments,refunds", lease_ms=1_000)
+    assert tid(got["task_id"]) == task_of(world, pay)["id"]
+    assert claim(world, worker="w2", limit=10, queues="refunds") == []
+    assert cancel_task(world, task_of(world, pay)["id"]) == "REQUESTED"
+    world.db.advance(1_001)  # the lease has run out, not yet recovered
+    assert claim(world, worker="w2", limit=10, queues="refunds") == []
+    assert orch.drain()["LEASE:UNKNOWN"] == 1
+    assert [tid(r["task_id"]) for r in claim(world, worker="w2", limit=10, queues="refunds")] == \
+        [task_of(world, refund)["id"]]
+
+
 def test_K1_mutex_keys_are_per_namespace(world, orch, db):
     from tests.support.world import World
 
@@ -682,6 +703,31 @@ def test_K6_queued_task_past_its_deadline_expires_and_never_starts(world, orch):
     assert task_of(world, wf)["status"] == "EXPIRED" and world.db.scalar("SELECT COUNT(*) FROM pulse_attempts") == 0
     assert review_codes(world, wf) == ["TASK_EXPIRED"] and world.step(wf, "work")["status"] == "NEEDS_REVIEW"
     assert pulse.task_expire(world.db.conn, task["id"]) == "GONE"
+
+
+def test_K6_an_attempt_renewed_past_its_task_deadline_runs_on_and_only_a_retry_is_refused(world, orch):
+    """The deadline forbids starting an attempt (K-6), not finishing one: heartbeats keep a running attempt's lease
+    past the task's deadline, nothing expires it, and its success counts. A retryable failure there is final
+    (reason DEADLINE): no next attempt could start."""
+    world.publish({"name": "two", "steps": [task_step("a", task_timeout_ms=3_000),
+                                             task_step("b", task_timeout_ms=3_000)]})
+    wf = world.start("two", {"order_id": "o"})
+    orch.drain()
+    first, second = claim(world, limit=2, lease_ms=2_000)
+    for _ in range(4):  # 6 s: twice the deadline, each lease renewed before it runs out
+        world.db.advance(1_500)
+        for got in (first, second):
+            pulse.attempt_heartbeat(world.db.conn, got["attempt_id"], "w1", 2_000)
+        outcomes = orch.drain()
+        assert outcomes["LEASE:UNKNOWN"] == outcomes["TASK_EXPIRY:EXPIRED"] == 0
+    assert {t["status"] for t in world.db.rows("SELECT status FROM pulse_tasks")} == {"RUNNING"}
+    assert pulse.attempt_complete(world.db.conn, first["attempt_id"], "w1", {"n": 1})["outcome"] == "SUCCEEDED"
+    answer = pulse.attempt_fail(world.db.conn, second["attempt_id"], "w1", "flaky", retryable=True)
+    assert (answer["outcome"], answer["available_at"]) == ("FAILED", None)
+    orch.drain()
+    assert world.step(wf, "a")["status"] == "SUCCEEDED" and world.step(wf, "b")["status"] == "NEEDS_REVIEW"
+    reason, = world.instance(wf)["review_reasons"]
+    assert reason["code"] == "TASK_FAILED" and reason["detail"]["outcome"]["reason"] == "DEADLINE"
 
 
 def test_K6_expiry_leaves_a_task_that_is_not_due_or_not_queued(world, orch):
