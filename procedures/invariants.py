@@ -70,7 +70,8 @@ INVARIANTS: tuple[Invariant, ...] = (
                       GROUP BY task_id) a ON a.task_id = t.id
          WHERE t.attempts_used > t.max_attempts OR COALESCE(a.n, 0) <> t.attempts_used
             OR COALESCE(a.top, 0) <> COALESCE(a.n, 0)"""),
-    Invariant("M-4.6", "every RUNNING attempt holds exactly one permit; no permit without a RUNNING attempt", """
+    Invariant("M-4.6", "every RUNNING attempt holds exactly one permit; no permit without a RUNNING attempt; a "
+              "permit holds its mutex key exactly while it is held", """
         SELECT a.id FROM pulse_attempts a
           LEFT JOIN pulse_permits p ON p.attempt_id = a.id AND p.released_at IS NULL
          WHERE a.status = 'RUNNING' AND p.attempt_id IS NULL
@@ -80,7 +81,10 @@ INVARIANTS: tuple[Invariant, ...] = (
         UNION ALL
         SELECT t.id FROM pulse_tasks t
           LEFT JOIN pulse_attempts a ON a.task_id = t.id AND a.status = 'RUNNING'
-         WHERE (t.status = 'RUNNING') <> (a.id IS NOT NULL)"""),
+         WHERE (t.status = 'RUNNING') <> (a.id IS NOT NULL)
+        UNION ALL
+        SELECT p.attempt_id FROM pulse_permits p
+         WHERE IF(p.released_at IS NULL, NOT (p.mutex_held <=> p.mutex_key), p.mutex_held IS NOT NULL)"""),
     # At creation time (M-4.7): an operator may lower a capacity or quota below what is in flight, and those tasks
     # run on. More in flight than the limit is a broken promise only when one of them was created at or after the
     # limit's last change (updated_at, read after the row's lock): its slot was then taken under this very limit,

@@ -307,6 +307,22 @@ def test_M4_6_an_attempt_without_its_permit_never_ends_and_changes_nothing(world
     assert world.db.scalar("SELECT COUNT(*) FROM pulse_inbox") == 0
 
 
+@pytest.mark.breaks_invariants("M-4.6")
+def test_M4_6_a_released_permit_that_still_holds_its_mutex_key_is_a_broken_invariant(world, orch):
+    """The unique index keeps a key exclusive only while permits give it up as they are released: a released permit
+    that kept its key would keep every task of that key from starting, for good, with every other invariant holding."""
+    world.publish(task_flow(mutex_key="$.input.account"))
+    first = world.start("pay", {"order_id": "o-1", "account": "x"})
+    world.start("pay", {"order_id": "o-2", "account": "x"})
+    orch.drain()
+    got, = claim(world, limit=10)
+    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
+    assert world.instance(first)["status"] == "SUCCEEDED" and invariants.violations(world.db.conn) == {}
+    world.db.execute("UPDATE pulse_permits SET mutex_held = mutex_key WHERE attempt_id = %s", got["attempt_id"])
+    assert invariants.violations(world.db.conn) == {"M-4.6": [got["attempt_id"]]}
+    assert claim(world, limit=10) == []  # what the broken invariant costs: the key's next task never starts
+
+
 @pytest.mark.breaks_invariants("M-4.5", "M-4.6")
 def test_K3_a_report_of_an_attempt_whose_task_is_missing_is_refused(world, orch):
     world.publish(task_flow())
