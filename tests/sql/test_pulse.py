@@ -746,6 +746,27 @@ def test_K6_an_attempt_renewed_past_its_task_deadline_runs_on_and_only_a_retry_i
     assert reason["code"] == "TASK_FAILED" and reason["detail"]["outcome"]["reason"] == "DEADLINE"
 
 
+def test_K6_a_retry_no_worker_started_by_the_deadline_expires_at_it_with_its_last_failure(world, orch):
+    """A retry is scheduled only to start before the deadline (K-3), but nothing makes a worker come: queued again
+    and never claimed, the task expires at its deadline like one that never started, its outcome stamped with the
+    deadline and carrying the attempts used and the last failure; the next attempt never starts."""
+    world.publish(task_flow(task_timeout_ms=5_000, retry={"max_attempts": 3, "initial_backoff_ms": 1_000}))
+    wf, = started(world, orch)
+    got, = claim(world)
+    answer = pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "flaky", retryable=True)
+    assert answer["outcome"] == "RETRY_SCHEDULED" and answer["available_at"] < task_of(world, wf)["deadline_at"]
+    world.db.advance_to(task_of(world, wf)["deadline_at"])
+    assert claim(world) == []
+    assert orch.drain()["TASK_EXPIRY:EXPIRED"] == 1
+    task = task_of(world, wf)
+    assert (task["status"], task["attempts_used"]) == ("EXPIRED", 1)
+    inbox = world.db.row("SELECT kind, occurred_at, result FROM pulse_inbox")
+    assert (inbox["kind"], inbox["occurred_at"]) == ("EXPIRED", task["deadline_at"])
+    facts = json.loads(inbox["result"])
+    assert (facts["attempts_used"], facts["last_error"]) == (1, "flaky")
+    assert review_codes(world, wf) == ["TASK_EXPIRED"] and world.db.in_flight() == 0
+
+
 def test_K6_expiry_leaves_a_task_that_is_not_due_or_not_queued(world, orch):
     world.publish(task_flow(task_timeout_ms=5_000))
     wf, = started(world, orch)
