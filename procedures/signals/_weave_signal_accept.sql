@@ -96,10 +96,11 @@ BEGIN
     IF CHAR_LENGTH(in_name) > 128 THEN
         CALL _weave_raise(50101, 'NAME_TOO_LONG: name must be at most 128 characters');
     END IF;
-    IF NOT (in_name REGEXP '^[ -~]+$') THEN
+    -- \z, not $, ends each pattern: $ also matches before a final newline, which is no printable ASCII.
+    IF NOT (in_name REGEXP '^[ -~]+\\z') THEN
         CALL _weave_raise(50116, 'NAME_INVALID: name must be printable ASCII');
     END IF;
-    IF in_payload_version IS NULL OR NOT (in_payload_version REGEXP '^[ -~]{1,32}$') THEN
+    IF in_payload_version IS NULL OR NOT (in_payload_version REGEXP '^[ -~]{1,32}\\z') THEN
         CALL _weave_raise(50102, 'PAYLOAD_VERSION_INVALID: payload_version must be 1-32 printable ASCII characters');
     END IF;
     IF in_target_step_key IS NULL OR CHAR_LENGTH(in_target_step_key) NOT BETWEEN 1 AND 64 THEN
@@ -140,7 +141,7 @@ BEGIN
                                         OR in_evidence_ref REGEXP '[\\s\\p{Z}\\p{Cc}]') THEN
         CALL _weave_raise(50112, 'EVIDENCE_REF_INVALID: evidence_ref must be 1-512 chars without whitespace or controls');
     END IF;
-    IF in_idempotency_key IS NULL OR NOT (in_idempotency_key REGEXP '^[!-~]{1,128}$') THEN
+    IF in_idempotency_key IS NULL OR NOT (in_idempotency_key REGEXP '^[!-~]{1,128}\\z') THEN
         CALL _weave_raise(50113, 'IDEMPOTENCY_KEY_INVALID: 1-128 printable ASCII characters');
     END IF;
     SET v_digest = _weave_signal_digest(in_name, in_payload_version, in_target_step_key, in_target_activation_seq,

@@ -152,6 +152,22 @@ def test_S1_idempotency_key_must_be_printable_ascii(world, orch, key):
     assert info.value.field_code == "IDEMPOTENCY_KEY_INVALID" and stored(world) == before
 
 
+@pytest.mark.parametrize("field, value, code", [
+    ("key", "k\n", "IDEMPOTENCY_KEY_INVALID"),
+    ("key", "k" * 128 + "\n", "IDEMPOTENCY_KEY_INVALID"),  # its column would have dropped the newline
+    ("name", NAME + "\n", "NAME_INVALID"),
+    ("payload_version", VERSION + "\n", "PAYLOAD_VERSION_INVALID"),
+])
+def test_S1_a_final_newline_is_not_printable_ascii(world, orch, field, value, code):
+    """A pattern anchored with $ also matched before a final newline: such a key was stored (a 129-character one cut
+    to 128 by its column, so it replayed as another key) and a name or version got CONTRACT_MISMATCH."""
+    wf = started(world, orch, signal_flow(before_timer_ms=HOUR))  # the step is not active: a send stays PENDING
+    before = stored(world)
+    with pytest.raises(errors.ValidationFailed) as info:
+        send(world, wf, value) if field == "key" else send(world, wf, **{field: value})
+    assert info.value.field_code == code and stored(world) == before
+
+
 def test_S1_trailing_spaces_in_correlation_keys_are_kept_and_compared(world, orch):
     wf = started(world, orch)
     spaced = send(world, wf, correlation_key="o-1 ")
