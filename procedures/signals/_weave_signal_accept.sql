@@ -164,6 +164,8 @@ BEGIN
     -- from the pinned definition (a subquery of a locking read is a plain read, and a definition's rows are never
     -- locked). Every key is unique, so it is one row with or without each of them; only the instance's lock,
     -- taken before, orders anything, so the other rows may be locked in the same statement as the clock is read.
+    -- The step key is compared byte for byte as well: its column's collation pads, so 'approval ' would find the
+    -- step 'approval' and a signal would be stored for a key that no step has.
     SELECT i.status, i.deadline_at, i.signal_count,
            UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND,
            g.id, g.request_digest, g.receipt,
@@ -179,6 +181,7 @@ BEGIN
       LEFT JOIN weave_signals g
         ON g.namespace_id = v_ns AND g.instance_id = i.id AND g.idempotency_key = in_idempotency_key
       LEFT JOIN weave_steps s ON s.instance_id = i.id AND s.step_key = in_target_step_key
+                             AND BINARY s.step_key = BINARY in_target_step_key
       LEFT JOIN weave_waits w ON w.activation_id = s.activation_id AND w.kind IN ('SIGNAL', 'POLL_FINAL')
      WHERE i.id = v_inst FOR UPDATE;
 

@@ -529,6 +529,15 @@ def test_S7_target_must_be_a_signal_step_of_the_pinned_definition(world, orch):
     rejected(world, wf, "CONTRACT_MISMATCH", payload_version="2")
 
 
+def test_S7_the_target_step_key_is_matched_byte_for_byte(world, orch):
+    """The step key's collation pads with spaces, so "approval " used to find the step "approval": the signal was
+    stored (and could win) under a key that no step of the definition has."""
+    wf = started(world, orch)
+    rejected(world, wf, "TARGET_STEP_INVALID", target_step_key="approval ")
+    rejected(world, wf, "TARGET_STEP_INVALID", target_step_key="Approval")
+    assert send(world, wf, target_step_key="approval")["status"] == "PENDING"
+
+
 @pytest.mark.parametrize("payload_type, good, bad", [
     ("object", '{"a": 1}', "[1]"),
     ("array", "[]", "{}"),
