@@ -211,6 +211,26 @@ def test_S1_explicit_null_payload_is_a_payload_and_missing_is_rejected(world, or
     assert world.db.scalar("SELECT output FROM weave_steps WHERE step_key = 'approval'") == "null"
 
 
+@pytest.mark.parametrize("payload", ['{"a": 1.}', '{"a": 1.e5}', '{"a": 1.5e}', '{"a": 2e+}', '{"a": [-]}',
+                                     '{"a": "\\x"}', '{"a": "\\\'"}', "[1.]"])
+def test_S1_a_payload_that_is_not_json_is_refused_even_where_the_server_would_take_it(world, orch, payload):
+    """MariaDB's JSON_VALID passes these; a signal stored with one could not be read back (GET answered 500)."""
+    with pytest.raises(ValueError):
+        json.loads(payload)
+    wf = started(world, orch, signal_flow("any-flow", payload_type="any"))
+    rejected(world, wf, "PAYLOAD_INVALID", payload=payload)
+
+
+def test_S1_every_json_spelling_of_numbers_escapes_and_literals_is_still_a_payload(world, orch):
+    payload = ('{"n": [-0, -0.5, 1.25e-3, 1E+05, 2e5, 0.0], "s": ["1.", "-", "e+", "\\\\x", '
+               '"\\"\\/\\b\\f\\n\\r\\t\\u00e9"], "l": [true, false, null], "e": {"eE-.": "true-false."}}')
+    json.loads(payload)
+    wf = started(world, orch, signal_flow("any-flow", payload_type="any"))
+    receipt = send(world, wf, payload=payload)
+    assert receipt["status"] == "PENDING"
+    assert signals.get(world.db.conn, world.token, world.namespace, wf, receipt["signal_id"])["payload_text"] == payload
+
+
 def test_S1_payload_is_stored_and_output_exactly_as_received(world, orch):
     raw = '{ "z": 1,  "a": 123456789012345678901234567890.5e-3, "n": 12345678901234567890123 }'
     wf = started(world, orch, signal_flow(then_timer=True))
