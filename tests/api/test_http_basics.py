@@ -436,3 +436,77 @@ def test_event_pages_are_gap_free_and_a_list_cursor_ignores_instances_started_me
                                headers=auth(world.token)).json
     assert [i["workflow_id"] for i in first["items"] + rest["items"]] == list(reversed(ids))
     assert rest["next_cursor"] is None
+
+
+def _stored_signals(world) -> int:
+    return world.db.scalar("SELECT COUNT(*) FROM weave_signals")
+
+
+def test_S1_http_a_body_that_is_not_one_utf8_json_object_is_refused_before_the_routine(client, world):
+    """A BOM, trailing bytes after the object, UTF-16, or a top-level value that is no object: each is a 422 naming
+    why, and nothing is stored."""
+    publish(client, world, SIGNAL_FLOW)
+    wf = start(client, world, definition="approval").json["workflow_id"]
+    good = signal_body('{"ok": true}')
+    cases = {"bom": "\ufeff" + good, "trailing": good + " x", "two objects": good + good,
+             "utf-16": good.encode("utf-16"), "utf-16-le": good.encode("utf-16-le"), "array": f"[{good}]",
+             "scalar": '"payload"', "null": "null"}
+    for name, body in cases.items():
+        headers = {**auth(world.token, f"k-{len(name)}"), "Content-Type": "application/json"}
+        result = client.simulate_post(f"{NS}/workflows/{wf}/signals", body=body, headers=headers)
+        errors_ = problem(result, 422, "VALIDATION_FAILED")["errors"]
+        assert errors_ and errors_[0]["code"] in ("INVALID_JSON", "INVALID_TYPE"), (name, errors_)
+    assert _stored_signals(world) == 0
+    assert send_raw(client, world, wf, good + " \r\n\t").status_code == 201  # JSON whitespace is no garbage
+
+
+@pytest.mark.parametrize("over, code", [
+    ({"target_activation_sequence": 0}, "ACTIVATION_SEQUENCE_INVALID"),
+    ({"target_activation_sequence": -1}, "ACTIVATION_SEQUENCE_INVALID"),
+    ({"target_activation_sequence": 2**63}, "ACTIVATION_SEQUENCE_INVALID"),
+    ({"target_activation_sequence": 10**30}, "ACTIVATION_SEQUENCE_INVALID"),
+    ({"target_activation_sequence": 1.5}, "ACTIVATION_SEQUENCE_INVALID"),
+    ({"target_activation_sequence": True}, "ACTIVATION_SEQUENCE_INVALID"),
+    ({"target_activation_sequence": "1"}, "ACTIVATION_SEQUENCE_INVALID"),
+    ({"target_activation_sequence": 2}, "FUTURE_ACTIVATION"),
+    ({"target_activation_sequence": 2**31}, "FUTURE_ACTIVATION"),
+    ({"correlation_key": "é" * 257}, "CORRELATION_KEY_TOO_LONG"),
+    ({"correlation_key": 1}, "CORRELATION_KEY_MISSING"),
+    ({"reason": "ü" * 1025}, "REASON_INVALID"),
+    ({"evidence_ref": "a b"}, "EVIDENCE_REF_INVALID"),
+    ({"evidence_ref": None}, "EVIDENCE_REF_INVALID"),
+    ({"name": "n" * 129}, "NAME_TOO_LONG"),
+    ({"name": "approval.décidé"}, "NAME_INVALID"),
+    ({"payload_version": "v" * 33}, "PAYLOAD_VERSION_INVALID"),
+    ({"target_step_key": "approval "}, "TARGET_STEP_INVALID"),
+])
+def test_S1_S8_http_each_field_rule_answers_its_code_and_stores_nothing(client, world, over, code):
+    publish(client, world, SIGNAL_FLOW)
+    wf = start(client, world, definition="approval").json["workflow_id"]
+    body = problem(send_raw(client, world, wf, signal_body('{"ok": true}', **over)), 422, "VALIDATION_FAILED")
+    assert [e["code"] for e in body["errors"]] == [code]
+    assert _stored_signals(world) == 0
+
+
+def test_S1_S5_http_payload_limit_is_bytes_as_received_and_the_receipt_has_the_s5_fields(client, world):
+    publish(client, world, {**SIGNAL_FLOW, "name": "any", "steps": [
+        {**SIGNAL_FLOW["steps"][0], "signal": {"name": "approval.decided", "payload_version": "1",
+                                                "payload_type": "any"}}]})
+    wf = start(client, world, definition="any").json["workflow_id"]
+    at_limit = '"' + "é" * (128 * 1024 - 1) + '"'  # 262,144 bytes as received
+    assert len(at_limit.encode()) == 256 * 1024
+    receipt = send_raw(client, world, wf, signal_body(at_limit), key="at")
+    assert receipt.status_code == 201, receipt.text
+    assert list(receipt.json) == ["signal_id", "workflow_id", "idempotency_key", "status", "disposition",
+                                  "accepted_at", "expires_at", "request_digest"]
+    assert receipt.json["workflow_id"] == wf and receipt.json["idempotency_key"] == "at"
+    assert receipt.json["status"] == "PENDING" and receipt.json["disposition"] is None
+    assert receipt.json["signal_id"].startswith("sig_") and len(receipt.json["request_digest"]) == 64
+    escaped = '"' + "\\u00e9" * (256 * 1024 // 6 + 1) + '"'  # fewer characters, but more bytes as received
+    assert len(escaped.encode()) > 256 * 1024
+    body = problem(send_raw(client, world, wf, signal_body(escaped), key="past"), 422,
+                   "VALIDATION_FAILED")
+    assert [e["code"] for e in body["errors"]] == ["PAYLOAD_TOO_LARGE"]
+    null = send_raw(client, world, wf, signal_body("null"), key="null")
+    assert null.status_code == 201 and world.db.scalar(
+        "SELECT payload FROM weave_signals WHERE idempotency_key = 'null'") == b"null"
