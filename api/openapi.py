@@ -164,7 +164,8 @@ def document() -> dict:
         "EventPage": {"type": "object", "required": ["events", "next_after"], "properties": {
             "events": {"type": "array", "items": _ref("Event")}, "next_after": {"type": "integer"}}},
         "Receipt": {"type": "object", "required": ["signal_id", "workflow_id", "idempotency_key", "status",
-                                                   "accepted_at", "expires_at", "request_digest"], "properties": {
+                                                   "disposition", "accepted_at", "expires_at",
+                                                   "request_digest"], "properties": {
             "signal_id": {"type": "string"}, "workflow_id": {"type": "string"},
             "idempotency_key": {"type": "string"}, "status": {"type": "string", "enum": ["PENDING", "REJECTED"]},
             "disposition": {"type": ["string", "null"]}, "accepted_at": TIME, "expires_at": TIME,

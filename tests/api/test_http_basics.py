@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from api.openapi import document
 from tests.api.conftest import auth
 
 TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
@@ -499,6 +500,8 @@ def test_S1_S5_http_payload_limit_is_bytes_as_received_and_the_receipt_has_the_s
     assert receipt.status_code == 201, receipt.text
     assert list(receipt.json) == ["signal_id", "workflow_id", "idempotency_key", "status", "disposition",
                                   "accepted_at", "expires_at", "request_digest"]
+    # Every S-5 field is in every receipt (disposition null until a rejection), as its schema says.
+    assert document()["components"]["schemas"]["Receipt"]["required"] == list(receipt.json)
     assert receipt.json["workflow_id"] == wf and receipt.json["idempotency_key"] == "at"
     assert receipt.json["status"] == "PENDING" and receipt.json["disposition"] is None
     assert receipt.json["signal_id"].startswith("sig_") and len(receipt.json["request_digest"]) == 64
