@@ -1,4 +1,4 @@
-"""Competing senders on one wait (S-4, S-11, M-4.1, M-4.2, M-4.14): each sender has its own connection,
+"""Competing senders on one wait (S-4, S-6, S-11, M-4.1, M-4.2, M-4.14): each sender has its own connection,
 and they start together behind a barrier."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from orchestrator.loop import Orchestrator
-from tests.support.signals import send, signal_flow
+from procedures import errors, signals
+from tests.support.signals import HOUR, NAME, VERSION, send, signal_flow
 
 
 def race(world, n: int, job) -> list:
@@ -117,3 +118,27 @@ def test_R13_a_send_never_waits_on_the_signals_of_other_instances(world):
         outbox.close()
         other.close()
     assert world.step(held, "approval")["wait"]["status"] == "WAITING"  # its signal waits for a runner
+
+
+def test_S6_senders_racing_for_the_last_place_store_exactly_one_and_a_racing_replay_still_answers(world):
+    world.publish(signal_flow(before_timer_ms=HOUR))
+    wf = world.start("approval-flow", {"order_id": "o-1"})  # the step is not active: every signal stays early
+    first = send(world, wf, "k-0")
+    for i in range(1, 1023):
+        signals.send(world.db.conn, world.token, world.namespace, wf, idempotency_key=f"k-{i}", name=NAME,
+                     payload_version=VERSION, target_step_key="approval", target_activation_sequence=1,
+                     correlation_key="o-1", payload="{}", reason="r")
+
+    def job(conn, i: int):
+        try:
+            return send(world, wf, "k-0" if i == 0 else f"new-{i}", conn=conn)
+        except errors.SignalLimitReached:
+            return "LIMIT"
+
+    answers = race(world, 9, job)  # one place left, eight new keys and one replay
+    assert answers[0]["replayed"] and answers[0]["receipt_json"] == first["receipt_json"]
+    won = [a for a in answers[1:] if a != "LIMIT"]
+    assert len(won) == 1 and not won[0]["replayed"] and answers[1:].count("LIMIT") == 7
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_signals") == 1024
+    assert world.db.scalar("SELECT signal_count FROM weave_instances") == 1024
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'signal.accept'") == 1024
