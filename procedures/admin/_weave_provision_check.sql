@@ -9,7 +9,7 @@ CREATE PROCEDURE _weave_provision_check(
 Errors: 50116 NAME_INVALID, 50121 LIMIT_INVALID.'
     NO SQL
 BEGIN
-    IF in_name IS NULL OR NOT (in_name REGEXP '^[A-Za-z0-9_.:-]{1,64}$') THEN
+    IF in_name IS NULL OR NOT (in_name REGEXP '^[A-Za-z0-9_.:-]{1,64}\\z') THEN
         CALL _weave_raise(50116, CONCAT('NAME_INVALID: ', in_kind, ' name must be 1-64 chars of A-Z a-z 0-9 _ . : -'));
     END IF;
     IF in_limit IS NULL OR in_limit < 0 OR in_limit > 1000000 THEN

@@ -46,7 +46,7 @@ BEGIN
             CALL _weave_raise(50120, CONCAT('SCOPES_INVALID: unknown scope ', LEFT(v_scope, 64)));
         END IF;
     END WHILE;
-    IF in_queues IS NULL OR (in_queues <> '*' AND NOT (in_queues REGEXP '^[A-Za-z0-9_.:-]{1,64}(,[A-Za-z0-9_.:-]{1,64})*$'))
+    IF in_queues IS NULL OR (in_queues <> '*' AND NOT (in_queues REGEXP '^[A-Za-z0-9_.:-]{1,64}(,[A-Za-z0-9_.:-]{1,64})*\\z'))
        OR CHAR_LENGTH(in_queues) > 2048 THEN
         CALL _weave_raise(50116, 'NAME_INVALID: queues must be * or a comma list of queue names');
     END IF;

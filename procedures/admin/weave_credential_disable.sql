@@ -20,7 +20,7 @@ BEGIN
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_claim('weave_credential_disable', v_tx);
     CALL _weave_admin_begin(in_token, in_namespace, 'admin', v_ns, v_admin, v_admin_actor, v_now);
-    IF in_credential_id REGEXP '^cred_[0-9]{1,19}$' THEN
+    IF in_credential_id REGEXP '^cred_[0-9]{1,19}\\z' THEN
         SELECT id, actor INTO v_id, v_actor FROM weave_credentials
          WHERE id = CAST(SUBSTRING(in_credential_id, 6) AS UNSIGNED) AND namespace_id = v_ns FOR UPDATE;
     END IF;

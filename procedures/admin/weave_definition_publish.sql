@@ -53,7 +53,7 @@ BEGIN
                                         LEFT(JSON_UNQUOTE(JSON_EXTRACT(v_unknown, '$[0]')), 64), ' is not known'));
     END IF;
     SET v_name = JSON_UNQUOTE(JSON_EXTRACT(in_document, '$.name'));
-    IF v_name IS NULL OR NOT (v_name REGEXP '^[A-Za-z0-9_.:-]{1,128}$') THEN
+    IF v_name IS NULL OR NOT (v_name REGEXP '^[A-Za-z0-9_.:-]{1,128}\\z') THEN
         CALL _weave_raise(50119, 'DEFINITION_INVALID: name');
     END IF;
     -- The queues are the TASK and POLL steps' own, derived from the document: the engine decides from them which rows
@@ -65,7 +65,7 @@ BEGIN
       FROM JSON_TABLE(in_document, '$.steps[*]' COLUMNS (type VARCHAR(16) PATH '$.type',
                                                          queue VARBINARY(64) PATH '$.queue')) AS s
      WHERE s.type IN ('TASK', 'POLL');
-    IF v_unqueued > 0 OR (v_queues <> '' AND NOT (v_queues REGEXP '^[A-Za-z0-9_.:-]{1,64}(,[A-Za-z0-9_.:-]{1,64})*$'))
+    IF v_unqueued > 0 OR (v_queues <> '' AND NOT (v_queues REGEXP '^[A-Za-z0-9_.:-]{1,64}(,[A-Za-z0-9_.:-]{1,64})*\\z'))
        OR NOT (COALESCE(in_queues, v_queues) <=> v_queues) THEN
         CALL _weave_raise(50119, 'DEFINITION_INVALID: queues must be the TASK and POLL steps'' own queues');
     END IF;

@@ -16,7 +16,7 @@ BEGIN
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_claim('weave_namespace_bootstrap', v_tx);
-    IF in_namespace IS NULL OR NOT (in_namespace REGEXP '^[A-Za-z0-9_.-]{1,64}$') THEN
+    IF in_namespace IS NULL OR NOT (in_namespace REGEXP '^[A-Za-z0-9_.-]{1,64}\\z') THEN
         CALL _weave_raise(50116, 'NAME_INVALID: namespace must be 1-64 chars of A-Z a-z 0-9 _ . -');
     END IF;
     CALL _weave_now(v_now);

@@ -32,7 +32,7 @@ BEGIN
     IF in_reason IS NULL OR CHAR_LENGTH(in_reason) NOT BETWEEN 1 AND 1024 THEN
         CALL _weave_raise(50111, 'REASON_INVALID: a reason of 1-1024 characters is required');
     END IF;
-    IF in_idempotency_key IS NULL OR NOT (in_idempotency_key REGEXP '^[!-~]{1,128}$') THEN
+    IF in_idempotency_key IS NULL OR NOT (in_idempotency_key REGEXP '^[!-~]{1,128}\\z') THEN
         CALL _weave_raise(50113, 'IDEMPOTENCY_KEY_INVALID: 1-128 printable ASCII characters');
     END IF;
     CALL _weave_instance_lock(out_instance_id, v_identity, v_app, v_queues, v_locked);

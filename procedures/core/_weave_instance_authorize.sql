@@ -21,7 +21,7 @@ Errors: 50001 UNAUTHENTICATED, 50003 NOT_FOUND, 50002 FORBIDDEN.'
     READS SQL DATA
 BEGIN
     SET out_instance_id = NULL, out_namespace_id = NULL, out_queues = NULL;
-    IF in_workflow_id REGEXP '^wf_[0-9]{1,19}$' THEN
+    IF in_workflow_id REGEXP '^wf_[0-9]{1,19}\\z' THEN
         -- The namespace is found by its name here already; _weave_authorize takes it instead of reading it again.
         SELECT i.id, d.queues, n.id, i.credential_id, i.app_id
           INTO out_instance_id, out_queues, out_namespace_id, out_identity_id, out_app_id

@@ -63,7 +63,7 @@ BEGIN
      ORDER BY d.version DESC LIMIT 1;
     CALL _weave_authorize(in_token, in_namespace, 'workflows:start', v_queues, v_ns, v_cred, v_actor);
 
-    IF in_idempotency_key IS NULL OR NOT (in_idempotency_key REGEXP '^[!-~]{1,128}$') THEN
+    IF in_idempotency_key IS NULL OR NOT (in_idempotency_key REGEXP '^[!-~]{1,128}\\z') THEN
         CALL _weave_raise(50113, 'IDEMPOTENCY_KEY_INVALID: 1-128 printable ASCII characters');
     END IF;
     SET v_input = COALESCE(in_input, '{}');

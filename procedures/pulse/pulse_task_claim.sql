@@ -47,7 +47,7 @@ BEGIN
         CALL _weave_raise(50201, 'WORKER_ID_INVALID: worker id must be 1-128 characters');
     END IF;
     -- A list of queue names by the rule every queue list has (a credential's, a definition's).
-    IF CHAR_LENGTH(v_queues) > 2048 OR NOT (v_queues REGEXP '^[A-Za-z0-9_.:-]{1,64}(,[A-Za-z0-9_.:-]{1,64})*$') THEN
+    IF CHAR_LENGTH(v_queues) > 2048 OR NOT (v_queues REGEXP '^[A-Za-z0-9_.:-]{1,64}(,[A-Za-z0-9_.:-]{1,64})*\\z') THEN
         CALL _weave_raise(50202, 'QUEUES_INVALID: give 1-2048 characters of comma-separated queue names '
                                  '(each 1-64 letters, digits and _.:-)');
     END IF;

@@ -22,7 +22,7 @@ BEGIN
     DECLARE v_sid BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_found BIGINT UNSIGNED DEFAULT NULL;
     CALL _weave_instance_find(in_token, in_namespace, in_workflow_id, v_ns, v_inst);
-    IF in_signal_id REGEXP '^sig_[0-9]{1,19}$' THEN
+    IF in_signal_id REGEXP '^sig_[0-9]{1,19}\\z' THEN
         SET v_sid = CAST(SUBSTRING(in_signal_id, 5) AS UNSIGNED);
     END IF;
     SELECT id INTO v_found FROM weave_signals WHERE id = v_sid AND instance_id = v_inst AND namespace_id = v_ns;

@@ -33,7 +33,7 @@ BEGIN
         CALL _weave_raise(50100, 'INVALID_ARGUMENT: status must be PENDING, CONSUMED, REJECTED or EXPIRED');
     END IF;
     IF in_after_id IS NOT NULL THEN
-        IF NOT (in_after_id REGEXP '^sig_[0-9]{1,19}$') THEN
+        IF NOT (in_after_id REGEXP '^sig_[0-9]{1,19}\\z') THEN
             CALL _weave_raise(50100, 'INVALID_ARGUMENT: the cursor must be a sig_... id');
         END IF;
         SET v_after = CAST(SUBSTRING(in_after_id, 5) AS UNSIGNED);

@@ -567,3 +567,24 @@ def test_R8_an_app_status_other_than_exactly_ACTIVE_or_DISABLED_is_INVALID_ARGUM
             routines.app_put(world.db.conn, world.admin, "acme", name, 10, status)
         assert info.value.field_code == "INVALID_ARGUMENT"
     assert (world.db.table_counts(), world.db.rows("SELECT * FROM weave_apps")) == before
+
+
+def test_M2_a_name_key_or_id_with_a_final_newline_is_refused_not_stored_or_read_as_another(world):
+    """The patterns that check names, keys and ids ended in $, which also matches before a final newline: keys and
+    names were stored with a newline the docs refuse (1-128 printable ASCII), and wf_1 followed by a newline read
+    wf_1."""
+    world.publish(TIMER)
+    wf = world.start("cool-off", {"order_id": "o1"})
+    with pytest.raises(errors.ValidationFailed) as key:
+        world.start("cool-off", {"order_id": "o2"}, key="k" * 127 + "\n")
+    assert key.value.field_code == "IDEMPOTENCY_KEY_INVALID"
+    with pytest.raises(errors.ValidationFailed) as queue:
+        routines.queue_put(world.db.conn, world.admin, world.namespace, "late\n", 10)
+    assert queue.value.field_code == "NAME_INVALID"
+    with pytest.raises(errors.NotFound):
+        routines.instance_get(world.db.conn, world.token, world.namespace, wf + "\n")
+    with pytest.raises(errors.ValidationFailed) as pause:
+        routines.instance_pause(world.db.conn, world.token, world.namespace, wf, "hold", "p" * 127 + "\n")
+    assert pause.value.field_code == "IDEMPOTENCY_KEY_INVALID"
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_instances") == 1
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_queues WHERE name LIKE %s", "late%") == 0
