@@ -378,6 +378,44 @@ def test_F5_a_review_status_signal_adopted_after_the_query_goes_to_review(world,
     won(world, receipt)
 
 
+def test_F5_the_same_final_result_with_its_strings_escaped_otherwise_is_adopted(world, orch):
+    """Encoders spell one string differently (Python's json.dumps writes \\u escapes by default, PHP's json_encode
+    also escapes "/"): the sender's escapes and the worker's plain characters are one final result."""
+    wf = started(world, orch)
+    got, receipt = final_while_query_runs(
+        world, orch, wf, 120_000,
+        raw=r'{"status": "PAID", "output": {"name": "Zo\u00EB \ud83d\ude00", "url": "https:\/\/pay.example\/r-1",'
+            r' "note": "line\u000a\u0022q\u0022 \\u00e9"}}')
+    same = {"status": "PAID", "output": {"name": "Zoë 😀", "url": "https://pay.example/r-1",
+                                         "note": 'line\n"q" \\u00e9'}}
+    with world.held(attempt_id=got["attempt_id"]):
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", same)
+    assert drain(orch)["INBOX:ADOPTED"] == 1
+    adopted(world, wf, json.loads(sig(world, receipt)["payload"]))
+    won(world, receipt)
+    assert step(world, wf)["poll"]["rounds"][0]["outcome"] == "DONE"
+
+
+@pytest.mark.parametrize("a, b, same", [
+    (r'"Zo\u00eb"', '"Zoë"', 1),
+    (r'"Zo\u00EB"', r'"Zo\u00eb"', 1),
+    (r'"a\/b"', '"a/b"', 1),
+    (r'"\ud83d\ude00"', '"😀"', 1),
+    (r'"\u000a\u0009\u0022\u005c"', r'"\n\t\"\\"', 1),
+    (r'"\u001f"', r'"\u001F"', 1),
+    (r'{"\u006bey": [1, "\u00e9"]}', '{"key": [1.0, "é"]}', 1),
+    (r'"\\u00e9"', '"é"', 0),  # an escaped backslash, then the letters u00e9
+    (r'"\u00e9"', '"e"', 0),
+    (r'"\ud83d"', r'"\ud83e"', 0),
+    (r'["\u00e9", 1]', '["é", 2]', 0),
+])
+def test_F5_F6_the_same_final_result_compares_strings_by_their_characters_whatever_their_escapes(world, a, b, same):
+    world.db.execute("CALL _weave_json_equal(%s, %s, @same)", a, b)
+    assert world.db.scalar("SELECT @same") == same
+    world.db.execute("CALL _weave_json_equal(%s, %s, @same)", b, a)
+    assert world.db.scalar("SELECT @same") == same
+
+
 # --- F-6 the query's answer cannot agree --------------------------------------------------------------------------
 @pytest.mark.parametrize("how, code, outcome", [
     ("lease_lost", "POLL_UNKNOWN", "UNKNOWN"),
