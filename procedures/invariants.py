@@ -161,7 +161,10 @@ INVARIANTS: tuple[Invariant, ...] = (
         UNION ALL SELECT id FROM weave_instances WHERE signal_count > 1024"""),
     # R-2: each decision reads the clock after the instance lock, so per instance the stored times follow
     # commit order. These two make that visible: events never go back in time, and no earlier matching
-    # on-time signal was passed over for the winner (S-11).
+    # on-time signal was passed over for the winner (S-11). A match that could never win is no rival: one
+    # rejected LATE was at or after the deadline in force when it came, though a POLL's continue (C-4) may move
+    # the deadline past it since, and an early one whose expires_at came before the wait opened had expired
+    # (S-14), as _weave_signal_pick reads them.
     Invariant("M-4.16", "per instance, event occurred_at never decreases as seq grows", """
         SELECT e.instance_id FROM weave_events e
           JOIN weave_events p ON p.instance_id = e.instance_id AND p.seq = e.seq - 1
@@ -174,7 +177,8 @@ INVARIANTS: tuple[Invariant, ...] = (
                               AND o.name = s.name AND o.payload_version = s.payload_version
                               AND o.correlation_key = s.correlation_key
          WHERE (w.deadline_at IS NULL OR o.accepted_at < w.deadline_at)
-           AND COALESCE(o.disposition, '') <> 'ACCEPTANCE_PROOF_MISMATCH'
+           AND COALESCE(o.disposition, '') NOT IN ('ACCEPTANCE_PROOF_MISMATCH', 'LATE')
+           AND o.expires_at > w.started_at
            AND (o.accepted_at < s.accepted_at OR (o.accepted_at = s.accepted_at AND o.id < s.id))"""),
     # R-5: a wait's checkpoint lives exactly as long as the wait: every end of a TIMER or SIGNAL wait removes it
     # (a settled step's goes with its close), so none is left behind to wake a step that no longer waits. A

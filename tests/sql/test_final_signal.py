@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from procedures import errors, pulse, routines
+from procedures import errors, invariants, pulse, routines
 from tests.sql.test_polls import INTERVAL, answer, checkpoint, claim, fail, poll_flow, poll_step, review_codes, tid
 from tests.support.signals import send
 
@@ -650,6 +650,29 @@ def test_C4_reactivate_closes_the_old_final_wait_and_answers_its_pending_signals
 
 
 
+def test_C4_S9_M4_a_signal_late_for_the_poll_deadline_stays_rejected_after_continue_and_a_later_one_wins(world, orch):
+    """Continue moves the final wait's deadline with the poll deadline; a signal rejected LATE before it never comes
+    back (C-5), and the winner after it is still the first on-time match (M-4.17)."""
+    wf = started(world, orch, flow(timeout_ms=60_000, name="short"))
+    answer(world, "PENDING")
+    drain(orch)
+    world.db.advance(60_000)
+    drain(orch)
+    assert review_codes(world, wf) == ["POLL_DEADLINE"] and wait_row(world)["status"] == "WAITING"
+    late = final(world, wf)
+    assert (late["status"], late["disposition"]) == ("REJECTED", "LATE")
+    routines.step_continue(world.db.conn, world.token, world.namespace, wf, "check", "more time", "c-1",
+                           poll_deadline_ms=600_000)
+    assert wait_row(world)["deadline_at"] > sig(world, late)["accepted_at"]
+    drain(orch)
+    receipt = final(world, wf)
+    drain(orch)
+    won(world, receipt)
+    adopted(world, wf)
+    assert (sig(world, late)["status"], sig(world, late)["disposition"]) == ("REJECTED", "LATE")
+    assert invariants.violations(world.db.conn) == {}
+
+
 def test_C4_S11_resolve_closes_the_open_final_wait_and_answers_its_pending_signals_step_settled(world, orch):
     """A review that could be continued leaves the final wait open; resolving the step settles it instead, so the
     wait closes with it: its PENDING signals are answered now and a later one is STEP_SETTLED at acceptance (S-9),
@@ -688,6 +711,11 @@ def test_S14_F9_an_early_final_signal_expired_before_the_poll_started_never_wins
     assert step(world, wf)["status"] == "ACTIVE" and step(world, wf)["poll"]["state"] == "IN_FLIGHT"
     assert (wait_row(world)["status"], wait_row(world)["winner_signal_id"]) == ("WAITING", None)
     assert review_codes(world, wf) == []
+    # One accepted while the POLL is active wins, and it is the first match that could (M-4.17).
+    fresh = final(world, wf)
+    drain(orch)
+    won(world, fresh)
+    assert invariants.violations(world.db.conn) == {}
 
 @pytest.mark.parametrize("looks_first", ["signal", "checkpoint", "inbox"])
 def test_F9_S14_a_final_signal_found_after_the_instance_deadline_beside_a_stored_outcome_is_never_expired(
