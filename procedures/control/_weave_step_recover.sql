@@ -49,6 +49,7 @@ BEGIN
     DECLARE v_last VARCHAR(24) DEFAULT NULL;
     DECLARE v_instance_deadline DATETIME(6);
     DECLARE v_due DATETIME(6);
+    DECLARE v_look DATETIME(6);
     -- reactivate
     DECLARE v_wait BIGINT UNSIGNED;
     CALL _weave_control_begin(in_token, in_namespace, in_workflow_id, 'workflows:review', CONCAT('step.', in_action),
@@ -101,7 +102,12 @@ BEGIN
             UPDATE weave_waits SET deadline_at = v_deadline
              WHERE activation_id = v_activation AND kind = 'POLL_FINAL' AND status = 'WAITING';
             UPDATE weave_steps SET status = 'ACTIVE', updated_at = v_now WHERE id = v_step;
-            CALL _weave_checkpoint_set(v_ns, v_id, in_step_key, 'POLL', v_activation, v_due, v_now);
+            -- A final signal accepted during the review came while no query was out (F-2): the checkpoint looks
+            -- at once, not at the next round's time, which may be an interval away; with none it waits for that.
+            SELECT IF(COUNT(*) > 0, v_now, v_due) INTO v_look FROM weave_signals
+             WHERE instance_id = v_id AND target_step_key = in_step_key AND target_activation_seq = v_seq
+               AND status = 'PENDING';
+            CALL _weave_checkpoint_set(v_ns, v_id, in_step_key, 'POLL', v_activation, v_look, v_now);
             SET v_event = 'POLL_CONTINUED', v_event_seq = v_seq, v_audit_deadline = v_deadline;
             SET v_event_data = JSON_OBJECT('max_rounds', v_max + 0,
                                            'poll_deadline', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),

@@ -673,6 +673,28 @@ def test_C4_S9_M4_a_signal_late_for_the_poll_deadline_stays_rejected_after_conti
     assert invariants.violations(world.db.conn) == {}
 
 
+def test_C4_F2_a_signal_accepted_while_the_rounds_ran_out_settles_the_poll_as_soon_as_it_is_continued(world, orch):
+    """Rounds exhausted (P-9) leave the final wait open; a signal accepted in that review came with no query out
+    (F-2): continue adopts it at once, though the next round would only be due an interval after the last answer."""
+    wf = started(world, orch, flow(max_rounds=1, name="one-round"))
+    answer(world, "PENDING")
+    drain(orch)
+    assert review_codes(world, wf) == ["POLL_ROUNDS_EXHAUSTED"]
+    world.db.advance(1_000)
+    receipt = final(world, wf)
+    drain(orch)
+    assert sig(world, receipt)["status"] == "PENDING"
+    routines.step_continue(world.db.conn, world.token, world.namespace, wf, "check", "more rounds", "c-1",
+                           extra_rounds=2)
+    assert step(world, wf)["poll"]["next_poll_at"] > world.db.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    drain(orch)
+    adopted(world, wf)
+    won(world, receipt)
+    assert step(world, wf)["poll"]["rounds_used"] == 1
+    assert next(e for e in world.events(wf) if e["type"] == "SIGNAL_CONSUMED")["data"]["decision"] == \
+        "SIGNAL_BETWEEN_ROUNDS"
+
+
 def test_C4_S11_resolve_closes_the_open_final_wait_and_answers_its_pending_signals_step_settled(world, orch):
     """A review that could be continued leaves the final wait open; resolving the step settles it instead, so the
     wait closes with it: its PENDING signals are answered now and a later one is STEP_SETTLED at acceptance (S-9),
