@@ -227,12 +227,16 @@ BEGIN
         END IF;
         SET v_json_type = JSON_TYPE(v_payload_text);
         IF v_payload_type = 'result' THEN
-            -- A final signal carries a result object (04-polls) with a final status, never a pending one.
+            -- A final signal carries a result object (04-polls) with a final status, never a pending one. The status
+            -- is compared by its characters (JSON_VALUE decodes escapes, which MariaDB's JSON_CONTAINS compares as
+            -- written), as a round's status is classified and as the race reads the signal's.
             IF v_json_type <> 'OBJECT' OR COALESCE(JSON_TYPE(JSON_EXTRACT(v_payload_text, '$.status')), '') <> 'STRING' THEN
                 CALL _weave_raise(50110, 'PAYLOAD_TYPE_MISMATCH: a final signal carries a result object with a status');
             END IF;
-            IF NOT (COALESCE(JSON_CONTAINS(JSON_EXTRACT(v_spec, '$.result.success'), JSON_EXTRACT(v_payload_text, '$.status')), 0)
-                    OR COALESCE(JSON_CONTAINS(JSON_EXTRACT(v_spec, '$.result.review'), JSON_EXTRACT(v_payload_text, '$.status')), 0)) THEN
+            IF NOT (COALESCE(JSON_CONTAINS(JSON_EXTRACT(v_spec, '$.result.success'),
+                                           JSON_QUOTE(JSON_VALUE(v_payload_text, '$.status'))), 0)
+                    OR COALESCE(JSON_CONTAINS(JSON_EXTRACT(v_spec, '$.result.review'),
+                                              JSON_QUOTE(JSON_VALUE(v_payload_text, '$.status'))), 0)) THEN
                 CALL _weave_raise(50109, 'PAYLOAD_INVALID: a final signal''s status must be a success or review status');
             END IF;
         ELSEIF v_payload_type <> 'any' AND NOT (

@@ -637,6 +637,21 @@ def test_S7_a_final_signal_with_a_pending_status_is_refused(world, orch):
         final(world, wf, {"status": "PENDING"})
 
 
+def test_S7_F2_a_final_status_written_with_escapes_is_the_declared_status(world, orch):
+    """An encoder that keeps to ASCII writes a status outside it as \\u escapes: it is still the declared status,
+    accepted and adopted as the same status a worker's answer would be classified by."""
+    doc = flow(name="es", result={"pending": ["PENDING"], "success": ["ÉXITO"], "review": ["REVISIÓN"]})
+    wf = started(world, orch, doc)
+    with pytest.raises(errors.ValidationFailed):
+        final(world, wf, raw=r'{"status": "\u00c9XIT"}')
+    receipt = final(world, wf, raw=r'{"status": "\u00c9XITO", "output": {"n": 1}}')
+    assert receipt["status"] == "PENDING"
+    drain(orch)
+    won(world, receipt)
+    check = step(world, wf)
+    assert check["status"] == "SUCCEEDED" and check["output"] == {"status": "ÉXITO", "output": {"n": 1}}
+
+
 def test_C4_reactivate_closes_the_old_final_wait_and_answers_its_pending_signals_stale(world, orch):
     wf = started(world, orch, doc=flow(max_rounds=1))
     answer(world, "PENDING")
