@@ -722,14 +722,21 @@ def test_S10_early_signal_waits_for_activation_then_is_consumed(world, orch):
     assert step["output"] == {"approved": True}
 
 
-def test_S11_first_match_by_acceptance_wins_and_the_rest_get_dispositions(world, orch):
-    world.publish(signal_flow(before_timer_ms=60_000, then_timer=True))
+def _three_early_signals(world, orch, **flow):
+    """An instance whose SIGNAL step opens after a minute, and three signals sent before it: one mismatched (another
+    correlation key), then two that match, in that order."""
+    world.publish(signal_flow(before_timer_ms=60_000, **flow))
     wf = world.start("approval-flow", {"order_id": "o-1"})
     orch.drain()
     mismatch = send(world, wf, "a", correlation_key="o-2", payload='{"n": 0}')
     first = send(world, wf, "b", payload='{"n": 1}')
     second = send(world, wf, "c", payload='{"n": 2}')
     world.db.advance(60_001)
+    return wf, mismatch, first, second
+
+
+def test_S11_first_match_by_acceptance_wins_and_the_rest_get_dispositions(world, orch):
+    wf, mismatch, first, second = _three_early_signals(world, orch, then_timer=True)
     orch.drain()
     step = world.step(wf, "approval")
     assert step["wait"]["status"] == "SATISFIED" and step["wait"]["winner_signal_id"] == first["signal_id"]
@@ -1232,13 +1239,7 @@ def test_S11_a_client_session_with_safe_updates_settles_a_wait_and_its_other_sig
     """sql_safe_updates (the mariadb client's --safe-updates) refuses an update that does not find its rows through a
     key of every table it names: the settlement of a wait's other signals, run here by a SQL client that advances
     the due candidates itself, is one keyed update of the signals alone."""
-    world.publish(signal_flow(before_timer_ms=60_000))
-    wf = world.start("approval-flow", {"order_id": "o-1"})
-    orch.drain()
-    mismatch = send(world, wf, "a", correlation_key="o-2", payload='{"n": 0}')
-    first = send(world, wf, "b", payload='{"n": 1}')
-    second = send(world, wf, "c", payload='{"n": 2}')
-    world.db.advance(60_001)
+    wf, mismatch, first, second = _three_early_signals(world, orch)
     conn = world.db.connect()
     try:
         with conn.cursor() as cur:
