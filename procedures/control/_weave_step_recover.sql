@@ -57,7 +57,7 @@ BEGIN
     SET out_instance_id = v_id;
     IF out_replayed = 0 THEN
         IF in_action = 'resolve' THEN
-            IF in_output IS NULL OR NOT JSON_VALID(in_output) OR LENGTH(in_output) > 262144 THEN
+            IF in_output IS NULL OR NOT _weave_json_strict(in_output) OR LENGTH(in_output) > 262144 THEN
                 CALL _weave_raise(50117, 'INPUT_INVALID: output must be JSON of at most 256 KiB');
             END IF;
             IF in_evidence_ref IS NOT NULL AND (CHAR_LENGTH(in_evidence_ref) NOT BETWEEN 1 AND 512

@@ -86,7 +86,7 @@ BEGIN
         END IF;
         -- R-2: after the identity and app locks that order the start (_weave_now's expression, inline).
         SELECT UTC_TIMESTAMP(6) + INTERVAL clock_offset_us MICROSECOND INTO v_now FROM weave_install WHERE id = 1;
-        IF NOT JSON_VALID(v_input) OR LENGTH(v_input) > 1048576 THEN
+        IF NOT _weave_json_strict(v_input) OR LENGTH(v_input) > 1048576 THEN
             CALL _weave_raise(50117, 'INPUT_INVALID: input must be JSON of at most 1 MiB');
         END IF;
         IF in_business_key IS NOT NULL AND CHAR_LENGTH(in_business_key) NOT BETWEEN 1 AND 256 THEN

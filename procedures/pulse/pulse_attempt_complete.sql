@@ -31,7 +31,7 @@ BEGIN
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('pulse_attempt_complete', v_tx);  -- refused inside a caller's transaction (R-1)
-    IF in_result IS NULL OR OCTET_LENGTH(in_result) > 1048576 OR NOT JSON_VALID(in_result) THEN
+    IF in_result IS NULL OR OCTET_LENGTH(in_result) > 1048576 OR NOT _weave_json_strict(in_result) THEN
         CALL _weave_raise(50203, 'RESULT_INVALID: the result must be JSON of at most 1 MiB');
     END IF;
     CALL _pulse_attempt_current(in_attempt_id, in_worker_id, 'SUCCEEDED', in_result, FALSE, v_now, v_task, v_current,

@@ -131,12 +131,8 @@ BEGIN
     END IF;
     -- JSON functions read the text (MySQL refuses binary strings); the stored payload stays the bytes received.
     SET v_payload_text = CONVERT(in_payload USING utf8mb4);
-    -- MariaDB's JSON_VALID also passes numbers such as 1. 1.e5 1e+ or a lone - in an array, and escapes such as \x,
-    -- which no JSON reader takes back: the pattern walks the text, strings whole, and lets a - or . through only
-    -- before a digit and an e only before an exponent or at the end of true and false.
-    IF NOT JSON_VALID(v_payload_text) OR NOT (v_payload_text REGEXP
-           '^(?:[^"\\\\.eE-]++|"(?:[^"\\\\]++|\\\\["\\\\/bfnrtu])*+"'
-           '|[.-](?=[0-9])|[eE](?=[-+]?[0-9])|(?<=tru|fals)e)*+\\z') THEN
+    -- MariaDB's JSON_VALID alone also passes numbers such as 1. and escapes such as \x (_weave_json_strict).
+    IF NOT _weave_json_strict(v_payload_text) THEN
         CALL _weave_raise(50109, 'PAYLOAD_INVALID: payload must be one JSON value');
     END IF;
     IF in_reason IS NULL OR CHAR_LENGTH(in_reason) NOT BETWEEN 1 AND 1024 THEN

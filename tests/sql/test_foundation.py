@@ -588,3 +588,28 @@ def test_M2_a_name_key_or_id_with_a_final_newline_is_refused_not_stored_or_read_
     assert pause.value.field_code == "IDEMPOTENCY_KEY_INVALID"
     assert world.db.scalar("SELECT COUNT(*) FROM weave_instances") == 1
     assert world.db.scalar("SELECT COUNT(*) FROM weave_queues WHERE name LIKE %s", "late%") == 0
+
+
+@pytest.mark.parametrize("text", ['{"a": 1.}', '{"a": [-]}', '{"a": "\\x"}'])
+def test_M2_json_that_only_the_server_takes_is_refused_as_input_result_and_output(world, orch, text):
+    """MariaDB's JSON_VALID takes 1. or a lone - or the escape \\x, which no JSON reader takes back: over SQL an
+    instance's input, a task's result and an operator's output were stored so, and every later read of them failed
+    (the API's GET, the worker's handler input). Each is refused as a signal's payload is."""
+    world.publish(TASKY)
+    with pytest.raises(errors.ValidationFailed) as start:
+        routines.instance_start(world.db.conn, world.token, world.namespace, definition="charge", app=world.app,
+                                input_json=text, idempotency_key="bad-input", deadline_ms=86_400_000)
+    assert start.value.field_code == "INPUT_INVALID"
+    done, failed = world.start("charge", {"order_id": "o-1"}), world.start("charge", {"order_id": "o-2"})
+    claims = {c["workflow_id"]: c for c in pulse.task_claim(world.db.conn, "w1", [world.queue], limit=2)}
+    with pytest.raises(errors.ValidationFailed) as result:
+        pulse.attempt_complete(world.db.conn, claims[done]["attempt_id"], "w1", result_json=text)
+    assert result.value.field_code == "RESULT_INVALID"
+    pulse.attempt_fail(world.db.conn, claims[failed]["attempt_id"], "w1", "declined", retryable=False)
+    orch.drain()
+    assert world.instance(failed)["status"] == "NEEDS_REVIEW"
+    with pytest.raises(errors.ValidationFailed) as output:
+        routines.step_resolve(world.db.conn, world.token, world.namespace, failed, "charge", "paid by hand", "r-1",
+                              output=None, output_json=text)
+    assert output.value.field_code == "INPUT_INVALID"
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_instances") == 2
