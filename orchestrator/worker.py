@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from procedures import db, errors, installer, pulse
+from procedures import db, errors, installer, jsontext, pulse
 from procedures.connections import Connections
 from procedures.logs import configure_logging
 
@@ -379,8 +379,9 @@ class Worker:
             return
         try:
             text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-            text.encode()  # a lone surrogate ("\ud800") is a str Python can hold and no report can carry
-        # UnicodeEncodeError is a ValueError; a value nested past Python's recursion limit is not JSON either.
+            if not jsontext.is_text(text):  # a lone surrogate ("\ud800"): a str Python holds and no report carries
+                raise ValueError("a string holds a lone surrogate, which is not text")
+        # A value nested past Python's recursion limit is not JSON either.
         except (TypeError, ValueError, RecursionError) as exc:
             self._report_fail(ctx, f"RESULT_INVALID: the handler returned a value that is not JSON: {exc}",
                               retryable=False, started=started)
@@ -400,8 +401,7 @@ class Worker:
     def _report_fail(self, ctx: TaskContext, error: str, *, retryable: bool, started: float) -> None:
         ctx._reporting.set()
         try:
-            # An exception's text may hold what no report can carry (a lone surrogate): escaped, it is still read.
-            text = error[:MAX_ERROR_CHARS].encode(errors="backslashreplace").decode()
+            text = jsontext.as_text(error[:MAX_ERROR_CHARS])  # a lone surrogate in it, escaped, is still read
             answer = self._report(
                 lambda conn: pulse.attempt_fail(conn, ctx.attempt_id, self.worker_id, text, retryable))
         except errors.WeaveError as exc:

@@ -83,6 +83,12 @@ def is_text(value: str) -> bool:
     return True
 
 
+def as_text(value: str) -> str:
+    """``value`` with each lone surrogate written as its escape, backslash included (an exception's text may hold
+    one, e.g. a file name decoded with surrogateescape): what a report, a log line or any UTF-8 output can carry."""
+    return value if is_text(value) else value.encode(errors="backslashreplace").decode()
+
+
 def _invalid(message: str) -> FieldError:
     return FieldError("", "INVALID_JSON", message)
 

@@ -8,6 +8,7 @@ import sys
 import time
 
 from . import settings
+from .jsontext import as_text
 
 
 def _text(value: object) -> object:
@@ -15,11 +16,7 @@ def _text(value: object) -> object:
     file name decoded with surrogateescape) is written as its escape, backslash included, as a report writes it. Left
     alone, it would come out as a \\udXXX JSON escape, which strict parsers refuse and no UTF-8 output can carry."""
     if isinstance(value, str):
-        try:
-            value.encode()
-        except UnicodeEncodeError:
-            return value.encode(errors="backslashreplace").decode()
-        return value
+        return as_text(value)
     if isinstance(value, dict):
         return {_text(k if isinstance(k, str) else str(k)): _text(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
