@@ -212,7 +212,7 @@ def nested(levels: int, innermost):
     return innermost
 
 
-def test_the_deepest_input_the_validator_accepts_publishes_and_is_frozen_into_its_task(world):
+def test_P1_the_deepest_input_the_validator_accepts_publishes_and_is_frozen_into_its_task(world):
     """The document holds a step's input at its fourth level and MariaDB reads JSON 32 levels deep: an input with
     arrays and objects nested as deep as the validator allows is stored, resolved and handed to its task."""
     deepest = model.MAX_INPUT_DEPTH
@@ -224,7 +224,7 @@ def test_the_deepest_input_the_validator_accepts_publishes_and_is_frozen_into_it
     assert json.loads(task["input"]) == {"empty": nested(deepest - 2, {}), "bound": nested(deepest - 1, 7)}
 
 
-def test_expressions_with_the_longest_and_deepest_paths_the_validator_accepts_resolve_at_activation(world):
+def test_P1_expressions_with_the_longest_and_deepest_paths_the_validator_accepts_resolve_at_activation(world):
     """An expression's source path and the path of the member it fills are read by the activation through JSON paths
     of at most 2048 characters and 31 legs: expressions at those limits publish and resolve."""
     far = "k" * (model.MAX_PATH_CHARS - len("$.input."))  # the source path $.input.kk…k
@@ -238,7 +238,7 @@ def test_expressions_with_the_longest_and_deepest_paths_the_validator_accepts_re
     assert json.loads(task["input"]) == {"far": 1, wide: 2, "deep": 3}
 
 
-def test_a_definition_whose_queue_list_fills_its_column_publishes_and_starts(world):
+def test_R18_a_definition_whose_queue_list_fills_its_column_publishes_and_starts(world):
     """weave_definitions.queues holds the distinct queues comma-separated in 2048 characters: the most the validator
     accepts (31 queues of 64 characters and one of 33) is stored whole and its instances start."""
     queues = [f"{n:02d}".ljust(64, "q") for n in range(31)] + ["z" * 33]
