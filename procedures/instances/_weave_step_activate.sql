@@ -21,6 +21,7 @@ BEGIN
     DECLARE v_compiled LONGTEXT;
     DECLARE v_deadline DATETIME(6);
     DECLARE v_context LONGTEXT DEFAULT NULL;
+    DECLARE v_sources LONGTEXT;  -- the source paths of the step's templates, as a JSON array
     DECLARE v_i TINYINT DEFAULT 0;
     DECLARE v_template LONGTEXT;
     DECLARE v_value LONGTEXT;
@@ -81,11 +82,21 @@ BEGIN
                     IF v_context IS NULL THEN
                         -- The context expressions are evaluated against (04-polls "Expressions"): the instance's
                         -- input and the outputs of its steps SUCCEEDED so far, {"input": ..., "steps": {<key>:
-                        -- {"output": ...}}}.
-                        SELECT JSON_OBJECT('input', JSON_EXTRACT(i.input, '$'), 'steps', JSON_EXTRACT(COALESCE(
+                        -- {"output": ...}}}, holding only what this step's templates read. So an output no
+                        -- template reads is never copied, and never nests the context past the server's depth.
+                        -- Each source path starts "$.input" or "$.steps.<key>.output", the key quoted when it is
+                        -- not a plain name (procedures.definitions.paths); in the array of sources each one opens
+                        -- its string, and a quote inside one is escaped, so a match is a source's own head.
+                        SET v_sources = JSON_EXTRACT(v_compiled, '$.*.bindings[*][1]');
+                        SELECT JSON_OBJECT(
+                                   'input', IF(LOCATE('"$.input', v_sources) > 0, JSON_EXTRACT(i.input, '$'), NULL),
+                                   'steps', JSON_EXTRACT(COALESCE(
                                    (SELECT JSON_OBJECTAGG(s.step_key, JSON_OBJECT(
                                                'output', JSON_EXTRACT(COALESCE(s.output, 'null'), '$')))
-                                      FROM weave_steps s WHERE s.instance_id = i.id AND s.status = 'SUCCEEDED'),
+                                      FROM weave_steps s WHERE s.instance_id = i.id AND s.status = 'SUCCEEDED'
+                                       AND (LOCATE(CONCAT('"$.steps.', s.step_key, '.output'), v_sources) > 0
+                                            OR LOCATE(CONCAT('"$.steps.\\"', s.step_key, '\\".output'),
+                                                      v_sources) > 0)),
                                    '{}'), '$'))
                           INTO v_context FROM weave_instances i WHERE i.id = in_instance_id;
                     END IF;

@@ -3,6 +3,8 @@ work deferred by something that can clear by itself stays deferred, and says why
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from procedures import db as dbmod
@@ -225,6 +227,42 @@ def test_R18_an_earlier_output_too_deep_for_the_context_is_a_review_not_a_stuck_
     assert "deeper than the 32 levels" in reason["detail"]["detail"]
     assert world.step(wf, "quote")["status"] == "SUCCEEDED"
     assert world.db.scalar("SELECT COUNT(*) FROM pulse_inbox WHERE state = 'PENDING'") == 0
+
+
+def test_R7_a_deep_output_no_template_reads_never_blocks_a_later_step(world, orch):
+    """The context of an activation holds what its templates read: a step that reads only the instance's input
+    activates although an earlier step's output would nest past the server's 32 levels inside the context."""
+    world.publish({"name": "two", "steps": [task_step("quote"), task_step("work", after=["quote"])]})
+    wf = world.start("two", {"order_id": "o-1"})
+    orch.drain()
+    (c,) = claim(world)
+    pulse.attempt_complete(world.db.conn, c["attempt_id"], "w1", {"deep": nested(29)})
+    orch.drain()
+    inst = world.instance(wf)
+    assert inst["status"] == "RUNNING" and inst["review_reasons"] == []
+    assert world.step(wf, "work")["status"] == "ACTIVE"
+    (task,) = claim(world)
+    assert json.loads(task["input"]) == {"order_id": "o-1"}
+
+
+def test_R7_templates_read_the_outputs_they_name_whatever_the_spelling_of_the_step_key(world, orch):
+    """Step keys outside [A-Za-z_][A-Za-z0-9_]* are quoted in the compiled paths; the context must still hold
+    the outputs those paths name, and only those."""
+    world.publish({"name": "three", "steps": [
+        task_step("check-1.a"), task_step("plain_2", after=["check-1.a"]),
+        task_step("work", after=["plain_2"], input={"a": '$.steps["check-1.a"].output.v',
+                                                     "b": "$.steps.plain_2.output.v", "o": "$.input.order_id"},
+                  business_key="$.steps.plain_2.output.v")]})
+    wf = world.start("three", {"order_id": "o-1"})
+    for value in ("first", "second"):
+        orch.drain()
+        (c,) = claim(world)
+        pulse.attempt_complete(world.db.conn, c["attempt_id"], "w1", {"v": value})
+    orch.drain()
+    (task,) = claim(world)
+    assert json.loads(task["input"]) == {"a": "first", "b": "second", "o": "o-1"}
+    assert world.db.scalar("SELECT business_key FROM pulse_tasks WHERE step_key = 'work'") == "second"
+    assert world.instance(wf)["status"] == "RUNNING"
 
 
 def test_R18_an_input_as_deep_as_a_start_allows_is_a_review_at_activation_not_a_failed_start(world, orch):
