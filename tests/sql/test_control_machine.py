@@ -1,0 +1,322 @@
+"""Property: whatever happens to an instance, every operator action answers as the C-6 table says, a refused or
+replayed action changes nothing, and nothing is left stalled (R-18).
+
+Seeded random walks drive one instance each of a flow with every kind of wait (a TIMER; then a POLL with a final
+signal beside a SIGNAL; then a TASK that reads both) through random histories. The clock moves; a worker claims
+and answers PENDING, a success, a review value, a retryable or a final failure, or vanishes; signals come, right,
+stale or repeated; an operator pauses, resumes, cancels, moves the deadline, reactivates, continues and resolves
+steps, and repeats earlier actions under their keys. Before each action the test reads the state the action
+meets and computes, from it alone, the answer of the C-6 table and of C-4's checks in their order: a refusal must
+carry that code and change nothing, an acceptance must do what the action promises. The M-4 invariants hold
+after every step, a final status never changes, and an instance is NEEDS_REVIEW exactly while a reason is open.
+At the end each instance is driven to rest (resumed, every task answered, every wait given its time): it must end
+SUCCEEDED, CANCELLED or NEEDS_REVIEW, never RUNNING or CANCELLING with nothing left to do.
+
+A failure names its walk and prints its history.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import itertools
+import json
+import random
+
+from procedures import errors, invariants, pulse, routines
+from tests.support.db import reset
+from tests.support.signals import send
+from tests.support.world import World
+
+LEASE_MS = 10_000
+DEADLINE_MS = 150_000
+FLOW = {"name": "ops", "steps": [
+    {"key": "wait", "type": "TIMER", "delay_ms": 10_000},
+    {"key": "check", "type": "POLL", "after": ["wait"], "queue": "payments", "handler": "example.poll",
+     "handler_version": "1", "input": {"order_id": "$.input.order_id"}, "interval_ms": 10_000, "max_rounds": 4,
+     "timeout_ms": 60_000, "task_timeout_ms": 600_000,
+     "retry": {"max_attempts": 2, "initial_backoff_ms": 1_000, "backoff_coefficient": 1.0, "max_backoff_ms": 1_000},
+     "result": {"pending": ["PENDING"], "success": ["DONE"], "review": ["MANUAL"]},
+     "final_signal": {"name": "payment.final", "payload_version": "1", "correlation": "$.input.order_id"}},
+    {"key": "approval", "type": "SIGNAL", "after": ["wait"],
+     "signal": {"name": "approval.decided", "payload_version": "1", "payload_type": "object"},
+     "correlation": "$.input.order_id", "timeout_ms": 40_000},
+    {"key": "charge", "type": "TASK", "after": ["check", "approval"], "queue": "payments", "handler": "example.echo",
+     "handler_version": "1", "input": {"paid": "$.steps.check.output", "ok": "$.steps.approval.output"},
+     "retry": {"max_attempts": 2, "initial_backoff_ms": 0}}]}
+STEPS = ["wait", "check", "approval", "charge"]
+FINAL = frozenset({"SUCCEEDED", "CANCELLED"})
+WALKS, STEPS_PER_WALK = 60, 40
+
+
+def code_of(call) -> str | None:
+    """Runs an action; answers None when it was taken, else its error code."""
+    try:
+        call()
+    except errors.ValidationFailed as exc:
+        return exc.field_code
+    except errors.WeaveError as exc:
+        return exc.code
+    return None
+
+
+class Walk:
+    """One instance's history, drawn from ``seed``; ``history`` says what happened, for a failure's message."""
+
+    def __init__(self, db, orch, seed: int, tally: collections.Counter):
+        self.db, self.orch, self.rng, self.tally = db, orch, random.Random(seed), tally
+        self.history: list[str] = []
+        reset(self.db.conn)
+        self.world = World.create(self.db)
+        self.world.publish(FLOW)
+        self.wf = self.world.start("ops", {"order_id": "o-1"}, deadline_ms=DEADLINE_MS)
+        self.iid = self.world.internal_id(self.wf)
+        self.keys = itertools.count(1)
+        self.done: list[tuple] = []  # actions taken: (routine, args), for replays
+        self.seen_final: str | None = None
+        # Some walks meet a system that answers every kind of thing, others one that keeps saying "not yet", whose
+        # POLL runs out of rounds or time.
+        self.answers = self.draw([["PENDING", "DONE", "MANUAL", "RETRY", "FAIL", "VANISH"],
+                                  ["PENDING"] * 8 + ["DONE", "VANISH"]])
+        # and in some, signals are rare: the SIGNAL times out while the POLL still works.
+        self.signals = self.draw([3, 3, 0.2])
+        self.drain()
+
+    def draw(self, choices: list):
+        return self.rng.choice(choices)
+
+    # What an action meets, and what it leaves
+
+    def drain(self) -> None:
+        stats = self.orch.drain()
+        failed = {k: v for k, v in stats.items() if k.endswith("FAILED") and v}
+        assert not failed, f"a decision failed: {stats}"
+
+    def instance_row(self) -> dict:
+        return self.db.row("SELECT status, control, gate, deadline_at, version, event_seq FROM weave_instances "
+                           "WHERE id = %s", self.iid)
+
+    def fingerprint(self) -> tuple:
+        return (self.instance_row(),
+                self.db.rows("SELECT step_key, status, activation_seq FROM weave_steps WHERE instance_id = %s "
+                             "ORDER BY step_key", self.iid),
+                self.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE instance_id = %s", self.iid),
+                self.db.scalar("SELECT COUNT(*) FROM weave_review_reasons WHERE closed_at IS NULL"))
+
+    def step_status(self, key: str) -> str:
+        return self.db.scalar("SELECT status FROM weave_steps WHERE instance_id = %s AND step_key = %s", self.iid, key)
+
+    def unsettled(self) -> int:
+        return (self.db.scalar("SELECT COUNT(*) FROM pulse_tasks WHERE instance_id = %s AND status IN "
+                               "('QUEUED', 'RUNNING')", self.iid)
+                + self.db.scalar("SELECT COUNT(*) FROM pulse_inbox WHERE instance_id = %s AND state = 'PENDING'",
+                                 self.iid))
+
+    def act(self, routine, *args, expected: str | None, **kwargs) -> bool:
+        """Runs an operator action under a new key; a refusal must carry ``expected`` and change nothing."""
+        before = self.fingerprint()
+        key = f"op-{next(self.keys)}"
+        got = code_of(lambda: routine(self.db.conn, self.world.token, self.world.namespace, self.wf, *args,
+                                      "as drawn", key, **kwargs))
+        assert got == expected, (routine.__name__, args, kwargs, before[0], before[1])
+        self.tally[routine.__name__, got or "taken"] += 1
+        self.history.append(f"{routine.__name__} {args} -> {got or 'taken'}")
+        if got is None:
+            self.done.append((routine, args, kwargs, key))
+        else:
+            assert self.fingerprint() == before, f"{routine.__name__} was refused {got} but changed the instance"
+        return got is None
+
+    def recovery_refusal(self, key: str) -> str | None:
+        """C-4's checks in their order: the instance in review, no task unsettled, the step in review."""
+        if self.instance_row()["status"] != "NEEDS_REVIEW":
+            return "INVALID_STATE"
+        if self.unsettled():
+            return "TASK_IN_FLIGHT"
+        if self.step_status(key) != "NEEDS_REVIEW":
+            return "INVALID_STATE"
+        return None
+
+    # The world moves
+
+    def time_passes(self) -> None:
+        ms = self.draw([1_000, 5_000, 12_000, 40_000])
+        self.db.advance(ms)
+        self.drain()
+
+    def a_worker_answers(self) -> None:
+        answer = self.draw(self.answers)
+        got = pulse.task_claim(self.db.conn, "w1", "payments", limit=1, lease_ms=LEASE_MS)
+        if not got:
+            return
+        attempt = got[0]["attempt_id"]
+        if answer in ("PENDING", "DONE", "MANUAL"):
+            pulse.attempt_complete(self.db.conn, attempt, "w1", {"status": answer, "output": {"answer": answer}})
+        elif answer in ("RETRY", "FAIL"):
+            pulse.attempt_fail(self.db.conn, attempt, "w1", "upstream said no", retryable=answer == "RETRY")
+        self.drain()  # VANISH: the lease runs out as the clock moves (K-4)
+
+    def a_signal_comes(self) -> None:
+        final, stale = self.draw([False, False, True]), self.draw([False, False, False, True])
+        status = self.draw(["DONE", "MANUAL"])
+        step = "check" if final else "approval"
+        seq = self.db.scalar("SELECT GREATEST(activation_seq, 1) FROM weave_steps WHERE instance_id = %s "
+                             "AND step_key = %s", self.iid, step)
+        fields = ({"name": "payment.final", "payload": json.dumps({"status": status, "output": {"by": "signal"}})}
+                  if final else {"name": "approval.decided", "payload": '{"approved": true}'})
+        try:
+            send(self.world, self.wf, target_step_key=step, target_activation_sequence=max(seq - stale, 1), **fields)
+        except errors.WeaveError as exc:  # a refusal at acceptance is a documented answer, never a server error
+            assert exc.http_status < 500, exc
+        self.drain()
+
+    # The operator acts
+
+    def pause_or_resume(self) -> None:
+        pause = self.draw([False, True])
+        status = self.instance_row()["status"]
+        expected = None if status in ("RUNNING", "NEEDS_REVIEW") else "INVALID_STATE"
+        routine = routines.instance_pause if pause else routines.instance_resume
+        if self.act(routine, expected=expected):
+            assert self.instance_row()["control"] == ("PAUSED" if pause else "ACTIVE")
+        self.drain()
+
+    def cancel(self) -> None:
+        status = self.instance_row()["status"]
+        if self.act(routines.instance_cancel, expected="INVALID_STATE" if status == "SUCCEEDED" else None):
+            after = self.instance_row()
+            assert after["status"] in ("CANCELLING", "CANCELLED") and after["gate"] == "CLOSED"
+            assert (after["status"] == "CANCELLED") == (status == "CANCELLED" or self.unsettled() == 0), after
+        self.drain()
+
+    def deadline(self) -> None:
+        later = self.draw([False, True])
+        row = self.instance_row()
+        if row["status"] not in ("RUNNING", "NEEDS_REVIEW"):
+            expected = "INVALID_STATE"
+        else:
+            expected = None if later else "DEADLINE_INVALID"  # later only
+        moved = row["deadline_at"] + dt.timedelta(hours=1 if later else -1)
+        if self.act(routines.instance_deadline, expected=expected, deadline_at=moved):
+            assert self.instance_row()["deadline_at"] == moved
+        self.drain()
+
+    def a_step(self) -> str:
+        """Mostly a step in review, as an operator would pick; sometimes any step."""
+        in_review = [r["step_key"] for r in self.db.rows(
+            "SELECT step_key FROM weave_steps WHERE instance_id = %s AND status = 'NEEDS_REVIEW' ORDER BY step_key",
+            self.iid)]
+        pick = in_review and self.draw([True, True, True, False])
+        return self.draw(in_review if pick else STEPS)
+
+    def reactivate(self) -> None:
+        key = self.a_step()
+        before = self.db.scalar("SELECT activation_seq FROM weave_steps WHERE instance_id = %s AND step_key = %s",
+                                self.iid, key)
+        if self.act(routines.step_reactivate, key, expected=self.recovery_refusal(key)):
+            after = self.db.row("SELECT status, activation_seq FROM weave_steps WHERE instance_id = %s "
+                                "AND step_key = %s", self.iid, key)
+            assert after["activation_seq"] == before + 1 and after["status"] in ("PENDING", "ACTIVE"), after
+        self.drain()
+
+    def resolve(self) -> None:
+        key = self.a_step()
+        if self.act(routines.step_resolve, key, expected=self.recovery_refusal(key), output={"by": "operator"}):
+            assert self.step_status(key) == "SUCCEEDED"
+        self.drain()
+
+    def continue_the_poll(self) -> None:
+        expected = self.recovery_refusal("check")
+        if expected is None:
+            poll = self.db.row("SELECT p.state, p.stop_reason, r.outcome FROM weave_steps s "
+                               "JOIN weave_poll_states p ON p.activation_id = s.activation_id "
+                               "LEFT JOIN weave_poll_rounds r ON r.activation_id = p.activation_id "
+                               "AND r.round_no = p.rounds_used WHERE s.instance_id = %s AND s.step_key = 'check'",
+                               self.iid)
+            if (poll is None or poll["state"] != "STOPPED" or poll["outcome"] != "POLL_PENDING"
+                    or poll["stop_reason"] not in ("POLL_ROUNDS_EXHAUSTED", "POLL_DEADLINE")):
+                expected = "INVALID_STATE"
+            elif self.db.now() + dt.timedelta(seconds=30) > self.instance_row()["deadline_at"]:
+                expected = "DEADLINE_INVALID"  # the poll deadline must fall within the instance's
+        if self.act(routines.step_continue, "check", expected=expected, extra_rounds=1, poll_deadline_ms=30_000):
+            assert self.step_status("check") == "ACTIVE"
+        self.drain()
+
+    def an_action_is_repeated(self) -> None:
+        if not self.done:
+            return
+        routine, args, kwargs, key = self.draw(self.done)
+        before = self.fingerprint()
+        answer = routine(self.db.conn, self.world.token, self.world.namespace, self.wf, *args, "as drawn", key,
+                         **kwargs)
+        assert answer["replayed"] == 1 and self.fingerprint() == before, routine.__name__
+
+    # Which happens next: the world moves more often than an operator acts, an operator acts mostly on an instance
+    # in review, and a cancel, which ends the story, is the rarest.
+    WEIGHTS = {"time_passes": 4, "a_worker_answers": 5, "a_signal_comes": 3, "pause_or_resume": 1, "deadline": 1,
+               "an_action_is_repeated": 1, "cancel": 0.1, "reactivate": 1, "resolve": 1, "continue_the_poll": 1}
+    IN_REVIEW = {**WEIGHTS, "deadline": 3, "reactivate": 6, "resolve": 4, "continue_the_poll": 6}
+
+    def step(self) -> None:
+        weights = {**(self.IN_REVIEW if self.instance_row()["status"] == "NEEDS_REVIEW" else self.WEIGHTS),
+                   "a_signal_comes": self.signals}
+        (what,) = self.rng.choices(list(weights), list(weights.values()))
+        self.history.append(what)
+        getattr(self, what)()
+        self.the_engine_promises_hold()
+
+    # What always holds
+
+    def the_engine_promises_hold(self) -> None:
+        invariants.check(self.db.conn)
+        status = self.instance_row()["status"]
+        if self.seen_final:
+            assert status == self.seen_final, f"{self.seen_final} became {status}"
+        if status in FINAL:
+            self.seen_final = status
+        steps = {r["step_key"]: r["status"] for r in self.db.rows(
+            "SELECT step_key, status FROM weave_steps WHERE instance_id = %s", self.iid)}
+        if status == "SUCCEEDED":
+            assert set(steps.values()) == {"SUCCEEDED"}, steps
+        reasons = self.db.scalar("SELECT COUNT(*) FROM weave_review_reasons WHERE instance_id = %s "
+                                 "AND closed_at IS NULL", self.iid)
+        assert (status == "NEEDS_REVIEW") == (reasons > 0), (status, reasons)
+
+    def rest(self) -> str:
+        # Driven to rest: resumed, every task answered DONE or let run out, every wait given its time.
+        if self.instance_row()["control"] == "PAUSED" and self.instance_row()["status"] in ("RUNNING",
+                                                                                           "NEEDS_REVIEW"):
+            routines.instance_resume(self.db.conn, self.world.token, self.world.namespace, self.wf, "at rest",
+                                     f"op-{next(self.keys)}")
+        for _ in range(12):
+            for got in pulse.task_claim(self.db.conn, "w1", "payments", limit=5, lease_ms=LEASE_MS):
+                pulse.attempt_complete(self.db.conn, got["attempt_id"], "w1", {"status": "DONE"})
+            self.db.advance(40_000)
+            self.drain()
+        status = self.instance_row()["status"]
+        assert status in ("SUCCEEDED", "CANCELLED", "NEEDS_REVIEW"), f"left {status} with nothing to do"
+        # The table's right-hand columns: what each action answers once the instance has settled.
+        for action in ("cancel", "pause_or_resume", "deadline", "resolve"):
+            getattr(self, action)()
+            self.the_engine_promises_hold()
+        invariants.check(self.db.conn)
+        return status
+
+
+def test_C6_R18_every_action_answers_as_the_table_says_and_nothing_stalls(db, orch):
+    tally: collections.Counter = collections.Counter()
+    ends = collections.Counter()
+    for seed in range(WALKS):
+        walk = Walk(db, orch, seed, tally)
+        try:
+            for _ in range(STEPS_PER_WALK):
+                walk.step()
+            ends[walk.rest()] += 1
+        except AssertionError as exc:
+            raise AssertionError(f"walk {seed}: {exc}\n  " + "\n  ".join(walk.history)) from exc
+    # The walks went where the table has something to say: each action taken, and refused for each reason.
+    for routine in ("instance_pause", "instance_resume", "instance_cancel", "instance_deadline", "step_reactivate",
+                    "step_resolve", "step_continue"):
+        assert tally[routine, "taken"] and tally[routine, "INVALID_STATE"], (routine, tally)
+    assert sum(tally[routine, "TASK_IN_FLIGHT"] for routine in ("step_reactivate", "step_resolve", "step_continue"))
+    assert len(ends) > 1, ends
