@@ -18,6 +18,7 @@ A failure names its walk and prints its history.
 from __future__ import annotations
 
 import collections
+import contextlib
 import datetime as dt
 import itertools
 import json
@@ -150,10 +151,12 @@ class Walk:
         if not got:
             return
         attempt = got[0]["attempt_id"]
-        if answer in ("PENDING", "DONE", "MANUAL"):
-            pulse.attempt_complete(self.db.conn, attempt, "w1", {"status": answer, "output": {"answer": answer}})
-        elif answer in ("RETRY", "FAIL"):
-            pulse.attempt_fail(self.db.conn, attempt, "w1", "upstream said no", retryable=answer == "RETRY")
+        # The report is consumed at once, or, while the engine holds the instance, left in the inbox for it.
+        with self.world.held(self.wf) if self.draw([False, False, True]) else contextlib.nullcontext():
+            if answer in ("PENDING", "DONE", "MANUAL"):
+                pulse.attempt_complete(self.db.conn, attempt, "w1", {"status": answer, "output": {"answer": answer}})
+            elif answer in ("RETRY", "FAIL"):
+                pulse.attempt_fail(self.db.conn, attempt, "w1", "upstream said no", retryable=answer == "RETRY")
         self.drain()  # VANISH: the lease runs out as the clock moves (K-4)
 
     def a_signal_comes(self) -> None:
@@ -165,7 +168,9 @@ class Walk:
         fields = ({"name": "payment.final", "payload": json.dumps({"status": status, "output": {"by": "signal"}})}
                   if final else {"name": "approval.decided", "payload": '{"approved": true}'})
         try:
-            send(self.world, self.wf, target_step_key=step, target_activation_sequence=max(seq - stale, 1), **fields)
+            # Settled at acceptance, or accepted inside a caller's transaction and left to a runner (S-16).
+            send(self.world, self.wf, target_step_key=step, target_activation_sequence=max(seq - stale, 1),
+                 queued=self.draw([False, False, True]), **fields)
         except errors.WeaveError as exc:  # a refusal at acceptance is a documented answer, never a server error
             assert exc.http_status < 500, exc
         self.drain()
