@@ -16,13 +16,15 @@ from tests.support.world import World
 
 @pytest.fixture(scope="session")
 def database() -> dbmod.Dsn:
-    """A fresh database for this run (and pytest worker), migrated with the test clock."""
+    """A fresh database for this run (and pytest worker), migrated with the test clock. Its name starts with the
+    database WEAVE_TEST_DSN names, so that people sharing one server each keep to their own prefix (and a
+    grant on `weave_test%` is enough)."""
     try:
         server, how = server_dsn()
     except RuntimeError as exc:
         pytest.exit(str(exc), returncode=3)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "w")
-    dsn = server.with_database(f"weave_t_{os.getpid()}_{worker}")
+    dsn = server.with_database(f"{server.database or 'weave_t'}_{os.getpid()}_{worker}")
     print(f"\nweave tests: server from {how}; database {dsn.database}")
     installer.migrate(dsn, test_clock=True)
     yield dsn
