@@ -16,7 +16,7 @@ from typing import Any
 
 import pymysql
 
-from procedures import db, errors, installer, routines, settings
+from procedures import db, errors, installer, jsontext, routines, settings
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -65,6 +65,22 @@ def _parsed_dsn(text: str) -> db.Dsn:
         return db.Dsn.parse(text)
     except ValueError as exc:
         raise CliError("DSN_INVALID", str(exc)) from None
+
+
+def _json_argument(flag: str, field: str, text: str, invalid_code: str) -> Any:
+    """The value of a JSON argument, held to the rules of a request body: text the HTTP API refuses (an object
+    naming one key twice, which the engine would read as the first value and Python as the last; a lone surrogate;
+    a number no reader can hold) is refused here too, at the field, before anything is sent. Text that is no JSON
+    at all keeps the code the engine gives the field (``invalid_code``)."""
+    try:
+        return jsontext.parse_strict(text)
+    except jsontext.InvalidJson as exc:
+        problems = [{"field": field + ("" if not e.field else e.field if e.field.startswith("[") else f".{e.field}"),
+                     "code": invalid_code if e.code == "INVALID_JSON" else e.code, "message": e.message}
+                    for e in exc.errors]
+        raise errors.ValidationFailed(f"{flag} is not valid JSON: {problems[0]['message']}",
+                                      field_code=problems[0]["code"], field=problems[0]["field"],
+                                      errors=problems) from None
 
 
 # --- commands -------------------------------------------------------------------------------------------
@@ -145,6 +161,7 @@ def cmd_workflows_start(args: argparse.Namespace) -> int:
     import uuid
 
     input_json = args.input if args.input is not None else "{}"
+    _json_argument("--input", "input", input_json, "INPUT_INVALID")
     with _conn(args) as conn:
         row = routines.instance_start(
             conn, _token(args), args.namespace, definition=args.definition, version=args.version, app=args.app,
@@ -256,6 +273,7 @@ def cmd_signals_send(args: argparse.Namespace) -> int:
 
     from procedures import signals
 
+    _json_argument("--payload", "payload", args.payload, "PAYLOAD_INVALID")  # then sent as given
     with _conn(args) as conn:
         receipt = signals.send(
             conn, _token(args), args.namespace, args.workflow_id,
@@ -356,12 +374,7 @@ def cmd_steps_action(args: argparse.Namespace) -> int:
             result = routines.step_continue(*common, extra_rounds=args.extra_rounds,
                                             poll_deadline_ms=args.poll_deadline_ms)
         else:
-            from procedures import jsontext
-
-            try:
-                output = jsontext.parse_strict(args.output)
-            except jsontext.InvalidJson as exc:
-                raise CliError("INPUT_INVALID", f"--output is not JSON: {exc.errors[0].message}", 6) from None
+            output = _json_argument("--output", "output", args.output, "INPUT_INVALID")
             result = routines.step_resolve(*common, output=output, output_json=args.output,
                                            evidence_ref=args.evidence_ref)
         return _instance_after(args, result)

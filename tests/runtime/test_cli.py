@@ -213,3 +213,47 @@ def test_the_instance_listing_keeps_its_columns_across_definitions_of_any_name_l
     lines = out.splitlines()
     assert code == 0 and lines[0].split() == ["WORKFLOW_ID", "DEFINITION", "STATUS", "CONTROL", "DEADLINE_AT"]
     assert len(lines) == 3 and len({line.index("RUNNING") for line in lines[1:]} | {lines[0].index("STATUS")}) == 1
+
+
+APPROVAL = {"name": "approval", "steps": [{"key": "approval", "type": "SIGNAL",
+                                           "signal": {"name": "approval.decided", "payload_version": "1",
+                                                      "payload_type": "object"},
+                                           "correlation": "$.input.request_id", "timeout_ms": 60_000}]}
+
+
+@pytest.mark.parametrize(("flag", "text", "field", "code"), [
+    ("--input", '{"request_id": "r-1", "request_id": "r-2"}', "input.request_id", "DUPLICATE_JSON_KEY"),
+    ("--input", '{"note": "\\ud800"}', "input.note", "INVALID_TEXT"),
+    ("--input", '{"n": 1e400}', "input", "INPUT_INVALID"),
+    ("--input", '{"n": 1', "input", "INPUT_INVALID"),
+])
+def test_workflows_start_refuses_input_json_the_http_api_refuses(weave, world, flag, text, field, code):
+    """`--input` is held to the rules of a request body: an object naming one key twice would be read as the first
+    value by the engine's expressions and as the last by every Python reader, so it is refused, at the field, and
+    nothing starts."""
+    world.publish(APPROVAL)
+    code_, out, err = weave("workflows", "start", "approval", "--app", "billing", flag, text,
+                            "--deadline-ms", "60000", "--json")
+    assert (code_, out) == (EXIT_CODES[422], ""), err
+    problem = json.loads(err)
+    assert problem["code"] == "VALIDATION_FAILED" and problem["errors"][0]["code"] == code
+    assert problem["errors"][0]["field"] == field
+    assert json.loads(weave("workflows", "list", "--json")[1])["items"] == []
+
+
+def test_S4_signals_send_refuses_a_payload_with_a_key_named_twice(weave, world):
+    """The payload {"approved": true, "approved": false} was stored as sent: the step's output read false in every
+    answer while an expression reading it in the engine got true. The command refuses it as the HTTP API does, and
+    nothing is stored."""
+    world.publish(APPROVAL)
+    wf = world.start("approval", {"request_id": "r-1"})
+    code, out, err = weave("signals", "send", wf, "--step", "approval", "--name", "approval.decided",
+                           "--payload-version", "1", "--activation", "1", "--correlation-key", "r-1",
+                           "--payload", '{"approved": true, "approved": false}', "--reason", "desk", "--json")
+    assert (code, out) == (EXIT_CODES[422], ""), err
+    problem = json.loads(err)
+    assert problem["errors"] == [{"field": "payload.approved", "code": "DUPLICATE_JSON_KEY",
+                                  "message": problem["errors"][0]["message"]}]
+    assert world.step(wf, "approval")["wait"]["status"] == "WAITING"
+    code, out, _ = weave("workflows", "events", wf, "--json")
+    assert "SIGNAL_ACCEPTED" not in out
