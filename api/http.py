@@ -211,9 +211,14 @@ def path(ns: str, *parts: str) -> str:
 
 
 def respond(resp: falcon.Response, payload: Any, status: int = 200, replayed: bool = False) -> None:
+    respond_text(resp, json.dumps(payload, default=str), status, replayed)
+
+
+def respond_text(resp: falcon.Response, text: str, status: int = 200, replayed: bool = False) -> None:
+    """An answer whose JSON text is already written (``jsontext.object_text`` keeps a payload's bytes)."""
     resp.status = status
     resp.content_type = falcon.MEDIA_JSON
-    resp.text = json.dumps(payload, default=str)
+    resp.text = text
     if replayed:
         resp.set_header(REPLAYED, "true")
 

@@ -293,13 +293,16 @@ def cmd_signals_get(args: argparse.Namespace) -> int:
 
     with _conn(args) as conn:
         signal = signals.get(conn, _token(args), args.namespace, args.workflow_id, args.signal_id)
-    signal = {k: v for k, v in signal.items() if k != "payload_text"}
+    payload_text = signal.pop("payload_text")  # the payload as accepted, printed as it is (S-4)
+    if args.json:
+        print(jsontext.object_text(signal, {"payload": payload_text}))
+        return 0
     _print(args, signal, lambda s: (
         f"{s['signal_id']} {s['status']}" + (f" ({s['disposition']})" if s["disposition"] else "")
         + f"  {s['name']} v{s['payload_version']} -> {s['target_step_key']}#{s['target_activation_sequence']}"
         f"  correlation {json.dumps(s['correlation_key'], ensure_ascii=False)}\n"
         f"  accepted {s['accepted_at']}  expires {s['expires_at']}  settled {s['consumed_at'] or '-'}"
-        f"  actor {s['actor']}\n  payload {json.dumps(s['payload'])}"))
+        f"  actor {s['actor']}\n  payload {payload_text}"))
     return 0
 
 

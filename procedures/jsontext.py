@@ -7,7 +7,8 @@ Infinity are not JSON and the database refuses them; and a string holding a lone
 here, each problem with a dotted field path.
 
 ``parse_members`` parses an object once and also returns, for each top-level member, the exact bytes
-that encode its value, so that a payload can travel to the routine as received (S-4).
+that encode its value, so that a payload can travel to the routine as received (S-4); ``object_text`` writes
+an answer holding such a value back as those bytes.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import math
 import re
 from typing import Any, NamedTuple
 
-__all__ = ["DocumentError", "FieldError", "InvalidJson", "describe", "member_path", "parse_members", "parse_strict"]
+__all__ = ["DocumentError", "FieldError", "InvalidJson", "describe", "member_path", "object_text", "parse_members",
+           "parse_strict"]
 
 _WHITESPACE = " \t\r\n"
 # The dotted paths we print leave only keys of this shape unquoted.
@@ -223,6 +225,14 @@ def _text(raw: bytes | str) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidJson([_invalid(f"not UTF-8: invalid byte at offset {exc.start}")]) from exc
+
+
+def object_text(members: dict[str, Any], verbatim: dict[str, str]) -> str:
+    """The JSON text of an object, as ``json.dumps`` writes it, except that the members named in ``verbatim`` have
+    that JSON text as their value, written as it is: a value kept as the bytes it was received with is answered as
+    those bytes, never parsed and written again (12345678901234567890.10 would come back 1.2345678901234567e+19)."""
+    return "{" + ", ".join(f"{json.dumps(key)}: {verbatim[key] if key in verbatim else json.dumps(value, default=str)}"
+                           for key, value in members.items()) + "}"
 
 
 def parse_strict(raw: bytes | str) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 import json
 
 import pytest
@@ -327,6 +328,28 @@ def test_S4_http_signal_digest_covers_the_payload_bytes_exactly_as_received(clie
     assert world.step(wf, "approval")["output"]["a"] == 123456789012345678901234567890
     listed = client.simulate_get(f"{NS}/workflows/{wf}/signals", headers=auth(world.token))
     assert [s["signal_id"] for s in listed.json["items"]] == [first.json["signal_id"]]
+
+
+def test_S4_a_signal_is_answered_with_its_payload_as_the_bytes_accepted(client, world):
+    """GET of a signal, and the signal listing, answered the payload parsed and written again: an amount of
+    12345678901234567890.10 came back as 1.2345678901234567e+19 and 1.10 as 1.1. The payload is stored as the
+    bytes received, and it is answered as those bytes."""
+    publish(client, world, SIGNAL_FLOW)
+    wf = start(client, world, definition="approval").json["workflow_id"]
+    payload = '{"amount": 12345678901234567890.10, "rate": 1.10, "k": 1E2,  "z": [ ]}'
+    sent = send_raw(client, world, wf, signal_body(payload))
+    assert sent.status_code == 201, sent.text
+    got = client.simulate_get(f"{NS}/workflows/{wf}/signals/{sent.json['signal_id']}", headers=auth(world.token))
+    assert got.status_code == 200 and f'"payload": {payload}' in got.text
+    assert json.loads(got.text, parse_float=decimal.Decimal)["payload"]["amount"] == \
+        decimal.Decimal("12345678901234567890.10")
+    assert {k: v for k, v in got.json.items() if k != "payload"} == {
+        **{k: v for k, v in got.json.items() if k != "payload"}, "signal_id": sent.json["signal_id"],
+        "status": "CONSUMED"}
+    listed = client.simulate_get(f"{NS}/workflows/{wf}/signals", headers=auth(world.token))
+    assert listed.status_code == 200 and f'"payload": {payload}' in listed.text
+    assert [s["signal_id"] for s in listed.json["items"]] == [sent.json["signal_id"]]
+    assert listed.json["next_cursor"] is None and listed.json["items"][0] == got.json
 
 
 def test_S1_http_signal_validation_and_duplicate_keys(client, world):

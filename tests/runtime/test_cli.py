@@ -257,3 +257,18 @@ def test_S4_signals_send_refuses_a_payload_with_a_key_named_twice(weave, world):
     assert world.step(wf, "approval")["wait"]["status"] == "WAITING"
     code, out, _ = weave("workflows", "events", wf, "--json")
     assert "SIGNAL_ACCEPTED" not in out
+
+
+def test_S4_signals_get_prints_the_payload_as_the_bytes_accepted(weave, world):
+    world.publish(APPROVAL)
+    wf = world.start("approval", {"request_id": "r-1"})
+    payload = '{"amount": 12345678901234567890.10, "rate": 1.10}'
+    code, out, err = weave("signals", "send", wf, "--step", "approval", "--name", "approval.decided",
+                           "--payload-version", "1", "--activation", "1", "--correlation-key", "r-1",
+                           "--payload", payload, "--reason", "desk", "--json")
+    assert code == 0, err
+    signal_id = json.loads(out)["signal_id"]
+    code, out, _ = weave("signals", "get", wf, signal_id, "--json")
+    assert code == 0 and f'"payload": {payload}' in out and json.loads(out)["signal_id"] == signal_id
+    code, out, _ = weave("signals", "get", wf, signal_id)
+    assert code == 0 and f"payload {payload}" in out
