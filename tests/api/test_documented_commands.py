@@ -169,3 +169,22 @@ def test_every_command_of_the_readme_and_the_quickstart_runs(reader):
         for command, comment in commands(doc):
             reader.run(command, comment)
     assert reader.ran >= 20
+
+
+def test_the_quickstart_shows_the_start_answer_the_api_gives(client, world, monkeypatch):
+    """The answer the quickstart prints for its first start (the JSON block under section 3) is the answer the API
+    gives, steps included: the start runs the first walk itself, so `cool_off` is already ACTIVE (the guide said
+    every step was still PENDING, waiting for the orchestrator)."""
+    import json
+
+    monkeypatch.chdir(ROOT)
+    tokens = provision(world.db.conn)
+    section = (ROOT / "docs" / "quickstart.md").read_text().split("## 3. Start an instance", 1)[1]
+    shown = json.loads(re.search(r"```json\n(.*?)```", section, re.S).group(1))
+    answer = client.simulate_post("/v1/namespaces/dev/workflows", json={
+        "definition": "order-flow", "app": "dev-app", "input": {"order_id": "o-1"}, "deadline_ms": 3_600_000},
+        headers={"Authorization": f"Bearer {tokens['token']}", "Idempotency-Key": "start-o-1"}).json
+    assert set(shown) == {"workflow_id", "status", "control", "gate", "deadline_at", "steps"}
+    assert {k: shown[k] for k in ("status", "control", "gate", "steps")} == {
+        "status": answer["status"], "control": answer["control"], "gate": answer["gate"],
+        "steps": [[s["key"], s["status"], s["activation_sequence"]] for s in answer["steps"]]}
