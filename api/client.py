@@ -41,16 +41,19 @@ from procedures.retrying import retry_after_first
 
 
 class WeaveApiError(Exception):
-    """An answer with a problem+json body; ``code`` is the stable machine code."""
+    """An answer with a problem+json body; ``code`` is the stable machine code: the answer's own, also for a code
+    this SDK has no class for (``ERROR`` only when the answer has none, as a proxy's error page has not)."""
 
     code = "ERROR"
 
     def __init__(self, status: int, body: dict):
         self.status = status
         self.body = body
+        if isinstance(body.get("code"), str) and body["code"]:
+            self.code = body["code"]
         self.detail = body.get("detail", "")
         self.errors = body.get("errors", [])
-        super().__init__(f"{status} {body.get('code', self.code)}: {self.detail}")
+        super().__init__(f"{status} {self.code}: {self.detail}")
 
 
 class Unauthenticated(WeaveApiError):

@@ -19,11 +19,13 @@ from tests.support.waiting import wait_for
 class Recorder(ThreadingHTTPServer):
     """Answers every request with ``{"path": ..., "port": <the client's port>}`` and records it; ``closing``
     makes it close each connection after its answer without saying so (as a server's idle timeout does), and
-    ``say_close`` makes it answer ``Connection: close``."""
+    ``say_close`` makes it answer ``Connection: close``; ``answer`` (status, content type, body) replaces the
+    answer."""
 
     daemon_threads = True
     closing = False
     say_close = False
+    answer: tuple[int, str, bytes] | None = None
 
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
@@ -50,9 +52,10 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         self.rfile.read(length)
         self.server.seen.append((self.command, self.path, self.client_address[1]))
-        body = json.dumps({"path": self.path, "port": self.client_address[1]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
+        status, kind, body = self.server.answer or (
+            200, "application/json", json.dumps({"path": self.path, "port": self.client_address[1]}).encode())
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
         if self.server.say_close:
             self.send_header("Connection", "close")
@@ -146,3 +149,24 @@ def test_sdk_goes_through_the_proxy_the_environment_names(server, monkeypatch):
 def test_sdk_refuses_a_base_url_that_is_not_http():
     with pytest.raises(ValueError, match="http:// or https://"):
         sdk.WeaveClient("127.0.0.1:8080", "wv_x", "acme")
+
+
+def test_sdk_error_of_a_code_it_has_no_class_for_carries_that_code(server):
+    """An answer with a code the SDK has no class for raises WeaveApiError itself, and its ``code`` is the answer's,
+    as the SDK's documentation says to match on: it was "ERROR" whatever the server said."""
+    server.answer = (429, "application/problem+json", json.dumps({
+        "type": "https://weave.dev/problems/too-many", "title": "Too Many Requests", "status": 429,
+        "code": "RATE_LIMITED", "detail": "slow down", "errors": []}).encode())
+    client = sdk.WeaveClient(server.url, "wv_x", "acme")
+    with pytest.raises(sdk.WeaveApiError) as raised:
+        client.get_workflow("wf_1")
+    assert type(raised.value) is sdk.WeaveApiError
+    assert (raised.value.status, raised.value.code, raised.value.detail) == (429, "RATE_LIMITED", "slow down")
+    server.answer = (502, "text/html", b"<html>bad gateway</html>")  # not the API's answer: no code at all
+    with pytest.raises(sdk.WeaveApiError) as raised:
+        client.get_workflow("wf_1")
+    assert (raised.value.status, raised.value.code) == (502, "ERROR")
+    server.answer = (409, "application/problem+json", json.dumps({"code": "INVALID_STATE", "detail": "final"}).encode())
+    with pytest.raises(sdk.InvalidState) as raised:
+        client.get_workflow("wf_1")
+    assert raised.value.code == "INVALID_STATE"
