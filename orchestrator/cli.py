@@ -41,8 +41,21 @@ def _print(args: argparse.Namespace, payload: Any, human: Callable[[Any], str] |
         print(human(payload))
 
 
+# The server's "Unknown database": what a forgotten WEAVE_DSN (its default names a database `weave`) or a mistyped name
+# looks like.
+UNKNOWN_DATABASE = 1049
+
+
 def _conn(args: argparse.Namespace, *, check: bool = True) -> db.Connection:
-    conn = db.connect(_dsn(args))
+    dsn = _dsn(args)
+    try:
+        conn = db.connect(dsn)
+    except pymysql.err.MySQLError as exc:
+        if errors.errno_of(exc) != UNKNOWN_DATABASE:
+            raise
+        raise CliError("SCHEMA_MISMATCH", f"database {dsn.database} does not exist ({dsn.redacted()}): "
+                       "`weave migrate` creates it, or set WEAVE_DSN (or --dsn) to the database you meant",
+                       EXIT_FAILED) from None
     if check:
         installer.check_level(conn)
     return conn

@@ -272,3 +272,15 @@ def test_S4_signals_get_prints_the_payload_as_the_bytes_accepted(weave, world):
     assert code == 0 and f'"payload": {payload}' in out and json.loads(out)["signal_id"] == signal_id
     code, out, _ = weave("signals", "get", wf, signal_id)
     assert code == 0 and f"payload {payload}" in out
+
+
+def test_a_database_that_does_not_exist_says_to_migrate_or_set_the_dsn(database, capsys):
+    """A user who forgot WEAVE_DSN (the default names a database `weave`) or mistyped its name got only "the
+    database answered 1049: Unknown database". The command says what is missing and what to do, as it does for a
+    database that exists but was never migrated."""
+    missing = database.with_database(f"{database.database}_none").url()
+    assert main(["workflows", "list", "--dsn", missing, "--token", "wv_x", "--json"]) == 1
+    problem = json.loads(capsys.readouterr().err)
+    assert problem["code"] == "SCHEMA_MISMATCH"
+    assert f"{database.database}_none" in problem["detail"] and "weave migrate" in problem["detail"]
+    assert "WEAVE_DSN" in problem["detail"]
