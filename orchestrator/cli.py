@@ -244,7 +244,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         figures = routines.status(conn)
         broken = invariants.violations(conn) if args.check else {}
     payload = {
-        "now": str(figures["now_at"]),
+        "now": routines.rfc3339(figures["now_at"]),
         "backlog": {r["class"]: {"due": r["due"], "oldest_due_lag_ms": float(r["lag_ms"] or 0)}
                     for r in figures["backlog"]},
         "tasks_in_flight": {status: figures["tasks"].get(status, 0) for status in ("QUEUED", "RUNNING")},

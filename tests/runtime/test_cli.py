@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -284,3 +285,14 @@ def test_a_database_that_does_not_exist_says_to_migrate_or_set_the_dsn(database,
     assert problem["code"] == "SCHEMA_MISMATCH"
     assert f"{database.database}_none" in problem["detail"] and "weave migrate" in problem["detail"]
     assert "WEAVE_DSN" in problem["detail"]
+
+
+def test_status_gives_the_engine_time_as_every_other_time_is_given(database, db, capsys):
+    """`weave status --json` gave `now` as "2026-12-05 12:05:51.952327", the only time of the CLI and the API not
+    in RFC 3339 UTC (07-api): a script reading it with the parser it uses for every other time failed."""
+    assert main(["status", "--dsn", database.url(), "--json"]) == 0
+    now = json.loads(capsys.readouterr().out)["now"]
+    rfc3339 = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z"
+    assert re.fullmatch(rfc3339, now), now
+    assert main(["status", "--dsn", database.url()]) == 0
+    assert re.match(rf"engine time {rfc3339}\n", capsys.readouterr().out)
