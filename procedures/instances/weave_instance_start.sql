@@ -87,7 +87,7 @@ BEGIN
         -- R-2: after the identity and app locks that order the start (_weave_now's expression, inline).
         SELECT UTC_TIMESTAMP(6) + INTERVAL clock_offset_us MICROSECOND INTO v_now FROM weave_install WHERE id = 1;
         IF NOT _weave_json_strict(v_input) OR LENGTH(v_input) > 1048576 THEN
-            CALL _weave_raise(50117, 'INPUT_INVALID: input must be JSON of at most 1 MiB');
+            CALL _weave_raise(50117, 'INPUT_INVALID: input must be one JSON value of at most 1 MiB, nested at most 31 levels');
         END IF;
         IF in_business_key IS NOT NULL AND CHAR_LENGTH(in_business_key) NOT BETWEEN 1 AND 256 THEN
             CALL _weave_raise(50117, 'INPUT_INVALID: business_key must be 1-256 chars');

@@ -590,6 +590,26 @@ def test_M2_a_name_key_or_id_with_a_final_newline_is_refused_not_stored_or_read_
     assert world.db.scalar("SELECT COUNT(*) FROM weave_queues WHERE name LIKE %s", "late%") == 0
 
 
+def test_input_and_output_nested_deeper_than_the_server_keeps_are_refused_saying_so(world, orch):
+    """An input of a few bytes nested 32 levels deep, which the server's JSON functions do not take, was refused
+    with "input must be JSON of at most 1 MiB": the user looked for a size problem that was not there. The message
+    names the depth, for an instance's input and for an operator's output alike."""
+    deep = "[" * 32 + "]" * 32
+    world.publish(TASKY)
+    with pytest.raises(errors.ValidationFailed) as start:
+        routines.instance_start(world.db.conn, world.token, world.namespace, definition="charge", app=world.app,
+                                input_json=f'{{"a": {deep[1:-1]}}}', idempotency_key="deep", deadline_ms=86_400_000)
+    assert start.value.field_code == "INPUT_INVALID" and "nested at most 31 levels" in start.value.detail
+    failed = world.start("charge", {"order_id": "o-1"})
+    claim = pulse.task_claim(world.db.conn, "w1", [world.queue], limit=1)[0]
+    pulse.attempt_fail(world.db.conn, claim["attempt_id"], "w1", "declined", retryable=False)
+    orch.drain()
+    with pytest.raises(errors.ValidationFailed) as output:
+        routines.step_resolve(world.db.conn, world.token, world.namespace, failed, "charge", "paid by hand", "r-1",
+                              output=None, output_json=deep)
+    assert output.value.field_code == "INPUT_INVALID" and "nested at most 31 levels" in output.value.detail
+
+
 @pytest.mark.parametrize("text", ['{"a": 1.}', '{"a": [-]}', '{"a": "\\x"}'])
 def test_M2_json_that_only_the_server_takes_is_refused_as_input_result_and_output(world, orch, text):
     """MariaDB's JSON_VALID takes 1. or a lone - or the escape \\x, which no JSON reader takes back: over SQL an
