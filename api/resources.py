@@ -11,10 +11,10 @@ from typing import Any
 
 import falcon
 
-from procedures import db, definitions, routines
+from procedures import db, definitions, jsontext, routines
 
 from . import schemas
-from .http import Connections, bearer, idempotency_key, invalid, json_body, json_object, path, respond
+from .http import Connections, bearer, idempotency_key, invalid, json_body, json_object, path, respond, respond_text
 
 
 def _parse_time(value: Any, field: str) -> dt.datetime:
@@ -78,8 +78,9 @@ class Workflows(Resource):
             self.conn, token, ns, definition=body["definition"], version=body.get("version"), app=body["app"],
             input_json=_json_text(body.get("input", {})), idempotency_key=key,
             deadline_at=_time(body.get("deadline_at")), deadline_ms=body.get("deadline_ms"),
-            business_key=body.get("business_key"))
-        respond(resp, started["instance"], 201 if started["created"] else 200, replayed=not started["created"])
+            business_key=body.get("business_key"), verbatim=True)
+        respond_text(resp, jsontext.dumps(started["instance"]), 201 if started["created"] else 200,
+                     replayed=not started["created"])
         if started["created"]:
             resp.location = path(ns, "workflows", started["instance"]["workflow_id"])
 
@@ -95,7 +96,9 @@ class Workflows(Resource):
 class Workflow(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str, workflow_id: str) -> None:
         token = bearer(req)  # 401 before anything asks the database
-        respond(resp, routines.instance_get(self.conn, token, ns, workflow_id))
+        # The kept values (input, outputs, results) as they were kept: a payload that settled a step is its output
+        # exactly as sent (S-4).
+        respond_text(resp, jsontext.dumps(routines.instance_get(self.conn, token, ns, workflow_id, verbatim=True)))
 
 
 class Events(Resource):
@@ -152,12 +155,13 @@ class Action(Resource):
         result = self.act(self.conn, token, ns, workflow_id, step_key, body["reason"], key, body)
         # The instance as the action answered it: the action's scope is enough (a read of its own would ask for
         # workflows:read, which a credential that may act need not hold).
-        respond(resp, result["instance"], replayed=bool(result["replayed"]))
+        respond_text(resp, jsontext.dumps(result["instance"]), replayed=bool(result["replayed"]))
 
 
 def _instance(routine: Callable[..., dict]) -> Callable[..., dict]:
     """An instance action whose routine takes only the reason and the key (pause, resume, cancel)."""
-    return lambda conn, token, ns, wf, _step, reason, key, _body: routine(conn, token, ns, wf, reason, key)
+    return lambda conn, token, ns, wf, _step, reason, key, _body: routine(conn, token, ns, wf, reason, key,
+                                                                          verbatim=True)
 
 
 # action path -> (request schema, the call of its routine)
@@ -167,16 +171,17 @@ ACTIONS: dict[str, tuple[str, Callable[..., dict]]] = {
     "cancel": ("ReasonRequest", _instance(routines.instance_cancel)),
     "deadline": ("DeadlineRequest", lambda conn, token, ns, wf, _step, reason, key, body: routines.instance_deadline(
         conn, token, ns, wf, reason, key, deadline_at=_time(body.get("deadline_at")),
-        extend_ms=body.get("extend_ms"))),
+        extend_ms=body.get("extend_ms"), verbatim=True)),
     "steps/{step_key}/reactivate": ("ReactivateRequest", lambda conn, token, ns, wf, step, reason, key, body:
                                     routines.step_reactivate(conn, token, ns, wf, step, reason, key,
-                                                             timeout_ms=body.get("timeout_ms"))),
+                                                             timeout_ms=body.get("timeout_ms"), verbatim=True)),
     "steps/{step_key}/continue": ("ContinueRequest", lambda conn, token, ns, wf, step, reason, key, body:
                                   routines.step_continue(conn, token, ns, wf, step, reason, key,
                                                          extra_rounds=body.get("extra_rounds"),
-                                                         poll_deadline_ms=body.get("poll_deadline_ms"))),
+                                                         poll_deadline_ms=body.get("poll_deadline_ms"),
+                                                         verbatim=True)),
     "steps/{step_key}/resolve": ("ResolveRequest", lambda conn, token, ns, wf, step, reason, key, body:
                                  routines.step_resolve(conn, token, ns, wf, step, reason, key, output=body["output"],
                                                        evidence_ref=body.get("evidence_ref"),
-                                                       output_json=_json_text(body["output"]))),
+                                                       output_json=_json_text(body["output"]), verbatim=True)),
 }

@@ -41,14 +41,14 @@ class Signals(Resource):
         q = schemas.query(req, "list_signals")
         page = signals.list_signals(self.conn, token, ns, workflow_id, status=q["status"], limit=q["limit"],
                                     after=q["cursor"])
-        respond_text(resp, jsontext.object_text({"items": None, "next_cursor": page["next_cursor"]}, {
-            "items": "[" + ", ".join(_text(s) for s in page["items"]) + "]"}))
+        respond_text(resp, jsontext.dumps({"items": [_public(s) for s in page["items"]],
+                                            "next_cursor": page["next_cursor"]}))
 
 
 class Signal(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str, workflow_id: str, signal_id: str) -> None:
         token = bearer(req)  # 401 before anything asks the database
-        respond_text(resp, _text(signals.get(self.conn, token, ns, workflow_id, signal_id)))
+        respond_text(resp, jsontext.dumps(_public(signals.get(self.conn, token, ns, workflow_id, signal_id))))
 
 
 class Explain(Resource):
@@ -57,8 +57,8 @@ class Explain(Resource):
         respond(resp, signals.explain(self.conn, token, ns, workflow_id, step_key))
 
 
-def _text(signal: dict) -> str:
+def _public(signal: dict) -> dict:
     """A signal as the API answers it: its payload as the exact bytes it was accepted with (S-4), not parsed and
     written again."""
-    return jsontext.object_text({k: v for k, v in signal.items() if k != "payload_text"},
-                                {"payload": signal["payload_text"]})
+    return {**{k: v for k, v in signal.items() if k != "payload_text"},
+            "payload": jsontext.Verbatim(signal["payload_text"])}

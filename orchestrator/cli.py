@@ -187,7 +187,10 @@ def cmd_workflows_start(args: argparse.Namespace) -> int:
 
 def cmd_workflows_show(args: argparse.Namespace) -> int:
     with _conn(args) as conn:
-        inst = routines.instance_get(conn, _token(args), args.namespace, args.workflow_id)
+        inst = routines.instance_get(conn, _token(args), args.namespace, args.workflow_id, verbatim=args.json)
+    if args.json:  # the kept values (input, outputs, results) as they were kept, as the API gives them
+        print(jsontext.dumps(inst))
+        return 0
     _print(args, inst, _human_instance)
     return 0
 
@@ -308,7 +311,7 @@ def cmd_signals_get(args: argparse.Namespace) -> int:
         signal = signals.get(conn, _token(args), args.namespace, args.workflow_id, args.signal_id)
     payload_text = signal.pop("payload_text")  # the payload as accepted, printed as it is (S-4)
     if args.json:
-        print(jsontext.object_text(signal, {"payload": payload_text}))
+        print(jsontext.dumps({**signal, "payload": jsontext.Verbatim(payload_text)}))
         return 0
     _print(args, signal, lambda s: (
         f"{s['signal_id']} {s['status']}" + (f" ({s['disposition']})" if s["disposition"] else "")

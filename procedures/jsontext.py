@@ -7,8 +7,8 @@ Infinity are not JSON and the database refuses them; and a string holding a lone
 here, each problem with a dotted field path.
 
 ``parse_members`` parses an object once and also returns, for each top-level member, the exact bytes
-that encode its value, so that a payload can travel to the routine as received (S-4); ``object_text`` writes
-an answer holding such a value back as those bytes.
+that encode its value, so that a payload can travel to the routine as received (S-4); ``Verbatim`` and ``dumps``
+write such a value back into an answer as those bytes.
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from __future__ import annotations
 import json
 import math
 import re
+import secrets
 from typing import Any, NamedTuple
 
-__all__ = ["DocumentError", "FieldError", "InvalidJson", "describe", "member_path", "object_text", "parse_members",
-           "parse_strict"]
+__all__ = ["DocumentError", "FieldError", "InvalidJson", "Verbatim", "describe", "dumps", "member_path",
+           "parse_members", "parse_strict"]
 
 _WHITESPACE = " \t\r\n"
 # The dotted paths we print leave only keys of this shape unquoted.
@@ -227,12 +228,39 @@ def _text(raw: bytes | str) -> str:
         raise InvalidJson([_invalid(f"not UTF-8: invalid byte at offset {exc.start}")]) from exc
 
 
-def object_text(members: dict[str, Any], verbatim: dict[str, str]) -> str:
-    """The JSON text of an object, as ``json.dumps`` writes it, except that the members named in ``verbatim`` have
-    that JSON text as their value, written as it is: a value kept as the bytes it was received with is answered as
-    those bytes, never parsed and written again (12345678901234567890.10 would come back 1.2345678901234567e+19)."""
-    return "{" + ", ".join(f"{json.dumps(key)}: {verbatim[key] if key in verbatim else json.dumps(value, default=str)}"
-                           for key, value in members.items()) + "}"
+class Verbatim:
+    """JSON text kept as the bytes it came with (a payload, an input, an output), to be written into an answer as
+    it is by ``dumps``: parsed and written again, 12345678901234567890.10 would come back 1.2345678901234567e+19,
+    and 1e400 as Infinity, which is not JSON."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"Verbatim({self.text!r})"
+
+
+def dumps(value: Any) -> str:
+    """The JSON text of an answer, as ``json.dumps(value, default=str)`` writes it, except that each ``Verbatim`` in
+    it is written as its text: a kept value is never parsed. The C encoder writes the answer, each Verbatim standing
+    in as a string of its own: a mark made afresh for each call, which no value written can hold, and its number."""
+    texts: list[str] = []
+    mark = f"verbatim:{secrets.token_hex(16)}:"
+
+    def stand_in(obj: Any) -> str:
+        if isinstance(obj, Verbatim):
+            texts.append(obj.text)
+            return f"{mark}{len(texts) - 1}"
+        return str(obj)
+
+    pieces = json.dumps(value, default=stand_in).split(f'"{mark}')
+    written = [pieces[0]]
+    for piece in pieces[1:]:  # each: the stand-in's number, its closing quote, and what follows up to the next one
+        number, _, rest = piece.partition('"')
+        written += [texts[int(number)], rest]
+    return "".join(written)
 
 
 def parse_strict(raw: bytes | str) -> Any:

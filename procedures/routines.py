@@ -7,7 +7,7 @@ import datetime as dt
 import json
 from typing import TYPE_CHECKING, Any
 
-from . import candidates, errors
+from . import candidates, errors, jsontext
 from .db import Connection as Conn
 from .db import call, call_row
 
@@ -20,12 +20,14 @@ def rfc3339(value: dt.datetime | None) -> str | None:
     return None if value is None else value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _json(text: Any) -> Any:
+def _json(text: Any, verbatim: bool = False) -> Any:
+    """A kept JSON value: parsed, or with ``verbatim`` as its text (``jsontext.Verbatim``), for an answer that writes
+    it back as it was kept."""
     if text is None:
         return None
     if isinstance(text, bytes | bytearray):
         text = text.decode("utf-8")
-    return json.loads(text)
+    return jsontext.Verbatim(text) if verbatim else json.loads(text)
 
 
 # --- namespaces, credentials, apps, queues -------------------------------------------------------------
@@ -129,16 +131,16 @@ def definition_get(conn: Conn, token: str, namespace: str, name: str, version: i
 def instance_start(conn: Conn, token: str, namespace: str, *, definition: str, app: str, input: Any = None,
                    idempotency_key: str, version: int | None = None, deadline_at: dt.datetime | None = None,
                    deadline_ms: int | None = None, business_key: str | None = None,
-                   input_json: str | None = None) -> dict:
+                   input_json: str | None = None, verbatim: bool = False) -> dict:
     """See procedures/instances/weave_instance_start.sql. ``input_json`` passes the input text as received. The
-    answer's ``instance`` is the started instance as ``instance_get`` shows it."""
+    answer's ``instance`` is the started instance as ``instance_get`` shows it (``verbatim`` as there)."""
     text = input_json if input_json is not None else json.dumps({} if input is None else input,
                                                                 separators=(",", ":"), ensure_ascii=False)
     sets = call(conn, "weave_instance_start", token, namespace, definition, version, app, text,
                 deadline_at, deadline_ms, business_key, idempotency_key)
     if not sets or not sets[0]:
         raise errors.WeaveError("INTERNAL: weave_instance_start answered no row")
-    instance = _instance_view(sets)
+    instance = _instance_view(sets, verbatim)
     return {"workflow_id": instance["workflow_id"], "status": instance["status"],
             "created": bool(sets[0][0]["created"]), "instance": instance}
 
@@ -155,12 +157,14 @@ def _wait_view(row: dict) -> dict | None:
     return view
 
 
-def instance_get(conn: Conn, token: str, namespace: str, workflow_id: str) -> dict:
-    """See procedures/instances/weave_instance_get.sql; shaped as the 07-api instance resource."""
-    return _instance_view(call(conn, "weave_instance_get", token, namespace, workflow_id))
+def instance_get(conn: Conn, token: str, namespace: str, workflow_id: str, *, verbatim: bool = False) -> dict:
+    """See procedures/instances/weave_instance_get.sql; shaped as the 07-api instance resource. With ``verbatim``,
+    the kept JSON values (input, outputs, round results, review details) are their text (``jsontext.Verbatim``),
+    for an answer that gives them as they were kept."""
+    return _instance_view(call(conn, "weave_instance_get", token, namespace, workflow_id), verbatim)
 
 
-def _instance_view(sets: list[list[dict]]) -> dict:
+def _instance_view(sets: list[list[dict]], verbatim: bool = False) -> dict:
     """The five result sets of _weave_instance_show as the 07-api instance resource."""
     head, step_rows, round_rows, reasons, checkpoints = sets
     inst = head[0]
@@ -168,14 +172,14 @@ def _instance_view(sets: list[list[dict]]) -> dict:
     for r in round_rows:
         rounds.setdefault(r["step_key"], []).append(
             {"number": r["round_no"], "task_id": r["task_id"], "outcome": r["outcome"],
-             "result": _json(r["result"]), "result_at": rfc3339(r["result_at"])})
+             "result": _json(r["result"], verbatim), "result_at": rfc3339(r["result_at"])})
     steps: dict[str, dict] = {}
     for row in step_rows:
         step = steps.get(row["step_key"])
         if step is None:
             step = steps[row["step_key"]] = {
                 "key": row["step_key"], "type": row["type"], "status": row["status"],
-                "activation_sequence": row["activation_seq"], "output": _json(row["output"]),
+                "activation_sequence": row["activation_seq"], "output": _json(row["output"], verbatim),
                 "started_at": rfc3339(row["started_at"]), "wait": None, "final_wait": None, "poll": None}
             if row["poll_state"] is not None:
                 step["poll"] = {"state": row["poll_state"], "rounds_used": row["rounds_used"],
@@ -191,9 +195,9 @@ def _instance_view(sets: list[list[dict]]) -> dict:
         "definition": {"name": inst["definition_name"], "version": inst["definition_version"]},
         "status": inst["status"], "control": inst["control"], "gate": inst["gate"],
         "deadline_at": rfc3339(inst["deadline_at"]), "business_key": inst["business_key"],
-        "input": _json(inst["input"]),
+        "input": _json(inst["input"], verbatim),
         "review_reasons": [{"code": r["code"], "step_key": r["step_key"],  # '' and 0 are NULL in the set
-                            "activation_sequence": r["activation_seq"], "detail": _json(r["detail"]),
+                            "activation_sequence": r["activation_seq"], "detail": _json(r["detail"], verbatim),
                             "opened_at": rfc3339(r["opened_at"])} for r in reasons],
         "created_at": rfc3339(inst["created_at"]), "updated_at": rfc3339(inst["updated_at"]),
         "finished_at": rfc3339(inst["finished_at"]),
@@ -270,59 +274,64 @@ def status(conn: Conn) -> dict:
 
 
 # --- control -------------------------------------------------------------------------------------------------
-def _acted(conn: Conn, routine: str, *args: Any) -> dict:
+def _acted(conn: Conn, routine: str, *args: Any, verbatim: bool = False) -> dict:
     """An operator action's answer: its own row, and under ``instance`` the instance as it is now (the action's
-    result sets 2-6, shaped as ``instance_get``'s)."""
+    result sets 2-6, shaped as ``instance_get``'s, ``verbatim`` as there)."""
     sets = call(conn, routine, *args)
-    return {**sets[0][0], "instance": _instance_view(sets[1:6])}
+    return {**sets[0][0], "instance": _instance_view(sets[1:6], verbatim)}
 
 
-def instance_pause(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str, idempotency_key: str) -> dict:
+def instance_pause(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str, idempotency_key: str,
+                   *, verbatim: bool = False) -> dict:
     """See procedures/control/weave_instance_pause.sql."""
-    return _acted(conn, "weave_instance_pause", token, namespace, workflow_id, reason, idempotency_key)
+    return _acted(conn, "weave_instance_pause", token, namespace, workflow_id, reason, idempotency_key,
+                  verbatim=verbatim)
 
 
 def instance_resume(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str,
-                    idempotency_key: str) -> dict:
+                    idempotency_key: str, *, verbatim: bool = False) -> dict:
     """See procedures/control/weave_instance_resume.sql."""
-    return _acted(conn, "weave_instance_resume", token, namespace, workflow_id, reason, idempotency_key)
+    return _acted(conn, "weave_instance_resume", token, namespace, workflow_id, reason, idempotency_key,
+                  verbatim=verbatim)
 
 
 def instance_deadline(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str, idempotency_key: str,
-                      *, deadline_at: dt.datetime | None = None, extend_ms: int | None = None) -> dict:
+                      *, deadline_at: dt.datetime | None = None, extend_ms: int | None = None,
+                      verbatim: bool = False) -> dict:
     """See procedures/control/weave_instance_deadline.sql."""
     return _acted(conn, "weave_instance_deadline", token, namespace, workflow_id, deadline_at, extend_ms, reason,
-                    idempotency_key)
+                    idempotency_key, verbatim=verbatim)
 
 
 def instance_cancel(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str,
-                    idempotency_key: str) -> dict:
+                    idempotency_key: str, *, verbatim: bool = False) -> dict:
     """See procedures/control/weave_instance_cancel.sql."""
-    return _acted(conn, "weave_instance_cancel", token, namespace, workflow_id, reason, idempotency_key)
+    return _acted(conn, "weave_instance_cancel", token, namespace, workflow_id, reason, idempotency_key,
+                  verbatim=verbatim)
 
 
 def step_reactivate(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: str, reason: str,
-                    idempotency_key: str, *, timeout_ms: int | None = None) -> dict:
+                    idempotency_key: str, *, timeout_ms: int | None = None, verbatim: bool = False) -> dict:
     """See procedures/control/weave_step_reactivate.sql."""
     return _acted(conn, "weave_step_reactivate", token, namespace, workflow_id, step_key, timeout_ms, reason,
-                    idempotency_key)
+                    idempotency_key, verbatim=verbatim)
 
 
 def step_resolve(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: str, reason: str,
                  idempotency_key: str, *, output: Any, evidence_ref: str | None = None,
-                 output_json: str | None = None) -> dict:
+                 output_json: str | None = None, verbatim: bool = False) -> dict:
     """See procedures/control/weave_step_resolve.sql. ``output_json`` passes the output text as received."""
     text = output_json if output_json is not None else json.dumps(output, separators=(",", ":"), ensure_ascii=False)
     return _acted(conn, "weave_step_resolve", token, namespace, workflow_id, step_key, text, evidence_ref, reason,
-                    idempotency_key)
+                    idempotency_key, verbatim=verbatim)
 
 
 def step_continue(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: str, reason: str,
                   idempotency_key: str, *, extra_rounds: int | None = None,
-                  poll_deadline_ms: int | None = None) -> dict:
+                  poll_deadline_ms: int | None = None, verbatim: bool = False) -> dict:
     """See procedures/control/weave_step_continue.sql."""
     return _acted(conn, "weave_step_continue", token, namespace, workflow_id, step_key, extra_rounds,
-                    poll_deadline_ms, reason, idempotency_key)
+                    poll_deadline_ms, reason, idempotency_key, verbatim=verbatim)
 
 
 LATENCY_BUCKETS = (0.1, 0.5, 1.0, 5.0, 30.0, 300.0)

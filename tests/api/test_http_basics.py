@@ -8,6 +8,7 @@ import json
 import pytest
 
 from api.openapi import document
+from procedures import routines
 from tests.api.conftest import auth
 
 TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
@@ -350,6 +351,33 @@ def test_S4_a_signal_is_answered_with_its_payload_as_the_bytes_accepted(client, 
     assert listed.status_code == 200 and f'"payload": {payload}' in listed.text
     assert [s["signal_id"] for s in listed.json["items"]] == [sent.json["signal_id"]]
     assert listed.json["next_cursor"] is None and listed.json["items"][0] == got.json
+
+
+def test_S4_the_instance_answers_the_winning_payload_as_the_steps_output_exactly(client, world):
+    """The step that a signal settles has the payload, exactly as sent, as its output (05-signals): the instance
+    answered it parsed and written again (12345678901234567890.10 as 1.2345678901234567e+19)."""
+    publish(client, world, SIGNAL_FLOW)
+    wf = start(client, world, definition="approval").json["workflow_id"]
+    payload = '{"amount": 12345678901234567890.10, "rate": 1.10}'
+    assert send_raw(client, world, wf, signal_body(payload)).status_code == 201
+    got = client.simulate_get(f"{NS}/workflows/{wf}", headers=auth(world.token))
+    assert got.status_code == 200 and f'"output": {payload}' in got.text
+    assert got.json["steps"][0]["output"]["rate"] == 1.1 and got.json["status"] == "SUCCEEDED"
+
+
+def test_M2_an_input_kept_over_sql_is_answered_as_json_even_beyond_a_double(client, world):
+    """An input started over SQL with a number no double holds (1e400) was answered as {"n": Infinity}, which is not
+    JSON: every client failed to read the instance. The instance answers the input as it was kept."""
+    world.publish(TIMER)
+    wf = routines.instance_start(world.db.conn, world.token, world.namespace, definition="cool-off", app=world.app,
+                                 input_json='{"n": 1e400, "m": 1.10}', idempotency_key="sql-1",
+                                 deadline_ms=3_600_000)["workflow_id"]
+    got = client.simulate_get(f"{NS}/workflows/{wf}", headers=auth(world.token))
+    assert got.status_code == 200 and '"input": {"n": 1e400, "m": 1.10}' in got.text
+    json.loads(got.text, parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))
+    paused = client.simulate_post(f"{NS}/workflows/{wf}/pause", headers=auth(world.token, "p-1"),
+                                  json={"reason": "look"})
+    assert paused.status_code == 200 and '"input": {"n": 1e400, "m": 1.10}' in paused.text
 
 
 def test_S1_http_signal_validation_and_duplicate_keys(client, world):

@@ -273,6 +273,8 @@ def test_S4_signals_get_prints_the_payload_as_the_bytes_accepted(weave, world):
     assert code == 0 and f'"payload": {payload}' in out and json.loads(out)["signal_id"] == signal_id
     code, out, _ = weave("signals", "get", wf, signal_id)
     assert code == 0 and f"payload {payload}" in out
+    code, out, _ = weave("workflows", "show", wf, "--json")  # the step's output is that payload, as sent
+    assert code == 0 and f'"output": {payload}' in out and json.loads(out) == world.instance(wf)
 
 
 def test_a_database_that_does_not_exist_says_to_migrate_or_set_the_dsn(database, capsys):
