@@ -47,15 +47,7 @@ UNKNOWN_DATABASE = 1049
 
 
 def _conn(args: argparse.Namespace, *, check: bool = True) -> db.Connection:
-    dsn = _dsn(args)
-    try:
-        conn = db.connect(dsn)
-    except pymysql.err.MySQLError as exc:
-        if errors.errno_of(exc) != UNKNOWN_DATABASE:
-            raise
-        raise CliError("SCHEMA_MISMATCH", f"database {dsn.database} does not exist ({dsn.redacted()}): "
-                       "`weave migrate` creates it, or set WEAVE_DSN (or --dsn) to the database you meant",
-                       EXIT_FAILED) from None
+    conn = db.connect(_dsn(args))
     if check:
         installer.check_level(conn)
     return conn
@@ -797,6 +789,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _fail(args, exc.code, exc.detail, exit_code, f" [{exc.field_code}]", exc.errors)
         return _fail(args, exc.code, exc.detail, exit_code)
     except pymysql.err.MySQLError as exc:
+        if errors.errno_of(exc) == UNKNOWN_DATABASE and hasattr(args, "dsn"):
+            dsn = _dsn(args)
+            return _fail(args, "SCHEMA_MISMATCH", f"database {dsn.database} does not exist ({dsn.redacted()}): "
+                         "`weave migrate` creates it, or set WEAVE_DSN (or --dsn) to the database you meant",
+                         EXIT_FAILED)
         return _fail(args, "DATABASE_ERROR", f"the database answered {errors.errno_of(exc)}: "
                      f"{exc.args[-1] if exc.args else exc}", EXIT_FAILED)
     except OSError as exc:
