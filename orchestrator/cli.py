@@ -787,6 +787,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         exit_code = EXIT_CODES.get(exc.http_status, EXIT_FAILED)
         if isinstance(exc, errors.ValidationFailed):
             return _fail(args, exc.code, exc.detail, exit_code, f" [{exc.field_code}]", exc.errors)
+        if exit_code == EXIT_CODES[404] and getattr(args, "namespace", None):
+            # Another namespace's objects, and a namespace the token is not of, answer as missing ones: say where
+            # the command looked (without WEAVE_NAMESPACE, in `default`).
+            return _fail(args, exc.code, f"{exc.detail} (namespace {args.namespace}; --namespace or WEAVE_NAMESPACE "
+                                         "names another)", exit_code)
         return _fail(args, exc.code, exc.detail, exit_code)
     except pymysql.err.MySQLError as exc:
         if errors.errno_of(exc) == UNKNOWN_DATABASE and hasattr(args, "dsn"):

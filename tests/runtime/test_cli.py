@@ -300,3 +300,15 @@ def test_status_gives_the_engine_time_as_every_other_time_is_given(database, db,
     assert re.fullmatch(rfc3339, now), now
     assert main(["status", "--dsn", database.url()]) == 0
     assert re.match(rf"engine time {rfc3339}\n", capsys.readouterr().out)
+
+
+def test_not_found_names_the_namespace_it_looked_in(database, world, capsys, monkeypatch):
+    """Without WEAVE_NAMESPACE a command looks in the namespace `default`: a user who forgot it was told only "no such
+    object in this namespace" while listing, with no word of which namespace that was."""
+    monkeypatch.delenv("WEAVE_NAMESPACE", raising=False)
+    assert main(["workflows", "list", "--dsn", database.url(), "--token", world.token]) == EXIT_CODES[404]
+    err = capsys.readouterr().err
+    assert err.startswith("weave: NOT_FOUND: ") and "namespace default" in err and "WEAVE_NAMESPACE" in err
+    assert main(["workflows", "show", "wf_999999", "--dsn", database.url(), "--token", world.token,
+                 "--namespace", "acme", "--json"]) == EXIT_CODES[404]
+    assert "namespace acme" in json.loads(capsys.readouterr().err)["detail"]
