@@ -146,6 +146,10 @@ class WeaveClient:
         parts = urllib.parse.urlsplit(self.base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"base_url must be an http:// or https:// URL, not {base_url!r}")
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 1:
+            raise ValueError(f"retries counts the tries of a call, the first included: at least 1, not {retries!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            raise ValueError(f"timeout is seconds per request, more than 0, not {timeout!r}")
         self._https = parts.scheme == "https"
         self._host, self._port, self._root = parts.hostname, parts.port, parts.path
         proxy = urllib.request.getproxies().get(parts.scheme)

@@ -170,3 +170,11 @@ def test_sdk_error_of_a_code_it_has_no_class_for_carries_that_code(server):
     with pytest.raises(sdk.InvalidState) as raised:
         client.get_workflow("wf_1")
     assert raised.value.code == "INVALID_STATE"
+
+
+@pytest.mark.parametrize(("option", "value"), [("retries", 0), ("retries", -1), ("timeout", 0), ("timeout", -5.0)])
+def test_sdk_refuses_a_retry_count_or_timeout_that_cannot_serve(option, value):
+    """retries is the number of tries of a call, the first included: 0 quietly made one try all the same; a timeout of
+    0 made every call fail with "Operation now in progress" after five tries, as if the server were down."""
+    with pytest.raises(ValueError, match=option):
+        sdk.WeaveClient("http://127.0.0.1:8080", "wv_x", "acme", **{option: value})
