@@ -8,10 +8,12 @@ an example worker until Ctrl-C, then stops everything cleanly.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -119,6 +121,11 @@ def run_dev(data_dir: Path, dsn_text: str | None, bind: str = "127.0.0.1:8080", 
     if lock is None or holder is not None:
         print(f"weave dev: already running in {data_dir} ({holder}); nothing was touched", file=sys.stderr)
         return 1
+    why = _cannot_listen(bind)
+    if why is not None:  # another API answering there would pass for ours: its /readyz answers 200 as ours would
+        print(f"weave dev: cannot listen on {bind}: {why}; nothing was touched", file=sys.stderr)
+        lock.close()
+        return 1
     progress = _Progress()
     server = None
     stop = threading.Event()
@@ -199,6 +206,21 @@ def run_dev(data_dir: Path, dsn_text: str | None, bind: str = "127.0.0.1:8080", 
             print("weave dev: database server stopped; data kept in", server.directory)
         print("weave dev: stopped", flush=True)
         lock.close()
+
+
+def _cannot_listen(bind: str) -> str | None:
+    """Why the API could not listen on ``bind`` (HOST:PORT) now, or None when it could."""
+    host, _, port = bind.rpartition(":")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the API's server sets it
+            probe.bind(address)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            return "it is already in use (another weave dev or weave api?); stop that, or pass --bind HOST:PORT"
+        return f"{exc.strerror or exc}; pass --bind HOST:PORT"
+    return None
 
 
 def _start_api(dsn: db.Dsn, bind: str, data_dir: Path) -> subprocess.Popen:

@@ -68,3 +68,38 @@ def test_dev_refuses_a_second_run_stops_cleanly_on_ctrl_c_and_keeps_its_credenti
         assert "(initialised)" not in text
     finally:
         assert _interrupt(again) == 0
+
+
+def test_dev_refuses_an_address_in_use_before_it_touches_anything(tmp_path, database, db, capsys):
+    """With another API already answering on the --bind address (an earlier `weave dev`, a `weave api`), `weave dev`
+    took that API's /readyz for its own: it printed "Weave is running" with tokens the answering API knew nothing
+    of, and only later stopped, its own API having failed to listen. It now refuses the address at once, before it
+    migrates or provisions anything."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from threading import Thread
+
+    from orchestrator.cli import main
+
+    class Ready(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802  (the name http.server calls)
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    other = ThreadingHTTPServer(("127.0.0.1", 0), Ready)
+    Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        code = main(["dev", "--dsn", database.url(), "--data-dir", str(tmp_path / "weave"), "--quiet",
+                     "--bind", f"127.0.0.1:{other.server_address[1]}"])
+    finally:
+        other.shutdown()
+        other.server_close()
+    out = capsys.readouterr()
+    assert code == 1 and "Weave is running" not in out.out
+    assert f"cannot listen on 127.0.0.1:{other.server_address[1]}: it is already in use" in out.err
+    assert "--bind" in out.err
+    assert db.scalar("SELECT COUNT(*) FROM weave_namespaces") == 0
