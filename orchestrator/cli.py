@@ -210,9 +210,10 @@ def _human_instance(inst: dict) -> str:
 def cmd_workflows_events(args: argparse.Namespace) -> int:
     with _conn(args) as conn:
         events = routines.instance_events(conn, _token(args), args.namespace, args.workflow_id, args.after, args.limit)
-    _print(args, events, lambda evs: "\n".join(
+    _print(args, events, lambda evs: ("\n".join(
         f"{e['seq']:>5} {e['occurred_at']} {e['type']:<22} {e['step_key'] or '-':<20} {json.dumps(e['data'])}"
-        for e in evs) or "no events")
+        for e in evs) or "no events") + (  # a full page: there may be more, read on from its last seq
+        f"\nnext page (if any): --after {evs[-1]['seq']}" if len(evs) == args.limit else ""))
     return 0
 
 

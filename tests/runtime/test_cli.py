@@ -312,3 +312,18 @@ def test_not_found_names_the_namespace_it_looked_in(database, world, capsys, mon
     assert main(["workflows", "show", "wf_999999", "--dsn", database.url(), "--token", world.token,
                  "--namespace", "acme", "--json"]) == EXIT_CODES[404]
     assert "namespace acme" in json.loads(capsys.readouterr().err)["detail"]
+
+
+def test_workflows_events_says_where_the_next_page_starts(weave, world):
+    """`workflows events` prints at most --limit events; when it printed that many it said nothing of the rest, where
+    `workflows list` prints the cursor of its next page. After a full page it now prints the --after that reads
+    on."""
+    world.publish(APPROVAL)
+    wf = world.start("approval", {"request_id": "r-1"})
+    code, out, _ = weave("workflows", "events", wf, "--json")
+    seqs = [e["seq"] for e in json.loads(out)]
+    assert code == 0 and len(seqs) >= 2
+    code, out, _ = weave("workflows", "events", wf, "--limit", "1")
+    assert code == 0 and out.rstrip().endswith(f"next page (if any): --after {seqs[0]}")
+    code, out, _ = weave("workflows", "events", wf, "--after", str(seqs[0]), "--limit", str(len(seqs)))
+    assert code == 0 and "next page" not in out
