@@ -126,6 +126,17 @@ for _code, (_errno, _status) in ERRORS.items():
     BY_CODE[_code] = _cls
     BY_ERRNO[_errno] = _cls
 VALIDATION_BY_ERRNO = {errno: code for code, errno in VALIDATION_CODES.items()}
+# The one request field each of these engine refusals is about, whichever call raised it (the name of the field over
+# HTTP, of the parameter over SQL): an answer names it, as it names the fields the API checks itself. Codes that may
+# be about one of several fields (INPUT_INVALID, DEADLINE_INVALID, CONTRACT_MISMATCH, …) name none.
+FIELD_OF_CODE: dict[str, str] = {
+    "NAME_TOO_LONG": "name", "PAYLOAD_VERSION_INVALID": "payload_version", "TARGET_STEP_INVALID": "target_step_key",
+    "ACTIVATION_SEQUENCE_INVALID": "target_activation_sequence", "FUTURE_ACTIVATION": "target_activation_sequence",
+    "CORRELATION_KEY_TOO_LONG": "correlation_key", "CORRELATION_KEY_MISSING": "correlation_key",
+    "CORRELATION_KEY_INVALID": "correlation_key", "PAYLOAD_TOO_LARGE": "payload", "PAYLOAD_MISSING": "payload",
+    "PAYLOAD_INVALID": "payload", "PAYLOAD_TYPE_MISMATCH": "payload", "REASON_INVALID": "reason",
+    "EVIDENCE_REF_INVALID": "evidence_ref", "SCOPES_INVALID": "scopes", "APP_NOT_FOUND": "app",
+}
 
 Unauthenticated = BY_CODE["UNAUTHENTICATED"]
 Forbidden = BY_CODE["FORBIDDEN"]
@@ -179,7 +190,8 @@ def translate(exc: BaseException) -> BaseException:
     if errno in BY_ERRNO:
         return BY_ERRNO[errno](message)
     if errno in VALIDATION_BY_ERRNO:
-        return ValidationFailed(message, field_code=VALIDATION_BY_ERRNO[errno])
+        code = VALIDATION_BY_ERRNO[errno]
+        return ValidationFailed(message, field_code=code, field=FIELD_OF_CODE.get(code))
     if errno in BAD_VALUE_ERRNOS:
         return ValidationFailed(f"INVALID_ARGUMENT: {message}", field_code="INVALID_ARGUMENT")
     if errno in TRANSIENT_ERRNOS or isinstance(exc, pymysql.err.InterfaceError):

@@ -353,6 +353,30 @@ def test_S4_a_signal_is_answered_with_its_payload_as_the_bytes_accepted(client, 
     assert listed.json["next_cursor"] is None and listed.json["items"][0] == got.json
 
 
+@pytest.mark.parametrize(("over", "field", "code"), [
+    ({"reason": ""}, "reason", "REASON_INVALID"),
+    ({"evidence_ref": "has space"}, "evidence_ref", "EVIDENCE_REF_INVALID"),
+    ({"target_step_key": "nope"}, "target_step_key", "TARGET_STEP_INVALID"),
+    ({"target_activation_sequence": 2}, "target_activation_sequence", "FUTURE_ACTIVATION"),
+    ({"correlation_key": "x" * 513}, "correlation_key", "CORRELATION_KEY_TOO_LONG"),
+])
+def test_S1_a_field_the_engine_refuses_is_named_in_the_problem(client, world, over, field, code):
+    """A rule the engine holds (S-1) answered 422 with `errors[0].field` null: a client could not tell which field
+    of its request to correct. The problem names it, as it does for the rules the API checks itself."""
+    publish(client, world, SIGNAL_FLOW)
+    wf = start(client, world, definition="approval").json["workflow_id"]
+    answer = send_raw(client, world, wf, signal_body('{"approved": true}', **over))
+    problem(answer, 422, "VALIDATION_FAILED")
+    assert [(e["field"], e["code"]) for e in answer.json["errors"]] == [(field, code)]
+
+
+def test_a_start_for_an_app_that_does_not_exist_names_the_field(client, world):
+    publish(client, world)
+    answer = start(client, world, app="nope")
+    problem(answer, 422, "VALIDATION_FAILED")
+    assert [(e["field"], e["code"]) for e in answer.json["errors"]] == [("app", "APP_NOT_FOUND")]
+
+
 def test_S4_the_instance_answers_the_winning_payload_as_the_steps_output_exactly(client, world):
     """The step that a signal settles has the payload, exactly as sent, as its output (05-signals): the instance
     answered it parsed and written again (12345678901234567890.10 as 1.2345678901234567e+19)."""
