@@ -1,12 +1,20 @@
--- Applies a compiled template (orchestrator.definitions): start from the skeleton, then put the value
--- found at each binding's source path into its target path. Runs once, at activation; the result is
--- frozen (R-7, P-5). A source path that finds nothing, spelled with characters or with escapes, resolves to
--- JSON null. A function: it reads no table, so resolving costs its caller no statement.
+-- Applies a compiled template (procedures.definitions): start from the skeleton, then put the value found at each
+-- binding's source path into its target path. Runs once, at activation; the result is frozen (R-7, P-5). A source
+-- path that finds nothing, spelled with characters or with escapes, resolves to JSON null. A function: it reads
+-- no table, so resolving costs its caller no statement.
+--
+-- The context of 04-polls, {"input": ..., "steps": {<key>: {"output": ...}}}, is never built as one document:
+-- that would nest the input one level and each output three deeper than they are kept, and the server reads no
+-- JSON deeper than 32 levels, so a shallow read of a deep value would fail. Each source path is read where its
+-- value is kept instead: "$.input<rest>" in the input, "$.steps.<key>.output<rest>" in that step's output (the
+-- key quoted when it is not a plain name, as procedures.definitions.paths writes it), both at "$<rest>".
 CREATE FUNCTION _weave_template_resolve(
         in_template LONGTEXT,
-        in_context  LONGTEXT)
+        in_input    LONGTEXT,
+        in_outputs  LONGTEXT)
     RETURNS LONGTEXT
-    COMMENT 'Internal. Description: resolves a compiled expression template against a context; NULL template = NULL.'
+    COMMENT 'Internal. Description: resolves a compiled expression template against what the instance keeps.
+in_input: its input; in_outputs: {"<step key>": "<output JSON text>"}; NULL template = NULL.'
     DETERMINISTIC
     NO SQL
 BEGIN
@@ -14,6 +22,9 @@ BEGIN
     DECLARE v_i INT DEFAULT 0;
     DECLARE v_target VARCHAR(2048);
     DECLARE v_source VARCHAR(2048);
+    DECLARE v_key VARCHAR(64);
+    DECLARE v_path VARCHAR(2048);  -- the source path within the document that keeps its value
+    DECLARE v_document LONGTEXT;
     DECLARE v_value LONGTEXT;
     DECLARE v_out LONGTEXT;
     IF in_template IS NULL OR JSON_TYPE(JSON_EXTRACT(in_template, '$')) = 'NULL' THEN
@@ -24,12 +35,26 @@ BEGIN
         WHILE v_i < v_count DO
             SET v_target = JSON_UNQUOTE(JSON_EXTRACT(in_template, CONCAT('$.bindings[', v_i, '][0]')));
             SET v_source = JSON_UNQUOTE(JSON_EXTRACT(in_template, CONCAT('$.bindings[', v_i, '][1]')));
-            SET v_value = JSON_EXTRACT(in_context, v_source);
-            IF v_value IS NULL AND CHAR_LENGTH(v_source) < OCTET_LENGTH(v_source) THEN
+            IF v_source LIKE '$.input%' THEN
+                SET v_document = in_input, v_path = CONCAT('$', SUBSTRING(v_source, 8));
+            ELSE  -- '$.steps.' then the key, plain up to the next '.' or quoted, then '.output'
+                SET v_path = SUBSTRING(v_source, 9);
+                IF LEFT(v_path, 1) = '"' THEN
+                    SET v_key = SUBSTRING_INDEX(SUBSTRING(v_path, 2), '"', 1);
+                    SET v_path = SUBSTRING(v_path, CHAR_LENGTH(v_key) + 3);
+                ELSE
+                    SET v_key = SUBSTRING_INDEX(v_path, '.', 1);
+                    SET v_path = SUBSTRING(v_path, CHAR_LENGTH(v_key) + 1);
+                END IF;
+                SET v_document = JSON_UNQUOTE(JSON_EXTRACT(in_outputs, CONCAT('$."', v_key, '"'))),
+                    v_path = CONCAT('$', SUBSTRING(v_path, 8));  -- after '.output'
+            END IF;
+            SET v_value = JSON_EXTRACT(v_document, v_path);
+            IF v_value IS NULL AND CHAR_LENGTH(v_path) < OCTET_LENGTH(v_path) THEN
                 -- A key outside ASCII that the document spells with \u escapes (a signal payload kept as it was
                 -- sent, from an encoder that keeps to ASCII) is found only through the same escapes.
-                SET v_value = COALESCE(JSON_EXTRACT(in_context, _weave_json_path_escaped(v_source, FALSE)),
-                                       JSON_EXTRACT(in_context, _weave_json_path_escaped(v_source, TRUE)));
+                SET v_value = COALESCE(JSON_EXTRACT(v_document, _weave_json_path_escaped(v_path, FALSE)),
+                                       JSON_EXTRACT(v_document, _weave_json_path_escaped(v_path, TRUE)));
             END IF;
             SET v_value = COALESCE(v_value, 'null');
             IF v_target = '$' THEN

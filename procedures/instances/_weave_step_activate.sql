@@ -20,7 +20,8 @@ BEGIN
     DECLARE v_spec LONGTEXT;
     DECLARE v_compiled LONGTEXT;
     DECLARE v_deadline DATETIME(6);
-    DECLARE v_context LONGTEXT DEFAULT NULL;
+    DECLARE v_instance_input LONGTEXT;  -- what expressions read: the input, and the outputs they name
+    DECLARE v_outputs LONGTEXT DEFAULT NULL;  -- {"<step key>": "<output JSON text>"}, once read
     DECLARE v_sources LONGTEXT;  -- the source paths of the step's templates, as a JSON array
     DECLARE v_i TINYINT DEFAULT 0;
     DECLARE v_template LONGTEXT;
@@ -66,41 +67,37 @@ BEGIN
     ELSEIF v_why IS NOT NULL THEN
         SET out_result = v_why;
     ELSE
-        -- JSON is nested at most 32 levels deep on the server: the context nests the instance's input one level
-        -- and each step's output three, and a template may nest what it reads further, so values that are valid
-        -- on their own can be too deep here. The server refuses such a value (4040) whatever is tried again;
-        -- v_frozen stays NULL and the step goes to review (below) instead of failing its decision for good.
+        -- JSON is nested at most 32 levels deep on the server: a template may nest what it reads deeper than it
+        -- was kept, and the frozen inputs nest it one level more, so values that are valid on their own can be
+        -- too deep here. The server refuses such a value (4040) whatever is tried again; v_frozen stays NULL and
+        -- the step goes to review (below) instead of failing its decision for good.
         resolving: BEGIN
             DECLARE EXIT HANDLER FOR 4040 SET v_frozen = NULL;
             -- Each template is its skeleton when it has no bindings (NULL for a null template), so no call is
-            -- needed for it; one with bindings is resolved against the instance's context, read at most once.
+            -- needed for it; one with bindings is resolved against what the instance keeps, read at most once.
             WHILE v_i < 4 DO
                 SET v_i = v_i + 1;
                 SET v_template = JSON_EXTRACT(v_compiled, CONCAT('$.', ELT(v_i, 'input', 'business_key', 'mutex_key',
                                                                            'correlation')));
                 IF COALESCE(JSON_LENGTH(v_template, '$.bindings'), 0) > 0 THEN
-                    IF v_context IS NULL THEN
-                        -- The context expressions are evaluated against (04-polls "Expressions"): the instance's
-                        -- input and the outputs of its steps SUCCEEDED so far, {"input": ..., "steps": {<key>:
-                        -- {"output": ...}}}, holding only what this step's templates read. So an output no
-                        -- template reads is never copied, and never nests the context past the server's depth.
-                        -- Each source path starts "$.input" or "$.steps.<key>.output", the key quoted when it is
-                        -- not a plain name (procedures.definitions.paths); in the array of sources each one opens
-                        -- its string, and a quote inside one is escaped, so a match is a source's own head.
+                    IF v_outputs IS NULL THEN
+                        -- What expressions read (04-polls "Expressions"): the instance's input and the outputs of
+                        -- its steps SUCCEEDED so far, each as its text, and only what this step's templates name,
+                        -- so an output no template reads is never copied. Each source path starts "$.input" or
+                        -- "$.steps.<key>.output", the key quoted when it is not a plain name
+                        -- (procedures.definitions.paths); in the array of sources each one opens its string, and
+                        -- a quote inside one is escaped, so a match is a source's own head.
                         SET v_sources = JSON_EXTRACT(v_compiled, '$.*.bindings[*][1]');
-                        SELECT JSON_OBJECT(
-                                   'input', IF(LOCATE('"$.input', v_sources) > 0, JSON_EXTRACT(i.input, '$'), NULL),
-                                   'steps', JSON_EXTRACT(COALESCE(
-                                   (SELECT JSON_OBJECTAGG(s.step_key, JSON_OBJECT(
-                                               'output', JSON_EXTRACT(COALESCE(s.output, 'null'), '$')))
+                        SELECT IF(LOCATE('"$.input', v_sources) > 0, i.input, NULL), COALESCE(
+                                   (SELECT JSON_OBJECTAGG(s.step_key, CAST(COALESCE(s.output, 'null') AS CHAR))
                                       FROM weave_steps s WHERE s.instance_id = i.id AND s.status = 'SUCCEEDED'
                                        AND (LOCATE(CONCAT('"$.steps.', s.step_key, '.output'), v_sources) > 0
                                             OR LOCATE(CONCAT('"$.steps.\\"', s.step_key, '\\".output'),
                                                       v_sources) > 0)),
-                                   '{}'), '$'))
-                          INTO v_context FROM weave_instances i WHERE i.id = in_instance_id;
+                                   '{}')
+                          INTO v_instance_input, v_outputs FROM weave_instances i WHERE i.id = in_instance_id;
                     END IF;
-                    SET v_value = _weave_template_resolve(v_template, v_context);
+                    SET v_value = _weave_template_resolve(v_template, v_instance_input, v_outputs);
                 ELSE
                     SET v_value = JSON_EXTRACT(v_template, '$.skeleton');
                 END IF;

@@ -209,10 +209,10 @@ def nested(levels: int) -> list:
     return value
 
 
-def test_R18_an_earlier_output_too_deep_for_the_context_is_a_review_not_a_stuck_outcome(world, orch):
-    """An output of 30 levels is valid JSON on its own, but the context nests it three levels more, past the
-    server's 32: the successor's activation can never resolve, and the outcome that activates it must still be
-    consumed, with the successor in review."""
+def test_R18_an_earlier_output_too_deep_for_the_frozen_inputs_is_a_review_not_a_stuck_outcome(world, orch):
+    """An output of 30 levels is valid JSON on its own, but the successor places it whole in its input, which its
+    frozen inputs nest two levels more, past the server's 32: the successor's activation can never resolve, and
+    the outcome that activates it must still be consumed, with the successor in review."""
     world.publish({"name": "two", "steps": [task_step("quote"),
                                             task_step("work", after=["quote"], input={"q": "$.steps.quote.output"})]})
     wf = world.start("two", {"order_id": "o-1"})
@@ -230,8 +230,8 @@ def test_R18_an_earlier_output_too_deep_for_the_context_is_a_review_not_a_stuck_
 
 
 def test_R7_a_deep_output_no_template_reads_never_blocks_a_later_step(world, orch):
-    """The context of an activation holds what its templates read: a step that reads only the instance's input
-    activates although an earlier step's output would nest past the server's 32 levels inside the context."""
+    """An activation reads only the outputs its templates name: a step that reads only the instance's input
+    activates, whatever an earlier step's output holds, and never copies it."""
     world.publish({"name": "two", "steps": [task_step("quote"), task_step("work", after=["quote"])]})
     wf = world.start("two", {"order_id": "o-1"})
     orch.drain()
@@ -246,8 +246,8 @@ def test_R7_a_deep_output_no_template_reads_never_blocks_a_later_step(world, orc
 
 
 def test_R7_templates_read_the_outputs_they_name_whatever_the_spelling_of_the_step_key(world, orch):
-    """Step keys outside [A-Za-z_][A-Za-z0-9_]* are quoted in the compiled paths; the context must still hold
-    the outputs those paths name, and only those."""
+    """Step keys outside [A-Za-z_][A-Za-z0-9_]* are quoted in the compiled paths; an activation must still read
+    the outputs those paths name."""
     world.publish({"name": "three", "steps": [
         task_step("check-1.a"), task_step("plain_2", after=["check-1.a"]),
         task_step("work", after=["plain_2"], input={"a": '$.steps["check-1.a"].output.v',
@@ -266,7 +266,8 @@ def test_R7_templates_read_the_outputs_they_name_whatever_the_spelling_of_the_st
 
 
 def test_R18_an_input_as_deep_as_a_start_allows_is_a_review_at_activation_not_a_failed_start(world, orch):
-    world.publish(task_flow())
+    """A step that takes the whole input nests it one level deeper in its frozen inputs, past the server's 32."""
+    world.publish(task_flow(input={"all": "$.input"}))
     wf = world.start("pay", {"order_id": "o-1", "deep": nested(30)})  # 31 levels: the most a start accepts
     orch.drain()
     inst = world.instance(wf)
@@ -274,6 +275,32 @@ def test_R18_an_input_as_deep_as_a_start_allows_is_a_review_at_activation_not_a_
     (reason,) = inst["review_reasons"]
     assert reason["code"] == "ACTIVATION_FAILED" and "deeper than the 32 levels" in reason["detail"]["detail"]
     assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks") == 0
+
+
+def test_R7_a_shallow_read_of_an_input_as_deep_as_a_start_allows_activates(world, orch):
+    """Expressions read the input and each output where they are kept, not from one document nesting them
+    deeper: a step that reads one shallow member of the deepest input a start accepts runs."""
+    world.publish(task_flow())
+    wf = world.start("pay", {"order_id": "o-1", "deep": nested(30)})  # 31 levels
+    orch.drain()
+    assert world.instance(wf)["status"] == "RUNNING"
+    (task,) = claim(world)
+    assert json.loads(task["input"]) == {"order_id": "o-1"}
+
+
+def test_R7_a_shallow_read_of_a_deep_output_activates(world, orch):
+    """An output as deep as a result may carry (30 levels under its result object) read one member deep."""
+    world.publish({"name": "two", "steps": [
+        task_step("quote"), task_step("work", after=["quote"], input={"id": "$.steps.quote.output.id",
+                                                                      "first": "$.steps.quote.output.deep[0]"})]})
+    wf = world.start("two", {"order_id": "o-1"})
+    orch.drain()
+    (c,) = claim(world)
+    pulse.attempt_complete(world.db.conn, c["attempt_id"], "w1", {"id": "q-1", "deep": nested(29)})
+    orch.drain()
+    assert world.instance(wf)["status"] == "RUNNING"
+    (task,) = claim(world)
+    assert json.loads(task["input"]) == {"id": "q-1", "first": nested(28)}
 
 
 def test_R18_a_task_outcome_that_fails_the_same_way_a_third_time_opens_a_review_once(world, orch):
