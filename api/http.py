@@ -172,8 +172,13 @@ def invalid(errors_: list[tuple[str, str, str]], detail: str = "the request is n
 
 
 def _require_json(req: falcon.Request) -> bytes:
-    if req.content_type is None or req.content_type.split(";")[0].strip().lower() != "application/json":
+    media, params = falcon.parse_header(req.content_type or "")
+    if media.lower() != "application/json":
         raise ApiError(415, "UNSUPPORTED_MEDIA_TYPE", "send the body as application/json")
+    # JSON is UTF-8 (RFC 8259): a body declared in another charset would be read as other characters than meant.
+    if params.get("charset", "utf-8").lower() not in ("utf-8", "utf8"):
+        raise ApiError(415, "UNSUPPORTED_MEDIA_TYPE",
+                       f"send the body as UTF-8 JSON, not {params['charset'][:40]!r}: application/json is UTF-8")
     return raw_body(req)
 
 

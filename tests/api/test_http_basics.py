@@ -143,6 +143,22 @@ def test_415_and_413_before_parsing(client, world):
     problem(result, 413, "PAYLOAD_TOO_LARGE")
 
 
+def test_415_for_json_declared_in_another_charset_and_utf8_spelled_any_way_is_taken(client, world):
+    """JSON is UTF-8 (RFC 8259): a body declared latin-1 would be read as other characters than were meant, so it
+    is refused before parsing; utf-8 in any case and quoted, as RFC 9110 allows, is JSON."""
+    publish(client, world)
+    body = json.dumps({"definition": "cool-off", "app": "billing", "deadline_ms": 60_000})
+    for charset in ("latin-1", "ISO-8859-1", "utf-16"):
+        result = client.simulate_post(f"{NS}/workflows", headers={
+            **auth(world.token, f"k-{charset}"), "Content-Type": f"application/json; charset={charset}"}, body=body)
+        problem(result, 415, "UNSUPPORTED_MEDIA_TYPE")
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_instances") == 0
+    for n, charset in enumerate(("utf-8", "UTF-8", '"utf-8"', "utf8")):
+        result = client.simulate_post(f"{NS}/workflows", headers={
+            **auth(world.token, f"k-{n}"), "Content-Type": f"application/json;charset={charset}"}, body=body)
+        assert result.status_code == 201, (charset, result.text)
+
+
 def test_duplicate_keys_in_a_body_are_rejected(client, world):
     publish(client, world)
     body = '{"definition": "cool-off", "app": "billing", "app": "other", "deadline_ms": 1000}'
