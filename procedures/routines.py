@@ -107,10 +107,32 @@ def console_session_close(conn: Conn, session_hash: str) -> bool:
 
 # --- definitions -----------------------------------------------------------------------------------------
 def definition_publish(conn: Conn, token: str, namespace: str, definition: Definition) -> dict:
-    """Publish a validated ``procedures.definitions.Definition``; see procedures/admin/weave_definition_publish.sql."""
-    row = call_row(conn, "weave_definition_publish", token, namespace, definition.canonical_json,
-                   definition.compiled_json, ",".join(definition.queues))
+    """Publish a validated ``procedures.definitions.Definition``; see procedures/admin/weave_definition_publish.sql.
+    Queues that do not exist are a ``ValidationFailed`` (``QUEUE_NOT_FOUND``) with an error at the queue of each
+    step that uses one, as the validator reports a document's other problems."""
+    try:
+        row = call_row(conn, "weave_definition_publish", token, namespace, definition.canonical_json,
+                       definition.compiled_json, ",".join(definition.queues))
+    except errors.ValidationFailed as exc:
+        if exc.field_code != "QUEUE_NOT_FOUND":
+            raise
+        raise _queues_not_found(exc, definition) from None
     return {"name": row["name"], "version": row["version"], "digest": row["digest"], "created": bool(row["created"])}
+
+
+def _queues_not_found(exc: errors.ValidationFailed, definition: Definition) -> errors.ValidationFailed:
+    """The routine's refusal, which lists the missing queues ("...: a,b" or "...: a,b,..." when more did not fit),
+    as one error per step using one of them, at ``steps[i].queue``."""
+    named = exc.detail.rpartition(": ")[2].split(",")
+    more = named[-1] == "..."
+    missing = set(named[:-1] if more else named)
+    found = [{"field": f"steps[{i}].queue", "code": "QUEUE_NOT_FOUND",
+              "message": f"queue {step['queue']} does not exist in the namespace; create it first"}
+             for i, step in enumerate(definition.steps) if step.get("queue") in missing]
+    if more:
+        found.append({"field": "steps", "code": "QUEUE_NOT_FOUND",
+                      "message": "more queues of the definition do not exist than one answer names"})
+    return errors.ValidationFailed(str(exc), field_code="QUEUE_NOT_FOUND", errors=found or None)
 
 
 def definition_list(conn: Conn, token: str, namespace: str) -> list[dict]:

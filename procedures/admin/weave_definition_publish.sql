@@ -16,7 +16,8 @@ validator lists them; NULL: derived here from the document, as they always are; 
 Result set: name, version, digest, created (1 when a new version was written).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50119 DEFINITION_INVALID (also for in_queues
 that differ from the steps'' queues, or a TASK or POLL step without a queue), 50124 QUEUE_NOT_FOUND
-(a queue the definition uses does not exist in the namespace), 50125 UNKNOWN_FIELD (the document has a field besides
+(queues the definition uses do not exist in the namespace; the message lists them, comma-separated, ending ",..."
+when more did not fit), 50125 UNKNOWN_FIELD (the document has a field besides
 name and steps).
 Rules: M-2, R-18.'
     MODIFIES SQL DATA
@@ -34,6 +35,7 @@ BEGIN
     DECLARE v_rest VARCHAR(4096);
     DECLARE v_queue VARCHAR(64);
     DECLARE v_queues VARCHAR(4096);
+    DECLARE v_missing VARCHAR(4096);  -- the queues of the definition that do not exist, comma-separated
     DECLARE v_unqueued INT;
     DECLARE v_unknown LONGTEXT;
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
@@ -69,15 +71,23 @@ BEGIN
        OR NOT (COALESCE(in_queues, v_queues) <=> v_queues) THEN
         CALL _weave_raise(50119, 'DEFINITION_INVALID: queues must be the TASK and POLL steps'' own queues');
     END IF;
-    -- R-18: a definition whose queues do not exist would only ever defer its instances; refuse it now.
-    SET v_rest = v_queues;
+    -- R-18: a definition whose queues do not exist would only ever defer its instances; refuse it now, naming
+    -- every queue missing (as many as the message holds, then ",..."), so that one answer says all there is to do.
+    SET v_rest = v_queues, v_missing = '';
     WHILE v_rest <> '' DO
         SET v_queue = SUBSTRING_INDEX(v_rest, ',', 1);
         SET v_rest = IF(LOCATE(',', v_rest) > 0, SUBSTRING(v_rest, LOCATE(',', v_rest) + 1), '');
         IF NOT EXISTS (SELECT 1 FROM weave_queues WHERE namespace_id = v_ns AND name = v_queue) THEN
-            CALL _weave_raise(50124, CONCAT('QUEUE_NOT_FOUND: queue ', v_queue, ' does not exist; create it first'));
+            SET v_missing = CONCAT(v_missing, IF(v_missing = '', '', ','), v_queue);
         END IF;
     END WHILE;
+    IF v_missing <> '' THEN
+        IF CHAR_LENGTH(v_missing) > 84 THEN  -- past the 128 characters of a message: whole names, then ",..."
+            SET v_missing = LEFT(v_missing, 80);  -- names are at most 64 characters: a comma is in it
+            SET v_missing = CONCAT(LEFT(v_missing, CHAR_LENGTH(v_missing) - LOCATE(',', REVERSE(v_missing))), ',...');
+        END IF;
+        CALL _weave_raise(50124, CONCAT('QUEUE_NOT_FOUND: create these queues first: ', v_missing));
+    END IF;
     SET v_digest = SHA2(in_document, 256);
     SELECT id INTO v_ns FROM weave_namespaces WHERE id = v_ns FOR UPDATE;
     SELECT version, digest INTO v_latest, v_latest_digest FROM weave_definitions

@@ -29,6 +29,30 @@ def test_R18_a_definition_naming_a_missing_queue_is_refused_at_publish(world):
     assert world.publish(task_flow(queue="later"))["version"] == 1
 
 
+def test_R18_every_missing_queue_is_named_at_the_field_of_each_step_that_uses_it(world):
+    """The validator lists every problem of a document at once, each at its path; the queues, which only the
+    database knows, must be no different."""
+    doc = {"name": "pay", "steps": [task_step("a", queue="later"), task_step("b", queue="payments"),
+                                    task_step("c", queue="other"), task_step("d", queue="later")]}
+    with pytest.raises(errors.ValidationFailed) as info:
+        world.publish(doc)
+    assert info.value.field_code == "QUEUE_NOT_FOUND"
+    assert [(e["field"], e["code"]) for e in info.value.errors] == [
+        ("steps[0].queue", "QUEUE_NOT_FOUND"), ("steps[2].queue", "QUEUE_NOT_FOUND"),
+        ("steps[3].queue", "QUEUE_NOT_FOUND")]
+    assert "later" in info.value.errors[0]["message"] and "other" in info.value.errors[1]["message"]
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_definitions") == 0
+
+
+def test_R18_missing_queues_past_what_one_answer_holds_are_named_as_far_as_it_goes(world):
+    names = [f"{letter}{'q' * 59}" for letter in "abc"]  # 60 characters each: two do not fit in one message
+    with pytest.raises(errors.ValidationFailed) as info:
+        world.publish({"name": "pay", "steps": [task_step(f"s{i}", queue=name) for i, name in enumerate(names)]})
+    assert [(e["field"], e["code"]) for e in info.value.errors] == [
+        ("steps[0].queue", "QUEUE_NOT_FOUND"), ("steps", "QUEUE_NOT_FOUND")]
+    assert names[0] in info.value.errors[0]["message"]
+
+
 def test_R18_a_queue_gone_after_publish_sends_the_step_to_review_not_into_endless_deferral(world, orch):
     """Corrupt data on purpose: queues are never deleted, so the row is removed by hand."""
     routines.queue_put(world.db.conn, world.admin, world.namespace, "later", 10)
