@@ -233,17 +233,23 @@ def nested(levels: int) -> list:
     return value
 
 
+def after_quote(world, orch, work: dict, result: dict) -> str:
+    """Starts a flow of a TASK `quote` and, after it, the step ``work``; answers `quote` with ``result``."""
+    world.publish({"name": "two", "steps": [task_step("quote"), work]})
+    wf = world.start("two", {"order_id": "o-1"})
+    orch.drain()
+    (c,) = claim(world)
+    pulse.attempt_complete(world.db.conn, c["attempt_id"], "w1", result)
+    orch.drain()
+    return wf
+
+
 def test_R18_an_earlier_output_too_deep_for_the_frozen_inputs_is_a_review_not_a_stuck_outcome(world, orch):
     """An output of 30 levels is valid JSON on its own, but the successor places it whole in its input, which its
     frozen inputs nest two levels more, past the server's 32: the successor's activation can never resolve, and
     the outcome that activates it must still be consumed, with the successor in review."""
-    world.publish({"name": "two", "steps": [task_step("quote"),
-                                            task_step("work", after=["quote"], input={"q": "$.steps.quote.output"})]})
-    wf = world.start("two", {"order_id": "o-1"})
-    orch.drain()
-    (c,) = claim(world)
-    pulse.attempt_complete(world.db.conn, c["attempt_id"], "w1", {"deep": nested(29)})
-    orch.drain()
+    wf = after_quote(world, orch, task_step("work", after=["quote"], input={"q": "$.steps.quote.output"}),
+                     {"deep": nested(29)})
     inst = world.instance(wf)
     assert inst["status"] == "NEEDS_REVIEW"
     (reason,) = inst["review_reasons"]
@@ -256,12 +262,7 @@ def test_R18_an_earlier_output_too_deep_for_the_frozen_inputs_is_a_review_not_a_
 def test_R7_a_deep_output_no_template_reads_never_blocks_a_later_step(world, orch):
     """An activation reads only the outputs its templates name: a step that reads only the instance's input
     activates, whatever an earlier step's output holds, and never copies it."""
-    world.publish({"name": "two", "steps": [task_step("quote"), task_step("work", after=["quote"])]})
-    wf = world.start("two", {"order_id": "o-1"})
-    orch.drain()
-    (c,) = claim(world)
-    pulse.attempt_complete(world.db.conn, c["attempt_id"], "w1", {"deep": nested(29)})
-    orch.drain()
+    wf = after_quote(world, orch, task_step("work", after=["quote"]), {"deep": nested(29)})
     inst = world.instance(wf)
     assert inst["status"] == "RUNNING" and inst["review_reasons"] == []
     assert world.step(wf, "work")["status"] == "ACTIVE"
@@ -314,14 +315,8 @@ def test_R7_a_shallow_read_of_an_input_as_deep_as_a_start_allows_activates(world
 
 def test_R7_a_shallow_read_of_a_deep_output_activates(world, orch):
     """An output as deep as a result may carry (30 levels under its result object) read one member deep."""
-    world.publish({"name": "two", "steps": [
-        task_step("quote"), task_step("work", after=["quote"], input={"id": "$.steps.quote.output.id",
-                                                                      "first": "$.steps.quote.output.deep[0]"})]})
-    wf = world.start("two", {"order_id": "o-1"})
-    orch.drain()
-    (c,) = claim(world)
-    pulse.attempt_complete(world.db.conn, c["attempt_id"], "w1", {"id": "q-1", "deep": nested(29)})
-    orch.drain()
+    wf = after_quote(world, orch, task_step("work", after=["quote"], input={
+        "id": "$.steps.quote.output.id", "first": "$.steps.quote.output.deep[0]"}), {"id": "q-1", "deep": nested(29)})
     assert world.instance(wf)["status"] == "RUNNING"
     (task,) = claim(world)
     assert json.loads(task["input"]) == {"id": "q-1", "first": nested(28)}
