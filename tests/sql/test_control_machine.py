@@ -24,7 +24,9 @@ import datetime as dt
 import itertools
 import json
 import random
+import threading
 
+from orchestrator.loop import Orchestrator
 from procedures import errors, invariants, pulse, routines
 from tests.support.db import reset
 from tests.support.signals import send
@@ -48,7 +50,7 @@ FLOW = {"name": "ops", "steps": [
      "retry": {"max_attempts": 2, "initial_backoff_ms": 0}}]}
 STEPS = ["wait", "check", "approval", "charge"]
 FINAL = frozenset({"SUCCEEDED", "CANCELLED"})
-WALKS, STEPS_PER_WALK = 60, 40
+WALKS, STEPS_PER_WALK, RACING_WALKS = 60, 40, 20
 
 
 def code_of(call) -> str | None:
@@ -284,9 +286,9 @@ class Walk:
             "SELECT step_key, status FROM weave_steps WHERE instance_id = %s", self.iid)}
         if status == "SUCCEEDED":
             assert set(steps.values()) == {"SUCCEEDED"}, steps
-        reasons = self.db.scalar("SELECT COUNT(*) FROM weave_review_reasons WHERE instance_id = %s "
-                                 "AND closed_at IS NULL", self.iid)
-        assert (status == "NEEDS_REVIEW") == (reasons > 0), (status, reasons)
+        now = self.db.row("SELECT status, (SELECT COUNT(*) FROM weave_review_reasons r WHERE r.instance_id = i.id "
+                          "AND r.closed_at IS NULL) AS reasons FROM weave_instances i WHERE i.id = %s", self.iid)
+        assert (now["status"] == "NEEDS_REVIEW") == (now["reasons"] > 0), now
 
     def settle(self) -> str:
         """Drives the instance to rest: resumed, every task answered DONE, every wait given its time."""
@@ -340,6 +342,58 @@ class Walk:
         return status
 
 
+class RacingWalk(Walk):
+    """A walk whose instance two orchestrators advance in threads of their own while the walk acts: an action
+    meets the state under its locks, not the state read before it, so only what holds whatever the interleaving
+    is checked: a refusal is one an action may answer, never a server error or a lock conflict (R-3's order
+    leaves none to retry), and the invariants, the final statuses and the end at rest are as in every walk."""
+
+    REFUSALS = frozenset({"INVALID_STATE", "TASK_IN_FLIGHT", "DEADLINE_INVALID", "INVALID_ARGUMENT"})
+
+    def __init__(self, db, orch, seed: int, tally: collections.Counter, database):
+        super().__init__(db, orch, seed, tally)
+        self.runners = [Orchestrator(database, concurrency=2, idle_max_ms=20) for _ in range(2)]
+        self.threads = [threading.Thread(target=runner.run, daemon=True) for runner in self.runners]
+        for thread in self.threads:
+            thread.start()
+
+    def act(self, routine, *args, expected: str | None, **kwargs) -> bool:
+        key = f"op-{next(self.keys)}"
+        got = code_of(lambda: routine(self.db.conn, self.world.token, self.world.namespace, self.wf, *args,
+                                      "as drawn", key, **kwargs))
+        assert got is None or got in self.REFUSALS, (routine.__name__, args, got)
+        self.tally[routine.__name__, got or "taken"] += 1
+        self.history.append(f"{routine.__name__} {args} -> {got or 'taken'}")
+        if got is None:
+            self.done.append((routine, args, kwargs, key))
+        return False  # the runners may have moved on already: what it did is checked by the invariants
+
+    def drain(self) -> None:
+        if hasattr(self, "runners") and not self.runners[0].stopping.is_set():
+            return  # the runners advance what is due, as it comes
+        super().drain()
+
+    def an_action_is_repeated(self) -> None:
+        if self.done:
+            routine, args, kwargs, key = self.draw(self.done)
+            answer = routine(self.db.conn, self.world.token, self.world.namespace, self.wf, *args, "as drawn", key,
+                             **kwargs)
+            assert answer["replayed"] == 1, routine.__name__
+
+    def stop(self) -> None:
+        alive = [thread.is_alive() for thread in self.threads]
+        for runner in self.runners:
+            runner.stop()
+        for thread in self.threads:
+            thread.join()
+        for runner in self.runners:
+            runner.close()
+        assert all(alive), "an orchestrator stopped by itself"
+        for runner in self.runners:
+            assert not {k: v for k, v in runner.stats.items() if k.endswith("FAILED") and v}, runner.stats
+            self.tally.update({("runner", k): v for k, v in runner.stats.items()})
+
+
 def test_C6_R18_every_action_answers_as_the_table_says_and_nothing_stalls(db, orch):
     tally: collections.Counter = collections.Counter()
     ends = collections.Counter()
@@ -357,3 +411,21 @@ def test_C6_R18_every_action_answers_as_the_table_says_and_nothing_stalls(db, or
         assert tally[routine, "taken"] and tally[routine, "INVALID_STATE"], (routine, tally)
     assert sum(tally[routine, "TASK_IN_FLIGHT"] for routine in ("step_reactivate", "step_resolve", "step_continue"))
     assert len(ends) > 1, ends
+
+
+def test_C6_R3_actions_racing_two_orchestrators_keep_every_promise(db, orch, database):
+    tally: collections.Counter = collections.Counter()
+    for seed in range(RACING_WALKS):
+        walk = RacingWalk(db, orch, 1000 + seed, tally, database)
+        try:
+            try:
+                for _ in range(STEPS_PER_WALK):
+                    walk.step()
+            finally:
+                walk.stop()
+            walk.rest()
+        except AssertionError as exc:
+            raise AssertionError(f"walk {1000 + seed}: {exc}\n  " + "\n  ".join(walk.history)) from exc
+    # The runners did the work, racing each other (BUSY) and the walk's actions.
+    assert tally["step_reactivate", "taken"] and tally["instance_pause", "taken"], tally
+    assert tally["runner", "CHECKPOINT:SETTLED"] and tally["runner", "CHECKPOINT:BUSY"], tally
