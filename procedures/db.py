@@ -14,7 +14,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias
-from urllib.parse import parse_qs, unquote, urlencode, urlparse
+from urllib.parse import parse_qs, quote, unquote, urlencode, urlparse
 
 import pymysql
 import pymysql.cursors
@@ -124,7 +124,9 @@ class Dsn:
         return replace(self, host=host, port=port, hosts=())
 
     def url(self, *, options: bool = True) -> str:
-        auth = self.user + (f":{self.password}" if self.password else "")
+        """The DSN as a URL that parses back to it: the user and password percent-encoded, as the operator wrote
+        them (a bare ``@``, ``/`` or ``:`` in a password would name another host to whatever reads the URL)."""
+        auth = quote(self.user, safe="") + (f":{quote(self.password, safe='')}" if self.password else "")
         hosts = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.addresses)
         query = {"unix_socket": self.unix_socket} if self.unix_socket else {}
         if options:
@@ -132,7 +134,7 @@ class Dsn:
         return f"mysql://{auth}@{hosts}/{self.database}" + ("?" + urlencode(query, safe="/") if query else "")
 
     def redacted(self) -> str:
-        return self.url().replace(f":{self.password}@", ":***@") if self.password else self.url()
+        return replace(self, password="***").url().replace(":%2A%2A%2A@", ":***@") if self.password else self.url()
 
 
 def dsn_from_env(explicit: str | None = None) -> Dsn:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -288,3 +289,32 @@ def test_Q3_cli_status_check_names_each_broken_invariant(world, database, capsys
     out = capsys.readouterr().out
     assert "invariants: 1 broken\n  M-4.9b (the open-step count of every instance equals its steps not SUCCEEDED): " \
            f"rows {world.internal_id(wf)}\n" in out
+
+
+def test_R15_migrate_and_status_work_for_an_owner_whose_password_needs_percent_encoding(database, capsys):
+    """The manual says to percent-encode a password's special characters in WEAVE_DSN. Migrate connected with the
+    password decoded, then handed the migration tool a URL with it bare: ``p@ss/w:rd`` named a host ``ss``, and
+    the owner could not migrate at all."""
+    from urllib.parse import quote
+
+    from orchestrator.cli import main
+
+    owner, password = f"{database.database}_own"[:32], "p@ss/w:rd#?%x"
+    fresh = database.with_database(f"{database.database}_pw")
+    admin = dbmod.connect(database, database=False)
+    try:
+        with admin.cursor() as cur:
+            for host in ("%", "localhost"):
+                cur.execute(f"CREATE USER '{owner}'@'{host.replace('%', '%%')}' IDENTIFIED BY %s", (password,))
+                cur.execute(f"GRANT ALL PRIVILEGES ON `{fresh.database}`.* TO '{owner}'@'{host}'")
+        url = (f"mysql://{owner}:{quote(password, safe='')}@{database.host}:{database.port}/{fresh.database}"
+               + (f"?unix_socket={database.unix_socket}" if database.unix_socket else ""))
+        assert main(["migrate", "--dsn", url, "--json"]) == 0, capsys.readouterr().err
+        assert json.loads(capsys.readouterr().out)["level"] == installer.shipped_level()
+        assert main(["status", "--dsn", url, "--json"]) == 0, capsys.readouterr().err
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{fresh.database}`")
+            for host in ("%", "localhost"):
+                cur.execute(f"DROP USER IF EXISTS '{owner}'@'{host}'")
+        admin.close()

@@ -40,3 +40,15 @@ def test_several_hosts_keep_their_order_and_options_and_round_trip():
 def test_malformed_dsns_are_refused(url):
     with pytest.raises(ValueError):
         Dsn.parse(url)
+
+
+def test_a_password_with_url_characters_survives_the_url_every_process_is_handed():
+    """The operator percent-encodes a password's special characters; the URL the engine hands on (to the migration
+    tool, to the API's serving processes, to `weave dev`'s children) must carry them encoded too. It carried them
+    bare: ``p@ss/w:rd`` made a host named ``ss`` and every connection went there."""
+    dsn = Dsn.parse("mysql://we%40ve:p%40ss%2Fw%3Ard%23%3F%25x@db1:3307/weave?read_timeout=9")
+    assert (dsn.user, dsn.password, dsn.host, dsn.port) == ("we@ve", "p@ss/w:rd#?%x", "db1", 3307)
+    assert Dsn.parse(dsn.url()) == dsn
+    assert Dsn.parse(dsn.url(options=False)) == Dsn.parse("mysql://we%40ve:p%40ss%2Fw%3Ard%23%3F%25x@db1:3307/weave")
+    assert "p@ss" not in dsn.redacted() and "p%40ss" not in dsn.redacted()
+    assert dsn.redacted() == "mysql://we%40ve:***@db1:3307/weave?read_timeout=9"
