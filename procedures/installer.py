@@ -136,6 +136,9 @@ def migrate(dsn: db.Dsn, *, test_clock: bool = False,
 
         backend = _yoyo_backend(dsn)
         migrations = read_migrations(str(MIGRATIONS_DIR))
+        # The migration tool's own lock is a row, which a migrate killed while applying migrations leaves behind
+        # (the next one waited for it, then failed). Under the named lock no other migrate runs: a row is stale.
+        backend.break_lock()
         with backend.lock():
             pending = backend.to_apply(migrations)
             for migration in pending:
