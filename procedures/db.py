@@ -91,10 +91,11 @@ class Dsn:
         for name in TIMEOUTS:
             if name in query:
                 try:
-                    if float(query[name]) <= 0:
+                    if not settings.timeout_valid(float(query[name])):
                         raise ValueError
                 except ValueError:
-                    raise ValueError(f"{name} must be a positive number of seconds, got {query[name]!r}") from None
+                    raise ValueError(f"{name} must be a number of seconds above 0 and at most "
+                                     f"{settings.TIMEOUT_MAX_S}, got {query[name]!r}") from None
         if query.get("failover", "stable") not in FAILOVER_MODES:
             raise ValueError(f"failover must be one of {', '.join(FAILOVER_MODES)}, got {query['failover']!r}")
         return cls(host=hosts[0][0], port=hosts[0][1], user=unquote(user or "root"), password=unquote(password),

@@ -32,8 +32,17 @@ def _get(name: str) -> str | None:
     return value if value else None
 
 
+# The longest timeout the database driver takes (a year): a longer one fails every connect.
+TIMEOUT_MAX_S = 31_536_000
+
+
+def timeout_valid(seconds: float) -> bool:
+    """A timeout a connection can take: above 0 (0 would make every call fail at once), at most TIMEOUT_MAX_S."""
+    return math.isfinite(seconds) and 0 < seconds <= TIMEOUT_MAX_S
+
+
 def _seconds(name: str, default: float) -> float:
-    """A duration: a finite number of seconds above 0 (a timeout of 0 would make every call fail at once)."""
+    """A timeout: a number of seconds above 0 and at most TIMEOUT_MAX_S."""
     value = _get(name)
     if value is None:
         return default
@@ -41,8 +50,8 @@ def _seconds(name: str, default: float) -> float:
         seconds = float(value)
     except ValueError:
         seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise SettingInvalid(f"{name} must be a number of seconds above 0, got {value!r}")
+    if not timeout_valid(seconds):
+        raise SettingInvalid(f"{name} must be a number of seconds above 0 and at most {TIMEOUT_MAX_S}, got {value!r}")
     return seconds
 
 

@@ -161,6 +161,8 @@ def test_an_orchestrator_built_with_a_batch_or_concurrency_below_one_refuses(dat
     ("WEAVE_API_DB_TIMEOUT_S", "0", ["api"]),
     ("WEAVE_API_DB_TIMEOUT_S", "nan", ["api"]),
     ("WEAVE_API_DB_TIMEOUT_S", "soon", ["api"]),
+    ("WEAVE_API_DB_TIMEOUT_S", "1e300", ["api"]),
+    ("WEAVE_API_DB_TIMEOUT_S", "31536001", ["api"]),
     ("WEAVE_CONSOLE_SESSION_TTL_S", "59", ["api"]),
     ("WEAVE_CONSOLE_SESSION_TTL_S", "604801", ["api"]),
     ("WEAVE_CONSOLE_SESSION_TTL_S", "8h", ["api"])])
@@ -173,6 +175,15 @@ def test_a_setting_the_engine_cannot_run_with_is_one_line_naming_it(capsys, monk
     assert err["code"] == "CONFIG_INVALID" and variable in err["detail"] and repr(value) in err["detail"]
 
 
+@pytest.mark.parametrize("value", ["1e300", "31536001"])
+def test_an_api_timeout_beyond_what_a_connection_can_take_is_refused_as_it_is_read(monkeypatch, value):
+    """The driver takes timeouts up to a year: a longer one passed the check, and every API worker failed to boot
+    with a traceback at its first connect."""
+    monkeypatch.setenv("WEAVE_API_DB_TIMEOUT_S", value)
+    with pytest.raises(settings.SettingInvalid, match="WEAVE_API_DB_TIMEOUT_S"):
+        settings.api_db_timeout()
+
+
 @pytest.mark.parametrize("variable, value", [("WEAVE_CONSOLE_SESSION_TTL_S", "59"), ("WEAVE_API_DB_TIMEOUT_S", "0")])
 def test_the_api_app_served_by_gunicorn_directly_refuses_such_a_setting_as_it_boots(monkeypatch, variable, value):
     """``gunicorn 'api.app:get_app()'`` skips `weave api`'s checks: the app itself refuses before it serves."""
@@ -181,6 +192,16 @@ def test_the_api_app_served_by_gunicorn_directly_refuses_such_a_setting_as_it_bo
     monkeypatch.setenv(variable, value)
     with pytest.raises(settings.SettingInvalid, match=variable):
         get_app("mysql://root@127.0.0.1:1/weave")
+
+
+@pytest.mark.parametrize("option", ["connect_timeout=1e300", "read_timeout=nan", "write_timeout=inf",
+                                    "read_timeout=31536001"])
+def test_a_dsn_timeout_no_connection_can_take_is_a_usage_error_not_a_traceback(capsys, option):
+    """A timeout the driver refuses (above a year), or one that is not a number at all (nan, inf), passed the
+    DSN's check and failed each connect with a traceback: the API's workers failed to boot with one."""
+    assert main(["status", "--dsn", f"mysql://root@127.0.0.1:1/weave?{option}", "--json"]) == 2
+    err = json.loads(capsys.readouterr().err)
+    assert err["code"] == "DSN_INVALID" and option.split("=")[0] in err["detail"]
 
 
 def test_version_names_the_package_and_the_level_it_ships(capsys):
