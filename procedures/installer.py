@@ -133,6 +133,8 @@ def migrate(dsn: db.Dsn, *, test_clock: bool = False,
         with db.connect(dsn, database=False) as conn, conn.cursor() as cur:
             cur.execute(f"CREATE DATABASE IF NOT EXISTS `{dsn.database}` CHARACTER SET {CHARSET} COLLATE {COLLATION}")
             _own_character_set(cur, dsn.database, progress)
+        with db.connect(dsn) as conn:
+            _refuse_a_newer_database(conn)
 
         backend = _yoyo_backend(dsn)
         migrations = read_migrations(str(MIGRATIONS_DIR))
@@ -269,9 +271,34 @@ def database_level(conn: db.Connection) -> tuple[list[str], dict[str, str]]:
     return applied, digests
 
 
+def _unknown_migrations(applied: list[str]) -> list[str]:
+    """The migrations applied to a database that this code does not ship: a newer build migrated it."""
+    shipped = set(shipped_migrations())
+    return [m for m in applied if m not in shipped]
+
+
+def _newer(applied: list[str], unknown: list[str]) -> errors.SchemaMismatch:
+    return errors.SchemaMismatch(
+        f"SCHEMA_MISMATCH: database is at level {applied[-1]}, newer than this code: it ships level "
+        f"{shipped_level()}, without the migration(s) {', '.join(unknown[:8])}. Run the build that migrated the "
+        "database; to go back to this one, restore the backup taken before that migrate.")
+
+
+def _refuse_a_newer_database(conn: db.Connection) -> None:
+    """An older build's migrate would put its routines back over a newer build's tables and drop the routines it
+    does not know, then say the database was at its level: it changes nothing instead."""
+    applied, _ = database_level(conn)
+    unknown = _unknown_migrations(applied)
+    if unknown:
+        raise _newer(applied, unknown)
+
+
 def check_level(conn: db.Connection) -> None:
     """Refuse to run against a database that is not at exactly the level this code ships (R-16)."""
     applied, digests = database_level(conn)
+    unknown = _unknown_migrations(applied)
+    if unknown:
+        raise _newer(applied, unknown)
     shipped = shipped_migrations()
     routines = {r.name: r.digest for r in shipped_routines()}
     if applied == shipped and digests == routines:

@@ -245,6 +245,42 @@ def test_R16_level_check_names_both_levels_when_behind(db):
     installer.check_level(db.conn)
 
 
+def test_R16_migrate_of_an_older_build_refuses_a_database_a_newer_one_migrated_and_changes_nothing(database,
+                                                                                                   capsys):
+    """A newer build migrated the database (a migration this code does not ship, routines of its own). This older
+    build's migrate used to put its own routines back over the newer tables, drop the newer ones, and say the
+    database was at its level (exit 0), while every node then refused the database and told the operator to run
+    `weave migrate` again. It now refuses before changing anything, names both levels, and says how to go back."""
+    from orchestrator.cli import main
+
+    fresh = database.with_database(f"{database.database}_newer")
+    try:
+        installer.migrate(fresh)
+        with dbmod.connect(fresh) as conn, conn.cursor() as cur:
+            cur.execute("INSERT INTO _yoyo_migration (migration_hash, migration_id, applied_at_utc) "
+                        "VALUES (REPEAT('a', 64), '9999.from-a-newer-build', UTC_TIMESTAMP())")
+            cur.execute("UPDATE weave_routines SET digest = REPEAT('2', 64) WHERE name = 'weave_scan'")
+            cur.execute("INSERT INTO weave_routines (name, kind, digest, installed_at) "
+                        "VALUES ('weave_newer_routine', 'PROCEDURE', REPEAT('3', 64), UTC_TIMESTAMP())")
+            cur.execute("SELECT name, digest FROM weave_routines ORDER BY name")
+            before = cur.fetchall()
+        assert main(["migrate", "--dsn", fresh.url(), "--json"]) == 1
+        err = json.loads(capsys.readouterr().err)
+        assert err["code"] == "SCHEMA_MISMATCH"
+        assert "9999.from-a-newer-build" in err["detail"] and installer.shipped_level() in err["detail"]
+        assert "newer" in err["detail"] and "backup" in err["detail"]
+        with dbmod.connect(fresh) as conn, conn.cursor() as cur:
+            cur.execute("SELECT name, digest FROM weave_routines ORDER BY name")
+            assert cur.fetchall() == before
+            # A node of the older build says the same, instead of sending the operator to migrate.
+            with pytest.raises(errors.SchemaMismatch) as info:
+                installer.check_level(conn)
+            assert "newer" in str(info.value) and "run `weave migrate`" not in str(info.value)
+    finally:
+        with dbmod.connect(fresh, database=False) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{fresh.database}`")
+
+
 def test_R2_production_install_refuses_the_test_clock(database):
     prod = database.with_database(database.database + "_prod")
     try:
