@@ -561,8 +561,22 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+class _Parser(argparse.ArgumentParser):
+    """A parser whose usage errors, under ``--json``, are ``{"code": "USAGE_INVALID", "detail"}`` on stderr like
+    every other error (exit 2 either way); its subcommands' parsers are of its class."""
+
+    json_errors = False
+
+    def error(self, message: str) -> Any:
+        if not self.json_errors:
+            super().error(message)
+        print(json.dumps({"code": "USAGE_INVALID", "detail": f"{self.prog}: {message}"}), file=sys.stderr)
+        self.exit(EXIT_USAGE)
+
+
+def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
+    parser_class = type("Parser", (_Parser,), {"json_errors": json_errors})
+    parser = parser_class(
         prog="weave", description="Weave: a durable wait engine for long-running workflows on MySQL/MariaDB.",
         epilog="Configuration: WEAVE_DSN (mysql://user:password@host:port/db), WEAVE_TOKEN, WEAVE_NAMESPACE. "
                + EXIT_HELP + ".")
@@ -774,7 +788,7 @@ def _fail(args: argparse.Namespace, code: str, detail: str, exit_code: int, extr
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(json_errors="--json" in (sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

@@ -131,6 +131,24 @@ def test_a_count_below_one_is_a_usage_error_before_anything_starts(capsys, argv)
     assert "must be at least 1" in err or "is not a whole number" in err or "is not HOST:PORT" in err
 
 
+@pytest.mark.parametrize("argv", [
+    ["workflows", "cancel", "wf_1"],  # --reason missing
+    ["orchestrator", "--batch", "0"], ["api", "--bind", "nonsense"], ["worker"],
+    ["credentials", "create", "--actor", "x"], ["credentials"], ["apps", "create", "a", "--max-in-flight", "many"]])
+def test_a_usage_error_with_json_is_json_on_stderr_like_every_other_error(capsys, argv):
+    """The manual promises errors as {"code", "detail"} on stderr under --json, and --json on a daemon for what is
+    refused before it starts: a script got argparse's usage text instead, and could not read why."""
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--json", "--dsn", "mysql://root@127.0.0.1:1/weave"])  # never reached: nothing connects
+    out = capsys.readouterr()
+    assert exited.value.code == 2 and out.out == ""
+    err = json.loads(out.err)
+    assert err["code"] == "USAGE_INVALID" and err["detail"].startswith("weave ")
+    with pytest.raises(SystemExit):  # without --json, the usage for a person as before
+        main([*argv, "--dsn", "mysql://root@127.0.0.1:1/weave"])
+    assert capsys.readouterr().err.startswith("usage: weave")
+
+
 @pytest.mark.parametrize("queue", ["pay ments", 'pay"ments', "payments,", "x" * 65])
 def test_a_worker_queue_no_queue_can_be_named_is_a_usage_error(capsys, queue):
     """Every claim of such a worker would be refused QUEUES_INVALID; the command line says so at once."""
