@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from procedures import db, errors, installer, jsontext, pulse
+from procedures import db, errors, installer, jsontext, pulse, settings
 from procedures.connections import Connections
 from procedures.logs import configure_logging
 
@@ -454,6 +454,7 @@ def run_worker(dsn: db.Dsn, *, queues: Iterable[str], handler_modules: Iterable[
                grace_ms: int = 30_000, worker_id: str | None = None, idle_max_ms: int = 800) -> int:
     """``weave worker``: load the handler modules, check the database level (R-16), run until SIGTERM/SIGINT."""
     configure_logging()
+    settings.http_allowlist()  # read by the built-in http handler at each call: a bad value stops the start instead
     try:
         loaded = load_modules(handler_modules)
     except HandlerModuleError as exc:

@@ -7,15 +7,17 @@ each value is read when it is asked for, so a process (or a test) that changes i
 | `WEAVE_TOKEN` | the bearer token the CLI acts with | none |
 | `WEAVE_NAMESPACE` | the namespace the CLI acts in | `default` |
 | `WEAVE_LOG_LEVEL` | the level of the JSON logs on stderr | `INFO` (`WARNING` under `weave dev`) |
-| `WEAVE_HTTP_ALLOWLIST` | hosts the built-in http handler may call, comma-separated | none |
+| `WEAVE_HTTP_ALLOWLIST` | hosts the built-in http handler may call: comma list of host or host:port | none |
 | `WEAVE_API_DB_TIMEOUT_S` | the API's connect/read/write timeout: a hung database answers 503 | 0.8 |
 | `WEAVE_CONSOLE_SESSION_TTL_S` | how long a console session lasts, in whole seconds (60 to 604800) | 28800 |
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
+import re
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 DEFAULT_DSN = "mysql://root@127.0.0.1:3306/weave"
@@ -79,9 +81,44 @@ def log_level(default: str = "INFO") -> str:
     return level
 
 
+_HOST = re.compile(r"[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?\.?")  # a name or an IPv4 address, in lower case
+_PORT = re.compile(r"[0-9]{1,5}")
+
+
 def http_allowlist() -> set[str]:
+    """The hosts the built-in http handler may call, as it compares them: ``host`` or ``host:port``, lower case,
+    an IPv6 address without its brackets. An entry that names no host (a URL, a path, a bad port) would never
+    match and is refused, naming the variable."""
     raw = _get(ALLOWLIST_ENV) or ""
-    return {entry.strip().lower() for entry in raw.split(",") if entry.strip()}
+    return {_allowlist_entry(entry.strip()) for entry in raw.split(",") if entry.strip()}
+
+
+def _allowlist_entry(entry: str) -> str:
+    text = entry.lower()
+    if text.startswith("["):
+        host, close, rest = text[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else None
+        valid = bool(close) and _ipv6(host) and (rest == "" or port is not None)
+    elif text.count(":") > 1:  # an IPv6 address without a port
+        host, port, valid = text, None, _ipv6(text)
+    else:
+        host, colon, port_text = text.partition(":")
+        port = port_text if colon else None
+        valid = _HOST.fullmatch(host) is not None
+    if valid and port is not None:
+        valid = _PORT.fullmatch(port) is not None and 1 <= int(port) <= 65535
+    if not valid:
+        raise SettingInvalid(f"{ALLOWLIST_ENV} must be a comma list of host or host:port ([v6:address]:port), got "
+                             f"{entry!r}")
+    return host if port is None else f"{host}:{port}"
+
+
+def _ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def search_path() -> str:

@@ -193,6 +193,36 @@ def test_a_setting_the_engine_cannot_run_with_is_one_line_naming_it(capsys, monk
     assert err["code"] == "CONFIG_INVALID" and variable in err["detail"] and repr(value) in err["detail"]
 
 
+@pytest.mark.parametrize("value", ["https://psp.example.com", "psp.example.com/pay", "psp.example.com:", "a:b:c",
+                                   "psp.example.com:99999", "psp example.com", "[::1", "[::1]x"])
+def test_an_http_allowlist_entry_that_names_no_host_is_refused_naming_the_variable(monkeypatch, value):
+    """An entry written as a URL (or with a path, a bad port) never matched a host: the worker started, and every
+    task of the built-in http handler failed HTTP_HOST_NOT_ALLOWED, with no word about the setting."""
+    monkeypatch.setenv("WEAVE_HTTP_ALLOWLIST", f"api.partner.example:8443, {value}")
+    with pytest.raises(settings.SettingInvalid, match="WEAVE_HTTP_ALLOWLIST") as info:
+        settings.http_allowlist()
+    assert repr(value) in str(info.value)
+
+
+def test_an_http_allowlist_takes_hosts_ports_and_bracketed_ipv6_in_any_case(monkeypatch):
+    from orchestrator import http_handler
+
+    monkeypatch.setenv("WEAVE_HTTP_ALLOWLIST", " PSP.example.com, api.partner.example:8443,[::1]:8443, [fd00::2], ,")
+    allowed = settings.http_allowlist()
+    for url in ("https://psp.example.com/x", "http://api.partner.example:8443/", "https://[::1]:8443/",
+                "http://[fd00::2]/"):
+        http_handler._check_allowed(url, allowed)
+    with pytest.raises(http_handler.HttpRefused):
+        http_handler._check_allowed("https://[::1]/", allowed)
+
+
+def test_a_worker_with_such_an_allowlist_refuses_to_start_in_one_line(monkeypatch, capsys):
+    monkeypatch.setenv("WEAVE_HTTP_ALLOWLIST", "https://psp.example.com")
+    assert main(["worker", "--queue", "q", "--dsn", "mysql://root@127.0.0.1:1/weave", "--json"]) == 2  # no connect
+    err = json.loads(capsys.readouterr().err)
+    assert err["code"] == "CONFIG_INVALID" and "WEAVE_HTTP_ALLOWLIST" in err["detail"]
+
+
 @pytest.mark.parametrize("value", ["1e300", "31536001"])
 def test_an_api_timeout_beyond_what_a_connection_can_take_is_refused_as_it_is_read(monkeypatch, value):
     """The driver takes timeouts up to a year: a longer one passed the check, and every API worker failed to boot
