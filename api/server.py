@@ -19,6 +19,7 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.workers.gthread import ThreadWorker
 
 from procedures import db, errors, installer, settings
+from procedures.logs import refuse
 
 from .http import PROBLEM, problem_text
 
@@ -96,9 +97,11 @@ def _connection_budget(conn: db.Connection, workers: int, threads: int) -> str |
             "workers would be refused connections; use fewer, or raise max_connections")
 
 
-def run_api(dsn: db.Dsn, bind: str, workers: int, timeout: int = 30, threads: int = 8, access_log: bool = True) -> int:
+def run_api(dsn: db.Dsn, bind: str, workers: int, timeout: int = 30, threads: int = 8, access_log: bool = True,
+            json_errors: bool = False) -> int:
     """Serve the API until stopped; ``weave api`` has checked the bind address and that workers and threads are
-    at least 1. ``access_log``: gunicorn's access log on stdout."""
+    at least 1. ``access_log``: gunicorn's access log on stdout. ``json_errors``: a refusal to start as JSON on
+    stderr (``--json``)."""
     # What each worker reads as it boots, read here first: a bad value is one line now, not a worker that
     # fails to boot under gunicorn's own message.
     settings.api_db_timeout()
@@ -112,8 +115,7 @@ def run_api(dsn: db.Dsn, bind: str, workers: int, timeout: int = 30, threads: in
         if budget_warning:
             print(f"weave api: {budget_warning}", file=sys.stderr)
     except errors.SchemaMismatch as exc:
-        print(f"weave api: {exc}", file=sys.stderr)
-        return 1
+        return refuse("api", exc.code, exc.detail, 1, json_errors)
     except errors.WeaveError as exc:
         print(f"weave api: the database at {dsn.redacted()} is not reachable ({exc.detail}); starting anyway, "
               "requests answer 503 until it is", file=sys.stderr)

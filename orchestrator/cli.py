@@ -433,13 +433,15 @@ def cmd_orchestrator(args: argparse.Namespace) -> int:
     from orchestrator.loop import run_orchestrator
 
     return run_orchestrator(_dsn(args), batch=args.batch, concurrency=args.concurrency,
-                            idle_probe_ms=args.idle_probe_ms, idle_max_ms=args.idle_max_ms, node_id=args.node_id)
+                            idle_probe_ms=args.idle_probe_ms, idle_max_ms=args.idle_max_ms, node_id=args.node_id,
+                            json_errors=args.json)
 
 
 def cmd_api(args: argparse.Namespace) -> int:
     from api.server import run_api
 
-    return run_api(_dsn(args), args.bind, args.workers, threads=args.threads, access_log=args.access_log)
+    return run_api(_dsn(args), args.bind, args.workers, threads=args.threads, access_log=args.access_log,
+                   json_errors=args.json)
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
@@ -457,7 +459,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return run_worker(_dsn(args), queues=args.queue, handler_modules=args.handlers or [],
                       concurrency=args.concurrency, namespace=args.namespace, lease_ms=args.lease_ms,
                       heartbeat_ms=args.heartbeat_ms, grace_ms=args.grace_ms, worker_id=args.worker_id,
-                      idle_max_ms=args.idle_max_ms)
+                      idle_max_ms=args.idle_max_ms, json_errors=args.json)
 
 
 # --- parser ---------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from procedures import errors
+from procedures.logs import refuse
 
 
 class Daemon(Protocol):
@@ -59,7 +60,7 @@ def stop_on_signal(daemon: Daemon) -> Callable[..., None]:
     return on_signal(daemon.stop)
 
 
-def serve(daemon: Daemon, process: str) -> int:
+def serve(daemon: Daemon, process: str, json_out: bool = False) -> int:
     """Run ``daemon`` as the process ``weave <process>``; the exit status: 0 after a stop, 1 when refused."""
     handler = stop_on_signal(daemon)
     signal.signal(signal.SIGTERM, handler)
@@ -69,7 +70,6 @@ def serve(daemon: Daemon, process: str) -> int:
             return 0
     except errors.SchemaMismatch as exc:
         logging.getLogger(f"weave.{process}").error("refusing to start", extra={"fields": {"error": str(exc)}})
-        print(f"weave {process}: {exc}", flush=True)
-        return 1
+        return refuse(process, exc.code, exc.detail, 1, json_out)
     daemon.run()
     return 0

@@ -13,7 +13,6 @@ import logging
 import os
 import random
 import socket
-import sys
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -24,7 +23,7 @@ import pymysql
 
 from procedures import candidates, db, errors, installer
 from procedures.connections import Connections
-from procedures.logs import configure_logging
+from procedures.logs import configure_logging, refuse
 
 from .daemon import serve
 
@@ -358,14 +357,14 @@ class Orchestrator:
 
 
 def run_orchestrator(dsn: db.Dsn, *, batch: int = 100, concurrency: int = 4, idle_probe_ms: int = 20,
-                     idle_max_ms: int = 200, node_id: str | None = None) -> int:
+                     idle_max_ms: int = 200, node_id: str | None = None, json_errors: bool = False) -> int:
+    """``weave orchestrator``; ``json_errors``: a refusal to start as JSON on stderr (``--json``)."""
     configure_logging()
     try:
         orch = Orchestrator(dsn, batch=batch, concurrency=concurrency, idle_probe_ms=idle_probe_ms,
                             idle_max_ms=idle_max_ms)
     except ValueError as exc:
-        print(f"weave orchestrator: {exc}", file=sys.stderr, flush=True)
-        return 2
+        return refuse("orchestrator", "USAGE_INVALID", str(exc), 2, json_errors, text=str(exc))
     if node_id:
         orch.node_id = node_id
-    return serve(orch, "orchestrator")
+    return serve(orch, "orchestrator", json_errors)

@@ -19,7 +19,6 @@ import os
 import queue
 import secrets
 import socket
-import sys
 import threading
 import time
 from collections import Counter
@@ -28,7 +27,7 @@ from dataclasses import dataclass, field
 
 from procedures import db, errors, installer, jsontext, pulse, settings
 from procedures.connections import Connections
-from procedures.logs import configure_logging
+from procedures.logs import configure_logging, refuse
 
 from . import http_handler  # noqa: F401 - registers the built-in http handler
 from .daemon import serve
@@ -451,15 +450,16 @@ def _context(claim: dict) -> TaskContext:
 
 def run_worker(dsn: db.Dsn, *, queues: Iterable[str], handler_modules: Iterable[str] = (), concurrency: int = 8,
                namespace: str | None = None, lease_ms: int = 30_000, heartbeat_ms: int = 10_000,
-               grace_ms: int = 30_000, worker_id: str | None = None, idle_max_ms: int = 800) -> int:
-    """``weave worker``: load the handler modules, check the database level (R-16), run until SIGTERM/SIGINT."""
+               grace_ms: int = 30_000, worker_id: str | None = None, idle_max_ms: int = 800,
+               json_errors: bool = False) -> int:
+    """``weave worker``: load the handler modules, check the database level (R-16), run until SIGTERM/SIGINT.
+    ``json_errors``: a refusal to start as JSON on stderr (``--json``)."""
     configure_logging()
     settings.http_allowlist()  # read by the built-in http handler at each call: a bad value stops the start instead
     try:
         loaded = load_modules(handler_modules)
     except HandlerModuleError as exc:
-        print(f"weave worker: {exc}", file=sys.stderr, flush=True)
-        return 1
+        return refuse("worker", "HANDLER_MODULE_INVALID", str(exc), 1, json_errors, text=str(exc))
     if not set(registry.names()) - BUILT_IN_HANDLERS:
         # Not an error (a worker may serve only the built-in http handler), but the usual slip: every task for
         # another handler would fail HANDLER_NOT_FOUND at once (K-8) and send its step to review.
@@ -473,7 +473,6 @@ def run_worker(dsn: db.Dsn, *, queues: Iterable[str], handler_modules: Iterable[
                         heartbeat_ms=heartbeat_ms, grace_ms=grace_ms, worker_id=worker_id or default_worker_id(),
                         idle_max_ms=idle_max_ms)
     except ValueError as exc:
-        print(f"weave worker: {exc}", file=sys.stderr, flush=True)
-        return 2
+        return refuse("worker", "USAGE_INVALID", str(exc), 2, json_errors, text=str(exc))
     log.info("handler modules loaded", extra={"fields": {"modules": loaded}})
-    return serve(worker, "worker")
+    return serve(worker, "worker", json_errors)

@@ -47,3 +47,12 @@ def configure_logging(level: str | None = None) -> None:
     root.handlers[:] = [handler]
     root.setLevel((level or settings.log_level()).upper())
     root.propagate = False
+
+
+def refuse(process: str, code: str, detail: str, exit_code: int, json_out: bool, text: str | None = None) -> int:
+    """Say on stderr why ``weave <process>`` does not start, and answer its exit status: one line for a person
+    (``text``, else the code and the detail), or ``{"code", "detail"}`` under ``--json``."""
+    said = text or f"{code}: {detail}"
+    line = json.dumps({"code": code, "detail": detail}) if json_out else f"weave {process}: {said}"
+    print(line, file=sys.stderr, flush=True)
+    return exit_code

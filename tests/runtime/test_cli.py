@@ -149,6 +149,37 @@ def test_a_usage_error_with_json_is_json_on_stderr_like_every_other_error(capsys
     assert capsys.readouterr().err.startswith("usage: weave")
 
 
+@pytest.mark.parametrize("argv, code, exit_code", [
+    (["orchestrator", "--batch", "10001"], "USAGE_INVALID", 2),
+    (["worker", "--queue", "q", "--lease-ms", "1000", "--heartbeat-ms", "1000"], "USAGE_INVALID", 2),
+    (["worker", "--queue", "q", "--handlers", "no_such_module_here"], "HANDLER_MODULE_INVALID", 1)])
+def test_a_daemon_refused_before_it_starts_says_why_as_json_under_json(capsys, argv, code, exit_code):
+    """--json on a daemon covers what is refused before it starts: these refusals were plain text whatever it
+    said."""
+    assert main([*argv, "--dsn", "mysql://root@127.0.0.1:1/weave", "--json"]) == exit_code  # nothing connects
+    out = capsys.readouterr()
+    err = json.loads(out.err.splitlines()[-1])
+    assert err["code"] == code and err["detail"] and out.out == ""
+
+
+@pytest.mark.parametrize("daemon", [["orchestrator"], ["worker", "--queue", "q"], ["api"]])
+def test_R16_a_daemon_refusing_another_level_says_so_on_stderr_and_as_json_under_json(database, db, capsys, daemon):
+    """The refusal went to stdout from the orchestrator and the worker (the manual: errors on stderr), and was
+    plain text under --json."""
+    db.execute("UPDATE weave_routines SET digest = REPEAT('0', 64) WHERE name = 'weave_scan'")
+    try:
+        assert main([*daemon, "--dsn", database.url()]) == 1
+        out = capsys.readouterr()
+        assert "SCHEMA_MISMATCH" not in out.out
+        assert out.err.splitlines()[-1].startswith(f"weave {daemon[0]}: SCHEMA_MISMATCH: database is at level ")
+        assert main([*daemon, "--dsn", database.url(), "--json"]) == 1
+        out = capsys.readouterr()
+        err = json.loads(out.err.splitlines()[-1])
+        assert err["code"] == "SCHEMA_MISMATCH" and "weave migrate" in err["detail"] and out.out == ""
+    finally:
+        installer.migrate(database, test_clock=True)
+
+
 @pytest.mark.parametrize("queue", ["pay ments", 'pay"ments', "payments,", "x" * 65])
 def test_a_worker_queue_no_queue_can_be_named_is_a_usage_error(capsys, queue):
     """Every claim of such a worker would be refused QUEUES_INVALID; the command line says so at once."""

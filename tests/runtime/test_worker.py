@@ -439,7 +439,7 @@ def test_R16_worker_refuses_to_start_on_another_level(db, database, capsys):
     db.execute("UPDATE weave_routines SET digest = REPEAT('0', 64) WHERE name = 'pulse_task_claim'")
     try:
         assert run_worker(database, queues=["payments"], handler_modules=["orchestrator.example_handlers"]) == 1
-        assert "SCHEMA_MISMATCH" in capsys.readouterr().out
+        assert "SCHEMA_MISMATCH" in capsys.readouterr().err
     finally:
         installer.migrate(database, test_clock=True)
     installer.check_level(db.conn)
