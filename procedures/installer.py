@@ -271,6 +271,18 @@ def database_level(conn: db.Connection) -> tuple[list[str], dict[str, str]]:
     return applied, digests
 
 
+def _missing_routines(conn: db.Connection, routines: dict[str, str]) -> list[str]:
+    """The routines recorded as installed that the database does not have (a dump restored without them)."""
+    with conn.cursor() as cur:
+        try:
+            cur.execute("SELECT ROUTINE_NAME AS name FROM information_schema.ROUTINES "
+                        "WHERE ROUTINE_SCHEMA = DATABASE()")
+            present = {row["name"] for row in cur.fetchall()}
+        except pymysql.err.MySQLError as exc:
+            raise errors.translate(exc) from exc
+    return sorted(set(routines) - present)
+
+
 def _unknown_migrations(applied: list[str]) -> list[str]:
     """The migrations applied to a database that this code does not ship: a newer build migrated it."""
     shipped = set(shipped_migrations())
@@ -302,7 +314,13 @@ def check_level(conn: db.Connection) -> None:
     shipped = shipped_migrations()
     routines = {r.name: r.digest for r in shipped_routines()}
     if applied == shipped and digests == routines:
-        return
+        missing = _missing_routines(conn, routines)
+        if not missing:
+            return
+        raise errors.SchemaMismatch(
+            f"SCHEMA_MISMATCH: database is at level {shipped_level()}, but {len(missing)} of its {len(routines)} "
+            f"routines are not installed (routines missing: {', '.join(missing[:8])}), as after a restore of a "
+            "backup without routines. Run `weave migrate` to install them, then start the nodes.")
     routines_have = routines_digest(digests)[:12] if digests else "none"
     have = f"{applied[-1] if applied else 'empty'} / routines {routines_have}"
     want = shipped_level()
