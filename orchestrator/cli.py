@@ -367,10 +367,12 @@ def cmd_workflows_deadline(args: argparse.Namespace) -> int:
         import datetime as dt
 
         try:
-            at = dt.datetime.fromisoformat(args.at.replace("Z", "+00:00")).astimezone(dt.timezone.utc)
+            given = dt.datetime.fromisoformat(args.at.replace("Z", "+00:00"))
+            if given.tzinfo is None:  # it would be read in the zone of the host the command runs on
+                raise ValueError
         except ValueError:
             raise CliError("DEADLINE_INVALID", f"--at must be an RFC 3339 time with a zone, got {args.at!r}") from None
-        at = at.replace(tzinfo=None)
+        at = given.astimezone(dt.timezone.utc).replace(tzinfo=None)
     with _conn(args) as conn:
         result = routines.instance_deadline(conn, _token(args), args.namespace, args.workflow_id, args.reason,
                                             _key(args), deadline_at=at, extend_ms=args.extend_ms)

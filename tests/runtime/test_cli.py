@@ -45,6 +45,21 @@ def test_C1_C2_workflow_actions_take_a_reason_and_print_the_instance(weave, worl
     assert code == 0 and json.loads(out)["status"] in ("CANCELLING", "CANCELLED")
 
 
+@pytest.mark.parametrize("at", ["2099-12-31T00:00:00", "2099-12-31", "tomorrow"])
+def test_C4_a_deadline_at_without_a_zone_is_refused_not_read_in_the_hosts_zone(weave, world, at):
+    """--at is RFC 3339 with a zone. A time without one was read in the zone of the host the command ran on, so the
+    same command set different deadlines from different hosts."""
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    before = world.instance(wf)["deadline_at"]
+    code, _, err = weave("workflows", "deadline", wf, "--reason", "more time", "--at", at, "--json")
+    assert code == 2 and json.loads(err)["code"] == "DEADLINE_INVALID"
+    assert world.instance(wf)["deadline_at"] == before
+    code, out, err = weave("workflows", "deadline", wf, "--reason", "more time", "--at", "2099-12-31T01:00:00+01:00",
+                           "--json")
+    assert code == 0 and json.loads(out)["deadline_at"].startswith("2099-12-31T00:00:00"), err
+
+
 def test_C1_an_action_prints_the_instance_with_its_own_scope_alone(weave, world):
     """A token that may act but not read pauses an instance: the command prints the instance the action answered
     (it used to read it back with the token, and failed FORBIDDEN after the pause had happened)."""
