@@ -229,9 +229,11 @@ def _install_routines(conn: db.Connection, report: MigrateReport, progress: Call
     with conn.cursor() as cur:
         cur.execute("SELECT name, kind, digest FROM weave_routines")
         recorded = {row["name"]: row for row in cur.fetchall()}
-        # A routine created under other database defaults (see _own_character_set) is installed again.
+        # A routine created under other database defaults (see _own_character_set) is installed again, and so is one
+        # another user owns (restored from a dump with its routines, maybe of a user this server does not have): the
+        # routines run with their definer's rights, and are owned by whoever migrates.
         cur.execute("SELECT ROUTINE_NAME AS name FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE() "
-                    "AND DATABASE_COLLATION = %s", (COLLATION,))
+                    "AND DATABASE_COLLATION = %s AND DEFINER = CURRENT_USER()", (COLLATION,))
         present = {row["name"] for row in cur.fetchall()}
         for routine in shipped:
             row = recorded.get(routine.name)

@@ -6,6 +6,7 @@ import json
 import threading
 import time
 
+import pymysql
 import pytest
 
 from procedures import db as dbmod
@@ -300,6 +301,32 @@ def test_R16_a_database_restored_without_its_routines_is_not_at_the_level_until_
         assert sorted(report.routines_installed) == sorted(r.name for r in installer.shipped_routines())
         with dbmod.connect(fresh) as conn:
             installer.check_level(conn)
+    finally:
+        with dbmod.connect(fresh, database=False) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{fresh.database}`")
+
+
+def test_R15_migrate_makes_the_migrating_user_own_routines_another_definer_left(database):
+    """A dump taken with its routines (or a copy from another environment) brings them with their old definer,
+    maybe a user this server does not have: every call then failed 'The user specified as a definer does not
+    exist'. The manual's restore runs `weave migrate` for routines owned by the current owner, but migrate kept any
+    routine whose text matched, whoever owned it. It now installs again those another user owns."""
+    fresh = database.with_database(f"{database.database}_definer")
+    try:
+        installer.migrate(fresh)
+        status = next(r for r in installer.shipped_routines() if r.name == "weave_status")
+        with dbmod.connect(fresh) as conn, conn.cursor() as cur:
+            cur.execute("DROP PROCEDURE weave_status")
+            cur.execute(status.installed.replace("CREATE PROCEDURE", "CREATE DEFINER = 'weave_gone'@'%' PROCEDURE", 1))
+            with pytest.raises(pymysql.err.OperationalError) as gone:
+                dbmod.call(conn, "weave_status")
+            assert gone.value.args[0] == 1449
+        report = installer.migrate(fresh)
+        assert report.routines_installed == ["weave_status"]
+        with dbmod.connect(fresh) as conn:
+            installer.check_level(conn)
+            assert dbmod.call(conn, "weave_status")
+        assert not installer.migrate(fresh).changed
     finally:
         with dbmod.connect(fresh, database=False) as conn, conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{fresh.database}`")
