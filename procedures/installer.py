@@ -142,16 +142,37 @@ def migrate(dsn: db.Dsn, *, test_clock: bool = False,
         # (the next one waited for it, then failed). Under the named lock no other migrate runs: a row is stale.
         backend.break_lock()
         with backend.lock():
-            pending = backend.to_apply(migrations)
-            for migration in pending:
+            for migration in backend.to_apply(migrations):
                 progress(f"applying migration {migration.id}")
-            backend.apply_migrations(pending)
-            report.migrations_applied = [m.id for m in pending]
+                try:
+                    backend.apply_one(migration)
+                except pymysql.err.MySQLError as exc:
+                    raise MigrationFailed(migration.id, exc) from exc
+                report.migrations_applied.append(migration.id)
 
         with db.connect(dsn) as conn:
             report.clock_mode = _ensure_install_row(conn, test_clock)
             _install_routines(conn, report, progress, shipped)
     return report
+
+
+class MigrationFailed(errors.WeaveError):
+    """A migration failed. Its DDL is not transactional, so part of it may stand; the migrations before it are
+    applied and recorded. The message gives the database's own error, not the failure to roll back to the
+    migration tool's savepoint that follows it."""
+
+    code = "MIGRATION_FAILED"
+
+    def __init__(self, migration: str, exc: BaseException):
+        cause = exc
+        while isinstance(cause.__context__, pymysql.err.MySQLError):  # the first error, before the failed rollback
+            cause = cause.__context__
+        said = cause.args[-1] if cause.args else cause
+        super().__init__(
+            f"MIGRATION_FAILED: migration {migration} failed: the database answered {errors.errno_of(cause)}: {said}. "
+            "The migrations before it are applied; its own statements are not transactional, so part of it may "
+            "stand: restore the backup taken before this migrate (or finish the migration by hand), then run "
+            "`weave migrate` again.")
 
 
 MIGRATE_LOCK_WAIT_S = 300

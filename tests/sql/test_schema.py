@@ -112,6 +112,30 @@ def test_R15_a_migrate_killed_while_applying_migrations_does_not_stop_the_next(d
         assert cur.fetchone()["n"] == 0
 
 
+def test_R15_a_migration_that_fails_partway_names_itself_and_its_cause(database, capsys):
+    """A migration's DDL is not transactional: one stopped partway (a killed migrate) leaves part of it applied and
+    unrecorded, and the next migrate fails on it. The operator was told only 'SAVEPOINT sp_1 does not exist', the
+    migration tool's own failure to roll back, hiding which migration failed and why. The answer now names the
+    migration, the database's own error, and what to do."""
+    from orchestrator.cli import main
+
+    fresh = database.with_database(f"{database.database}_partial")
+    last = installer.shipped_migrations()[-1]
+    try:
+        installer.migrate(fresh)
+        with dbmod.connect(fresh) as conn, conn.cursor() as cur:  # applied, but its record lost, as if killed
+            cur.execute("DELETE FROM _yoyo_migration WHERE migration_id = %s", (last,))
+        for _ in range(2):  # the same answer again: nothing of the failed run stands in the way
+            assert main(["migrate", "--dsn", fresh.url(), "--json"]) == 1
+            err = json.loads(capsys.readouterr().err)
+            assert err["code"] == "MIGRATION_FAILED", err
+            assert last in err["detail"] and "SAVEPOINT" not in err["detail"] and "backup" in err["detail"]
+            assert "the database answered 1" in err["detail"]
+    finally:
+        with dbmod.connect(fresh, database=False) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{fresh.database}`")
+
+
 def test_R15_a_database_created_with_another_character_set_gets_routines_that_keep_any_text(database):
     """A database created beforehand with the server's default (latin1 on many MariaDB installs) made every
     routine's string parameter latin1: a reason with a check mark was refused ("Incorrect string value"), other
