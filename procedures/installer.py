@@ -175,6 +175,24 @@ class MigrationFailed(errors.WeaveError):
             "`weave migrate` again.")
 
 
+# A server with its binary log on refuses CREATE FUNCTION from a user without SUPER, unless
+# log_bin_trust_function_creators is set.
+FUNCTIONS_NEED_SUPER = 1419
+
+
+class InstallRefused(errors.WeaveError):
+    """The server refused to create a routine for a reason of its configuration, which the message names."""
+
+    code = "INSTALL_REFUSED"
+
+    def __init__(self, kind: str, name: str):
+        super().__init__(
+            f"INSTALL_REFUSED: the server refused to create {kind} {name}: its binary log is on, and it takes stored "
+            "functions from a user without SUPER only with log_bin_trust_function_creators = 1 (the engine's "
+            "functions are DETERMINISTIC NO SQL or READS SQL DATA). Set it on the server (SET GLOBAL, and in its "
+            "configuration), or migrate as a user with SUPER, then run `weave migrate` again.")
+
+
 MIGRATE_LOCK_WAIT_S = 300
 # The database's defaults: every table names its own, but a routine's string parameters and variables take the
 # database's default character set when the routine is created.
@@ -262,7 +280,12 @@ def _install_routines(conn: db.Connection, report: MigrateReport, progress: Call
                 continue
             progress(f"installing {routine.kind.lower()} {routine.name}")
             cur.execute(f"DROP {routine.kind} IF EXISTS `{routine.name}`")
-            cur.execute(routine.installed)
+            try:
+                cur.execute(routine.installed)
+            except pymysql.err.MySQLError as exc:
+                if errors.errno_of(exc) == FUNCTIONS_NEED_SUPER:
+                    raise InstallRefused(routine.kind.lower(), routine.name) from exc
+                raise
             cur.execute(
                 "REPLACE INTO weave_routines (name, kind, digest, installed_at) "
                 "VALUES (%s, %s, %s, UTC_TIMESTAMP(6))",

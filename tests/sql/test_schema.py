@@ -356,6 +356,34 @@ def test_R15_migrate_makes_the_migrating_user_own_routines_another_definer_left(
             cur.execute(f"DROP DATABASE IF EXISTS `{fresh.database}`")
 
 
+def test_R15_migrate_by_an_owner_without_super_on_a_binlogging_server_names_the_setting_it_needs(capsys):
+    """The manual's owner has ALL PRIVILEGES on the database, and its tuning advice turns the binary log on. Such a
+    server refuses stored functions from a user without SUPER unless log_bin_trust_function_creators is set, so
+    the documented install failed halfway with the server's 1419. Migrate now says which routine the server
+    refused, why, and the setting; with it set, the same owner migrates."""
+    from orchestrator.cli import main
+    from tests.support.server import private_server
+
+    with private_server("weave-binlog-", "weave", options=("--log-bin=binlog", "--binlog-format=ROW"),
+                        migrated=False) as (_, dsn):
+        with dbmod.connect(dsn, database=False) as conn, conn.cursor() as cur:
+            for host in ("%", "localhost"):
+                cur.execute(f"CREATE USER 'weave_owner'@'{host.replace('%', '%%')}' IDENTIFIED BY 'pw'")
+                cur.execute(f"GRANT ALL PRIVILEGES ON weave.* TO 'weave_owner'@'{host.replace('%', '%%')}'")
+        owner = dbmod.Dsn(user="weave_owner", password="pw", database="weave", unix_socket=dsn.unix_socket,
+                          host=dsn.host, port=dsn.port)
+        assert main(["migrate", "--dsn", owner.url(), "--json"]) == 1
+        said = capsys.readouterr().err
+        err = json.loads(said)
+        assert err["code"] == "INSTALL_REFUSED", said
+        assert "log_bin_trust_function_creators" in err["detail"] and "function" in err["detail"]
+        with dbmod.connect(dsn, database=False) as conn, conn.cursor() as cur:
+            cur.execute("SET GLOBAL log_bin_trust_function_creators = 1")
+        assert main(["migrate", "--dsn", owner.url(), "--json"]) == 0
+        with dbmod.connect(owner) as conn:
+            installer.check_level(conn)
+
+
 def test_R2_production_install_refuses_the_test_clock(database):
     prod = database.with_database(database.database + "_prod")
     try:

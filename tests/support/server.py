@@ -66,16 +66,20 @@ def _remove(server: EmbeddedServer) -> None:
 
 
 @contextlib.contextmanager
-def private_server(prefix: str, database: str) -> Iterator[tuple[EmbeddedServer, Dsn]]:
-    """A private server of a test's own, migrated with the test clock, that the test may hang or kill; stopped and
-    removed afterwards, whatever state the test left it in."""
+def private_server(prefix: str, database: str, options: tuple[str, ...] = (),
+                   migrated: bool = True) -> Iterator[tuple[EmbeddedServer, Dsn]]:
+    """A private server of a test's own (started with the server ``options``), migrated with the test clock unless
+    not ``migrated``, that the test may hang, kill or reconfigure; stopped and removed afterwards, whatever state
+    the test left it in."""
     if not find_server_binary():
         raise RuntimeError("this test needs a mariadbd/mysqld binary on PATH to start a private server. "
                            + INSTALL_HINT)
-    server = EmbeddedServer(Path(tempfile.mkdtemp(prefix=prefix)), database=database, fast_commit=True)
+    server = EmbeddedServer(Path(tempfile.mkdtemp(prefix=prefix)), database=database, fast_commit=True,
+                            options=options)
     try:
         dsn = server.start()
-        installer.migrate(dsn, test_clock=True)
+        if migrated:
+            installer.migrate(dsn, test_clock=True)
         yield server, dsn
     finally:
         _remove(server)
