@@ -96,10 +96,14 @@ class Dsn:
                 except ValueError:
                     raise ValueError(f"{name} must be a number of seconds above 0 and at most "
                                      f"{settings.TIMEOUT_MAX_S}, got {query[name]!r}") from None
+        database = (parsed.path or "/weave").lstrip("/") or "weave"
+        if len(database) > 64 or database.endswith(" ") or any(c in database for c in "`/\\\0"):
+            raise ValueError(f"the database name must be 1-64 characters without ` / \\ or a trailing space, got "
+                             f"{database!r}")
         if query.get("failover", "stable") not in FAILOVER_MODES:
             raise ValueError(f"failover must be one of {', '.join(FAILOVER_MODES)}, got {query['failover']!r}")
         return cls(host=hosts[0][0], port=hosts[0][1], user=unquote(user or "root"), password=unquote(password),
-                   database=(parsed.path or "/weave").lstrip("/") or "weave", unix_socket=socket,
+                   database=database, unix_socket=socket,
                    options=query, hosts=hosts if len(hosts) > 1 else ())
 
     @property

@@ -36,7 +36,9 @@ def test_several_hosts_keep_their_order_and_options_and_round_trip():
 @pytest.mark.parametrize("url", ["mysql://root@h1,,h2/w", "mysql://root@h1:x/w", "mysql://root@h/w?read_timeout=0",
                                  "mysql://root@h/w?connect_timeout=soon", "mysql://root@h1,h2/w?failover=nearest",
                                  "mysql://root@h:99999/w", "mysql://root@h:0/w", "mysql://root@h1,[::1]:70000/w",
-                                 "mysql://root@h:3306\u00b2/w", "mysql://root@h:\u0663\u0663\u0660\u0666/w"])
+                                 "mysql://root@h:3306\u00b2/w", "mysql://root@h:\u0663\u0663\u0660\u0666/w",
+                                 "mysql://root@h/we`ave", "mysql://root@h/" + "w" * 65, "mysql://root@h/a/b",
+                                 "mysql://root@h/weave "])
 def test_malformed_dsns_are_refused(url):
     with pytest.raises(ValueError):
         Dsn.parse(url)
