@@ -500,6 +500,19 @@ def _queue_names(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+NAMESPACE_RULE = "1-64 characters of A-Z a-z 0-9 _ . -"
+
+
+def _namespace_name(text: str) -> str:
+    """A worker's namespace, named as namespaces are: with another name its claims would find nothing, silently
+    (and an empty one would serve every namespace)."""
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a namespace name ({NAMESPACE_RULE})")
+    return text
+
+
 def _host_port(text: str) -> str:
     """HOST:PORT (an IPv6 host in brackets) with a port of 1-65535."""
     host, _, port = text.rpartition(":")
@@ -766,7 +779,8 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
                    help="modules whose @handler functions to load (repeatable)")
     p.add_argument("--queue", action="append", required=True, metavar="QUEUE", type=_queue_names,
                    help=f"queue to serve ({NAME_RULE}; repeatable; a queue that does not exist yet is fine)")
-    p.add_argument("--namespace", help="serve the queues of this namespace only (default: every namespace)")
+    p.add_argument("--namespace", type=_namespace_name,
+                   help="serve the queues of this namespace only (default: every namespace)")
     p.add_argument("--concurrency", type=_count, default=8, help="attempts run at once, 1-1000 (default 8)")
     p.add_argument("--lease-ms", type=int, default=30_000,
                    help="lease per attempt, renewed by heartbeats; at most 86400000 (default 30000)")

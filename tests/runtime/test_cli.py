@@ -195,6 +195,16 @@ def test_R16_a_daemon_refusing_another_level_says_so_on_stderr_and_as_json_under
         installer.migrate(database, test_clock=True)
 
 
+@pytest.mark.parametrize("namespace", ["acme prod", "n" * 65, "", "acme/"])
+def test_a_worker_namespace_no_namespace_can_be_named_is_a_usage_error(capsys, namespace):
+    """Such a worker started and served nothing, silently, for as long as it ran (an empty one served every
+    namespace instead); the command line now refuses it, as it refuses a queue no queue can be named."""
+    with pytest.raises(SystemExit) as exited:
+        main(["worker", "--queue", "q", "--namespace", namespace, "--dsn", "mysql://root@127.0.0.1:1/weave"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "argument --namespace" in err and "is not a namespace name" in err
+
+
 @pytest.mark.parametrize("queue", ["pay ments", 'pay"ments', "payments,", "x" * 65])
 def test_a_worker_queue_no_queue_can_be_named_is_a_usage_error(capsys, queue):
     """Every claim of such a worker would be refused QUEUES_INVALID; the command line says so at once."""
