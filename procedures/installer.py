@@ -147,7 +147,7 @@ def migrate(dsn: db.Dsn, *, test_clock: bool = False,
                 try:
                     backend.apply_one(migration)
                 except pymysql.err.MySQLError as exc:
-                    raise MigrationFailed(migration.id, exc) from exc
+                    raise MigrationFailed(migration.id, exc, dsn.database) from exc
                 report.migrations_applied.append(migration.id)
 
         with db.connect(dsn) as conn:
@@ -163,16 +163,21 @@ class MigrationFailed(errors.WeaveError):
 
     code = "MIGRATION_FAILED"
 
-    def __init__(self, migration: str, exc: BaseException):
+    def __init__(self, migration: str, exc: BaseException, database: str):
         cause = exc
         while isinstance(cause.__context__, pymysql.err.MySQLError):  # the first error, before the failed rollback
             cause = cause.__context__
         said = cause.args[-1] if cause.args else cause
-        super().__init__(
-            f"MIGRATION_FAILED: migration {migration} failed: the database answered {errors.errno_of(cause)}: {said}. "
-            "The migrations before it are applied; its own statements are not transactional, so part of it may "
-            "stand: restore the backup taken before this migrate (or finish the migration by hand), then run "
-            "`weave migrate` again.")
+        if migration == shipped_migrations()[0]:  # nothing was recorded: a first install stopped partway
+            what = ("No migration is recorded: this is a first install that stopped partway, and the database holds "
+                    f"nothing yet. Drop it (DROP DATABASE `{database}`; check first that it is the right one) and run "
+                    "`weave migrate` again.")
+        else:
+            what = ("The migrations before it are applied; its own statements are not transactional, so part of it "
+                    "may stand: restore the backup taken before this migrate (or finish the migration by hand), then "
+                    "run `weave migrate` again.")
+        super().__init__(f"MIGRATION_FAILED: migration {migration} failed: the database answered "
+                         f"{errors.errno_of(cause)}: {said}. {what}")
 
 
 # A server with its binary log on refuses CREATE FUNCTION from a user without SUPER, unless

@@ -136,6 +136,28 @@ def test_R15_a_migration_that_fails_partway_names_itself_and_its_cause(database,
             cur.execute(f"DROP DATABASE IF EXISTS `{fresh.database}`")
 
 
+def test_R15_a_first_install_killed_partway_says_to_start_it_again_on_an_empty_database(database, capsys):
+    """A first `weave migrate` stopped partway (Ctrl-C, a lost session) leaves some tables and no recorded migration:
+    there is no backup to restore, and nothing to keep. The answer says so, and following it works."""
+    from orchestrator.cli import main
+
+    fresh = database.with_database(f"{database.database}_first")
+    try:
+        installer.migrate(fresh)
+        with dbmod.connect(fresh) as conn, conn.cursor() as cur:  # tables made, nothing recorded
+            cur.execute("DELETE FROM _yoyo_migration")
+        assert main(["migrate", "--dsn", fresh.url(), "--json"]) == 1
+        err = json.loads(capsys.readouterr().err)
+        assert err["code"] == "MIGRATION_FAILED" and installer.shipped_migrations()[0] in err["detail"]
+        assert "first install" in err["detail"] and f"DROP DATABASE `{fresh.database}`" in err["detail"]
+        with dbmod.connect(fresh, database=False) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE `{fresh.database}`")
+        assert main(["migrate", "--dsn", fresh.url(), "--json"]) == 0
+    finally:
+        with dbmod.connect(fresh, database=False) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{fresh.database}`")
+
+
 def test_R15_a_database_created_with_another_character_set_gets_routines_that_keep_any_text(database):
     """A database created beforehand with the server's default (latin1 on many MariaDB installs) made every
     routine's string parameter latin1: a reason with a check mark was refused ("Incorrect string value"), other
