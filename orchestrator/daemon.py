@@ -25,6 +25,10 @@ class Daemon(Protocol):
     def run(self) -> object: ...
 
 
+# The longest idle sleep a daemon takes (a day, in ms): a sleep of 10^11 s overflowed the wait that sleeps it.
+IDLE_MAX_MS = 86_400_000
+
+
 def await_level(check: Callable[[], None], stop: threading.Event, process: str) -> bool:
     """Run a process's start-up level check (R-16) until the database answers it. A database that cannot be
     reached yet is waited for, logged, with a back-off from 0.5 s to 5 s (a process started before its database

@@ -25,7 +25,7 @@ from procedures import candidates, db, errors, installer
 from procedures.connections import Connections
 from procedures.logs import configure_logging, refuse
 
-from .daemon import serve
+from .daemon import IDLE_MAX_MS, serve
 
 log = logging.getLogger("weave.orchestrator")
 
@@ -104,6 +104,9 @@ class Orchestrator:
         for name in ("batch", "concurrency", "chunk", "idle_probe_ms", "idle_max_ms"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
+        for name in ("idle_probe_ms", "idle_max_ms"):  # a longer sleep overflows the wait it is slept by
+            if getattr(self, name) > IDLE_MAX_MS:
+                raise ValueError(f"{name} must be at most {IDLE_MAX_MS} (a day)")
         if self.batch > 10_000:  # weave_scan's cap: a larger batch would be cut to it without a word
             raise ValueError("batch must be at most 10000: a scan brings at most 10000 candidates of a class")
         self._connections = Connections(self.dsn)

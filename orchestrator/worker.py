@@ -30,7 +30,7 @@ from procedures.connections import Connections
 from procedures.logs import configure_logging, refuse
 
 from . import http_handler  # noqa: F401 - registers the built-in http handler
-from .daemon import serve
+from .daemon import IDLE_MAX_MS, serve
 from .handlers import HandlerModuleError, HandlerNotFound, Registry, Retryable, TaskContext, load_modules, registry
 
 log = logging.getLogger("weave.worker")
@@ -78,6 +78,8 @@ class Worker:
             raise ValueError("worker_id must be 1-128 characters")
         if self.grace_ms < 0:
             raise ValueError("grace_ms must not be negative")
+        if self.idle_max_ms > IDLE_MAX_MS:
+            raise ValueError(f"idle_max_ms must be at most {IDLE_MAX_MS} (a day)")
         self._connections = Connections(self.dsn)
         # The heartbeat thread's connections answer within a heartbeat interval or fail. Beats run one after another,
         # and one stuck on a hung node (the DSN's read timeout is 120 s by default) would hold every other attempt's

@@ -230,6 +230,24 @@ def test_an_orchestrator_built_with_a_batch_or_concurrency_below_one_refuses(dat
     Orchestrator(database, batch=10_000).close()
 
 
+def test_an_idle_sleep_beyond_a_day_is_refused_before_the_daemon_starts(database, capsys):
+    """An orchestrator's first idle sleep of 10^11 s (--idle-probe-ms 99999999999999) passed the command line and
+    the orchestrator died with a traceback (OverflowError) at its first idle probe; a worker's longest idle sleep
+    had no bound either. Each is at most a day (86400000 ms), refused in one line otherwise."""
+    from orchestrator.worker import Worker
+
+    for name in ("idle_probe_ms", "idle_max_ms"):
+        with pytest.raises(ValueError, match=f"{name} must be at most 86400000"):
+            Orchestrator(database, **{name: 86_400_001})
+    with pytest.raises(ValueError, match="idle_max_ms must be at most 86400000"):
+        Worker(database, ["q"], idle_max_ms=86_400_001)
+    Orchestrator(database, idle_probe_ms=86_400_000, idle_max_ms=86_400_000).close()
+    for argv in (["orchestrator", "--idle-probe-ms", "99999999999999"], ["worker", "--queue", "q", "--idle-max-ms",
+                                                                          "99999999999999"]):
+        assert main([*argv, "--dsn", "mysql://root@127.0.0.1:1/weave", "--json"]) == 2  # nothing connects
+        assert json.loads(capsys.readouterr().err.splitlines()[-1])["code"] == "USAGE_INVALID"
+
+
 @pytest.mark.parametrize("variable, value, argv", [
     ("WEAVE_LOG_LEVEL", "loud", ["orchestrator"]),
     ("WEAVE_API_DB_TIMEOUT_S", "0", ["api"]),
