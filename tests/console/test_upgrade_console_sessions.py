@@ -3,7 +3,6 @@ to the shipped level, keeps its rows, and then serves console sessions."""
 
 from __future__ import annotations
 
-import os
 import shutil
 
 import pytest
@@ -15,7 +14,7 @@ from procedures import installer, routines
 
 @pytest.fixture
 def level_one(database, tmp_path):
-    dsn = database.with_database(f"weave_upg_{os.getpid()}")
+    dsn = database.with_database(f"{database.database}_upg")
     with dbmod.connect(dsn, database=False) as conn, conn.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS `{dsn.database}`")
         cur.execute(f"CREATE DATABASE `{dsn.database}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")

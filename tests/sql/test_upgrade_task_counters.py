@@ -46,7 +46,7 @@ FACTS = {
 @pytest.fixture
 def upgrade_db():
     server, _ = server_dsn()
-    dsn = server.with_database(f"weave_up_{os.getpid()}")
+    dsn = server.with_database(f"{server.database}_up_{os.getpid()}")
     with dbmod.connect(dsn, database=False) as conn, conn.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS `{dsn.database}`")
     installer.migrate(dsn, test_clock=True)
