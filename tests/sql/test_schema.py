@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
+from collections.abc import Iterator
 
 import pymysql
 import pytest
@@ -12,6 +14,17 @@ import pytest
 from procedures import db as dbmod
 from procedures import errors, installer
 from tests.support.waiting import wait_for
+
+
+@contextlib.contextmanager
+def scratch_database(database: dbmod.Dsn, suffix: str) -> Iterator[dbmod.Dsn]:
+    """A database of the test's own beside the suite's, dropped after it, whatever happened."""
+    fresh = database.with_database(f"{database.database}_{suffix}")
+    try:
+        yield fresh
+    finally:
+        with dbmod.connect(fresh, database=False) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{fresh.database}`")
 
 
 def test_M1_every_table_and_column_has_a_comment(db):
@@ -48,17 +61,16 @@ def test_R15_migrates_run_at_once_install_everything_once_and_never_fail_on_each
     """Routines are installed by DROP and CREATE: two installers at once used to fail on each other's CREATE
     (1304, already exists). Three migrates of one fresh database now take turns: one installs everything, the
     others wait for it and find nothing to do."""
-    fresh = database.with_database(f"{database.database}_race")
-    reports: list[installer.MigrateReport] = []
-    failures: list[BaseException] = []
+    with scratch_database(database, "race") as fresh:
+        reports: list[installer.MigrateReport] = []
+        failures: list[BaseException] = []
 
-    def migrate() -> None:
-        try:
-            reports.append(installer.migrate(fresh))
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            failures.append(exc)
+        def migrate() -> None:
+            try:
+                reports.append(installer.migrate(fresh))
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                failures.append(exc)
 
-    try:
         threads = [threading.Thread(target=migrate) for _ in range(3)]
         for t in threads:
             t.start()
@@ -70,9 +82,6 @@ def test_R15_migrates_run_at_once_install_everything_once_and_never_fail_on_each
         assert sorted(len(r.migrations_applied) for r in reports) == [0, 0, len(installer.shipped_migrations())]
         with dbmod.connect(fresh) as conn:
             installer.check_level(conn)
-    finally:
-        with dbmod.connect(fresh, database=False) as conn, conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS `{fresh.database}`")
 
 
 def test_R15_a_migrate_waits_for_another_and_says_so_and_a_lost_holder_frees_it(database):
@@ -119,9 +128,8 @@ def test_R15_a_migration_that_fails_partway_names_itself_and_its_cause(database,
     migration, the database's own error, and what to do."""
     from orchestrator.cli import main
 
-    fresh = database.with_database(f"{database.database}_partial")
-    last = installer.shipped_migrations()[-1]
-    try:
+    with scratch_database(database, "partial") as fresh:
+        last = installer.shipped_migrations()[-1]
         installer.migrate(fresh)
         with dbmod.connect(fresh) as conn, conn.cursor() as cur:  # applied, but its record lost, as if killed
             cur.execute("DELETE FROM _yoyo_migration WHERE migration_id = %s", (last,))
@@ -131,9 +139,6 @@ def test_R15_a_migration_that_fails_partway_names_itself_and_its_cause(database,
             assert err["code"] == "MIGRATION_FAILED", err
             assert last in err["detail"] and "SAVEPOINT" not in err["detail"] and "backup" in err["detail"]
             assert "the database answered 1" in err["detail"]
-    finally:
-        with dbmod.connect(fresh, database=False) as conn, conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS `{fresh.database}`")
 
 
 def test_R15_a_first_install_killed_partway_says_to_start_it_again_on_an_empty_database(database, capsys):
@@ -141,8 +146,7 @@ def test_R15_a_first_install_killed_partway_says_to_start_it_again_on_an_empty_d
     there is no backup to restore, and nothing to keep. The answer says so, and following it works."""
     from orchestrator.cli import main
 
-    fresh = database.with_database(f"{database.database}_first")
-    try:
+    with scratch_database(database, "first") as fresh:
         installer.migrate(fresh)
         with dbmod.connect(fresh) as conn, conn.cursor() as cur:  # tables made, nothing recorded
             cur.execute("DELETE FROM _yoyo_migration")
@@ -153,9 +157,6 @@ def test_R15_a_first_install_killed_partway_says_to_start_it_again_on_an_empty_d
         with dbmod.connect(fresh, database=False) as conn, conn.cursor() as cur:
             cur.execute(f"DROP DATABASE `{fresh.database}`")
         assert main(["migrate", "--dsn", fresh.url(), "--json"]) == 0
-    finally:
-        with dbmod.connect(fresh, database=False) as conn, conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS `{fresh.database}`")
 
 
 def test_R15_a_database_created_with_another_character_set_gets_routines_that_keep_any_text(database):
@@ -163,10 +164,9 @@ def test_R15_a_database_created_with_another_character_set_gets_routines_that_ke
     routine's string parameter latin1: a reason with a check mark was refused ("Incorrect string value"), other
     text converted. Migrate gives the database utf8mb4_bin defaults, and installs again any routine that was
     created under other defaults (an installation made before this fix)."""
-    fresh = database.with_database(f"{database.database}_latin")
-    params = ("SELECT COUNT(*) AS n FROM information_schema.PARAMETERS WHERE SPECIFIC_SCHEMA = %s "
-              "AND CHARACTER_SET_NAME IS NOT NULL AND CHARACTER_SET_NAME <> 'utf8mb4'")
-    try:
+    with scratch_database(database, "latin") as fresh:
+        params = ("SELECT COUNT(*) AS n FROM information_schema.PARAMETERS WHERE SPECIFIC_SCHEMA = %s "
+                  "AND CHARACTER_SET_NAME IS NOT NULL AND CHARACTER_SET_NAME <> 'utf8mb4'")
         with dbmod.connect(fresh, database=False) as conn, conn.cursor() as cur:
             cur.execute(f"CREATE DATABASE `{fresh.database}` CHARACTER SET latin1")
         said: list[str] = []
@@ -195,9 +195,6 @@ def test_R15_a_database_created_with_another_character_set_gets_routines_that_ke
                 dbmod.call(conn, "weave_signal_send", "wv_none", "acme", "wf_1", "k-1", "n", "1", "s", 1, b"c",
                            b"null", text, None)
             assert refused.value.code == "UNAUTHENTICATED"
-    finally:
-        with dbmod.connect(fresh, database=False) as conn, conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS `{fresh.database}`")
 
 
 def test_R15_every_shipped_routine_is_installed_with_its_digest(db):
@@ -300,8 +297,7 @@ def test_R16_migrate_of_an_older_build_refuses_a_database_a_newer_one_migrated_a
     `weave migrate` again. It now refuses before changing anything, names both levels, and says how to go back."""
     from orchestrator.cli import main
 
-    fresh = database.with_database(f"{database.database}_newer")
-    try:
+    with scratch_database(database, "newer") as fresh:
         installer.migrate(fresh)
         with dbmod.connect(fresh) as conn, conn.cursor() as cur:
             cur.execute("INSERT INTO _yoyo_migration (migration_hash, migration_id, applied_at_utc) "
@@ -323,9 +319,6 @@ def test_R16_migrate_of_an_older_build_refuses_a_database_a_newer_one_migrated_a
             with pytest.raises(errors.SchemaMismatch) as info:
                 installer.check_level(conn)
             assert "newer" in str(info.value) and "run `weave migrate`" not in str(info.value)
-    finally:
-        with dbmod.connect(fresh, database=False) as conn, conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS `{fresh.database}`")
 
 
 def test_R16_a_database_restored_without_its_routines_is_not_at_the_level_until_migrated(database):
@@ -333,8 +326,7 @@ def test_R16_a_database_restored_without_its_routines_is_not_at_the_level_until_
     `weave migrate`. Before that migrate the restored tables record every routine's digest, so the level check
     passed: nodes started, /readyz answered ready, and every call failed 'PROCEDURE ... does not exist'. The check
     now finds the routines missing and sends the operator to `weave migrate`."""
-    fresh = database.with_database(f"{database.database}_restored")
-    try:
+    with scratch_database(database, "restored") as fresh:
         installer.migrate(fresh)
         with dbmod.connect(fresh) as conn, conn.cursor() as cur:
             for routine in installer.shipped_routines():  # as a dump without routines, restored
@@ -347,9 +339,6 @@ def test_R16_a_database_restored_without_its_routines_is_not_at_the_level_until_
         assert sorted(report.routines_installed) == sorted(r.name for r in installer.shipped_routines())
         with dbmod.connect(fresh) as conn:
             installer.check_level(conn)
-    finally:
-        with dbmod.connect(fresh, database=False) as conn, conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS `{fresh.database}`")
 
 
 def test_R15_migrate_makes_the_migrating_user_own_routines_another_definer_left(database):
@@ -357,8 +346,7 @@ def test_R15_migrate_makes_the_migrating_user_own_routines_another_definer_left(
     maybe a user this server does not have: every call then failed 'The user specified as a definer does not
     exist'. The manual's restore runs `weave migrate` for routines owned by the current owner, but migrate kept any
     routine whose text matched, whoever owned it. It now installs again those another user owns."""
-    fresh = database.with_database(f"{database.database}_definer")
-    try:
+    with scratch_database(database, "definer") as fresh:
         installer.migrate(fresh)
         status = next(r for r in installer.shipped_routines() if r.name == "weave_status")
         with dbmod.connect(fresh) as conn, conn.cursor() as cur:
@@ -373,9 +361,6 @@ def test_R15_migrate_makes_the_migrating_user_own_routines_another_definer_left(
             installer.check_level(conn)
             assert dbmod.call(conn, "weave_status")
         assert not installer.migrate(fresh).changed
-    finally:
-        with dbmod.connect(fresh, database=False) as conn, conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS `{fresh.database}`")
 
 
 def test_R15_migrate_by_an_owner_without_super_on_a_binlogging_server_names_the_setting_it_needs(capsys):
