@@ -23,6 +23,7 @@ BEGIN
     DECLARE v_target VARCHAR(2048);
     DECLARE v_source VARCHAR(2048);
     DECLARE v_key VARCHAR(64);
+    DECLARE v_quoted BOOLEAN;
     DECLARE v_path VARCHAR(2048);  -- the source path within the document that keeps its value
     DECLARE v_document LONGTEXT;
     DECLARE v_value LONGTEXT;
@@ -37,17 +38,13 @@ BEGIN
             SET v_source = JSON_UNQUOTE(JSON_EXTRACT(in_template, CONCAT('$.bindings[', v_i, '][1]')));
             IF v_source LIKE '$.input%' THEN
                 SET v_document = in_input, v_path = CONCAT('$', SUBSTRING(v_source, 8));
-            ELSE  -- '$.steps.' then the key, plain up to the next '.' or quoted, then '.output'
-                SET v_path = SUBSTRING(v_source, 9);
-                IF LEFT(v_path, 1) = '"' THEN
-                    SET v_key = SUBSTRING_INDEX(SUBSTRING(v_path, 2), '"', 1);
-                    SET v_path = SUBSTRING(v_path, CHAR_LENGTH(v_key) + 3);
-                ELSE
-                    SET v_key = SUBSTRING_INDEX(v_path, '.', 1);
-                    SET v_path = SUBSTRING(v_path, CHAR_LENGTH(v_key) + 1);
-                END IF;
+            ELSE
+                -- '$.steps.' (8 characters), the key, plain up to the next '.' or quoted, '.output' (7), the rest.
+                SET v_quoted = SUBSTRING(v_source, 9, 1) = '"';
+                SET v_key = IF(v_quoted, SUBSTRING_INDEX(SUBSTRING(v_source, 10), '"', 1),
+                               SUBSTRING_INDEX(SUBSTRING(v_source, 9), '.', 1));
                 SET v_document = JSON_UNQUOTE(JSON_EXTRACT(in_outputs, CONCAT('$."', v_key, '"'))),
-                    v_path = CONCAT('$', SUBSTRING(v_path, 8));  -- after '.output'
+                    v_path = CONCAT('$', SUBSTRING(v_source, 16 + CHAR_LENGTH(v_key) + 2 * v_quoted));
             END IF;
             SET v_value = JSON_EXTRACT(v_document, v_path);
             IF v_value IS NULL AND CHAR_LENGTH(v_path) < OCTET_LENGTH(v_path) THEN
