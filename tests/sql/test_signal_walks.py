@@ -8,9 +8,10 @@ moves past the wait's and the instance's deadlines, an operator reactivates the 
 the instance, and rarely cancels it. Before each send the test reads the state the send meets and computes its
 answer from it alone: refused (422, nothing stored), a replay, a conflict (409), or stored REJECTED with the first
 S-9 reason that applies, or PENDING. After the engine ran, a PENDING signal that matched an open wait of the current
-activation, with no earlier match, must have won it (S-11). At rest every signal has its answer, and every wait
-that was satisfied has the first on-time match of its activation as its winner (M-4.17, among the invariants
-checked after every step).
+activation, with no earlier match, must have won it (S-11). After every step the invariants hold (M-4.17 among
+them: a satisfied wait's winner is the first on-time match of its activation), and the step's explanation (S-17)
+says of each signal what its row says, and never that one is not yet consumed, the engine having run. At rest
+every signal has its answer.
 
 A failure names its walk and prints its history.
 """
@@ -21,7 +22,7 @@ import datetime as dt
 import json
 import random
 
-from procedures import errors, invariants, routines
+from procedures import errors, invariants, routines, signals
 from tests.support.db import reset
 from tests.support.signals import send
 from tests.support.world import World
@@ -185,6 +186,24 @@ class Walk:
             self.history.append(what)
         getattr(self, what)()
         invariants.check(self.db.conn)
+        self.explain_agrees()
+
+    def explain_agrees(self) -> None:
+        """S-17 says of each signal what its row says, and, the engine having run, none is left not consumed."""
+        told = signals.explain(self.db.conn, self.world.token, self.world.namespace, self.wf, "approval")
+        rows = self.db.rows("SELECT id, status, disposition FROM weave_signals WHERE instance_id = %s "
+                            "ORDER BY accepted_at, id", self.iid)
+        assert [s["signal_id"] for s in told["signals"]] == [f"sig_{r['id']}" for r in rows]
+        for said, row in zip(told["signals"], rows, strict=True):
+            if row["status"] == "CONSUMED":
+                assert said["why"] == "WON", (said, row)
+            elif row["status"] != "PENDING":
+                assert said["why"] == row["disposition"], (said, row)
+            else:
+                assert said["why"] != "NOT_YET_CONSUMED", ("a signal the engine left unconsumed", said)
+        won = [r["id"] for r in rows if r["status"] == "CONSUMED"]
+        if told["wait"]["winner_signal_id"] is not None:
+            assert told["wait"]["winner_signal_id"] in [f"sig_{i}" for i in won], (told["wait"], won)
 
     def rest(self) -> None:
         """Past every deadline, resumed: every signal has its answer."""
