@@ -137,6 +137,10 @@ FIELD_OF_CODE: dict[str, str] = {
     "PAYLOAD_INVALID": "payload", "PAYLOAD_TYPE_MISMATCH": "payload", "REASON_INVALID": "reason",
     "EVIDENCE_REF_INVALID": "evidence_ref", "SCOPES_INVALID": "scopes", "APP_NOT_FOUND": "app",
 }
+# A refusal whose code may be about one of several fields names the one it is about first ("INPUT_INVALID:
+# business_key must be ..."): these are the request fields such a message may begin with.
+FIELDS_NAMED_FIRST = frozenset({"input", "output", "business_key", "deadline_ms", "deadline_at", "extend_ms",
+                                "poll_deadline_ms", "extra_rounds", "timeout_ms"})
 
 Unauthenticated = BY_CODE["UNAUTHENTICATED"]
 Forbidden = BY_CODE["FORBIDDEN"]
@@ -191,7 +195,9 @@ def translate(exc: BaseException) -> BaseException:
         return BY_ERRNO[errno](message)
     if errno in VALIDATION_BY_ERRNO:
         code = VALIDATION_BY_ERRNO[errno]
-        return ValidationFailed(message, field_code=code, field=FIELD_OF_CODE.get(code))
+        first = _detail_of(message).split(" ", 1)[0]
+        return ValidationFailed(message, field_code=code,
+                                field=FIELD_OF_CODE.get(code, first if first in FIELDS_NAMED_FIRST else None))
     if errno in BAD_VALUE_ERRNOS:
         return ValidationFailed(f"INVALID_ARGUMENT: {message}", field_code="INVALID_ARGUMENT")
     if errno in TRANSIENT_ERRNOS or isinstance(exc, pymysql.err.InterfaceError):

@@ -159,6 +159,18 @@ def test_415_for_json_declared_in_another_charset_and_utf8_spelled_any_way_is_ta
         assert result.status_code == 201, (charset, result.text)
 
 
+def test_a_refusal_of_the_engine_names_the_field_it_is_about(client, world):
+    """INPUT_INVALID may be about the input or the business key: the engine's message says which, and the
+    problem's error names it, as it names the fields the API checks itself."""
+    publish(client, world)
+    body = '{"definition": "cool-off", "app": "billing", "deadline_ms": 60000, "input": {"a": ' + "[" * 31 + \
+        "]" * 31 + "}}"
+    result = client.simulate_post(f"{NS}/workflows", headers={**auth(world.token, "deep"),
+                                                              "Content-Type": "application/json"}, body=body)
+    (error,) = problem(result, 422, "VALIDATION_FAILED")["errors"]
+    assert (error["field"], error["code"]) == ("input", "INPUT_INVALID"), error
+
+
 def test_duplicate_keys_in_a_body_are_rejected(client, world):
     publish(client, world)
     body = '{"definition": "cool-off", "app": "billing", "app": "other", "deadline_ms": 1000}'

@@ -600,6 +600,7 @@ def test_input_and_output_nested_deeper_than_the_server_keeps_are_refused_saying
         routines.instance_start(world.db.conn, world.token, world.namespace, definition="charge", app=world.app,
                                 input_json=f'{{"a": {deep[1:-1]}}}', idempotency_key="deep", deadline_ms=86_400_000)
     assert start.value.field_code == "INPUT_INVALID" and "nested at most 31 levels" in start.value.detail
+    assert start.value.field == "input"  # the field the refusal is about, as the answer names it
     failed = world.start("charge", {"order_id": "o-1"})
     claim = pulse.task_claim(world.db.conn, "w1", [world.queue], limit=1)[0]
     pulse.attempt_fail(world.db.conn, claim["attempt_id"], "w1", "declined", retryable=False)
@@ -608,6 +609,7 @@ def test_input_and_output_nested_deeper_than_the_server_keeps_are_refused_saying
         routines.step_resolve(world.db.conn, world.token, world.namespace, failed, "charge", "paid by hand", "r-1",
                               output=None, output_json=deep)
     assert output.value.field_code == "INPUT_INVALID" and "nested at most 31 levels" in output.value.detail
+    assert output.value.field == "output"
 
 
 @pytest.mark.parametrize("text", ['{"a": 1.}', '{"a": [-]}', '{"a": "\\x"}'])
