@@ -169,6 +169,10 @@ def test_a_refusal_of_the_engine_names_the_field_it_is_about(client, world):
                                                               "Content-Type": "application/json"}, body=body)
     (error,) = problem(result, 422, "VALIDATION_FAILED")["errors"]
     assert (error["field"], error["code"]) == ("input", "INPUT_INVALID"), error
+    result = client.simulate_post(f"{NS}/workflows", headers=auth(world.token, "none"),
+                                  json={"definition": "no-such-flow", "app": "billing", "deadline_ms": 60000})
+    (error,) = problem(result, 422, "VALIDATION_FAILED")["errors"]
+    assert (error["field"], error["code"]) == ("definition", "DEFINITION_NOT_FOUND"), error
 
 
 def test_duplicate_keys_in_a_body_are_rejected(client, world):
