@@ -23,7 +23,6 @@ BEGIN
     DECLARE v_target VARCHAR(2048);
     DECLARE v_source VARCHAR(2048);
     DECLARE v_key VARCHAR(64);
-    DECLARE v_quoted BOOLEAN;
     DECLARE v_path VARCHAR(2048);  -- the source path within the document that keeps its value
     DECLARE v_document LONGTEXT;
     DECLARE v_value LONGTEXT;
@@ -37,19 +36,23 @@ BEGIN
             SET v_target = JSON_UNQUOTE(JSON_EXTRACT(in_template, CONCAT('$.bindings[', v_i, '][0]')));
             SET v_source = JSON_UNQUOTE(JSON_EXTRACT(in_template, CONCAT('$.bindings[', v_i, '][1]')));
             IF v_source LIKE '$.input%' THEN
-                SET v_document = in_input, v_path = CONCAT('$', SUBSTRING(v_source, 8));
+                SET v_path = CONCAT('$', SUBSTRING(v_source, 8));
+                SET v_value = JSON_EXTRACT(in_input, v_path);
             ELSE
                 -- '$.steps.' (8 characters), the key, plain up to the next '.' or quoted, '.output' (7), the rest.
-                SET v_quoted = SUBSTRING(v_source, 9, 1) = '"';
-                SET v_key = IF(v_quoted, SUBSTRING_INDEX(SUBSTRING(v_source, 10), '"', 1),
+                SET v_key = IF(SUBSTRING(v_source, 9, 1) = '"', SUBSTRING_INDEX(SUBSTRING(v_source, 10), '"', 1),
                                SUBSTRING_INDEX(SUBSTRING(v_source, 9), '.', 1));
-                SET v_document = JSON_UNQUOTE(JSON_EXTRACT(in_outputs, CONCAT('$."', v_key, '"'))),
-                    v_path = CONCAT('$', SUBSTRING(v_source, 16 + CHAR_LENGTH(v_key) + 2 * v_quoted));
+                SET v_path = CONCAT('$', SUBSTRING(v_source, 16 + CHAR_LENGTH(v_key)
+                                                             + 2 * (SUBSTRING(v_source, 9, 1) = '"')));
+                SET v_document = JSON_UNQUOTE(JSON_EXTRACT(in_outputs, CONCAT('$."', v_key, '"')));
+                SET v_value = JSON_EXTRACT(v_document, v_path);
             END IF;
-            SET v_value = JSON_EXTRACT(v_document, v_path);
             IF v_value IS NULL AND CHAR_LENGTH(v_path) < OCTET_LENGTH(v_path) THEN
                 -- A key outside ASCII that the document spells with \u escapes (a signal payload kept as it was
                 -- sent, from an encoder that keeps to ASCII) is found only through the same escapes.
+                IF v_source LIKE '$.input%' THEN
+                    SET v_document = in_input;
+                END IF;
                 SET v_value = COALESCE(JSON_EXTRACT(v_document, _weave_json_path_escaped(v_path, FALSE)),
                                        JSON_EXTRACT(v_document, _weave_json_path_escaped(v_path, TRUE)));
             END IF;
