@@ -153,7 +153,10 @@ def dsn_from_env(explicit: str | None = None) -> Dsn:
 # gets no new connections, and every connection opened to it before is dropped on its next use (``usable``),
 # without a round trip and without each thread finding out by itself. A down node is probed again by one
 # caller at a time, after a backoff that grows from PROBE_SECONDS to SUSPECT_SECONDS; it is up again only once
-# a probe saw it ready.
+# a probe saw it ready. With failover=stable a down node is probed even while the process writes elsewhere (on a
+# thread of its own, started by the next connection checked before use), so that the process goes back to a node it
+# left which did not restart: that node is still the one every other process, and every process started now, writes
+# to.
 PROBE_SECONDS = 0.5
 SUSPECT_SECONDS = 5.0
 Address: TypeAlias = tuple[str, int]
@@ -165,6 +168,7 @@ class _Node:
     epoch: int = 0          # bumped each time the node goes down: connections of an older epoch are stale
     probe_at: float = 0.0   # monotonic time from which a down node may be probed again
     backoff: float = PROBE_SECONDS
+    started: float | None = None  # monotonic time the server started at (now - its uptime), when last seen ready
 
 
 @dataclass(frozen=True)
@@ -181,6 +185,7 @@ _origins: weakref.WeakKeyDictionary[Any, _Origin] = weakref.WeakKeyDictionary()
 # DSN hosts -> the node this process writes to with failover=stable, kept for as long as it stays ready.
 _writers: dict[tuple[Address, ...], Address] = {}
 _lock = threading.Lock()
+_down: set[Address] = set()  # the nodes that are down (guarded by _lock): nothing to probe while it is empty
 # Nodes whose uptimes differ by less than this are equally old: the listed order decides between them.
 STABLE_TIE_SECONDS = 5
 
@@ -192,6 +197,7 @@ def _seen_down(address: Address, probed: bool = True) -> None:
     now = time.monotonic()
     with _lock:
         node = _nodes.setdefault(address, _Node())
+        _down.add(address)
         if not node.down:
             node.down, node.epoch, node.backoff = True, node.epoch + 1, PROBE_SECONDS
             node.probe_at = now + (node.backoff if probed else 0.0)
@@ -200,10 +206,15 @@ def _seen_down(address: Address, probed: bool = True) -> None:
             node.probe_at = now + node.backoff if probed else node.probe_at
 
 
-def _seen_ready(address: Address) -> None:
+def _seen_ready(address: Address, uptime: int | None = None) -> None:
+    """``address`` answered ready (its server up for ``uptime`` seconds, when known)."""
+    now = time.monotonic()
     with _lock:
         node = _nodes.setdefault(address, _Node())
         node.down, node.backoff = False, PROBE_SECONDS
+        _down.discard(address)
+        if uptime is not None:
+            node.started = now - uptime
 
 
 def _suspect(address: Address, yes: bool) -> None:
@@ -216,6 +227,7 @@ def forget_nodes() -> None:
     with _lock:
         _nodes.clear()
         _writers.clear()
+        _down.clear()
 
 
 def _candidates(dsn: Dsn) -> list[Address]:
@@ -225,20 +237,18 @@ def _candidates(dsn: Dsn) -> list[Address]:
     hosts = list(dsn.addresses)
     if dsn.options.get("failover") == "loadbalance":
         random.shuffle(hosts)
-    now = time.monotonic()
-    up: list[Address] = []
-    probed: list[Address] = []
-    with _lock:
-        for address in hosts:
-            node = _nodes.get(address)
-            if node is None or not node.down:
-                up.append(address)
-            elif now >= node.probe_at:
-                node.probe_at = now + node.backoff
-                probed.append(address)
+    up, probed = _up_and_probed(hosts)
     if _stable(dsn):
         return up + probed
     return [address for address in hosts if address in up or address in probed]
+
+
+def _up_and_probed(hosts: list[Address]) -> tuple[list[Address], list[Address]]:
+    """The hosts that are up, and the down ones whose probe is due (claimed), each in the order given."""
+    now = time.monotonic()
+    with _lock:
+        up = [address for address in hosts if address not in _down]
+        return up, _claim_probes(tuple(hosts), now)
 
 
 def usable(conn: Connection) -> bool:
@@ -248,14 +258,20 @@ def usable(conn: Connection) -> bool:
     node that then refuses a new connection, marks the node down for every connection of the process."""
     if not conn.open:
         return False
+    due: list[Address] = []
     with _lock:
         origin = _origins.get(conn)
         if origin is not None:
             node = _nodes.get(origin.address)
             if node is not None and (node.down or node.epoch != origin.epoch):
                 return False
-            if _stable(origin.dsn) and _writers.get(origin.dsn.addresses, origin.address) != origin.address:
-                return False
+            if _stable(origin.dsn):
+                if _writers.get(origin.dsn.addresses, origin.address) != origin.address:
+                    return False
+                if _down:
+                    due = _claim_probes(origin.dsn.addresses, time.monotonic())
+    for address in due:
+        _reconsider_soon(origin.dsn, address)  # type: ignore[union-attr]  # due only with an origin
     state = _idle_state(conn)
     if state == "gone" and origin is not None:
         _probe(origin)
@@ -264,6 +280,48 @@ def usable(conn: Connection) -> bool:
 
 def _stable(dsn: Dsn) -> bool:
     return dsn.options.get("failover", "stable") == "stable"
+
+
+def _claim_probes(addresses: tuple[Address, ...], now: float) -> list[Address]:
+    """The down nodes among ``addresses`` whose probe is due, each claimed until its next probe time (so that one
+    caller probes it). Called with ``_lock`` held."""
+    due = []
+    for address in addresses:
+        node = _nodes.get(address)
+        if node is not None and node.down and now >= node.probe_at:
+            node.probe_at = now + node.backoff
+            due.append(address)
+    return due
+
+
+def _reconsider_soon(dsn: Dsn, address: Address) -> None:
+    """Probe the down node ``address`` on a thread of its own (the caller's statement does not wait for it)."""
+    threading.Thread(target=_reconsider, args=(dsn, address), name="weave-node-probe", daemon=True).start()
+
+
+def _reconsider(dsn: Dsn, address: Address) -> None:
+    """Probe ``address``, a node this process left; when it is ready again and a stable election prefers it to the
+    node the process writes to now (it is older: it did not restart while away), write to it again. The connections
+    of the node left are then replaced before their next statement (``usable``)."""
+    opened = _open_ready(dsn, address, False, True, [])
+    if not opened:
+        return  # still down, until its next probe
+    opened[0].close()
+    with _lock:
+        current = _writers.get(dsn.addresses)
+        if current is not None and current != address and _preferred(dsn, address, current):
+            _writers[dsn.addresses] = address
+
+
+def _preferred(dsn: Dsn, address: Address, than: Address) -> bool:
+    """Whether a stable election chooses ``address`` over ``than``: its server started earlier by more than
+    STABLE_TIE_SECONDS, or about as early and listed before it. Called with ``_lock`` held."""
+    mine, theirs = _nodes.get(address), _nodes.get(than)
+    if mine is None or theirs is None or mine.started is None or theirs.started is None:
+        return False
+    if abs(mine.started - theirs.started) < STABLE_TIE_SECONDS:
+        return dsn.addresses.index(address) < dsn.addresses.index(than)
+    return mine.started < theirs.started
 
 
 def _probe(origin: _Origin) -> None:
@@ -455,10 +513,11 @@ def _open_ready(dsn: Dsn, address: Address, database: bool, autocommit: bool,
         failures.append(f"{host}:{port} {errors.errno_of(exc)}")
         return None
     if node_ready(conn, state):
-        _seen_ready(address)
+        uptime = int(state.get("uptime", 0))
+        _seen_ready(address, uptime)
         with _lock:
             _origins[conn] = _Origin(dsn, address, epoch)
-        return conn, int(state.get("uptime", 0))
+        return conn, uptime
     failures.append(f"{host}:{port} not ready")
     conn.close()
     _seen_down(address)
@@ -476,10 +535,12 @@ def connect(dsn: Dsn | str, *, database: bool = True, autocommit: bool = True) -
     With several hosts, only to a node that answers and is ready (``node_ready``), chosen by the DSN's
     ``failover`` mode:
 
-    - ``stable`` (the default): this process's current node while it stays ready; otherwise the ready node
-      that has been up longest, the listed order deciding between nodes of about the same age. Every process
-      sees the same uptimes, so all of them write to one node, move together when it fails, and do not move
-      back to a node that rejoins (it is the youngest): one writer at a time, without a proxy.
+    - ``stable`` (the default): the ready node that has been up longest, the listed order deciding between
+      nodes of about the same age; this process's current node while it stays ready and no node it left is
+      ready again and older. Every process sees the same uptimes, so all of them write to one node, move
+      together when it fails, do not move back to a node that rejoins (it restarted: it is the youngest), and
+      go back to one that was away without restarting (cut off, hung, a donor), as a process started then
+      would choose it: one writer at a time, without a proxy.
     - ``sequential``: the first ready node in the listed order (a rejoined node takes new connections again).
     - ``loadbalance``: a random ready node (writes spread over every node).
 
@@ -495,7 +556,7 @@ def connect(dsn: Dsn | str, *, database: bool = True, autocommit: bool = True) -
         except pymysql.err.MySQLError as exc:
             raise errors.translate(exc) from exc
     failures: list[str] = []
-    order = _candidates(dsn)
+    order = _candidates(dsn)  # claims the probes of down nodes that are due: each is probed below
     if not _stable(dsn):
         for address in order:
             opened = _open_ready(dsn, address, database, autocommit, failures)
@@ -508,6 +569,9 @@ def connect(dsn: Dsn | str, *, database: bool = True, autocommit: bool = True) -
     if current in order:
         opened = _open_ready(dsn, current, database, autocommit, failures)
         if opened:
+            for address in order:  # down nodes whose probe was due: one may be older than the current one
+                if address != current and address in _down:
+                    _reconsider_soon(dsn, address)
             return opened[0]
     ready: list[tuple[int, int, Address, Connection]] = []
     for address in order:

@@ -10,8 +10,11 @@ import os
 import select
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pymysql
 import pytest
@@ -208,6 +211,35 @@ def test_R12_a_hung_node_costs_one_timeout_to_the_process_not_one_per_connection
         waits.append(time.monotonic() - began)
     # The others never send it a statement: at most one of them probes it once (connect_timeout).
     assert sum(w >= 0.9 for w in waits) <= 1 and all(w < 5 for w in waits), waits
+
+
+def chosen_by_a_new_process(dsn: dbmod.Dsn) -> int:
+    """The port a process started now connects to through ``dsn`` (a view of the nodes of its own)."""
+    script = ("import sys; from procedures import db; "
+              "print(db.connect(db.Dsn.parse(sys.argv[1])).port)")
+    done = subprocess.run([sys.executable, "-c", script, dsn.url()], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout)
+
+
+def test_Z6_stable_a_process_that_left_a_node_which_did_not_restart_goes_back_to_it_with_every_other(nodes):
+    """failover=stable keeps one writer only if every process chooses the same node. A process that left its node
+    for a moment (a statement timed out on it; for a whole cluster, a node cut off and healed, or a donor of a full
+    copy) must come back once the node is ready again: the node did not restart, so it is still the oldest, and a
+    process started now writes to it. Staying on the survivor would keep two writers for as long as both live."""
+    (a, b), dsn = nodes
+    held = pools(dsn, 2)
+    assert {p.get().port for p in held} == {a.port}
+    a.hang()
+    with pytest.raises(errors.TransientDatabaseError):
+        held[0].call("weave_clock_now", attempts=1)  # read_timeout: this process leaves the node
+    assert held[1].get().port == b.port
+    a.resume()
+    assert chosen_by_a_new_process(dsn) == a.port
+    assert wait_for(lambda: {p.get().port for p in held} == {a.port}, timeout=15), \
+        {p.get().port for p in held}
+    assert dbmod.call_one(held[1].get(), "weave_clock_now")["now_at"] is not None
 
 
 def test_R12_a_session_the_server_dropped_is_replaced_and_its_node_stays_up(nodes, database):

@@ -1,7 +1,8 @@
 """A TCP forwarder in front of a real server, standing for one node of a cluster in tests that may not touch
 the server itself: ``kill()`` makes it a dead node (every connection through it ends, new ones are refused),
 ``hang()`` a hung one (connections stay open and nothing more is forwarded either way, new ones included),
-``hang(answers_only=True)`` one whose answers are lost (statements still reach the server and commit).
+``hang(answers_only=True)`` one whose answers are lost (statements still reach the server and commit), and
+``resume()`` ends a hang, as a node that was only slow or cut off for a while answers again.
 """
 
 from __future__ import annotations
@@ -66,6 +67,10 @@ class Proxy:
         self._to_client.clear()
         if not answers_only:
             self._to_server.clear()
+
+    def resume(self) -> None:
+        self._to_server.set()
+        self._to_client.set()
 
     def kill(self) -> None:
         """End every connection (the clients read end of file) and refuse new ones, like a server's death."""
