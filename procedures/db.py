@@ -498,8 +498,8 @@ def _connect_one(dsn: Dsn, host: str, port: int, database: bool, autocommit: boo
     return conn, result
 
 
-def _open_ready(dsn: Dsn, address: Address, database: bool, autocommit: bool,
-                failures: list[str]) -> tuple[Connection, int] | None:
+def _open_ready(dsn: Dsn, address: Address, database: bool, autocommit: bool, failures: list[str],
+                refusals: list[pymysql.err.MySQLError] | None = None) -> tuple[Connection, int] | None:
     """A connection to ``address`` and the node's uptime when it answers and is ready, else None (noted, and
     the node is down for the whole process)."""
     host, port = address
@@ -511,6 +511,8 @@ def _open_ready(dsn: Dsn, address: Address, database: bool, autocommit: bool,
     except pymysql.err.MySQLError as exc:
         _seen_down(address)
         failures.append(f"{host}:{port} {errors.errno_of(exc)}")
+        if refusals is not None and not errors.is_transient(exc):
+            refusals.append(exc)  # the node answered, and refused this user or database
         return None
     if node_ready(conn, state):
         uptime = int(state.get("uptime", 0))
@@ -524,7 +526,12 @@ def _open_ready(dsn: Dsn, address: Address, database: bool, autocommit: bool,
     return None
 
 
-def _no_ready_node(dsn: Dsn, failures: list[str]) -> errors.TransientDatabaseError:
+def _no_ready_node(dsn: Dsn, failures: list[str], refusals: list[pymysql.err.MySQLError]) -> BaseException:
+    """What a connect that found no ready node raises: the refusal every listed node answered alike (a wrong password
+    or database name: the same on every node of a cluster, and an error as with one host), else a transient error
+    naming what each node did (a node that did not answer, or answered otherwise, may be the one to serve)."""
+    if len(refusals) == len(dsn.addresses) and len({errors.errno_of(exc) for exc in refusals}) == 1:
+        return errors.translate(refusals[0])
     skipped = [f"{h}:{p} down" for h, p in dsn.addresses if not any(f.startswith(f"{h}:{p} ") for f in failures)]
     return errors.TransientDatabaseError("NO_READY_NODE: no ready node among " + ", ".join(failures + skipped))
 
@@ -556,18 +563,19 @@ def connect(dsn: Dsn | str, *, database: bool = True, autocommit: bool = True) -
         except pymysql.err.MySQLError as exc:
             raise errors.translate(exc) from exc
     failures: list[str] = []
+    refusals: list[pymysql.err.MySQLError] = []
     order = _candidates(dsn)  # claims the probes of down nodes that are due: each is probed below
     if not _stable(dsn):
         for address in order:
-            opened = _open_ready(dsn, address, database, autocommit, failures)
+            opened = _open_ready(dsn, address, database, autocommit, failures, refusals)
             if opened:
                 return opened[0]
-        raise _no_ready_node(dsn, failures)
+        raise _no_ready_node(dsn, failures, refusals)
 
     with _lock:
         current = _writers.get(dsn.addresses)
     if current in order:
-        opened = _open_ready(dsn, current, database, autocommit, failures)
+        opened = _open_ready(dsn, current, database, autocommit, failures, refusals)
         if opened:
             for address in order:  # down nodes whose probe was due: one may be older than the current one
                 if address != current and address in _down:
@@ -576,11 +584,11 @@ def connect(dsn: Dsn | str, *, database: bool = True, autocommit: bool = True) -
     ready: list[tuple[int, int, Address, Connection]] = []
     for address in order:
         if address != current:
-            opened = _open_ready(dsn, address, database, autocommit, failures)
+            opened = _open_ready(dsn, address, database, autocommit, failures, refusals)
             if opened:
                 ready.append((opened[1], dsn.addresses.index(address), address, opened[0]))
     if not ready:
-        raise _no_ready_node(dsn, failures)
+        raise _no_ready_node(dsn, failures, refusals)
     oldest = max(uptime for uptime, *_ in ready)
     chosen = min((r for r in ready if r[0] >= oldest - STABLE_TIE_SECONDS), key=lambda r: r[1])
     for r in ready:

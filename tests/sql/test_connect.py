@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pymysql
@@ -57,6 +58,23 @@ def test_R12_no_reachable_host_is_transient_and_names_every_host():
         dbmod.connect(dbmod.Dsn.parse(f"mysql://root@127.0.0.1:{a},127.0.0.1:{b}/weave?connect_timeout=1"))
     assert time.monotonic() - began < 5
     assert f"127.0.0.1:{a}" in str(info.value) and f"127.0.0.1:{b}" in str(info.value)
+
+
+def test_R12_every_node_refusing_the_user_or_the_database_is_that_refusal_not_a_node_to_wait_for(nodes):
+    """A wrong password or database name in a DSN that lists several nodes is answered by every node alike: it is the
+    server's refusal, as with one host (the CLI names it and exits 1, a daemon refuses to start), not "no ready node",
+    which tells a script to retry later and has a daemon wait for ever. A node that did not answer may be the one
+    that serves, so a refusal from only some nodes stays transient."""
+    (_, b), dsn = nodes
+    wrongs = ((replace(dsn, password="not-the-password"), 1045), (dsn.with_database("weave_no_such_db"), 1049))
+    for wrong, errno in wrongs:
+        with pytest.raises(pymysql.err.MySQLError) as refused:
+            dbmod.connect(wrong)
+        assert errors.errno_of(refused.value) == errno and not errors.is_transient(refused.value), refused.value
+        dbmod.forget_nodes()
+    b.kill()
+    with pytest.raises(errors.TransientDatabaseError, match="NO_READY_NODE"):
+        dbmod.connect(dsn.with_database("weave_no_such_db"))
 
 
 def test_R12_a_server_that_takes_no_more_connections_is_transient_and_the_retry_gets_one(database):
