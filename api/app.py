@@ -46,8 +46,10 @@ def create_app(connections: Connections) -> falcon.App:
     }
     for path, resource in routes.items():
         app.add_route(PREFIX + path, _with_head(failing_over(resource, connections)))
-    for path, resource in {"/healthz": ops.Health(), "/readyz": ops.Ready(connections),
-                           "/metrics": ops.Metrics(connections), "/openapi.json": ops.OpenApi()}.items():
+    # Readiness and metrics read like any GET: one whose node was lost under it is read again on a ready node.
+    for path, resource in {"/healthz": ops.Health(), "/readyz": failing_over(ops.Ready(connections), connections),
+                           "/metrics": failing_over(ops.Metrics(connections), connections),
+                           "/openapi.json": ops.OpenApi()}.items():
         app.add_route(path, _with_head(resource))
     console.register(app, connections)
     return app

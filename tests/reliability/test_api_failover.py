@@ -64,3 +64,16 @@ def test_Z6_a_write_without_a_key_whose_answer_was_lost_answers_503_and_is_not_r
     # It committed (the answer, not the statement, was lost) and ran exactly once.
     assert world.db.scalar("SELECT COUNT(*) FROM weave_apps WHERE name = 'lost-answer'") == 1
     assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'app.put'") == audits + 1
+
+
+@pytest.mark.parametrize("path", ["/readyz", "/metrics"])
+def test_Z6_readiness_and_metrics_whose_node_was_lost_are_read_again_on_another_node(api, world, path):
+    """/readyz and /metrics read like any GET: a node lost under one is not the database being away, and a
+    readiness probe answered 503 then would take every API node out of its load balancer at once."""
+    (a, b), connections, client = api
+    assert client.simulate_get(path).status_code == 200
+    assert connections.get().port == a.port
+    a.hang()
+    got = client.simulate_get(path)
+    assert got.status_code == 200, got.text
+    assert connections.get().port == b.port
