@@ -50,7 +50,9 @@ class ScanResult:
     next_at: datetime.datetime | None
     full: bool = False  # the scan answered as many rows as it was asked for: more may be due than it showed
     again: bool = True  # after the batch: something may be due now, so scan again at once instead of probing
-    stalled: bool = False  # every candidate of the batch failed: scanning again at once would only fail them again
+    # every candidate of the batch failed, or the database refused a write as it refuses every one (read-only, not
+    # ready): scanning again at once would only fail them again
+    stalled: bool = False
 
 
 # Outcomes after which the candidate may still be due: another node holds its instance, or the advance failed.
@@ -114,6 +116,9 @@ class Orchestrator:
         # Set when an advance of the current batch lost the database after its retries: the batch's other units are
         # left (their candidates stay due) rather than each waiting out the same retries and connect timeouts.
         self._unreachable = threading.Event()
+        # Set when an advance of the current batch was refused as every write is (a primary fenced read-only, a node
+        # not ready): the batch is left as above, and the loop then waits as after a batch that failed whole.
+        self._refused = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="advance")
         self._blocks = 1  # batches the next scan reads: more than one after a batch another node overtook
 
@@ -163,9 +168,7 @@ class Orchestrator:
         except (errors.WeaveError, pymysql.err.MySQLError) as exc:
             outcome = "FAILED"
             self.stats["failed"] += 1
-            lost = errors.is_connection_lost(exc)
-            if lost:
-                self._unreachable.set()
+            lost = self._away(exc)
             log.warning("advance failed", extra={"fields": {
                 "class": cand.klass, "id": cand.id, "version": cand.version, "error": str(exc)}})
             if candidates.BY_NAME[cand.klass].bookkept and not lost:  # booked nowhere with the database away
@@ -185,8 +188,9 @@ class Orchestrator:
         try:
             sets = self._call("weave_candidates_advance", klass, json.dumps([c.id for c in cands]))
         except (errors.WeaveError, pymysql.err.MySQLError) as exc:
-            if errors.is_connection_lost(exc):
-                self._unreachable.set()  # the list is left with the rest of the batch, for the next scan
+            if self._away(exc):  # the list is left with the rest of the batch, for the next scan
+                log.warning("advance failed; the batch is left", extra={"fields": {
+                    "class": klass, "ids": [c.id for c in cands], "error": str(exc)}})
             outcomes, again = [], False
             for cand in cands:
                 if self._stop.is_set() or self._unreachable.is_set():
@@ -201,6 +205,18 @@ class Orchestrator:
             self.stats[f"{klass}:{outcome}"] += 1
         again = not rows or any(_maybe_due(row["outcome"], row.get("made_due", True)) for row in rows)
         return outcomes, again
+
+    def _away(self, exc: BaseException) -> bool:
+        """Whether an advance's failure says the database takes nothing now (it is not reachable, or it refuses every
+        write alike): the rest of the batch is then left, and a refusal also makes the loop wait before it scans
+        again (the scan, a read, would bring the same batch back at once)."""
+        refused = errors.refuses_writes(exc)
+        if refused:
+            self._refused.set()
+        if refused or errors.is_connection_lost(exc):
+            self._unreachable.set()
+            return True
+        return False
 
     def _units(self, batch: list[Candidate]) -> list[list[Candidate]]:
         """The batch in order as units of work: each run of consecutive candidates of one listed class is cut into
@@ -265,11 +281,12 @@ class Orchestrator:
         start = random.randrange(len(batch)) if self.spread else 0
         overtaken = threading.Event()
         self._unreachable.clear()
+        self._refused.clear()
         failed_before = self._failed()
         futures = [self._pool.submit(self._advance_unit, unit, overtaken)
                    for unit in self._units(batch[start:] + batch[:start])]
         again = [f.result() for f in futures]
-        result.stalled = self._failed() - failed_before >= len(batch)
+        result.stalled = self._failed() - failed_before >= len(batch) or self._refused.is_set()
         # A node that nothing overtook (as a node alone) keeps scanning one batch, earliest first.
         self._blocks = AHEAD_BLOCKS if overtaken.is_set() and self.spread else 1
         # The blocks left to other nodes are still due as far as this node knows: should those nodes stop (or

@@ -218,6 +218,17 @@ def is_connection_lost(exc: BaseException) -> bool:
         isinstance(cause, pymysql.err.MySQLError) and errno_of(cause) in CONNECTION_ERRNOS)
 
 
+# A server that refuses every write alike, whatever the decision: fenced read-only for a failover (1290), or a Galera
+# node that is not ready (1047). Another decision sent to it now would be refused the same way.
+REFUSING_ERRNOS = frozenset({1047, 1290})
+
+
+def refuses_writes(exc: BaseException) -> bool:
+    """The server answered that it takes no writes now (``REFUSING_ERRNOS``)."""
+    cause = exc.__cause__ if isinstance(exc, TransientDatabaseError) and exc.__cause__ else exc
+    return errno_of(cause) in REFUSING_ERRNOS
+
+
 def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, TransientDatabaseError) or (
         isinstance(exc, pymysql.err.MySQLError) and isinstance(translate(exc), TransientDatabaseError))
