@@ -178,6 +178,7 @@ class _Origin:
     dsn: Dsn
     address: Address
     epoch: int
+    galera: bool = False  # the node is a Galera node (it shows wsrep_local_state)
 
 
 _nodes: dict[Address, _Node] = {}
@@ -518,7 +519,7 @@ def _open_ready(dsn: Dsn, address: Address, database: bool, autocommit: bool, fa
         uptime = int(state.get("uptime", 0))
         _seen_ready(address, uptime)
         with _lock:
-            _origins[conn] = _Origin(dsn, address, epoch)
+            _origins[conn] = _Origin(dsn, address, epoch, "wsrep_local_state" in state)
         return conn, uptime
     failures.append(f"{host}:{port} not ready")
     conn.close()
@@ -569,7 +570,7 @@ def connect(dsn: Dsn | str, *, database: bool = True, autocommit: bool = True) -
         for address in order:
             opened = _open_ready(dsn, address, database, autocommit, failures, refusals)
             if opened:
-                return opened[0]
+                return _caught_up(opened[0])
         raise _no_ready_node(dsn, failures, refusals)
 
     with _lock:
@@ -580,7 +581,7 @@ def connect(dsn: Dsn | str, *, database: bool = True, autocommit: bool = True) -
             for address in order:  # down nodes whose probe was due: one may be older than the current one
                 if address != current and address in _down:
                     _reconsider_soon(dsn, address)
-            return opened[0]
+            return _caught_up(opened[0])
     ready: list[tuple[int, int, Address, Connection]] = []
     for address in order:
         if address != current:
@@ -596,7 +597,30 @@ def connect(dsn: Dsn | str, *, database: bool = True, autocommit: bool = True) -
             r[3].close()
     with _lock:
         _writers[dsn.addresses] = chosen[2]
-    return chosen[3]
+    return _caught_up(chosen[3])
+
+
+def _caught_up(conn: Connection) -> Connection:
+    """``conn``, once its node has applied every transaction the cluster committed before (on a Galera node: a causal
+    read, ``wsrep_sync_wait`` for that one statement). Each node applies a commit in its own time, and a process that
+    moves to another node (its node failed, or it goes back to one that was away) must read there what it committed
+    on the node it left: a worker's report, the attempt its claim created a moment before. The wait is bounded by
+    read_timeout, like any statement; while the cluster stalls (a node dying, not yet evicted) it waits as writes do.
+    A failure closes the connection and is the connect's, noted as a statement's failure on that node."""
+    with _lock:
+        origin = _origins.get(conn)
+    if origin is None or not origin.galera:
+        return conn
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET STATEMENT wsrep_sync_wait = 1 FOR SELECT 1")
+            cur.fetchall()
+    except pymysql.err.MySQLError as exc:
+        _node_failed(conn, exc)
+        with contextlib.suppress(Exception):
+            conn.close()
+        raise errors.translate(exc) from exc
+    return conn
 
 
 def pinned(dsn: Dsn) -> Dsn:

@@ -425,3 +425,43 @@ def test_Z6_failover_modes_choose_nodes_as_documented(galera, cluster_db):
     assert len(ports(galera.dsn("weave_ha"))) == 1
     assert ports(galera.dsn("weave_ha", order=[2, 0, 1], failover="sequential")) == {third}
     assert ports(galera.dsn("weave_ha", failover="loadbalance")) == {n.sql_port for n in galera.nodes}
+
+
+def test_Z6_a_connection_to_a_node_reads_what_another_node_committed_before_it_was_opened(galera, cluster_db):
+    """A process that moves to another node (its node failed for it, or it goes back to one that was away) must read
+    there what it committed on the node it left: a worker's report must find the attempt its claim created a moment
+    before, or it is refused (NOT_FOUND) and the attempt runs out its lease to review (K-4). Galera certifies a commit
+    on every node before answering it, but each node applies it in its own time: a connection's first statement waits
+    until its node has applied what the cluster committed before the connection was opened."""
+    dbmod.forget_nodes()
+    with dbmod.connect(galera.database) as first:
+        elected = first.port
+    left = next(n for n in galera.nodes if n.sql_port != elected)
+    rows = 50_000
+    setup = dbmod.connect(left.dsn("weave_ha"))
+    try:
+        with setup.cursor() as cur:
+            cur.execute("CREATE DATABASE IF NOT EXISTS ha_probe")
+            cur.execute("CREATE TABLE IF NOT EXISTS ha_probe.bulk (id INT PRIMARY KEY, n INT NOT NULL) ENGINE=InnoDB")
+            cur.execute("CREATE TABLE IF NOT EXISTS ha_probe.marks (id INT PRIMARY KEY) ENGINE=InnoDB")
+            cur.execute("DELETE FROM ha_probe.marks")
+            cur.execute(f"INSERT IGNORE INTO ha_probe.bulk (id, n) SELECT seq, 0 FROM seq_1_to_{rows}")
+        unseen = []
+        for mark in range(1, 6):
+            with setup.cursor() as cur:  # a commit the other nodes take a while to apply, then a small one
+                cur.execute("BEGIN")
+                cur.execute("UPDATE ha_probe.bulk SET n = n + 1")
+                cur.execute("INSERT INTO ha_probe.marks (id) VALUES (%s)", (mark,))
+                cur.execute("COMMIT")
+            conn = dbmod.connect(galera.database)
+            try:
+                assert conn.port != left.sql_port
+                with conn.cursor() as cur:
+                    cur.execute("SELECT COUNT(*) AS n FROM ha_probe.marks WHERE id = %s", (mark,))
+                    if cur.fetchone()["n"] != 1:
+                        unseen.append(mark)
+            finally:
+                conn.close()
+        assert unseen == [], f"commits of node {left.index + 1} not yet read on node of port {elected}: {unseen}"
+    finally:
+        setup.close()
