@@ -613,7 +613,12 @@ def _caught_up(conn: Connection) -> Connection:
         return conn
     try:
         with conn.cursor() as cur:
-            cur.execute("SET STATEMENT wsrep_sync_wait = 1 FOR SELECT 1")
+            if "MariaDB" in conn.get_server_info():
+                cur.execute("SET STATEMENT wsrep_sync_wait = 1 FOR SELECT 1")
+            else:  # MySQL-based clusters (Percona XtraDB Cluster) have no SET STATEMENT: set it, read, set it back
+                cur.execute("SET @weave_sync_wait = @@session.wsrep_sync_wait, SESSION wsrep_sync_wait = 1")
+                cur.execute("SELECT 1")
+                cur.execute("SET SESSION wsrep_sync_wait = @weave_sync_wait")
             cur.fetchall()
     except pymysql.err.MySQLError as exc:
         _node_failed(conn, exc)
