@@ -499,10 +499,17 @@ def _connect_one(dsn: Dsn, host: str, port: int, database: bool, autocommit: boo
     return conn, result
 
 
+# A server at its connection limit (max_connections, or a user's max_connections / max_user_connections) refuses
+# a new connection and serves every open one: it is full, not down.
+FULL_ERRNOS = frozenset({1040, 1203, 1226})
+
+
 def _open_ready(dsn: Dsn, address: Address, database: bool, autocommit: bool, failures: list[str],
-                refusals: list[pymysql.err.MySQLError] | None = None) -> tuple[Connection, int] | None:
+                refusals: list[pymysql.err.MySQLError] | None = None,
+                full_fails: bool = False) -> tuple[Connection, int] | None:
     """A connection to ``address`` and the node's uptime when it answers and is ready, else None (noted, and
-    the node is down for the whole process)."""
+    the node is down for the whole process). A node at its connection limit is not down: it is skipped, or with
+    ``full_fails`` its refusal is raised (transient)."""
     host, port = address
     with _lock:
         node = _nodes.get(address)
@@ -510,8 +517,12 @@ def _open_ready(dsn: Dsn, address: Address, database: bool, autocommit: bool, fa
     try:
         conn, state = _connect_one(dsn, host, port, database, autocommit, check=node_state)
     except pymysql.err.MySQLError as exc:
-        _seen_down(address)
         failures.append(f"{host}:{port} {errors.errno_of(exc)}")
+        if errors.errno_of(exc) in FULL_ERRNOS:  # not down: its open connections serve on
+            if full_fails:
+                raise errors.translate(exc) from exc
+            return None
+        _seen_down(address)
         if refusals is not None and not errors.is_transient(exc):
             refusals.append(exc)  # the node answered, and refused this user or database
         return None
@@ -575,8 +586,10 @@ def connect(dsn: Dsn | str, *, database: bool = True, autocommit: bool = True) -
 
     with _lock:
         current = _writers.get(dsn.addresses)
+    # A node at its connection limit fails the connect (transient) rather than send this process to another node:
+    # the current one is where every process writes, and in an election it may be the one every process chooses.
     if current in order:
-        opened = _open_ready(dsn, current, database, autocommit, failures, refusals)
+        opened = _open_ready(dsn, current, database, autocommit, failures, refusals, full_fails=True)
         if opened:
             for address in order:  # down nodes whose probe was due: one may be older than the current one
                 if address != current and address in _down:
@@ -585,7 +598,12 @@ def connect(dsn: Dsn | str, *, database: bool = True, autocommit: bool = True) -
     ready: list[tuple[int, int, Address, Connection]] = []
     for address in order:
         if address != current:
-            opened = _open_ready(dsn, address, database, autocommit, failures, refusals)
+            try:
+                opened = _open_ready(dsn, address, database, autocommit, failures, refusals, full_fails=True)
+            except errors.TransientDatabaseError:
+                for r in ready:
+                    r[3].close()
+                raise
             if opened:
                 ready.append((opened[1], dsn.addresses.index(address), address, opened[0]))
     if not ready:

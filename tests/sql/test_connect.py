@@ -260,6 +260,25 @@ def test_Z6_stable_a_process_that_left_a_node_which_did_not_restart_goes_back_to
     assert dbmod.call_one(held[1].get(), "weave_clock_now")["now_at"] is not None
 
 
+def test_Z6_stable_a_node_at_its_connection_limit_is_full_not_down_and_nobody_moves_off_it(nodes):
+    """A writer at max_connections refuses a new connection (1040) and serves every open one: it is busy, not down.
+    Counting it down moved every connection of the process to another node (each was dropped before its next
+    statement), a second writer for as long as the limit held; now the connect that met the limit fails as transient
+    (retried with backoff, or a 503), and the process stays where every other process writes."""
+    (a, b), dsn = nodes
+    held = pools(dsn, 2)
+    assert {p.get().port for p in held} == {a.port}
+    a.full()
+    with pytest.raises(errors.TransientDatabaseError) as refused:
+        dbmod.connect(dsn)
+    assert "1040" in str(refused.value)
+    assert not dbmod._nodes[("127.0.0.1", a.port)].down
+    for p in held:
+        assert p.get().port == a.port and dbmod.call_one(p.get(), "weave_clock_now")["now_at"] is not None
+    a.resume()
+    assert dbmod.connect(dsn).port == a.port
+
+
 def test_R12_a_session_the_server_dropped_is_replaced_and_its_node_stays_up(nodes, database):
     (a, _), dsn = nodes
     held = pools(dsn, 2)

@@ -2,12 +2,14 @@
 the server itself: ``kill()`` makes it a dead node (every connection through it ends, new ones are refused),
 ``hang()`` a hung one (connections stay open and nothing more is forwarded either way, new ones included),
 ``hang(answers_only=True)`` one whose answers are lost (statements still reach the server and commit), and
-``resume()`` ends a hang, as a node that was only slow or cut off for a while answers again.
+``resume()`` ends a hang, as a node that was only slow or cut off for a while answers again, and ``full()`` one
+at its connection limit (a new connection is refused with 1040, those open go on) until ``resume()``.
 """
 
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +29,7 @@ class Proxy:
         self._to_server.set()
         self._to_client.set()
         self._killed = False
+        self._full = False
         threading.Thread(target=self._accept, daemon=True).start()
 
     @property
@@ -39,6 +42,9 @@ class Proxy:
                 client, _ = self._listener.accept()
             except OSError:  # killed
                 return
+            if self._full:  # the server's greeting replaced by its refusal, as at max_connections
+                _shut(client, TOO_MANY)
+                continue
             try:
                 server = socket.create_connection(self.upstream, 5)
             except OSError:
@@ -69,8 +75,12 @@ class Proxy:
             self._to_server.clear()
 
     def resume(self) -> None:
+        self._full = False
         self._to_server.set()
         self._to_client.set()
+
+    def full(self) -> None:
+        self._full = True
 
     def kill(self) -> None:
         """End every connection (the clients read end of file) and refuse new ones, like a server's death."""
@@ -85,8 +95,15 @@ class Proxy:
     close = kill
 
 
-def _shut(s: socket.socket) -> None:
+# An error packet as the first packet of a connection: 1040, SQLSTATE 08004, "Too many connections".
+_REFUSAL = b"\xff" + struct.pack("<H", 1040) + b"#08004Too many connections"
+TOO_MANY = len(_REFUSAL).to_bytes(3, "little") + b"\x00" + _REFUSAL
+
+
+def _shut(s: socket.socket, last: bytes = b"") -> None:
     try:
+        if last:
+            s.sendall(last)
         s.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
