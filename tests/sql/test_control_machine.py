@@ -23,12 +23,11 @@ import contextlib
 import datetime as dt
 import itertools
 import json
-import random
 import threading
 
 from orchestrator.loop import Orchestrator
 from procedures import errors, invariants, pulse, routines
-from tests.support.db import reset
+from tests.support import walks
 from tests.support.signals import send
 from tests.support.world import World
 
@@ -64,13 +63,12 @@ def code_of(call) -> str | None:
     return None
 
 
-class Walk:
-    """One instance's history, drawn from ``seed``; ``history`` says what happened, for a failure's message."""
+class Walk(walks.Walk):
+    """One instance's history, drawn from ``seed``."""
 
     def __init__(self, db, orch, seed: int, tally: collections.Counter):
-        self.db, self.orch, self.rng, self.tally = db, orch, random.Random(seed), tally
-        self.history: list[str] = []
-        reset(self.db.conn)
+        super().__init__(db, orch, seed)
+        self.tally = tally
         self.world = World.create(self.db)
         self.world.publish(FLOW)
         self.wf = self.world.start("ops", {"order_id": "o-1"}, deadline_ms=DEADLINE_MS)
@@ -86,15 +84,7 @@ class Walk:
         self.signals = self.draw([3, 3, 0.2])
         self.drain()
 
-    def draw(self, choices: list):
-        return self.rng.choice(choices)
-
     # What an action meets, and what it leaves
-
-    def drain(self) -> None:
-        stats = self.orch.drain()
-        failed = {k: v for k, v in stats.items() if k.endswith("FAILED") and v}
-        assert not failed, f"a decision failed: {stats}"
 
     def instance_row(self) -> dict:
         return self.db.row("SELECT status, control, gate, deadline_at, version, event_seq FROM weave_instances "
@@ -399,12 +389,10 @@ def test_C6_R18_every_action_answers_as_the_table_says_and_nothing_stalls(db, or
     ends = collections.Counter()
     for seed in range(WALKS):
         walk = Walk(db, orch, seed, tally)
-        try:
+        with walks.told(seed, walk):
             for _ in range(STEPS_PER_WALK):
                 walk.step()
             ends[walk.rest()] += 1
-        except AssertionError as exc:
-            raise AssertionError(f"walk {seed}: {exc}\n  " + "\n  ".join(walk.history)) from exc
     # The walks went where the table has something to say: each action taken, and refused for each reason.
     for routine in ("instance_pause", "instance_resume", "instance_cancel", "instance_deadline", "step_reactivate",
                     "step_resolve", "step_continue"):
@@ -417,15 +405,13 @@ def test_C6_R3_actions_racing_two_orchestrators_keep_every_promise(db, orch, dat
     tally: collections.Counter = collections.Counter()
     for seed in range(RACING_WALKS):
         walk = RacingWalk(db, orch, 1000 + seed, tally, database)
-        try:
+        with walks.told(1000 + seed, walk):
             try:
                 for _ in range(STEPS_PER_WALK):
                     walk.step()
             finally:
                 walk.stop()
             walk.rest()
-        except AssertionError as exc:
-            raise AssertionError(f"walk {1000 + seed}: {exc}\n  " + "\n  ".join(walk.history)) from exc
     # The runners did the work, racing each other (BUSY) and the walk's actions.
     assert tally["step_reactivate", "taken"] and tally["instance_pause", "taken"], tally
     assert tally["runner", "CHECKPOINT:SETTLED"] and tally["runner", "CHECKPOINT:BUSY"], tally

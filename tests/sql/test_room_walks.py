@@ -14,10 +14,8 @@ A failure names its walk and prints its history.
 
 from __future__ import annotations
 
-import random
-
 from procedures import errors, invariants, pulse, routines
-from tests.support.db import reset
+from tests.support import walks
 from tests.support.world import World
 
 LEASE_MS = 10_000
@@ -38,24 +36,15 @@ WALKS, STEPS_PER_WALK, INSTANCES = 30, 40, 6
 FAILURES = ("FAIL", "VANISH")
 
 
-class Walk:
+class Walk(walks.Walk):
     def __init__(self, db, orch, seed: int):
-        self.db, self.orch, self.rng = db, orch, random.Random(seed)
-        self.history: list[str] = []
-        reset(db.conn)
+        super().__init__(db, orch, seed)
         self.world = World.create(db, quota=3, capacity=2)
         self.world.publish(FLOW)
         self.ids = [self.world.start("busy", {"order": f"o-{n}", "account": f"acct-{n % 2}"}) for n in range(INSTANCES)]
         self.failed: set[str] = set()  # instances a failure or a cancel touched
         self.keys = 0
         self.drain()
-
-    def draw(self, choices: list):
-        return self.rng.choice(choices)
-
-    def drain(self) -> None:
-        stats = self.orch.drain()
-        assert not {k: v for k, v in stats.items() if k.endswith("FAILED") and v}, stats
 
     def owner(self, attempt: dict) -> str:
         return "wf_" + str(self.db.scalar("SELECT t.instance_id FROM pulse_attempts a JOIN pulse_tasks t "
@@ -148,13 +137,11 @@ def test_R8_R18_work_deferred_for_room_always_comes_back(db, orch):
     deferred = 0
     for seed in range(WALKS):
         walk = Walk(db, orch, seed)
-        try:
+        with walks.told(seed, walk):
             for _ in range(STEPS_PER_WALK):
                 walk.step()
                 deferred += db.scalar("SELECT COUNT(*) FROM weave_pending_advances WHERE deferred_reason IS NOT NULL")
             for status in walk.rest().values():
                 ends[status] = ends.get(status, 0) + 1
-        except AssertionError as exc:
-            raise AssertionError(f"walk {seed}: {exc}\n  " + "\n  ".join(walk.history)) from exc
     # The walks met what they are about: deferrals for room, and more than one end.
     assert deferred > 0 and ends.get("SUCCEEDED", 0) > 0 and len(ends) > 1, (deferred, ends)

@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import random
 
 from procedures import errors, invariants, routines, signals
-from tests.support.db import reset
+from tests.support import walks
 from tests.support.signals import send
 from tests.support.world import World
 
@@ -39,11 +38,9 @@ WALKS, STEPS_PER_WALK = 40, 40
 SETTLED = ("CANCELLING", "CANCELLED", "SUCCEEDED")
 
 
-class Walk:
+class Walk(walks.Walk):
     def __init__(self, db, orch, seed: int):
-        self.db, self.orch, self.rng = db, orch, random.Random(seed)
-        self.history: list[str] = []
-        reset(db.conn)
+        super().__init__(db, orch, seed)
         self.world = World.create(db)
         self.world.publish(FLOW)
         self.wf = self.world.start("approve", {"order_id": "o-1"}, deadline_ms=DEADLINE_MS)
@@ -54,13 +51,6 @@ class Walk:
         # and the signals of the earlier activation come late.
         self.matching = self.draw([3, 1, 0])
         self.drain()
-
-    def draw(self, choices: list):
-        return self.rng.choice(choices)
-
-    def drain(self) -> None:
-        stats = self.orch.drain()
-        assert not {k: v for k, v in stats.items() if k.endswith("FAILED") and v}, stats
 
     # What a send meets
 
@@ -226,12 +216,10 @@ def test_S8_S11_S14_signals_in_any_order_and_at_any_time_get_their_answer(db, or
     answers: dict[str, int] = {}
     for seed in range(WALKS):
         walk = Walk(db, orch, seed)
-        try:
+        with walks.told(seed, walk):
             for _ in range(STEPS_PER_WALK):
                 walk.step()
             walk.rest()
-        except AssertionError as exc:
-            raise AssertionError(f"walk {seed}: {exc}\n  " + "\n  ".join(walk.history)) from exc
         for row in db.rows("SELECT status, disposition FROM weave_signals"):
             label = f"{row['status']} {row['disposition'] or '-'}"
             answers[label] = answers.get(label, 0) + 1
