@@ -49,7 +49,7 @@ FLOW = {"name": "ops", "steps": [
      "retry": {"max_attempts": 2, "initial_backoff_ms": 0}}]}
 STEPS = ["wait", "check", "approval", "charge"]
 FINAL = frozenset({"SUCCEEDED", "CANCELLED"})
-WALKS, STEPS_PER_WALK, RACING_WALKS = 60, 40, 20
+WALKS, STEPS_PER_WALK, RACING_WALKS = walks.many(60), 40, walks.many(20)
 
 
 def code_of(call) -> str | None:

@@ -34,7 +34,7 @@ FLOW = {"name": "approve", "steps": [
      "signal": {"name": NAME, "payload_version": VERSION, "payload_type": "object"},
      "correlation": "$.input.order_id", "timeout_ms": TIMEOUT_MS},
     {"key": "then", "type": "TIMER", "after": ["approval"], "delay_ms": 60_000}]}
-WALKS, STEPS_PER_WALK = 40, 40
+WALKS, STEPS_PER_WALK = walks.many(40), 40
 SETTLED = ("CANCELLING", "CANCELLED", "SUCCEEDED")
 
 

@@ -4,11 +4,17 @@ message naming the walk and what happened in it)."""
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 from collections.abc import Iterator
 from typing import Any
 
 from tests.support.db import Db, reset
+
+
+def many(default: int) -> int:
+    """How many walks a test runs: the suite's ``default``, times WEAVE_WALKS_SCALE (``make reliability`` sets 10)."""
+    return default * int(os.environ.get("WEAVE_WALKS_SCALE", "1"))
 
 
 class Walk:
