@@ -20,11 +20,12 @@ class Invariant:
 
 # The S-4 digest recomputed from a stored signal row by the same function the routines use, so that M-4.10
 # checks the stored content itself and not only the digest column written beside it. Signals stored before
-# digests were canonical carry the digest of their exact bytes.
+# escapes were minimal carry the digest of their payload with escapes as sent, and those stored before digests
+# were canonical the digest of their exact bytes.
 _SIGNAL_FIELDS = "s.name, s.payload_version, s.target_step_key, s.target_activation_seq, s.correlation_key, " \
                  "s.payload, s.reason, s.evidence_ref"
-_SIGNAL_DIGEST = (f"_weave_signal_digest({_SIGNAL_FIELDS}, 'CANONICAL'), "
-                  f"_weave_signal_digest({_SIGNAL_FIELDS}, 'BYTES')")
+_SIGNAL_DIGEST = ", ".join(f"_weave_signal_digest({_SIGNAL_FIELDS}, '{form}')"
+                           for form in ("CANONICAL", "ESCAPES", "BYTES"))
 
 # (table, its id column, a reference column, the table it references): every reference stays in one namespace.
 _REFERENCES = [

@@ -189,8 +189,11 @@ BEGIN
     accept: BEGIN
         -- S-4: the idempotency identity is answered before any limit or target rule (S-6).
         IF v_existing IS NOT NULL THEN
-            -- A signal stored before digests were canonical carries the digest of its exact bytes.
+            -- A signal stored before escapes were minimal, or before digests were canonical, carries the digest of
+            -- its payload with escapes as sent, or of its exact bytes.
             IF v_existing_digest <> v_digest AND v_existing_digest <> _weave_signal_digest(in_name,
+                   in_payload_version, in_target_step_key, in_target_activation_seq, in_correlation_key, in_payload,
+                   in_reason, in_evidence_ref, 'ESCAPES') AND v_existing_digest <> _weave_signal_digest(in_name,
                    in_payload_version, in_target_step_key, in_target_activation_seq, in_correlation_key, in_payload,
                    in_reason, in_evidence_ref, 'BYTES') THEN
                 CALL _weave_raise(50005, 'IDEMPOTENCY_CONFLICT: this key was accepted with a different request');

@@ -2,13 +2,15 @@
 -- consumption (acceptance proof, S-12) and by the M-4.10 invariant, so they can never drift apart. A
 -- function, so that the invariant's plain query can recompute it from the stored row.
 -- The payload counts as a JSON value, not as bytes: two clients that send {"approved":true} and
--- {"approved": true} make one logical request. Its canonical text has keys sorted, no insignificant
--- whitespace, and numbers and strings as parsed (MariaDB: JSON_NORMALIZE; MySQL: the text of its JSON
--- type). The stored payload and the receipt stay the exact bytes received. Every field is preceded by
--- its byte length as 8 bytes big-endian, so no two different requests share one byte stream; an absent
--- evidence_ref is a length of all ones with no bytes, which no present value can produce.
--- in_payload_form BYTES digests the payload's exact bytes: the form stored by signals accepted before
--- digests were canonical, still recognised so that an upgrade never rejects a signal already in flight.
+-- {"approved": true}, or "Zoë" and "Zo\u00eb", make one logical request. Its canonical text has strings with
+-- minimal escapes (_weave_json_escapes_canonical, only when the payload holds a backslash), keys sorted, no
+-- insignificant whitespace, and numbers as parsed (MariaDB: JSON_NORMALIZE; MySQL: the text of its JSON type).
+-- The stored payload and the receipt stay the exact bytes received. Every field is preceded by its byte length
+-- as 8 bytes big-endian, so no two different requests share one byte stream; an absent evidence_ref is a length
+-- of all ones with no bytes, which no present value can produce.
+-- Earlier forms, still recognised so that an upgrade never rejects a signal already in flight: ESCAPES, the
+-- canonical text with strings' escapes as sent (signals accepted before escapes were made minimal), and BYTES,
+-- the payload's exact bytes (accepted before digests were canonical).
 CREATE FUNCTION _weave_signal_digest(
         in_name                  LONGTEXT,
         in_payload_version       LONGTEXT,
@@ -22,7 +24,8 @@ CREATE FUNCTION _weave_signal_digest(
     RETURNS CHAR(64)
     COMMENT 'Internal. Description: the S-4 request digest: SHA-256, lowercase hex, over name, payload_version,
 target_step_key, target_activation_sequence (decimal ASCII), correlation_key, the payload''s canonical JSON text
-(in_payload_form CANONICAL) or its bytes (BYTES), reason, evidence_ref, each preceded by its byte length as 8 bytes
+(in_payload_form CANONICAL; ESCAPES: with strings'' escapes as sent) or its bytes (BYTES), reason, evidence_ref,
+each preceded by its byte length as 8 bytes
 big-endian (absent evidence_ref: eight 0xFF bytes, no bytes follow). NULL when the payload is not valid JSON.
 Rules: S-4, S-12.'
     DETERMINISTIC
@@ -30,13 +33,18 @@ Rules: S-4, S-12.'
 BEGIN
     DECLARE v_seq VARCHAR(20) DEFAULT CAST(in_target_activation_seq AS CHAR);
     DECLARE v_payload LONGBLOB DEFAULT in_payload;
-    IF in_payload_form = 'CANONICAL' THEN
+    DECLARE v_text LONGTEXT;
+    IF in_payload_form IN ('CANONICAL', 'ESCAPES') THEN
+        -- Escapes first, so that keys are sorted as the characters they stand for.
+        SET v_text = IF(in_payload_form = 'CANONICAL' AND LOCATE(UNHEX('5C'), in_payload) > 0,
+                        _weave_json_escapes_canonical(CONVERT(in_payload USING utf8mb4)),
+                        CONVERT(in_payload USING utf8mb4));
         IF VERSION() LIKE '%MariaDB%' THEN
-            SET v_payload = CAST(JSON_NORMALIZE(CONVERT(in_payload USING utf8mb4)) AS BINARY);
+            SET v_payload = CAST(JSON_NORMALIZE(v_text) AS BINARY);
         ELSE
             -- MySQL: JSON_EXTRACT(x, '$') is a value of the JSON type, whose text is canonical (CAST ... AS JSON
             -- does not parse on MariaDB, and the routine must install on both).
-            SET v_payload = CAST(CAST(JSON_EXTRACT(CONVERT(in_payload USING utf8mb4), '$') AS CHAR) AS BINARY);
+            SET v_payload = CAST(CAST(JSON_EXTRACT(v_text, '$') AS CHAR) AS BINARY);
         END IF;
     END IF;
     RETURN SHA2(CONCAT(

@@ -417,6 +417,43 @@ def test_S4_the_digest_compares_payload_values_so_another_spelling_is_a_replay(w
     assert world.step(wf, "approval")["output"] == {"approved": True, "n": 1.5, "who": "ann"}
 
 
+def test_S4_strings_are_compared_with_minimal_escapes_so_an_escaped_spelling_is_a_replay(world, orch):
+    """S-4's canonical form writes strings with minimal escapes: a client whose encoder keeps to ASCII
+    ("Zo\\u00eb", as Python's json.dumps writes it) and one that does not ("Zoë") send one request. The digest
+    is the one the spec's rule gives for the canonical text."""
+    wf = started(world, orch)
+    fields = dict(name=NAME, payload_version=VERSION, target_step_key="approval", target_activation_sequence=1,
+                  correlation_key="o-1", reason="approved")
+    first = send(world, wf, "esc-key", payload='{"who":"Zoë","path":"a/b","q":"say \\"hi\\"","k":"\u00e9"}',
+                 **fields)
+    assert first["request_digest"] == specified_digest(
+        canonical_payload='{"k":"é","path":"a/b","q":"say \\"hi\\"","who":"Zoë"}', **fields)
+    for spelling in ['{"who":"Zo\\u00eb","path":"a\\/b","q":"say \\u0022hi\\"","k":"\\u00E9"}',
+                     '{"\\u006b":"é","path":"a/b","q":"say \\"hi\\"","who":"Zo\\u00EB"}']:
+        again = send(world, wf, "esc-key", payload=spelling, **fields)
+        assert again["replayed"] and again["receipt_json"] == first["receipt_json"], spelling
+    with pytest.raises(errors.IdempotencyConflict):  # another value, whatever its spelling
+        send(world, wf, "esc-key", payload='{"who":"Zo\\u00ebe","path":"a/b","q":"say \\"hi\\"","k":"é"}',
+             **fields)
+
+
+def test_S12_a_signal_stored_with_its_escapes_as_sent_still_proves_its_acceptance(world, orch):
+    """Signals accepted before strings were compared with minimal escapes carry the digest of the payload with its
+    escapes as sent: after an upgrade they are still consumed, still pass M-4.10, and a retry of their key with
+    the same bytes is still a replay."""
+    wf = started(world, orch)
+    fields = dict(name=NAME, payload_version=VERSION, target_step_key="approval", target_activation_sequence=1,
+                  correlation_key="o-1", payload='{"who": "Zo\\u00eb"}', reason="approved by the desk")
+    receipt = send(world, wf, "old-esc", queued=True, **fields)
+    legacy = digest(world, **fields, form="ESCAPES")
+    assert legacy != receipt["request_digest"]
+    world.db.execute("UPDATE weave_signals SET request_digest = %s", legacy)
+    world.db.execute("UPDATE weave_audit SET request_digest = %s WHERE action = 'signal.accept'", legacy)
+    assert send(world, wf, "old-esc", **fields)["replayed"]
+    orch.drain()
+    assert signal_row(world, receipt["signal_id"])["status"] == "CONSUMED"
+
+
 def test_S4_a_payload_with_a_lone_surrogate_escape_is_refused_and_nothing_is_stored(world, orch):
     wf = started(world, orch)
     rejected(world, wf, "PAYLOAD_INVALID", payload='{"note": "\\ud800"}')
