@@ -33,18 +33,17 @@ Rules: S-4, S-12.'
 BEGIN
     DECLARE v_seq VARCHAR(20) DEFAULT CAST(in_target_activation_seq AS CHAR);
     DECLARE v_payload LONGBLOB DEFAULT in_payload;
-    DECLARE v_text LONGTEXT;
     IF in_payload_form IN ('CANONICAL', 'ESCAPES') THEN
         -- Escapes first, so that keys are sorted as the characters they stand for.
-        SET v_text = IF(in_payload_form = 'CANONICAL' AND LOCATE(UNHEX('5C'), in_payload) > 0,
-                        _weave_json_escapes_canonical(CONVERT(in_payload USING utf8mb4)),
-                        CONVERT(in_payload USING utf8mb4));
+        IF in_payload_form = 'CANONICAL' AND LOCATE(UNHEX('5C'), in_payload) > 0 THEN
+            SET v_payload = CAST(_weave_json_escapes_canonical(CONVERT(in_payload USING utf8mb4)) AS BINARY);
+        END IF;
         IF VERSION() LIKE '%MariaDB%' THEN
-            SET v_payload = CAST(JSON_NORMALIZE(v_text) AS BINARY);
+            SET v_payload = CAST(JSON_NORMALIZE(CONVERT(v_payload USING utf8mb4)) AS BINARY);
         ELSE
             -- MySQL: JSON_EXTRACT(x, '$') is a value of the JSON type, whose text is canonical (CAST ... AS JSON
             -- does not parse on MariaDB, and the routine must install on both).
-            SET v_payload = CAST(CAST(JSON_EXTRACT(v_text, '$') AS CHAR) AS BINARY);
+            SET v_payload = CAST(CAST(JSON_EXTRACT(CONVERT(v_payload USING utf8mb4), '$') AS CHAR) AS BINARY);
         END IF;
     END IF;
     RETURN SHA2(CONCAT(
