@@ -43,6 +43,11 @@ EXPECTED_LATE_S = 0.02
 # Reported error texts are capped like the column that keeps them.
 MAX_ERROR_CHARS = 2000
 
+# The largest result a report carries, as pulse_attempt_complete takes it: JSON of at most 1 MiB. A larger one is
+# refused here, unsent: one past the server's packet limit would not reach the routine's refusal, its connection
+# would be cut, and the report tried again until the lease ran out (UNKNOWN, review) although the handler ended.
+MAX_RESULT_BYTES = 1024 * 1024
+
 
 def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"[:128]
@@ -385,6 +390,11 @@ class Worker:
         # A value nested past Python's recursion limit is not JSON either.
         except (TypeError, ValueError, RecursionError) as exc:
             self._report_fail(ctx, f"RESULT_INVALID: the handler returned a value that is not JSON: {exc}",
+                              retryable=False, started=started)
+            return
+        size = len(text.encode())
+        if size > MAX_RESULT_BYTES:
+            self._report_fail(ctx, f"RESULT_INVALID: the result must be JSON of at most 1 MiB, got {size} bytes",
                               retryable=False, started=started)
             return
         ctx._reporting.set()

@@ -835,3 +835,24 @@ def test_K8_a_result_nested_too_deep_to_encode_fails_its_attempt_and_is_reported
     assert stats["FAILED"] == 1 and not stats["report_failed"], stats
     task = task_row(world, wf)
     assert task["status"] == "FAILED" and task["error"].startswith("RESULT_INVALID")
+
+
+def test_K8_a_result_larger_than_any_report_can_carry_fails_its_attempt_at_once(world, orch, database):
+    """A result is at most 1 MiB of JSON. One larger than the server takes in one packet (16 MiB by default) never
+    reached the routine that refuses it: the connection was cut, the report was tried again and again until the
+    lease ran out, and the attempt went to review as an unknown effect although the handler had ended. It now fails
+    as RESULT_INVALID at once, without being sent."""
+    private = Registry()
+
+    @handler("huge.result", version="1", into=private)
+    def huge_result(input):
+        return {"status": "DONE", "output": "x" * (20 * 1024 * 1024)}
+
+    world.publish(task_flow("huge", handler="huge.result", retry={"max_attempts": 3, "initial_backoff_ms": 0}))
+    wf = world.start("huge", {"order_id": "o"})
+    orch.drain()
+    stats = make_worker(database, handlers=private, lease_ms=2_000, heartbeat_ms=1_000).run(max_claims=1)
+    assert stats["FAILED"] == 1 and not stats["report_failed"], stats
+    task = task_row(world, wf)
+    assert task["status"] == "FAILED" and task["attempts_used"] == 1
+    assert task["error"].startswith("RESULT_INVALID") and "1 MiB" in task["error"]
