@@ -445,7 +445,10 @@ class Worker:
 
 
 def _describe(exc: BaseException) -> str:
-    text = str(exc)
+    try:
+        text = str(exc)
+    except Exception as err:  # noqa: BLE001 - its own __str__ failed: the failure is still the handler's to report
+        return f"{type(exc).__name__} (its text could not be read: {type(err).__name__})"
     if isinstance(exc, Retryable):
         return text or "Retryable"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -856,3 +856,35 @@ def test_K8_a_result_larger_than_any_report_can_carry_fails_its_attempt_at_once(
     task = task_row(world, wf)
     assert task["status"] == "FAILED" and task["attempts_used"] == 1
     assert task["error"].startswith("RESULT_INVALID") and "1 MiB" in task["error"]
+
+
+def test_K8_an_exception_that_cannot_be_written_as_text_still_fails_its_attempt(world, orch, database):
+    """An exception whose str() raises (a library's, built with arguments its __str__ does not expect) made the
+    worker itself fail while describing it: the attempt was left to its lease and went to review as an unknown
+    effect, although the handler had ended with a failure. The failure is now reported, described by its type."""
+    private = Registry()
+
+    class Unprintable(Exception):
+        def __str__(self):
+            raise ValueError("no text")
+
+    class UnprintableRetryable(Retryable):
+        def __str__(self):
+            raise ValueError("no text")
+
+    @handler("unprintable.fails", version="1", into=private)
+    def fails(input):
+        raise Unprintable("declined")
+
+    @handler("unprintable.retries", version="1", into=private)
+    def retries(input):
+        raise UnprintableRetryable("timeout")
+
+    world.publish(task_flow("fails", handler="unprintable.fails", retry={"max_attempts": 1}))
+    world.publish(task_flow("retries", handler="unprintable.retries", retry={"max_attempts": 1}))
+    failing, retrying = world.start("fails", {"order_id": "o"}), world.start("retries", {"order_id": "o"})
+    orch.drain()
+    stats = make_worker(database, handlers=private).run(max_claims=2)
+    assert stats["FAILED"] == 2 and not stats["report_failed"], stats
+    assert task_row(world, failing)["error"].startswith("Unprintable")
+    assert task_row(world, retrying)["error"].startswith("UnprintableRetryable")
