@@ -94,6 +94,19 @@ def _takes_context(fn: Callable[..., Any]) -> bool:
     return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
 
 
+def _never_runs(fn: Callable[..., Any]) -> str | None:
+    """What kind of callable ``fn`` is when calling it runs none of its code (an async function, a generator),
+    else None."""
+    for target in (fn, getattr(fn, "__call__", None)):  # noqa: B004 - an object's own __call__, if it has one
+        if inspect.iscoroutinefunction(target):
+            return "an async function"
+        if inspect.isasyncgenfunction(target):
+            return "an async generator"
+        if inspect.isgeneratorfunction(target):
+            return "a generator"
+    return None
+
+
 class Registry:
     """Handlers by (name, version). Registering the same pair twice with another function is an error."""
 
@@ -104,6 +117,12 @@ class Registry:
     def register(self, name: str, version: str, fn: Callable[..., Any]) -> Handler:
         if not name or not isinstance(name, str):
             raise ValueError("a handler needs a non-empty name")
+        kind = _never_runs(fn)
+        if kind:
+            # The worker calls a handler and takes its return value as the result: this one's would be a coroutine
+            # or a generator whose code never ran, and every task for it would fail RESULT_INVALID.
+            raise ValueError(f"handler {name} version {version} is {kind}, which the worker would never run: a "
+                             f"handler must be a plain function that returns its result")
         key = (name, str(version))
         entry = Handler(name, str(version), fn, _takes_context(fn))
         with self._lock:
@@ -161,7 +180,9 @@ class HandlerModuleError(Exception):
     def __init__(self, module: str, cause: BaseException):
         where = ""  # a SyntaxError says where itself, a module not found has no code of its own
         if not isinstance(cause, SyntaxError | ModuleNotFoundError):
-            frames = [f for f in traceback.extract_tb(cause.__traceback__) if not f.filename.startswith("<frozen")]
+            # The module's own line: not the import machinery's, nor this file's (a refused registration).
+            frames = [f for f in traceback.extract_tb(cause.__traceback__)
+                      if not f.filename.startswith("<frozen") and f.filename != __file__]
             if frames:
                 where = f" ({frames[-1].filename}, line {frames[-1].lineno})"
         super().__init__(f"cannot import handler module {module}: {type(cause).__name__}: {cause}{where}")

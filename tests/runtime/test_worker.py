@@ -888,3 +888,28 @@ def test_K8_an_exception_that_cannot_be_written_as_text_still_fails_its_attempt(
     assert stats["FAILED"] == 2 and not stats["report_failed"], stats
     assert task_row(world, failing)["error"].startswith("Unprintable")
     assert task_row(world, retrying)["error"].startswith("UnprintableRetryable")
+
+
+@pytest.mark.parametrize("source", [
+    "async def check(input):\n    return {'status': 'DONE'}\n",
+    "async def check(input):\n    yield {'status': 'DONE'}\n",
+    "def check(input):\n    yield {'status': 'DONE'}\n"])
+def test_K8_a_handler_the_worker_would_never_run_is_refused_as_its_module_is_imported(database, tmp_path, monkeypatch,
+                                                                                     capsys, source):
+    """A worker calls a handler and takes what it returns as the result. An ``async def`` handler (or a generator)
+    returned a coroutine (or a generator) whose code never ran: every task for it failed RESULT_INVALID ("Object of
+    type coroutine is not JSON serializable") and went to review, once deployed. Registering one is refused, so the
+    worker does not start with it and says where."""
+    with pytest.raises(ValueError, match="plain function"):
+        scope: dict = {}
+        exec(source, scope)
+        handler("never.run", version="1", into=Registry())(scope["check"])
+    name = f"handlers_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text("from orchestrator import handler\n\n"
+                                         "@handler('never.run', version='1')\n" + source)
+    monkeypatch.chdir(tmp_path)
+    assert run_worker(database, queues=["payments"], handler_modules=[name]) == 1
+    line, = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"weave worker: cannot import handler module {name}: ValueError: handler never.run")
+    assert "plain function" in line and f"{name}.py" in line
+    assert "never.run@1" not in registry.names()
