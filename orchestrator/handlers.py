@@ -107,6 +107,19 @@ def _never_runs(fn: Callable[..., Any]) -> str | None:
     return None
 
 
+def _callable_as(fn: Callable[..., Any], positional: int) -> bool:
+    """Whether ``fn`` takes that many positional arguments (True when its signature cannot be read)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return True
+    try:
+        signature.bind(*([None] * positional))
+    except TypeError:
+        return False
+    return True
+
+
 class Registry:
     """Handlers by (name, version). Registering the same pair twice with another function is an error."""
 
@@ -125,6 +138,10 @@ class Registry:
                              f"handler must be a plain function that returns its result")
         key = (name, str(version))
         entry = Handler(name, str(version), fn, _takes_context(fn))
+        if not _callable_as(fn, 2 if entry.takes_context else 1):
+            # Every task for it would fail with the TypeError of the worker's own call.
+            raise ValueError(f"handler {name} version {version} cannot be called with the input (nor with the input "
+                             f"and the context): a handler is def f(input) or def f(input, ctx)")
         with self._lock:
             existing = self._handlers.get(key)
             if existing is not None and existing.fn is not fn and (

@@ -913,3 +913,31 @@ def test_K8_a_handler_the_worker_would_never_run_is_refused_as_its_module_is_imp
     assert line.startswith(f"weave worker: cannot import handler module {name}: ValueError: handler never.run")
     assert "plain function" in line and f"{name}.py" in line
     assert "never.run@1" not in registry.names()
+
+
+@pytest.mark.parametrize("source", [
+    "def check():\n    return {}\n",
+    "def check(input, ctx, order):\n    return {}\n",
+    "def check(*, input):\n    return {}\n"])
+def test_K8_a_handler_that_cannot_take_its_input_is_refused_as_it_is_registered(source):
+    """The worker calls a handler with the input, and the context too when it takes two positional arguments. One
+    that can be called neither way (no parameter, a third required one, a keyword-only input) failed every task
+    with a TypeError of the worker's call, non-retryable, sending each step to review once deployed. Registering
+    one is refused, naming it, so its worker does not start."""
+    scope: dict = {}
+    exec(source, scope)
+    with pytest.raises(ValueError, match="handler check.me version 1 cannot be called with"):
+        handler("check.me", version="1", into=Registry())(scope["check"])
+
+
+def test_K8_handlers_called_with_the_input_or_with_the_input_and_the_context_are_registered():
+    private = Registry()
+
+    class Callable:
+        def __call__(self, input, ctx):
+            return input
+
+    for n, fn in enumerate([lambda input: input, lambda input, ctx=None: input, lambda *args, **kw: args[0],
+                            lambda input, *, flag=False: input, Callable(), json.dumps]):
+        handler(f"fine.{n}", version="1", into=private)(fn)
+    assert len(private.names()) == 6
