@@ -11,7 +11,8 @@ CREATE PROCEDURE pulse_attempt_complete(
 permit released, inbox event SUCCEEDED at the report''s time, consumed in the same transaction when the instance
 is not locked by another (the step settles as the orchestrator would settle it), else left for the orchestrator. A
 report for an attempt that is no longer current is stored as a late report and changes nothing.
-Parameters: in_attempt_id, in_worker_id (the claimant), in_result (the handler''s return value: JSON, <= 1 MiB).
+Parameters: in_attempt_id, in_worker_id (the claimant), in_result (the handler''s return value: JSON of at most 1 MiB,
+nested at most 32 levels deep).
 Result set: outcome (SUCCEEDED, or LATE for a report that was stored without effect), task_id, attempt_id, task_status,
 next_task_in_ms (when the answer left its POLL step waiting for the next round: the milliseconds until that round is
 due and its task is created, else NULL).
@@ -32,7 +33,10 @@ BEGIN
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('pulse_attempt_complete', v_tx);  -- refused inside a caller's transaction (R-1)
     IF in_result IS NULL OR OCTET_LENGTH(in_result) > 1048576 OR NOT _weave_json_strict(in_result) THEN
-        CALL _weave_raise(50203, 'RESULT_INVALID: the result must be JSON of at most 1 MiB');
+        -- What the result broke: its size, or its text (the server reads no JSON nested deeper than 32 levels).
+        CALL _weave_raise(50203, IF(OCTET_LENGTH(in_result) > 1048576,
+                                    'RESULT_INVALID: the result must be JSON of at most 1 MiB',
+                                    'RESULT_INVALID: the result must be one JSON value, nested at most 32 levels deep'));
     END IF;
     CALL _pulse_attempt_current(in_attempt_id, in_worker_id, 'SUCCEEDED', in_result, FALSE, v_now, v_task, v_current,
                                 v_status, v_ns, v_inst, v_inst_status);  -- the locks, then the clock (R-2)

@@ -1351,3 +1351,22 @@ def test_R14_the_scan_reports_the_next_lease_expiry_as_a_time(world, orch):
     result = orch.scan()
     assert result.candidates == [] and result.next_at == got["lease_expires_at"]
     assert 0 < orch.idle_seconds(result) <= orch.idle_probe_ms / 1000
+
+
+def test_K3_a_result_refused_says_whether_it_is_too_large_or_not_json_nested_as_the_server_reads_it(world, orch):
+    """A result nested deeper than the 32 levels the server reads, a few bytes long, was refused as "JSON of at most
+    1 MiB": the handler's author looked at its size. Each refusal now names what the result broke."""
+    world.publish(task_flow())
+    wf, = started(world, orch)
+    got, = claim(world)
+    refusals = {}
+    for what, text in {"deep": "[" * 33 + "]" * 33, "not_json": "{not json",
+                       "large": json.dumps("x" * (1024 * 1024))}.items():
+        with pytest.raises(errors.ValidationFailed) as exc:
+            pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", result_json=text)
+        assert exc.value.field_code == "RESULT_INVALID"
+        refusals[what] = exc.value.detail
+    assert refusals["deep"] == refusals["not_json"] == \
+        "the result must be one JSON value, nested at most 32 levels deep"
+    assert refusals["large"] == "the result must be JSON of at most 1 MiB"
+    assert task_of(world, wf)["status"] == "RUNNING"
