@@ -107,6 +107,19 @@ def _never_runs(fn: Callable[..., Any]) -> str | None:
     return None
 
 
+def _where(fn: Callable[..., Any]) -> tuple[Any, ...]:
+    """Where ``fn`` is defined: its module and qualified name, and the file and line of its code when it has any."""
+    code = getattr(fn, "__code__", None)
+    return (getattr(fn, "__module__", None), getattr(fn, "__qualname__", None),
+            getattr(code, "co_filename", None), getattr(code, "co_firstlineno", None))
+
+
+def _same_definition(registered: Callable[..., Any], fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` is the function already registered, or the same definition run again (its module imported
+    again): not another function of the same module that happens to have the same name."""
+    return registered is fn or _where(registered) == _where(fn)
+
+
 def _callable_as(fn: Callable[..., Any], positional: int) -> bool:
     """Whether ``fn`` takes that many positional arguments (True when its signature cannot be read)."""
     try:
@@ -144,9 +157,7 @@ class Registry:
                              f"and the context): a handler is def f(input) or def f(input, ctx)")
         with self._lock:
             existing = self._handlers.get(key)
-            if existing is not None and existing.fn is not fn and (
-                    getattr(existing.fn, "__qualname__", None) != getattr(fn, "__qualname__", None)
-                    or getattr(existing.fn, "__module__", None) != getattr(fn, "__module__", None)):
+            if existing is not None and not _same_definition(existing.fn, fn):
                 raise ValueError(f"handler {name} version {version} is already registered by {existing.fn!r}")
             self._handlers[key] = entry
         return entry

@@ -15,7 +15,7 @@ import pytest
 import orchestrator.example_handlers  # noqa: F401 - registers example.*
 from orchestrator import Retryable, handler
 from orchestrator import http_handler as http
-from orchestrator.handlers import Registry, TaskContext, registry
+from orchestrator.handlers import HandlerModuleError, Registry, TaskContext, load_modules, registry
 from orchestrator.worker import EXPECTED_LATE_S, Worker, run_worker
 from procedures import db as dbmod
 from procedures import errors, installer, pulse
@@ -941,3 +941,29 @@ def test_K8_handlers_called_with_the_input_or_with_the_input_and_the_context_are
                             lambda input, *, flag=False: input, Callable(), json.dumps]):
         handler(f"fine.{n}", version="1", into=private)(fn)
     assert len(private.names()) == 6
+
+
+def test_K8_two_functions_of_one_module_registered_under_one_name_and_version_stop_the_worker(tmp_path, monkeypatch):
+    """A handler copied to make its next version, with the name and the version left as they were (and, as Python
+    allows, the function's name too), replaced the first without a word: the worker ran only the later one for every
+    task of that version. Registering a second function under a pair already taken is refused, as it is for a
+    function of another module; the same function registered again (a module imported again) is not."""
+    name = f"handlers_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text(
+        "from orchestrator import handler\n\n"
+        "@handler('twice.named', version='1')\ndef check(input):\n    return {'status': 'PAID'}\n\n"
+        "@handler('twice.named', version='1')\ndef check(input):\n    return {'status': 'PAID', 'v': 2}\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(HandlerModuleError) as refused:  # what stops the worker at start
+        load_modules([name])
+    assert f"cannot import handler module {name}: ValueError: handler twice.named version 1 is already registered" \
+        in str(refused.value) and f"{name}.py, line 7" in str(refused.value)
+
+    private = Registry()
+
+    def again(input):
+        return input
+
+    handler("again", version="1", into=private)(again)
+    handler("again", version="1", into=private)(again)
+    assert private.names() == ["again@1"]
