@@ -387,6 +387,9 @@ class Worker:
             text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
             if not jsontext.is_text(text):  # a lone surrogate ("\ud800"): a str Python holds and no report carries
                 raise ValueError("a string holds a lone surrogate, which is not text")
+            twice = _key_written_twice(value)
+            if twice is not None:
+                raise ValueError(f"an object has two keys written {twice!r} (as 1 and \"1\" are): a key twice")
         # A value nested past Python's recursion limit is not JSON either.
         except (TypeError, ValueError, RecursionError) as exc:
             self._report_fail(ctx, f"RESULT_INVALID: the handler returned a value that is not JSON: {exc}",
@@ -442,6 +445,36 @@ class Worker:
         if error:
             fields["error"] = error[:500]
         (log.warning if outcome == "LATE" else log.info)("attempt ended", extra={"fields": fields})
+
+
+def _key_text(key: object) -> str:
+    """A dict key as json writes it."""
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, bool):
+        return json.dumps(key)
+    return int.__repr__(key) if isinstance(key, int) else float.__repr__(key)
+
+
+def _key_written_twice(value: object) -> str | None:
+    """The text of a key that two keys of one dict in ``value`` (already written as JSON) are both written as (1 and
+    "1", True and "true"), else None. Such JSON holds a key twice: the server's JSON functions read the first,
+    Python the last, so an expression and the API would read different step outputs."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if not all(type(key) is str for key in node):
+                seen: set[str] = set()
+                for key in node:
+                    text = _key_text(key)
+                    if text in seen:
+                        return text
+                    seen.add(text)
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+    return None
 
 
 def _describe(exc: BaseException) -> str:

@@ -967,3 +967,31 @@ def test_K8_two_functions_of_one_module_registered_under_one_name_and_version_st
     handler("again", version="1", into=private)(again)
     handler("again", version="1", into=private)(again)
     assert private.names() == ["again@1"]
+
+
+def test_K8_a_result_whose_keys_json_writes_alike_fails_its_attempt(world, orch, database):
+    """json writes the keys 1 and "1" (True and "true", None and "null") alike, so a dict holding both became an
+    object with a duplicate key: the server's JSON functions read the first of them, Python the last, and a
+    successor step's expression and the API showed the step output with different values. Such a result now fails
+    as RESULT_INVALID, naming the key; non-text keys that collide with nothing are written as before."""
+    private = Registry()
+
+    @handler("keys.collide", version="1", into=private)
+    def collide(input):
+        return {"status": "DONE", "by_id": [{1: "first", "1": "second"}]}
+
+    @handler("keys.apart", version="1", into=private)
+    def apart(input):
+        return {"by_id": {2: "two", 2.5: "two and a half", True: "yes", None: "none"}}
+
+    world.publish(task_flow("collide", handler="keys.collide", retry={"max_attempts": 1}))
+    world.publish(task_flow("apart", handler="keys.apart", retry={"max_attempts": 1}))
+    colliding, fine = world.start("collide", {"order_id": "o"}), world.start("apart", {"order_id": "o"})
+    orch.drain()
+    stats = make_worker(database, handlers=private).run(max_claims=2)
+    assert stats["FAILED"] == 1 and stats["SUCCEEDED"] == 1, stats
+    task = task_row(world, colliding)
+    assert task["status"] == "FAILED" and task["error"].startswith("RESULT_INVALID") and "'1'" in task["error"]
+    orch.drain()
+    assert world.step(fine, "work")["output"] == {
+        "by_id": {"2": "two", "2.5": "two and a half", "true": "yes", "null": "none"}}
