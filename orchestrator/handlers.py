@@ -3,7 +3,7 @@
     from orchestrator import handler, Retryable
 
     @handler("payments.check", version="1")
-    def check(input, ctx):            # ctx is optional: def check(input) works too
+    def check(input, ctx):            # ctx is optional: def check(input) works too (see _takes_context)
         ...
         return {"status": "PAID"}     # any JSON value; it becomes the step output / round result
 
@@ -85,13 +85,22 @@ class Handler:
         return self.fn(input, ctx) if self.takes_context else self.fn(input)
 
 
+CONTEXT_NAMES = frozenset({"ctx", "context"})
+
+
 def _takes_context(fn: Callable[..., Any]) -> bool:
+    """Whether the worker passes the context as the second argument: to a second positional parameter without a
+    default, or named ctx or context, or to *args. A second parameter with a default and another name is the
+    handler's own option (``def check(input, timeout_s=5.0)``) and keeps its default."""
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return False
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
+    if len(positional) >= 2:
+        second = positional[1]
+        return second.default is second.empty or second.name in CONTEXT_NAMES
+    return any(p.kind == p.VAR_POSITIONAL for p in params)
 
 
 def _never_runs(fn: Callable[..., Any]) -> str | None:

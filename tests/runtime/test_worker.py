@@ -995,3 +995,31 @@ def test_K8_a_result_whose_keys_json_writes_alike_fails_its_attempt(world, orch,
     orch.drain()
     assert world.step(fine, "work")["output"] == {
         "by_id": {"2": "two", "2.5": "two and a half", "true": "yes", "null": "none"}}
+
+
+def test_K8_a_handler_with_an_optional_second_parameter_keeps_its_default(world, orch, database):
+    """The worker passed the context to any handler with a second positional parameter, so one written as
+    ``def check(input, timeout_s=5.0)`` got the TaskContext as its timeout, and failed every task. The context goes
+    to a second parameter that has no default, or that is named ctx or context; another keeps its default."""
+    private = Registry()
+
+    @handler("optional.timeout", version="1", into=private)
+    def with_default(input, timeout_s=5.0):
+        return {"timeout_s": timeout_s}
+
+    @handler("optional.ctx", version="1", into=private)
+    def with_ctx(input, ctx=None):
+        return {"attempt": ctx.attempt_no}
+
+    @handler("optional.context", version="1", into=private)
+    def with_context(input, context=None):
+        return {"attempt": context.attempt_no}
+
+    world.publish(task_flow("timeout", handler="optional.timeout"))
+    world.publish(task_flow("ctx", handler="optional.ctx"))
+    world.publish(task_flow("context", handler="optional.context"))
+    wfs = [world.start(name, {"order_id": "o"}) for name in ("timeout", "ctx", "context")]
+    orch.drain()
+    assert make_worker(database, handlers=private).run(max_claims=3)["SUCCEEDED"] == 3
+    orch.drain()
+    assert [world.step(wf, "work")["output"] for wf in wfs] == [{"timeout_s": 5.0}, {"attempt": 1}, {"attempt": 1}]
