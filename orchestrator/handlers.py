@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from procedures.definitions.model import HANDLER, VERSION
+
 __all__ = ["HandlerModuleError", "HandlerNotFound", "Registry", "Retryable", "TaskContext", "handler", "load_modules",
            "registry"]
 
@@ -149,9 +151,14 @@ class Registry:
         self._handlers: dict[tuple[str, str], Handler] = {}
         self._lock = threading.Lock()
 
-    def register(self, name: str, version: str, fn: Callable[..., Any]) -> Handler:
-        if not name or not isinstance(name, str):
-            raise ValueError("a handler needs a non-empty name")
+    def register(self, name: str, version: str | int, fn: Callable[..., Any]) -> Handler:
+        # Named as a task names its handler (as a definition may): under another name or version it would never run.
+        if not isinstance(name, str) or not HANDLER.pattern.fullmatch(name):
+            raise ValueError(f"handler name {name!r} is not one a definition can name ({HANDLER.description})")
+        if isinstance(version, bool) or not isinstance(version, str | int) \
+                or not VERSION.pattern.fullmatch(str(version)):
+            raise ValueError(f"handler version {version!r} of {name} is not one a definition can name (a string of "
+                             f"{VERSION.description}, or a whole number)")
         kind = _never_runs(fn)
         if kind:
             # The worker calls a handler and takes its return value as the result: this one's would be a coroutine
@@ -184,7 +191,7 @@ class Registry:
 registry = Registry()
 
 
-def handler(name: str, version: str = "1", *, into: Registry | None = None) -> Callable[[Callable], Callable]:
+def handler(name: str, version: str | int = "1", *, into: Registry | None = None) -> Callable[[Callable], Callable]:
     """Register the decorated function as the handler ``name`` at ``version``."""
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         (into or registry).register(name, version, fn)

@@ -1023,3 +1023,22 @@ def test_K8_a_handler_with_an_optional_second_parameter_keeps_its_default(world,
     assert make_worker(database, handlers=private).run(max_claims=3)["SUCCEEDED"] == 3
     orch.drain()
     assert [world.step(wf, "work")["output"] for wf in wfs] == [{"timeout_s": 5.0}, {"attempt": 1}, {"attempt": 1}]
+
+
+@pytest.mark.parametrize("name,version,said", [
+    ("payments check", "1", "name"), ("payments/check", "1", "name"), ("x" * 129, "1", "name"),
+    ("payments.check", "", "version"), ("payments.check", None, "version"), ("payments.check", 1.10, "version"),
+    ("payments.check", "v" * 33, "version"), ("payments.check", "é", "version")])
+def test_K8_a_handler_name_or_version_no_task_can_carry_is_refused_as_it_is_registered(name, version, said):
+    """A task names its handler and version as a definition may (1-128 of A-Z a-z 0-9 _ . : -, and 1-32 printable
+    ASCII characters). A handler registered under another name or version (a space, a slash, None, or the float
+    1.10, registered as "1.1") was taken without a word and never ran: tasks for the name meant failed
+    HANDLER_NOT_FOUND. It is refused as it is registered, so its worker does not start."""
+    with pytest.raises(ValueError, match=f"handler {said}"):
+        handler(name, version=version, into=Registry())(lambda input: input)
+
+
+def test_K8_a_whole_number_version_is_registered_as_its_digits():
+    private = Registry()
+    handler("payments.check", version=2, into=private)(lambda input: input)
+    assert private.names() == ["payments.check@2"]
