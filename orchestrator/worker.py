@@ -124,7 +124,20 @@ class Worker:
         return self._connections.retrying(fn, seconds=self.lease_ms / 1000.0)
 
     def check_level(self) -> None:
-        installer.check_level(self._conn())
+        """The start-up check (R-16), and a warning when the worker's connections at most pass the server's limit."""
+        conn = self._conn()
+        installer.check_level(conn)
+        # Each attempt thread reports on a connection of its own, beside the claim loop's and the heartbeats'. Past
+        # max_connections, reports meet "too many connections" until their leases run out (UNKNOWN, review).
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@max_connections AS m")
+            limit = int(cur.fetchall()[0]["m"])
+        connections = self.concurrency + 2
+        if connections > limit:
+            log.warning("more connections than the server's max_connections: reports would be refused connections "
+                        "until their leases ran out; use a lower --concurrency, or raise max_connections",
+                        extra={"fields": {"concurrency": self.concurrency, "connections": connections,
+                                          "max_connections": limit}})
 
     def close(self) -> None:
         """Close every connection of the worker: its claim loop's, and those its ended threads left for the next run."""

@@ -1042,3 +1042,37 @@ def test_K8_a_whole_number_version_is_registered_as_its_digits():
     private = Registry()
     handler("payments.check", version=2, into=private)(lambda input: input)
     assert private.names() == ["payments.check@2"]
+
+
+def test_K1_a_worker_whose_threads_need_more_connections_than_the_server_takes_warns_as_it_starts(db, database):
+    """Each attempt thread reports on a connection of its own (--concurrency + 2 in all). A worker with more
+    threads than the server's max_connections claimed tasks whose reports then met "too many connections" until
+    their leases ran out, and they went to review as UNKNOWN; it started without a word (the API warns in that
+    case). It now warns as it starts, with the numbers."""
+    import logging
+
+    limit = db.scalar("SELECT @@max_connections")
+    if limit + 1 > 1000:
+        pytest.skip("the server takes more connections than a worker can have threads")
+    said: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.append(record)
+
+    keep = Keep()
+    logging.getLogger("weave.worker").addHandler(keep)
+    try:
+        for concurrency, warned in ((limit - 2, False), (limit - 1, True)):
+            said.clear()
+            worker = make_worker(database, concurrency=concurrency)
+            try:
+                worker.check_level()
+            finally:
+                worker.close()
+            warnings = [r for r in said if r.levelno == logging.WARNING and "max_connections" in r.getMessage()]
+            assert bool(warnings) == warned, (concurrency, [r.getMessage() for r in said])
+        assert warnings[0].fields == {  # type: ignore[attr-defined]
+            "concurrency": limit - 1, "connections": limit + 1, "max_connections": limit}
+    finally:
+        logging.getLogger("weave.worker").removeHandler(keep)
