@@ -147,6 +147,18 @@ def test_K8_handlers_get_a_context_and_results_must_be_json(world, orch, databas
     assert bad_task["status"] == "FAILED" and bad_task["error"].startswith("RESULT_INVALID")
 
 
+def each_fails_once(world, orch, database, private: Registry, *handlers: str) -> list[str]:
+    """Runs one single-attempt task for each handler of ``private``; each must end its attempt FAILED, reported
+    (never left to its lease). Answers the instances, in the handlers' order."""
+    for name in handlers:
+        world.publish(task_flow(name.replace(".", "-"), handler=name, retry={"max_attempts": 1}))
+    started = [world.start(name.replace(".", "-"), {"order_id": "o"}) for name in handlers]
+    orch.drain()
+    stats = make_worker(database, handlers=private).run(max_claims=len(handlers))
+    assert stats["FAILED"] == len(handlers) and not stats["report_failed"], stats
+    return started
+
+
 def test_K8_a_result_or_an_error_holding_a_lone_surrogate_fails_its_attempt_and_is_reported(world, orch, database):
     """Python holds a string with a lone surrogate ("\\ud800", as json.loads makes of that escape in a response);
     no report can carry one. Its report used to fail each time, and the attempt ran out its lease (UNKNOWN,
@@ -162,12 +174,7 @@ def test_K8_a_result_or_an_error_holding_a_lone_surrogate_fails_its_attempt_and_
     def lone_error(input):
         raise RuntimeError("declined \ud800")
 
-    world.publish(task_flow("result", handler="lone.result", retry={"max_attempts": 1}))
-    world.publish(task_flow("error", handler="lone.error", retry={"max_attempts": 1}))
-    result_wf, error_wf = world.start("result", {"order_id": "o"}), world.start("error", {"order_id": "o"})
-    orch.drain()
-    stats = make_worker(database, handlers=private).run(max_claims=2)
-    assert stats["FAILED"] == 2 and not stats["report_failed"], stats
+    result_wf, error_wf = each_fails_once(world, orch, database, private, "lone.result", "lone.error")
     assert task_row(world, result_wf)["error"].startswith("RESULT_INVALID")
     assert task_row(world, error_wf)["error"] == "RuntimeError: declined \\ud800"
 
@@ -880,12 +887,7 @@ def test_K8_an_exception_that_cannot_be_written_as_text_still_fails_its_attempt(
     def retries(input):
         raise UnprintableRetryable("timeout")
 
-    world.publish(task_flow("fails", handler="unprintable.fails", retry={"max_attempts": 1}))
-    world.publish(task_flow("retries", handler="unprintable.retries", retry={"max_attempts": 1}))
-    failing, retrying = world.start("fails", {"order_id": "o"}), world.start("retries", {"order_id": "o"})
-    orch.drain()
-    stats = make_worker(database, handlers=private).run(max_claims=2)
-    assert stats["FAILED"] == 2 and not stats["report_failed"], stats
+    failing, retrying = each_fails_once(world, orch, database, private, "unprintable.fails", "unprintable.retries")
     assert task_row(world, failing)["error"].startswith("Unprintable")
     assert task_row(world, retrying)["error"].startswith("UnprintableRetryable")
 
