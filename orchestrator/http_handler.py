@@ -49,10 +49,23 @@ def allowlist() -> set[str]:
     return settings.http_allowlist()
 
 
+def _shown(url: str) -> str:
+    """``url`` as an error may carry it, where it is stored, shown and logged: scheme, host, port and path, without
+    the user part (a password) and with the query and fragment (API keys, tokens) left out as "?…"."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:  # a port that is not a number: nothing of it is worth showing
+        return "(an unreadable URL)"
+    hidden = "?…" if parts.query or parts.fragment else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}{hidden}" if parts.scheme else f"{parts.path}{hidden}"
+
+
 def _check_allowed(url: str, allowed: set[str]) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise HttpRefused(f"HTTP_URL_INVALID: only absolute http(s) URLs are allowed, got {url!r}")
+        raise HttpRefused(f"HTTP_URL_INVALID: only absolute http(s) URLs are allowed, got {_shown(url)!r}")
     if not allowed:
         raise HttpRefused(f"HTTP_HOST_NOT_ALLOWED: {ALLOWLIST_ENV} is empty; no host may be called")
     host = parts.hostname.lower()
@@ -132,7 +145,7 @@ def request(spec: Any) -> Any:
     headers = {"Accept": "application/json", **headers}
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _AllowlistRedirects(allowed))
     req = urllib.request.Request(url, data=data, headers=headers, method=method)
-    what = f"{method} {url}"
+    what = f"{method} {_shown(url)}"
     try:
         deadline = _clock() + timeout
         with opener.open(req, timeout=timeout) as resp:
@@ -144,7 +157,7 @@ def request(spec: Any) -> Any:
     except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
         raise Retryable(f"HTTP_UNREACHABLE: {what}: {getattr(exc, 'reason', exc)}") from exc
     except http_client.InvalidURL as exc:  # a URL http.client will not send (control characters, a bad port)
-        raise HttpRefused(f"HTTP_URL_INVALID: {exc}") from exc
+        raise HttpRefused(f"HTTP_URL_INVALID: http.client will not send {_shown(url)!r}") from exc
     except http_client.HTTPException as exc:  # a status line or a body cut short or not HTTP: as a lost connection
         raise Retryable(f"HTTP_RESPONSE_BROKEN: {what}: {type(exc).__name__}") from exc
     if len(body) > MAX_RESPONSE_BYTES:

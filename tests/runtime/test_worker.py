@@ -536,6 +536,20 @@ def test_K8_http_handler_classifies_failures(api):
         http.request({"url": f"http://127.0.0.1:{closed_port}/closed", "timeout_ms": 2000})
 
 
+def test_K8_http_handler_errors_never_carry_a_urls_query_or_credentials(api):
+    """A task's error is stored, shown in the console and logged: a query string often carries an API key, and a
+    URL's user part a password. Errors name the method, scheme, host, port and path only."""
+    secret = "api_key=s3cr3t&token=t0k"
+    for url, kind in ((f"{api}/missing?{secret}", http.HttpRefused),
+                      (f"http://user:pa55@127.0.0.1:1/closed?{secret}#t0k", Retryable),
+                      (f"ftp://user:pa55@127.0.0.1/x?{secret}", http.HttpRefused)):
+        with pytest.raises(kind) as info:
+            http.request({"url": url, "timeout_ms": 2000})
+        text = str(info.value)
+        assert "s3cr3t" not in text and "t0k" not in text and "pa55" not in text, text
+    assert str(info.value).endswith("'ftp://127.0.0.1/x?…'"), info.value  # what was called, its secrets left out
+
+
 def test_K8_http_handler_bounds_the_whole_response_by_timeout_ms_and_retries_a_broken_one(api, monkeypatch):
     """timeout_ms bounded each wait on the socket, not the answer: a server sending a byte at a time held the
     attempt for as long as it liked. The handler's clock is stepped here, 200 ms a reading, so that the first byte
