@@ -54,9 +54,10 @@ BEGIN
           FROM pulse_tasks WHERE id = v_task;
         SET v_backoff_us = ROUND(LEAST(v_initial * POW(v_coefficient, v_no - 1), v_cap) * 1000);
         SET v_next = v_now + INTERVAL v_backoff_us MICROSECOND;
+        -- A handler told of a cancellation stops with a retryable failure: CANCELLED, whichever attempt it was.
         SET v_reason = CASE WHEN v_retryable = 0 THEN 'NON_RETRYABLE'
-                            WHEN v_no >= v_max THEN 'ATTEMPTS_EXHAUSTED'
                             WHEN v_cancel = 1 THEN 'CANCEL_REQUESTED'
+                            WHEN v_no >= v_max THEN 'ATTEMPTS_EXHAUSTED'
                             WHEN v_next >= v_deadline THEN 'DEADLINE'
                             ELSE NULL END;
         -- Back to its queue at v_next when a retry is allowed (K-3); otherwise the task ends with this failure.

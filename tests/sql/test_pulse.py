@@ -696,6 +696,26 @@ def test_K5_cancel_of_a_running_task_keeps_its_permit_until_the_worker_reports(w
     assert world.db.row("SELECT kind FROM pulse_inbox")["kind"] == "CANCELLED"
 
 
+def test_K5_a_retryable_failure_after_a_cancellation_ends_cancelled_on_the_last_attempt_too(world, orch):
+    """A handler told of the cancellation stops with a retryable failure: the task ends CANCELLED whichever
+    attempt it was, not FAILED for attempts exhausted on the last one."""
+    world.publish(task_flow(task_timeout_ms=HOUR, retry={"max_attempts": 1}))
+    wf, = started(world, orch)
+    got, = claim(world)
+    assert cancel_task(world, task_of(world, wf)["id"]) == "REQUESTED"
+    answer = pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "stopped on cancel", retryable=True)
+    assert answer["outcome"] == "CANCELLED" and answer["task_status"] == "CANCELLED"
+    assert world.db.row("SELECT kind FROM pulse_inbox")["kind"] == "CANCELLED"
+    # A failure that is no retry's to forgo stays what it is.
+    world.publish(task_flow(name="pay2", task_timeout_ms=HOUR, retry={"max_attempts": 1}))
+    other = world.start("pay2", {"order_id": "b"})
+    orch.drain()
+    got, = claim(world)
+    cancel_task(world, task_of(world, other)["id"])
+    assert pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "declined", retryable=False)["outcome"] == \
+        "FAILED"
+
+
 def test_K5_a_running_task_whose_cancellation_was_requested_may_still_succeed(world, orch):
     world.publish(task_flow())
     wf, = started(world, orch)
