@@ -19,13 +19,12 @@ class Invariant:
 
 
 # The S-4 digest recomputed from a stored signal row by the same function the routines use, so that M-4.10
-# checks the stored content itself and not only the digest column written beside it. Signals stored before
-# escapes were minimal carry the digest of their payload with escapes as sent, and those stored before digests
-# were canonical the digest of their exact bytes.
+# checks the stored content itself and not only the digest column written beside it. Signals stored by an earlier
+# release carry the digest in an earlier form.
 _SIGNAL_FIELDS = "s.name, s.payload_version, s.target_step_key, s.target_activation_seq, s.correlation_key, " \
                  "s.payload, s.reason, s.evidence_ref"
-_SIGNAL_DIGEST = ", ".join(f"_weave_signal_digest({_SIGNAL_FIELDS}, '{form}')"
-                           for form in ("CANONICAL", "ESCAPES", "BYTES"))
+_SIGNAL_DIGEST_MATCHES = (f"(a.request_digest = _weave_signal_digest({_SIGNAL_FIELDS}, 'CANONICAL') "
+                          f"OR _weave_signal_digest_earlier({_SIGNAL_FIELDS}, a.request_digest))")
 
 # (table, its id column, a reference column, the table it references): every reference stays in one namespace.
 _REFERENCES = [
@@ -133,7 +132,7 @@ INVARIANTS: tuple[Invariant, ...] = (
                             WHERE a.instance_id = s.instance_id AND a.action = 'signal.accept'
                               AND a.idempotency_key = s.idempotency_key
                               AND a.request_digest = s.request_digest
-                              AND a.request_digest IN ({_SIGNAL_DIGEST}))"""),
+                              AND {_SIGNAL_DIGEST_MATCHES})"""),
     # S-5: a receipt is stored without its signal_id (the row's own id) and composed on every answer; the receipt
     # so composed is the one the acceptance answered, which its audit row keeps.
     Invariant("M-4.10b", "every signal's receipt, as answered, is the receipt its acceptance answered", """

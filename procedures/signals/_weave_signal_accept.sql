@@ -189,13 +189,10 @@ BEGIN
     accept: BEGIN
         -- S-4: the idempotency identity is answered before any limit or target rule (S-6).
         IF v_existing IS NOT NULL THEN
-            -- A signal stored before escapes were minimal, or before digests were canonical, carries the digest of
-            -- its payload with escapes as sent, or of its exact bytes.
-            IF v_existing_digest <> v_digest AND v_existing_digest <> _weave_signal_digest(in_name,
-                   in_payload_version, in_target_step_key, in_target_activation_seq, in_correlation_key, in_payload,
-                   in_reason, in_evidence_ref, 'ESCAPES') AND v_existing_digest <> _weave_signal_digest(in_name,
-                   in_payload_version, in_target_step_key, in_target_activation_seq, in_correlation_key, in_payload,
-                   in_reason, in_evidence_ref, 'BYTES') THEN
+            -- A signal stored by an earlier release carries its digest in an earlier form.
+            IF v_existing_digest <> v_digest AND NOT _weave_signal_digest_earlier(in_name, in_payload_version,
+                   in_target_step_key, in_target_activation_seq, in_correlation_key, in_payload, in_reason,
+                   in_evidence_ref, v_existing_digest) THEN
                 CALL _weave_raise(50005, 'IDEMPOTENCY_CONFLICT: this key was accepted with a different request');
             END IF;
             SET out_receipt = _weave_signal_receipt(v_existing, v_existing_receipt), out_replayed = 1;

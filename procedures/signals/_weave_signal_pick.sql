@@ -72,13 +72,9 @@ BEGIN
          ORDER BY id LIMIT 1 LOCK IN SHARE MODE;
         SET v_recomputed = _weave_signal_digest(v_s_name, v_s_version, v_s_step, v_s_seq, v_s_corr, v_s_payload,
                                                 v_s_reason, v_s_evidence, 'CANONICAL');
-        -- A signal stored before escapes were minimal, or before digests were canonical, carries the digest of its
-        -- payload with escapes as sent, or of its exact bytes.
-        IF v_recomputed <> v_audit_digest AND v_audit_digest IN (
-               _weave_signal_digest(v_s_name, v_s_version, v_s_step, v_s_seq, v_s_corr, v_s_payload, v_s_reason,
-                                    v_s_evidence, 'ESCAPES'),
-               _weave_signal_digest(v_s_name, v_s_version, v_s_step, v_s_seq, v_s_corr, v_s_payload, v_s_reason,
-                                    v_s_evidence, 'BYTES')) THEN
+        -- A signal stored by an earlier release carries its digest in an earlier form.
+        IF v_recomputed <> v_audit_digest AND _weave_signal_digest_earlier(v_s_name, v_s_version, v_s_step, v_s_seq,
+               v_s_corr, v_s_payload, v_s_reason, v_s_evidence, v_audit_digest) THEN
             SET v_recomputed = v_audit_digest;
         END IF;
         IF v_audit_digest IS NULL OR v_recomputed <> v_audit_digest OR v_stored_digest <> v_audit_digest THEN
