@@ -40,7 +40,7 @@ class Signals(Resource):
         token = bearer(req)
         q = schemas.query(req, "list_signals")
         page = signals.list_signals(self.conn, token, ns, workflow_id, status=q["status"], limit=q["limit"],
-                                    after=q["cursor"])
+                                    after=q["cursor"], verbatim=True)
         respond_text(resp, jsontext.dumps({"items": [_public(s) for s in page["items"]],
                                             "next_cursor": page["next_cursor"]}))
 
@@ -48,7 +48,8 @@ class Signals(Resource):
 class Signal(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str, workflow_id: str, signal_id: str) -> None:
         token = bearer(req)  # 401 before anything asks the database
-        respond_text(resp, jsontext.dumps(_public(signals.get(self.conn, token, ns, workflow_id, signal_id))))
+        signal = signals.get(self.conn, token, ns, workflow_id, signal_id, verbatim=True)
+        respond_text(resp, jsontext.dumps(_public(signal)))
 
 
 class Explain(Resource):
@@ -58,7 +59,6 @@ class Explain(Resource):
 
 
 def _public(signal: dict) -> dict:
-    """A signal as the API answers it: its payload as the exact bytes it was accepted with (S-4), not parsed and
-    written again."""
-    return {**{k: v for k, v in signal.items() if k != "payload_text"},
-            "payload": jsontext.Verbatim(signal["payload_text"])}
+    """A signal (read ``verbatim``) as the API answers it: its payload as the exact bytes it was accepted with (S-4),
+    never parsed and written again."""
+    return {k: v for k, v in signal.items() if k != "payload_text"}

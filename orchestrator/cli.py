@@ -301,10 +301,10 @@ def cmd_signals_get(args: argparse.Namespace) -> int:
     from procedures import signals
 
     with _conn(args) as conn:
-        signal = signals.get(conn, _token(args), args.namespace, args.workflow_id, args.signal_id)
+        signal = signals.get(conn, _token(args), args.namespace, args.workflow_id, args.signal_id, verbatim=True)
     payload_text = signal.pop("payload_text")  # the payload as accepted, printed as it is (S-4)
     if args.json:
-        print(jsontext.dumps({**signal, "payload": jsontext.Verbatim(payload_text)}))
+        print(jsontext.dumps(signal))
         return 0
     _print(args, signal, lambda s: (
         f"{s['signal_id']} {s['status']}" + (f" ({s['disposition']})" if s["disposition"] else "")

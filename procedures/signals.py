@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from . import jsontext
 from .db import Connection as Conn
 from .db import call, call_row
 from .routines import rfc3339
@@ -50,13 +51,16 @@ def _text(value: Any) -> Any:
     return value
 
 
-def _signal(row: dict) -> dict:
+def _signal(row: dict, verbatim: bool = False) -> dict:
+    """A stored signal as the 07-api resource; the payload parsed, or with ``verbatim`` its accepted text as a
+    ``jsontext.Verbatim`` (for an answer that writes it as it is, without parsing it); ``payload_text`` either way."""
     payload = _text(row["payload"])
     return {
         "signal_id": row["signal_id"], "workflow_id": row["workflow_id"], "idempotency_key": row["idempotency_key"],
         "name": row["name"], "payload_version": row["payload_version"], "target_step_key": row["target_step_key"],
         "target_activation_sequence": row["target_activation_sequence"],
-        "correlation_key": _text(row["correlation_key"]), "payload": json.loads(payload), "payload_text": payload,
+        "correlation_key": _text(row["correlation_key"]), "payload_text": payload,
+        "payload": jsontext.Verbatim(payload) if verbatim else json.loads(payload),
         "reason": row["reason"], "evidence_ref": row["evidence_ref"], "actor": row["actor"], "status": row["status"],
         "disposition": row["disposition"], "accepted_at": rfc3339(row["accepted_at"]),
         "expires_at": rfc3339(row["expires_at"]), "consumed_at": rfc3339(row["consumed_at"]),
@@ -64,16 +68,17 @@ def _signal(row: dict) -> dict:
     }
 
 
-def get(conn: Conn, token: str, namespace: str, workflow_id: str, signal_id: str) -> dict:
-    """See procedures/signals/weave_signal_get.sql; shaped as the 07-api signal resource."""
-    return _signal(call_row(conn, "weave_signal_get", token, namespace, workflow_id, signal_id))
+def get(conn: Conn, token: str, namespace: str, workflow_id: str, signal_id: str, *, verbatim: bool = False) -> dict:
+    """See procedures/signals/weave_signal_get.sql; shaped as the 07-api signal resource (``verbatim`` as _signal's)."""
+    return _signal(call_row(conn, "weave_signal_get", token, namespace, workflow_id, signal_id), verbatim)
 
 
 def list_signals(conn: Conn, token: str, namespace: str, workflow_id: str, *, status: str | None = None,
-                 limit: int = 100, after: str | None = None) -> dict:
-    """See procedures/signals/weave_signal_list.sql: ``{"items": [...], "next_cursor": ...}``."""
+                 limit: int = 100, after: str | None = None, verbatim: bool = False) -> dict:
+    """See procedures/signals/weave_signal_list.sql: ``{"items": [...], "next_cursor": ...}`` (``verbatim`` as
+    _signal's)."""
     rows, cursor = call(conn, "weave_signal_list", token, namespace, workflow_id, status, limit, after)
-    return {"items": [_signal(r) for r in rows], "next_cursor": cursor[0]["next_cursor"]}
+    return {"items": [_signal(r, verbatim) for r in rows], "next_cursor": cursor[0]["next_cursor"]}
 
 
 def explain(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: str) -> dict:
