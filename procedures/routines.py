@@ -278,6 +278,13 @@ def instance_list(conn: Conn, token: str, namespace: str, *, status: str | None 
     return {"items": items, "next_cursor": next_cursor}
 
 
+def instances_purge(conn: Conn, token: str, namespace: str, finished_before: dt.datetime, *, after: str | None = None,
+                    limit: int = 100, reason: str | None = None, dry_run: bool = False) -> dict:
+    """See procedures/admin/weave_instances_purge.sql: one window of a retention run."""
+    row = call_row(conn, "weave_instances_purge", token, namespace, finished_before, after, limit, reason, dry_run)
+    return {**row, "held_ids": _json(row["held_ids"])}
+
+
 def status(conn: Conn) -> dict:
     """See procedures/instances/weave_status.sql: the figures of ``/metrics``, ``weave status`` and the console.
     The backlog has a row for every candidate class of the registry, in its order (0 when none is due)."""

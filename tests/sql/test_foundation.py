@@ -503,8 +503,13 @@ def test_R3_every_engine_routine_takes_the_instance_lock_after_identity_and_app(
         if re.search(r"\breleased\s*=", code):
             assert path.stem == "_pulse_inbox_add", f"{path.name} releases a task slot"
             assert not re.search(r"UPDATE[^;]*\b(weave_apps|weave_queues)\b", code), path.name
+    # Retention locks a window of settled instances at once, after its admin credential, and never waits for one
+    # (SKIP LOCKED): an instance another transaction holds is left for the next run.
+    purge = re.sub(r"--[^\n]*", "", (PROCEDURES_DIR / "admin" / "weave_instances_purge.sql").read_text())
+    window = re.search(r"FROM weave_instances\b[^;]*FOR UPDATE SKIP LOCKED;", purge)
+    assert window and purge.index("CALL _weave_admin_begin(") < window.start()
     for path in PROCEDURES_DIR.rglob("*.sql"):
-        if path.stem in lockers:
+        if path.stem in lockers or path.stem == "weave_instances_purge":
             continue
         statements = re.sub(r"--[^\n]*", "", path.read_text()).split(";")
         # A locking read of an instance is a re-read of one that _weave_instance_lock has locked already.

@@ -1,0 +1,168 @@
+-- History retention: removes settled instances with every row that is theirs, a window of the namespace's
+-- instances at a time, each window one transaction with its audit row (R-1, R-4). Only an instance that is
+-- settled for good is removed: SUCCEEDED or CANCELLED, finished before the cutoff, with nothing left open
+-- (no task queued or running, no outcome waiting in the inbox, no signal pending, no checkpoint, no open
+-- review reason). One that is settled but still holds something open is kept and named (held): the engine
+-- never leaves one so, and a person should look before its facts go.
+--
+-- Locks (R-3): the admin credential (shared), then the instances to remove (exclusive, SKIP LOCKED: an
+-- instance another transaction is deciding about is left for the next run, and the purge never makes a
+-- decision wait), then their child records in R-3's order, the histories (review reasons, events, audit
+-- rows) last. Every writer of an instance's rows takes the instance's lock first, except a worker's late
+-- report, which locks the task before it stores itself: a task goes in one statement with its late reports,
+-- so a report either lands before the purge takes the task (and goes with it) or finds no task (NOT_FOUND).
+--
+-- The window is the next in_limit instances of the namespace after the cursor, in id order, read without
+-- locks: a run reads each remaining instance once, and stops at the first window whose instances were all
+-- created at or after the cutoff (none after them can have finished before it).
+CREATE PROCEDURE weave_instances_purge(
+        IN in_token           VARCHAR(512),
+        IN in_namespace       VARCHAR(200),
+        IN in_finished_before DATETIME(6),
+        IN in_after           VARCHAR(64),
+        IN in_limit           INT,
+        IN in_reason          VARCHAR(1024),
+        IN in_dry_run         BOOLEAN)
+    COMMENT 'Description: removes settled instances (SUCCEEDED or CANCELLED, finished before in_finished_before,
+nothing left open) with all their rows: steps, activations, waits, polls and rounds, tasks with their attempts,
+permits, late reports and inbox events, signals, checkpoints, review reasons, events and audit rows. One window of
+the namespace''s instances per call, in id order after the cursor; one transaction per call, with one audit row
+(instances.purge, namespace-level: it outlives the instances) naming every instance removed. A settled instance
+that still holds something open is kept and named in held_ids. Workflow ids are never reused; a start with the
+idempotency key of a removed instance starts a new instance.
+Parameters: in_token (admin scope), in_namespace, in_finished_before (UTC; not later than the engine clock),
+in_after (the cursor: NULL to begin, then the next_after of the previous call), in_limit (window size 1..1000,
+NULL = 100), in_reason (1-1024 characters, kept in the audit row), in_dry_run (TRUE: count and name what would go,
+change nothing, write no audit row).
+Result set: purged (instances removed, or that would be), rows_deleted, held (settled but still holding something
+open), held_ids (JSON array of workflow ids), next_after (the cursor for the next call; NULL when the run is done).
+Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND (namespace), 50013 IN_TRANSACTION,
+50100 INVALID_ARGUMENT (finished_before, after), 50111 REASON_INVALID, 50121 LIMIT_INVALID.
+Rules: R-1, R-3, R-4, M-4.'
+    MODIFIES SQL DATA
+BEGIN
+    DECLARE v_now DATETIME(6);
+    DECLARE v_ns BIGINT UNSIGNED;
+    DECLARE v_cred BIGINT UNSIGNED;
+    DECLARE v_actor VARCHAR(128);
+    DECLARE v_limit INT DEFAULT COALESCE(in_limit, 100);
+    DECLARE v_after BIGINT UNSIGNED DEFAULT 0;
+    DECLARE v_seen INT;
+    DECLARE v_last BIGINT UNSIGNED;
+    DECLARE v_first_created DATETIME(6);
+    DECLARE v_purged INT DEFAULT 0;
+    DECLARE v_rows BIGINT DEFAULT 0;
+    DECLARE v_held INT DEFAULT 0;
+    DECLARE v_held_ids LONGTEXT;
+    DECLARE v_locked LONGTEXT;  -- JSON array of the window's settled instances this call locked
+    DECLARE v_batch LONGTEXT;   -- those of them to remove: the locked ones less the held ones
+    DECLARE v_ids LONGTEXT;     -- their workflow ids, for the audit row
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_begin('weave_instances_purge', v_tx);  -- refused inside a caller's transaction (R-1)
+    CALL _weave_admin_begin(in_token, in_namespace, 'admin', v_ns, v_cred, v_actor, v_now);
+    IF v_limit < 1 OR v_limit > 1000 THEN
+        CALL _weave_raise(50121, 'LIMIT_INVALID: limit must be 1..1000');
+    END IF;
+    IF in_finished_before IS NULL OR in_finished_before > v_now THEN
+        CALL _weave_raise(50100, CONCAT('INVALID_ARGUMENT: finished_before must be given and not later than the ',
+                                        'engine clock (', DATE_FORMAT(v_now, '%Y-%m-%dT%H:%i:%s.%fZ'), ')'));
+    END IF;
+    IF in_after IS NOT NULL THEN
+        IF NOT in_after REGEXP '^wf_[0-9]{1,19}\\z' THEN
+            CALL _weave_raise(50100, 'INVALID_ARGUMENT: after must be a workflow id (wf_...) from next_after');
+        END IF;
+        SET v_after = CAST(SUBSTRING(in_after, 4) AS UNSIGNED);
+    END IF;
+    IF NOT in_dry_run <=> TRUE AND (in_reason IS NULL OR CHAR_LENGTH(TRIM(in_reason)) = 0) THEN
+        CALL _weave_raise(50111, 'REASON_INVALID: reason must be 1-1024 characters');
+    END IF;
+
+    -- The window, read without locks.
+    SELECT COUNT(*), MAX(id), MIN(created_at) INTO v_seen, v_last, v_first_created
+      FROM (SELECT id, created_at FROM weave_instances
+             WHERE namespace_id = v_ns AND id > v_after ORDER BY id LIMIT v_limit) w;
+
+    -- The settled instances of the window, locked; one another transaction holds is left for the next run.
+    SELECT JSON_ARRAYAGG(id) INTO v_locked FROM weave_instances
+     WHERE namespace_id = v_ns AND id > v_after AND id <= v_last AND status IN ('SUCCEEDED', 'CANCELLED')
+       AND finished_at < in_finished_before
+       FOR UPDATE SKIP LOCKED;
+    -- Held: settled, but something of theirs is still open. Each kind is written under the instance's lock, or
+    -- (an inbox event) only at the end of a task that is not open.
+    SELECT COUNT(*), JSON_ARRAYAGG(CONCAT('wf_', b.id)) INTO v_held, v_held_ids
+      FROM JSON_TABLE(COALESCE(v_locked, '[]'), '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
+     WHERE EXISTS (SELECT 1 FROM pulse_tasks t WHERE t.instance_id = b.id AND t.status IN ('QUEUED', 'RUNNING'))
+        OR EXISTS (SELECT 1 FROM pulse_inbox x WHERE x.instance_id = b.id AND x.state = 'PENDING')
+        OR EXISTS (SELECT 1 FROM weave_signals s WHERE s.instance_id = b.id AND s.status = 'PENDING')
+        OR EXISTS (SELECT 1 FROM weave_pending_advances c WHERE c.instance_id = b.id)
+        OR EXISTS (SELECT 1 FROM weave_review_reasons r WHERE r.instance_id = b.id AND r.closed_at IS NULL);
+    SET v_batch = v_locked;
+    IF v_held > 0 THEN
+        SELECT JSON_ARRAYAGG(b.id) INTO v_batch
+          FROM JSON_TABLE(v_locked, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
+         WHERE NOT JSON_CONTAINS(v_held_ids, JSON_QUOTE(CONCAT('wf_', b.id)));
+    END IF;
+    SET v_purged = COALESCE(JSON_LENGTH(v_batch), 0);
+
+    IF v_purged > 0 AND NOT in_dry_run <=> TRUE THEN
+        SELECT JSON_ARRAYAGG(CONCAT('wf_', b.id)) INTO v_ids
+          FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b;
+        -- Child records in R-3's order, then the histories, then the instances themselves; each a join from the
+        -- batch's ids to the instance's rows, so that it reads and locks only the rows it removes.
+        DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
+                 STRAIGHT_JOIN weave_steps x ON x.instance_id = b.id;
+        SET v_rows = v_rows + ROW_COUNT();
+        DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
+                 STRAIGHT_JOIN weave_activations x ON x.instance_id = b.id;
+        SET v_rows = v_rows + ROW_COUNT();
+        DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
+                 STRAIGHT_JOIN weave_waits x ON x.instance_id = b.id;
+        SET v_rows = v_rows + ROW_COUNT();
+        DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
+                 STRAIGHT_JOIN weave_poll_states x ON x.instance_id = b.id;
+        SET v_rows = v_rows + ROW_COUNT();
+        DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
+                 STRAIGHT_JOIN weave_poll_rounds x ON x.instance_id = b.id;
+        SET v_rows = v_rows + ROW_COUNT();
+        -- A task with its attempts, their permits and its late reports in one statement: a late report locks its
+        -- task before it stores itself, so it lands before this statement takes the task (and goes with it) or
+        -- finds no task.
+        DELETE t, a, p, l
+          FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
+          STRAIGHT_JOIN pulse_tasks t ON t.instance_id = b.id
+          LEFT JOIN pulse_attempts a ON a.task_id = t.id
+          LEFT JOIN pulse_permits p ON p.attempt_id = a.id
+          LEFT JOIN pulse_late_reports l ON l.task_id = t.id;
+        SET v_rows = v_rows + ROW_COUNT();
+        DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
+                 STRAIGHT_JOIN pulse_inbox x ON x.instance_id = b.id;
+        SET v_rows = v_rows + ROW_COUNT();
+        DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
+                 STRAIGHT_JOIN weave_signals x ON x.instance_id = b.id;
+        SET v_rows = v_rows + ROW_COUNT();
+        DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
+                 STRAIGHT_JOIN weave_pending_advances x ON x.instance_id = b.id;
+        SET v_rows = v_rows + ROW_COUNT();
+        DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
+                 STRAIGHT_JOIN weave_review_reasons x ON x.instance_id = b.id;
+        SET v_rows = v_rows + ROW_COUNT();
+        DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
+                 STRAIGHT_JOIN weave_events x ON x.instance_id = b.id;
+        SET v_rows = v_rows + ROW_COUNT();
+        DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
+                 STRAIGHT_JOIN weave_audit x ON x.instance_id = b.id;
+        SET v_rows = v_rows + ROW_COUNT();
+        DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
+                 STRAIGHT_JOIN weave_instances x ON x.id = b.id;
+        SET v_rows = v_rows + ROW_COUNT();
+        CALL _weave_audit(v_ns, 0, v_cred, v_actor, 'instances.purge', NULL, NULL, v_now, NULL, in_reason,
+                          JSON_OBJECT('finished_before', DATE_FORMAT(in_finished_before, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                                      'instances', v_purged, 'rows_deleted', v_rows,
+                                      'workflow_ids', JSON_EXTRACT(v_ids, '$')),
+                          NULL);
+    END IF;
+    COMMIT;
+    SELECT v_purged AS purged, v_rows AS rows_deleted, v_held AS held, COALESCE(v_held_ids, '[]') AS held_ids,
+           IF(v_seen < v_limit OR v_first_created >= in_finished_before, NULL, CONCAT('wf_', v_last)) AS next_after;
+END

@@ -1,0 +1,321 @@
+"""History retention (weave_instances_purge): settled instances go with every row that is theirs, a window at a
+time, each window one audited transaction (R-1, R-4); nothing that is open, running or another namespace's goes,
+and the M-4 invariants hold after every scenario."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from procedures import errors, pulse, routines
+from tests.support.signals import send
+
+HOUR = 3_600_000
+RETRY = {"max_attempts": 3, "initial_backoff_ms": 1_000, "backoff_coefficient": 2.0, "max_backoff_ms": 60_000}
+RICH = {"name": "rich", "steps": [
+    {"key": "cool", "type": "TIMER", "delay_ms": 1_000},
+    {"key": "approval", "type": "SIGNAL", "after": ["cool"], "correlation": "$.input.order_id", "timeout_ms": HOUR,
+     "signal": {"name": "approval.decided", "payload_version": "1", "payload_type": "object"}},
+    {"key": "charge", "type": "TASK", "after": ["approval"], "queue": "payments", "handler": "example.echo",
+     "handler_version": "1", "input": {"order": "$.input.order_id"}, "retry": RETRY},
+    {"key": "check", "type": "POLL", "after": ["charge"], "queue": "payments", "handler": "example.poll",
+     "handler_version": "1", "input": {"order": "$.input.order_id"}, "interval_ms": 1_000, "max_rounds": 3,
+     "timeout_ms": HOUR, "task_timeout_ms": 60_000, "retry": RETRY,
+     "result": {"pending": ["PENDING"], "success": ["DONE"], "review": ["MANUAL_CHECK"]}}]}
+TIMER = {"name": "wait", "steps": [{"key": "t", "type": "TIMER", "delay_ms": 60_000}]}
+LONG = {"name": "long", "steps": [{"key": "t", "type": "TIMER", "delay_ms": 30 * 24 * HOUR}]}
+# Every table that holds rows of an instance, and how to find them: by instance, or through the instance's tasks.
+BY_INSTANCE = ("weave_steps", "weave_activations", "weave_waits", "weave_poll_states", "weave_poll_rounds",
+               "pulse_tasks", "pulse_inbox", "weave_signals", "weave_pending_advances", "weave_review_reasons",
+               "weave_events", "weave_audit")
+BY_TASK = {"pulse_attempts": "task_id", "pulse_late_reports": "task_id",
+           "pulse_permits": "task_id"}
+
+
+def purge(world, before=None, *, token=None, namespace="acme", after=None, limit=100, reason="retention: 90 days",
+          dry_run=False) -> dict:
+    return routines.instances_purge(world.db.conn, token or world.admin, namespace,
+                                    before if before is not None else world.db.now(), after=after, limit=limit,
+                                    reason=reason, dry_run=dry_run)
+
+
+def purge_all(world, before=None, **kw) -> tuple[int, list[dict]]:
+    """A whole run: windows until the cursor says done. Answers the instances removed and every window's answer."""
+    answers, after = [], None
+    while True:
+        answers.append(purge(world, before, after=after, **kw))
+        after = answers[-1]["next_after"]
+        if after is None:
+            return sum(a["purged"] for a in answers), answers
+
+
+def rows_of(world, workflow_id: str) -> dict[str, int]:
+    """How many rows of each table belong to the instance (the instance's own row under weave_instances)."""
+    iid = world.internal_id(workflow_id)
+    counts = {t: world.db.scalar(f"SELECT COUNT(*) FROM {t} WHERE instance_id = %s", iid) for t in BY_INSTANCE}
+    for table, column in BY_TASK.items():
+        counts[table] = world.db.scalar(
+            f"SELECT COUNT(*) FROM {table} x JOIN pulse_tasks t ON t.id = x.{column} WHERE t.instance_id = %s", iid)
+    counts["weave_instances"] = world.db.scalar("SELECT COUNT(*) FROM weave_instances WHERE id = %s", iid)
+    return counts
+
+
+def claim(world, worker="w1", lease_ms=60_000) -> dict:
+    got = pulse.task_claim(world.db.conn, worker, "payments", limit=1, lease_ms=lease_ms)
+    assert len(got) == 1, "expected exactly one claimable task"
+    return got[0]
+
+
+def run_rich(world, orch, order: str) -> str:
+    """An instance through every kind of row: a timer, a signal (and a late one, rejected), a task whose first
+    attempt failed and then reported again (late), a poll of two rounds whose second
+    went to review and was resolved; it ends SUCCEEDED."""
+    wf = world.start("rich", {"order_id": order})
+    world.db.advance(1_001)
+    orch.drain()
+    send(world, wf, correlation_key=order)
+    orch.drain()
+    first = claim(world, "w-first")
+    pulse.attempt_fail(world.db.conn, first["attempt_id"], "w-first", "gateway timeout", retryable=True)
+    world.db.advance(1_001)
+    second = claim(world, "w1")
+    pulse.attempt_complete(world.db.conn, second["attempt_id"], "w1", {"charged": True})
+    # The first worker reports again, after its failure: stored as a late report, without effect.
+    assert pulse.attempt_complete(world.db.conn, first["attempt_id"], "w-first", {})["outcome"] == "LATE"
+    orch.drain()
+    pulse.attempt_complete(world.db.conn, claim(world)["attempt_id"], "w1", {"status": "PENDING"})
+    world.db.advance(1_001)
+    orch.drain()
+    pulse.attempt_complete(world.db.conn, claim(world)["attempt_id"], "w1", {"status": "MANUAL_CHECK"})
+    orch.drain()
+    assert world.instance(wf)["status"] == "NEEDS_REVIEW"
+    routines.step_resolve(world.db.conn, world.token, "acme", wf, "check", "confirmed by phone", f"resolve-{order}",
+                          output={"status": "DONE"})
+    orch.drain()
+    send(world, wf, correlation_key=order, key=f"late-{order}")  # settled instance: stored REJECTED
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+    return wf
+
+
+def test_R4_a_purge_removes_settled_instances_with_every_row_of_theirs_and_audits_the_window(world, orch):
+    world.publish(RICH)
+    world.publish(TIMER)
+    done = run_rich(world, orch, "o-1")
+    rows = rows_of(world, done)
+    assert all(rows[t] > 0 for t in rows if t != "weave_pending_advances"), rows  # the scenario reached every table
+    cancelled = world.start("wait")
+    routines.instance_cancel(world.db.conn, world.token, "acme", cancelled, "customer withdrew", "c1")
+    assert world.instance(cancelled)["status"] == "CANCELLED"
+    rows_cancelled = rows_of(world, cancelled)
+    running = world.start("wait")
+    kept_rows = rows_of(world, running)
+    world.db.advance(1_000)
+
+    answer = purge(world, reason="retention: 90 days")
+    assert answer == {"purged": 2, "rows_deleted": sum(rows.values()) + sum(rows_cancelled.values()), "held": 0,
+                      "held_ids": [], "next_after": None}
+    assert rows_of(world, done) == dict.fromkeys(rows, 0)
+    assert set(rows_of(world, cancelled).values()) == {0}
+    assert rows_of(world, running) == kept_rows  # a running instance is untouched
+    with pytest.raises(errors.NotFound):
+        world.instance(done)
+    audit = world.db.row("SELECT instance_id, actor, reason, details FROM weave_audit WHERE action = 'instances.purge'")
+    assert (audit["instance_id"], audit["actor"], audit["reason"]) == (0, "bootstrap", "retention: 90 days")
+    ids = sorted([done, cancelled], key=world.internal_id)
+    assert f'"workflow_ids": ["{ids[0]}", "{ids[1]}"]' in audit["details"]
+
+
+def settled_timers(world, orch, n: int) -> list[str]:
+    """``n`` instances of the one-timer flow, SUCCEEDED."""
+    wfs = [world.start("wait") for _ in range(n)]
+    world.db.advance(60_001)
+    orch.drain()
+    assert {world.instance(wf)["status"] for wf in wfs} == {"SUCCEEDED"}
+    return wfs
+
+
+def test_R1_a_run_goes_window_by_window_each_its_own_audited_transaction(world, orch):
+    world.publish(TIMER)
+    world.publish(LONG)
+    first = settled_timers(world, orch, 3)
+    running = world.start("long")  # inside the windows, not settled: read and kept
+    second = settled_timers(world, orch, 2)
+    world.db.advance(1_000)
+    purged, answers = purge_all(world, limit=2)
+    assert purged == 5
+    assert [a["purged"] for a in answers] == [2, 1, 2, 0]  # the last window is empty: the run is done
+    assert [a["next_after"] for a in answers] == [first[1], running, second[1], None]
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'instances.purge'") == 3
+    assert world.db.rows("SELECT CONCAT('wf_', id) AS wf FROM weave_instances") == [{"wf": running}]
+
+
+def test_R1_a_run_stops_at_the_first_window_created_after_the_cutoff(world, orch):
+    world.publish(TIMER)
+    old = settled_timers(world, orch, 2)
+    cutoff = world.db.advance(1_000)
+    world.db.advance(1_000)
+    young = settled_timers(world, orch, 4)  # settled, but after the cutoff
+    purged, answers = purge_all(world, cutoff, limit=2)
+    assert purged == 2 and len(answers) == 2  # the window of young instances ends the run: no third call
+    assert answers[-1]["purged"] == 0
+    assert {world.instance(wf)["status"] for wf in young} == {"SUCCEEDED"}
+    with pytest.raises(errors.NotFound):
+        world.instance(old[0])
+
+
+def test_M4_only_what_is_settled_before_the_cutoff_in_this_namespace_goes(world, orch):
+    world.publish(TIMER)
+    world.publish(LONG)
+    world.publish({"name": "pay", "steps": [{"key": "charge", "type": "TASK", "queue": "payments",
+                                              "handler": "example.echo", "handler_version": "1", "input": {}}]})
+    old = settled_timers(world, orch, 1)[0]
+    paused = world.start("long")
+    routines.instance_pause(world.db.conn, world.token, "acme", paused, "hold", "p1")
+    cancelling = world.start("pay")
+    claim(world, lease_ms=HOUR)  # its task runs: cancel asks, the instance stays CANCELLING until the worker answers
+    routines.instance_cancel(world.db.conn, world.token, "acme", cancelling, "withdrawn", "c1")
+    assert world.instance(cancelling)["status"] == "CANCELLING"
+    cutoff = world.db.advance(1_000)
+    young = settled_timers(world, orch, 1)[0]
+    other = type(world).create(world.db, "other")
+    other.publish(TIMER)
+    foreign = settled_timers(other, orch, 1)[0]
+    world.db.advance(1_000)
+
+    assert purge(world, cutoff)["purged"] == 1
+    with pytest.raises(errors.NotFound):
+        world.instance(old)
+    assert world.instance(paused)["status"] == "RUNNING"
+    assert world.instance(cancelling)["status"] == "CANCELLING"
+    assert world.instance(young)["status"] == "SUCCEEDED"
+    assert other.instance(foreign)["status"] == "SUCCEEDED"
+
+
+def test_a_dry_run_names_what_would_go_and_changes_nothing(world, orch):
+    world.publish(TIMER)
+    settled_timers(world, orch, 3)
+    world.db.advance(1_000)
+    before = world.db.table_counts()
+    dry = purge(world, dry_run=True, reason=None)
+    assert (dry["purged"], dry["rows_deleted"], dry["next_after"]) == (3, 0, None)
+    assert world.db.table_counts() == before  # no row removed, no audit row
+    assert purge(world)["purged"] == 3
+
+
+def test_a_settled_instance_still_holding_something_open_is_kept_and_named(world, orch):
+    world.publish(TIMER)
+    held, gone = settled_timers(world, orch, 2)
+    # A checkpoint left behind for a settled instance: the engine never leaves one, so the purge must not guess.
+    world.db.execute("INSERT INTO weave_pending_advances (namespace_id, instance_id, step_key, kind, due_at, "
+                     "available_at, created_at) SELECT namespace_id, id, '', 'ROOT', %s, %s, %s FROM weave_instances "
+                     "WHERE id = %s", *(world.db.now() + dt.timedelta(days=1),) * 3, world.internal_id(held))
+    world.db.advance(1_000)
+    answer = purge(world)
+    assert (answer["purged"], answer["held"], answer["held_ids"]) == (1, 1, [held])
+    assert world.instance(held)["status"] == "SUCCEEDED"
+    with pytest.raises(errors.NotFound):
+        world.instance(gone)
+    world.db.execute("DELETE FROM weave_pending_advances")
+    assert purge(world)["purged"] == 1
+
+
+def test_R3_an_instance_another_transaction_holds_is_left_for_the_next_run_without_waiting(world, orch):
+    world.publish(TIMER)
+    busy, free = settled_timers(world, orch, 2)
+    world.db.advance(1_000)
+    other = world.db.connect()
+    try:
+        other.begin()
+        with other.cursor() as cur:
+            cur.execute("SELECT id FROM weave_instances WHERE id = %s FOR UPDATE", (world.internal_id(busy),))
+        with world.db.conn.cursor() as cur:
+            cur.execute("SET SESSION innodb_lock_wait_timeout = 1")
+        answer = purge(world)  # a wait would fail with a lock wait timeout
+        assert (answer["purged"], answer["held"]) == (1, 0)
+    finally:
+        other.rollback()
+        other.close()
+        with world.db.conn.cursor() as cur:
+            cur.execute("SET SESSION innodb_lock_wait_timeout = DEFAULT")
+    assert world.instance(busy)["status"] == "SUCCEEDED"
+    with pytest.raises(errors.NotFound):
+        world.instance(free)
+    assert purge(world)["purged"] == 1
+
+
+def test_after_a_purge_reports_and_signals_for_its_instances_find_nothing_and_its_key_starts_anew(world, orch):
+    world.publish({"name": "pay", "steps": [{"key": "charge", "type": "TASK", "queue": "payments",
+                                              "handler": "example.echo", "handler_version": "1", "input": {},
+                                              "retry": RETRY}]})
+    wf = world.start("pay", key="order-7")
+    got = claim(world)
+    pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "timeout", retryable=True)
+    world.db.advance(1_001)
+    pulse.attempt_complete(world.db.conn, claim(world)["attempt_id"], "w1", {"ok": True})
+    orch.drain()
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+    world.db.advance(1_000)
+    assert purge(world)["purged"] == 1
+    with pytest.raises(errors.NotFound):  # the first attempt's worker reports again: its attempt is gone
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"ok": True})
+    with pytest.raises(errors.NotFound):
+        send(world, wf)
+    again = world.start("pay", key="order-7")
+    assert again != wf and world.instance(again)["status"] == "RUNNING"
+
+
+def test_R1_purge_refuses_bad_requests_and_a_caller_s_transaction(world, orch):
+    world.publish(TIMER)
+    settled_timers(world, orch, 1)
+    with pytest.raises(errors.Forbidden):
+        purge(world, token=world.token)  # workflow scopes, not admin
+    with pytest.raises(errors.ValidationFailed, match="LIMIT_INVALID"):
+        purge(world, limit=0)
+    with pytest.raises(errors.ValidationFailed, match="LIMIT_INVALID"):
+        purge(world, limit=1001)
+    with pytest.raises(errors.ValidationFailed, match="finished_before"):
+        purge(world, world.db.now() + dt.timedelta(seconds=1))
+    with pytest.raises(errors.ValidationFailed, match="REASON_INVALID"):
+        purge(world, reason="  ")
+    with pytest.raises(errors.ValidationFailed, match="after must be a workflow id"):
+        purge(world, after="7")
+    conn = world.db.connect()
+    try:
+        conn.begin()
+        with conn.cursor() as cur:
+            cur.execute("INSERT INTO weave_namespaces (name, created_at) VALUES ('mine', NOW(6))")
+        with pytest.raises(errors.WeaveError, match="IN_TRANSACTION"):
+            routines.instances_purge(conn, world.admin, "acme", world.db.now(), reason="r")
+        with conn.cursor() as cur:
+            cur.execute("SELECT COUNT(*) AS n FROM weave_namespaces WHERE name = 'mine'")
+            assert cur.fetchone()["n"] == 1  # the caller's work is still there, uncommitted
+        conn.rollback()
+    finally:
+        conn.close()
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'instances.purge'") == 0
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_instances") == 1
+
+
+def test_a_window_reads_the_rows_it_removes_and_never_the_rest_of_the_history(world, orch):
+    """Each removal is a join from the window's instances, so a window costs the same beside a long history (a
+    plan that scanned a table, as `DELETE ... WHERE instance_id IN (subquery)` does here, read all of it)."""
+    world.publish(TIMER)
+    first, second = settled_timers(world, orch, 2)
+    cutoff = world.db.advance(1_000)
+
+    def reads_of_one_window(after: str | None) -> tuple[int, dict]:
+        def reads() -> int:
+            return sum(int(r["Value"]) for r in world.db.rows("SHOW SESSION STATUS LIKE 'Handler_read%%'"))
+        before = reads()
+        answer = purge(world, cutoff, after=after, limit=1)
+        return reads() - before, answer
+
+    quiet, answer = reads_of_one_window(None)
+    assert (answer["purged"], answer["next_after"]) == (1, first)
+    settled_timers(world, orch, 150)  # a history the window must not read: settled after the cutoff
+    world.db.execute("ANALYZE TABLE weave_instances, weave_steps, weave_activations, weave_waits, weave_events, "
+                     "weave_audit, pulse_tasks, pulse_inbox, weave_signals")
+    busy, answer = reads_of_one_window(first)
+    assert (answer["purged"], answer["next_after"]) == (1, second)
+    assert busy <= quiet + 4, (quiet, busy)
