@@ -362,21 +362,72 @@ def cmd_workflows_action(args: argparse.Namespace) -> int:
 
 
 def cmd_workflows_deadline(args: argparse.Namespace) -> int:
-    at = None
-    if args.at is not None:
-        import datetime as dt
-
-        try:
-            given = dt.datetime.fromisoformat(args.at.replace("Z", "+00:00"))
-            if given.tzinfo is None:  # it would be read in the zone of the host the command runs on
-                raise ValueError
-        except ValueError:
-            raise CliError("DEADLINE_INVALID", f"--at must be an RFC 3339 time with a zone, got {args.at!r}") from None
-        at = given.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    at = None if args.at is None else _utc_time("--at", args.at, "DEADLINE_INVALID")
     with _conn(args) as conn:
         result = routines.instance_deadline(conn, _token(args), args.namespace, args.workflow_id, args.reason,
                                             _key(args), deadline_at=at, extend_ms=args.extend_ms)
         return _instance_after(args, result)
+
+
+def _utc_time(flag: str, text: str, code: str) -> Any:
+    """An RFC 3339 time with a zone, as the naive UTC datetime the routines take (a time without a zone would be
+    read in the zone of the host the command runs on)."""
+    import datetime as dt
+
+    try:
+        given = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        if given.tzinfo is None:
+            raise ValueError
+    except ValueError:
+        raise CliError(code, f"{flag} must be an RFC 3339 time with a zone, got {text!r}") from None
+    return given.astimezone(dt.timezone.utc).replace(tzinfo=None)
+
+
+DURATION_UNITS = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
+
+
+def _duration(text: str) -> Any:
+    """``90d``, ``36h``, ``30m`` or ``45s``: an age, as a timedelta."""
+    import datetime as dt
+
+    number, unit = text[:-1], text[-1:]
+    if unit not in DURATION_UNITS or not number.isdigit() or int(number) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an age such as 90d, 36h, 30m or 45s")
+    return dt.timedelta(seconds=int(number) * DURATION_UNITS[unit])
+
+
+def cmd_workflows_purge(args: argparse.Namespace) -> int:
+    """A retention run: windows of --batch instances until the cursor says done, each its own transaction, with a
+    line of progress on stderr for each window that removed anything."""
+    with _conn(args) as conn:
+        token = _token(args)
+        if args.finished_before is not None:
+            cutoff = _utc_time("--finished-before", args.finished_before, "INVALID_ARGUMENT")
+        else:  # one cutoff for the whole run, on the engine's clock (R-2), not the host's
+            cutoff = db.call_row(conn, "weave_clock_now")["now_at"] - args.older_than
+        total = {"purged": 0, "rows_deleted": 0, "held": 0, "held_ids": [], "windows": 0,
+                 "finished_before": routines.rfc3339(cutoff), "dry_run": args.dry_run}
+        after = None
+        while True:
+            window = routines.instances_purge(conn, token, args.namespace, cutoff, after=after, limit=args.batch,
+                                              reason=args.reason, dry_run=args.dry_run)
+            total["windows"] += 1
+            for key in ("purged", "rows_deleted", "held"):
+                total[key] += window[key]
+            total["held_ids"] += window["held_ids"]
+            after = window["next_after"]
+            if window["purged"] and not args.json:
+                print(f"{'would remove' if args.dry_run else 'removed'} {total['purged']} instance(s) so far"
+                      + (f", {total['rows_deleted']} rows" if not args.dry_run else "")
+                      + (f"; next after {after}" if after else ""), file=sys.stderr, flush=True)
+            if after is None:
+                break
+    _print(args, total, lambda t: (
+        f"{'would remove' if t['dry_run'] else 'removed'} {t['purged']} instance(s) finished before "
+        f"{t['finished_before']}" + ("" if t["dry_run"] else f" ({t['rows_deleted']} rows)")
+        + (f"\nkept {t['held']} settled instance(s) that still hold something open: {', '.join(t['held_ids'])}"
+           if t["held"] else "")))
+    return 0
 
 
 def cmd_steps_action(args: argparse.Namespace) -> int:
@@ -697,6 +748,23 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     p.add_argument("workflow_id", help=WORKFLOW_ID)
     p.add_argument("--after", type=int, default=0, help="print the events after this seq (default 0: from the first)")
     p.add_argument("--limit", type=int, default=1000, help="events at most, 1-1000 (default 1000)")
+
+    p = _command(wf, "purge", help="remove settled instances and all their rows: history retention (admin)",
+                 description="Remove instances that are SUCCEEDED or CANCELLED, finished before a cutoff and hold "
+                             "nothing open, with every row of theirs (steps, tasks, signals, events, their audit "
+                             "rows). "
+                             "Works in windows of --batch instances, each one transaction with one audit row naming "
+                             "the instances it removed; safe to stop and run again. Workflow ids are never reused, "
+                             "but a start with a removed instance's idempotency key starts a new instance: keep "
+                             "history longer than your clients retry.",
+                 func=cmd_workflows_purge)
+    cutoff = p.add_mutually_exclusive_group(required=True)
+    cutoff.add_argument("--older-than", type=_duration, metavar="AGE",
+                        help="finished longer ago than this, on the engine's clock: 90d, 36h, 30m or 45s")
+    cutoff.add_argument("--finished-before", metavar="TIME", help="finished before this time, RFC 3339 with a zone")
+    p.add_argument("--reason", help="why, for the audit trail (1-1024 chars; required unless --dry-run)")
+    p.add_argument("--batch", type=int, default=100, help="instances per window and transaction, 1-1000 (default 100)")
+    p.add_argument("--dry-run", action="store_true", help="count and name what would go; change nothing")
 
     st = sub.add_parser("steps", help="recover steps in review").add_subparsers(
         dest="action", metavar="ACTION", required=True)

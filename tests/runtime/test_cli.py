@@ -470,3 +470,43 @@ def test_workflows_events_says_where_the_next_page_starts(weave, world):
     assert code == 0 and out.rstrip().endswith(f"next page (if any): --after {seqs[0]}")
     code, out, _ = weave("workflows", "events", wf, "--after", str(seqs[0]), "--limit", str(len(seqs)))
     assert code == 0 and "next page" not in out
+
+
+def test_workflows_purge_removes_what_finished_before_the_age_and_reports_each_window(weave, world, orch):
+    world.publish(TIMER)
+    old = [world.start("cool-off") for _ in range(3)]
+    world.db.advance(61_000)
+    orch.drain()
+    world.db.advance(86_400_000)  # a day later, one more settles
+    young = world.start("cool-off")
+    world.db.advance(61_000)
+    orch.drain()
+    code, out, err = weave("workflows", "purge", "--older-than", "12h", "--dry-run", "--json", token=world.admin)
+    dry = json.loads(out)
+    assert code == 0 and (dry["purged"], dry["rows_deleted"], dry["dry_run"]) == (3, 0, True), err
+    assert world.instance(old[0])["status"] == "SUCCEEDED"
+    code, out, err = weave("workflows", "purge", "--older-than", "12h", token=world.admin)
+    assert code == EXIT_CODES[422] and "REASON_INVALID" in err  # a purge that changes something says why
+    code, out, err = weave("workflows", "purge", "--older-than", "12h", "--reason", "retention", "--batch", "2",
+                           token=world.admin)
+    assert code == 0, err
+    assert re.fullmatch(r"removed 3 instance\(s\) finished before \S+Z \(\d+ rows\)\n", out), out
+    first, second = err.splitlines()  # progress: one line per window that removed anything
+    assert re.fullmatch(rf"removed 2 instance\(s\) so far, \d+ rows; next after {old[1]}", first), first
+    assert re.fullmatch(r"removed 3 instance\(s\) so far, \d+ rows(; next after wf_\d+)?", second), second
+    assert world.instance(young)["status"] == "SUCCEEDED"
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_instances") == 1
+
+
+@pytest.mark.parametrize("argv", [["--older-than", "0d"], ["--older-than", "90"], ["--older-than", "1.5h"],
+                                  ["--older-than", "1d", "--finished-before", "2026-01-01T00:00:00Z"], []])
+def test_workflows_purge_refuses_an_age_it_cannot_read_as_a_usage_error(weave, world, capsys, argv):
+    with pytest.raises(SystemExit) as exited:
+        weave("workflows", "purge", *argv, "--reason", "r", "--json", token=world.admin)
+    assert exited.value.code == 2 and json.loads(capsys.readouterr().err)["code"] == "USAGE_INVALID"
+
+
+def test_workflows_purge_refuses_a_time_without_a_zone_before_anything_goes(weave, world):
+    code, _, err = weave("workflows", "purge", "--finished-before", "2026-01-01T00:00:00", "--reason", "r", "--json",
+                         token=world.admin)
+    assert code == 2 and json.loads(err)["code"] == "INVALID_ARGUMENT"
