@@ -10,7 +10,8 @@
 -- decision wait), then their child records in R-3's order, the histories (review reasons, events, audit
 -- rows) last. Every writer of an instance's rows takes the instance's lock first, except a worker's late
 -- report, which locks the task before it stores itself: a task goes in one statement with its late reports,
--- so a report either lands before the purge takes the task (and goes with it) or finds no task (NOT_FOUND).
+-- so a report either lands before the purge takes the task (and goes with it) or finds no task and changes
+-- nothing.
 --
 -- The window is the next in_limit instances of the namespace after the cursor, in id order, read without
 -- locks: a run reads each remaining instance once, and stops at the first window whose instances were all
