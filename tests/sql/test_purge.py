@@ -5,11 +5,13 @@ and the M-4 invariants hold after every scenario."""
 from __future__ import annotations
 
 import datetime as dt
+import threading
 
 import pytest
 
-from procedures import errors, pulse, routines
+from procedures import db, errors, pulse, routines
 from tests.support.signals import send
+from tests.support.threads import run_threads
 
 HOUR = 3_600_000
 RETRY = {"max_attempts": 3, "initial_backoff_ms": 1_000, "backoff_coefficient": 2.0, "max_backoff_ms": 60_000}
@@ -319,3 +321,49 @@ def test_a_window_reads_the_rows_it_removes_and_never_the_rest_of_the_history(wo
     busy, answer = reads_of_one_window(first)
     assert (answer["purged"], answer["next_after"]) == (1, second)
     assert busy <= quiet + 4, (quiet, busy)
+
+
+def test_R3_purges_running_beside_the_engine_never_block_it_nor_fail(world, orch):
+    """Windows removed while instances start, run their tasks, report and settle on other connections: no
+    decision fails or waits behind a purge (a deadlock or a lock wait would surface as an error on one side), and
+    every instance that settled is removed by the end."""
+    world.publish({"name": "pay", "steps": [{"key": "charge", "type": "TASK", "queue": "payments",
+                                              "handler": "example.echo", "handler_version": "1", "input": {}},
+                                             {"key": "cool", "type": "TIMER", "delay_ms": 1, "after": ["charge"]}]})
+    engine, purger = world.db.connect(), world.db.connect()
+    done = threading.Event()
+    removed: list[int] = []
+
+    def run(part: int) -> None:
+        if part == 0:
+            try:
+                for n in range(40):
+                    routines.instance_start(engine, world.token, "acme", definition="pay", app="billing",
+                                            idempotency_key=f"busy-{n}", deadline_ms=HOUR)
+                    got = pulse.task_claim(engine, "w1", "payments", limit=1, lease_ms=60_000)
+                    pulse.attempt_complete(engine, got[0]["attempt_id"], "w1", {"n": n})
+                    orch.drain()
+            finally:
+                done.set()
+        else:
+            while not done.is_set():
+                after = None
+                while True:
+                    now = db.call_row(purger, "weave_clock_now")["now_at"]
+                    answer = routines.instances_purge(purger, world.admin, "acme", now, after=after, limit=3,
+                                                      reason="retention")
+                    removed.append(answer["purged"])
+                    after = answer["next_after"]
+                    if after is None:
+                        break
+
+    try:
+        run_threads(run, 2)
+    finally:
+        engine.close()
+        purger.close()
+    world.db.advance(1_000)
+    orch.drain()
+    purged, _ = purge_all(world)
+    assert sum(removed) > 0 and sum(removed) + purged == 40
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_instances") == 0
