@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -398,33 +399,54 @@ def _duration(text: str) -> Any:
 
 def cmd_workflows_purge(args: argparse.Namespace) -> int:
     """A retention run: windows of --batch instances until the cursor says done, each its own transaction, with a
-    line of progress on stderr for each window that removed anything."""
-    with _conn(args) as conn:
-        token = _token(args)
-        if args.finished_before is not None:
-            cutoff = _utc_time("--finished-before", args.finished_before, "INVALID_ARGUMENT")
-        else:  # one cutoff for the whole run, on the engine's clock (R-2), not the host's
-            cutoff = db.call_row(conn, "weave_clock_now")["now_at"] - args.older_than
-        total = {"purged": 0, "rows_deleted": 0, "held": 0, "held_ids": [], "windows": 0,
-                 "finished_before": routines.rfc3339(cutoff), "dry_run": args.dry_run}
-        after = None
-        while True:
-            window = routines.instances_purge(conn, token, args.namespace, cutoff, after=after, limit=args.batch,
-                                              reason=args.reason, dry_run=args.dry_run)
-            total["windows"] += 1
-            for key in ("purged", "rows_deleted", "held"):
-                total[key] += window[key]
-            total["held_ids"] += window["held_ids"]
-            after = window["next_after"]
-            if window["purged"] and not args.json:
-                print(f"{'would remove' if args.dry_run else 'removed'} {total['purged']} instance(s) so far"
-                      + (f", {total['rows_deleted']} rows" if not args.dry_run else "")
-                      + (f"; next after {after}" if after else ""), file=sys.stderr, flush=True)
-            if after is None:
-                break
+    line of progress on stderr for each window that removed anything. With --archive, each window is named by a dry
+    run first, its instances' rows are appended to the archive and flushed to disk, and only then are exactly those
+    instances removed (one the window could not take then waits for the next run)."""
+    from procedures import history
+
+    archive = None  # closed below
+    if args.archive and not args.dry_run:
+        archive = open(args.archive, "a", encoding="utf-8")  # noqa: SIM115
+    try:
+        with _conn(args) as conn:
+            token = _token(args)
+            if args.finished_before is not None:
+                cutoff = _utc_time("--finished-before", args.finished_before, "INVALID_ARGUMENT")
+            else:  # one cutoff for the whole run, on the engine's clock (R-2), not the host's
+                cutoff = db.call_row(conn, "weave_clock_now")["now_at"] - args.older_than
+            total = {"purged": 0, "rows_deleted": 0, "held": 0, "held_ids": [], "windows": 0,
+                     "finished_before": routines.rfc3339(cutoff), "dry_run": args.dry_run,
+                     "archive": args.archive}
+            after = None
+            while True:
+                only = None
+                if archive is not None and not args.dry_run:
+                    named = routines.instances_purge(conn, token, args.namespace, cutoff, after=after,
+                                                     limit=args.batch, dry_run=True)
+                    only = named["workflow_ids"]
+                    history.write(archive, args.namespace, history.rows_of(conn, only))
+                    archive.flush()
+                    os.fsync(archive.fileno())
+                window = routines.instances_purge(conn, token, args.namespace, cutoff, after=after, limit=args.batch,
+                                                  reason=args.reason, only=only, dry_run=args.dry_run)
+                total["windows"] += 1
+                for key in ("purged", "rows_deleted", "held"):
+                    total[key] += window[key]
+                total["held_ids"] += window["held_ids"]
+                after = window["next_after"]
+                if window["purged"] and not args.json:
+                    print(f"{'would remove' if args.dry_run else 'removed'} {total['purged']} instance(s) so far"
+                          + (f", {total['rows_deleted']} rows" if not args.dry_run else "")
+                          + (f"; next after {after}" if after else ""), file=sys.stderr, flush=True)
+                if after is None:
+                    break
+    finally:
+        if archive is not None:
+            archive.close()
     _print(args, total, lambda t: (
         f"{'would remove' if t['dry_run'] else 'removed'} {t['purged']} instance(s) finished before "
         f"{t['finished_before']}" + ("" if t["dry_run"] else f" ({t['rows_deleted']} rows)")
+        + (f", archived to {t['archive']}" if t["archive"] and not t["dry_run"] else "")
         + (f"\nkept {t['held']} settled instance(s) that still hold something open: {', '.join(t['held_ids'])}"
            if t["held"] else "")))
     return 0
@@ -765,6 +787,9 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--reason", help="why, for the audit trail (1-1024 chars; required unless --dry-run)")
     p.add_argument("--batch", type=int, default=100, help="instances per window and transaction, 1-1000 (default 100)")
     p.add_argument("--dry-run", action="store_true", help="count and name what would go; change nothing")
+    p.add_argument("--archive", metavar="FILE",
+                   help="first append every row of each instance removed to FILE, one JSON line per instance, "
+                        "written to disk before the instance goes")
 
     st = sub.add_parser("steps", help="recover steps in review").add_subparsers(
         dest="action", metavar="ACTION", required=True)

@@ -279,10 +279,12 @@ def instance_list(conn: Conn, token: str, namespace: str, *, status: str | None 
 
 
 def instances_purge(conn: Conn, token: str, namespace: str, finished_before: dt.datetime, *, after: str | None = None,
-                    limit: int = 100, reason: str | None = None, dry_run: bool = False) -> dict:
+                    limit: int = 100, reason: str | None = None, only: list[str] | None = None,
+                    dry_run: bool = False) -> dict:
     """See procedures/admin/weave_instances_purge.sql: one window of a retention run."""
-    row = call_row(conn, "weave_instances_purge", token, namespace, finished_before, after, limit, reason, dry_run)
-    return {**row, "held_ids": _json(row["held_ids"])}
+    row = call_row(conn, "weave_instances_purge", token, namespace, finished_before, after, limit, reason,
+                   None if only is None else json.dumps(only), dry_run)
+    return {**row, "workflow_ids": _json(row["workflow_ids"]), "held_ids": _json(row["held_ids"])}
 
 
 def status(conn: Conn) -> dict:

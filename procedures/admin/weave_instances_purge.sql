@@ -23,6 +23,7 @@ CREATE PROCEDURE weave_instances_purge(
         IN in_after           VARCHAR(64),
         IN in_limit           INT,
         IN in_reason          VARCHAR(1024),
+        IN in_only            LONGTEXT,
         IN in_dry_run         BOOLEAN)
     COMMENT 'Description: removes settled instances (SUCCEEDED or CANCELLED, finished before in_finished_before,
 nothing left open) with all their rows: steps, activations, waits, polls and rounds, tasks with their attempts,
@@ -33,10 +34,12 @@ that still holds something open is kept and named in held_ids. Workflow ids are 
 idempotency key of a removed instance starts a new instance.
 Parameters: in_token (admin scope), in_namespace, in_finished_before (UTC; not later than the engine clock),
 in_after (the cursor: NULL to begin, then the next_after of the previous call), in_limit (window size 1..1000,
-NULL = 100), in_reason (1-1024 characters, kept in the audit row), in_dry_run (TRUE: count and name what would go,
-change nothing, write no audit row).
-Result set: purged (instances removed, or that would be), rows_deleted, held (settled but still holding something
-open), held_ids (JSON array of workflow ids), next_after (the cursor for the next call; NULL when the run is done).
+NULL = 100), in_reason (1-1024 characters, kept in the audit row), in_only (NULL, or a JSON array of workflow ids:
+remove only those of them the window holds, as a dry run named them once their rows were archived), in_dry_run
+(TRUE: count and name what would go, change nothing, write no audit row).
+Result set: purged (instances removed, or that would be), workflow_ids (JSON array of them), rows_deleted, held
+(settled but still holding something open), held_ids (JSON array of workflow ids), next_after (the cursor for the
+next call; NULL when the run is done).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND (namespace), 50013 IN_TRANSACTION,
 50100 INVALID_ARGUMENT (finished_before, after), 50111 REASON_INVALID, 50121 LIMIT_INVALID.
 Rules: R-1, R-3, R-4, M-4.'
@@ -69,6 +72,9 @@ BEGIN
         CALL _weave_raise(50100, CONCAT('INVALID_ARGUMENT: finished_before must be given and not later than the ',
                                         'engine clock (', DATE_FORMAT(v_now, '%Y-%m-%dT%H:%i:%s.%fZ'), ')'));
     END IF;
+    IF in_only IS NOT NULL AND (NOT JSON_VALID(in_only) OR JSON_TYPE(in_only) <> 'ARRAY') THEN
+        CALL _weave_raise(50100, 'INVALID_ARGUMENT: only must be a JSON array of workflow ids');
+    END IF;
     IF in_after IS NOT NULL THEN
         IF NOT in_after REGEXP '^wf_[0-9]{1,19}\\z' THEN
             CALL _weave_raise(50100, 'INVALID_ARGUMENT: after must be a workflow id (wf_...) from next_after');
@@ -88,6 +94,7 @@ BEGIN
     SELECT JSON_ARRAYAGG(id) INTO v_locked FROM weave_instances
      WHERE namespace_id = v_ns AND id > v_after AND id <= v_last AND status IN ('SUCCEEDED', 'CANCELLED')
        AND finished_at < in_finished_before
+       AND (in_only IS NULL OR JSON_CONTAINS(in_only, JSON_QUOTE(CONCAT('wf_', id))))
        FOR UPDATE SKIP LOCKED;
     -- Held: settled, but something of theirs is still open. Each kind is written under the instance's lock, or
     -- (an inbox event) only at the end of a task that is not open.
@@ -106,9 +113,9 @@ BEGIN
     END IF;
     SET v_purged = COALESCE(JSON_LENGTH(v_batch), 0);
 
+    SELECT JSON_ARRAYAGG(CONCAT('wf_', b.id)) INTO v_ids
+      FROM JSON_TABLE(COALESCE(v_batch, '[]'), '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b;
     IF v_purged > 0 AND NOT in_dry_run <=> TRUE THEN
-        SELECT JSON_ARRAYAGG(CONCAT('wf_', b.id)) INTO v_ids
-          FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b;
         -- Child records in R-3's order, then the histories, then the instances themselves; each a join from the
         -- batch's ids to the instance's rows, so that it reads and locks only the rows it removes.
         DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
@@ -164,6 +171,6 @@ BEGIN
                           NULL);
     END IF;
     COMMIT;
-    SELECT v_purged AS purged, v_rows AS rows_deleted, v_held AS held, COALESCE(v_held_ids, '[]') AS held_ids,
+    SELECT v_purged AS purged, COALESCE(v_ids, '[]') AS workflow_ids, v_rows AS rows_deleted, v_held AS held, COALESCE(v_held_ids, '[]') AS held_ids,
            IF(v_seen < v_limit OR v_first_created >= in_finished_before, NULL, CONCAT('wf_', v_last)) AS next_after;
 END

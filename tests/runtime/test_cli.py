@@ -510,3 +510,25 @@ def test_workflows_purge_refuses_a_time_without_a_zone_before_anything_goes(weav
     code, _, err = weave("workflows", "purge", "--finished-before", "2026-01-01T00:00:00", "--reason", "r", "--json",
                          token=world.admin)
     assert code == 2 and json.loads(err)["code"] == "INVALID_ARGUMENT"
+
+
+def test_workflows_purge_archives_every_row_of_an_instance_before_it_goes(weave, world, orch, tmp_path):
+    world.publish(TIMER)
+    settled = [world.start("cool-off") for _ in range(3)]
+    world.db.advance(61_000)
+    orch.drain()
+    world.db.advance(1_000)
+    rows = {t: world.db.scalar(f"SELECT COUNT(*) FROM {t}") for t in ("weave_events", "weave_steps", "weave_waits")}
+    archive = tmp_path / "history.jsonl"
+    code, out, err = weave("workflows", "purge", "--older-than", "1s", "--reason", "retention", "--batch", "2",
+                           "--archive", str(archive), "--json", token=world.admin)
+    assert code == 0 and json.loads(out)["purged"] == 3, err
+    lines = [json.loads(line) for line in archive.read_text().splitlines()]
+    assert [line["workflow_id"] for line in lines] == settled
+    for line in lines:
+        assert line["namespace"] == "acme" and line["tables"]["weave_instances"][0]["status"] == "SUCCEEDED"
+        events = line["tables"]["weave_events"]
+        assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    for table, count in rows.items():  # every row the tables held is in the archive, and gone from the tables
+        assert sum(len(line["tables"].get(table, [])) for line in lines) == count
+        assert world.db.scalar(f"SELECT COUNT(*) FROM {table}") == 0

@@ -5,11 +5,13 @@ and the M-4 invariants hold after every scenario."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 import threading
 
 import pytest
 
-from procedures import db, errors, pulse, routines
+from procedures import db, errors, history, pulse, routines
+from procedures.installer import PROCEDURES_DIR
 from tests.support.signals import send
 from tests.support.threads import run_threads
 
@@ -36,10 +38,10 @@ BY_TASK = {"pulse_attempts": "task_id", "pulse_late_reports": "task_id",
 
 
 def purge(world, before=None, *, token=None, namespace="acme", after=None, limit=100, reason="retention: 90 days",
-          dry_run=False) -> dict:
+          only=None, dry_run=False) -> dict:
     return routines.instances_purge(world.db.conn, token or world.admin, namespace,
                                     before if before is not None else world.db.now(), after=after, limit=limit,
-                                    reason=reason, dry_run=dry_run)
+                                    reason=reason, only=only, dry_run=dry_run)
 
 
 def purge_all(world, before=None, **kw) -> tuple[int, list[dict]]:
@@ -115,8 +117,9 @@ def test_R4_a_purge_removes_settled_instances_with_every_row_of_theirs_and_audit
     world.db.advance(1_000)
 
     answer = purge(world, reason="retention: 90 days")
-    assert answer == {"purged": 2, "rows_deleted": sum(rows.values()) + sum(rows_cancelled.values()), "held": 0,
-                      "held_ids": [], "next_after": None}
+    assert answer == {"purged": 2, "workflow_ids": sorted([done, cancelled], key=world.internal_id),
+                      "rows_deleted": sum(rows.values()) + sum(rows_cancelled.values()), "held": 0, "held_ids": [],
+                      "next_after": None}
     assert rows_of(world, done) == dict.fromkeys(rows, 0)
     assert set(rows_of(world, cancelled).values()) == {0}
     assert rows_of(world, running) == kept_rows  # a running instance is untouched
@@ -203,6 +206,20 @@ def test_a_dry_run_names_what_would_go_and_changes_nothing(world, orch):
     assert (dry["purged"], dry["rows_deleted"], dry["next_after"]) == (3, 0, None)
     assert world.db.table_counts() == before  # no row removed, no audit row
     assert purge(world)["purged"] == 3
+
+
+def test_a_purge_limited_to_named_instances_removes_only_those_the_window_holds(world, orch):
+    """What an archive needs: a dry run names a window's instances, their rows are written away, and the purge
+    removes exactly those (one that settled in between, or that the dry run found locked, waits for the next run)."""
+    world.publish(TIMER)
+    a, b, c = settled_timers(world, orch, 3)
+    world.db.advance(1_000)
+    assert purge(world, dry_run=True, reason=None)["workflow_ids"] == [a, b, c]
+    answer = purge(world, only=[a, c, "wf_999999"])
+    assert (answer["purged"], answer["workflow_ids"]) == (2, [a, c])
+    assert world.instance(b)["status"] == "SUCCEEDED"
+    with pytest.raises(errors.ValidationFailed, match="only must be a JSON array"):
+        routines.instances_purge(world.db.conn, world.admin, "acme", world.db.now(), reason="r", only="wf_1")  # type: ignore[arg-type]
 
 
 def test_a_settled_instance_still_holding_something_open_is_kept_and_named(world, orch):
@@ -367,3 +384,16 @@ def test_R3_purges_running_beside_the_engine_never_block_it_nor_fail(world, orch
     purged, _ = purge_all(world)
     assert sum(removed) > 0 and sum(removed) + purged == 40
     assert world.db.scalar("SELECT COUNT(*) FROM weave_instances") == 0
+
+
+def test_the_purge_and_the_archive_cover_every_table_that_holds_rows_of_an_instance(world):
+    """A table added later with an instance's rows (an instance_id, or a task_id of its tasks) must be removed by the
+    purge and written by the archive, or a purge would leave rows behind that name an instance no longer there."""
+    holding = {r["t"] for r in world.db.rows(
+        "SELECT DISTINCT TABLE_NAME AS t FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+        "AND COLUMN_NAME IN ('instance_id', 'task_id')")} | {"weave_instances"}
+    assert set(history.BY_INSTANCE) | set(history.BY_TASK) == holding
+    text = (PROCEDURES_DIR / "admin" / "weave_instances_purge.sql").read_text()
+    removed = set(re.findall(r"STRAIGHT_JOIN (\w+) x\b", text)) | set(re.findall(r"JOIN (pulse_\w+) [talp]\b", text))
+    assert removed == holding, holding ^ removed
+    assert history._value(b"\xff\x00") == {"base64": "/wA="} and history._value(b"{}") == "{}"
