@@ -72,7 +72,7 @@ class Dsn:
     host: str = "127.0.0.1"
     port: int = 3306
     user: str = "root"
-    password: str = ""
+    password: str = field(default="", repr=False)  # never in a repr: a log line or a traceback's locals
     database: str = "weave"
     unix_socket: str | None = None
     options: dict[str, str] = field(default_factory=dict)
@@ -80,9 +80,30 @@ class Dsn:
 
     @classmethod
     def parse(cls, url: str) -> Dsn:
+        """The DSN of ``url``. A refusal never quotes the URL's user part: its message is printed and logged, and
+        the password is in that part (or, when a bare '/', '?' or '#' in it ended the user part early, in what
+        was read as the host, the port or the database)."""
+        try:
+            return cls._parse(url)
+        except ValueError as exc:
+            refusal = str(exc)
+        scheme, sep, rest = url.partition("://")
+        try:
+            netloc = urlparse(url).netloc
+        except ValueError:  # e.g. an unclosed '[': no host can be told from the rest
+            netloc = rest
+        if not sep or scheme.lower() not in ("mysql", "mariadb", "mysql+pymysql"):
+            refusal = "WEAVE_DSN must be a mysql:// URL: mysql://user:password@host:port/database"
+        elif "@" in rest[len(netloc):]:
+            refusal = ("the user part of WEAVE_DSN holds a bare '/', '?' or '#' (or the URL has an '@' past its host): "
+                       "percent-encode them in the user and password (%2F, %3F, %23, %40)")
+        raise ValueError(refusal) from None
+
+    @classmethod
+    def _parse(cls, url: str) -> Dsn:
         parsed = urlparse(url)
         if parsed.scheme not in ("mysql", "mariadb", "mysql+pymysql"):
-            raise ValueError(f"WEAVE_DSN must be a mysql:// URL, got {url!r}")
+            raise ValueError("WEAVE_DSN must be a mysql:// URL")
         query = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
         socket = query.pop("unix_socket", None)
         userinfo, _, hostlist = parsed.netloc.rpartition("@")

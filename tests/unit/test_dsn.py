@@ -54,3 +54,23 @@ def test_a_password_with_url_characters_survives_the_url_every_process_is_handed
     assert Dsn.parse(dsn.url(options=False)) == Dsn.parse("mysql://we%40ve:p%40ss%2Fw%3Ard%23%3F%25x@db1:3307/weave")
     assert "p@ss" not in dsn.redacted() and "p%40ss" not in dsn.redacted()
     assert dsn.redacted() == "mysql://we%40ve:***@db1:3307/weave?read_timeout=9"
+
+
+@pytest.mark.parametrize("url", [
+    "mysq://weave:S3cretPw@db/weave",  # a mistyped scheme
+    "postgres://weave:S3cretPw@db:3306/weave",
+    "mysql://weave:S3cr/etPw@db/weave",  # a bare '/', '?' or '#' in the password ends the URL's user part early
+    "mysql://weave:S3c?retPw@db/weave",
+    "mysql://weave:S3c#retPw@db/weave",
+    "mysql://weave:S3cretP/w@db1,db2/weave",
+])
+def test_a_malformed_dsn_is_refused_without_its_password(url):
+    """A DSN refused as malformed is said on stderr, in logs and in a gunicorn boot failure: its message named the
+    URL as given, the password with it (whole for a mistyped scheme, a piece of it when a bare '/', '?' or '#'
+    ended the user part early and the rest read as a host or a port)."""
+    with pytest.raises(ValueError) as refused:
+        Dsn.parse(url)
+    text = str(refused.value)
+    assert not any(piece in text for piece in ("S3c", "cret", "retP", "etPw", "Pw"))
+    assert refused.value.__cause__ is None and refused.value.__suppress_context__
+    assert "S3cretPw" not in repr(Dsn.parse("mysql://weave:S3cretPw@db/weave"))
