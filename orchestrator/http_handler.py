@@ -7,11 +7,13 @@ Frozen input::
 
 Only hosts on the allowlist in ``WEAVE_HTTP_ALLOWLIST`` (comma list of ``host`` or ``host:port``;
 required) are called, redirects included: anything else is a non-retryable failure, so a definition
-cannot turn workers into a proxy to arbitrary hosts. The JSON response body is the result. 5xx, 429,
-timeouts, connection errors and broken responses are retryable; other 4xx, a non-JSON body, refused hosts
-and input that is not a request (a method outside GET HEAD POST PUT PATCH DELETE OPTIONS, a header that
-HTTP cannot carry, a timeout_ms outside 1..3600000) are not. ``timeout_ms`` bounds each wait for the
-server and the whole response: a server that answers a byte at a time is cut off once the time is up.
+cannot turn workers into a proxy to arbitrary hosts. The input's headers go to the origin its URL names
+(and to redirects on that origin), never to another scheme, host or port a redirect points to. The
+JSON response body is the result. 5xx, 429, timeouts, connection errors and broken responses are
+retryable; other 4xx, a non-JSON body, refused hosts and input that is not a request (a method outside
+GET HEAD POST PUT PATCH DELETE OPTIONS, a header that HTTP cannot carry, a timeout_ms outside
+1..3600000) are not. ``timeout_ms`` bounds each wait for the server and the whole response: a server
+that answers a byte at a time is cut off once the time is up.
 Connections go direct (proxy variables are ignored), so the allowlist names the hosts actually reached.
 """
 
@@ -74,14 +76,28 @@ def _check_allowed(url: str, allowed: set[str]) -> None:
         raise HttpRefused(f"HTTP_HOST_NOT_ALLOWED: {host} is not on {ALLOWLIST_ENV}")
 
 
+def _origin(url: str) -> tuple[str, str, int]:
+    parts = urlsplit(url)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port or (443 if parts.scheme == "https" else 80)
+
+
 class _AllowlistRedirects(urllib.request.HTTPRedirectHandler):
-    def __init__(self, allowed: set[str]):
+    """Redirects to allowed hosts only. The input's headers (an API key, a bearer token) are for the origin its URL
+    names: urllib carries every header to wherever a redirect points, so they are left off a redirect to another
+    scheme, host or port, as browsers leave credentials off a redirect to another origin."""
+
+    def __init__(self, allowed: set[str], given: set[str]):
         self.allowed = allowed
+        self.given = {name.lower() for name in given}
 
     def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
                          newurl: str) -> urllib.request.Request | None:
         _check_allowed(newurl, self.allowed)
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and _origin(newurl) != _origin(req.full_url):
+            for name in [n for n in new.headers if n.lower() in self.given]:
+                new.remove_header(name)
+        return new
 
 
 def _headers(given: dict) -> dict[str, str]:
@@ -143,7 +159,7 @@ def request(spec: Any) -> Any:
         data = json.dumps(spec["body"], separators=(",", ":")).encode()
         headers = {"Content-Type": "application/json", **headers}
     headers = {"Accept": "application/json", **headers}
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _AllowlistRedirects(allowed))
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _AllowlistRedirects(allowed, set(given)))
     req = urllib.request.Request(url, data=data, headers=headers, method=method)
     what = f"{method} {_shown(url)}"
     try:

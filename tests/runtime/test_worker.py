@@ -493,6 +493,14 @@ class _Api(BaseHTTPRequestHandler):
             self.close_connection = True
         elif self.path == "/away":
             self._send(302, b"", headers={"Location": f"http://localhost:{self.server.server_port}/ok"})
+        elif self.path == "/headers":  # the headers that reached this server
+            self._send(200, json.dumps({"authorization": self.headers.get("Authorization"),
+                                        "key": self.headers.get("X-Api-Key"),
+                                        "accept": self.headers.get("Accept")}).encode())
+        elif self.path == "/moved":  # the same answer, elsewhere on this origin
+            self._send(301, b"", headers={"Location": "/headers"})
+        elif self.path == "/elsewhere":  # the same answer on another origin (the same server under another name)
+            self._send(302, b"", headers={"Location": f"http://localhost:{self.server.server_port}/headers"})
         else:
             self._send(404, b"{}")
 
@@ -590,6 +598,18 @@ def test_K8_http_handler_honours_the_host_allowlist(api, monkeypatch):
         http.request({"url": f"{api}/ok"})
     monkeypatch.setenv(http.ALLOWLIST_ENV, "example.org, " + api.removeprefix("http://"))
     assert http.request({"url": f"{api}/ok"})["status"] == "DONE"  # host:port entries work too
+
+
+def test_K8_http_handler_sends_the_inputs_headers_to_the_origin_it_names_only(api, monkeypatch):
+    """A redirect to another allowed origin (another host or port, or http after https) was followed with every
+    header of the input: the API key or bearer token meant for the payment provider went to whatever host it
+    redirected to. The input's headers now follow a redirect on the same origin only."""
+    monkeypatch.setenv(http.ALLOWLIST_ENV, "127.0.0.1,localhost")
+    secrets = {"Authorization": "Bearer s3cr3t", "X-Api-Key": "k3y"}
+    here = http.request({"url": f"{api}/moved", "headers": secrets})
+    assert here == {"authorization": "Bearer s3cr3t", "key": "k3y", "accept": "application/json"}
+    away = http.request({"url": f"{api}/elsewhere", "headers": secrets})
+    assert away == {"authorization": None, "key": None, "accept": "application/json"}
 
 
 def test_K8_http_handler_through_the_worker(world, orch, database, api):
