@@ -133,6 +133,14 @@ def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, _Retry)
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Through a proxy too, a redirect is an answer like any other: urllib's opener would follow it, the bearer
+    token with it, to whatever host its Location names."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
 RETRY_WAIT = wait_random_exponential(multiplier=0.1, max=5)  # between tries of a call (stateless, shared)
 
 
@@ -154,7 +162,7 @@ class WeaveClient:
         self._host, self._port, self._root = parts.hostname, parts.port, parts.path
         proxy = urllib.request.getproxies().get(parts.scheme)
         # An opener of this client's own: urlopen's shared one keeps the proxies of the moment it was first used.
-        self._proxy = (urllib.request.build_opener(urllib.request.ProxyHandler({parts.scheme: proxy}))
+        self._proxy = (urllib.request.build_opener(urllib.request.ProxyHandler({parts.scheme: proxy}), _NoRedirects)
                        if proxy and not urllib.request.proxy_bypass(parts.hostname) else None)
         self._tls: ssl.SSLContext | None = None  # made once, on the first https connection: loading the CA store costs
         self._local = threading.local()

@@ -26,6 +26,7 @@ class Recorder(ThreadingHTTPServer):
     closing = False
     say_close = False
     answer: tuple[int, str, bytes] | None = None
+    location: str | None = None  # a Location header to answer with
 
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
@@ -59,6 +60,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         if self.server.say_close:
             self.send_header("Connection", "close")
+        if self.server.location:
+            self.send_header("Location", self.server.location)
         self.end_headers()
         self.wfile.write(body)
         if self.server.closing:
@@ -144,6 +147,21 @@ def test_sdk_goes_through_the_proxy_the_environment_names(server, monkeypatch):
     assert urllib.request._opener is None or all(  # type: ignore[attr-defined]
         not isinstance(h, urllib.request.ProxyHandler) or server.url not in h.proxies.values()
         for h in urllib.request._opener.handlers)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("proxied", [False, True])
+def test_sdk_follows_no_redirect_with_its_token_through_a_proxy_either(server, monkeypatch, proxied):
+    """An answer is taken as it comes, a redirect too. Through a proxy, urllib's opener followed a redirect and
+    sent the bearer token with it, to whatever host the Location named."""
+    for name in ("HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    if proxied:
+        monkeypatch.setenv("http_proxy", server.url)
+    server.answer, server.location = (302, "application/json", b"{}"), "http://elsewhere.example/steal"
+    client = sdk.WeaveClient("http://weave.example:8080" if proxied else server.url, "wv_x", "acme")
+    assert client.request("GET", "/healthz")[0] == 302
+    assert [path for _, path, _ in server.seen] == \
+        ["http://weave.example:8080/healthz" if proxied else "/healthz"]
 
 
 def test_sdk_refuses_a_base_url_that_is_not_http():
