@@ -70,7 +70,7 @@ def _check_allowed(url: str, allowed: set[str]) -> None:
         raise HttpRefused(f"HTTP_URL_INVALID: only absolute http(s) URLs are allowed, got {_shown(url)!r}")
     if not allowed:
         raise HttpRefused(f"HTTP_HOST_NOT_ALLOWED: {ALLOWLIST_ENV} is empty; no host may be called")
-    host = parts.hostname.lower()
+    host = settings.allowlist_host(parts.hostname)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     if host not in allowed and f"{host}:{port}" not in allowed:
         raise HttpRefused(f"HTTP_HOST_NOT_ALLOWED: {host} is not on {ALLOWLIST_ENV}")

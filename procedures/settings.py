@@ -86,9 +86,9 @@ _PORT = re.compile(r"[0-9]{1,5}")
 
 
 def http_allowlist() -> set[str]:
-    """The hosts the built-in http handler may call, as it compares them: ``host`` or ``host:port``, lower case,
-    an IPv6 address without its brackets. An entry that names no host (a URL, a path, a bad port) would never
-    match and is refused, naming the variable."""
+    """The hosts the built-in http handler may call, as it compares them (``allowlist_host``): ``host`` or
+    ``host:port``, lower case, an IPv6 address in brackets. An entry that names no host (a URL, a path, a bad port)
+    would never match and is refused, naming the variable."""
     raw = _get(ALLOWLIST_ENV) or ""
     return {_allowlist_entry(entry.strip()) for entry in raw.split(",") if entry.strip()}
 
@@ -110,7 +110,18 @@ def _allowlist_entry(entry: str) -> str:
     if not valid:
         raise SettingInvalid(f"{ALLOWLIST_ENV} must be a comma list of host or host:port ([v6:address]:port), got "
                              f"{entry!r}")
+    host = allowlist_host(host)
     return host if port is None else f"{host}:{port}"
+
+
+def allowlist_host(host: str) -> str:
+    """A host as the allowlist holds it: a name in lower case, an IPv6 address in brackets and in its one short
+    form. Without the brackets ``[fd00::5]:8443`` would read as the address fd00::5:8443, another host, on any
+    port; without the one form, ``0:0::1`` would not be ``::1``."""
+    try:
+        return f"[{ipaddress.IPv6Address(host).compressed}]"
+    except ValueError:
+        return host.lower()
 
 
 def _ipv6(text: str) -> bool:

@@ -290,6 +290,22 @@ def test_an_http_allowlist_takes_hosts_ports_and_bracketed_ipv6_in_any_case(monk
         http_handler._check_allowed("https://[::1]/", allowed)
 
 
+def test_an_ipv6_allowlist_entry_with_a_port_allows_that_address_on_that_port_only(monkeypatch):
+    """``[fd00::5]:8443`` was kept as ``fd00::5:8443``, which is an IPv6 address of its own: the http handler took
+    that other host, fd00::5:8443, as listed, on every port. An address is compared as the address it is, however
+    it is written."""
+    from orchestrator import http_handler
+
+    monkeypatch.setenv("WEAVE_HTTP_ALLOWLIST", "[fd00::5]:8443, [::1]:8080, [FD00:0::7]")
+    allowed = settings.http_allowlist()
+    for url in ("https://[fd00::5]:8443/", "http://[0:0:0:0:0:0:0:1]:8080/", "http://[fd00::7]:9/"):
+        http_handler._check_allowed(url, allowed)
+    for url in ("http://[fd00::5:8443]/", "http://[fd00::5:8443]:22/", "http://[::1:8080]:6379/", "https://[fd00::5]/",
+                "http://[::1]:8443/"):
+        with pytest.raises(http_handler.HttpRefused, match="HTTP_HOST_NOT_ALLOWED"):
+            http_handler._check_allowed(url, allowed)
+
+
 def test_a_worker_with_such_an_allowlist_refuses_to_start_in_one_line(monkeypatch, capsys):
     monkeypatch.setenv("WEAVE_HTTP_ALLOWLIST", "https://psp.example.com")
     assert main(["worker", "--queue", "q", "--dsn", "mysql://root@127.0.0.1:1/weave", "--json"]) == 2  # no connect
