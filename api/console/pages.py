@@ -319,6 +319,7 @@ class Instances(Page):
 
 class Instance(Page):
     EVENTS = 500
+    SIGNALS = 100  # a page of signals: each may carry 256 KiB, and an instance may hold 1024 of them
 
     @page
     def on_get(self, req, resp, workflow_id):
@@ -348,14 +349,18 @@ class Instance(Page):
             checkpoint["left"] = views.time_left(checkpoint["available_at"], now)
         after = optional_int({"after": [req.get_param("events_after") or ""]}, "after") or 0
         events = routines.instance_events(conn, token, ns, workflow_id, after, self.EVENTS)
-        signal_page = signals.list_signals(conn, token, ns, workflow_id, limit=1000)
+        signals_after = req.get_param("signals_after") or None
+        # Payloads as kept: each is parsed only when its row is shown (views.pretty), not all of them at once.
+        signal_page = signals.list_signals(conn, token, ns, workflow_id, limit=self.SIGNALS, after=signals_after,
+                                           verbatim=True)
         done = None
         if req.get_param("did") in ACTION_SCOPE:  # the notice names only a real action and a plausible key
             key = req.get_param("key") or ""
             if 0 < len(key) <= 128 and key.isascii() and key.isprintable():
                 done = {"did": req.get_param("did"), "key": key, "replayed": req.get_param("replayed") == "1"}
         self.render(req, resp, "instance.html", session, instance=instance, steps=steps, events=events,
-                    signals=signal_page["items"], events_after=after, deferred_left=deferred_left,
+                    signals=signal_page["items"], signals_after=signals_after,
+                    signals_more=signal_page["next_cursor"], events_after=after, deferred_left=deferred_left,
                     events_more=events[-1]["seq"] if len(events) == self.EVENTS else None,
                     deadline_left=views.time_left(instance["deadline_at"], now),
                     can_control=session.can("workflows:control"), can_review=session.can("workflows:review"),

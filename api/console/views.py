@@ -7,6 +7,8 @@ import datetime as dt
 import json
 from typing import Any
 
+from procedures.jsontext import Verbatim
+
 
 def parse_time(value: str | None) -> dt.datetime | None:
     return None if value is None else dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ")
@@ -48,8 +50,20 @@ def graph_order(document: dict | None, steps: list[dict]) -> list[dict]:
     return [{**by_key[k], "after": after.get(k, [])} for k in placed]
 
 
+# A kept value may be a megabyte (an input) or 256 KiB (a payload), and a page shows many: of a longer one, a page
+# shows this many characters and says how many it left out.
+SHOWN_CHARS = 8192
+
+
 def pretty(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+    """A value as indented JSON for a page, cut past SHOWN_CHARS characters. A ``Verbatim`` value (read as kept, not
+    parsed with the page's other rows) is parsed only here, one at a time."""
+    if isinstance(value, Verbatim):
+        value = json.loads(value.text)
+    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+    if len(text) <= SHOWN_CHARS:
+        return text
+    return f"{text[:SHOWN_CHARS]}\n… {len(text) - SHOWN_CHARS:,} more characters of this value are not shown"
 
 
 def lateness_chart(rows: list[dict], width: int = 560, height: int = 200) -> dict:

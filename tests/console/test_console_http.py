@@ -551,3 +551,39 @@ def test_C3_past_its_limit_the_review_queue_keeps_the_longest_waiting_and_says_h
     monkeypatch.setattr(pages.Review, "LIMIT", 3)
     shown, html = queue()
     assert shown == wfs and "review-total" not in html
+
+
+def test_an_instance_page_shows_its_signals_a_page_at_a_time_and_of_a_long_payload_its_beginning(client, world,
+                                                                                                  monkeypatch):
+    """A sender may store 1024 signals of 256 KiB each on one instance. The page read every one of them, parsed, and
+    showed each payload whole and indented (four times its size for a list of short arrays): 40 payloads of 126 KB
+    made an 18 MB page, and a full instance a gigabyte, the worker's memory and more than its timeout, for every
+    operator who opened it. It shows a page of signals at a time, and of a payload its first characters."""
+    import json
+    import re
+
+    from api.console import pages
+    from procedures import signals
+
+    world.publish({"name": "flow", "steps": [
+        {"key": "approval", "type": "SIGNAL", "signal": {"name": "ok", "payload_version": "1", "payload_type": "any"},
+         "correlation": "$.input.id", "timeout_ms": 3_600_000}]})
+    wf = world.start("flow", {"id": "x"})
+    big = json.dumps([[1, 2, 3, 4, 5, 6, 7, 8]] * 7000, separators=(",", ":")).encode()  # 126 KB
+    sent = []
+    for n in range(pages.Instance.SIGNALS + 1):
+        sent.append(signals.send(world.db.conn, world.token, "acme", wf, idempotency_key=f"s-{n}", name="ok",
+                                 payload_version="1", target_step_key="approval", target_activation_sequence=1,
+                                 correlation_key=b"zz", payload=big if n < 3 else b'{"n": %d}' % n,
+                                 reason="r")["signal_id"])
+    cookies = sign_in(client, world.token)
+    first = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies)
+    assert first.status_code == 200 and len(first.text) < 500_000, len(first.text)
+    shown = re.findall(r'<tr id="(sig_\d+)">', first.text)
+    assert shown == sent[:pages.Instance.SIGNALS]
+    assert "[\n  [\n    1,\n    2," in first.text and "more characters of this value are not shown" in first.text
+    later = re.search(r'href="\?signals_after=(sig_\d+)#signals" rel="next"', first.text)
+    assert later, "no link to the later signals"
+    rest = client.simulate_get(f"{BASE}/instances/{wf}", params={"signals_after": later.group(1)}, cookies=cookies)
+    assert re.findall(r'<tr id="(sig_\d+)">', rest.text) == sent[pages.Instance.SIGNALS:]
+    assert "{\n  &#34;n&#34;: 100\n}" in rest.text and 'rel="next"' not in rest.text.split('id="signals"')[1]
