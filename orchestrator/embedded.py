@@ -115,7 +115,10 @@ class EmbeddedServer(ServerFiles):
         if not found:
             raise NoServerBinary(INSTALL_HINT)
         flavour, binary = found
-        self.directory.mkdir(parents=True, exist_ok=True)
+        # Its root user has no password: whoever reaches the socket is the database's root (every row, and an admin
+        # token for any namespace by weave bootstrap). The folder is its user's alone, a folder made before too.
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.directory.chmod(0o700)
         self.tmpdir.mkdir(exist_ok=True)  # for initialisation too
         user = ["--user=root"] if os.geteuid() == 0 else []
         if not (self.datadir / "mysql").exists():

@@ -43,6 +43,22 @@ def test_the_private_server_listens_where_its_dsn_says(tmp_path, tcp):
         _remove(server)
 
 
+def test_a_private_servers_files_and_socket_are_its_users_alone(tmp_path):
+    """The private server's root user has no password: whoever reaches its socket is the database's root, can read
+    every row and mint an admin token for any namespace (weave bootstrap). Its folder, socket included, was
+    readable and searchable by every user of the machine."""
+    import stat
+
+    if not find_server_binary():
+        pytest.fail("this test needs a mariadbd/mysqld binary on PATH")
+    server = EmbeddedServer(tmp_path / "server", database="weave_embedded", fast_commit=True)
+    try:
+        server.start()
+        assert stat.S_IMODE(server.directory.stat().st_mode) == 0o700
+    finally:
+        _remove(server)
+
+
 def test_a_private_server_whose_port_was_taken_meanwhile_starts_on_another(tmp_path, monkeypatch):
     """The port is picked free and bound by the server a moment later; another process may take it in between."""
     if not find_server_binary():
