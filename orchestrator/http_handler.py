@@ -11,9 +11,10 @@ cannot turn workers into a proxy to arbitrary hosts. The input's headers go to t
 (and to redirects on that origin), never to another scheme, host or port a redirect points to. The
 JSON response body is the result. 5xx, 429, timeouts, connection errors and broken responses are
 retryable; other 4xx, a non-JSON body, refused hosts and input that is not a request (a method outside
-GET HEAD POST PUT PATCH DELETE OPTIONS, a header that HTTP cannot carry, a timeout_ms outside
-1..3600000) are not. ``timeout_ms`` bounds each wait for the server and the whole response: a server
-that answers a byte at a time is cut off once the time is up.
+GET HEAD POST PUT PATCH DELETE OPTIONS, a header that HTTP cannot carry, a Host, Content-Length or
+Transfer-Encoding header, which the URL and the body say, a timeout_ms outside 1..3600000) are not.
+``timeout_ms`` bounds each wait for the server and the whole response: a server that answers a byte
+at a time is cut off once the time is up.
 Connections go direct (proxy variables are ignored), so the allowlist names the hosts actually reached.
 """
 
@@ -100,8 +101,14 @@ class _AllowlistRedirects(urllib.request.HTTPRedirectHandler):
         return new
 
 
+# Said by the URL (the host the allowlist checked: a Host of the input would reach another virtual host of that
+# address) and by the body the handler writes (its length and framing), never by the input's headers.
+_NOT_GIVEN = frozenset({"host", "content-length", "transfer-encoding"})
+
+
 def _headers(given: dict) -> dict[str, str]:
-    """The input's headers as HTTP carries them: token names, scalar values without CR, LF or NUL."""
+    """The input's headers as HTTP carries them: token names, scalar values without CR, LF or NUL, and none of the
+    headers that the URL and the body say (``_NOT_GIVEN``)."""
     headers = {}
     for name, value in given.items():
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
@@ -109,6 +116,8 @@ def _headers(given: dict) -> dict[str, str]:
         text = str(value)
         if not _HEADER_NAME.fullmatch(name) or not _HEADER_VALUE.fullmatch(text):
             raise HttpRefused(f"HTTP_INPUT_INVALID: header {name!r} is not one HTTP can carry")
+        if name.lower() in _NOT_GIVEN:
+            raise HttpRefused(f"HTTP_INPUT_INVALID: header {name!r} is the URL's or the body's to say, not the input's")
         headers[name] = text
     return headers
 

@@ -497,6 +497,8 @@ class _Api(BaseHTTPRequestHandler):
             self._send(200, json.dumps({"authorization": self.headers.get("Authorization"),
                                         "key": self.headers.get("X-Api-Key"),
                                         "accept": self.headers.get("Accept")}).encode())
+        elif self.path == "/host":  # the host the request named
+            self._send(200, json.dumps({"host": self.headers.get("Host")}).encode())
         elif self.path == "/moved":  # the same answer, elsewhere on this origin
             self._send(301, b"", headers={"Location": "/headers"})
         elif self.path == "/elsewhere":  # the same answer on another origin (the same server under another name)
@@ -610,6 +612,20 @@ def test_K8_http_handler_sends_the_inputs_headers_to_the_origin_it_names_only(ap
     assert here == {"authorization": "Bearer s3cr3t", "key": "k3y", "accept": "application/json"}
     away = http.request({"url": f"{api}/elsewhere", "headers": secrets})
     assert away == {"authorization": None, "key": None, "accept": "application/json"}
+
+
+@pytest.mark.parametrize("header", [("Host", "admin.internal"), ("host", "admin.internal"), ("Content-Length", "2"),
+                                    ("Transfer-Encoding", "chunked")], ids=lambda h: h[0])
+def test_K8_http_handler_takes_the_host_from_the_url_and_the_framing_from_the_body(api, header):
+    """The input's headers could name the Host: a definition reached any virtual host of an allowed address (an
+    internal gateway's admin site, another tenant of a shared load balancer) while the allowlist named only the
+    address. A Content-Length or Transfer-Encoding of the input framed the body otherwise than the body sent.
+    These are the URL's and the body's to say: an input naming one is refused, and nothing is sent."""
+    port = api.rsplit(":", 1)[1]
+    assert http.request({"url": f"{api}/host"}) == {"host": f"127.0.0.1:{port}"}
+    name, value = header
+    with pytest.raises(http.HttpRefused, match="HTTP_INPUT_INVALID"):
+        http.request({"method": "POST", "url": f"{api}/host", "headers": {name: value}, "body": {"a": 1}})
 
 
 def test_K8_http_handler_through_the_worker(world, orch, database, api):
