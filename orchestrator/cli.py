@@ -406,7 +406,10 @@ def cmd_workflows_purge(args: argparse.Namespace) -> int:
 
     archive = None  # closed below
     if args.archive and not args.dry_run:
-        archive = open(args.archive, "a", encoding="utf-8")  # noqa: SIM115
+        # The rows hold task inputs (an http task's headers too), payloads and instance inputs: a new archive is
+        # its owner's alone, whatever the umask.
+        archive = os.fdopen(os.open(args.archive, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "a",
+                            encoding="utf-8")
     try:
         with _conn(args) as conn:
             token = _token(args)

@@ -539,6 +539,7 @@ def test_workflows_purge_archives_every_row_of_an_instance_before_it_goes(weave,
     code, out, err = weave("workflows", "purge", "--older-than", "1s", "--reason", "retention", "--batch", "2",
                            "--archive", str(archive), "--json", token=world.admin)
     assert code == 0 and json.loads(out)["purged"] == 3, err
+    assert archive.stat().st_mode & 0o777 == 0o600  # inputs and payloads: the owner's alone
     lines = [json.loads(line) for line in archive.read_text().splitlines()]
     assert [line["workflow_id"] for line in lines] == settled
     for line in lines:
