@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
+import os
 
 import pymysql
 import pytest
@@ -1024,6 +1025,49 @@ def test_S16_signal_rolls_back_with_the_callers_business_row(world, orch, outbox
     assert world.db.table_counts() == before
     # The key was never accepted: sending it again is a first acceptance.
     assert send(world, wf, "outbox-2")["replayed"] is False
+
+
+def test_S16_an_application_granted_execute_on_the_send_alone_sends_with_its_own_rows(world, orch, database):
+    """The least privilege the manual gives an application that signals from its own database: EXECUTE on
+    weave_signal_send_in_tx alone (the routine runs with its owner's rights). Its signal commits with its row;
+    it can call no other routine (not weave_namespace_bootstrap, which mints admin tokens) and read no table."""
+    wf = started(world, orch)
+    user, app_db = f"weave_t_{os.getpid()}_app", f"{database.database}_app"
+    with world.db.conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS `{app_db}`")
+        cur.execute(f"CREATE TABLE IF NOT EXISTS `{app_db}`.orders (id INT PRIMARY KEY, state VARCHAR(16))")
+        for host in ("%", "localhost"):
+            cur.execute(f"CREATE USER '{user}'@'{host}'")
+            cur.execute(f"GRANT ALL ON `{app_db}`.* TO '{user}'@'{host}'")
+            cur.execute(f"GRANT EXECUTE ON PROCEDURE `{database.database}`.weave_signal_send_in_tx "
+                        f"TO '{user}'@'{host}'")
+    app = pymysql.connect(host=database.host, port=database.port, user=user, database=app_db,
+                          unix_socket=database.unix_socket, autocommit=False)
+    try:
+        with app.cursor() as cur:
+            cur.execute("START TRANSACTION")
+            cur.execute("INSERT INTO orders VALUES (7, 'approved')")
+            cur.execute(f"CALL `{database.database}`.weave_signal_send_in_tx(%s, %s, %s, 'order-7-approved', "
+                        f"'approval.decided', '1', 'approval', 1, 'o-1', '{{\"approved\": true}}', "
+                        f"'order approved', NULL)", (world.token, world.namespace, wf))
+            while cur.nextset():
+                pass
+        app.commit()
+        with app.cursor() as cur, pytest.raises(pymysql.err.OperationalError) as denied:
+            cur.execute(f"CALL `{database.database}`.weave_namespace_bootstrap('mine')")
+        assert denied.value.args[0] == 1370  # execute command denied
+        with app.cursor() as cur, pytest.raises(pymysql.err.OperationalError) as denied:
+            cur.execute(f"SELECT COUNT(*) FROM `{database.database}`.weave_signals")
+        assert denied.value.args[0] == 1142  # SELECT command denied
+    finally:
+        app.close()
+        with world.db.conn.cursor() as cur:
+            for host in ("%", "localhost"):
+                cur.execute(f"DROP USER IF EXISTS '{user}'@'{host}'")
+            cur.execute(f"DROP DATABASE IF EXISTS `{app_db}`")
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_signals WHERE idempotency_key = 'order-7-approved'") == 1
+    orch.drain()
+    assert world.step(wf, "approval")["status"] == "SUCCEEDED"
 
 
 def test_S16_refuses_to_run_outside_a_transaction(world, orch):
