@@ -31,6 +31,7 @@ def create_app(connections: Connections) -> falcon.App:
     app.add_error_handler(falcon.HTTPError, handler)
     routes: dict[str, object] = {
         "/definitions": resources.Definitions(connections),
+        "/definitions/{name}": resources.Definition(connections),
         "/definitions/{name}/versions/{version}": resources.DefinitionVersion(connections),
         "/workflows": resources.Workflows(connections),
         "/workflows/{workflow_id}": resources.Workflow(connections),
@@ -43,6 +44,7 @@ def create_app(connections: Connections) -> falcon.App:
         "/apps": resources.Apps(connections),
         "/queues": resources.Queues(connections),
         "/credentials": resources.Credentials(connections),
+        "/credentials/{credential_id}/disable": resources.CredentialDisable(connections),
     }
     for path, resource in routes.items():
         app.add_route(PREFIX + path, _with_head(failing_over(resource, connections)))

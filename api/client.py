@@ -278,8 +278,14 @@ class WeaveClient:
     def publish_definition(self, document: dict) -> dict:
         return self._call("POST", "definitions", document)
 
-    def get_definition(self, name: str, version: int) -> dict:
+    def get_definition(self, name: str, version: int | None = None) -> dict:
+        """A version of a definition; without ``version``, its latest."""
+        if version is None:
+            return self._call("GET", f"definitions/{_segment(name)}")
         return self._call("GET", f"definitions/{_segment(name)}/versions/{_segment(version)}")
+
+    def list_definitions(self) -> list[dict]:
+        return self._call("GET", "definitions")["items"]
 
     # --- workflows -------------------------------------------------------------------------------------------
     def start_workflow(self, definition: str, *, app: str, input: Any = None, deadline_ms: int | None = None,
@@ -371,6 +377,20 @@ class WeaveClient:
         # Not retried: a credential is not idempotent, and a retry after a lost answer would mint a second token.
         with WeaveClient(self.base_url, self.token, self.namespace, timeout=self.timeout, retries=1) as once:
             return once._call("POST", "credentials", {"actor": actor, "scopes": scopes, "queues": queues})
+
+    def list_apps(self) -> list[dict]:
+        return self._call("GET", "apps")["items"]
+
+    def list_queues(self) -> list[dict]:
+        return self._call("GET", "queues")["items"]
+
+    def list_credentials(self) -> list[dict]:
+        """Every credential of the namespace, never a token."""
+        return self._call("GET", "credentials")["items"]
+
+    def disable_credential(self, credential_id: str) -> dict:
+        """Its token stops working at once. Safe to retry: disabling a disabled credential changes nothing."""
+        return self._call("POST", f"credentials/{_segment(credential_id)}/disable")
 
     def ready(self) -> dict:
         return self._call("GET", "/readyz")

@@ -50,6 +50,12 @@ def _ok(status: int, schema: dict, description: str = "success", replay: bool = 
     return out
 
 
+def _items(name: str) -> dict:
+    """A whole listing (no paging: a namespace holds few of these)."""
+    return {"type": "object", "required": ["items"],
+            "properties": {"items": {"type": "array", "items": _ref(name)}}}
+
+
 NS = {"name": "ns", "in": "path", "required": True, "schema": {"type": "string"}}
 WF = {"name": "workflow_id", "in": "path", "required": True, "schema": {"type": "string"}}
 STEP = {"name": "step_key", "in": "path", "required": True, "schema": {"type": "string"}}
@@ -205,6 +211,29 @@ def document() -> dict:
             "status": {"type": "string", "enum": ["ACTIVE", "DISABLED"]}}},
         "Queue": {"type": "object", "required": ["name", "capacity"], "properties": {
             "name": {"type": "string"}, "capacity": {"type": "integer"}}},
+        "DefinitionSummary": {"type": "object", "required": ["name", "latest_version", "digest", "versions"],
+                              "properties": {"name": {"type": "string"}, "latest_version": {"type": "integer"},
+                                             "digest": {"type": "string"}, "versions": {"type": "integer"},
+                                             "queues": {"type": "array", "items": {"type": "string"}},
+                                             "created_at": TIME}},
+        "AppState": {"type": "object", "required": ["name", "max_in_flight", "status", "in_flight"], "properties": {
+            "name": {"type": "string"}, "max_in_flight": {"type": "integer"},
+            "status": {"type": "string", "enum": ["ACTIVE", "DISABLED"]},
+            "in_flight": {"type": "integer", "description": "tasks QUEUED or RUNNING now"},
+            "created_at": TIME, "updated_at": TIME}},
+        "QueueState": {"type": "object", "required": ["name", "capacity", "queued", "running"], "properties": {
+            "name": {"type": "string"}, "capacity": {"type": "integer"}, "queued": {"type": "integer"},
+            "running": {"type": "integer"}, "created_at": TIME, "updated_at": TIME}},
+        "CredentialState": {"type": "object", "required": ["credential_id", "actor", "scopes", "queues", "status"],
+                            "description": "A credential as listed: never its token.", "properties": {
+            "credential_id": {"type": "string"}, "actor": {"type": "string"},
+            "scopes": {"type": "array", "items": {"type": "string"}},
+            "queues": {"type": "array", "items": {"type": "string"}},
+            "status": {"type": "string", "enum": ["ACTIVE", "DISABLED"]}, "created_at": TIME,
+            "disabled_at": NULLABLE_TIME}},
+        "Disabled": {"type": "object", "required": ["credential_id", "actor", "status"], "properties": {
+            "credential_id": {"type": "string"}, "actor": {"type": "string"},
+            "status": {"type": "string", "enum": ["DISABLED"]}}},
         "Credential": {"type": "object", "required": ["credential_id", "actor", "scopes", "queues", "token"],
                        "properties": {"credential_id": {"type": "string"}, "actor": {"type": "string"},
                                       "scopes": {"type": "array", "items": {"type": "string"}},
@@ -213,12 +242,18 @@ def document() -> dict:
     }
     schemas_.update(schemas.BODIES)
     paths = {
-        "/v1/namespaces/{ns}/definitions": {"post": _op(
-            "publish_definition", "definitions", "Publish a definition version", "definitions:publish",
-            {**_ok(201, _ref("Published"), "a new version", location=True),
-             "200": {"description": "same content as the latest version",
-                     "content": {"application/json": {"schema": _ref("Published")}}}},
-            body=_ref("DefinitionDocument"), errors=(*COMMON_ERRORS, 413, 415, 422))},
+        "/v1/namespaces/{ns}/definitions": {
+            "post": _op("publish_definition", "definitions", "Publish a definition version", "definitions:publish",
+                        {**_ok(201, _ref("Published"), "a new version", location=True),
+                         "200": {"description": "same content as the latest version",
+                                 "content": {"application/json": {"schema": _ref("Published")}}}},
+                        body=_ref("DefinitionDocument"), errors=(*COMMON_ERRORS, 413, 415, 422)),
+            "get": _op("list_definitions", "definitions", "List definitions, each with its latest version",
+                       "workflows:read", _ok(200, _items("DefinitionSummary")))},
+        "/v1/namespaces/{ns}/definitions/{name}": {"get": _op(
+            "get_latest_definition", "definitions", "Read the latest version of a definition", "workflows:read",
+            _ok(200, _ref("Definition")),
+            params=[{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}])},
         "/v1/namespaces/{ns}/definitions/{name}/versions/{version}": {"get": _op(
             "get_definition", "definitions", "Read a definition version", "workflows:read",
             _ok(200, _ref("Definition")),
@@ -274,19 +309,31 @@ def document() -> dict:
             "workflows:review", step=True)},
         "/v1/namespaces/{ns}/workflows/{workflow_id}/deadline": {"post": _control(
             "set_deadline", "Set a later instance deadline (C-4)", "DeadlineRequest", "workflows:review")},
-        "/v1/namespaces/{ns}/apps": {"post": _op(
-            "put_app", "admin", "Create an app or change its quota", "admin",
-            {**_ok(201, _ref("App"), "created"), "200": {"description": "updated", "content": {
-                "application/json": {"schema": _ref("App")}}}},
-            body=_ref("AppRequest"), errors=(*COMMON_ERRORS, 413, 415, 422))},
-        "/v1/namespaces/{ns}/queues": {"post": _op(
-            "put_queue", "admin", "Create a queue or change its capacity", "admin",
-            {**_ok(201, _ref("Queue"), "created"), "200": {"description": "updated", "content": {
-                "application/json": {"schema": _ref("Queue")}}}},
-            body=_ref("QueueRequest"), errors=(*COMMON_ERRORS, 413, 415, 422))},
-        "/v1/namespaces/{ns}/credentials": {"post": _op(
-            "create_credential", "admin", "Create a credential (its token is returned once)", "admin",
-            _ok(201, _ref("Credential")), body=_ref("CredentialRequest"), errors=(*COMMON_ERRORS, 413, 415, 422))},
+        "/v1/namespaces/{ns}/apps": {
+            "post": _op("put_app", "admin", "Create an app or change its quota", "admin",
+                        {**_ok(201, _ref("App"), "created"), "200": {"description": "updated", "content": {
+                            "application/json": {"schema": _ref("App")}}}},
+                        body=_ref("AppRequest"), errors=(*COMMON_ERRORS, 413, 415, 422)),
+            "get": _op("list_apps", "admin", "List apps with their quota and tasks in flight", "admin",
+                       _ok(200, _items("AppState")))},
+        "/v1/namespaces/{ns}/queues": {
+            "post": _op("put_queue", "admin", "Create a queue or change its capacity", "admin",
+                        {**_ok(201, _ref("Queue"), "created"), "200": {"description": "updated", "content": {
+                            "application/json": {"schema": _ref("Queue")}}}},
+                        body=_ref("QueueRequest"), errors=(*COMMON_ERRORS, 413, 415, 422)),
+            "get": _op("list_queues", "admin", "List queues with their capacity and tasks queued and running",
+                       "admin", _ok(200, _items("QueueState")))},
+        "/v1/namespaces/{ns}/credentials": {
+            "post": _op("create_credential", "admin", "Create a credential (its token is returned once)", "admin",
+                        _ok(201, _ref("Credential")), body=_ref("CredentialRequest"),
+                        errors=(*COMMON_ERRORS, 413, 415, 422)),
+            "get": _op("list_credentials", "admin", "List credentials (never a token)", "admin",
+                       _ok(200, _items("CredentialState")))},
+        "/v1/namespaces/{ns}/credentials/{credential_id}/disable": {"post": _op(
+            "disable_credential", "admin",
+            "Disable a credential: its token stops working at once, and instances it started get no new work (R-8)",
+            "admin", _ok(200, _ref("Disabled"), "disabled (disabling a disabled credential changes nothing)"),
+            params=[{"name": "credential_id", "in": "path", "required": True, "schema": {"type": "string"}}])},
         "/healthz": {"get": {"operationId": "health", "tags": ["operations"], "summary": "Process alive",
                              "security": [],
                              "responses": {"200": {"description": "alive", "content": {

@@ -60,6 +60,17 @@ class Definitions(Resource):
             resp.location = path(ns, "definitions", row["name"], "versions", str(row["version"]))
 
 
+    def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
+        respond(resp, {"items": routines.definition_list(self.conn, bearer(req), ns)})
+
+
+class Definition(Resource):
+    """GET /definitions/{name}: the latest version, as GET /definitions/{name}/versions/{version} answers it."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str, name: str) -> None:
+        respond(resp, routines.definition_get(self.conn, bearer(req), ns, name))
+
+
 class DefinitionVersion(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str, name: str, version: str) -> None:
         token = bearer(req)
@@ -118,6 +129,9 @@ class Apps(Resource):
         respond(resp, {"name": row["name"], "max_in_flight": row["max_in_flight"], "status": row["status"]},
                 201 if row["created"] else 200)
 
+    def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
+        respond(resp, {"items": routines.app_list(self.conn, bearer(req), ns)})
+
 
 class Queues(Resource):
     def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
@@ -125,6 +139,9 @@ class Queues(Resource):
         body = schemas.body("QueueRequest", json_object(req))
         row = routines.queue_put(self.conn, token, ns, body["name"], body["capacity"])
         respond(resp, {"name": row["name"], "capacity": row["capacity"]}, 201 if row["created"] else 200)
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
+        respond(resp, {"items": routines.queue_list(self.conn, bearer(req), ns)})
 
 
 class Credentials(Resource):
@@ -134,6 +151,18 @@ class Credentials(Resource):
         row = routines.credential_create(self.conn, token, ns, body["actor"], body["scopes"], body.get("queues", "*"))
         respond(resp, {"credential_id": row["credential_id"], "actor": row["actor"], "scopes": row["scopes"],
                        "queues": row["queues"], "token": row["token"]}, 201)
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
+        respond(resp, {"items": routines.credential_list(self.conn, bearer(req), ns)})  # never a token
+
+
+class CredentialDisable(Resource):
+    """POST /credentials/{credential_id}/disable: a leaked or retired token stops working at once (S-2, R-8), from
+    wherever an admin token reaches the API, with no database access. Disabling a disabled credential changes
+    nothing and answers the same."""
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str, credential_id: str) -> None:
+        respond(resp, routines.credential_disable(self.conn, bearer(req), ns, credential_id))
 
 
 class Action(Resource):

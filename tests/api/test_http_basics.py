@@ -197,6 +197,51 @@ def test_admin_objects(client, world):
             403, "FORBIDDEN")
 
 
+def test_S2_admin_objects_are_listed_and_a_credential_is_disabled_over_http(client, world):
+    """What an admin creates over HTTP is listed there too (a token never), and a leaked token is revoked there,
+    with no database access: it stops authenticating at once, and a second disable answers the same."""
+    client.simulate_post(f"{NS}/queues", headers=auth(world.admin), json={"name": "q2", "capacity": 9})
+    bot = client.simulate_post(f"{NS}/credentials", headers=auth(world.admin),
+                               json={"actor": "bot", "scopes": ["workflows:read"], "queues": ["q2"]}).json
+    apps = client.simulate_get(f"{NS}/apps", headers=auth(world.admin)).json["items"]
+    assert [(a["name"], a["max_in_flight"], a["status"], a["in_flight"]) for a in apps] == [
+        ("billing", 1000, "ACTIVE", 0)]
+    queues = client.simulate_get(f"{NS}/queues", headers=auth(world.admin)).json["items"]
+    assert [(q["name"], q["capacity"], q["queued"], q["running"]) for q in queues] == [
+        ("payments", 1000, 0, 0), ("q2", 9, 0, 0)]
+    listed = client.simulate_get(f"{NS}/credentials", headers=auth(world.admin))
+    assert "wv_" not in listed.text and "token" not in listed.text
+    row = next(c for c in listed.json["items"] if c["credential_id"] == bot["credential_id"])
+    assert (row["actor"], row["scopes"], row["queues"], row["status"]) == ("bot", ["workflows:read"], ["q2"], "ACTIVE")
+    for path in ("apps", "queues", "credentials"):
+        problem(client.simulate_get(f"{NS}/{path}", headers=auth(world.token)), 403, "FORBIDDEN")
+
+    assert client.simulate_get(f"{NS}/definitions", headers=auth(bot["token"])).json == {"items": []}
+    disabled = client.simulate_post(f"{NS}/credentials/{bot['credential_id']}/disable", headers=auth(world.admin))
+    assert disabled.status_code == 200 and disabled.json == {"credential_id": bot["credential_id"], "actor": "bot",
+                                                             "status": "DISABLED"}
+    problem(client.simulate_get(f"{NS}/definitions", headers=auth(bot["token"])), 401, "UNAUTHENTICATED")
+    again = client.simulate_post(f"{NS}/credentials/{bot['credential_id']}/disable", headers=auth(world.admin))
+    assert again.status_code == 200 and again.json == disabled.json
+    problem(client.simulate_post(f"{NS}/credentials/cred_999999/disable", headers=auth(world.admin)),
+            404, "NOT_FOUND")
+    problem(client.simulate_post(f"{NS}/credentials/{bot['credential_id']}/disable", headers=auth(world.token)),
+            403, "FORBIDDEN")
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'credential.disable'") == 2
+
+
+def test_M2_definitions_are_listed_with_their_latest_version_which_reads_like_any_version(client, world):
+    publish(client, world)
+    second = {**TIMER, "steps": [{**TIMER["steps"][0], "delay_ms": 1_000}]}
+    publish(client, world, second)
+    listed = client.simulate_get(f"{NS}/definitions", headers=auth(world.token)).json["items"]
+    assert [(d["name"], d["latest_version"], d["versions"]) for d in listed] == [("cool-off", 2, 2)]
+    latest = client.simulate_get(f"{NS}/definitions/cool-off", headers=auth(world.token))
+    assert latest.status_code == 200 and latest.json["version"] == 2 and latest.json["steps"][0]["delay_ms"] == 1_000
+    assert latest.json == client.simulate_get(f"{NS}/definitions/cool-off/versions/2", headers=auth(world.token)).json
+    problem(client.simulate_get(f"{NS}/definitions/nope", headers=auth(world.token)), 404, "NOT_FOUND")
+
+
 def test_unknown_route_is_a_problem_404(client):
     problem(client.simulate_get("/v1/nope"), 404, "NOT_FOUND")
 

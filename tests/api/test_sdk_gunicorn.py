@@ -54,6 +54,14 @@ def test_sdk_covers_the_instance_lifecycle_through_gunicorn(api_url, world, orch
         ops.create_app("x", 1)
     with pytest.raises(sdk.Unauthenticated):
         sdk.WeaveClient(api_url, "wv_bad", "acme").get_workflow(started["workflow_id"])
+    assert [d["name"] for d in ops.list_definitions()] == ["cool-off"]
+    assert ops.get_definition("cool-off")["version"] == 1
+    assert [a["name"] for a in admin.list_apps()] == ["billing"] and admin.list_queues()[0]["name"] == "payments"
+    bot = admin.create_credential("bot", ["workflows:read"])
+    assert "bot" in [c["actor"] for c in admin.list_credentials()]
+    assert admin.disable_credential(bot["credential_id"])["status"] == "DISABLED"
+    with pytest.raises(sdk.Unauthenticated):
+        sdk.WeaveClient(api_url, bot["token"], "acme").list_definitions()
 
 
 def test_sdk_reuses_one_idempotency_key_across_retries(database, world, tmp_path, monkeypatch):
