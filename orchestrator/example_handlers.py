@@ -22,9 +22,13 @@ def echo(input: Any) -> Any:
 @handler("example.sleep", version="1")
 def sleep(input: dict, ctx: TaskContext) -> dict:
     """Sleeps ``input["ms"]`` milliseconds (a slow handler for kill and grace tests); stops early when
-    cancellation is requested and ``input["honour_cancel"]`` is true."""
+    cancellation is requested and ``input["honour_cancel"]`` is true, or when it should stop for any reason (the
+    worker stopping too) and ``input["honour_stop"]`` is true."""
     ms = int(input.get("ms", 1000))
-    if input.get("honour_cancel"):
+    if input.get("honour_stop"):
+        if ctx.wait_stop(ms / 1000.0):
+            raise Retryable("stopped while sleeping")
+    elif input.get("honour_cancel"):
         if ctx.wait_cancelled(ms / 1000.0):
             raise Retryable("cancelled while sleeping")
     else:

@@ -57,6 +57,9 @@ class TaskContext:
     lease_expires_at: Any = None
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
     _lost: threading.Event = field(default_factory=threading.Event, repr=False)
+    _stopping: threading.Event = field(default_factory=threading.Event, repr=False)
+    # Set with any of the three above: what wait_stop waits on.
+    _wake: threading.Event = field(default_factory=threading.Event, repr=False)
     # Set by the worker as it reports the attempt's end: from then on the attempt is ended by its own report, and a
     # heartbeat refused for it (the report committed first) says nothing about the lease.
     _reporting: threading.Event = field(default_factory=threading.Event, repr=False)
@@ -71,9 +74,36 @@ class TaskContext:
         """True once a heartbeat was refused: the attempt is no longer current and its report will change nothing."""
         return self._lost.is_set()
 
+    @property
+    def worker_stopping(self) -> bool:
+        """True once the worker was asked to stop (SIGTERM, SIGINT): it lets running attempts finish within its grace
+        period, then leaves them to lease recovery, which ends them UNKNOWN and sends their steps to review. A long
+        handler that stops now by raising ``Retryable`` gets its retry instead (when attempts are left)."""
+        return self._stopping.is_set()
+
+    @property
+    def should_stop(self) -> bool:
+        """cancel_requested, lease_lost or worker_stopping: whatever the handler does next, nobody waits for it."""
+        return self._wake.is_set()
+
     def wait_cancelled(self, seconds: float) -> bool:
         """Sleep up to ``seconds``, waking early when cancellation is requested; returns cancel_requested."""
         return self._cancel.wait(seconds)
+
+    def wait_stop(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``, waking early when the handler should stop (cancellation requested, lease lost,
+        or the worker stopping); returns should_stop. The loop of a long handler::
+
+            while not ctx.wait_stop(5.0):
+                if done(): return result
+            raise Retryable("stopped early")   # a cancel ends the task CANCELLED; a stop gets its retry
+        """
+        return self._wake.wait(seconds)
+
+    def _signal(self, event: threading.Event) -> None:
+        """Set one of the reasons to stop (by the worker: a heartbeat's answer, or its own stop)."""
+        event.set()
+        self._wake.set()
 
 
 @dataclass(frozen=True)

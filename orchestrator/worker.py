@@ -156,10 +156,14 @@ class Worker:
             return len(self._inflight)
 
     def stop(self, *_: object) -> None:
-        """Stop claiming; running attempts get the grace period to finish (K-9)."""
+        """Stop claiming; running attempts get the grace period to finish (K-9), and their handlers are told
+        (``ctx.worker_stopping``, which wakes ``ctx.wait_stop``)."""
         self._stop.set()
         with self._cond:
+            running = list(self._inflight.values())
             self._cond.notify_all()
+        for ctx in running:
+            ctx._signal(ctx._stopping)
 
     def run(self, *, max_claims: int | None = None, until: Callable[[], bool] | None = None,
             exit_when_idle: bool = False) -> Counter:
@@ -247,6 +251,8 @@ class Worker:
             ctx = _context(claim)
             with self._cond:
                 self._inflight[ctx.attempt_id] = ctx
+                if self._stop.is_set():  # a claim answered as the worker was told to stop
+                    ctx._signal(ctx._stopping)
             self._work.put((claim, ctx))
         self.claimed += len(claims)
         self.stats["claimed"] += len(claims)
@@ -358,7 +364,7 @@ class Worker:
         except (errors.AttemptNotCurrent, errors.NotFound):
             if ctx._reporting.is_set():
                 return  # the attempt's own report ended it meanwhile: its answer, not the lease, says how
-            ctx._lost.set()
+            ctx._signal(ctx._lost)
             self.stats["lease_lost"] += 1
             log.warning("lease lost; the attempt's report will change nothing", extra={"fields": {
                 "task": ctx.task_id, "attempt": ctx.attempt_id}})
@@ -376,7 +382,7 @@ class Worker:
             return
         ctx.lease_expires_at = beat["lease_expires_at"]
         if beat["cancel_requested"] and not ctx.cancel_requested:
-            ctx._cancel.set()
+            ctx._signal(ctx._cancel)
             log.info("cancellation requested", extra={"fields": {"task": ctx.task_id, "attempt": ctx.attempt_id}})
 
     # --- one attempt -----------------------------------------------------------------------------------------

@@ -424,6 +424,33 @@ def test_K9_graceful_stop_stops_claiming_and_lets_running_attempts_finish(world,
     assert task_row(world, second)["status"] == "QUEUED" and attempts(world, second) == []
 
 
+def test_K9_a_handler_told_the_worker_is_stopping_stops_early_and_its_task_is_retried_not_reviewed(world, orch,
+                                                                                                    database):
+    """On stop, a long handler that waits with ctx.wait_stop wakes at once (ctx.worker_stopping) and can hand its
+    task back with Retryable: the task is queued for its next attempt, where one left to the grace period would
+    end UNKNOWN and go to review. Cancellation still wakes it too, and then ends the task CANCELLED."""
+    world.publish(task_flow(handler="example.sleep", input={"ms": 60_000, "honour_stop": True},
+                            task_timeout_ms=HOUR, retry={"max_attempts": 3, "initial_backoff_ms": 1_000,
+                                                         "backoff_coefficient": 2.0, "max_backoff_ms": 60_000}))
+    wf = world.start("job", {})
+    orch.drain()
+    worker = make_worker(database, concurrency=1, grace_ms=30_000)
+    thread = in_thread(worker)
+    assert wait_for(lambda: task_row(world, wf)["status"] == "RUNNING", timeout=10)
+    worker.stop()
+    thread.join(timeout=10)  # well within the grace period: the handler woke at the stop
+    assert not thread.is_alive()
+    assert task_row(world, wf)["status"] == "QUEUED" and attempts(world, wf)[0]["status"] == "FAILED"
+    assert worker.stats["RETRY_SCHEDULED"] == 1
+    world.db.advance(1_001)
+    again = make_worker(database, concurrency=1, lease_ms=2_000, heartbeat_ms=50)
+    thread = in_thread(again, max_claims=1)
+    assert wait_for(lambda: task_row(world, wf)["status"] == "RUNNING", timeout=10)
+    world.db.execute("CALL _pulse_task_cancel(%s, %s, @o)", task_row(world, wf)["id"], world.db.now())
+    thread.join(timeout=10)
+    assert not thread.is_alive() and task_row(world, wf)["status"] == "CANCELLED"
+
+
 def test_K9_attempts_unfinished_after_the_grace_period_end_unknown_through_lease_recovery(world, orch, database):
     world.publish(task_flow(handler="example.sleep", input={"ms": 1_500}, task_timeout_ms=HOUR))
     wf = world.start("job", {})
