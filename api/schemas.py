@@ -115,7 +115,8 @@ QUERIES: dict[str, dict[str, Schema]] = {
     "list_events": {"after": {"type": "integer", "minimum": 0, "maximum": 2**62}, "limit": LIMIT_1000},
     "list_signals": {
         "status": {"type": "string", "enum": ["PENDING", "CONSUMED", "REJECTED", "EXPIRED"]},
-        "limit": LIMIT_1000,
+        "limit": {**LIMIT_1000, "description": "signals at most; a page also ends, with a next_cursor, once its "
+                                                "payloads pass 8 MiB (it always holds one signal)"},
         "cursor": {"type": "string", "pattern": "^sig_[0-9]{1,19}$"}},
 }
 

@@ -542,6 +542,26 @@ def test_S5_list_pages_in_acceptance_order_and_filters_by_status(world, orch):
         signals.list_signals(world.db.conn, world.token, world.namespace, wf, limit=0)
 
 
+def test_S5_a_page_ends_once_its_payloads_pass_8_mib_and_its_cursor_leads_on(world, orch):
+    """An instance may hold 1,024 signals of 256 KiB: a page of 1,000 would have been built whole (about 250 MiB)
+    by the server, the API and the client for one request. A page now ends once its payloads pass 8 MiB, always
+    holding one signal, and paging by its cursor still gives every signal once, in order."""
+    wf = started(world, orch)
+    blob = '{"blob": "' + "x" * (250 * 1024) + '"}'
+    sent = [send(world, wf, f"big-{i}", payload=blob)["signal_id"] for i in range(40)]
+    pages, after = [], None
+    while True:
+        page = signals.list_signals(world.db.conn, world.token, world.namespace, wf, limit=1000, after=after)
+        pages.append([s["signal_id"] for s in page["items"]])
+        after = page["next_cursor"]
+        if after is None:
+            break
+    assert [len(p) for p in pages] == [33, 7]  # 32 payloads make 8,000 KiB; the 33rd passes 8 MiB and ends the page
+    assert [i for p in pages for i in p] == sent
+    one = signals.list_signals(world.db.conn, world.token, world.namespace, wf, limit=2, after=pages[0][-1])
+    assert [s["signal_id"] for s in one["items"]] == sent[33:35] and one["next_cursor"] == sent[34]
+
+
 # --- S-6: per-instance limit ------------------------------------------------------------------------------------
 def test_S6_1024_signals_per_instance_then_new_keys_are_refused_but_replays_answer(world, orch):
     world.publish(signal_flow(before_timer_ms=HOUR))
