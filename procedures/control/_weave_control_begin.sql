@@ -36,8 +36,11 @@ BEGIN
         CALL _weave_raise(50113, 'IDEMPOTENCY_KEY_INVALID: 1-128 printable ASCII characters');
     END IF;
     CALL _weave_instance_lock(out_instance_id, v_identity, v_app, v_queues, v_locked);
-    -- R-2: the decision's time is read after the lock that orders it (_weave_now's expression, inline).
-    SELECT UTC_TIMESTAMP(6) + INTERVAL clock_offset_us MICROSECOND INTO out_now FROM weave_install WHERE id = 1;
+    -- R-2: the decision's time is read after the lock that orders it (_weave_now's expression, inline), never before
+    -- the instance's last decision (see _weave_signal_accept).
+    SELECT GREATEST(UTC_TIMESTAMP(6) + INTERVAL clock_offset_us MICROSECOND,
+                    (SELECT updated_at FROM weave_instances WHERE id = out_instance_id))
+      INTO out_now FROM weave_install WHERE id = 1;
     SELECT request_digest INTO v_digest FROM weave_audit
      WHERE instance_id = out_instance_id AND action = in_action AND idempotency_key = in_idempotency_key
      LIMIT 1 FOR UPDATE;

@@ -28,9 +28,11 @@ BEGIN
             LEAVE decide;
         END IF;
         SET out_outcome = 'GONE';
-        -- The clock in the re-read of the candidate (see _weave_candidate_open).
+        -- The clock in the re-read of the candidate (see _weave_candidate_open), never before the instance's last
+        -- decision (R-2: see _weave_signal_accept).
         SELECT kind, step_key, activation_id, available_at,
-               UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND
+               GREATEST(UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND,
+                        (SELECT updated_at FROM weave_instances WHERE id = v_inst))
           INTO v_kind, v_step_key, v_activation, v_available, v_now
           FROM weave_pending_advances WHERE id = in_checkpoint_id AND instance_id = v_inst FOR UPDATE;
         IF v_kind IS NULL THEN

@@ -74,7 +74,11 @@ BEGIN
     IF v_locked IS NULL THEN
         CALL _weave_raise(50007, 'INVALID_STATE: the attempt''s task does not exist');
     END IF;
-    SELECT UTC_TIMESTAMP(6) + INTERVAL clock_offset_us MICROSECOND INTO out_now FROM weave_install WHERE id = 1;
+    -- Never before the instance's last decision when this report holds the instance (R-2: see _weave_signal_accept).
+    SELECT GREATEST(UTC_TIMESTAMP(6) + INTERVAL clock_offset_us MICROSECOND,
+                    COALESCE((SELECT updated_at FROM weave_instances WHERE id = out_instance_id),
+                             CAST('1000-01-01' AS DATETIME(6))))
+      INTO out_now FROM weave_install WHERE id = 1;
     IF v_worker <> in_worker_id THEN
         CALL _weave_raise(50012, 'ATTEMPT_NOT_CURRENT: the attempt was claimed by another worker');
     END IF;

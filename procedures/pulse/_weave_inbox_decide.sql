@@ -27,9 +27,11 @@ BEGIN
             LEAVE consume;
         END IF;
         SET out_outcome = 'GONE';
-        -- The clock in the re-read of the candidate (see _weave_candidate_open).
+        -- The clock in the re-read of the candidate (see _weave_candidate_open), never before the instance's last
+        -- decision (R-2: see _weave_signal_accept).
         SELECT task_id, state, available_at,
-               UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND
+               GREATEST(UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND,
+                        (SELECT updated_at FROM weave_instances WHERE id = v_inst))
           INTO v_task, v_state, v_available, v_now
           FROM pulse_inbox WHERE id = in_inbox_id AND instance_id = v_inst FOR UPDATE;
         IF v_state IS NULL OR v_state <> 'PENDING' THEN

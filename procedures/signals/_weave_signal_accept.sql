@@ -158,7 +158,9 @@ BEGIN
         CALL _weave_raise(50003, 'NOT_FOUND: no such object in this namespace');
     END IF;
     -- R-2, S-11: accepted_at is read after the instance lock, so per instance it follows lock (commit) order
-    -- and the first signal by (accepted_at, id) is the first that the instance's decisions could see. The
+    -- and the first signal by (accepted_at, id) is the first that the instance's decisions could see. It is never
+    -- earlier than the instance's last decision (its updated_at), even on a writer whose clock is behind the one
+    -- that took it (a failover, a multi-writer cluster, a clock stepped back). The
     -- lock is held already when this statement starts (its clock is its start time), so the clock is read
     -- here, in _weave_now's expression. S-4: the same read locks the signal stored under this idempotency key,
     -- if there is one. S-7, S-8: it also locks the target step and its current wait, with the step's contract
@@ -168,7 +170,8 @@ BEGIN
     -- The step key is compared byte for byte as well: its column's collation pads, so 'approval ' would find the
     -- step 'approval' and a signal would be stored for a key that no step has.
     SELECT i.status, i.deadline_at, i.signal_count,
-           UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND,
+           GREATEST(UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND,
+                    i.updated_at),
            g.id, g.request_digest, g.receipt,
            s.type,
            (SELECT ds.spec FROM weave_definition_steps ds

@@ -46,9 +46,11 @@ BEGIN
             LEAVE proc;
         END IF;
         SET v_outcome = 'GONE';
-        -- The clock in the re-read of the candidate (see _weave_candidate_open).
+        -- The clock in the re-read of the candidate (see _weave_candidate_open), never before the instance's last
+        -- decision (R-2: see _weave_signal_accept).
         SELECT status, target_step_key, target_activation_seq, expires_at, available_at,
-               UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND
+               GREATEST(UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND,
+                        (SELECT updated_at FROM weave_instances WHERE id = v_inst))
           INTO v_status, v_step_key, v_seq, v_expires, v_available, v_now
           FROM weave_signals WHERE id = in_signal_id AND instance_id = v_inst FOR UPDATE;
         IF v_status IS NULL OR v_status <> 'PENDING' THEN

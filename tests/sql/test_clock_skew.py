@@ -1,0 +1,74 @@
+"""R-2 under a clock that is behind: stored times follow lock order, per instance, whatever the writer's clock says.
+
+A writer's clock can be behind the one that wrote an instance's last decision: after a failover to a node whose
+clock is behind, on a multi-writer cluster whose nodes differ by a few milliseconds, or after a clock step back.
+Each decision reads the clock after the instance's lock; it never dates itself before the instance's last
+decision, so events never go back (M-4.16) and a signal accepted later is never dated before the winner it lost to
+(M-4.17). Here the test clock's offset is lowered by hand: the engine never moves it back, but a new writer's
+clock can be behind."""
+
+from __future__ import annotations
+
+from procedures import pulse, routines
+from tests.support.signals import send, signal_flow
+
+HOUR = 3_600_000
+
+
+def clock_behind(world, ms: int) -> None:
+    """The writer's clock from now on is ``ms`` behind the one that wrote so far."""
+    world.db.execute("UPDATE weave_install SET clock_offset_us = clock_offset_us - %s WHERE id = 1", ms * 1000)
+
+
+def times(world, wf: str) -> list:
+    return [e["occurred_at"] for e in world.events(wf)]
+
+
+def last_time(world, wf: str):
+    return world.db.scalar("SELECT updated_at FROM weave_instances WHERE id = %s", world.internal_id(wf))
+
+
+def test_R2_a_signal_accepted_by_a_writer_behind_is_not_dated_before_the_instance_s_last_decision(world, orch):
+    world.publish(signal_flow())
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+    before = last_time(world, wf)
+    clock_behind(world, 10_000)
+    receipt = send(world, wf)  # settles the open wait at once
+    assert receipt["accepted_at"] >= routines.rfc3339(before)
+    assert times(world, wf) == sorted(times(world, wf))  # M-4.16
+
+
+def test_S11_a_later_signal_from_a_writer_behind_is_not_dated_before_the_winner(world, orch):
+    world.publish(signal_flow())
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+    winner = send(world, wf, "first")
+    clock_behind(world, 10_000)
+    later = send(world, wf, "second")  # the same match, after the wait settled: rejected, and dated after the winner
+    assert later["status"] == "REJECTED" and later["accepted_at"] >= winner["accepted_at"]  # M-4.17
+
+
+def test_R2_operator_actions_reports_and_timers_on_a_writer_behind_keep_the_instance_s_times_in_order(world, orch):
+    world.publish({"name": "mixed", "steps": [
+        {"key": "charge", "type": "TASK", "queue": "payments", "handler": "example.echo", "handler_version": "1",
+         "input": {}},
+        {"key": "cool", "type": "TIMER", "delay_ms": 60_000, "after": ["charge"]}]})
+    wf = world.start("mixed", {})
+    orch.drain()
+    # Claimed first: a task created on a clock ahead is not claimable until the writer's clock reaches it.
+    got = pulse.task_claim(world.db.conn, "w1", "payments", limit=1, lease_ms=HOUR)[0]
+    clock_behind(world, 5_000)
+    routines.instance_pause(world.db.conn, world.token, "acme", wf, "hold", "p1")  # an operator action
+    clock_behind(world, 5_000)
+    routines.instance_resume(world.db.conn, world.token, "acme", wf, "go on", "r1")
+    clock_behind(world, 5_000)
+    with world.held(attempt_id=got["attempt_id"]):  # the report leaves its outcome to the orchestrator
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"ok": True})
+    orch.drain()  # the inbox consumed: the TASK settles and the timer starts, dated as the last decision
+    # The writer is now 20 s behind the clock that dated the timer's start: the timer is due 60 s after it, so this
+    # writer sees it due 20 s late (scaling.md: a clock behind fires timers late by the difference).
+    world.db.advance(85_000)
+    orch.drain()
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+    assert times(world, wf) == sorted(times(world, wf))  # M-4.16, event by event
