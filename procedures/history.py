@@ -20,6 +20,8 @@ BY_INSTANCE = ("weave_instances", "weave_steps", "weave_activations", "weave_wai
                "weave_poll_rounds", "pulse_tasks", "pulse_inbox", "weave_signals", "weave_pending_advances",
                "weave_review_reasons", "weave_events", "weave_audit")
 BY_TASK = ("pulse_attempts", "pulse_permits", "pulse_late_reports")
+# Each table's rows in the order of its primary key (events: by instance, then seq).
+KEY = {"weave_events": "instance_id, seq", "weave_poll_states": "activation_id", "pulse_permits": "attempt_id"}
 
 
 def _value(value: Any) -> Any:
@@ -47,12 +49,13 @@ def rows_of(conn: Connection, workflow_ids: list[str]) -> dict[str, dict[str, li
         with conn.cursor() as cur:
             for table in BY_INSTANCE:
                 column = "id" if table == "weave_instances" else "instance_id"
-                cur.execute(f"SELECT * FROM {table} WHERE {column} IN ({marks}) ORDER BY 1", ids)
+                cur.execute(f"SELECT * FROM {table} WHERE {column} IN ({marks}) ORDER BY {KEY.get(table, 'id')}", ids)
                 for row in cur.fetchall():
                     found[row[column]].setdefault(table, []).append({k: _value(v) for k, v in row.items()})
             for table in BY_TASK:
+                order = KEY.get(table, "id")
                 cur.execute(f"SELECT t.instance_id AS _instance, x.* FROM pulse_tasks t JOIN {table} x "
-                            f"ON x.task_id = t.id WHERE t.instance_id IN ({marks}) ORDER BY x.task_id", ids)
+                            f"ON x.task_id = t.id WHERE t.instance_id IN ({marks}) ORDER BY x.{order}", ids)
                 for row in cur.fetchall():
                     instance = row.pop("_instance")
                     found[instance].setdefault(table, []).append({k: _value(v) for k, v in row.items()})
