@@ -1,8 +1,11 @@
--- Listing by status uses ix_instance_status (namespace, status, id), so listing NEEDS_REVIEW stays cheap
--- however many instances exist (C-3); the cursor is the last id seen (keyset pagination, newest first).
--- A business key is an exact match on ix_instance_business_key. The review-code and deferral filters
--- narrow whichever range is chosen with one indexed look-up per candidate row (open reasons by instance,
--- the checkpoint by instance).
+-- Every filter reads as many rows as its answer needs, however long the history beside it (R-11, C-3): the
+-- page is read from the smallest set that holds it, in the order of an index, and the cursor is the last id seen
+-- (keyset pagination, newest first). A business key is an exact match on ix_instance_business_key. A review code
+-- is read from the open reasons of that code on ix_review_open, a deferral from the deferred checkpoints: both are
+-- live work (a reason is closed by the action that settles it, a checkpoint deleted), so the page is read from
+-- those rows and sorted, never found by walking every instance of the namespace. A control is read on
+-- ix_instance_control (PAUSED before a status: paused instances are few), a status on ix_instance_status, a
+-- definition on ix_instance_definition.
 CREATE PROCEDURE weave_instance_list(
         IN in_token        VARCHAR(512),
         IN in_namespace    VARCHAR(200),
@@ -24,7 +27,7 @@ in_limit (1..500, NULL = 50), in_before_id (cursor: list ids below it; NULL = fr
 Result set: workflow_id, definition_name, definition_version, status, control, gate, deadline_at, business_key,
 created_at, updated_at, cursor_id (for the next page).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50100 INVALID_ARGUMENT, 50121 LIMIT_INVALID.
-Rules: C-3, M-1.'
+Rules: C-3, M-1, R-11.'
     READS SQL DATA
 BEGIN
     DECLARE v_ns BIGINT UNSIGNED DEFAULT _weave_namespace_authorize(in_token, in_namespace, 'workflows:read');
@@ -43,33 +46,61 @@ BEGIN
     IF in_business_key IS NOT NULL AND CHAR_LENGTH(in_business_key) > 256 THEN
         CALL _weave_raise(50100, 'INVALID_ARGUMENT: a business key is at most 256 characters');
     END IF;
-    -- One query for every combination of filters. Its range is the most selective filter given (a business key,
-    -- then a status, then a definition, else the whole namespace) and FORCE INDEX names that range's index; an
-    -- index hint takes no parameter, so the statement is prepared from text. Every value is bound, and a filter
-    -- bound to NULL folds away before the range is chosen.
+    -- One query for every combination of filters. Its range is the smallest set that holds the page: a business
+    -- key; else the open reasons of a review code; else the deferred checkpoints; else the PAUSED instances; else a
+    -- status; else a definition; else a control (ACTIVE); else the whole namespace. FORCE INDEX names the range's
+    -- index (an index hint takes no parameter, so the statement is prepared from text); the reasons and the
+    -- checkpoints are read first into a set of instance ids, each joined on the primary key and the few sorted.
+    -- Every value is bound, and a filter bound to NULL folds away before the range is chosen. The review code and the
+    -- deferral are written as conditions on the range's rows only when given and not the range itself: the server
+    -- reads a subquery's rows into a set before it tests them, so a filter bound to NULL would read every open
+    -- reason (or deferred checkpoint) of every namespace. The placeholders stay the same in every text.
     SET @weave_list_query = CONCAT(
         'SELECT CONCAT(''wf_'', i.id) AS workflow_id, i.definition_name, i.definition_version, i.status, i.control,',
         '       i.gate, i.deadline_at, i.business_key, i.created_at, i.updated_at, i.id AS cursor_id',
-        '  FROM weave_instances i FORCE INDEX (',
-        CASE WHEN in_business_key IS NOT NULL THEN 'ix_instance_business_key'
-             WHEN in_status IS NOT NULL THEN 'ix_instance_status'
-             WHEN in_definition IS NOT NULL THEN 'ix_instance_definition'
-             ELSE 'ix_instance_namespace' END, ')',
+        CASE WHEN in_business_key IS NULL AND in_review_code IS NOT NULL THEN CONCAT(
+             '  FROM (SELECT DISTINCT r.instance_id FROM weave_review_reasons r FORCE INDEX (ix_review_open)',
+             '         WHERE r.closed_at IS NULL AND r.code = ? AND r.namespace_id = ? AND r.instance_id < ?)',
+             '       AS picked',
+             '  STRAIGHT_JOIN weave_instances i FORCE INDEX (PRIMARY) ON i.id = picked.instance_id')
+             WHEN in_business_key IS NULL AND v_deferred = 1 THEN CONCAT(
+             '  FROM (SELECT DISTINCT p.instance_id FROM weave_pending_advances p FORCE INDEX (ix_checkpoint_deferred)',
+             '         WHERE p.deferred_reason IS NOT NULL) AS picked',
+             '  STRAIGHT_JOIN weave_instances i FORCE INDEX (PRIMARY) ON i.id = picked.instance_id')
+             ELSE CONCAT('  FROM weave_instances i FORCE INDEX (',
+                  CASE WHEN in_business_key IS NOT NULL THEN 'ix_instance_business_key'
+                       WHEN in_control = 'PAUSED' THEN 'ix_instance_control'
+                       WHEN in_status IS NOT NULL THEN 'ix_instance_status'
+                       WHEN in_definition IS NOT NULL THEN 'ix_instance_definition'
+                       WHEN in_control IS NOT NULL THEN 'ix_instance_control'
+                       ELSE 'ix_instance_namespace' END, ')') END,
         ' WHERE i.namespace_id = ? AND i.id < ?',
         '   AND (? IS NULL OR i.business_key = ?) AND (? IS NULL OR i.status = ?)',
         '   AND (? IS NULL OR i.definition_name = ?) AND (? IS NULL OR i.control = ?)',
-        '   AND (? IS NULL OR EXISTS (SELECT 1 FROM weave_review_reasons r',
-        '         WHERE r.instance_id = i.id AND r.closed_at IS NULL AND r.code = ?))',
-        '   AND (? = 0 OR EXISTS (SELECT 1 FROM weave_pending_advances p',
-        '         WHERE p.instance_id = i.id AND p.deferred_reason IS NOT NULL))',
+        CASE WHEN in_review_code IS NULL THEN '   AND ? IS NULL AND ? IS NULL'
+             WHEN in_business_key IS NULL THEN '   AND ? IS NOT NULL AND ? IS NOT NULL'
+             ELSE CONCAT('   AND ? IS NOT NULL AND EXISTS (SELECT 1 FROM weave_review_reasons r',
+                         '         WHERE r.instance_id = i.id AND r.closed_at IS NULL AND r.code = ?)') END,
+        CASE WHEN v_deferred = 0 THEN '   AND ? = 0'
+             WHEN in_business_key IS NULL AND in_review_code IS NULL THEN '   AND ? = 1'
+             ELSE CONCAT('   AND ? = 1 AND EXISTS (SELECT 1 FROM weave_pending_advances p',
+                         '         WHERE p.instance_id = i.id AND p.deferred_reason IS NOT NULL)') END,
         ' ORDER BY i.id DESC LIMIT ?');
     SET @weave_list_ns = v_ns, @weave_list_before = v_before, @weave_list_key = in_business_key,
         @weave_list_status = in_status, @weave_list_definition = in_definition, @weave_list_control = in_control,
         @weave_list_code = in_review_code, @weave_list_deferred = v_deferred, @weave_list_limit = v_limit;
     PREPARE weave_instance_list_page FROM @weave_list_query;
-    EXECUTE weave_instance_list_page USING @weave_list_ns, @weave_list_before, @weave_list_key, @weave_list_key,
-        @weave_list_status, @weave_list_status, @weave_list_definition, @weave_list_definition, @weave_list_control,
-        @weave_list_control, @weave_list_code, @weave_list_code, @weave_list_deferred, @weave_list_limit;
+    IF in_business_key IS NULL AND in_review_code IS NOT NULL THEN  -- the reasons' range comes first
+        EXECUTE weave_instance_list_page USING @weave_list_code, @weave_list_ns, @weave_list_before, @weave_list_ns,
+            @weave_list_before, @weave_list_key, @weave_list_key, @weave_list_status, @weave_list_status,
+            @weave_list_definition, @weave_list_definition, @weave_list_control, @weave_list_control, @weave_list_code,
+            @weave_list_code, @weave_list_deferred, @weave_list_limit;
+    ELSE
+        EXECUTE weave_instance_list_page USING @weave_list_ns, @weave_list_before, @weave_list_key, @weave_list_key,
+            @weave_list_status, @weave_list_status, @weave_list_definition, @weave_list_definition,
+            @weave_list_control, @weave_list_control, @weave_list_code, @weave_list_code, @weave_list_deferred,
+            @weave_list_limit;
+    END IF;
     DEALLOCATE PREPARE weave_instance_list_page;
     SET @weave_list_query = NULL, @weave_list_ns = NULL, @weave_list_before = NULL, @weave_list_key = NULL,
         @weave_list_status = NULL, @weave_list_definition = NULL, @weave_list_control = NULL, @weave_list_code = NULL,
