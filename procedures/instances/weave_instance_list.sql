@@ -4,8 +4,9 @@
 -- is read from the open reasons of that code on ix_review_open, a deferral from the deferred checkpoints: both are
 -- live work (a reason is closed by the action that settles it, a checkpoint deleted), so the page is read from
 -- those rows and sorted, never found by walking every instance of the namespace. A control is read on
--- ix_instance_control (PAUSED before a status: paused instances are few), a status on ix_instance_status, a
--- definition on ix_instance_definition.
+-- ix_instance_control (PAUSED before a status: paused instances are few), a status on ix_instance_status, a status
+-- with a definition on ix_instance_definition_status (namespace, definition, status, id), and a definition alone
+-- from the newest page of each status's range of that index, merged.
 CREATE PROCEDURE weave_instance_list(
         IN in_token        VARCHAR(512),
         IN in_namespace    VARCHAR(200),
@@ -34,6 +35,7 @@ BEGIN
     DECLARE v_limit INT DEFAULT COALESCE(in_limit, 50);
     DECLARE v_before BIGINT UNSIGNED DEFAULT COALESCE(in_before_id, 18446744073709551615);
     DECLARE v_deferred TINYINT DEFAULT COALESCE(in_deferred, 0);
+    DECLARE v_newest TEXT;  -- a definition alone: the newest page of one of its statuses ({status} left to fill)
     IF v_limit < 1 OR v_limit > 500 THEN
         CALL _weave_raise(50121, 'LIMIT_INVALID: limit must be 1..500');
     END IF;
@@ -48,13 +50,22 @@ BEGIN
     END IF;
     -- One query for every combination of filters. Its range is the smallest set that holds the page: a business
     -- key; else the open reasons of a review code; else the deferred checkpoints; else the PAUSED instances; else a
-    -- status; else a definition; else a control (ACTIVE); else the whole namespace. FORCE INDEX names the range's
-    -- index (an index hint takes no parameter, so the statement is prepared from text); the reasons and the
-    -- checkpoints are read first into a set of instance ids, each joined on the primary key and the few sorted.
+    -- definition with a status; else a status; else a definition (the newest page of each of its statuses, at most
+    -- five pages read for one); else a control (ACTIVE); else the whole namespace. FORCE INDEX names the range's
+    -- index (an index hint takes no parameter, so the statement is prepared from text); the reasons, the
+    -- checkpoints and the pages of a definition are read first into a set of instance ids, each joined on the
+    -- primary key and the few sorted. The pages of a definition read the values from the statement's variables:
+    -- the same values, bound the same way, without placeholders the other texts do not have.
     -- Every value is bound, and a filter bound to NULL folds away before the range is chosen. The review code and the
     -- deferral are written as conditions on the range's rows only when given and not the range itself: the server
     -- reads a subquery's rows into a set before it tests them, so a filter bound to NULL would read every open
     -- reason (or deferred checkpoint) of every namespace. The placeholders stay the same in every text.
+    SET v_newest = CONCAT(
+        '(SELECT d.id FROM weave_instances d FORCE INDEX (ix_instance_definition_status)',
+        '  WHERE d.namespace_id = @weave_list_ns AND d.definition_name = @weave_list_definition',
+        '    AND d.status = ''{status}''',
+        '    AND d.id < @weave_list_before AND (@weave_list_control IS NULL OR d.control = @weave_list_control)',
+        '  ORDER BY d.id DESC LIMIT ', v_limit, ')');
     SET @weave_list_query = CONCAT(
         'SELECT CONCAT(''wf_'', i.id) AS workflow_id, i.definition_name, i.definition_version, i.status, i.control,',
         '       i.gate, i.deadline_at, i.business_key, i.created_at, i.updated_at, i.id AS cursor_id',
@@ -67,11 +78,19 @@ BEGIN
              '  FROM (SELECT DISTINCT p.instance_id FROM weave_pending_advances p FORCE INDEX (ix_checkpoint_deferred)',
              '         WHERE p.deferred_reason IS NOT NULL) AS picked',
              '  STRAIGHT_JOIN weave_instances i FORCE INDEX (PRIMARY) ON i.id = picked.instance_id')
+             WHEN in_business_key IS NULL AND NOT in_control <=> 'PAUSED' AND in_status IS NULL
+                  AND in_definition IS NOT NULL THEN CONCAT(
+             '  FROM (', REPLACE(v_newest, '{status}', 'RUNNING'),
+             ' UNION ALL ', REPLACE(v_newest, '{status}', 'NEEDS_REVIEW'),
+             ' UNION ALL ', REPLACE(v_newest, '{status}', 'CANCELLING'),
+             ' UNION ALL ', REPLACE(v_newest, '{status}', 'SUCCEEDED'),
+             ' UNION ALL ', REPLACE(v_newest, '{status}', 'CANCELLED'), ') AS picked',
+             '  STRAIGHT_JOIN weave_instances i FORCE INDEX (PRIMARY) ON i.id = picked.id')
              ELSE CONCAT('  FROM weave_instances i FORCE INDEX (',
                   CASE WHEN in_business_key IS NOT NULL THEN 'ix_instance_business_key'
                        WHEN in_control = 'PAUSED' THEN 'ix_instance_control'
+                       WHEN in_definition IS NOT NULL THEN 'ix_instance_definition_status'
                        WHEN in_status IS NOT NULL THEN 'ix_instance_status'
-                       WHEN in_definition IS NOT NULL THEN 'ix_instance_definition'
                        WHEN in_control IS NOT NULL THEN 'ix_instance_control'
                        ELSE 'ix_instance_namespace' END, ')') END,
         ' WHERE i.namespace_id = ? AND i.id < ?',

@@ -22,6 +22,7 @@ TIMER = {"name": "order-timer", "steps": [{"key": "wait", "type": "TIMER", "dela
 SHORT = {"name": "order-short", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 30_000},
                                          {"key": "then", "type": "TIMER", "delay_ms": 30_000, "after": ["wait"]}]}
 SIGNAL = signal_support.signal_flow("order-signal", timeout_ms=60_000)
+QUIET = {**TIMER, "name": "order-quiet"}  # no history
 DEFINITIONS = ("order-timer", "order-signal", "order-short")
 SLACK = 4  # reads a reopened table's statistics may add; a read that walks the history adds thousands
 
@@ -41,8 +42,9 @@ def live(world, orch):
     """Live work beside the history: running timers (two paused), two paused instances whose check is deferred,
     signal waits timed out into review."""
     history.reserve(world.db)
-    for flow in (TIMER, SHORT, SIGNAL):
+    for flow in (TIMER, SHORT, SIGNAL, QUIET):
         world.publish(flow)
+    world.start("order-quiet")
     timers = [world.start("order-timer", business_key=f"live-{i}") for i in range(6)]
     paused = timers[:2] + [world.start("order-short") for _ in range(2)]
     for wf in paused:
@@ -63,7 +65,15 @@ def test_R11_C3_every_instance_list_filter_and_page_reads_as_much_beside_a_long_
         "newest first": {}, "deep page": {"cursor": deep}, "status RUNNING": {"status": "RUNNING"},
         "status NEEDS_REVIEW": {"status": "NEEDS_REVIEW"}, "status SUCCEEDED deep": {"status": "SUCCEEDED",
                                                                                   "cursor": deep},
-        "definition": {"definition": "order-signal"}, "business key": {"business_key": "live-3"},
+        "business key": {"business_key": "live-3"},
+        # A definition alone merges the newest page of each of its statuses: pages of 10, which each status of the
+        # smaller history fills already (13 CANCELLED instances of each definition), so that both read full pages.
+        "definition": {"definition": "order-signal", "limit": 10},
+        "definition page": {"definition": "order-timer", "limit": 10},
+        "definition and status": {"definition": "order-timer", "status": "CANCELLED", "limit": 10},
+        "definition and status, none": {"definition": "order-quiet", "status": "CANCELLED"},
+        "definition and ACTIVE deep": {"definition": "order-timer", "control": "ACTIVE", "cursor": deep,
+                                       "limit": 10},
         "control PAUSED": {"control": "PAUSED"}, "control ACTIVE deep": {"control": "ACTIVE", "cursor": deep},
         "review code": {"review_code": "SIGNAL_TIMEOUT"}, "deferred": {"deferred": True},
         "review code and status": {"review_code": "SIGNAL_TIMEOUT", "status": "NEEDS_REVIEW"},
@@ -91,6 +101,12 @@ def test_R11_C3_every_instance_list_filter_and_page_reads_as_much_beside_a_long_
     assert answers["paused and running"] == sorted(live["paused"], reverse=True)
     assert answers["business key"] == [live["timers"][3]]
     assert len(listed(lists["control ACTIVE deep"])) == 50 and len(listed(lists["status SUCCEEDED deep"])) == 50
+    timers = answers["definition page"]
+    assert timers[:6] == sorted(live["timers"], reverse=True) and len(timers) == 10
+    assert answers["definition"][:3] == sorted(live["review"], reverse=True) and len(answers["definition"]) == 10
+    assert answers["definition and status, none"] == []
+    cancelled = listed(lists["definition and status"])  # the newest CANCELLED ones of the history: every 75th
+    assert cancelled == [f"wf_{n}" for n in range(19_950, 19_200, -75)]
 
 
 def test_C3_pages_neither_skip_nor_repeat_while_instances_start_and_pause_between_them(world, orch):
@@ -104,6 +120,8 @@ def test_C3_pages_neither_skip_nor_repeat_while_instances_start_and_pause_betwee
     orch.drain()
     world.db.advance(61_000)
     orch.drain()
+    waiting = [world.start("order-signal", {"order_id": f"w-{i}"}) for i in range(3)]
+    signal_support.send(world, waiting[1], correlation_key="w-1")  # SUCCEEDED: the definition in three statuses
     for wf in timers[::2]:
         routines.instance_pause(world.db.conn, world.token, world.namespace, wf, "hold", f"pause-{wf}")
     conn, token, ns = world.db.conn, world.token, world.namespace
@@ -122,9 +140,10 @@ def test_C3_pages_neither_skip_nor_repeat_while_instances_start_and_pause_betwee
             if cursor is None:
                 return seen
 
-    newest_first = sorted(timers + review, key=lambda w: int(w.removeprefix("wf_")), reverse=True)
+    newest_first = sorted(timers + review + waiting, key=lambda w: int(w.removeprefix("wf_")), reverse=True)
     assert at_once({}) == newest_first
     assert walk({}) == newest_first
     paused = at_once({"control": "PAUSED"})  # those of the first walk's pages too
     assert set(timers[::2]) < set(paused) and walk({"control": "PAUSED"}) == paused
     assert walk({"review_code": "SIGNAL_TIMEOUT"}) == [w for w in newest_first if w in review]
+    assert walk({"definition": "order-signal"}) == [w for w in newest_first if w in review + waiting]
