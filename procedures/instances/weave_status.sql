@@ -34,11 +34,15 @@ BEGIN
     SELECT status, COUNT(*) AS tasks FROM pulse_tasks FORCE INDEX (ix_task_deadline)
      WHERE status IN ('QUEUED', 'RUNNING') GROUP BY status;
     -- Reasons of instances in NEEDS_REVIEW only: a reason opened while the instance was CANCELLING stays open after
-    -- it ends (the fact is kept), but no person can act on it and no review list shows it.
-    SELECT COUNT(*) AS open_review_reasons, COUNT(DISTINCT r.instance_id) AS instances_in_review, v_now AS now_at
-      FROM weave_review_reasons r FORCE INDEX (ix_review_open)
-      JOIN weave_instances i ON i.id = r.instance_id AND i.status = 'NEEDS_REVIEW'
-     WHERE r.closed_at IS NULL;
+    -- it ends (the fact is kept), but no person can act on it and no review list shows it. So they are read from the
+    -- instances in review (one index range per namespace) to their open reasons, never from every open reason: those
+    -- kept open on CANCELLED instances are history, which a count of live work must not read (R-11).
+    SELECT COUNT(r.id) AS open_review_reasons, COUNT(DISTINCT r.instance_id) AS instances_in_review, v_now AS now_at
+      FROM weave_namespaces n
+      STRAIGHT_JOIN weave_instances i FORCE INDEX (ix_instance_status)
+        ON i.namespace_id = n.id AND i.status = 'NEEDS_REVIEW'
+      STRAIGHT_JOIN weave_review_reasons r FORCE INDEX (ix_review_instance)
+        ON r.instance_id = i.id AND r.closed_at IS NULL;
     SELECT b.le_seconds, COUNT(w.id) AS timers
       FROM (SELECT 0.1 AS le_seconds UNION ALL SELECT 0.5 UNION ALL SELECT 1 UNION ALL SELECT 5 UNION ALL SELECT 30
             UNION ALL SELECT 300 UNION ALL SELECT NULL) AS b

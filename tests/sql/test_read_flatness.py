@@ -147,3 +147,50 @@ def test_C3_pages_neither_skip_nor_repeat_while_instances_start_and_pause_betwee
     assert set(timers[::2]) < set(paused) and walk({"control": "PAUSED"}) == paused
     assert walk({"review_code": "SIGNAL_TIMEOUT"}) == [w for w in newest_first if w in review]
     assert walk({"definition": "order-signal"}) == [w for w in newest_first if w in review + waiting]
+
+
+def test_R11_status_and_the_reads_of_one_instance_read_as_much_beside_a_long_history(world, live):
+    """weave_status (the console's dashboard, /metrics' live figures, `weave status`), one instance with its events,
+    signals and explanation, and the namespace's listings. The history here keeps a review reason open on every
+    cancelled instance, as one opened while the instance was CANCELLING stays open: the review counts of live work
+    must not read them."""
+    from procedures import signals
+
+    conn, token, ns, admin = world.db.conn, world.token, world.namespace, world.admin
+    wf = live["review"][0]
+    signal_support.send(world, wf, correlation_key="o-0")  # stored REJECTED: the step is in review
+    signal = world.db.scalar("SELECT CONCAT('sig_', MAX(id)) FROM weave_signals WHERE instance_id = %s",
+                             world.internal_id(wf))
+    paths: dict[str, Callable[[], Any]] = {
+        "status": lambda: routines.status(conn),
+        "instance": lambda: routines.instance_get(conn, token, ns, wf),
+        "events": lambda: routines.instance_events(conn, token, ns, wf, 0, 100),
+        "later events": lambda: routines.instance_events(conn, token, ns, wf, 2, 100),
+        "signals": lambda: signals.list_signals(conn, token, ns, wf),
+        "signal": lambda: signals.get(conn, token, ns, wf, signal),
+        "explain": lambda: signals.explain(conn, token, ns, wf, "approval"),
+        "apps": lambda: routines.app_list(conn, admin, ns),
+        "queues": lambda: routines.queue_list(conn, admin, ns),
+        "credentials": lambda: routines.credential_list(conn, admin, ns),
+        "definitions": lambda: routines.definition_list(conn, token, ns),
+        "definition": lambda: routines.definition_get(conn, token, ns, "order-signal", None),
+    }
+
+    def measured() -> dict[str, int]:
+        return {name: reads(conn, read) for name, read in paths.items()}
+
+    def kept_open() -> None:  # every reason of the history's cancelled instances left open
+        world.db.execute("UPDATE weave_review_reasons SET closed_at = NULL, closed_by = NULL WHERE instance_id < %s",
+                         history.RESERVED)
+
+    history.add_history(world.db, live["owner"], 1, 1_000)
+    kept_open()
+    small = measured()
+    history.add_history(world.db, live["owner"], 1_001, 19_000)
+    kept_open()
+    large = measured()
+    grew = {name: (small[name], large[name]) for name in paths if large[name] > small[name] + SLACK}
+    assert not grew, grew
+    figures = routines.status(conn)
+    assert (figures["instances_in_review"], figures["open_review_reasons"]) == (3, 3)
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_review_reasons WHERE closed_at IS NULL") == 3 + 800
