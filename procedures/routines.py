@@ -368,9 +368,33 @@ def step_continue(conn: Conn, token: str, namespace: str, workflow_id: str, step
 LATENCY_BUCKETS = (0.1, 0.5, 1.0, 5.0, 30.0, 300.0)
 
 
+def metrics_fold(conn: Conn) -> bool:
+    """See procedures/instances/weave_metrics_fold.sql: the sums behind ``engine_metrics`` brought up to date, without
+    waiting for any lock (the session's lock wait at 0 for the call). False when a lock was held (another fold, a
+    row not committed yet) or another node's fold conflicted: nothing folded, and ``engine_metrics`` counts those
+    rows from the rows meanwhile."""
+    with conn.cursor() as cur:
+        cur.execute("SET SESSION innodb_lock_wait_timeout = 0")
+    try:
+        call(conn, "weave_metrics_fold")
+        return True
+    except errors.TransientDatabaseError as exc:
+        if exc.__cause__ is None or errors.errno_of(exc.__cause__) not in FOLD_LOCKED:
+            raise
+        return False
+    finally:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION innodb_lock_wait_timeout = DEFAULT")
+
+
+FOLD_LOCKED = frozenset({1205, 1213})  # a lock held (not waited for), or a conflict with another node's fold
+
+
 def engine_metrics(conn: Conn) -> dict:
     """See procedures/instances/weave_metrics.sql: decisions by kind and result with their latency buckets
-    (cumulative, ``LATENCY_BUCKETS`` seconds), signals by status and disposition, poll rounds by outcome."""
+    (cumulative, ``LATENCY_BUCKETS`` seconds), signals by status and disposition, poll rounds by outcome. Folds
+    first (``metrics_fold``), so that the read is of the sums and the last minutes' rows."""
+    metrics_fold(conn)
     decisions, sigs, rounds = call(conn, "weave_metrics")
     columns = ("le_0_1", "le_0_5", "le_1", "le_5", "le_30", "le_300")
     return {

@@ -247,12 +247,14 @@ def main() -> None:
     live = Live(db, world, orch)
     owner = history.Owner.of(db, world.namespace, world.app, world.queue, ("order-timer", "order-signal", "order-poll"))
     history.add_history(db, owner, 1, args.small)
+    history.refold(db)  # the history's rows in the sums of /metrics, as a running install's would be
     connections = Connections(dsn)
     client = testing.TestClient(create_app(connections))
     from tests.console.conftest import sign_in
     cookies = sign_in(client, world.token, world.namespace)
     small = measure(dsn, db, live, client, connections, cookies)
     history.add_history(db, owner, args.small + 1, args.history - args.small)
+    history.refold(db)
     large = measure(dsn, db, live, client, connections, cookies)
     for name in small:
         figure("rows read vs history", path=name, small_history=args.small, small=small[name],

@@ -150,8 +150,9 @@ def test_C3_pages_neither_skip_nor_repeat_while_instances_start_and_pause_betwee
 
 
 def test_R11_status_and_the_reads_of_one_instance_read_as_much_beside_a_long_history(world, live):
-    """weave_status (the console's dashboard, /metrics' live figures, `weave status`), one instance with its events,
-    signals and explanation, and the namespace's listings. The history here keeps a review reason open on every
+    """weave_status (the console's dashboard, /metrics' live figures, `weave status`), /metrics' counters (once the
+    history is folded into their sums), one instance with its events, signals and explanation, and the namespace's
+    listings. The history here keeps a review reason open on every
     cancelled instance, as one opened while the instance was CANCELLING stays open: the review counts of live work
     must not read them."""
     from procedures import signals
@@ -174,6 +175,7 @@ def test_R11_status_and_the_reads_of_one_instance_read_as_much_beside_a_long_his
         "credentials": lambda: routines.credential_list(conn, admin, ns),
         "definitions": lambda: routines.definition_list(conn, token, ns),
         "definition": lambda: routines.definition_get(conn, token, ns, "order-signal", None),
+        "metrics": lambda: routines.engine_metrics(conn),  # its fold, then its read
     }
 
     def measured() -> dict[str, int]:
@@ -185,12 +187,17 @@ def test_R11_status_and_the_reads_of_one_instance_read_as_much_beside_a_long_his
 
     history.add_history(world.db, live["owner"], 1, 1_000)
     kept_open()
+    history.refold(world.db)
     small = measured()
     history.add_history(world.db, live["owner"], 1_001, 19_000)
     kept_open()
+    history.refold(world.db)
     large = measured()
     grew = {name: (small[name], large[name]) for name in paths if large[name] > small[name] + SLACK}
     assert not grew, grew
+    from tests.sql.test_metrics_fold import counted
+
+    assert routines.engine_metrics(conn) == counted(world.db)  # the history counted, and not read
     figures = routines.status(conn)
     assert (figures["instances_in_review"], figures["open_review_reasons"]) == (3, 3)
     assert world.db.scalar("SELECT COUNT(*) FROM weave_review_reasons WHERE closed_at IS NULL") == 3 + 800

@@ -13,6 +13,7 @@ of those has a reason that stays open, as a reason opened while the instance was
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 from tests.benchmarks.bench_scan import seq
@@ -135,8 +136,9 @@ def add_history(db: Db, owner: Owner, first: int, count: int) -> None:
         f"IF({cancelled}, NULL, 'DONE'), {done} FROM {rows} WHERE h.n % 3 = 2")
     _run(db,
         "INSERT INTO weave_poll_rounds (id, namespace_id, instance_id, activation_id, round_no, task_id, outcome, "
-        f"result, result_at, created_at) SELECT h.n, {ns}, h.n, h.n, 1, h.n, IF({cancelled}, 'CANCELLED', 'DONE'), "
-        f"'{{\"status\":\"DONE\"}}', {done}, {at} FROM {rows} WHERE h.n % 3 = 2")
+        f"result, result_at, decided_at, created_at) SELECT h.n, {ns}, h.n, h.n, 1, h.n, "
+        f"IF({cancelled}, 'CANCELLED', 'DONE'), '{{\"status\":\"DONE\"}}', {done}, {done}, {at} FROM {rows} "
+        "WHERE h.n % 3 = 2")
     _run(db,
         "INSERT INTO weave_events (instance_id, seq, namespace_id, type, step_key, activation_seq, occurred_at, data) "
         f"SELECT h.n, e.seq, {ns}, ELT(e.seq, 'INSTANCE_STARTED', 'STEP_ACTIVATED', 'STEP_SUCCEEDED', "
@@ -166,3 +168,20 @@ def remove_history(db: Db) -> None:
         _run(db, f"DELETE FROM {table} WHERE {column} BETWEEN 1 AND {RESERVED - 1}")
     _run(db, f"DELETE FROM weave_events WHERE instance_id < {RESERVED}")
     _run(db, f"DELETE FROM weave_poll_states WHERE activation_id < {RESERVED}")
+
+
+def refold(db: Db) -> None:
+    """The sums of /metrics folded again from nothing, over the history as it is now: history inserted after a
+    fold stamps times before it, which no fold would reach, where a real install's rows are stamped as they are
+    made. Folds until the sums reach the horizon (at most 50,000 rows of a kind a fold)."""
+    from procedures import routines
+
+    for table in ("weave_metric_decisions", "weave_metric_signals", "weave_metric_rounds"):
+        _run(db, f"DELETE FROM {table}")
+    _run(db, "UPDATE weave_metric_folds SET folded_until = '1000-01-01' WHERE id = 1")
+    for _ in range(100):
+        assert routines.metrics_fold(db.conn)
+        reached = db.scalar("SELECT folded_until FROM weave_metric_folds WHERE id = 1")
+        if reached > db.now() - dt.timedelta(minutes=3):  # at the horizon: nothing older left to fold
+            return
+    raise AssertionError("the sums of /metrics did not reach the horizon")
