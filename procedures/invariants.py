@@ -193,6 +193,15 @@ INVARIANTS: tuple[Invariant, ...] = (
          WHERE c.kind IN ('TIMER', 'SIGNAL')
            AND NOT (w.status <=> 'WAITING'
                     AND (s.status = 'ACTIVE' OR (s.status = 'NEEDS_REVIEW' AND c.attempts > 0)))"""),
+    # R-11: the sums of /metrics fold each wait, signal and round by the time it became final, read on an index of
+    # that time: one final without it would never be counted, one not final with it counted before its end.
+    Invariant("M-4.19", "a wait has its settle time, a signal its final time, a round its decision time, exactly "
+                        "when final", """
+        SELECT id FROM weave_waits WHERE (status = 'WAITING') <> (settled_at IS NULL)
+        UNION ALL
+        SELECT id FROM weave_signals WHERE (status = 'PENDING') <> (consumed_at IS NULL)
+        UNION ALL
+        SELECT id FROM weave_poll_rounds WHERE (outcome = 'IN_FLIGHT') <> (decided_at IS NULL)"""),
 )
 
 BY_ID = {inv.id: inv for inv in INVARIANTS}
