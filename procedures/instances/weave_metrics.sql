@@ -1,5 +1,6 @@
 -- The settled-history figures behind /metrics (the live ones are weave_status's), read from the database so
--- that every API process answers the same values. They only grow while the rows are kept.
+-- that every API process answers the same values. They only grow: a row folded into the sums stays counted when
+-- it is deleted later.
 -- A wait, a signal and a round never change once final, so each is counted once: weave_metrics_fold adds the rows
 -- that became final since its last fold to the sums of the weave_metric_* tables, and this answers those sums with
 -- the rows final since the fold, counted from the rows. What it reads is what became final in the last minutes,
