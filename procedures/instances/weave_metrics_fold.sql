@@ -14,7 +14,7 @@ CREATE PROCEDURE weave_metrics_fold()
 expired, rounds decided), up to two minutes ago and at most 50,000 rows of each kind, to the sums weave_metrics
 answers.
 Result set: folded_until (the sums now count every row final before it).
-Errors: 50009 IN_TRANSACTION (inside a caller''s transaction), 1205 (a lock of the range is held: nothing folded).
+Errors: 50013 IN_TRANSACTION (inside a caller''s transaction), 1205 (a lock of the range is held: nothing folded).
 Rules: R-11, R-1.'
     MODIFIES SQL DATA
 BEGIN
