@@ -66,6 +66,10 @@ class Live:
         db.advance(61_000)  # the first five signal waits time out (review); the short timers fall due (deferred)
         orch.drain()
         self.review = self.signalled[:5]
+        self.long = self.timers[29]  # an instance with a long history of its own: 600 more events
+        for i in range(300):
+            routines.instance_pause(db.conn, world.token, world.namespace, self.long, "hold", f"long-p-{i}")
+            routines.instance_resume(db.conn, world.token, world.namespace, self.long, "go on", f"long-r-{i}")
         self.one_signal = db.scalar("SELECT CONCAT('sig_', MIN(id)) FROM weave_signals WHERE instance_id = %s",
                                     int(self.signalled[5].removeprefix("wf_")))
         assert world.instance(self.review[0])["status"] == "NEEDS_REVIEW"
@@ -100,6 +104,8 @@ def routine_paths(live: Live) -> dict[str, Callable[[pymysql.Connection], Any]]:
         "events (settled)": lambda c: routines.instance_events(c, t, ns, "wf_7", 0, 100),
         "events first page": lambda c: routines.instance_events(c, t, ns, live.polls[0], 0, 100),
         "events later page": lambda c: routines.instance_events(c, t, ns, live.polls[0], 2, 100),
+        "events of 600, first page": lambda c: routines.instance_events(c, t, ns, live.long, 0, 100),
+        "events of 600, page after 500": lambda c: routines.instance_events(c, t, ns, live.long, 500, 100),
         "signals list": lambda c: signals.list_signals(c, t, ns, live.signalled[5]),
         "signals list status=CONSUMED": lambda c: signals.list_signals(c, t, ns, live.signalled[5], status="CONSUMED"),
         "signal get": lambda c: signals.get(c, t, ns, live.signalled[5], live.one_signal),
