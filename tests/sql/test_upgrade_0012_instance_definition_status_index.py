@@ -1,19 +1,19 @@
-"""R-17 upgrade test for migration 0013 (the instances of a definition indexed by status): a database with
-instances of one definition in several statuses, taken back to the level before 0013 and migrated again, keeps
+"""R-17 upgrade test for migration 0012 (the instances of a definition indexed by status): a database with
+instances of one definition in several statuses, taken back to the level before 0012 and migrated again, keeps
 every instance, and lists by definition, with and without a status, answer what they answered before."""
 
 from __future__ import annotations
 
 from procedures import installer
 from tests.sql.test_read_flatness import SIGNAL, TIMER
-from tests.sql.test_upgrade_0012_instance_list_reads import _keys
+from tests.sql.test_upgrade_0011_instance_list_reads import _keys
 from tests.support import signals as signal_support
 from tests.support.db import roll_back_migration
 
-MIGRATION = "0013.instance-definition-status-index"
+MIGRATION = "0012.instance-definition-status-index"
 
 
-def test_R17_migration_0013_keeps_the_instances_and_their_lists_by_definition_and_status(world, orch, database):
+def test_R17_migration_0012_keeps_the_instances_and_their_lists_by_definition_and_status(world, orch, database):
     for flow in (TIMER, SIGNAL):
         world.publish(flow)
     review = world.start("order-signal", {"order_id": "o-1"})

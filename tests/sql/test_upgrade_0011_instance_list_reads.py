@@ -1,5 +1,5 @@
-"""R-17 upgrade test for migration 0012 (instances listed by control and by review code on an index): a database
-with paused, running and reviewed instances, taken back to the level before 0012 and migrated again, keeps every
+"""R-17 upgrade test for migration 0011 (instances listed by control and by review code on an index): a database
+with paused, running and reviewed instances, taken back to the level before 0011 and migrated again, keeps every
 instance and review reason, and lists by control and by review code answer what they answered before."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from procedures import installer, routines
 from tests.sql.test_read_flatness import SIGNAL, TIMER
 from tests.support.db import roll_back_migration
 
-MIGRATION = "0012.instance-list-reads"
+MIGRATION = "0011.instance-list-reads"
 
 
 def _keys(world, table: str) -> dict[str, list[str]]:
@@ -20,7 +20,7 @@ def _keys(world, table: str) -> dict[str, list[str]]:
     return keys
 
 
-def test_R17_migration_0012_keeps_the_instances_and_their_lists_by_control_and_review_code(world, orch, database):
+def test_R17_migration_0011_keeps_the_instances_and_their_lists_by_control_and_review_code(world, orch, database):
     for flow in (TIMER, SIGNAL):
         world.publish(flow)
     timers = [world.start("order-timer") for _ in range(3)]

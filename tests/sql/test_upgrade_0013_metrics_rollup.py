@@ -1,6 +1,6 @@
-"""R-17 upgrade test for migration 0014 (the counters of /metrics kept in sums apart from their rows): a database with
+"""R-17 upgrade test for migration 0013 (the counters of /metrics kept in sums apart from their rows): a database with
 timers settled, signals consumed, rejected and pending, and poll rounds decided and in flight, taken back to the
-level before 0014 and migrated again, keeps every row, dates its decided rounds, and /metrics answers exactly the
+level before 0013 and migrated again, keeps every row, dates its decided rounds, and /metrics answers exactly the
 figures the rows give, before the first fold and after it."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from tests.sql.test_metrics_fold import LATER, SIGNAL, TIMER, counted, folded_un
 from tests.sql.test_polls import poll_flow
 from tests.support.db import roll_back_migration
 
-MIGRATION = "0014.metrics-rollup"
+MIGRATION = "0013.metrics-rollup"
 
 
-def test_R17_migration_0014_counts_the_history_kept_before_it(world, orch, database):
+def test_R17_migration_0013_counts_the_history_kept_before_it(world, orch, database):
     for flow in (TIMER, SIGNAL, LATER, poll_flow()):
         world.publish(flow)
     some_of_everything(world, orch, "a")

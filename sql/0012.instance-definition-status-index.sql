@@ -7,7 +7,7 @@
 -- at most), merged.
 -- Its cost: the entry is moved by every status change of an instance (its finish, a review, a cancel), where it
 -- was written once at the start; no index is added.
--- depends: 0012.instance-list-reads
+-- depends: 0011.instance-list-reads
 
 ALTER TABLE weave_instances DROP KEY ix_instance_definition,
     ADD KEY ix_instance_definition_status (namespace_id, definition_name, status, id);

@@ -10,7 +10,7 @@
 -- outcome (ix_round_decided: one more index entry written by every round's start, moved by its outcome).
 -- Nothing is folded at upgrade: the first scrapes fold the history kept so far, at most 50,000 rows of each kind
 -- a scrape.
--- depends: 0013.instance-definition-status-index
+-- depends: 0012.instance-definition-status-index
 
 ALTER TABLE weave_poll_rounds
     ADD COLUMN decided_at DATETIME(6) NULL
