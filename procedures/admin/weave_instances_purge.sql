@@ -171,6 +171,7 @@ BEGIN
                           NULL);
     END IF;
     COMMIT;
-    SELECT v_purged AS purged, COALESCE(v_ids, '[]') AS workflow_ids, v_rows AS rows_deleted, v_held AS held, COALESCE(v_held_ids, '[]') AS held_ids,
+    SELECT v_purged AS purged, COALESCE(v_ids, '[]') AS workflow_ids, v_rows AS rows_deleted, v_held AS held,
+           COALESCE(v_held_ids, '[]') AS held_ids,
            IF(v_seen < v_limit OR v_first_created >= in_finished_before, NULL, CONCAT('wf_', v_last)) AS next_after;
 END

@@ -16,9 +16,11 @@ CREATE PROCEDURE _weave_candidate_open(
         OUT out_namespace_id BIGINT UNSIGNED,
         OUT out_instance_id  BIGINT UNSIGNED,
         OUT out_status       VARCHAR(16),
+        OUT out_last         DATETIME(6),
         OUT out_outcome      VARCHAR(16))
     COMMENT 'Internal. Description: locks the instance of a CHECKPOINT, SIGNAL or INBOX candidate for its decision.
-out_status: the instance''s status, read under its lock. out_outcome: NULL (locked: decide), GONE (no such candidate
+out_status: the instance''s status, read under its lock; out_last: its updated_at, the time of its last decision, which
+the caller''s clock must not go before (R-2). out_outcome: NULL (locked: decide), GONE (no such candidate
 or instance) or BUSY (another node holds the instance).
 Errors: 50007 INVALID_STATE when an INBOX event names an instance that does not exist.'
     MODIFIES SQL DATA
@@ -32,7 +34,7 @@ BEGIN
     DECLARE v_dummy BIGINT UNSIGNED;
     DECLARE v_locked BIGINT UNSIGNED DEFAULT NULL;
 
-    SET out_namespace_id = NULL, out_instance_id = NULL, out_status = NULL, out_outcome = 'GONE';
+    SET out_namespace_id = NULL, out_instance_id = NULL, out_status = NULL, out_last = NULL, out_outcome = 'GONE';
     IF in_class = 'CHECKPOINT' THEN
         SELECT c.instance_id, i.id, i.credential_id, i.app_id, i.namespace_id, d.queues
           INTO v_named, v_inst, v_cred, v_app, v_ns, v_queues
@@ -65,9 +67,10 @@ BEGIN
         ELSE
             SELECT id INTO v_dummy FROM weave_credentials WHERE id = v_cred LOCK IN SHARE MODE;
         END IF;
-        SELECT id, status INTO v_locked, out_status FROM weave_instances WHERE id = v_inst FOR UPDATE SKIP LOCKED;
+        SELECT id, status, updated_at INTO v_locked, out_status, out_last
+          FROM weave_instances WHERE id = v_inst FOR UPDATE SKIP LOCKED;
         IF v_locked IS NULL THEN
-            SET out_outcome = 'BUSY', out_status = NULL;
+            SET out_outcome = 'BUSY', out_status = NULL, out_last = NULL;
             LEAVE opening;
         END IF;
         SET out_namespace_id = v_ns, out_instance_id = v_inst, out_outcome = NULL;

@@ -14,6 +14,7 @@ Rules: R-1, R-3, R-5, R-6, R-13.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_now DATETIME(6);
+    DECLARE v_last DATETIME(6);  -- the instance's last decision, as locked (R-2)
     DECLARE v_ns BIGINT UNSIGNED;
     DECLARE v_inst BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_kind VARCHAR(8) DEFAULT NULL;
@@ -23,7 +24,7 @@ BEGIN
     DECLARE v_status VARCHAR(16);
 
     decide: BEGIN
-        CALL _weave_candidate_open('CHECKPOINT', in_checkpoint_id, v_ns, v_inst, v_status, out_outcome);
+        CALL _weave_candidate_open('CHECKPOINT', in_checkpoint_id, v_ns, v_inst, v_status, v_last, out_outcome);
         IF out_outcome IS NOT NULL THEN
             LEAVE decide;
         END IF;
@@ -32,7 +33,7 @@ BEGIN
         -- decision (R-2: see _weave_signal_accept).
         SELECT kind, step_key, activation_id, available_at,
                GREATEST(UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND,
-                        (SELECT updated_at FROM weave_instances WHERE id = v_inst))
+                        v_last)
           INTO v_kind, v_step_key, v_activation, v_available, v_now
           FROM weave_pending_advances WHERE id = in_checkpoint_id AND instance_id = v_inst FOR UPDATE;
         IF v_kind IS NULL THEN

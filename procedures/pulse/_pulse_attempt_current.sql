@@ -47,6 +47,7 @@ BEGIN
     DECLARE v_cred BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_dummy BIGINT UNSIGNED;
     DECLARE v_may_end BOOLEAN;
+    DECLARE v_last DATETIME(6) DEFAULT NULL;  -- the locked instance's last decision (R-2)
 
     IF in_worker_id IS NULL OR CHAR_LENGTH(in_worker_id) NOT BETWEEN 1 AND 128 THEN
         CALL _weave_raise(50201, 'WORKER_ID_INVALID: worker id must be 1-128 characters');
@@ -64,8 +65,8 @@ BEGIN
     END IF;
     IF v_cred IS NOT NULL AND v_may_end THEN  -- as _weave_candidate_open takes them for a definition with queues
         SELECT id INTO v_dummy FROM weave_credentials WHERE id = v_cred LOCK IN SHARE MODE;
-        SELECT id, status INTO out_instance_id, out_inst_status FROM weave_instances WHERE id = v_inst
-           FOR UPDATE SKIP LOCKED;
+        SELECT id, status, updated_at INTO out_instance_id, out_inst_status, v_last
+          FROM weave_instances WHERE id = v_inst FOR UPDATE SKIP LOCKED;
     END IF;
     -- Pulse's two locks in one statement, in its order: the join reads (and locks) the task first, then the attempt.
     SELECT t.id, t.status, t.attempts_used, a.namespace_id, a.status, a.attempt_no, a.worker_id
@@ -76,8 +77,7 @@ BEGIN
     END IF;
     -- Never before the instance's last decision when this report holds the instance (R-2: see _weave_signal_accept).
     SELECT GREATEST(UTC_TIMESTAMP(6) + INTERVAL clock_offset_us MICROSECOND,
-                    COALESCE((SELECT updated_at FROM weave_instances WHERE id = out_instance_id),
-                             CAST('1000-01-01' AS DATETIME(6))))
+                    COALESCE(v_last, CAST('1000-01-01' AS DATETIME(6))))
       INTO out_now FROM weave_install WHERE id = 1;
     IF v_worker <> in_worker_id THEN
         CALL _weave_raise(50012, 'ATTEMPT_NOT_CURRENT: the attempt was claimed by another worker');

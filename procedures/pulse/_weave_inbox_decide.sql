@@ -14,6 +14,7 @@ Rules: K-7, R-3, R-4, R-6, R-9, R-13.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_now DATETIME(6);
+    DECLARE v_last DATETIME(6);  -- the instance's last decision, as locked (R-2)
     DECLARE v_inst BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_ns BIGINT UNSIGNED;
     DECLARE v_task BIGINT UNSIGNED;
@@ -22,7 +23,7 @@ BEGIN
     DECLARE v_status VARCHAR(16);  -- the instance's, read under its lock
 
     consume: BEGIN
-        CALL _weave_candidate_open('INBOX', in_inbox_id, v_ns, v_inst, v_status, out_outcome);
+        CALL _weave_candidate_open('INBOX', in_inbox_id, v_ns, v_inst, v_status, v_last, out_outcome);
         IF out_outcome IS NOT NULL THEN
             LEAVE consume;
         END IF;
@@ -31,7 +32,7 @@ BEGIN
         -- decision (R-2: see _weave_signal_accept).
         SELECT task_id, state, available_at,
                GREATEST(UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND,
-                        (SELECT updated_at FROM weave_instances WHERE id = v_inst))
+                        v_last)
           INTO v_task, v_state, v_available, v_now
           FROM pulse_inbox WHERE id = in_inbox_id AND instance_id = v_inst FOR UPDATE;
         IF v_state IS NULL OR v_state <> 'PENDING' THEN

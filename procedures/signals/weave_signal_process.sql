@@ -18,6 +18,7 @@ Rules: S-8, S-10, S-11, S-12, S-13, S-14, S-15, F-9, R-6, R-10, R-12, R-13.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_now DATETIME(6);
+    DECLARE v_last DATETIME(6);  -- the instance's last decision, as locked (R-2)
     DECLARE v_ns BIGINT UNSIGNED;
     DECLARE v_inst BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_status VARCHAR(16) DEFAULT NULL;
@@ -41,7 +42,7 @@ BEGIN
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_signal_process', v_tx);  -- refused inside a caller's transaction (R-1)
     proc: BEGIN
-        CALL _weave_candidate_open('SIGNAL', in_signal_id, v_ns, v_inst, v_inst_status, v_outcome);
+        CALL _weave_candidate_open('SIGNAL', in_signal_id, v_ns, v_inst, v_inst_status, v_last, v_outcome);
         IF v_outcome IS NOT NULL THEN
             LEAVE proc;
         END IF;
@@ -50,7 +51,7 @@ BEGIN
         -- decision (R-2: see _weave_signal_accept).
         SELECT status, target_step_key, target_activation_seq, expires_at, available_at,
                GREATEST(UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND,
-                        (SELECT updated_at FROM weave_instances WHERE id = v_inst))
+                        v_last)
           INTO v_status, v_step_key, v_seq, v_expires, v_available, v_now
           FROM weave_signals WHERE id = in_signal_id AND instance_id = v_inst FOR UPDATE;
         IF v_status IS NULL OR v_status <> 'PENDING' THEN
