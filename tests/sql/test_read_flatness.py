@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from procedures import routines
-from tests.benchmarks.bench_backlog import handler_reads
+from tests.benchmarks.bench_reads import reads_of as reads
 from tests.support import history
 from tests.support import signals as signal_support
 
@@ -25,16 +25,6 @@ SIGNAL = signal_support.signal_flow("order-signal", timeout_ms=60_000)
 QUIET = {**TIMER, "name": "order-quiet"}  # no history
 DEFINITIONS = ("order-timer", "order-signal", "order-short")
 SLACK = 4  # reads a reopened table's statistics may add; a read that walks the history adds thousands
-
-
-def reads(conn, read: Callable[[], Any]) -> int:
-    read()  # warm: the routine parsed and its tables open
-    runs = []
-    for _ in range(3):
-        before = handler_reads(conn)
-        read()
-        runs.append(handler_reads(conn) - before)
-    return min(runs)
 
 
 @pytest.fixture
