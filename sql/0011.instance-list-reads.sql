@@ -1,4 +1,4 @@
--- Weave schema, level 12: instances listed by control and by review code without reading the namespace.
+-- Weave schema, level 11: instances listed by control and by review code without reading the namespace.
 -- A list of the PAUSED instances of a namespace (GET /workflows?control=PAUSED, the console's filter) walked the
 -- namespace newest first and kept the paused ones: beside 300,000 settled instances it read 300,052 rows for a
 -- page of 7. Instances keep their control once settled, so a paused instance of the history is an answer like a

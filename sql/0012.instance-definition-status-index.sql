@@ -1,4 +1,4 @@
--- Weave schema, level 13: instances of a definition by status. A list with a status and a definition (GET
+-- Weave schema, level 12: instances of a definition by status. A list with a status and a definition (GET
 -- /workflows?status=CANCELLED&definition=..., the console's two filters together) walked the status's range and
 -- kept the rows of the definition: every CANCELLED instance of the namespace when the definition had none, or
 -- 156 rows for a page of 50 where a definition had a third of them beside 300,000 settled instances (15 beside

@@ -1,4 +1,4 @@
--- Back to level 13: every scrape counts the settled rows again.
+-- Back to level 12: every scrape counts the settled rows again.
 DROP TABLE weave_metric_rounds;
 DROP TABLE weave_metric_signals;
 DROP TABLE weave_metric_decisions;

@@ -1,4 +1,4 @@
--- Weave schema, level 14: the counters of /metrics kept apart from the rows they count.
+-- Weave schema, level 13: the counters of /metrics kept apart from the rows they count.
 -- weave_metrics counted the settled waits (with their latency buckets), the signals by status and disposition and
 -- the rounds by outcome from their rows at every scrape: about three rows per settled instance, 888,098 rows a
 -- scrape beside 300,000 settled instances. Those rows never change once final, so a scrape now folds the ones that
