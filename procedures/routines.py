@@ -278,6 +278,16 @@ def instance_list(conn: Conn, token: str, namespace: str, *, status: str | None 
     return {"items": items, "next_cursor": next_cursor}
 
 
+def audit_list(conn: Conn, token: str, namespace: str, *, workflow_id: str | None = None, action: str | None = None,
+               limit: int = 50, cursor: str | None = None, verbatim: bool = False) -> dict:
+    """See procedures/admin/weave_audit_list.sql: ``{"items": [...], "next_cursor": ...}``, newest first (``details``
+    parsed, or with ``verbatim`` as kept)."""
+    rows, more = call(conn, "weave_audit_list", token, namespace, workflow_id, action, limit, cursor)
+    items = [{**r, "details": _json(r["details"], verbatim), "accepted_at": rfc3339(r["accepted_at"]),
+              "deadline_at": rfc3339(r["deadline_at"]), "created_at": rfc3339(r["created_at"])} for r in rows]
+    return {"items": items, "next_cursor": more[0]["next_cursor"]}
+
+
 def instances_purge(conn: Conn, token: str, namespace: str, finished_before: dt.datetime, *, after: str | None = None,
                     limit: int = 100, reason: str | None = None, only: list[str] | None = None,
                     dry_run: bool = False) -> dict:
