@@ -45,6 +45,7 @@ def create_app(connections: Connections) -> falcon.App:
         "/queues": resources.Queues(connections),
         "/credentials": resources.Credentials(connections),
         "/credentials/{credential_id}/disable": resources.CredentialDisable(connections),
+        "/audit": resources.Audit(connections),
     }
     for path, resource in routes.items():
         app.add_route(PREFIX + path, _with_head(failing_over(resource, connections)))

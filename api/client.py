@@ -392,6 +392,12 @@ class WeaveClient:
         """Its token stops working at once. Safe to retry: disabling a disabled credential changes nothing."""
         return self._call("POST", f"credentials/{_segment(credential_id)}/disable")
 
+    def list_audit(self, *, workflow_id: str | None = None, action: str | None = None, limit: int = 50,
+                   cursor: str | None = None) -> dict:
+        """The audit trail, newest first: the namespace's own actions, or with ``workflow_id`` that instance's."""
+        return self._call("GET", "audit", params={"workflow_id": workflow_id, "action": action, "limit": limit,
+                                                  "cursor": cursor})
+
     def ready(self) -> dict:
         return self._call("GET", "/readyz")
 

@@ -231,6 +231,15 @@ def document() -> dict:
             "queues": {"type": "array", "items": {"type": "string"}},
             "status": {"type": "string", "enum": ["ACTIVE", "DISABLED"]}, "created_at": TIME,
             "disabled_at": NULLABLE_TIME}},
+        "AuditRecord": {"type": "object", "required": ["audit_id", "workflow_id", "actor", "credential_id", "action",
+                                                       "accepted_at", "details", "created_at"], "properties": {
+            "audit_id": {"type": "string"}, "workflow_id": {"type": ["string", "null"]}, "actor": {"type": "string"},
+            "credential_id": {"type": ["string", "null"], "description": "null for the engine's own decisions"},
+            "action": {"type": "string"}, "idempotency_key": {"type": ["string", "null"]},
+            "request_digest": {"type": ["string", "null"]}, "accepted_at": TIME, "deadline_at": NULLABLE_TIME,
+            "reason": {"type": ["string", "null"]}, "details": ANY, "created_at": TIME}},
+        "AuditPage": {"type": "object", "required": ["items", "next_cursor"], "properties": {
+            "items": {"type": "array", "items": _ref("AuditRecord")}, "next_cursor": {"type": ["string", "null"]}}},
         "Disabled": {"type": "object", "required": ["credential_id", "actor", "status"], "properties": {
             "credential_id": {"type": "string"}, "actor": {"type": "string"},
             "status": {"type": "string", "enum": ["DISABLED"]}}},
@@ -334,6 +343,11 @@ def document() -> dict:
             "Disable a credential: its token stops working at once, and instances it started get no new work (R-8)",
             "admin", _ok(200, _ref("Disabled"), "disabled (disabling a disabled credential changes nothing)"),
             params=[{"name": "credential_id", "in": "path", "required": True, "schema": {"type": "string"}}])},
+        "/v1/namespaces/{ns}/audit": {"get": _op(
+            "list_audit", "admin", "Read the audit trail, newest first: the namespace's own actions (credentials, "
+            "apps, queues, definitions, console sign-ins, retention runs), or one instance's audit rows",
+            "admin; workflows:read (+ every queue of the definition) with workflow_id",
+            _ok(200, _ref("AuditPage")), params=schemas.query_parameters("list_audit"), errors=(*COMMON_ERRORS, 422))},
         "/healthz": {"get": {"operationId": "health", "tags": ["operations"], "summary": "Process alive",
                              "security": [],
                              "responses": {"200": {"description": "alive", "content": {

@@ -121,6 +121,17 @@ class Events(Resource):
         respond(resp, {"events": events, "next_after": events[-1]["seq"] if events else after})
 
 
+class Audit(Resource):
+    """GET /audit: the audit trail, newest first; the namespace's own actions, or one instance's rows."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
+        token = bearer(req)
+        q = schemas.query(req, "list_audit")
+        page = routines.audit_list(self.conn, token, ns, workflow_id=q["workflow_id"], action=q["action"],
+                                   limit=q["limit"], cursor=q["cursor"], verbatim=True)
+        respond_text(resp, jsontext.dumps(page))
+
+
 class Apps(Resource):
     def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         token = bearer(req)

@@ -118,6 +118,14 @@ QUERIES: dict[str, dict[str, Schema]] = {
         "limit": {**LIMIT_1000, "description": "signals at most; a page also ends, with a next_cursor, once its "
                                                 "payloads pass 8 MiB (it always holds one signal)"},
         "cursor": {"type": "string", "pattern": "^sig_[0-9]{1,19}$"}},
+    "list_audit": {
+        "workflow_id": {"type": "string", "pattern": "^wf_[0-9]{1,19}$",
+                        "description": "this instance's audit rows (workflows:read); without it, the namespace's own "
+                                       "actions (admin)"},
+        "action": {"type": "string", "pattern": "^[a-z_.]{1,48}$", "description": "only this action, e.g. "
+                                                                                  "credential.disable"},
+        "limit": LIMIT_500,
+        "cursor": {"type": "string", "pattern": "^[0-9]{20}-[0-9]{1,19}$"}},
 }
 
 

@@ -234,6 +234,21 @@ def _instance_lines(page: dict) -> str:
     return text + (f"\nnext page: --cursor {page['next_cursor']}" if page["next_cursor"] else "")
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    with _conn(args) as conn:
+        page = routines.audit_list(conn, _token(args), args.namespace, workflow_id=args.workflow_id,
+                                   action=args.action, limit=args.limit, cursor=args.cursor)
+    _print(args, page, _audit_lines)
+    return 0
+
+
+def _audit_lines(page: dict) -> str:
+    rows = [{"created_at": r["created_at"], "actor": r["actor"], "action": r["action"],
+             "workflow_id": r["workflow_id"] or "-", "reason": r["reason"] or "-"} for r in page["items"]]
+    text = _table(rows, ["created_at", "actor", "action", "workflow_id", "reason"], "no audit rows")
+    return text + (f"\nnext page: --cursor {page['next_cursor']}" if page["next_cursor"] else "")
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from procedures import invariants
 
@@ -810,6 +825,16 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     _action_arguments(p, step=True)
     p.add_argument("--output", required=True, help="the step's output as JSON text, e.g. '{\"paid\": true}'")
     p.add_argument("--evidence-ref", help="a reference to evidence (no whitespace)")
+
+    p = _command(sub, "audit", help="read the audit trail, newest first (admin; workflows:read with --workflow-id)",
+                 description="The audit trail, newest first: without --workflow-id the namespace's own actions "
+                             "(credentials, apps, queues, definitions, console sign-ins, retention runs; admin), with "
+                             "it that instance's audit rows (workflows:read).",
+                 func=cmd_audit)
+    p.add_argument("--workflow-id", help="an instance's audit rows instead of the namespace's own actions")
+    p.add_argument("--action", help="only this action, e.g. credential.disable")
+    p.add_argument("--limit", type=int, default=50, help="rows per page, 1-500 (default 50)")
+    p.add_argument("--cursor", help="next_cursor of the previous page")
 
     p = _command(sub, "status", help="backlog per candidate class, oldest due lag, tasks in flight, reviews",
                  description="What the engine has to do now, across namespaces. --check also runs the M-4 "

@@ -230,6 +230,27 @@ def test_S2_admin_objects_are_listed_and_a_credential_is_disabled_over_http(clie
     assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'credential.disable'") == 2
 
 
+def test_R4_the_audit_trail_is_read_over_http_a_page_at_a_time(client, world):
+    bot = client.simulate_post(f"{NS}/credentials", headers=auth(world.admin),
+                               json={"actor": "bot", "scopes": ["workflows:read"]}).json
+    client.simulate_post(f"{NS}/credentials/{bot['credential_id']}/disable", headers=auth(world.admin))
+    first = client.simulate_get(f"{NS}/audit", headers=auth(world.admin), params={"limit": "1"})
+    assert first.status_code == 200 and [r["action"] for r in first.json["items"]] == ["credential.disable"]
+    record = first.json["items"][0]
+    assert (record["workflow_id"], record["actor"], record["details"]) == (
+        None, "bootstrap", {"credential_id": bot["credential_id"]})
+    rest = client.simulate_get(f"{NS}/audit", headers=auth(world.admin),
+                               params={"cursor": first.json["next_cursor"], "action": "credential.create"})
+    assert [r["details"]["actor"] for r in rest.json["items"]] == ["bot", "ops"]
+    problem(client.simulate_get(f"{NS}/audit", headers=auth(world.token)), 403, "FORBIDDEN")
+    problem(client.simulate_get(f"{NS}/audit", headers=auth(world.admin), params={"cursor": "x"}), 422,
+            "VALIDATION_FAILED")
+    publish(client, world)
+    wf = start(client, world).json["workflow_id"]
+    mine = client.simulate_get(f"{NS}/audit", headers=auth(world.token), params={"workflow_id": wf})
+    assert [(r["action"], r["workflow_id"]) for r in mine.json["items"]] == [("instance.start", wf)]
+
+
 def test_M2_definitions_are_listed_with_their_latest_version_which_reads_like_any_version(client, world):
     publish(client, world)
     second = {**TIMER, "steps": [{**TIMER["steps"][0], "delay_ms": 1_000}]}

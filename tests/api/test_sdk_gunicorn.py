@@ -60,6 +60,7 @@ def test_sdk_covers_the_instance_lifecycle_through_gunicorn(api_url, world, orch
     bot = admin.create_credential("bot", ["workflows:read"])
     assert "bot" in [c["actor"] for c in admin.list_credentials()]
     assert admin.disable_credential(bot["credential_id"])["status"] == "DISABLED"
+    assert admin.list_audit(limit=1)["items"][0]["action"] == "credential.disable"
     with pytest.raises(sdk.Unauthenticated):
         sdk.WeaveClient(api_url, bot["token"], "acme").list_definitions()
 

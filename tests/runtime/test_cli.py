@@ -549,3 +549,18 @@ def test_workflows_purge_archives_every_row_of_an_instance_before_it_goes(weave,
     for table, count in rows.items():  # every row the tables held is in the archive, and gone from the tables
         assert sum(len(line["tables"].get(table, [])) for line in lines) == count
         assert world.db.scalar(f"SELECT COUNT(*) FROM {table}") == 0
+
+
+def test_R4_audit_prints_the_namespace_s_own_actions_and_an_instance_s(weave, world):
+    world.credential(["workflows:read"], actor="bot")
+    code, out, err = weave("audit", "--limit", "1", token=world.admin)
+    assert code == 0 and "credential.create" in out and "next page: --cursor " in out, err
+    cursor = out.rsplit("--cursor ", 1)[1].strip()
+    code, out, _ = weave("audit", "--cursor", cursor, "--action", "credential.create", "--json", token=world.admin)
+    assert [r["details"]["actor"] for r in json.loads(out)["items"]] == ["ops"]
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    code, out, _ = weave("audit", "--workflow-id", wf, "--json")
+    assert code == 0 and [r["action"] for r in json.loads(out)["items"]] == ["instance.start"]
+    code, _, err = weave("audit", "--json")
+    assert code == EXIT_CODES[403] and json.loads(err)["code"] == "FORBIDDEN"
