@@ -754,7 +754,7 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
                  func=cmd_definitions_publish)
     p.add_argument("file", help="path to the definition JSON, or - for stdin")
 
-    wf = sub.add_parser("workflows", help="start and inspect workflow instances").add_subparsers(
+    wf = sub.add_parser("workflows", help="start, inspect, act on and purge workflow instances").add_subparsers(
         dest="action", metavar="ACTION", required=True)
     p = _command(wf, "start", help="start an instance (workflows:start)", func=cmd_workflows_start)
     p.add_argument("definition", help="name of a published definition")
