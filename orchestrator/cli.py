@@ -465,7 +465,7 @@ def cmd_workflows_purge(args: argparse.Namespace) -> int:
         f"{'would remove' if t['dry_run'] else 'removed'} {t['purged']} instance(s) finished before "
         f"{t['finished_before']}" + ("" if t["dry_run"] else f" ({t['rows_deleted']} rows)")
         + (f", archived to {t['archive']}" if t["archive"] and not t["dry_run"] else "")
-        + (f"\nkept {t['held']} settled instance(s) that still hold something open: {', '.join(t['held_ids'])}"
+        + (f"\nkept {t['held']} settled instance(s) that still hold work: {', '.join(t['held_ids'])}"
            if t["held"] else "")))
     return 0
 
@@ -791,7 +791,7 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
 
     p = _command(wf, "purge", help="remove settled instances and all their rows: history retention (admin)",
                  description="Remove instances that are SUCCEEDED or CANCELLED, finished before a cutoff and hold "
-                             "nothing open, with every row of theirs (steps, tasks, signals, events, their audit "
+                             "no work open, with every row of theirs (steps, tasks, signals, events, their audit "
                              "rows). "
                              "Works in windows of --batch instances, each one transaction with one audit row naming "
                              "the instances it removed; safe to stop and run again. Workflow ids are never reused, "

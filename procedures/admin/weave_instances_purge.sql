@@ -1,9 +1,10 @@
 -- History retention: removes settled instances with every row that is theirs, a window of the namespace's
 -- instances at a time, each window one transaction with its audit row (R-1, R-4). Only an instance that is
 -- settled for good is removed: SUCCEEDED or CANCELLED, finished before the cutoff, with nothing left open
--- (no task queued or running, no outcome waiting in the inbox, no signal pending, no checkpoint, no open
--- review reason). One that is settled but still holds something open is kept and named (held): the engine
--- never leaves one so, and a person should look before its facts go.
+-- (no task queued or running, no outcome waiting in the inbox, no signal pending, no checkpoint). One that is
+-- settled but still holds work is kept and named (held): the engine never leaves one so, and a person should
+-- look before its facts go. A review reason still open is not work: one recorded while the instance was
+-- cancelling stays open once it is CANCELLED (the fact is kept, _weave_review_open), and goes with it.
 --
 -- Locks (R-3): the admin credential (shared), then the instances to remove (exclusive, SKIP LOCKED: an
 -- instance another transaction is deciding about is left for the next run, and the purge never makes a
@@ -25,20 +26,21 @@ CREATE PROCEDURE weave_instances_purge(
         IN in_reason          VARCHAR(1024),
         IN in_only            LONGTEXT,
         IN in_dry_run         BOOLEAN)
-    COMMENT 'Description: removes settled instances (SUCCEEDED or CANCELLED, finished before in_finished_before,
-nothing left open) with all their rows: steps, activations, waits, polls and rounds, tasks with their attempts,
+    COMMENT 'Description: removes settled instances (SUCCEEDED or CANCELLED, finished before in_finished_before, no
+work left open) with all their rows: steps, activations, waits, polls and rounds, tasks with their attempts,
 permits, late reports and inbox events, signals, checkpoints, review reasons, events and audit rows. One window of
 the namespace''s instances per call, in id order after the cursor; one transaction per call, with one audit row
 (instances.purge, namespace-level: it outlives the instances) naming every instance removed. A settled instance
-that still holds something open is kept and named in held_ids. Workflow ids are never reused; a start with the
-idempotency key of a removed instance starts a new instance.
+that still holds work (a task queued or running, an inbox event or a signal pending, a checkpoint) is kept and
+named in held_ids. Workflow ids are never reused; a start with the idempotency key of a removed instance starts a
+new instance.
 Parameters: in_token (admin scope), in_namespace, in_finished_before (UTC; not later than the engine clock),
 in_after (the cursor: NULL to begin, then the next_after of the previous call), in_limit (window size 1..1000,
 NULL = 100), in_reason (1-1024 characters, kept in the audit row), in_only (NULL, or a JSON array of workflow ids:
 remove only those of them the window holds, as a dry run named them once their rows were archived), in_dry_run
 (TRUE: count and name what would go, change nothing, write no audit row).
 Result set: purged (instances removed, or that would be), workflow_ids (JSON array of them), rows_deleted, held
-(settled but still holding something open), held_ids (JSON array of workflow ids), next_after (the cursor for the
+(settled but still holding work), held_ids (JSON array of workflow ids), next_after (the cursor for the
 next call; NULL when the run is done).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND (namespace), 50013 IN_TRANSACTION,
 50100 INVALID_ARGUMENT (finished_before, after), 50111 REASON_INVALID, 50121 LIMIT_INVALID.
@@ -96,15 +98,14 @@ BEGIN
        AND finished_at < in_finished_before
        AND (in_only IS NULL OR JSON_CONTAINS(in_only, JSON_QUOTE(CONCAT('wf_', id))))
        FOR UPDATE SKIP LOCKED;
-    -- Held: settled, but something of theirs is still open. Each kind is written under the instance's lock, or
+    -- Held: settled, but some work of theirs is still open. Each kind is written under the instance's lock, or
     -- (an inbox event) only at the end of a task that is not open.
     SELECT COUNT(*), JSON_ARRAYAGG(CONCAT('wf_', b.id)) INTO v_held, v_held_ids
       FROM JSON_TABLE(COALESCE(v_locked, '[]'), '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
      WHERE EXISTS (SELECT 1 FROM pulse_tasks t WHERE t.instance_id = b.id AND t.status IN ('QUEUED', 'RUNNING'))
         OR EXISTS (SELECT 1 FROM pulse_inbox x WHERE x.instance_id = b.id AND x.state = 'PENDING')
         OR EXISTS (SELECT 1 FROM weave_signals s WHERE s.instance_id = b.id AND s.status = 'PENDING')
-        OR EXISTS (SELECT 1 FROM weave_pending_advances c WHERE c.instance_id = b.id)
-        OR EXISTS (SELECT 1 FROM weave_review_reasons r WHERE r.instance_id = b.id AND r.closed_at IS NULL);
+        OR EXISTS (SELECT 1 FROM weave_pending_advances c WHERE c.instance_id = b.id);
     SET v_batch = v_locked;
     IF v_held > 0 THEN
         SELECT JSON_ARRAYAGG(b.id) INTO v_batch

@@ -239,6 +239,20 @@ def test_a_settled_instance_still_holding_something_open_is_kept_and_named(world
     assert purge(world)["purged"] == 1
 
 
+def test_a_review_reason_left_open_on_a_cancelled_instance_is_history_and_goes_with_it(world, orch):
+    """A reason recorded while an instance was cancelling stays open once it is CANCELLED (the fact is kept): it is
+    no work anyone can do, so it does not hold the instance back."""
+    world.publish(TIMER)
+    wf = world.start("wait")
+    routines.instance_cancel(world.db.conn, world.token, "acme", wf, "withdrawn", "c1")
+    world.db.execute("INSERT INTO weave_review_reasons (namespace_id, instance_id, code, detail, opened_at) "
+                     "SELECT namespace_id, id, 'INSTANCE_DEADLINE', '{}', updated_at FROM weave_instances")
+    world.db.advance(1_000)
+    answer = purge(world)
+    assert (answer["purged"], answer["held"]) == (1, 0)
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_review_reasons") == 0
+
+
 def test_R3_an_instance_another_transaction_holds_is_left_for_the_next_run_without_waiting(world, orch):
     world.publish(TIMER)
     busy, free = settled_timers(world, orch, 2)
