@@ -383,21 +383,39 @@ def metrics_fold(conn: Conn) -> bool:
     waiting for any lock (the session's lock wait at 0 for the call). False when a lock was held (another fold, a
     row not committed yet) or another node's fold conflicted: nothing folded, and ``engine_metrics`` counts those
     rows from the rows meanwhile."""
+    return _fold(conn) is not None
+
+
+def _fold(conn: Conn) -> dt.datetime | None:
+    """One fold without waiting for any lock: the horizon it reached, or None when a lock was held."""
     with conn.cursor() as cur:
         cur.execute("SET SESSION innodb_lock_wait_timeout = 0")
     try:
-        call(conn, "weave_metrics_fold")
-        return True
+        return call(conn, "weave_metrics_fold")[0][0]["folded_until"]
     except errors.TransientDatabaseError as exc:
         if exc.__cause__ is None or errors.errno_of(exc.__cause__) not in FOLD_LOCKED:
             raise
-        return False
+        return None
     finally:
         with conn.cursor() as cur:
             cur.execute("SET SESSION innodb_lock_wait_timeout = DEFAULT")
 
 
 FOLD_LOCKED = frozenset({1205, 1213})  # a lock held (not waited for), or a conflict with another node's fold
+
+
+def metrics_catch_up(conn: Conn, calls: int = 1000) -> bool:
+    """Folds until the sums of /metrics reach the fold's horizon (two minutes ago): a fold adds at most 50,000 rows of
+    each kind. True once caught up; False when a fold found a lock held (another fold, a transaction not committed
+    yet) and left the rest to a later one."""
+    for _ in range(calls):
+        horizon = _fold(conn)
+        if horizon is None:
+            return False
+        # A fold cut short by its 50,000 rows stops at the time of the next row; one that was not reaches its horizon.
+        if horizon >= call_row(conn, "weave_clock_now")["now_at"] - dt.timedelta(minutes=2, seconds=1):
+            return True
+    return False
 
 
 def engine_metrics(conn: Conn) -> dict:

@@ -14,6 +14,10 @@
 -- so a report either lands before the purge takes the task (and goes with it) or finds no task and changes
 -- nothing.
 --
+-- The counters of /metrics keep what a purge removes (weave_metrics_fold adds each final wait, signal and round to
+-- its sums once): an instance with a row that became final at or after the fold's horizon is left for a later run
+-- (uncounted), so that no counter ever goes down. `weave workflows purge` folds first.
+--
 -- The window is the next in_limit instances of the namespace after the cursor, in id order, read without
 -- locks: a run reads each remaining instance once, and stops at the first window whose instances were all
 -- created at or after the cutoff (none after them can have finished before it).
@@ -40,8 +44,9 @@ NULL = 100), in_reason (1-1024 characters, kept in the audit row), in_only (NULL
 remove only those of them the window holds, as a dry run named them once their rows were archived), in_dry_run
 (TRUE: count and name what would go, change nothing, write no audit row).
 Result set: purged (instances removed, or that would be), workflow_ids (JSON array of them), rows_deleted, held
-(settled but still holding work), held_ids (JSON array of workflow ids), next_after (the cursor for the
-next call; NULL when the run is done).
+(settled but still holding work), held_ids (JSON array of workflow ids), uncounted (settled instances left for a
+later run because /metrics has not counted their last final rows yet: weave_metrics_fold counts them), next_after
+(the cursor for the next call; NULL when the run is done).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND (namespace), 50013 IN_TRANSACTION,
 50100 INVALID_ARGUMENT (finished_before, after), 50111 REASON_INVALID, 50121 LIMIT_INVALID.
 Rules: R-1, R-3, R-4, M-4.'
@@ -60,6 +65,8 @@ BEGIN
     DECLARE v_rows BIGINT DEFAULT 0;
     DECLARE v_held INT DEFAULT 0;
     DECLARE v_held_ids LONGTEXT;
+    DECLARE v_folded DATETIME(6);  -- /metrics has counted every row final before this
+    DECLARE v_uncounted INT DEFAULT 0;
     DECLARE v_locked LONGTEXT;  -- JSON array of the window's settled instances this call locked
     DECLARE v_batch LONGTEXT;   -- those of them to remove: the locked ones less the held ones
     DECLARE v_ids LONGTEXT;     -- their workflow ids, for the audit row
@@ -98,14 +105,36 @@ BEGIN
        AND finished_at < in_finished_before
        AND (in_only IS NULL OR JSON_CONTAINS(in_only, JSON_QUOTE(CONCAT('wf_', id))))
        FOR UPDATE SKIP LOCKED;
+    -- Uncounted: a row of theirs became final after the fold's horizon (a late signal rejected a minute ago, or no
+    -- fold yet); they wait for a later run, once /metrics has counted it. Each instance's own rows, by its index, in
+    -- scalar subqueries: as EXISTS, the server turns them into a semi-join that reads the whole table into a set, and
+    -- the final-time indexes would read every row final since the horizon.
+    SELECT COALESCE(MAX(folded_until), '1000-01-01') INTO v_folded FROM weave_metric_folds WHERE id = 1;
+    SELECT COUNT(*), JSON_ARRAYAGG(b.id) INTO v_uncounted, v_batch
+      FROM JSON_TABLE(COALESCE(v_locked, '[]'), '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
+     WHERE (SELECT 1 FROM weave_waits w FORCE INDEX (ix_wait_instance)
+             WHERE w.instance_id = b.id AND w.settled_at >= v_folded LIMIT 1) IS NOT NULL
+        OR (SELECT 1 FROM weave_signals s FORCE INDEX (ix_signal_target)
+             WHERE s.instance_id = b.id AND s.consumed_at >= v_folded LIMIT 1) IS NOT NULL
+        OR (SELECT 1 FROM weave_poll_rounds r FORCE INDEX (ix_round_instance)
+             WHERE r.instance_id = b.id AND r.decided_at >= v_folded LIMIT 1) IS NOT NULL;
+    IF v_uncounted > 0 THEN
+        SELECT JSON_ARRAYAGG(b.id) INTO v_locked
+          FROM JSON_TABLE(v_locked, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
+         WHERE NOT JSON_CONTAINS(v_batch, CAST(b.id AS CHAR));
+    END IF;
     -- Held: settled, but some work of theirs is still open. Each kind is written under the instance's lock, or
     -- (an inbox event) only at the end of a task that is not open.
     SELECT COUNT(*), JSON_ARRAYAGG(CONCAT('wf_', b.id)) INTO v_held, v_held_ids
       FROM JSON_TABLE(COALESCE(v_locked, '[]'), '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
-     WHERE EXISTS (SELECT 1 FROM pulse_tasks t WHERE t.instance_id = b.id AND t.status IN ('QUEUED', 'RUNNING'))
-        OR EXISTS (SELECT 1 FROM pulse_inbox x WHERE x.instance_id = b.id AND x.state = 'PENDING')
-        OR EXISTS (SELECT 1 FROM weave_signals s WHERE s.instance_id = b.id AND s.status = 'PENDING')
-        OR EXISTS (SELECT 1 FROM weave_pending_advances c WHERE c.instance_id = b.id);
+     WHERE (SELECT 1 FROM pulse_tasks t FORCE INDEX (ix_task_instance)
+             WHERE t.instance_id = b.id AND t.status IN ('QUEUED', 'RUNNING') LIMIT 1) IS NOT NULL
+        OR (SELECT 1 FROM pulse_inbox x FORCE INDEX (ix_inbox_instance)
+             WHERE x.instance_id = b.id AND x.state = 'PENDING' LIMIT 1) IS NOT NULL
+        OR (SELECT 1 FROM weave_signals s FORCE INDEX (ix_signal_target)
+             WHERE s.instance_id = b.id AND s.status = 'PENDING' LIMIT 1) IS NOT NULL
+        OR (SELECT 1 FROM weave_pending_advances c FORCE INDEX (uq_checkpoint)
+             WHERE c.instance_id = b.id LIMIT 1) IS NOT NULL;
     SET v_batch = v_locked;
     IF v_held > 0 THEN
         SELECT JSON_ARRAYAGG(b.id) INTO v_batch
@@ -173,6 +202,6 @@ BEGIN
     END IF;
     COMMIT;
     SELECT v_purged AS purged, COALESCE(v_ids, '[]') AS workflow_ids, v_rows AS rows_deleted, v_held AS held,
-           COALESCE(v_held_ids, '[]') AS held_ids,
+           COALESCE(v_held_ids, '[]') AS held_ids, v_uncounted AS uncounted,
            IF(v_seen < v_limit OR v_first_created >= in_finished_before, NULL, CONCAT('wf_', v_last)) AS next_after;
 END

@@ -12,7 +12,7 @@ import pytest
 
 from procedures import db, errors, history, pulse, routines
 from procedures.installer import PROCEDURES_DIR
-from tests.support.signals import send
+from tests.support.signals import send, signal_flow
 from tests.support.threads import run_threads
 
 HOUR = 3_600_000
@@ -37,8 +37,16 @@ BY_TASK = {"pulse_attempts": "task_id", "pulse_late_reports": "task_id",
            "pulse_permits": "task_id"}
 
 
+def counted(world) -> None:
+    """What a running install's /metrics scrapes do: the sums brought up to date, past rows two minutes old."""
+    world.db.advance(121_000)
+    assert routines.metrics_catch_up(world.db.conn)
+
+
 def purge(world, before=None, *, token=None, namespace="acme", after=None, limit=100, reason="retention: 90 days",
-          only=None, dry_run=False) -> dict:
+          only=None, dry_run=False, fold=True) -> dict:
+    if fold:
+        counted(world)
     return routines.instances_purge(world.db.conn, token or world.admin, namespace,
                                     before if before is not None else world.db.now(), after=after, limit=limit,
                                     reason=reason, only=only, dry_run=dry_run)
@@ -119,7 +127,7 @@ def test_R4_a_purge_removes_settled_instances_with_every_row_of_theirs_and_audit
     answer = purge(world, reason="retention: 90 days")
     assert answer == {"purged": 2, "workflow_ids": sorted([done, cancelled], key=world.internal_id),
                       "rows_deleted": sum(rows.values()) + sum(rows_cancelled.values()), "held": 0, "held_ids": [],
-                      "next_after": None}
+                      "uncounted": 0, "next_after": None}
     assert rows_of(world, done) == dict.fromkeys(rows, 0)
     assert set(rows_of(world, cancelled).values()) == {0}
     assert rows_of(world, running) == kept_rows  # a running instance is untouched
@@ -200,9 +208,9 @@ def test_M4_only_what_is_settled_before_the_cutoff_in_this_namespace_goes(world,
 def test_a_dry_run_names_what_would_go_and_changes_nothing(world, orch):
     world.publish(TIMER)
     settled_timers(world, orch, 3)
-    world.db.advance(1_000)
+    counted(world)
     before = world.db.table_counts()
-    dry = purge(world, dry_run=True, reason=None)
+    dry = purge(world, dry_run=True, reason=None, fold=False)
     assert (dry["purged"], dry["rows_deleted"], dry["next_after"]) == (3, 0, None)
     assert world.db.table_counts() == before  # no row removed, no audit row
     assert purge(world)["purged"] == 3
@@ -220,6 +228,24 @@ def test_a_purge_limited_to_named_instances_removes_only_those_the_window_holds(
     assert world.instance(b)["status"] == "SUCCEEDED"
     with pytest.raises(errors.ValidationFailed, match="only must be a JSON array"):
         routines.instances_purge(world.db.conn, world.admin, "acme", world.db.now(), reason="r", only="wf_1")  # type: ignore[arg-type]
+
+
+def test_a_row_that_metrics_has_not_counted_yet_keeps_its_instance_for_a_later_run(world, orch):
+    """The counters of /metrics keep what a purge removes, so none ever goes down: a settled instance whose late
+    signal was rejected a moment ago waits until the fold has counted that signal."""
+    world.publish(signal_flow())
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    send(world, wf)
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+    counted(world)
+    send(world, wf, "late")  # rejected now: INSTANCE_SETTLED, final after the fold's horizon
+    before = routines.engine_metrics(world.db.conn)
+    answer = purge(world, fold=False)
+    assert (answer["purged"], answer["uncounted"]) == (0, 1)
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+    answer = purge(world)  # two minutes on, the fold has counted it
+    assert (answer["purged"], answer["uncounted"]) == (1, 0)
+    assert routines.engine_metrics(world.db.conn) == before  # every counter as it was: kept in the sums
 
 
 def test_a_settled_instance_still_holding_something_open_is_kept_and_named(world, orch):
@@ -302,17 +328,17 @@ def test_R1_purge_refuses_bad_requests_and_a_caller_s_transaction(world, orch):
     world.publish(TIMER)
     settled_timers(world, orch, 1)
     with pytest.raises(errors.Forbidden):
-        purge(world, token=world.token)  # workflow scopes, not admin
+        purge(world, token=world.token, fold=False)  # workflow scopes, not admin
     with pytest.raises(errors.ValidationFailed, match="LIMIT_INVALID"):
-        purge(world, limit=0)
+        purge(world, limit=0, fold=False)
     with pytest.raises(errors.ValidationFailed, match="LIMIT_INVALID"):
-        purge(world, limit=1001)
+        purge(world, limit=1001, fold=False)
     with pytest.raises(errors.ValidationFailed, match="finished_before"):
-        purge(world, world.db.now() + dt.timedelta(seconds=1))
+        purge(world, world.db.now() + dt.timedelta(seconds=1), fold=False)
     with pytest.raises(errors.ValidationFailed, match="REASON_INVALID"):
-        purge(world, reason="  ")
+        purge(world, reason="  ", fold=False)
     with pytest.raises(errors.ValidationFailed, match="after must be a workflow id"):
-        purge(world, after="7")
+        purge(world, after="7", fold=False)
     conn = world.db.connect()
     try:
         conn.begin()
@@ -341,14 +367,16 @@ def test_a_window_reads_the_rows_it_removes_and_never_the_rest_of_the_history(wo
         def reads() -> int:
             return sum(int(r["Value"]) for r in world.db.rows("SHOW SESSION STATUS LIKE 'Handler_read%%'"))
         before = reads()
-        answer = purge(world, cutoff, after=after, limit=1)
+        answer = purge(world, cutoff, after=after, limit=1, fold=False)
         return reads() - before, answer
 
+    counted(world)
     quiet, answer = reads_of_one_window(None)
     assert (answer["purged"], answer["next_after"]) == (1, first)
     settled_timers(world, orch, 150)  # a history the window must not read: settled after the cutoff
     world.db.execute("ANALYZE TABLE weave_instances, weave_steps, weave_activations, weave_waits, weave_events, "
                      "weave_audit, pulse_tasks, pulse_inbox, weave_signals")
+    counted(world)
     busy, answer = reads_of_one_window(first)
     assert (answer["purged"], answer["next_after"]) == (1, second)
     assert busy <= quiet + 4, (quiet, busy)
@@ -359,7 +387,8 @@ def test_R3_purges_running_beside_the_engine_never_block_it_nor_fail(world, orch
     decision fails or waits behind a purge (a deadlock or a lock wait would surface as an error on one side), and
     every instance that settled is removed by the end."""
     world.publish({"name": "pay", "steps": [{"key": "charge", "type": "TASK", "queue": "payments",
-                                              "handler": "example.echo", "handler_version": "1", "input": {}},
+                                              "handler": "example.echo", "handler_version": "1", "input": {},
+                                              "task_timeout_ms": 24 * HOUR},
                                              {"key": "cool", "type": "TIMER", "delay_ms": 1, "after": ["charge"]}]})
     engine, purger = world.db.connect(), world.db.connect()
     done = threading.Event()
@@ -370,14 +399,17 @@ def test_R3_purges_running_beside_the_engine_never_block_it_nor_fail(world, orch
             try:
                 for n in range(40):
                     routines.instance_start(engine, world.token, "acme", definition="pay", app="billing",
-                                            idempotency_key=f"busy-{n}", deadline_ms=HOUR)
-                    got = pulse.task_claim(engine, "w1", "payments", limit=1, lease_ms=60_000)
+                                            idempotency_key=f"busy-{n}", deadline_ms=30 * 24 * HOUR)
+                    got = pulse.task_claim(engine, "w1", "payments", limit=1, lease_ms=24 * HOUR)
                     pulse.attempt_complete(engine, got[0]["attempt_id"], "w1", {"n": n})
                     orch.drain()
             finally:
                 done.set()
         else:
             while not done.is_set():
+                # As a running install's scrapes do: what settled two minutes ago is counted by /metrics.
+                db.call(purger, "weave_test_clock_advance", 121_000)
+                routines.metrics_catch_up(purger)
                 after = None
                 while True:
                     now = db.call_row(purger, "weave_clock_now")["now_at"]
