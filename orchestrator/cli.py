@@ -226,12 +226,18 @@ def cmd_workflows_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _instance_lines(page: dict) -> str:
-    """The page as the other listings print theirs, with the cursor of the next page under it."""
-    rows = [{"workflow_id": i["workflow_id"], "definition": f"{i['definition']['name']} v{i['definition']['version']}",
-             "status": i["status"], "control": i["control"], "deadline_at": i["deadline_at"]} for i in page["items"]]
-    text = _table(rows, ["workflow_id", "definition", "status", "control", "deadline_at"], "no instances")
+def _page_lines(page: dict, rows: list[dict], empty: str) -> str:
+    """A page as the other listings print theirs (its rows' keys are the columns), with the cursor of the next page
+    under it."""
+    text = _table(rows, list(rows[0]) if rows else [], empty)
     return text + (f"\nnext page: --cursor {page['next_cursor']}" if page["next_cursor"] else "")
+
+
+def _instance_lines(page: dict) -> str:
+    return _page_lines(page, [{"workflow_id": i["workflow_id"],
+                               "definition": f"{i['definition']['name']} v{i['definition']['version']}",
+                               "status": i["status"], "control": i["control"], "deadline_at": i["deadline_at"]}
+                              for i in page["items"]], "no instances")
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -243,10 +249,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _audit_lines(page: dict) -> str:
-    rows = [{"created_at": r["created_at"], "actor": r["actor"], "action": r["action"],
-             "workflow_id": r["workflow_id"] or "-", "reason": r["reason"] or "-"} for r in page["items"]]
-    text = _table(rows, ["created_at", "actor", "action", "workflow_id", "reason"], "no audit rows")
-    return text + (f"\nnext page: --cursor {page['next_cursor']}" if page["next_cursor"] else "")
+    return _page_lines(page, [{"created_at": r["created_at"], "actor": r["actor"], "action": r["action"],
+                               "workflow_id": r["workflow_id"] or "-", "reason": r["reason"] or "-"}
+                              for r in page["items"]], "no audit rows")
 
 
 def cmd_status(args: argparse.Namespace) -> int:
