@@ -103,18 +103,23 @@ def test_R1_every_transactional_routine_rolls_back_only_its_own_transaction_and_
     and refuses (or joins, for a read snapshot) before it touches any table when the caller has one open.
     ``v_tx`` is set by ``SET v_tx = TRUE`` after the refusal check, or by one of the openers
     ``_weave_transaction_claim`` and ``_weave_transaction_begin``, which make the check, set it and then start
-    the transaction."""
+    the transaction, or by ``_weave_snapshot_open``, which joins a caller's transaction or starts a snapshot."""
     openers = ("_weave_transaction_claim", "_weave_transaction_begin")
     for opener in openers:
         code = _code(next(r.text for r in shipped_routines() if r.name == opener))
         assert (code.index("CALL _weave_transaction_own(in_routine);") < code.index("SET out_owned = TRUE;")
                 < code.index("START TRANSACTION;")), opener
         assert not re.search(r"\b(COMMIT|ROLLBACK)\s*;", code), opener
+    # A read snapshot's opener joins a caller's transaction instead of refusing it, and owns only one it starts.
+    code = _code(next(r.text for r in shipped_routines() if r.name == "_weave_snapshot_open"))
+    assert (code.index("CALL _weave_transaction_open(v_joined);") < code.index("SET out_owned = NOT v_joined;")
+            < code.index("START TRANSACTION WITH CONSISTENT SNAPSHOT;"))
+    assert not re.search(r"\b(COMMIT|ROLLBACK)\s*;", code)
     for routine in shipped_routines():
-        if routine.name in openers:
+        if routine.name in (*openers, "_weave_snapshot_open"):
             continue
         code = _code(routine.text)
-        opened = re.search(r"CALL (_weave_transaction_claim|_weave_transaction_begin)\(", code)
+        opened = re.search(r"CALL (_weave_transaction_claim|_weave_transaction_begin|_weave_snapshot_open)\(", code)
         if "START TRANSACTION" in code or opened:
             assert OWN_HANDLER in code, routine.name
             assert re.search(r"\bROLLBACK\s*;", code.replace(OWN_HANDLER, "")) is None, routine.name
@@ -123,12 +128,14 @@ def test_R1_every_transactional_routine_rolls_back_only_its_own_transaction_and_
             claim = f"CALL _weave_transaction_claim('{routine.name}', v_tx);"
             begin = f"CALL _weave_transaction_begin('{routine.name}', v_tx);"
             own = f"CALL _weave_transaction_own('{routine.name}');"
-            checks = (own, claim, begin, "CALL _weave_transaction_open(v_joined);")
+            snapshot = "CALL _weave_snapshot_open(v_tx);"
+            checks = (own, claim, begin, snapshot, "CALL _weave_transaction_open(v_joined);")
             if _flat(body).startswith(inline_probe(routine.name)):
                 first = own  # the same check, made inline
             assert first in checks, f"{routine.name} must check for a caller's transaction before reading any table"
-            if first in (claim, begin):  # the opener starts the transaction; another only after it is committed
-                assert body.count("CALL _weave_transaction_") == 1, routine.name
+            if first in (claim, begin, snapshot):  # the opener starts the transaction; another only after a COMMIT
+                assert body.count("CALL _weave_transaction_") + body.count("CALL _weave_snapshot_open") == 1, \
+                    routine.name
                 later = body.find("START TRANSACTION")
                 assert later == -1 or re.search(r"\bCOMMIT\s*;", body[:later]), routine.name
             else:

@@ -24,17 +24,9 @@ Rules: C-3, M-3.'
 BEGIN
     DECLARE v_ns BIGINT UNSIGNED;
     DECLARE v_id BIGINT UNSIGNED;
-    DECLARE v_joined BOOLEAN;  -- TRUE when called inside the caller's transaction: read in it, never end it
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_open(v_joined);
-    IF NOT v_joined THEN
-        SET v_tx = TRUE;
-        -- A snapshot whatever the session's level: under READ COMMITTED each read would see a later state, under
-        -- READ UNCOMMITTED rows no one has committed.
-        SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-        START TRANSACTION WITH CONSISTENT SNAPSHOT;
-    END IF;
+    CALL _weave_snapshot_open(v_tx);  -- its own snapshot, or the caller's open transaction (R-1)
     CALL _weave_instance_find(in_token, in_namespace, in_workflow_id, v_ns, v_id);
     CALL _weave_instance_show(in_namespace, v_id, NULL);
     IF v_tx THEN

@@ -20,15 +20,9 @@ Rules: R-11, T-8, S-17.'
     READS SQL DATA
 BEGIN
     DECLARE v_from DATETIME(6);
-    DECLARE v_joined BOOLEAN;  -- TRUE when called inside the caller's transaction: read in it, never end it
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_open(v_joined);
-    IF NOT v_joined THEN
-        SET v_tx = TRUE;
-        SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-        START TRANSACTION WITH CONSISTENT SNAPSHOT;
-    END IF;
+    CALL _weave_snapshot_open(v_tx);  -- its own snapshot, or the caller's open transaction (R-1)
     SELECT folded_until INTO v_from FROM weave_metric_folds WHERE id = 1;
     SET v_from = COALESCE(v_from, '1000-01-01');
     SELECT kind, result, SUM(decisions) AS decisions, SUM(latency_us) * 0.000001 AS latency_seconds_sum,
