@@ -386,12 +386,12 @@ def metrics_fold(conn: Conn) -> bool:
     return _fold(conn) is not None
 
 
-def _fold(conn: Conn) -> dt.datetime | None:
-    """One fold without waiting for any lock: the horizon it reached, or None when a lock was held."""
+def _fold(conn: Conn) -> bool | None:
+    """One fold without waiting for any lock: whether it reached its horizon, or None when a lock was held."""
     with conn.cursor() as cur:
         cur.execute("SET SESSION innodb_lock_wait_timeout = 0")
     try:
-        return call(conn, "weave_metrics_fold")[0][0]["folded_until"]
+        return bool(call(conn, "weave_metrics_fold")[0][0]["caught_up"])
     except errors.TransientDatabaseError as exc:
         if exc.__cause__ is None or errors.errno_of(exc.__cause__) not in FOLD_LOCKED:
             raise
@@ -409,11 +409,10 @@ def metrics_catch_up(conn: Conn, calls: int = 1000) -> bool:
     each kind. True once caught up; False when a fold found a lock held (another fold, a transaction not committed
     yet) and left the rest to a later one."""
     for _ in range(calls):
-        horizon = _fold(conn)
-        if horizon is None:
+        caught_up = _fold(conn)
+        if caught_up is None:
             return False
-        # A fold cut short by its 50,000 rows stops at the time of the next row; one that was not reaches its horizon.
-        if horizon >= call_row(conn, "weave_clock_now")["now_at"] - dt.timedelta(minutes=2, seconds=1):
+        if caught_up:
             return True
     return False
 

@@ -13,7 +13,8 @@ CREATE PROCEDURE weave_metrics_fold()
     COMMENT 'Description: adds what became final since the last fold (waits settled, signals consumed, rejected or
 expired, rounds decided), up to two minutes ago and at most 50,000 rows of each kind, to the sums weave_metrics
 answers.
-Result set: folded_until (the sums now count every row final before it).
+Result set: folded_until (the sums now count every row final before it), caught_up (1 when the fold reached its
+horizon, two minutes ago; 0 when its 50,000 rows of a kind stopped it short, or a lock of its range was held).
 Errors: 50013 IN_TRANSACTION (inside a caller''s transaction), 1205 (a lock of the range is held: nothing folded).
 Rules: R-11, R-1.'
     MODIFIES SQL DATA
@@ -22,6 +23,7 @@ BEGIN
     DECLARE v_from DATETIME(6);
     DECLARE v_to DATETIME(6);
     DECLARE v_cut DATETIME(6);
+    DECLARE v_horizon DATETIME(6);
     DECLARE v_rows BIGINT;
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
@@ -37,7 +39,7 @@ BEGIN
         SELECT folded_until INTO v_from FROM weave_metric_folds WHERE id = 1 FOR UPDATE;
     END IF;
     CALL _weave_now(v_now);
-    SET v_to = v_now - INTERVAL 2 MINUTE;
+    SET v_to = v_now - INTERVAL 2 MINUTE, v_horizon = v_to;
     -- At most 50,000 rows of each kind: the time of the 50,001st of each, when there is one, ends the fold.
     SET v_cut = NULL;
     SELECT settled_at INTO v_cut FROM weave_waits FORCE INDEX (ix_wait_settled)
@@ -101,5 +103,5 @@ BEGIN
         UPDATE weave_metric_folds SET folded_until = v_to, folded_at = v_now WHERE id = 1;
     END IF;
     COMMIT;
-    SELECT folded_until FROM weave_metric_folds WHERE id = 1;
+    SELECT folded_until, folded_until >= v_horizon AS caught_up FROM weave_metric_folds WHERE id = 1;
 END
