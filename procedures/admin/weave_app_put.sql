@@ -7,8 +7,8 @@ CREATE PROCEDURE weave_app_put(
         IN in_max_in_flight BIGINT,
         IN in_status        VARCHAR(32))
     COMMENT 'Description: creates an app or changes its quota and status.
-Parameters: in_token (admin scope), in_namespace, in_name (1-64 chars [A-Za-z0-9_.:-]), in_max_in_flight (0..1000000),
-in_status (ACTIVE or DISABLED; NULL keeps the current one, ACTIVE for a new app).
+Parameters: in_token (admin scope, every queue: *), in_namespace, in_name (1-64 chars [A-Za-z0-9_.:-]),
+in_max_in_flight (0..1000000), in_status (ACTIVE or DISABLED; NULL keeps the current one, ACTIVE for a new app).
 Result set: name, max_in_flight, status, created (1 when new).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50100 INVALID_ARGUMENT (a status other than ACTIVE
 or DISABLED), 50116 NAME_INVALID, 50121 LIMIT_INVALID.

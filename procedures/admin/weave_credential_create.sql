@@ -6,7 +6,8 @@ CREATE PROCEDURE weave_credential_create(
         IN in_scopes    VARCHAR(1024),
         IN in_queues    VARCHAR(4096))
     COMMENT 'Description: creates a credential with scopes and allowed queues; the token is returned once.
-Parameters: in_token (admin scope), in_namespace, in_actor (1-128 chars), in_scopes (comma list of admin,
+Parameters: in_token (admin scope and every queue of in_queues: a credential
+for every queue only from one for every queue), in_namespace, in_actor (1-128 chars), in_scopes (comma list of admin,
 definitions:publish, workflows:read, workflows:start, workflows:signal, workflows:control, workflows:review; at most
 512 chars), in_queues (comma list of queue names, or *).
 Result set: credential_id, actor, scopes, queues, status, token.
@@ -25,7 +26,7 @@ BEGIN
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_claim('weave_credential_create', v_tx);
-    CALL _weave_admin_begin(in_token, in_namespace, 'admin', v_ns, v_admin, v_admin_actor, v_now);
+    CALL _weave_admin_begin(in_token, in_namespace, 'admin', in_queues, v_ns, v_admin, v_admin_actor, v_now);
     IF in_actor IS NULL OR CHAR_LENGTH(in_actor) NOT BETWEEN 1 AND 128 OR in_actor REGEXP '[[:cntrl:]]' THEN
         CALL _weave_raise(50116, 'NAME_INVALID: actor must be 1-128 printable chars');
     END IF;

@@ -10,8 +10,8 @@ CREATE PROCEDURE weave_definition_publish(
         IN in_queues    VARCHAR(4096))
     COMMENT 'Description: publishes a canonical definition document as the next immutable version; the same
 content as the latest version returns that version instead.
-Parameters: in_token (definitions:publish), in_namespace, in_document (canonical JSON), in_compiled (compiled
-expression templates per step), in_queues (the queues of the TASK and POLL steps, distinct, in byte order, as the
+Parameters: in_token (definitions:publish and every queue the definition uses), in_namespace, in_document (canonical
+JSON), in_compiled (compiled expression templates per step), in_queues (the queues of the TASK and POLL steps, distinct, in byte order, as the
 validator lists them; NULL: derived here from the document, as they always are; a list that differs is refused).
 Result set: name, version, digest, created (1 when a new version was written).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50119 DEFINITION_INVALID (also for in_queues
@@ -41,7 +41,7 @@ BEGIN
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_claim('weave_definition_publish', v_tx);
-    CALL _weave_admin_begin(in_token, in_namespace, 'definitions:publish', v_ns, v_cred, v_actor, v_now);
+    CALL _weave_admin_begin(in_token, in_namespace, 'definitions:publish', NULL, v_ns, v_cred, v_actor, v_now);
     IF in_document IS NULL OR NOT JSON_VALID(in_document)
        OR COALESCE(JSON_TYPE(JSON_EXTRACT(in_document, '$.steps')), '') <> 'ARRAY'
        OR COALESCE(JSON_LENGTH(in_document, '$.steps'), 0) = 0
@@ -71,6 +71,9 @@ BEGIN
        OR NOT (COALESCE(in_queues, v_queues) <=> v_queues) THEN
         CALL _weave_raise(50119, 'DEFINITION_INVALID: queues must be the TASK and POLL steps'' own queues');
     END IF;
+    -- A publisher restricted to some queues publishes only definitions of its queues (S-2): their instances' tasks
+    -- take those queues' capacity.
+    CALL _weave_authorize(in_token, in_namespace, NULL, v_queues, v_ns, v_cred, v_actor);
     -- R-18: a definition whose queues do not exist would only ever defer its instances; refuse it now, naming
     -- every queue missing (as many as the message holds, then ",..."), so that one answer says all there is to do.
     SET v_rest = v_queues, v_missing = '';

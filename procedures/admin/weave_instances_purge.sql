@@ -38,8 +38,8 @@ the namespace''s instances per call, in id order after the cursor; one transacti
 that still holds work (a task queued or running, an inbox event or a signal pending, a checkpoint) is kept and
 named in held_ids. Workflow ids are never reused; a start with the idempotency key of a removed instance starts a
 new instance.
-Parameters: in_token (admin scope), in_namespace, in_finished_before (UTC; not later than the engine clock),
-in_after (the cursor: NULL to begin, then the next_after of the previous call), in_limit (window size 1..1000,
+Parameters: in_token (admin scope, every queue: *), in_namespace, in_finished_before (UTC; not later than the engine
+clock), in_after (the cursor: NULL to begin, then the next_after of the previous call), in_limit (window size 1..1000,
 NULL = 100), in_reason (1-1024 characters, kept in the audit row), in_only (NULL, or a JSON array of workflow ids:
 remove only those of them the window holds, as a dry run named them once their rows were archived), in_dry_run
 (TRUE: count and name what would go, change nothing, write no audit row).
@@ -73,7 +73,8 @@ BEGIN
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_instances_purge', v_tx);  -- refused inside a caller's transaction (R-1)
-    CALL _weave_admin_begin(in_token, in_namespace, 'admin', v_ns, v_cred, v_actor, v_now);
+    -- A retention run removes the history of every queue's instances: only an admin of every queue (*) runs it.
+    CALL _weave_admin_begin(in_token, in_namespace, 'admin', '*', v_ns, v_cred, v_actor, v_now);
     IF v_limit < 1 OR v_limit > 1000 THEN
         CALL _weave_raise(50121, 'LIMIT_INVALID: limit must be 1..1000');
     END IF;

@@ -6,7 +6,8 @@ CREATE PROCEDURE weave_queue_put(
         IN in_name      VARCHAR(200),
         IN in_capacity  BIGINT)
     COMMENT 'Description: creates a queue or changes its capacity.
-Parameters: in_token (admin scope), in_namespace, in_name (1-64 chars [A-Za-z0-9_.:-]), in_capacity (0..1000000).
+Parameters: in_token (admin scope and the queue), in_namespace, in_name (1-64 chars [A-Za-z0-9_.:-]),
+in_capacity (0..1000000).
 Result set: name, capacity, created (1 when new).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50116 NAME_INVALID, 50121 LIMIT_INVALID.
 Rules: R-8, M-2.'

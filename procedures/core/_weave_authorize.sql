@@ -22,7 +22,6 @@ BEGIN
     DECLARE v_status VARCHAR(16) DEFAULT NULL;
     DECLARE v_scopes VARCHAR(512);
     DECLARE v_allowed VARCHAR(2048);
-    DECLARE v_rest VARCHAR(2048);
     DECLARE v_queue VARCHAR(64);
 
     SET out_credential_id = NULL, v_ns = io_namespace_id;
@@ -48,13 +47,9 @@ BEGIN
     END IF;
 
     IF v_allowed <> '*' AND in_queues IS NOT NULL AND in_queues <> '' THEN
-        SET v_rest = in_queues;
-        WHILE v_rest <> '' DO
-            SET v_queue = SUBSTRING_INDEX(v_rest, ',', 1);
-            SET v_rest = IF(LOCATE(',', v_rest) > 0, SUBSTRING(v_rest, LOCATE(',', v_rest) + 1), '');
-            IF FIND_IN_SET(v_queue, v_allowed) = 0 THEN
-                CALL _weave_raise(50002, CONCAT('FORBIDDEN: queue not allowed: ', v_queue));
-            END IF;
-        END WHILE;
+        SET v_queue = _weave_queue_refused(in_queues, v_allowed);
+        IF v_queue IS NOT NULL THEN
+            CALL _weave_raise(50002, CONCAT('FORBIDDEN: queue not allowed: ', v_queue));
+        END IF;
     END IF;
 END
