@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pymysql
 
@@ -417,13 +417,39 @@ def _duration(text: str) -> Any:
     return dt.timedelta(seconds=int(number) * DURATION_UNITS[unit])
 
 
+ARCHIVE_TRIES = 5
+
+
+def _purge_archived(conn: db.Connection, token: str, args: argparse.Namespace, cutoff: Any, after: str | None,
+                    archive: IO[str]) -> dict:
+    """One window of an archiving run: name it (a dry run), append its instances' rows to the archive and flush them
+    to disk, then remove exactly those instances, each with the number of rows archived for it. A row added to one
+    of them in between (a late report, a refused signal) makes the purge refuse the window, which is then archived
+    again: the archive's last line for an instance holds every row that was removed."""
+    from procedures import history
+
+    for _ in range(ARCHIVE_TRIES):
+        named = routines.instances_purge(conn, token, args.namespace, cutoff, after=after, limit=args.batch,
+                                         dry_run=True)
+        rows = history.rows_of(conn, named["workflow_ids"])
+        history.write(archive, args.namespace, rows)
+        archive.flush()
+        os.fsync(archive.fileno())
+        counts = {workflow_id: sum(map(len, tables.values())) for workflow_id, tables in rows.items()}
+        try:
+            return routines.instances_purge(conn, token, args.namespace, cutoff, after=after, limit=args.batch,
+                                            reason=args.reason, only=counts)
+        except errors.HistoryChanged:
+            continue
+    raise errors.HistoryChanged(f"HISTORY_CHANGED: the instances after {after or 'the first'} kept gaining rows "
+                                f"while they were archived ({ARCHIVE_TRIES} tries); run the purge again later")
+
+
 def cmd_workflows_purge(args: argparse.Namespace) -> int:
     """A retention run: windows of --batch instances until the cursor says done, each its own transaction, with a
     line of progress on stderr for each window that removed anything. With --archive, each window is named by a dry
     run first, its instances' rows are appended to the archive and flushed to disk, and only then are exactly those
     instances removed (one the window could not take then waits for the next run)."""
-    from procedures import history
-
     archive = None  # closed below
     if args.archive and not args.dry_run:
         # The rows hold task inputs (an http task's headers too), payloads and instance inputs: a new archive is
@@ -445,16 +471,11 @@ def cmd_workflows_purge(args: argparse.Namespace) -> int:
                      "archive": args.archive}
             after = None
             while True:
-                only = None
-                if archive is not None and not args.dry_run:
-                    named = routines.instances_purge(conn, token, args.namespace, cutoff, after=after,
-                                                     limit=args.batch, dry_run=True)
-                    only = named["workflow_ids"]
-                    history.write(archive, args.namespace, history.rows_of(conn, only))
-                    archive.flush()
-                    os.fsync(archive.fileno())
-                window = routines.instances_purge(conn, token, args.namespace, cutoff, after=after, limit=args.batch,
-                                                  reason=args.reason, only=only, dry_run=args.dry_run)
+                if archive is None:
+                    window = routines.instances_purge(conn, token, args.namespace, cutoff, after=after,
+                                                      limit=args.batch, reason=args.reason, dry_run=args.dry_run)
+                else:
+                    window = _purge_archived(conn, token, args, cutoff, after, archive)
                 total["windows"] += 1
                 for key in ("purged", "rows_deleted", "held", "uncounted"):
                     total[key] += window[key]
@@ -817,7 +838,8 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="count and name what would go; change nothing")
     p.add_argument("--archive", metavar="FILE",
                    help="first append every row of each instance removed to FILE, one JSON line per instance, "
-                        "written to disk before the instance goes")
+                        "written to disk before the instance goes (a window that gained a row meanwhile is "
+                        "archived again: an instance's last line holds what was removed)")
 
     st = sub.add_parser("steps", help="recover steps in review").add_subparsers(
         dest="action", metavar="ACTION", required=True)

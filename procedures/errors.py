@@ -23,6 +23,7 @@ ERRORS: dict[str, tuple[int, int]] = {
     "NOT_IN_TRANSACTION": (50011, 409),
     "ATTEMPT_NOT_CURRENT": (50012, 409),
     "IN_TRANSACTION": (50013, 409),
+    "HISTORY_CHANGED": (50015, 409),
 }
 
 # Validation sub-codes (HTTP 422 VALIDATION_FAILED, errors[].code = the sub-code).
@@ -155,6 +156,7 @@ TestClockDisabled = BY_CODE["TEST_CLOCK_DISABLED"]
 NotInTransaction = BY_CODE["NOT_IN_TRANSACTION"]
 InTransaction = BY_CODE["IN_TRANSACTION"]
 AttemptNotCurrent = BY_CODE["ATTEMPT_NOT_CURRENT"]
+HistoryChanged = BY_CODE["HISTORY_CHANGED"]
 
 # MySQL/MariaDB client and server errors that mean "try again": deadlock, lock wait timeout,
 # server gone away, lost connection, server shutdown, query interrupted by KILL. On a Galera cluster a
@@ -259,7 +261,8 @@ EDGE_FIELD_CODES: dict[str, str] = {
     "CURSOR_INVALID": "a list's `cursor` is not one that list answered",
 }
 # Codes only SQL clients and the daemons meet: no HTTP endpoint answers them.
-SQL_ONLY = frozenset({"TEST_CLOCK_DISABLED", "NOT_IN_TRANSACTION", "IN_TRANSACTION", "ATTEMPT_NOT_CURRENT"})
+SQL_ONLY = frozenset({"TEST_CLOCK_DISABLED", "NOT_IN_TRANSACTION", "IN_TRANSACTION", "ATTEMPT_NOT_CURRENT",
+                      "HISTORY_CHANGED"})
 
 
 def http_codes() -> dict[str, int]:

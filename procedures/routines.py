@@ -289,7 +289,7 @@ def audit_list(conn: Conn, token: str, namespace: str, *, workflow_id: str | Non
 
 
 def instances_purge(conn: Conn, token: str, namespace: str, finished_before: dt.datetime, *, after: str | None = None,
-                    limit: int = 100, reason: str | None = None, only: list[str] | None = None,
+                    limit: int = 100, reason: str | None = None, only: list[str] | dict[str, int] | None = None,
                     dry_run: bool = False) -> dict:
     """See procedures/admin/weave_instances_purge.sql: one window of a retention run."""
     row = call_row(conn, "weave_instances_purge", token, namespace, finished_before, after, limit, reason,

@@ -40,15 +40,19 @@ named in held_ids. Workflow ids are never reused; a start with the idempotency k
 new instance.
 Parameters: in_token (admin scope, every queue: *), in_namespace, in_finished_before (UTC; not later than the engine
 clock), in_after (the cursor: NULL to begin, then the next_after of the previous call), in_limit (window size 1..1000,
-NULL = 100), in_reason (1-1024 characters, kept in the audit row), in_only (NULL, or a JSON array of workflow ids:
-remove only those of them the window holds, as a dry run named them once their rows were archived), in_dry_run
+NULL = 100), in_reason (1-1024 characters, kept in the audit row), in_only (NULL; a JSON array of workflow ids:
+remove only those of them the window holds, as a dry run named them once their rows were archived; or a JSON object
+of workflow id to the number of rows archived for it: the same, and the window is refused, nothing removed, when
+the instances it removes hold another number of rows than was archived for them), in_dry_run
 (TRUE: count and name what would go, change nothing, write no audit row).
 Result set: purged (instances removed, or that would be), workflow_ids (JSON array of them), rows_deleted, held
 (settled but still holding work), held_ids (JSON array of workflow ids), uncounted (settled instances left for a
 later run because /metrics has not counted their last final rows yet: weave_metrics_fold counts them), next_after
 (the cursor for the next call; NULL when the run is done).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND (namespace), 50013 IN_TRANSACTION,
-50100 INVALID_ARGUMENT (finished_before, after), 50111 REASON_INVALID, 50121 LIMIT_INVALID.
+50015 HISTORY_CHANGED (rows were added to an archived instance
+since: archive it again), 50100 INVALID_ARGUMENT (finished_before, after, only), 50111 REASON_INVALID,
+50121 LIMIT_INVALID.
 Rules: R-1, R-3, R-4, M-4.'
     MODIFIES SQL DATA
 BEGIN
@@ -70,6 +74,7 @@ BEGIN
     DECLARE v_locked LONGTEXT;  -- JSON array of the window's settled instances this call locked
     DECLARE v_batch LONGTEXT;   -- those of them to remove: the locked ones less the held ones
     DECLARE v_ids LONGTEXT;     -- their workflow ids, for the audit row
+    DECLARE v_archived BIGINT DEFAULT NULL;  -- in_only as an object: the rows archived for the instances removed
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_instances_purge', v_tx);  -- refused inside a caller's transaction (R-1)
@@ -82,8 +87,12 @@ BEGIN
         CALL _weave_raise(50100, CONCAT('INVALID_ARGUMENT: finished_before must be given and not later than the ',
                                         'engine clock (', DATE_FORMAT(v_now, '%Y-%m-%dT%H:%i:%s.%fZ'), ')'));
     END IF;
-    IF in_only IS NOT NULL AND (NOT JSON_VALID(in_only) OR JSON_TYPE(in_only) <> 'ARRAY') THEN
-        CALL _weave_raise(50100, 'INVALID_ARGUMENT: only must be a JSON array of workflow ids');
+    IF in_only IS NOT NULL AND (NOT JSON_VALID(in_only) OR JSON_TYPE(in_only) NOT IN ('ARRAY', 'OBJECT')) THEN
+        CALL _weave_raise(50100, CONCAT('INVALID_ARGUMENT: only must be a JSON array of workflow ids, or an object of ',
+                                        'workflow id to the number of rows archived'));
+    ELSEIF JSON_TYPE(in_only) = 'OBJECT' AND JSON_LENGTH(in_only) > 0
+           AND NOT JSON_EXTRACT(in_only, '$.*') REGEXP '^\\[[0-9]{1,18}(, [0-9]{1,18})*\\]\\z' THEN
+        CALL _weave_raise(50100, 'INVALID_ARGUMENT: only''s row counts must be whole numbers');
     END IF;
     IF in_after IS NOT NULL THEN
         IF NOT in_after REGEXP '^wf_[0-9]{1,19}\\z' THEN
@@ -104,7 +113,9 @@ BEGIN
     SELECT JSON_ARRAYAGG(id) INTO v_locked FROM weave_instances
      WHERE namespace_id = v_ns AND id > v_after AND id <= v_last AND status IN ('SUCCEEDED', 'CANCELLED')
        AND finished_at < in_finished_before
-       AND (in_only IS NULL OR JSON_CONTAINS(in_only, JSON_QUOTE(CONCAT('wf_', id))))
+       AND (in_only IS NULL OR IF(JSON_TYPE(in_only) = 'OBJECT',
+                                  JSON_CONTAINS_PATH(in_only, 'one', CONCAT('$.wf_', id)),
+                                  JSON_CONTAINS(in_only, JSON_QUOTE(CONCAT('wf_', id)))))
        FOR UPDATE SKIP LOCKED;
     -- Uncounted: a row of theirs became final after the fold's horizon (a late signal rejected a minute ago, or no
     -- fold yet); they wait for a later run, once /metrics has counted it. Each instance's own rows, by its index, in
@@ -147,6 +158,10 @@ BEGIN
     SELECT JSON_ARRAYAGG(CONCAT('wf_', b.id)) INTO v_ids
       FROM JSON_TABLE(COALESCE(v_batch, '[]'), '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b;
     IF v_purged > 0 AND NOT in_dry_run <=> TRUE THEN
+        IF JSON_TYPE(in_only) = 'OBJECT' THEN
+            SELECT SUM(JSON_EXTRACT(in_only, CONCAT('$.wf_', b.id))) INTO v_archived
+              FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b;
+        END IF;
         -- Child records in R-3's order, then the histories, then the instances themselves; each a join from the
         -- batch's ids to the instance's rows, so that it reads and locks only the rows it removes.
         DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
@@ -195,6 +210,13 @@ BEGIN
         DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
                  STRAIGHT_JOIN weave_instances x ON x.id = b.id;
         SET v_rows = v_rows + ROW_COUNT();
+        -- Rows are only ever added to a settled instance (a late report, a signal refused and recorded), and each
+        -- was locked by the statement that removed it: a count other than the archive's means rows the archive
+        -- does not hold. The window is undone, for the caller to archive it again.
+        IF v_archived IS NOT NULL AND v_rows <> v_archived THEN
+            CALL _weave_raise(50015, CONCAT('HISTORY_CHANGED: these instances hold ', v_rows, ' rows, not the ',
+                                            v_archived, ' archived; archive them again'));
+        END IF;
         CALL _weave_audit(v_ns, 0, v_cred, v_actor, 'instances.purge', NULL, NULL, v_now, NULL, in_reason,
                           JSON_OBJECT('finished_before', DATE_FORMAT(in_finished_before, '%Y-%m-%dT%H:%i:%s.%fZ'),
                                       'instances', v_purged, 'rows_deleted', v_rows,

@@ -551,6 +551,46 @@ def test_workflows_purge_archives_every_row_of_an_instance_before_it_goes(weave,
         assert world.db.scalar(f"SELECT COUNT(*) FROM {table}") == 0
 
 
+def test_workflows_purge_archives_again_a_window_that_gained_a_row_while_it_was_written(weave, world, orch, tmp_path,
+                                                                                     monkeypatch):
+    """A worker's late report lands between the archive's read and the purge: the purge refuses the window, the run
+    archives it again, and the archive's last line for the instance holds every row that went, the late one too."""
+    from procedures import history, pulse
+
+    world.publish({"name": "charge", "steps": [{"key": "charge", "type": "TASK", "queue": "payments", "handler": "h",
+                                                "handler_version": "1",
+                                                "retry": {"max_attempts": 2, "initial_backoff_ms": 1_000,
+                                                          "backoff_coefficient": 2.0, "max_backoff_ms": 1_000}}]})
+    wf = world.start("charge")
+    first = pulse.task_claim(world.db.conn, "w-first", "payments", limit=1, lease_ms=60_000)[0]
+    pulse.attempt_fail(world.db.conn, first["attempt_id"], "w-first", "timeout", retryable=True)
+    world.db.advance(1_001)
+    second = pulse.task_claim(world.db.conn, "w1", "payments", limit=1, lease_ms=60_000)[0]
+    pulse.attempt_complete(world.db.conn, second["attempt_id"], "w1", {})
+    orch.drain()
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+    world.db.advance(121_000)
+    reads = []
+
+    def rows_of(conn, workflow_ids):
+        rows = real_rows_of(conn, workflow_ids)
+        if not reads:  # the late report, once the first archive read is done
+            assert pulse.attempt_complete(world.db.conn, first["attempt_id"], "w-first", {})["outcome"] == "LATE"
+        reads.append(rows)
+        return rows
+
+    real_rows_of = history.rows_of
+    monkeypatch.setattr(history, "rows_of", rows_of)
+    archive = tmp_path / "history.jsonl"
+    code, out, err = weave("workflows", "purge", "--older-than", "1s", "--reason", "retention",
+                           "--archive", str(archive), "--json", token=world.admin)
+    assert code == 0 and json.loads(out)["purged"] == 1, err
+    lines = [json.loads(line) for line in archive.read_text().splitlines()]
+    assert [line["workflow_id"] for line in lines] == [wf, wf] and len(reads) == 2
+    assert "pulse_late_reports" not in lines[0]["tables"] and len(lines[1]["tables"]["pulse_late_reports"]) == 1
+    assert json.loads(out)["rows_deleted"] == sum(map(len, lines[1]["tables"].values()))
+
+
 def test_R4_audit_prints_the_namespace_s_own_actions_and_an_instance_s(weave, world):
     world.credential(["workflows:read"], actor="bot")
     code, out, err = weave("audit", "--limit", "1", token=world.admin)

@@ -231,6 +231,51 @@ def test_a_purge_limited_to_named_instances_removes_only_those_the_window_holds(
         routines.instances_purge(world.db.conn, world.admin, "acme", world.db.now(), reason="r", only="wf_1")  # type: ignore[arg-type]
 
 
+CHARGE = {"name": "charge", "steps": [RICH["steps"][2] | {"after": []}]}
+
+
+def settled_after_a_retry(world, orch) -> tuple[str, dict]:
+    """A one-task instance whose first attempt failed and whose second succeeded, SUCCEEDED and counted by /metrics;
+    answers it with its failed attempt, whose worker may still report (late)."""
+    wf = world.start("charge", {"order_id": "o-1"})
+    first = claim(world, "w-first")
+    pulse.attempt_fail(world.db.conn, first["attempt_id"], "w-first", "gateway timeout", retryable=True)
+    world.db.advance(1_001)
+    pulse.attempt_complete(world.db.conn, claim(world)["attempt_id"], "w1", {"charged": True})
+    orch.drain()
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+    counted(world)
+    return wf, first
+
+
+def archived_counts(world, workflow_ids: list[str]) -> dict[str, int]:
+    """What an archive holds of each instance: the number of its rows, read in one snapshot."""
+    return {wf: sum(map(len, tables.values())) for wf, tables in history.rows_of(world.db.conn, workflow_ids).items()}
+
+
+def test_R1_an_archived_window_that_gained_a_row_since_is_refused_whole_then_goes_once_archived_again(world, orch):
+    """An archive names each instance with the number of its rows it holds. A row added in between (here a late
+    report, which no /metrics counter waits for) would be removed without being archived: the purge counts what it
+    removes under its locks and, when the counts differ, undoes the window and says so."""
+    world.publish(CHARGE)
+    world.publish(TIMER)
+    wf, first = settled_after_a_retry(world, orch)
+    other = settled_timers(world, orch, 1)[0]
+    counted(world)
+    counts = archived_counts(world, [wf, other])
+    assert pulse.attempt_complete(world.db.conn, first["attempt_id"], "w-first", {})["outcome"] == "LATE"
+    before = world.db.table_counts()
+    with pytest.raises(errors.HistoryChanged, match=r"hold \d+ rows, not the \d+ archived"):
+        purge(world, only=counts, fold=False)
+    assert world.db.table_counts() == before  # nothing removed, no audit row: the whole window undone
+    again = archived_counts(world, [wf, other])
+    assert again[wf] == counts[wf] + 1 and again[other] == counts[other]
+    answer = purge(world, only=again, fold=False)
+    assert (answer["purged"], answer["rows_deleted"]) == (2, sum(again.values()))  # every row removed was archived
+    with pytest.raises(errors.ValidationFailed, match="whole numbers"):
+        purge(world, only={wf: "37"}, fold=False)  # type: ignore[dict-item]
+
+
 def test_a_row_that_metrics_has_not_counted_yet_keeps_its_instance_for_a_later_run(world, orch):
     """The counters of /metrics keep what a purge removes, so none ever goes down: a settled instance whose late
     signal was rejected a moment ago waits until the fold has counted that signal."""
