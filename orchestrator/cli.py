@@ -589,7 +589,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 # --- parser ---------------------------------------------------------------------------------------------
 def _common(p: argparse.ArgumentParser, *, token: bool = True, namespace: bool = True, json_out: bool = True,
             json_help: str = "print machine-readable JSON") -> None:
-    p.add_argument("--dsn", help="database URL (default: $WEAVE_DSN, else mysql://root@127.0.0.1:3306/weave)")
+    p.add_argument("--dsn", help="database URL (default: $WEAVE_DSN, else mysql://root@127.0.0.1:3306/weave); TLS: "
+                                 "?ssl_mode=VERIFY_IDENTITY&ssl_ca=CA.pem (ssl_cert, ssl_key for a client certificate)")
     if namespace:
         p.add_argument("--namespace", default=settings.namespace(),
                        help="namespace (default: $WEAVE_NAMESPACE, else 'default')")

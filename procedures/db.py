@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import select
 import socket
@@ -34,6 +35,14 @@ Connection: TypeAlias = "pymysql.connections.Connection[pymysql.cursors.DictCurs
 # A node that is hung rather than dead (SIGSTOP, a frozen VM) answers nothing at all: only these bound the wait.
 TIMEOUTS = {"connect_timeout": 5.0, "read_timeout": 120.0, "write_timeout": 120.0}
 FAILOVER_MODES = ("stable", "sequential", "loadbalance")
+# TLS to the database, named as the MySQL and MariaDB clients name it (``--ssl-mode``, ``--ssl-ca``, ...):
+# ``?ssl_mode=VERIFY_IDENTITY&ssl_ca=/etc/weave/db-ca.pem`` (and ``ssl_cert`` / ``ssl_key`` for a client
+# certificate). PREFERRED, the default, is TLS when the server offers it, without checking whose certificate it is:
+# it keeps a passive listener out, not a man in the middle. REQUIRED refuses a server without TLS; VERIFY_CA also
+# refuses a certificate that ssl_ca (else the system's store) does not vouch for; VERIFY_IDENTITY also one that does
+# not name the host connected to. An ssl_ca without a mode means VERIFY_CA, a client certificate alone REQUIRED.
+SSL_MODES = ("DISABLED", "PREFERRED", "REQUIRED", "VERIFY_CA", "VERIFY_IDENTITY")
+SSL_FILES = ("ssl_ca", "ssl_cert", "ssl_key")
 
 
 def is_port(text: str) -> bool:
@@ -66,7 +75,8 @@ class Dsn:
 
     With several hosts (the nodes of a Galera cluster), a connection goes to a node that is ready, chosen by
     the ``failover`` option (see ``connect``). ``host`` and ``port`` are the first listed host. Options:
-    ``unix_socket``, ``connect_timeout``, ``read_timeout``, ``write_timeout`` (seconds) and ``failover``.
+    ``unix_socket``, ``connect_timeout``, ``read_timeout``, ``write_timeout`` (seconds), ``failover``, and TLS:
+    ``ssl_mode``, ``ssl_ca``, ``ssl_cert`` and ``ssl_key`` (see SSL_MODES).
     """
 
     host: str = "127.0.0.1"
@@ -123,6 +133,7 @@ class Dsn:
                              f"{database!r}")
         if query.get("failover", "stable") not in FAILOVER_MODES:
             raise ValueError(f"failover must be one of {', '.join(FAILOVER_MODES)}, got {query['failover']!r}")
+        _check_tls(query)
         return cls(host=hosts[0][0], port=hosts[0][1], user=unquote(user or "root"), password=unquote(password),
                    database=database, unix_socket=socket,
                    options=query, hosts=hosts if len(hosts) > 1 else ())
@@ -138,6 +149,17 @@ class Dsn:
 
     def timeout(self, name: str) -> float:
         return float(self.options.get(name, TIMEOUTS[name]))
+
+    @property
+    def ssl_mode(self) -> str:
+        """The TLS mode in force: the one named, else VERIFY_CA with a CA, REQUIRED with a client certificate,
+        else PREFERRED."""
+        named = self.options.get("ssl_mode")
+        if named:
+            return named.upper()
+        if self.options.get("ssl_ca"):
+            return "VERIFY_CA"
+        return "REQUIRED" if self.options.get("ssl_cert") else "PREFERRED"
 
     def with_database(self, database: str) -> Dsn:
         return replace(self, database=database)
@@ -161,6 +183,70 @@ class Dsn:
 
     def redacted(self) -> str:
         return replace(self, password="***").url().replace(":%2A%2A%2A@", ":***@") if self.password else self.url()
+
+
+def _check_tls(query: dict[str, str]) -> None:
+    """Refuse TLS options that would not be applied as written: a misspelt name or mode would otherwise leave the
+    connection as unchecked as if none were given."""
+    for name in query:
+        if name.lower().startswith(("ssl", "tls")) and name not in ("ssl_mode", *SSL_FILES):
+            raise ValueError(f"unknown TLS option {name!r}: the TLS options are ssl_mode, ssl_ca, ssl_cert and ssl_key")
+    mode = query.get("ssl_mode")
+    if mode is not None and mode.upper() not in SSL_MODES:
+        raise ValueError(f"ssl_mode must be one of {', '.join(SSL_MODES)}, got {mode!r}")
+    if mode is not None and mode.upper() == "DISABLED" and any(query.get(name) for name in SSL_FILES):
+        raise ValueError("ssl_mode=DISABLED cannot take ssl_ca, ssl_cert or ssl_key")
+    if query.get("ssl_key") and not query.get("ssl_cert"):
+        raise ValueError("ssl_key needs the client certificate it belongs to: ssl_cert")
+    for name in SSL_FILES:
+        if name in query and not os.path.isfile(query[name]):
+            raise ValueError(f"{name} must name a readable PEM file, got {query[name]!r}")
+
+
+def _tls_files(dsn: Dsn) -> tuple[tuple[str, float] | None, ...]:
+    """Each TLS file of the DSN with its modification time: a file replaced on disk (a certificate rotated)
+    makes a new context for the next connection."""
+    files = []
+    for name in SSL_FILES:
+        path = dsn.options.get(name)
+        try:
+            files.append((path, os.stat(path).st_mtime) if path else None)
+        except OSError as exc:
+            raise errors.TransientDatabaseError(f"TLS: cannot read {name} {path!r}: {exc.strerror}") from None
+    return tuple(files)
+
+
+_tls_contexts: dict[tuple, ssl.SSLContext] = {}
+
+
+def _tls_arguments(dsn: Dsn) -> dict[str, Any]:
+    """PyMySQL's TLS arguments for the DSN's mode: none for PREFERRED (its default, one shared context), TLS off
+    for DISABLED, else a context that requires TLS and checks what the mode checks, made once per mode and
+    files."""
+    mode = dsn.ssl_mode
+    if mode == "PREFERRED":
+        return {}
+    if mode == "DISABLED":
+        return {"ssl_disabled": True}
+    key = (mode, _tls_files(dsn))
+    with _default_tls_lock:
+        context = _tls_contexts.get(key)
+    if context is None:
+        ca, cert, client_key = (dsn.options.get(name) for name in SSL_FILES)
+        if mode in ("VERIFY_CA", "VERIFY_IDENTITY"):
+            context = ssl.create_default_context(cafile=ca)
+            context.check_hostname = mode == "VERIFY_IDENTITY"
+        else:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        # The servers' own self-made certificates lack extensions that strict X.509 checking asks for.
+        context.verify_flags &= ~ssl.VERIFY_X509_STRICT
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        if cert:
+            context.load_cert_chain(cert, keyfile=client_key)
+        with _default_tls_lock:
+            _tls_contexts[key] = context
+    return {"ssl": context}
 
 
 def dsn_from_env(explicit: str | None = None) -> Dsn:
@@ -507,7 +593,7 @@ def _connect_one(dsn: Dsn, host: str, port: int, database: bool, autocommit: boo
         database=dsn.database if database else None, unix_socket=dsn.unix_socket,
         charset="utf8mb4", autocommit=autocommit, cursorclass=pymysql.cursors.DictCursor,
         connect_timeout=short, read_timeout=short, write_timeout=short, defer_connect=True,
-        init_command=f"SET SESSION sql_mode='{SQL_MODE}', time_zone='+00:00'",
+        init_command=f"SET SESSION sql_mode='{SQL_MODE}', time_zone='+00:00'", **_tls_arguments(dsn),
     )
     conn.connect()
     try:

@@ -165,13 +165,15 @@ HistoryChanged = BY_CODE["HISTORY_CHANGED"]
 # application use"; a commit cut off by a view change reports 1180. A server that takes no more connections
 # (1040, or 1203 and 1226 for a user's limits) has one free again as others close, and a node fenced read-only for a
 # failover (1290) is left for the new primary: a daemon or a request waits, backing off, instead of stopping.
+# A server that offers no TLS to a connection that requires it (2026) may be restarted with it, or be an impostor
+# between: the connection is refused, and tried again later, as one to a server that does not answer.
 # None of them committed anything.
 # Engine refusals that mean "try the whole decision again": another decision took the last task slot of an
 # app or queue between this one's check and its guarded update. Retried like a deadlock, and never counted as
 # the repeated failure that sends a candidate to review (R-18).
 TRANSIENT_CODES: dict[str, int] = {"ROOM_TAKEN": 50014}
 TRANSIENT_ERRNOS = frozenset({1213, 1205, 2006, 2013, 2003, 2055, 1053, 1317, 1927, 4031, 1047, 1180,
-                              1040, 1203, 1226, 1290, *TRANSIENT_CODES.values()})
+                              1040, 1203, 1226, 1290, 2026, *TRANSIENT_CODES.values()})
 
 
 # Server refusals of a value itself (out of range, too long, not a valid date or number) under the strict
