@@ -343,19 +343,24 @@ class WeaveClient:
     def cancel(self, workflow_id: str, reason: str, *, idempotency_key: str | None = None) -> dict:
         return self._control(_path(workflow_id, "cancel"), {"reason": reason}, idempotency_key)
 
+    # ``activation_sequence``: the step's activation the action is meant for, as read; once the step has moved to
+    # another, the action is refused (409 INVALID_STATE) and nothing changes.
     def reactivate(self, workflow_id: str, step_key: str, reason: str, *, timeout_ms: int | None = None,
-                   idempotency_key: str | None = None) -> dict:
-        body = _given({"reason": reason}, timeout_ms=timeout_ms)
+                   activation_sequence: int | None = None, idempotency_key: str | None = None) -> dict:
+        body = _given({"reason": reason}, timeout_ms=timeout_ms, activation_sequence=activation_sequence)
         return self._control(_path(workflow_id, "steps", step_key, "reactivate"), body, idempotency_key)
 
     def continue_poll(self, workflow_id: str, step_key: str, reason: str, *, extra_rounds: int | None = None,
-                      poll_deadline_ms: int | None = None, idempotency_key: str | None = None) -> dict:
-        body = _given({"reason": reason}, extra_rounds=extra_rounds, poll_deadline_ms=poll_deadline_ms)
+                      poll_deadline_ms: int | None = None, activation_sequence: int | None = None,
+                      idempotency_key: str | None = None) -> dict:
+        body = _given({"reason": reason}, extra_rounds=extra_rounds, poll_deadline_ms=poll_deadline_ms,
+                      activation_sequence=activation_sequence)
         return self._control(_path(workflow_id, "steps", step_key, "continue"), body, idempotency_key)
 
     def resolve(self, workflow_id: str, step_key: str, reason: str, output: Any, *, evidence_ref: str | None = None,
-                idempotency_key: str | None = None) -> dict:
-        body = _given({"reason": reason, "output": output}, evidence_ref=evidence_ref)
+                activation_sequence: int | None = None, idempotency_key: str | None = None) -> dict:
+        body = _given({"reason": reason, "output": output}, evidence_ref=evidence_ref,
+                      activation_sequence=activation_sequence)
         return self._control(_path(workflow_id, "steps", step_key, "resolve"), body, idempotency_key)
 
     def set_deadline(self, workflow_id: str, reason: str, *, deadline_at: str | None = None,

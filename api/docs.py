@@ -60,6 +60,8 @@ FIELD_NOTES: dict[str, str] = {
     "output": "the step's output (any JSON, `null` included)",
     "evidence_ref": "a reference to evidence; never dereferenced",
     "extend_ms": "extend the deadline by this much",
+    "activation_sequence": "the step's activation the action is meant for (as read); when the step has moved to "
+                           "another, 409 `INVALID_STATE` and nothing changes. Default: the current one",
     "max_in_flight": "quota of QUEUED+RUNNING tasks of the app",
     "capacity": "most QUEUED+RUNNING tasks of the queue at once",
     "queues": "queues the credential may use: a list, or `\"*\"` (default) for all",

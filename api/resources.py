@@ -214,14 +214,19 @@ ACTIONS: dict[str, tuple[str, Callable[..., dict]]] = {
         extend_ms=body.get("extend_ms"), verbatim=True)),
     "steps/{step_key}/reactivate": ("ReactivateRequest", lambda conn, token, ns, wf, step, reason, key, body:
                                     routines.step_reactivate(conn, token, ns, wf, step, reason, key,
-                                                             timeout_ms=body.get("timeout_ms"), verbatim=True)),
+                                                             timeout_ms=body.get("timeout_ms"),
+                                                             activation_sequence=body.get("activation_sequence"),
+                                                             verbatim=True)),
     "steps/{step_key}/continue": ("ContinueRequest", lambda conn, token, ns, wf, step, reason, key, body:
                                   routines.step_continue(conn, token, ns, wf, step, reason, key,
                                                          extra_rounds=body.get("extra_rounds"),
                                                          poll_deadline_ms=body.get("poll_deadline_ms"),
+                                                         activation_sequence=body.get("activation_sequence"),
                                                          verbatim=True)),
     "steps/{step_key}/resolve": ("ResolveRequest", lambda conn, token, ns, wf, step, reason, key, body:
                                  routines.step_resolve(conn, token, ns, wf, step, reason, key, output=body["output"],
                                                        evidence_ref=body.get("evidence_ref"),
-                                                       output_json=_json_text(body["output"]), verbatim=True)),
+                                                       output_json=_json_text(body["output"]),
+                                                       activation_sequence=body.get("activation_sequence"),
+                                                       verbatim=True)),
 }

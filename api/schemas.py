@@ -40,6 +40,9 @@ def _control(extra: dict[str, Schema] | None = None, required: list[str] | None 
     return _obj({"reason": _REASON, **(extra or {})}, ["reason", *(required or [])], **more)
 
 
+# The activation a step action is meant for (the step's activation_sequence as the operator saw it).
+_ACTIVATION: Schema = {"type": "integer", "minimum": 1, "maximum": 2**31}
+
 # Request bodies by component name. The code beside each field is the one its routine raises for it.
 BODIES: dict[str, Schema] = {
     "StartRequest": _obj({
@@ -63,11 +66,14 @@ BODIES: dict[str, Schema] = {
         ["name", "payload_version", "target_step_key", "target_activation_sequence", "correlation_key", "payload",
          "reason"]),
     "ReasonRequest": _control(),
-    "ReactivateRequest": _control({"timeout_ms": {"type": "integer", "minimum": 1, "maximum": _YEAR_MS}}),
+    "ReactivateRequest": _control({"timeout_ms": {"type": "integer", "minimum": 1, "maximum": _YEAR_MS},
+                                   "activation_sequence": _ACTIVATION}),
     "ContinueRequest": _control({"extra_rounds": {"type": "integer", "minimum": 1, "maximum": 10_000},
-                                 "poll_deadline_ms": {"type": "integer", "minimum": 1, "maximum": 315_360_000_000}},
+                                 "poll_deadline_ms": {"type": "integer", "minimum": 1, "maximum": 315_360_000_000},
+                                 "activation_sequence": _ACTIVATION},
                                 anyOf=[{"required": ["extra_rounds"]}, {"required": ["poll_deadline_ms"]}]),
-    "ResolveRequest": _control({"output": {}, "evidence_ref": _EVIDENCE}, ["output"]),
+    "ResolveRequest": _control({"output": {}, "evidence_ref": _EVIDENCE, "activation_sequence": _ACTIVATION},
+                               ["output"]),
     "DeadlineRequest": _control({"deadline_at": TIME,
                                  "extend_ms": {"type": "integer", "minimum": 1, "maximum": 315_360_000_000}},
                                 oneOf=[{"required": ["deadline_at"]}, {"required": ["extend_ms"]}]),

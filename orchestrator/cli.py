@@ -504,15 +504,16 @@ def cmd_workflows_purge(args: argparse.Namespace) -> int:
 def cmd_steps_action(args: argparse.Namespace) -> int:
     with _conn(args) as conn:
         common = (conn, _token(args), args.namespace, args.workflow_id, args.step_key, args.reason, _key(args))
+        seq = args.activation
         if args.action == "reactivate":
-            result = routines.step_reactivate(*common, timeout_ms=args.timeout_ms)
+            result = routines.step_reactivate(*common, timeout_ms=args.timeout_ms, activation_sequence=seq)
         elif args.action == "continue":
             result = routines.step_continue(*common, extra_rounds=args.extra_rounds,
-                                            poll_deadline_ms=args.poll_deadline_ms)
+                                            poll_deadline_ms=args.poll_deadline_ms, activation_sequence=seq)
         else:
             output = _json_argument("--output", "output", args.output, "INPUT_INVALID")
             result = routines.step_resolve(*common, output=output, output_json=args.output,
-                                           evidence_ref=args.evidence_ref)
+                                           evidence_ref=args.evidence_ref, activation_sequence=seq)
         return _instance_after(args, result)
 
 
@@ -678,6 +679,10 @@ def _action_arguments(p: argparse.ArgumentParser, *, step: bool = False) -> None
         p.add_argument("step_key", help=STEP_KEY)
     p.add_argument("--reason", required=True, help="why, for the audit trail and the event history (1-1024 chars)")
     p.add_argument("--idempotency-key", help=IDEMPOTENCY_KEY)
+    if step:
+        p.add_argument("--activation", type=int, metavar="N",
+                       help="act only if the step is still at activation N, the one you looked at (refused, "
+                            "INVALID_STATE, once it was reactivated)")
 
 
 def _version() -> str:

@@ -352,27 +352,32 @@ def instance_cancel(conn: Conn, token: str, namespace: str, workflow_id: str, re
 
 
 def step_reactivate(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: str, reason: str,
-                    idempotency_key: str, *, timeout_ms: int | None = None, verbatim: bool = False) -> dict:
-    """See procedures/control/weave_step_reactivate.sql."""
+                    idempotency_key: str, *, timeout_ms: int | None = None, activation_sequence: int | None = None,
+                    verbatim: bool = False) -> dict:
+    """See procedures/control/weave_step_reactivate.sql. ``activation_sequence``: the activation the action is meant
+    for (another one in review is refused, INVALID_STATE)."""
     return _acted(conn, "weave_step_reactivate", token, namespace, workflow_id, step_key, timeout_ms, reason,
-                    idempotency_key, verbatim=verbatim)
+                    idempotency_key, activation_sequence, verbatim=verbatim)
 
 
 def step_resolve(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: str, reason: str,
                  idempotency_key: str, *, output: Any, evidence_ref: str | None = None,
-                 output_json: str | None = None, verbatim: bool = False) -> dict:
-    """See procedures/control/weave_step_resolve.sql. ``output_json`` passes the output text as received."""
+                 output_json: str | None = None, activation_sequence: int | None = None,
+                 verbatim: bool = False) -> dict:
+    """See procedures/control/weave_step_resolve.sql. ``output_json`` passes the output text as received;
+    ``activation_sequence`` as for ``step_reactivate``."""
     text = output_json if output_json is not None else json.dumps(output, separators=(",", ":"), ensure_ascii=False)
     return _acted(conn, "weave_step_resolve", token, namespace, workflow_id, step_key, text, evidence_ref, reason,
-                    idempotency_key, verbatim=verbatim)
+                    idempotency_key, activation_sequence, verbatim=verbatim)
 
 
 def step_continue(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: str, reason: str,
                   idempotency_key: str, *, extra_rounds: int | None = None,
-                  poll_deadline_ms: int | None = None, verbatim: bool = False) -> dict:
-    """See procedures/control/weave_step_continue.sql."""
+                  poll_deadline_ms: int | None = None, activation_sequence: int | None = None,
+                  verbatim: bool = False) -> dict:
+    """See procedures/control/weave_step_continue.sql; ``activation_sequence`` as for ``step_reactivate``."""
     return _acted(conn, "weave_step_continue", token, namespace, workflow_id, step_key, extra_rounds,
-                    poll_deadline_ms, reason, idempotency_key, verbatim=verbatim)
+                    poll_deadline_ms, reason, idempotency_key, activation_sequence, verbatim=verbatim)
 
 
 LATENCY_BUCKETS = (0.1, 0.5, 1.0, 5.0, 30.0, 300.0)

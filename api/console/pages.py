@@ -413,13 +413,16 @@ class StepAction(Page):
         session, data = self.checked(req)
         key, reason = field(data, "idempotency_key").strip(), field(data, "reason")
         conn, token, ns = self.conn, session.token, session.namespace
+        # The activation the page showed: an action meant for it is refused once the step has moved to another.
+        seq = optional_int(data, "activation_sequence")
         if action == "reactivate":
             result = routines.step_reactivate(conn, token, ns, workflow_id, step_key, reason, key,
-                                              timeout_ms=optional_int(data, "timeout_ms"))
+                                              timeout_ms=optional_int(data, "timeout_ms"), activation_sequence=seq)
         elif action == "continue":
             result = routines.step_continue(conn, token, ns, workflow_id, step_key, reason, key,
                                             extra_rounds=optional_int(data, "extra_rounds"),
-                                            poll_deadline_ms=optional_int(data, "poll_deadline_ms"))
+                                            poll_deadline_ms=optional_int(data, "poll_deadline_ms"),
+                                            activation_sequence=seq)
         elif action == "resolve":
             text = field(data, "output").strip()
             try:
@@ -429,7 +432,7 @@ class StepAction(Page):
                                                      "too); nothing was sent") from None
             evidence = field(data, "evidence_ref").strip() or None
             result = routines.step_resolve(conn, token, ns, workflow_id, step_key, reason, key, output=None,
-                                           evidence_ref=evidence, output_json=text)
+                                           evidence_ref=evidence, output_json=text, activation_sequence=seq)
         else:
             raise falcon.HTTPNotFound()
         _done(req, resp, workflow_id, action, key, result)

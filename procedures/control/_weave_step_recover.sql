@@ -17,11 +17,13 @@ CREATE PROCEDURE _weave_step_recover(
         IN  in_reason           VARCHAR(4096),
         IN  in_idempotency_key  VARCHAR(512),
         IN  in_digest           CHAR(64),
+        IN  in_activation_seq   INT UNSIGNED,
         OUT out_instance_id     BIGINT UNSIGNED,
         OUT out_replayed        TINYINT)
     COMMENT 'Internal. Description: the body of weave_step_continue (in_action continue: in_extra_rounds,
 in_poll_deadline_ms), weave_step_reactivate (reactivate: in_timeout_ms) and weave_step_resolve (resolve: in_output,
-in_evidence_ref); the parameters of the other actions are NULL. Errors: those of the three routines.'
+in_evidence_ref); the parameters of the other actions are NULL. in_activation_seq: the activation the operator
+decided about (NULL: the current one). Errors: those of the three routines.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_now DATETIME(6);
@@ -66,6 +68,12 @@ BEGIN
             END IF;
         END IF;
         CALL _weave_recovery_begin(v_id, in_step_key, v_step, v_type, v_seq, v_activation);
+        -- The operator decided about what one activation showed; the step may have been reactivated since and be
+        -- in review again, for other reasons: an action meant for activation k is never applied to k+1.
+        IF in_activation_seq IS NOT NULL AND in_activation_seq <> v_seq THEN
+            CALL _weave_raise(50007, CONCAT('INVALID_STATE: step ', LEFT(in_step_key, 64), ' is at activation ', v_seq,
+                                            ', not ', in_activation_seq, '; look at it again'));
+        END IF;
         IF in_action = 'continue' THEN
             SELECT state, stop_reason, rounds_used, max_rounds, poll_deadline, next_poll_at
               INTO v_state, v_stop, v_used, v_max, v_deadline, v_next

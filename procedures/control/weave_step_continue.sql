@@ -10,12 +10,14 @@ CREATE PROCEDURE weave_step_continue(
         IN in_extra_rounds     BIGINT,
         IN in_poll_deadline_ms BIGINT,
         IN in_reason           VARCHAR(4096),
-        IN in_idempotency_key  VARCHAR(512))
+        IN in_idempotency_key  VARCHAR(512),
+        IN in_activation_sequence INT UNSIGNED)
     COMMENT 'Description: continues a POLL stopped in review on POLL_ROUNDS_EXHAUSTED or POLL_DEADLINE (last round
 POLL_PENDING) in the same activation; closes its review reasons; the instance reopens when no reason is left.
 Parameters: in_token (workflows:review and every queue of the definition), in_namespace, in_workflow_id, in_step_key,
 in_extra_rounds (1..10000, optional), in_poll_deadline_ms (new poll deadline = now + ms, <= instance deadline,
-optional; at least one of the two), in_reason, in_idempotency_key.
+optional; at least one of the two), in_reason, in_idempotency_key, in_activation_sequence (optional: the activation the action is meant for;
+another one in review is refused INVALID_STATE, nothing changed).
 Result set: workflow_id, step_key, max_rounds, poll_deadline, status (of the instance), replayed.
 Result sets 2-6: the instance as it is now, as weave_instance_get answers it (the action''s scope is enough).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50005 IDEMPOTENCY_CONFLICT, 50007 INVALID_STATE,
@@ -29,14 +31,17 @@ BEGIN
     DECLARE v_max INT UNSIGNED;
     DECLARE v_deadline DATETIME(6);
     DECLARE v_status VARCHAR(16);
+    -- The activation, when given, follows the step key ('@k', where no other field can start so; absent, the
+    -- digest is the one a request without it always had).
     DECLARE v_digest CHAR(64) DEFAULT SHA2(CONCAT_WS('|', 'continue', COALESCE(in_step_key, ''),
+        CONCAT('@', in_activation_sequence),
         COALESCE(in_extra_rounds, '-'), COALESCE(in_poll_deadline_ms, '-'), COALESCE(in_reason, '')), 256);
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_step_continue', v_tx);  -- refused inside a caller's transaction (R-1)
     CALL _weave_step_recover('continue', in_token, in_namespace, in_workflow_id, in_step_key, in_extra_rounds,
                              in_poll_deadline_ms, NULL, NULL, NULL, in_reason, in_idempotency_key, v_digest,
-                             v_id, v_replayed);
+                             in_activation_sequence, v_id, v_replayed);
     SELECT s.status, p.max_rounds, p.poll_deadline INTO v_status, v_max, v_deadline
       FROM weave_instances s JOIN weave_steps st ON st.instance_id = s.id AND st.step_key = in_step_key
       JOIN weave_poll_states p ON p.activation_id = st.activation_id

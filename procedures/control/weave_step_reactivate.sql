@@ -9,11 +9,13 @@ CREATE PROCEDURE weave_step_reactivate(
         IN in_step_key        VARCHAR(200),
         IN in_timeout_ms      BIGINT,
         IN in_reason          VARCHAR(4096),
-        IN in_idempotency_key VARCHAR(512))
+        IN in_idempotency_key VARCHAR(512),
+        IN in_activation_sequence INT UNSIGNED)
     COMMENT 'Description: reactivates a step in NEEDS_REVIEW as activation k+1; closes its review reasons; the instance
 reopens when no reason is left.
 Parameters: in_token (workflows:review and every queue of the definition), in_namespace, in_workflow_id, in_step_key,
-in_timeout_ms (optional new timeout_ms for SIGNAL/POLL steps, > 0), in_reason, in_idempotency_key.
+in_timeout_ms (optional new timeout_ms for SIGNAL/POLL steps, > 0), in_reason, in_idempotency_key, in_activation_sequence (optional: the activation the action is meant for;
+another one in review is refused INVALID_STATE, nothing changed).
 Result set: workflow_id, step_key, activation_sequence, status (of the instance), replayed.
 Result sets 2-6: the instance as it is now, as weave_instance_get answers it (the action''s scope is enough).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50005 IDEMPOTENCY_CONFLICT, 50007 INVALID_STATE,
@@ -25,13 +27,17 @@ BEGIN
     DECLARE v_replayed TINYINT;
     DECLARE v_seq INT UNSIGNED;
     DECLARE v_status VARCHAR(16);
+    -- The activation, when given, follows the step key ('@k', where no other field can start so; absent, the
+    -- digest is the one a request without it always had).
     DECLARE v_digest CHAR(64) DEFAULT SHA2(CONCAT_WS('|', 'reactivate', COALESCE(in_step_key, ''),
+                                                     CONCAT('@', in_activation_sequence),
                                                      COALESCE(in_timeout_ms, '-'), COALESCE(in_reason, '')), 256);
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_step_reactivate', v_tx);  -- refused inside a caller's transaction (R-1)
     CALL _weave_step_recover('reactivate', in_token, in_namespace, in_workflow_id, in_step_key, NULL, NULL,
-                             in_timeout_ms, NULL, NULL, in_reason, in_idempotency_key, v_digest, v_id, v_replayed);
+                             in_timeout_ms, NULL, NULL, in_reason, in_idempotency_key, v_digest, in_activation_sequence,
+                             v_id, v_replayed);
     SELECT status INTO v_status FROM weave_instances WHERE id = v_id;
     SELECT activation_seq INTO v_seq FROM weave_steps WHERE instance_id = v_id AND step_key = in_step_key;
     COMMIT;

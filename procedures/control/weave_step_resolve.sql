@@ -8,12 +8,14 @@ CREATE PROCEDURE weave_step_resolve(
         IN in_output          LONGTEXT,
         IN in_evidence_ref    VARCHAR(2048),
         IN in_reason          VARCHAR(4096),
-        IN in_idempotency_key VARCHAR(512))
+        IN in_idempotency_key VARCHAR(512),
+        IN in_activation_sequence INT UNSIGNED)
     COMMENT 'Description: settles a step in NEEDS_REVIEW with an operator-supplied output; closes its review reasons
 and a wait of its activation still open (CANCELLED; its PENDING signals REJECTED STEP_SETTLED); the instance reopens
 (and successors activate) when no reason is left.
 Parameters: in_token (workflows:review and every queue of the definition), in_namespace, in_workflow_id, in_step_key,
-in_output (JSON, <= 256 KiB), in_evidence_ref (optional, <= 512 chars, no whitespace), in_reason, in_idempotency_key.
+in_output (JSON, <= 256 KiB), in_evidence_ref (optional, <= 512 chars, no whitespace), in_reason, in_idempotency_key, in_activation_sequence (optional: the activation the action is meant for;
+another one in review is refused INVALID_STATE, nothing changed).
 Result set: workflow_id, step_key, status (of the instance), replayed.
 Result sets 2-6: the instance as it is now, as weave_instance_get answers it (the action''s scope is enough).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50005 IDEMPOTENCY_CONFLICT, 50007 INVALID_STATE,
@@ -26,15 +28,19 @@ BEGIN
     DECLARE v_replayed TINYINT;
     DECLARE v_status VARCHAR(16);
     -- The evidence_ref is length-prefixed as the output is: '-' is a valid evidence_ref, and one may hold '|', so
-    -- neither an absent one nor a field boundary may be spelled by the bytes of another request.
+    -- neither an absent one nor a field boundary may be spelled by the bytes of another request. The activation,
+    -- when given, follows the step key ('@k', where no other field can start so; absent, the digest is the one a
+    -- request without it always had).
     DECLARE v_digest CHAR(64) DEFAULT SHA2(CONCAT_WS('|', 'resolve', COALESCE(in_step_key, ''),
+        CONCAT('@', in_activation_sequence),
         CONCAT(LENGTH(in_output), ':', COALESCE(in_output, '')),
         COALESCE(CONCAT(LENGTH(in_evidence_ref), ':', in_evidence_ref), '-'), COALESCE(in_reason, '')), 256);
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_step_resolve', v_tx);  -- refused inside a caller's transaction (R-1)
     CALL _weave_step_recover('resolve', in_token, in_namespace, in_workflow_id, in_step_key, NULL, NULL, NULL,
-                             in_output, in_evidence_ref, in_reason, in_idempotency_key, v_digest, v_id, v_replayed);
+                             in_output, in_evidence_ref, in_reason, in_idempotency_key, v_digest, in_activation_sequence,
+                             v_id, v_replayed);
     SELECT status INTO v_status FROM weave_instances WHERE id = v_id;
     COMMIT;
     SELECT in_workflow_id AS workflow_id, in_step_key AS step_key, v_status AS status, v_replayed AS replayed;

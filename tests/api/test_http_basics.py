@@ -384,6 +384,33 @@ def test_pause_resume_and_deadline_over_http(client, world):
     assert body["errors"][0]["code"] == "DEADLINE_INVALID"
 
 
+def test_C4_a_step_action_for_an_activation_the_step_left_is_a_409_and_changes_nothing(client, world, orch):
+    """A SIGNAL step that timed out, reactivated, and timed out again: a resolve meant for activation 1 is refused
+    409 INVALID_STATE; meant for activation 2 (what GET shows now), it settles the step."""
+    publish(client, world, SIGNAL_FLOW)
+    wf = start(client, world, definition="approval", deadline_ms=86_400_000).json["workflow_id"]
+    for seq in (1, 2):
+        world.db.advance(3_600_001)
+        orch.drain()
+        step = client.simulate_get(f"{NS}/workflows/{wf}", headers=auth(world.token)).json["steps"][0]
+        assert (step["status"], step["activation_sequence"]) == ("NEEDS_REVIEW", seq)
+        if seq == 1:
+            moved = client.simulate_post(f"{NS}/workflows/{wf}/steps/approval/reactivate",
+                                         headers=auth(world.token, "again"), json={"reason": "one more hour",
+                                                                                   "activation_sequence": 1})
+            assert moved.status_code == 200, moved.text
+            orch.drain()
+    body = {"reason": "approved by phone", "output": {"approved": True}}
+    stale = client.simulate_post(f"{NS}/workflows/{wf}/steps/approval/resolve", headers=auth(world.token, "res-1"),
+                                 json={**body, "activation_sequence": 1})
+    assert "is at activation 2, not 1" in problem(stale, 409, "INVALID_STATE")["detail"]
+    done = client.simulate_post(f"{NS}/workflows/{wf}/steps/approval/resolve", headers=auth(world.token, "res-2"),
+                                json={**body, "activation_sequence": 2})
+    assert done.status_code == 200 and done.json["steps"][0]["status"] == "SUCCEEDED"
+    problem(client.simulate_post(f"{NS}/workflows/{wf}/steps/approval/resolve", headers=auth(world.token, "res-3"),
+                                 json={**body, "activation_sequence": 0}), 422, "VALIDATION_FAILED")
+
+
 SIGNAL_FLOW = {"name": "approval", "steps": [
     {"key": "approval", "type": "SIGNAL", "signal": {"name": "approval.decided", "payload_version": "1",
                                                      "payload_type": "object"},

@@ -587,3 +587,38 @@ def test_an_instance_page_shows_its_signals_a_page_at_a_time_and_of_a_long_paylo
     rest = client.simulate_get(f"{BASE}/instances/{wf}", params={"signals_after": later.group(1)}, cookies=cookies)
     assert re.findall(r'<tr id="(sig_\d+)">', rest.text) == sent[pages.Instance.SIGNALS:]
     assert "{\n  &#34;n&#34;: 100\n}" in rest.text and 'rel="next"' not in rest.text.split('id="signals"')[1]
+
+
+def test_C4_a_step_action_sent_from_a_page_of_an_earlier_activation_is_refused_and_changes_nothing(client, world,
+                                                                                                  orch):
+    """Each step form carries the activation the page showed. An operator who decides about activation 1 while
+    someone else reactivates the step (and activation 2 fails too) gets a 409 page, not a resolve of what they never
+    saw; the page read again offers the actions for activation 2."""
+    from procedures import pulse
+
+    world.publish({"name": "charge", "steps": [{"key": "charge", "type": "TASK", "queue": "payments",
+                                                "handler": "example.fail", "handler_version": "1",
+                                                "retry": {"max_attempts": 1}}]})
+    wf = world.start("charge")
+
+    def fail() -> None:
+        claimed = pulse.task_claim(world.db.conn, "w1", "payments", limit=1)[0]
+        pulse.attempt_fail(world.db.conn, claimed["attempt_id"], "w1", "card declined", retryable=False)
+        orch.drain()
+
+    fail()
+    cookies = sign_in(client, world.token)
+    page = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text
+    assert hidden(page, "activation_sequence") == "1"
+    routines.step_reactivate(world.db.conn, world.token, "acme", wf, "charge", "retried by a colleague", "r1")
+    orch.drain()
+    fail()
+    stale = form_post(client, f"{BASE}/instances/{wf}/steps/charge/resolve",
+                      {"csrf": hidden(page, "csrf"), "idempotency_key": "resolve-1", "reason": "paid by wire",
+                       "output": '{"paid": true}', "activation_sequence": hidden(page, "activation_sequence")},
+                      cookies)
+    assert stale.status_code == 409 and "is at activation 2, not 1" in stale.text
+    assert world.step(wf, "charge")["status"] == "NEEDS_REVIEW"
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'step.resolve'") == 0
+    again = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text
+    assert hidden(again, "activation_sequence") == "2"

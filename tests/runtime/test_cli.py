@@ -81,6 +81,22 @@ def test_C4_step_recovery_commands_answer_with_the_state_rule(weave, world):
         assert code == EXIT_CODES[409] and json.loads(err)["code"] == "INVALID_STATE", (argv, err)
 
 
+def test_C4_steps_resolve_with_activation_acts_only_on_that_activation(weave, world, orch):
+    world.publish({"name": "approval", "steps": [{"key": "approval", "type": "SIGNAL",
+                                                  "signal": {"name": "approval.decided", "payload_version": "1"},
+                                                  "correlation": "$.input.request_id", "timeout_ms": 60_000}]})
+    wf = world.start("approval", {"request_id": "r-1"})
+    world.db.advance(60_001)
+    orch.drain()
+    code, out, err = weave("steps", "resolve", wf, "approval", "--output", "{}", "--reason", "by phone",
+                           "--activation", "2", "--json")
+    assert code == EXIT_CODES[409] and "is at activation 1, not 2" in json.loads(err)["detail"], err
+    assert world.step(wf, "approval")["status"] == "NEEDS_REVIEW"
+    code, out, err = weave("steps", "resolve", wf, "approval", "--output", "{}", "--reason", "by phone",
+                           "--activation", "1", "--json")
+    assert code == 0 and json.loads(out)["steps"][0]["status"] == "SUCCEEDED", err
+
+
 def test_listings_show_what_exists_and_never_a_token(weave, world):
     world.publish(TIMER)
     world.publish({**TIMER, "steps": [{**TIMER["steps"][0], "delay_ms": 1000}]})

@@ -323,6 +323,58 @@ def test_C4_resolve_under_one_key_with_another_output_evidence_or_reason_is_a_co
     assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'step.resolve'") == 1
 
 
+@pytest.mark.parametrize("action", ["reactivate", "resolve", "continue"])
+def test_C4_an_action_meant_for_one_activation_is_refused_once_the_step_is_in_review_at_another(world, orch, action):
+    """An operator decides about what one activation showed. Meanwhile another may reactivate the step, and its new
+    activation fail into review for other reasons: the action, sent with the activation it was meant for, is then
+    refused INVALID_STATE with nothing changed, and goes through once aimed at the activation in review now. Without
+    an activation the action applies to the current one, as before."""
+    doc = failing_task() if action != "continue" else {"name": "charge", "steps": [
+        {"key": "charge", "type": "POLL", "queue": "payments", "handler": "example.poll", "handler_version": "1",
+         "interval_ms": 1_000, "max_rounds": 1, "timeout_ms": 3_600_000,
+         "result": {"pending": ["PENDING"], "success": ["DONE"]}}]}
+    world.publish(doc)
+    wf = world.start("charge", {"order_id": "o1"})
+    orch.drain()
+
+    def into_review() -> None:
+        if action != "continue":
+            fail_current_task(world, orch)
+            return
+        from procedures import pulse
+
+        claimed = pulse.task_claim(world.db.conn, "w1", "payments", limit=1)[0]
+        pulse.attempt_complete(world.db.conn, claimed["attempt_id"], "w1", {"status": "PENDING"})
+        orch.drain()
+
+    into_review()
+    routines.step_reactivate(world.db.conn, world.token, "acme", wf, "charge", "someone else retried", "r1",
+                             activation_sequence=1)
+    orch.drain()
+    into_review()
+    assert world.step(wf, "charge")["activation_sequence"] == 2 and world.instance(wf)["status"] == "NEEDS_REVIEW"
+
+    def act(seq: int | None, key: str) -> dict:
+        conn, token = world.db.conn, world.token
+        if action == "reactivate":
+            return routines.step_reactivate(conn, token, "acme", wf, "charge", "retry", key, activation_sequence=seq)
+        if action == "resolve":
+            return routines.step_resolve(conn, token, "acme", wf, "charge", "paid by wire", key, output={"paid": 1},
+                                         activation_sequence=seq)
+        return routines.step_continue(conn, token, "acme", wf, "charge", "one more", key, extra_rounds=1,
+                                      activation_sequence=seq)
+
+    before = world.db.table_counts()
+    with pytest.raises(errors.InvalidState, match="at activation 2, not 1"):
+        act(1, "stale")
+    assert world.db.table_counts() == before
+    assert world.instance(wf)["status"] == "NEEDS_REVIEW"
+    assert act(2, "current")["replayed"] == 0
+    assert act(2, "current")["replayed"] == 1  # a replay answers, whatever the step is at now
+    with pytest.raises(errors.IdempotencyConflict):
+        act(None, "current")  # the activation is part of the request
+
+
 def test_C5_recovery_never_rewrites_history(world, orch):
     world.publish(failing_task())
     wf = world.start("charge", {"order_id": "o1"})
