@@ -28,16 +28,30 @@ import os
 import select
 import ssl
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from tenacity import wait_random_exponential
 
-from procedures.retrying import retry_after_first
+from procedures.retrying import read_until, retry_after_first
+
+# The statuses of an instance (01-model).
+STATUSES = frozenset({"RUNNING", "SUCCEEDED", "NEEDS_REVIEW", "CANCELLING", "CANCELLED"})
+# What a caller waits for by default: an instance settled for good, or one that waits for a person.
+WAIT_UNTIL = ("SUCCEEDED", "CANCELLED", "NEEDS_REVIEW")
+
+
+class WaitTimedOut(TimeoutError):
+    """``wait_for`` ran out of time; ``instance`` is the instance as last read."""
+
+    def __init__(self, workflow_id: str, instance: dict, timeout: float):
+        super().__init__(f"{workflow_id} is still {instance['status']} after {timeout:g} s")
+        self.workflow_id, self.instance = workflow_id, instance
 
 
 class WeaveApiError(Exception):
@@ -297,6 +311,20 @@ class WeaveClient:
 
     def get_workflow(self, workflow_id: str) -> dict:
         return self._call("GET", _path(workflow_id))
+
+    def wait_for(self, workflow_id: str, *, until: Iterable[str] = WAIT_UNTIL, timeout: float = 60.0,
+                 interval: float = 2.0) -> dict:
+        """The instance once its status is one of ``until`` (by default: settled for good, or waiting for a person),
+        read again and again for at most ``timeout`` seconds: the first reads 50 ms apart, then slower, up to
+        ``interval`` apart. ``WaitTimedOut`` (holding the instance as last read) when the time is up."""
+        wanted = frozenset(until)
+        if not wanted or not wanted <= STATUSES:
+            raise ValueError(f"until must name statuses among {', '.join(sorted(STATUSES))}")
+        instance, done = read_until(lambda: self.get_workflow(workflow_id), lambda i: i["status"] in wanted,
+                                    timeout, interval, time.sleep, time.monotonic)
+        if not done:
+            raise WaitTimedOut(workflow_id, instance, timeout)
+        return instance
 
     def list_workflows(self, *, status: str | None = None, definition: str | None = None, limit: int = 50,
                        cursor: str | None = None) -> dict:

@@ -11,20 +11,25 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 import pymysql
 
+from api import client
 from procedures import db, errors, installer, jsontext, routines, settings
+from procedures.retrying import read_until
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 # HTTP status of an error's code -> exit code: scripts can tell "fix the request" from "retry later".
 EXIT_CODES = {401: 3, 403: 3, 404: 4, 409: 5, 413: 6, 415: 6, 422: 6, 503: 7}
+EXIT_TIMED_OUT = 8
 EXIT_HELP = ("exit codes: 0 done, 1 failed (or invariants broken), 2 usage, 3 not authenticated or not allowed, "
-             "4 not found, 5 conflict with the current state, 6 invalid request, 7 database unavailable")
+             "4 not found, 5 conflict with the current state, 6 invalid request, 7 database unavailable, 8 timed out "
+             "(workflows wait)")
 
 
 class CliError(Exception):
@@ -181,10 +186,41 @@ def cmd_workflows_start(args: argparse.Namespace) -> int:
 def cmd_workflows_show(args: argparse.Namespace) -> int:
     with _conn(args) as conn:
         inst = routines.instance_get(conn, _token(args), args.namespace, args.workflow_id, verbatim=args.json)
+    _print_instance(args, inst)
+    return 0
+
+
+def _print_instance(args: argparse.Namespace, inst: dict) -> None:
     if args.json:  # the kept values (input, outputs, results) as they were kept, as the API gives them
         print(jsontext.dumps(inst))
-        return 0
-    _print(args, inst, _human_instance)
+    else:
+        _print(args, inst, _human_instance)
+
+
+WAIT_UNTIL = ",".join(client.WAIT_UNTIL)  # what the SDK's wait_for waits for by default
+
+
+def _statuses(text: str) -> frozenset[str]:
+    """A comma list of instance statuses."""
+    named = frozenset(part.strip() for part in text.split(","))
+    if not named <= client.STATUSES:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma list of statuses among "
+                                         f"{', '.join(sorted(client.STATUSES))}")
+    return named
+
+
+def cmd_workflows_wait(args: argparse.Namespace) -> int:
+    """Read the instance until its status is one of --until, for at most --timeout: the first reads 50 ms apart,
+    then slower, up to 2 s apart. Prints the instance as `workflows show` does; out of time, exit code 8."""
+    with _conn(args) as conn:
+        token = _token(args)
+        inst, done = read_until(
+            lambda: routines.instance_get(conn, token, args.namespace, args.workflow_id, verbatim=args.json),
+            lambda i: i["status"] in args.until, args.timeout.total_seconds(), 2.0, time.sleep, time.monotonic)
+    if not done:
+        raise CliError("TIMED_OUT", f"{args.workflow_id} is still {inst['status']} after "
+                                    f"{args.timeout.total_seconds():g} s", EXIT_TIMED_OUT)
+    _print_instance(args, inst)
     return 0
 
 
@@ -809,6 +845,13 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--cursor", help="next_cursor of the previous page")
     p = _command(wf, "show", help="show an instance with its steps (workflows:read)", func=cmd_workflows_show)
     p.add_argument("workflow_id", help=WORKFLOW_ID)
+    p = _command(wf, "wait", help="wait until an instance settles or needs a person, then show it (workflows:read)",
+                 func=cmd_workflows_wait)
+    p.add_argument("workflow_id", help=WORKFLOW_ID)
+    p.add_argument("--until", type=_statuses, default=_statuses(WAIT_UNTIL), metavar="STATUS[,STATUS...]",
+                   help=f"the statuses to wait for (default {WAIT_UNTIL})")
+    p.add_argument("--timeout", type=_duration, default=_duration("60s"), metavar="AGE",
+                   help="how long to wait: 45s, 30m, 36h or 90d (default 60s); out of time, exit code 8")
     for action, text in (("pause", "pause an instance: no new work starts (workflows:control)"),
                          ("resume", "resume a paused instance (workflows:control)"),
                          ("cancel", "cancel an instance (workflows:control)")):

@@ -5,7 +5,10 @@ server's dependencies.
 The first try is a plain call: building tenacity's loop costs more Python than most calls spend on their own
 (14-70 us a call, by the machine's speed), and almost every call succeeds the first time. Only a retryable failure
 starts the loop, with that failure replayed as its first attempt, so the attempts, the waits and ``on_retry`` are
-the loop's own, as if it had run from the start."""
+the loop's own, as if it had run from the start.
+
+``read_until`` is the other shape: reading something again until it says what the caller waits for (the SDK's
+``wait_for``, ``weave workflows wait``)."""
 
 from __future__ import annotations
 
@@ -44,3 +47,20 @@ def retry_after_first(fn: Callable[[], T], retryable: Callable[[BaseException], 
     stop = stop_after_attempt(attempts) if seconds is None else stop_after_delay(seconds)
     retrying = Retrying(stop=stop, wait=wait, retry=retry_if_exception(retryable), reraise=True)
     return retrying(attempt)
+
+
+def read_until(read: Callable[[], T], done: Callable[[T], bool], timeout: float, interval: float,
+               sleep: Callable[[float], None], clock: Callable[[], float]) -> tuple[T, bool]:
+    """``read()`` again and again until ``done`` accepts what it answered or ``timeout`` seconds (on ``clock``) have
+    passed, sleeping with ``sleep`` between reads: the first reads 50 ms apart, then twice as far apart each time,
+    up to ``interval``. Answers the last value read and whether ``done`` accepted it."""
+    ends, pause = clock() + timeout, 0.05
+    while True:
+        value = read()
+        left = ends - clock()
+        if done(value):
+            return value, True
+        if left <= 0:
+            return value, False
+        sleep(min(pause, left))
+        pause = min(pause * 2, interval)

@@ -8,8 +8,10 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -29,7 +31,7 @@ def api_url(database, world, tmp_path):
     proc.close()
 
 
-def test_sdk_covers_the_instance_lifecycle_through_gunicorn(api_url, world, orch):
+def test_sdk_covers_the_instance_lifecycle_through_gunicorn(api_url, world, orch, monkeypatch):
     admin = sdk.WeaveClient(api_url, world.admin, "acme")
     assert admin.publish_definition(TIMER)["version"] == 1
     ops = sdk.WeaveClient(api_url, world.token, "acme")
@@ -42,9 +44,20 @@ def test_sdk_covers_the_instance_lifecycle_through_gunicorn(api_url, world, orch
         ops.start_workflow("cool-off", app="billing", input={"order_id": "o2"}, deadline_ms=3_600_000,
                            idempotency_key="order-o1")
     orch.drain()
-    world.db.advance(60_001)
-    orch.drain()
-    assert ops.get_workflow(started["workflow_id"])["status"] == "SUCCEEDED"
+    with pytest.raises(sdk.WaitTimedOut) as early:
+        ops.wait_for(started["workflow_id"], timeout=0)
+    assert early.value.instance["status"] == "RUNNING"
+    pauses = []
+
+    def pause(seconds: float) -> None:  # between the SDK's reads the timer falls due, on the test clock
+        pauses.append(seconds)
+        world.db.advance(60_001)
+        orch.drain()
+
+    monkeypatch.setattr(sdk, "time", SimpleNamespace(monotonic=time.monotonic, sleep=pause))
+    assert ops.wait_for(started["workflow_id"], timeout=30)["status"] == "SUCCEEDED" and pauses == [0.05]
+    with pytest.raises(ValueError, match="until must name statuses"):
+        ops.wait_for(started["workflow_id"], until=["DONE"])
     types = [e["type"] for e in ops.events(started["workflow_id"], page=2)]
     assert types == ["INSTANCE_STARTED", "STEP_ACTIVATED", "TIMER_SETTLED", "INSTANCE_SUCCEEDED"]
     assert ops.list_workflows(status="SUCCEEDED")["items"][0]["workflow_id"] == started["workflow_id"]

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from orchestrator.cli import EXIT_CODES, main
+from orchestrator.cli import EXIT_CODES, EXIT_TIMED_OUT, main
 from orchestrator.loop import Orchestrator
 from procedures import installer, settings
 
@@ -95,6 +95,43 @@ def test_C4_steps_resolve_with_activation_acts_only_on_that_activation(weave, wo
     code, out, err = weave("steps", "resolve", wf, "approval", "--output", "{}", "--reason", "by phone",
                            "--activation", "1", "--json")
     assert code == 0 and json.loads(out)["steps"][0]["status"] == "SUCCEEDED", err
+
+
+def test_workflows_wait_shows_the_instance_once_it_settles_and_says_when_time_ran_out(weave, world, orch,
+                                                                                       monkeypatch):
+    """A script waits for its instance: the command reads it until a status asked for (by default settled, or in
+    review), reading again after a pause that the test spends moving the engine's clock, never sleeping."""
+    from types import SimpleNamespace
+
+    from orchestrator import cli
+
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    pauses: list[float] = []
+
+    def pause(seconds: float) -> None:  # a pause on a clock of the test's own: the sum of the pauses so far
+        pauses.append(seconds)
+        if len(pauses) == 2:  # the timer falls due after the second pause
+            world.db.advance(60_001)
+            orch.drain()
+
+    monkeypatch.setattr(cli, "time", SimpleNamespace(monotonic=lambda: sum(pauses), sleep=pause))
+    code, out, err = weave("workflows", "wait", wf, "--json")
+    assert code == 0 and json.loads(out)["status"] == "SUCCEEDED", err
+    assert pauses == [0.05, 0.1]  # the reads slow down as they go
+    pauses.clear()
+    code, out, err = weave("workflows", "wait", wf, "--until", "RUNNING,CANCELLING", "--timeout", "1s", "--json")
+    assert sum(pauses) == pytest.approx(1) and pauses[-1] < 0.4  # the last pause ends at the timeout
+    assert code == EXIT_TIMED_OUT and json.loads(err) == {"code": "TIMED_OUT",
+                                                          "detail": f"{wf} is still SUCCEEDED after 1 s"}, err
+    code, out, err = weave("workflows", "wait", wf)
+    assert code == 0 and out.startswith(f"{wf}  cool-off v1  SUCCEEDED"), err
+
+
+def test_workflows_wait_refuses_a_status_it_does_not_know(weave, world, capsys):
+    with pytest.raises(SystemExit) as exited:
+        weave("workflows", "wait", "wf_1", "--until", "DONE", "--json")
+    assert exited.value.code == 2 and json.loads(capsys.readouterr().err)["code"] == "USAGE_INVALID"
 
 
 def test_listings_show_what_exists_and_never_a_token(weave, world):
