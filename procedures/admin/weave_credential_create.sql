@@ -6,10 +6,10 @@ CREATE PROCEDURE weave_credential_create(
         IN in_scopes    VARCHAR(1024),
         IN in_queues    VARCHAR(4096))
     COMMENT 'Description: creates a credential with scopes and allowed queues; the token is returned once.
-Parameters: in_token (admin scope and every queue of in_queues: a credential
-for every queue only from one for every queue), in_namespace, in_actor (1-128 chars), in_scopes (comma list of admin,
-definitions:publish, workflows:read, workflows:start, workflows:signal, workflows:control, workflows:review; at most
-512 chars), in_queues (comma list of queue names, or *).
+Parameters: in_token (admin scope and every queue of in_queues: a credential for every queue only from one for every
+queue), in_namespace, in_actor (1-128 chars), in_scopes (comma list of admin, definitions:publish, workflows:read,
+workflows:start, workflows:signal, workflows:control, workflows:review; at most 512 chars), in_queues (comma list of
+queue names, or *).
 Result set: credential_id, actor, scopes, queues, status, token.
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50116 NAME_INVALID, 50120 SCOPES_INVALID.
 Rules: S-2, M-2.'

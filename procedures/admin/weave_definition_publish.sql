@@ -11,8 +11,9 @@ CREATE PROCEDURE weave_definition_publish(
     COMMENT 'Description: publishes a canonical definition document as the next immutable version; the same
 content as the latest version returns that version instead.
 Parameters: in_token (definitions:publish and every queue the definition uses), in_namespace, in_document (canonical
-JSON), in_compiled (compiled expression templates per step), in_queues (the queues of the TASK and POLL steps, distinct, in byte order, as the
-validator lists them; NULL: derived here from the document, as they always are; a list that differs is refused).
+JSON), in_compiled (compiled expression templates per step), in_queues (the queues of the TASK and POLL steps,
+distinct, in byte order, as the validator lists them; NULL: derived here from the document, as they always are; a
+list that differs is refused).
 Result set: name, version, digest, created (1 when a new version was written).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50119 DEFINITION_INVALID (also for in_queues
 that differ from the steps'' queues, or a TASK or POLL step without a queue), 50124 QUEUE_NOT_FOUND

@@ -50,9 +50,8 @@ Result set: purged (instances removed, or that would be), workflow_ids (JSON arr
 later run because /metrics has not counted their last final rows yet: weave_metrics_fold counts them), next_after
 (the cursor for the next call; NULL when the run is done).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND (namespace), 50013 IN_TRANSACTION,
-50015 HISTORY_CHANGED (rows were added to an archived instance
-since: archive it again), 50100 INVALID_ARGUMENT (finished_before, after, only), 50111 REASON_INVALID,
-50121 LIMIT_INVALID.
+50015 HISTORY_CHANGED (rows were added to an archived instance since: archive it again), 50100 INVALID_ARGUMENT
+(finished_before, after, only), 50111 REASON_INVALID, 50121 LIMIT_INVALID.
 Rules: R-1, R-3, R-4, M-4.'
     MODIFIES SQL DATA
 BEGIN

@@ -14,8 +14,9 @@ CREATE PROCEDURE weave_step_reactivate(
     COMMENT 'Description: reactivates a step in NEEDS_REVIEW as activation k+1; closes its review reasons; the instance
 reopens when no reason is left.
 Parameters: in_token (workflows:review and every queue of the definition), in_namespace, in_workflow_id, in_step_key,
-in_timeout_ms (optional new timeout_ms for SIGNAL/POLL steps, > 0), in_reason, in_idempotency_key, in_activation_sequence (optional: the activation the action is meant for;
-another one in review is refused INVALID_STATE, nothing changed).
+in_timeout_ms (optional new timeout_ms for SIGNAL/POLL steps, > 0), in_reason, in_idempotency_key,
+in_activation_sequence (optional: the activation the action is meant for; another one in review is refused
+INVALID_STATE, nothing changed).
 Result set: workflow_id, step_key, activation_sequence, status (of the instance), replayed.
 Result sets 2-6: the instance as it is now, as weave_instance_get answers it (the action''s scope is enough).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50005 IDEMPOTENCY_CONFLICT, 50007 INVALID_STATE,
