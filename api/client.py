@@ -406,10 +406,12 @@ class WeaveClient:
     def create_queue(self, name: str, capacity: int) -> dict:
         return self._call("POST", "queues", {"name": name, "capacity": capacity})
 
-    def create_credential(self, actor: str, scopes: list[str], queues: list[str] | str = "*") -> dict:
+    def create_credential(self, actor: str, scopes: list[str], queues: list[str] | str = "*", *,
+                          expires_at: str | None = None) -> dict:
         # Not retried: a credential is not idempotent, and a retry after a lost answer would mint a second token.
         with WeaveClient(self.base_url, self.token, self.namespace, timeout=self.timeout, retries=1) as once:
-            return once._call("POST", "credentials", {"actor": actor, "scopes": scopes, "queues": queues})
+            return once._call("POST", "credentials", _given({"actor": actor, "scopes": scopes, "queues": queues},
+                                                            expires_at=expires_at))
 
     def list_apps(self) -> list[dict]:
         return self._call("GET", "apps")["items"]

@@ -65,6 +65,7 @@ FIELD_NOTES: dict[str, str] = {
     "max_in_flight": "quota of QUEUED+RUNNING tasks of the app",
     "capacity": "most QUEUED+RUNNING tasks of the queue at once",
     "queues": "queues the credential may use: a list, or `\"*\"` (default) for all",
+    "expires_at": "when the credential stops authenticating (RFC 3339, later than now); default never",
     "status": "ACTIVE or DISABLED (a disabled app starts no new task)",
 }
 

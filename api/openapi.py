@@ -229,8 +229,9 @@ def document() -> dict:
             "credential_id": {"type": "string"}, "actor": {"type": "string"},
             "scopes": {"type": "array", "items": {"type": "string"}},
             "queues": {"type": "array", "items": {"type": "string"}},
-            "status": {"type": "string", "enum": ["ACTIVE", "DISABLED"]}, "created_at": TIME,
-            "disabled_at": NULLABLE_TIME}},
+            "status": {"type": "string", "enum": ["ACTIVE", "DISABLED", "EXPIRED"],
+                       "description": "EXPIRED: active, but past its expires_at"}, "created_at": TIME,
+            "disabled_at": NULLABLE_TIME, "expires_at": NULLABLE_TIME}},
         "AuditRecord": {"type": "object", "required": ["audit_id", "workflow_id", "actor", "credential_id", "action",
                                                        "accepted_at", "details", "created_at"], "properties": {
             "audit_id": {"type": "string"}, "workflow_id": {"type": ["string", "null"]}, "actor": {"type": "string"},
@@ -247,7 +248,7 @@ def document() -> dict:
                        "properties": {"credential_id": {"type": "string"}, "actor": {"type": "string"},
                                       "scopes": {"type": "array", "items": {"type": "string"}},
                                       "queues": {"type": "array", "items": {"type": "string"}},
-                                      "token": {"type": "string"}}},
+                                      "expires_at": NULLABLE_TIME, "token": {"type": "string"}}},
     }
     schemas_.update(schemas.BODIES)
     paths = {

@@ -159,9 +159,10 @@ class Credentials(Resource):
     def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         token = bearer(req)
         body = schemas.body("CredentialRequest", json_object(req))
-        row = routines.credential_create(self.conn, token, ns, body["actor"], body["scopes"], body.get("queues", "*"))
+        row = routines.credential_create(self.conn, token, ns, body["actor"], body["scopes"], body.get("queues", "*"),
+                                         expires_at=_time(body.get("expires_at"), "expires_at"))
         respond(resp, {"credential_id": row["credential_id"], "actor": row["actor"], "scopes": row["scopes"],
-                       "queues": row["queues"], "token": row["token"]}, 201)
+                       "queues": row["queues"], "expires_at": row["expires_at"], "token": row["token"]}, 201)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         respond(resp, {"items": routines.credential_list(self.conn, bearer(req), ns)})  # never a token

@@ -86,7 +86,8 @@ BODIES: dict[str, Schema] = {
         "actor": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^[^\\x00-\\x1f\\x7f]+$"},
         "scopes": {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string", "enum": SCOPES}},
         "queues": {"oneOf": [{"type": "array", "minItems": 1, "items": {"type": "string", "pattern": _NAME}},
-                             {"const": "*"}]}},
+                             {"const": "*"}]},
+        "expires_at": TIME},
         ["actor", "scopes"]),
 }
 

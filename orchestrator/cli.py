@@ -139,8 +139,22 @@ def _admin_command(routine: Callable[..., dict], fields: tuple[str, ...],
     return run
 
 
-cmd_credentials_create = _admin_command(routines.credential_create, ("actor", "scopes", "queues"),
-                                        "credential {credential_id} for {actor}\ntoken (shown once): {token}")
+def cmd_credentials_create(args: argparse.Namespace) -> int:
+    """A credential, its token printed once; with --expires-in, the expiry counts from the engine's clock (R-2), not
+    the host's."""
+    with _conn(args) as conn:
+        token = _token(args)
+        expires = None
+        if args.expires_at is not None:
+            expires = _utc_time("--expires-at", args.expires_at, "DEADLINE_INVALID")
+        elif args.expires_in is not None:
+            expires = db.call_row(conn, "weave_clock_now")["now_at"] + args.expires_in
+        row = routines.credential_create(conn, token, args.namespace, args.actor, args.scopes, args.queues,
+                                         expires_at=expires)
+    _print(args, row, lambda p: f"credential {p['credential_id']} for {p['actor']}"
+           + (f", expires {p['expires_at']}" if p["expires_at"] else "") + f"\ntoken (shown once): {p['token']}")
+    return 0
+
 cmd_credentials_disable = _admin_command(routines.credential_disable, ("credential_id",),
                                          "credential {credential_id} is {status}")
 cmd_apps_create = _admin_command(routines.app_put, ("name", "max_in_flight", "status"),
@@ -568,7 +582,8 @@ LISTINGS: dict[str, tuple[Callable[[db.Connection, str, str], list[dict]], list[
                     "no definitions"),
     "apps": (routines.app_list, ["name", "max_in_flight", "status", "in_flight"], "no apps"),
     "queues": (routines.queue_list, ["name", "capacity", "queued", "running"], "no queues"),
-    "credentials": (routines.credential_list, ["credential_id", "actor", "scopes", "queues", "status", "created_at"],
+    "credentials": (routines.credential_list, ["credential_id", "actor", "scopes", "queues", "status", "created_at",
+                                               "expires_at"],
                     "no credentials"),
 }
 
@@ -799,6 +814,10 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--actor", required=True, help="actor name recorded in audit rows")
     p.add_argument("--scopes", required=True, help="comma list, e.g. workflows:read,workflows:signal")
     p.add_argument("--queues", default="*", help="comma list of queues the credential may use, or * (default)")
+    expiry = p.add_mutually_exclusive_group()
+    expiry.add_argument("--expires-in", type=_duration, metavar="AGE",
+                        help="stop authenticating this long from now, on the engine's clock: 45s, 30m, 36h or 90d")
+    expiry.add_argument("--expires-at", metavar="TIME", help="stop authenticating at this time, RFC 3339 with a zone")
     p = _command(creds, "disable", help="disable a credential (admin)", func=cmd_credentials_disable)
     p.add_argument("credential_id", help="cred_...")
 

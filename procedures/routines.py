@@ -37,12 +37,14 @@ def namespace_bootstrap(conn: Conn, namespace: str) -> dict:
 
 
 def credential_create(conn: Conn, token: str, namespace: str, actor: str, scopes: list[str] | str,
-                      queues: list[str] | str = "*") -> dict:
-    """See procedures/admin/weave_credential_create.sql."""
+                      queues: list[str] | str = "*", expires_at: dt.datetime | None = None) -> dict:
+    """See procedures/admin/weave_credential_create.sql. ``expires_at``: UTC, when the credential stops
+    authenticating (None: never)."""
     scopes = scopes if isinstance(scopes, str) else ",".join(scopes)
     queues = queues if isinstance(queues, str) else ",".join(queues)
-    row = call_row(conn, "weave_credential_create", token, namespace, actor, scopes, queues)
-    return {**row, "scopes": row["scopes"].split(","), "queues": row["queues"].split(",")}
+    row = call_row(conn, "weave_credential_create", token, namespace, actor, scopes, queues, expires_at)
+    return {**row, "scopes": row["scopes"].split(","), "queues": row["queues"].split(","),
+            "expires_at": rfc3339(row["expires_at"])}
 
 
 def credential_disable(conn: Conn, token: str, namespace: str, credential_id: str) -> dict:
@@ -81,7 +83,8 @@ def queue_list(conn: Conn, token: str, namespace: str) -> list[dict]:
 def credential_list(conn: Conn, token: str, namespace: str) -> list[dict]:
     """See procedures/admin/weave_credential_list.sql: never a token."""
     return [{**r, "scopes": r["scopes"].split(","), "queues": r["queues"].split(","),
-             "created_at": rfc3339(r["created_at"]), "disabled_at": rfc3339(r["disabled_at"])}
+             "created_at": rfc3339(r["created_at"]), "disabled_at": rfc3339(r["disabled_at"]),
+             "expires_at": rfc3339(r["expires_at"])}
             for r in _rows(conn, "weave_credential_list", token, namespace)]
 
 

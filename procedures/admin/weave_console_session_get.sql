@@ -5,7 +5,7 @@ CREATE PROCEDURE weave_console_session_get(
     COMMENT 'Description: the live console session with this hash: its namespace, sealed token and the current scopes.
 Parameters: in_session_hash (SHA-256 hex of the session id the cookie carries).
 Result set: namespace, actor, scopes, queues, sealed_token, created_at, expires_at, now_at.
-Errors: 50001 UNAUTHENTICATED (no such session, expired, or its credential disabled).
+Errors: 50001 UNAUTHENTICATED (no such session, expired, or its credential disabled or expired).
 Rules: S-2, R-2.'
     READS SQL DATA
 BEGIN
@@ -15,6 +15,7 @@ BEGIN
     SELECT s.id INTO v_id
       FROM weave_console_sessions s
       JOIN weave_credentials c ON c.id = s.credential_id AND c.namespace_id = s.namespace_id AND c.status = 'ACTIVE'
+                              AND (c.expires_at IS NULL OR c.expires_at > v_now)
      WHERE s.session_hash = in_session_hash AND s.expires_at > v_now;
     IF v_id IS NULL THEN
         CALL _weave_raise(50001, 'UNAUTHENTICATED: no live console session');

@@ -4,14 +4,17 @@ CREATE PROCEDURE weave_credential_create(
         IN in_namespace VARCHAR(200),
         IN in_actor     VARCHAR(512),
         IN in_scopes    VARCHAR(1024),
-        IN in_queues    VARCHAR(4096))
+        IN in_queues    VARCHAR(4096),
+        IN in_expires_at DATETIME(6))
     COMMENT 'Description: creates a credential with scopes and allowed queues; the token is returned once.
 Parameters: in_token (admin scope and every queue of in_queues: a credential for every queue only from one for every
 queue), in_namespace, in_actor (1-128 chars), in_scopes (comma list of admin, definitions:publish, workflows:read,
 workflows:start, workflows:signal, workflows:control, workflows:review; at most 512 chars), in_queues (comma list of
-queue names, or *).
-Result set: credential_id, actor, scopes, queues, status, token.
-Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50116 NAME_INVALID, 50120 SCOPES_INVALID.
+queue names, or *), in_expires_at (UTC, later than the engine clock: the credential stops authenticating then; NULL:
+never).
+Result set: credential_id, actor, scopes, queues, status, expires_at, token.
+Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50116 NAME_INVALID, 50118 DEADLINE_INVALID
+(in_expires_at not later than now), 50120 SCOPES_INVALID.
 Rules: S-2, M-2.'
     MODIFIES SQL DATA
 BEGIN
@@ -51,14 +54,19 @@ BEGIN
        OR CHAR_LENGTH(in_queues) > 2048 THEN
         CALL _weave_raise(50116, 'NAME_INVALID: queues must be * or a comma list of queue names');
     END IF;
+    IF in_expires_at IS NOT NULL AND in_expires_at <= v_now THEN
+        CALL _weave_raise(50118, CONCAT('DEADLINE_INVALID: expires_at must be later than the engine clock (',
+                                        DATE_FORMAT(v_now, '%Y-%m-%dT%H:%i:%s.%fZ'), ')'));
+    END IF;
     SET v_token = CONCAT('wv_', LOWER(HEX(RANDOM_BYTES(24))));
-    INSERT INTO weave_credentials (namespace_id, actor, token_hash, scopes, queues, status, created_at)
-    VALUES (v_ns, in_actor, SHA2(v_token, 256), in_scopes, in_queues, 'ACTIVE', v_now);
+    INSERT INTO weave_credentials (namespace_id, actor, token_hash, scopes, queues, status, created_at, expires_at)
+    VALUES (v_ns, in_actor, SHA2(v_token, 256), in_scopes, in_queues, 'ACTIVE', v_now, in_expires_at);
     SET v_cred = LAST_INSERT_ID();
     CALL _weave_audit(v_ns, 0, v_admin, v_admin_actor, 'credential.create', NULL, NULL, v_now, NULL, NULL,
                       JSON_OBJECT('credential_id', CONCAT('cred_', v_cred), 'actor', in_actor,
-                                  'scopes', in_scopes, 'queues', in_queues), NULL);
+                                  'scopes', in_scopes, 'queues', in_queues,
+                                  'expires_at', DATE_FORMAT(in_expires_at, '%Y-%m-%dT%H:%i:%s.%fZ')), NULL);
     COMMIT;
     SELECT CONCAT('cred_', v_cred) AS credential_id, in_actor AS actor, in_scopes AS scopes,
-           in_queues AS queues, 'ACTIVE' AS status, v_token AS token;
+           in_queues AS queues, 'ACTIVE' AS status, in_expires_at AS expires_at, v_token AS token;
 END

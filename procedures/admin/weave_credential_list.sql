@@ -4,12 +4,17 @@ CREATE PROCEDURE weave_credential_list(
         IN in_namespace VARCHAR(200))
     COMMENT 'Description: every credential of the namespace, without any token or hash.
 Parameters: in_token (admin), in_namespace.
-Result set: credential_id, actor, scopes, queues, status, created_at, disabled_at.
+Result set: credential_id, actor, scopes, queues, status (ACTIVE, DISABLED, or EXPIRED: active, past its expiry),
+created_at, disabled_at, expires_at (NULL: never).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
 Rules: S-2.'
     READS SQL DATA
 BEGIN
     DECLARE v_ns BIGINT UNSIGNED DEFAULT _weave_namespace_authorize(in_token, in_namespace, 'admin');
-    SELECT CONCAT('cred_', id) AS credential_id, actor, scopes, queues, status, created_at, disabled_at
+    DECLARE v_now DATETIME(6);
+    CALL _weave_now(v_now);
+    SELECT CONCAT('cred_', id) AS credential_id, actor, scopes, queues,
+           IF(status = 'ACTIVE' AND expires_at <= v_now, 'EXPIRED', status) AS status, created_at, disabled_at,
+           expires_at
       FROM weave_credentials WHERE namespace_id = v_ns ORDER BY id;
 END

@@ -1,7 +1,9 @@
 -- Authentication and authorisation shared by every public routine that takes a token (S-2).
 -- The credential is read with a shared lock: it is first in the lock order (R-3), a concurrent
 -- disable waits for the decisions in flight, and concurrent requests of one credential do not
--- queue behind each other. Another namespace answers exactly like a missing object (404).
+-- queue behind each other. Another namespace answers exactly like a missing object (404). A credential made to
+-- expire stops authenticating at its time, on the engine clock, which it reads only then: one that never expires
+-- pays nothing for the check.
 CREATE PROCEDURE _weave_authorize(
         IN  in_token        VARCHAR(512),
         IN  in_namespace    VARCHAR(200),
@@ -23,15 +25,23 @@ BEGIN
     DECLARE v_scopes VARCHAR(512);
     DECLARE v_allowed VARCHAR(2048);
     DECLARE v_queue VARCHAR(64);
+    DECLARE v_expires DATETIME(6) DEFAULT NULL;
+    DECLARE v_now DATETIME(6);
 
     SET out_credential_id = NULL, v_ns = io_namespace_id;
     IF in_token IS NOT NULL AND CHAR_LENGTH(in_token) BETWEEN 1 AND 256 THEN
-        SELECT id, namespace_id, actor, scopes, queues, status
-          INTO out_credential_id, v_cred_ns, out_actor, v_scopes, v_allowed, v_status
+        SELECT id, namespace_id, actor, scopes, queues, status, expires_at
+          INTO out_credential_id, v_cred_ns, out_actor, v_scopes, v_allowed, v_status, v_expires
           FROM weave_credentials WHERE token_hash = SHA2(in_token, 256) LOCK IN SHARE MODE;
     END IF;
     IF out_credential_id IS NULL OR v_status <> 'ACTIVE' THEN
         CALL _weave_raise(50001, 'UNAUTHENTICATED: unknown or disabled credential');
+    END IF;
+    IF v_expires IS NOT NULL THEN
+        CALL _weave_now(v_now);
+        IF v_now >= v_expires THEN
+            CALL _weave_raise(50001, 'UNAUTHENTICATED: the credential has expired');
+        END IF;
     END IF;
 
     IF v_ns IS NULL THEN

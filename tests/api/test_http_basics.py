@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import decimal
 import json
 
@@ -228,6 +229,23 @@ def test_S2_admin_objects_are_listed_and_a_credential_is_disabled_over_http(clie
     problem(client.simulate_post(f"{NS}/credentials/{bot['credential_id']}/disable", headers=auth(world.token)),
             403, "FORBIDDEN")
     assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'credential.disable'") == 2
+
+
+def test_S2_a_credential_made_over_http_may_expire_and_is_listed_expired_after(client, world):
+    at = (world.db.now() + dt.timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    bot = client.simulate_post(f"{NS}/credentials", headers=auth(world.admin),
+                               json={"actor": "bot", "scopes": ["workflows:read"], "expires_at": at})
+    assert bot.status_code == 201 and bot.json["expires_at"] == at
+    assert client.simulate_get(f"{NS}/definitions", headers=auth(bot.json["token"])).status_code == 200
+    world.db.advance(300_000)
+    body = problem(client.simulate_get(f"{NS}/definitions", headers=auth(bot.json["token"])), 401, "UNAUTHENTICATED")
+    assert "expired" in body["detail"]
+    row = next(c for c in client.simulate_get(f"{NS}/credentials", headers=auth(world.admin)).json["items"]
+               if c["actor"] == "bot")
+    assert (row["status"], row["expires_at"]) == ("EXPIRED", at)
+    past = client.simulate_post(f"{NS}/credentials", headers=auth(world.admin),
+                                json={"actor": "late", "scopes": ["workflows:read"], "expires_at": at})
+    assert problem(past, 422, "VALIDATION_FAILED")["errors"][0]["code"] == "DEADLINE_INVALID"
 
 
 def test_R4_the_audit_trail_is_read_over_http_a_page_at_a_time(client, world):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 
@@ -148,6 +149,27 @@ def test_listings_show_what_exists_and_never_a_token(weave, world):
     assert code == 0 and "ops" in out and world.token not in out and world.admin not in out
     listed = json.loads(weave("credentials", "list", "--json", token=world.admin)[1])
     assert {c["actor"] for c in listed} >= {"ops"} and all("token" not in c for c in listed)
+
+
+def test_S2_credentials_create_with_an_expiry_on_the_engine_clock_and_list_shows_it(weave, world):
+    now = world.db.now()
+    code, out, err = weave("credentials", "create", "--actor", "contractor", "--scopes", "workflows:read",
+                           "--expires-in", "36h", "--json", token=world.admin)
+    assert code == 0, err
+    made = json.loads(out)
+    expires = dt.datetime.fromisoformat(made["expires_at"].replace("Z", "+00:00")).replace(tzinfo=None)
+    assert dt.timedelta(hours=36) <= expires - now < dt.timedelta(hours=36, seconds=5)  # from the engine's clock
+    code, out, err = weave("credentials", "create", "--actor", "late", "--scopes", "workflows:read",
+                           "--expires-at", "2000-01-01T00:00:00Z", "--json", token=world.admin)
+    assert code == EXIT_CODES[422] and "expires_at must be later" in json.loads(err)["detail"], err
+    code, out, _ = weave("credentials", "list", token=world.admin)
+    assert code == 0 and made["expires_at"] in out
+    world.db.advance(36 * 3_600_000)
+    code, out, err = weave("workflows", "list", "--json", token=made["token"])
+    assert code == EXIT_CODES[401] and "expired" in json.loads(err)["detail"], err
+    listed = {c["actor"]: c["status"] for c in json.loads(weave("credentials", "list", "--json",
+                                                                token=world.admin)[1])}
+    assert listed["contractor"] == "EXPIRED"
 
 
 def test_errors_are_json_on_stderr_with_an_exit_code_per_class(weave, world):

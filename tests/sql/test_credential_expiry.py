@@ -1,0 +1,73 @@
+"""A credential may expire (S-2): from its expires_at, on the engine clock, it authenticates no more, for every routine
+and for the console sessions opened with it, exactly as a disabled one; before, it works as any other. A credential
+without an expiry never reads the clock to be checked."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from procedures import errors, routines
+from tests.support.world import WORKFLOW_SCOPES
+
+TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
+HOUR = dt.timedelta(hours=1)
+
+
+def test_S2_an_expiring_credential_authenticates_until_its_time_then_never(world):
+    world.publish(TIMER)
+    made = routines.credential_create(world.db.conn, world.admin, "acme", "contractor", WORKFLOW_SCOPES,
+                                      expires_at=world.db.now() + HOUR)
+    token = made["token"]
+    assert made["expires_at"].endswith("Z")
+    wf = world.start("cool-off", token=token)
+    assert routines.instance_get(world.db.conn, token, "acme", wf)["workflow_id"] == wf
+    session = "e" * 64
+    routines.console_session_open(world.db.conn, token, "acme", session, b"sealed", 86_400)
+    assert routines.console_session_get(world.db.conn, session)["actor"] == "contractor"
+
+    world.db.advance(3_600_000)  # exactly at its expiry
+    before = world.db.table_counts()
+    with pytest.raises(errors.Unauthenticated, match="expired"):
+        routines.instance_get(world.db.conn, token, "acme", wf)
+    with pytest.raises(errors.Unauthenticated, match="expired"):
+        world.start("cool-off", token=token)
+    with pytest.raises(errors.Unauthenticated):
+        routines.console_session_get(world.db.conn, session)  # its console sessions end with it
+    assert world.db.table_counts() == before
+    assert routines.instance_get(world.db.conn, world.token, "acme", wf)["workflow_id"] == wf  # others go on
+    listed = {c["actor"]: c for c in routines.credential_list(world.db.conn, world.admin, "acme")}
+    assert (listed["contractor"]["status"], listed["contractor"]["expires_at"]) == ("EXPIRED", made["expires_at"])
+    assert (listed["ops"]["status"], listed["ops"]["expires_at"]) == ("ACTIVE", None)
+
+
+def test_S2_an_expiry_not_later_than_now_is_refused_and_the_audit_row_records_it(world):
+    for at in (world.db.now(), world.db.now() - HOUR):
+        before = world.db.table_counts()
+        with pytest.raises(errors.ValidationFailed) as info:
+            routines.credential_create(world.db.conn, world.admin, "acme", "late", ["workflows:read"], expires_at=at)
+        assert info.value.field_code == "DEADLINE_INVALID" and world.db.table_counts() == before
+    made = routines.credential_create(world.db.conn, world.admin, "acme", "ok", ["workflows:read"],
+                                      expires_at=world.db.now() + HOUR)
+    audit = routines.audit_list(world.db.conn, world.admin, "acme", action="credential.create", limit=1)["items"][0]
+    assert audit["details"]["expires_at"] == made["expires_at"]
+
+
+def test_S2_a_credential_without_expiry_reads_no_clock_to_be_checked(world):
+    """The check costs a credential that never expires nothing: an instance read takes the statements it took."""
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    expiring = routines.credential_create(world.db.conn, world.admin, "acme", "temp", ["workflows:read"],
+                                          expires_at=world.db.now() + HOUR)["token"]
+
+    def statements(token: str) -> int:
+        with world.db.conn.cursor() as cur:
+            cur.execute("FLUSH STATUS")
+        routines.instance_get(world.db.conn, token, "acme", wf)
+        with world.db.conn.cursor() as cur:
+            cur.execute("SHOW SESSION STATUS LIKE 'Com_select'")
+            return int(cur.fetchone()["Value"])
+
+    statements(world.token)  # warm
+    assert statements(expiring) == statements(world.token) + 1  # the clock, read for the expiring one only
