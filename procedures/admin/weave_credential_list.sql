@@ -1,8 +1,10 @@
--- Never the token: only its hash is stored, and not even that leaves the database.
+-- Never the token: only its hash is stored, and not even that leaves the database. An admin restricted to some
+-- queues sees the credentials it administers: those of its queues (S-2), as it may create and disable only them.
 CREATE PROCEDURE weave_credential_list(
         IN in_token     VARCHAR(512),
         IN in_namespace VARCHAR(200))
-    COMMENT 'Description: every credential of the namespace, without any token or hash.
+    COMMENT 'Description: every credential of the namespace, without any token or hash (for an admin restricted to
+some queues, every credential of those queues).
 Parameters: in_token (admin), in_namespace.
 Result set: credential_id, actor, scopes, queues, status (ACTIVE, DISABLED, or EXPIRED: active, past its expiry),
 created_at, disabled_at, expires_at (NULL: never).
@@ -11,10 +13,13 @@ Rules: S-2.'
     READS SQL DATA
 BEGIN
     DECLARE v_ns BIGINT UNSIGNED DEFAULT _weave_namespace_authorize(in_token, in_namespace, 'admin');
+    DECLARE v_allowed VARCHAR(2048) DEFAULT (SELECT c.queues FROM weave_credentials c
+                                              WHERE c.token_hash = SHA2(in_token, 256));
     DECLARE v_now DATETIME(6);
     CALL _weave_now(v_now);
     SELECT CONCAT('cred_', id) AS credential_id, actor, scopes, queues,
            IF(status = 'ACTIVE' AND expires_at <= v_now, 'EXPIRED', status) AS status, created_at, disabled_at,
            expires_at
-      FROM weave_credentials WHERE namespace_id = v_ns ORDER BY id;
+      FROM weave_credentials
+     WHERE namespace_id = v_ns AND (v_allowed = '*' OR _weave_queue_refused(queues, v_allowed) IS NULL) ORDER BY id;
 END

@@ -64,6 +64,11 @@ def test_S2_a_queue_restricted_admin_disables_only_credentials_of_its_queues(wor
         _refused(world, lambda other=other: routines.credential_disable(conn, two_queues, "acme",
                                                                          other["credential_id"]))
     assert routines.credential_disable(conn, two_queues, "acme", payments["credential_id"])["status"] == "DISABLED"
+    # It lists the credentials it administers: those of its queues, itself included.
+    listed = {c["credential_id"] for c in routines.credential_list(conn, two_queues, "acme")}
+    assert payments["credential_id"] in listed and not listed & {everything["credential_id"], mail["credential_id"]}
+    assert {everything["credential_id"], mail["credential_id"]} <= {
+        c["credential_id"] for c in routines.credential_list(conn, world.admin, "acme")}
     world.publish(TIMER)  # the refused ones still authenticate; the disabled one no longer does
     wf = world.start("cool-off")
     assert routines.instance_get(conn, everything["token"], "acme", wf)["workflow_id"] == wf
