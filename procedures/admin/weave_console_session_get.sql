@@ -4,7 +4,8 @@ CREATE PROCEDURE weave_console_session_get(
         IN in_session_hash VARCHAR(128))
     COMMENT 'Description: the live console session with this hash: its namespace, sealed token and the current scopes.
 Parameters: in_session_hash (SHA-256 hex of the session id the cookie carries).
-Result set: namespace, actor, scopes, queues, sealed_token, created_at, expires_at, now_at.
+Result set: namespace, actor, scopes, queues, sealed_token, created_at, expires_at (the session''s, or its
+credential''s expiry when that comes first), now_at.
 Errors: 50001 UNAUTHENTICATED (no such session, expired, or its credential disabled or expired).
 Rules: S-2, R-2.'
     READS SQL DATA
@@ -20,8 +21,9 @@ BEGIN
     IF v_id IS NULL THEN
         CALL _weave_raise(50001, 'UNAUTHENTICATED: no live console session');
     END IF;
-    SELECT n.name AS namespace, c.actor, c.scopes, c.queues, s.sealed_token, s.created_at, s.expires_at,
-           v_now AS now_at
+    -- The session ends with its credential's expiry, when that comes first.
+    SELECT n.name AS namespace, c.actor, c.scopes, c.queues, s.sealed_token, s.created_at,
+           LEAST(s.expires_at, COALESCE(c.expires_at, s.expires_at)) AS expires_at, v_now AS now_at
       FROM weave_console_sessions s
       JOIN weave_credentials c ON c.id = s.credential_id
       JOIN weave_namespaces n ON n.id = s.namespace_id

@@ -25,7 +25,9 @@ def test_S2_an_expiring_credential_authenticates_until_its_time_then_never(world
     assert routines.instance_get(world.db.conn, token, "acme", wf)["workflow_id"] == wf
     session = "e" * 64
     routines.console_session_open(world.db.conn, token, "acme", session, b"sealed", 86_400)
-    assert routines.console_session_get(world.db.conn, session)["actor"] == "contractor"
+    live = routines.console_session_get(world.db.conn, session)
+    assert live["actor"] == "contractor"
+    assert routines.rfc3339(live["expires_at"]) == made["expires_at"]  # a day's session ends with its credential
 
     world.db.advance(3_600_000)  # exactly at its expiry
     before = world.db.table_counts()
