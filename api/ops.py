@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 
 import falcon
@@ -102,6 +103,12 @@ class EngineCollector:
         polls.add_metric(["IN_FLIGHT"], figures["polls_in_flight"])
         polls.add_metric(["WAITING"], figures["polls_waiting"])
         yield polls
+        expiry = GaugeMetricFamily("weave_credential_expiry_timestamp_seconds", "When an active credential made to "
+                                   "expire stops authenticating (Unix time; alert on it minus time())",
+                                   labels=["namespace", "credential_id", "actor"])
+        for cred in figures["expiring_credentials"]:
+            expiry.add_metric([cred["namespace"], cred["credential_id"], cred["actor"]], _unix(cred["expires_at"]))
+        yield expiry
         yield GaugeMetricFamily("weave_signals_pending", "Signals accepted and not yet consumed, rejected or expired",
                                 value=figures["signals_pending"])
         signals = CounterMetricFamily("weave_signals", "Signals settled, by status and disposition",
@@ -130,6 +137,10 @@ class EngineCollector:
         _add_histogram(lateness, [], [r for r in metrics["decisions"]
                                       if r["kind"] == "TIMER" and r["result"] == "SATISFIED"])
         yield lateness
+
+
+def _unix(rfc3339: str) -> float:
+    return dt.datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
 
 
 class Metrics:

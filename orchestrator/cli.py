@@ -305,11 +305,14 @@ def _audit_lines(page: dict) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    import datetime as dt
+
     from procedures import invariants
 
     with _conn(args) as conn:
         figures = routines.status(conn)
         broken = invariants.violations(conn) if args.check else {}
+    week = routines.rfc3339(figures["now_at"] + dt.timedelta(days=7))  # RFC 3339 UTC texts compare as times
     payload = {
         "now": routines.rfc3339(figures["now_at"]),
         "backlog": {r["class"]: {"due": r["due"], "oldest_due_lag_ms": float(r["lag_ms"] or 0)}
@@ -322,6 +325,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         "instances": figures["instances"],
         "deferred": figures["deferred"],
         "failing": figures["failing"],
+        "expiring_credentials": figures["expiring_credentials"],
         **({"invariants_broken": broken} if args.check else {}),
     }
 
@@ -337,6 +341,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         lines.append("deferred: " + (", ".join(f"{k} {v}" for k, v in p["deferred"].items()) or "none"))
         lines.append("failing candidates: " + (", ".join(f"{k} {v['failing']} ({v['repeated']} repeatedly)"
                                                          for k, v in p["failing"].items() if v["failing"]) or "none"))
+        soon = [c for c in p["expiring_credentials"] if c["expires_at"] <= week]
+        lines.append("credentials expiring within 7 days: " + (", ".join(
+            f"{c['credential_id']} {c['actor']} ({c['namespace']}) "
+            + ("EXPIRED" if c["expires_at"] <= p["now"] else f"at {c['expires_at']}") for c in soon) or "none"))
         if args.check:
             broken = p["invariants_broken"]
             lines.append("invariants: " + (f"{len(broken)} broken" if broken else "all hold"))

@@ -303,7 +303,7 @@ def instances_purge(conn: Conn, token: str, namespace: str, finished_before: dt.
 def status(conn: Conn) -> dict:
     """See procedures/instances/weave_status.sql: the figures of ``/metrics``, ``weave status`` and the console.
     The backlog has a row for every candidate class of the registry, in its order (0 when none is due)."""
-    backlog, tasks, review, lateness, polls, deferred, failing, instances = call(conn, "weave_status")
+    backlog, tasks, review, lateness, polls, deferred, failing, instances, expiring = call(conn, "weave_status")
     due = {row["class"]: row for row in backlog}
     backlog = [due.get(c.name, {"class": c.name, "due": 0, "oldest_due_at": None, "lag_ms": 0})
                for c in candidates.CLASSES]
@@ -314,7 +314,8 @@ def status(conn: Conn) -> dict:
             "polls_waiting": polls[0]["polls_waiting"], "signals_pending": polls[0]["signals_pending"],
             "deferred": {r["reason"]: r["instances"] for r in deferred},
             "failing": {r["class"]: {"failing": int(r["failing"]), "repeated": int(r["repeated"])} for r in failing},
-            "instances": {r["status"]: {"instances": r["instances"], "paused": int(r["paused"])} for r in instances}}
+            "instances": {r["status"]: {"instances": r["instances"], "paused": int(r["paused"])} for r in instances},
+            "expiring_credentials": [{**r, "expires_at": rfc3339(r["expires_at"])} for r in expiring]}
 
 
 # --- control -------------------------------------------------------------------------------------------------

@@ -11,6 +11,8 @@ Result set 5: polls_in_flight, polls_waiting (POLL activations by state), signal
 Result set 6 (R-18): reason, instances (deferred checks by reason: pause, quota, capacity, disabled identity or app).
 Result set 7 (R-18): class, failing (candidates whose last advance failed), repeated (failed 2 or more times in a row).
 Result set 8 (live instances): status (RUNNING, NEEDS_REVIEW, CANCELLING), instances, paused (of them, control PAUSED).
+Result set 9 (S-2): namespace, credential_id, actor, expires_at - every active credential made to expire, the soonest
+first (one past its time included: it authenticates no more), at most 1,000.
 Rules: R-10, R-11, R-18, C-3.'
     READS SQL DATA
 BEGIN
@@ -69,4 +71,9 @@ BEGIN
       LEFT JOIN weave_namespaces n ON TRUE
       LEFT JOIN weave_instances i FORCE INDEX (ix_instance_status) ON i.namespace_id = n.id AND i.status = st.status
      GROUP BY st.status ORDER BY FIELD(st.status, 'RUNNING', 'NEEDS_REVIEW', 'CANCELLING');
+    -- A credential that expires takes down whatever uses it: its time, watched like a certificate's.
+    SELECT n.name AS namespace, CONCAT('cred_', c.id) AS credential_id, c.actor, c.expires_at
+      FROM weave_credentials c JOIN weave_namespaces n ON n.id = c.namespace_id
+     WHERE c.status = 'ACTIVE' AND c.expires_at IS NOT NULL
+     ORDER BY c.expires_at, c.id LIMIT 1000;
 END

@@ -55,6 +55,25 @@ def test_T8_metrics_parse_with_prometheus_client_and_carry_real_types(client, wo
     assert value(found["weave_due_backlog"], "weave_due_backlog", **{"class": "CHECKPOINT"}) == 0
 
 
+def test_S2_an_active_credential_that_expires_is_watched_like_a_certificate(client, world):
+    """A credential made to expire takes down what uses it at its time: /metrics gives that time (Unix seconds), for
+    an alert on it minus time(), until the credential is disabled."""
+    import datetime as dt
+
+    from procedures import routines
+
+    at = world.db.now() + dt.timedelta(days=3)
+    made = routines.credential_create(world.db.conn, world.admin, "acme", "contractor", ["workflows:read"],
+                                      expires_at=at)
+    found = families(client.simulate_get("/metrics").text)
+    expiry = found["weave_credential_expiry_timestamp_seconds"]
+    assert expiry.type == "gauge" and [s.labels for s in expiry.samples] == [
+        {"namespace": "acme", "credential_id": made["credential_id"], "actor": "contractor"}]
+    assert value(expiry, "weave_credential_expiry_timestamp_seconds") == at.replace(tzinfo=dt.timezone.utc).timestamp()
+    routines.credential_disable(world.db.conn, world.admin, "acme", made["credential_id"])
+    assert families(client.simulate_get("/metrics").text)["weave_credential_expiry_timestamp_seconds"].samples == []
+
+
 def test_openmetrics_when_the_scraper_asks_for_it(client):
     result = client.simulate_get("/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
     assert result.headers["content-type"].startswith("application/openmetrics-text")

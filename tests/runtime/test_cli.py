@@ -151,7 +151,11 @@ def test_listings_show_what_exists_and_never_a_token(weave, world):
     assert {c["actor"] for c in listed} >= {"ops"} and all("token" not in c for c in listed)
 
 
-def test_S2_credentials_create_with_an_expiry_on_the_engine_clock_and_list_shows_it(weave, world):
+def test_S2_credentials_create_with_an_expiry_on_the_engine_clock_and_list_shows_it(weave, world, database, capsys):
+    def status() -> str:  # `weave status` takes no namespace or token: it reads across namespaces
+        assert main(["status", "--dsn", database.url()]) == 0
+        return capsys.readouterr().out
+
     now = world.db.now()
     code, out, err = weave("credentials", "create", "--actor", "contractor", "--scopes", "workflows:read",
                            "--expires-in", "36h", "--json", token=world.admin)
@@ -164,12 +168,15 @@ def test_S2_credentials_create_with_an_expiry_on_the_engine_clock_and_list_shows
     assert code == EXIT_CODES[422] and "expires_at must be later" in json.loads(err)["detail"], err
     code, out, _ = weave("credentials", "list", token=world.admin)
     assert code == 0 and made["expires_at"] in out
+    assert (f"credentials expiring within 7 days: {made['credential_id']} contractor (acme) at "
+            f"{made['expires_at']}") in status()
     world.db.advance(36 * 3_600_000)
     code, out, err = weave("workflows", "list", "--json", token=made["token"])
     assert code == EXIT_CODES[401] and "expired" in json.loads(err)["detail"], err
     listed = {c["actor"]: c["status"] for c in json.loads(weave("credentials", "list", "--json",
                                                                 token=world.admin)[1])}
     assert listed["contractor"] == "EXPIRED"
+    assert f"{made['credential_id']} contractor (acme) EXPIRED" in status()
 
 
 def test_errors_are_json_on_stderr_with_an_exit_code_per_class(weave, world):
