@@ -74,6 +74,10 @@ BEGIN
     DECLARE v_batch LONGTEXT;   -- those of them to remove: the locked ones less the held ones
     DECLARE v_ids LONGTEXT;     -- their workflow ids, for the audit row
     DECLARE v_archived BIGINT DEFAULT NULL;  -- in_only as an object: the rows archived for the instances removed
+    DECLARE v_tasks LONGTEXT;        -- the ids of their tasks, inbox events, signals and checkpoints
+    DECLARE v_inbox LONGTEXT;
+    DECLARE v_signals LONGTEXT;
+    DECLARE v_checkpoints LONGTEXT;
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_instances_purge', v_tx);  -- refused inside a caller's transaction (R-1)
@@ -108,13 +112,21 @@ BEGIN
       FROM (SELECT id, created_at FROM weave_instances
              WHERE namespace_id = v_ns AND id > v_after ORDER BY id LIMIT v_limit) w;
 
-    -- The settled instances of the window, locked; one another transaction holds is left for the next run.
+    -- The settled instances of the window, found without locks, then locked by their ids (their state read again
+    -- under the lock); one another transaction holds is left for the next run. Locked by id, and every row of
+    -- theirs below removed by its own key where the engine takes rows SKIP LOCKED (tasks, inbox events, signals,
+    -- checkpoints): a locking read over a range would hold, for an instant, each row it reads on its way, live
+    -- ones of other instances included, and a claim or a scan passing then would skip them.
     SELECT JSON_ARRAYAGG(id) INTO v_locked FROM weave_instances
      WHERE namespace_id = v_ns AND id > v_after AND id <= v_last AND status IN ('SUCCEEDED', 'CANCELLED')
        AND finished_at < in_finished_before
        AND (in_only IS NULL OR IF(JSON_TYPE(in_only) = 'OBJECT',
                                   JSON_CONTAINS_PATH(in_only, 'one', CONCAT('$.wf_', id)),
-                                  JSON_CONTAINS(in_only, JSON_QUOTE(CONCAT('wf_', id)))))
+                                  JSON_CONTAINS(in_only, JSON_QUOTE(CONCAT('wf_', id)))));
+    SELECT JSON_ARRAYAGG(i.id) INTO v_locked
+      FROM JSON_TABLE(COALESCE(v_locked, '[]'), '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) c
+      STRAIGHT_JOIN weave_instances i ON i.id = c.id
+     WHERE i.status IN ('SUCCEEDED', 'CANCELLED') AND i.finished_at < in_finished_before
        FOR UPDATE SKIP LOCKED;
     -- Uncounted: a row of theirs became final after the fold's horizon (a late signal rejected a minute ago, or no
     -- fold yet); they wait for a later run, once /metrics has counted it. Each instance's own rows, by its index, in
@@ -161,8 +173,20 @@ BEGIN
             SELECT SUM(JSON_EXTRACT(in_only, CONCAT('$.wf_', b.id))) INTO v_archived
               FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b;
         END IF;
+        -- The rows of the kinds the engine takes SKIP LOCKED, found without locks: none can be added to a settled
+        -- instance this call holds (each is written under its instance's lock, an inbox event only at the end of a
+        -- task that is open), and each is then removed by its own key.
+        SELECT (SELECT JSON_ARRAYAGG(t.id) FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
+                  STRAIGHT_JOIN pulse_tasks t FORCE INDEX (ix_task_instance) ON t.instance_id = b.id),
+               (SELECT JSON_ARRAYAGG(x.id) FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
+                  STRAIGHT_JOIN pulse_inbox x FORCE INDEX (ix_inbox_instance) ON x.instance_id = b.id),
+               (SELECT JSON_ARRAYAGG(s.id) FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
+                  STRAIGHT_JOIN weave_signals s FORCE INDEX (ix_signal_target) ON s.instance_id = b.id),
+               (SELECT JSON_ARRAYAGG(c.id) FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
+                  STRAIGHT_JOIN weave_pending_advances c FORCE INDEX (uq_checkpoint) ON c.instance_id = b.id)
+          INTO v_tasks, v_inbox, v_signals, v_checkpoints;
         -- Child records in R-3's order, then the histories, then the instances themselves; each a join from the
-        -- batch's ids to the instance's rows, so that it reads and locks only the rows it removes.
+        -- batch's ids (or its rows' own) to the rows, so that it reads and locks only the rows it removes.
         DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
                  STRAIGHT_JOIN weave_steps x ON x.instance_id = b.id;
         SET v_rows = v_rows + ROW_COUNT();
@@ -182,20 +206,20 @@ BEGIN
         -- task before it stores itself, so it lands before this statement takes the task (and goes with it) or
         -- finds no task.
         DELETE t, a, p, l
-          FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
-          STRAIGHT_JOIN pulse_tasks t ON t.instance_id = b.id
+          FROM JSON_TABLE(COALESCE(v_tasks, '[]'), '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) k
+          STRAIGHT_JOIN pulse_tasks t ON t.id = k.id
           LEFT JOIN pulse_attempts a ON a.task_id = t.id
           LEFT JOIN pulse_permits p ON p.attempt_id = a.id
           LEFT JOIN pulse_late_reports l ON l.task_id = t.id;
         SET v_rows = v_rows + ROW_COUNT();
-        DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
-                 STRAIGHT_JOIN pulse_inbox x ON x.instance_id = b.id;
+        DELETE x FROM JSON_TABLE(COALESCE(v_inbox, '[]'), '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) k
+                 STRAIGHT_JOIN pulse_inbox x ON x.id = k.id;
         SET v_rows = v_rows + ROW_COUNT();
-        DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
-                 STRAIGHT_JOIN weave_signals x ON x.instance_id = b.id;
+        DELETE x FROM JSON_TABLE(COALESCE(v_signals, '[]'), '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) k
+                 STRAIGHT_JOIN weave_signals x ON x.id = k.id;
         SET v_rows = v_rows + ROW_COUNT();
-        DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
-                 STRAIGHT_JOIN weave_pending_advances x ON x.instance_id = b.id;
+        DELETE x FROM JSON_TABLE(COALESCE(v_checkpoints, '[]'), '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) k
+                 STRAIGHT_JOIN weave_pending_advances x ON x.id = k.id;
         SET v_rows = v_rows + ROW_COUNT();
         DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
                  STRAIGHT_JOIN weave_review_reasons x ON x.instance_id = b.id;
