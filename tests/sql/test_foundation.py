@@ -506,7 +506,7 @@ def test_R3_every_engine_routine_takes_the_instance_lock_after_identity_and_app(
     # Retention locks a window of settled instances at once, after its admin credential, and never waits for one
     # (SKIP LOCKED): an instance another transaction holds is left for the next run.
     purge = re.sub(r"--[^\n]*", "", (PROCEDURES_DIR / "admin" / "weave_instances_purge.sql").read_text())
-    window = re.search(r"FROM weave_instances\b[^;]*FOR UPDATE SKIP LOCKED;", purge)
+    window = re.search(r"(?:FROM|JOIN) weave_instances\b[^;]*FOR UPDATE SKIP LOCKED;", purge)
     assert window and purge.index("CALL _weave_admin_begin(") < window.start()
     for path in PROCEDURES_DIR.rglob("*.sql"):
         if path.stem in lockers or path.stem == "weave_instances_purge":
