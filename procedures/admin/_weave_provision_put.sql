@@ -24,10 +24,11 @@ BEGIN
     DECLARE v_now DATETIME(6);
     DECLARE v_id BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_details LONGTEXT;
+    DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues
     -- A queue's capacity is set only by an admin of that queue; an app's limit and status bound its tasks on every
     -- queue, so only an admin of every queue (*) sets them.
     CALL _weave_admin_begin(in_token, in_namespace, 'admin', IF(in_kind = 'queue', in_name, '*'), v_ns, v_admin,
-                            v_admin_actor, v_now);
+                            v_admin_actor, v_now, v_allowed);
     CALL _weave_provision_check(in_kind, in_name, IF(in_kind = 'app', 'max_in_flight', 'capacity'), in_limit);
     IF in_kind = 'app' THEN
         -- Exactly (FIND_IN_SET): an IN list would pass 'ACTIVE ' (the collation pads spaces) and store it as it came.

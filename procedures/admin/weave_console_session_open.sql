@@ -20,10 +20,12 @@ BEGIN
     DECLARE v_cred BIGINT UNSIGNED;
     DECLARE v_actor VARCHAR(128);
     DECLARE v_expires DATETIME(6);
+    DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_claim('weave_console_session_open', v_tx);
-    CALL _weave_admin_begin(in_token, in_namespace, 'workflows:read', NULL, v_ns, v_cred, v_actor, v_now);
+    CALL _weave_admin_begin(in_token, in_namespace, 'workflows:read', NULL, v_ns, v_cred, v_actor, v_now,
+                            v_allowed);
     IF in_session_hash IS NULL OR in_session_hash NOT REGEXP '^[0-9a-f]{64}\\z' THEN
         CALL _weave_raise(50100, 'INVALID_ARGUMENT: the session hash must be 64 hex digits');
     END IF;

@@ -26,10 +26,12 @@ BEGIN
     DECLARE v_cred BIGINT UNSIGNED;
     DECLARE v_rest VARCHAR(1024);
     DECLARE v_scope VARCHAR(1024);
+    DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_claim('weave_credential_create', v_tx);
-    CALL _weave_admin_begin(in_token, in_namespace, 'admin', in_queues, v_ns, v_admin, v_admin_actor, v_now);
+    CALL _weave_admin_begin(in_token, in_namespace, 'admin', in_queues, v_ns, v_admin, v_admin_actor, v_now,
+                            v_allowed);
     IF in_actor IS NULL OR CHAR_LENGTH(in_actor) NOT BETWEEN 1 AND 128 OR in_actor REGEXP '[[:cntrl:]]' THEN
         CALL _weave_raise(50116, 'NAME_INVALID: actor must be 1-128 printable chars');
     END IF;

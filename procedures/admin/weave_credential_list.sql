@@ -12,10 +12,12 @@ Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
 Rules: S-2.'
     READS SQL DATA
 BEGIN
-    DECLARE v_ns BIGINT UNSIGNED DEFAULT _weave_namespace_authorize(in_token, in_namespace, 'admin');
-    DECLARE v_allowed VARCHAR(2048) DEFAULT (SELECT c.queues FROM weave_credentials c
-                                              WHERE c.token_hash = SHA2(in_token, 256));
+    DECLARE v_ns BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_cred BIGINT UNSIGNED;
+    DECLARE v_actor VARCHAR(128);
+    DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues
     DECLARE v_now DATETIME(6);
+    CALL _weave_authorize(in_token, in_namespace, 'admin', NULL, v_ns, v_cred, v_actor, v_allowed);
     CALL _weave_now(v_now);
     SELECT CONCAT('cred_', id) AS credential_id, actor, scopes, queues,
            IF(status = 'ACTIVE' AND expires_at <= v_now, 'EXPIRED', status) AS status, created_at, disabled_at,

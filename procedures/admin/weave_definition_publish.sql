@@ -39,10 +39,12 @@ BEGIN
     DECLARE v_missing VARCHAR(4096);  -- the queues of the definition that do not exist, comma-separated
     DECLARE v_unqueued INT;
     DECLARE v_unknown LONGTEXT;
+    DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_claim('weave_definition_publish', v_tx);
-    CALL _weave_admin_begin(in_token, in_namespace, 'definitions:publish', NULL, v_ns, v_cred, v_actor, v_now);
+    CALL _weave_admin_begin(in_token, in_namespace, 'definitions:publish', NULL, v_ns, v_cred, v_actor, v_now,
+                            v_allowed);
     IF in_document IS NULL OR NOT JSON_VALID(in_document)
        OR COALESCE(JSON_TYPE(JSON_EXTRACT(in_document, '$.steps')), '') <> 'ARRAY'
        OR COALESCE(JSON_LENGTH(in_document, '$.steps'), 0) = 0
@@ -74,7 +76,7 @@ BEGIN
     END IF;
     -- A publisher restricted to some queues publishes only definitions of its queues (S-2): their instances' tasks
     -- take those queues' capacity.
-    CALL _weave_authorize(in_token, in_namespace, NULL, v_queues, v_ns, v_cred, v_actor);
+    CALL _weave_queues_check(v_queues, v_allowed);
     -- R-18: a definition whose queues do not exist would only ever defer its instances; refuse it now, naming
     -- every queue missing (as many as the message holds, then ",..."), so that one answer says all there is to do.
     SET v_rest = v_queues, v_missing = '';

@@ -78,11 +78,12 @@ BEGIN
     DECLARE v_inbox LONGTEXT;
     DECLARE v_signals LONGTEXT;
     DECLARE v_checkpoints LONGTEXT;
+    DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_instances_purge', v_tx);  -- refused inside a caller's transaction (R-1)
     -- A retention run removes the history of every queue's instances: only an admin of every queue (*) runs it.
-    CALL _weave_admin_begin(in_token, in_namespace, 'admin', '*', v_ns, v_cred, v_actor, v_now);
+    CALL _weave_admin_begin(in_token, in_namespace, 'admin', '*', v_ns, v_cred, v_actor, v_now, v_allowed);
     IF v_limit < 1 OR v_limit > 1000 THEN
         CALL _weave_raise(50121, 'LIMIT_INVALID: limit must be 1..1000');
     END IF;

@@ -11,11 +11,12 @@ CREATE PROCEDURE _weave_authorize(
         IN  in_queues       VARCHAR(2048),
         INOUT io_namespace_id BIGINT UNSIGNED,
         OUT out_credential_id BIGINT UNSIGNED,
-        OUT out_actor         VARCHAR(128))
+        OUT out_actor         VARCHAR(128),
+        OUT out_allowed       VARCHAR(2048))
     COMMENT 'Internal. Description: authenticates a bearer token for a namespace, a scope and the queues a definition uses.
 Parameters: in_token, in_namespace (name), in_scope (NULL = none needed), in_queues (comma list, NULL or empty = none),
 io_namespace_id (in: the id of in_namespace when the caller has just read it by that name, else NULL; out: the
-namespace id).
+namespace id), out_allowed (the credential''s queues: a comma list, or * for every queue).
 Errors: 50001 UNAUTHENTICATED, 50003 NOT_FOUND, 50002 FORBIDDEN.'
     READS SQL DATA
 BEGIN
@@ -23,15 +24,13 @@ BEGIN
     DECLARE v_cred_ns BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_status VARCHAR(16) DEFAULT NULL;
     DECLARE v_scopes VARCHAR(512);
-    DECLARE v_allowed VARCHAR(2048);
-    DECLARE v_queue VARCHAR(64);
     DECLARE v_expires DATETIME(6) DEFAULT NULL;
     DECLARE v_now DATETIME(6);
 
     SET out_credential_id = NULL, v_ns = io_namespace_id;
     IF in_token IS NOT NULL AND CHAR_LENGTH(in_token) BETWEEN 1 AND 256 THEN
         SELECT id, namespace_id, actor, scopes, queues, status, expires_at
-          INTO out_credential_id, v_cred_ns, out_actor, v_scopes, v_allowed, v_status, v_expires
+          INTO out_credential_id, v_cred_ns, out_actor, v_scopes, out_allowed, v_status, v_expires
           FROM weave_credentials WHERE token_hash = SHA2(in_token, 256) LOCK IN SHARE MODE;
     END IF;
     IF out_credential_id IS NULL OR v_status <> 'ACTIVE' THEN
@@ -56,10 +55,7 @@ BEGIN
         CALL _weave_raise(50002, CONCAT('FORBIDDEN: missing scope ', in_scope));
     END IF;
 
-    IF v_allowed <> '*' AND in_queues IS NOT NULL AND in_queues <> '' THEN
-        SET v_queue = _weave_queue_refused(in_queues, v_allowed);
-        IF v_queue IS NOT NULL THEN
-            CALL _weave_raise(50002, CONCAT('FORBIDDEN: queue not allowed: ', v_queue));
-        END IF;
+    IF out_allowed <> '*' AND in_queues IS NOT NULL AND in_queues <> '' THEN
+        CALL _weave_queues_check(in_queues, out_allowed);
     END IF;
 END

@@ -20,6 +20,7 @@ never change), for _weave_instance_lock.
 Errors: 50001 UNAUTHENTICATED, 50003 NOT_FOUND, 50002 FORBIDDEN.'
     READS SQL DATA
 BEGIN
+    DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues, checked against the definition's there
     SET out_instance_id = NULL, out_namespace_id = NULL, out_queues = NULL;
     IF in_workflow_id REGEXP '^wf_[0-9]{1,19}\\z' THEN
         -- The namespace is found by its name here already; _weave_authorize takes it instead of reading it again.
@@ -31,7 +32,7 @@ BEGIN
          WHERE i.id = CAST(SUBSTRING(in_workflow_id, 4) AS UNSIGNED);
     END IF;
     CALL _weave_authorize(in_token, in_namespace, in_scope, out_queues,
-                          out_namespace_id, out_credential_id, out_actor);
+                          out_namespace_id, out_credential_id, out_actor, v_allowed);
     IF out_instance_id IS NULL THEN
         CALL _weave_raise(50003, 'NOT_FOUND: no such object in this namespace');
     END IF;

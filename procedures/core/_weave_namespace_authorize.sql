@@ -14,6 +14,7 @@ BEGIN
     DECLARE v_ns BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_cred BIGINT UNSIGNED;
     DECLARE v_actor VARCHAR(128);
-    CALL _weave_authorize(in_token, in_namespace, in_scope, NULL, v_ns, v_cred, v_actor);
+    DECLARE v_allowed VARCHAR(2048);
+    CALL _weave_authorize(in_token, in_namespace, in_scope, NULL, v_ns, v_cred, v_actor, v_allowed);
     RETURN v_ns;
 END

@@ -31,20 +31,24 @@ Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50100 INVALID_A
 Rules: C-3, M-1, R-11.'
     READS SQL DATA
 BEGIN
-    DECLARE v_ns BIGINT UNSIGNED DEFAULT _weave_namespace_authorize(in_token, in_namespace, 'workflows:read');
-    -- A credential restricted to some queues sees only the instances whose definitions use none other (S-2), as it
-    -- may read no other instance by its id: the definition versions it may see, found once (a namespace has few),
-    -- as a comma list of their ids (NULL: every queue, so every version). The page then reads past the instances
-    -- of the others: 5,000 of them cost about 1 ms here (30 ms when each row looked its definition up).
-    DECLARE v_allowed VARCHAR(2048) DEFAULT (SELECT c.queues FROM weave_credentials c
-                                              WHERE c.token_hash = SHA2(in_token, 256));
-    DECLARE v_visible LONGTEXT DEFAULT IF(v_allowed = '*', NULL,
-        (SELECT COALESCE(GROUP_CONCAT(d.id), '') FROM weave_definitions d
-          WHERE d.namespace_id = v_ns AND _weave_queue_refused(d.queues, v_allowed) IS NULL));
+    DECLARE v_ns BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_cred BIGINT UNSIGNED;
+    DECLARE v_actor VARCHAR(128);
+    DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues
+    DECLARE v_visible LONGTEXT DEFAULT NULL;
     DECLARE v_limit INT DEFAULT COALESCE(in_limit, 50);
     DECLARE v_before BIGINT UNSIGNED DEFAULT COALESCE(in_before_id, 18446744073709551615);
     DECLARE v_deferred TINYINT DEFAULT COALESCE(in_deferred, 0);
     DECLARE v_newest TEXT;  -- a definition alone: the newest page of one of its statuses ({status} left to fill)
+    CALL _weave_authorize(in_token, in_namespace, 'workflows:read', NULL, v_ns, v_cred, v_actor, v_allowed);
+    -- A credential restricted to some queues sees only the instances whose definitions use none other (S-2), as it
+    -- may read no other instance by its id: the definition versions it may see, found once (a namespace has few),
+    -- as a comma list of their ids (NULL: every queue, so every version). The page then reads past the instances
+    -- of the others: 5,000 of them cost about 1 ms here (30 ms when each row looked its definition up).
+    IF v_allowed <> '*' THEN
+        SELECT COALESCE(GROUP_CONCAT(d.id), '') INTO v_visible FROM weave_definitions d
+         WHERE d.namespace_id = v_ns AND _weave_queue_refused(d.queues, v_allowed) IS NULL;
+    END IF;
     IF v_limit < 1 OR v_limit > 500 THEN
         CALL _weave_raise(50121, 'LIMIT_INVALID: limit must be 1..500');
     END IF;

@@ -46,6 +46,7 @@ BEGIN
     DECLARE v_existing_digest CHAR(64);
     DECLARE v_duplicate TINYINT DEFAULT 0;
     DECLARE v_root VARCHAR(16);
+    DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues, checked against the definition's there
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_instance_start', v_tx);  -- refused inside a caller's transaction (R-1)
@@ -61,7 +62,7 @@ BEGIN
       LEFT JOIN weave_definitions p ON p.id = i.definition_id
      WHERE d.name = in_definition AND (in_version IS NULL OR d.version = in_version)
      ORDER BY d.version DESC LIMIT 1;
-    CALL _weave_authorize(in_token, in_namespace, 'workflows:start', v_queues, v_ns, v_cred, v_actor);
+    CALL _weave_authorize(in_token, in_namespace, 'workflows:start', v_queues, v_ns, v_cred, v_actor, v_allowed);
 
     IF in_idempotency_key IS NULL OR NOT (in_idempotency_key REGEXP '^[!-~]{1,128}\\z') THEN
         CALL _weave_raise(50113, 'IDEMPOTENCY_KEY_INVALID: 1-128 printable ASCII characters');
