@@ -142,18 +142,18 @@ def _admin_command(routine: Callable[..., dict], fields: tuple[str, ...],
 def cmd_credentials_create(args: argparse.Namespace) -> int:
     """A credential, its token printed once; with --expires-in, the expiry counts from the engine's clock (R-2), not
     the host's."""
-    with _conn(args) as conn:
-        token = _token(args)
+    def create(conn: db.Connection, token: str) -> dict:
         expires = None
         if args.expires_at is not None:
             expires = _utc_time("--expires-at", args.expires_at, "DEADLINE_INVALID")
         elif args.expires_in is not None:
             expires = db.call_row(conn, "weave_clock_now")["now_at"] + args.expires_in
-        row = routines.credential_create(conn, token, args.namespace, args.actor, args.scopes, args.queues,
-                                         expires_at=expires)
-    _print(args, row, lambda p: f"credential {p['credential_id']} for {p['actor']}"
-           + (f", expires {p['expires_at']}" if p["expires_at"] else "") + f"\ntoken (shown once): {p['token']}")
-    return 0
+        return routines.credential_create(conn, token, args.namespace, args.actor, args.scopes, args.queues,
+                                          expires_at=expires)
+
+    return _as_caller(args, create, lambda p: f"credential {p['credential_id']} for {p['actor']}"
+                      + (f", expires {p['expires_at']}" if p["expires_at"] else "")
+                      + f"\ntoken (shown once): {p['token']}")
 
 cmd_credentials_disable = _admin_command(routines.credential_disable, ("credential_id",),
                                          "credential {credential_id} is {status}")
@@ -269,11 +269,9 @@ def cmd_workflows_events(args: argparse.Namespace) -> int:
 
 
 def cmd_workflows_list(args: argparse.Namespace) -> int:
-    with _conn(args) as conn:
-        page = routines.instance_list(conn, _token(args), args.namespace, status=args.status,
-                                      definition=args.definition, limit=args.limit, cursor=args.cursor)
-    _print(args, page, _instance_lines)
-    return 0
+    return _as_caller(args, lambda conn, token: routines.instance_list(
+        conn, token, args.namespace, status=args.status, definition=args.definition, limit=args.limit,
+        cursor=args.cursor), _instance_lines)
 
 
 def _page_lines(page: dict, rows: list[dict], empty: str) -> str:
@@ -291,11 +289,9 @@ def _instance_lines(page: dict) -> str:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    with _conn(args) as conn:
-        page = routines.audit_list(conn, _token(args), args.namespace, workflow_id=args.workflow_id,
-                                   action=args.action, limit=args.limit, cursor=args.cursor)
-    _print(args, page, _audit_lines)
-    return 0
+    return _as_caller(args, lambda conn, token: routines.audit_list(
+        conn, token, args.namespace, workflow_id=args.workflow_id, action=args.action, limit=args.limit,
+        cursor=args.cursor), _audit_lines)
 
 
 def _audit_lines(page: dict) -> str:
