@@ -71,15 +71,17 @@ def _check_allowed(url: str, allowed: set[str]) -> None:
         raise HttpRefused(f"HTTP_URL_INVALID: only absolute http(s) URLs are allowed, got {_shown(url)!r}")
     if not allowed:
         raise HttpRefused(f"HTTP_HOST_NOT_ALLOWED: {ALLOWLIST_ENV} is empty; no host may be called")
-    host = settings.allowlist_host(parts.hostname)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+    _, host, port = _origin(url)
     if host not in allowed and f"{host}:{port}" not in allowed:
         raise HttpRefused(f"HTTP_HOST_NOT_ALLOWED: {host} is not on {ALLOWLIST_ENV}")
 
 
 def _origin(url: str) -> tuple[str, str, int]:
+    """Scheme, host (as the allowlist holds it) and port of an absolute http(s) URL: what the allowlist checks, and
+    what a redirect must keep for the input's headers to follow it."""
     parts = urlsplit(url)
-    return parts.scheme, (parts.hostname or "").lower(), parts.port or (443 if parts.scheme == "https" else 80)
+    host = settings.allowlist_host(parts.hostname) if parts.hostname else ""
+    return parts.scheme, host, parts.port or (443 if parts.scheme == "https" else 80)
 
 
 class _AllowlistRedirects(urllib.request.HTTPRedirectHandler):
