@@ -354,7 +354,8 @@ def document() -> dict:
                              "responses": {"200": {"description": "alive", "content": {
                                  "application/json": {"schema": {"type": "object"}}}}}}},
         "/readyz": {"get": {"operationId": "ready", "tags": ["operations"],
-                            "summary": "Database reachable and at the expected level", "security": [],
+                            "summary": "Database reachable, taking writes and at the expected level",
+                            "security": [],
                             "responses": {"200": {"description": "ready", "content": {
                                 "application/json": {"schema": {"type": "object"}}}}, **_problem(503)}}},
         "/metrics": {"get": {"operationId": "metrics", "tags": ["operations"], "summary": "Prometheus metrics",

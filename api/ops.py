@@ -22,17 +22,27 @@ class Health:
 
 
 class Ready:
-    """Ready = the database answers and is at exactly the level this code ships (R-16)."""
+    """Ready = the database answers, takes writes, and is at exactly the level this code ships (R-16). A server
+    that answers reads but refuses every write (read-only: a replica, or a primary fenced for a failover; a Galera
+    node not Synced) is not ready: a load balancer then sends requests to nodes whose database takes them."""
 
     def __init__(self, connections: Connections):
         self.connections = connections
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        conn = self.connections.get()
         try:
-            installer.check_level(self.connections.get())
+            installer.check_level(conn)
         except errors.SchemaMismatch as exc:
             resp.set_header("Retry-After", "5")
             problem(resp, 503, "UNAVAILABLE", exc.detail)
+            return
+        why = db.why_not_ready(db.node_state(conn))
+        if why is not None:
+            resp.set_header("Retry-After", "5")
+            problem(resp, 503, "UNAVAILABLE", f"NOT_WRITABLE: the database server takes no writes now: it is {why}. "
+                                               "Writes answer 503 until it takes them again, or until the database "
+                                               "address leads to the server that does (after a failover).")
             return
         respond(resp, {"status": "ready", "level": installer.shipped_level()})
 

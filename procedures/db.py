@@ -496,8 +496,8 @@ def _node_failed(conn: Connection, exc: BaseException) -> None:
         origin = _origins.get(conn)
     if origin is None:
         return
-    if errors.errno_of(exc) == NOT_READY_ERRNO or isinstance(exc.__context__, TimeoutError):
-        _seen_down(origin.address, probed=False)  # not ready, or not answering: a probe may follow at once
+    if errors.refuses_writes(exc) or isinstance(exc.__context__, TimeoutError):
+        _seen_down(origin.address, probed=False)  # not ready, read-only or not answering: a probe may follow at once
     elif errors.is_connection_lost(exc):
         _probe(origin)
 
@@ -516,19 +516,33 @@ def node_lost(exc: BaseException) -> bool:
 
 
 def node_state(conn: Connection) -> dict[str, str]:
-    """wsrep_ready / wsrep_local_state and Uptime of the server. A SHOW is answered even by a node that refuses
-    every other statement. MySQL shows no wsrep status; MariaDB without a Galera provider only wsrep_ready."""
+    """wsrep_ready / wsrep_local_state and Uptime of the server, and whether it takes writes (read_only, and MySQL's
+    super_read_only). A SHOW is answered even by a node that refuses every other statement. MySQL shows no wsrep
+    status; MariaDB without a Galera provider only wsrep_ready."""
     with conn.cursor(pymysql.cursors.Cursor) as cur:
         cur.execute("SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_ready', 'wsrep_local_state', 'Uptime')")
-        return {name.lower(): value for name, value in cur.fetchall()}
+        state = {name.lower(): value for name, value in cur.fetchall()}
+        cur.execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'super_read_only')")
+        state.update((name.lower(), value) for name, value in cur.fetchall())
+        return state
 
 
 def node_ready(conn: Connection, state: dict[str, str] | None = None) -> bool:
-    """True on a server that is not a Galera node (no wsrep_local_state), and on a Galera node that is ready
-    (wsrep_ready ON) and Synced (local state 4)."""
-    state = node_state(conn) if state is None else state
-    return "wsrep_local_state" not in state or (state.get("wsrep_ready") == "ON"
-                                                and state["wsrep_local_state"] == "4")
+    """True on a server that takes writes (``why_not_ready`` says nothing against it)."""
+    return why_not_ready(node_state(conn) if state is None else state) is None
+
+
+def why_not_ready(state: dict[str, str]) -> str | None:
+    """Why a server in ``state`` (``node_state``) takes no writes now, or None when it does: it is read-only (a
+    replica, or a primary fenced for a failover: every routine's write would be refused, 1290), or a Galera node
+    that is not ready (wsrep_ready OFF) or not Synced (local state other than 4). A server that is not a Galera
+    node shows no wsrep_local_state."""
+    if "ON" in (state.get("read_only"), state.get("super_read_only")):
+        return "read-only"
+    if "wsrep_local_state" in state and (state.get("wsrep_ready") != "ON" or state["wsrep_local_state"] != "4"):
+        return (f"a Galera node not ready (wsrep_ready {state.get('wsrep_ready')}, "
+                f"local state {state['wsrep_local_state']})")
+    return None
 
 
 _default_tls: list[ssl.SSLContext] = []
@@ -639,7 +653,7 @@ def _open_ready(dsn: Dsn, address: Address, database: bool, autocommit: bool, fa
         with _lock:
             _origins[conn] = _Origin(dsn, address, epoch, "wsrep_local_state" in state)
         return conn, uptime
-    failures.append(f"{host}:{port} not ready")
+    failures.append(f"{host}:{port} not ready: {why_not_ready(state)}")
     conn.close()
     _seen_down(address)
     return None

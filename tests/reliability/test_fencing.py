@@ -6,11 +6,18 @@ same routines installed by root (who holds READ_ONLY ADMIN) write through the fe
 
 from __future__ import annotations
 
-import pytest
+import contextlib
+from collections.abc import Iterator
 
+import pytest
+from falcon import testing
+
+from api.app import create_app
+from api.http import ApiConnections
 from orchestrator.loop import Orchestrator
 from procedures import db as dbmod
 from procedures import errors, installer
+from procedures.connections import retry_transient
 from tests.support.db import Db
 from tests.support.server import private_server
 from tests.support.world import World
@@ -29,11 +36,11 @@ def _as(dsn: dbmod.Dsn, user: str) -> dbmod.Dsn:
     return dbmod.Dsn.parse(dsn.url().replace(f"//{dsn.user}@", f"//{user}:pw@", 1))
 
 
-@pytest.fixture
-def fenceable():
+@contextlib.contextmanager
+def _fenceable_server(prefix: str, tcp: bool = False) -> Iterator[tuple[dbmod.Dsn, dbmod.Dsn, dbmod.Connection]]:
     """A private server migrated by the owner of docs/operations.md, the DSN of the runtime user, and a root
     connection to fence it with (read_only is set back before the server is removed)."""
-    with private_server("weave-fence-", "weave_ha_fence", migrated=False) as (_, dsn):
+    with private_server(prefix, "weave_ha_fence", migrated=False, tcp=tcp) as (_, dsn):
         admin = dbmod.connect(dsn, database=False)
         try:
             _user(admin, "weave_owner", "ALL PRIVILEGES", dsn.database)
@@ -44,6 +51,12 @@ def fenceable():
             with admin.cursor() as cur:
                 cur.execute("SET GLOBAL read_only = OFF")
             admin.close()
+
+
+@pytest.fixture
+def fenceable():
+    with _fenceable_server("weave-fence-") as server:
+        yield server
 
 
 def _read_only(admin: dbmod.Connection, on: bool) -> None:
@@ -61,7 +74,6 @@ def test_Z3_read_only_fences_the_routines_of_the_documented_owner_and_not_those_
             dbmod.call(runtime, "weave_namespace_bootstrap", "fenced")
         assert errors.errno_of(refused.value.__cause__) == 1290
         assert dbmod.call_row(runtime, "weave_clock_now")["now_at"] is not None  # reads go on
-        installer.check_level(runtime)  # the level check reads only: /readyz stays ready
 
         _read_only(admin, False)  # the same routines, owned by root: the fence does not hold
         installer.migrate(dsn, test_clock=True)
@@ -101,3 +113,84 @@ def test_R12_an_orchestrator_on_a_fenced_primary_leaves_its_batch_at_the_first_r
     finally:
         orch.close()
         db.close()
+
+
+def test_Z3_readiness_answers_503_while_the_database_is_read_only_and_ready_again_after(fenceable):
+    """A fenced primary still answers reads, but every write is refused: /readyz says so, so that a load balancer
+    stops sending the node requests it could not take, and says ready again once the fence is lifted."""
+    _, runtime_dsn, admin = fenceable
+    connections = ApiConnections(runtime_dsn)
+    client = testing.TestClient(create_app(connections))
+    try:
+        assert client.simulate_get("/readyz").status_code == 200
+        _read_only(admin, True)
+        fenced = client.simulate_get("/readyz")
+        assert fenced.status_code == 503 and fenced.headers["Retry-After"] == "5"
+        assert fenced.json["code"] == "UNAVAILABLE" and fenced.json["detail"].startswith("NOT_WRITABLE")
+        assert "read-only" in fenced.json["detail"]
+        _read_only(admin, False)
+        assert client.simulate_get("/readyz").json["status"] == "ready"
+    finally:
+        connections.close_all()
+
+
+@pytest.fixture
+def primary_and_replica():
+    """Two private servers standing for a primary and its replica (each with the engine migrated by its owner of
+    operations), the DSN of the runtime user listing both, and a root connection to each."""
+    with (_fenceable_server("weave-primary-", tcp=True) as first,
+          _fenceable_server("weave-replica-", tcp=True) as second):
+        (a, runtime_a, admin_a), (b, _, admin_b) = first, second
+        hosts = f"@{a.host}:{a.port},{b.host}:{b.port}/"
+        both = dbmod.Dsn.parse(runtime_a.url().replace(f"@{a.host}:{a.port}/", hosts))
+        dbmod.forget_nodes()
+        try:
+            yield both, (a.port, admin_a), (b.port, admin_b)
+        finally:
+            dbmod.forget_nodes()
+
+
+def test_Z3_a_dsn_listing_a_primary_and_its_read_only_replica_connects_to_the_primary_and_follows_a_failover(
+        primary_and_replica):
+    """Listed first and up longest, the replica would be chosen were it not read-only; a connection goes to the
+    server that takes writes. After a failover (the old primary fenced read-only, the replica promoted), the first
+    write on the old primary is refused as transient (1290), and the process's next connection goes to the new
+    one: nothing is written to the fenced server, and no restart is needed."""
+    both, (port_a, admin_a), (port_b, admin_b) = primary_and_replica
+    _read_only(admin_a, True)  # a: the replica
+    conn = dbmod.connect(both)
+    try:
+        assert conn.port == port_b
+        dbmod.call(conn, "weave_namespace_bootstrap", "on-primary")
+        _read_only(admin_b, True)  # the failover: b fenced, a promoted
+        _read_only(admin_a, False)
+        with pytest.raises(errors.TransientDatabaseError) as refused:
+            dbmod.call(conn, "weave_namespace_bootstrap", "fenced")
+        assert errors.errno_of(refused.value.__cause__) == 1290
+        assert not dbmod.usable(conn)  # the process left b: its connections are replaced before their next use
+    finally:
+        conn.close()
+    # The process saw a read-only at first: it is probed again after a back-off, and the connect is retried, as
+    # every caller retries a transient error, until it is found ready.
+    conn = retry_transient(lambda: dbmod.connect(both), seconds=10)
+    try:
+        assert conn.port == port_a
+        dbmod.call(conn, "weave_namespace_bootstrap", "after-failover")
+    finally:
+        conn.close()
+    for admin, names in ((admin_a, ["after-failover"]), (admin_b, ["on-primary"])):
+        with admin.cursor() as cur:
+            cur.execute("SELECT name FROM weave_ha_fence.weave_namespaces ORDER BY id")
+            assert [row["name"] for row in cur.fetchall()] == names
+
+
+def test_Z3_with_every_listed_server_read_only_a_connect_is_refused_as_transient_and_says_why(primary_and_replica):
+    both, (_, admin_a), (_, admin_b) = primary_and_replica
+    _read_only(admin_a, True)
+    _read_only(admin_b, True)
+    with pytest.raises(errors.TransientDatabaseError) as refused:
+        dbmod.connect(both)
+    assert "NO_READY_NODE" in str(refused.value) and str(refused.value).count("not ready: read-only") == 2
+    _read_only(admin_b, False)
+    with retry_transient(lambda: dbmod.connect(both), seconds=10) as conn:
+        assert conn.port == primary_and_replica[2][0]

@@ -67,15 +67,15 @@ def _remove(server: EmbeddedServer) -> None:
 
 @contextlib.contextmanager
 def private_server(prefix: str, database: str, options: tuple[str, ...] = (),
-                   migrated: bool = True) -> Iterator[tuple[EmbeddedServer, Dsn]]:
-    """A private server of a test's own (started with the server ``options``), migrated with the test clock unless
-    not ``migrated``, that the test may hang, kill or reconfigure; stopped and removed afterwards, whatever state
-    the test left it in."""
+                   migrated: bool = True, tcp: bool = False) -> Iterator[tuple[EmbeddedServer, Dsn]]:
+    """A private server of a test's own (started with the server ``options``; reached over TCP when ``tcp``, as
+    the hosts of a several-host DSN are), migrated with the test clock unless not ``migrated``, that the test may
+    hang, kill or reconfigure; stopped and removed afterwards, whatever state the test left it in."""
     if not find_server_binary():
         raise RuntimeError("this test needs a mariadbd/mysqld binary on PATH to start a private server. "
                            + INSTALL_HINT)
     server = EmbeddedServer(Path(tempfile.mkdtemp(prefix=prefix)), database=database, fast_commit=True,
-                            options=options)
+                            options=options, tcp=tcp)
     try:
         dsn = server.start()
         if migrated:
