@@ -799,8 +799,8 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
 
     p = _command(sub, "migrate", help="create or upgrade the schema and routines (idempotent)",
                  description="Apply the schema migrations and install the stored routines. Re-running is a "
-                             "no-op, and two at once take turns. Upgrade order: stop old nodes, migrate, start "
-                             "new nodes.",
+                             "no-op, and two at once take turns; one that failed or was cut off resumes where it "
+                             "stopped when run again. Upgrade order: stop old nodes, migrate, start new nodes.",
                  func=cmd_migrate, token=False, namespace=False)
     p.add_argument("--test-clock", action="store_true",
                    help="install with the movable test clock (tests only; chosen at first install)")

@@ -141,14 +141,25 @@ def migrate(dsn: db.Dsn, *, test_clock: bool = False,
         # The migration tool's own lock is a row, which a migrate killed while applying migrations leaves behind
         # (the next one waited for it, then failed). Under the named lock no other migrate runs: a row is stale.
         backend.break_lock()
-        with backend.lock():
-            for migration in backend.to_apply(migrations):
-                progress(f"applying migration {migration.id}")
-                try:
-                    backend.apply_one(migration)
-                except pymysql.err.MySQLError as exc:
-                    raise MigrationFailed(migration.id, exc, dsn.database) from exc
-                report.migrations_applied.append(migration.id)
+        failed: MigrationFailed | None = None
+        try:
+            with backend.lock():
+                pending = backend.to_apply(migrations)
+                if pending:
+                    _ensure_progress_table(backend)
+                for migration in pending:
+                    try:
+                        _apply_resumable(backend, migration, dsn.database, progress)
+                    except MigrationFailed as exc:
+                        failed = exc
+                        break
+                    report.migrations_applied.append(migration.id)
+        except pymysql.err.MySQLError:
+            if failed is None:
+                raise
+            # The lock's row is left on a session that was lost; the next migrate breaks it (above).
+        if failed is not None:
+            raise failed
 
         with db.connect(dsn) as conn:
             report.clock_mode = _ensure_install_row(conn, test_clock)
@@ -156,28 +167,124 @@ def migrate(dsn: db.Dsn, *, test_clock: bool = False,
     return report
 
 
+# --- Migrations that resume -----------------------------------------------------------------------------------
+# A migration's statements are not one transaction: each DDL statement commits by itself. A migrate killed midway
+# (a lost ssh session, an upgrade's long ALTER cut off) or stopped by an error (a full disk, a Galera write-set
+# limit) used to leave part of a migration applied and none of it recorded, and the next migrate failed on the part
+# that stood: the way out was a restore. Each statement's progress is now recorded as it goes, so the next migrate
+# goes on from the statement that did not finish. A statement whose answer was lost (the session killed while it
+# ran) is marked in flight: on the server a DDL statement is atomic, applied whole or not at all, so it is run
+# again, and an answer that what it creates already exists (or what it drops is gone) proves that it was applied.
+# Only that statement, and only a DDL statement, is taken as applied so: a data statement is committed together
+# with its progress, and is simply run again when it did not commit.
+PROGRESS_TABLE = "weave_migration_progress"
+# The answers of a DDL statement run a second time after it was applied: a table, column, index or constraint that
+# already exists (1050, 1060, 1061, 1826), or one to drop or rename that is gone (1051, 1054, 1091, 1146).
+ALREADY_APPLIED_ERRNOS = frozenset({1050, 1051, 1054, 1060, 1061, 1091, 1146, 1826})
+_DDL = re.compile(r"^(?:\s+|--[^\n]*\n|/\*.*?\*/)*(?:ALTER|CREATE|DROP|RENAME)\b", re.IGNORECASE | re.DOTALL)
+
+
+def _ensure_progress_table(backend: Any) -> None:
+    backend.execute(
+        f"CREATE TABLE IF NOT EXISTS {PROGRESS_TABLE} ("
+        " migration_id VARCHAR(255) NOT NULL PRIMARY KEY COMMENT 'A migration begun and not yet recorded applied.',"
+        " statements_applied INT NOT NULL COMMENT 'How many of its statements, from the first, are applied.',"
+        " in_flight BOOLEAN NOT NULL COMMENT 'TRUE: the next statement was sent and its answer not seen (it may "
+        "stand).',"
+        " updated_at DATETIME(6) NOT NULL COMMENT 'When the progress was last recorded (UTC).'"
+        ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin "
+        "COMMENT='The progress of a weave migrate through a migration, so that a migrate stopped midway resumes.'")
+    backend.connection.commit()
+
+
+def _record(backend: Any, migration_id: str, applied: int, in_flight: bool) -> None:
+    backend.execute(f"INSERT INTO {PROGRESS_TABLE} (migration_id, statements_applied, in_flight, updated_at) "
+                    "VALUES (:id, :applied, :in_flight, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE "
+                    "statements_applied = VALUES(statements_applied), in_flight = VALUES(in_flight), "
+                    "updated_at = VALUES(updated_at)",
+                    {"id": migration_id, "applied": applied, "in_flight": in_flight})
+
+
+# A session ended under a statement (a lost connection, or KILL CONNECTION: 1927) gives no answer about it.
+def _session_lost(exc: BaseException) -> bool:
+    return errors.is_connection_lost(exc) or errors.errno_of(exc) == 1927
+
+
+def _apply_resumable(backend: Any, migration: Any, database: str, progress: Callable[[str], None]) -> None:
+    """Apply ``migration`` statement by statement from where an earlier migrate left it, recording each statement's
+    progress, then record the migration applied and forget its progress in one transaction."""
+    from yoyo.migrations import read_sql_migration
+
+    statements = read_sql_migration(migration.path)[2]
+    row = backend.execute(f"SELECT statements_applied, in_flight FROM {PROGRESS_TABLE} WHERE migration_id = :id",
+                          {"id": migration.id}).fetchone()
+    backend.connection.commit()
+    applied, in_flight = (int(row[0]), bool(row[1])) if row else (0, False)
+    if row:
+        progress(f"resuming migration {migration.id} at statement {applied + 1} of {len(statements)}: an earlier "
+                 f"migrate applied {applied}" + (" and was cut off while the next one ran" if in_flight else ""))
+    else:
+        progress(f"applying migration {migration.id} ({len(statements)} statements)")
+    for number in range(applied, len(statements)):
+        statement, ran = statements[number], False
+        try:
+            _record(backend, migration.id, number, True)
+            backend.connection.commit()
+            try:
+                with contextlib.closing(backend.cursor()) as cur:
+                    cur.execute(statement)  # as the migration tool runs it: sent as written, no parameters
+            except pymysql.err.MySQLError as exc:
+                if not (number == applied and in_flight and _DDL.match(statement)
+                        and errors.errno_of(exc) in ALREADY_APPLIED_ERRNOS):
+                    raise
+                progress(f"statement {number + 1} of migration {migration.id} had been applied by the migrate that "
+                         "was cut off")
+            ran = True
+            _record(backend, migration.id, number + 1, False)  # with a data statement, in its transaction
+            backend.connection.commit()
+        except pymysql.err.MySQLError as exc:
+            with contextlib.suppress(pymysql.err.MySQLError):
+                backend.connection.rollback()  # a data statement's work, not committed with its progress
+                if not ran and not _session_lost(exc):  # refused with an answer: the statement did not apply
+                    _record(backend, migration.id, number, False)
+                    backend.connection.commit()
+            raise MigrationFailed(migration.id, exc, database, number + 1, len(statements)) from exc
+    backend.ensure_internal_schema_updated()
+    backend.log_migration(migration, "apply")
+    with backend.transaction():
+        backend.mark_one(migration, log=False)
+        backend.execute(f"DELETE FROM {PROGRESS_TABLE} WHERE migration_id = :id", {"id": migration.id})
+
+
 class MigrationFailed(errors.WeaveError):
-    """A migration failed. Its DDL is not transactional, so part of it may stand; the migrations before it are
-    applied and recorded. The message gives the database's own error, not the failure to roll back to the
-    migration tool's savepoint that follows it."""
+    """A statement of a migration failed. The migrations before it are applied and recorded, and so are its own
+    statements before the one that failed: the next migrate resumes at that one. The message gives the database's
+    own error."""
 
     code = "MIGRATION_FAILED"
 
-    def __init__(self, migration: str, exc: BaseException, database: str):
+    def __init__(self, migration: str, exc: BaseException, database: str, number: int, total: int):
         cause = exc
-        while isinstance(cause.__context__, pymysql.err.MySQLError):  # the first error, before the failed rollback
+        while isinstance(cause.__context__, pymysql.err.MySQLError):  # the first error, before a failed rollback
             cause = cause.__context__
         said = cause.args[-1] if cause.args else cause
-        if migration == shipped_migrations()[0]:  # nothing was recorded: a first install stopped partway
-            what = ("No migration is recorded: this is a first install that stopped partway, and the database holds "
-                    f"nothing yet. Drop it (DROP DATABASE `{database}`; check first that it is the right one) and run "
-                    "`weave migrate` again.")
+        where = f"migration {migration} failed at statement {number} of {total}"
+        if errors.errno_of(cause) in ALREADY_APPLIED_ERRNOS and number == 1:
+            # What the migration makes stands, with no record of any migrate applying it.
+            what = ("What it makes already stands, although no migrate recorded applying it: "
+                    + ("this is a first install that stopped partway, and the database holds nothing yet. Drop it "
+                       f"(DROP DATABASE `{database}`; check first that it is the right one) and run `weave migrate` "
+                       "again." if migration == shipped_migrations()[0] else
+                       "the database was changed by hand, or restored from a copy taken during a migrate. Restore "
+                       "the backup taken before this migrate, then run `weave migrate` again."))
+        elif _session_lost(cause):
+            what = ("The session was lost while the statement ran: run `weave migrate` again, and it resumes there "
+                    "(the statements before it are applied and recorded).")
         else:
-            what = ("The migrations before it are applied; its own statements are not transactional, so part of it "
-                    "may stand: restore the backup taken before this migrate (or finish the migration by hand), then "
-                    "run `weave migrate` again.")
-        super().__init__(f"MIGRATION_FAILED: migration {migration} failed: the database answered "
-                         f"{errors.errno_of(cause)}: {said}. {what}")
+            what = ("The statements before it are applied and recorded. Remove the cause the database names (space, "
+                    "a limit, a lock held by another session), then run `weave migrate` again: it resumes at this "
+                    "statement.")
+        super().__init__(f"MIGRATION_FAILED: {where}: the database answered {errors.errno_of(cause)}: {said}. {what}")
 
 
 # A server with its binary log on refuses CREATE FUNCTION from a user without SUPER, unless
@@ -377,6 +484,22 @@ def check_level(conn: db.Connection) -> None:
     want = shipped_level()
     differing = sorted(set(digests.items()) ^ set(routines.items()))
     hint = f" (routines differing: {', '.join(sorted({n for n, _ in differing})[:8])})" if differing else ""
+    stopped = _migration_in_progress(conn)
+    if stopped:
+        hint += (f"; a migrate of {stopped[0]} stopped after {stopped[1]} of its statements, and `weave migrate` "
+                 "resumes it there")
     raise errors.SchemaMismatch(
         f"SCHEMA_MISMATCH: database is at level {have}; this code ships level {want}{hint}. "
         "Stop the old nodes, run `weave migrate`, then start the new ones.")
+
+
+def _migration_in_progress(conn: db.Connection) -> tuple[str, int] | None:
+    """The migration a migrate began and did not finish, and how many of its statements it applied, if any."""
+    with conn.cursor() as cur:
+        try:
+            cur.execute(f"SELECT migration_id, statements_applied FROM {PROGRESS_TABLE} "
+                        "ORDER BY migration_id LIMIT 1")
+        except pymysql.err.ProgrammingError:  # a database migrated before progress was recorded
+            return None
+        row = cur.fetchone()
+    return (row["migration_id"], row["statements_applied"]) if row else None

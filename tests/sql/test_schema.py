@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -13,7 +14,8 @@ import pytest
 
 from procedures import db as dbmod
 from procedures import errors, installer
-from tests.support.waiting import wait_for
+from tests.support.db import roll_back_migration
+from tests.support.waiting import wait_for, wait_for_value
 
 
 @contextlib.contextmanager
@@ -119,6 +121,115 @@ def test_R15_a_migrate_killed_while_applying_migrations_does_not_stop_the_next(d
     with dbmod.connect(database) as conn, conn.cursor() as cur:
         cur.execute("SELECT COUNT(*) AS n FROM yoyo_lock")
         assert cur.fetchone()["n"] == 0
+
+
+def _schema(conn: dbmod.Connection) -> dict[str, str]:
+    """Every table's definition, as the server writes it (the AUTO_INCREMENT counter left out)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT TABLE_NAME AS t FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()")
+        tables = sorted(r["t"] for r in cur.fetchall())
+        shown = {}
+        for table in tables:
+            cur.execute(f"SHOW CREATE TABLE `{table}`")
+            shown[table] = re.sub(r" AUTO_INCREMENT=\d+", "", cur.fetchone()["Create Table"])
+        return shown
+
+
+def _session_running(conn: dbmod.Connection, database: str, statement: str) -> int | None:
+    """The id of the session of ``database`` running a statement that begins with ``statement``, if one does."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT ID AS id FROM information_schema.PROCESSLIST WHERE DB = %s AND INFO LIKE %s",
+                    (database, statement + "%"))
+        row = cur.fetchone()
+        return row["id"] if row else None
+
+
+def test_R15_a_migrate_cut_off_midway_resumes_where_it_stopped_and_the_schema_is_the_one_shipped(database):
+    """A migration's statements commit one by one, so a migrate cut off midway (a lost session, an operator's
+    Ctrl-C during a long ALTER) left part of a migration applied and none of it recorded: the next migrate failed on
+    what stood, and the way out was a restore. Each statement's progress is recorded now. Here a real migrate is cut
+    off twice in one migration of DDL and data statements (0013): first while its first ALTER waits for a table
+    another session reads (the ALTER never ran), then after a later ALTER applied but before its progress was
+    recorded (the statement stands, unrecorded). Each next migrate resumes there; the last one ends with exactly
+    the schema of a database migrated in one go, and the rows the data statements made."""
+    target = "0013.metrics-rollup"
+    later = installer.shipped_migrations()[installer.shipped_migrations().index(target):]
+    with scratch_database(database, "resume") as fresh:
+        installer.migrate(fresh, test_clock=True)
+        with dbmod.connect(fresh) as conn:
+            shipped = _schema(conn)
+        for migration in reversed(later):
+            roll_back_migration(fresh, migration)
+        with dbmod.connect(fresh) as conn, conn.cursor() as cur:
+            cur.execute("INSERT INTO weave_poll_rounds (id, namespace_id, instance_id, activation_id, round_no, "
+                        "task_id, outcome, result_at, created_at) VALUES "
+                        "(1, 1, 1, 1, 1, 1, 'DONE', '2026-01-02', '2026-01-01')")
+
+        def cut_off(blocked_table: str, then_hold_progress: bool) -> str:
+            """Run a migrate until it waits for ``blocked_table`` (read by another session's open transaction), then
+            end its session: while it waits, or (``then_hold_progress``) once the ALTER ran and its progress is
+            being recorded. What the cut-off migrate raised."""
+            said: list[BaseException] = []
+            reader, holder, admin = (dbmod.connect(fresh, autocommit=False) for _ in range(3))
+            try:
+                with reader.cursor() as cur:  # holds the table's metadata lock until its transaction ends
+                    cur.execute(f"SELECT 1 FROM {blocked_table} LIMIT 1")
+
+                def run() -> None:
+                    try:
+                        installer.migrate(fresh, test_clock=True)
+                    except errors.WeaveError as exc:
+                        said.append(exc)
+
+                thread = threading.Thread(target=run)
+                thread.start()
+                assert wait_for(lambda: _session_running(admin, fresh.database, f"ALTER TABLE {blocked_table}"))
+                if then_hold_progress:
+                    with holder.cursor() as cur:
+                        cur.execute(f"SELECT * FROM {installer.PROGRESS_TABLE} FOR UPDATE")
+                    reader.rollback()  # the ALTER runs, and its progress then waits for the holder
+                    statement = f"INSERT INTO {installer.PROGRESS_TABLE}"
+                else:
+                    statement = f"ALTER TABLE {blocked_table}"
+                session = wait_for_value(lambda: _session_running(admin, fresh.database, statement))
+                with admin.cursor() as cur:
+                    cur.execute(f"KILL CONNECTION {session}")
+                thread.join(60)
+            finally:
+                for conn in (reader, holder, admin):
+                    conn.rollback()
+                    conn.close()
+            assert len(said) == 1 and said[0].code == "MIGRATION_FAILED", said
+            return str(said[0])
+
+        said = cut_off("weave_poll_rounds", then_hold_progress=False)
+        assert f"{target} failed at statement 1 of 8" in said and "resumes there" in said
+        said = cut_off("weave_signals", then_hold_progress=True)  # resumes at 1, is cut off after 3 applied
+        assert f"{target} failed at statement 3 of 8" in said and "resumes there" in said
+        with dbmod.connect(fresh) as conn, conn.cursor() as cur:
+            cur.execute(f"SELECT statements_applied, in_flight FROM {installer.PROGRESS_TABLE}")
+            assert cur.fetchall() == [{"statements_applied": 2, "in_flight": 1}]
+            cur.execute("SHOW INDEX FROM weave_signals WHERE Key_name = 'ix_signal_final'")
+            assert cur.fetchall()  # statement 3 stands, unrecorded
+
+        with dbmod.connect(fresh) as conn, pytest.raises(errors.SchemaMismatch) as mismatch:
+            installer.check_level(conn)  # what a node (and /readyz, and weave status) says meanwhile
+        assert f"a migrate of {target} stopped after 2 of its statements, and `weave migrate` resumes it there" \
+            in str(mismatch.value)
+        lines: list[str] = []
+        report = installer.migrate(fresh, test_clock=True, progress=lines.append)
+        assert report.migrations_applied == later
+        assert f"resuming migration {target} at statement 3 of 8: an earlier migrate applied 2 and was cut off " \
+               "while the next one ran" in lines
+        assert f"statement 3 of migration {target} had been applied by the migrate that was cut off" in lines
+        with dbmod.connect(fresh) as conn, conn.cursor() as cur:
+            assert _schema(conn) == shipped
+            installer.check_level(conn)
+            cur.execute(f"SELECT COUNT(*) AS n FROM {installer.PROGRESS_TABLE}")
+            assert cur.fetchone()["n"] == 0
+            cur.execute("SELECT decided_at FROM weave_poll_rounds")  # the data statement ran once, in its place
+            assert [str(r["decided_at"]) for r in cur.fetchall()] == ["2026-01-02 00:00:00"]
+        assert not installer.migrate(fresh, test_clock=True).changed
 
 
 def test_R15_a_migration_that_fails_partway_names_itself_and_its_cause(database, capsys):
