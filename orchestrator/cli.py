@@ -308,9 +308,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     with _conn(args) as conn:
         figures = routines.status(conn)
         broken = invariants.violations(conn) if args.check else {}
+        refusing = db.why_not_ready(db.node_state(conn))
     week = routines.rfc3339(figures["now_at"] + dt.timedelta(days=7))  # RFC 3339 UTC texts compare as times
     payload = {
         "now": routines.rfc3339(figures["now_at"]),
+        "database": {"takes_writes": refusing is None, **({"why_not": refusing} if refusing else {})},
         "backlog": {r["class"]: {"due": r["due"], "oldest_due_lag_ms": float(r["lag_ms"] or 0)}
                     for r in figures["backlog"]},
         "tasks_in_flight": {status: figures["tasks"].get(status, 0) for status in ("QUEUED", "RUNNING")},
@@ -326,7 +328,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     }
 
     def human(p: dict) -> str:
-        lines = [f"engine time {p['now']}", "due now (per candidate class):"]
+        lines = [f"engine time {p['now']}",
+                 "database: " + ("takes writes" if p["database"]["takes_writes"]
+                                 else f"takes NO writes: it is {p['database']['why_not']}"),
+                 "due now (per candidate class):"]
         lines += [f"  {k:<12} {v['due']:>8}   oldest lag {v['oldest_due_lag_ms']:.0f} ms"
                   for k, v in p["backlog"].items()]
         lines.append(f"tasks in flight: QUEUED {p['tasks_in_flight']['QUEUED']}, "

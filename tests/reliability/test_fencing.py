@@ -7,6 +7,7 @@ same routines installed by root (who holds READ_ONLY ADMIN) write through the fe
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -115,19 +116,31 @@ def test_R12_an_orchestrator_on_a_fenced_primary_leaves_its_batch_at_the_first_r
         db.close()
 
 
-def test_Z3_readiness_answers_503_while_the_database_is_read_only_and_ready_again_after(fenceable):
+def test_Z3_readiness_answers_503_while_the_database_is_read_only_and_ready_again_after(fenceable, capsys):
     """A fenced primary still answers reads, but every write is refused: /readyz says so, so that a load balancer
-    stops sending the node requests it could not take, and says ready again once the fence is lifted."""
+    stops sending the node requests it could not take, and says ready again once the fence is lifted. `weave
+    status`, where an operator looks first, says it too."""
+    from orchestrator.cli import main
+
     _, runtime_dsn, admin = fenceable
     connections = ApiConnections(runtime_dsn)
     client = testing.TestClient(create_app(connections))
+
+    def status() -> dict:
+        assert main(["status", "--dsn", runtime_dsn.url(), "--json"]) == 0
+        return json.loads(capsys.readouterr().out)["database"]
+
     try:
         assert client.simulate_get("/readyz").status_code == 200
+        assert status() == {"takes_writes": True}
         _read_only(admin, True)
         fenced = client.simulate_get("/readyz")
         assert fenced.status_code == 503 and fenced.headers["Retry-After"] == "5"
         assert fenced.json["code"] == "UNAVAILABLE" and fenced.json["detail"].startswith("NOT_WRITABLE")
         assert "read-only" in fenced.json["detail"]
+        assert status() == {"takes_writes": False, "why_not": "read-only"}
+        assert main(["status", "--dsn", runtime_dsn.url()]) == 0
+        assert "database: takes NO writes: it is read-only" in capsys.readouterr().out
         _read_only(admin, False)
         assert client.simulate_get("/readyz").json["status"] == "ready"
     finally:
