@@ -97,6 +97,8 @@ def _json_argument(flag: str, field: str, text: str, invalid_code: str) -> Any:
 # --- commands -------------------------------------------------------------------------------------------
 def cmd_migrate(args: argparse.Namespace) -> int:
     dsn = _dsn(args)
+    if args.plan:
+        return _migrate_plan(args, dsn)
     report = installer.migrate(dsn, test_clock=args.test_clock,
                                progress=(lambda m: print(m, file=sys.stderr)) if not args.json else (lambda _: None))
     payload = {"database": report.database, "clock_mode": report.clock_mode, "changed": report.changed,
@@ -107,6 +109,33 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         + ("nothing to do" if not p["changed"] else
            f"{len(p['migrations_applied'])} migration(s), {len(p['routines_installed'])} routine(s) installed, "
            f"{len(p['routines_dropped'])} dropped")))
+    return 0
+
+
+def _migrate_plan(args: argparse.Namespace, dsn: db.Dsn) -> int:
+    found = installer.plan(dsn)
+    payload = {"database": found.database, "exists": found.exists, "changes": found.changes,
+               "migrations": found.migrations, "routines_to_install": found.routines_to_install,
+               "routines_to_drop": found.routines_to_drop, "level": installer.shipped_level()}
+
+    def human(p: dict) -> str:
+        if not p["changes"]:
+            return f"database {p['database']} is at level {p['level']}: weave migrate has nothing to do"
+        lines = [f"weave migrate would bring database {p['database']} to level {p['level']}:"]
+        if not p["exists"]:
+            lines.append(f"  create the database {p['database']}")
+        lines += [f"  apply migration {m['id']} ({m['statements']} statements"
+                  + (f"; resume at statement {m['resumes_at']}, where a migrate stopped)" if m["resumes_at"]
+                     else ")") for m in p["migrations"]]
+        if p["routines_to_install"]:
+            lines.append(f"  install {len(p['routines_to_install'])} routine(s): "
+                         + ", ".join(p["routines_to_install"][:12])
+                         + (", ..." if len(p["routines_to_install"]) > 12 else ""))
+        if p["routines_to_drop"]:
+            lines.append(f"  drop {len(p['routines_to_drop'])} routine(s): " + ", ".join(p["routines_to_drop"]))
+        return "\n".join(lines)
+
+    _print(args, payload, human)
     return 0
 
 
@@ -809,6 +838,9 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
                  func=cmd_migrate, token=False, namespace=False)
     p.add_argument("--test-clock", action="store_true",
                    help="install with the movable test clock (tests only; chosen at first install)")
+    p.add_argument("--plan", action="store_true",
+                   help="print what migrate would do (migrations to apply, where a stopped one resumes, routines "
+                        "to install or drop) and change nothing")
 
     p = _command(sub, "bootstrap", help="create a namespace and print an admin token",
                  description="Create the namespace if needed and a credential with scopes admin and "

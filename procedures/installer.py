@@ -256,6 +256,54 @@ def _apply_resumable(backend: Any, migration: Any, database: str, progress: Call
         backend.execute(f"DELETE FROM {PROGRESS_TABLE} WHERE migration_id = :id", {"id": migration.id})
 
 
+@dataclass
+class MigratePlan:
+    """What ``migrate`` would do to a database now, read without changing anything."""
+
+    database: str
+    exists: bool
+    migrations: list[dict[str, Any]] = field(default_factory=list)  # id, statements, resumes_at (None: from the start)
+    routines_to_install: list[str] = field(default_factory=list)
+    routines_to_drop: list[str] = field(default_factory=list)
+
+    @property
+    def changes(self) -> bool:
+        return not self.exists or bool(self.migrations or self.routines_to_install or self.routines_to_drop)
+
+
+def plan(dsn: db.Dsn) -> MigratePlan:
+    """What ``migrate(dsn)`` would apply and install now, and where a migration a migrate left midway resumes; reads
+    only. A database a newer build migrated is refused as ``migrate`` refuses it."""
+    from yoyo.migrations import read_sql_migration
+
+    shipped = shipped_routines()
+    with db.connect(dsn, database=False) as conn, conn.cursor() as cur:
+        cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (dsn.database,))
+        exists = cur.fetchone() is not None
+    result = MigratePlan(database=dsn.database, exists=exists)
+    applied: list[str] = []
+    stopped: tuple[str, int] | None = None
+    if exists:
+        with db.connect(dsn) as conn:
+            _refuse_a_newer_database(conn)
+            applied = database_level(conn)[0]
+            stopped = _migration_in_progress(conn)
+            with conn.cursor() as cur:
+                try:
+                    install, drop = _routine_changes(cur, shipped)
+                except pymysql.err.ProgrammingError:  # no routines recorded yet
+                    install, drop = shipped, {}
+        result.routines_to_install, result.routines_to_drop = [r.name for r in install], sorted(drop)
+    else:
+        result.routines_to_install = [r.name for r in shipped]
+    for migration in shipped_migrations():
+        if migration not in applied:
+            statements = len(read_sql_migration(str(MIGRATIONS_DIR / f"{migration}.sql"))[2])
+            resumes = stopped[1] + 1 if stopped and stopped[0] == migration else None
+            result.migrations.append({"id": migration, "statements": statements, "resumes_at": resumes})
+    return result
+
+
 class MigrationFailed(errors.WeaveError):
     """A statement of a migration failed. The migrations before it are applied and recorded, and so are its own
     statements before the one that failed: the next migrate resumes at that one. The message gives the database's
@@ -375,21 +423,28 @@ def _ensure_install_row(conn: db.Connection, test_clock: bool) -> str:
     return mode
 
 
+def _routine_changes(cur: Any, shipped: list[Routine]) -> tuple[list[Routine], dict[str, str]]:
+    """The shipped routines to install (new, changed, or not installed as the migrating user would install them),
+    and the recorded ones to drop (name -> kind), on the database of ``cur``."""
+    cur.execute("SELECT name, kind, digest FROM weave_routines")
+    recorded = {row["name"]: row for row in cur.fetchall()}
+    # A routine created under other database defaults (see _own_character_set) is installed again, and so is one
+    # another user owns (restored from a dump with its routines, maybe of a user this server does not have): the
+    # routines run with their definer's rights, and are owned by whoever migrates.
+    cur.execute("SELECT ROUTINE_NAME AS name FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE() "
+                "AND DATABASE_COLLATION = %s AND DEFINER = CURRENT_USER()", (COLLATION,))
+    present = {row["name"] for row in cur.fetchall()}
+    install = [r for r in shipped if not (recorded.get(r.name) and recorded[r.name]["digest"] == r.digest
+                                          and r.name in present)]
+    names = {r.name for r in shipped}
+    return install, {name: row["kind"] for name, row in recorded.items() if name not in names}
+
+
 def _install_routines(conn: db.Connection, report: MigrateReport, progress: Callable[[str], None],
                       shipped: list[Routine]) -> None:
     with conn.cursor() as cur:
-        cur.execute("SELECT name, kind, digest FROM weave_routines")
-        recorded = {row["name"]: row for row in cur.fetchall()}
-        # A routine created under other database defaults (see _own_character_set) is installed again, and so is one
-        # another user owns (restored from a dump with its routines, maybe of a user this server does not have): the
-        # routines run with their definer's rights, and are owned by whoever migrates.
-        cur.execute("SELECT ROUTINE_NAME AS name FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE() "
-                    "AND DATABASE_COLLATION = %s AND DEFINER = CURRENT_USER()", (COLLATION,))
-        present = {row["name"] for row in cur.fetchall()}
-        for routine in shipped:
-            row = recorded.get(routine.name)
-            if row and row["digest"] == routine.digest and routine.name in present:
-                continue
+        install, drop = _routine_changes(cur, shipped)
+        for routine in install:
             progress(f"installing {routine.kind.lower()} {routine.name}")
             cur.execute(f"DROP {routine.kind} IF EXISTS `{routine.name}`")
             try:
@@ -403,13 +458,11 @@ def _install_routines(conn: db.Connection, report: MigrateReport, progress: Call
                 "VALUES (%s, %s, %s, UTC_TIMESTAMP(6))",
                 (routine.name, routine.kind, routine.digest))
             report.routines_installed.append(routine.name)
-        names = {r.name for r in shipped}
-        for name, row in recorded.items():
-            if name not in names:
-                progress(f"dropping {row['kind'].lower()} {name}")
-                cur.execute(f"DROP {row['kind']} IF EXISTS `{name}`")
-                cur.execute("DELETE FROM weave_routines WHERE name = %s", (name,))
-                report.routines_dropped.append(name)
+        for name, kind in drop.items():
+            progress(f"dropping {kind.lower()} {name}")
+            cur.execute(f"DROP {kind} IF EXISTS `{name}`")
+            cur.execute("DELETE FROM weave_routines WHERE name = %s", (name,))
+            report.routines_dropped.append(name)
 
 
 def database_level(conn: db.Connection) -> tuple[list[str], dict[str, str]]:

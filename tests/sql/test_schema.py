@@ -86,6 +86,28 @@ def test_R15_migrates_run_at_once_install_everything_once_and_never_fail_on_each
             installer.check_level(conn)
 
 
+def test_R15_migrate_plan_says_what_a_first_install_would_do_and_does_none_of_it(database, capsys):
+    from orchestrator.cli import main
+
+    with scratch_database(database, "plan") as fresh:
+        assert main(["migrate", "--plan", "--dsn", fresh.url(), "--json"]) == 0
+        planned = json.loads(capsys.readouterr().out)
+        assert planned["exists"] is False and planned["changes"] is True
+        assert [m["id"] for m in planned["migrations"]] == installer.shipped_migrations()
+        assert planned["routines_to_install"] == [r.name for r in installer.shipped_routines()]
+        with dbmod.connect(fresh, database=False) as conn, conn.cursor() as cur:
+            cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s",
+                        (fresh.database,))
+            assert not cur.fetchall()  # not even created
+        assert main(["migrate", "--plan", "--dsn", fresh.url()]) == 0
+        said = capsys.readouterr().out
+        assert f"create the database {fresh.database}" in said and "apply migration 0001.schema (25 statements)" \
+            in said
+        installer.migrate(fresh)
+        assert main(["migrate", "--plan", "--dsn", fresh.url()]) == 0
+        assert "weave migrate has nothing to do" in capsys.readouterr().out
+
+
 def test_R15_a_migrate_waits_for_another_and_says_so_and_a_lost_holder_frees_it(database):
     """The turn is a named lock of the server held by the migrating session: a migrate that finds it taken says
     that it waits, and one whose holder's session ends (a migrate killed midway) goes on."""
@@ -212,6 +234,12 @@ def test_R15_a_migrate_cut_off_midway_resumes_where_it_stopped_and_the_schema_is
             cur.execute("SHOW INDEX FROM weave_signals WHERE Key_name = 'ix_signal_final'")
             assert cur.fetchall()  # statement 3 stands, unrecorded
 
+        planned = installer.plan(fresh)  # said without doing anything: the progress stays as it is
+        assert planned.migrations == [{"id": target, "statements": 8, "resumes_at": 3}] + [
+            {"id": m, "statements": 1, "resumes_at": None} for m in later[1:]]
+        with dbmod.connect(fresh) as conn, conn.cursor() as cur:
+            cur.execute(f"SELECT statements_applied, in_flight FROM {installer.PROGRESS_TABLE}")
+            assert cur.fetchall() == [{"statements_applied": 2, "in_flight": 1}]
         with dbmod.connect(fresh) as conn, pytest.raises(errors.SchemaMismatch) as mismatch:
             installer.check_level(conn)  # what a node (and /readyz, and weave status) says meanwhile
         assert f"a migrate of {target} stopped after 2 of its statements, and `weave migrate` resumes it there" \
@@ -331,9 +359,13 @@ def test_R15_a_changed_routine_file_replaces_exactly_that_routine(database, tmp_
     monkeypatch.setattr(installer, "PROCEDURES_DIR", tmp_path)
     monkeypatch.setattr(installer.shipped_routines, "__defaults__", (tmp_path,))
     try:
+        planned = installer.plan(database)  # what the migrate below does, said before and without doing it
+        assert (planned.migrations, planned.routines_to_install, planned.routines_to_drop) == (
+            [], ["weave_clock_now"], [])
         report = installer.migrate(database, test_clock=True)
         assert report.routines_installed == ["weave_clock_now"]
         assert report.migrations_applied == [] and report.routines_dropped == []
+        assert not installer.plan(database).changes
         with dbmod.connect(database) as conn, conn.cursor() as cur:
             cur.execute("SELECT ROUTINE_DEFINITION AS d FROM information_schema.ROUTINES "
                         "WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = 'weave_clock_now'")
