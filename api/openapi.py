@@ -331,8 +331,8 @@ def document() -> dict:
                         {**_ok(201, _ref("Queue"), "created"), "200": {"description": "updated", "content": {
                             "application/json": {"schema": _ref("Queue")}}}},
                         body=_ref("QueueRequest"), errors=(*COMMON_ERRORS, 413, 415, 422)),
-            "get": _op("list_queues", "admin", "List queues with their capacity and tasks queued and running",
-                       "admin", _ok(200, _items("QueueState")))},
+            "get": _op("list_queues", "admin", "List queues with their capacity and tasks queued and running (an "
+                       "admin restricted to some queues: those queues)", "admin", _ok(200, _items("QueueState")))},
         "/v1/namespaces/{ns}/credentials": {
             "post": _op("create_credential", "admin", "Create a credential (its token is returned once)", "admin",
                         _ok(201, _ref("Credential")), body=_ref("CredentialRequest"),
@@ -346,7 +346,8 @@ def document() -> dict:
             params=[{"name": "credential_id", "in": "path", "required": True, "schema": {"type": "string"}}])},
         "/v1/namespaces/{ns}/audit": {"get": _op(
             "list_audit", "admin", "Read the audit trail, newest first: the namespace's own actions (credentials, "
-            "apps, queues, definitions, console sign-ins, retention runs), or one instance's audit rows",
+            "apps, queues, definitions, console sign-ins, retention runs; an admin restricted to some queues reads "
+            "those of the credentials it administers), or one instance's audit rows",
             "admin; workflows:read (+ every queue of the definition) with workflow_id",
             _ok(200, _ref("AuditPage")), params=schemas.query_parameters("list_audit"), errors=(*COMMON_ERRORS, 422))},
         "/healthz": {"get": {"operationId": "health", "tags": ["operations"], "summary": "Process alive",

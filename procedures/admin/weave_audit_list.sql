@@ -2,7 +2,10 @@
 -- definitions, console sign-ins, retention runs: instance 0), which need the admin scope; with one, that
 -- instance's audit rows, read as its events are. Each is one range of ix_audit_namespace (namespace, instance,
 -- time), so a page reads what it answers however long the engine's history beside it. The cursor is the last
--- row's time and id: keyset pagination that neither skips nor repeats while rows are added.
+-- row's time and id: keyset pagination that neither skips nor repeats while rows are added. An admin restricted to
+-- some queues reads the namespace's actions of the credentials it administers (those of its queues, itself
+-- included: S-2), as it lists and may disable only those; the actions of credentials for other queues, or for every
+-- queue, are not its to read.
 CREATE PROCEDURE weave_audit_list(
         IN in_token       VARCHAR(512),
         IN in_namespace   VARCHAR(200),
@@ -12,15 +15,15 @@ CREATE PROCEDURE weave_audit_list(
         IN in_cursor      VARCHAR(64))
     COMMENT 'Description: a page of the audit trail, newest first: the namespace''s own actions, or one instance''s
 audit rows; optionally of one action.
-Parameters: in_token (admin for the namespace''s own actions; workflows:read and every queue of the definition for an
-instance''s), in_namespace, in_workflow_id (NULL: the namespace''s own actions), in_action (NULL, or an action such as
+Parameters: in_token (admin for the namespace''s own actions, of the credentials it administers when restricted to
+some queues; workflows:read and every queue of the definition for an instance''s), in_namespace, in_workflow_id (NULL: the namespace''s own actions), in_action (NULL, or an action such as
 credential.disable), in_limit (1..500, NULL = 50), in_cursor (NULL, or the next_cursor of the previous page).
 Result set 1: audit_id, workflow_id (NULL for the namespace''s own actions), actor, credential_id (NULL for the
 engine''s own decisions), action, idempotency_key, request_digest, accepted_at, deadline_at, reason, details
 (JSON), created_at.
 Result set 2: next_cursor - the cursor of the next page, NULL on the last page.
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50100 INVALID_ARGUMENT (cursor), 50121 LIMIT_INVALID.
-Rules: R-4.'
+Rules: R-4, S-2.'
     READS SQL DATA
 BEGIN
     DECLARE v_ns BIGINT UNSIGNED;
@@ -32,8 +35,16 @@ BEGIN
     DECLARE v_last_at DATETIME(6) DEFAULT NULL;
     DECLARE v_last_id BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_more BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_cred BIGINT UNSIGNED;
+    DECLARE v_actor VARCHAR(128);
+    DECLARE v_allowed VARCHAR(2048) DEFAULT '*';  -- the caller's queues
+    DECLARE v_actors LONGTEXT DEFAULT NULL;       -- restricted: the ids of the credentials it administers
     IF in_workflow_id IS NULL THEN
-        SET v_ns = _weave_namespace_authorize(in_token, in_namespace, 'admin');
+        CALL _weave_authorize(in_token, in_namespace, 'admin', NULL, v_ns, v_cred, v_actor, v_allowed);
+        IF v_allowed <> '*' THEN
+            SELECT GROUP_CONCAT(id ORDER BY id SEPARATOR ',') INTO v_actors
+              FROM weave_credentials WHERE namespace_id = v_ns AND _weave_queue_refused(queues, v_allowed) IS NULL;
+        END IF;
     ELSE
         CALL _weave_instance_find(in_token, in_namespace, in_workflow_id, v_ns, v_inst);
     END IF;
@@ -59,15 +70,18 @@ BEGIN
            request_digest, accepted_at, deadline_at, reason, details, created_at
       FROM weave_audit FORCE INDEX (ix_audit_namespace)
      WHERE namespace_id = v_ns AND instance_id = v_inst AND (in_action IS NULL OR action = in_action)
+       AND (v_actors IS NULL OR FIND_IN_SET(credential_id, v_actors) > 0)
        AND (v_at IS NULL OR created_at < v_at OR (created_at = v_at AND id < v_id))
      ORDER BY created_at DESC, id DESC LIMIT v_limit;
     SELECT created_at, id INTO v_last_at, v_last_id FROM weave_audit FORCE INDEX (ix_audit_namespace)
      WHERE namespace_id = v_ns AND instance_id = v_inst AND (in_action IS NULL OR action = in_action)
+       AND (v_actors IS NULL OR FIND_IN_SET(credential_id, v_actors) > 0)
        AND (v_at IS NULL OR created_at < v_at OR (created_at = v_at AND id < v_id))
      ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET v_prev;
     IF v_last_id IS NOT NULL THEN
         SELECT id INTO v_more FROM weave_audit FORCE INDEX (ix_audit_namespace)
          WHERE namespace_id = v_ns AND instance_id = v_inst AND (in_action IS NULL OR action = in_action)
+           AND (v_actors IS NULL OR FIND_IN_SET(credential_id, v_actors) > 0)
            AND (created_at < v_last_at OR (created_at = v_last_at AND id < v_last_id))
          ORDER BY created_at DESC, id DESC LIMIT 1;
     END IF;

@@ -1,14 +1,20 @@
+-- An admin restricted to some queues sees those queues (S-2), as it may set the capacity of those only.
 CREATE PROCEDURE weave_queue_list(
         IN in_token     VARCHAR(512),
         IN in_namespace VARCHAR(200))
-    COMMENT 'Description: every queue of the namespace with its capacity and the tasks it holds.
+    COMMENT 'Description: every queue of the namespace with its capacity and the tasks it holds (for an admin
+restricted to some queues, those queues).
 Parameters: in_token (admin), in_namespace.
 Result set: name, capacity, queued, running, created_at, updated_at.
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
-Rules: K-8.'
+Rules: K-8, S-2.'
     READS SQL DATA
 BEGIN
-    DECLARE v_ns BIGINT UNSIGNED DEFAULT _weave_namespace_authorize(in_token, in_namespace, 'admin');
+    DECLARE v_ns BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_cred BIGINT UNSIGNED;
+    DECLARE v_actor VARCHAR(128);
+    DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues
+    CALL _weave_authorize(in_token, in_namespace, 'admin', NULL, v_ns, v_cred, v_actor, v_allowed);
     -- The queue's tasks in flight from its counter (slots taken less its release stripes), as the room check reads
     -- them; the running ones counted (no more than the capacity) through the claim index (on a small table the
     -- optimizer would rather scan it), the queued ones the rest: no read as large as the backlog.
@@ -18,6 +24,7 @@ BEGIN
                                      WHERE r.owner_kind = 'QUEUE' AND r.owner_id = q.id) AS in_flight,
                    (SELECT COUNT(*) FROM pulse_tasks t FORCE INDEX (ix_task_claim)
                      WHERE t.queue_id = q.id AND t.status = 'RUNNING') AS running
-              FROM weave_queues q WHERE q.namespace_id = v_ns) AS queues
+              FROM weave_queues q
+             WHERE q.namespace_id = v_ns AND (v_allowed = '*' OR FIND_IN_SET(q.name, v_allowed) > 0)) AS queues
      ORDER BY name;
 END

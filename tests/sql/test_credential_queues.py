@@ -131,3 +131,33 @@ def test_S2_a_queue_restricted_reader_lists_only_the_instances_it_may_read(world
         for wf in set(newest_first) - set(visible):
             with pytest.raises(errors.Forbidden):
                 routines.instance_get(conn, token, "acme", wf)
+
+
+def test_S2_a_queue_restricted_admin_lists_its_queues_and_reads_the_actions_of_the_credentials_it_administers(
+        world, two_queues):
+    """What a restricted admin may administer is what it lists: its queues, its credentials, and in the audit trail
+    the namespace's actions of those credentials (each page and cursor as for everyone). The actions of an admin of
+    every queue, or of another queue's credentials, are not its to read."""
+    conn = world.db.conn
+    assert [q["name"] for q in routines.queue_list(conn, two_queues, "acme")] == ["payments"]
+    assert [q["name"] for q in routines.queue_list(conn, world.admin, "acme")] == ["mail", "payments"]
+    mail_admin = world.credential(["admin"], queues=["mail"], actor="mail-admin")["token"]
+    routines.queue_put(conn, mail_admin, "acme", "mail", 4)
+    ours = routines.credential_create(conn, two_queues, "acme", "payments-reader", WORKFLOW_SCOPES, ["payments"])
+    routines.queue_put(conn, two_queues, "acme", "payments", 9)
+    routines.credential_disable(conn, two_queues, "acme", ours["credential_id"])
+
+    def trail(token: str) -> list[tuple[str, str]]:
+        rows, cursor = [], None
+        while True:
+            page = routines.audit_list(conn, token, "acme", limit=2, cursor=cursor)
+            rows += [(item["actor"], item["action"]) for item in page["items"]]
+            if (cursor := page["next_cursor"]) is None:
+                return rows
+
+    everything = trail(world.admin)
+    assert ("mail-admin", "queue.put") in everything
+    assert trail(two_queues) == [row for row in everything if row[0] == "payments-admin"] == [
+        ("payments-admin", "credential.disable"), ("payments-admin", "queue.put"),
+        ("payments-admin", "credential.create")]
+    assert trail(mail_admin) == [("mail-admin", "queue.put")]
