@@ -22,9 +22,11 @@ class Health:
 
 
 class Ready:
-    """Ready = the database answers, takes writes, and is at exactly the level this code ships (R-16). A server
-    that answers reads but refuses every write (read-only: a replica, or a primary fenced for a failover; a Galera
-    node not Synced) is not ready: a load balancer then sends requests to nodes whose database takes them."""
+    """Ready = the database answers, is not read-only, and is at exactly the level this code ships (R-16). A
+    server that answers reads but is set read-only (a replica, or a primary fenced for a failover) refuses every
+    write: a load balancer then sends requests to nodes whose database takes them. The connection that found it so
+    is dropped (and with several hosts its node left), so that the next probe reaches whatever server the address
+    leads to then: with no requests coming, nothing else would move it."""
 
     def __init__(self, connections: Connections):
         self.connections = connections
@@ -37,12 +39,13 @@ class Ready:
             resp.set_header("Retry-After", "5")
             problem(resp, 503, "UNAVAILABLE", exc.detail)
             return
-        why = db.why_not_ready(db.node_state(conn))
-        if why is not None:
+        if db.read_only(db.node_state(conn)):
+            db.not_writable(conn)
+            self.connections.discard()
             resp.set_header("Retry-After", "5")
-            problem(resp, 503, "UNAVAILABLE", f"NOT_WRITABLE: the database server takes no writes now: it is {why}. "
-                                               "Writes answer 503 until it takes them again, or until the database "
-                                               "address leads to the server that does (after a failover).")
+            problem(resp, 503, "UNAVAILABLE", "NOT_WRITABLE: the database server takes no writes now: it is "
+                                               "read-only. Writes answer 503 until it takes them again, or until the "
+                                               "database address leads to the server that does (after a failover).")
             return
         respond(resp, {"status": "ready", "level": installer.shipped_level()})
 

@@ -337,7 +337,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     with _conn(args) as conn:
         figures = routines.status(conn)
         broken = invariants.violations(conn) if args.check else {}
-        refusing = db.why_not_ready(db.node_state(conn))
+        refusing = "read-only" if db.read_only(db.node_state(conn)) else None
     week = routines.rfc3339(figures["now_at"] + dt.timedelta(days=7))  # RFC 3339 UTC texts compare as times
     payload = {
         "now": routines.rfc3339(figures["now_at"]),

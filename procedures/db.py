@@ -532,12 +532,26 @@ def node_ready(conn: Connection, state: dict[str, str] | None = None) -> bool:
     return why_not_ready(node_state(conn) if state is None else state) is None
 
 
+def read_only(state: dict[str, str]) -> bool:
+    """Whether a server in ``state`` (``node_state``) is set read-only (a replica, or a primary fenced for a
+    failover: every routine's write is refused, 1290). Any value but OFF: newer servers know more than ON."""
+    return any(state.get(name, "OFF").upper() not in ("OFF", "0") for name in ("read_only", "super_read_only"))
+
+
+def not_writable(conn: Connection) -> None:
+    """``conn``'s server was found read-only: with several hosts its node is down for every connection of the
+    process (as after a write refused with 1290), and a connect goes to another node."""
+    with _lock:
+        origin = _origins.get(conn)
+    if origin is not None:
+        _seen_down(origin.address, probed=False)
+
+
 def why_not_ready(state: dict[str, str]) -> str | None:
-    """Why a server in ``state`` (``node_state``) takes no writes now, or None when it does: it is read-only (a
-    replica, or a primary fenced for a failover: every routine's write would be refused, 1290), or a Galera node
-    that is not ready (wsrep_ready OFF) or not Synced (local state other than 4). A server that is not a Galera
-    node shows no wsrep_local_state."""
-    if "ON" in (state.get("read_only"), state.get("super_read_only")):
+    """Why a server in ``state`` (``node_state``) is no node to connect to, or None when it is one: it is read-only
+    (``read_only``), or a Galera node that is not ready (wsrep_ready OFF) or not Synced (local state other than 4).
+    A server that is not a Galera node shows no wsrep_local_state."""
+    if read_only(state):
         return "read-only"
     if "wsrep_local_state" in state and (state.get("wsrep_ready") != "ON" or state["wsrep_local_state"] != "4"):
         return (f"a Galera node not ready (wsrep_ready {state.get('wsrep_ready')}, "

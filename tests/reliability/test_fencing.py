@@ -21,6 +21,7 @@ from procedures import errors, installer
 from procedures.connections import retry_transient
 from tests.support.db import Db
 from tests.support.server import private_server
+from tests.support.waiting import wait_for
 from tests.support.world import World
 
 pytestmark = pytest.mark.process
@@ -191,6 +192,21 @@ def test_Z3_a_dsn_listing_a_primary_and_its_read_only_replica_connects_to_the_pr
         dbmod.call(conn, "weave_namespace_bootstrap", "after-failover")
     finally:
         conn.close()
+    # An API node out of its load balancer gets no requests, and only its readiness probe can move it: the probe
+    # that finds its server read-only drops that connection and leaves that server (here the older one, which a
+    # stable election would otherwise keep), and a later probe is ready on the new primary.
+    dbmod.forget_nodes()
+    connections = ApiConnections(both)
+    client = testing.TestClient(create_app(connections))
+    try:
+        assert client.simulate_get("/readyz").status_code == 200 and connections.get().port == port_a
+        _read_only(admin_a, True)  # a failover back: a fenced, b promoted
+        _read_only(admin_b, False)
+        assert client.simulate_get("/readyz").status_code == 503
+        assert wait_for(lambda: client.simulate_get("/readyz").status_code == 200, timeout=15)
+        assert connections.get().port == port_b
+    finally:
+        connections.close_all()
     for admin, names in ((admin_a, ["after-failover"]), (admin_b, ["on-primary"])):
         with admin.cursor() as cur:
             cur.execute("SELECT name FROM weave_ha_fence.weave_namespaces ORDER BY id")
