@@ -178,9 +178,11 @@ def migrate(dsn: db.Dsn, *, test_clock: bool = False,
 # Only that statement, and only a DDL statement, is taken as applied so: a data statement is committed together
 # with its progress, and is simply run again when it did not commit.
 PROGRESS_TABLE = "weave_migration_progress"
-# The answers of a DDL statement run a second time after it was applied: a table, column, index or constraint that
-# already exists (1050, 1060, 1061, 1826), or one to drop or rename that is gone (1051, 1054, 1091, 1146).
-ALREADY_APPLIED_ERRNOS = frozenset({1050, 1051, 1054, 1060, 1061, 1091, 1146, 1826})
+# The answers of a DDL statement run a second time after it was applied that show its effect stands: a table,
+# column, index or constraint it creates already exists (1050, 1060, 1061, 1826), one it drops is gone (1051, 1091).
+# Not "unknown column" or "unknown table" in general (1054, 1146): a rename's source gone says nothing of its
+# target, and the engine does not guess.
+ALREADY_APPLIED_ERRNOS = frozenset({1050, 1051, 1060, 1061, 1091, 1826})
 _DDL = re.compile(r"^(?:\s+|--[^\n]*\n|/\*.*?\*/)*(?:ALTER|CREATE|DROP|RENAME)\b", re.IGNORECASE | re.DOTALL)
 
 
@@ -191,18 +193,20 @@ def _ensure_progress_table(backend: Any) -> None:
         " statements_applied INT NOT NULL COMMENT 'How many of its statements, from the first, are applied.',"
         " in_flight BOOLEAN NOT NULL COMMENT 'TRUE: the next statement was sent and its answer not seen (it may "
         "stand).',"
+        " statements_digest CHAR(64) NOT NULL COMMENT 'SHA-256 of the statements as that migrate read them: a "
+        "migration changed since is not resumed.',"
         " updated_at DATETIME(6) NOT NULL COMMENT 'When the progress was last recorded (UTC).'"
         ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin "
         "COMMENT='The progress of a weave migrate through a migration, so that a migrate stopped midway resumes.'")
     backend.connection.commit()
 
 
-def _record(backend: Any, migration_id: str, applied: int, in_flight: bool) -> None:
-    backend.execute(f"INSERT INTO {PROGRESS_TABLE} (migration_id, statements_applied, in_flight, updated_at) "
-                    "VALUES (:id, :applied, :in_flight, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE "
-                    "statements_applied = VALUES(statements_applied), in_flight = VALUES(in_flight), "
+def _record(backend: Any, migration_id: str, digest: str, applied: int, in_flight: bool) -> None:
+    backend.execute(f"INSERT INTO {PROGRESS_TABLE} (migration_id, statements_applied, in_flight, statements_digest, "
+                    "updated_at) VALUES (:id, :applied, :in_flight, :digest, UTC_TIMESTAMP(6)) ON DUPLICATE KEY "
+                    "UPDATE statements_applied = VALUES(statements_applied), in_flight = VALUES(in_flight), "
                     "updated_at = VALUES(updated_at)",
-                    {"id": migration_id, "applied": applied, "in_flight": in_flight})
+                    {"id": migration_id, "applied": applied, "in_flight": in_flight, "digest": digest})
 
 
 # A session ended under a statement (a lost connection, or KILL CONNECTION: 1927) gives no answer about it.
@@ -216,10 +220,13 @@ def _apply_resumable(backend: Any, migration: Any, database: str, progress: Call
     from yoyo.migrations import read_sql_migration
 
     statements = read_sql_migration(migration.path)[2]
-    row = backend.execute(f"SELECT statements_applied, in_flight FROM {PROGRESS_TABLE} WHERE migration_id = :id",
-                          {"id": migration.id}).fetchone()
+    digest = hashlib.sha256("\n;\n".join(statements).encode()).hexdigest()
+    row = backend.execute(f"SELECT statements_applied, in_flight, statements_digest FROM {PROGRESS_TABLE} "
+                          "WHERE migration_id = :id", {"id": migration.id}).fetchone()
     backend.connection.commit()
     applied, in_flight = (int(row[0]), bool(row[1])) if row else (0, False)
+    if row and row[2] != digest:
+        raise MigrationFailed(migration.id, None, database, applied + 1, len(statements), changed=True)
     if row:
         progress(f"resuming migration {migration.id} at statement {applied + 1} of {len(statements)}: an earlier "
                  f"migrate applied {applied}" + (" and was cut off while the next one ran" if in_flight else ""))
@@ -227,26 +234,27 @@ def _apply_resumable(backend: Any, migration: Any, database: str, progress: Call
         progress(f"applying migration {migration.id} ({len(statements)} statements)")
     for number in range(applied, len(statements)):
         statement, ran = statements[number], False
+        inherited = number == applied and in_flight  # sent by a migrate that was cut off: it may stand
         try:
-            _record(backend, migration.id, number, True)
+            _record(backend, migration.id, digest, number, True)
             backend.connection.commit()
             try:
                 with contextlib.closing(backend.cursor()) as cur:
                     cur.execute(statement)  # as the migration tool runs it: sent as written, no parameters
             except pymysql.err.MySQLError as exc:
-                if not (number == applied and in_flight and _DDL.match(statement)
-                        and errors.errno_of(exc) in ALREADY_APPLIED_ERRNOS):
+                if not (inherited and _DDL.match(statement) and errors.errno_of(exc) in ALREADY_APPLIED_ERRNOS):
                     raise
                 progress(f"statement {number + 1} of migration {migration.id} had been applied by the migrate that "
                          "was cut off")
             ran = True
-            _record(backend, migration.id, number + 1, False)  # with a data statement, in its transaction
+            _record(backend, migration.id, digest, number + 1, False)  # with a data statement, in its transaction
             backend.connection.commit()
         except pymysql.err.MySQLError as exc:
             with contextlib.suppress(pymysql.err.MySQLError):
                 backend.connection.rollback()  # a data statement's work, not committed with its progress
-                if not ran and not _session_lost(exc):  # refused with an answer: the statement did not apply
-                    _record(backend, migration.id, number, False)
+                # Refused with an answer, this run did not apply it; one it inherited in flight may still stand.
+                if not ran and not inherited and not _session_lost(exc):
+                    _record(backend, migration.id, digest, number, False)
                     backend.connection.commit()
             raise MigrationFailed(migration.id, exc, database, number + 1, len(statements)) from exc
     backend.ensure_internal_schema_updated()
@@ -311,20 +319,28 @@ class MigrationFailed(errors.WeaveError):
 
     code = "MIGRATION_FAILED"
 
-    def __init__(self, migration: str, exc: BaseException, database: str, number: int, total: int):
+    def __init__(self, migration: str, exc: BaseException | None, database: str, number: int, total: int,
+                 changed: bool = False):
+        where = f"migration {migration} failed at statement {number} of {total}"
+        if changed or exc is None:
+            super().__init__(
+                f"MIGRATION_FAILED: {where}: a migrate stopped in it at that statement, and its statements have "
+                "changed since (another build of Weave). Finish it with the build that began it, or restore the "
+                "backup taken before that migrate; then run `weave migrate` again.")
+            return
         cause = exc
         while isinstance(cause.__context__, pymysql.err.MySQLError):  # the first error, before a failed rollback
             cause = cause.__context__
         said = cause.args[-1] if cause.args else cause
-        where = f"migration {migration} failed at statement {number} of {total}"
-        if errors.errno_of(cause) in ALREADY_APPLIED_ERRNOS and number == 1:
-            # What the migration makes stands, with no record of any migrate applying it.
+        if errors.errno_of(cause) in ALREADY_APPLIED_ERRNOS:
+            # What the statement makes stands, and no migrate recorded applying it.
             what = ("What it makes already stands, although no migrate recorded applying it: "
                     + ("this is a first install that stopped partway, and the database holds nothing yet. Drop it "
                        f"(DROP DATABASE `{database}`; check first that it is the right one) and run `weave migrate` "
-                       "again." if migration == shipped_migrations()[0] else
-                       "the database was changed by hand, or restored from a copy taken during a migrate. Restore "
-                       "the backup taken before this migrate, then run `weave migrate` again."))
+                       "again." if migration == shipped_migrations()[0] and number == 1 else
+                       "the database was changed by hand, restored from a copy taken during a migrate, or left "
+                       "partway by a migrate of a build older than this one. Restore the backup taken before that "
+                       "migrate, then run `weave migrate` again."))
         elif _session_lost(cause):
             what = ("The session was lost while the statement ran: run `weave migrate` again, and it resumes there "
                     "(the statements before it are applied and recorded).")

@@ -187,15 +187,21 @@ def test_R15_a_migrate_cut_off_midway_resumes_where_it_stopped_and_the_schema_is
                         "task_id, outcome, result_at, created_at) VALUES "
                         "(1, 1, 1, 1, 1, 1, 'DONE', '2026-01-02', '2026-01-01')")
 
-        def cut_off(blocked_table: str, then_hold_progress: bool) -> str:
+        def cut_off(blocked_table: str | None, then_hold_progress: bool, kill: str = "CONNECTION") -> str:
             """Run a migrate until it waits for ``blocked_table`` (read by another session's open transaction), then
             end its session: while it waits, or (``then_hold_progress``) once the ALTER ran and its progress is
-            being recorded. What the cut-off migrate raised."""
+            being recorded; with no table, while it waits to record its progress before its next statement, and
+            ``kill`` QUERY interrupts that write only (an answer, the session goes on). What the cut-off migrate
+            raised."""
             said: list[BaseException] = []
             reader, holder, admin = (dbmod.connect(fresh, autocommit=False) for _ in range(3))
             try:
                 with reader.cursor() as cur:  # holds the table's metadata lock until its transaction ends
-                    cur.execute(f"SELECT 1 FROM {blocked_table} LIMIT 1")
+                    cur.execute(f"SELECT 1 FROM {blocked_table or installer.PROGRESS_TABLE} LIMIT 1")
+                if blocked_table is None:
+                    reader.rollback()
+                    with holder.cursor() as cur:
+                        cur.execute(f"SELECT * FROM {installer.PROGRESS_TABLE} FOR UPDATE")
 
                 def run() -> None:
                     try:
@@ -205,8 +211,10 @@ def test_R15_a_migrate_cut_off_midway_resumes_where_it_stopped_and_the_schema_is
 
                 thread = threading.Thread(target=run)
                 thread.start()
-                assert wait_for(lambda: _session_running(admin, fresh.database, f"ALTER TABLE {blocked_table}"))
-                if then_hold_progress:
+                if blocked_table is None:
+                    statement = f"INSERT INTO {installer.PROGRESS_TABLE}"
+                elif then_hold_progress:
+                    assert wait_for(lambda: _session_running(admin, fresh.database, f"ALTER TABLE {blocked_table}"))
                     with holder.cursor() as cur:
                         cur.execute(f"SELECT * FROM {installer.PROGRESS_TABLE} FOR UPDATE")
                     reader.rollback()  # the ALTER runs, and its progress then waits for the holder
@@ -215,7 +223,8 @@ def test_R15_a_migrate_cut_off_midway_resumes_where_it_stopped_and_the_schema_is
                     statement = f"ALTER TABLE {blocked_table}"
                 session = wait_for_value(lambda: _session_running(admin, fresh.database, statement))
                 with admin.cursor() as cur:
-                    cur.execute(f"KILL CONNECTION {session}")
+                    cur.execute(f"KILL {kill} {session}")
+                holder.rollback()  # nothing the migrate does after the cut waits for the test
                 thread.join(60)
             finally:
                 for conn in (reader, holder, admin):
@@ -228,18 +237,26 @@ def test_R15_a_migrate_cut_off_midway_resumes_where_it_stopped_and_the_schema_is
         assert f"{target} failed at statement 1 of 8" in said and "resumes there" in said
         said = cut_off("weave_signals", then_hold_progress=True)  # resumes at 1, is cut off after 3 applied
         assert f"{target} failed at statement 3 of 8" in said and "resumes there" in said
+        in_flight = [{"statements_applied": 2, "in_flight": 1}]
         with dbmod.connect(fresh) as conn, conn.cursor() as cur:
             cur.execute(f"SELECT statements_applied, in_flight FROM {installer.PROGRESS_TABLE}")
-            assert cur.fetchall() == [{"statements_applied": 2, "in_flight": 1}]
+            assert cur.fetchall() == in_flight
             cur.execute("SHOW INDEX FROM weave_signals WHERE Key_name = 'ix_signal_final'")
             assert cur.fetchall()  # statement 3 stands, unrecorded
+        # A migrate refused with an answer before its own run of that statement (here its progress write,
+        # interrupted while it waits) learns nothing about the earlier run: the statement stays in flight.
+        said = cut_off(None, then_hold_progress=False, kill="QUERY")
+        assert f"{target} failed at statement 3 of 8: the database answered 1317" in said
+        with dbmod.connect(fresh) as conn, conn.cursor() as cur:
+            cur.execute(f"SELECT statements_applied, in_flight FROM {installer.PROGRESS_TABLE}")
+            assert cur.fetchall() == in_flight
 
         planned = installer.plan(fresh)  # said without doing anything: the progress stays as it is
         assert planned.migrations == [{"id": target, "statements": 8, "resumes_at": 3}] + [
             {"id": m, "statements": 1, "resumes_at": None} for m in later[1:]]
         with dbmod.connect(fresh) as conn, conn.cursor() as cur:
             cur.execute(f"SELECT statements_applied, in_flight FROM {installer.PROGRESS_TABLE}")
-            assert cur.fetchall() == [{"statements_applied": 2, "in_flight": 1}]
+            assert cur.fetchall() == in_flight
         with dbmod.connect(fresh) as conn, pytest.raises(errors.SchemaMismatch) as mismatch:
             installer.check_level(conn)  # what a node (and /readyz, and weave status) says meanwhile
         assert f"a migrate of {target} stopped after 2 of its statements, and `weave migrate` resumes it there" \
