@@ -39,7 +39,8 @@ BEGIN
         -- (A \u escape that must be written otherwise, or that ends its string, is taken alone at once.)
         IF v_cp IS NULL OR NOT (v_cp < 32 OR v_cp IN (34, 92) OR v_cp BETWEEN 56320 AND 57343
                                 OR SUBSTRING(v_doc, v_at + 6, 1) = '"') THEN
-            SET v_run = REGEXP_SUBSTR(SUBSTRING(v_doc, v_at, SPAN),
+            -- (Matched as latin1, a byte a character: MySQL takes no binary string in a regular expression.)
+            SET v_run = REGEXP_SUBSTR(CONVERT(SUBSTRING(v_doc, v_at, SPAN) USING latin1) COLLATE latin1_bin,
                 '^(?:[\\x20\\x21\\x23-\\x5b\\x5d-\\x7e]++|\\\\["\\\\/bfnrt]'
                 '|\\\\u(?![dD][89a-fA-F]|00[01]|0022|005[cC])[0-9a-fA-F]{4}'
                 '|\\\\u[dD][89abAB][0-9a-fA-F]{2}\\\\u[dD][c-fC-F][0-9a-fA-F]{2})*+');
