@@ -261,6 +261,17 @@ def test_R15_a_migrate_cut_off_midway_resumes_where_it_stopped_and_the_schema_is
             installer.check_level(conn)  # what a node (and /readyz, and weave status) says meanwhile
         assert f"a migrate of {target} stopped after 2 of its statements, and `weave migrate` resumes it there" \
             in str(mismatch.value)
+        # Progress is kept against the statements as that migrate read them: a migration changed since (another
+        # build) is not resumed at a statement number that now means another statement.
+        with dbmod.connect(fresh) as conn, conn.cursor() as cur:
+            cur.execute(f"SELECT statements_digest AS d FROM {installer.PROGRESS_TABLE}")
+            digest = cur.fetchone()["d"]
+            cur.execute(f"UPDATE {installer.PROGRESS_TABLE} SET statements_digest = %s", ("0" * 64,))
+        with pytest.raises(installer.MigrationFailed) as changed:
+            installer.migrate(fresh, test_clock=True)
+        assert "its statements have changed since" in str(changed.value)
+        with dbmod.connect(fresh) as conn, conn.cursor() as cur:
+            cur.execute(f"UPDATE {installer.PROGRESS_TABLE} SET statements_digest = %s", (digest,))
         lines: list[str] = []
         report = installer.migrate(fresh, test_clock=True, progress=lines.append)
         assert report.migrations_applied == later
