@@ -99,8 +99,13 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     dsn = _dsn(args)
     if args.plan:
         return _migrate_plan(args, dsn)
-    report = installer.migrate(dsn, test_clock=args.test_clock,
-                               progress=(lambda m: print(m, file=sys.stderr)) if not args.json else (lambda _: None))
+    try:
+        report = installer.migrate(dsn, test_clock=args.test_clock, progress=(
+            lambda m: print(m, file=sys.stderr)) if not args.json else (lambda _: None))
+    except KeyboardInterrupt:
+        print("interrupted: what was applied is recorded; run `weave migrate` again to resume "
+              "(`weave migrate --plan` shows where)", file=sys.stderr)
+        return 130
     payload = {"database": report.database, "clock_mode": report.clock_mode, "changed": report.changed,
                "migrations_applied": report.migrations_applied, "routines_installed": report.routines_installed,
                "routines_dropped": report.routines_dropped, "level": installer.shipped_level()}

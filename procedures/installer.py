@@ -141,7 +141,7 @@ def migrate(dsn: db.Dsn, *, test_clock: bool = False,
         # The migration tool's own lock is a row, which a migrate killed while applying migrations leaves behind
         # (the next one waited for it, then failed). Under the named lock no other migrate runs: a row is stale.
         backend.break_lock()
-        failed: MigrationFailed | None = None
+        failed: BaseException | None = None
         try:
             with backend.lock():
                 pending = backend.to_apply(migrations)
@@ -153,11 +153,20 @@ def migrate(dsn: db.Dsn, *, test_clock: bool = False,
                     except MigrationFailed as exc:
                         failed = exc
                         break
+                    except KeyboardInterrupt as exc:
+                        # Ctrl-C, maybe while a statement runs: the driver drops a session interrupted in a reply,
+                        # and the migration tool's lock release then failed on it, its error taking the place of
+                        # the interrupt. The session is closed (the statement stands whole or not at all, and stays
+                        # in flight in the progress) and the interrupt is what the caller gets.
+                        failed = exc
+                        with contextlib.suppress(Exception):
+                            backend.connection.close()
+                        break
                     report.migrations_applied.append(migration.id)
         except pymysql.err.MySQLError:
             if failed is None:
                 raise
-            # The lock's row is left on a session that was lost; the next migrate breaks it (above).
+            # The lock's row is left on a session that is gone; the next migrate breaks it (above).
         if failed is not None:
             raise failed
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -286,6 +288,48 @@ def test_R15_a_migrate_cut_off_midway_resumes_where_it_stopped_and_the_schema_is
             cur.execute("SELECT decided_at FROM weave_poll_rounds")  # the data statement ran once, in its place
             assert [str(r["decided_at"]) for r in cur.fetchall()] == ["2026-01-02 00:00:00"]
         assert not installer.migrate(fresh, test_clock=True).changed
+
+
+def test_R15_a_migrate_interrupted_gives_up_its_session_at_once_and_the_next_goes_on(database):
+    """Ctrl-C while a migrate's ALTER waits for a table another session reads. The driver drops a session
+    interrupted in a reply, and the migration tool's lock release then failed on it: the operator was told of a
+    database error (InterfaceError) instead of an interruption. The interrupt now reaches the caller, at once, while
+    the reader still holds the table, and the next migrate resumes the statement left in flight."""
+    target = installer.shipped_migrations()[-1]
+    with scratch_database(database, "interrupted") as fresh:
+        installer.migrate(fresh, test_clock=True)
+        roll_back_migration(fresh, target)
+        table = re.search(r"ALTER TABLE (\w+)", (installer.MIGRATIONS_DIR / f"{target}.sql").read_text()).group(1)
+        reader, admin = dbmod.connect(fresh, autocommit=False), dbmod.connect(fresh)
+        released = threading.Event()
+
+        def interrupt_when_waiting() -> None:
+            try:
+                if wait_for(lambda: _session_running(admin, fresh.database, f"ALTER TABLE {table}")):
+                    os.kill(os.getpid(), signal.SIGINT)  # as Ctrl-C does
+                    released.wait(20)  # a hang is a failure below, not a hung suite: the reader lets go after 20 s
+            finally:
+                released.set()
+                reader.rollback()
+
+        try:
+            with reader.cursor() as cur:
+                cur.execute(f"SELECT 1 FROM {table} LIMIT 1")  # the table's metadata lock, until rollback
+            watchdog = threading.Thread(target=interrupt_when_waiting)
+            watchdog.start()
+            with pytest.raises(KeyboardInterrupt):
+                installer.migrate(fresh, test_clock=True)
+            assert not released.is_set()  # given back while the ALTER still waited: nothing waited for it
+        finally:
+            released.set()
+            watchdog.join(60)
+            reader.close()
+            admin.close()
+        planned = installer.plan(fresh)
+        assert planned.migrations == [{"id": target, "statements": 1, "resumes_at": 1}]
+        assert installer.migrate(fresh, test_clock=True).migrations_applied == [target]
+        with dbmod.connect(fresh) as conn:
+            installer.check_level(conn)
 
 
 def test_R15_a_migration_that_fails_partway_names_itself_and_its_cause(database, capsys):
