@@ -218,6 +218,13 @@ def _record(backend: Any, migration_id: str, digest: str, applied: int, in_fligh
                     {"id": migration_id, "applied": applied, "in_flight": in_flight, "digest": digest})
 
 
+def _headline(statement: str) -> str:
+    """A statement's first line of SQL, without its comments (what an operator watching a long migrate reads)."""
+    lines = [line.strip() for line in statement.splitlines() if line.strip() and not line.strip().startswith("--")]
+    head = lines[0] if lines else ""
+    return head if len(head) <= 100 else head[:99] + "…"
+
+
 # A session ended under a statement (a lost connection, or KILL CONNECTION: 1927) gives no answer about it.
 def _session_lost(exc: BaseException) -> bool:
     return errors.is_connection_lost(exc) or errors.errno_of(exc) == 1927
@@ -244,6 +251,7 @@ def _apply_resumable(backend: Any, migration: Any, database: str, progress: Call
     for number in range(applied, len(statements)):
         statement, ran = statements[number], False
         inherited = number == applied and in_flight  # sent by a migrate that was cut off: it may stand
+        progress(f"  statement {number + 1} of {len(statements)}: {_headline(statement)}")
         try:
             _record(backend, migration.id, digest, number, True)
             backend.connection.commit()

@@ -280,6 +280,7 @@ def test_R15_a_migrate_cut_off_midway_resumes_where_it_stopped_and_the_schema_is
         assert f"resuming migration {target} at statement 3 of 8: an earlier migrate applied 2 and was cut off " \
                "while the next one ran" in lines
         assert f"statement 3 of migration {target} had been applied by the migrate that was cut off" in lines
+        assert "  statement 3 of 8: ALTER TABLE weave_signals ADD KEY ix_signal_final (consumed_at);" in lines
         with dbmod.connect(fresh) as conn, conn.cursor() as cur:
             assert _schema(conn) == shipped
             installer.check_level(conn)
