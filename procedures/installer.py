@@ -236,6 +236,7 @@ def _apply_resumable(backend: Any, migration: Any, database: str, progress: Call
     from yoyo.migrations import read_sql_migration
 
     statements = read_sql_migration(migration.path)[2]
+    backend.connection.autocommit(False)  # a data statement commits with its progress, never before it
     digest = hashlib.sha256("\n;\n".join(statements).encode()).hexdigest()
     row = backend.execute(f"SELECT statements_applied, in_flight, statements_digest FROM {PROGRESS_TABLE} "
                           "WHERE migration_id = :id", {"id": migration.id}).fetchone()
