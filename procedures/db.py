@@ -528,7 +528,7 @@ def node_state(conn: Connection) -> dict[str, str]:
 
 
 def node_ready(conn: Connection, state: dict[str, str] | None = None) -> bool:
-    """True on a server that takes writes (``why_not_ready`` says nothing against it)."""
+    """True on a server a connection may go to (``why_not_ready`` says nothing against it)."""
     return why_not_ready(node_state(conn) if state is None else state) is None
 
 
