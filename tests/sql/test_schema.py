@@ -313,6 +313,8 @@ def test_R15_a_migrate_interrupted_gives_up_its_session_at_once_and_the_next_goe
                 released.set()
                 reader.rollback()
 
+        # Python's own handler (a process started in the background, as CI's is, inherits SIGINT ignored).
+        handler = signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             with reader.cursor() as cur:
                 cur.execute(f"SELECT 1 FROM {table} LIMIT 1")  # the table's metadata lock, until rollback
@@ -324,6 +326,7 @@ def test_R15_a_migrate_interrupted_gives_up_its_session_at_once_and_the_next_goe
         finally:
             released.set()
             watchdog.join(60)
+            signal.signal(signal.SIGINT, handler)
             reader.close()
             admin.close()
         planned = installer.plan(fresh)
