@@ -390,8 +390,8 @@ LATENCY_BUCKETS = (0.1, 0.5, 1.0, 5.0, 30.0, 300.0)
 def metrics_fold(conn: Conn) -> bool:
     """See procedures/instances/weave_metrics_fold.sql: the sums behind ``engine_metrics`` brought up to date, without
     waiting for any lock (the session's lock wait at 0 for the call). False when a lock was held (another fold, a
-    row not committed yet) or another node's fold conflicted: nothing folded, and ``engine_metrics`` counts those
-    rows from the rows meanwhile."""
+    row not committed yet), another node's fold conflicted, or the server is read-only (a replica, a primary fenced
+    for a failover): nothing folded, and ``engine_metrics`` counts those rows from the rows meanwhile."""
     return _fold(conn) is not None
 
 
@@ -410,7 +410,9 @@ def _fold(conn: Conn) -> bool | None:
             cur.execute("SET SESSION innodb_lock_wait_timeout = DEFAULT")
 
 
-FOLD_LOCKED = frozenset({1205, 1213})  # a lock held (not waited for), or a conflict with another node's fold
+# A lock held (not waited for), a conflict with another node's fold, or a read-only server (1290): /metrics still
+# answers, counting from the rows what the fold would have added.
+FOLD_LOCKED = frozenset({1205, 1213, 1290})
 
 
 def metrics_catch_up(conn: Conn, calls: int = 1000) -> bool:

@@ -140,10 +140,13 @@ def test_Z3_readiness_answers_503_while_the_database_is_read_only_and_ready_agai
         assert fenced.json["code"] == "UNAVAILABLE" and fenced.json["detail"].startswith("NOT_WRITABLE")
         assert "read-only" in fenced.json["detail"]
         assert status() == {"takes_writes": False, "why_not": "read-only"}
+        metrics = client.simulate_get("/metrics")  # read-only: nothing folded, the rest counted from the rows
+        assert metrics.status_code == 200 and "weave_database_read_only 1.0" in metrics.text
         assert main(["status", "--dsn", runtime_dsn.url()]) == 0
         assert "database: takes NO writes: it is read-only" in capsys.readouterr().out
         _read_only(admin, False)
         assert client.simulate_get("/readyz").json["status"] == "ready"
+        assert "weave_database_read_only 0.0" in client.simulate_get("/metrics").text
     finally:
         connections.close_all()
 
