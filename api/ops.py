@@ -39,7 +39,7 @@ class Ready:
             resp.set_header("Retry-After", "5")
             problem(resp, 503, "UNAVAILABLE", exc.detail)
             return
-        if db.read_only(db.node_state(conn)):
+        if db.server_read_only(conn):
             db.not_writable(conn)
             self.connections.discard()
             resp.set_header("Retry-After", "5")
@@ -77,7 +77,7 @@ class EngineCollector:
         metrics = routines.engine_metrics(self.conn)
         yield GaugeMetricFamily("weave_database_read_only", "1 while the database server this node reaches is set "
                                 "read-only (every write refused; /readyz answers 503), else 0",
-                                value=int(db.read_only(db.node_state(self.conn))))
+                                value=int(db.server_read_only(self.conn)))
         due = GaugeMetricFamily("weave_due_backlog", "Candidates due now, per class", labels=["class"])
         lag = GaugeMetricFamily("weave_oldest_due_lag_seconds", "How late the oldest due candidate is, per class",
                                 labels=["class"])

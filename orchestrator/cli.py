@@ -342,11 +342,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     with _conn(args) as conn:
         figures = routines.status(conn)
         broken = invariants.violations(conn) if args.check else {}
-        refusing = "read-only" if db.read_only(db.node_state(conn)) else None
+        read_only = db.server_read_only(conn)
     week = routines.rfc3339(figures["now_at"] + dt.timedelta(days=7))  # RFC 3339 UTC texts compare as times
     payload = {
         "now": routines.rfc3339(figures["now_at"]),
-        "database": {"takes_writes": refusing is None, **({"why_not": refusing} if refusing else {})},
+        "database": {"takes_writes": not read_only, **({"why_not": "read-only"} if read_only else {})},
         "backlog": {r["class"]: {"due": r["due"], "oldest_due_lag_ms": float(r["lag_ms"] or 0)}
                     for r in figures["backlog"]},
         "tasks_in_flight": {status: figures["tasks"].get(status, 0) for status in ("QUEUED", "RUNNING")},

@@ -522,9 +522,19 @@ def node_state(conn: Connection) -> dict[str, str]:
     with conn.cursor(pymysql.cursors.Cursor) as cur:
         cur.execute("SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_ready', 'wsrep_local_state', 'Uptime')")
         state = {name.lower(): value for name, value in cur.fetchall()}
+    return {**state, **_read_only_variables(conn)}
+
+
+def _read_only_variables(conn: Connection) -> dict[str, str]:
+    with conn.cursor(pymysql.cursors.Cursor) as cur:
         cur.execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'super_read_only')")
-        state.update((name.lower(), value) for name, value in cur.fetchall())
-        return state
+        return {name.lower(): value for name, value in cur.fetchall()}
+
+
+def server_read_only(conn: Connection) -> bool:
+    """Whether ``conn``'s server is set read-only (``read_only``), asked in one statement: what readiness, /metrics
+    and weave status need, without the cluster status ``node_state`` reads for a connect."""
+    return read_only(_read_only_variables(conn))
 
 
 def node_ready(conn: Connection, state: dict[str, str] | None = None) -> bool:
