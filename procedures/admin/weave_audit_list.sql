@@ -37,14 +37,9 @@ BEGIN
     DECLARE v_more BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_cred BIGINT UNSIGNED;
     DECLARE v_actor VARCHAR(128);
-    DECLARE v_allowed VARCHAR(2048) DEFAULT '*';  -- the caller's queues
-    DECLARE v_actors LONGTEXT DEFAULT NULL;       -- restricted: the ids of the credentials it administers
+    DECLARE v_allowed VARCHAR(2048) DEFAULT '*';  -- the caller's queues (restricted: it reads its credentials' rows)
     IF in_workflow_id IS NULL THEN
         CALL _weave_authorize(in_token, in_namespace, 'admin', NULL, v_ns, v_cred, v_actor, v_allowed);
-        IF v_allowed <> '*' THEN
-            SELECT GROUP_CONCAT(id ORDER BY id SEPARATOR ',') INTO v_actors
-              FROM weave_credentials WHERE namespace_id = v_ns AND _weave_queue_refused(queues, v_allowed) IS NULL;
-        END IF;
     ELSE
         CALL _weave_instance_find(in_token, in_namespace, in_workflow_id, v_ns, v_inst);
     END IF;
@@ -70,18 +65,21 @@ BEGIN
            request_digest, accepted_at, deadline_at, reason, details, created_at
       FROM weave_audit FORCE INDEX (ix_audit_namespace)
      WHERE namespace_id = v_ns AND instance_id = v_inst AND (in_action IS NULL OR action = in_action)
-       AND (v_actors IS NULL OR FIND_IN_SET(credential_id, v_actors) > 0)
+       AND (v_allowed = '*' OR credential_id IN (SELECT c.id FROM weave_credentials c
+             WHERE c.namespace_id = v_ns AND _weave_queue_refused(c.queues, v_allowed) IS NULL))
        AND (v_at IS NULL OR created_at < v_at OR (created_at = v_at AND id < v_id))
      ORDER BY created_at DESC, id DESC LIMIT v_limit;
     SELECT created_at, id INTO v_last_at, v_last_id FROM weave_audit FORCE INDEX (ix_audit_namespace)
      WHERE namespace_id = v_ns AND instance_id = v_inst AND (in_action IS NULL OR action = in_action)
-       AND (v_actors IS NULL OR FIND_IN_SET(credential_id, v_actors) > 0)
+       AND (v_allowed = '*' OR credential_id IN (SELECT c.id FROM weave_credentials c
+             WHERE c.namespace_id = v_ns AND _weave_queue_refused(c.queues, v_allowed) IS NULL))
        AND (v_at IS NULL OR created_at < v_at OR (created_at = v_at AND id < v_id))
      ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET v_prev;
     IF v_last_id IS NOT NULL THEN
         SELECT id INTO v_more FROM weave_audit FORCE INDEX (ix_audit_namespace)
          WHERE namespace_id = v_ns AND instance_id = v_inst AND (in_action IS NULL OR action = in_action)
-           AND (v_actors IS NULL OR FIND_IN_SET(credential_id, v_actors) > 0)
+           AND (v_allowed = '*' OR credential_id IN (SELECT c.id FROM weave_credentials c
+             WHERE c.namespace_id = v_ns AND _weave_queue_refused(c.queues, v_allowed) IS NULL))
            AND (created_at < v_last_at OR (created_at = v_last_at AND id < v_last_id))
          ORDER BY created_at DESC, id DESC LIMIT 1;
     END IF;

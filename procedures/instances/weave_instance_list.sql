@@ -35,20 +35,15 @@ BEGIN
     DECLARE v_cred BIGINT UNSIGNED;
     DECLARE v_actor VARCHAR(128);
     DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues
-    DECLARE v_visible LONGTEXT DEFAULT NULL;
     DECLARE v_limit INT DEFAULT COALESCE(in_limit, 50);
     DECLARE v_before BIGINT UNSIGNED DEFAULT COALESCE(in_before_id, 18446744073709551615);
     DECLARE v_deferred TINYINT DEFAULT COALESCE(in_deferred, 0);
     DECLARE v_newest TEXT;  -- a definition alone: the newest page of one of its statuses ({status} left to fill)
     CALL _weave_authorize(in_token, in_namespace, 'workflows:read', NULL, v_ns, v_cred, v_actor, v_allowed);
     -- A credential restricted to some queues sees only the instances whose definitions use none other (S-2), as it
-    -- may read no other instance by its id: the definition versions it may see, found once (a namespace has few),
-    -- as a comma list of their ids (NULL: every queue, so every version). The page then reads past the instances
-    -- of the others: 5,000 of them cost about 1 ms here (30 ms when each row looked its definition up).
-    IF v_allowed <> '*' THEN
-        SELECT COALESCE(GROUP_CONCAT(d.id), '') INTO v_visible FROM weave_definitions d
-         WHERE d.namespace_id = v_ns AND _weave_queue_refused(d.queues, v_allowed) IS NULL;
-    END IF;
+    -- may read no other instance by its id: the definition versions it may see, a subquery the page's statement
+    -- materialises once (a namespace has few; not a list, which a session's group_concat_max_len would cut short).
+    -- The page then reads past the instances of the others.
     IF v_limit < 1 OR v_limit > 500 THEN
         CALL _weave_raise(50121, 'LIMIT_INVALID: limit must be 1..500');
     END IF;
@@ -117,26 +112,28 @@ BEGIN
              WHEN in_business_key IS NULL AND in_review_code IS NULL THEN '   AND ? = 1'
              ELSE CONCAT('   AND ? = 1 AND EXISTS (SELECT 1 FROM weave_pending_advances p',
                          '         WHERE p.instance_id = i.id AND p.deferred_reason IS NOT NULL)') END,
-        '   AND (? IS NULL OR FIND_IN_SET(i.definition_id, ?) > 0)',
+        '   AND (? = ''*'' OR i.definition_id IN (SELECT d.id FROM weave_definitions d',
+        '         WHERE d.namespace_id = ? AND _weave_queue_refused(d.queues, ?) IS NULL))',
         ' ORDER BY i.id DESC LIMIT ?');
     SET @weave_list_ns = v_ns, @weave_list_before = v_before, @weave_list_key = in_business_key,
         @weave_list_status = in_status, @weave_list_definition = in_definition, @weave_list_control = in_control,
-        @weave_list_code = in_review_code, @weave_list_deferred = v_deferred, @weave_list_visible = v_visible,
+        @weave_list_code = in_review_code, @weave_list_deferred = v_deferred, @weave_list_allowed = v_allowed,
         @weave_list_limit = v_limit;
     PREPARE weave_instance_list_page FROM @weave_list_query;
     IF in_business_key IS NULL AND in_review_code IS NOT NULL THEN  -- the reasons' range comes first
         EXECUTE weave_instance_list_page USING @weave_list_code, @weave_list_ns, @weave_list_before, @weave_list_ns,
             @weave_list_before, @weave_list_key, @weave_list_key, @weave_list_status, @weave_list_status,
             @weave_list_definition, @weave_list_definition, @weave_list_control, @weave_list_control, @weave_list_code,
-            @weave_list_code, @weave_list_deferred, @weave_list_visible, @weave_list_visible, @weave_list_limit;
+            @weave_list_code, @weave_list_deferred, @weave_list_allowed, @weave_list_ns, @weave_list_allowed,
+            @weave_list_limit;
     ELSE
         EXECUTE weave_instance_list_page USING @weave_list_ns, @weave_list_before, @weave_list_key, @weave_list_key,
             @weave_list_status, @weave_list_status, @weave_list_definition, @weave_list_definition,
             @weave_list_control, @weave_list_control, @weave_list_code, @weave_list_code, @weave_list_deferred,
-            @weave_list_visible, @weave_list_visible, @weave_list_limit;
+            @weave_list_allowed, @weave_list_ns, @weave_list_allowed, @weave_list_limit;
     END IF;
     DEALLOCATE PREPARE weave_instance_list_page;
     SET @weave_list_query = NULL, @weave_list_ns = NULL, @weave_list_before = NULL, @weave_list_key = NULL,
         @weave_list_status = NULL, @weave_list_definition = NULL, @weave_list_control = NULL, @weave_list_code = NULL,
-        @weave_list_deferred = NULL, @weave_list_visible = NULL, @weave_list_limit = NULL;
+        @weave_list_deferred = NULL, @weave_list_allowed = NULL, @weave_list_limit = NULL;
 END
