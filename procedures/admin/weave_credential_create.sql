@@ -30,8 +30,7 @@ BEGIN
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_claim('weave_credential_create', v_tx);
-    CALL _weave_admin_begin(in_token, in_namespace, 'admin', in_queues, v_ns, v_admin, v_admin_actor, v_now,
-                            v_allowed);
+    CALL _weave_admin_begin(in_token, in_namespace, 'admin', NULL, v_ns, v_admin, v_admin_actor, v_now, v_allowed);
     IF in_actor IS NULL OR CHAR_LENGTH(in_actor) NOT BETWEEN 1 AND 128 OR in_actor REGEXP '[[:cntrl:]]' THEN
         CALL _weave_raise(50116, 'NAME_INVALID: actor must be 1-128 printable chars');
     END IF;
@@ -56,6 +55,7 @@ BEGIN
        OR CHAR_LENGTH(in_queues) > 2048 THEN
         CALL _weave_raise(50116, 'NAME_INVALID: queues must be * or a comma list of queue names');
     END IF;
+    CALL _weave_queues_check(in_queues, v_allowed);  -- once the list is known to be one (S-2)
     IF in_expires_at IS NOT NULL AND in_expires_at <= v_now THEN
         CALL _weave_raise(50118, CONCAT('DEADLINE_INVALID: expires_at must be later than the engine clock (',
                                         DATE_FORMAT(v_now, '%Y-%m-%dT%H:%i:%s.%fZ'), ')'));

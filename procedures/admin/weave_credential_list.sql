@@ -17,8 +17,7 @@ BEGIN
     DECLARE v_actor VARCHAR(128);
     DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues
     DECLARE v_now DATETIME(6);
-    CALL _weave_authorize(in_token, in_namespace, 'admin', NULL, v_ns, v_cred, v_actor, v_allowed);
-    CALL _weave_now(v_now);
+    CALL _weave_admin_begin(in_token, in_namespace, 'admin', NULL, v_ns, v_cred, v_actor, v_now, v_allowed);
     SELECT CONCAT('cred_', id) AS credential_id, actor, scopes, queues,
            IF(status = 'ACTIVE' AND expires_at <= v_now, 'EXPIRED', status) AS status, created_at, disabled_at,
            expires_at

@@ -161,3 +161,14 @@ def test_S2_a_queue_restricted_admin_lists_its_queues_and_reads_the_actions_of_t
         ("payments-admin", "credential.disable"), ("payments-admin", "queue.put"),
         ("payments-admin", "credential.create")]
     assert trail(mail_admin) == [("mail-admin", "queue.put")]
+
+
+def test_S2_a_queue_list_is_checked_for_what_it_is_before_whose_queues_it_names(world, two_queues):
+    """A malformed or overlong list of queues is NAME_INVALID for every admin, restricted or not: it was FORBIDDEN
+    (or, past 2,048 characters, a value too long for the authorisation's parameter) for a restricted one."""
+    conn = world.db.conn
+    for queues in ("pay ments", ",".join(["q" * 60] * 50)):
+        for token in (two_queues, world.admin):
+            with pytest.raises(errors.ValidationFailed) as refused:
+                routines.credential_create(conn, token, "acme", "x", WORKFLOW_SCOPES, queues)
+            assert refused.value.field_code == "NAME_INVALID", (queues[:20], refused.value)
