@@ -241,8 +241,8 @@ class SignIn(Page):
             routines.console_session_close(self.conn, sessions.session_hash(previous.session_id))
         sid = sessions.new_session_id()
         try:
-            routines.console_session_open(self.conn, token, namespace, sessions.session_hash(sid),
-                                          sessions.seal(sid, token), sessions.ttl_seconds())
+            opened = routines.console_session_open(self.conn, token, namespace, sessions.session_hash(sid),
+                                                   sessions.seal(sid, token), sessions.ttl_seconds())
         except (errors.Unauthenticated, errors.NotFound):
             self._form(req, resp, 401, "That token is not valid for this namespace.", namespace)
             return
@@ -251,7 +251,7 @@ class SignIn(Page):
             return
         resp.unset_cookie(sessions.SIGNIN_COOKIE, path=base_path(req))
         resp.set_cookie(sessions.COOKIE, sid, path=base_path(req), secure=req.scheme == "https", http_only=True,
-                        same_site="Strict", max_age=sessions.ttl_seconds())
+                        same_site="Strict", max_age=sessions.lifetime_s(opened))
         redirect(resp, base_path(req))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import secrets
 from dataclasses import dataclass
 
@@ -24,6 +25,12 @@ SIGNIN_COOKIE = "weave_console_signin"
 def ttl_seconds() -> int:
     """Session lifetime: ``WEAVE_CONSOLE_SESSION_TTL_S`` (see procedures/settings.py)."""
     return settings.console_session_ttl()
+
+
+def lifetime_s(opened: dict) -> int:
+    """The seconds a session just opened lives, as its cookie's Max-Age: the configured lifetime, or less when its
+    credential expires first (the session ends with it)."""
+    return max(1, math.ceil((opened["expires_at"] - opened["now_at"]).total_seconds()))
 
 
 def new_session_id() -> str:

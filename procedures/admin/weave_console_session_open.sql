@@ -1,6 +1,8 @@
 -- The console signs in once with a bearer token: the token is authenticated exactly as every routine does
 -- (S-2), and the session row keeps it only sealed. The expiry is measured on the engine clock (R-2), so a
--- test moves it with the test clock. Expired rows of any namespace are swept here, a few at a time.
+-- test moves it with the test clock, and a session never outlives its credential: it expires with the credential
+-- when that comes first, so its row, its audit row and the answer all say when it ends. Expired rows of any
+-- namespace are swept here, a few at a time.
 CREATE PROCEDURE weave_console_session_open(
         IN in_token        VARCHAR(512),
         IN in_namespace    VARCHAR(200),
@@ -10,7 +12,8 @@ CREATE PROCEDURE weave_console_session_open(
     COMMENT 'Description: opens an operator console session for a credential that may read workflows.
 Parameters: in_token (workflows:read), in_namespace, in_session_hash (SHA-256 hex of the random session id the
 cookie carries), in_sealed_token (the token sealed by the caller, 1-1024 bytes), in_ttl_s (60..604800 seconds).
-Result set: actor, scopes, queues, expires_at.
+Result set: actor, scopes, queues, expires_at (in_ttl_s from now, or the credential''s expiry when that comes
+first), now_at.
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50013 IN_TRANSACTION, 50100 INVALID_ARGUMENT.
 Rules: S-2, R-1, R-2, R-4.'
     MODIFIES SQL DATA
@@ -35,7 +38,8 @@ BEGIN
     IF in_ttl_s IS NULL OR in_ttl_s NOT BETWEEN 60 AND 604800 THEN
         CALL _weave_raise(50100, 'INVALID_ARGUMENT: the session lifetime must be 60..604800 seconds');
     END IF;
-    SET v_expires = v_now + INTERVAL in_ttl_s SECOND;
+    SELECT LEAST(v_now + INTERVAL in_ttl_s SECOND, COALESCE(expires_at, v_now + INTERVAL in_ttl_s SECOND))
+      INTO v_expires FROM weave_credentials WHERE id = v_cred;
     DELETE FROM weave_console_sessions WHERE expires_at <= v_now ORDER BY expires_at LIMIT 100;
     INSERT INTO weave_console_sessions (session_hash, namespace_id, credential_id, sealed_token, created_at,
                                         expires_at)
@@ -43,7 +47,8 @@ BEGIN
     CALL _weave_audit(v_ns, 0, v_cred, v_actor, 'console.sign_in', NULL, NULL, v_now, v_expires, NULL,
                       JSON_OBJECT('expires_at', DATE_FORMAT(v_expires, '%Y-%m-%dT%H:%i:%s.%fZ')), NULL);
     COMMIT;
-    SELECT c.actor, c.scopes, c.queues, v_expires AS expires_at FROM weave_credentials c WHERE c.id = v_cred;
+    SELECT c.actor, c.scopes, c.queues, v_expires AS expires_at, v_now AS now_at FROM weave_credentials c
+     WHERE c.id = v_cred;
     IF @@autocommit = 0 THEN
         COMMIT;  -- the answer's read opened a transaction there: the session is left as the call found it
     END IF;

@@ -3,6 +3,8 @@ expiry, sign-out, and the namespace and scope checks it shares with the API."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 from procedures import routines
 from tests.console.conftest import BASE, form_post, hidden, sign_in
 
@@ -47,6 +49,27 @@ def test_a_session_lasts_as_long_as_the_setting_says(client, world, monkeypatch)
     assert done.cookies["weave_console"].max_age == 600
     lasts = world.db.scalar("SELECT TIMESTAMPDIFF(SECOND, created_at, expires_at) FROM weave_console_sessions")
     assert lasts == 600
+
+
+def test_S2_a_session_of_an_expiring_credential_ends_with_it_in_its_cookie_its_row_and_its_audit(client, world,
+                                                                                                  monkeypatch):
+    """A credential that expires before the configured lifetime ends its session then: the cookie's Max-Age, the
+    session row and the sign-in's audit row say so, as every later read of the session does."""
+    monkeypatch.setenv("WEAVE_CONSOLE_SESSION_TTL_S", "86400")
+    made = routines.credential_create(world.db.conn, world.admin, "acme", "contractor", ["workflows:read"],
+                                      expires_at=world.db.now() + dt.timedelta(seconds=900))
+    page = client.simulate_get(f"{BASE}/signin")
+    nonce, pre = hidden(page.text, "nonce"), page.cookies["weave_console_signin"].value
+    done = form_post(client, f"{BASE}/signin", {"nonce": nonce, "namespace": "acme", "token": made["token"]},
+                     {"weave_console_signin": pre})
+    assert done.status_code == 303 and 890 <= done.cookies["weave_console"].max_age <= 900  # the clock runs on
+    stored = world.db.scalar("SELECT expires_at FROM weave_console_sessions")
+    assert routines.rfc3339(stored) == made["expires_at"]
+    audit = routines.audit_list(world.db.conn, world.admin, "acme", action="console.sign_in", limit=1)["items"][0]
+    assert audit["details"]["expires_at"] == made["expires_at"]
+
+    world.db.advance(900_000)
+    assert client.simulate_get(BASE, cookies={"weave_console": done.cookies["weave_console"].value}).status_code == 303
 
 
 def test_over_https_the_session_cookie_is_secure(client, world):
