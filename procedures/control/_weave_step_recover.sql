@@ -96,6 +96,12 @@ BEGIN
                    OR in_poll_deadline_ms > TIMESTAMPDIFF(MICROSECOND, v_now, v_instance_deadline) DIV 1000 THEN
                     CALL _weave_raise(50118, 'DEADLINE_INVALID: the poll deadline must be later than now and within the instance deadline');
                 END IF;
+                -- A later poll deadline, never an earlier one: an action meant to give a poll more time must not take
+                -- some away (a POLL stopped on its rounds may have time left).
+                IF v_now + INTERVAL in_poll_deadline_ms * 1000 MICROSECOND <= v_deadline THEN
+                    CALL _weave_raise(50118, CONCAT('DEADLINE_INVALID: the poll deadline must be later than the current one (',
+                                                    DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'), ')'));
+                END IF;
                 SET v_deadline = v_now + INTERVAL in_poll_deadline_ms * 1000 MICROSECOND;
             END IF;
             SET v_max = v_max + COALESCE(in_extra_rounds, 0);

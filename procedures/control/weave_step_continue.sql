@@ -15,8 +15,8 @@ CREATE PROCEDURE weave_step_continue(
     COMMENT 'Description: continues a POLL stopped in review on POLL_ROUNDS_EXHAUSTED or POLL_DEADLINE (last round
 POLL_PENDING) in the same activation; closes its review reasons; the instance reopens when no reason is left.
 Parameters: in_token (workflows:review and every queue of the definition), in_namespace, in_workflow_id, in_step_key,
-in_extra_rounds (1..10000, optional), in_poll_deadline_ms (new poll deadline = now + ms, <= instance deadline,
-optional; at least one of the two), in_reason, in_idempotency_key, in_activation_sequence (optional: the
+in_extra_rounds (1..10000, optional), in_poll_deadline_ms (new poll deadline = now + ms, later than the current one
+and <= instance deadline, optional; at least one of the two), in_reason, in_idempotency_key, in_activation_sequence (optional: the
 activation the action is meant for; another one in review is refused INVALID_STATE, nothing changed).
 Result set: workflow_id, step_key, max_rounds, poll_deadline, status (of the instance), replayed.
 Result sets 2-6: the instance as it is now, as weave_instance_get answers it (the action''s scope is enough).

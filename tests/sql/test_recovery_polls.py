@@ -90,3 +90,20 @@ def test_C4_continue_with_a_poll_deadline_past_any_time_is_DEADLINE_INVALID(worl
     with pytest.raises(errors.ValidationFailed):
         cont(world, wf, key="c2", extra_rounds=1, poll_deadline_ms=room + 1)
     assert cont(world, wf, key="c3", extra_rounds=1, poll_deadline_ms=room - 60_000)["status"] == "RUNNING"
+
+
+def test_C4_continue_never_makes_the_poll_deadline_earlier(world, orch):
+    """continue gives a POLL a later poll deadline (C-4): one stopped on its rounds with time left is refused an
+    earlier deadline, with nothing changed, and the refusal names the deadline in force."""
+    wf = exhaust(world, orch)
+    current = poll_of(world, wf)["poll_deadline"]
+    left_ms = world.db.scalar("SELECT TIMESTAMPDIFF(MICROSECOND, %s, poll_deadline) DIV 1000 FROM weave_poll_states",
+                              world.db.now())
+    before = world.db.table_counts()
+    for shorter in (1_000, left_ms - 1_000):  # the engine clock runs on meanwhile: a second short of the deadline
+        with pytest.raises(errors.ValidationFailed, match=current) as info:
+            cont(world, wf, extra_rounds=5, poll_deadline_ms=shorter)
+        assert info.value.field_code == "DEADLINE_INVALID"
+    assert world.db.table_counts() == before and poll_of(world, wf)["poll_deadline"] == current
+    result = cont(world, wf, key="c2", extra_rounds=5, poll_deadline_ms=left_ms + 1_000)
+    assert result["status"] == "RUNNING" and poll_of(world, wf)["poll_deadline"] > current
