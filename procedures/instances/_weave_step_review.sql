@@ -1,6 +1,8 @@
 -- R-18 nothing stalls silently: an activation that can never succeed (its inputs are frozen, or what it
 -- was published against is gone) is not retried with backoff forever; the step waits for a person, with
--- the reason code and what was found, and the instance's gate closes until a recovery action.
+-- the reason code and what was found, and the instance's gate closes until a recovery action. The activation
+-- that failed keeps its number on the step, as its review reason and event name it, though it has no row: a
+-- recovery guarded by that number finds it, and a reactivation is the next one (C-4), never the same number again.
 CREATE PROCEDURE _weave_step_review(
         IN in_namespace_id   BIGINT UNSIGNED,
         IN in_instance_id    BIGINT UNSIGNED,
@@ -14,7 +16,8 @@ CREATE PROCEDURE _weave_step_review(
 in_detail (R-18); the caller holds the instance lock and writes nothing else for the step.'
     MODIFIES SQL DATA
 BEGIN
-    UPDATE weave_steps SET status = 'NEEDS_REVIEW', updated_at = in_now WHERE id = in_step_id;
+    UPDATE weave_steps SET status = 'NEEDS_REVIEW', activation_seq = in_activation_seq, updated_at = in_now
+     WHERE id = in_step_id;
     CALL _weave_review_open(in_namespace_id, in_instance_id, in_code, in_step_key, in_activation_seq,
                             JSON_OBJECT('detail', in_detail), in_now);
     CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'step.review', NULL, NULL, in_now,

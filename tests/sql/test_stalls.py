@@ -90,6 +90,41 @@ def test_R18_a_correlation_that_cannot_resolve_to_bytes_is_a_review_with_what_it
     assert world.instance(wf)["status"] == "CANCELLED"
 
 
+def test_R18_C4_an_activation_that_failed_keeps_its_number_for_the_recovery_that_names_it(world, orch):
+    """A step whose first activation cannot be made shows that activation's number on the step, as its review
+    reason and event do: a recovery guarded by that number is taken, one guarded by another is refused, and a
+    reactivation is the next number, so an early signal for the failed activation never reaches the new one."""
+    world.publish(signal_flow(before_timer_ms=1_000))
+    wf = world.start("approval-flow", {"order_id": 42})  # a number: no bytes a sender could match
+    early = send(world, wf, "early-1")
+    assert early["status"] == "PENDING"
+    world.db.advance(1_000)
+    orch.drain()
+    (reason,) = world.instance(wf)["review_reasons"]
+    assert (reason["code"], reason["activation_sequence"]) == ("ACTIVATION_FAILED", 1)
+    assert world.step(wf, "approval")["activation_sequence"] == 1
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_activations WHERE step_key = 'approval'") == 0
+    before = world.db.table_counts()
+    for wrong in (2, 3):
+        with pytest.raises(errors.InvalidState, match="at activation 1"):
+            routines.step_reactivate(world.db.conn, world.token, "acme", wf, "approval", "fixed", f"r-{wrong}",
+                                     activation_sequence=wrong)
+    assert world.db.table_counts() == before
+    again = routines.step_reactivate(world.db.conn, world.token, "acme", wf, "approval", "fixed", "r-1",
+                                     activation_sequence=1)
+    assert again["activation_sequence"] == 2
+    reactivated = [e for e in world.events(wf) if e["type"] == "STEP_REACTIVATED"]
+    assert [e["data"]["previous_activation"] for e in reactivated] == [1]
+    orch.drain()  # activation 2 fails the same way: its own number, its own review
+    (reason,) = world.instance(wf)["review_reasons"]
+    assert (reason["code"], reason["activation_sequence"]) == ("ACTIVATION_FAILED", 2)
+    routines.step_resolve(world.db.conn, world.token, "acme", wf, "approval", "approved by phone", "s-2",
+                          output={"approved": True}, activation_sequence=2)
+    orch.drain()
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+    assert world.db.scalar("SELECT status FROM weave_signals WHERE idempotency_key = 'early-1'") != "CONSUMED"
+
+
 def test_R18_the_same_non_transient_failure_a_third_time_opens_a_review(world, orch):
     world.publish(signal_flow(before_timer_ms=1_000))
     wf = world.start("approval-flow", {"order_id": "o-1"})
