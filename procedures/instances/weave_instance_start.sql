@@ -1,5 +1,5 @@
 -- Starting is idempotent per (namespace, idempotency key): the same request again answers the same
--- instance; the same key with a different request is a conflict. Two concurrent first starts of one
+-- instance, whatever the spelling of its input's JSON; the same key with a different request is a conflict. Two concurrent first starts of one
 -- key meet on the unique index: the loser waits for the winner's commit, then answers as a replay.
 -- The ROOT advance runs in the start's own transaction: the first waits are open and the first tasks
 -- queued when it commits (a signal sent at once settles at Send). The app is found, and share-locked,
@@ -44,6 +44,8 @@ BEGIN
     DECLARE v_digest CHAR(64);
     DECLARE v_id BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_existing_digest CHAR(64);
+    DECLARE v_stored_input LONGTEXT;  -- a replay's stored input, read when its text differs from the request's
+    DECLARE v_same_input TINYINT;
     DECLARE v_duplicate TINYINT DEFAULT 0;
     DECLARE v_root VARCHAR(16);
     DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues, checked against the definition's there
@@ -68,11 +70,9 @@ BEGIN
         CALL _weave_raise(50113, 'IDEMPOTENCY_KEY_INVALID: 1-128 printable ASCII characters');
     END IF;
     SET v_input = COALESCE(in_input, '{}');
-    SET v_digest = SHA2(CONCAT_WS('|',
-        CONCAT(LENGTH(in_definition), ':', in_definition), COALESCE(in_version, '-'),
-        CONCAT(LENGTH(in_app), ':', in_app), CONCAT(LENGTH(v_input), ':', v_input),
-        COALESCE(DATE_FORMAT(in_deadline_at, '%Y-%m-%dT%H:%i:%s.%f'), '-'), COALESCE(in_deadline_ms, '-'),
-        COALESCE(CONCAT(LENGTH(in_business_key), ':', in_business_key), '-')), 256);
+    SET v_digest = _weave_start_digest(in_definition, in_version, in_app, v_input,
+                                       DATE_FORMAT(in_deadline_at, '%Y-%m-%dT%H:%i:%s.%f'), in_deadline_ms,
+                                       in_business_key);
 
     IF v_def IS NULL THEN  -- no such definition: a replay of this key may still name another (a conflict)
         SELECT id INTO v_id FROM weave_instances WHERE namespace_id = v_ns AND idempotency_key = in_idempotency_key;
@@ -144,7 +144,17 @@ BEGIN
         SELECT id, request_digest INTO v_id, v_existing_digest
           FROM weave_instances WHERE namespace_id = v_ns AND idempotency_key = in_idempotency_key;
         IF v_existing_digest <> v_digest THEN
-            CALL _weave_raise(50005, 'IDEMPOTENCY_CONFLICT: this key started a different request');
+            -- The input is a JSON value, not bytes: the same request again may spell it otherwise (another client,
+            -- another serialiser: key order, whitespace, escapes). When the stored input is the same value, the
+            -- request is taken with the stored text in its place, and its digest decides as for any replay.
+            SELECT input INTO v_stored_input FROM weave_instances WHERE id = v_id;
+            CALL _weave_json_equal(v_stored_input, v_input, v_same_input);
+            IF v_same_input = 0
+               OR v_existing_digest <> _weave_start_digest(in_definition, in_version, in_app, v_stored_input,
+                                                           DATE_FORMAT(in_deadline_at, '%Y-%m-%dT%H:%i:%s.%f'),
+                                                           in_deadline_ms, in_business_key) THEN
+                CALL _weave_raise(50005, 'IDEMPOTENCY_CONFLICT: this key started a different request');
+            END IF;
         END IF;
         COMMIT;
         -- A replay answers the instance as it is now, from one snapshot: a read-only REPEATABLE READ transaction

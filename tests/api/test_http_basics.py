@@ -88,6 +88,27 @@ def test_a_start_answers_the_instance_as_get_shows_it_with_the_start_scope_alone
     assert replay.status_code == 200 and replay.json == got.json
 
 
+def test_a_start_replayed_by_another_client_is_a_replay_whatever_its_input_s_spelling(client, world):
+    """A retry through another serialiser, or the same start from the CLI (which passes the input as typed), is the
+    same request: the input is compared as a JSON value. Another value is 409."""
+    publish(client, world)
+    body = '{"definition": "cool-off", "app": "billing", "deadline_ms": 3600000, "input": %s}'
+    first = client.simulate_post(f"{NS}/workflows", headers={**auth(world.token, "k-1"), "Content-Type":
+                                 "application/json"}, body=body % '{"order_id": "o-1", "amount": 12}')
+    assert first.status_code == 201
+    again = client.simulate_post(f"{NS}/workflows", headers={**auth(world.token, "k-1"), "Content-Type":
+                                 "application/json"}, body=body % '{"amount":12,"order_id":"o\\u002d1"}')
+    assert again.status_code == 200 and again.headers["idempotent-replayed"] == "true"
+    assert again.json["workflow_id"] == first.json["workflow_id"]
+    cli = routines.instance_start(world.db.conn, world.token, "acme", definition="cool-off", app="billing",
+                                  input_json='{ "order_id" : "o-1" , "amount" : 12 }', idempotency_key="k-1",
+                                  deadline_ms=3_600_000)
+    assert (cli["workflow_id"], cli["created"]) == (first.json["workflow_id"], False)
+    other = client.simulate_post(f"{NS}/workflows", headers={**auth(world.token, "k-1"), "Content-Type":
+                                 "application/json"}, body=body % '{"order_id": "o-1", "amount": 13}')
+    problem(other, 409, "IDEMPOTENCY_CONFLICT")
+
+
 def test_start_needs_an_idempotency_key(client, world):
     publish(client, world)
     result = client.simulate_post(f"{NS}/workflows", headers=auth(world.token),

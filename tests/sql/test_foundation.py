@@ -271,6 +271,37 @@ def test_start_is_idempotent_per_namespace_and_key(world):
     assert [e["type"] for e in events] == ["INSTANCE_STARTED", "STEP_ACTIVATED"]  # once, by the first start
 
 
+def test_a_start_replayed_with_its_input_spelled_otherwise_is_the_same_request(world):
+    """The input is a JSON value: the same start again from another client (keys in another order, other
+    whitespace, escapes for characters that need none) answers the first instance; any other value, a number
+    differing in its last digit included, is a conflict, and so is the same input with another field changed."""
+    world.publish(TIMER)
+    first = '{"order_id": "Zoë-1", "amount": 12345678901234567890, "lines": [1, 2], "note": "a/b"}'
+
+    def start(text: str, **kw) -> dict:
+        args = {"definition": "cool-off", "app": "billing", "idempotency_key": "order-1", "deadline_ms": 86_400_000}
+        return routines.instance_start(world.db.conn, world.token, "acme", input_json=text, **{**args, **kw})
+
+    wf = start(first)["workflow_id"]
+    for same in ('{"amount":12345678901234567890,"lines":[1,2],"note":"a\\/b","order_id":"Zo\\u00eb-1"}',
+                 '{ "note" : "a/b" ,\n "order_id":"Zoë-1","lines":[ 1,2 ],"amount":12345678901234567890}'):
+        again = start(same)
+        assert (again["workflow_id"], again["created"]) == (wf, False), same
+    before = world.db.table_counts()
+    for other in ('{"order_id": "Zoë-1", "amount": 12345678901234567891, "lines": [1, 2], "note": "a/b"}',
+                  '{"order_id": "Zoë-1", "amount": 12345678901234567890, "lines": [2, 1], "note": "a/b"}',
+                  '{"order_id": "Zoë-1", "amount": 12345678901234567890, "lines": [1, 2]}',
+                  '{"order_id": "Zoë-1", "amount": 12345678901234567890, "lines": [1, 2], "note": "a/b"',
+                  first.replace("a/b", "a/B")):
+        with pytest.raises(errors.IdempotencyConflict):
+            start(other)
+    for changed in ({"deadline_ms": 86_400_001}, {"business_key": "o-1"}, {"app": "other"}):
+        with pytest.raises(errors.IdempotencyConflict):
+            start(first.replace(", ", ","), **changed)
+    assert world.db.table_counts() == before
+    assert world.db.scalar("SELECT input FROM weave_instances") == first  # kept as the first start sent it
+
+
 def test_concurrent_starts_with_one_key_create_one_instance(world):
     world.publish(TIMER)
     results, failures = [], []
