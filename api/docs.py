@@ -198,8 +198,10 @@ def _conventions() -> list[str]:
         "cancel, deadline and the step recovery actions, the instance for a signal. The same key with the same "
         "content again answers `200` with the header `Idempotent-Replayed: true` and does nothing again (for a "
         "start or an action the body is the instance as it is now; for a signal it is the first receipt, "
-        "byte-identical). The same key with different content answers `409 IDEMPOTENCY_CONFLICT` and changes "
-        "nothing. A replay still checks the caller's current permissions. Generate one key per logical "
+        "byte-identical). JSON in a request is content as a value: a start's input, a signal's payload or a "
+        "resolve's output spelled otherwise (keys in another order, other whitespace, escapes for characters that "
+        "need none) is the same content. The same key with different content answers `409 IDEMPOTENCY_CONFLICT` "
+        "and changes nothing. A replay still checks the caller's current permissions. Generate one key per logical "
         "operation and reuse it for every retry of that operation.", "",
         "Admin POSTs take no key and are safe to repeat by their nature, except one: publishing the same "
         "definition content as the latest version answers `200` with that version, apps and queues are "

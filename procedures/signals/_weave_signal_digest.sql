@@ -2,9 +2,8 @@
 -- consumption (acceptance proof, S-12) and by the M-4.10 invariant, so they can never drift apart. A
 -- function, so that the invariant's plain query can recompute it from the stored row.
 -- The payload counts as a JSON value, not as bytes: two clients that send {"approved":true} and
--- {"approved": true}, or "Zoë" and "Zo\u00eb", make one logical request. Its canonical text has strings with
--- minimal escapes (_weave_json_escapes_canonical, only when the payload holds a backslash), keys sorted, no
--- insignificant whitespace, and numbers as parsed (MariaDB: JSON_NORMALIZE; MySQL: the text of its JSON type).
+-- {"approved": true}, or "Zoë" and "Zo\u00eb", make one logical request: its canonical text
+-- (_weave_json_canonical) is hashed.
 -- The stored payload and the receipt stay the exact bytes received. Every field is preceded by its byte length
 -- as 8 bytes big-endian, so no two different requests share one byte stream; an absent evidence_ref is a length
 -- of all ones with no bytes, which no present value can produce.
@@ -34,17 +33,8 @@ BEGIN
     DECLARE v_seq VARCHAR(20) DEFAULT CAST(in_target_activation_seq AS CHAR);
     DECLARE v_payload LONGBLOB DEFAULT in_payload;
     IF in_payload_form IN ('CANONICAL', 'ESCAPES') THEN
-        -- Escapes first, so that keys are sorted as the characters they stand for.
-        IF in_payload_form = 'CANONICAL' AND LOCATE(UNHEX('5C'), in_payload) > 0 THEN
-            SET v_payload = CAST(_weave_json_escapes_canonical(CONVERT(in_payload USING utf8mb4)) AS BINARY);
-        END IF;
-        IF VERSION() LIKE '%MariaDB%' THEN
-            SET v_payload = CAST(JSON_NORMALIZE(CONVERT(v_payload USING utf8mb4)) AS BINARY);
-        ELSE
-            -- MySQL: JSON_EXTRACT(x, '$') is a value of the JSON type, whose text is canonical (CAST ... AS JSON
-            -- does not parse on MariaDB, and the routine must install on both).
-            SET v_payload = CAST(CAST(JSON_EXTRACT(CONVERT(v_payload USING utf8mb4), '$') AS CHAR) AS BINARY);
-        END IF;
+        SET v_payload = CAST(_weave_json_canonical(CONVERT(in_payload USING utf8mb4), in_payload_form = 'CANONICAL')
+                             AS BINARY);
     END IF;
     RETURN SHA2(CONCAT(
         UNHEX(LPAD(HEX(OCTET_LENGTH(in_name)), 16, '0')), in_name,

@@ -323,6 +323,39 @@ def test_C4_resolve_under_one_key_with_another_output_evidence_or_reason_is_a_co
     assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'step.resolve'") == 1
 
 
+def test_C4_resolve_replayed_with_its_output_spelled_otherwise_is_the_same_request(world, orch):
+    """The output is a JSON value: the same resolve from another client (keys in another order, whitespace, escapes)
+    is a replay; another value is a conflict. A resolve that an earlier version recorded with the digest of the
+    output's exact text is still answered as a replay when sent again with that text."""
+    world.publish(failing_task())
+    wf = world.start("charge", {"order_id": "o1"})
+    orch.drain()
+    fail_current_task(world, orch)
+
+    def resolve(text: str, key: str = "s1") -> dict:
+        return routines.step_resolve(world.db.conn, world.token, "acme", wf, "charge", "paid by wire", key,
+                                     output=None, output_json=text)
+
+    assert resolve('{"paid": "wire", "amount": 12.5, "by": "Zoë"}')["replayed"] == 0
+    for same in ('{"by":"Zo\\u00eb","amount":12.5,"paid":"wire"}', '{ "amount" : 12.50 , "paid":"wire","by":"Zoë"}'):
+        assert resolve(same)["replayed"] == 1, same
+    before = world.db.table_counts()
+    for other in ('{"paid": "wire", "amount": 12.51, "by": "Zoë"}', '{"paid": "wire", "amount": 12.5}',
+                  '{"paid": "wire", "amount": 12.5, "by": "Zoë"'):
+        with pytest.raises(errors.IdempotencyConflict):
+            resolve(other)
+    assert world.db.table_counts() == before
+
+    # As an earlier version recorded it: the digest of the exact text.
+    exact = '{"paid": "wire", "amount": 12.5, "by": "Zoë"}'
+    world.db.execute("UPDATE weave_audit SET request_digest = _weave_resolve_digest('charge', NULL, %s, NULL, "
+                     "'paid by wire') WHERE action = 'step.resolve'", exact)
+    assert resolve(exact)["replayed"] == 1
+    with pytest.raises(errors.IdempotencyConflict):
+        resolve('{"paid": "card"}')
+    assert world.db.table_counts() == before
+
+
 @pytest.mark.parametrize("action", ["reactivate", "resolve", "continue"])
 def test_C4_an_action_meant_for_one_activation_is_refused_once_the_step_is_in_review_at_another(world, orch, action):
     """An operator decides about what one activation showed. Meanwhile another may reactivate the step, and its new
