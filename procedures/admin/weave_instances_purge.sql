@@ -126,7 +126,7 @@ BEGIN
                                   JSON_CONTAINS(in_only, JSON_QUOTE(CONCAT('wf_', id)))));
     SELECT JSON_ARRAYAGG(i.id) INTO v_locked
       FROM JSON_TABLE(COALESCE(v_locked, '[]'), '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) c
-      STRAIGHT_JOIN weave_instances i ON i.id = c.id
+      STRAIGHT_JOIN weave_instances i FORCE INDEX (PRIMARY) ON i.id = c.id
      WHERE i.status IN ('SUCCEEDED', 'CANCELLED') AND i.finished_at < in_finished_before
        FOR UPDATE SKIP LOCKED;
     -- Uncounted: a row of theirs became final after the fold's horizon (a late signal rejected a minute ago, or no
@@ -187,52 +187,55 @@ BEGIN
                   STRAIGHT_JOIN weave_pending_advances c FORCE INDEX (uq_checkpoint) ON c.instance_id = b.id)
           INTO v_tasks, v_inbox, v_signals, v_checkpoints;
         -- Child records in R-3's order, then the histories, then the instances themselves; each a join from the
-        -- batch's ids (or its rows' own) to the rows, so that it reads and locks only the rows it removes.
+        -- batch's ids (or its rows' own) to the rows, so that it reads and locks only the rows it removes. Each
+        -- joined table's index is forced: MariaDB plans a multi-table DELETE driven by JSON_TABLE as a full scan of
+        -- the joined table when it runs again (a routine's statement after its first call in a session), and a
+        -- locking scan holds, for an instant, every row it passes, so a claim passing then would skip a live task.
         DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
-                 STRAIGHT_JOIN weave_steps x ON x.instance_id = b.id;
+                 STRAIGHT_JOIN weave_steps x FORCE INDEX (uq_step_key) ON x.instance_id = b.id;
         SET v_rows = v_rows + ROW_COUNT();
         DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
-                 STRAIGHT_JOIN weave_activations x ON x.instance_id = b.id;
+                 STRAIGHT_JOIN weave_activations x FORCE INDEX (ix_activation_instance) ON x.instance_id = b.id;
         SET v_rows = v_rows + ROW_COUNT();
         DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
-                 STRAIGHT_JOIN weave_waits x ON x.instance_id = b.id;
+                 STRAIGHT_JOIN weave_waits x FORCE INDEX (ix_wait_instance) ON x.instance_id = b.id;
         SET v_rows = v_rows + ROW_COUNT();
         DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
-                 STRAIGHT_JOIN weave_poll_states x ON x.instance_id = b.id;
+                 STRAIGHT_JOIN weave_poll_states x FORCE INDEX (ix_poll_instance) ON x.instance_id = b.id;
         SET v_rows = v_rows + ROW_COUNT();
         DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
-                 STRAIGHT_JOIN weave_poll_rounds x ON x.instance_id = b.id;
+                 STRAIGHT_JOIN weave_poll_rounds x FORCE INDEX (ix_round_instance) ON x.instance_id = b.id;
         SET v_rows = v_rows + ROW_COUNT();
         -- A task with its attempts, their permits and its late reports in one statement: a late report locks its
         -- task before it stores itself, so it lands before this statement takes the task (and goes with it) or
         -- finds no task.
         DELETE t, a, p, l
           FROM JSON_TABLE(COALESCE(v_tasks, '[]'), '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) k
-          STRAIGHT_JOIN pulse_tasks t ON t.id = k.id
-          LEFT JOIN pulse_attempts a ON a.task_id = t.id
-          LEFT JOIN pulse_permits p ON p.attempt_id = a.id
-          LEFT JOIN pulse_late_reports l ON l.task_id = t.id;
+          STRAIGHT_JOIN pulse_tasks t FORCE INDEX (PRIMARY) ON t.id = k.id
+          LEFT JOIN pulse_attempts a FORCE INDEX (uq_attempt_no) ON a.task_id = t.id
+          LEFT JOIN pulse_permits p FORCE INDEX (PRIMARY) ON p.attempt_id = a.id
+          LEFT JOIN pulse_late_reports l FORCE INDEX (ix_late_task) ON l.task_id = t.id;
         SET v_rows = v_rows + ROW_COUNT();
         DELETE x FROM JSON_TABLE(COALESCE(v_inbox, '[]'), '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) k
-                 STRAIGHT_JOIN pulse_inbox x ON x.id = k.id;
+                 STRAIGHT_JOIN pulse_inbox x FORCE INDEX (PRIMARY) ON x.id = k.id;
         SET v_rows = v_rows + ROW_COUNT();
         DELETE x FROM JSON_TABLE(COALESCE(v_signals, '[]'), '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) k
-                 STRAIGHT_JOIN weave_signals x ON x.id = k.id;
+                 STRAIGHT_JOIN weave_signals x FORCE INDEX (PRIMARY) ON x.id = k.id;
         SET v_rows = v_rows + ROW_COUNT();
         DELETE x FROM JSON_TABLE(COALESCE(v_checkpoints, '[]'), '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) k
-                 STRAIGHT_JOIN weave_pending_advances x ON x.id = k.id;
+                 STRAIGHT_JOIN weave_pending_advances x FORCE INDEX (PRIMARY) ON x.id = k.id;
         SET v_rows = v_rows + ROW_COUNT();
         DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
-                 STRAIGHT_JOIN weave_review_reasons x ON x.instance_id = b.id;
+                 STRAIGHT_JOIN weave_review_reasons x FORCE INDEX (ix_review_instance) ON x.instance_id = b.id;
         SET v_rows = v_rows + ROW_COUNT();
         DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
-                 STRAIGHT_JOIN weave_events x ON x.instance_id = b.id;
+                 STRAIGHT_JOIN weave_events x FORCE INDEX (PRIMARY) ON x.instance_id = b.id;
         SET v_rows = v_rows + ROW_COUNT();
         DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
-                 STRAIGHT_JOIN weave_audit x ON x.instance_id = b.id;
+                 STRAIGHT_JOIN weave_audit x FORCE INDEX (ix_audit_instance) ON x.instance_id = b.id;
         SET v_rows = v_rows + ROW_COUNT();
         DELETE x FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
-                 STRAIGHT_JOIN weave_instances x ON x.id = b.id;
+                 STRAIGHT_JOIN weave_instances x FORCE INDEX (PRIMARY) ON x.id = b.id;
         SET v_rows = v_rows + ROW_COUNT();
         -- Rows are only ever added to a settled instance (a late report, a signal refused and recorded), and each
         -- was locked by the statement that removed it: a count other than the archive's means rows the archive
