@@ -52,7 +52,8 @@ BODIES: dict[str, Schema] = {
         "input": {},
         "deadline_ms": {"type": "integer", "minimum": 1, "maximum": 315_360_000_000},
         "deadline_at": TIME,
-        "business_key": {"type": "string", "minLength": 1, "maxLength": 256}},
+        # null as absent: the instance shows an absent key as null, and a client may send back what it read.
+        "business_key": {"type": ["string", "null"], "minLength": 1, "maxLength": 256}},
         ["definition", "app"], oneOf=[{"required": ["deadline_ms"]}, {"required": ["deadline_at"]}]),
     "SignalRequest": _obj({
         "name": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^[ -~]+$"},
@@ -197,13 +198,25 @@ def check(schema: Schema, value: Any, field: str = "") -> list[Problem]:
     for keyword, wanted in (("oneOf", 1), ("anyOf", None)):
         if keyword in schema:
             passing = sum(1 for option in schema[keyword] if not check(option, value, field))
-            if passing == 0 or (wanted is not None and passing != wanted):
+            fitting = [option for option in schema[keyword] if _fits(option, value)]
+            if passing == 0 and len(fitting) == 1 and not fitting[0].get("required"):
+                # One alternative of the value's own type: what is wrong is what that one says (a list too short).
+                problems += check(fitting[0], value, field)
+            elif passing == 0 or (wanted is not None and passing != wanted):
                 names = [name for option in schema[keyword] for name in option.get("required", [])]
                 which = names[0] if names else field
                 text = " and ".join(names) if names else "the alternatives"
                 rule = "exactly one" if wanted else "at least one"
                 problems.append((which, _code(which, "INVALID_VALUE"), f"give {rule} of {text}"))
     return problems
+
+
+def _fits(schema: Schema, value: Any) -> bool:
+    """Whether ``value`` is of the JSON type ``schema`` takes (of its constant's, for a constant)."""
+    kinds = schema.get("type")
+    if kinds is None:
+        return "const" not in schema or type(schema["const"]) is type(value)
+    return any(_is_type(value, kind) for kind in ([kinds] if isinstance(kinds, str) else kinds))
 
 
 def _integral(schema: Schema, value: Any) -> Any:

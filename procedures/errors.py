@@ -258,8 +258,10 @@ EDGE_FIELD_CODES: dict[str, str] = {
     "DUPLICATE_JSON_KEY": "an object names one key twice (MariaDB would read the first, Python the last)",
     "INVALID_TEXT": "a string holds a lone surrogate escape such as \\ud800, which no column can store as text",
     "INVALID_TYPE": "a field has the wrong JSON type, or the body is not an object",
-    "MISSING_FIELD": "a required field is missing (fields with a code of their own report that code instead)",
-    "INVALID_VALUE": "a value outside the field's enum or range",
+    "MISSING_FIELD": "a required field is missing",
+    "INVALID_VALUE": "a value outside the field's enum or range; for each of these three, a field the engine checks "
+                     "under a code of its own (`status`: `INVALID_ARGUMENT`, `business_key`: `INPUT_INVALID`, ...) "
+                     "reports that code instead, as a SQL client would get it",
     "CURSOR_INVALID": "a list's `cursor` is not one that list answered",
 }
 # Codes only SQL clients and the daemons meet: no HTTP endpoint answers them.

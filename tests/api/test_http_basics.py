@@ -109,6 +109,31 @@ def test_a_start_replayed_by_another_client_is_a_replay_whatever_its_input_s_spe
     problem(other, 409, "IDEMPOTENCY_CONFLICT")
 
 
+def test_a_business_key_sent_back_as_read_null_is_absent(client, world):
+    """GET shows an absent business key as null: a client that sends back what it read is answered as if it had
+    left the field out, not refused for its type."""
+    publish(client, world)
+    started = start(client, world, business_key=None)
+    assert started.status_code == 201 and started.json["business_key"] is None
+    again = start(client, world, business_key=None)
+    assert again.status_code == 200
+    assert start(client, world, "k2", business_key="").status_code == 422  # an empty key is still no key
+
+
+def test_a_value_of_the_right_type_but_wrong_is_told_what_is_wrong_with_it(client, world):
+    """A field that takes one of several forms (a credential's queues: a list of names, or "*") says what is wrong
+    with the form the value has, not only that it matches none."""
+    body = problem(client.simulate_post(f"{NS}/credentials", headers=auth(world.admin),
+                                        json={"actor": "bot", "scopes": ["workflows:read"], "queues": []}),
+                   422, "VALIDATION_FAILED")
+    assert [(e["field"], e["code"], e["message"]) for e in body["errors"]] == [
+        ("queues", "NAME_INVALID", "queues needs at least 1")]
+    other = problem(client.simulate_post(f"{NS}/credentials", headers=auth(world.admin),
+                                         json={"actor": "bot", "scopes": ["workflows:read"], "queues": 5}),
+                    422, "VALIDATION_FAILED")
+    assert [(e["field"], e["code"]) for e in other["errors"]] == [("queues", "NAME_INVALID")]
+
+
 def test_start_needs_an_idempotency_key(client, world):
     publish(client, world)
     result = client.simulate_post(f"{NS}/workflows", headers=auth(world.token),
