@@ -204,10 +204,16 @@ def json_body(req: falcon.Request) -> Any:
 
 
 def json_object(req: falcon.Request) -> dict:
-    body = json_body(req)
-    if not isinstance(body, dict):
+    return json_object_members(req)[0]
+
+
+def json_object_members(req: falcon.Request) -> tuple[dict, dict[str, bytes]]:
+    """The body as an object, and the exact bytes of each of its members' values (JSON a request carries is passed
+    on as it was sent, never parsed and written again: numbers keep every digit)."""
+    body, spans = json_members(req)
+    if not isinstance(body, dict) or spans is None:
         raise invalid([("body", "INVALID_TYPE", "expected an object")], "the body must be a JSON object")
-    return body
+    return body, spans
 
 
 def path(ns: str, *parts: str) -> str:

@@ -5,7 +5,6 @@ holds SQL or business rules of its own."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -14,7 +13,18 @@ import falcon
 from procedures import db, definitions, jsontext, routines
 
 from . import schemas
-from .http import Connections, bearer, idempotency_key, invalid, json_body, json_object, path, respond, respond_text
+from .http import (
+    Connections,
+    bearer,
+    idempotency_key,
+    invalid,
+    json_body,
+    json_object,
+    json_object_members,
+    path,
+    respond,
+    respond_text,
+)
 
 
 def _parse_time(value: Any, field: str) -> dt.datetime:
@@ -31,10 +41,6 @@ def _parse_time(value: Any, field: str) -> dt.datetime:
 
 def _time(value: str | None, field: str = "deadline_at") -> dt.datetime | None:
     return None if value is None else _parse_time(value, field)
-
-
-def _json_text(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 class Resource:
@@ -84,10 +90,11 @@ class Workflows(Resource):
     def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         token = bearer(req)
         key = idempotency_key(req)
-        body = schemas.body("StartRequest", json_object(req))
+        body, texts = json_object_members(req)
+        body = schemas.body("StartRequest", body)
         started = routines.instance_start(
             self.conn, token, ns, definition=body["definition"], version=body.get("version"), app=body["app"],
-            input_json=_json_text(body.get("input", {})), idempotency_key=key,
+            input_json=texts["input"].decode() if "input" in texts else "{}", idempotency_key=key,
             deadline_at=_time(body.get("deadline_at")), deadline_ms=body.get("deadline_ms"),
             business_key=body.get("business_key"), verbatim=True)
         respond_text(resp, jsontext.dumps(started["instance"]), 201 if started["created"] else 200,
@@ -180,11 +187,12 @@ class CredentialDisable(Resource):
 class Action(Resource):
     """POST /workflows/{id}/<action> and /workflows/{id}/steps/{key}/<action>: one operator action with a
     reason and an idempotency key (06-control); 200 with the instance as it is now (the action's own answer), a
-    replay with Idempotent-Replayed. ``act(conn, token, ns, workflow_id, step_key, reason, key, body)`` calls its
-    routine."""
+    replay with Idempotent-Replayed. ``act(conn, token, ns, workflow_id, step_key, reason, key, body, texts)`` calls
+    its routine (``texts``: the exact bytes of each member of the body, for JSON passed on as it was sent)."""
 
     def __init__(self, connections: Connections, schema: str,
-                 act: Callable[[db.Connection, str, str, str, str | None, str, str, dict[str, Any]], dict]):
+                 act: Callable[[db.Connection, str, str, str, str | None, str, str, dict[str, Any],
+                                dict[str, bytes]], dict]):
         super().__init__(connections)
         self.schema, self.act = schema, act
 
@@ -192,8 +200,9 @@ class Action(Resource):
                 step_key: str | None = None) -> None:
         token = bearer(req)
         key = idempotency_key(req)
-        body = schemas.body(self.schema, json_object(req))
-        result = self.act(self.conn, token, ns, workflow_id, step_key, body["reason"], key, body)
+        body, texts = json_object_members(req)
+        body = schemas.body(self.schema, body)
+        result = self.act(self.conn, token, ns, workflow_id, step_key, body["reason"], key, body, texts)
         # The instance as the action answered it: the action's scope is enough (a read of its own would ask for
         # workflows:read, which a credential that may act need not hold).
         respond_text(resp, jsontext.dumps(result["instance"]), replayed=bool(result["replayed"]))
@@ -201,8 +210,8 @@ class Action(Resource):
 
 def _instance(routine: Callable[..., dict]) -> Callable[..., dict]:
     """An instance action whose routine takes only the reason and the key (pause, resume, cancel)."""
-    return lambda conn, token, ns, wf, _step, reason, key, _body: routine(conn, token, ns, wf, reason, key,
-                                                                          verbatim=True)
+    return lambda conn, token, ns, wf, _step, reason, key, _body, _texts: routine(conn, token, ns, wf, reason, key,
+                                                                                  verbatim=True)
 
 
 # action path -> (request schema, the call of its routine)
@@ -210,24 +219,25 @@ ACTIONS: dict[str, tuple[str, Callable[..., dict]]] = {
     "pause": ("ReasonRequest", _instance(routines.instance_pause)),
     "resume": ("ReasonRequest", _instance(routines.instance_resume)),
     "cancel": ("ReasonRequest", _instance(routines.instance_cancel)),
-    "deadline": ("DeadlineRequest", lambda conn, token, ns, wf, _step, reason, key, body: routines.instance_deadline(
-        conn, token, ns, wf, reason, key, deadline_at=_time(body.get("deadline_at")),
-        extend_ms=body.get("extend_ms"), verbatim=True)),
-    "steps/{step_key}/reactivate": ("ReactivateRequest", lambda conn, token, ns, wf, step, reason, key, body:
+    "deadline": ("DeadlineRequest", lambda conn, token, ns, wf, _step, reason, key, body, _texts:
+                 routines.instance_deadline(conn, token, ns, wf, reason, key,
+                                            deadline_at=_time(body.get("deadline_at")),
+                                            extend_ms=body.get("extend_ms"), verbatim=True)),
+    "steps/{step_key}/reactivate": ("ReactivateRequest", lambda conn, token, ns, wf, step, reason, key, body, _texts:
                                     routines.step_reactivate(conn, token, ns, wf, step, reason, key,
                                                              timeout_ms=body.get("timeout_ms"),
                                                              activation_sequence=body.get("activation_sequence"),
                                                              verbatim=True)),
-    "steps/{step_key}/continue": ("ContinueRequest", lambda conn, token, ns, wf, step, reason, key, body:
+    "steps/{step_key}/continue": ("ContinueRequest", lambda conn, token, ns, wf, step, reason, key, body, _texts:
                                   routines.step_continue(conn, token, ns, wf, step, reason, key,
                                                          extra_rounds=body.get("extra_rounds"),
                                                          poll_deadline_ms=body.get("poll_deadline_ms"),
                                                          activation_sequence=body.get("activation_sequence"),
                                                          verbatim=True)),
-    "steps/{step_key}/resolve": ("ResolveRequest", lambda conn, token, ns, wf, step, reason, key, body:
-                                 routines.step_resolve(conn, token, ns, wf, step, reason, key, output=body["output"],
+    "steps/{step_key}/resolve": ("ResolveRequest", lambda conn, token, ns, wf, step, reason, key, body, texts:
+                                 routines.step_resolve(conn, token, ns, wf, step, reason, key, output=None,
                                                        evidence_ref=body.get("evidence_ref"),
-                                                       output_json=_json_text(body["output"]),
+                                                       output_json=texts["output"].decode(),
                                                        activation_sequence=body.get("activation_sequence"),
                                                        verbatim=True)),
 }

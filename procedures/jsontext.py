@@ -17,6 +17,7 @@ import json
 import math
 import re
 import secrets
+import sys
 from typing import Any, NamedTuple
 
 __all__ = ["DocumentError", "FieldError", "InvalidJson", "Verbatim", "describe", "dumps", "member_path",
@@ -139,8 +140,9 @@ class _Parser:
             raise InvalidJson([_invalid(f"{exc.msg} at line {exc.lineno} column {exc.colno}")]) from exc
         except RecursionError as exc:
             raise InvalidJson([_invalid("nested too deeply")]) from exc
-        except ValueError as exc:  # e.g. an integer with more digits than Python converts
-            raise InvalidJson([_invalid(str(exc))]) from exc
+        except ValueError as exc:  # an integer with more digits than Python converts (its message names a setting)
+            limit = sys.get_int_max_str_digits()
+            raise InvalidJson([_invalid(f"a number has more than {limit:,} digits, more than is taken here")]) from exc
 
     def document(self, text: str) -> tuple[Any, dict[str, str] | None]:
         """The value, and for an object the source text of each top-level member's value."""

@@ -109,6 +109,25 @@ def test_a_start_replayed_by_another_client_is_a_replay_whatever_its_input_s_spe
     problem(other, 409, "IDEMPOTENCY_CONFLICT")
 
 
+def test_a_start_keeps_its_input_as_sent_every_digit_of_every_number(client, world):
+    """The input is stored as the request carried it: a number past a double's precision keeps its digits, and the
+    instance answers it so."""
+    publish(client, world)
+    text = '{"amount": 12345678901234567.5, "rate": 1.10, "count": 1E2, "id": 123456789012345678901234567890}'
+    body = '{"definition": "cool-off", "app": "billing", "deadline_ms": 3600000, "input": ' + text + "}"
+    started = client.simulate_post(f"{NS}/workflows", body=body,
+                                   headers={**auth(world.token, "k-1"), "Content-Type": "application/json"})
+    assert started.status_code == 201
+    assert world.db.scalar("SELECT input FROM weave_instances") == text
+    shown = client.simulate_get(f"{NS}/workflows/{started.json['workflow_id']}", headers=auth(world.token))
+    assert '"input": ' + text in shown.text or '"input":' + text in shown.text
+    huge = client.simulate_post(f"{NS}/workflows", body=body.replace("123456789012345678901234567890", "9" * 5000),
+                                headers={**auth(world.token, "k-2"), "Content-Type": "application/json"})
+    (error,) = problem(huge, 422, "VALIDATION_FAILED")["errors"]
+    assert error["code"] == "INVALID_JSON" and error["message"] == (
+        "a number has more than 4,300 digits, more than is taken here")
+
+
 def test_a_business_key_sent_back_as_read_null_is_absent(client, world):
     """GET shows an absent business key as null: a client that sends back what it read is answered as if it had
     left the field out, not refused for its type."""
@@ -468,9 +487,12 @@ def test_C4_a_step_action_for_an_activation_the_step_left_is_a_409_and_changes_n
     stale = client.simulate_post(f"{NS}/workflows/{wf}/steps/approval/resolve", headers=auth(world.token, "res-1"),
                                  json={**body, "activation_sequence": 1})
     assert "is at activation 2, not 1" in problem(stale, 409, "INVALID_STATE")["detail"]
-    done = client.simulate_post(f"{NS}/workflows/{wf}/steps/approval/resolve", headers=auth(world.token, "res-2"),
-                                json={**body, "activation_sequence": 2})
+    output = '{"approved": true, "amount": 12345678901234567.5}'  # kept as sent, every digit
+    done = client.simulate_post(f"{NS}/workflows/{wf}/steps/approval/resolve",
+                                headers={**auth(world.token, "res-2"), "Content-Type": "application/json"},
+                                body='{"reason": "by phone", "activation_sequence": 2, "output": ' + output + "}")
     assert done.status_code == 200 and done.json["steps"][0]["status"] == "SUCCEEDED"
+    assert world.db.scalar("SELECT output FROM weave_steps WHERE step_key = 'approval'") == output
     problem(client.simulate_post(f"{NS}/workflows/{wf}/steps/approval/resolve", headers=auth(world.token, "res-3"),
                                  json={**body, "activation_sequence": 0}), 422, "VALIDATION_FAILED")
 
