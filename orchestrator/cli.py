@@ -221,11 +221,12 @@ def cmd_workflows_start(args: argparse.Namespace) -> int:
 
     input_json = args.input if args.input is not None else "{}"
     _json_argument("--input", "input", input_json, "INPUT_INVALID")
+    at = None if args.deadline_at is None else _utc_time("--deadline-at", args.deadline_at, "DEADLINE_INVALID")
     with _conn(args) as conn:
         row = routines.instance_start(
             conn, _token(args), args.namespace, definition=args.definition, version=args.version, app=args.app,
             input_json=input_json, idempotency_key=args.idempotency_key or str(uuid.uuid4()),
-            deadline_ms=args.deadline_ms, business_key=args.business_key)
+            deadline_at=at, deadline_ms=args.deadline_ms, business_key=args.business_key)
     row.pop("instance")  # the command answers what it started; `workflows show` shows the instance
     _print(args, row, lambda p: f"{p['workflow_id']} {p['status']}" + ("" if p["created"] else " (replayed)"))
     return 0
@@ -287,6 +288,11 @@ def _human_instance(inst: dict) -> str:
             extra += f" next {p['next_poll_at']}" if p["next_poll_at"] else f" ({state})"
         lines.append(f"  {step['key']:<24} {step['type']:<7} {step['status']:<13} "
                      f"#{step['activation_sequence']}{extra}")
+    if inst.get("deferred"):  # new work waits, and says why: a disabled identity, a full quota, a pause
+        d = inst["deferred"]
+        lines.append(f"  deferred: {d['reason']}{' (step ' + d['step_key'] + ')' if d['step_key'] else ''} since "
+                     f"{d['since']}, {d['attempts']} checks, next {d['next_check_at']}"
+                     + (f": {d['detail']}" if d["detail"] else ""))
     for reason in inst["review_reasons"]:
         lines.append(f"  review: {reason['code']} {reason['step_key'] or ''} {json.dumps(reason['detail'])}")
     return "\n".join(lines)
@@ -295,6 +301,9 @@ def _human_instance(inst: dict) -> str:
 def cmd_workflows_events(args: argparse.Namespace) -> int:
     with _conn(args) as conn:
         events = routines.instance_events(conn, _token(args), args.namespace, args.workflow_id, args.after, args.limit)
+    if args.json:  # as the API answers a page: where the next one starts, to be passed as --after
+        _print(args, {"events": events, "next_after": events[-1]["seq"] if events else args.after})
+        return 0
     _print(args, events, lambda evs: ("\n".join(
         f"{e['seq']:>5} {e['occurred_at']} {e['type']:<22} {e['step_key'] or '-':<20} {json.dumps(e['data'])}"
         for e in evs) or "no events") + (  # a full page: there may be more, read on from its last seq
@@ -610,12 +619,16 @@ def cmd_steps_action(args: argparse.Namespace) -> int:
         return _instance_after(args, result)
 
 
+def _cell(value: Any) -> str:
+    return "-" if value is None else str(value)  # an absent value, as the other tables show it
+
+
 def _table(rows: list[dict], columns: list[str], empty: str) -> str:
     if not rows:
         return empty
-    widths = [max(len(c), *(len(str(r[c])) for r in rows)) for c in columns]
+    widths = [max(len(c), *(len(_cell(r[c])) for r in rows)) for c in columns]
     lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))]
-    lines += ["  ".join(str(r[c]).ljust(w) for c, w in zip(columns, widths, strict=True)) for r in rows]
+    lines += ["  ".join(_cell(r[c]).ljust(w) for c, w in zip(columns, widths, strict=True)) for r in rows]
     return "\n".join(lines)
 
 
@@ -899,7 +912,10 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--version", type=int, help="definition version (default: latest)")
     p.add_argument("--app", required=True, help="the app whose quota the instance's tasks use")
     p.add_argument("--input", help="instance input as JSON text (default {})")
-    p.add_argument("--deadline-ms", type=int, required=True, help="instance deadline, milliseconds from now")
+    deadline = p.add_mutually_exclusive_group(required=True)
+    deadline.add_argument("--deadline-ms", type=int, help="instance deadline, milliseconds from now")
+    deadline.add_argument("--deadline-at", metavar="TIME",
+                          help="instance deadline as an RFC 3339 time with a zone, e.g. 2027-01-31T18:00:00Z")
     p.add_argument("--business-key", help="your own key for the instance, to find it by (1-256 chars)")
     p.add_argument("--idempotency-key", help=IDEMPOTENCY_KEY)
     p = _command(wf, "list", help="list instances, newest first (workflows:read)", func=cmd_workflows_list)

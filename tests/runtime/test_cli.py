@@ -11,7 +11,7 @@ import pytest
 
 from orchestrator.cli import EXIT_CODES, EXIT_TIMED_OUT, main
 from orchestrator.loop import Orchestrator
-from procedures import installer, settings
+from procedures import installer, pulse, routines, settings
 
 TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
 POLL = {"name": "poll-flow", "steps": [{"key": "check", "type": "POLL", "queue": "payments",
@@ -167,7 +167,7 @@ def test_S2_credentials_create_with_an_expiry_on_the_engine_clock_and_list_shows
                            "--expires-at", "2000-01-01T00:00:00Z", "--json", token=world.admin)
     assert code == EXIT_CODES[422] and "expires_at must be later" in json.loads(err)["detail"], err
     code, out, _ = weave("credentials", "list", token=world.admin)
-    assert code == 0 and made["expires_at"] in out
+    assert code == 0 and made["expires_at"] in out and "None" not in out  # one that never expires shows -
     assert (f"credentials expiring within 7 days: {made['credential_id']} contractor (acme) at "
             f"{made['expires_at']}") in status()
     world.db.advance(36 * 3_600_000)
@@ -446,6 +446,24 @@ def test_show_never_prints_next_none(weave, world, orch):
     assert code == 0 and "rounds 1/3 (in flight)" in out and "None" not in out
 
 
+def test_R18_show_says_why_an_instance_waits_when_its_work_is_deferred(weave, world, orch):
+    """An instance whose starting identity was disabled stays RUNNING with its next round deferred: `workflows show`
+    says so, with the reason, as its JSON and `weave status` do, instead of a step that only looks idle."""
+    world.publish(POLL)
+    starter = world.credential(["workflows:start", "workflows:read"], actor="starter")
+    wf = world.start("poll-flow", token=starter["token"])
+    orch.drain()
+    routines.credential_disable(world.db.conn, world.admin, "acme", starter["credential_id"])
+    (task,) = pulse.task_claim(world.db.conn, "w1", "payments", limit=1)
+    pulse.attempt_complete(world.db.conn, task["attempt_id"], "w1", {"status": "PENDING"})
+    orch.drain()
+    world.db.advance(1_000)  # the next round is due, and its start is deferred
+    orch.drain()
+    code, out, err = weave("workflows", "show", wf)
+    assert code == 0, err
+    assert "deferred: IDENTITY_DISABLED" in out
+
+
 def test_the_instance_listing_keeps_its_columns_across_definitions_of_any_name_length(weave, world):
     world.publish(TIMER)
     world.publish({**TIMER, "name": "a-much-longer-definition-name"})
@@ -461,6 +479,38 @@ APPROVAL = {"name": "approval", "steps": [{"key": "approval", "type": "SIGNAL",
                                            "signal": {"name": "approval.decided", "payload_version": "1",
                                                       "payload_type": "object"},
                                            "correlation": "$.input.request_id", "timeout_ms": 60_000}]}
+
+
+def test_workflows_start_takes_a_deadline_as_a_time_as_the_api_does(weave, world):
+    """A start's deadline may be a time (the API's deadline_at) as well as a span from now; a time without a zone, or
+    one already past, is refused at its flag and nothing starts."""
+    world.publish(APPROVAL)
+    at = (world.db.now() + dt.timedelta(days=2)).replace(microsecond=0)
+    code, out, err = weave("workflows", "start", "approval", "--app", "billing", "--input", '{"request_id": "r-1"}',
+                           "--deadline-at", at.isoformat() + "Z", "--json")
+    assert code == 0, err
+    assert world.instance(json.loads(out)["workflow_id"])["deadline_at"] == at.isoformat() + ".000000Z"
+    code, _, err = weave("workflows", "start", "approval", "--app", "billing", "--deadline-at", at.isoformat(),
+                         "--json")
+    assert code == 2 and "RFC 3339 time with a zone" in json.loads(err)["detail"], err  # as `workflows deadline --at`
+    code, _, err = weave("workflows", "start", "approval", "--app", "billing", "--deadline-at",
+                         "2000-01-01T00:00:00Z", "--json")
+    assert code == EXIT_CODES[422] and "has not passed" in json.loads(err)["detail"], err
+    with pytest.raises(SystemExit) as usage:  # one of the two, as the API takes one
+        weave("workflows", "start", "approval", "--app", "billing", "--deadline-ms", "60000",
+              "--deadline-at", at.isoformat() + "Z")
+    assert usage.value.code == 2
+    assert len(json.loads(weave("workflows", "list", "--json")[1])["items"]) == 1
+
+
+def test_definitions_show_of_a_version_that_is_not_there_names_the_latest(weave, world):
+    world.publish(APPROVAL)
+    code, _, err = weave("definitions", "show", "approval", "--version", "9", "--json")
+    assert code == EXIT_CODES[404]
+    assert json.loads(err)["detail"].startswith("definition approval has no version 9; its latest is version 1")
+    code, _, err = weave("definitions", "show", "approvals", "--json")
+    assert code == EXIT_CODES[404]
+    assert json.loads(err)["detail"].startswith("no definition approvals in this namespace (namespace acme;")
 
 
 @pytest.mark.parametrize(("flag", "text", "field", "code"), [
@@ -562,8 +612,11 @@ def test_workflows_events_says_where_the_next_page_starts(weave, world):
     world.publish(APPROVAL)
     wf = world.start("approval", {"request_id": "r-1"})
     code, out, _ = weave("workflows", "events", wf, "--json")
-    seqs = [e["seq"] for e in json.loads(out)]
-    assert code == 0 and len(seqs) >= 2
+    page = json.loads(out)
+    seqs = [e["seq"] for e in page["events"]]
+    assert code == 0 and len(seqs) >= 2 and page["next_after"] == seqs[-1]  # as the API answers a page
+    code, out, _ = weave("workflows", "events", wf, "--after", str(seqs[-1]), "--json")
+    assert json.loads(out) == {"events": [], "next_after": seqs[-1]}
     code, out, _ = weave("workflows", "events", wf, "--limit", "1")
     assert code == 0 and out.rstrip().endswith(f"next page (if any): --after {seqs[0]}")
     code, out, _ = weave("workflows", "events", wf, "--after", str(seqs[0]), "--limit", str(len(seqs)))
