@@ -137,13 +137,13 @@ FIELD_OF_CODE: dict[str, str] = {
     "CORRELATION_KEY_INVALID": "correlation_key", "PAYLOAD_TOO_LARGE": "payload", "PAYLOAD_MISSING": "payload",
     "PAYLOAD_INVALID": "payload", "PAYLOAD_TYPE_MISMATCH": "payload", "REASON_INVALID": "reason",
     "EVIDENCE_REF_INVALID": "evidence_ref", "SCOPES_INVALID": "scopes", "APP_NOT_FOUND": "app",
-    "DEFINITION_NOT_FOUND": "definition",
+    "DEFINITION_NOT_FOUND": "definition", "IDEMPOTENCY_KEY_INVALID": "Idempotency-Key",
 }
 # A refusal whose code may be about one of several fields names the one it is about first ("INPUT_INVALID:
 # business_key must be ..."): these are the request fields such a message may begin with.
-FIELDS_NAMED_FIRST = frozenset({"input", "output", "business_key", "deadline_ms", "deadline_at", "extend_ms",
-                                "poll_deadline_ms", "extra_rounds", "timeout_ms", "actor", "name", "namespace",
-                                "queues", "limit"})
+FIELDS_NAMED_FIRST = frozenset({"input", "output", "business_key", "deadline_ms", "deadline_at", "expires_at",
+                                "extend_ms", "poll_deadline_ms", "extra_rounds", "timeout_ms", "actor", "name",
+                                "namespace", "queues", "limit"})
 
 Unauthenticated = BY_CODE["UNAUTHENTICATED"]
 Forbidden = BY_CODE["FORBIDDEN"]

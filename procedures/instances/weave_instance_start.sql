@@ -103,7 +103,7 @@ BEGIN
         -- A date that is no time (0000-00-00, a zero month or day: a session without NO_ZERO_DATE passes it) is NULL
         -- to COALESCE, so v_deadline is NULL then.
         IF v_deadline IS NULL OR v_deadline <= v_now THEN
-            CALL _weave_raise(50118, 'DEADLINE_INVALID: the deadline must be a valid time that has not passed');
+            CALL _weave_raise(50118, 'DEADLINE_INVALID: deadline_at must be a valid time that has not passed');
         END IF;
         BEGIN
             DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;

@@ -153,6 +153,21 @@ def test_a_value_of_the_right_type_but_wrong_is_told_what_is_wrong_with_it(clien
     assert [(e["field"], e["code"]) for e in other["errors"]] == [("queues", "NAME_INVALID")]
 
 
+def test_a_refusal_names_the_field_it_is_about(client, world):
+    """The engine's refusals of a malformed Idempotency-Key, a start's past deadline_at and a credential's past
+    expires_at name their field, as the API's own checks do."""
+    publish(client, world)
+    body = problem(start(client, world, key="has space"), 422, "VALIDATION_FAILED")
+    assert [(e["field"], e["code"]) for e in body["errors"]] == [("Idempotency-Key", "IDEMPOTENCY_KEY_INVALID")]
+    past = {"definition": "cool-off", "app": "billing", "deadline_at": "2000-01-01T00:00:00Z"}
+    body = problem(client.simulate_post(f"{NS}/workflows", headers=auth(world.token, "k-past"), json=past), 422,
+                   "VALIDATION_FAILED")
+    assert [(e["field"], e["code"]) for e in body["errors"]] == [("deadline_at", "DEADLINE_INVALID")]
+    body = problem(client.simulate_post(f"{NS}/credentials", headers=auth(world.admin), json={
+        "actor": "late", "scopes": ["workflows:read"], "expires_at": "2000-01-01T00:00:00Z"}), 422, "VALIDATION_FAILED")
+    assert [(e["field"], e["code"]) for e in body["errors"]] == [("expires_at", "DEADLINE_INVALID")]
+
+
 def test_start_needs_an_idempotency_key(client, world):
     publish(client, world)
     result = client.simulate_post(f"{NS}/workflows", headers=auth(world.token),
