@@ -296,11 +296,13 @@ def test_R15_a_migrate_interrupted_gives_up_its_session_at_once_and_the_next_goe
     interrupted in a reply, and the migration tool's lock release then failed on it: the operator was told of a
     database error (InterfaceError) instead of an interruption. The interrupt now reaches the caller, at once, while
     the reader still holds the table, and the next migrate resumes the statement left in flight."""
-    target = installer.shipped_migrations()[-1]
+    altering = {m: re.search(r"ALTER TABLE (\w+)", (installer.MIGRATIONS_DIR / f"{m}.sql").read_text())
+                for m in installer.shipped_migrations()}
+    target = [m for m, found in altering.items() if found][-1]  # the newest migration that alters a table
+    table = altering[target].group(1)
     with scratch_database(database, "interrupted") as fresh:
         installer.migrate(fresh, test_clock=True)
         roll_back_migration(fresh, target)
-        table = re.search(r"ALTER TABLE (\w+)", (installer.MIGRATIONS_DIR / f"{target}.sql").read_text()).group(1)
         reader, admin = dbmod.connect(fresh, autocommit=False), dbmod.connect(fresh)
         released = threading.Event()
 
