@@ -246,7 +246,7 @@ BEGIN
         END IF;
         CALL _weave_audit(v_ns, 0, v_cred, v_actor, 'instances.purge', NULL, NULL, v_now, NULL, in_reason,
                           JSON_OBJECT('finished_before', DATE_FORMAT(in_finished_before, '%Y-%m-%dT%H:%i:%s.%fZ'),
-                                      'instances', v_purged, 'rows_deleted', v_rows,
+                                      'instances', v_purged + 0, 'rows_deleted', v_rows + 0,
                                       'workflow_ids', JSON_EXTRACT(v_ids, '$')),
                           NULL);
     END IF;

@@ -131,7 +131,7 @@ BEGIN
         INSERT INTO weave_audit (namespace_id, instance_id, credential_id, actor, action, idempotency_key,
                                  request_digest, accepted_at, deadline_at, details, created_at)
         VALUES (v_ns, v_id, v_cred, v_actor, 'instance.start', in_idempotency_key, v_digest, v_now, v_deadline,
-                JSON_OBJECT('definition', in_definition, 'version', v_def_version, 'app', in_app), v_now);
+                JSON_OBJECT('definition', in_definition, 'version', v_def_version + 0, 'app', in_app), v_now);
         -- The ROOT advance itself, its first tasks included: what it defers or leaves for more (R-7's 32) it writes
         -- as the ROOT checkpoint.
         CALL _weave_root_advance(v_ns, v_id, v_now, 32, FALSE, NULL, NULL, NULL, NULL, v_root);

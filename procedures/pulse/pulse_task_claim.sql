@@ -143,7 +143,7 @@ BEGIN
                         END IF;
                         SET v_picked = JSON_ARRAY_APPEND(v_picked, '$', JSON_OBJECT(
                             'id', v_id + 0, 'ns', v_task_ns + 0, 'queue', v_qid + 0, 'mutex', v_task_mutex,
-                            'no', v_task_no + 0, 'max', v_task_max + 0, 'priority', v_priority,
+                            'no', v_task_no + 0, 'max', v_task_max + 0, 'priority', v_priority + 0,
                             'available', DATE_FORMAT(v_available, '%Y-%m-%d %H:%i:%s.%f')));
                     END LOOP;
                     CLOSE c_queue;

@@ -43,7 +43,8 @@ def test_R4_a_namespace_s_own_actions_are_listed_newest_first_in_pages_that_neit
     assert [r["created_at"] for r in rows] == sorted((r["created_at"] for r in rows), reverse=True)
     assert [r["action"] for r in audit(world, action="credential.create")["items"]] == ["credential.create"] * 2
     assert "elsewhere" not in [r.get("details", {}).get("actor") for r in rows]
-    assert audit(world, workflow_id=wf, token=world.token)["items"][0]["action"] == "instance.start"
+    started = audit(world, workflow_id=wf, token=world.token)["items"][0]
+    assert started["action"] == "instance.start" and started["details"]["version"] == 1  # a number, as in its event
 
 
 def test_R4_an_instance_s_audit_rows_are_read_with_the_scope_of_its_events(world, orch):

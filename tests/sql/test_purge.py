@@ -5,6 +5,7 @@ and the M-4 invariants hold after every scenario."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 import threading
 
@@ -138,6 +139,8 @@ def test_R4_a_purge_removes_settled_instances_with_every_row_of_theirs_and_audit
     assert (audit["instance_id"], audit["actor"], audit["reason"]) == (0, "bootstrap", "retention: 90 days")
     ids = sorted([done, cancelled], key=world.internal_id)
     assert f'"workflow_ids": ["{ids[0]}", "{ids[1]}"]' in audit["details"]
+    details = json.loads(audit["details"])  # counts as numbers, as the run's answer gives them
+    assert (details["instances"], details["rows_deleted"]) == (2, answer["rows_deleted"])
 
 
 def settled_timers(world, orch, n: int) -> list[str]:
