@@ -18,7 +18,7 @@ Result set: workflow_id, deadline_at, status, replayed.
 Result sets 2-6: the instance as it is now, as weave_instance_get answers it (the action''s scope is enough).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50005 IDEMPOTENCY_CONFLICT, 50007 INVALID_STATE,
 50111 REASON_INVALID, 50113 IDEMPOTENCY_KEY_INVALID, 50118 DEADLINE_INVALID (not a valid time later than the
-current one, or after 9999-12-31).
+current one and than now, or after 9999-12-31).
 Rules: C-4, C-6, T-1, R-8.'
     MODIFIES SQL DATA
 BEGIN
@@ -57,6 +57,14 @@ BEGIN
         -- to COALESCE, so v_new is NULL then.
         IF v_new IS NULL OR v_new <= v_old THEN
             CALL _weave_raise(50118, 'DEADLINE_INVALID: the new deadline must be a valid time after the current one');
+        END IF;
+        -- A deadline that has passed already would send the instance back to review at once: an action that answers
+        -- RUNNING and undoes itself a moment later. Said with the time it gives and the clock's.
+        IF v_new <= v_now THEN
+            CALL _weave_raise(50118, CONCAT('DEADLINE_INVALID: ', IF(in_deadline_at IS NULL, 'extend_ms', 'deadline_at'),
+                                            ' gives ', DATE_FORMAT(v_new, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                                            ', which has passed: the engine clock is ',
+                                            DATE_FORMAT(v_now, '%Y-%m-%dT%H:%i:%s.%fZ')));
         END IF;
         UPDATE weave_instances SET deadline_at = v_new WHERE id = v_id;
         UPDATE weave_review_reasons SET closed_at = v_now, closed_by = 'deadline'

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
 from procedures import errors, routines
@@ -122,6 +124,31 @@ def test_C4_deadline_closes_instance_deadline_and_the_instance_runs_again(world,
     assert closed == {"closed_by": "deadline"}
     assert routines.instance_deadline(world.db.conn, world.token, "acme", wf, "customer asked", "d1",
                                       extend_ms=3_600_000)["replayed"] == 1
+
+
+def test_C4_deadline_that_would_still_have_passed_is_refused_with_the_time_it_gives(world, orch):
+    """An extension counted from a deadline that passed long ago may still lie in the past: taken, it answered RUNNING
+    and the instance went back to review a moment later. It is refused, saying the time it gives and the clock's,
+    and nothing changes; an extension past now is taken."""
+    world.publish(ONE_TASK)
+    world.db.execute("UPDATE weave_apps SET status = 'DISABLED'")
+    wf = world.start("one", {"order_id": "o-1"}, deadline_ms=1_000)
+    world.db.execute("UPDATE weave_apps SET status = 'ACTIVE'")
+    world.db.advance(8_000)  # the deadline passed 7 s ago
+    orch.drain()
+    assert [r["code"] for r in world.instance(wf)["review_reasons"]] == ["INSTANCE_DEADLINE"]
+    before = world.db.table_counts()
+    past = world.db.now() - dt.timedelta(seconds=1)  # later than the deadline, earlier than now
+    for field, move in (("extend_ms", {"extend_ms": 1_000}), ("deadline_at", {"deadline_at": past})):
+        with pytest.raises(errors.ValidationFailed, match=f"{field} gives .*, which has passed") as info:
+            routines.instance_deadline(world.db.conn, world.token, "acme", wf, "a bit more", f"d-{field}", **move)
+        assert (info.value.field_code, info.value.field) == ("DEADLINE_INVALID", field)
+    assert world.db.table_counts() == before
+    moved = routines.instance_deadline(world.db.conn, world.token, "acme", wf, "an hour more", "d-2",
+                                       extend_ms=3_600_000)
+    assert moved["status"] == "RUNNING"
+    orch.drain()
+    assert world.instance(wf)["status"] == "RUNNING"
 
 
 
