@@ -36,7 +36,8 @@ import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from tenacity import wait_random_exponential
+from tenacity import RetryCallState, wait_random_exponential
+from tenacity.wait import wait_base
 
 from procedures.retrying import read_until, retry_after_first
 
@@ -60,14 +61,18 @@ class WeaveApiError(Exception):
 
     code = "ERROR"
 
-    def __init__(self, status: int, body: dict):
+    def __init__(self, status: int, body: dict, headers: dict[str, str] | None = None):
         self.status = status
         self.body = body
+        self.headers = headers or {}  # the answer's headers, names in lower case (e.g. retry-after)
         if isinstance(body.get("code"), str) and body["code"]:
             self.code = body["code"]
         self.detail = body.get("detail", "")
         self.errors = body.get("errors", [])
-        super().__init__(f"{status} {self.code}: {self.detail}")
+        # What is wrong, field by field, in the message too: a validation failure's detail alone says only that.
+        problems = "; ".join(f"{e['field']}: {e['message']}" if e.get("field") else str(e.get("message"))
+                             for e in self.errors if isinstance(e, dict) and e.get("message"))
+        super().__init__(f"{status} {self.code}: {self.detail}" + (f" ({problems})" if problems else ""))
 
 
 class Unauthenticated(WeaveApiError):
@@ -140,7 +145,18 @@ BY_CODE: dict[str, type[WeaveApiError]] = {cls.code: cls for cls in WeaveApiErro
 
 
 class _Retry(Exception):
-    """A connection error or 503: worth another try with the same idempotency key."""
+    """A connection error or 503: worth another try with the same idempotency key; ``retry_after``: the seconds a
+    503 asked for (its Retry-After header), the least wait before the next try."""
+
+    def __init__(self, retry_after: float | None = None):
+        super().__init__()
+        self.retry_after = retry_after
+
+
+def _retry_after(headers: dict[str, str]) -> float | None:
+    """A Retry-After of seconds (the API's form), at most RETRY_AFTER_CAP; None for none or another form."""
+    value = headers.get("retry-after", "")
+    return min(float(value), RETRY_AFTER_CAP) if value.isascii() and value.isdigit() else None
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -156,6 +172,20 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 
 
 RETRY_WAIT = wait_random_exponential(multiplier=0.1, max=5)  # between tries of a call (stateless, shared)
+RETRY_AFTER_CAP = 30.0  # the longest a 503's Retry-After makes a call wait between two tries
+
+
+class _RetryWait(wait_base):
+    """The jittered backoff, but never less than the Retry-After the last 503 asked for."""
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        wait = RETRY_WAIT(retry_state)
+        failed = retry_state.outcome.exception() if retry_state.outcome is not None else None
+        asked = getattr(failed, "retry_after", None)
+        return wait if asked is None else max(wait, asked)
+
+
+_RETRY_WAIT_HONOURING = _RetryWait()
 
 
 class WeaveClient:
@@ -271,14 +301,15 @@ class WeaveClient:
                 raise _Retry() from err
             payload = _decode(raw)
             if status == 503:
-                raise _Retry() from Unavailable(status, payload if isinstance(payload, dict) else {})
+                raise _Retry(_retry_after(answer_headers)) from Unavailable(
+                    status, payload if isinstance(payload, dict) else {}, answer_headers)
             if status >= 400:
                 body_ = payload if isinstance(payload, dict) else {"detail": str(payload)}
-                raise BY_CODE.get(body_.get("code", ""), WeaveApiError)(status, body_)
+                raise BY_CODE.get(body_.get("code", ""), WeaveApiError)(status, body_, answer_headers)
             return status, answer_headers, payload
 
         try:
-            return retry_after_first(once, _retryable, self.retries, RETRY_WAIT)
+            return retry_after_first(once, _retryable, self.retries, _RETRY_WAIT_HONOURING)
         except _Retry as exc:
             raise Unavailable(503, {"code": "UNAVAILABLE", "detail": f"gave up after {self.retries} tries: "
                                                                      f"{exc.__cause__}"}) from exc

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from tenacity import RetryCallState
 
 from api import client as sdk
 from tests.support.waiting import wait_for
@@ -27,6 +28,7 @@ class Recorder(ThreadingHTTPServer):
     say_close = False
     answer: tuple[int, str, bytes] | None = None
     location: str | None = None  # a Location header to answer with
+    retry_after: str | None = None  # a Retry-After header to answer with
 
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
@@ -62,6 +64,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Connection", "close")
         if self.server.location:
             self.send_header("Location", self.server.location)
+        if self.server.retry_after:
+            self.send_header("Retry-After", self.server.retry_after)
         self.end_headers()
         self.wfile.write(body)
         if self.server.closing:
@@ -188,6 +192,44 @@ def test_sdk_error_of_a_code_it_has_no_class_for_carries_that_code(server):
     with pytest.raises(sdk.InvalidState) as raised:
         client.get_workflow("wf_1")
     assert raised.value.code == "INVALID_STATE"
+
+
+def test_sdk_error_says_what_is_wrong_and_keeps_the_answer_s_headers(server):
+    """A validation failure's message names each field and what is wrong with it (its detail alone says only that
+    the request is not valid), and every error keeps the answer's headers, as ``request`` gives them."""
+    server.answer = (422, "application/problem+json", json.dumps({
+        "code": "VALIDATION_FAILED", "detail": "the request is not valid", "errors": [
+            {"field": "deadline_ms", "code": "DEADLINE_INVALID", "message": "deadline_ms must be from 1 to 9"}]}
+    ).encode())
+    client = sdk.WeaveClient(server.url, "wv_x", "acme")
+    with pytest.raises(sdk.ValidationFailed) as raised:
+        client.start_workflow("d", app="a", deadline_ms=0)
+    assert str(raised.value) == ("422 VALIDATION_FAILED: the request is not valid "
+                                 "(deadline_ms: deadline_ms must be from 1 to 9)")
+    assert raised.value.headers["content-type"] == "application/problem+json"
+
+
+def test_sdk_waits_at_least_what_a_503_s_retry_after_asks(server):
+    """A 503 says in Retry-After when to try again (the API: 1 s while its database is away); the SDK's jittered
+    backoff starts at up to 0.1 s, so every try of a call could be spent before a failover ends. The wait between
+    two tries is now never less than what the answer asked for, up to 30 s."""
+    server.answer = (503, "application/problem+json", json.dumps({"code": "UNAVAILABLE", "detail": "away"}).encode())
+    server.retry_after = "7"
+    client = sdk.WeaveClient(server.url, "wv_x", "acme", retries=1)
+    with pytest.raises(sdk.Unavailable) as raised:
+        client.get_workflow("wf_1")
+    failed = raised.value.__cause__
+    assert failed.retry_after == 7.0 and failed.__cause__.headers["retry-after"] == "7"
+    state = RetryCallState(None, None, (), {})
+    state.attempt_number = 1
+    state.set_exception((type(failed), failed, None))
+    assert sdk._RETRY_WAIT_HONOURING(state) == 7.0  # the backoff alone would wait at most 0.1 s
+    state.set_exception((sdk._Retry, sdk._Retry(), None))
+    assert sdk._RETRY_WAIT_HONOURING(state) <= 0.1  # without a Retry-After: the backoff alone
+    server.retry_after = "3600"
+    with pytest.raises(sdk.Unavailable) as raised:
+        client.get_workflow("wf_1")
+    assert raised.value.__cause__.retry_after == 30.0
 
 
 @pytest.mark.parametrize(("option", "value"), [("retries", 0), ("retries", -1), ("timeout", 0), ("timeout", -5.0)])
