@@ -325,7 +325,14 @@ def make_error_handler(connections: Connections) -> Handler:
 
 class NoStore:
     """Middleware: no answer is ever cached. Several carry a token (credentials, bootstrap), and every other
-    one is the engine's state at one moment."""
+    one is the engine's state at one moment. And a path with an escaped slash names nothing: the server decodes
+    the path before routing, so ``workflows/wf_1%2Fsignals`` (an id that holds a '/', which no id does) would be
+    routed as ``workflows/wf_1/signals``, another resource than the one a client escaped its id to name."""
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        raw = req.env.get("RAW_URI") or req.env.get("REQUEST_URI") or ""
+        if "%2f" in raw.partition("?")[0].lower():
+            raise falcon.HTTPNotFound(description="no resource has an escaped '/' in its path")
 
     def process_response(self, req: falcon.Request, resp: falcon.Response, resource: object,
                          req_succeeded: bool) -> None:

@@ -63,6 +63,8 @@ def test_sdk_covers_the_instance_lifecycle_through_gunicorn(api_url, world, orch
     assert ops.list_workflows(status="SUCCEEDED")["items"][0]["workflow_id"] == started["workflow_id"]
     with pytest.raises(sdk.NotFound):
         ops.get_workflow("wf_424242")
+    with pytest.raises(sdk.NotFound):  # an id holding '/' names that id, never another resource (its signals)
+        ops.get_workflow(f"{started['workflow_id']}/signals")
     with pytest.raises(sdk.Forbidden):
         ops.create_app("x", 1)
     with pytest.raises(sdk.Unauthenticated):
