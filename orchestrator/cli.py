@@ -448,11 +448,39 @@ def cmd_signals_explain(args: argparse.Namespace) -> int:
 
 
 def _human_explain(r: dict) -> str:
+    """Why a step is where it is: its state, what it waits on (timer, poll rounds, task, signal wait), what holds new
+    work back (the blockers), and each signal sent to it with why it did or did not win."""
+    lines = [f"{r['step_key']} {r['type']} {r['status']}  (instance {r['instance_status']}, {r['control']}, "
+             f"deadline {r['instance_deadline_at']})"]
+    if r["timer"]:
+        t = r["timer"]
+        lines.append(f"  timer due {t['due_at']}"
+                     + (f" (truncated from {t['planned_due_at']})" if t["truncated"] else "")
+                     + (f", settled {t['lateness_ms']:g} ms late" if t["lateness_ms"] else ""))
+    if r["poll"]:
+        p = r["poll"]
+        lines.append(f"  poll {p['state']}  rounds {p['rounds_used']}/{p['max_rounds']}  "
+                     f"last {p['last_outcome'] or '-'}  next {p['next_poll_at'] or '-'}  "
+                     f"poll deadline {p['poll_deadline']}"
+                     + (f"  stopped on {p['stop_reason']}" if p["stop_reason"] else ""))
+    if r["task"]:
+        k = r["task"]
+        lines.append(f"  task {k['task_id']} {k['status']}  attempts {k['attempts_used']}/{k['max_attempts']}"
+                     + (f"  held by {k['lease_holder']} until {k['lease_expires_at']}" if k["lease_holder"] else "")
+                     + (f"  next try {k['next_retry_at']}" if k["next_retry_at"] else ""))
     w = r["wait"]
-    lines = [f"{r['step_key']} {r['type']} {r['status']}  wait {w['status'] or 'not created yet'}  "
-             f"activation #{w['activation_sequence']}  deadline {w['deadline_at'] or '-'}",
-             f"  pins {w['name']} v{w['payload_version']} ({w['payload_type']})  correlation "
-             f"{json.dumps(w['correlation_key'], ensure_ascii=False)} hex {w['correlation_key_hex'] or '-'}"]
+    if w["kind"] or r["type"] == "SIGNAL":
+        lines.append(f"  wait {w['kind'] or 'SIGNAL'} {w['status'] or 'not created yet'}  activation "
+                     f"#{w['activation_sequence']}  deadline {w['deadline_at'] or '-'}")
+        if w["name"]:
+            correlation = json.dumps(w["correlation_key"], ensure_ascii=False)
+            lines.append(f"  pins {w['name']} v{w['payload_version']} ({w['payload_type']})  correlation "
+                         f"{correlation} hex {w['correlation_key_hex'] or '-'}")
+    for b in r["blockers"]:
+        detail = f": {b['detail'] if isinstance(b['detail'], str) else json.dumps(b['detail'])}" if b["detail"] else ""
+        lines.append(f"  blocked by {b['blocker']} {b['reason'] or ''}".rstrip()
+                     + (f" since {b['since']}" if b["since"] else "")
+                     + (f", next check {b['next_check_at']}" if b["next_check_at"] else "") + detail)
     for s in r["signals"]:
         detail = f"  {json.dumps(s['detail'])}" if s["detail"] else ""
         lines.append(f"  {s['signal_id']:<10} #{s['target_activation_sequence']} {s['status']:<9} {s['why']}{detail}")

@@ -46,6 +46,27 @@ def test_C1_C2_workflow_actions_take_a_reason_and_print_the_instance(weave, worl
     assert code == 0 and json.loads(out)["status"] in ("CANCELLING", "CANCELLED")
 
 
+def test_S17_explain_says_why_any_step_is_where_it_is(weave, world, orch):
+    """`workflows explain` answered only a signal wait's pins: for a TASK or POLL step it printed "wait not created
+    yet" and None, and never the task or what holds the step back, which its JSON and the API give."""
+    world.publish({"name": "charge", "steps": [{"key": "t", "type": "TASK", "queue": "payments",
+                                                 "handler": "payments.charge", "handler_version": "1",
+                                                 "retry": {"max_attempts": 1}}]})
+    wf = world.start("charge")
+    (task,) = pulse.task_claim(world.db.conn, "w1", "payments", limit=1)
+    pulse.attempt_fail(world.db.conn, task["attempt_id"], "w1", "card declined")
+    orch.drain()
+    code, out, err = weave("workflows", "explain", wf, "t")
+    assert code == 0, err
+    assert out.startswith("t TASK NEEDS_REVIEW  (instance NEEDS_REVIEW, ACTIVE, deadline ")
+    assert f"  task {task['task_id']} FAILED  attempts 1/1" in out
+    assert "blocked by" in out and "TASK_FAILED" in out
+    assert "None" not in out and "wait" not in out
+    world.publish(TIMER)
+    code, out, err = weave("workflows", "explain", world.start("cool-off"), "wait")
+    assert code == 0 and "  timer due " in out and "None" not in out, err
+
+
 @pytest.mark.parametrize("at", ["2099-12-31T00:00:00", "2099-12-31", "tomorrow"])
 def test_C4_a_deadline_at_without_a_zone_is_refused_not_read_in_the_hosts_zone(weave, world, at):
     """--at is RFC 3339 with a zone. A time without one was read in the zone of the host the command ran on, so the
