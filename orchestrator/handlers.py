@@ -239,6 +239,10 @@ def load_modules(modules: Iterable[str]) -> list[str]:
     for spec in modules:
         for name in (part.strip() for part in spec.split(",")):
             if name:
+                if name.endswith(".py") or "/" in name or os.sep in name:
+                    raise HandlerModuleError(name, ValueError(
+                        f"give the module's name, not a file path (for ./myapp/handlers.py: myapp.handlers), "
+                        f"importable from the working directory {cwd} or installed"))
                 try:
                     importlib.import_module(name)
                 except Exception as exc:  # noqa: BLE001 - the module's own code failed: say where, then stop
@@ -253,7 +257,9 @@ class HandlerModuleError(Exception):
 
     def __init__(self, module: str, cause: BaseException):
         where = ""  # a SyntaxError says where itself, a module not found has no code of its own
-        if not isinstance(cause, SyntaxError | ModuleNotFoundError):
+        # (but a module found, whose own code imports one that is not, has: the line of that import)
+        itself_missing = isinstance(cause, ModuleNotFoundError) and module.startswith(cause.name or "\0")
+        if not isinstance(cause, SyntaxError) and not itself_missing and cause.__traceback__ is not None:
             # The module's own line: not the import machinery's, nor this file's (a refused registration).
             frames = [f for f in traceback.extract_tb(cause.__traceback__)
                       if not f.filename.startswith("<frozen") and f.filename != __file__]

@@ -75,12 +75,17 @@ class Worker:
         # What the claim routine would refuse on the first claim (K-1), refused here, where it is set.
         if not 1 <= self.concurrency <= 1000:
             raise ValueError("concurrency must be 1-1000: a claim takes at most 1000 tasks")
-        if not 0 < self.heartbeat_ms < self.lease_ms:
-            raise ValueError("heartbeat_ms must be positive and shorter than lease_ms, or leases would run out")
+        if self.lease_ms < 1:
+            raise ValueError(f"lease_ms (--lease-ms) must be positive, not {self.lease_ms}")
+        if self.heartbeat_ms < 1:
+            raise ValueError(f"heartbeat_ms (--heartbeat-ms) must be positive, not {self.heartbeat_ms}")
+        if self.heartbeat_ms >= self.lease_ms:
+            raise ValueError(f"heartbeat_ms (--heartbeat-ms, {self.heartbeat_ms}) must be shorter than lease_ms "
+                             f"(--lease-ms, {self.lease_ms}), or leases would run out between two heartbeats")
         if self.lease_ms > 86_400_000:
-            raise ValueError("lease_ms must be at most 86400000 (a day)")
+            raise ValueError("lease_ms (--lease-ms) must be at most 86400000 (a day)")
         if not 1 <= len(self.worker_id) <= 128:
-            raise ValueError("worker_id must be 1-128 characters")
+            raise ValueError(f"worker_id (--worker-id) must be 1-128 characters, not {len(self.worker_id)}")
         if self.grace_ms < 0:
             raise ValueError("grace_ms must not be negative")
         if self.idle_max_ms > IDLE_MAX_MS:
@@ -537,8 +542,8 @@ def run_worker(dsn: db.Dsn, *, queues: Iterable[str], handler_modules: Iterable[
     names = [q.strip() for spec in queues for q in spec.split(",") if q.strip()]  # "--queue 'a, b'" too
     try:
         worker = Worker(dsn, names, concurrency=concurrency, namespace=namespace, lease_ms=lease_ms,
-                        heartbeat_ms=heartbeat_ms, grace_ms=grace_ms, worker_id=worker_id or default_worker_id(),
-                        idle_max_ms=idle_max_ms)
+                        heartbeat_ms=heartbeat_ms, grace_ms=grace_ms, idle_max_ms=idle_max_ms,
+                        worker_id=default_worker_id() if worker_id is None else worker_id)
     except ValueError as exc:
         return refuse("worker", "USAGE_INVALID", str(exc), 2, json_errors, text=str(exc))
     log.info("handler modules loaded", extra={"fields": {"modules": loaded}})

@@ -189,8 +189,12 @@ def test_K1_a_worker_for_a_queue_no_queue_can_be_named_refuses_to_be_built(datab
 
 @pytest.mark.parametrize("settings, refusal", [
     ({"concurrency": 1001}, "concurrency must be 1-1000"), ({"concurrency": 0}, "concurrency must be 1-1000"),
-    ({"lease_ms": 86_400_001}, "lease_ms must be at most"), ({"worker_id": "w" * 129}, "worker_id must be 1-128"),
-    ({"worker_id": ""}, "worker_id must be 1-128"), ({"grace_ms": -1}, "grace_ms must not be negative")])
+    ({"lease_ms": 86_400_001}, r"lease_ms \(--lease-ms\) must be at most"),
+    ({"worker_id": "w" * 129}, r"worker_id \(--worker-id\) must be 1-128"),
+    ({"worker_id": ""}, "worker_id .* must be 1-128"), ({"grace_ms": -1}, "grace_ms must not be negative"),
+    ({"lease_ms": 0}, r"lease_ms \(--lease-ms\) must be positive, not 0"),
+    ({"heartbeat_ms": 0}, r"heartbeat_ms \(--heartbeat-ms\) must be positive"),
+    ({"lease_ms": 5_000, "heartbeat_ms": 5_000}, r"heartbeat_ms \(--heartbeat-ms, 5000\) must be shorter")])
 def test_K1_a_worker_whose_claims_would_be_refused_refuses_to_be_built(database, settings, refusal):
     """Each of these would pass the command line and then stop the worker at its first claim, which the claim
     routine refuses (LIMIT_INVALID, LEASE_INVALID, WORKER_ID_INVALID); a negative grace would end every stop at
@@ -198,6 +202,22 @@ def test_K1_a_worker_whose_claims_would_be_refused_refuses_to_be_built(database,
     with pytest.raises(ValueError, match=refusal):
         Worker(database, ["payments"], **settings)
     Worker(database, ["payments"], concurrency=1000, lease_ms=86_400_000, worker_id="w" * 128, grace_ms=0)
+
+
+def test_K1_an_empty_worker_id_from_the_command_line_is_refused_not_replaced(database, capsys):
+    """`--worker-id ''` named no worker and was quietly replaced by a generated id; it is refused as any id the
+    claims would refuse, naming the flag."""
+    assert run_worker(database, queues=["payments"], worker_id="") == 2
+    assert "worker_id (--worker-id) must be 1-128 characters, not 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("given", ["./handlers_here.py", "myapp/handlers"])
+def test_K8_a_handler_module_given_as_a_file_path_is_told_to_give_its_name(database, tmp_path, monkeypatch, capsys,
+                                                                            given):
+    monkeypatch.chdir(tmp_path)
+    assert run_worker(database, queues=["payments"], handler_modules=[given]) == 1
+    line, = capsys.readouterr().err.strip().splitlines()
+    assert f"cannot import handler module {given}" in line and "give the module's name, not a file path" in line
 
 
 def test_K8_decorator_and_Retryable_are_exported_for_handler_modules():
@@ -843,6 +863,7 @@ def test_K1_an_attempt_that_ends_wakes_an_idle_sleeping_worker_at_once(world, or
 @pytest.mark.parametrize("source, said", [
     ("def broken(:\n    pass\n", "SyntaxError: invalid syntax"),
     ("import os\nraise RuntimeError('PAYMENTS_URL is not set')\n", "RuntimeError: PAYMENTS_URL is not set"),
+    ("import os\nimport payments_sdk_not_installed\n", "ModuleNotFoundError: No module named 'payments_sdk_not"),
     (None, "ModuleNotFoundError")])
 def test_K8_a_handler_module_that_cannot_be_imported_stops_the_worker_in_one_line(database, tmp_path, monkeypatch,
                                                                                   capsys, source, said):
