@@ -596,8 +596,8 @@ def cmd_workflows_purge(args: argparse.Namespace) -> int:
             # The counters of /metrics keep what goes: their sums are brought up to date first, and an instance
             # with a row they have not counted yet waits for a later run (uncounted).
             routines.metrics_catch_up(conn)
-            total = {"purged": 0, "rows_deleted": 0, "held": 0, "held_ids": [], "uncounted": 0, "windows": 0,
-                     "finished_before": routines.rfc3339(cutoff), "dry_run": args.dry_run,
+            total = {"purged": 0, "workflow_ids": [], "rows_deleted": 0, "held": 0, "held_ids": [], "uncounted": 0,
+                     "windows": 0, "finished_before": routines.rfc3339(cutoff), "dry_run": args.dry_run,
                      "archive": args.archive}
             after = None
             while True:
@@ -610,6 +610,7 @@ def cmd_workflows_purge(args: argparse.Namespace) -> int:
                 for key in ("purged", "rows_deleted", "held", "uncounted"):
                     total[key] += window[key]
                 total["held_ids"] += window["held_ids"]
+                total["workflow_ids"] += window["workflow_ids"]
                 after = window["next_after"]
                 if window["purged"] and not args.json:
                     print(f"{'would remove' if args.dry_run else 'removed'} {total['purged']} instance(s) so far"
@@ -624,6 +625,7 @@ def cmd_workflows_purge(args: argparse.Namespace) -> int:
         f"{'would remove' if t['dry_run'] else 'removed'} {t['purged']} instance(s) finished before "
         f"{t['finished_before']}" + ("" if t["dry_run"] else f" ({t['rows_deleted']} rows)")
         + (f", archived to {t['archive']}" if t["archive"] and not t["dry_run"] else "")
+        + (f": {', '.join(t['workflow_ids'])}" if t["dry_run"] and t["workflow_ids"] else "")
         + (f"\nkept {t['held']} settled instance(s) that still hold work: {', '.join(t['held_ids'])}"
            if t["held"] else "")
         + (f"\nleft {t['uncounted']} settled instance(s) whose last rows /metrics has not counted yet for a later "
@@ -1134,8 +1136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if exit_code == EXIT_CODES[404] and getattr(args, "namespace", None):
             # Another namespace's objects, and a namespace the token is not of, answer as missing ones: say where
             # the command looked (without WEAVE_NAMESPACE, in `default`).
-            return _fail(args, exc.code, f"{exc.detail} (namespace {args.namespace}; --namespace or WEAVE_NAMESPACE "
-                                         "names another)", exit_code)
+            return _fail(args, exc.code, f"{exc.detail} (looked in namespace {args.namespace}, which --namespace or "
+                                         "WEAVE_NAMESPACE chooses)", exit_code)
         return _fail(args, exc.code, exc.detail, exit_code)
     except pymysql.err.MySQLError as exc:
         if errors.errno_of(exc) == UNKNOWN_DATABASE and hasattr(args, "dsn"):

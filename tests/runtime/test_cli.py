@@ -531,7 +531,8 @@ def test_definitions_show_of_a_version_that_is_not_there_names_the_latest(weave,
     assert json.loads(err)["detail"].startswith("definition approval has no version 9; its latest is version 1")
     code, _, err = weave("definitions", "show", "approvals", "--json")
     assert code == EXIT_CODES[404]
-    assert json.loads(err)["detail"].startswith("no definition approvals in this namespace (namespace acme;")
+    assert json.loads(err)["detail"] == ("no definition approvals in this namespace (looked in namespace acme, which "
+                                         "--namespace or WEAVE_NAMESPACE chooses)")
 
 
 @pytest.mark.parametrize(("flag", "text", "field", "code"), [
@@ -656,6 +657,9 @@ def test_workflows_purge_removes_what_finished_before_the_age_and_reports_each_w
     code, out, err = weave("workflows", "purge", "--older-than", "12h", "--dry-run", "--json", token=world.admin)
     dry = json.loads(out)
     assert code == 0 and (dry["purged"], dry["rows_deleted"], dry["dry_run"]) == (3, 0, True), err
+    assert dry["workflow_ids"] == old  # "count and name what would go"
+    code, out, err = weave("workflows", "purge", "--older-than", "12h", "--dry-run", token=world.admin)
+    assert code == 0 and out.rstrip().endswith(": " + ", ".join(old)), out
     assert world.instance(old[0])["status"] == "SUCCEEDED"
     code, out, err = weave("workflows", "purge", "--older-than", "12h", token=world.admin)
     assert code == EXIT_CODES[422] and "REASON_INVALID" in err  # a purge that changes something says why
