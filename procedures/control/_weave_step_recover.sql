@@ -41,6 +41,8 @@ BEGIN
     DECLARE v_audit_deadline DATETIME(6) DEFAULT NULL;
     DECLARE v_audit_details LONGTEXT;
     DECLARE v_reopened TINYINT DEFAULT 0;
+    DECLARE v_left SMALLINT UNSIGNED;  -- the instance's steps not SUCCEEDED, once resolve has settled one
+    DECLARE v_walked VARCHAR(16);
     -- continue
     DECLARE v_state VARCHAR(16);
     DECLARE v_stop VARCHAR(32);
@@ -184,5 +186,15 @@ BEGIN
         CALL _weave_review_reopen(v_ns, v_id, v_now, v_reopened);
         CALL _weave_audit(v_ns, v_id, v_cred, v_actor, CONCAT('step.', in_action), in_idempotency_key, in_digest, v_now,
                           v_audit_deadline, in_reason, JSON_INSERT(v_audit_details, '$.reopened', v_reopened = 1), NULL);
+        -- R-9: a resolve that settled the instance's last step, with no reason left open, ends the instance in its
+        -- own transaction, as any settlement of a last step does; the walk finds every step SUCCEEDED, writes the
+        -- instance's end and removes its checkpoints (the ROOT one the reopening set included). Successors of a step
+        -- that was not the last follow by the ROOT checkpoint (C-4).
+        IF in_action = 'resolve' AND v_reopened = 1 THEN
+            SELECT open_steps INTO v_left FROM weave_instances WHERE id = v_id;
+            IF v_left = 0 THEN
+                CALL _weave_root_advance(v_ns, v_id, v_now, 32, TRUE, NULL, NULL, NULL, NULL, v_walked);
+            END IF;
+        END IF;
     END IF;
 END

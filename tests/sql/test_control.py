@@ -291,6 +291,24 @@ def test_C4_recovery_is_refused_while_a_task_is_in_flight_then_accepted(world, o
                       {"code": "TASK_FAILED", "closed_by": "resolve"}]
 
 
+def test_R9_C4_resolving_the_last_step_ends_the_instance_in_the_same_transaction(world, orch):
+    """R-9: when every step is SUCCEEDED the instance is, in the transaction that settled the last step. A resolve
+    of the last step answered RUNNING, and the instance ended a moment later by the ROOT checkpoint's walk: the
+    answer and every read between said a finished instance was running."""
+    world.publish({"name": "only", "steps": [dict(failing_task()["steps"][0])]})
+    wf = world.start("only", {"order_id": "o1"})
+    orch.drain()
+    fail_current_task(world, orch)
+    assert world.instance(wf)["status"] == "NEEDS_REVIEW"
+    result = routines.step_resolve(world.db.conn, world.token, "acme", wf, "charge", "paid by wire", "s1",
+                                   output={"paid": "wire"})
+    assert result["status"] == "SUCCEEDED" and result["instance"]["status"] == "SUCCEEDED"
+    assert [e["type"] for e in world.events(wf)][-3:] == ["STEP_RESOLVED", "INSTANCE_REOPENED", "INSTANCE_SUCCEEDED"]
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances") == 0
+    assert routines.step_resolve(world.db.conn, world.token, "acme", wf, "charge", "paid by wire", "s1",
+                                 output={"paid": "wire"})["replayed"] == 1
+
+
 def test_C4_recovery_of_a_step_not_in_review_is_invalid_and_actions_are_audited(world, orch):
     world.publish(failing_task())
     wf = world.start("charge", {"order_id": "o1"})
