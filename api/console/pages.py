@@ -40,6 +40,7 @@ templates = jinja2.Environment(
     loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True, undefined=jinja2.StrictUndefined,
     trim_blocks=True, lstrip_blocks=True)
 templates.filters["pretty"] = views.pretty
+templates.filters["rfc3339"] = routines.rfc3339  # engine times as the API and the CLI write them
 
 
 class SignInNeeded(Exception):
@@ -172,7 +173,9 @@ class Page:
         if isinstance(exc, Refused):
             status, code, detail = exc.status, exc.code, exc.detail
         elif isinstance(exc, ApiError):
-            status, code, detail = exc.http_status, exc.errors[0]["code"] if exc.errors else exc.code, exc.detail
+            status, code, detail = exc.http_status, exc.code, exc.detail
+            if exc.errors:  # what is wrong, not only that the request is not valid
+                code, detail = exc.errors[0]["code"], "; ".join(e["message"] for e in exc.errors)
         elif isinstance(exc, errors.ValidationFailed):
             status, code, detail = 422, exc.field_code, exc.detail
         elif isinstance(exc, errors.TransientDatabaseError | errors.SchemaMismatch) or errors.is_transient(exc):

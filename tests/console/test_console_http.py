@@ -4,6 +4,7 @@ expiry, sign-out, and the namespace and scope checks it shares with the API."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 from procedures import routines
 from tests.console.conftest import BASE, form_post, hidden, sign_in
@@ -221,6 +222,7 @@ def test_the_dashboard_shows_the_figures_of_metrics(client, world):
     assert 'weave_candidates_failing{class="CHECKPOINT",repeated="false"} 0.0' in metrics
     assert 'data-figure="failing-CHECKPOINT">0<' in page
     assert "<svg" in page and "Timer lateness" in page
+    assert re.search(r"at engine time \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z,", page)  # as the CLI and API write it
 
 
 def test_static_css_and_unknown_console_pages(client, world):
@@ -420,6 +422,9 @@ def test_the_deadline_moves_by_an_extension_or_to_a_time_and_a_bad_time_is_a_422
     bad = form_post(client, f"{BASE}/instances/{wf}/deadline",
                     {"csrf": csrf, "idempotency_key": "d-2", "reason": "typo", "deadline_at": "next tuesday"}, cookies)
     assert bad.status_code == 422 and "DEADLINE_INVALID" in bad.text
+    zoneless = form_post(client, f"{BASE}/instances/{wf}/deadline", {"csrf": csrf, "idempotency_key": "d-4",
+                         "reason": "typo", "deadline_at": "2099-12-31T00:00:00"}, cookies)
+    assert zoneless.status_code == 422 and "RFC 3339 time with a zone" in zoneless.text  # why, not only that it is
     to = form_post(client, f"{BASE}/instances/{wf}/deadline", {"csrf": csrf, "idempotency_key": "d-3",
                    "reason": "year end", "deadline_at": "2099-12-31T00:00:00Z"}, cookies)
     assert to.status_code == 303 and world.instance(wf)["deadline_at"].startswith("2099-12-31T00:00:00")
