@@ -10,6 +10,7 @@ CREATE PROCEDURE _weave_control_begin(
         IN  in_reason          VARCHAR(4096),
         IN  in_idempotency_key VARCHAR(512),
         IN  in_request_digest  CHAR(64),
+        IN  in_caller_compares BOOLEAN,
         OUT out_namespace_id   BIGINT UNSIGNED,
         OUT out_credential_id  BIGINT UNSIGNED,
         OUT out_actor          VARCHAR(128),
@@ -17,7 +18,9 @@ CREATE PROCEDURE _weave_control_begin(
         OUT out_replayed       TINYINT,
         OUT out_now            DATETIME(6))
     COMMENT 'Internal. Description: validates, authorises and locks for an operator action; out_replayed = 1 when the
-same key already did the same request. Errors: 50111 REASON_INVALID, 50113 IDEMPOTENCY_KEY_INVALID, 50005
+same key already did the same request; with in_caller_compares, 2 when it did one of another digest (the caller
+decides whether it is the same request), else that is IDEMPOTENCY_CONFLICT. Errors: 50111 REASON_INVALID, 50113
+IDEMPOTENCY_KEY_INVALID, 50005
 IDEMPOTENCY_CONFLICT, and those of _weave_instance_authorize.'
     MODIFIES SQL DATA
 BEGIN
@@ -46,9 +49,12 @@ BEGIN
      LIMIT 1 FOR UPDATE;
     SET out_replayed = 0;
     IF v_digest IS NOT NULL THEN
-        IF v_digest <> in_request_digest THEN
+        IF v_digest = in_request_digest THEN
+            SET out_replayed = 1;
+        ELSEIF in_caller_compares THEN
+            SET out_replayed = 2;  -- the caller compares what the digest alone cannot (a JSON value's spellings)
+        ELSE
             CALL _weave_raise(50005, 'IDEMPOTENCY_CONFLICT: this key did a different request');
         END IF;
-        SET out_replayed = 1;
     END IF;
 END

@@ -39,7 +39,8 @@ BEGIN
     DECLARE v_finished TINYINT DEFAULT 0;
     SET out_changed = 0;
     CALL _weave_control_begin(in_token, in_namespace, in_workflow_id, 'workflows:control', v_audit_action,
-                              in_reason, in_idempotency_key, v_digest, v_ns, v_cred, v_actor, v_id, out_replayed, v_now);
+                              in_reason, in_idempotency_key, v_digest, FALSE, v_ns, v_cred, v_actor, v_id, out_replayed,
+                              v_now);
     SELECT status, control INTO out_status, v_control FROM weave_instances WHERE id = v_id;
     IF out_replayed = 0 THEN
         IF in_action = 'cancel' THEN

@@ -43,6 +43,9 @@ BEGIN
     DECLARE v_reopened TINYINT DEFAULT 0;
     DECLARE v_left SMALLINT UNSIGNED;  -- the instance's steps not SUCCEEDED, once resolve has settled one
     DECLARE v_walked VARCHAR(16);
+    DECLARE v_first_output LONGTEXT;  -- a resolve replayed under its key with another digest: the first output
+    DECLARE v_first_digest CHAR(64);
+    DECLARE v_same TINYINT DEFAULT 0;
     -- continue
     DECLARE v_state VARCHAR(16);
     DECLARE v_stop VARCHAR(32);
@@ -57,8 +60,31 @@ BEGIN
     -- reactivate
     DECLARE v_wait BIGINT UNSIGNED;
     CALL _weave_control_begin(in_token, in_namespace, in_workflow_id, 'workflows:review', CONCAT('step.', in_action),
-                              in_reason, in_idempotency_key, in_digest, v_ns, v_cred, v_actor, v_id, out_replayed, v_now);
+                              in_reason, in_idempotency_key, in_digest, in_action = 'resolve', v_ns, v_cred, v_actor,
+                              v_id, out_replayed, v_now);
     SET out_instance_id = v_id;
+    IF out_replayed = 2 THEN
+        -- The key resolved this step with a request of another digest. The output is a JSON value: the same resolve
+        -- again may spell it otherwise, and the version that took the first digest may have taken it over the
+        -- output's text as it came (the API wrote it compactly then, a SQL caller as typed). The first output is on
+        -- the step, as the first request sent it: when this output is the same value (and one a first request would
+        -- take), the first request's digest is taken again over that text, in either form, and decides.
+        SELECT output INTO v_first_output FROM weave_steps WHERE instance_id = v_id AND step_key = in_step_key;
+        SELECT request_digest INTO v_first_digest FROM weave_audit
+         WHERE instance_id = v_id AND action = 'step.resolve' AND idempotency_key = in_idempotency_key LIMIT 1;
+        SET v_same = 0;
+        IF _weave_json_strict(in_output) AND LENGTH(in_output) <= 262144 THEN
+            CALL _weave_json_equal(v_first_output, in_output, v_same);
+        END IF;
+        IF v_same = 0 OR v_first_digest NOT IN (
+               _weave_resolve_digest(in_step_key, in_activation_seq, v_first_output, in_evidence_ref, in_reason),
+               _weave_resolve_digest(in_step_key, in_activation_seq,
+                                     COALESCE(_weave_json_canonical(v_first_output, TRUE), v_first_output),
+                                     in_evidence_ref, in_reason)) THEN
+            CALL _weave_raise(50005, 'IDEMPOTENCY_CONFLICT: this key did a different request');
+        END IF;
+        SET out_replayed = 1;
+    END IF;
     IF out_replayed = 0 THEN
         IF in_action = 'resolve' THEN
             IF in_output IS NULL OR NOT _weave_json_strict(in_output) OR LENGTH(in_output) > 262144 THEN
@@ -101,7 +127,8 @@ BEGIN
                 -- A later poll deadline, never an earlier one: an action meant to give a poll more time must not take
                 -- some away (a POLL stopped on its rounds may have time left).
                 IF v_now + INTERVAL in_poll_deadline_ms * 1000 MICROSECOND <= v_deadline THEN
-                    CALL _weave_raise(50118, CONCAT('DEADLINE_INVALID: the poll deadline must be later than the current one (',
+                    CALL _weave_raise(50118, CONCAT('DEADLINE_INVALID: poll_deadline_ms must give a later poll deadline ',
+                                                    'than the current one (',
                                                     DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'), ')'));
                 END IF;
                 SET v_deadline = v_now + INTERVAL in_poll_deadline_ms * 1000 MICROSECOND;

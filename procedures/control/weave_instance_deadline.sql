@@ -38,7 +38,8 @@ BEGIN
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_instance_deadline', v_tx);  -- refused inside a caller's transaction (R-1)
     CALL _weave_control_begin(in_token, in_namespace, in_workflow_id, 'workflows:review', 'instance.deadline',
-                              in_reason, in_idempotency_key, v_digest, v_ns, v_cred, v_actor, v_id, v_replayed, v_now);
+                              in_reason, in_idempotency_key, v_digest, FALSE, v_ns, v_cred, v_actor, v_id, v_replayed,
+                              v_now);
     SELECT status, deadline_at INTO v_status, v_old FROM weave_instances WHERE id = v_id;
     IF v_replayed = 0 THEN
         IF v_status NOT IN ('RUNNING', 'NEEDS_REVIEW') THEN

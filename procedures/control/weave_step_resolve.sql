@@ -28,23 +28,15 @@ BEGIN
     DECLARE v_id BIGINT UNSIGNED;
     DECLARE v_replayed TINYINT;
     DECLARE v_status VARCHAR(16);
-    -- The output is a JSON value: the same resolve again may spell it otherwise (another client, the CLI as typed),
-    -- so the digest takes its canonical text; one that is not JSON is taken as given (and refused after the replay
-    -- check). Earlier versions took the output's exact text: a resolve they recorded under this key is recognised by
-    -- that digest, so that a replay across an upgrade answers as it did.
+    -- The output is a JSON value: the digest takes its canonical text, so the same resolve spelled otherwise (another
+    -- client, the CLI as typed) is the same request; one that is not JSON is taken as given (and refused after the
+    -- replay check). A digest another version took (over the output's text) is compared by _weave_step_recover.
     DECLARE v_digest CHAR(64) DEFAULT _weave_resolve_digest(in_step_key, in_activation_sequence,
-        COALESCE(_weave_json_canonical(in_output, TRUE), in_output), in_evidence_ref, in_reason);
-    DECLARE v_exact CHAR(64) DEFAULT _weave_resolve_digest(in_step_key, in_activation_sequence, in_output,
-                                                           in_evidence_ref, in_reason);
+        IF(LENGTH(in_output) <= 262144, COALESCE(_weave_json_canonical(in_output, TRUE), in_output), in_output),
+        in_evidence_ref, in_reason);  -- (an output past its limit is refused, and not worth the work)
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_step_resolve', v_tx);  -- refused inside a caller's transaction (R-1)
-    IF v_exact <> v_digest AND in_workflow_id REGEXP '^wf_[0-9]{1,19}\\z' THEN
-        SELECT request_digest INTO v_digest FROM weave_audit
-         WHERE instance_id = CAST(SUBSTRING(in_workflow_id, 4) AS UNSIGNED) AND action = 'step.resolve'
-           AND idempotency_key = in_idempotency_key AND request_digest = v_exact
-         LIMIT 1;
-    END IF;
     CALL _weave_step_recover('resolve', in_token, in_namespace, in_workflow_id, in_step_key, NULL, NULL, NULL,
                              in_output, in_evidence_ref, in_reason, in_idempotency_key, v_digest,
                              in_activation_sequence, v_id, v_replayed);

@@ -148,7 +148,10 @@ BEGIN
             -- another serialiser: key order, whitespace, escapes). When the stored input is the same value, the
             -- request is taken with the stored text in its place, and its digest decides as for any replay.
             SELECT input INTO v_stored_input FROM weave_instances WHERE id = v_id;
-            CALL _weave_json_equal(v_stored_input, v_input, v_same_input);
+            SET v_same_input = 0;
+            IF _weave_json_strict(v_input) AND LENGTH(v_input) <= 1048576 THEN  -- one a first start would take
+                CALL _weave_json_equal(v_stored_input, v_input, v_same_input);
+            END IF;
             IF v_same_input = 0
                OR v_existing_digest <> _weave_start_digest(in_definition, in_version, in_app, v_stored_input,
                                                            DATE_FORMAT(in_deadline_at, '%Y-%m-%dT%H:%i:%s.%f'),
