@@ -258,7 +258,8 @@ class HandlerModuleError(Exception):
     def __init__(self, module: str, cause: BaseException):
         where = ""  # a SyntaxError says where itself, a module not found has no code of its own
         # (but a module found, whose own code imports one that is not, has: the line of that import)
-        itself_missing = isinstance(cause, ModuleNotFoundError) and module.startswith(cause.name or "\0")
+        itself_missing = isinstance(cause, ModuleNotFoundError) and cause.name is not None and (
+            module == cause.name or module.startswith(cause.name + "."))
         if not isinstance(cause, SyntaxError) and not itself_missing and cause.__traceback__ is not None:
             # The module's own line: not the import machinery's, nor this file's (a refused registration).
             frames = [f for f in traceback.extract_tb(cause.__traceback__)

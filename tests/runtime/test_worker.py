@@ -864,6 +864,7 @@ def test_K1_an_attempt_that_ends_wakes_an_idle_sleeping_worker_at_once(world, or
     ("def broken(:\n    pass\n", "SyntaxError: invalid syntax"),
     ("import os\nraise RuntimeError('PAYMENTS_URL is not set')\n", "RuntimeError: PAYMENTS_URL is not set"),
     ("import os\nimport payments_sdk_not_installed\n", "ModuleNotFoundError: No module named 'payments_sdk_not"),
+    ("import os\nimport handlers\n", "ModuleNotFoundError: No module named 'handlers'"),  # a prefix of its name
     (None, "ModuleNotFoundError")])
 def test_K8_a_handler_module_that_cannot_be_imported_stops_the_worker_in_one_line(database, tmp_path, monkeypatch,
                                                                                   capsys, source, said):

@@ -103,7 +103,7 @@ def test_C4_continue_never_makes_the_poll_deadline_earlier(world, orch):
     for shorter in (1_000, left_ms - 1_000):  # the engine clock runs on meanwhile: a second short of the deadline
         with pytest.raises(errors.ValidationFailed, match=current) as info:
             cont(world, wf, extra_rounds=5, poll_deadline_ms=shorter)
-        assert info.value.field_code == "DEADLINE_INVALID"
+        assert (info.value.field_code, info.value.field) == ("DEADLINE_INVALID", "poll_deadline_ms")
     assert world.db.table_counts() == before and poll_of(world, wf)["poll_deadline"] == current
     result = cont(world, wf, key="c2", extra_rounds=5, poll_deadline_ms=left_ms + 1_000)
     assert result["status"] == "RUNNING" and poll_of(world, wf)["poll_deadline"] > current

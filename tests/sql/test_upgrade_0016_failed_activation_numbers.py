@@ -52,4 +52,5 @@ def test_R17_migration_0016_gives_a_step_in_review_its_failed_activation_s_numbe
     world.db.advance(60_001)
     orch.drain()
     assert world.instance(waiting)["status"] == "SUCCEEDED"
-    assert world.instance(early_wf)["status"] == "SUCCEEDED" and early["status"] == "PENDING"
+    assert world.instance(early_wf)["status"] == "SUCCEEDED" and early["status"] == "PENDING"  # accepted early
+    assert world.db.scalar("SELECT status FROM weave_signals WHERE idempotency_key = 'early-1'") == "CONSUMED"
