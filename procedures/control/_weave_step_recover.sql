@@ -103,12 +103,15 @@ BEGIN
                                             ', not ', in_activation_seq, '; look at it again'));
         END IF;
         IF in_action = 'continue' THEN
+            -- Stopped on its rounds or its deadline, its last round answered PENDING: also a round that was still
+            -- in flight at the deadline (P-11), once it answered PENDING (until then, TASK_IN_FLIGHT above).
             SELECT state, stop_reason, rounds_used, max_rounds, poll_deadline, next_poll_at
               INTO v_state, v_stop, v_used, v_max, v_deadline, v_next
               FROM weave_poll_states WHERE activation_id = v_activation FOR UPDATE;
             SELECT outcome INTO v_last FROM weave_poll_rounds WHERE activation_id = v_activation AND round_no = v_used;
             IF v_type <> 'POLL' OR v_state IS NULL OR v_state <> 'STOPPED'
-               OR v_stop NOT IN ('POLL_ROUNDS_EXHAUSTED', 'POLL_DEADLINE') OR v_last IS NULL OR v_last <> 'POLL_PENDING' THEN
+               OR v_stop NOT IN ('POLL_ROUNDS_EXHAUSTED', 'POLL_DEADLINE', 'POLL_DEADLINE_IN_FLIGHT')
+               OR v_last IS NULL OR v_last <> 'POLL_PENDING' THEN
                 CALL _weave_raise(50007, 'INVALID_STATE: continue needs a POLL stopped on rounds or deadline after PENDING');
             END IF;
             IF in_extra_rounds IS NULL AND in_poll_deadline_ms IS NULL THEN

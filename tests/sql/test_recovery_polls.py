@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from procedures import errors, routines
-from tests.sql.test_polls import INTERVAL, answer, answer_rounds, poll_flow, poll_of, review_codes, started
+from procedures import errors, pulse, routines
+from tests.sql.test_polls import INTERVAL, answer, answer_rounds, claim, poll_flow, poll_of, review_codes, started
 
 
 def exhaust(world, orch, rounds=2):
@@ -107,3 +107,27 @@ def test_C4_continue_never_makes_the_poll_deadline_earlier(world, orch):
     assert world.db.table_counts() == before and poll_of(world, wf)["poll_deadline"] == current
     result = cont(world, wf, key="c2", extra_rounds=5, poll_deadline_ms=left_ms + 1_000)
     assert result["status"] == "RUNNING" and poll_of(world, wf)["poll_deadline"] > current
+
+
+def test_C4_P11_continue_after_a_round_in_flight_at_the_deadline_answered_pending(world, orch):
+    """A round still in flight at the poll deadline sends the POLL to review (P-11); recovery waits for it
+    (TASK_IN_FLIGHT). Once it answered PENDING, the POLL stopped on its deadline after PENDING, as C-4's continue
+    asks: continue with a later poll deadline goes on in the same activation."""
+    world.publish(poll_flow(max_rounds=5, timeout_ms=2 * INTERVAL))
+    wf = started(world, orch)
+    got = claim(world, lease_ms=10 * INTERVAL)
+    world.db.advance(2 * INTERVAL)
+    orch.drain()
+    assert review_codes(world, wf) == ["POLL_DEADLINE_IN_FLIGHT"]
+    with pytest.raises(errors.TaskInFlight):
+        cont(world, wf, poll_deadline_ms=10 * INTERVAL)
+    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PENDING"})
+    orch.drain()
+    assert world.step(wf, "check")["status"] == "NEEDS_REVIEW"
+    result = cont(world, wf, key="c2", extra_rounds=1, poll_deadline_ms=10 * INTERVAL)
+    assert result["status"] == "RUNNING" and world.step(wf, "check")["activation_sequence"] == 1
+    orch.drain()
+    assert poll_of(world, wf)["rounds_used"] == 2
+    answer(world, "DONE")
+    orch.drain()
+    assert world.instance(wf)["status"] == "SUCCEEDED"
