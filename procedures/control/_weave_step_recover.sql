@@ -165,6 +165,14 @@ BEGIN
             IF in_timeout_ms IS NOT NULL AND (in_timeout_ms <= 0 OR in_timeout_ms > 31536000000 OR v_type NOT IN ('SIGNAL', 'POLL')) THEN
                 CALL _weave_raise(50100, 'INVALID_ARGUMENT: timeout_ms applies to SIGNAL and POLL steps, 1..31536000000');
             END IF;
+            -- A new activation is new work, which the instance deadline stops (R-8): past it, the reactivation would
+            -- answer RUNNING and send the instance back to review at once, its activation used up. Move it first.
+            SELECT deadline_at INTO v_instance_deadline FROM weave_instances WHERE id = v_id;
+            IF v_now >= v_instance_deadline THEN
+                CALL _weave_raise(50007, CONCAT('INVALID_STATE: the instance deadline (',
+                                                DATE_FORMAT(v_instance_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                                                ') has passed: move it later (deadline) before reactivating'));
+            END IF;
             UPDATE weave_activations SET ended_at = COALESCE(ended_at, v_now) WHERE id = v_activation;
             UPDATE weave_steps SET status = 'PENDING', activation_seq = v_seq + 1, activation_id = NULL,
                                    activation_override = IF(in_timeout_ms IS NULL, NULL,

@@ -126,6 +126,26 @@ def test_C4_deadline_closes_instance_deadline_and_the_instance_runs_again(world,
                                       extend_ms=3_600_000)["replayed"] == 1
 
 
+def test_C4_R8_reactivate_past_the_instance_deadline_is_refused_until_the_deadline_moves(world, orch):
+    """A reactivation is new work, which the instance deadline stops: past it, the step was reactivated, the answer
+    said RUNNING with the gate open, and the instance went back to review at once with its new activation used up.
+    It is refused, naming the deadline, and nothing changes; once the deadline moves, it goes through."""
+    world.publish(TWO_TIMERS)
+    wf = world.start("two", deadline_ms=30_000)
+    orch.drain()
+    world.db.advance(60_001)  # a 60 s delay under a 30 s deadline: truncated (T-4), and the deadline has passed
+    orch.drain()
+    assert [r["code"] for r in world.instance(wf)["review_reasons"]] == ["TIMER_TRUNCATED"]
+    step = world.instance(wf)["steps"][0]["key"]
+    before = world.db.table_counts()
+    with pytest.raises(errors.InvalidState, match="instance deadline .* has passed"):
+        routines.step_reactivate(world.db.conn, world.token, "acme", wf, step, "the full delay", "r-1")
+    assert world.db.table_counts() == before
+    routines.instance_deadline(world.db.conn, world.token, "acme", wf, "more time", "d-1", extend_ms=3_600_000)
+    again = routines.step_reactivate(world.db.conn, world.token, "acme", wf, step, "the full delay", "r-2")
+    assert again["activation_sequence"] == 2 and again["status"] == "RUNNING"
+
+
 def test_C4_deadline_that_would_still_have_passed_is_refused_with_the_time_it_gives(world, orch):
     """An extension counted from a deadline that passed long ago may still lie in the past: taken, it answered RUNNING
     and the instance went back to review a moment later. It is refused, saying the time it gives and the clock's,

@@ -211,7 +211,10 @@ class Walk(walks.Walk):
         key = self.a_step()
         before = self.db.scalar("SELECT activation_seq FROM weave_steps WHERE instance_id = %s AND step_key = %s",
                                 self.iid, key)
-        if self.act(routines.step_reactivate, key, expected=self.recovery_refusal(key)):
+        expected = self.recovery_refusal(key)
+        if expected is None and self.db.now() >= self.instance_row()["deadline_at"]:
+            expected = "INVALID_STATE"  # new work past the instance deadline: move the deadline first
+        if self.act(routines.step_reactivate, key, expected=expected):
             after = self.db.row("SELECT status, activation_seq FROM weave_steps WHERE instance_id = %s "
                                 "AND step_key = %s", self.iid, key)
             assert after["activation_seq"] == before + 1 and after["status"] in ("PENDING", "ACTIVE"), after
