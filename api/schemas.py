@@ -142,9 +142,9 @@ def _code(field: str, fallback: str) -> str:
 
 
 def _is_type(value: Any, kind: str) -> bool:
-    if kind == "integer":
+    if kind == "integer":  # 452.0 is an integer (JSON Schema); 1.0000000000000000001, which parses to 1.0, is not
         return (isinstance(value, int) and not isinstance(value, bool)) or (
-            isinstance(value, float) and value.is_integer())
+            isinstance(value, float) and value.is_integer() and getattr(value, "integral", True))
     if kind == "number":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     return {"string": str, "boolean": bool, "object": dict, "array": list, "null": type(None)}[kind] is type(value)

@@ -13,6 +13,7 @@ write such a value back into an answer as those bytes.
 
 from __future__ import annotations
 
+import decimal
 import json
 import math
 import re
@@ -101,10 +102,27 @@ def _reject_constant(name: str) -> Any:
     raise InvalidJson([_invalid(f"{name} is not a JSON number")])
 
 
+class Fraction(float):
+    """A JSON number written with a fraction or an exponent, as the float it parses to, keeping the text it was
+    written as: ``integral`` says whether that text is a whole number exactly (``1.0`` and ``1e0`` are;
+    ``1.0000000000000000001`` is not, though it parses to the float 1.0)."""
+
+    text: str
+
+    def __new__(cls, text: str) -> Fraction:
+        value = super().__new__(cls, text)
+        value.text = text
+        return value
+
+    @property
+    def integral(self) -> bool:
+        return decimal.Decimal(self.text) == decimal.Decimal(self.text).to_integral_value()
+
+
 def _finite_float(text: str) -> float:
-    value = float(text)
+    value = Fraction(text)
     if not math.isfinite(value):
-        raise InvalidJson([_invalid(f"number {text[:40]} is too large")])
+        raise InvalidJson([_invalid(f"number {text[:40]} is past the range of a double (about 1.8e308)")])
     return value
 
 

@@ -530,6 +530,24 @@ def signal_body(payload_text: str, **over) -> str:
     return f'{head}, "payload": {payload_text}}}'
 
 
+@pytest.mark.parametrize("written, taken", [("1.0000000000000000001", False), ("0.9999999999999999999", False),
+                                             ("1.0", True), ("1e0", True), ("10e-1", True)])
+def test_S1_an_activation_sequence_is_a_whole_number_as_written_not_as_parsed(client, world, written, taken):
+    """S-1: target_activation_sequence is an explicit positive integer. A number whose text is not whole parses to
+    the float 1.0 all the same; taken, the signal was stored for activation 1, a guess. An integral number written
+    with a fraction or an exponent is an integer (JSON Schema), and is taken."""
+    publish(client, world, SIGNAL_FLOW)
+    wf = start(client, world, definition="approval").json["workflow_id"]
+    body = signal_body('{"ok": true}').replace('"target_activation_sequence": 1,',
+                                               f'"target_activation_sequence": {written},')
+    got = send_raw(client, world, wf, body)
+    if taken:
+        assert got.status_code == 201, got.text
+    else:
+        assert [e["code"] for e in problem(got, 422, "VALIDATION_FAILED")["errors"]] == ["ACTIVATION_SEQUENCE_INVALID"]
+        assert _stored_signals(world) == 0
+
+
 def test_S4_http_signal_digest_covers_the_payload_bytes_exactly_as_received(client, world, orch):
     from tests.support.signals import digest
 
