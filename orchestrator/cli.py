@@ -285,7 +285,8 @@ def _human_instance(inst: dict) -> str:
             p = step["poll"]
             extra += f"  rounds {p['rounds_used']}/{p['max_rounds']}"
             state = p["state"].lower().replace("_", " ")
-            extra += f" next {p['next_poll_at']}" if p["next_poll_at"] else f" ({state})"
+            # The next round's time only while one will come (a stopped POLL keeps its last planned time).
+            extra += f" next {p['next_poll_at']}" if p["next_poll_at"] and p["state"] == "WAITING" else f" ({state})"
         lines.append(f"  {step['key']:<24} {step['type']:<7} {step['status']:<13} "
                      f"#{step['activation_sequence']}{extra}")
     if inst.get("deferred"):  # new work waits, and says why: a disabled identity, a full quota, a pause

@@ -458,6 +458,19 @@ def test_an_unreachable_database_is_exit_code_7(capsys):
     assert json.loads(capsys.readouterr().err)["code"] == "UNAVAILABLE"
 
 
+def test_show_gives_no_next_round_for_a_poll_that_stopped(weave, world, orch):
+    """A POLL stopped on its rounds keeps the time its next round would have had; `show` printed it as the next
+    round's, though none will come (P-9)."""
+    world.publish({**POLL, "steps": [{**POLL["steps"][0], "max_rounds": 1}]})
+    wf = world.start("poll-flow")
+    (task,) = pulse.task_claim(world.db.conn, "w1", "payments", limit=1)
+    pulse.attempt_complete(world.db.conn, task["attempt_id"], "w1", {"status": "PENDING"})
+    orch.drain()
+    assert world.step(wf, "check")["poll"]["state"] == "STOPPED"
+    code, out, _ = weave("workflows", "show", wf)
+    assert code == 0 and "rounds 1/1 (stopped)" in out and " next " not in out
+
+
 def test_show_never_prints_next_none(weave, world, orch):
     world.publish(POLL)
     wf = world.start("poll-flow")
