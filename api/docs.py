@@ -227,9 +227,13 @@ def _conventions() -> list[str]:
         *[f"| `{code}` | {_cell(text)} |" for code, text in EDGE_FIELD_CODES.items()],
         "",
         "A definition document that does not "
-        "validate lists every problem at once, each with a dotted `field` path and a code such as "
-        "`MISSING_FIELD`, `UNKNOWN_TYPE`, `DUPLICATE_STEP_KEY`, `UNKNOWN_AFTER`, `CYCLIC_AFTER` or "
-        "`BAD_EXPRESSION`. Step shapes and their defaults: `docs/concepts.md`.", "",
+        "validate lists every problem at once, each with a dotted `field` path and one of these codes: "
+        "`INVALID_TYPE`, `INVALID_VALUE`, `MISSING_FIELD`, `UNKNOWN_FIELD`, `UNKNOWN_TYPE` (a step type), "
+        "`OUT_OF_RANGE` (a number past its bounds), `DUPLICATE_STEP_KEY`, `UNKNOWN_AFTER`, `CYCLIC_AFTER`, "
+        "`BAD_EXPRESSION`, `UNKNOWN_STEP_REFERENCE` (`$.steps.<key>` names a step that is not before this one "
+        "through `after`) and `RESULT_CLASS_OVERLAP` (a status in two result classes). The queues the steps name "
+        "are checked once the document validates: each missing one is then `QUEUE_NOT_FOUND` at its step's "
+        "`queue`. Step shapes and their defaults: `docs/concepts.md`.", "",
     ]
 
 
