@@ -185,7 +185,9 @@ def document() -> dict:
             "actor": {"type": "string"},
             "status": {"type": "string", "enum": ["PENDING", "CONSUMED", "REJECTED", "EXPIRED"]},
             "disposition": {"type": ["string", "null"]}, "accepted_at": TIME, "expires_at": TIME,
-            "consumed_at": NULLABLE_TIME}},
+            "consumed_at": {**NULLABLE_TIME, "description": "when the signal left PENDING: consumed by its wait, "
+                                                            "or rejected or expired (status says which); null "
+                                                            "while PENDING"}}},
         "SignalPage": {"type": "object", "required": ["items", "next_cursor"], "properties": {
             "items": {"type": "array", "items": _ref("Signal")}, "next_cursor": {"type": ["string", "null"]}}},
         "Explain": {"type": "object", "required": ["step_key", "wait", "signals", "timer", "poll", "task", "blockers"],
