@@ -104,16 +104,17 @@ BEGIN
            f.status, f.disposition, f.accepted_at, f.expires_at, f.consumed_at,
            CONVERT(f.got USING utf8mb4) AS correlation_key, LOWER(HEX(f.got)) AS correlation_key_hex, f.why,
            CASE
-               WHEN f.expected IS NOT NULL AND f.got <> f.expected THEN
+               -- The facts of the answer given (a late signal may not match either: its lateness is the answer).
+               WHEN f.why = 'LATE' THEN
+                   JSON_OBJECT('deadline_at', DATE_FORMAT(COALESCE(f.target_deadline, v_wait_deadline, f.expires_at),
+                                                          '%Y-%m-%dT%H:%i:%s.%fZ'),
+                               'accepted_at', DATE_FORMAT(f.accepted_at, '%Y-%m-%dT%H:%i:%s.%fZ'))
+               WHEN f.why = 'CORRELATION_MISMATCH' AND f.expected IS NOT NULL AND f.got <> f.expected THEN
                    (SELECT JSON_OBJECT('expected_hex', LOWER(HEX(f.expected)), 'got_hex', LOWER(HEX(f.got)),
                                        'first_difference_offset', MIN(p.n) - 1,
                                        'expected_byte_hex', LOWER(HEX(SUBSTRING(f.expected, MIN(p.n), 1))),
                                        'got_byte_hex', LOWER(HEX(SUBSTRING(f.got, MIN(p.n), 1))))
                       FROM pos p WHERE SUBSTRING(f.got, p.n, 1) <> SUBSTRING(f.expected, p.n, 1))
-               WHEN f.why = 'LATE' THEN
-                   JSON_OBJECT('deadline_at', DATE_FORMAT(COALESCE(f.target_deadline, v_wait_deadline),
-                                                          '%Y-%m-%dT%H:%i:%s.%fZ'),
-                               'accepted_at', DATE_FORMAT(f.accepted_at, '%Y-%m-%dT%H:%i:%s.%fZ'))
                WHEN f.why = 'STALE_ACTIVATION' THEN JSON_OBJECT('current_activation_sequence', v_k + 0)
                ELSE NULL
            END AS detail

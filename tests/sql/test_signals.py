@@ -1183,6 +1183,21 @@ def test_S17_explain_lists_the_pins_and_why_each_signal_did_not_win(world, orch)
     assert {s["signal_id"]: s["why"] for s in after["signals"]}[waiting["signal_id"]] == "WON"
 
 
+def test_S17_a_late_signal_is_explained_by_its_lateness_with_the_deadline_it_missed(world, orch):
+    """A signal that came after the wait's deadline is LATE whatever its correlation (S-9's order): explain gave it
+    the facts of a correlation mismatch when it did not match as well. It now gives the deadline it missed."""
+    wf = started(world, orch, signal_flow(timeout_ms=60_000))
+    deadline = world.step(wf, "approval")["wait"]["deadline_at"]
+    world.db.advance(60_001)  # past the wait's deadline, before any runner looked
+    late = send(world, wf, "late-1", correlation_key="o-9")
+    assert (late["status"], late["disposition"]) == ("REJECTED", "LATE")
+    why = {s["signal_id"]: s for s in signals.explain(world.db.conn, world.token, world.namespace, wf,
+                                                       "approval")["signals"]}
+    assert why[late["signal_id"]]["why"] == "LATE"
+    assert why[late["signal_id"]]["detail"]["deadline_at"] == deadline
+    assert "expected_hex" not in why[late["signal_id"]]["detail"]
+
+
 def test_S17_explain_before_activation_shows_the_contract_and_early_signals(world, orch):
     world.publish(signal_flow(before_timer_ms=HOUR))
     wf = world.start("approval-flow", {"order_id": "o-1"})
