@@ -123,7 +123,7 @@ def _fields(schema: dict, notes: bool = True) -> list[str]:
     required = set(schema.get("required", []))
     rows = ["| field | type | required | notes |", "| --- | --- | --- | --- |"]
     for name, prop in schema.get("properties", {}).items():
-        note = (FIELD_NOTES.get(name, "") or prop.get("description", "")) if notes else ""
+        note = (FIELD_NOTES.get(name, "") if notes else "") or prop.get("description", "")
         rows.append(f"| `{name}` | {_cell(_type(prop))} | {'yes' if name in required else 'no'} | {_cell(note)} |")
     return rows
 

@@ -61,7 +61,8 @@ BODIES: dict[str, Schema] = {
         "target_step_key": {"type": "string", "minLength": 1, "maxLength": 64},
         "target_activation_sequence": {"type": "integer", "minimum": 1, "maximum": 2**31},
         "correlation_key": {"type": "string", "minLength": 1, "maxLength": 512,
-                            "description": "1-512 bytes of UTF-8, compared byte for byte (the engine counts bytes)"},
+                            "description": "at most 512 characters here, and at most 512 bytes of UTF-8 in the engine, "
+                                           "which compares it byte for byte"},
         "payload": {},
         "reason": _REASON,
         "evidence_ref": _EVIDENCE},

@@ -254,8 +254,8 @@ EDGE_ERRORS: dict[str, int] = {
 # errors[].code values of a 422 that the edge finds before any routine runs (besides the engine's own codes,
 # e.g. UNKNOWN_FIELD, which the edge reports for a request body as the routines do for a definition).
 EDGE_FIELD_CODES: dict[str, str] = {
-    "INVALID_JSON": "the body is not one JSON document (syntax, encoding, NaN or Infinity), or holds a number past "
-                    "a double's range (1e400) or with more than 4,300 digits",
+    "INVALID_JSON": "the body is not one JSON document (syntax, encoding, NaN or Infinity), or holds a fraction or "
+                    "exponent past a double's range (1e400) or an integer of more than 4,300 digits",
     "DUPLICATE_JSON_KEY": "an object names one key twice (MariaDB would read the first, Python the last)",
     "INVALID_TEXT": "a string holds a lone surrogate escape such as \\ud800, which no column can store as text",
     "INVALID_TYPE": "a field has the wrong JSON type, or the body is not an object",

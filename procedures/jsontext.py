@@ -107,6 +107,7 @@ class Fraction(float):
     written as: ``integral`` says whether that text is a whole number exactly (``1.0`` and ``1e0`` are;
     ``1.0000000000000000001`` is not, though it parses to the float 1.0)."""
 
+    __slots__ = ("text",)
     text: str
 
     def __new__(cls, text: str) -> Fraction:
@@ -116,7 +117,11 @@ class Fraction(float):
 
     @property
     def integral(self) -> bool:
-        return decimal.Decimal(self.text) == decimal.Decimal(self.text).to_integral_value()
+        try:
+            exact = decimal.Decimal(self.text)
+            return exact == exact.to_integral_value()
+        except decimal.DecimalException:  # an exponent past what decimal takes (1e-99999999999999999999): not whole
+            return False
 
 
 def _finite_float(text: str) -> float:

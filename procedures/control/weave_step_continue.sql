@@ -12,8 +12,8 @@ CREATE PROCEDURE weave_step_continue(
         IN in_reason           VARCHAR(4096),
         IN in_idempotency_key  VARCHAR(512),
         IN in_activation_sequence INT UNSIGNED)
-    COMMENT 'Description: continues a POLL stopped in review on POLL_ROUNDS_EXHAUSTED or POLL_DEADLINE (last round
-POLL_PENDING) in the same activation; closes its review reasons; the instance reopens when no reason is left.
+    COMMENT 'Description: continues a POLL stopped in review on POLL_ROUNDS_EXHAUSTED, POLL_DEADLINE or
+POLL_DEADLINE_IN_FLIGHT (last round POLL_PENDING) in the same activation; closes its review reasons; the instance reopens when no reason is left.
 Parameters: in_token (workflows:review and every queue of the definition), in_namespace, in_workflow_id, in_step_key,
 in_extra_rounds (1..10000, optional), in_poll_deadline_ms (new poll deadline = now + ms, later than the current one
 and <= instance deadline, optional; at least one of the two), in_reason, in_idempotency_key, in_activation_sequence (optional: the

@@ -106,8 +106,9 @@ BEGIN
            CASE
                -- The facts of the answer given (a late signal may not match either: its lateness is the answer).
                WHEN f.why = 'LATE' THEN
-                   JSON_OBJECT('deadline_at', DATE_FORMAT(COALESCE(f.target_deadline, v_wait_deadline, f.expires_at),
-                                                          '%Y-%m-%dT%H:%i:%s.%fZ'),
+                   -- its target wait's deadline when it came after it, else the one in force at its acceptance
+                   JSON_OBJECT('deadline_at', DATE_FORMAT(IF(f.target_deadline <= f.accepted_at, f.target_deadline,
+                                                             f.expires_at), '%Y-%m-%dT%H:%i:%s.%fZ'),
                                'accepted_at', DATE_FORMAT(f.accepted_at, '%Y-%m-%dT%H:%i:%s.%fZ'))
                WHEN f.why = 'CORRELATION_MISMATCH' AND f.expected IS NOT NULL AND f.got <> f.expected THEN
                    (SELECT JSON_OBJECT('expected_hex', LOWER(HEX(f.expected)), 'got_hex', LOWER(HEX(f.got)),

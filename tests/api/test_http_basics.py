@@ -531,7 +531,8 @@ def signal_body(payload_text: str, **over) -> str:
 
 
 @pytest.mark.parametrize("written, taken", [("1.0000000000000000001", False), ("0.9999999999999999999", False),
-                                             ("1.0", True), ("1e0", True), ("10e-1", True)])
+                                             ("1e-99999999999999999999", False), ("1.0", True), ("1e0", True),
+                                             ("10e-1", True)])
 def test_S1_an_activation_sequence_is_a_whole_number_as_written_not_as_parsed(client, world, written, taken):
     """S-1: target_activation_sequence is an explicit positive integer. A number whose text is not whole parses to
     the float 1.0 all the same; taken, the signal was stored for activation 1, a guess. An integral number written
