@@ -235,7 +235,7 @@ ACTIONS: dict[str, tuple[str, Callable[..., dict]]] = {
                                                          activation_sequence=body.get("activation_sequence"),
                                                          verbatim=True)),
     "steps/{step_key}/resolve": ("ResolveRequest", lambda conn, token, ns, wf, step, reason, key, body, texts:
-                                 routines.step_resolve(conn, token, ns, wf, step, reason, key, output=None,
+                                 routines.step_resolve(conn, token, ns, wf, step, reason, key,
                                                        evidence_ref=body.get("evidence_ref"),
                                                        output_json=texts["output"].decode(),
                                                        activation_sequence=body.get("activation_sequence"),

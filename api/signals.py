@@ -9,7 +9,7 @@ import falcon
 from procedures import jsontext, signals
 
 from . import schemas
-from .http import bearer, idempotency_key, invalid, json_members, path, respond, respond_text
+from .http import bearer, idempotency_key, json_object_members, path, respond, respond_text
 from .resources import Resource
 
 
@@ -17,9 +17,7 @@ class Signals(Resource):
     def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str, workflow_id: str) -> None:
         token = bearer(req)
         key = idempotency_key(req, required=True)
-        body, spans = json_members(req)
-        if not isinstance(body, dict) or spans is None:
-            raise invalid([("body", "INVALID_TYPE", "expected an object")], "the body must be a JSON object")
+        body, spans = json_object_members(req)
         body = schemas.body("SignalRequest", body)  # shapes only: every value rule of S-1 is the routine's
         correlation = body.get("correlation_key")
         receipt = signals.send(

@@ -489,11 +489,16 @@ def _buffered(conn: Connection, sock: socket.socket) -> bool:
             sock.settimeout(timeout)
 
 
+def _origin_of(conn: Connection) -> _Origin | None:
+    """The host entry ``conn`` was opened to (None for a single-host DSN's connections)."""
+    with _lock:
+        return _origins.get(conn)
+
+
 def _node_failed(conn: Connection, exc: BaseException) -> None:
     """A statement on ``conn`` failed: when its node is not ready, does not answer, or dropped the connection
     and refuses a new one, the node is down for every connection of the process."""
-    with _lock:
-        origin = _origins.get(conn)
+    origin = _origin_of(conn)
     if origin is None:
         return
     if errors.refuses_writes(exc) or isinstance(exc.__context__, TimeoutError):
@@ -551,8 +556,7 @@ def read_only(state: dict[str, str]) -> bool:
 def not_writable(conn: Connection) -> None:
     """``conn``'s server was found read-only: with several hosts its node is down for every connection of the
     process (as after a write refused with 1290), and a connect goes to another node."""
-    with _lock:
-        origin = _origins.get(conn)
+    origin = _origin_of(conn)
     if origin is not None:
         _seen_down(origin.address, probed=False)
 
@@ -770,8 +774,7 @@ def _caught_up(conn: Connection) -> Connection:
     on the node it left: a worker's report, the attempt its claim created a moment before. The wait is bounded by
     read_timeout, like any statement; while the cluster stalls (a node dying, not yet evicted) it waits as writes do.
     A failure closes the connection and is the connect's, noted as a statement's failure on that node."""
-    with _lock:
-        origin = _origins.get(conn)
+    origin = _origin_of(conn)
     if origin is None or not origin.galera:
         return conn
     try:

@@ -207,6 +207,15 @@ def _ensure_progress_table(backend: Any) -> None:
         " updated_at DATETIME(6) NOT NULL COMMENT 'When the progress was last recorded (UTC).'"
         ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin "
         "COMMENT='The progress of a weave migrate through a migration, so that a migrate stopped midway resumes.'")
+    # A table made by a build that kept no digest: its rows (a migrate stopped midway by that build) cannot be shown
+    # to be of these statements, so they get none, and are refused as changed since.
+    kept = backend.execute("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+                           "AND TABLE_NAME = :table AND COLUMN_NAME = 'statements_digest'",
+                           {"table": PROGRESS_TABLE}).fetchone()[0]
+    if not kept:
+        backend.execute(f"ALTER TABLE {PROGRESS_TABLE} ADD COLUMN statements_digest CHAR(64) NOT NULL "
+                        "COMMENT 'SHA-256 of the statements as that migrate read them: a migration changed since is "
+                        "not resumed.' AFTER in_flight")
     backend.connection.commit()
 
 
@@ -243,7 +252,7 @@ def _apply_resumable(backend: Any, migration: Any, database: str, progress: Call
     backend.connection.commit()
     applied, in_flight = (int(row[0]), bool(row[1])) if row else (0, False)
     if row and row[2] != digest:
-        raise MigrationFailed(migration.id, None, database, applied + 1, len(statements), changed=True)
+        raise MigrationFailed(migration.id, None, database, applied + 1, len(statements))
     if row:
         progress(f"resuming migration {migration.id} at statement {applied + 1} of {len(statements)}: an earlier "
                  f"migrate applied {applied}" + (" and was cut off while the next one ran" if in_flight else ""))
@@ -337,10 +346,9 @@ class MigrationFailed(errors.WeaveError):
 
     code = "MIGRATION_FAILED"
 
-    def __init__(self, migration: str, exc: BaseException | None, database: str, number: int, total: int,
-                 changed: bool = False):
+    def __init__(self, migration: str, exc: BaseException | None, database: str, number: int, total: int):
         where = f"migration {migration} failed at statement {number} of {total}"
-        if changed or exc is None:
+        if exc is None:  # no statement failed: the migration a migrate stopped in has changed since
             super().__init__(
                 f"MIGRATION_FAILED: {where}: a migrate stopped in it at that statement, and its statements have "
                 "changed since (another build of Weave). Finish it with the build that began it, or restore the "

@@ -365,7 +365,7 @@ def step_reactivate(conn: Conn, token: str, namespace: str, workflow_id: str, st
 
 
 def step_resolve(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: str, reason: str,
-                 idempotency_key: str, *, output: Any, evidence_ref: str | None = None,
+                 idempotency_key: str, *, output: Any = None, evidence_ref: str | None = None,
                  output_json: str | None = None, activation_sequence: int | None = None,
                  verbatim: bool = False) -> dict:
     """See procedures/control/weave_step_resolve.sql. ``output_json`` passes the output text as received;

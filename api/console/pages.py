@@ -434,7 +434,7 @@ class StepAction(Page):
                 raise Refused(422, "OUTPUT_INVALID", "the output is not valid JSON (duplicate keys are refused "
                                                      "too); nothing was sent") from None
             evidence = field(data, "evidence_ref").strip() or None
-            result = routines.step_resolve(conn, token, ns, workflow_id, step_key, reason, key, output=None,
+            result = routines.step_resolve(conn, token, ns, workflow_id, step_key, reason, key,
                                            evidence_ref=evidence, output_json=text, activation_sequence=seq)
         else:
             raise falcon.HTTPNotFound()

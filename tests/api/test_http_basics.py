@@ -153,21 +153,6 @@ def test_a_value_of_the_right_type_but_wrong_is_told_what_is_wrong_with_it(clien
     assert [(e["field"], e["code"]) for e in other["errors"]] == [("queues", "NAME_INVALID")]
 
 
-def test_a_refusal_names_the_field_it_is_about(client, world):
-    """The engine's refusals of a malformed Idempotency-Key, a start's past deadline_at and a credential's past
-    expires_at name their field, as the API's own checks do."""
-    publish(client, world)
-    body = problem(start(client, world, key="has space"), 422, "VALIDATION_FAILED")
-    assert [(e["field"], e["code"]) for e in body["errors"]] == [("Idempotency-Key", "IDEMPOTENCY_KEY_INVALID")]
-    past = {"definition": "cool-off", "app": "billing", "deadline_at": "2000-01-01T00:00:00Z"}
-    body = problem(client.simulate_post(f"{NS}/workflows", headers=auth(world.token, "k-past"), json=past), 422,
-                   "VALIDATION_FAILED")
-    assert [(e["field"], e["code"]) for e in body["errors"]] == [("deadline_at", "DEADLINE_INVALID")]
-    body = problem(client.simulate_post(f"{NS}/credentials", headers=auth(world.admin), json={
-        "actor": "late", "scopes": ["workflows:read"], "expires_at": "2000-01-01T00:00:00Z"}), 422, "VALIDATION_FAILED")
-    assert [(e["field"], e["code"]) for e in body["errors"]] == [("expires_at", "DEADLINE_INVALID")]
-
-
 def test_start_needs_an_idempotency_key(client, world):
     publish(client, world)
     result = client.simulate_post(f"{NS}/workflows", headers=auth(world.token),
@@ -240,9 +225,10 @@ def test_415_for_json_declared_in_another_charset_and_utf8_spelled_any_way_is_ta
         assert result.status_code == 201, (charset, result.text)
 
 
-def test_a_refusal_of_the_engine_names_the_field_it_is_about(client, world):
+def test_S1_a_refusal_of_the_engine_names_the_field_it_is_about(client, world):
     """INPUT_INVALID may be about the input or the business key: the engine's message says which, and the
-    problem's error names it, as it names the fields the API checks itself."""
+    problem's error names it, as it names the fields the API checks itself; so do the refusals of a malformed
+    Idempotency-Key (S-1), a past deadline_at and a past expires_at."""
     publish(client, world)
     body = '{"definition": "cool-off", "app": "billing", "deadline_ms": 60000, "input": {"a": ' + "[" * 31 + \
         "]" * 31 + "}}"
@@ -254,6 +240,16 @@ def test_a_refusal_of_the_engine_names_the_field_it_is_about(client, world):
                                   json={"definition": "no-such-flow", "app": "billing", "deadline_ms": 60000})
     (error,) = problem(result, 422, "VALIDATION_FAILED")["errors"]
     assert (error["field"], error["code"]) == ("definition", "DEFINITION_NOT_FOUND"), error
+    # S-1's key, a start's past deadline_at and a credential's past expires_at: each refusal names its field.
+    body = problem(start(client, world, key="has space"), 422, "VALIDATION_FAILED")
+    assert [(e["field"], e["code"]) for e in body["errors"]] == [("Idempotency-Key", "IDEMPOTENCY_KEY_INVALID")]
+    past = {"definition": "cool-off", "app": "billing", "deadline_at": "2000-01-01T00:00:00Z"}
+    body = problem(client.simulate_post(f"{NS}/workflows", headers=auth(world.token, "k-past"), json=past), 422,
+                   "VALIDATION_FAILED")
+    assert [(e["field"], e["code"]) for e in body["errors"]] == [("deadline_at", "DEADLINE_INVALID")]
+    body = problem(client.simulate_post(f"{NS}/credentials", headers=auth(world.admin), json={
+        "actor": "late", "scopes": ["workflows:read"], "expires_at": "2000-01-01T00:00:00Z"}), 422, "VALIDATION_FAILED")
+    assert [(e["field"], e["code"]) for e in body["errors"]] == [("expires_at", "DEADLINE_INVALID")]
 
 
 def test_duplicate_keys_in_a_body_are_rejected(client, world):

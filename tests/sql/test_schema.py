@@ -272,6 +272,12 @@ def test_R15_a_migrate_cut_off_midway_resumes_where_it_stopped_and_the_schema_is
         with pytest.raises(installer.MigrationFailed) as changed:
             installer.migrate(fresh, test_clock=True)
         assert "its statements have changed since" in str(changed.value)
+        # A progress table made by a build that kept no digest gets the column (its row none: changed since).
+        with dbmod.connect(fresh) as conn, conn.cursor() as cur:
+            cur.execute(f"ALTER TABLE {installer.PROGRESS_TABLE} DROP COLUMN statements_digest")
+        with pytest.raises(installer.MigrationFailed) as changed:
+            installer.migrate(fresh, test_clock=True)
+        assert "its statements have changed since" in str(changed.value)
         with dbmod.connect(fresh) as conn, conn.cursor() as cur:
             cur.execute(f"UPDATE {installer.PROGRESS_TABLE} SET statements_digest = %s", (digest,))
         lines: list[str] = []
