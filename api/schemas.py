@@ -199,11 +199,12 @@ def check(schema: Schema, value: Any, field: str = "") -> list[Problem]:
                 problems.append((path, "UNKNOWN_FIELD", f"unknown field {name!r}; allowed: {allowed}"))
     for keyword, wanted in (("oneOf", 1), ("anyOf", None)):
         if keyword in schema:
-            passing = sum(1 for option in schema[keyword] if not check(option, value, field))
-            fitting = [option for option in schema[keyword] if _fits(option, value)]
-            if passing == 0 and len(fitting) == 1 and not fitting[0].get("required"):
+            found = [check(option, value, field) for option in schema[keyword]]  # each alternative's problems
+            passing = found.count([])
+            fitting = [i for i, option in enumerate(schema[keyword]) if _fits(option, value)]
+            if passing == 0 and len(fitting) == 1 and not schema[keyword][fitting[0]].get("required"):
                 # One alternative of the value's own type: what is wrong is what that one says (a list too short).
-                problems += check(fitting[0], value, field)
+                problems += found[fitting[0]]
             elif passing == 0 or (wanted is not None and passing != wanted):
                 names = [name for option in schema[keyword] for name in option.get("required", [])]
                 which = names[0] if names else field

@@ -340,7 +340,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def _audit_lines(page: dict) -> str:
     return _page_lines(page, [{"created_at": r["created_at"], "actor": r["actor"], "action": r["action"],
-                               "workflow_id": r["workflow_id"] or "-", "reason": r["reason"] or "-"}
+                               "workflow_id": r["workflow_id"], "reason": r["reason"]}
                               for r in page["items"]], "no audit rows")
 
 

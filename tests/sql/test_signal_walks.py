@@ -155,18 +155,13 @@ class Walk(walks.Walk):
         action = self.draw(["reactivate", "reactivate", "pause", "resume", "cancel"])
         try:
             if action == "reactivate":
-                try:
-                    routines.step_reactivate(self.db.conn, self.world.token, self.world.namespace, self.wf,
-                                             "approval", "ask again", f"op-{self.ops}")
-                except errors.InvalidState as exc:
-                    if "has passed" not in exc.detail:
-                        raise
+                if self.state()["status"] == "NEEDS_REVIEW" and self.db.now() >= self.state()["deadline_at"]:
                     # Past the instance deadline: as the operations guide says, move it first, then reactivate.
                     routines.instance_deadline(self.db.conn, self.world.token, self.world.namespace, self.wf,
                                                "more time", f"op-{self.ops}-deadline",
                                                deadline_at=self.db.now() + dt.timedelta(milliseconds=TIMEOUT_MS))
-                    routines.step_reactivate(self.db.conn, self.world.token, self.world.namespace, self.wf,
-                                             "approval", "ask again", f"op-{self.ops}")
+                routines.step_reactivate(self.db.conn, self.world.token, self.world.namespace, self.wf,
+                                         "approval", "ask again", f"op-{self.ops}")
             elif action == "cancel" and self.draw([False, False, True]):
                 routines.instance_cancel(self.db.conn, self.world.token, self.world.namespace, self.wf, "stop",
                                          f"op-{self.ops}")
