@@ -1,4 +1,5 @@
--- One definition of a resolve's request digest, for the form it takes now and the one earlier versions took.
+-- One definition of a resolve's request digest, taken by the resolve that stores it and by a replay that compares
+-- against it.
 -- The evidence_ref is length-prefixed as the output is: '-' is a valid evidence_ref, and one may hold '|', so
 -- neither an absent one nor a field boundary may be spelled by the bytes of another request. The activation, when
 -- given, follows the step key ('@k', where no other field can start so; absent, the digest is the one a request

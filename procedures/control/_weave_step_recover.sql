@@ -65,10 +65,10 @@ BEGIN
     SET out_instance_id = v_id;
     IF out_replayed = 2 THEN
         -- The key resolved this step with a request of another digest. The output is a JSON value: the same resolve
-        -- again may spell it otherwise, and the version that took the first digest may have taken it over the
-        -- output's text as it came (the API wrote it compactly then, a SQL caller as typed). The first output is on
-        -- the step, as the first request sent it: when this output is the same value (and one a first request would
-        -- take), the first request's digest is taken again over that text, in either form, and decides.
+        -- again may spell it otherwise (another client, the CLI as typed; an earlier API wrote it compactly). The
+        -- first output is on the step, as the first request sent it: when this output is the same value (and one a
+        -- first request would take), the request is taken with that text in its place, and its digest decides, as a
+        -- start's replay does.
         SELECT output INTO v_first_output FROM weave_steps WHERE instance_id = v_id AND step_key = in_step_key;
         SELECT request_digest INTO v_first_digest FROM weave_audit
          WHERE instance_id = v_id AND action = 'step.resolve' AND idempotency_key = in_idempotency_key LIMIT 1;
@@ -76,11 +76,8 @@ BEGIN
         IF _weave_json_strict(in_output) AND LENGTH(in_output) <= 262144 THEN
             CALL _weave_json_equal(v_first_output, in_output, v_same);
         END IF;
-        IF v_same = 0 OR v_first_digest NOT IN (
-               _weave_resolve_digest(in_step_key, in_activation_seq, v_first_output, in_evidence_ref, in_reason),
-               _weave_resolve_digest(in_step_key, in_activation_seq,
-                                     COALESCE(_weave_json_canonical(v_first_output, TRUE), v_first_output),
-                                     in_evidence_ref, in_reason)) THEN
+        IF v_same = 0 OR v_first_digest <> _weave_resolve_digest(in_step_key, in_activation_seq, v_first_output,
+                                                                  in_evidence_ref, in_reason) THEN
             CALL _weave_raise(50005, 'IDEMPOTENCY_CONFLICT: this key did a different request');
         END IF;
         SET out_replayed = 1;

@@ -28,12 +28,10 @@ BEGIN
     DECLARE v_id BIGINT UNSIGNED;
     DECLARE v_replayed TINYINT;
     DECLARE v_status VARCHAR(16);
-    -- The output is a JSON value: the digest takes its canonical text, so the same resolve spelled otherwise (another
-    -- client, the CLI as typed) is the same request; one that is not JSON is taken as given (and refused after the
-    -- replay check). A digest another version took (over the output's text) is compared by _weave_step_recover.
-    DECLARE v_digest CHAR(64) DEFAULT _weave_resolve_digest(in_step_key, in_activation_sequence,
-        IF(LENGTH(in_output) <= 262144, COALESCE(_weave_json_canonical(in_output, TRUE), in_output), in_output),
-        in_evidence_ref, in_reason);  -- (an output past its limit is refused, and not worth the work)
+    -- The digest takes the output as given, as it always has; the same resolve with its output spelled otherwise is
+    -- recognised by _weave_step_recover, which compares the two outputs by value.
+    DECLARE v_digest CHAR(64) DEFAULT _weave_resolve_digest(in_step_key, in_activation_sequence, in_output,
+                                                            in_evidence_ref, in_reason);
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_step_resolve', v_tx);  -- refused inside a caller's transaction (R-1)

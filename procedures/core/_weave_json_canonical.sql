@@ -1,7 +1,7 @@
--- One text for every spelling of a JSON value, where a request's JSON is compared as a value (a signal's payload,
--- an operator's output): strings with minimal escapes (_weave_json_escapes_canonical, only when the text holds a
--- backslash, which outside strings valid JSON never does), keys sorted, no insignificant whitespace, and numbers as
--- parsed (MariaDB: JSON_NORMALIZE; MySQL: the text of its JSON type, which JSON_EXTRACT(x, '$') is there).
+-- One text for every spelling of a JSON value, where a signal's payload is compared as a value (S-4): strings
+-- with minimal escapes (_weave_json_escapes_canonical, only when the text holds a backslash, which outside strings
+-- valid JSON never does), keys sorted, no insignificant whitespace, and numbers as parsed (MariaDB: JSON_NORMALIZE;
+-- MySQL: the text of its JSON type, which JSON_EXTRACT(x, '$') is there).
 CREATE FUNCTION _weave_json_canonical(in_doc LONGTEXT, in_escapes BOOLEAN)
     RETURNS LONGTEXT
     COMMENT 'Internal. Description: the canonical text of the JSON value in_doc: keys sorted, no insignificant
