@@ -20,22 +20,11 @@ from procedures import db as dbmod
 from procedures import errors, installer
 from procedures.connections import retry_transient
 from tests.support.db import Db
-from tests.support.server import private_server
+from tests.support.server import as_user, create_user, private_server, set_read_only, two_host_dsn
 from tests.support.waiting import wait_for
 from tests.support.world import World
 
 pytestmark = pytest.mark.process
-
-
-def _user(admin: dbmod.Connection, name: str, grant: str, database: str) -> None:
-    with admin.cursor() as cur:
-        for host in ("%", "localhost"):
-            cur.execute(f"CREATE USER '{name}'@'{host}' IDENTIFIED BY 'pw'")
-            cur.execute(f"GRANT {grant} ON `{database}`.* TO '{name}'@'{host}'")
-
-
-def _as(dsn: dbmod.Dsn, user: str) -> dbmod.Dsn:
-    return dbmod.Dsn.parse(dsn.url().replace(f"//{dsn.user}@", f"//{user}:pw@", 1))
 
 
 @contextlib.contextmanager
@@ -45,10 +34,10 @@ def _fenceable_server(prefix: str, tcp: bool = False) -> Iterator[tuple[dbmod.Ds
     with private_server(prefix, "weave_ha_fence", migrated=False, tcp=tcp) as (_, dsn):
         admin = dbmod.connect(dsn, database=False)
         try:
-            _user(admin, "weave_owner", "ALL PRIVILEGES", dsn.database)
-            _user(admin, "weave", "EXECUTE, SELECT", dsn.database)
-            installer.migrate(_as(dsn, "weave_owner"), test_clock=True)
-            yield dsn, _as(dsn, "weave"), admin
+            create_user(admin, "weave_owner", "ALL PRIVILEGES", dsn.database)
+            create_user(admin, "weave", "EXECUTE, SELECT", dsn.database)
+            installer.migrate(as_user(dsn, "weave_owner"), test_clock=True)
+            yield dsn, as_user(dsn, "weave"), admin
         finally:
             with admin.cursor() as cur:
                 cur.execute("SET GLOBAL read_only = OFF")
@@ -61,25 +50,20 @@ def fenceable():
         yield server
 
 
-def _read_only(admin: dbmod.Connection, on: bool) -> None:
-    with admin.cursor() as cur:
-        cur.execute(f"SET GLOBAL read_only = {'ON' if on else 'OFF'}")
-
-
 def test_Z3_read_only_fences_the_routines_of_the_documented_owner_and_not_those_installed_by_root(fenceable):
     dsn, runtime_dsn, admin = fenceable
     runtime = dbmod.connect(runtime_dsn)
     try:
         dbmod.call(runtime, "weave_namespace_bootstrap", "before")
-        _read_only(admin, True)
+        set_read_only(admin, True)
         with pytest.raises(errors.TransientDatabaseError) as refused:
             dbmod.call(runtime, "weave_namespace_bootstrap", "fenced")
         assert errors.errno_of(refused.value.__cause__) == 1290
         assert dbmod.call_row(runtime, "weave_clock_now")["now_at"] is not None  # reads go on
 
-        _read_only(admin, False)  # the same routines, owned by root: the fence does not hold
+        set_read_only(admin, False)  # the same routines, owned by root: the fence does not hold
         installer.migrate(dsn, test_clock=True)
-        _read_only(admin, True)
+        set_read_only(admin, True)
         dbmod.call(runtime, "weave_namespace_bootstrap", "through")
         with admin.cursor() as cur:
             cur.execute(f"SELECT COUNT(*) AS n FROM `{dsn.database}`.weave_credentials")
@@ -104,11 +88,11 @@ def test_R12_an_orchestrator_on_a_fenced_primary_leaves_its_batch_at_the_first_r
         world.publish(TIMER)
         started = [world.start("cool-off") for _ in range(20)]
         db.advance(60_001)
-        _read_only(admin, True)
+        set_read_only(admin, True)
         result = orch.run_once()
         assert len(result.candidates) == 20 and result.stalled, orch.stats
         assert orch.stats["failed"] <= 1, orch.stats
-        _read_only(admin, False)
+        set_read_only(admin, False)
         orch.drain()
         assert [world.instance(wf)["status"] for wf in started] == ["SUCCEEDED"] * 20
         assert db.scalar("SELECT COUNT(*) FROM weave_events WHERE type = 'TIMER_SETTLED'") == 20
@@ -134,7 +118,7 @@ def test_Z3_readiness_answers_503_while_the_database_is_read_only_and_ready_agai
     try:
         assert client.simulate_get("/readyz").status_code == 200
         assert status() == {"takes_writes": True}
-        _read_only(admin, True)
+        set_read_only(admin, True)
         fenced = client.simulate_get("/readyz")
         assert fenced.status_code == 503 and fenced.headers["Retry-After"] == "5"
         assert fenced.json["code"] == "UNAVAILABLE" and fenced.json["detail"].startswith("NOT_WRITABLE")
@@ -144,7 +128,7 @@ def test_Z3_readiness_answers_503_while_the_database_is_read_only_and_ready_agai
         assert metrics.status_code == 200 and "weave_database_read_only 1.0" in metrics.text
         assert main(["status", "--dsn", runtime_dsn.url()]) == 0
         assert "database: takes NO writes: it is read-only" in capsys.readouterr().out
-        _read_only(admin, False)
+        set_read_only(admin, False)
         assert client.simulate_get("/readyz").json["status"] == "ready"
         assert "weave_database_read_only 0.0" in client.simulate_get("/metrics").text
     finally:
@@ -158,8 +142,7 @@ def primary_and_replica():
     with (_fenceable_server("weave-primary-", tcp=True) as first,
           _fenceable_server("weave-replica-", tcp=True) as second):
         (a, runtime_a, admin_a), (b, _, admin_b) = first, second
-        hosts = f"@{a.host}:{a.port},{b.host}:{b.port}/"
-        both = dbmod.Dsn.parse(runtime_a.url().replace(f"@{a.host}:{a.port}/", hosts))
+        both = two_host_dsn(runtime_a, b)
         dbmod.forget_nodes()
         try:
             yield both, (a.port, admin_a), (b.port, admin_b)
@@ -174,13 +157,13 @@ def test_Z3_a_dsn_listing_a_primary_and_its_read_only_replica_connects_to_the_pr
     write on the old primary is refused as transient (1290), and the process's next connection goes to the new
     one: nothing is written to the fenced server, and no restart is needed."""
     both, (port_a, admin_a), (port_b, admin_b) = primary_and_replica
-    _read_only(admin_a, True)  # a: the replica
+    set_read_only(admin_a, True)  # a: the replica
     conn = dbmod.connect(both)
     try:
         assert conn.port == port_b
         dbmod.call(conn, "weave_namespace_bootstrap", "on-primary")
-        _read_only(admin_b, True)  # the failover: b fenced, a promoted
-        _read_only(admin_a, False)
+        set_read_only(admin_b, True)  # the failover: b fenced, a promoted
+        set_read_only(admin_a, False)
         with pytest.raises(errors.TransientDatabaseError) as refused:
             dbmod.call(conn, "weave_namespace_bootstrap", "fenced")
         assert errors.errno_of(refused.value.__cause__) == 1290
@@ -203,8 +186,8 @@ def test_Z3_a_dsn_listing_a_primary_and_its_read_only_replica_connects_to_the_pr
     client = testing.TestClient(create_app(connections))
     try:
         assert client.simulate_get("/readyz").status_code == 200 and connections.get().port == port_a
-        _read_only(admin_a, True)  # a failover back: a fenced, b promoted
-        _read_only(admin_b, False)
+        set_read_only(admin_a, True)  # a failover back: a fenced, b promoted
+        set_read_only(admin_b, False)
         assert client.simulate_get("/readyz").status_code == 503
         assert wait_for(lambda: client.simulate_get("/readyz").status_code == 200, timeout=15)
         assert connections.get().port == port_b
@@ -218,11 +201,11 @@ def test_Z3_a_dsn_listing_a_primary_and_its_read_only_replica_connects_to_the_pr
 
 def test_Z3_with_every_listed_server_read_only_a_connect_is_refused_as_transient_and_says_why(primary_and_replica):
     both, (_, admin_a), (_, admin_b) = primary_and_replica
-    _read_only(admin_a, True)
-    _read_only(admin_b, True)
+    set_read_only(admin_a, True)
+    set_read_only(admin_b, True)
     with pytest.raises(errors.TransientDatabaseError) as refused:
         dbmod.connect(both)
     assert "NO_READY_NODE" in str(refused.value) and str(refused.value).count("not ready: read-only") == 2
-    _read_only(admin_b, False)
+    set_read_only(admin_b, False)
     with retry_transient(lambda: dbmod.connect(both), seconds=10) as conn:
         assert conn.port == primary_and_replica[2][0]

@@ -15,9 +15,8 @@ from orchestrator.loop import Orchestrator
 from procedures import db as dbmod
 from procedures import installer
 from procedures.connections import retry_transient
-from tests.reliability.test_fencing import _as, _read_only, _user
 from tests.support.db import Db
-from tests.support.server import private_server
+from tests.support.server import as_user, create_user, private_server, set_read_only, two_host_dsn
 from tests.support.world import World
 
 pytestmark = pytest.mark.process
@@ -53,13 +52,12 @@ def _replicated_pair() -> Iterator[tuple[dbmod.Dsn, dbmod.Connection, dbmod.Conn
                 cur.execute("START SLAVE")
             with admin_a.cursor() as cur:
                 cur.execute(f"CREATE DATABASE `{a.database}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
-            _user(admin_a, "weave_owner", "ALL PRIVILEGES", a.database)
-            _user(admin_a, "weave", "EXECUTE, SELECT", a.database)
-            installer.migrate(_as(a, "weave_owner"), test_clock=True)
+            create_user(admin_a, "weave_owner", "ALL PRIVILEGES", a.database)
+            create_user(admin_a, "weave", "EXECUTE, SELECT", a.database)
+            installer.migrate(as_user(a, "weave_owner"), test_clock=True)
             _caught_up(admin_a, admin_b)
-            runtime = _as(a, "weave")
-            both = dbmod.Dsn.parse(runtime.url().replace(f"@{a.host}:{a.port}/",
-                                                         f"@{a.host}:{a.port},{b.host}:{b.port}/"))
+            runtime = as_user(a, "weave")
+            both = two_host_dsn(runtime, b)
             dbmod.forget_nodes()
             yield both, admin_a, admin_b
         finally:
@@ -82,11 +80,11 @@ def test_Z3_work_started_on_the_primary_goes_on_on_the_promoted_replica_after_a_
             db.advance(60_001)  # every timer due; the replica applies the clock's move with the rest
             _caught_up(admin_a, admin_b)
 
-            _read_only(admin_a, True)  # the failover: the old primary fenced, the replica promoted
+            set_read_only(admin_a, True)  # the failover: the old primary fenced, the replica promoted
             with admin_b.cursor() as cur:
                 cur.execute("STOP SLAVE")
                 cur.execute("RESET SLAVE ALL")
-            _read_only(admin_b, False)
+            set_read_only(admin_b, False)
 
             # Its first write on the old primary is refused, and it goes on on the new one once its next look at
             # that server (seen read-only before, so probed after a back-off of at most 5 s) finds it ready: the

@@ -11,6 +11,7 @@ import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from orchestrator.embedded import INSTALL_HINT, EmbeddedServer, find_server_binary
 from procedures import installer
@@ -83,3 +84,28 @@ def private_server(prefix: str, database: str, options: tuple[str, ...] = (),
         yield server, dsn
     finally:
         _remove(server)
+
+
+# Users and fencing on a private server, as docs/operations.md sets them up (the HA tests).
+def create_user(admin: Any, name: str, grant: str, database: str) -> None:
+    """User ``name`` (password ``pw``) with ``grant`` on ``database``, from any host."""
+    with admin.cursor() as cur:
+        for host in ("%", "localhost"):
+            cur.execute(f"CREATE USER '{name}'@'{host}' IDENTIFIED BY 'pw'")
+            cur.execute(f"GRANT {grant} ON `{database}`.* TO '{name}'@'{host}'")
+
+
+def as_user(dsn: Dsn, user: str) -> Dsn:
+    """``dsn`` as ``user`` (made by create_user)."""
+    return Dsn.parse(dsn.url().replace(f"//{dsn.user}@", f"//{user}:pw@", 1))
+
+
+def set_read_only(admin: Any, on: bool) -> None:
+    with admin.cursor() as cur:
+        cur.execute(f"SET GLOBAL read_only = {'ON' if on else 'OFF'}")
+
+
+def two_host_dsn(dsn: Dsn, other: Dsn) -> Dsn:
+    """``dsn`` listing ``other``'s host after its own, as a DSN naming a primary and its replica does."""
+    return Dsn.parse(dsn.url().replace(f"@{dsn.host}:{dsn.port}/",
+                                       f"@{dsn.host}:{dsn.port},{other.host}:{other.port}/", 1))
