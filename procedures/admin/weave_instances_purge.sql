@@ -44,7 +44,7 @@ NULL = 100), in_reason (1-1024 characters, kept in the audit row), in_only (NULL
 remove only those of them the window holds, as a dry run named them once their rows were archived; or a JSON object
 of workflow id to the number of rows archived for it: the same, and the window is refused, nothing removed, when
 the instances it removes hold another number of rows than was archived for them), in_dry_run
-(TRUE: count and name what would go, change nothing, write no audit row).
+(TRUE, or any other non-zero value: count and name what would go, change nothing, write no audit row).
 Result set: purged (instances removed, or that would be), workflow_ids (JSON array of them), rows_deleted, held
 (settled but still holding work), held_ids (JSON array of workflow ids), uncounted (settled instances left for a
 later run because /metrics has not counted their last final rows yet: weave_metrics_fold counts them), next_after
@@ -79,6 +79,9 @@ BEGIN
     DECLARE v_signals LONGTEXT;
     DECLARE v_checkpoints LONGTEXT;
     DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues
+    -- Any true value is a dry run, as SQL reads one (TRUE, 1, 2, -1 ...): a BOOLEAN is a TINYINT, and a caller's
+    -- true must never remove anything.
+    DECLARE v_dry BOOLEAN DEFAULT COALESCE(in_dry_run <> 0, FALSE);
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_instances_purge', v_tx);  -- refused inside a caller's transaction (R-1)
@@ -104,7 +107,7 @@ BEGIN
         END IF;
         SET v_after = CAST(SUBSTRING(in_after, 4) AS UNSIGNED);
     END IF;
-    IF NOT in_dry_run <=> TRUE AND (in_reason IS NULL OR CHAR_LENGTH(TRIM(in_reason)) = 0) THEN
+    IF NOT v_dry AND (in_reason IS NULL OR CHAR_LENGTH(TRIM(in_reason)) = 0) THEN
         CALL _weave_raise(50111, 'REASON_INVALID: reason must be 1-1024 characters');
     END IF;
 
@@ -169,7 +172,7 @@ BEGIN
 
     SELECT JSON_ARRAYAGG(CONCAT('wf_', b.id)) INTO v_ids
       FROM JSON_TABLE(COALESCE(v_batch, '[]'), '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b;
-    IF v_purged > 0 AND NOT in_dry_run <=> TRUE THEN
+    IF v_purged > 0 AND NOT v_dry THEN
         IF JSON_TYPE(in_only) = 'OBJECT' THEN
             SELECT SUM(JSON_EXTRACT(in_only, CONCAT('$.wf_', b.id))) INTO v_archived
               FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b;

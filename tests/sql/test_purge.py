@@ -220,6 +220,24 @@ def test_a_dry_run_names_what_would_go_and_changes_nothing(world, orch):
     assert purge(world)["purged"] == 3
 
 
+@pytest.mark.parametrize("true", ["2", "-1", "TRUE"])
+def test_a_dry_run_asked_with_any_true_value_of_sql_removes_nothing(world, orch, true):
+    """A BOOLEAN parameter is a TINYINT: a SQL caller's true may be any non-zero value (-1 is TRUE to some drivers),
+    and each of them is a dry run, never a purge."""
+    world.publish(TIMER)
+    settled_timers(world, orch, 2)
+    counted(world)
+    before = world.db.table_counts()
+    with world.db.conn.cursor() as cur:
+        cur.execute(f"CALL weave_instances_purge(%s, %s, %s, NULL, 100, 'looking only', NULL, {true})",
+                    (world.admin, world.namespace, world.db.now()))
+        dry = cur.fetchone()
+        while cur.nextset():
+            pass
+    assert (dry["purged"], dry["rows_deleted"]) == (2, 0)
+    assert world.db.table_counts() == before  # no row removed, no audit row
+
+
 def test_a_purge_limited_to_named_instances_removes_only_those_the_window_holds(world, orch):
     """What an archive needs: a dry run names a window's instances, their rows are written away, and the purge
     removes exactly those (one that settled in between, or that the dry run found locked, waits for the next run)."""
