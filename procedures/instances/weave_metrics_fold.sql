@@ -104,4 +104,7 @@ BEGIN
     END IF;
     COMMIT;
     SELECT folded_until, folded_until >= v_horizon AS caught_up FROM weave_metric_folds WHERE id = 1;
+    IF @@autocommit = 0 THEN
+        COMMIT;  -- the answer's read opened a transaction there: the session is left as the call found it
+    END IF;
 END

@@ -242,6 +242,28 @@ def test_R1_a_console_sign_in_from_a_session_with_autocommit_off_leaves_no_trans
     assert world.db.scalar("SELECT COUNT(*) FROM weave_console_sessions") == 1
 
 
+@pytest.mark.parametrize("isolation", ["REPEATABLE READ", "SERIALIZABLE"])
+def test_R1_a_metrics_fold_from_a_session_with_autocommit_off_leaves_no_transaction(world, isolation):
+    """The fold's answer is read after its commit; with autocommit off that read opens a transaction (under
+    SERIALIZABLE one that keeps the fold row's lock), which the routine ends as well, since the call opened it: the
+    session is left as the call found it, and the next fold, the API's with no lock wait, is not refused."""
+    conn = dbmod.connect(world.db.dsn, autocommit=False)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SET SESSION TRANSACTION ISOLATION LEVEL {isolation}")
+        assert len(dbmod.call(conn, "weave_metrics_fold")[0]) == 1
+        assert _in_transaction(conn) == 0
+        other = world.db.connect()
+        try:
+            with other.cursor() as cur:
+                cur.execute("SET SESSION innodb_lock_wait_timeout = 0")
+            assert dbmod.call(other, "weave_metrics_fold")[0][0]["caught_up"] == 1
+        finally:
+            other.close()
+    finally:
+        conn.close()
+
+
 @pytest.mark.parametrize("isolation", ["READ UNCOMMITTED"])
 @pytest.mark.parametrize("read", ["weave_instance_get", "weave_instance_pause", "weave_instance_start (replay)"])
 def test_R1_an_instance_answer_is_a_snapshot_of_committed_rows_whatever_the_session_isolation(world, read, isolation):
