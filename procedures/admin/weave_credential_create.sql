@@ -56,7 +56,9 @@ BEGIN
         CALL _weave_raise(50116, 'NAME_INVALID: queues must be * or a comma list of queue names');
     END IF;
     CALL _weave_queues_check(in_queues, v_allowed);  -- once the list is known to be one (S-2)
-    IF in_expires_at IS NOT NULL AND in_expires_at <= v_now THEN
+    -- A date that is no time (a zero month or day: a session without NO_ZERO_DATE passes it) is NULL to COALESCE,
+    -- and later than the clock to a comparison: refused here rather than by the column.
+    IF in_expires_at IS NOT NULL AND (COALESCE(in_expires_at) IS NULL OR in_expires_at <= v_now) THEN
         CALL _weave_raise(50118, CONCAT('DEADLINE_INVALID: expires_at must be later than the engine clock (',
                                         DATE_FORMAT(v_now, '%Y-%m-%dT%H:%i:%s.%fZ'), ')'));
     END IF;

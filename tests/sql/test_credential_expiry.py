@@ -73,3 +73,17 @@ def test_S2_a_credential_without_expiry_reads_no_clock_to_be_checked(world):
 
     statements(world.token)  # warm
     assert statements(expiring) == statements(world.token) + 1  # the clock, read for the expiring one only
+
+
+@pytest.mark.parametrize("at", ["2099-00-10 00:00:00", "2099-01-00 00:00:00"], ids=["zero-month", "zero-day"])
+def test_S2_an_expiry_that_is_no_time_is_DEADLINE_INVALID_from_a_session_that_passes_it(world, at):
+    """A session without NO_ZERO_DATE passes a date with a zero month or day to the routine; it is no time, refused
+    with the documented code, and nothing is written."""
+    client = world.db.client(sql_mode="")
+    before = world.db.table_counts()
+    try:
+        with pytest.raises(errors.ValidationFailed) as info:
+            routines.credential_create(client, world.admin, "acme", "later", ["workflows:read"], expires_at=at)
+    finally:
+        client.close()
+    assert info.value.field_code == "DEADLINE_INVALID" and world.db.table_counts() == before
