@@ -85,7 +85,8 @@ BEGIN
     IF out_replayed = 0 THEN
         IF in_action = 'resolve' THEN
             IF in_output IS NULL OR NOT _weave_json_strict(in_output) OR LENGTH(in_output) > 262144 THEN
-                CALL _weave_raise(50117, 'INPUT_INVALID: output must be one JSON value of at most 256 KiB, nested at most 31 levels');
+                CALL _weave_raise(50117, 'INPUT_INVALID: output must be one JSON value of at most 256 KiB, nested at most 31 '
+                                                'levels, with no key twice in one object');
             END IF;
             IF in_evidence_ref IS NOT NULL AND (CHAR_LENGTH(in_evidence_ref) NOT BETWEEN 1 AND 512
                                                 OR in_evidence_ref REGEXP '[\\s\\p{Z}\\p{Cc}]') THEN  -- as a signal's

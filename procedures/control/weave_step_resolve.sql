@@ -14,9 +14,9 @@ CREATE PROCEDURE weave_step_resolve(
 and a wait of its activation still open (CANCELLED; its PENDING signals REJECTED STEP_SETTLED); the instance reopens
 (and successors activate) when no reason is left.
 Parameters: in_token (workflows:review and every queue of the definition), in_namespace, in_workflow_id, in_step_key,
-in_output (JSON, <= 256 KiB), in_evidence_ref (optional, <= 512 chars, no whitespace), in_reason, in_idempotency_key,
-in_activation_sequence (optional: the activation the action is meant for; another one in review is refused
-INVALID_STATE, nothing changed).
+in_output (JSON, <= 256 KiB, no key twice in one object), in_evidence_ref (optional, <= 512 chars, no whitespace),
+in_reason, in_idempotency_key, in_activation_sequence (optional: the activation the action is meant for; another one
+in review is refused INVALID_STATE, nothing changed).
 Result set: workflow_id, step_key, status (of the instance), replayed.
 Result sets 2-6: the instance as it is now, as weave_instance_get answers it (the action''s scope is enough).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50005 IDEMPOTENCY_CONFLICT, 50007 INVALID_STATE,

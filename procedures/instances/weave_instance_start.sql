@@ -21,8 +21,8 @@ audit in the same transaction. Its ready steps are activated by the same transac
 created, as the ROOT advance would (R-7, R-8: a deferral, for a full quota or queue, or a review is left on the
 ROOT checkpoint as by that advance).
 Parameters: in_token (workflows:start and every queue of the definition), in_namespace, in_definition, in_version,
-in_app, in_input (JSON, <= 1 MiB; NULL = {}), exactly one of in_deadline_at (UTC) / in_deadline_ms (from now),
-in_business_key (<= 256 chars), in_idempotency_key (1-128 printable ASCII).
+in_app, in_input (JSON, <= 1 MiB, no key twice in one object; NULL = {}), exactly one of in_deadline_at (UTC) /
+in_deadline_ms (from now), in_business_key (<= 256 chars), in_idempotency_key (1-128 printable ASCII).
 Result sets 1-5: the instance, exactly as weave_instance_get answers it, with created 1 for a new instance (as it
 committed) and 0 for a replay (as it is now, read from one snapshot).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50005 IDEMPOTENCY_CONFLICT, 50113
@@ -88,7 +88,8 @@ BEGIN
         -- R-2: after the identity and app locks that order the start (_weave_now's expression, inline).
         SELECT UTC_TIMESTAMP(6) + INTERVAL clock_offset_us MICROSECOND INTO v_now FROM weave_install WHERE id = 1;
         IF NOT _weave_json_strict(v_input) OR LENGTH(v_input) > 1048576 THEN
-            CALL _weave_raise(50117, 'INPUT_INVALID: input must be one JSON value of at most 1 MiB, nested at most 31 levels');
+            CALL _weave_raise(50117, 'INPUT_INVALID: input must be one JSON value of at most 1 MiB, nested at most '
+                                     '31 levels, with no key twice in one object');
         END IF;
         IF in_business_key IS NOT NULL AND CHAR_LENGTH(in_business_key) NOT BETWEEN 1 AND 256 THEN
             CALL _weave_raise(50117, 'INPUT_INVALID: business_key must be 1-256 chars');

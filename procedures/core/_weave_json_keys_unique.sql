@@ -1,0 +1,68 @@
+-- MariaDB keeps an object as it was written, one key twice included, and its JSON functions read the first of the
+-- two; Python's reader, and so every worker, SDK and HTTP answer, keeps the last (MySQL's JSON type keeps the last
+-- as well). A caller's document with a key twice would be one value to the engine (a mutex key, a correlation, a
+-- template's path) and another to the handler it reaches, so every JSON value the engine keeps from a caller passes
+-- this check (_weave_json_strict), as the HTTP API refuses such a body before it reaches the engine.
+--
+-- One object of a few scalars, the usual payload, has its keys counted (JSON_KEYS counts a key twice once). Otherwise
+-- JSON_NORMALIZE writes each object's members sorted by key, so a key twice is two neighbours: a member followed by a
+-- comma and the same key. Strings are given one spelling first where a key holds an escape ("a" and "\u0061" are
+-- one key). One pattern finds such neighbours in the whole text, matching each member's value whole; its work grows
+-- with the text times its depth, so past 16 KiB, or when the server's match limit stops it, the objects are taken
+-- one by one instead (a recursive walk of the document), each by a pattern over its own members only.
+CREATE FUNCTION _weave_json_keys_unique(in_doc LONGTEXT)
+    RETURNS BOOLEAN
+    COMMENT 'Internal. Description: TRUE when no object of in_doc (valid JSON) holds one key twice (escapes decoded);
+FALSE when one does, or when the check could not finish. On MySQL always TRUE: its reader keeps the last of two keys,
+as Python''s does.'
+    DETERMINISTIC
+    READS SQL DATA
+BEGIN
+    DECLARE v_doc LONGTEXT;
+    DECLARE v_escaped BOOLEAN;  -- a key is spelled with an escape
+    DECLARE v_twice BOOLEAN DEFAULT NULL;
+    DECLARE CONTINUE HANDLER FOR 1139 SET v_twice = NULL;  -- the pattern gave up (the server's match limit)
+    IF in_doc IS NULL THEN
+        RETURN FALSE;
+    ELSEIF LOCATE('{', in_doc) = 0 OR LOCATE(',', in_doc) = 0 OR VERSION() NOT LIKE '%MariaDB%' THEN
+        RETURN TRUE;  -- no object, or none of two members
+    END IF;
+    -- A backslash is only ever in a string, so a string that holds one and is followed by a colon is a key.
+    SET v_escaped = LOCATE(CHAR(92 USING utf8mb4), in_doc) > 0
+                    AND in_doc REGEXP '"[^"\\\\]*+\\\\.(?:[^"\\\\]++|\\\\.)*+"\\s*+:';
+    IF NOT v_escaped AND LOCATE('{', in_doc, 2) = 0 AND LOCATE('[', in_doc) = 0 AND JSON_LENGTH(in_doc) <= 64 THEN
+        RETURN JSON_LENGTH(in_doc) = JSON_LENGTH(JSON_KEYS(in_doc));  -- one object of scalars: a key twice counts once
+    END IF;
+    SET v_doc = JSON_NORMALIZE(IF(v_escaped, _weave_json_escapes_canonical(in_doc), in_doc));
+    IF LENGTH(v_doc) <= 16384 THEN
+        -- Tokens whole (strings as one), and at each { or , a member whose next neighbour has its key.
+        SET v_twice = v_doc REGEXP CONCAT('^(?:[^",{]++|"(?:[^"\\\\]++|\\\\.)*+"|[,{])*?',
+                                          '[{,]("(?:[^"\\\\]++|\\\\.)*+"):(?&v),\\1:',
+                                          '(?(DEFINE)(?<s>"(?:[^"\\\\]++|\\\\.)*+")',
+                                          '(?<v>(?&s)|[^,{}\\[\\]"]++|\\{(?:(?&s):(?&v)(?:,(?&s):(?&v))*+)?\\}',
+                                          '|\\[(?:(?&v)(?:,(?&v))*+)?\\]))');
+        IF v_twice IS NOT NULL THEN
+            RETURN NOT v_twice;
+        END IF;
+    END IF;
+    -- The containers of the document, each once; an object of a few members is checked by counting its keys (a
+    -- key twice is counted once), a longer one by the pattern over its own members (counting is quadratic there),
+    -- and so is one that holds an escape (JSON_KEYS counts a key with an escaped quote twice when it comes twice).
+    WITH RECURSIVE node(v) AS (
+        SELECT v_doc
+        UNION ALL
+        SELECT m.v FROM node, JSON_TABLE(node.v, '$.*' COLUMNS (v JSON PATH '$')) m
+         WHERE node.v LIKE '{%' AND (m.v LIKE '{%' OR m.v LIKE '[%')
+        UNION ALL
+        SELECT e.v FROM node, JSON_TABLE(node.v, '$[*]' COLUMNS (v JSON PATH '$')) e
+         WHERE node.v LIKE '[%' AND (e.v LIKE '{%' OR e.v LIKE '[%'))
+    SELECT COALESCE(MAX(IF(JSON_LENGTH(v) <= 64 AND LOCATE(CHAR(92 USING utf8mb4), v) = 0,
+                           JSON_LENGTH(v) <> JSON_LENGTH(JSON_KEYS(v)),
+                           v REGEXP CONCAT('^\\{(?:(?&s):(?&v),)*?((?&s)):(?&v),\\1:',
+                                           '(?(DEFINE)(?<s>"(?:[^"\\\\]++|\\\\.)*+")',
+                                           '(?<v>(?&s)|[^,{}\\[\\]"]++|\\{(?:(?&s):(?&v)(?:,(?&s):(?&v))*+)?\\}',
+                                           '|\\[(?:(?&v)(?:,(?&v))*+)?\\]))'))), FALSE)
+      INTO v_twice
+      FROM node WHERE v LIKE '{%,%';
+    RETURN COALESCE(NOT v_twice, FALSE);
+END

@@ -1,0 +1,75 @@
+"""A key twice in one object (S-1): MariaDB's JSON functions read the first of the two, Python's reader (every worker,
+the SDK, the API's answers) the last. _weave_json_keys_unique, which every JSON value a caller gives the engine passes
+through _weave_json_strict, must tell such a document from every other, in each of its ways of looking: a flat
+object, a small document's one pattern, and the walk of a large one object by object; keys spelled with escapes
+count as the characters they stand for."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+KEYS = st.sampled_from(["a", "b", "é", "a b", 'q"', "\\"])
+SCALARS = st.one_of(st.integers(-5, 5), st.booleans(), st.none(), st.sampled_from(["x", "{,}", '"a":', "\\"]))
+# Objects as lists of members, so that a key may come twice.
+VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                     st.lists(st.tuples(KEYS, inner), max_size=4).map(tuple)),
+                      max_leaves=12)
+
+
+def _spelled(value, rng: random.Random) -> str:
+    """``value`` as JSON text, its members as listed (a key twice kept), keys and strings escaped at random."""
+    if isinstance(value, tuple):
+        return "{" + ", ".join(f"{_string(k, rng)}: {_spelled(v, rng)}" for k, v in value) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_spelled(v, rng) for v in value) + "]"
+    return _string(value, rng) if isinstance(value, str) else json.dumps(value)
+
+
+def _string(text: str, rng: random.Random) -> str:
+    if rng.random() < 0.3:
+        return '"' + "".join(f"\\u{ord(c):04x}" for c in text) + '"'
+    return json.dumps(text, ensure_ascii=rng.random() < 0.5)
+
+
+def _twice(text: str) -> bool:
+    """Python's own answer: does any object of the text hold a key twice?"""
+    found = False
+
+    def pairs(members):
+        nonlocal found
+        found = found or len({k for k, _ in members}) < len(members)
+        return dict(members)
+
+    json.loads(text, object_pairs_hook=pairs)
+    return found
+
+
+@settings(max_examples=150, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=VALUES, seed=st.integers(0, 2**16))
+def test_S1_a_key_twice_is_found_in_any_object_at_any_depth_however_it_is_spelled(db, value, seed):
+    text = _spelled(value, random.Random(seed))
+    # The same document past 16 KiB: taken object by object rather than by the one pattern.
+    large = '{"pad": "' + "p" * 17_000 + f'", "doc": {text}}}'
+    want = _twice(text)
+    got = db.row("SELECT _weave_json_keys_unique(%s) AS small, _weave_json_keys_unique(%s) AS large, "
+                 "_weave_json_strict(%s) AS strict", text, large, text)
+    assert (got["small"], got["large"], got["strict"]) == (not want, not want, not want), text
+
+
+def test_S1_large_documents_are_checked_whole(db):
+    """Shapes at the 1 MiB limit that a pattern over the whole text cannot finish (the server's match limit): deep
+    objects side by side, one wide object, an array of small objects; each with one key twice added deep inside."""
+    deep = "[" + ",".join('{"a":1,"b":' * 30 + "0" + "}" * 30 for _ in range(2_800)) + "]"
+    wide = "{" + ",".join(f'"{n}":{{"a":[1,{{"b":2}}]}}' for n in range(40_000)) + "}"
+    many = "[" + '{"a":1,"b":2},' * 70_000 + "{}]"
+    for text in (deep, wide, many):
+        assert len(text) < 1_048_576 and not _twice(text)
+        twice = text[:-1] + (',{"z":{"q":[{"w":1,"w":1}]}}' if text[0] == "[" else ',"z":{"q":[{"w":1,"w":1}]}') + \
+            text[-1]
+        got = db.row("SELECT _weave_json_keys_unique(%s) AS once, _weave_json_keys_unique(%s) AS twice", text, twice)
+        assert (got["once"], got["twice"]) == (1, 0)
