@@ -87,3 +87,22 @@ def test_S2_an_expiry_that_is_no_time_is_DEADLINE_INVALID_from_a_session_that_pa
     finally:
         client.close()
     assert info.value.field_code == "DEADLINE_INVALID" and world.db.table_counts() == before
+
+
+def test_S2_R8_the_instances_an_expired_credential_started_go_on(world, orch):
+    """Expiry ends what the credential itself can do from then, not the work it started: the instance's next step is
+    new work (R-8) and is activated after the expiry as before it. Disabling the credential is what stops that
+    work (IDENTITY_DISABLED), and the docs say so."""
+    world.publish({"name": "two-waits", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 3_600_000},
+                                                  {"key": "b", "type": "TIMER", "delay_ms": 60_000, "after": ["a"]}]})
+    token = routines.credential_create(world.db.conn, world.admin, "acme", "contractor", WORKFLOW_SCOPES,
+                                       expires_at=world.db.now() + dt.timedelta(minutes=30))["token"]
+    wf = world.start("two-waits", token=token)
+    orch.drain()
+    world.db.advance(3_600_000)  # a settles half an hour after the credential expired; b is new work
+    orch.drain()
+    got = world.instance(wf)
+    assert got["deferred"] is None and [s["status"] for s in got["steps"]] == ["SUCCEEDED", "ACTIVE"]
+    world.db.advance(60_000)
+    orch.drain()
+    assert world.instance(wf)["status"] == "SUCCEEDED"
