@@ -121,9 +121,11 @@ class EngineCollector:
         yield polls
         expiry = GaugeMetricFamily("weave_credential_expiry_timestamp_seconds", "When an active credential made to "
                                    "expire stops authenticating (Unix time; alert on it minus time())",
-                                   labels=["namespace", "credential_id", "actor"])
+                                   labels=["namespace", "credential_id"])
+        # No actor: /metrics needs no token, and a name (often a person's) is not the scraper's to read; the id is
+        # what `weave credentials list` and the alert's remedy need.
         for cred in figures["expiring_credentials"]:
-            expiry.add_metric([cred["namespace"], cred["credential_id"], cred["actor"]], _unix(cred["expires_at"]))
+            expiry.add_metric([cred["namespace"], cred["credential_id"]], _unix(cred["expires_at"]))
         yield expiry
         yield GaugeMetricFamily("weave_signals_pending", "Signals accepted and not yet consumed, rejected or expired",
                                 value=figures["signals_pending"])
