@@ -167,13 +167,16 @@ HistoryChanged = BY_CODE["HISTORY_CHANGED"]
 # failover (1290) is left for the new primary: a daemon or a request waits, backing off, instead of stopping.
 # A server that offers no TLS to a connection that requires it (2026) may be restarted with it, or be an impostor
 # between: the connection is refused, and tried again later, as one to a server that does not answer.
+# A server whose disk is full answers 1114 (an InnoDB file that cannot grow: "the table is full") or 1021 (a file of
+# its own, such as a temporary one): the same decision goes through once someone makes room, so it waits, backing
+# off, and never counts as the failure that sends a candidate to review.
 # None of them committed anything.
 # Engine refusals that mean "try the whole decision again": another decision took the last task slot of an
 # app or queue between this one's check and its guarded update. Retried like a deadlock, and never counted as
 # the repeated failure that sends a candidate to review.
 TRANSIENT_CODES: dict[str, int] = {"ROOM_TAKEN": 50014}
 TRANSIENT_ERRNOS = frozenset({1213, 1205, 2006, 2013, 2003, 2055, 1053, 1317, 1927, 4031, 1047, 1180,
-                              1040, 1203, 1226, 1290, 2026, *TRANSIENT_CODES.values()})
+                              1040, 1203, 1226, 1290, 2026, 1021, 1114, *TRANSIENT_CODES.values()})
 
 
 # Server refusals of a value itself (out of range, too long, not a valid date or number) under the strict

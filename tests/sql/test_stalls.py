@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pymysql
 import pytest
 
 from procedures import db as dbmod
@@ -223,6 +224,42 @@ def test_R18_a_lost_race_for_the_last_task_slot_is_retried_never_counted_toward_
         (row,) = dbmod.call(world.db.conn, "weave_candidate_fail", "CHECKPOINT", cp["id"], cp["version"], str(exc))[0]
         assert row == {"recorded": 1, "review": 0}
     assert world.instance(wf)["status"] == "RUNNING"
+
+
+# A full disk, as InnoDB answers it when a table's file cannot grow: 1114, "the table is full".
+TABLE_FULL_TRIGGER = ("CREATE TRIGGER test_table_full BEFORE INSERT ON weave_events FOR EACH ROW "
+                      "BEGIN IF NEW.type = 'TIMER_SETTLED' THEN SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 1114, "
+                      "MESSAGE_TEXT = 'The table ''weave_events'' is full'; END IF; END")
+
+
+def test_R18_a_full_disk_is_waited_out_never_counted_toward_review(world, orch):
+    """A decision refused because the disk is full goes through once someone makes room: it backs off as often as
+    it fails and never becomes CANDIDATE_FAILING; the timer then settles at its own due time."""
+    world.publish({"name": "one-timer", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 1_000}]})
+    wf = world.start("one-timer")
+    orch.drain()
+    orch.retry_attempts = 1  # each failure straight to the candidate's own backoff
+    world.db.execute(TABLE_FULL_TRIGGER)
+    try:
+        world.db.advance(1_000)
+        for _ in range(5):
+            orch.drain()
+            world.db.advance(60_000)  # past the candidate's backoff
+        assert world.instance(wf)["status"] == "RUNNING" and not world.instance(wf)["review_reasons"]
+        cp = world.db.row("SELECT attempts, last_error FROM weave_pending_advances WHERE step_key = 'wait'")
+        assert cp["attempts"] >= 3 and cp["last_error"].startswith("1114")
+        with pytest.raises(Exception) as raised:
+            world.db.execute("INSERT INTO weave_events (instance_id, seq, namespace_id, type, data, occurred_at) "
+                             "VALUES (0, 0, 0, 'TIMER_SETTLED', '{}', NOW(6))")
+        assert errors.is_transient(raised.value.__cause__ or raised.value)
+        # A file of the server's own that cannot grow (a temporary table of a read): the same, at a node's start too.
+        assert errors.is_transient(pymysql.err.OperationalError(1021, "Disk got full writing 'tmp' (Errcode: 28)"))
+    finally:
+        world.db.execute("DROP TRIGGER IF EXISTS test_table_full")
+    orch.drain()
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+    (settled,) = [e for e in world.events(wf) if e["type"] == "TIMER_SETTLED"]
+    assert settled["data"]["due_at"] < settled["data"]["settled_at"]
 
 
 def test_R18_a_business_key_that_resolves_too_long_is_a_review_not_a_refused_start(world, orch):
