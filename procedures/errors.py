@@ -218,6 +218,13 @@ def translate(exc: BaseException) -> BaseException:
 CONNECTION_ERRNOS = frozenset({2003, 2006, 2013, 2055})
 
 
+# The server refused the process's own login: its user or password changed (a credential rotated in place, a user
+# dropped or its grant taken back) while the process kept the old ones. Nothing ran, and it lasts until the login is
+# given back or the process restarted with the new one: the API answers it "unavailable" (503, and not ready), as it
+# answers a server it cannot reach, never as an error of its own (500).
+LOGIN_REFUSED_ERRNOS = frozenset({1044, 1045, 1698})
+
+
 def is_connection_lost(exc: BaseException) -> bool:
     """The server is unreachable or did not answer in time (not a deadlock or a lock wait: those answer)."""
     cause = exc.__cause__ if isinstance(exc, TransientDatabaseError) else exc

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import decimal
 import json
@@ -408,6 +409,23 @@ def test_database_down_is_503_with_retry_after(world):
     for read in ("workflows/wf_1", "workflows/wf_1/signals/sig_1", "workflows/wf_1/steps/a/explain",
                  "workflows", "workflows/wf_1/events"):
         problem(dead.simulate_get(f"{NS}/{read}"), 401, "UNAUTHENTICATED")
+
+
+def test_Z3_a_database_that_refuses_the_node_s_login_is_503_and_not_ready(world, caplog):
+    """A credential rotated in place: the server refuses the password the node still holds (1045). Every request,
+    and the readiness probe, answers 503 with Retry-After (the load balancer takes the node out), never 500."""
+    from falcon import testing
+
+    from api.app import create_app
+    from api.http import Connections
+
+    refused = dataclasses.replace(world.db.dsn, password="not-its-password")
+    client = testing.TestClient(create_app(Connections(refused)))
+    for path in (f"{NS}/workflows/wf_1", "/readyz"):
+        result = client.simulate_get(path, headers=auth(world.token))
+        problem(result, 503, "UNAVAILABLE")
+        assert result.headers["retry-after"] and "Traceback" not in result.text
+    assert not [r for r in caplog.records if r.name == "weave.api" and r.getMessage() == "unhandled error"]
 
 
 def test_a_503_says_why_in_the_log_once_a_second_with_the_count(world, caplog, monkeypatch):
