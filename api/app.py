@@ -66,6 +66,7 @@ def get_app(dsn: str | None = None) -> falcon.App:
     # What a request would read later, read now: a bad value stops the worker's boot, not a sign-in.
     settings.api_db_timeout()
     settings.console_session_ttl()
+    settings.api_client_timeout()
     target = db.dsn_from_env(dsn)
     connections = ApiConnections(target)
     try:

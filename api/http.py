@@ -159,7 +159,10 @@ def raw_body(req: falcon.Request) -> bytes:
     """The request body, refused with 413 past the cap before any parsing (also for chunked bodies)."""
     if req.content_length is not None and req.content_length > MAX_BODY:
         raise ApiError(413, "PAYLOAD_TOO_LARGE", f"request bodies are limited to {MAX_BODY} bytes")
-    body = req.stream.read(MAX_BODY + 1) if req.content_length is None else req.stream.read(req.content_length)
+    try:
+        body = req.stream.read(MAX_BODY + 1) if req.content_length is None else req.stream.read(req.content_length)
+    except TimeoutError:  # the client stopped sending its body (see api.server.ClientTimedConnection)
+        raise ApiError(400, "BAD_REQUEST", "the request body stopped arriving before its end") from None
     if len(body) > MAX_BODY:
         raise ApiError(413, "PAYLOAD_TOO_LARGE", f"request bodies are limited to {MAX_BODY} bytes")
     return body

@@ -8,6 +8,7 @@ it is alive at most once a second, not once per request.
 
 from __future__ import annotations
 
+import logging
 import socket
 import sys
 import time
@@ -16,6 +17,7 @@ from typing import Any
 import falcon
 from gunicorn import util
 from gunicorn.app.base import BaseApplication
+from gunicorn.workers import gthread
 from gunicorn.workers.gthread import ThreadWorker
 
 from procedures import db, errors, installer, settings
@@ -43,14 +45,44 @@ def write_problem(sock: socket.socket, status_int: int, reason: str, mesg: str) 
 NOTIFY_EVERY = 1.0
 
 
+class ClientTimedConnection(gthread.TConn):
+    """A client connection whose every read of a request and write of its answer waits at most ``client_timeout``
+    seconds. gthread reads a request (its line, headers and body) on a serving thread with a blocking socket that
+    never times out: a client that sends half a request and then nothing would hold that thread for as long as it
+    keeps the connection open, and a few such connections, no token needed, would hold every thread of the API
+    (/healthz too). The serving thread sets the socket blocking again before each request, then calls ``init``."""
+
+    client_timeout = 10.0
+
+    def init(self) -> None:
+        super().init()
+        self.sock.settimeout(self.client_timeout)
+
+
+class ClientTimeoutLine(logging.Filter):
+    """gunicorn logs a connection dropped for its client's silence (ClientTimedConnection) as a socket error with its
+    stack trace, at ERROR: one line at INFO says what happened, so that clients that stop sending cannot flood the
+    log with traces, and a real socket error still stands out."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], TimeoutError):
+            record.msg, record.args = "dropped a client that sent or read nothing for %s s", (
+                ClientTimedConnection.client_timeout,)
+            record.exc_info, record.exc_text, record.levelno, record.levelname = None, None, logging.INFO, "INFO"
+        return True
+
+
 class ProblemWorker(ThreadWorker):
-    """The gthread worker with gunicorn's own refusals answered as problem+json, telling the arbiter it is alive at
-    most once every NOTIFY_EVERY seconds."""
+    """The gthread worker with gunicorn's own refusals answered as problem+json, a time limit on every wait for a
+    client (ClientTimedConnection), telling the arbiter it is alive at most once every NOTIFY_EVERY seconds."""
 
     _notified = float("-inf")  # time.monotonic() of the last notice
 
     def init_process(self) -> None:
         util.write_error = write_problem
+        ClientTimedConnection.client_timeout = settings.api_client_timeout()
+        gthread.TConn = ClientTimedConnection  # what the worker's accept makes of each new connection
+        self.log.error_log.addFilter(ClientTimeoutLine())
         super().init_process()
 
     def notify(self) -> None:
@@ -106,6 +138,7 @@ def run_api(dsn: db.Dsn, bind: str, workers: int, timeout: int = 30, threads: in
     # fails to boot under gunicorn's own message.
     settings.api_db_timeout()
     settings.console_session_ttl()
+    settings.api_client_timeout()
     settings.log_level()
     try:
         # A hung database must not hang the start.

@@ -10,6 +10,7 @@ each value is read when it is asked for, so a process (or a test) that changes i
 | `WEAVE_HTTP_ALLOWLIST` | hosts the built-in http handler may call: comma list of host or host:port | none |
 | `WEAVE_API_DB_TIMEOUT_S` | the API's connect/read/write timeout: a hung database answers 503 | 0.8 |
 | `WEAVE_CONSOLE_SESSION_TTL_S` | how long a console session lasts, in whole seconds (60 to 604800) | 28800 |
+| `WEAVE_API_CLIENT_TIMEOUT_S` | how long the API waits on a client for each read and write of a request | 10 |
 """
 
 from __future__ import annotations
@@ -142,6 +143,13 @@ def api_db_timeout() -> float:
     """The API's connect/read/write timeout: short, so a hung database answers 503 instead of hanging. A DSN's
     own ``connect_timeout``/``read_timeout``/``write_timeout`` options win over it."""
     return _seconds("WEAVE_API_DB_TIMEOUT_S", 0.8)
+
+
+def api_client_timeout() -> float:
+    """How long the API waits on a client for each read of its request (line, headers, body) and each write of its
+    answer: a client that sends nothing more, or reads nothing, for that long is dropped, so that a few connections
+    left half-sent cannot hold every serving thread of the API."""
+    return _seconds("WEAVE_API_CLIENT_TIMEOUT_S", 10.0)
 
 
 CONSOLE_SESSION_TTL_S = (60, 604800, 8 * 3600)  # least, most, default

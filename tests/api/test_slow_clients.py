@@ -1,0 +1,57 @@
+"""Clients that stop sending in the middle of a request, against a real `weave api` process (gunicorn): each wait
+on a client is bounded by WEAVE_API_CLIENT_TIMEOUT_S, so a few half-sent requests, no token needed, cannot hold every
+serving thread of the API and leave /healthz unanswered."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.request
+
+import pytest
+
+from tests.support.processes import start_api
+
+HALF_SENT = [
+    b"GET /healthz HTTP/1.1\r\nHost: weave\r\n",  # headers that never end
+    b"POST /v1/namespaces/acme/workflows/wf_1/pause HTTP/1.1\r\nHost: weave\r\nAuthorization: Bearer anything\r\n"
+    b"Content-Type: application/json\r\nIdempotency-Key: k\r\nContent-Length: 1000\r\n\r\n{",  # a body that stops
+]
+
+
+@pytest.fixture
+def api(database, tmp_path):
+    proc, url = start_api(database, tmp_path / "api.log", workers=1, args=("--threads", "2"),
+                          env={"WEAVE_API_CLIENT_TIMEOUT_S": "1"})
+    yield url
+    proc.terminate()
+    proc.close()
+
+
+def test_Z3_clients_that_stop_sending_mid_request_cannot_hold_every_serving_thread(api, world, tmp_path):
+    port = int(api.rsplit(":", 1)[1])
+    stalled = []
+    for head in HALF_SENT * 2:  # more of them than the API has serving threads
+        conn = socket.create_connection(("127.0.0.1", port))
+        conn.sendall(head)
+        stalled.append(conn)
+    try:
+        started = time.monotonic()
+        with urllib.request.urlopen(f"{api}/healthz", timeout=10) as answer:
+            assert json.loads(answer.read()) == {"status": "ok"}
+        assert time.monotonic() - started < 5  # the stalled ones were dropped after a second, not held
+        answers = []
+        for conn in stalled:
+            conn.settimeout(10)
+            answers.append(conn.recv(65536))  # b"" once dropped, or the answer to a body that stopped
+    finally:
+        for conn in stalled:
+            conn.close()
+    for answer in answers[1::2]:  # the stopped bodies: a problem, never a 500
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400"), answer
+        assert json.loads(body)["code"] == "BAD_REQUEST"
+    assert all(a == b"" for a in answers[0::2])  # the unfinished headers: the connection is closed
+    log = (tmp_path / "api.log").read_text()
+    assert "dropped a client that sent or read nothing for 1.0 s" in log and "Traceback" not in log  # a line each
