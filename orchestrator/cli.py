@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -40,11 +41,23 @@ class CliError(Exception):
         self.code, self.detail, self.exit_code = code, detail, exit_code
 
 
+# What a terminal acts on instead of showing (C0 and C1 controls, DEL). The text a human reads holds values that
+# whoever may send a signal, start an instance or act on one chose (a reason, a business key, a payload, an error a
+# handler raised): printed as they are, an escape sequence among them would clear the screen, move the cursor up and
+# write over the audit rows above, or retitle the terminal. They are printed escaped, as \x1b.
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _escaped(text: str, keep: str = "") -> str:
+    """``text`` with every control character but those of ``keep`` written as \\xNN."""
+    return _CONTROLS.sub(lambda m: m.group() if m.group() in keep else f"\\x{ord(m.group()):02x}", text)
+
+
 def _print(args: argparse.Namespace, payload: Any, human: Callable[[Any], str] | None = None) -> None:
     if getattr(args, "json", False) or human is None:
         print(json.dumps(payload, indent=None if getattr(args, "json", False) else 2, default=str))
     else:
-        print(human(payload))
+        print(_escaped(human(payload), keep="\n"))  # the lines of the text; a value's own are escaped (_cell)
 
 
 # The server's "Unknown database": what a forgotten WEAVE_DSN (its default names a database `weave`) or a mistyped name
@@ -651,7 +664,9 @@ def cmd_steps_action(args: argparse.Namespace) -> int:
 
 
 def _cell(value: Any) -> str:
-    return "-" if value is None else str(value)  # an absent value, as the other tables show it
+    """A value in a table: "-" when absent, as the other tables show it; its line breaks and other controls escaped,
+    so that a value cannot end its row and add one of its own making."""
+    return "-" if value is None else _escaped(str(value))
 
 
 def _table(rows: list[dict], columns: list[str], empty: str) -> str:

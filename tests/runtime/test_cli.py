@@ -779,3 +779,23 @@ def test_R4_audit_prints_the_namespace_s_own_actions_and_an_instance_s(weave, wo
     assert code == 0 and [r["action"] for r in json.loads(out)["items"]] == ["instance.start"]
     code, _, err = weave("audit", "--json")
     assert code == EXIT_CODES[403] and json.loads(err)["code"] == "FORBIDDEN"
+
+
+def test_R4_values_a_caller_chose_print_with_their_control_characters_escaped(weave, world):
+    """A signal's reason is the sender's: printed as it was, an escape sequence in it would clear the operator's
+    screen or move the cursor up and write over the audit rows above it, and a line break would add a row of the
+    sender's making. The audit trail, the listings and the instance print them escaped; --json stays exact."""
+    world.publish(TIMER)
+    wf = world.start("cool-off", business_key="bk\x1b[2J")
+    forged = "ok\x1b[1A\x1b[2K\x1b]0;title\x07\n2026-01-01T00:00:00.000000Z  admin  credential.disable"
+    code, _, err = weave("workflows", "pause", wf, "--reason", forged, "--idempotency-key", "p1")
+    assert code == 0, err
+    for argv in (("audit", "--workflow-id", wf), ("workflows", "list"), ("workflows", "show", wf)):
+        code, out, err = weave(*argv)
+        assert code == 0, err
+        assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]", out), (argv, out)
+    code, out, _ = weave("audit", "--workflow-id", wf)
+    assert r"ok\x1b[1A\x1b[2K\x1b]0;title\x07\x0a2026-01-01" in out
+    assert not any(line.startswith("2026-01-01") for line in out.splitlines())  # no row of the reason's making
+    code, out, _ = weave("audit", "--workflow-id", wf, "--json")
+    assert [r["reason"] for r in json.loads(out)["items"]][0] == forged
