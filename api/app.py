@@ -11,7 +11,7 @@ import falcon
 from procedures import db, errors, installer, settings
 
 from . import console, ops, resources, signals
-from .http import ApiConnections, Connections, NoStore, failing_over, make_error_handler
+from .http import ApiConnections, Connections, NoStore, PathWidths, failing_over, make_error_handler
 
 PREFIX = "/v1/namespaces/{ns}"
 
@@ -24,7 +24,7 @@ def _with_head(resource: object) -> object:
 
 
 def create_app(connections: Connections) -> falcon.App:
-    app = falcon.App(media_type=falcon.MEDIA_JSON, middleware=[NoStore()])
+    app = falcon.App(media_type=falcon.MEDIA_JSON, middleware=[NoStore(), PathWidths()])
     app.req_options.strip_url_path_trailing_slash = True
     handler = make_error_handler(connections)
     app.add_error_handler(Exception, handler)

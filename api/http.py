@@ -22,9 +22,9 @@ from procedures.jsontext import InvalidJson, parse_members
 
 log = logging.getLogger("weave.api")
 
-__all__ = ["ApiConnections", "ApiError", "Connections", "NoStore", "bearer", "failing_over", "idempotency_key",
-           "invalid", "json_body", "json_members", "json_object", "make_error_handler", "parse_strict", "problem",
-           "problem_text", "raw_body", "respond"]
+__all__ = ["ApiConnections", "ApiError", "Connections", "NoStore", "PathWidths", "bearer", "failing_over",
+           "idempotency_key", "invalid", "json_body", "json_members", "json_object", "make_error_handler",
+           "parse_strict", "problem", "problem_text", "raw_body", "respond"]
 
 MAX_BODY = 300 * 1024
 PROBLEM = "application/problem+json"
@@ -107,12 +107,35 @@ class ApiConnections(Connections):
             self._probing.release()
 
 
+# The longest token a credential can have (the routines authenticate no longer one). A longer one is answered here:
+# the database would refuse it as it binds the call, a 422 naming the routine's parameter instead of a 401.
+TOKEN_MAX = 256
+
+
 def bearer(req: falcon.Request) -> str:
     header = req.get_header("Authorization") or ""
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise ApiError(401, "UNAUTHENTICATED", "an Authorization: Bearer <token> header is required")
+    if len(token.strip()) > TOKEN_MAX:
+        raise ApiError(401, "UNAUTHENTICATED", "unknown or disabled credential")
     return token.strip()
+
+
+# The widest value the routines take for each path parameter (their parameters' widths). A longer one names nothing,
+# yet the database would refuse it as it binds the call, before the routine authenticates: the answer would be a 422
+# naming the routine's parameter, where a bad token is a 401 and a missing object (or another namespace) a 404.
+PATH_WIDTHS = {"ns": 200, "workflow_id": 64, "signal_id": 64, "credential_id": 64, "step_key": 64, "name": 200}
+
+
+class PathWidths:
+    """Middleware: a path parameter longer than its routines take is passed on as '' (which names nothing either),
+    so that the routine authenticates first and then answers as it does for any object it does not find."""
+
+    def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict) -> None:
+        for name, width in PATH_WIDTHS.items():
+            if isinstance(params.get(name), str) and len(params[name]) > width:
+                params[name] = ""
 
 
 def idempotency_key(req: falcon.Request, required: bool = True) -> str:
