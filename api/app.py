@@ -6,6 +6,8 @@ Served by gunicorn: ``weave api --bind 0.0.0.0:8080 --workers 4`` (or ``gunicorn
 
 from __future__ import annotations
 
+from typing import Any
+
 import falcon
 
 from procedures import db, errors, installer, settings
@@ -24,7 +26,8 @@ def _with_head(resource: object) -> object:
 
 
 def create_app(connections: Connections) -> falcon.App:
-    app = falcon.App(media_type=falcon.MEDIA_JSON, middleware=[NoStore(), PathWidths()])
+    middleware: list[Any] = [NoStore(), PathWidths()]  # each has its own hooks: falcon calls those a class has
+    app = falcon.App(media_type=falcon.MEDIA_JSON, middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
     handler = make_error_handler(connections)
     app.add_error_handler(Exception, handler)
