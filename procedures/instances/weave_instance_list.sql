@@ -102,7 +102,8 @@ BEGIN
                        WHEN in_control IS NOT NULL THEN 'ix_instance_control'
                        ELSE 'ix_instance_namespace' END, ')') END,
         ' WHERE i.namespace_id = ? AND i.id < ?',
-        '   AND (? IS NULL OR i.business_key = ?) AND (? IS NULL OR i.status = ?)',
+        -- The key's collation pads with spaces ('bk' = 'bk '): its length in bytes makes the match exact.
+        '   AND (? IS NULL OR i.business_key = ? AND OCTET_LENGTH(i.business_key) = ?) AND (? IS NULL OR i.status = ?)',
         '   AND (? IS NULL OR i.definition_name = ?) AND (? IS NULL OR i.control = ?)',
         CASE WHEN in_review_code IS NULL THEN '   AND ? IS NULL AND ? IS NULL'
              WHEN in_business_key IS NULL THEN '   AND ? IS NOT NULL AND ? IS NOT NULL'
@@ -116,21 +117,22 @@ BEGIN
         '         WHERE d.namespace_id = ? AND _weave_queue_refused(d.queues, ?) IS NULL))',
         ' ORDER BY i.id DESC LIMIT ?');
     SET @weave_list_ns = v_ns, @weave_list_before = v_before, @weave_list_key = in_business_key,
+        @weave_list_key_bytes = OCTET_LENGTH(in_business_key),
         @weave_list_status = in_status, @weave_list_definition = in_definition, @weave_list_control = in_control,
         @weave_list_code = in_review_code, @weave_list_deferred = v_deferred, @weave_list_allowed = v_allowed,
         @weave_list_limit = v_limit;
     PREPARE weave_instance_list_page FROM @weave_list_query;
     IF in_business_key IS NULL AND in_review_code IS NOT NULL THEN  -- the reasons' range comes first
         EXECUTE weave_instance_list_page USING @weave_list_code, @weave_list_ns, @weave_list_before, @weave_list_ns,
-            @weave_list_before, @weave_list_key, @weave_list_key, @weave_list_status, @weave_list_status,
-            @weave_list_definition, @weave_list_definition, @weave_list_control, @weave_list_control, @weave_list_code,
-            @weave_list_code, @weave_list_deferred, @weave_list_allowed, @weave_list_ns, @weave_list_allowed,
-            @weave_list_limit;
+            @weave_list_before, @weave_list_key, @weave_list_key, @weave_list_key_bytes, @weave_list_status,
+            @weave_list_status, @weave_list_definition, @weave_list_definition, @weave_list_control,
+            @weave_list_control, @weave_list_code, @weave_list_code, @weave_list_deferred, @weave_list_allowed,
+            @weave_list_ns, @weave_list_allowed, @weave_list_limit;
     ELSE
         EXECUTE weave_instance_list_page USING @weave_list_ns, @weave_list_before, @weave_list_key, @weave_list_key,
-            @weave_list_status, @weave_list_status, @weave_list_definition, @weave_list_definition,
-            @weave_list_control, @weave_list_control, @weave_list_code, @weave_list_code, @weave_list_deferred,
-            @weave_list_allowed, @weave_list_ns, @weave_list_allowed, @weave_list_limit;
+            @weave_list_key_bytes, @weave_list_status, @weave_list_status, @weave_list_definition,
+            @weave_list_definition, @weave_list_control, @weave_list_control, @weave_list_code, @weave_list_code,
+            @weave_list_deferred, @weave_list_allowed, @weave_list_ns, @weave_list_allowed, @weave_list_limit;
     END IF;
     DEALLOCATE PREPARE weave_instance_list_page;
     SET @weave_list_query = NULL, @weave_list_ns = NULL, @weave_list_before = NULL, @weave_list_key = NULL,

@@ -568,3 +568,14 @@ def test_C1_R8_an_instance_paused_past_its_deadline_with_work_waiting_goes_to_re
     assert resume(world, wf)["changed"] == 1
     orch.drain()
     assert world.step(wf, "second")["status"] == "PENDING" and world.instance(wf)["status"] == "NEEDS_REVIEW"
+
+
+def test_a_business_key_filter_matches_the_key_exactly_trailing_spaces_included(world):
+    """The docs promise an exact match; the key's collation pads with spaces, where 'bk' and 'bk ' are one value."""
+    world.publish({"name": "keyed", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]})
+    plain, spaced = world.start("keyed", business_key="bk"), world.start("keyed", business_key="bk ")
+    for key, want in (("bk", [plain]), ("bk ", [spaced]), ("bk  ", [])):
+        listed = routines.instance_list(world.db.conn, world.token, "acme", business_key=key)["items"]
+        assert [i["workflow_id"] for i in listed] == want, key
+    assert [i["workflow_id"] for i in routines.instance_list(world.db.conn, world.token, "acme", business_key="bk",
+                                                             status="RUNNING")["items"]] == [plain]
