@@ -52,7 +52,11 @@ def render() -> str:
            "and owns its transaction. Errors are `SQLSTATE 45000` with the errno below and a `MESSAGE_TEXT` that",
            "starts with the stable code. Internal routines (their header opens `Internal.`) are not an interface:",
            "they are called only by other routines. Those marked *inlined* are installed also as a block in place of",
-           "each call of them (`procedures/inlining.py`): a caller's installed text holds their body.", ""]
+           "each call of them (`procedures/inlining.py`): a caller's installed text holds their body.", "",
+           "Times passed in are UTC, written `YYYY-MM-DD HH:MM:SS[.ffffff]` with no zone or offset: a session whose",
+           "`sql_mode` is not strict would drop an offset with only a warning, and the time would be off by it. Do not",
+           "call the routines while the session holds `LOCK TABLES`: one that owns its transaction starts it, and the",
+           "server releases a session's table locks when a transaction starts.", ""]
     for area, title in AREAS.items():
         routines = by_area[area]
         if not routines:
