@@ -21,7 +21,8 @@ CREATE PROCEDURE _weave_control_begin(
 same key already did the same request; with in_caller_compares, 2 when it did one of another digest (the caller
 decides whether it is the same request), else that is IDEMPOTENCY_CONFLICT. Errors: 50111 REASON_INVALID, 50113
 IDEMPOTENCY_KEY_INVALID, 50005
-IDEMPOTENCY_CONFLICT, and those of _weave_instance_authorize.'
+IDEMPOTENCY_CONFLICT, 50003 NOT_FOUND (also when the instance is removed while the action waits for its lock), and
+those of _weave_instance_authorize.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_locked TINYINT;
@@ -39,6 +40,9 @@ BEGIN
         CALL _weave_raise(50113, 'IDEMPOTENCY_KEY_INVALID: 1-128 printable ASCII characters');
     END IF;
     CALL _weave_instance_lock(out_instance_id, v_identity, v_app, v_queues, v_locked);
+    IF v_locked <> 1 THEN  -- removed (a retention purge) after the unlocked read that authorised the action
+        CALL _weave_raise(50003, 'NOT_FOUND: no such object in this namespace');
+    END IF;
     -- R-2: the decision's time is read after the lock that orders it (_weave_now's expression, inline), never before
     -- the instance's last decision (see _weave_signal_accept).
     SELECT GREATEST(UTC_TIMESTAMP(6) + INTERVAL clock_offset_us MICROSECOND,

@@ -47,6 +47,7 @@ BEGIN
     DECLARE v_stored_input LONGTEXT;  -- a replay's stored input, read when its text differs from the request's
     DECLARE v_same_input TINYINT;
     DECLARE v_duplicate TINYINT DEFAULT 0;
+    DECLARE v_found BIGINT UNSIGNED DEFAULT NULL;  -- the replayed instance, locked (NULL: none, or purged meanwhile)
     DECLARE v_root VARCHAR(16);
     DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues, checked against the definition's there
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
@@ -76,6 +77,21 @@ BEGIN
 
     IF v_def IS NULL THEN  -- no such definition: a replay of this key may still name another (a conflict)
         SELECT id INTO v_id FROM weave_instances WHERE namespace_id = v_ns AND idempotency_key = in_idempotency_key;
+    END IF;
+    IF v_id IS NOT NULL THEN
+        -- R-3: the instance after the credential, shared until the answer is read, so that a retention purge (which
+        -- skips a locked instance) cannot remove it under the replay. One removed since the plain read above is gone
+        -- for good: the request starts a new instance, as a start after the purge does, under the queues of the
+        -- version it names.
+        SET v_found = NULL;
+        SELECT id INTO v_found FROM weave_instances WHERE id = v_id LOCK IN SHARE MODE;
+        IF v_found IS NULL THEN
+            SET v_id = NULL;
+            SELECT queues INTO v_queues FROM weave_definitions WHERE id = v_def;
+            IF v_def IS NOT NULL AND v_allowed <> '*' AND v_queues <> '' THEN
+                CALL _weave_queues_check(v_queues, v_allowed);
+            END IF;
+        END IF;
     END IF;
     IF v_id IS NULL THEN
         IF v_def IS NULL THEN
@@ -160,12 +176,21 @@ BEGIN
                 CALL _weave_raise(50005, 'IDEMPOTENCY_CONFLICT: this key started a different request');
             END IF;
         END IF;
-        COMMIT;
-        -- A replay answers the instance as it is now, from one snapshot: a read-only REPEATABLE READ transaction
-        -- whatever the session's level, whose snapshot its first read takes (as weave_instance_get reads it).
-        SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-        START TRANSACTION READ ONLY;
-        CALL _weave_instance_show(in_namespace, v_id, FALSE);
-        COMMIT;
+        IF v_found IS NOT NULL THEN
+            -- A replay of an instance found above answers it as it is now, read before the commit while its row is
+            -- held shared: every decision about the instance locks that row first, so none commits between the
+            -- sets, and a purge leaves it.
+            CALL _weave_instance_show(in_namespace, v_id, FALSE);
+            COMMIT;
+        ELSE
+            COMMIT;
+            -- The replay of a concurrent first start answers the instance as it is now, from one snapshot: a read-only
+            -- REPEATABLE READ transaction whatever the session's level, whose snapshot its first read takes (as
+            -- weave_instance_get reads it).
+            SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
+            START TRANSACTION READ ONLY;
+            CALL _weave_instance_show(in_namespace, v_id, FALSE);
+            COMMIT;
+        END IF;
     END IF;
 END

@@ -16,6 +16,7 @@ from procedures.installer import PROCEDURES_DIR
 from tests.benchmarks.bench_backlog import handler_reads
 from tests.support.signals import send, signal_flow
 from tests.support.threads import run_threads
+from tests.support.waiting import wait_for
 
 HOUR = 3_600_000
 RETRY = {"max_attempts": 3, "initial_backoff_ms": 1_000, "backoff_coefficient": 2.0, "max_backoff_ms": 60_000}
@@ -571,3 +572,93 @@ def test_the_purge_and_the_archive_cover_every_table_that_holds_rows_of_an_insta
     removed = set(re.findall(r"STRAIGHT_JOIN (\w+) x\b", text)) | set(re.findall(r"JOIN (pulse_\w+) [talp]\b", text))
     assert removed == holding, holding ^ removed
     assert history._value(b"\xff\x00") == {"base64": "/wA="} and history._value(b"{}") == "{}"
+
+
+@pytest.mark.parametrize("action", ["cancel", "pause", "deadline"])
+def test_C6_an_action_waiting_on_an_instance_a_purge_removes_answers_not_found(world, orch, action):
+    """An operator action authorises with an unlocked read of the instance, then waits in R-3 order for the instance's
+    identity and the instance. When a purge removes the instance meanwhile, the action answers NOT_FOUND (404), as
+    one that came after the purge does: never a database error, and nothing written."""
+    world.publish(TIMER)
+    wf = world.start("wait")
+    routines.instance_cancel(world.db.conn, world.token, "acme", wf, "no longer needed", "c1")
+    operator = world.credential(["workflows:control", "workflows:review"], actor="operator")["token"]
+    counted(world)
+    identity = world.db.scalar("SELECT credential_id FROM weave_instances WHERE id = %s", world.internal_id(wf))
+    holder, acting = world.db.connect(), world.db.connect()
+    calls = {"cancel": lambda: routines.instance_cancel(acting, operator, "acme", wf, "r", "k"),
+             "pause": lambda: routines.instance_pause(acting, operator, "acme", wf, "r", "k"),
+             "deadline": lambda: routines.instance_deadline(acting, operator, "acme", wf, "r", "k", extend_ms=HOUR)}
+    answer: list = []
+
+    def act() -> None:
+        try:
+            answer.append(calls[action]())
+        except Exception as exc:  # judged below
+            answer.append(exc)
+
+    try:
+        with acting.cursor() as cur:
+            cur.execute("SELECT CONNECTION_ID() AS id")
+            acting_id = cur.fetchone()["id"]
+        holder.begin()
+        with holder.cursor() as cur:  # the instance's identity held: the action waits after its authorisation
+            cur.execute("SELECT id FROM weave_credentials WHERE id = %s FOR UPDATE", (identity,))
+        thread = threading.Thread(target=act)
+        thread.start()
+        assert wait_for(lambda: world.db.scalar(
+            "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = %s "
+            "AND trx_state = 'LOCK WAIT'", acting_id) == 1, interval=0.2)
+        assert purge(world, fold=False)["purged"] == 1
+        holder.rollback()
+        thread.join(30)
+    finally:
+        holder.rollback()
+        holder.close()
+        acting.close()
+    assert len(answer) == 1 and isinstance(answer[0], errors.NotFound), answer
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE instance_id = %s", world.internal_id(wf)) == 0
+
+
+def test_R4_a_start_replay_that_waits_while_a_purge_removes_its_instance_starts_a_new_one(world, orch):
+    """A start replay finds the instance of its key with a plain read, then waits for its credential (R-3). When a
+    purge removes that instance meanwhile, the request starts a new instance, as a start after the purge does: never
+    an answer without an instance (a server error)."""
+    world.publish(TIMER)
+    start = {"definition": "wait", "app": "billing", "input": {"x": 1}, "idempotency_key": "K",
+             "deadline_ms": HOUR}
+    first = routines.instance_start(world.db.conn, world.token, "acme", **start)["workflow_id"]
+    routines.instance_cancel(world.db.conn, world.token, "acme", first, "no longer needed", "c1")
+    counted(world)
+    identity = world.db.scalar("SELECT credential_id FROM weave_instances WHERE id = %s", world.internal_id(first))
+    holder, replaying = world.db.connect(), world.db.connect()
+    answer: list = []
+
+    def replay() -> None:
+        try:
+            answer.append(routines.instance_start(replaying, world.token, "acme", **start))
+        except Exception as exc:  # judged below
+            answer.append(exc)
+
+    try:
+        with replaying.cursor() as cur:
+            cur.execute("SELECT CONNECTION_ID() AS id")
+            replaying_id = cur.fetchone()["id"]
+        holder.begin()
+        with holder.cursor() as cur:  # the credential held: the replay waits after its read of the instance
+            cur.execute("SELECT id FROM weave_credentials WHERE id = %s FOR UPDATE", (identity,))
+        thread = threading.Thread(target=replay)
+        thread.start()
+        assert wait_for(lambda: world.db.scalar(
+            "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = %s "
+            "AND trx_state = 'LOCK WAIT'", replaying_id) == 1, interval=0.2)
+        assert purge(world, fold=False)["purged"] == 1
+        holder.rollback()
+        thread.join(30)
+    finally:
+        holder.rollback()
+        holder.close()
+        replaying.close()
+    assert len(answer) == 1 and isinstance(answer[0], dict), answer
+    assert answer[0]["workflow_id"] != first and answer[0]["status"] == "RUNNING"
+    assert world.db.rows("SELECT idempotency_key FROM weave_instances") == [{"idempotency_key": "K"}]
