@@ -65,8 +65,10 @@ BEGIN
                     SET v_last = v_task;
                 END LOOP;
                 UPDATE weave_waits SET status = 'CANCELLED', settled_at = v_now WHERE instance_id = v_id AND status = 'WAITING';
-                UPDATE weave_signals SET status = 'REJECTED', disposition = 'INSTANCE_SETTLED', consumed_at = v_now,
-                                         version = version + 1
+                -- R-3: through the instance's own index range. The scan index of PENDING signals would lock, on
+                -- its way, the PENDING signals of every other instance, and wait (or deadlock) for their decisions.
+                UPDATE weave_signals FORCE INDEX (uq_signal_idempotency)
+                   SET status = 'REJECTED', disposition = 'INSTANCE_SETTLED', consumed_at = v_now, version = version + 1
                  WHERE namespace_id = v_ns AND instance_id = v_id AND status = 'PENDING';
                 UPDATE weave_poll_states SET state = 'STOPPED', updated_at = v_now
                  WHERE instance_id = v_id AND state IN ('IN_FLIGHT', 'WAITING');

@@ -579,3 +579,35 @@ def test_a_business_key_filter_matches_the_key_exactly_trailing_spaces_included(
         assert [i["workflow_id"] for i in listed] == want, key
     assert [i["workflow_id"] for i in routines.instance_list(world.db.conn, world.token, "acme", business_key="bk",
                                                              status="RUNNING")["items"]] == [plain]
+
+
+def test_R3_cancel_locks_only_its_own_instance_signals_and_never_waits_for_another_instance(world, orch):
+    """C-2 rejects the instance's PENDING signals. R-3: it takes the child rows of its own, locked instance only:
+    a decision of another instance that holds one of that instance's PENDING signals does not make the cancel wait
+    (nor deadlock with it, when that decision goes on to settle its signal), however many signals either holds."""
+    from tests.support.signals import send, signal_flow
+
+    world.publish(signal_flow(then_timer=True))
+    world.publish(signal_flow("early-flow", before_timer_ms=60_000))
+    settled = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+    for i in range(30):  # one wins, the others are settled at acceptance: many signals, none PENDING
+        send(world, settled, f"k{i}")
+    early = world.start("early-flow", {"order_id": "o-1"})
+    orch.drain()
+    pending = send(world, early, "k1")  # an early signal: PENDING until the step activates (S-10)
+    assert pending["status"] == "PENDING"
+    holder, acting = world.db.connect(), world.db.connect()
+    try:
+        holder.begin()
+        with holder.cursor() as cur:  # a decision of the other instance holds its signal
+            cur.execute("SELECT id FROM weave_signals WHERE id = %s FOR UPDATE", (pending["signal_id"][4:],))
+        with acting.cursor() as cur:
+            cur.execute("SET SESSION innodb_lock_wait_timeout = 2")
+        result = routines.instance_cancel(acting, world.token, "acme", settled, "customer withdrew", "c1")
+    finally:
+        holder.rollback()
+        holder.close()
+        acting.close()
+    assert result["status"] == "CANCELLED"
+    assert world.db.scalar("SELECT status FROM weave_signals WHERE id = %s", pending["signal_id"][4:]) == "PENDING"
