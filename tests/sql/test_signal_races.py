@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from orchestrator.loop import Orchestrator
+from procedures import db as dbmod
 from procedures import errors, signals
 from tests.support.signals import HOUR, NAME, VERSION, send, signal_flow
 
@@ -142,3 +143,57 @@ def test_S6_senders_racing_for_the_last_place_store_exactly_one_and_a_racing_rep
     assert world.db.scalar("SELECT COUNT(*) FROM weave_signals") == 1024
     assert world.db.scalar("SELECT signal_count FROM weave_instances") == 1024
     assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'signal.accept'") == 1024
+
+
+def test_R13_a_disable_waiting_for_a_send_in_a_caller_transaction_never_holds_the_runners(world, database):
+    """A Send inside a caller's transaction (S-16) holds its instance's identity shared until the caller commits. A
+    disable of that identity waits for it, and every later shared lock of that row queues behind the disable. The
+    orchestrator never waits there (R-13): the instances of that identity are left for a later scan (BUSY) and the
+    others advance at once; once the caller commits, the rest follows."""
+    from procedures import routines
+    from procedures.connections import Connections
+    from tests.support.waiting import wait_for
+
+    world.publish(signal_flow(before_timer_ms=1_000))
+    starter = world.credential(["workflows:start", "workflows:read"], actor="starter")
+    held, queued = (world.start("approval-flow", {"order_id": "o-1"}, token=starter["token"]) for _ in range(2))
+    other = world.start("approval-flow", {"order_id": "o-1"})
+    client, admin = world.db.connect(), world.db.connect()
+    orch = Orchestrator(database, concurrency=1, spread=False)
+
+    def impatient():  # a lock wait on a runner's connection fails after 2 s instead of 50 s
+        conn = dbmod.connect(database)
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION innodb_lock_wait_timeout = 2")
+        return conn
+
+    orch._connections = Connections(database, open=impatient)
+    try:
+        orch.drain()
+        client.begin()
+        signals.send_in_tx(client, world.token, "acme", held, idempotency_key="s1", name=NAME, payload_version=VERSION,
+                           target_step_key="approval", target_activation_sequence=1, correlation_key=b"o-1",
+                           payload='{"approved": true}', reason="approved by the desk")
+        with admin.cursor() as cur:
+            cur.execute("SELECT CONNECTION_ID() AS id")
+            admin_id = cur.fetchone()["id"]
+        disable = threading.Thread(target=lambda: routines.credential_disable(admin, world.admin, "acme",
+                                                                              starter["credential_id"]))
+        disable.start()
+        assert wait_for(lambda: world.db.scalar(
+            "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = %s "
+            "AND trx_state = 'LOCK WAIT'", admin_id) == 1, interval=0.2)
+        world.db.advance(1_001)
+        orch.run_once()  # one scan and its advances: a wait for the identity would fail after 2 s (1205)
+        assert orch.stats["failed"] == 0 and orch.stats["CHECKPOINT:BUSY"] >= 1
+        assert world.step(other, "cool_off")["wait"]["status"] == "SATISFIED"
+        assert world.step(queued, "cool_off")["wait"]["status"] == "WAITING"  # left for a later scan
+        client.commit()
+        disable.join(30)
+        orch.drain()
+        assert world.step(queued, "cool_off")["wait"]["status"] == "SATISFIED"
+    finally:
+        client.rollback()
+        client.close()
+        admin.close()
+        orch.close()
