@@ -75,7 +75,8 @@ BEGIN
                 UPDATE weave_steps SET status = 'CANCELLED', updated_at = v_now
                  WHERE instance_id = v_id AND status IN ('PENDING', 'ACTIVE', 'NEEDS_REVIEW');
                 UPDATE weave_activations SET ended_at = v_now WHERE instance_id = v_id AND ended_at IS NULL;
-                UPDATE weave_review_reasons SET closed_at = v_now, closed_by = 'cancel'
+                UPDATE weave_review_reasons FORCE INDEX (ix_review_instance)
+                   SET closed_at = v_now, closed_by = 'cancel'
                  WHERE instance_id = v_id AND closed_at IS NULL;
                 DELETE FROM weave_pending_advances WHERE instance_id = v_id;
                 CALL _weave_instance_cancel_finish(v_ns, v_id, v_now, v_finished);
@@ -92,7 +93,10 @@ BEGIN
                 UPDATE weave_instances SET control = v_target WHERE id = v_id;
                 IF in_action = 'resume' THEN
                     CALL _weave_checkpoint_set(v_ns, v_id, '', 'ROOT', 0, v_now, v_now);
-                    UPDATE weave_pending_advances SET available_at = v_now, version = version + 1
+                    -- Through the instance's own range (R-3): planned on available_at, it would lock the
+                    -- checkpoints of other instances on its way, and wait or deadlock with their decisions.
+                    UPDATE weave_pending_advances FORCE INDEX (uq_checkpoint)
+                       SET available_at = v_now, version = version + 1
                      WHERE instance_id = v_id AND due_at <= v_now AND available_at > v_now;
                 END IF;
                 CALL _weave_event(v_ns, v_id, IF(in_action = 'pause', 'INSTANCE_PAUSED', 'INSTANCE_RESUMED'), '', 0,

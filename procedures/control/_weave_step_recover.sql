@@ -216,7 +216,7 @@ BEGIN
                                                 IF(in_action = 'reactivate', 'STALE_ACTIVATION', 'STEP_SETTLED'), v_now);
             END LOOP;
         END IF;
-        UPDATE weave_review_reasons SET closed_at = v_now, closed_by = in_action
+        UPDATE weave_review_reasons FORCE INDEX (ix_review_instance) SET closed_at = v_now, closed_by = in_action
          WHERE instance_id = v_id AND step_key = in_step_key AND closed_at IS NULL;
         CALL _weave_event(v_ns, v_id, v_event, in_step_key, v_event_seq, v_now, v_event_data, NULL, NULL, NULL);
         CALL _weave_review_reopen(v_ns, v_id, v_now, v_reopened);

@@ -68,7 +68,9 @@ BEGIN
                                             DATE_FORMAT(v_now, '%Y-%m-%dT%H:%i:%s.%fZ')));
         END IF;
         UPDATE weave_instances SET deadline_at = v_new WHERE id = v_id;
-        UPDATE weave_review_reasons SET closed_at = v_now, closed_by = 'deadline'
+        -- The instance's own range (R-3), never the index of every open reason by code, which would lock other
+        -- instances' reasons on its way.
+        UPDATE weave_review_reasons FORCE INDEX (ix_review_instance) SET closed_at = v_now, closed_by = 'deadline'
          WHERE instance_id = v_id AND code = 'INSTANCE_DEADLINE' AND closed_at IS NULL;
         CALL _weave_event(v_ns, v_id, 'DEADLINE_CHANGED', '', 0, v_now,
              JSON_OBJECT('from', DATE_FORMAT(v_old, '%Y-%m-%dT%H:%i:%s.%fZ'),
