@@ -16,7 +16,9 @@ distinct, in byte order, as the validator lists them; NULL: derived here from th
 list that differs is refused).
 Result set: name, version, digest, created (1 when a new version was written).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50119 DEFINITION_INVALID (also for in_queues
-that differ from the steps'' queues, or a TASK or POLL step without a queue), 50124 QUEUE_NOT_FOUND
+that differ from the steps'' queues, a TASK or POLL step without a queue, or a step''s number missing or outside the
+range the validator allows: delay_ms, timeout_ms, interval_ms, max_rounds, task_timeout_ms, priority, retry; the
+message names the first), 50124 QUEUE_NOT_FOUND
 (queues the definition uses do not exist in the namespace; the message lists them, comma-separated, ending ",..."
 when more did not fit), 50125 UNKNOWN_FIELD (the document has a field besides
 name and steps).
@@ -40,6 +42,7 @@ BEGIN
     DECLARE v_unqueued INT;
     DECLARE v_unknown LONGTEXT;
     DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues
+    DECLARE v_number VARCHAR(160) DEFAULT NULL;  -- the first number of a step that is missing or out of its range
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_claim('weave_definition_publish', v_tx);
@@ -60,6 +63,37 @@ BEGIN
     SET v_name = JSON_UNQUOTE(JSON_EXTRACT(in_document, '$.name'));
     IF v_name IS NULL OR NOT (v_name REGEXP '^[A-Za-z0-9_.:-]{1,128}\\z') THEN
         CALL _weave_raise(50119, 'DEFINITION_INVALID: name');
+    END IF;
+    -- The numbers every decision of a step computes with, in the ranges the validator allows (04-polls, 03-timers,
+    -- 05-signals): past them a due time or a backoff overflows (a decision that fails again and again) or means
+    -- nothing (a timer of 0 ms fires at once, a task of 0 attempts never starts). Each rule: the step types it
+    -- applies to, the member, its range, whether it is required (an optional one has the engine's default), and
+    -- whether a fraction is allowed. A document sent straight to this routine is held to them too.
+    SELECT CONCAT(LEFT(s.step_key, 40), '.', f.member, ' must be ', IF(f.fraction, 'a number', 'an integer'),
+                  ' from ', f.low, ' to ', f.high)
+      INTO v_number
+      FROM JSON_TABLE(in_document, '$.steps[*]' COLUMNS (pos FOR ORDINALITY, step_key VARCHAR(200) PATH '$.key',
+                                                         type VARCHAR(16) PATH '$.type', spec JSON PATH '$')) AS s
+      JOIN JSON_TABLE('[["TIMER", "delay_ms", 1, 31536000000, 1, 0], ["SIGNAL", "timeout_ms", 1, 31536000000, 1, 0],'
+                      ' ["POLL", "timeout_ms", 1, 31536000000, 1, 0], ["POLL", "interval_ms", 1, 86400000, 1, 0],'
+                      ' ["POLL", "max_rounds", 1, 10000, 1, 0], ["TASK,POLL", "task_timeout_ms", 1, 86400000, 0, 0],'
+                      ' ["TASK,POLL", "priority", -1000, 1000, 0, 0], ["TASK,POLL", "retry.max_attempts", 1, 100, 1, 0],'
+                      ' ["TASK,POLL", "retry.initial_backoff_ms", 0, 86400000, 1, 0],'
+                      ' ["TASK,POLL", "retry.backoff_coefficient", 1, 10, 1, 1],'
+                      ' ["TASK,POLL", "retry.max_backoff_ms", 0, 86400000, 1, 0]]',
+                      '$[*]' COLUMNS (types VARCHAR(16) PATH '$[0]', member VARCHAR(32) PATH '$[1]',
+                                      low BIGINT PATH '$[2]', high BIGINT PATH '$[3]', required TINYINT PATH '$[4]',
+                                      fraction TINYINT PATH '$[5]')) AS f
+        ON FIND_IN_SET(s.type, f.types) > 0
+     WHERE CASE WHEN COALESCE(JSON_TYPE(JSON_EXTRACT(s.spec, CONCAT('$.', f.member))), 'NULL') = 'NULL'
+                THEN f.required = 1
+                ELSE JSON_TYPE(JSON_EXTRACT(s.spec, CONCAT('$.', f.member)))
+                         NOT IN ('INTEGER', 'UNSIGNED INTEGER', IF(f.fraction = 1, 'DOUBLE', 'INTEGER'))
+                     OR NOT CAST(JSON_EXTRACT(s.spec, CONCAT('$.', f.member)) AS DOUBLE) BETWEEN f.low AND f.high
+           END
+     ORDER BY s.pos LIMIT 1;
+    IF v_number IS NOT NULL THEN
+        CALL _weave_raise(50119, CONCAT('DEFINITION_INVALID: ', v_number));
     END IF;
     -- The queues are the TASK and POLL steps' own, derived from the document: the engine decides from them which rows
     -- a decision locks (_weave_instance_lock) and whether a start activates its first steps (weave_instance_start),

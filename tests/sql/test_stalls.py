@@ -209,6 +209,73 @@ def test_R18_a_definition_document_with_an_unknown_field_is_refused_from_sql_too
     assert world.db.scalar("SELECT COUNT(*) FROM weave_definitions") == 0
 
 
+YEAR_MS, DAY_MS = 31_536_000_000, 86_400_000
+LIMIT_RESULT = {"pending": ["PENDING"], "success": ["DONE"]}
+LIMIT_STEPS = {
+    "TIMER": {"key": "wait", "type": "TIMER", "delay_ms": YEAR_MS},
+    "SIGNAL": {"key": "approve", "type": "SIGNAL", "signal": {"name": "approved", "payload_version": "1"},
+               "correlation": "c", "timeout_ms": YEAR_MS},
+    "TASK": {"key": "charge", "type": "TASK", "queue": "payments", "handler": "h", "handler_version": "1",
+             "task_timeout_ms": DAY_MS, "priority": -1000,
+             "retry": {"max_attempts": 100, "initial_backoff_ms": DAY_MS, "backoff_coefficient": 10.0,
+                       "max_backoff_ms": DAY_MS}},
+    "POLL": {"key": "check", "type": "POLL", "queue": "payments", "handler": "h", "handler_version": "1",
+             "interval_ms": DAY_MS, "max_rounds": 10_000, "timeout_ms": YEAR_MS, "task_timeout_ms": 1, "priority": 1000,
+             "retry": {"max_attempts": 1, "initial_backoff_ms": 0, "backoff_coefficient": 1.0, "max_backoff_ms": 0},
+             "result": LIMIT_RESULT},
+}
+PAST_THE_LIMITS = [
+    ("TIMER", "delay_ms", 0), ("TIMER", "delay_ms", YEAR_MS + 1), ("TIMER", "delay_ms", 10**15),
+    ("TIMER", "delay_ms", -1), ("TIMER", "delay_ms", 1.5), ("TIMER", "delay_ms", "60000"), ("TIMER", "delay_ms", None),
+    ("SIGNAL", "timeout_ms", YEAR_MS + 1), ("POLL", "timeout_ms", 0), ("POLL", "interval_ms", DAY_MS + 1),
+    ("POLL", "max_rounds", 0), ("POLL", "max_rounds", 10_001), ("TASK", "task_timeout_ms", 0),
+    ("TASK", "priority", 1001), ("POLL", "retry.max_attempts", 0), ("TASK", "retry.max_attempts", 101),
+    ("TASK", "retry.initial_backoff_ms", -1), ("TASK", "retry.backoff_coefficient", 0.5),
+    ("POLL", "retry.backoff_coefficient", 10.5), ("TASK", "retry.max_backoff_ms", DAY_MS + 1),
+    ("TASK", "retry.max_attempts", None),
+]
+
+
+def _limit_document(kind: str, member: str | None = None, value=None) -> tuple[str, str]:
+    """The validator's document of one step at its limits, with ``member`` then set to ``value`` behind its back."""
+    from procedures import definitions
+
+    valid = definitions.validate({"name": "limits", "steps": [LIMIT_STEPS[kind]]})
+    document = json.loads(valid.canonical_json)
+    if member is not None:
+        *outer, last = member.split(".")
+        target = document["steps"][0]
+        for name in outer:
+            target = target[name]
+        target[last] = value
+    return json.dumps(document), valid.compiled_json
+
+
+@pytest.mark.parametrize("kind", sorted(LIMIT_STEPS))
+def test_R18_T1_P1_a_step_at_the_limits_of_its_numbers_is_published_from_sql(world, kind):
+    document, compiled = _limit_document(kind)
+    assert dbmod.call_row(world.db.conn, "weave_definition_publish", world.admin, world.namespace, document, compiled,
+                          None)["created"] == 1
+
+
+@pytest.mark.parametrize("kind, member, value", PAST_THE_LIMITS, ids=[f"{k}-{m}-{v!r}" for k, m, v in PAST_THE_LIMITS])
+def test_R18_T1_P1_a_step_number_past_its_limits_is_refused_from_sql_too(world, orch, kind, member, value):
+    """The validator keeps every number of a step in its range; a document sent straight to the routine was
+    published with any. Its instances then failed at start with a raw server error (a datetime overflow, a column
+    that cannot be NULL), a timer of 0 ms fired at once, a poll's interval overflowed only when a round answered
+    PENDING (a decision that failed until it went to review), a task of 0 attempts never started. Refused now,
+    naming the step and the member, and nothing is published."""
+    from procedures import definitions
+
+    document, compiled = _limit_document(kind, member, value)
+    with pytest.raises(definitions.DefinitionError):  # the validator's range and the routine's are one
+        definitions.validate(json.loads(document))
+    with pytest.raises(errors.ValidationFailed) as info:
+        dbmod.call(world.db.conn, "weave_definition_publish", world.admin, world.namespace, document, compiled, None)
+    assert info.value.field_code == "DEFINITION_INVALID" and member in str(info.value)
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_definitions") == 0
+
+
 def test_R18_a_lost_race_for_the_last_task_slot_is_retried_never_counted_toward_review(world, orch):
     """Another decision took the last slot between the room check and the guarded update: ROOM_TAKEN is
     transient (the decision is retried and then defers), so it never becomes CANDIDATE_FAILING."""
