@@ -147,6 +147,33 @@ def test_K8_handlers_get_a_context_and_results_must_be_json(world, orch, databas
     assert bad_task["status"] == "FAILED" and bad_task["error"].startswith("RESULT_INVALID")
 
 
+@pytest.mark.parametrize("amount", ["1e400", "-1e400", "1.5e309"])
+def test_K8_R18_an_input_number_past_a_double_fails_the_task_for_review_never_reaches_a_handler_as_infinity(
+        world, orch, database, amount):
+    """An instance started from SQL keeps its input as the JSON text it was given, and a number past the range of a
+    double (which the API refuses) passes there: the worker parsed it as infinity and ran the handler with that, an
+    amount no payment can have. The attempt now fails, not retryable, saying why, and the step goes to review."""
+    private = Registry()
+    seen: list = []
+
+    @handler("pay.charge", version="1", into=private)
+    def charge(input):
+        seen.append(input)
+        return {"charged": True}
+
+    world.publish(task_flow("charge", handler="pay.charge", input={"amount": "$.input.amount"}))
+    dbmod.call(world.db.conn, "weave_instance_start", world.token, "acme", "charge", None, "billing",
+               f'{{"amount": {amount}}}', None, HOUR, None, f"start-{amount}")
+    wf = world.db.scalar("SELECT CONCAT('wf_', id) FROM weave_instances WHERE idempotency_key = %s", f"start-{amount}")
+    make_worker(database, handlers=private).run(max_claims=1)
+    orch.drain()
+    assert seen == []
+    task = task_row(world, wf)
+    assert task["status"] == "FAILED" and task["error"].startswith("INPUT_INVALID") and amount in task["error"]
+    instance = world.instance(wf)
+    assert instance["status"] == "NEEDS_REVIEW" and [r["code"] for r in instance["review_reasons"]] == ["TASK_FAILED"]
+
+
 def each_fails_once(world, orch, database, private: Registry, *handlers: str) -> list[str]:
     """Runs one single-attempt task for each handler of ``private``; each must end its attempt FAILED, reported
     (never left to its lease). Answers the instances, in the handlers' order."""
