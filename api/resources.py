@@ -35,7 +35,11 @@ def _parse_time(value: Any, field: str) -> dt.datetime:
         except ValueError:
             moment = None
         if moment is not None and moment.tzinfo is not None:
-            return moment.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            try:
+                return moment.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            except OverflowError:  # 9999-12-31T23:00:00-05:00 is in year 10000 in UTC, 0001-01-01T00:00:00+05:00 in 0
+                raise invalid([(field, "DEADLINE_INVALID",
+                                f"{field} must fall within the years 1-9999 once moved to UTC")]) from None
     raise invalid([(field, "DEADLINE_INVALID", f"{field} must be an RFC 3339 time with a zone")])
 
 

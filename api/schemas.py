@@ -153,11 +153,15 @@ def _is_type(value: Any, kind: str) -> bool:
 
 
 def _valid_time(value: str) -> bool:
+    """An RFC 3339 time with a zone that is a time in UTC too: a zone may move it past 9999-12-31 or before year 1."""
     try:
         moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
+        if moment.tzinfo is None:
+            return False
+        moment.astimezone(dt.timezone.utc)  # OverflowError when the zone moves it outside the years 1-9999
+    except (ValueError, OverflowError):
         return False
-    return moment.tzinfo is not None and 1 <= moment.year <= 9999
+    return True
 
 
 def check(schema: Schema, value: Any, field: str = "") -> list[Problem]:

@@ -194,7 +194,8 @@ def cmd_credentials_create(args: argparse.Namespace) -> int:
         if args.expires_at is not None:
             expires = _utc_time("--expires-at", args.expires_at, "DEADLINE_INVALID")
         elif args.expires_in is not None:
-            expires = db.call_row(conn, "weave_clock_now")["now_at"] + args.expires_in
+            expires = _shifted(db.call_row(conn, "weave_clock_now")["now_at"], args.expires_in, "--expires-in",
+                               "DEADLINE_INVALID")
         return routines.credential_create(conn, token, args.namespace, args.actor, args.scopes, args.queues,
                                           expires_at=expires)
 
@@ -543,9 +544,21 @@ def _utc_time(flag: str, text: str, code: str) -> Any:
         given = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
         if given.tzinfo is None:
             raise ValueError
+        return given.astimezone(dt.timezone.utc).replace(tzinfo=None)
     except ValueError:
         raise CliError(code, f"{flag} must be an RFC 3339 time with a zone, got {text!r}") from None
-    return given.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    except OverflowError:  # a zone that moves it past 9999-12-31 or before year 1 in UTC
+        raise CliError(code, f"{flag} must fall within the years 1-9999 once moved to UTC, got {text!r}") from None
+
+
+def _shifted(moment: Any, age: Any, flag: str, code: str) -> Any:
+    """``moment`` + ``age`` (a negative age for a time before it), or a refusal naming ``flag`` when the sum falls
+    outside the calendar (years 1-9999)."""
+    try:
+        return moment + age
+    except OverflowError:
+        raise CliError(code, f"{flag} reaches outside the years 1-9999 from the engine clock "
+                             f"({moment:%Y-%m-%dT%H:%M:%S}Z)") from None
 
 
 DURATION_UNITS = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
@@ -558,7 +571,10 @@ def _duration(text: str) -> Any:
     number, unit = text[:-1], text[-1:]
     if unit not in DURATION_UNITS or not number.isdigit() or int(number) == 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not an age such as 90d, 36h, 30m or 45s")
-    return dt.timedelta(seconds=int(number) * DURATION_UNITS[unit])
+    try:
+        return dt.timedelta(seconds=int(number) * DURATION_UNITS[unit])
+    except OverflowError:  # past timedelta's 999,999,999 days, far past the calendar's last time
+        raise argparse.ArgumentTypeError(f"{text!r} is longer than any time the calendar holds") from None
 
 
 ARCHIVE_TRIES = 5
@@ -606,7 +622,8 @@ def cmd_workflows_purge(args: argparse.Namespace) -> int:
             if args.finished_before is not None:
                 cutoff = _utc_time("--finished-before", args.finished_before, "INVALID_ARGUMENT")
             else:  # one cutoff for the whole run, on the engine's clock (R-2), not the host's
-                cutoff = db.call_row(conn, "weave_clock_now")["now_at"] - args.older_than
+                cutoff = _shifted(db.call_row(conn, "weave_clock_now")["now_at"], -args.older_than, "--older-than",
+                                  "INVALID_ARGUMENT")
             # The counters of /metrics keep what goes: their sums are brought up to date first, and an instance
             # with a row they have not counted yet waits for a later run (uncounted).
             routines.metrics_catch_up(conn)

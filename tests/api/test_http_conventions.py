@@ -119,6 +119,30 @@ def test_a_lone_surrogate_in_a_start_is_a_422_naming_the_field(flows, world, fie
     assert {f.split(".")[0]: c for f, c in fields(problem(result, 422)).items()} == {field: "INVALID_TEXT"}
 
 
+OUTSIDE_THE_CALENDAR = ["9999-12-31T23:00:00-05:00", "0001-01-01T00:00:00+05:00"]
+
+
+@pytest.mark.parametrize("at", OUTSIDE_THE_CALENDAR)
+def test_C4_a_time_whose_zone_moves_it_outside_the_calendar_is_a_422_not_a_500(flows, world, at):
+    """A time with a zone is kept in UTC: 9999-12-31T23:00:00-05:00 is in year 10000 there and 0001-01-01T00:00:00+05:00
+    in year 0, neither of which the engine (or Python) can hold. The start, the deadline action and a credential's
+    expiry each answered 500 INTERNAL for it; each is a 422 naming the field, and nothing is written."""
+    before = world.db.table_counts()
+    result = flows.simulate_post(f"{NS}/workflows", headers=auth(world.token, "far"), json={
+        "definition": "cool-off", "app": "billing", "input": {"order_id": "o1"}, "deadline_at": at})
+    assert fields(problem(result, 422)) == {"deadline_at": "DEADLINE_INVALID"}
+    credential = flows.simulate_post(f"{NS}/credentials", headers=auth(world.admin), json={
+        "actor": "contractor", "scopes": ["workflows:read"], "expires_at": at})
+    assert list(fields(problem(credential, 422))) == ["expires_at"]
+    assert world.db.table_counts() == before
+    wf = start(flows, world).json["workflow_id"]
+    deadline = world.instance(wf)["deadline_at"]
+    moved = flows.simulate_post(f"{NS}/workflows/{wf}/deadline", headers=auth(world.token, "d1"),
+                                json={"reason": "more time", "deadline_at": at})
+    assert fields(problem(moved, 422)) == {"deadline_at": "DEADLINE_INVALID"}
+    assert world.instance(wf)["deadline_at"] == deadline
+
+
 def test_empty_query_values_and_bad_cursors_are_422_on_every_list(flows, world):
     wf = start(flows, world).json["workflow_id"]
     for path, query in [("/workflows", "status="), ("/workflows", "cursor=garbage"), ("/workflows", "limit="),

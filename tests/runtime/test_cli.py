@@ -82,6 +82,31 @@ def test_C4_a_deadline_at_without_a_zone_is_refused_not_read_in_the_hosts_zone(w
     assert code == 0 and json.loads(out)["deadline_at"].startswith("2099-12-31T00:00:00"), err
 
 
+@pytest.mark.parametrize("argv", [
+    ["workflows", "deadline", "{wf}", "--reason", "more time", "--at", "9999-12-31T23:00:00-05:00"],
+    ["workflows", "deadline", "{wf}", "--reason", "more time", "--at", "0001-01-01T00:00:00+05:00"],
+    ["credentials", "create", "--actor", "contractor", "--scopes", "workflows:read", "--expires-in", "3000000d"],
+    ["credentials", "create", "--actor", "contractor", "--scopes", "workflows:read", "--expires-in", "9" * 20 + "d"],
+    ["workflows", "purge", "--reason", "tidy", "--older-than", "3000000d"],
+])
+def test_C4_a_time_or_age_outside_the_calendar_is_a_one_line_error_not_a_traceback(weave, world, capsys, argv):
+    """A zone that moves --at past 9999-12-31 (or before year 1) in UTC, or an age that reaches outside the calendar
+    from the engine clock, ended the command with an OverflowError traceback; each is a usage or validation error
+    with its code, and nothing is written."""
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    before = world.db.table_counts()
+    try:
+        code, out, err = weave(*[arg.replace("{wf}", wf) for arg in argv], "--json",
+                               token=world.admin if argv[0] == "credentials" else None)
+    except SystemExit as exited:  # refused by the argument parser itself
+        out, err = capsys.readouterr()
+        code = exited.code
+    assert code == 2 and out == "" and "Traceback" not in err, err
+    assert json.loads(err)["code"] in ("DEADLINE_INVALID", "INVALID_ARGUMENT", "USAGE_INVALID")
+    assert world.db.table_counts() == before
+
+
 def test_C1_an_action_prints_the_instance_with_its_own_scope_alone(weave, world):
     """A token that may act but not read pauses an instance: the command prints the instance the action answered
     (it used to read it back with the token, and failed FORBIDDEN after the pause had happened)."""
