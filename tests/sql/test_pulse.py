@@ -1390,3 +1390,30 @@ def test_K3_a_result_refused_says_whether_it_is_too_large_or_not_json_nested_as_
         "the result must be one JSON value, nested at most 32 levels deep, with no key twice in one object"
     assert refusals["large"] == "the result must be JSON of at most 1 MiB"
     assert task_of(world, wf)["status"] == "RUNNING"
+
+
+def test_K1_a_task_created_before_a_review_still_starts_its_retry_while_the_gate_is_closed(world, orch):
+    """The gate forbids creating tasks, not starting one already created: a retry queued on one branch starts
+    after another branch sent the instance to review, and its outcome settles its step (docs/concepts.md)."""
+    world.publish({"name": "branches", "steps": [
+        task_step("charge", retry={"max_attempts": 3, "initial_backoff_ms": 10_000, "max_backoff_ms": 60_000}),
+        {"key": "approval", "type": "SIGNAL", "signal": {"name": "approval.decided", "payload_version": "1"},
+         "correlation": "$.input.order_id", "timeout_ms": 5_000},
+        task_step("notify", after=["approval"])]})
+    wf = world.start("branches", {"order_id": "o-1"})
+    orch.drain()
+    got, = claim(world)
+    assert pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "503", retryable=True)["task_status"] == "QUEUED"
+    world.db.advance(5_001)
+    orch.drain()
+    inst = world.instance(wf)
+    assert (inst["status"], inst["gate"], review_codes(world, wf)) == ("NEEDS_REVIEW", "CLOSED", ["SIGNAL_TIMEOUT"])
+    world.db.advance(5_000)
+    retry, = claim(world)
+    assert (retry["step_key"], retry["attempt_no"]) == ("charge", 2)
+    pulse.attempt_complete(world.db.conn, retry["attempt_id"], "w1", {"charged": True})
+    orch.drain()
+    inst = world.instance(wf)
+    assert [(s["key"], s["status"]) for s in inst["steps"]] == [
+        ("charge", "SUCCEEDED"), ("approval", "NEEDS_REVIEW"), ("notify", "PENDING")]
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks") == 1  # no task was created while the gate was closed
