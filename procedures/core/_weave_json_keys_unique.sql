@@ -4,7 +4,8 @@
 -- template's path) and another to the handler it reaches, so every JSON value the engine keeps from a caller passes
 -- this check (_weave_json_strict), as the HTTP API refuses such a body before it reaches the engine.
 --
--- One object of a few scalars, the usual payload, has its keys counted (JSON_KEYS counts a key twice once). Otherwise
+-- One object of a few scalars, the usual payload, has its keys counted (JSON_KEYS counts a key twice once, except
+-- the empty key: it lists "" as often as it comes, so a text that holds "" is never counted). Otherwise
 -- JSON_NORMALIZE writes each object's members sorted by key, so a key twice is two neighbours: a member followed by a
 -- comma and the same key. Strings are given one spelling first where a key holds an escape ("a" and "\u0061" are
 -- one key). One pattern finds such neighbours in the whole text, matching each member's value whole; its work grows
@@ -21,6 +22,7 @@ BEGIN
     DECLARE v_doc LONGTEXT;
     DECLARE v_escaped BOOLEAN;  -- a key is spelled with an escape
     DECLARE v_twice BOOLEAN DEFAULT NULL;
+    DECLARE v_depth INT;  -- the deepest level of containers the walk reached (the document itself is level 1)
     DECLARE CONTINUE HANDLER FOR 1139 SET v_twice = NULL;  -- the pattern gave up (the server's match limit)
     IF in_doc IS NULL THEN
         RETURN FALSE;
@@ -30,7 +32,8 @@ BEGIN
     -- A backslash is only ever in a string, so a string that holds one and is followed by a colon is a key.
     SET v_escaped = LOCATE(CHAR(92 USING utf8mb4), in_doc) > 0
                     AND in_doc REGEXP '"[^"\\\\]*+\\\\.(?:[^"\\\\]++|\\\\.)*+"\\s*+:';
-    IF NOT v_escaped AND LOCATE('{', in_doc, 2) = 0 AND LOCATE('[', in_doc) = 0 AND JSON_LENGTH(in_doc) <= 64 THEN
+    IF NOT v_escaped AND LOCATE('{', in_doc, 2) = 0 AND LOCATE('[', in_doc) = 0 AND LOCATE('""', in_doc) = 0
+       AND JSON_LENGTH(in_doc) <= 64 THEN
         RETURN JSON_LENGTH(in_doc) = JSON_LENGTH(JSON_KEYS(in_doc));  -- one object of scalars: a key twice counts once
     END IF;
     SET v_doc = JSON_NORMALIZE(IF(v_escaped, _weave_json_escapes_canonical(in_doc), in_doc));
@@ -47,22 +50,29 @@ BEGIN
     END IF;
     -- The containers of the document, each once; an object of a few members is checked by counting its keys (a
     -- key twice is counted once), a longer one by the pattern over its own members (counting is quadratic there),
-    -- and so is one that holds an escape (JSON_KEYS counts a key with an escaped quote twice when it comes twice).
-    WITH RECURSIVE node(v) AS (
-        SELECT v_doc
+    -- and so is one that holds an escape (JSON_KEYS counts a key with an escaped quote twice when it comes twice) or
+    -- an empty string (JSON_KEYS counts the empty key twice when it comes twice).
+    WITH RECURSIVE node(v, depth) AS (
+        SELECT v_doc, 1
         UNION ALL
-        SELECT m.v FROM node, JSON_TABLE(node.v, '$.*' COLUMNS (v JSON PATH '$')) m
+        SELECT m.v, node.depth + 1 FROM node, JSON_TABLE(node.v, '$.*' COLUMNS (v JSON PATH '$')) m
          WHERE node.v LIKE '{%' AND (m.v LIKE '{%' OR m.v LIKE '[%')
         UNION ALL
-        SELECT e.v FROM node, JSON_TABLE(node.v, '$[*]' COLUMNS (v JSON PATH '$')) e
+        SELECT e.v, node.depth + 1 FROM node, JSON_TABLE(node.v, '$[*]' COLUMNS (v JSON PATH '$')) e
          WHERE node.v LIKE '[%' AND (e.v LIKE '{%' OR e.v LIKE '[%'))
-    SELECT COALESCE(MAX(IF(JSON_LENGTH(v) <= 64 AND LOCATE(CHAR(92 USING utf8mb4), v) = 0,
+    SELECT COALESCE(MAX(IF(v NOT LIKE '{%,%', NULL,
+                        IF(JSON_LENGTH(v) <= 64 AND LOCATE(CHAR(92 USING utf8mb4), v) = 0 AND LOCATE('""', v) = 0,
                            JSON_LENGTH(v) <> JSON_LENGTH(JSON_KEYS(v)),
                            v REGEXP CONCAT('^\\{(?:(?&s):(?&v),)*?((?&s)):(?&v),\\1:',
                                            '(?(DEFINE)(?<s>"(?:[^"\\\\]++|\\\\.)*+")',
                                            '(?<v>(?&s)|[^,{}\\[\\]"]++|\\{(?:(?&s):(?&v)(?:,(?&s):(?&v))*+)?\\}',
-                                           '|\\[(?:(?&v)(?:,(?&v))*+)?\\]))'))), FALSE)
-      INTO v_twice
-      FROM node WHERE v LIKE '{%,%';
+                                           '|\\[(?:(?&v)(?:,(?&v))*+)?\\]))')))), FALSE), MAX(depth)
+      INTO v_twice, v_depth
+      FROM node;
+    -- The session's max_recursive_iterations ends a recursive query early, and silently: the objects below the level
+    -- it reached were never read. A container with a member is at most one level above the document's depth.
+    IF v_depth < JSON_DEPTH(v_doc) - 1 THEN
+        RETURN FALSE;
+    END IF;
     RETURN COALESCE(NOT v_twice, FALSE);
 END

@@ -12,7 +12,7 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-KEYS = st.sampled_from(["a", "b", "é", "a b", 'q"', "\\"])
+KEYS = st.sampled_from(["a", "b", "é", "a b", 'q"', "\\", ""])
 SCALARS = st.one_of(st.integers(-5, 5), st.booleans(), st.none(), st.sampled_from(["x", "{,}", '"a":', "\\"]))
 # Objects as lists of members, so that a key may come twice.
 VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4),
@@ -73,3 +73,35 @@ def test_S1_large_documents_are_checked_whole(db):
             text[-1]
         got = db.row("SELECT _weave_json_keys_unique(%s) AS once, _weave_json_keys_unique(%s) AS twice", text, twice)
         assert (got["once"], got["twice"]) == (1, 0)
+
+
+def test_S1_the_empty_key_twice_is_a_key_twice(db):
+    """MariaDB's JSON_KEYS lists one key once however often it comes, but the empty key as often as it comes: an
+    object counted by its keys passed {"": "A", "": "B"}, which the engine reads as A and a handler as B."""
+    pad = '"' + "p" * 17_000 + '"'
+    for text in ('{"": "A", "": "B"}', '{"a": 1, "": 2, "": 3}', '{"x": {"": 1, "": 2}}', '[{"": 1, "": 2}]',
+                 f'{{"pad": {pad}, "": 1, "": 2}}', f'{{"pad": {pad}, "doc": {{"": 1, "": 2}}}}'):
+        assert _twice(text)
+        got = db.row("SELECT _weave_json_keys_unique(%s) AS once, _weave_json_strict(%s) AS strict", text, text)
+        assert (got["once"], got["strict"]) == (0, 0), text[:60]
+    for text in ('{"": 1, "a": ""}', '{"": {"": ""}, "b": [""]}', f'{{"pad": {pad}, "": 1, "a": ""}}'):
+        assert not _twice(text)
+        assert db.scalar("SELECT _weave_json_keys_unique(%s)", text) == 1, text[:60]
+
+
+def test_S1_a_session_s_recursion_limit_does_not_let_a_key_twice_through(db):
+    """A large document's objects are walked by a recursive query, which the session's max_recursive_iterations ends
+    early and silently: a SQL caller that lowered it had a key twice below that level pass unseen. A walk cut short
+    could not finish, so the document is refused."""
+    deep = '{"w": 1, "w": 2}'
+    for _ in range(6):
+        deep = f'{{"x": {deep}, "y": 1}}'
+    text = '{"pad": "' + "p" * 17_000 + f'", "doc": {deep}}}'
+    assert _twice(text)
+    db.execute("SET SESSION max_recursive_iterations = 3")
+    try:
+        assert db.scalar("SELECT _weave_json_keys_unique(%s)", text) == 0
+        assert db.scalar("SELECT _weave_json_keys_unique(%s)", text.replace('"w": 2', '"v": 2')) == 0  # not finished
+        assert db.scalar("SELECT _weave_json_keys_unique(%s)", '{"pad": "' + "p" * 17_000 + '", "a": {"b": 1}}') == 1
+    finally:
+        db.execute("SET SESSION max_recursive_iterations = DEFAULT")
