@@ -73,7 +73,7 @@ BEGIN
         SELECT request_digest INTO v_first_digest FROM weave_audit
          WHERE instance_id = v_id AND action = 'step.resolve' AND idempotency_key = in_idempotency_key LIMIT 1;
         SET v_same = 0;
-        IF _weave_json_strict(in_output) AND LENGTH(in_output) <= 262144 THEN
+        IF LENGTH(in_output) <= 262144 AND _weave_json_strict(in_output) THEN  -- the size first: it costs nothing
             CALL _weave_json_equal(v_first_output, in_output, v_same);
         END IF;
         IF v_same = 0 OR v_first_digest <> _weave_resolve_digest(in_step_key, in_activation_seq, v_first_output,
@@ -84,7 +84,8 @@ BEGIN
     END IF;
     IF out_replayed = 0 THEN
         IF in_action = 'resolve' THEN
-            IF in_output IS NULL OR NOT _weave_json_strict(in_output) OR LENGTH(in_output) > 262144 THEN
+            -- The size before the text, which takes a while to read when large (the instance is locked meanwhile).
+            IF in_output IS NULL OR LENGTH(in_output) > 262144 OR NOT _weave_json_strict(in_output) THEN
                 CALL _weave_raise(50117, 'INPUT_INVALID: output must be one JSON value of at most 256 KiB, nested at most 31 '
                                                 'levels, with no key twice in one object');
             END IF;

@@ -97,16 +97,18 @@ BEGIN
         IF v_def IS NULL THEN
             CALL _weave_raise(50123, 'DEFINITION_NOT_FOUND: no such definition version');
         END IF;
+        -- The input is read before the app's lock is taken, and its size before its text: reading a large document
+        -- takes a while, and every task creation of the app waits for that lock (_pulse_slot_take).
+        IF LENGTH(v_input) > 1048576 OR NOT _weave_json_strict(v_input) THEN
+            CALL _weave_raise(50117, 'INPUT_INVALID: input must be one JSON value of at most 1 MiB, nested at most '
+                                     '31 levels, with no key twice in one object');
+        END IF;
         SELECT id INTO v_app FROM weave_apps WHERE namespace_id = v_ns AND name = in_app LOCK IN SHARE MODE;
         IF v_app IS NULL THEN
             CALL _weave_raise(50122, 'APP_NOT_FOUND: no such app in the namespace');
         END IF;
         -- R-2: after the identity and app locks that order the start (_weave_now's expression, inline).
         SELECT UTC_TIMESTAMP(6) + INTERVAL clock_offset_us MICROSECOND INTO v_now FROM weave_install WHERE id = 1;
-        IF NOT _weave_json_strict(v_input) OR LENGTH(v_input) > 1048576 THEN
-            CALL _weave_raise(50117, 'INPUT_INVALID: input must be one JSON value of at most 1 MiB, nested at most '
-                                     '31 levels, with no key twice in one object');
-        END IF;
         IF in_business_key IS NOT NULL AND CHAR_LENGTH(in_business_key) NOT BETWEEN 1 AND 256 THEN
             CALL _weave_raise(50117, 'INPUT_INVALID: business_key must be 1-256 chars');
         END IF;
@@ -166,7 +168,7 @@ BEGIN
             -- request is taken with the stored text in its place, and its digest decides as for any replay.
             SELECT input INTO v_stored_input FROM weave_instances WHERE id = v_id;
             SET v_same_input = 0;
-            IF _weave_json_strict(v_input) AND LENGTH(v_input) <= 1048576 THEN  -- one a first start would take
+            IF LENGTH(v_input) <= 1048576 AND _weave_json_strict(v_input) THEN  -- one a first start would take
                 CALL _weave_json_equal(v_stored_input, v_input, v_same_input);
             END IF;
             IF v_same_input = 0

@@ -652,6 +652,54 @@ def test_input_and_output_nested_deeper_than_the_server_keeps_are_refused_saying
     assert output.value.field == "output"
 
 
+def _tmp_tables(world: World) -> int:
+    return int(world.db.row("SHOW SESSION STATUS LIKE 'Created_tmp_tables'")["Value"])
+
+
+def test_M2_a_start_reads_its_input_before_it_locks_its_app_and_sizes_before_texts(world, orch):
+    """Reading a large document for a key twice takes a while (up to a second at 1 MiB, seconds past it), and every
+    task creation of the app waits for a start's lock on the app row: a start reads its input before it takes that
+    lock, and an input or an operator's output past its size is refused before its text is read at all (the walk
+    of a large document's objects makes temporary tables; a flat one's check makes none)."""
+    world.publish(TASKY)
+    nested, flat = ('{"pad": "' + "p" * 1_048_576 + tail for tail in ('", "a": {"b": 1}}', '", "a": 1}'))
+    conn = world.db.conn
+
+    def start(text: str) -> int:
+        made = _tmp_tables(world)
+        with pytest.raises(errors.ValidationFailed) as refused:
+            routines.instance_start(conn, world.token, world.namespace, definition="charge", app=world.app,
+                                    input_json=text, idempotency_key="k", deadline_ms=86_400_000)
+        assert refused.value.field_code == "INPUT_INVALID"
+        return _tmp_tables(world) - made
+
+    world.db.execute("SET SESSION innodb_lock_wait_timeout = 1")
+    other = world.db.connect()
+    try:
+        with other.cursor() as cur:
+            cur.execute("START TRANSACTION")
+            cur.execute("SELECT id FROM weave_apps WHERE name = %s FOR UPDATE", (world.app,))
+            start('{"a": 1, "a": 2}')  # refused at once, not after waiting for the app
+            assert start(nested) == start(flat)
+            cur.execute("ROLLBACK")
+    finally:
+        other.close()
+        world.db.execute("SET SESSION innodb_lock_wait_timeout = DEFAULT")
+    failed = world.start("charge", {"order_id": "o-1"})
+    claim = pulse.task_claim(conn, "w1", [world.queue], limit=1)[0]
+    pulse.attempt_fail(conn, claim["attempt_id"], "w1", "declined", retryable=False)
+    orch.drain()
+    made = []
+    for text in (nested, flat):
+        before = _tmp_tables(world)
+        with pytest.raises(errors.ValidationFailed) as output:
+            routines.step_resolve(conn, world.token, world.namespace, failed, "charge", "paid by hand", "r-1",
+                                  output=None, output_json=text)
+        assert output.value.field_code == "INPUT_INVALID"
+        made.append(_tmp_tables(world) - before)
+    assert made[0] == made[1]
+
+
 @pytest.mark.parametrize("text", ['{"a": 1.}', '{"a": [-]}', '{"a": "\\x"}', '{"a": 1, "a": 2}',
                                   '{"a": {"b": [{"c": 1, "\\u0063": 2}]}}'])
 def test_M2_json_that_only_the_server_takes_is_refused_as_input_result_and_output(world, orch, text):
