@@ -45,6 +45,21 @@ def write_problem(sock: socket.socket, status_int: int, reason: str, mesg: str) 
 NOTIFY_EVERY = 1.0
 
 
+class ProgressSocket(socket.socket):
+    """A client's socket whose ``sendall`` waits at most its timeout for each part of an answer to leave, not for the
+    whole answer (the timeout of ``socket.sendall`` bounds the whole call): a client that reads a large answer slowly
+    but steadily, such as a page of signals of 8 MiB over a slow link, gets all of it, and one that reads nothing is
+    still dropped. A TLS socket sends in parts already, each waiting at most the timeout."""
+
+    __slots__ = ()
+
+    def sendall(self, data: Any, flags: int = 0) -> None:
+        with memoryview(data) as whole, whole.cast("B") as view:
+            sent = 0
+            while sent < len(view):
+                sent += self.send(view[sent:], flags)
+
+
 class ClientTimedConnection(gthread.TConn):
     """A client connection whose every read of a request and write of its answer waits at most ``client_timeout``
     seconds. gthread reads a request (its line, headers and body) on a serving thread with a blocking socket that
@@ -57,6 +72,8 @@ class ClientTimedConnection(gthread.TConn):
     def init(self) -> None:
         super().init()
         self.sock.settimeout(self.client_timeout)
+        if type(self.sock) is socket.socket:
+            self.sock.__class__ = ProgressSocket  # the same socket, its answers sent part by part
 
 
 class ClientTimeoutLine(logging.Filter):

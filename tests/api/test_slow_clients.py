@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 import urllib.request
 
 import pytest
+from gunicorn.config import Config
 
+from api.server import ClientTimedConnection
 from tests.support.processes import start_api
 
 HALF_SENT = [
@@ -55,3 +58,44 @@ def test_Z3_clients_that_stop_sending_mid_request_cannot_hold_every_serving_thre
     assert all(a == b"" for a in answers[0::2])  # the unfinished headers: the connection is closed
     log = (tmp_path / "api.log").read_text()
     assert "dropped a client that sent or read nothing for 1.0 s" in log and "Traceback" not in log  # a line each
+
+
+
+def _answer_to(reader_reads: bool, answer: bytes) -> tuple[bool, float, int]:
+    """Sends ``answer`` on a client connection of the API's worker to a client that reads it in small parts with
+    pauses (or reads nothing): (sent whole, seconds taken, bytes the client received)."""
+    ours, theirs = socket.socketpair()
+    conn = ClientTimedConnection(Config(), ours, ("127.0.0.1", 1), ("127.0.0.1", 2))
+    conn.init()
+    received = bytearray()
+
+    def read() -> None:
+        while reader_reads and (part := theirs.recv(65536)):
+            received.extend(part)
+            time.sleep(0.01)  # at most about 6 MB a second: the answer below takes about a second
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    started = time.monotonic()
+    try:
+        conn.sock.sendall(answer)
+        sent = True
+    except TimeoutError:
+        sent = False
+    finally:
+        ours.close()
+        reader.join()
+        theirs.close()
+    return sent, time.monotonic() - started, len(received)
+
+
+def test_Z3_a_client_that_reads_a_large_answer_slowly_but_steadily_gets_all_of_it(monkeypatch):
+    """The limit is on a client that reads nothing for that long, not on the time a whole answer takes: a page of
+    signals of 8 MiB read at a few hundred KiB a second was cut off after its first MiB or so, the client dropped
+    with a log line saying it read nothing, and the access log showing the answer as sent whole."""
+    monkeypatch.setattr(ClientTimedConnection, "client_timeout", 0.5)
+    answer = b"x" * 6_000_000
+    sent, took, received = _answer_to(True, answer)
+    assert (sent, received) == (True, len(answer)) and took > 0.5  # longer than the limit, and sent whole
+    sent, took, received = _answer_to(False, answer)
+    assert (sent, received) == (False, 0) and took < 5  # a client that reads nothing is still dropped
