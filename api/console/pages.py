@@ -18,7 +18,7 @@ from cryptography.exceptions import InvalidTag
 
 from procedures import errors, routines, signals
 
-from ..http import ApiError, Connections, parse_strict, raw_body
+from ..http import PATH_WIDTHS, TOKEN_MAX, ApiError, Connections, parse_strict, raw_body
 from ..resources import _parse_time
 from . import sessions, views
 
@@ -238,6 +238,11 @@ class SignIn(Page):
         token = field(data, "token").strip()
         if not token or not namespace:
             self._form(req, resp, 422, "Give the namespace and a token.", namespace)
+            return
+        if len(token) > TOKEN_MAX or len(namespace) > PATH_WIDTHS["ns"]:
+            # Longer than any credential's token or namespace's name: no credential of it, as the API answers such a
+            # token (the database would refuse the value as it binds the call, a page naming the routine's parameter).
+            self._form(req, resp, 401, "That token is not valid for this namespace.", namespace[:PATH_WIDTHS["ns"]])
             return
         previous = self.session(req)
         if previous is not None:  # a new sign-in replaces this browser's session, it never adds a second

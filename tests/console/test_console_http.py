@@ -94,6 +94,18 @@ def test_a_bad_token_or_a_forged_sign_in_is_refused(client, world):
     assert world.db.scalar("SELECT COUNT(*) FROM weave_console_sessions") == 0
 
 
+def test_S2_a_token_or_namespace_longer_than_any_the_engine_holds_is_a_bad_sign_in(client, world):
+    """As the API answers such a token 401: the database refused the value as it bound the call, and the console
+    showed a 422 page naming the routine's parameter instead of the sign-in form saying the token is not valid."""
+    for token, namespace in (("a" * 600, "acme"), (world.token, "n" * 300)):
+        page = client.simulate_get(f"{BASE}/signin")
+        nonce, pre = hidden(page.text, "nonce"), page.cookies["weave_console_signin"].value
+        bad = form_post(client, f"{BASE}/signin", {"nonce": nonce, "namespace": namespace, "token": token},
+                        {"weave_console_signin": pre})
+        assert bad.status_code == 401 and "weave_console" not in bad.cookies, bad.text
+        assert 'name="token"' in bad.text and "in_token" not in bad.text  # the form again, naming no parameter
+
+
 def test_state_changing_posts_without_the_csrf_token_are_refused(client, world):
     world.publish(TIMER)
     wf = world.start("cool-off")
