@@ -138,6 +138,9 @@ class PathWidths:
                 params[name] = ""
 
 
+IDEMPOTENCY_KEY_MAX = 128
+
+
 def idempotency_key(req: falcon.Request, required: bool = True) -> str:
     """The Idempotency-Key header (its rules are the routine's); every endpoint that takes one requires it."""
     key = req.get_header("Idempotency-Key")
@@ -145,6 +148,11 @@ def idempotency_key(req: falcon.Request, required: bool = True) -> str:
         raise ApiError(422, "VALIDATION_FAILED", "this request needs an Idempotency-Key header",
                        [{"field": "Idempotency-Key", "code": "IDEMPOTENCY_KEY_INVALID",
                          "message": "missing Idempotency-Key header"}])
+    if len(key) > IDEMPOTENCY_KEY_MAX:  # the routine's own rule, answered here: the database would refuse a longer
+        # one as it binds the call, naming the routine's parameter, before the token is checked
+        raise ApiError(422, "VALIDATION_FAILED", "the Idempotency-Key header is not valid",
+                       [{"field": "Idempotency-Key", "code": "IDEMPOTENCY_KEY_INVALID",
+                         "message": "1-128 printable ASCII characters"}])
     req.context.keyed = True  # the routine replays a repeat of this key: see failing_over
     return key
 

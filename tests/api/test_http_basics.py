@@ -242,8 +242,10 @@ def test_S1_a_refusal_of_the_engine_names_the_field_it_is_about(client, world):
     (error,) = problem(result, 422, "VALIDATION_FAILED")["errors"]
     assert (error["field"], error["code"]) == ("definition", "DEFINITION_NOT_FOUND"), error
     # S-1's key, a start's past deadline_at and a credential's past expires_at: each refusal names its field.
-    body = problem(start(client, world, key="has space"), 422, "VALIDATION_FAILED")
-    assert [(e["field"], e["code"]) for e in body["errors"]] == [("Idempotency-Key", "IDEMPOTENCY_KEY_INVALID")]
+    for key in ("has space", "k" * 129, "k" * 2_000):  # a long one was the database's refusal, naming its parameter
+        body = problem(start(client, world, key=key), 422, "VALIDATION_FAILED")
+        assert [(e["field"], e["code"]) for e in body["errors"]] == [("Idempotency-Key", "IDEMPOTENCY_KEY_INVALID")]
+        assert "in_" not in json.dumps(body)
     past = {"definition": "cool-off", "app": "billing", "deadline_at": "2000-01-01T00:00:00Z"}
     body = problem(client.simulate_post(f"{NS}/workflows", headers=auth(world.token, "k-past"), json=past), 422,
                    "VALIDATION_FAILED")
