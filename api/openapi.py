@@ -201,9 +201,11 @@ def document() -> dict:
             "task": {"type": ["object", "null"], "description": "the current task of a TASK or POLL step: task_id, "
                      "status, attempts_used, max_attempts, lease_holder, lease_expires_at, next_retry_at"},
             "blockers": {"type": "array", "description": "what holds the instance or step back: PAUSED, GATE_CLOSED, "
-                         "DEFERRED (with reason, since, next_check_at) and each open REVIEW reason",
+                         "DEFERRED (with reason, since, next_check_at), MUTEX_HELD (the current task waits for its "
+                         "mutex key, held since `since`; detail {mutex_key}) and each open REVIEW reason",
                          "items": {"type": "object", "properties": {
-                             "blocker": {"type": "string", "enum": ["PAUSED", "GATE_CLOSED", "DEFERRED", "REVIEW"]},
+                             "blocker": {"type": "string",
+                                         "enum": ["PAUSED", "GATE_CLOSED", "DEFERRED", "MUTEX_HELD", "REVIEW"]},
                              "reason": {"type": ["string", "null"]}, "since": NULLABLE_TIME,
                              "next_check_at": NULLABLE_TIME, "detail": ANY}}},
             "signals": {"type": "array", "items": {"type": "object", "properties": {

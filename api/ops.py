@@ -99,6 +99,11 @@ class EngineCollector:
         for reason, count in figures["deferred"].items():
             deferred.add_metric([reason], count)
         yield deferred
+        oldest = GaugeMetricFamily("weave_oldest_deferral_seconds", "How long the longest-standing deferred check has "
+                                   "been deferred, by reason (R-18)", labels=["reason"])
+        for reason, ms in figures["deferred_oldest_ms"].items():
+            oldest.add_metric([reason], ms / 1000)
+        yield oldest
         live = GaugeMetricFamily("weave_instances", "Live instances by status", labels=["status"])
         paused = GaugeMetricFamily("weave_instances_paused", "Live instances with control PAUSED, by status",
                                    labels=["status"])

@@ -380,6 +380,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         "signals_pending": figures["signals_pending"],
         "instances": figures["instances"],
         "deferred": figures["deferred"],
+        "deferred_oldest_ms": figures["deferred_oldest_ms"],
         "failing": figures["failing"],
         "expiring_credentials": figures["expiring_credentials"],
         **({"invariants_broken": broken} if args.check else {}),
@@ -397,7 +398,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         lines.append("live instances: " + ", ".join(f"{k} {v['instances']} ({v['paused']} paused)"
                                                     for k, v in p["instances"].items()))
         lines.append(f"in review: {p['instances_in_review']} instance(s), {p['open_review_reasons']} open reason(s)")
-        lines.append("deferred: " + (", ".join(f"{k} {v}" for k, v in p["deferred"].items()) or "none"))
+        lines.append("deferred: " + (", ".join(f"{k} {v} (oldest {p['deferred_oldest_ms'][k] / 1000:.0f} s)"
+                                               for k, v in p["deferred"].items()) or "none"))
         lines.append("failing candidates: " + (", ".join(f"{k} {v['failing']} ({v['repeated']} repeatedly)"
                                                          for k, v in p["failing"].items() if v["failing"]) or "none"))
         soon = [c for c in p["expiring_credentials"] if c["expires_at"] <= week]

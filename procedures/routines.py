@@ -313,6 +313,7 @@ def status(conn: Conn) -> dict:
             "lateness": lateness, "polls_in_flight": polls[0]["polls_in_flight"],
             "polls_waiting": polls[0]["polls_waiting"], "signals_pending": polls[0]["signals_pending"],
             "deferred": {r["reason"]: r["instances"] for r in deferred},
+            "deferred_oldest_ms": {r["reason"]: float(r["oldest_ms"] or 0) for r in deferred},
             "failing": {r["class"]: {"failing": int(r["failing"]), "repeated": int(r["repeated"])} for r in failing},
             "instances": {r["status"]: {"instances": r["instances"], "paused": int(r["paused"])} for r in instances},
             "expiring_credentials": [{**r, "expires_at": rfc3339(r["expires_at"])} for r in expiring]}

@@ -8,7 +8,8 @@ Result set 2: status, tasks (QUEUED and RUNNING tasks).
 Result set 3: open_review_reasons, instances_in_review (of instances in NEEDS_REVIEW), now_at.
 Result set 4 (timers settled in the last 5 minutes, T-8): le_seconds (bucket upper bound, NULL = +Inf), timers.
 Result set 5: polls_in_flight, polls_waiting (POLL activations by state), signals_pending.
-Result set 6 (R-18): reason, instances (deferred checks by reason: pause, quota, capacity, disabled identity or app).
+Result set 6 (R-18): reason, instances (deferred checks by reason: pause, quota, capacity, disabled identity or app),
+oldest_since (when the longest-standing of those deferrals began), oldest_ms (how long ago that was).
 Result set 7 (R-18): class, failing (candidates whose last advance failed), repeated (failed 2 or more times in a row).
 Result set 8 (live instances): status (RUNNING, NEEDS_REVIEW, CANCELLING), instances, paused (of them, control PAUSED).
 Result set 9 (S-2): namespace, credential_id, actor, expires_at - every active credential made to expire, the soonest
@@ -55,7 +56,10 @@ BEGIN
     SELECT (SELECT COUNT(*) FROM weave_poll_states WHERE state = 'IN_FLIGHT') AS polls_in_flight,
            (SELECT COUNT(*) FROM weave_poll_states WHERE state = 'WAITING') AS polls_waiting,
            (SELECT COUNT(*) FROM weave_signals WHERE status = 'PENDING') AS signals_pending;
-    SELECT deferred_reason AS reason, COUNT(DISTINCT instance_id) AS instances
+    -- How long the longest deferral of each reason has lasted: a count alone does not tell an instance that waits
+    -- for ever (others keep taking the room it waits for) from many that each wait a moment.
+    SELECT deferred_reason AS reason, COUNT(DISTINCT instance_id) AS instances, MIN(deferred_since) AS oldest_since,
+           TIMESTAMPDIFF(MICROSECOND, MIN(deferred_since), v_now) / 1000 AS oldest_ms
       FROM weave_pending_advances FORCE INDEX (ix_checkpoint_deferred)
      WHERE deferred_reason IS NOT NULL GROUP BY deferred_reason ORDER BY deferred_reason;
     SELECT 'CHECKPOINT' AS class, COUNT(*) AS failing, COALESCE(SUM(attempts >= 2), 0) AS repeated

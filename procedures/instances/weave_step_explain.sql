@@ -28,8 +28,9 @@ timer_planned_due_at, timer_truncated (1 when the instance deadline capped it), 
 settlement); poll_state, rounds_used, max_rounds, next_poll_at, poll_deadline, poll_last_outcome, poll_stop_reason;
 task_id (the current task of a TASK or POLL step), task_status, attempts_used, max_attempts, lease_holder,
 lease_expires_at, next_retry_at.
-Result set 4 (what holds the instance or step back, R-18): blocker (PAUSED, GATE_CLOSED, DEFERRED, REVIEW),
-reason (deferral reason or review code), since, next_check_at, detail.
+Result set 4 (what holds the instance or step back, R-18): blocker (PAUSED, GATE_CLOSED, DEFERRED, MUTEX_HELD: the
+step''s current task is QUEUED behind a RUNNING attempt that holds its mutex key, REVIEW), reason (deferral reason or
+review code), since (for MUTEX_HELD: when the key was taken), next_check_at, detail (for MUTEX_HELD: {mutex_key}).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
 Rules: S-17, S-8, S-9, S-11.'
     READS SQL DATA
@@ -146,6 +147,19 @@ BEGIN
     UNION ALL
     SELECT 'DEFERRED', deferred_reason, deferred_since, available_at, last_error FROM weave_pending_advances
      WHERE instance_id = v_inst AND step_key IN ('', in_step_key) AND deferred_reason IS NOT NULL
+    UNION ALL
+    -- The step's current task, QUEUED, whose mutex key a RUNNING attempt holds: no worker can start it until that
+    -- attempt ends, however many are idle. Only the key and since when it is held are told: the holder may be a task
+    -- the caller may not read.
+    SELECT 'MUTEX_HELD', NULL, p.taken_at, NULL, JSON_OBJECT('mutex_key', t.mutex_key)
+      FROM weave_steps s
+      STRAIGHT_JOIN pulse_tasks t FORCE INDEX (PRIMARY)
+        ON t.id = COALESCE((SELECT ps.current_task_id FROM weave_poll_states ps
+                             WHERE ps.activation_id = s.activation_id),
+                           (SELECT MAX(x.id) FROM pulse_tasks x WHERE x.activation_id = s.activation_id))
+      STRAIGHT_JOIN pulse_permits p FORCE INDEX (uq_permit_mutex_held)
+        ON p.namespace_id = t.namespace_id AND p.mutex_held = t.mutex_key
+     WHERE s.id = v_step AND t.status = 'QUEUED' AND t.mutex_key IS NOT NULL
     UNION ALL
     SELECT 'REVIEW', code, opened_at, NULL, detail FROM weave_review_reasons
      WHERE instance_id = v_inst AND closed_at IS NULL;

@@ -20,7 +20,7 @@ TYPES = {
     "weave_signals": "counter", "weave_poll_rounds": "counter", "weave_decisions": "counter",
     "weave_due_backlog": "gauge", "weave_oldest_due_lag_seconds": "gauge", "weave_instances": "gauge",
     "weave_review_reasons_open": "gauge", "weave_instances_in_review": "gauge", "weave_candidates_failing": "gauge",
-    "weave_instances_deferred": "gauge", "weave_instances_paused": "gauge",
+    "weave_instances_deferred": "gauge", "weave_instances_paused": "gauge", "weave_oldest_deferral_seconds": "gauge",
 }
 
 

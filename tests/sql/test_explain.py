@@ -104,3 +104,27 @@ def test_S17_a_reactivated_signal_step_before_its_wait_opens_explains_its_signal
     why = {s["signal_id"]: s["why"] for s in report["signals"]}
     assert why == {old["signal_id"]: "CORRELATION_MISMATCH", new["signal_id"]: "WAITING_FOR_ACTIVATION"}
     assert [b["blocker"] for b in report["blockers"]][:1] == ["PAUSED"]
+
+
+def test_S17_K1_R18_a_task_waiting_for_its_mutex_key_names_it_among_the_blockers(world, orch):
+    """A QUEUED task whose mutex key a RUNNING attempt holds cannot start however many workers are idle: explain says
+    so (the key, held since when), and says nothing once the key is free or for a task with no key."""
+    from procedures import routines
+
+    world.publish(task_flow(mutex_key="$.input.account"))
+    first = world.start("pay", {"order_id": "a", "account": "acct-1"})
+    second = world.start("pay", {"order_id": "b", "account": "acct-1"})
+    other = world.start("pay", {"order_id": "c", "account": "acct-2"})
+    orch.drain()
+    got, = claim(world)  # first's task: acct-1 is held from here
+    assert got["workflow_id"] == first
+    blockers = explain(world, second, "work")["blockers"]
+    assert blockers == [{"blocker": "MUTEX_HELD", "reason": None, "since": got["started_at"].isoformat(
+        timespec="microseconds") + "Z", "next_check_at": None, "detail": {"mutex_key": "acct-1"}}]
+    assert explain(world, other, "work")["blockers"] == []
+    assert explain(world, first, "work")["blockers"] == []  # running: it holds the key itself
+    routines.instance_pause(world.db.conn, world.token, world.namespace, second, "hold", "p-1")
+    assert [b["blocker"] for b in explain(world, second, "work")["blockers"]] == ["PAUSED", "MUTEX_HELD"]
+    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
+    assert explain(world, second, "work")["blockers"] == [{"blocker": "PAUSED", "reason": None, "since": None,
+                                                         "next_check_at": None, "detail": None}]

@@ -200,6 +200,29 @@ def test_R18_a_full_queue_is_a_deferral_that_clears_by_itself(world, orch):
     assert status_sets(world)[0] == {"QUEUE_FULL": 1}
 
 
+def test_R18_R8_a_deferral_that_others_keep_overtaking_shows_its_age_where_the_count_stays_flat(world, orch):
+    """At a full quota, each slot a task gives back may be taken by a start before a deferred instance looks again:
+    that instance can wait on while the count of deferrals stays at one. The status says how long the oldest
+    deferral of each reason has lasted, so that such a wait shows."""
+    routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)
+    world.publish(task_flow())
+    world.start("pay", {"order_id": "first"})
+    waiting = world.start("pay", {"order_id": "waiting"})
+    orch.drain()
+    since = world.instance(waiting)["deferred"]["since"]
+    for n in range(5):
+        got, = claim(world)
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": n})
+        world.start("pay", {"order_id": f"later-{n}"})  # takes the slot given back
+        world.db.advance(10_000)
+        orch.drain()
+    assert world.step(waiting, "work")["status"] == "PENDING"
+    assert world.instance(waiting)["deferred"]["since"] == since
+    figures = routines.status(world.db.conn)
+    assert figures["deferred"] == {"QUOTA_FULL": 1}
+    assert figures["deferred_oldest_ms"]["QUOTA_FULL"] >= 50_000
+
+
 def test_R18_a_definition_document_with_an_unknown_field_is_refused_from_sql_too(world):
     """The Python model refuses unknown keys with a hint; a document sent straight to the routine is refused too."""
     for doc in ('{"name": "x", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1}], "stpes": []}',):
