@@ -48,6 +48,7 @@ def create_app(connections: Connections) -> falcon.App:
         "/queues": resources.Queues(connections),
         "/credentials": resources.Credentials(connections),
         "/credentials/{credential_id}/disable": resources.CredentialDisable(connections),
+        "/credentials/{credential_id}/enable": resources.CredentialEnable(connections),
         "/audit": resources.Audit(connections),
     }
     for path, resource in routes.items():

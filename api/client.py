@@ -458,6 +458,11 @@ class WeaveClient:
         """Its token stops working at once. Safe to retry: disabling a disabled credential changes nothing."""
         return self._call("POST", f"credentials/{_segment(credential_id)}/disable")
 
+    def enable_credential(self, credential_id: str) -> dict:
+        """A disabled credential works again (until its expiry), and the instances it started go on. Safe to retry:
+        enabling an active credential changes nothing."""
+        return self._call("POST", f"credentials/{_segment(credential_id)}/enable")
+
     def list_audit(self, *, workflow_id: str | None = None, action: str | None = None, limit: int = 50,
                    cursor: str | None = None) -> dict:
         """The audit trail, newest first: the namespace's own actions, or with ``workflow_id`` that instance's."""

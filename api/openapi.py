@@ -248,6 +248,9 @@ def document() -> dict:
         "Disabled": {"type": "object", "required": ["credential_id", "actor", "status"], "properties": {
             "credential_id": {"type": "string"}, "actor": {"type": "string"},
             "status": {"type": "string", "enum": ["DISABLED"]}}},
+        "Enabled": {"type": "object", "required": ["credential_id", "actor", "status"], "properties": {
+            "credential_id": {"type": "string"}, "actor": {"type": "string"},
+            "status": {"type": "string", "enum": ["ACTIVE"]}}},
         "Credential": {"type": "object", "required": ["credential_id", "actor", "scopes", "queues", "token"],
                        "properties": {"credential_id": {"type": "string"}, "actor": {"type": "string"},
                                       "scopes": {"type": "array", "items": {"type": "string"}},
@@ -347,6 +350,12 @@ def document() -> dict:
             "disable_credential", "admin",
             "Disable a credential: its token stops working at once, and instances it started get no new work (R-8)",
             "admin", _ok(200, _ref("Disabled"), "disabled (disabling a disabled credential changes nothing)"),
+            params=[{"name": "credential_id", "in": "path", "required": True, "schema": {"type": "string"}}])},
+        "/v1/namespaces/{ns}/credentials/{credential_id}/enable": {"post": _op(
+            "enable_credential", "admin",
+            "Enable a disabled credential again: its token works again (until its expiry), and instances it started "
+            "take new work again (R-8, R-18)",
+            "admin", _ok(200, _ref("Enabled"), "enabled (enabling an active credential changes nothing)"),
             params=[{"name": "credential_id", "in": "path", "required": True, "schema": {"type": "string"}}])},
         "/v1/namespaces/{ns}/audit": {"get": _op(
             "list_audit", "admin", "Read the audit trail, newest first: the namespace's own actions (credentials, "

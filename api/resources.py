@@ -188,6 +188,15 @@ class CredentialDisable(Resource):
         respond(resp, routines.credential_disable(self.conn, bearer(req), ns, credential_id))
 
 
+class CredentialEnable(Resource):
+    """POST /credentials/{credential_id}/enable: a disabled credential authenticates again (until its expiry), and the
+    instances it started, whose new work waited (IDENTITY_DISABLED), go on. Enabling an active credential changes
+    nothing and answers the same."""
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str, credential_id: str) -> None:
+        respond(resp, routines.credential_enable(self.conn, bearer(req), ns, credential_id))
+
+
 class Action(Resource):
     """POST /workflows/{id}/<action> and /workflows/{id}/steps/{key}/<action>: one operator action with a
     reason and an idempotency key (06-control); 200 with the instance as it is now (the action's own answer), a

@@ -205,6 +205,8 @@ def cmd_credentials_create(args: argparse.Namespace) -> int:
 
 cmd_credentials_disable = _admin_command(routines.credential_disable, ("credential_id",),
                                          "credential {credential_id} is {status}")
+cmd_credentials_enable = _admin_command(routines.credential_enable, ("credential_id",),
+                                        "credential {credential_id} is {status}")
 cmd_apps_create = _admin_command(routines.app_put, ("name", "max_in_flight", "status"),
                                  "app {name}: max_in_flight {max_in_flight}, {status}")
 cmd_queues_create = _admin_command(routines.queue_put, ("name", "capacity"), "queue {name}: capacity {capacity}")
@@ -930,7 +932,7 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
                              "definitions:publish (no signal rights). The token is shown once.",
                  func=cmd_bootstrap, token=False)
 
-    creds = sub.add_parser("credentials", help="create, list or disable credentials").add_subparsers(
+    creds = sub.add_parser("credentials", help="create, list, disable or enable credentials").add_subparsers(
         dest="action", metavar="ACTION", required=True)
     p = _command(creds, "list", help="list the namespace's credentials, never their tokens (admin)", func=cmd_list)
     p = _command(creds, "create", help="create a credential (admin); prints its token once",
@@ -942,7 +944,11 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     expiry.add_argument("--expires-in", type=_duration, metavar="AGE",
                         help="stop authenticating this long from now, on the engine's clock: 45s, 30m, 36h or 90d")
     expiry.add_argument("--expires-at", metavar="TIME", help="stop authenticating at this time, RFC 3339 with a zone")
-    p = _command(creds, "disable", help="disable a credential (admin)", func=cmd_credentials_disable)
+    p = _command(creds, "disable", help="disable a credential: its token stops working, and the instances it "
+                                        "started take no new work until it is enabled again (admin)",
+                 func=cmd_credentials_disable)
+    p.add_argument("credential_id", help="cred_...")
+    p = _command(creds, "enable", help="enable a disabled credential again (admin)", func=cmd_credentials_enable)
     p.add_argument("credential_id", help="cred_...")
 
     apps = sub.add_parser("apps", help="manage apps").add_subparsers(dest="action", metavar="ACTION", required=True)

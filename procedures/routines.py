@@ -52,6 +52,11 @@ def credential_disable(conn: Conn, token: str, namespace: str, credential_id: st
     return call_row(conn, "weave_credential_disable", token, namespace, credential_id)
 
 
+def credential_enable(conn: Conn, token: str, namespace: str, credential_id: str) -> dict:
+    """See procedures/admin/weave_credential_enable.sql."""
+    return call_row(conn, "weave_credential_enable", token, namespace, credential_id)
+
+
 def app_put(conn: Conn, token: str, namespace: str, name: str, max_in_flight: int,
             status: str | None = None) -> dict:
     """See procedures/admin/weave_app_put.sql."""

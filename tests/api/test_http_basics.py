@@ -277,7 +277,7 @@ def test_admin_objects(client, world):
             403, "FORBIDDEN")
 
 
-def test_S2_admin_objects_are_listed_and_a_credential_is_disabled_over_http(client, world):
+def test_S2_admin_objects_are_listed_and_a_credential_is_disabled_and_enabled_over_http(client, world):
     """What an admin creates over HTTP is listed there too (a token never), and a leaked token is revoked there,
     with no database access: it stops authenticating at once, and a second disable answers the same."""
     client.simulate_post(f"{NS}/queues", headers=auth(world.admin), json={"name": "q2", "capacity": 9})
@@ -308,6 +308,11 @@ def test_S2_admin_objects_are_listed_and_a_credential_is_disabled_over_http(clie
     problem(client.simulate_post(f"{NS}/credentials/{bot['credential_id']}/disable", headers=auth(world.token)),
             403, "FORBIDDEN")
     assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'credential.disable'") == 2
+    enabled = client.simulate_post(f"{NS}/credentials/{bot['credential_id']}/enable", headers=auth(world.admin))
+    assert enabled.status_code == 200 and enabled.json == {**disabled.json, "status": "ACTIVE"}
+    assert client.simulate_get(f"{NS}/definitions", headers=auth(bot["token"])).json == {"items": []}
+    problem(client.simulate_post(f"{NS}/credentials/{bot['credential_id']}/enable", headers=auth(world.token)),
+            403, "FORBIDDEN")
 
 
 def test_S2_a_credential_made_over_http_may_expire_and_is_listed_expired_after(client, world):

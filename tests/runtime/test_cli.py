@@ -225,6 +225,17 @@ def test_S2_credentials_create_with_an_expiry_on_the_engine_clock_and_list_shows
     assert f"{made['credential_id']} contractor (acme) EXPIRED" in status()
 
 
+def test_S2_credentials_disable_and_enable_from_the_command_line(weave, world):
+    made = world.credential(["workflows:read"], actor="contractor")
+    for action, status in (("disable", "DISABLED"), ("enable", "ACTIVE")):
+        code, out, err = weave("credentials", action, made["credential_id"], token=world.admin)
+        assert (code, out.strip()) == (0, f"credential {made['credential_id']} is {status}"), err
+    code, out, err = weave("workflows", "list", "--json", token=made["token"])
+    assert code == 0, err
+    code, _, err = weave("credentials", "enable", "cred_999999", "--json", token=world.admin)
+    assert code == EXIT_CODES[404] and json.loads(err)["code"] == "NOT_FOUND"
+
+
 def test_errors_are_json_on_stderr_with_an_exit_code_per_class(weave, world):
     code, out, err = weave("workflows", "show", "wf_999999", "--json")
     assert (code, out) == (EXIT_CODES[404], "") and json.loads(err) == {"code": "NOT_FOUND",

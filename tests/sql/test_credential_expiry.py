@@ -106,3 +106,52 @@ def test_S2_R8_the_instances_an_expired_credential_started_go_on(world, orch):
     world.db.advance(60_000)
     orch.drain()
     assert world.instance(wf)["status"] == "SUCCEEDED"
+
+
+def test_S2_R18_a_disabled_credential_enabled_again_lets_its_instances_go_on(world, orch):
+    """A disabled credential's instances take no new step (R-8: IDENTITY_DISABLED), a wait that must be able to
+    clear (R-18): enabling the credential again clears it. The token authenticates again, the instance's next step
+    starts at its next check, and the action is audited; enabling an active credential changes nothing else."""
+    world.publish({"name": "two-waits", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 60_000},
+                                                  {"key": "b", "type": "TIMER", "delay_ms": 60_000, "after": ["a"]}]})
+    made = routines.credential_create(world.db.conn, world.admin, "acme", "contractor", WORKFLOW_SCOPES)
+    wf = world.start("two-waits", token=made["token"])
+    orch.drain()
+    disabled = routines.credential_disable(world.db.conn, world.admin, "acme", made["credential_id"])
+    world.db.advance(60_000)
+    orch.drain()
+    waiting = world.instance(wf)
+    assert waiting["deferred"]["reason"] == "IDENTITY_DISABLED" and waiting["steps"][1]["status"] == "PENDING"
+    with pytest.raises(errors.Unauthenticated):
+        routines.instance_get(world.db.conn, made["token"], "acme", wf)
+
+    enabled = routines.credential_enable(world.db.conn, world.admin, "acme", made["credential_id"])
+    assert (disabled["status"], enabled) == ("DISABLED", {**disabled, "status": "ACTIVE"})
+    assert routines.instance_get(world.db.conn, made["token"], "acme", wf)["workflow_id"] == wf
+    world.db.advance(1_000)  # the deferred check's next look
+    orch.drain()
+    assert world.instance(wf)["deferred"] is None and world.step(wf, "b")["status"] == "ACTIVE"
+    world.db.advance(60_000)
+    orch.drain()
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+    listed = {c["credential_id"]: c for c in routines.credential_list(world.db.conn, world.admin, "acme")}
+    assert (listed[made["credential_id"]]["status"], listed[made["credential_id"]]["disabled_at"]) == ("ACTIVE", None)
+    assert routines.credential_enable(world.db.conn, world.admin, "acme", made["credential_id"]) == enabled
+    actions = [r["action"] for r in routines.audit_list(world.db.conn, world.admin, "acme", limit=10)["items"]]
+    assert actions[:3] == ["credential.enable", "credential.enable", "credential.disable"]
+    with pytest.raises(errors.NotFound):
+        routines.credential_enable(world.db.conn, world.admin, "acme", "cred_999999")
+    with pytest.raises(errors.Forbidden):
+        routines.credential_enable(world.db.conn, world.token, "acme", made["credential_id"])
+
+
+def test_S2_an_expired_credential_enabled_again_still_authenticates_no_more(world):
+    made = routines.credential_create(world.db.conn, world.admin, "acme", "contractor", WORKFLOW_SCOPES,
+                                      expires_at=world.db.now() + HOUR)
+    routines.credential_disable(world.db.conn, world.admin, "acme", made["credential_id"])
+    world.db.advance(3_600_000)
+    routines.credential_enable(world.db.conn, world.admin, "acme", made["credential_id"])
+    with pytest.raises(errors.Unauthenticated, match="expired"):
+        routines.instance_list(world.db.conn, made["token"], "acme")
+    listed = {c["credential_id"]: c for c in routines.credential_list(world.db.conn, world.admin, "acme")}
+    assert listed[made["credential_id"]]["status"] == "EXPIRED"

@@ -64,6 +64,9 @@ def test_S2_a_queue_restricted_admin_disables_only_credentials_of_its_queues(wor
         _refused(world, lambda other=other: routines.credential_disable(conn, two_queues, "acme",
                                                                          other["credential_id"]))
     assert routines.credential_disable(conn, two_queues, "acme", payments["credential_id"])["status"] == "DISABLED"
+    for other in (everything, mail):  # and enables only those
+        _refused(world, lambda other=other: routines.credential_enable(conn, two_queues, "acme",
+                                                                        other["credential_id"]))
     # It lists the credentials it administers: those of its queues, itself included.
     listed = {c["credential_id"] for c in routines.credential_list(conn, two_queues, "acme")}
     assert payments["credential_id"] in listed and not listed & {everything["credential_id"], mail["credential_id"]}
