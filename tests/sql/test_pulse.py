@@ -1047,6 +1047,23 @@ def test_R8_full_queue_or_quota_defers_the_task_step_and_consumes_nothing(world,
     assert world.step(second, "work")["status"] == "ACTIVE"
 
 
+def test_R8_a_deferral_for_room_looks_again_at_the_instance_deadline_at_the_latest(world, orch):
+    """Waiting for room is new work waiting: at the instance deadline it is a review (R-8), on time, not at the next
+    second's look."""
+    routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)
+    world.publish(task_flow())
+    world.start("pay", {"order_id": "a"})
+    orch.drain()
+    late = world.start("pay", {"order_id": "b"}, deadline_ms=400)
+    iid = world.internal_id(late)
+    deadline = world.db.scalar("SELECT deadline_at FROM weave_instances WHERE id = %s", iid)
+    root = world.db.row("SELECT available_at, deferred_reason FROM weave_pending_advances WHERE instance_id = %s", iid)
+    assert (root["deferred_reason"], root["available_at"]) == ("QUOTA_FULL", deadline)
+    world.db.advance(400)
+    orch.drain()
+    assert review_codes(world, late) == ["INSTANCE_DEADLINE"]
+
+
 def test_R8_M4_7_a_report_releases_its_task_slot_last_so_its_successor_defers_at_a_full_quota(world, orch):
     """The report consumes its outcome before it releases its task's slot: a successor it activates sees the
     finishing task's slot still taken, never one too many, and is created by ROOT once the slot is free."""
