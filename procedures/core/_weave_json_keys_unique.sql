@@ -8,12 +8,13 @@
 -- the empty key: it lists "" as often as it comes, so a text that holds "" is never counted). Otherwise
 -- JSON_NORMALIZE writes each object's members sorted by key, so a key twice is two neighbours: a member followed by a
 -- comma and the same key. Strings are given one spelling first where a key holds an escape ("a" and "\u0061" are
--- one key). One pattern finds such neighbours in the whole text, matching each member's value whole; its work grows
+-- one key), in a document of up to 16 KiB. One pattern finds such neighbours in the whole text, matching each member's value whole; its work grows
 -- with the text times its depth, so past 16 KiB, or when the server's match limit stops it, the objects are taken
 -- one by one instead (a recursive walk of the document), each by a pattern over its own members only.
 CREATE FUNCTION _weave_json_keys_unique(in_doc LONGTEXT)
     RETURNS BOOLEAN
-    COMMENT 'Internal. Description: TRUE when no object of in_doc (valid JSON) holds one key twice (escapes decoded);
+    COMMENT 'Internal. Description: TRUE when no object of in_doc (valid JSON) holds one key twice (escapes decoded up to
+16 KiB, keys compared as written past it);
 FALSE when one does, or when the check could not finish. On MySQL always TRUE: its reader keeps the last of two keys,
 as Python''s does.'
     DETERMINISTIC
@@ -36,7 +37,10 @@ BEGIN
        AND JSON_LENGTH(in_doc) <= 64 THEN
         RETURN JSON_LENGTH(in_doc) = JSON_LENGTH(JSON_KEYS(in_doc));  -- one object of scalars: a key twice counts once
     END IF;
-    SET v_doc = JSON_NORMALIZE(IF(v_escaped, _weave_json_escapes_canonical(in_doc), in_doc));
+    -- One spelling for every string costs about 1.6 us a byte where escapes are dense (a Python encoder's default for
+    -- text beyond ASCII), so a larger document compares its keys as written: one encoder spells a key one way.
+    SET v_doc = JSON_NORMALIZE(IF(v_escaped AND LENGTH(in_doc) <= 16384, _weave_json_escapes_canonical(in_doc),
+                                  in_doc));
     IF LENGTH(v_doc) <= 16384 THEN
         -- Tokens whole (strings as one), and at each { or , a member whose next neighbour has its key.
         SET v_twice = v_doc REGEXP CONCAT('^(?:[^",{]++|"(?:[^"\\\\]++|\\\\.)*+"|[,{])*?',
