@@ -574,6 +574,42 @@ def test_the_purge_and_the_archive_cover_every_table_that_holds_rows_of_an_insta
     assert history._value(b"\xff\x00") == {"base64": "/wA="} and history._value(b"{}") == "{}"
 
 
+def _purged_while_it_waits(world, identity: int, call) -> object:
+    """What ``call(conn)`` answers when, while it waits for the instance's identity (R-3, after its unlocked read of
+    the instance), a purge removes that instance: the identity is held on another connection until the call waits
+    for it, then the purge runs, then the identity is let go. The answer, or the exception raised."""
+    holder, calling = world.db.connect(), world.db.connect()
+    answer: list = []
+
+    def run() -> None:
+        try:
+            answer.append(call(calling))
+        except Exception as exc:  # judged by the caller
+            answer.append(exc)
+
+    try:
+        with calling.cursor() as cur:
+            cur.execute("SELECT CONNECTION_ID() AS id")
+            calling_id = cur.fetchone()["id"]
+        holder.begin()
+        with holder.cursor() as cur:
+            cur.execute("SELECT id FROM weave_credentials WHERE id = %s FOR UPDATE", (identity,))
+        thread = threading.Thread(target=run)
+        thread.start()
+        assert wait_for(lambda: world.db.scalar(
+            "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = %s "
+            "AND trx_state = 'LOCK WAIT'", calling_id) == 1, interval=0.2)
+        assert purge(world, fold=False)["purged"] == 1
+        holder.rollback()
+        thread.join(30)
+    finally:
+        holder.rollback()
+        holder.close()
+        calling.close()
+    assert len(answer) == 1, answer
+    return answer[0]
+
+
 @pytest.mark.parametrize("action", ["cancel", "pause", "deadline"])
 def test_C6_an_action_waiting_on_an_instance_a_purge_removes_answers_not_found(world, orch, action):
     """An operator action authorises with an unlocked read of the instance, then waits in R-3 order for the instance's
@@ -585,38 +621,12 @@ def test_C6_an_action_waiting_on_an_instance_a_purge_removes_answers_not_found(w
     operator = world.credential(["workflows:control", "workflows:review"], actor="operator")["token"]
     counted(world)
     identity = world.db.scalar("SELECT credential_id FROM weave_instances WHERE id = %s", world.internal_id(wf))
-    holder, acting = world.db.connect(), world.db.connect()
-    calls = {"cancel": lambda: routines.instance_cancel(acting, operator, "acme", wf, "r", "k"),
-             "pause": lambda: routines.instance_pause(acting, operator, "acme", wf, "r", "k"),
-             "deadline": lambda: routines.instance_deadline(acting, operator, "acme", wf, "r", "k", extend_ms=HOUR)}
-    answer: list = []
-
-    def act() -> None:
-        try:
-            answer.append(calls[action]())
-        except Exception as exc:  # judged below
-            answer.append(exc)
-
-    try:
-        with acting.cursor() as cur:
-            cur.execute("SELECT CONNECTION_ID() AS id")
-            acting_id = cur.fetchone()["id"]
-        holder.begin()
-        with holder.cursor() as cur:  # the instance's identity held: the action waits after its authorisation
-            cur.execute("SELECT id FROM weave_credentials WHERE id = %s FOR UPDATE", (identity,))
-        thread = threading.Thread(target=act)
-        thread.start()
-        assert wait_for(lambda: world.db.scalar(
-            "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = %s "
-            "AND trx_state = 'LOCK WAIT'", acting_id) == 1, interval=0.2)
-        assert purge(world, fold=False)["purged"] == 1
-        holder.rollback()
-        thread.join(30)
-    finally:
-        holder.rollback()
-        holder.close()
-        acting.close()
-    assert len(answer) == 1 and isinstance(answer[0], errors.NotFound), answer
+    calls = {"cancel": lambda conn: routines.instance_cancel(conn, operator, "acme", wf, "r", "k"),
+             "pause": lambda conn: routines.instance_pause(conn, operator, "acme", wf, "r", "k"),
+             "deadline": lambda conn: routines.instance_deadline(conn, operator, "acme", wf, "r", "k",
+                                                                 extend_ms=HOUR)}
+    answer = _purged_while_it_waits(world, identity, calls[action])
+    assert isinstance(answer, errors.NotFound), answer
     assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE instance_id = %s", world.internal_id(wf)) == 0
 
 
@@ -631,34 +641,8 @@ def test_R4_a_start_replay_that_waits_while_a_purge_removes_its_instance_starts_
     routines.instance_cancel(world.db.conn, world.token, "acme", first, "no longer needed", "c1")
     counted(world)
     identity = world.db.scalar("SELECT credential_id FROM weave_instances WHERE id = %s", world.internal_id(first))
-    holder, replaying = world.db.connect(), world.db.connect()
-    answer: list = []
-
-    def replay() -> None:
-        try:
-            answer.append(routines.instance_start(replaying, world.token, "acme", **start))
-        except Exception as exc:  # judged below
-            answer.append(exc)
-
-    try:
-        with replaying.cursor() as cur:
-            cur.execute("SELECT CONNECTION_ID() AS id")
-            replaying_id = cur.fetchone()["id"]
-        holder.begin()
-        with holder.cursor() as cur:  # the credential held: the replay waits after its read of the instance
-            cur.execute("SELECT id FROM weave_credentials WHERE id = %s FOR UPDATE", (identity,))
-        thread = threading.Thread(target=replay)
-        thread.start()
-        assert wait_for(lambda: world.db.scalar(
-            "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = %s "
-            "AND trx_state = 'LOCK WAIT'", replaying_id) == 1, interval=0.2)
-        assert purge(world, fold=False)["purged"] == 1
-        holder.rollback()
-        thread.join(30)
-    finally:
-        holder.rollback()
-        holder.close()
-        replaying.close()
-    assert len(answer) == 1 and isinstance(answer[0], dict), answer
-    assert answer[0]["workflow_id"] != first and answer[0]["status"] == "RUNNING"
+    answer = _purged_while_it_waits(world, identity,
+                                    lambda conn: routines.instance_start(conn, world.token, "acme", **start))
+    assert isinstance(answer, dict), answer
+    assert answer["workflow_id"] != first and answer["status"] == "RUNNING"
     assert world.db.rows("SELECT idempotency_key FROM weave_instances") == [{"idempotency_key": "K"}]

@@ -1,0 +1,40 @@
+-- The one decision behind disabling a credential and enabling it again: the same authorization (an admin of every
+-- queue of the credential, as for its creation), the same lock, one audit row each time, even when nothing changes.
+CREATE PROCEDURE _weave_credential_status_put(
+        IN in_token         VARCHAR(512),
+        IN in_namespace     VARCHAR(200),
+        IN in_credential_id VARCHAR(64),
+        IN in_status        VARCHAR(16),
+        OUT out_actor       VARCHAR(128))
+    COMMENT 'Internal. Description: sets a credential of the namespace DISABLED (disabled_at kept from the first time) or
+ACTIVE again (disabled_at cleared), audited as credential.disable or credential.enable, in the caller''s
+transaction; out_actor: the credential''s actor.
+Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
+Rules: S-2, R-8.'
+    MODIFIES SQL DATA
+BEGIN
+    DECLARE v_now DATETIME(6);
+    DECLARE v_ns BIGINT UNSIGNED;
+    DECLARE v_admin BIGINT UNSIGNED;
+    DECLARE v_admin_actor VARCHAR(128);
+    DECLARE v_id BIGINT UNSIGNED DEFAULT NULL;
+    DECLARE v_queues VARCHAR(2048);
+    DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues
+    CALL _weave_admin_begin(in_token, in_namespace, 'admin', NULL, v_ns, v_admin, v_admin_actor, v_now, v_allowed);
+    IF in_credential_id REGEXP '^cred_[0-9]{1,19}\\z' THEN
+        SELECT id, actor, queues INTO v_id, out_actor, v_queues FROM weave_credentials
+         WHERE id = CAST(SUBSTRING(in_credential_id, 6) AS UNSIGNED) AND namespace_id = v_ns FOR UPDATE;
+    END IF;
+    IF v_id IS NULL THEN
+        CALL _weave_raise(50003, 'NOT_FOUND: no such object in this namespace');
+    END IF;
+    -- An admin restricted to some queues disables and enables only the credentials of its queues (one for every queue
+    -- only from an admin of every queue), as it creates only those.
+    CALL _weave_queues_check(v_queues, v_allowed);
+    UPDATE weave_credentials
+       SET status = in_status, disabled_at = IF(in_status = 'DISABLED', COALESCE(disabled_at, v_now), NULL)
+     WHERE id = v_id;
+    CALL _weave_audit(v_ns, 0, v_admin, v_admin_actor,
+                      IF(in_status = 'DISABLED', 'credential.disable', 'credential.enable'), NULL, NULL, v_now, NULL,
+                      NULL, JSON_OBJECT('credential_id', in_credential_id), NULL);
+END
