@@ -48,6 +48,7 @@ BEGIN
     DECLARE v_same_input TINYINT;
     DECLARE v_duplicate TINYINT DEFAULT 0;
     DECLARE v_found BIGINT UNSIGNED DEFAULT NULL;  -- the replayed instance, locked (NULL: none, or purged meanwhile)
+    DECLARE v_found_status VARCHAR(16);  -- its status as first read
     DECLARE v_root VARCHAR(16);
     DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues, checked against the definition's there
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
@@ -58,8 +59,8 @@ BEGIN
     -- replay reads its request digest once it is known to be one. A replay answers that instance, so the queues
     -- checked are those of its pinned definition, not of the version the request names (without a version, the
     -- latest, which may use other queues since).
-    SELECT d.id, d.version, COALESCE(p.queues, d.queues), JSON_LENGTH(d.document, '$.steps'), n.id, i.id
-      INTO v_def, v_def_version, v_queues, v_steps, v_ns, v_id
+    SELECT d.id, d.version, COALESCE(p.queues, d.queues), JSON_LENGTH(d.document, '$.steps'), n.id, i.id, i.status
+      INTO v_def, v_def_version, v_queues, v_steps, v_ns, v_id, v_found_status
       FROM weave_definitions d JOIN weave_namespaces n ON n.id = d.namespace_id AND n.name = in_namespace
       LEFT JOIN weave_instances i ON i.namespace_id = n.id AND i.idempotency_key = in_idempotency_key
       LEFT JOIN weave_definitions p ON p.id = i.definition_id
@@ -76,11 +77,14 @@ BEGIN
                                        in_business_key);
 
     IF v_def IS NULL THEN  -- no such definition: a replay of this key may still name another (a conflict)
-        SELECT id INTO v_id FROM weave_instances WHERE namespace_id = v_ns AND idempotency_key = in_idempotency_key;
+        SELECT id, status INTO v_id, v_found_status FROM weave_instances
+         WHERE namespace_id = v_ns AND idempotency_key = in_idempotency_key;
     END IF;
-    IF v_id IS NOT NULL THEN
-        -- R-3: the instance after the credential, shared until the answer is read, so that a retention purge (which
-        -- skips a locked instance) cannot remove it under the replay. One removed since the plain read above is gone
+    IF v_id IS NOT NULL AND v_found_status IN ('SUCCEEDED', 'CANCELLED') THEN
+        -- R-3: a finished instance after the credential, shared until the answer is read, so that a retention purge
+        -- (which removes only finished instances, and skips a locked one) cannot remove it under the replay. A live
+        -- one is not locked: a decision, or a caller's transaction that sent it a signal, may hold it for long, and a
+        -- replay answers from a snapshot without waiting for either. One removed since the plain read above is gone
         -- for good: the request starts a new instance, as a start after the purge does, under the queues of the
         -- version it names.
         SET v_found = NULL;

@@ -197,3 +197,29 @@ def test_R13_a_disable_waiting_for_a_send_in_a_caller_transaction_never_holds_th
         client.close()
         admin.close()
         orch.close()
+
+
+def test_R13_a_start_replay_never_waits_for_a_transaction_that_holds_its_live_instance(world):
+    """A caller's transaction that sent a signal to an instance holds that instance until it commits (S-16). A replay
+    of the instance's start answers from a snapshot without waiting for it; only a finished instance, which a
+    retention purge could remove under the replay, is held while the replay reads it."""
+    from procedures import routines
+
+    world.publish(signal_flow())
+    start = {"definition": "approval-flow", "app": world.app, "input": {"order_id": "o-1"},
+             "idempotency_key": "start-1", "deadline_ms": HOUR}
+    first = routines.instance_start(world.db.conn, world.token, "acme", **start)
+    client, replaying = world.db.connect(), world.db.connect()
+    try:
+        client.begin()
+        signals.send_in_tx(client, world.token, "acme", first["workflow_id"], idempotency_key="s1", name=NAME,
+                           payload_version=VERSION, target_step_key="approval", target_activation_sequence=1,
+                           correlation_key=b"o-1", payload='{"approved": true}', reason="approved by the desk")
+        with replaying.cursor() as cur:
+            cur.execute("SET SESSION innodb_lock_wait_timeout = 1")  # a wait would fail with 1205
+        again = routines.instance_start(replaying, world.token, "acme", **start)
+    finally:
+        client.rollback()
+        client.close()
+        replaying.close()
+    assert again["workflow_id"] == first["workflow_id"]
