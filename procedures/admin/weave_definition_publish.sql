@@ -89,6 +89,11 @@ BEGIN
                 THEN f.required = 1
                 ELSE JSON_TYPE(JSON_EXTRACT(s.spec, CONCAT('$.', f.member)))
                          NOT IN ('INTEGER', 'UNSIGNED INTEGER', IF(f.fraction = 1, 'DOUBLE', 'INTEGER'))
+                     -- MariaDB types 1e3 INTEGER, and the engine reads such a member AS UNSIGNED, which stops at the
+                     -- e (1, or a refused truncation): an integer member is written in digits only, as JSON writes
+                     -- an integer and the validator takes one.
+                     OR (f.fraction = 0
+                         AND NOT (JSON_EXTRACT(s.spec, CONCAT('$.', f.member)) REGEXP '^-?[0-9]+\\z'))
                      OR NOT CAST(JSON_EXTRACT(s.spec, CONCAT('$.', f.member)) AS DOUBLE) BETWEEN f.low AND f.high
            END
      ORDER BY s.pos LIMIT 1;

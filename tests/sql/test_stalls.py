@@ -299,6 +299,29 @@ def test_R18_T1_P1_a_step_number_past_its_limits_is_refused_from_sql_too(world, 
     assert world.db.scalar("SELECT COUNT(*) FROM weave_definitions") == 0
 
 
+WRITTEN_WITH_AN_EXPONENT = [("TIMER", "delay_ms", "1e3"), ("SIGNAL", "timeout_ms", "1E9"),
+                            ("POLL", "interval_ms", "5e3"), ("TASK", "retry.max_attempts", "1e1"),
+                            ("TASK", "priority", "-1e2")]
+
+
+@pytest.mark.parametrize("kind, member, text", WRITTEN_WITH_AN_EXPONENT,
+                         ids=[f"{k}-{m}-{t}" for k, m, t in WRITTEN_WITH_AN_EXPONENT])
+def test_R18_T1_P1_a_step_integer_written_with_an_exponent_is_refused_from_sql_too(world, kind, member, text):
+    """MariaDB types 1e3 as an INTEGER, in range as a number, but the engine reads the member AS UNSIGNED, which
+    stops at the e: the timer of 1e3 ms waited 1 ms (or every start failed on a truncation). The validator takes no
+    such integer (Python reads it as a float); the routine refuses it too, naming the member."""
+    from procedures import definitions
+
+    document, compiled = _limit_document(kind, member, 424242)
+    document = document.replace("424242", text)
+    with pytest.raises(definitions.DefinitionError):  # the validator's rule and the routine's are one
+        definitions.validate(json.loads(document))
+    with pytest.raises(errors.ValidationFailed) as info:
+        dbmod.call(world.db.conn, "weave_definition_publish", world.admin, world.namespace, document, compiled, None)
+    assert info.value.field_code == "DEFINITION_INVALID" and member in str(info.value)
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_definitions") == 0
+
+
 def test_R18_a_lost_race_for_the_last_task_slot_is_retried_never_counted_toward_review(world, orch):
     """Another decision took the last slot between the room check and the guarded update: ROOM_TAKEN is
     transient (the decision is retried and then defers), so it never becomes CANDIDATE_FAILING."""
