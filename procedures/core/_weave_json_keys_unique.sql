@@ -8,15 +8,16 @@
 -- the empty key: it lists "" as often as it comes, so a text that holds "" is never counted). Otherwise
 -- JSON_NORMALIZE writes each object's members sorted by key, so a key twice is two neighbours: a member followed by a
 -- comma and the same key. Strings are given one spelling first where a key holds an escape ("a" and "\u0061" are
--- one key), in a document of up to 16 KiB. One pattern finds such neighbours in the whole text, matching each member's value whole; its work grows
--- with the text times its depth, so past 16 KiB, or when the server's match limit stops it, the objects are taken
--- one by one instead (a recursive walk of the document), each by a pattern over its own members only.
+-- one key), in a document of up to 16 KiB; past it, where that costs about 1.6 us a byte, each object of up to 2048
+-- members that holds an escape has its keys read decoded, one by one, besides. One pattern finds such neighbours in
+-- the whole text, matching each member's value whole; its work grows with the text times its depth, so past 16 KiB,
+-- or when the server's match limit stops it, the objects are taken one by one instead (a recursive walk of the
+-- document), each by a pattern over its own members only.
 CREATE FUNCTION _weave_json_keys_unique(in_doc LONGTEXT)
     RETURNS BOOLEAN
-    COMMENT 'Internal. Description: TRUE when no object of in_doc (valid JSON) holds one key twice (escapes decoded up to
-16 KiB, keys compared as written past it);
-FALSE when one does, or when the check could not finish. On MySQL always TRUE: its reader keeps the last of two keys,
-as Python''s does.'
+    COMMENT 'Internal. Description: TRUE when no object of in_doc (valid JSON) holds one key twice (escapes decoded, but
+in an object of over 2048 members of a document over 16 KiB); FALSE when one does, or when the check could not
+finish. On MySQL always TRUE: its reader keeps the last of two keys, as Python''s does.'
     DETERMINISTIC
     READS SQL DATA
 BEGIN
@@ -24,6 +25,7 @@ BEGIN
     DECLARE v_escaped BOOLEAN;  -- a key is spelled with an escape
     DECLARE v_twice BOOLEAN DEFAULT NULL;
     DECLARE v_depth INT;  -- the deepest level of containers the walk reached (the document itself is level 1)
+    DECLARE v_as_written BOOLEAN;  -- keys with an escape left as written (a larger document): decoded key by key
     DECLARE CONTINUE HANDLER FOR 1139 SET v_twice = NULL;  -- the pattern gave up (the server's match limit)
     IF in_doc IS NULL THEN
         RETURN FALSE;
@@ -38,9 +40,10 @@ BEGIN
         RETURN JSON_LENGTH(in_doc) = JSON_LENGTH(JSON_KEYS(in_doc));  -- one object of scalars: a key twice counts once
     END IF;
     -- One spelling for every string costs about 1.6 us a byte where escapes are dense (a Python encoder's default for
-    -- text beyond ASCII), so a larger document compares its keys as written: one encoder spells a key one way.
-    SET v_doc = JSON_NORMALIZE(IF(v_escaped AND LENGTH(in_doc) <= 16384, _weave_json_escapes_canonical(in_doc),
-                                  in_doc));
+    -- text beyond ASCII), so a larger document keeps its text as written, and each of its objects that holds an escape
+    -- has its keys read decoded instead (below): JSON_TABLE decodes what it reads, and the keys are a small part.
+    SET v_as_written = v_escaped AND LENGTH(in_doc) > 16384;
+    SET v_doc = JSON_NORMALIZE(IF(v_escaped AND NOT v_as_written, _weave_json_escapes_canonical(in_doc), in_doc));
     IF LENGTH(v_doc) <= 16384 THEN
         -- Tokens whole (strings as one), and at each { or , a member whose next neighbour has its key.
         SET v_twice = v_doc REGEXP CONCAT('^(?:[^",{]++|"(?:[^"\\\\]++|\\\\.)*+"|[,{])*?',
@@ -70,7 +73,14 @@ BEGIN
                            v REGEXP CONCAT('^\\{(?:(?&s):(?&v),)*?((?&s)):(?&v),\\1:',
                                            '(?(DEFINE)(?<s>"(?:[^"\\\\]++|\\\\.)*+")',
                                            '(?<v>(?&s)|[^,{}\\[\\]"]++|\\{(?:(?&s):(?&v)(?:,(?&s):(?&v))*+)?\\}',
-                                           '|\\[(?:(?&v)(?:,(?&v))*+)?\\]))')))), FALSE), MAX(depth)
+                                           '|\\[(?:(?&v)(?:,(?&v))*+)?\\]))')
+                           -- keys as written: two spellings of one key are one key once decoded ("a", "\u0061");
+                           -- JSON_KEYS takes time quadratic in an object's members, so past 2048 of them keys are
+                           -- compared as written only (one encoder spells one key one way)
+                           OR v_as_written AND LOCATE(CHAR(92 USING utf8mb4), v) > 0 AND JSON_LENGTH(v) <= 2048
+                              AND (SELECT COUNT(*) <> COUNT(DISTINCT HEX(k.name))
+                                     FROM JSON_TABLE(JSON_KEYS(v), '$[*]' COLUMNS (name LONGTEXT PATH '$')) AS k)))),
+                    FALSE), MAX(depth)
       INTO v_twice, v_depth
       FROM node;
     -- The session's max_recursive_iterations ends a recursive query early, and silently: the objects below the level
