@@ -20,10 +20,18 @@ BEGIN
     DECLARE v_id BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_queues VARCHAR(2048);
     DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues
+    DECLARE v_wait BIGINT UNSIGNED DEFAULT @@SESSION.innodb_lock_wait_timeout;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN SET SESSION innodb_lock_wait_timeout = v_wait; RESIGNAL; END;
     CALL _weave_admin_begin(in_token, in_namespace, 'admin', NULL, v_ns, v_admin, v_admin_actor, v_now, v_allowed);
     IF in_credential_id REGEXP '^cred_[0-9]{1,19}\\z' THEN
+        -- Every decision of the credential's instances takes its row shared (R-3), and a shared lock asked for after
+        -- this exclusive one queues behind it: waiting as long as the session allows behind a long holder (a Send
+        -- inside a caller's transaction, S-16) would hold the runners of all those instances as long. A second at
+        -- most, then a lock wait, which the caller tries again (transient).
+        SET SESSION innodb_lock_wait_timeout = LEAST(v_wait, 1);
         SELECT id, actor, queues INTO v_id, out_actor, v_queues FROM weave_credentials
          WHERE id = CAST(SUBSTRING(in_credential_id, 6) AS UNSIGNED) AND namespace_id = v_ns FOR UPDATE;
+        SET SESSION innodb_lock_wait_timeout = v_wait;
     END IF;
     IF v_id IS NULL THEN
         CALL _weave_raise(50003, 'NOT_FOUND: no such object in this namespace');

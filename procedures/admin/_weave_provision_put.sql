@@ -25,6 +25,8 @@ BEGIN
     DECLARE v_id BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_details LONGTEXT;
     DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues
+    DECLARE v_wait BIGINT UNSIGNED DEFAULT @@SESSION.innodb_lock_wait_timeout;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN SET SESSION innodb_lock_wait_timeout = v_wait; RESIGNAL; END;
     -- A queue's capacity is set only by an admin of that queue; an app's limit and status bound its tasks on every
     -- queue, so only an admin of every queue (*) sets them.
     CALL _weave_admin_begin(in_token, in_namespace, 'admin', IF(in_kind = 'queue', in_name, '*'), v_ns, v_admin,
@@ -35,7 +37,11 @@ BEGIN
         IF in_status IS NOT NULL AND FIND_IN_SET(in_status, 'ACTIVE,DISABLED') = 0 THEN
             CALL _weave_raise(50100, 'INVALID_ARGUMENT: status must be ACTIVE or DISABLED');
         END IF;
+        -- Decisions take the app's row shared (R-3), and queue behind this exclusive lock while it waits: a second at
+        -- most behind a long holder (a Send inside a caller's transaction, S-16), then a lock wait (transient).
+        SET SESSION innodb_lock_wait_timeout = LEAST(v_wait, 1);
         SELECT id, status INTO v_id, out_status FROM weave_apps WHERE namespace_id = v_ns AND name = in_name FOR UPDATE;
+        SET SESSION innodb_lock_wait_timeout = v_wait;
         CALL _weave_now(v_now);  -- R-2: after the row's lock, so updated_at follows every slot taken before it
         SET out_status = COALESCE(in_status, out_status, 'ACTIVE');
         IF v_id IS NULL THEN
@@ -46,7 +52,9 @@ BEGIN
         END IF;
         SET v_details = JSON_OBJECT('name', in_name, 'max_in_flight', in_limit + 0, 'status', out_status);
     ELSE
+        SET SESSION innodb_lock_wait_timeout = LEAST(v_wait, 1);  -- as for an app, above
         SELECT id INTO v_id FROM weave_queues WHERE namespace_id = v_ns AND name = in_name FOR UPDATE;
+        SET SESSION innodb_lock_wait_timeout = v_wait;
         CALL _weave_now(v_now);  -- R-2: after the row's lock, so updated_at follows every slot taken before it
         IF v_id IS NULL THEN
             INSERT INTO weave_queues (namespace_id, name, capacity, created_at, updated_at)

@@ -21,7 +21,7 @@ CREATE PROCEDURE _weave_candidate_open(
     COMMENT 'Internal. Description: locks the instance of a CHECKPOINT, SIGNAL or INBOX candidate for its decision.
 out_status: the instance''s status, read under its lock; out_last: its updated_at, the time of its last decision, which
 the caller''s clock must not go before (R-2). out_outcome: NULL (locked: decide), GONE (no such candidate
-or instance) or BUSY (another node holds the instance, or an admin change of its identity or app is under way).
+or instance) or BUSY (another node holds the instance).
 Errors: 50007 INVALID_STATE when an INBOX event names an instance that does not exist.'
     MODIFIES SQL DATA
 BEGIN
@@ -32,7 +32,6 @@ BEGIN
     DECLARE v_ns BIGINT UNSIGNED;
     DECLARE v_queues VARCHAR(2048);
     DECLARE v_dummy BIGINT UNSIGNED;
-    DECLARE v_there INT;  -- whether the identity (and the app) skipped above exist
     DECLARE v_locked BIGINT UNSIGNED DEFAULT NULL;
 
     SET out_namespace_id = NULL, out_instance_id = NULL, out_status = NULL, out_last = NULL, out_outcome = 'GONE';
@@ -62,27 +61,11 @@ BEGIN
             END IF;
             LEAVE opening;
         END IF;
-        -- SKIP LOCKED here too (R-13): an admin change of the identity or the app (a disable, a quota) that waits for
-        -- a long transaction holding them shared (a Send inside a caller's transaction, S-16) is queued before every
-        -- later shared lock; waiting behind it would hold this node's advance threads for the whole of that wait,
-        -- for every instance of that identity or app. The candidate is left for a later scan instead.
-        SET v_dummy = NULL;
         IF v_queues = '' THEN
             SELECT c.id INTO v_dummy FROM weave_credentials c STRAIGHT_JOIN weave_apps a ON a.id = v_app
-             WHERE c.id = v_cred LOCK IN SHARE MODE SKIP LOCKED;
+             WHERE c.id = v_cred LOCK IN SHARE MODE;
         ELSE
-            SELECT id INTO v_dummy FROM weave_credentials WHERE id = v_cred LOCK IN SHARE MODE SKIP LOCKED;
-        END IF;
-        IF v_dummy IS NULL THEN  -- skipped, or missing: only a row that is there is waited for by a later scan
-            -- (plain reads into variables: a subquery in a condition would be a locking read here, and wait)
-            SELECT COUNT(*) INTO v_there FROM weave_credentials WHERE id = v_cred;
-            IF v_there = 1 AND v_queues = '' THEN
-                SELECT COUNT(*) INTO v_there FROM weave_apps WHERE id = v_app;
-            END IF;
-            IF v_there = 1 THEN
-                SET out_outcome = 'BUSY';
-                LEAVE opening;
-            END IF;
+            SELECT id INTO v_dummy FROM weave_credentials WHERE id = v_cred LOCK IN SHARE MODE;
         END IF;
         SELECT id, status, updated_at INTO v_locked, out_status, out_last
           FROM weave_instances WHERE id = v_inst FOR UPDATE SKIP LOCKED;
