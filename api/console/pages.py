@@ -18,7 +18,7 @@ from cryptography.exceptions import InvalidTag
 
 from procedures import errors, routines, signals
 
-from ..http import PATH_WIDTHS, TOKEN_MAX, ApiError, Connections, parse_strict, raw_body
+from ..http import IDEMPOTENCY_KEY_MAX, PATH_WIDTHS, TOKEN_MAX, ApiError, Connections, parse_strict, raw_body
 from ..resources import _parse_time
 from . import sessions, views
 
@@ -92,14 +92,37 @@ def field(data: dict[str, list[str]], name: str, default: str = "") -> str:
     return values[0] if values else default
 
 
+BIGINT_MAX = 2**63 - 1  # the widest number a routine takes
+
+
 def optional_int(data: dict[str, list[str]], name: str) -> int | None:
     text = field(data, name).strip()
     if not text:
         return None
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
         raise Refused(422, "VALIDATION_FAILED", f"{name} must be a whole number") from None
+    if abs(value) > BIGINT_MAX:  # the database would refuse it as it binds the call, naming the routine's parameter
+        raise Refused(422, "VALIDATION_FAILED", f"{name} is out of range")
+    return value
+
+
+REASON_MAX = 1024
+
+
+def action_fields(data: dict[str, list[str]]) -> tuple[str, str]:
+    """The idempotency key and the reason of an operator action, held to the routines' widths as the API holds its
+    header and body to them: a longer value would be refused by the database as it binds the call, a page naming
+    the routine's parameter instead of the rule."""
+    key, reason = field(data, "idempotency_key").strip(), field(data, "reason")
+    if len(key) > IDEMPOTENCY_KEY_MAX:
+        raise Refused(422, "IDEMPOTENCY_KEY_INVALID", "the idempotency key must be 1-128 printable ASCII characters; "
+                                                      "reload the page and try again")
+    if len(reason) > REASON_MAX:
+        raise Refused(422, "REASON_INVALID", f"a reason of 1-{REASON_MAX} characters is required "
+                                             f"(this one has {len(reason):,})")
+    return key, reason
 
 
 def page(method):
@@ -396,7 +419,7 @@ class InstanceAction(Page):
     @page
     def on_post(self, req, resp, workflow_id, action):
         session, data = self.checked(req)
-        key, reason = field(data, "idempotency_key").strip(), field(data, "reason")
+        key, reason = action_fields(data)
         if action in INSTANCE_ACTIONS:
             result = INSTANCE_ACTIONS[action](self.conn, session.token, session.namespace, workflow_id, reason, key)
         elif action == "deadline":
@@ -419,7 +442,7 @@ class StepAction(Page):
     @page
     def on_post(self, req, resp, workflow_id, step_key, action):
         session, data = self.checked(req)
-        key, reason = field(data, "idempotency_key").strip(), field(data, "reason")
+        key, reason = action_fields(data)
         conn, token, ns = self.conn, session.token, session.namespace
         # The activation the page showed: an action meant for it is refused once the step has moved to another.
         seq = optional_int(data, "activation_sequence")
@@ -439,6 +462,8 @@ class StepAction(Page):
                 raise Refused(422, "OUTPUT_INVALID", "the output is not valid JSON (duplicate keys are refused "
                                                      "too); nothing was sent") from None
             evidence = field(data, "evidence_ref").strip() or None
+            if evidence is not None and len(evidence) > 512:  # the routine's rule, before the call can refuse its width
+                raise Refused(422, "EVIDENCE_REF_INVALID", "the evidence reference must be at most 512 characters")
             result = routines.step_resolve(conn, token, ns, workflow_id, step_key, reason, key,
                                            evidence_ref=evidence, output_json=text, activation_sequence=seq)
         else:

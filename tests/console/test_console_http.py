@@ -106,6 +106,25 @@ def test_S2_a_token_or_namespace_longer_than_any_the_engine_holds_is_a_bad_sign_
         assert 'name="token"' in bad.text and "in_token" not in bad.text  # the form again, naming no parameter
 
 
+def test_C1_an_action_whose_key_reason_or_number_is_wider_than_the_routine_takes_is_refused_by_its_rule(client,
+                                                                                                     world):
+    """A reason pasted past 4096 characters, a key past 512 or a number past 64 bits was refused by the database as it
+    bound the call: a 422 page naming the routine's parameter (in_reason). The page now names the rule, as the API
+    does, and nothing is done."""
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    cookies = sign_in(client, world.token)
+    for fields, code in (({"idempotency_key": "k" * 600, "reason": "by hand"}, "IDEMPOTENCY_KEY_INVALID"),
+                         ({"idempotency_key": "k-2", "reason": "r" * 5_000}, "REASON_INVALID"),
+                         ({"idempotency_key": "k-3", "reason": "later", "extend_ms": "9" * 30}, "VALIDATION_FAILED")):
+        action = "deadline" if "extend_ms" in fields else "pause"
+        page = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies)
+        refused = form_post(client, f"{BASE}/instances/{wf}/{action}", {"csrf": hidden(page.text, "csrf"), **fields},
+                            cookies)
+        assert refused.status_code == 422 and code in refused.text and "in_" not in refused.text, refused.text[-300:]
+    assert world.instance(wf)["control"] == "ACTIVE"
+
+
 def test_state_changing_posts_without_the_csrf_token_are_refused(client, world):
     world.publish(TIMER)
     wf = world.start("cool-off")
