@@ -15,7 +15,6 @@ from __future__ import annotations
 import heapq
 import json
 import logging
-import math
 import os
 import queue
 import secrets
@@ -400,7 +399,7 @@ class Worker:
             self._report_fail(ctx, f"HANDLER_NOT_FOUND: {exc}", retryable=False, started=started)
             return
         try:
-            given = json.loads(claim["input"], parse_float=_finite_float)
+            given = json.loads(claim["input"], parse_float=jsontext.finite_float)
         except ValueError as exc:  # kept by the engine as JSON text, but no value Python can hand over as it is
             self._report_fail(ctx, f"INPUT_INVALID: the task's input cannot be given to its handler: {exc}",
                               retryable=False, started=started)
@@ -485,15 +484,6 @@ def _key_text(key: object) -> str:
     if key is None or isinstance(key, bool):
         return json.dumps(key)
     return int.__repr__(key) if isinstance(key, int) else float.__repr__(key)
-
-
-def _finite_float(text: str) -> float:
-    """A JSON number with a fraction or an exponent as the float a handler gets; one past the range of a double
-    (1e400, which a routine called from SQL keeps as JSON text) would reach it as infinity."""
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"the number {text[:40]} is past the range of a double (about 1.8e308)")
-    return value
 
 
 def _key_written_twice(value: object) -> str | None:

@@ -124,11 +124,21 @@ class Fraction(float):
             return False
 
 
-def _finite_float(text: str) -> float:
-    value = Fraction(text)
+def finite_float(text: str) -> float:
+    """A JSON number with a fraction or an exponent as a float, refused (ValueError) past the range of a double: 1e400
+    would be infinity, a value no sender wrote."""
+    value = float(text)
     if not math.isfinite(value):
-        raise InvalidJson([_invalid(f"number {text[:40]} is past the range of a double (about 1.8e308)")])
+        raise ValueError(f"the number {text[:40]} is past the range of a double (about 1.8e308)")
     return value
+
+
+def _finite_float(text: str) -> float:
+    try:
+        finite_float(text)
+    except ValueError as exc:
+        raise InvalidJson([_invalid(str(exc))]) from None
+    return Fraction(text)
 
 
 class _Parser:

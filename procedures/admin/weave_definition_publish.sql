@@ -77,7 +77,8 @@ BEGIN
       JOIN JSON_TABLE('[["TIMER", "delay_ms", 1, 31536000000, 1, 0], ["SIGNAL", "timeout_ms", 1, 31536000000, 1, 0],'
                       ' ["POLL", "timeout_ms", 1, 31536000000, 1, 0], ["POLL", "interval_ms", 1, 86400000, 1, 0],'
                       ' ["POLL", "max_rounds", 1, 10000, 1, 0], ["TASK,POLL", "task_timeout_ms", 1, 86400000, 0, 0],'
-                      ' ["TASK,POLL", "priority", -1000, 1000, 0, 0], ["TASK,POLL", "retry.max_attempts", 1, 100, 1, 0],'
+                      ' ["TASK,POLL", "priority", -1000, 1000, 0, 0],'
+                      ' ["TASK,POLL", "retry.max_attempts", 1, 100, 1, 0],'
                       ' ["TASK,POLL", "retry.initial_backoff_ms", 0, 86400000, 1, 0],'
                       ' ["TASK,POLL", "retry.backoff_coefficient", 1, 10, 1, 1],'
                       ' ["TASK,POLL", "retry.max_backoff_ms", 0, 86400000, 1, 0]]',

@@ -136,6 +136,7 @@ BEGIN
     END IF;
     DEALLOCATE PREPARE weave_instance_list_page;
     SET @weave_list_query = NULL, @weave_list_ns = NULL, @weave_list_before = NULL, @weave_list_key = NULL,
-        @weave_list_key_bytes = NULL, @weave_list_status = NULL, @weave_list_definition = NULL, @weave_list_control = NULL, @weave_list_code = NULL,
-        @weave_list_deferred = NULL, @weave_list_allowed = NULL, @weave_list_limit = NULL;
+        @weave_list_key_bytes = NULL, @weave_list_status = NULL, @weave_list_definition = NULL,
+        @weave_list_control = NULL, @weave_list_code = NULL, @weave_list_deferred = NULL, @weave_list_allowed = NULL,
+        @weave_list_limit = NULL;
 END
