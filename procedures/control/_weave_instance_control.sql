@@ -70,7 +70,7 @@ BEGIN
                 UPDATE weave_signals FORCE INDEX (uq_signal_idempotency)
                    SET status = 'REJECTED', disposition = 'INSTANCE_SETTLED', consumed_at = v_now, version = version + 1
                  WHERE namespace_id = v_ns AND instance_id = v_id AND status = 'PENDING';
-                UPDATE weave_poll_states SET state = 'STOPPED', updated_at = v_now
+                UPDATE weave_poll_states FORCE INDEX (ix_poll_instance) SET state = 'STOPPED', updated_at = v_now
                  WHERE instance_id = v_id AND state IN ('IN_FLIGHT', 'WAITING');
                 UPDATE weave_steps SET status = 'CANCELLED', updated_at = v_now
                  WHERE instance_id = v_id AND status IN ('PENDING', 'ACTIVE', 'NEEDS_REVIEW');
