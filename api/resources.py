@@ -128,8 +128,9 @@ class Events(Resource):
         token = bearer(req)
         q = schemas.query(req, "list_events")
         after = q["after"] or 0
-        events = routines.instance_events(self.conn, token, ns, workflow_id, after, q["limit"])
-        respond(resp, {"events": events, "next_after": events[-1]["seq"] if events else after})
+        # Each event's data as kept: a resolve's output (STEP_RESOLVED) as the step holds it, every digit kept.
+        events = routines.instance_events(self.conn, token, ns, workflow_id, after, q["limit"], verbatim=True)
+        respond_text(resp, jsontext.dumps({"events": events, "next_after": events[-1]["seq"] if events else after}))
 
 
 class Audit(Resource):

@@ -317,9 +317,10 @@ def _human_instance(inst: dict) -> str:
 
 def cmd_workflows_events(args: argparse.Namespace) -> int:
     with _conn(args) as conn:
-        events = routines.instance_events(conn, _token(args), args.namespace, args.workflow_id, args.after, args.limit)
-    if args.json:  # as the API answers a page: where the next one starts, to be passed as --after
-        _print(args, {"events": events, "next_after": events[-1]["seq"] if events else args.after})
+        events = routines.instance_events(conn, _token(args), args.namespace, args.workflow_id, args.after, args.limit,
+                                          verbatim=args.json)
+    if args.json:  # as the API answers a page (each event's data as kept): where the next one starts, for --after
+        print(jsontext.dumps({"events": events, "next_after": events[-1]["seq"] if events else args.after}))
         return 0
     _print(args, events, lambda evs: ("\n".join(
         f"{e['seq']:>5} {e['occurred_at']} {e['type']:<22} {e['step_key'] or '-':<20} {json.dumps(e['data'])}"

@@ -252,12 +252,13 @@ def _deferred_view(checkpoints: list[dict]) -> dict | None:
 
 
 def instance_events(conn: Conn, token: str, namespace: str, workflow_id: str, after: int = 0,
-                    limit: int = 100) -> list[dict]:
-    """See procedures/instances/weave_instance_events.sql."""
+                    limit: int = 100, *, verbatim: bool = False) -> list[dict]:
+    """See procedures/instances/weave_instance_events.sql. ``verbatim``: each event's data as kept (a resolve's
+    output in its STEP_RESOLVED event is written back with every digit, never parsed)."""
     rows = call(conn, "weave_instance_events", token, namespace, workflow_id, after, limit)[0]
     return [{"seq": r["seq"], "type": r["type"], "step_key": r["step_key"] or None,
              "activation_sequence": r["activation_seq"] or None, "occurred_at": rfc3339(r["occurred_at"]),
-             "data": _json(r["data"])} for r in rows]
+             "data": _json(r["data"], verbatim)} for r in rows]
 
 
 def instance_list(conn: Conn, token: str, namespace: str, *, status: str | None = None,

@@ -670,6 +670,26 @@ def test_M2_an_input_kept_over_sql_is_answered_as_json_even_beyond_a_double(clie
     assert paused.status_code == 200 and '"input": {"n": 1e400, "m": 1.10}' in paused.text
 
 
+def test_M2_an_output_resolved_over_sql_is_answered_in_the_event_history_as_kept(client, world, orch):
+    """A resolve's output is in its STEP_RESOLVED event. The history parsed it and wrote it again: a number no
+    double holds (1e400, which a SQL client may resolve with) came back as Infinity, which is not JSON, so no client
+    could read the page, and 12345678901234567890.10 as 1.2345678901234567e+19, another amount than the step's."""
+    world.publish({"name": "quick", "steps": [{**SIGNAL_FLOW["steps"][0], "timeout_ms": 1000}]})
+    wf = world.start("quick", {"order_id": "o1"})
+    world.db.advance(2_000)
+    orch.drain()
+    output = '{"n": 1e400, "m": 12345678901234567890.10}'
+    routines.step_resolve(world.db.conn, world.token, world.namespace, wf, "approval", "settled by hand", "res-1",
+                          output_json=output)
+    got = client.simulate_get(f"{NS}/workflows/{wf}/events", headers=auth(world.token))
+    assert got.status_code == 200
+    events = json.loads(got.text, parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))["events"]
+    assert [e["type"] for e in events].count("STEP_RESOLVED") == 1
+    assert f'"data": {{"output": {output}, ' in got.text
+    shown = client.simulate_get(f"{NS}/workflows/{wf}", headers=auth(world.token)).text
+    assert f'"output": {output}' in shown
+
+
 def test_S1_http_signal_validation_and_duplicate_keys(client, world):
     publish(client, world, SIGNAL_FLOW)
     wf = start(client, world, definition="approval").json["workflow_id"]

@@ -696,6 +696,24 @@ def test_workflows_events_says_where_the_next_page_starts(weave, world):
     assert code == 0 and "next page" not in out
 
 
+def test_M2_workflows_events_json_gives_a_resolved_output_as_kept_as_the_api_does(weave, world, orch):
+    """`workflows events --json` parsed each event's data and wrote it again: the output of a resolve in its
+    STEP_RESOLVED event came back as 1.2345678901234567e+19 where the step holds 12345678901234567890.10, and a
+    number no double holds as Infinity, which is not JSON."""
+    world.publish(APPROVAL)
+    wf = world.start("approval", {"request_id": "r-1"})
+    world.db.advance(61_000)
+    orch.drain()
+    output = '{"n": 1e400, "m": 12345678901234567890.10}'
+    routines.step_resolve(world.db.conn, world.token, world.namespace, wf, "approval", "by hand", "res-1",
+                          output_json=output)
+    code, out, err = weave("workflows", "events", wf, "--json")
+    assert code == 0, err
+    page = json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))
+    assert [e["type"] for e in page["events"]].count("STEP_RESOLVED") == 1
+    assert f'"data": {{"output": {output}, ' in out
+
+
 def test_workflows_purge_removes_what_finished_before_the_age_and_reports_each_window(weave, world, orch):
     world.publish(TIMER)
     old = [world.start("cool-off") for _ in range(3)]
