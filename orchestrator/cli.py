@@ -462,7 +462,11 @@ def cmd_signals_explain(args: argparse.Namespace) -> int:
     from procedures import signals
 
     with _conn(args) as conn:
-        report = signals.explain(conn, _token(args), args.namespace, args.workflow_id, args.step_key)
+        report = signals.explain(conn, _token(args), args.namespace, args.workflow_id, args.step_key,
+                                 verbatim=args.json)
+    if args.json:  # the facts as kept, as the API answers them
+        print(jsontext.dumps(report))
+        return 0
     _print(args, report, _human_explain)
     return 0
 

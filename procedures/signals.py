@@ -81,8 +81,10 @@ def list_signals(conn: Conn, token: str, namespace: str, workflow_id: str, *, st
     return {"items": [_signal(r, verbatim) for r in rows], "next_cursor": cursor[0]["next_cursor"]}
 
 
-def explain(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: str) -> dict:
-    """See procedures/instances/weave_step_explain.sql (S-17)."""
+def explain(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: str, *,
+            verbatim: bool = False) -> dict:
+    """See procedures/instances/weave_step_explain.sql (S-17). ``verbatim``: each blocker's detail that is JSON as
+    kept (a review reason's facts hold a poll round's result: written back with every digit, never parsed)."""
     head, rows, facts, blockers = call(conn, "weave_step_explain", token, namespace, workflow_id, step_key)
     step, fact = head[0], facts[0]
     pins = {"kind": step["wait_kind"], "status": step["wait_status"], "name": step["signal_name"],
@@ -109,7 +111,7 @@ def explain(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: 
             "max_attempts": fact["max_attempts"], "lease_holder": fact["lease_holder"],
             "lease_expires_at": rfc3339(fact["lease_expires_at"]), "next_retry_at": rfc3339(fact["next_retry_at"])},
         "blockers": [{"blocker": b["blocker"], "reason": b["reason"], "since": rfc3339(b["since"]),
-                      "next_check_at": rfc3339(b["next_check_at"]), "detail": _json_or_text(b["detail"])}
+                      "next_check_at": rfc3339(b["next_check_at"]), "detail": _json_or_text(b["detail"], verbatim)}
                      for b in blockers],
         "signals": [{
             "signal_id": r["signal_id"], "idempotency_key": r["idempotency_key"],
@@ -122,13 +124,16 @@ def explain(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: 
     }
 
 
-def _json_or_text(value: Any) -> Any:
+def _json_or_text(value: Any, verbatim: bool = False) -> Any:
+    """A detail that is JSON (parsed, or with ``verbatim`` as its text), or else the text it is."""
     if value is None:
         return None
     try:
-        return json.loads(value)
+        parsed = json.loads(value)
     except ValueError:
         return value
+    return jsontext.Verbatim(value.decode("utf-8") if isinstance(value, bytes | bytearray) else value) \
+        if verbatim else parsed
 
 
 def process(conn: Conn, signal_id: int) -> str:
