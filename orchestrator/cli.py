@@ -518,9 +518,15 @@ def _key(args: argparse.Namespace) -> str:
 
 
 def _instance_after(args: argparse.Namespace, result: dict) -> int:
-    """An action's answer: the instance as the action answered it (its scope is enough; no read scope needed)."""
-    _print(args, {**result["instance"], "replayed": bool(result["replayed"])},
-           lambda p: _human_instance(p) + ("\n(replayed: nothing was done again)" if p["replayed"] else ""))
+    """An action's answer: the instance as the action answered it (its scope is enough; no read scope needed), under
+    --json with the kept values as they were kept (the action was called ``verbatim``), as `workflows show` prints
+    them and the API answers the action."""
+    answer = {**result["instance"], "replayed": bool(result["replayed"])}
+    if args.json:
+        print(jsontext.dumps(answer))
+    else:
+        _print(args, answer,
+               lambda p: _human_instance(p) + ("\n(replayed: nothing was done again)" if p["replayed"] else ""))
     return 0
 
 
@@ -532,7 +538,7 @@ INSTANCE_ACTIONS = {"pause": routines.instance_pause, "resume": routines.instanc
 def cmd_workflows_action(args: argparse.Namespace) -> int:
     with _conn(args) as conn:
         result = INSTANCE_ACTIONS[args.action](conn, _token(args), args.namespace, args.workflow_id, args.reason,
-                                               _key(args))
+                                               _key(args), verbatim=args.json)
         return _instance_after(args, result)
 
 
@@ -540,7 +546,7 @@ def cmd_workflows_deadline(args: argparse.Namespace) -> int:
     at = None if args.at is None else _utc_time("--at", args.at, "DEADLINE_INVALID")
     with _conn(args) as conn:
         result = routines.instance_deadline(conn, _token(args), args.namespace, args.workflow_id, args.reason,
-                                            _key(args), deadline_at=at, extend_ms=args.extend_ms)
+                                            _key(args), deadline_at=at, extend_ms=args.extend_ms, verbatim=args.json)
         return _instance_after(args, result)
 
 
@@ -678,14 +684,16 @@ def cmd_steps_action(args: argparse.Namespace) -> int:
         common = (conn, _token(args), args.namespace, args.workflow_id, args.step_key, args.reason, _key(args))
         seq = args.activation
         if args.action == "reactivate":
-            result = routines.step_reactivate(*common, timeout_ms=args.timeout_ms, activation_sequence=seq)
+            result = routines.step_reactivate(*common, timeout_ms=args.timeout_ms, activation_sequence=seq,
+                                              verbatim=args.json)
         elif args.action == "continue":
             result = routines.step_continue(*common, extra_rounds=args.extra_rounds,
-                                            poll_deadline_ms=args.poll_deadline_ms, activation_sequence=seq)
+                                            poll_deadline_ms=args.poll_deadline_ms, activation_sequence=seq,
+                                            verbatim=args.json)
         else:
             output = _json_argument("--output", "output", args.output, "INPUT_INVALID")
             result = routines.step_resolve(*common, output=output, output_json=args.output,
-                                           evidence_ref=args.evidence_ref, activation_sequence=seq)
+                                           evidence_ref=args.evidence_ref, activation_sequence=seq, verbatim=args.json)
         return _instance_after(args, result)
 
 

@@ -714,6 +714,39 @@ def test_M2_workflows_events_json_gives_a_resolved_output_as_kept_as_the_api_doe
     assert f'"data": {{"output": {output}, ' in out
 
 
+def test_S4_an_action_prints_the_kept_values_with_every_digit_as_show_and_the_api_do(weave, world, orch):
+    """An action's --json printed the instance parsed and written again: the output a resolve settled the step with,
+    12345678901234567890.10, came back as 1.2345678901234567e+19 (and the instance's input with it), where
+    `workflows show --json` and the API's answer to the same action give it as kept."""
+    world.publish(APPROVAL)
+
+    def start(request_id: str) -> str:
+        code, out, err = weave("workflows", "start", "approval", "--app", world.app, "--deadline-ms", "86400000",
+                               "--input", f'{{"request_id": "{request_id}", "amount": 12345678901234567890.10}}',
+                               "--json")
+        assert code == 0, err
+        return json.loads(out)["workflow_id"]
+
+    wf = start("r-1")
+    world.db.advance(61_000)
+    orch.drain()
+    output = '{"amount": 12345678901234567890.10}'
+    code, out, err = weave("steps", "resolve", wf, "approval", "--reason", "by hand", "--output", output, "--json")
+    assert code == 0, err
+    assert f'"output": {output}' in out and '"input": {"request_id": "r-1", "amount": 12345678901234567890.10}' in out
+    assert json.loads(out)["status"] == "SUCCEEDED"
+    code, shown, _ = weave("workflows", "show", wf, "--json")
+    assert f'"output": {output}' in shown
+    code, out, err = weave("workflows", "cancel", wf, "--reason", "done already", "--json")
+    assert code == 5 and json.loads(err)["code"] == "INVALID_STATE"
+    wf = start("r-2")
+    for argv in (("workflows", "pause", wf), ("workflows", "resume", wf),
+                 ("workflows", "deadline", wf, "--extend-ms", "1000"), ("workflows", "cancel", wf)):
+        code, out, err = weave(*argv, "--reason", "look", "--json")
+        assert code == 0, err
+        assert '"input": {"request_id": "r-2", "amount": 12345678901234567890.10}' in out, argv
+
+
 def test_workflows_purge_removes_what_finished_before_the_age_and_reports_each_window(weave, world, orch):
     world.publish(TIMER)
     old = [world.start("cool-off") for _ in range(3)]
