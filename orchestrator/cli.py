@@ -1199,6 +1199,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _fail(args, "SCHEMA_MISMATCH", f"database {dsn.database} does not exist ({dsn.redacted()}): "
                          "`weave migrate` creates it, or set WEAVE_DSN (or --dsn) to the database you meant",
                          EXIT_FAILED)
+        if errors.errno_of(exc) in errors.LOGIN_REFUSED_ERRNOS:  # as the API answers it: unavailable (exit 7)
+            return _fail(args, "UNAVAILABLE", f"the database refused the login of {_dsn(args).redacted()} "
+                         f"({errors.errno_of(exc)}: {exc.args[-1] if exc.args else exc}): check the user and "
+                         "password of WEAVE_DSN (or --dsn)", EXIT_CODES[503])
         return _fail(args, "DATABASE_ERROR", f"the database answered {errors.errno_of(exc)}: "
                      f"{exc.args[-1] if exc.args else exc}", EXIT_FAILED)
     except OSError as exc:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import re
@@ -494,6 +495,16 @@ def test_version_names_the_package_and_the_level_it_ships(capsys):
 def test_an_unreachable_database_is_exit_code_7(capsys):
     assert main(["status", "--dsn", "mysql://root@127.0.0.1:1/weave", "--json"]) == EXIT_CODES[503]
     assert json.loads(capsys.readouterr().err)["code"] == "UNAVAILABLE"
+
+
+def test_a_database_that_refuses_the_login_is_exit_code_7_as_the_api_answers_it(database, capsys):
+    """A password changed in place: the server refuses the login (1045). The API answers it 503; the CLI said exit 1
+    (DATABASE_ERROR), which a script reads as a failure of its own, not as a database to wait for or fix."""
+    refused = dataclasses.replace(database, password="not-its-password")
+    assert main(["status", "--dsn", refused.url(), "--json"]) == EXIT_CODES[503]
+    err = json.loads(capsys.readouterr().err)
+    assert err["code"] == "UNAVAILABLE" and "refused the login" in err["detail"]
+    assert "not-its-password" not in err["detail"]
 
 
 def test_show_gives_no_next_round_for_a_poll_that_stopped(weave, world, orch):
