@@ -187,7 +187,9 @@ def _conventions() -> list[str]:
         "`definitions:publish`.", "",
         "**JSON.** Bodies are `application/json` in and out, in UTF-8; any other request content type, or a "
         "`charset` other than UTF-8, is `415 UNSUPPORTED_MEDIA_TYPE`. Bodies with duplicate object keys are "
-        "refused (422). Times are RFC 3339 UTC with microseconds (`2026-11-29T23:59:59.123456Z`), taken from the "
+        "refused (422), and so are a body field or a query parameter the request does not take (422 "
+        "`UNKNOWN_FIELD`: a mistyped filter would otherwise list everything). Times are RFC 3339 UTC with "
+        "microseconds (`2026-11-29T23:59:59.123456Z`), taken from the "
         "database clock. Ids are opaque strings (`wf_…`, `sig_…`, `tsk_…`, `cred_…`).", "",
         f"**Size.** A request body above {MAX_BODY // 1024} KiB ({MAX_BODY} bytes) is refused with "
         "`413 PAYLOAD_TOO_LARGE` before it is parsed, chunked bodies included.", "",

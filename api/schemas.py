@@ -251,7 +251,11 @@ def query(req: falcon.Request, operation: str) -> dict[str, Any]:
     None)."""
     spec = QUERIES[operation]
     values: dict[str, Any] = {}
-    problems: list[Problem] = []
+    # A name the operation does not take is refused, as an unknown body field is: a mistyped filter (?stauts=) would
+    # otherwise list everything, and a bulk action taken on that list would reach what was meant to be left out.
+    problems: list[Problem] = [(name, "UNKNOWN_FIELD", f"{name} is not a query parameter of this request; it takes "
+                                + (", ".join(spec) or "none"))
+                               for name in sorted(req.params) if name not in spec]
     for name, schema in spec.items():
         raw = req.params.get(name)
         if isinstance(raw, list):

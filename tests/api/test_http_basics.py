@@ -874,3 +874,17 @@ def test_S1_S5_http_payload_limit_is_bytes_as_received_and_the_receipt_has_the_s
     null = send_raw(client, world, wf, signal_body("null"), key="null")
     assert null.status_code == 201 and world.db.scalar(
         "SELECT payload FROM weave_signals WHERE idempotency_key = 'null'") == b"null"
+
+
+def test_a_query_parameter_the_request_does_not_take_is_refused_as_an_unknown_field(client, world):
+    """A mistyped filter (?stauts=NEEDS_REVIEW) listed every instance, as if no filter had been given; an unknown
+    body field was already refused. Each list refuses a name it does not take, naming the ones it does."""
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    for path in (f"{NS}/workflows?stauts=NEEDS_REVIEW", f"{NS}/workflows/{wf}/events?cursor=5",
+                 f"{NS}/workflows/{wf}/signals?after=sig_1", f"{NS}/audit?workflow=wf_1"):
+        result = client.simulate_get(path.split("?")[0], query_string=path.split("?")[1], headers=auth(world.admin))
+        body = problem(result, 422, "VALIDATION_FAILED")
+        assert [e["code"] for e in body["errors"]] == ["UNKNOWN_FIELD"], path
+    listed = client.simulate_get(f"{NS}/workflows", query_string="status=RUNNING", headers=auth(world.token))
+    assert listed.status_code == 200 and [i["workflow_id"] for i in listed.json["items"]] == [wf]
