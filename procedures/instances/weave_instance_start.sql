@@ -47,7 +47,7 @@ BEGIN
     DECLARE v_stored_input LONGTEXT;  -- a replay's stored input, read when its text differs from the request's
     DECLARE v_same_input TINYINT;
     DECLARE v_duplicate TINYINT DEFAULT 0;
-    DECLARE v_found BIGINT UNSIGNED DEFAULT NULL;  -- the replayed instance, locked (NULL: none, or purged meanwhile)
+    DECLARE v_found BIGINT UNSIGNED DEFAULT NULL;  -- the replayed instance, held (NULL: none, or purged meanwhile)
     DECLARE v_found_status VARCHAR(16);  -- its status as first read
     DECLARE v_root VARCHAR(16);
     DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues, checked against the definition's there
@@ -81,14 +81,16 @@ BEGIN
          WHERE namespace_id = v_ns AND idempotency_key = in_idempotency_key;
     END IF;
     IF v_id IS NOT NULL AND v_found_status IN ('SUCCEEDED', 'CANCELLED') THEN
-        -- R-3: a finished instance after the credential, shared until the answer is read, so that a retention purge
-        -- (which removes only finished instances, and skips a locked one) cannot remove it under the replay. A live
-        -- one is not locked: a decision, or a caller's transaction that sent it a signal, may hold it for long, and a
-        -- replay answers from a snapshot without waiting for either. One removed since the plain read above is gone
-        -- for good: the request starts a new instance, as a start after the purge does, under the queues of the
-        -- version it names.
+        -- A finished instance is held until the answer is read, so that a retention purge (which removes only
+        -- finished instances) cannot remove it under the replay: through its first event (R-3: a child record, after
+        -- the credential), shared. Only a purge ever changes an event, so that lock waits for nothing else; the
+        -- instance's own row may be held for long, even once finished, by a caller's transaction that sent it a
+        -- signal (refused and recorded under that lock). A purge that has removed the event already is waited for
+        -- (it commits at once); one that comes later waits for this replay. A live instance is not held: a replay
+        -- answers it from a snapshot. One removed since the plain read above is gone for good: the request starts a
+        -- new instance, as a start after the purge does, under the queues of the version it names.
         SET v_found = NULL;
-        SELECT id INTO v_found FROM weave_instances WHERE id = v_id LOCK IN SHARE MODE;
+        SELECT instance_id INTO v_found FROM weave_events WHERE instance_id = v_id AND seq = 1 LOCK IN SHARE MODE;
         IF v_found IS NULL THEN
             SET v_id = NULL;
             SELECT queues INTO v_queues FROM weave_definitions WHERE id = v_def;
@@ -183,9 +185,8 @@ BEGIN
             END IF;
         END IF;
         IF v_found IS NOT NULL THEN
-            -- A replay of an instance found above answers it as it is now, read before the commit while its row is
-            -- held shared: every decision about the instance locks that row first, so none commits between the
-            -- sets, and a purge leaves it.
+            -- A replay of a finished instance found above answers it as it is now, read before the commit while its
+            -- first event is held, so that a purge leaves it.
             CALL _weave_instance_show(in_namespace, v_id, FALSE);
             COMMIT;
         ELSE

@@ -234,3 +234,33 @@ def test_R13_a_start_replay_never_waits_for_a_transaction_that_holds_its_live_in
         client.close()
         replaying.close()
     assert again["workflow_id"] == first["workflow_id"]
+
+
+def test_R13_a_start_replay_never_waits_for_a_transaction_that_holds_its_finished_instance(world):
+    """A signal sent to a finished instance is refused and recorded under the instance's lock, and inside a caller's
+    transaction (S-16) that lock is held until the caller commits. A replay of the instance's start does not wait for
+    it: what keeps a retention purge away while the replay reads is its hold of the instance's first event, which only
+    a purge ever changes."""
+    from procedures import routines
+
+    world.publish(signal_flow())
+    start = {"definition": "approval-flow", "app": world.app, "input": {"order_id": "o-1"},
+             "idempotency_key": "start-1", "deadline_ms": HOUR}
+    first = routines.instance_start(world.db.conn, world.token, "acme", **start)
+    operator = world.credential(["workflows:control"])["token"]
+    routines.instance_cancel(world.db.conn, operator, "acme", first["workflow_id"], "no longer needed", "c-1")
+    client, replaying = world.db.connect(), world.db.connect()
+    try:
+        client.begin()
+        late = signals.send_in_tx(client, world.token, "acme", first["workflow_id"], idempotency_key="s1", name=NAME,
+                                  payload_version=VERSION, target_step_key="approval", target_activation_sequence=1,
+                                  correlation_key=b"o-1", payload='{"approved": true}', reason="approved late")
+        assert late["status"] == "REJECTED"
+        with replaying.cursor() as cur:
+            cur.execute("SET SESSION innodb_lock_wait_timeout = 1")  # a wait would fail with 1205
+        again = routines.instance_start(replaying, world.token, "acme", **start)
+    finally:
+        client.rollback()
+        client.close()
+        replaying.close()
+    assert (again["workflow_id"], again["status"], again["created"]) == (first["workflow_id"], "CANCELLED", 0)
