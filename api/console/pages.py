@@ -93,9 +93,10 @@ def field(data: dict[str, list[str]], name: str, default: str = "") -> str:
 
 
 BIGINT_MAX = 2**63 - 1  # the widest number a routine takes
+ACTIVATION_MAX = 2**31  # an activation's sequence, as the API takes it (the routines take an INT UNSIGNED)
 
 
-def optional_int(data: dict[str, list[str]], name: str) -> int | None:
+def optional_int(data: dict[str, list[str]], name: str, low: int = -BIGINT_MAX, high: int = BIGINT_MAX) -> int | None:
     text = field(data, name).strip()
     if not text:
         return None
@@ -103,7 +104,7 @@ def optional_int(data: dict[str, list[str]], name: str) -> int | None:
         value = int(text)
     except ValueError:
         raise Refused(422, "VALIDATION_FAILED", f"{name} must be a whole number") from None
-    if abs(value) > BIGINT_MAX:  # the database would refuse it as it binds the call, naming the routine's parameter
+    if not low <= value <= high:  # the database would refuse it as it binds the call, naming the routine's parameter
         raise Refused(422, "VALIDATION_FAILED", f"{name} is out of range")
     return value
 
@@ -445,7 +446,7 @@ class StepAction(Page):
         key, reason = action_fields(data)
         conn, token, ns = self.conn, session.token, session.namespace
         # The activation the page showed: an action meant for it is refused once the step has moved to another.
-        seq = optional_int(data, "activation_sequence")
+        seq = optional_int(data, "activation_sequence", 0, ACTIVATION_MAX)
         if action == "reactivate":
             result = routines.step_reactivate(conn, token, ns, workflow_id, step_key, reason, key,
                                               timeout_ms=optional_int(data, "timeout_ms"), activation_sequence=seq)

@@ -125,6 +125,23 @@ def test_C1_an_action_whose_key_reason_or_number_is_wider_than_the_routine_takes
     assert world.instance(wf)["control"] == "ACTIVE"
 
 
+def test_C1_a_step_action_for_an_activation_number_the_routine_cannot_hold_is_refused_by_its_rule(client, world):
+    """The activation a step action is meant for is a hidden field the routines take as an INT UNSIGNED: a number
+    past it (or below zero) was refused by the database as it bound the call, a page naming the routine's parameter
+    (in_activation_sequence). The page names the field, as the API does, and nothing is done."""
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    cookies = sign_in(client, world.token)
+    for i, number in enumerate((str(2**32), "-1", str(2**31 + 1))):
+        page = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies)
+        refused = form_post(client, f"{BASE}/instances/{wf}/steps/wait/reactivate",
+                            {"csrf": hidden(page.text, "csrf"), "idempotency_key": f"k-{i}", "reason": "by hand",
+                             "activation_sequence": number}, cookies)
+        assert refused.status_code == 422 and "VALIDATION_FAILED" in refused.text, refused.text[-300:]
+        assert "in_" not in refused.text, refused.text[-300:]
+    assert world.step(wf, "wait")["status"] == "ACTIVE"
+
+
 def test_state_changing_posts_without_the_csrf_token_are_refused(client, world):
     world.publish(TIMER)
     wf = world.start("cool-off")
