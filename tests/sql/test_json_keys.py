@@ -96,6 +96,23 @@ def test_S1_a_key_spelled_twice_two_ways_is_found_past_16_kib_without_reading_ev
     assert db.scalar("SELECT _weave_json_keys_unique(%s)", dense) == 1
 
 
+def test_S1_a_key_spelled_twice_two_ways_in_an_object_of_over_2048_members_is_found(db):
+    """An object's keys are read decoded one by one in objects of up to 2048 members (reading them is quadratic past
+    that), so {"approved": false, <2047 more>, "\\u0061pproved": true} passed: the engine read false, a handler
+    true. A document with such a wide object holding an escape is given one spelling after all, and walked again."""
+    filler = ", ".join(f'"f{n}": {n}' for n in range(2047))
+    for text in ('{"approved": false, ' + filler + ', "\\u0061pproved": true}',
+                 '{"doc": [{"approved": false, ' + filler + ', "\\u0061pproved": true}], "n": 1}',
+                 '{"\\u00e9": 1, ' + filler + ', "\u00e9": 2}'):
+        assert _twice(text) and len(text) > 16_384 and text.count(":") > 2048
+        got = db.row("SELECT _weave_json_keys_unique(%s) AS once, _weave_json_strict(%s) AS strict", text, text)
+        assert (got["once"], got["strict"]) == (0, 0), text[-60:]
+    for text in ('{"\\u0061pproved": true, ' + filler + ', "e": "\\u00e9"}',
+                 '{"\\u00e9": 1, ' + filler + ', "e": 2, "E": 3, "a ": 4, "a": 5}'):
+        assert not _twice(text)
+        assert db.scalar("SELECT _weave_json_keys_unique(%s)", text) == 1, text[-60:]
+
+
 def test_S1_the_empty_key_twice_is_a_key_twice(db):
     """MariaDB's JSON_KEYS lists one key once however often it comes, but the empty key as often as it comes: an
     object counted by its keys passed {"": "A", "": "B"}, which the engine reads as A and a handler as B."""
