@@ -17,7 +17,8 @@ CREATE PROCEDURE _weave_instance_lock(
         OUT out_locked     TINYINT)
     COMMENT 'Internal. Description: locks identity, app (definitions without queues) and the instance in R-3 order,
 waiting for each; in_identity_id, in_app_id and in_queues are the instance''s (as read with it, unlocked: they never
-change). out_locked: 1 locked; 0 the instance does not exist.'
+change); in_queues NULL leaves the app alone (a decision that starts no work). out_locked: 1 locked; 0 the instance
+does not exist.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_dummy BIGINT UNSIGNED;

@@ -152,8 +152,10 @@ BEGIN
         CALL _weave_raise(50109, 'PAYLOAD_INVALID: payload must be one JSON value of valid Unicode text');
     END IF;
 
-    -- R-3: the instance's identity, app and queues, then the instance row (waiting, never skipping).
-    CALL _weave_instance_lock(v_inst, v_identity, v_app, v_queues, v_locked);
+    -- R-3: the instance's identity, app and queues, then the instance row (waiting, never skipping). A send inside a
+    -- caller's transaction (in_wake = 0) starts no work, so it leaves the app of a definition without queues alone:
+    -- the caller's transaction may last, and every task creation of that app updates the app's row (_pulse_slot_take).
+    CALL _weave_instance_lock(v_inst, v_identity, v_app, IF(in_wake = 1, v_queues, NULL), v_locked);
     IF v_locked <> 1 THEN
         CALL _weave_raise(50003, 'NOT_FOUND: no such object in this namespace');
     END IF;

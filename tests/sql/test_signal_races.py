@@ -264,3 +264,31 @@ def test_R13_a_start_replay_never_waits_for_a_transaction_that_holds_its_finishe
         client.close()
         replaying.close()
     assert (again["workflow_id"], again["status"], again["created"]) == (first["workflow_id"], "CANCELLED", 0)
+
+
+def test_R13_a_send_inside_a_caller_transaction_never_holds_its_app_s_task_creations(world):
+    """A send inside a caller's transaction (S-16) lasts as long as the caller's transaction. To an instance of a
+    definition without queues it took the instance's app shared, and every task creation of that app, which updates
+    the app's row, waited for the caller and failed at the lock timeout. It starts no work, so it takes no app."""
+    from procedures import routines
+
+    world.publish(signal_flow())
+    world.publish({"name": "charge", "steps": [{"key": "charge", "type": "TASK", "queue": "payments",
+                                                "handler": "example.echo", "handler_version": "1"}]})
+    waiting = world.start("approval-flow", {"order_id": "o-1"})
+    client, starting = world.db.connect(), world.db.connect()
+    try:
+        client.begin()
+        signals.send_in_tx(client, world.token, "acme", waiting, idempotency_key="s1", name=NAME,
+                           payload_version=VERSION, target_step_key="approval", target_activation_sequence=1,
+                           correlation_key=b"o-1", payload='{"approved": true}', reason="approved by the desk")
+        with starting.cursor() as cur:
+            cur.execute("SET SESSION innodb_lock_wait_timeout = 1")  # a wait would fail with 1205
+        started = routines.instance_start(starting, world.token, "acme", definition="charge", app=world.app,
+                                          input={"order_id": "o-2"}, idempotency_key="start-2", deadline_ms=HOUR)
+    finally:
+        client.rollback()
+        client.close()
+        starting.close()
+    assert started["status"] == "RUNNING"
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks") == 1
