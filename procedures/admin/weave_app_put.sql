@@ -11,7 +11,8 @@ Parameters: in_token (admin scope, every queue: *), in_namespace, in_name (1-64 
 in_max_in_flight (0..1000000), in_status (ACTIVE or DISABLED; NULL keeps the current one, ACTIVE for a new app).
 Result set: name, max_in_flight, status, created (1 when new).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50100 INVALID_ARGUMENT (a status other than ACTIVE
-or DISABLED), 50116 NAME_INVALID, 50121 LIMIT_INVALID.
+or DISABLED), 50116 NAME_INVALID, 50121 LIMIT_INVALID, 1205 (the row is held for more than a second, by a long
+transaction that uses it: try again).
 Rules: R-8, M-2.'
     MODIFIES SQL DATA
 BEGIN

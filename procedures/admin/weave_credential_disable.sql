@@ -7,7 +7,8 @@ started get no new work (R-8) until it is enabled again (weave_credential_enable
 a no-op.
 Parameters: in_token (admin scope and every queue of the credential), in_namespace, in_credential_id (cred_...).
 Result set: credential_id, actor, status.
-Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
+Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 1205 (the row is held for more than a second, by a
+long transaction that uses it: try again).
 Rules: S-2, R-8.'
     MODIFIES SQL DATA
 BEGIN

@@ -9,7 +9,8 @@ CREATE PROCEDURE weave_queue_put(
 Parameters: in_token (admin scope and the queue), in_namespace, in_name (1-64 chars [A-Za-z0-9_.:-]),
 in_capacity (0..1000000).
 Result set: name, capacity, created (1 when new).
-Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50116 NAME_INVALID, 50121 LIMIT_INVALID.
+Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50116 NAME_INVALID, 50121 LIMIT_INVALID,
+1205 (the row is held for more than a second, by a long transaction that uses it: try again).
 Rules: R-8, M-2.'
     MODIFIES SQL DATA
 BEGIN

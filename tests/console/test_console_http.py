@@ -108,7 +108,7 @@ def test_S2_a_token_or_namespace_longer_than_any_the_engine_holds_is_a_bad_sign_
 
 def test_C1_an_action_whose_key_reason_or_number_is_wider_than_the_routine_takes_is_refused_by_its_rule(client,
                                                                                                      world):
-    """A reason pasted past 4096 characters, a key past 512 or a number past 64 bits was refused by the database as it
+    """A reason pasted past 1024 characters, a key past 128 or a number past 64 bits was refused by the database as it
     bound the call: a 422 page naming the routine's parameter (in_reason). The page now names the rule, as the API
     does, and nothing is done."""
     world.publish(TIMER)
