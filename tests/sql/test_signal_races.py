@@ -210,6 +210,24 @@ def test_R13_an_admin_change_waits_a_second_at_most_so_the_runners_never_queue_l
         orch.close()
 
 
+def _while_a_caller_holds_a_send(world, workflow_id: str, call) -> tuple[dict, object]:
+    """A caller's transaction sends a signal to ``workflow_id`` (S-16) and stays open while ``call(conn)`` runs on a
+    connection whose lock waits fail after a second (1205): (the send's receipt, what the call answered)."""
+    client, other = world.db.connect(), world.db.connect()
+    try:
+        client.begin()
+        sent = signals.send_in_tx(client, world.token, "acme", workflow_id, idempotency_key="s1", name=NAME,
+                                  payload_version=VERSION, target_step_key="approval", target_activation_sequence=1,
+                                  correlation_key=b"o-1", payload='{"approved": true}', reason="approved by the desk")
+        with other.cursor() as cur:
+            cur.execute("SET SESSION innodb_lock_wait_timeout = 1")
+        return sent, call(other)
+    finally:
+        client.rollback()
+        client.close()
+        other.close()
+
+
 def test_R13_a_start_replay_never_waits_for_a_transaction_that_holds_its_live_instance(world):
     """A caller's transaction that sent a signal to an instance holds that instance until it commits (S-16). A replay
     of the instance's start answers from a snapshot without waiting for it; only a finished instance, which a
@@ -220,19 +238,8 @@ def test_R13_a_start_replay_never_waits_for_a_transaction_that_holds_its_live_in
     start = {"definition": "approval-flow", "app": world.app, "input": {"order_id": "o-1"},
              "idempotency_key": "start-1", "deadline_ms": HOUR}
     first = routines.instance_start(world.db.conn, world.token, "acme", **start)
-    client, replaying = world.db.connect(), world.db.connect()
-    try:
-        client.begin()
-        signals.send_in_tx(client, world.token, "acme", first["workflow_id"], idempotency_key="s1", name=NAME,
-                           payload_version=VERSION, target_step_key="approval", target_activation_sequence=1,
-                           correlation_key=b"o-1", payload='{"approved": true}', reason="approved by the desk")
-        with replaying.cursor() as cur:
-            cur.execute("SET SESSION innodb_lock_wait_timeout = 1")  # a wait would fail with 1205
-        again = routines.instance_start(replaying, world.token, "acme", **start)
-    finally:
-        client.rollback()
-        client.close()
-        replaying.close()
+    _, again = _while_a_caller_holds_a_send(world, first["workflow_id"],
+                                            lambda conn: routines.instance_start(conn, world.token, "acme", **start))
     assert again["workflow_id"] == first["workflow_id"]
 
 
@@ -249,20 +256,9 @@ def test_R13_a_start_replay_never_waits_for_a_transaction_that_holds_its_finishe
     first = routines.instance_start(world.db.conn, world.token, "acme", **start)
     operator = world.credential(["workflows:control"])["token"]
     routines.instance_cancel(world.db.conn, operator, "acme", first["workflow_id"], "no longer needed", "c-1")
-    client, replaying = world.db.connect(), world.db.connect()
-    try:
-        client.begin()
-        late = signals.send_in_tx(client, world.token, "acme", first["workflow_id"], idempotency_key="s1", name=NAME,
-                                  payload_version=VERSION, target_step_key="approval", target_activation_sequence=1,
-                                  correlation_key=b"o-1", payload='{"approved": true}', reason="approved late")
-        assert late["status"] == "REJECTED"
-        with replaying.cursor() as cur:
-            cur.execute("SET SESSION innodb_lock_wait_timeout = 1")  # a wait would fail with 1205
-        again = routines.instance_start(replaying, world.token, "acme", **start)
-    finally:
-        client.rollback()
-        client.close()
-        replaying.close()
+    late, again = _while_a_caller_holds_a_send(world, first["workflow_id"],
+                                               lambda conn: routines.instance_start(conn, world.token, "acme", **start))
+    assert late["status"] == "REJECTED"
     assert (again["workflow_id"], again["status"], again["created"]) == (first["workflow_id"], "CANCELLED", 0)
 
 
@@ -276,19 +272,8 @@ def test_R13_a_send_inside_a_caller_transaction_never_holds_its_app_s_task_creat
     world.publish({"name": "charge", "steps": [{"key": "charge", "type": "TASK", "queue": "payments",
                                                 "handler": "example.echo", "handler_version": "1"}]})
     waiting = world.start("approval-flow", {"order_id": "o-1"})
-    client, starting = world.db.connect(), world.db.connect()
-    try:
-        client.begin()
-        signals.send_in_tx(client, world.token, "acme", waiting, idempotency_key="s1", name=NAME,
-                           payload_version=VERSION, target_step_key="approval", target_activation_sequence=1,
-                           correlation_key=b"o-1", payload='{"approved": true}', reason="approved by the desk")
-        with starting.cursor() as cur:
-            cur.execute("SET SESSION innodb_lock_wait_timeout = 1")  # a wait would fail with 1205
-        started = routines.instance_start(starting, world.token, "acme", definition="charge", app=world.app,
-                                          input={"order_id": "o-2"}, idempotency_key="start-2", deadline_ms=HOUR)
-    finally:
-        client.rollback()
-        client.close()
-        starting.close()
+    _, started = _while_a_caller_holds_a_send(world, waiting, lambda conn: routines.instance_start(
+        conn, world.token, "acme", definition="charge", app=world.app, input={"order_id": "o-2"},
+        idempotency_key="start-2", deadline_ms=HOUR))
     assert started["status"] == "RUNNING"
     assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks") == 1

@@ -274,6 +274,19 @@ def _limit_document(kind: str, member: str | None = None, value=None) -> tuple[s
     return json.dumps(document), valid.compiled_json
 
 
+def _refused_by_the_validator_and_the_routine(world, document: str, compiled: str, member: str) -> None:
+    """The validator refuses ``document`` and so does the routine, sent it straight, naming ``member`` (their ranges
+    and rules are one), and nothing is published."""
+    from procedures import definitions
+
+    with pytest.raises(definitions.DefinitionError):
+        definitions.validate(json.loads(document))
+    with pytest.raises(errors.ValidationFailed) as info:
+        dbmod.call(world.db.conn, "weave_definition_publish", world.admin, world.namespace, document, compiled, None)
+    assert info.value.field_code == "DEFINITION_INVALID" and member in str(info.value)
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_definitions") == 0
+
+
 @pytest.mark.parametrize("kind", sorted(LIMIT_STEPS))
 def test_R18_T1_P1_a_step_at_the_limits_of_its_numbers_is_published_from_sql(world, kind):
     document, compiled = _limit_document(kind)
@@ -288,15 +301,8 @@ def test_R18_T1_P1_a_step_number_past_its_limits_is_refused_from_sql_too(world, 
     that cannot be NULL), a timer of 0 ms fired at once, a poll's interval overflowed only when a round answered
     PENDING (a decision that failed until it went to review), a task of 0 attempts never started. Refused now,
     naming the step and the member, and nothing is published."""
-    from procedures import definitions
-
     document, compiled = _limit_document(kind, member, value)
-    with pytest.raises(definitions.DefinitionError):  # the validator's range and the routine's are one
-        definitions.validate(json.loads(document))
-    with pytest.raises(errors.ValidationFailed) as info:
-        dbmod.call(world.db.conn, "weave_definition_publish", world.admin, world.namespace, document, compiled, None)
-    assert info.value.field_code == "DEFINITION_INVALID" and member in str(info.value)
-    assert world.db.scalar("SELECT COUNT(*) FROM weave_definitions") == 0
+    _refused_by_the_validator_and_the_routine(world, document, compiled, member)
 
 
 WRITTEN_WITH_AN_EXPONENT = [("TIMER", "delay_ms", "1e3"), ("SIGNAL", "timeout_ms", "1E9"),
@@ -310,16 +316,9 @@ def test_R18_T1_P1_a_step_integer_written_with_an_exponent_is_refused_from_sql_t
     """MariaDB types 1e3 as an INTEGER, in range as a number, but the engine reads the member AS UNSIGNED, which
     stops at the e: the timer of 1e3 ms waited 1 ms (or every start failed on a truncation). The validator takes no
     such integer (Python reads it as a float); the routine refuses it too, naming the member."""
-    from procedures import definitions
-
     document, compiled = _limit_document(kind, member, 424242)
     document = document.replace("424242", text)
-    with pytest.raises(definitions.DefinitionError):  # the validator's rule and the routine's are one
-        definitions.validate(json.loads(document))
-    with pytest.raises(errors.ValidationFailed) as info:
-        dbmod.call(world.db.conn, "weave_definition_publish", world.admin, world.namespace, document, compiled, None)
-    assert info.value.field_code == "DEFINITION_INVALID" and member in str(info.value)
-    assert world.db.scalar("SELECT COUNT(*) FROM weave_definitions") == 0
+    _refused_by_the_validator_and_the_routine(world, document, compiled, member)
 
 
 def test_R18_a_lost_race_for_the_last_task_slot_is_retried_never_counted_toward_review(world, orch):
