@@ -72,7 +72,6 @@ BEGIN
         SELECT output INTO v_first_output FROM weave_steps WHERE instance_id = v_id AND step_key = in_step_key;
         SELECT request_digest INTO v_first_digest FROM weave_audit
          WHERE instance_id = v_id AND action = 'step.resolve' AND idempotency_key = in_idempotency_key LIMIT 1;
-        SET v_same = 0;
         IF LENGTH(in_output) <= 262144 AND _weave_json_strict(in_output) THEN  -- the size first: it costs nothing
             CALL _weave_json_equal(v_first_output, in_output, v_same);
         END IF;

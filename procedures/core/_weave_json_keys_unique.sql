@@ -28,6 +28,9 @@ BEGIN
     DECLARE v_depth INT;  -- the deepest level of containers the walk reached (the document itself is level 1)
     DECLARE v_as_written BOOLEAN;  -- keys with an escape left as written (a larger document): decoded key by key
     DECLARE v_wide BOOLEAN;  -- the walk met an object too wide to read its keys decoded that holds an escape
+    -- The grammar both patterns below match members with: a string whole (s), and a value whole (v).
+    DECLARE v_grammar VARCHAR(255) DEFAULT CONCAT('(?(DEFINE)(?<s>"(?:[^"\\\\]++|\\\\.)*+")',
+        '(?<v>(?&s)|[^,{}\\[\\]"]++|\\{(?:(?&s):(?&v)(?:,(?&s):(?&v))*+)?\\}|\\[(?:(?&v)(?:,(?&v))*+)?\\]))');
     DECLARE CONTINUE HANDLER FOR 1139 SET v_twice = NULL;  -- the pattern gave up (the server's match limit)
     IF in_doc IS NULL THEN
         RETURN FALSE;
@@ -50,9 +53,7 @@ BEGIN
         -- Tokens whole (strings as one), and at each { or , a member whose next neighbour has its key.
         SET v_twice = v_doc REGEXP CONCAT('^(?:[^",{]++|"(?:[^"\\\\]++|\\\\.)*+"|[,{])*?',
                                           '[{,]("(?:[^"\\\\]++|\\\\.)*+"):(?&v),\\1:',
-                                          '(?(DEFINE)(?<s>"(?:[^"\\\\]++|\\\\.)*+")',
-                                          '(?<v>(?&s)|[^,{}\\[\\]"]++|\\{(?:(?&s):(?&v)(?:,(?&s):(?&v))*+)?\\}',
-                                          '|\\[(?:(?&v)(?:,(?&v))*+)?\\]))');
+                                          v_grammar);
         IF v_twice IS NOT NULL THEN
             RETURN NOT v_twice;
         END IF;
@@ -74,9 +75,7 @@ BEGIN
                             IF(JSON_LENGTH(v) <= 64 AND LOCATE(CHAR(92 USING utf8mb4), v) = 0 AND LOCATE('""', v) = 0,
                                JSON_LENGTH(v) <> JSON_LENGTH(JSON_KEYS(v)),
                                v REGEXP CONCAT('^\\{(?:(?&s):(?&v),)*?((?&s)):(?&v),\\1:',
-                                               '(?(DEFINE)(?<s>"(?:[^"\\\\]++|\\\\.)*+")',
-                                               '(?<v>(?&s)|[^,{}\\[\\]"]++|\\{(?:(?&s):(?&v)(?:,(?&s):(?&v))*+)?\\}',
-                                               '|\\[(?:(?&v)(?:,(?&v))*+)?\\]))')
+                                               v_grammar)
                                -- keys as written: two spellings of one key are one key once decoded ("a", "\u0061");
                                -- JSON_KEYS takes time quadratic in an object's members, so past 2048 of them keys are
                                -- compared as written only (one encoder spells one key one way)

@@ -89,7 +89,6 @@ BEGIN
         -- (it commits at once); one that comes later waits for this replay. A live instance is not held: a replay
         -- answers it from a snapshot. One removed since the plain read above is gone for good: the request starts a
         -- new instance, as a start after the purge does, under the queues of the version it names.
-        SET v_found = NULL;
         SELECT instance_id INTO v_found FROM weave_events WHERE instance_id = v_id AND seq = 1 LOCK IN SHARE MODE;
         IF v_found IS NULL THEN
             SET v_id = NULL;

@@ -45,6 +45,7 @@ BEGIN
     DECLARE v_wait_status VARCHAR(16);
     DECLARE v_wait_corr VARBINARY(512);
     DECLARE v_wait_deadline DATETIME(6);
+    DECLARE v_task BIGINT UNSIGNED;  -- the step's current task: its POLL round's, else its activation's latest
     CALL _weave_instance_find(in_token, in_namespace, in_workflow_id, v_ns, v_inst);
     CALL _weave_now(v_now);
     SELECT s.id, s.activation_seq, s.activation_id, s.status, w.status, w.correlation_key, w.deadline_at
@@ -55,6 +56,9 @@ BEGIN
     IF v_step IS NULL THEN
         CALL _weave_raise(50003, 'NOT_FOUND: the instance has no step with this key');
     END IF;
+    SELECT COALESCE((SELECT current_task_id FROM weave_poll_states WHERE activation_id = v_activation),
+                    (SELECT MAX(id) FROM pulse_tasks WHERE activation_id = v_activation))
+      INTO v_task;
 
     SELECT s.step_key, s.type AS step_type, s.status AS step_status, s.activation_seq AS activation_sequence,
            w.kind AS wait_kind, w.status AS wait_status,
@@ -135,8 +139,7 @@ BEGIN
       LEFT JOIN weave_activations a ON a.id = s.activation_id
       LEFT JOIN weave_waits w ON w.activation_id = s.activation_id AND w.kind = 'TIMER'
       LEFT JOIN weave_poll_states p ON p.activation_id = s.activation_id
-      LEFT JOIN pulse_tasks t ON t.id = COALESCE(p.current_task_id, (SELECT MAX(x.id) FROM pulse_tasks x
-                                                                     WHERE x.activation_id = s.activation_id))
+      LEFT JOIN pulse_tasks t ON t.id = v_task
       LEFT JOIN pulse_attempts r ON r.task_id = t.id AND r.status = 'RUNNING'
      WHERE s.id = v_step;
 
@@ -152,14 +155,10 @@ BEGIN
     -- attempt ends, however many are idle. Only the key and since when it is held are told: the holder may be a task
     -- the caller may not read.
     SELECT 'MUTEX_HELD', NULL, p.taken_at, NULL, JSON_OBJECT('mutex_key', t.mutex_key)
-      FROM weave_steps s
-      STRAIGHT_JOIN pulse_tasks t FORCE INDEX (PRIMARY)
-        ON t.id = COALESCE((SELECT ps.current_task_id FROM weave_poll_states ps
-                             WHERE ps.activation_id = s.activation_id),
-                           (SELECT MAX(x.id) FROM pulse_tasks x WHERE x.activation_id = s.activation_id))
+      FROM pulse_tasks t
       STRAIGHT_JOIN pulse_permits p FORCE INDEX (uq_permit_mutex_held)
         ON p.namespace_id = t.namespace_id AND p.mutex_held = t.mutex_key
-     WHERE s.id = v_step AND t.status = 'QUEUED' AND t.mutex_key IS NOT NULL
+     WHERE t.id = v_task AND t.status = 'QUEUED' AND t.mutex_key IS NOT NULL
     UNION ALL
     SELECT 'REVIEW', code, opened_at, NULL, detail FROM weave_review_reasons
      WHERE instance_id = v_inst AND closed_at IS NULL;
