@@ -13,7 +13,7 @@ from typing import Any
 from . import jsontext
 from .db import Connection as Conn
 from .db import call, call_row
-from .routines import rfc3339
+from .routines import _json, rfc3339
 
 
 def _receipt(row: dict) -> dict:
@@ -126,14 +126,11 @@ def explain(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: 
 
 def _json_or_text(value: Any, verbatim: bool = False) -> Any:
     """A detail that is JSON (parsed, or with ``verbatim`` as its text), or else the text it is."""
-    if value is None:
-        return None
     try:
-        parsed = json.loads(value)
+        parsed = _json(value)
     except ValueError:
         return value
-    return jsontext.Verbatim(value.decode("utf-8") if isinstance(value, bytes | bytearray) else value) \
-        if verbatim else parsed
+    return _json(value, verbatim=True) if verbatim else parsed
 
 
 def process(conn: Conn, signal_id: int) -> str:
