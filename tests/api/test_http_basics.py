@@ -121,7 +121,7 @@ def test_a_start_keeps_its_input_as_sent_every_digit_of_every_number(client, wor
     assert started.status_code == 201
     assert world.db.scalar("SELECT input FROM weave_instances") == text
     shown = client.simulate_get(f"{NS}/workflows/{started.json['workflow_id']}", headers=auth(world.token))
-    assert '"input": ' + text in shown.text or '"input":' + text in shown.text
+    assert '"input": ' + text in shown.text
     huge = client.simulate_post(f"{NS}/workflows", body=body.replace("123456789012345678901234567890", "9" * 5000),
                                 headers={**auth(world.token, "k-2"), "Content-Type": "application/json"})
     (error,) = problem(huge, 422, "VALIDATION_FAILED")["errors"]

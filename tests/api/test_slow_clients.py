@@ -58,7 +58,6 @@ def test_Z3_clients_that_stop_sending_mid_request_cannot_hold_every_serving_thre
     assert "dropped a client that sent or read nothing for 1.0 s" in log and "Traceback" not in log  # a line each
 
 
-
 class _CountedParts(ProgressSocket):
     """A worker's client socket that notes the size of each part of an answer it sends."""
 

@@ -1311,17 +1311,11 @@ def test_R2_M4_7_a_limit_s_change_is_timed_after_the_slots_taken_before_it(world
         creator.begin()
         with creator.cursor() as cur:  # a creation taking its slot, not committed yet
             cur.execute("UPDATE weave_apps SET slots_taken = slots_taken WHERE name = 'billing'")
-        with putter.cursor() as cur:
-            cur.execute("SELECT CONNECTION_ID() AS id")
-            putter_id = cur.fetchone()["id"]
         answer: list[dict] = []
         put = threading.Thread(target=lambda: answer.append(routines.app_put(
             putter, world.admin, world.namespace, "billing", 5)))
         put.start()
-        # The server refreshes INNODB_TRX only when it was last read over 0.1 s ago: a faster poll sees it stale.
-        assert wait_for(lambda: world.db.scalar(
-            "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = %s "
-            "AND trx_state = 'LOCK WAIT'", putter_id) == 1, interval=0.2)
+        assert world.db.comes_to_wait_for_a_lock(putter)
         released = world.db.now()  # the creation's time is before this
         creator.commit()
         put.join(30)

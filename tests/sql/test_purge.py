@@ -16,7 +16,6 @@ from procedures.installer import PROCEDURES_DIR
 from tests.benchmarks.bench_backlog import handler_reads
 from tests.support.signals import send, signal_flow
 from tests.support.threads import run_threads
-from tests.support.waiting import wait_for
 
 HOUR = 3_600_000
 RETRY = {"max_attempts": 3, "initial_backoff_ms": 1_000, "backoff_coefficient": 2.0, "max_backoff_ms": 60_000}
@@ -588,17 +587,12 @@ def _purged_while_it_waits(world, identity: int, call) -> object:
             answer.append(exc)
 
     try:
-        with calling.cursor() as cur:
-            cur.execute("SELECT CONNECTION_ID() AS id")
-            calling_id = cur.fetchone()["id"]
         holder.begin()
         with holder.cursor() as cur:
             cur.execute("SELECT id FROM weave_credentials WHERE id = %s FOR UPDATE", (identity,))
         thread = threading.Thread(target=run)
         thread.start()
-        assert wait_for(lambda: world.db.scalar(
-            "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = %s "
-            "AND trx_state = 'LOCK WAIT'", calling_id) == 1, interval=0.2)
+        assert world.db.comes_to_wait_for_a_lock(calling)
         assert purge(world, fold=False)["purged"] == 1
         holder.rollback()
         thread.join(30)

@@ -153,7 +153,6 @@ def test_R13_an_admin_change_waits_a_second_at_most_so_the_runners_never_queue_l
     once the caller commits, the disable goes through."""
     from procedures import routines
     from procedures.connections import Connections
-    from tests.support.waiting import wait_for
 
     world.publish(signal_flow(before_timer_ms=1_000))
     starter = world.credential(["workflows:start", "workflows:read"], actor="starter")
@@ -182,14 +181,9 @@ def test_R13_an_admin_change_waits_a_second_at_most_so_the_runners_never_queue_l
         signals.send_in_tx(client, world.token, "acme", held, idempotency_key="s1", name=NAME, payload_version=VERSION,
                            target_step_key="approval", target_activation_sequence=1, correlation_key=b"o-1",
                            payload='{"approved": true}', reason="approved by the desk")
-        with admin.cursor() as cur:
-            cur.execute("SELECT CONNECTION_ID() AS id")
-            admin_id = cur.fetchone()["id"]
         waiting = threading.Thread(target=disable)
         waiting.start()
-        assert wait_for(lambda: world.db.scalar(
-            "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = %s "
-            "AND trx_state = 'LOCK WAIT'", admin_id) == 1, interval=0.2)
+        assert world.db.comes_to_wait_for_a_lock(admin)
         world.db.advance(1_001)
         orch.run_once()  # behind the disable: a wait as long as the disable's would fail after 2 s (1205)
         waiting.join(30)

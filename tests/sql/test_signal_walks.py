@@ -155,11 +155,12 @@ class Walk(walks.Walk):
         action = self.draw(["reactivate", "reactivate", "pause", "resume", "cancel"])
         try:
             if action == "reactivate":
-                if self.state()["status"] == "NEEDS_REVIEW" and self.db.now() >= self.state()["deadline_at"]:
+                state = self.state()
+                if state["status"] == "NEEDS_REVIEW" and state["now"] >= state["deadline_at"]:
                     # Past the instance deadline: as the operations guide says, move it first, then reactivate.
                     routines.instance_deadline(self.db.conn, self.world.token, self.world.namespace, self.wf,
                                                "more time", f"op-{self.ops}-deadline",
-                                               deadline_at=self.db.now() + dt.timedelta(milliseconds=TIMEOUT_MS))
+                                               deadline_at=state["now"] + dt.timedelta(milliseconds=TIMEOUT_MS))
                 routines.step_reactivate(self.db.conn, self.world.token, self.world.namespace, self.wf,
                                          "approval", "ask again", f"op-{self.ops}")
             elif action == "cancel" and self.draw([False, False, True]):

@@ -10,6 +10,7 @@ from yoyo import read_migrations
 
 from procedures import db as dbmod
 from procedures import installer
+from tests.support.waiting import wait_for
 
 
 def roll_back_migration(dsn: dbmod.Dsn, migration: str) -> None:
@@ -89,6 +90,13 @@ class Db:
         gap = moment - self.now()
         ms = max(0, int(gap.total_seconds() * 1000) + 1)
         return self.advance(ms)
+
+    def comes_to_wait_for_a_lock(self, conn: pymysql.Connection, timeout: float = 30.0) -> bool:
+        """Whether ``conn``'s transaction is seen waiting for a lock within ``timeout`` seconds."""
+        # The server refreshes INNODB_TRX only when it was last read over 0.1 s ago: a faster poll sees it stale.
+        return wait_for(lambda: self.scalar(
+            "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = %s "
+            "AND trx_state = 'LOCK WAIT'", conn.thread_id()) == 1, timeout=timeout, interval=0.2)
 
     def in_flight(self, owner: str = "app", name: str | None = None) -> int:
         """The tasks in flight of an app or queue by the engine's own count (its slots taken less the releases of
