@@ -328,8 +328,7 @@ def make_error_handler(connections: Connections) -> Handler:
             return
         if isinstance(exc, pymysql.err.MySQLError):
             exc = errors.translate(exc)
-        if isinstance(exc, errors.TransientDatabaseError) or isinstance(exc, pymysql.err.MySQLError) and \
-                errors.errno_of(exc) in errors.TRANSIENT_ERRNOS | errors.LOGIN_REFUSED_ERRNOS:
+        if errors.is_unavailable(exc):
             if isinstance(connections, ApiConnections) and errors.is_connection_lost(exc):
                 connections.trip()
             connections.discard()

@@ -248,6 +248,12 @@ def is_transient(exc: BaseException) -> bool:
         isinstance(exc, pymysql.err.MySQLError) and isinstance(translate(exc), TransientDatabaseError))
 
 
+def is_unavailable(exc: BaseException) -> bool:
+    """The database cannot serve this process now: a transient error, or its own login refused
+    (``LOGIN_REFUSED_ERRNOS``). An edge answers either as unavailable (503), never as an error of its own."""
+    return is_transient(exc) or (isinstance(exc, pymysql.err.MySQLError) and errno_of(exc) in LOGIN_REFUSED_ERRNOS)
+
+
 # --- the HTTP edge ------------------------------------------------------------------------------------------
 # Codes the HTTP API answers itself, without a routine raising them: code -> HTTP status.
 EDGE_ERRORS: dict[str, int] = {

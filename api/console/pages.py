@@ -202,7 +202,7 @@ class Page:
                 code, detail = exc.errors[0]["code"], "; ".join(e["message"] for e in exc.errors)
         elif isinstance(exc, errors.ValidationFailed):
             status, code, detail = 422, exc.field_code, exc.detail
-        elif isinstance(exc, errors.TransientDatabaseError | errors.SchemaMismatch) or errors.is_transient(exc):
+        elif isinstance(exc, errors.SchemaMismatch) or errors.is_unavailable(exc):
             self.connections.discard()
             resp.set_header("Retry-After", "1")
             status, code, detail = 503, "UNAVAILABLE", "the database is unavailable; retry shortly"

@@ -3,9 +3,14 @@ expiry, sign-out, and the namespace and scope checks it shares with the API."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 
+from falcon import testing
+
+from api.app import create_app
+from api.http import Connections
 from procedures import routines
 from tests.console.conftest import BASE, form_post, hidden, sign_in
 
@@ -698,3 +703,11 @@ def test_C4_a_step_action_sent_from_a_page_of_an_earlier_activation_is_refused_a
     assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'step.resolve'") == 0
     again = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text
     assert hidden(again, "activation_sequence") == "2"
+
+
+def test_Z3_a_database_that_refuses_the_node_s_login_is_a_503_page_as_the_api_answers_it(client, world):
+    """A credential rotated in place (1045): a page answers 503 with Retry-After, as every API request does."""
+    cookies = sign_in(client, world.token)
+    refused = dataclasses.replace(world.db.dsn, password="not-its-password")
+    page = testing.TestClient(create_app(Connections(refused))).simulate_get(BASE, cookies=cookies)
+    assert (page.status_code, page.headers["retry-after"]) == (503, "1")
