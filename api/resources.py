@@ -31,15 +31,12 @@ def _parse_time(value: Any, field: str) -> dt.datetime:
     """An RFC 3339 time with a zone as naive UTC, the engine's representation; anything else is a 422."""
     if isinstance(value, str):
         try:
-            moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+            return routines.from_rfc3339(value)
         except ValueError:
-            moment = None
-        if moment is not None and moment.tzinfo is not None:
-            try:
-                return moment.astimezone(dt.timezone.utc).replace(tzinfo=None)
-            except OverflowError:  # 9999-12-31T23:00:00-05:00 is in year 10000 in UTC, 0001-01-01T00:00:00+05:00 in 0
-                raise invalid([(field, "DEADLINE_INVALID",
-                                f"{field} must fall within the years 1-9999 once moved to UTC")]) from None
+            pass
+        except OverflowError:
+            raise invalid([(field, "DEADLINE_INVALID",
+                            f"{field} must fall within the years 1-9999 once moved to UTC")]) from None
     raise invalid([(field, "DEADLINE_INVALID", f"{field} must be an RFC 3339 time with a zone")])
 
 

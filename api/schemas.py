@@ -10,11 +10,12 @@ the routines enforce them (with their finer codes, e.g. ``NAME_TOO_LONG``): noth
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from typing import Any
 
 import falcon
+
+from procedures import routines
 
 from .http import invalid
 
@@ -155,10 +156,7 @@ def _is_type(value: Any, kind: str) -> bool:
 def _valid_time(value: str) -> bool:
     """An RFC 3339 time with a zone that is a time in UTC too: a zone may move it past 9999-12-31 or before year 1."""
     try:
-        moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-        if moment.tzinfo is None:
-            return False
-        moment.astimezone(dt.timezone.utc)  # OverflowError when the zone moves it outside the years 1-9999
+        routines.from_rfc3339(value)
     except (ValueError, OverflowError):
         return False
     return True

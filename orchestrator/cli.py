@@ -54,8 +54,10 @@ def _escaped(text: str, keep: str = "") -> str:
 
 
 def _print(args: argparse.Namespace, payload: Any, human: Callable[[Any], str] | None = None) -> None:
-    if getattr(args, "json", False) or human is None:
-        print(json.dumps(payload, indent=None if getattr(args, "json", False) else 2, default=str))
+    if getattr(args, "json", False):  # the kept values (called ``verbatim``) as they were kept, as the API gives them
+        print(jsontext.dumps(payload))
+    elif human is None:
+        print(json.dumps(payload, indent=2, default=str))
     else:
         print(_escaped(human(payload), keep="\n"))  # the lines of the text; a value's own are escaped (_cell)
 
@@ -251,15 +253,8 @@ def cmd_workflows_start(args: argparse.Namespace) -> int:
 def cmd_workflows_show(args: argparse.Namespace) -> int:
     with _conn(args) as conn:
         inst = routines.instance_get(conn, _token(args), args.namespace, args.workflow_id, verbatim=args.json)
-    _print_instance(args, inst)
+    _print(args, inst, _human_instance)
     return 0
-
-
-def _print_instance(args: argparse.Namespace, inst: dict) -> None:
-    if args.json:  # the kept values (input, outputs, results) as they were kept, as the API gives them
-        print(jsontext.dumps(inst))
-    else:
-        _print(args, inst, _human_instance)
 
 
 WAIT_UNTIL = ",".join(client.WAIT_UNTIL)  # what the SDK's wait_for waits for by default
@@ -285,7 +280,7 @@ def cmd_workflows_wait(args: argparse.Namespace) -> int:
     if not done:
         raise CliError("TIMED_OUT", f"{args.workflow_id} is still {inst['status']} after "
                                     f"{args.timeout.total_seconds():g} s", EXIT_TIMED_OUT)
-    _print_instance(args, inst)
+    _print(args, inst, _human_instance)
     return 0
 
 
@@ -320,7 +315,7 @@ def cmd_workflows_events(args: argparse.Namespace) -> int:
         events = routines.instance_events(conn, _token(args), args.namespace, args.workflow_id, args.after, args.limit,
                                           verbatim=args.json)
     if args.json:  # as the API answers a page (each event's data as kept): where the next one starts, for --after
-        print(jsontext.dumps({"events": events, "next_after": events[-1]["seq"] if events else args.after}))
+        _print(args, {"events": events, "next_after": events[-1]["seq"] if events else args.after})
         return 0
     _print(args, events, lambda evs: ("\n".join(
         f"{e['seq']:>5} {e['occurred_at']} {e['type']:<22} {e['step_key'] or '-':<20} {json.dumps(e['data'])}"
@@ -446,9 +441,6 @@ def cmd_signals_get(args: argparse.Namespace) -> int:
     with _conn(args) as conn:
         signal = signals.get(conn, _token(args), args.namespace, args.workflow_id, args.signal_id, verbatim=True)
     payload_text = signal.pop("payload_text")  # the payload as accepted, printed as it is (S-4)
-    if args.json:
-        print(jsontext.dumps(signal))
-        return 0
     _print(args, signal, lambda s: (
         f"{s['signal_id']} {s['status']}" + (f" ({s['disposition']})" if s["disposition"] else "")
         + f"  {s['name']} v{s['payload_version']} -> {s['target_step_key']}#{s['target_activation_sequence']}"
@@ -464,9 +456,6 @@ def cmd_signals_explain(args: argparse.Namespace) -> int:
     with _conn(args) as conn:
         report = signals.explain(conn, _token(args), args.namespace, args.workflow_id, args.step_key,
                                  verbatim=args.json)
-    if args.json:  # the facts as kept, as the API answers them
-        print(jsontext.dumps(report))
-        return 0
     _print(args, report, _human_explain)
     return 0
 
@@ -521,12 +510,8 @@ def _instance_after(args: argparse.Namespace, result: dict) -> int:
     """An action's answer: the instance as the action answered it (its scope is enough; no read scope needed), under
     --json with the kept values as they were kept (the action was called ``verbatim``), as `workflows show` prints
     them and the API answers the action."""
-    answer = {**result["instance"], "replayed": bool(result["replayed"])}
-    if args.json:
-        print(jsontext.dumps(answer))
-    else:
-        _print(args, answer,
-               lambda p: _human_instance(p) + ("\n(replayed: nothing was done again)" if p["replayed"] else ""))
+    _print(args, {**result["instance"], "replayed": bool(result["replayed"])},
+           lambda p: _human_instance(p) + ("\n(replayed: nothing was done again)" if p["replayed"] else ""))
     return 0
 
 
@@ -553,13 +538,8 @@ def cmd_workflows_deadline(args: argparse.Namespace) -> int:
 def _utc_time(flag: str, text: str, code: str) -> Any:
     """An RFC 3339 time with a zone, as the naive UTC datetime the routines take (a time without a zone would be
     read in the zone of the host the command runs on)."""
-    import datetime as dt
-
     try:
-        given = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-        if given.tzinfo is None:
-            raise ValueError
-        return given.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return routines.from_rfc3339(text)
     except ValueError:
         raise CliError(code, f"{flag} must be an RFC 3339 time with a zone, got {text!r}") from None
     except OverflowError:  # a zone that moves it past 9999-12-31 or before year 1 in UTC

@@ -20,6 +20,16 @@ def rfc3339(value: dt.datetime | None) -> str | None:
     return None if value is None else value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def from_rfc3339(text: str) -> dt.datetime:
+    """An RFC 3339 time with a zone as the naive UTC datetime the routines take. ValueError when ``text`` is not one
+    (a time without a zone would be read in the zone of the host), OverflowError when its zone moves it outside the
+    years 1-9999 (9999-12-31T23:00:00-05:00 is in year 10000 in UTC)."""
+    moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    if moment.tzinfo is None:
+        raise ValueError(f"{text!r} has no zone")
+    return moment.astimezone(dt.timezone.utc).replace(tzinfo=None)
+
+
 def _json(text: Any, verbatim: bool = False) -> Any:
     """A kept JSON value: parsed, or with ``verbatim`` as its text (``jsontext.Verbatim``), for an answer that writes
     it back as it was kept."""
