@@ -18,6 +18,7 @@ from cryptography.exceptions import InvalidTag
 
 from procedures import errors, routines, signals
 
+from .. import schemas
 from ..http import IDEMPOTENCY_KEY_MAX, PATH_WIDTHS, TOKEN_MAX, ApiError, Connections, parse_strict, raw_body
 from ..resources import _parse_time
 from . import sessions, views
@@ -93,7 +94,11 @@ def field(data: dict[str, list[str]], name: str, default: str = "") -> str:
 
 
 BIGINT_MAX = 2**63 - 1  # the widest number a routine takes
-ACTIVATION_MAX = 2**31  # an activation's sequence, as the API takes it (the routines take an INT UNSIGNED)
+# A step action's fields held to the bounds the API holds its body to (the routines' own widths).
+_STEP_ACTION = schemas.BODIES["ResolveRequest"]["properties"]
+ACTIVATION_MAX = _STEP_ACTION["activation_sequence"]["maximum"]
+REASON_MAX = _STEP_ACTION["reason"]["maxLength"]
+EVIDENCE_MAX = _STEP_ACTION["evidence_ref"]["maxLength"]
 
 
 def optional_int(data: dict[str, list[str]], name: str, low: int = -BIGINT_MAX, high: int = BIGINT_MAX) -> int | None:
@@ -109,17 +114,14 @@ def optional_int(data: dict[str, list[str]], name: str, low: int = -BIGINT_MAX, 
     return value
 
 
-REASON_MAX = 1024
-
-
 def action_fields(data: dict[str, list[str]]) -> tuple[str, str]:
     """The idempotency key and the reason of an operator action, held to the routines' widths as the API holds its
     header and body to them: a longer value would be refused by the database as it binds the call, a page naming
     the routine's parameter instead of the rule."""
     key, reason = field(data, "idempotency_key").strip(), field(data, "reason")
     if len(key) > IDEMPOTENCY_KEY_MAX:
-        raise Refused(422, "IDEMPOTENCY_KEY_INVALID", "the idempotency key must be 1-128 printable ASCII characters; "
-                                                      "reload the page and try again")
+        raise Refused(422, "IDEMPOTENCY_KEY_INVALID", f"the idempotency key must be 1-{IDEMPOTENCY_KEY_MAX} printable "
+                                                      "ASCII characters; reload the page and try again")
     if len(reason) > REASON_MAX:
         raise Refused(422, "REASON_INVALID", f"a reason of 1-{REASON_MAX} characters is required "
                                              f"(this one has {len(reason):,})")
@@ -463,8 +465,10 @@ class StepAction(Page):
                 raise Refused(422, "OUTPUT_INVALID", "the output is not valid JSON (duplicate keys are refused "
                                                      "too); nothing was sent") from None
             evidence = field(data, "evidence_ref").strip() or None
-            if evidence is not None and len(evidence) > 512:  # the routine's rule, before the call can refuse its width
-                raise Refused(422, "EVIDENCE_REF_INVALID", "the evidence reference must be at most 512 characters")
+            if evidence is not None and len(evidence) > EVIDENCE_MAX:  # the routine's rule, before the call can
+                # refuse its width
+                raise Refused(422, "EVIDENCE_REF_INVALID",
+                              f"the evidence reference must be at most {EVIDENCE_MAX} characters")
             result = routines.step_resolve(conn, token, ns, workflow_id, step_key, reason, key,
                                            evidence_ref=evidence, output_json=text, activation_sequence=seq)
         else:
