@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from api.http import IDEMPOTENCY_KEY_MAX, PATH_WIDTHS, TOKEN_MAX
 from tests.api.conftest import auth
 
 LONG = "x" * 300
@@ -45,3 +46,17 @@ def test_S2_a_token_longer_than_any_credential_s_is_a_401(client, world):
         answer = client.simulate_get("/v1/namespaces/acme/workflows", headers=auth(token))
         assert (answer.status_code, answer.json["code"]) == (401, "UNAUTHENTICATED"), answer.text
         assert answer.headers["www-authenticate"] == 'Bearer realm="weave"'
+
+
+def test_S2_the_api_s_widths_are_those_of_the_routines_parameters(db):
+    """The widths the API holds a path value, a token and an Idempotency-Key to are the routines' own: wider, a value
+    between the two would reach the database and be refused as it binds (a 422 naming a parameter); narrower, a name
+    the engine holds would be answered as missing."""
+    def narrowest(parameter: str) -> int:
+        return db.scalar("SELECT MIN(CHARACTER_MAXIMUM_LENGTH) FROM information_schema.PARAMETERS "
+                         "WHERE SPECIFIC_SCHEMA = DATABASE() AND PARAMETER_NAME = %s", parameter)
+
+    parameter = {"ns": "in_namespace"}  # each other path value is the routines' in_<name>
+    assert {name: narrowest(parameter.get(name, f"in_{name}")) for name in PATH_WIDTHS} == PATH_WIDTHS
+    assert TOKEN_MAX <= narrowest("in_token")
+    assert IDEMPOTENCY_KEY_MAX <= narrowest("in_idempotency_key")
