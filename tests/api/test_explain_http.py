@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
-import pytest
-
 from orchestrator.cli import main
 from procedures import pulse, signals
 from tests.api.conftest import auth
+from tests.support import json_only
 
 
 def explain(world, wf: str, step: str) -> dict:
@@ -66,11 +63,11 @@ def test_S17_a_poll_result_in_a_review_reason_is_explained_as_kept_as_the_instan
     http = client.simulate_get(f"/v1/namespaces/{world.namespace}/workflows/{wf}/steps/check/explain",
                                headers=auth(world.token))
     assert http.status_code == 200
-    answer = json.loads(http.text, parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))
+    answer = json_only(http.text)
     assert [b["reason"] for b in answer["blockers"] if b["blocker"] == "REVIEW"] == ["POLL_REVIEW_VALUE"]
     assert f'"result": {result}' in http.text
     assert main(["workflows", "explain", wf, "check", "--json", "--dsn", world.db.dsn.url(), "--namespace",
                  world.namespace, "--token", world.token]) == 0
     printed = capsys.readouterr().out
-    json.loads(printed, parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))
+    json_only(printed)
     assert f'"result": {result}' in printed

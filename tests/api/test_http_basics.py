@@ -12,6 +12,7 @@ import pytest
 from api.openapi import document
 from procedures import routines
 from tests.api.conftest import auth
+from tests.support import json_only
 
 TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
 NS = "/v1/namespaces/acme"
@@ -664,7 +665,7 @@ def test_M2_an_input_kept_over_sql_is_answered_as_json_even_beyond_a_double(clie
                                  deadline_ms=3_600_000)["workflow_id"]
     got = client.simulate_get(f"{NS}/workflows/{wf}", headers=auth(world.token))
     assert got.status_code == 200 and '"input": {"n": 1e400, "m": 1.10}' in got.text
-    json.loads(got.text, parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))
+    json_only(got.text)
     paused = client.simulate_post(f"{NS}/workflows/{wf}/pause", headers=auth(world.token, "p-1"),
                                   json={"reason": "look"})
     assert paused.status_code == 200 and '"input": {"n": 1e400, "m": 1.10}' in paused.text
@@ -683,7 +684,7 @@ def test_M2_an_output_resolved_over_sql_is_answered_in_the_event_history_as_kept
                           output_json=output)
     got = client.simulate_get(f"{NS}/workflows/{wf}/events", headers=auth(world.token))
     assert got.status_code == 200
-    events = json.loads(got.text, parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))["events"]
+    events = json_only(got.text)["events"]
     assert [e["type"] for e in events].count("STEP_RESOLVED") == 1
     assert f'"data": {{"output": {output}, ' in got.text
     shown = client.simulate_get(f"{NS}/workflows/{wf}", headers=auth(world.token)).text

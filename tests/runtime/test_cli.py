@@ -13,6 +13,7 @@ import pytest
 from orchestrator.cli import EXIT_CODES, EXIT_TIMED_OUT, main
 from orchestrator.loop import Orchestrator
 from procedures import installer, pulse, routines, settings
+from tests.support import json_only
 
 TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
 POLL = {"name": "poll-flow", "steps": [{"key": "check", "type": "POLL", "queue": "payments",
@@ -720,7 +721,7 @@ def test_M2_workflows_events_json_gives_a_resolved_output_as_kept_as_the_api_doe
                           output_json=output)
     code, out, err = weave("workflows", "events", wf, "--json")
     assert code == 0, err
-    page = json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))
+    page = json_only(out)
     assert [e["type"] for e in page["events"]].count("STEP_RESOLVED") == 1
     assert f'"data": {{"output": {output}, ' in out
 
