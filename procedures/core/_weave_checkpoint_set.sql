@@ -21,6 +21,7 @@ BEGIN
         deferred_reason = IF(due_at = VALUES(due_at) AND activation_id = VALUES(activation_id), deferred_reason, NULL),
         deferred_since = IF(due_at = VALUES(due_at) AND activation_id = VALUES(activation_id), deferred_since, NULL),
         deferrals = IF(due_at = VALUES(due_at) AND activation_id = VALUES(activation_id), deferrals, 0),
+        deferred_for = IF(due_at = VALUES(due_at) AND activation_id = VALUES(activation_id), deferred_for, NULL),
         kind = VALUES(kind), activation_id = VALUES(activation_id), due_at = VALUES(due_at),
         available_at = VALUES(available_at), attempts = 0, last_error = NULL, version = version + 1;
     -- Due already: the session's count of candidates made due moves, and the advancer answers made_due, so

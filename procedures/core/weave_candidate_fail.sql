@@ -67,7 +67,8 @@ BEGIN
     IF in_class = 'CHECKPOINT' THEN
         UPDATE weave_pending_advances
            SET attempts = attempts + 1, last_error = LEFT(in_error, 1024), version = version + 1,
-               available_at = GREATEST(due_at, v_now + INTERVAL LEAST(100 * POW(2, LEAST(attempts, 20)), 60000) * 1000 MICROSECOND)
+               available_at = GREATEST(due_at, v_now + INTERVAL LEAST(100 * POW(2, LEAST(attempts, 20)), 60000) * 1000 MICROSECOND),
+               deferred_for = NULL  -- a failing look leaves its line (keeping its place) so as not to hold it up
          WHERE id = in_id AND version = in_version;
     ELSEIF in_class = 'INBOX' THEN
         UPDATE pulse_inbox

@@ -35,6 +35,7 @@ BEGIN
     DECLARE v_step BIGINT UNSIGNED;
     DECLARE v_done INT DEFAULT 0;
     DECLARE v_result VARCHAR(256);
+    DECLARE v_waits_for BIGINT UNSIGNED;  -- the app or queue whose room an activation waits for
     DECLARE v_unfinished INT;
     DECLARE v_ready INT;
     DECLARE v_readiness VARCHAR(64);  -- ready steps 'count:position:id' (count 0: none)
@@ -127,13 +128,13 @@ BEGIN
             -- instance deadline (not passed yet, above): the work waiting here is new work, and at that deadline
             -- it is a review (R-8), which a pause must not put off (C-1: no deadline moves).
             CALL _weave_checkpoint_defer(in_namespace_id, in_instance_id, '', 'ROOT', 0,
-                 LEAST(in_now + INTERVAL IF(v_control = 'PAUSED', 60, 1) SECOND, v_deadline), in_now, v_why);
+                 LEAST(in_now + INTERVAL IF(v_control = 'PAUSED', 60, 1) SECOND, v_deadline), in_now, v_why, NULL);
             SET out_outcome = 'DEFERRED';
             LEAVE root;
         END IF;
 
         WHILE v_step IS NOT NULL AND v_done < in_budget DO
-            CALL _weave_step_activate(in_namespace_id, in_instance_id, v_step, in_now, v_result);
+            CALL _weave_step_activate(in_namespace_id, in_instance_id, v_step, in_now, v_result, v_waits_for);
             IF v_result = 'REVIEW' THEN
                 -- R-18: the step went to review; a recovery action makes ROOT due again.
                 SET out_outcome = 'REVIEW';
@@ -142,7 +143,8 @@ BEGIN
                 -- Quota or capacity full: nothing was written for this step; look again shortly (R-8), and at the
                 -- latest at the instance deadline, where the work still waiting is a review.
                 CALL _weave_checkpoint_defer(in_namespace_id, in_instance_id, '', 'ROOT', 0,
-                                             LEAST(in_now + INTERVAL 1 SECOND, v_deadline), in_now, v_result);
+                                             LEAST(in_now + INTERVAL 1 SECOND, v_deadline), in_now, v_result,
+                                             v_waits_for);
                 SET out_outcome = 'DEFERRED';
                 LEAVE root;
             END IF;

@@ -8,10 +8,11 @@ CREATE PROCEDURE _weave_step_activate(
         IN  in_instance_id  BIGINT UNSIGNED,
         IN  in_step_id      BIGINT UNSIGNED,
         IN  in_now          DATETIME(6),
-        OUT out_result      VARCHAR(256))
+        OUT out_result      VARCHAR(256),
+        OUT out_waits_for   BIGINT UNSIGNED)
     COMMENT 'Internal. Description: activates a PENDING step (R-7): activation row with frozen inputs, then the type''s
 wait/task/round and checkpoint. out_result: ACTIVATED, REVIEW (the activation can never succeed: a review reason is open), or ''CODE: detail'' when quota or capacity is full
-(nothing written).'
+(nothing written), with out_waits_for the app or queue whose room it waits for (_weave_task_room).'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_key VARCHAR(64);
@@ -56,8 +57,9 @@ BEGIN
      WHERE s.id = in_step_id AND s.instance_id = in_instance_id FOR UPDATE;
 
     IF v_type IN ('TASK', 'POLL') THEN
-        CALL _weave_task_room(in_namespace_id, in_instance_id, JSON_UNQUOTE(JSON_EXTRACT(v_spec, '$.queue')), v_why,
-                              v_app_released, v_queue_released);
+        -- Its place in line is the ROOT checkpoint's: activation is ROOT's work.
+        CALL _weave_task_room(in_namespace_id, in_instance_id, '', JSON_UNQUOTE(JSON_EXTRACT(v_spec, '$.queue')),
+                              v_why, v_app_released, v_queue_released, out_waits_for);
     END IF;
     IF v_why LIKE 'QUEUE\_NOT\_FOUND:%' OR v_why LIKE 'APP\_NOT\_FOUND:%' THEN
         -- R-18: no retry can create the queue or app this step was published against; ask a person.

@@ -83,7 +83,8 @@ BEGIN
              '       AS picked',
              '  STRAIGHT_JOIN weave_instances i FORCE INDEX (PRIMARY) ON i.id = picked.instance_id')
              WHEN in_business_key IS NULL AND v_deferred = 1 THEN CONCAT(
-             '  FROM (SELECT DISTINCT p.instance_id FROM weave_pending_advances p FORCE INDEX (ix_checkpoint_deferred)',
+             '  FROM (SELECT DISTINCT p.instance_id FROM weave_pending_advances p',
+             '         FORCE INDEX (ix_checkpoint_room_line)',
              '         WHERE p.deferred_reason IS NOT NULL) AS picked',
              '  STRAIGHT_JOIN weave_instances i FORCE INDEX (PRIMARY) ON i.id = picked.instance_id')
              WHEN in_business_key IS NULL AND NOT in_control <=> 'PAUSED' AND in_status IS NULL

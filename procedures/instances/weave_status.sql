@@ -60,7 +60,7 @@ BEGIN
     -- for ever (others keep taking the room it waits for) from many that each wait a moment.
     SELECT deferred_reason AS reason, COUNT(DISTINCT instance_id) AS instances, MIN(deferred_since) AS oldest_since,
            TIMESTAMPDIFF(MICROSECOND, MIN(deferred_since), v_now) / 1000 AS oldest_ms
-      FROM weave_pending_advances FORCE INDEX (ix_checkpoint_deferred)
+      FROM weave_pending_advances FORCE INDEX (ix_checkpoint_room_line)
      WHERE deferred_reason IS NOT NULL GROUP BY deferred_reason ORDER BY deferred_reason;
     SELECT 'CHECKPOINT' AS class, COUNT(*) AS failing, COALESCE(SUM(attempts >= 2), 0) AS repeated
       FROM weave_pending_advances WHERE attempts > 0

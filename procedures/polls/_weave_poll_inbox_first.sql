@@ -30,6 +30,6 @@ BEGIN
         END IF;
         CALL _weave_checkpoint_defer(in_namespace_id, in_instance_id, in_step_key, 'POLL', in_activation_id,
                                      GREATEST(in_now + INTERVAL 1 SECOND, v_available), in_now,
-                                     CONCAT('OUTCOME_IN_INBOX: ', in_why));
+                                     CONCAT('OUTCOME_IN_INBOX: ', in_why), NULL);
     END IF;
 END

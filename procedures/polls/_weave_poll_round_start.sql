@@ -63,6 +63,8 @@ BEGIN
     DECLARE v_capacity INT UNSIGNED;
     DECLARE v_queue_taken BIGINT UNSIGNED;
     DECLARE v_facts LONGTEXT;
+    DECLARE v_lines BOOLEAN;  -- whether any work waits in line for the app's room or the queue's
+    DECLARE v_waits_for BIGINT UNSIGNED DEFAULT NULL;  -- the app or queue whose room the round waits for
 
     SET out_outcome = NULL;
     -- The rounds, locked, with round 1's task; and the activation's unsettled tasks, counted by a subquery (a plain
@@ -84,14 +86,18 @@ BEGIN
     END IF;
 
     -- R-8 for the new round, with the room its app and queue have left (a plain read: the slot is taken as the
-    -- round's last write, _pulse_slot_take) and the slots they have been given back (their release stripes, read here
-    -- without a lock for that take).
+    -- round's last write, _pulse_slot_take), the slots they have been given back (their release stripes, read here
+    -- without a lock for that take), and whether work waits in line for that room.
     SELECT i.status, i.control, i.gate, i.deadline_at, c.status, a.status, a.max_in_flight, a.slots_taken,
            (SELECT SUM(r.released) FROM pulse_slot_releases r WHERE r.owner_kind = 'APP' AND r.owner_id = a.id),
            q.capacity, q.slots_taken,
-           (SELECT SUM(r.released) FROM pulse_slot_releases r WHERE r.owner_kind = 'QUEUE' AND r.owner_id = q.id)
+           (SELECT SUM(r.released) FROM pulse_slot_releases r WHERE r.owner_kind = 'QUEUE' AND r.owner_id = q.id),
+           EXISTS (SELECT 1 FROM weave_pending_advances w WHERE w.deferred_reason = 'QUOTA_FULL'
+                      AND w.deferred_for = a.id)
+           OR EXISTS (SELECT 1 FROM weave_pending_advances w WHERE w.deferred_reason = 'QUEUE_FULL'
+                         AND w.deferred_for = q.id)
       INTO v_inst_status, v_control, v_gate, v_inst_deadline, v_cred_status, v_app_status, v_quota, v_app_taken,
-           v_app_released, v_capacity, v_queue_taken, v_queue_released
+           v_app_released, v_capacity, v_queue_taken, v_queue_released, v_lines
       FROM weave_instances i
       JOIN weave_credentials c ON c.id = i.credential_id
       JOIN weave_apps a ON a.id = i.app_id
@@ -112,12 +118,13 @@ BEGIN
     END IF;
     -- Room as _weave_task_room sees it, from the read above (asking it here would be two statements more on every
     -- round); NULL when the queue or a stripe is missing.
-    IF v_why IS NULL AND (v_queue_taken - v_queue_released < v_capacity AND v_app_taken - v_app_released < v_quota)
-                         IS NOT TRUE THEN
-        -- No room (or no queue): why, as every creator tells it (R-8); room again since the read above, with the
-        -- slots given back as this look read them.
-        CALL _weave_task_room(in_namespace_id, in_instance_id, JSON_VALUE(in_frozen, '$.queue'), v_why,
-                              v_app_released, v_queue_released);
+    IF v_why IS NULL AND ((v_queue_taken - v_queue_released < v_capacity AND v_app_taken - v_app_released < v_quota)
+                          IS NOT TRUE OR v_lines) THEN
+        -- No room (or no queue), or work waiting in line for it: whether this round may have it and why not, as every
+        -- creator tells it (R-8), its place in line being its POLL checkpoint's; room again since the read above,
+        -- with the slots given back as this look read them.
+        CALL _weave_task_room(in_namespace_id, in_instance_id, in_step_key, JSON_VALUE(in_frozen, '$.queue'), v_why,
+                              v_app_released, v_queue_released, v_waits_for);
     END IF;
     IF v_why IS NOT NULL THEN
         -- P-6: the checkpoint stays due at next_poll_at; only its next check time moves, never past the poll
@@ -127,7 +134,7 @@ BEGIN
                                    in_now);
         CALL _weave_checkpoint_defer(in_namespace_id, in_instance_id, in_step_key, 'POLL', in_activation_id,
              LEAST(in_now + INTERVAL IF(v_control = 'PAUSED', 60, 1) SECOND, v_poll_deadline), in_now,
-             v_why);
+             v_why, v_waits_for);
         SET out_outcome = COALESCE(out_outcome, 'DEFERRED');
     ELSE
         -- P-4, P-5: round n+1 from the activation's frozen inputs, never re-evaluated.

@@ -21,14 +21,16 @@ CREATE PROCEDURE _pulse_attempt_current(
         OUT out_task_status   VARCHAR(16),
         OUT out_namespace_id  BIGINT UNSIGNED,
         OUT out_instance_id   BIGINT UNSIGNED,
-        OUT out_inst_status   VARCHAR(16))
+        OUT out_inst_status   VARCHAR(16),
+        OUT out_lines         BOOLEAN)
     COMMENT 'Internal. Description: locks the task and the attempt of a report, after the credential and the task''s
 instance when the instance is free (out_instance_id: the instance, locked; NULL when another transaction holds
 it, or not locked for a retryable failure (in_retryable) of a task with attempts left and no cancel asked);
 out_current = 1 when the attempt is the task''s RUNNING attempt, else 0 after storing the report in
 pulse_late_reports (in_kind SUCCEEDED or FAILED); out_task_status: the task''s status as locked here;
-out_namespace_id: the attempt''s namespace; out_inst_status: the locked instance''s; out_now: the engine clock,
-read after every lock.
+out_namespace_id: the attempt''s namespace; out_inst_status: the locked instance''s; out_lines: whether work waited
+in line for the room of the task''s app or queue as the first, plain read saw it (see _pulse_inbox_add); out_now:
+the engine clock, read after every lock.
 Errors: 50003 NOT_FOUND (no such attempt), 50007 INVALID_STATE (the attempt''s task is missing), 50012
 ATTEMPT_NOT_CURRENT (the attempt is not this worker''s),
 50201 WORKER_ID_INVALID.
@@ -54,8 +56,12 @@ BEGIN
     END IF;
     SET out_current = 0, out_instance_id = NULL, out_inst_status = NULL;
     SELECT a.task_id, t.instance_id, i.credential_id,
-           NOT in_retryable OR t.attempts_used >= t.max_attempts OR t.cancel_requested <> 0
-      INTO v_task, v_inst, v_cred, v_may_end
+           NOT in_retryable OR t.attempts_used >= t.max_attempts OR t.cancel_requested <> 0,
+           EXISTS (SELECT 1 FROM weave_pending_advances w WHERE w.deferred_reason = 'QUOTA_FULL'
+                      AND w.deferred_for = t.app_id)
+           OR EXISTS (SELECT 1 FROM weave_pending_advances w WHERE w.deferred_reason = 'QUEUE_FULL'
+                         AND w.deferred_for = t.queue_id)
+      INTO v_task, v_inst, v_cred, v_may_end, out_lines
       FROM pulse_attempts a
       LEFT JOIN pulse_tasks t ON t.id = a.task_id
       LEFT JOIN weave_instances i ON i.id = t.instance_id

@@ -25,6 +25,7 @@ BEGIN
     DECLARE v_why VARCHAR(256);
     DECLARE v_no_app_released BIGINT UNSIGNED;  -- the room check's own reading of the stripes, not needed here
     DECLARE v_no_queue_released BIGINT UNSIGNED;
+    DECLARE v_no_waits_for BIGINT UNSIGNED;
     UPDATE weave_apps a
       STRAIGHT_JOIN weave_queues q ON q.namespace_id = in_namespace_id AND q.name = in_queue
        SET a.slots_taken = a.slots_taken + 1, q.slots_taken = q.slots_taken + 1
@@ -33,8 +34,8 @@ BEGIN
     IF ROW_COUNT() <> 2 THEN
         -- Room was seen before anything was written: lost to a concurrent creator (the message says what is full
         -- now), which is transient, so the whole decision is retried and then defers (R-8).
-        CALL _weave_task_room(in_namespace_id, in_instance_id, in_queue, v_why, v_no_app_released,
-                              v_no_queue_released);
+        CALL _weave_task_room(in_namespace_id, in_instance_id, '', in_queue, v_why, v_no_app_released,
+                              v_no_queue_released, v_no_waits_for);
         CALL _weave_raise(50014, CONCAT('ROOM_TAKEN: no room for a task: ', COALESCE(v_why, 'taken concurrently')));
     END IF;
 END

@@ -22,7 +22,7 @@ BEGIN
         UPDATE pulse_tasks SET status = 'CANCELLED', finished_at = in_now, updated_at = in_now WHERE id = in_task_id;
         CALL _pulse_inbox_add(in_task_id, 'CANCELLED',
              JSON_OBJECT('cancelled_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'), 'attempts_used', v_used + 0),
-             in_now, in_now, NULL, NULL, NULL);
+             in_now, in_now, NULL, NULL, NULL, NULL);
         SET @weave_made_due = COALESCE(@weave_made_due, 0) + 1;  -- its event is due at once (see _weave_checkpoint_set)
         SET out_outcome = 'CANCELLED';
     ELSEIF v_status = 'RUNNING' THEN

@@ -35,7 +35,7 @@ BEGIN
                                   'expired_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'),
                                   'attempts_used', v_used + 0, 'max_attempts', v_max + 0, 'last_error', v_error);
         UPDATE pulse_tasks SET status = 'EXPIRED', finished_at = in_now, updated_at = in_now WHERE id = in_task_id;
-        CALL _pulse_inbox_add(in_task_id, 'EXPIRED', v_facts, v_deadline, in_now, NULL, NULL, NULL);
+        CALL _pulse_inbox_add(in_task_id, 'EXPIRED', v_facts, v_deadline, in_now, NULL, NULL, NULL, NULL);
         SET @weave_made_due = COALESCE(@weave_made_due, 0) + 1;  -- its event is due at once (see _weave_checkpoint_set)
         CALL _weave_audit(v_ns, v_inst, 0, 'weave.orchestrator', 'task.expire', NULL, NULL, in_now, v_deadline, NULL,
                           v_facts, NULL);

@@ -3,19 +3,26 @@
 -- whatever the backlog), so a creator that finds no room defers without taking a lock. The answer is a
 -- plain read: _pulse_slot_take takes the slot with a guarded conditional UPDATE of the same
 -- counters, which is what keeps two creators from both taking the last one.
+-- Work deferred for room waits in line, by the time its deferral began (deferred_since, then the checkpoint's id):
+-- a creator that sees room leaves it to those that waited before it, as many as there are free slots, and a task's
+-- end wakes the first in line (_pulse_inbox_add). The same read says whether anyone waits at all, so a creator of an
+-- app that nothing waits for pays no statement for the line.
 -- A missing queue is a reason to wait, not an error: an operator may create it later. The slots given back are
 -- answered too (NULL when the app or queue is missing): a creation that follows takes its slot from them.
 CREATE PROCEDURE _weave_task_room(
         IN  in_namespace_id BIGINT UNSIGNED,
         IN  in_instance_id  BIGINT UNSIGNED,
+        IN  in_step_key     VARCHAR(64),
         IN  in_queue        VARCHAR(64),
         OUT out_why         VARCHAR(256),
         OUT out_app_released   BIGINT UNSIGNED,
-        OUT out_queue_released BIGINT UNSIGNED)
+        OUT out_queue_released BIGINT UNSIGNED,
+        OUT out_waits_for      BIGINT UNSIGNED)
     COMMENT 'Internal. Description: NULL when a task for the instance may be created on in_queue now, else why not
-(queue missing, queue full, app quota full), from the slots taken less their releases; out_app_released,
-out_queue_released: the slots the app and the queue have been given back (their release stripes), read without a
-lock. The caller holds the instance lock.
+(queue missing, queue full, app quota full), from the slots taken less their releases and the work waiting for them
+before the checkpoint of (instance, in_step_key); out_app_released, out_queue_released: the slots the app and the
+queue have been given back (their release stripes), read without a lock; out_waits_for: the queue (QUEUE_FULL) or
+app (QUOTA_FULL) whose room the caller waits for, else NULL. The caller holds the instance lock.
 Errors: 50007 INVALID_STATE when the app or queue has no release stripes.
 Rules: R-8, M-4.7.'
     READS SQL DATA
@@ -26,13 +33,28 @@ BEGIN
     DECLARE v_app BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_quota INT UNSIGNED;
     DECLARE v_app_taken BIGINT UNSIGNED;
+    DECLARE v_app_line BOOLEAN;  -- whether any work waits for the app's room, or for the queue's
+    DECLARE v_queue_line BOOLEAN;
+    DECLARE v_queue_since DATETIME(6) DEFAULT NULL;  -- the caller's checkpoint's place in each line, and its id
+    DECLARE v_app_since DATETIME(6) DEFAULT NULL;
+    DECLARE v_id BIGINT UNSIGNED DEFAULT 0;
+    DECLARE v_last DATETIME(6) DEFAULT CAST('9999-12-31 23:59:59.999999' AS DATETIME(6));  -- after every place
+    DECLARE v_app_free INT UNSIGNED;
+    DECLARE v_queue_free INT UNSIGNED;
+    DECLARE v_app_ahead INT UNSIGNED;
+    DECLARE v_queue_ahead INT UNSIGNED;
 
-    SET out_why = NULL;
+    SET out_why = NULL, out_waits_for = NULL;
     SELECT a.id, a.max_in_flight, a.slots_taken,
            (SELECT SUM(r.released) FROM pulse_slot_releases r WHERE r.owner_kind = 'APP' AND r.owner_id = a.id),
            q.id, q.capacity, q.slots_taken,
-           (SELECT SUM(r.released) FROM pulse_slot_releases r WHERE r.owner_kind = 'QUEUE' AND r.owner_id = q.id)
-      INTO v_app, v_quota, v_app_taken, out_app_released, v_queue, v_capacity, v_queue_taken, out_queue_released
+           (SELECT SUM(r.released) FROM pulse_slot_releases r WHERE r.owner_kind = 'QUEUE' AND r.owner_id = q.id),
+           EXISTS (SELECT 1 FROM weave_pending_advances w WHERE w.deferred_reason = 'QUOTA_FULL'
+                      AND w.deferred_for = a.id),
+           EXISTS (SELECT 1 FROM weave_pending_advances w WHERE w.deferred_reason = 'QUEUE_FULL'
+                      AND w.deferred_for = q.id)
+      INTO v_app, v_quota, v_app_taken, out_app_released, v_queue, v_capacity, v_queue_taken, out_queue_released,
+           v_app_line, v_queue_line
       FROM weave_instances i
       LEFT JOIN weave_apps a ON a.id = i.app_id
       LEFT JOIN weave_queues q ON q.namespace_id = i.namespace_id AND q.name = in_queue
@@ -45,8 +67,37 @@ BEGIN
         -- Provisioning gives every app and queue its stripes (M-4.7b): without them room cannot be known.
         CALL _weave_raise(50007, 'INVALID_STATE: the app or queue has no release stripes; left for an operator');
     ELSEIF v_queue_taken - out_queue_released >= v_capacity THEN
-        SET out_why = CONCAT('QUEUE_FULL: queue ', in_queue, ' is full (capacity ', v_capacity, ')');
+        SET out_why = CONCAT('QUEUE_FULL: queue ', in_queue, ' is full (capacity ', v_capacity, ')'),
+            out_waits_for = v_queue;
     ELSEIF v_app_taken - out_app_released >= v_quota THEN
-        SET out_why = CONCAT('QUOTA_FULL: app quota is full (max_in_flight ', v_quota, ')');
+        SET out_why = CONCAT('QUOTA_FULL: app quota is full (max_in_flight ', v_quota, ')'), out_waits_for = v_app;
+    ELSEIF v_app_line OR v_queue_line THEN
+        -- Room is seen, and work waits for it: what waited before this checkpoint goes first, up to the free slots.
+        -- Its place is in the line it waits in; in any other line it comes after everything there.
+        SELECT IF(deferred_reason = 'QUEUE_FULL' AND deferred_for = v_queue, deferred_since, NULL),
+               IF(deferred_reason = 'QUOTA_FULL' AND deferred_for = v_app, deferred_since, NULL), id
+          INTO v_queue_since, v_app_since, v_id
+          FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key;
+        SET v_queue_since = COALESCE(v_queue_since, v_last), v_app_since = COALESCE(v_app_since, v_last),
+            v_queue_free = v_capacity - (v_queue_taken - out_queue_released),
+            v_app_free = v_quota - (v_app_taken - out_app_released);
+        SELECT (SELECT COUNT(*) FROM (
+                   SELECT 1 FROM weave_pending_advances w
+                    WHERE v_queue_line AND w.deferred_reason = 'QUEUE_FULL' AND w.deferred_for = v_queue
+                      AND (w.deferred_since < v_queue_since OR (w.deferred_since = v_queue_since AND w.id < v_id))
+                    LIMIT v_queue_free) ahead),
+               (SELECT COUNT(*) FROM (
+                   SELECT 1 FROM weave_pending_advances w
+                    WHERE v_app_line AND w.deferred_reason = 'QUOTA_FULL' AND w.deferred_for = v_app
+                      AND (w.deferred_since < v_app_since OR (w.deferred_since = v_app_since AND w.id < v_id))
+                    LIMIT v_app_free) ahead)
+          INTO v_queue_ahead, v_app_ahead;
+        IF v_queue_ahead >= v_queue_free THEN
+            SET out_why = CONCAT('QUEUE_FULL: queue ', in_queue, ' has ', v_queue_free, ' slot(s) free for work ',
+                                 'waiting before this (capacity ', v_capacity, ')'), out_waits_for = v_queue;
+        ELSEIF v_app_ahead >= v_app_free THEN
+            SET out_why = CONCAT('QUOTA_FULL: the app has ', v_app_free, ' slot(s) free for work waiting before ',
+                                 'this (max_in_flight ', v_quota, ')'), out_waits_for = v_app;
+        END IF;
     END IF;
 END

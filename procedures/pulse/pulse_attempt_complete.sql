@@ -29,6 +29,7 @@ BEGIN
     DECLARE v_ns BIGINT UNSIGNED;
     DECLARE v_inst BIGINT UNSIGNED;
     DECLARE v_inst_status VARCHAR(16);
+    DECLARE v_lines BOOLEAN;  -- whether work waits in line for the room of the task's app or queue
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('pulse_attempt_complete', v_tx);  -- refused inside a caller's transaction (R-1)
@@ -40,10 +41,10 @@ BEGIN
                                     'deep, with no key twice in one object'));
     END IF;
     CALL _pulse_attempt_current(in_attempt_id, in_worker_id, 'SUCCEEDED', in_result, FALSE, v_now, v_task, v_current,
-                                v_status, v_ns, v_inst, v_inst_status);  -- the locks, then the clock (R-2)
+                                v_status, v_ns, v_inst, v_inst_status, v_lines);  -- the locks, then the clock (R-2)
     IF v_current = 1 THEN
         CALL _pulse_attempt_end(in_attempt_id, 'SUCCEEDED', NULL, v_now, v_task, 'SUCCEEDED', in_result, NULL, NULL);
-        CALL _pulse_inbox_add(v_task, 'SUCCEEDED', in_result, v_now, v_now, v_ns, v_inst, v_inst_status);
+        CALL _pulse_inbox_add(v_task, 'SUCCEEDED', in_result, v_now, v_now, v_ns, v_inst, v_inst_status, v_lines);
         SET v_outcome = 'SUCCEEDED', v_status = 'SUCCEEDED';
     END IF;
     COMMIT;

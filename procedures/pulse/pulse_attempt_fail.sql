@@ -41,12 +41,13 @@ BEGIN
     DECLARE v_ns BIGINT UNSIGNED;
     DECLARE v_inst BIGINT UNSIGNED;
     DECLARE v_inst_status VARCHAR(16);
+    DECLARE v_lines BOOLEAN;  -- whether work waits in line for the room of the task's app or queue
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('pulse_attempt_fail', v_tx);  -- refused inside a caller's transaction (R-1)
     CALL _pulse_attempt_current(in_attempt_id, in_worker_id, 'FAILED',
          JSON_OBJECT('error', v_error, 'retryable', JSON_EXTRACT(IF(v_retryable = 1, 'true', 'false'), '$')),
-         v_retryable = 1, v_now, v_task, v_current, v_status, v_ns, v_inst, v_inst_status);  -- locks, then clock (R-2)
+         v_retryable = 1, v_now, v_task, v_current, v_status, v_ns, v_inst, v_inst_status, v_lines);  -- R-2
     IF v_current = 1 THEN
         SELECT attempts_used, max_attempts, initial_backoff_ms, backoff_coefficient, max_backoff_ms, deadline_at,
                cancel_requested
@@ -72,7 +73,7 @@ BEGIN
                 'reason', v_reason, 'attempt', v_no + 0, 'max_attempts', v_max + 0,
                 'deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
                 'failed_at', DATE_FORMAT(v_now, '%Y-%m-%dT%H:%i:%s.%fZ'));
-            CALL _pulse_inbox_add(v_task, v_outcome, v_facts, v_now, v_now, v_ns, v_inst, v_inst_status);
+            CALL _pulse_inbox_add(v_task, v_outcome, v_facts, v_now, v_now, v_ns, v_inst, v_inst_status, v_lines);
         END IF;
     END IF;
     COMMIT;  -- v_status: the task's status as this report leaves it (a late report: as locked)

@@ -66,7 +66,7 @@ BEGIN
                                   'error', 'LEASE_LOST');
         CALL _pulse_attempt_end(in_attempt_id, 'UNKNOWN', 'LEASE_LOST', v_now, v_task, 'UNKNOWN', NULL,
                                 'LEASE_LOST: no report before the lease ran out', NULL);
-        CALL _pulse_inbox_add(v_task, 'UNKNOWN', v_facts, v_lease, v_now, NULL, NULL, NULL);
+        CALL _pulse_inbox_add(v_task, 'UNKNOWN', v_facts, v_lease, v_now, NULL, NULL, NULL, NULL);
         CALL _weave_audit(v_ns, v_inst, 0, 'weave.orchestrator', 'task.lease_lost', NULL, NULL, v_now, v_deadline, NULL,
                           v_facts, NULL);
         SET v_outcome = 'UNKNOWN';

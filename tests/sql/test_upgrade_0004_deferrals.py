@@ -27,13 +27,14 @@ def test_R17_migration_0004_keeps_in_flight_checkpoints_and_the_runtime_continue
     before = world.db.rows(f"SELECT {CHECKPOINT_COLUMNS} FROM weave_pending_advances ORDER BY id")
     waits = world.db.rows("SELECT id, status, due_at, deadline_at FROM weave_waits ORDER BY id")
 
+    roll_back_migration(database, "0017.room-lines")  # it builds on 0004's columns: back first, up again after
     roll_back_migration(database, "0004.deferrals")
     columns = {r["c"] for r in world.db.rows("SELECT COLUMN_NAME AS c FROM information_schema.COLUMNS WHERE "
                                              "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'weave_pending_advances'")}
     assert "deferred_reason" not in columns  # the previous level
 
     report = installer.migrate(database, test_clock=True)
-    assert report.migrations_applied == ["0004.deferrals"]
+    assert report.migrations_applied == ["0004.deferrals", "0017.room-lines"]
     assert world.db.rows(f"SELECT {CHECKPOINT_COLUMNS} FROM weave_pending_advances ORDER BY id") == before
     assert world.db.rows("SELECT id, status, due_at, deadline_at FROM weave_waits ORDER BY id") == waits
     assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances WHERE deferred_reason IS NOT NULL") == 0

@@ -1,0 +1,258 @@
+"""Work deferred for room waits in line (R-8, R-18).
+
+A checkpoint deferred because its app's quota or its queue's capacity was full names what it waits for and keeps
+its place, the time its deferral began. A task's end gives its slot back and makes the first in each line look
+again at once; a creator that sees room leaves it to the work that waited before it, as many as there are free
+slots. The tests move the test clock only where they say so: a task created "at once" was created with no time
+passing.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from procedures import db as dbmod
+from procedures import invariants, pulse, routines
+from tests.benchmarks.statements import counted
+from tests.sql.test_polls import poll_flow
+from tests.sql.test_pulse import task_flow
+
+RESULT_PENDING = {"status": "PENDING"}
+
+
+def claim_one(world, worker: str = "w1") -> dict:
+    got = pulse.task_claim(world.db.conn, worker, "payments", limit=1, lease_ms=60_000)
+    assert len(got) == 1, "expected exactly one claimable task"
+    return got[0]
+
+
+def finish_one(world) -> None:
+    """A worker claims the oldest claimable task and completes it: its slot goes back."""
+    pulse.attempt_complete(world.db.conn, claim_one(world)["attempt_id"], "w1", {"ok": True})
+
+
+def root_of(world, wf: str) -> dict | None:
+    return world.db.row("SELECT * FROM weave_pending_advances WHERE instance_id = %s AND step_key = ''",
+                        world.internal_id(wf))
+
+
+def due_now(world) -> list[int]:
+    """The instances whose checkpoints are due at the test clock's now, in id order."""
+    return [r["instance_id"] for r in world.db.rows(
+        "SELECT instance_id FROM weave_pending_advances WHERE available_at <= %s ORDER BY instance_id",
+        world.db.now())]
+
+
+def active(world, wf: str, key: str = "work") -> bool:
+    return world.step(wf, key)["status"] == "ACTIVE"
+
+
+def line_of(world, owner: str) -> tuple[str, int]:
+    """The line's reason and what it waits for: the app billing (QUOTA_FULL) or the queue payments (QUEUE_FULL)."""
+    if owner == "app":
+        return "QUOTA_FULL", world.db.scalar("SELECT id FROM weave_apps WHERE name = 'billing'")
+    return "QUEUE_FULL", world.db.scalar("SELECT id FROM weave_queues WHERE name = 'payments'")
+
+
+def one_slot(world, owner: str) -> None:
+    """Room for one task in flight: the app's quota, or the queue's capacity."""
+    if owner == "app":
+        routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)
+    else:
+        routines.queue_put(world.db.conn, world.admin, world.namespace, "payments", 1)
+
+
+@pytest.mark.parametrize("owner", ["app", "queue"])
+def test_R8_work_deferred_for_room_gets_it_in_the_order_it_began_to_wait(world, orch, owner):
+    """Four instances wait for one slot, deferred a tenth of a second apart; each task's end wakes the first in line
+    at once (no time passes), and a start that comes while others wait goes behind them though it sees the slot
+    free. The tasks are created in the order the instances began to wait."""
+    one_slot(world, owner)
+    world.publish(task_flow())
+    holder = world.start("pay", {"order_id": "holder"})
+    waiting = []
+    for n in range(3):
+        world.db.advance(100)
+        waiting.append(world.start("pay", {"order_id": f"w-{n}"}))
+    reason, waits_for = line_of(world, owner)
+    for wf in waiting:
+        root = root_of(world, wf)
+        assert (root["deferred_reason"], root["deferred_for"]) == (reason, waits_for)
+        assert root["available_at"] > world.db.now()
+    assert active(world, holder) and not any(active(world, wf) for wf in waiting)
+
+    finish_one(world)  # the holder's task ends: the first in line is due at once, the others still wait
+    assert due_now(world) == [world.internal_id(waiting[0])]
+    late = world.start("pay", {"order_id": "late"})  # sees the slot free, but the first in line waited for it
+    assert not active(world, late) and root_of(world, late)["deferred_reason"] == reason
+    orch.drain()
+    assert active(world, waiting[0]) and not active(world, late)
+
+    created = [waiting[0]]
+    for _ in range(3):
+        finish_one(world)
+        orch.drain()  # no time passes: the first in line was woken by the task's end
+        now_active = [wf for wf in [*waiting, late] if active(world, wf) and wf not in created]
+        assert len(now_active) == 1
+        created += now_active
+    assert created == [*waiting, late]
+    assert world.db.in_flight(owner) == 1
+
+
+def test_R8_a_step_behind_a_finished_task_takes_its_slot_at_once_when_nothing_waits_before_it(world, orch):
+    """A chain of steps at a quota of one: each report gives its slot back before it settles its step, so the
+    successor takes that slot in the report's own transaction, ten steps without the clock moving."""
+    routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)
+    steps = [{"key": f"s{n}", "type": "TASK", "queue": "payments", "handler": "example.echo",
+              "handler_version": "1", "input": {}, **({"after": [f"s{n - 1}"]} if n else {})} for n in range(10)]
+    world.publish({"name": "chain", "steps": steps})
+    wf = world.start("chain")
+    for _ in range(10):
+        finish_one(world)
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks WHERE status = 'SUCCEEDED'") == 10
+
+
+def test_R8_a_POLL_round_deferred_for_room_waits_in_line_and_is_woken_by_a_task_s_end(world, orch):
+    """The POLL checkpoint of a round deferred for room takes its place in line like a ROOT checkpoint: a task's
+    end wakes it before a start that came after it, and its round is created at once."""
+    routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)
+    world.publish(poll_flow(interval_ms=1_000))
+    world.publish(task_flow("other"))
+    poll = world.start("pay", {"order_id": "p"})
+    orch.drain()
+    pulse.attempt_complete(world.db.conn, claim_one(world)["attempt_id"], "w1", RESULT_PENDING)
+    holder = world.start("other", {"order_id": "holder"})  # takes the slot round 1 gave back
+    assert active(world, holder)
+    world.db.advance(1_000)
+    orch.drain()  # round 2 is due, and finds no room
+    cp = world.db.row("SELECT * FROM weave_pending_advances WHERE instance_id = %s AND step_key = 'check'",
+                      world.internal_id(poll))
+    assert cp["deferred_reason"] == "QUOTA_FULL" and cp["available_at"] > world.db.now()
+    world.db.advance(100)
+    later = world.start("other", {"order_id": "later"})
+    assert not active(world, later)
+
+    finish_one(world)  # the holder's task ends
+    orch.drain()
+    assert world.db.scalar("SELECT rounds_used FROM weave_poll_states WHERE instance_id = %s",
+                           world.internal_id(poll)) == 2
+    assert not active(world, later)
+
+
+def test_R8_a_task_s_end_never_waits_for_a_checkpoint_another_transaction_holds(world, orch):
+    """The wake passes over the first in line while another transaction holds its checkpoint (it is being looked at
+    already) and wakes the next: the report never waits for another instance's decision. The first keeps its place:
+    at the next look it is created before the one woken in its stead."""
+    routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)
+    world.publish(task_flow())
+    world.start("pay", {"order_id": "holder"})
+    world.db.advance(100)
+    first = world.start("pay", {"order_id": "first"})
+    world.db.advance(100)
+    second = world.start("pay", {"order_id": "second"})
+    looking = world.db.connect()
+    try:
+        with looking.cursor() as cur:
+            cur.execute("START TRANSACTION")
+            cur.execute("SELECT id FROM weave_pending_advances WHERE instance_id = %s FOR UPDATE",
+                        (world.internal_id(first),))
+        world.db.execute("SET SESSION innodb_lock_wait_timeout = 1")
+        finish_one(world)  # would fail with a lock wait (1205) if the wake waited for the held checkpoint
+        assert due_now(world) == [world.internal_id(second)]
+    finally:
+        looking.rollback()
+        looking.close()
+    orch.drain()  # the one woken finds the first in line before it and waits on
+    assert not active(world, first) and not active(world, second)
+    assert root_of(world, second)["deferred_reason"] == "QUOTA_FULL"
+    world.db.advance(1_000)
+    orch.drain()  # both look again: the first in line takes the slot
+    assert active(world, first) and not active(world, second)
+
+
+def test_R8_R18_a_failing_look_leaves_the_line_without_holding_it_up_and_keeps_its_place(world, orch):
+    """A checkpoint whose look keeps failing backs off (R-12) and leaves its line meanwhile, so that the work behind
+    it is not held up for its back-off; once its look succeeds and defers again it is back in its old place."""
+    routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)
+    world.publish(task_flow())
+    world.start("pay", {"order_id": "holder"})
+    world.db.advance(100)
+    failing = world.start("pay", {"order_id": "failing"})
+    since = root_of(world, failing)["deferred_since"]
+    cp = root_of(world, failing)
+    dbmod.call(world.db.conn, "weave_candidate_fail", "CHECKPOINT", cp["id"], cp["version"],
+               "connection lost")
+    assert root_of(world, failing)["deferred_for"] is None and root_of(world, failing)["attempts"] == 1
+    world.db.advance(100)
+    behind = world.start("pay", {"order_id": "behind"})
+    finish_one(world)
+    orch.drain()  # the one behind is woken and takes the slot: the failing one is backing off
+    assert active(world, behind) and not active(world, failing)
+    world.db.advance(1_000)
+    orch.drain()  # its back-off is over: its look succeeds now, and defers: back in line, in its old place
+    root = root_of(world, failing)
+    assert (root["deferred_reason"], root["deferred_since"]) == ("QUOTA_FULL", since)
+    assert root["deferred_for"] is not None
+    world.db.advance(100)
+    last = world.start("pay", {"order_id": "last"})
+    finish_one(world)
+    orch.drain()
+    assert active(world, failing) and not active(world, last)
+
+
+def test_R8_room_left_over_after_the_line_goes_to_a_creator_that_did_not_wait(world, orch):
+    """The line holds back only as many creators as it has work waiting: with two slots free and one waiting, a
+    start that did not wait takes the other at once."""
+    routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)
+    world.publish(task_flow())
+    world.start("pay", {"order_id": "holder"})
+    world.db.advance(100)
+    waiting = world.start("pay", {"order_id": "waiting"})
+    routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 3)  # two free, one waiting
+    fresh = world.start("pay", {"order_id": "fresh"})
+    assert active(world, fresh) and not active(world, waiting)
+    world.db.advance(1_000)
+    orch.drain()
+    assert active(world, waiting)
+    assert world.db.in_flight() == 3
+
+
+def test_R8_no_statement_for_the_line_when_nothing_waits(world, orch):
+    """A report and a start of an app that nothing waits for run the same statements with lines as without: the
+    look at the lines is part of reads they make anyway. With work waiting, a report runs the wake."""
+    world.publish(task_flow())
+
+    def statements(call) -> int:
+        with counted(world.db.conn) as delta:
+            call()
+        return delta["statements"]
+
+    world.start("pay", {"order_id": "warm"})
+    finish_one(world)  # the routines loaded
+    world.start("pay", {"order_id": "a"})
+    got = claim_one(world)
+    quiet = statements(lambda: pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {}))
+    routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)
+    world.start("pay", {"order_id": "b"})
+    world.db.advance(100)
+    world.start("pay", {"order_id": "c"})  # waits in line
+    got = claim_one(world)
+    woke = statements(lambda: pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {}))
+    assert woke == quiet + 5  # the wake: its call, the first of each line, the update, and its count of them
+
+
+@pytest.mark.breaks_invariants("M-4.7c")
+def test_M4_7c_a_checkpoint_in_a_line_it_has_nothing_to_do_with_is_a_broken_invariant(world, orch):
+    """A checkpoint in another app's line would hold that app's creators back and never be woken by its own app's
+    releases."""
+    routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)
+    world.publish(task_flow())
+    world.start("pay", {"order_id": "holder"})
+    waiting = world.internal_id(world.start("pay", {"order_id": "waiting"}))
+    assert invariants.violations(world.db.conn) == {}
+    cp = world.db.scalar("SELECT id FROM weave_pending_advances WHERE instance_id = %s", waiting)
+    world.db.execute("UPDATE weave_pending_advances SET deferred_for = deferred_for + 1000 WHERE id = %s", cp)
+    assert invariants.violations(world.db.conn) == {"M-4.7c": [cp]}
+    world.db.execute("UPDATE weave_pending_advances SET deferred_reason = 'PAUSED' WHERE id = %s", cp)
+    assert invariants.violations(world.db.conn) == {"M-4.7c": [cp]}  # in a line, though not deferred for room
