@@ -90,7 +90,7 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="the sizes of spec 08 (long)")
     parser.add_argument("--dbos-python", default=os.environ.get("DBOS_PYTHON"),
                         help="python of a virtualenv with ../shared/bench/requirements.txt (DBOS figures)")
-    parser.add_argument("--only", default="statements,cpu,floor,backlog,B-1,latency,B-2,B-3,B-4")
+    parser.add_argument("--only", default="statements,cpu,floor,backlog,B-1,latency,B-2,B-3,B-4,room")
     args = parser.parse_args()
     size = SIZES[args.full]
     only = set(args.only.split(","))
@@ -202,6 +202,14 @@ def main() -> None:
         empty = pick(rows, benchmark="B-4 scan cost", history_rows_per_table=0)
         figure("B-4 scan p50 ms with history vs empty", full and full["scan_ms"]["p50"],
                empty and empty["scan_ms"]["p50"], "empty history (same run)", "<= 1.5")
+
+    if "room" in only:
+        # Work waiting for an app's quota: how close a full quota's run comes to the least the quota allows.
+        row, = weave("bench_room")
+        figure("work waiting for room: 40 chains of 3 tasks of 50 ms at a quota of 4, seconds",
+               row["weave"]["seconds"], row["least_s"], "the least the quota allows (40 x 3 x 50 ms / 4)", "-",
+               slots_busy=row["weave"]["slots_busy"], overtaken=row["weave"]["overtaken"],
+               first_task_wait_s=row["weave"]["first_task_wait_s"], unlimited_quota_s=row["reference"]["seconds"])
 
 
 if __name__ == "__main__":
