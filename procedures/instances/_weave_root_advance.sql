@@ -140,11 +140,10 @@ BEGIN
                 SET out_outcome = 'REVIEW';
                 LEAVE root;
             ELSEIF v_result <> 'ACTIVATED' THEN
-                -- Quota or capacity full: nothing was written for this step; look again shortly (R-8), and at the
-                -- latest at the instance deadline, where the work still waiting is a review.
-                CALL _weave_checkpoint_defer(in_namespace_id, in_instance_id, '', 'ROOT', 0,
-                                             LEAST(in_now + INTERVAL 1 SECOND, v_deadline), in_now, v_result,
-                                             v_waits_for);
+                -- Quota or capacity full: nothing was written for this step; wait in line (R-8), and look again
+                -- at the latest at the instance deadline, where the work still waiting is a review.
+                CALL _weave_checkpoint_defer(in_namespace_id, in_instance_id, '', 'ROOT', 0, v_deadline, in_now,
+                                             v_result, v_waits_for);
                 SET out_outcome = 'DEFERRED';
                 LEAVE root;
             END IF;

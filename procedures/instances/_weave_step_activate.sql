@@ -59,7 +59,7 @@ BEGIN
     IF v_type IN ('TASK', 'POLL') THEN
         -- Its place in line is the ROOT checkpoint's: activation is ROOT's work.
         CALL _weave_task_room(in_namespace_id, in_instance_id, '', JSON_UNQUOTE(JSON_EXTRACT(v_spec, '$.queue')),
-                              v_why, v_app_released, v_queue_released, out_waits_for);
+                              in_now, v_why, v_app_released, v_queue_released, out_waits_for);
     END IF;
     IF v_why LIKE 'QUEUE\_NOT\_FOUND:%' OR v_why LIKE 'APP\_NOT\_FOUND:%' THEN
         -- R-18: no retry can create the queue or app this step was published against; ask a person.

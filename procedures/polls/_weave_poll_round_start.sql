@@ -123,18 +123,18 @@ BEGIN
         -- No room (or no queue), or work waiting in line for it: whether this round may have it and why not, as every
         -- creator tells it (R-8), its place in line being its POLL checkpoint's; room again since the read above,
         -- with the slots given back as this look read them.
-        CALL _weave_task_room(in_namespace_id, in_instance_id, in_step_key, JSON_VALUE(in_frozen, '$.queue'), v_why,
-                              v_app_released, v_queue_released, v_waits_for);
+        CALL _weave_task_room(in_namespace_id, in_instance_id, in_step_key, JSON_VALUE(in_frozen, '$.queue'), in_now,
+                              v_why, v_app_released, v_queue_released, v_waits_for);
     END IF;
     IF v_why IS NOT NULL THEN
         -- P-6: the checkpoint stays due at next_poll_at; only its next check time moves, never past the poll
         -- deadline (which must still be seen on time). Resume makes an overdue checkpoint due at once (C-1),
-        -- so a pause can wait longer.
+        -- so a pause can wait longer; a round waiting for room waits in line (_weave_checkpoint_defer).
         CALL _weave_checkpoint_set(in_namespace_id, in_instance_id, in_step_key, 'POLL', in_activation_id, v_next,
                                    in_now);
         CALL _weave_checkpoint_defer(in_namespace_id, in_instance_id, in_step_key, 'POLL', in_activation_id,
-             LEAST(in_now + INTERVAL IF(v_control = 'PAUSED', 60, 1) SECOND, v_poll_deadline), in_now,
-             v_why, v_waits_for);
+             IF(v_waits_for IS NULL, LEAST(in_now + INTERVAL IF(v_control = 'PAUSED', 60, 1) SECOND, v_poll_deadline),
+                v_poll_deadline), in_now, v_why, v_waits_for);
         SET out_outcome = COALESCE(out_outcome, 'DEFERRED');
     ELSE
         -- P-4, P-5: round n+1 from the activation's frozen inputs, never re-evaluated.

@@ -4,7 +4,7 @@
 -- so here its slot is released to its app and queue (M-4.7), and the first of the work waiting in line for that
 -- room is woken (R-8). When the caller holds the task's instance (a worker's report, Settle at Report), the event is
 -- consumed here too, after the release: a successor the consumption activates takes the slot that has just come
--- back, unless work waited for it before (then it waits in line behind that).
+-- back, unless work waited for it before (then it waits in line behind that, and the wake comes last).
 CREATE PROCEDURE _pulse_inbox_add(
         IN in_task_id     BIGINT UNSIGNED,
         IN in_kind        VARCHAR(16),
@@ -20,7 +20,8 @@ EXPIRED), available for consumption at once, and releases the task''s slot to it
 in_instance_id (with in_namespace_id and in_inst_status): the task''s instance, locked by the caller, whose
 report consumes the event at once (_weave_inbox_settle, guarded); NULL leaves the event to the orchestrator.
 in_lines: FALSE when the caller has read that no work waits in line for the room of the task''s app or queue, which
-spares the look (_pulse_room_wake); NULL or TRUE looks.
+spares the look (_pulse_room_wake), or writes more than its audit row after this call; NULL or TRUE looks. The
+wake is the last write.
 Rules: K-3..K-7, M-4.7, R-8.'
     MODIFIES SQL DATA
 BEGIN
@@ -42,11 +43,15 @@ BEGIN
     IF ROW_COUNT() <> 2 THEN
         CALL _weave_raise(50007, 'INVALID_STATE: the app or queue of the task has no release stripe for it');
     END IF;
-    IF in_lines IS NOT FALSE THEN
-        CALL _pulse_room_wake(in_task_id, in_now);
-    END IF;
     IF in_instance_id IS NOT NULL THEN
         CALL _weave_inbox_settle(in_namespace_id, in_instance_id, in_inst_status, in_task_id, v_event, in_now, TRUE,
                                  v_settled);
+    END IF;
+    -- The wake is the last write: the checkpoint it takes is another instance's, and nothing may be waited for
+    -- after it (the successor's slot, taken above, may have queued for the app's row). A caller that writes more
+    -- than an audit row after this passes FALSE (a task's cancel).
+    IF in_lines IS NOT FALSE THEN
+        CALL _pulse_room_wake((SELECT app_id FROM pulse_tasks WHERE id = in_task_id),
+                              (SELECT queue_id FROM pulse_tasks WHERE id = in_task_id), in_now, FALSE);
     END IF;
 END

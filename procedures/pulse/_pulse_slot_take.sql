@@ -34,7 +34,7 @@ BEGIN
     IF ROW_COUNT() <> 2 THEN
         -- Room was seen before anything was written: lost to a concurrent creator (the message says what is full
         -- now), which is transient, so the whole decision is retried and then defers (R-8).
-        CALL _weave_task_room(in_namespace_id, in_instance_id, '', in_queue, v_why, v_no_app_released,
+        CALL _weave_task_room(in_namespace_id, in_instance_id, '', in_queue, NULL, v_why, v_no_app_released,
                               v_no_queue_released, v_no_waits_for);
         CALL _weave_raise(50014, CONCAT('ROOM_TAKEN: no room for a task: ', COALESCE(v_why, 'taken concurrently')));
     END IF;

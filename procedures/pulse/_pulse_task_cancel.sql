@@ -20,9 +20,11 @@ BEGIN
         SET out_outcome = 'GONE';
     ELSEIF v_status = 'QUEUED' THEN
         UPDATE pulse_tasks SET status = 'CANCELLED', finished_at = in_now, updated_at = in_now WHERE id = in_task_id;
+        -- No wake of the work waiting for its room: a cancel goes on writing (more tasks, the instance), and must
+        -- not hold another instance's checkpoint meanwhile. The first in line looks every second (_weave_checkpoint_defer).
         CALL _pulse_inbox_add(in_task_id, 'CANCELLED',
              JSON_OBJECT('cancelled_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'), 'attempts_used', v_used + 0),
-             in_now, in_now, NULL, NULL, NULL, NULL);
+             in_now, in_now, NULL, NULL, NULL, FALSE);
         SET @weave_made_due = COALESCE(@weave_made_due, 0) + 1;  -- its event is due at once (see _weave_checkpoint_set)
         SET out_outcome = 'CANCELLED';
     ELSEIF v_status = 'RUNNING' THEN

@@ -5,8 +5,11 @@
 -- counters, which is what keeps two creators from both taking the last one.
 -- Work deferred for room waits in line, by the time its deferral began (deferred_since, then the checkpoint's id):
 -- a creator that sees room leaves it to those that waited before it, as many as there are free slots, and a task's
--- end wakes the first in line (_pulse_inbox_add). The same read says whether anyone waits at all, so a creator of an
--- app that nothing waits for pays no statement for the line.
+-- end wakes the first in line (_pulse_inbox_add). A creator held back so wakes the first in line too: room that no
+-- one in front of it is looking at is a wake that was missed (a deferral that committed while a task's end was
+-- being decided, or a woken look that ended without the slot), and the line's looks back off (_weave_checkpoint_defer).
+-- The same read says whether anyone waits at all, so a creator of an app that nothing waits for pays no statement
+-- for the line.
 -- A missing queue is a reason to wait, not an error: an operator may create it later. The slots given back are
 -- answered too (NULL when the app or queue is missing): a creation that follows takes its slot from them.
 CREATE PROCEDURE _weave_task_room(
@@ -14,6 +17,7 @@ CREATE PROCEDURE _weave_task_room(
         IN  in_instance_id  BIGINT UNSIGNED,
         IN  in_step_key     VARCHAR(64),
         IN  in_queue        VARCHAR(64),
+        IN  in_now          DATETIME(6),
         OUT out_why         VARCHAR(256),
         OUT out_app_released   BIGINT UNSIGNED,
         OUT out_queue_released BIGINT UNSIGNED,
@@ -22,10 +26,11 @@ CREATE PROCEDURE _weave_task_room(
 (queue missing, queue full, app quota full), from the slots taken less their releases and the work waiting for them
 before the checkpoint of (instance, in_step_key); out_app_released, out_queue_released: the slots the app and the
 queue have been given back (their release stripes), read without a lock; out_waits_for: the queue (QUEUE_FULL) or
-app (QUOTA_FULL) whose room the caller waits for, else NULL. The caller holds the instance lock.
+app (QUOTA_FULL) whose room the caller waits for, else NULL. A caller held back by a line with room free wakes
+its first (_pulse_room_wake) at in_now; a NULL in_now only answers. The caller holds the instance lock.
 Errors: 50007 INVALID_STATE when the app or queue has no release stripes.
 Rules: R-8, M-4.7.'
-    READS SQL DATA
+    MODIFIES SQL DATA
 BEGIN
     DECLARE v_queue BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_capacity INT UNSIGNED;
@@ -92,12 +97,19 @@ BEGIN
                       AND (w.deferred_since < v_app_since OR (w.deferred_since = v_app_since AND w.id < v_id))
                     LIMIT v_app_free) ahead)
           INTO v_queue_ahead, v_app_ahead;
+        -- Held back by the line with room free: its first is woken, should it not be looking already.
         IF v_queue_ahead >= v_queue_free THEN
             SET out_why = CONCAT('QUEUE_FULL: queue ', in_queue, ' has ', v_queue_free, ' slot(s) free for work ',
                                  'waiting before this (capacity ', v_capacity, ')'), out_waits_for = v_queue;
+            IF in_now IS NOT NULL THEN
+                CALL _pulse_room_wake(NULL, v_queue, in_now, TRUE);
+            END IF;
         ELSEIF v_app_ahead >= v_app_free THEN
             SET out_why = CONCAT('QUOTA_FULL: the app has ', v_app_free, ' slot(s) free for work waiting before ',
                                  'this (max_in_flight ', v_quota, ')'), out_waits_for = v_app;
+            IF in_now IS NOT NULL THEN
+                CALL _pulse_room_wake(v_app, NULL, in_now, TRUE);
+            END IF;
         END IF;
     END IF;
 END

@@ -14,6 +14,11 @@ allows is instances x steps x task time / quota. From the database's own timesta
 - ``first_task_wait_s`` p50 and max: from an instance's start to its first task, and ``overtaken``: of the
   instances, how many got their first task after one started more than a quota's worth of instances later.
 
+With ``--waiters N`` it measures instead what waiting costs the rest of the server: N instances wait for an app
+whose one slot a task holds (no worker runs), while one ``weave orchestrator`` runs for ``--seconds`` and 200 timers
+of another app fall due in its second half. It prints the looks a second the orchestrator makes at the waiters
+(their deferrals, counted by the engine) and the timers' lateness (settled - due) p50 and p99.
+
 The M-4 invariants are checked after every run (Q-3).
 """
 
@@ -102,6 +107,59 @@ def measure(dsn: db.Dsn, instances: int, steps: int, quota: int) -> dict:
             "overtaken": overtaken}
 
 
+def waiting(server: db.Dsn, waiters: int, seconds: float) -> dict:
+    """N instances deferred for one app's full quota, and the timers of another app due meanwhile."""
+    dsn = server.with_database(f"weave_bench_room_{os.getpid()}_waiters")
+    try:
+        installer.migrate(dsn)
+        with db.connect(dsn) as conn:
+            admin = routines.namespace_bootstrap(conn, "bench")["token"]
+            routines.app_put(conn, admin, "bench", "busy", 1)
+            routines.app_put(conn, admin, "bench", "other", 1_000_000)
+            routines.queue_put(conn, admin, "bench", "work", 1_000_000)
+            token = routines.credential_create(conn, admin, "bench", "bench", ["workflows:start"])["token"]
+            task = {"key": "t", "type": "TASK", "queue": "work", "handler": "example.echo", "handler_version": "1",
+                    "input": {}, "task_timeout_ms": 3_600_000}
+            routines.definition_publish(conn, admin, "bench", definitions.validate({"name": "task", "steps": [task]}))
+            half = int(seconds * 500)
+            timer = {"key": "w", "type": "TIMER", "delay_ms": half}
+            routines.definition_publish(conn, admin, "bench", definitions.validate({"name": "timer", "steps": [timer]}))
+            for n in range(waiters + 1):  # the first takes the slot, and its task is never claimed
+                routines.instance_start(conn, token, "bench", definition="task", app="busy", input={},
+                                        idempotency_key=f"w-{n}", deadline_ms=86_400_000)
+        env = {**os.environ, "WEAVE_DSN": dsn.url(), "WEAVE_LOG_LEVEL": "WARNING"}
+        proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "orchestrator"], cwd=ROOT, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            with db.connect(dsn) as conn:
+                def looks() -> int:
+                    with conn.cursor() as cur:
+                        cur.execute("SELECT COALESCE(SUM(deferrals), 0) AS n FROM weave_pending_advances")
+                        return int(cur.fetchone()["n"])
+
+                first = looks()
+                began = time.monotonic()
+                for n in range(200):
+                    routines.instance_start(conn, token, "bench", definition="timer", app="other", input={},
+                                            idempotency_key=f"t-{n}", deadline_ms=86_400_000)
+                time.sleep(max(0.0, seconds - (time.monotonic() - began)))
+                rate = (looks() - first) / (time.monotonic() - began)
+                with conn.cursor() as cur:
+                    cur.execute("SELECT TIMESTAMPDIFF(MICROSECOND, due_at, settled_at) / 1000 AS ms FROM weave_waits "
+                                "WHERE kind = 'TIMER' ORDER BY ms")
+                    late = [float(r["ms"]) for r in cur.fetchall() if r["ms"] is not None]
+                invariants.check(conn)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+        return {"waiters": waiters, "seconds": seconds, "looks_per_s": round(rate, 1), "timers_settled": len(late),
+                "timer_lateness_ms": {"p50": round(statistics.median(late), 1) if late else None,
+                                      "p99": round(late[int(len(late) * 0.99) - 1], 1) if late else None}}
+    finally:
+        with db.connect(dsn, database=False) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{dsn.database}`")
+
+
 def run(server: db.Dsn, name: str, instances: int, steps: int, quota: int, task_ms: int) -> dict:
     dsn = server.with_database(f"weave_bench_room_{os.getpid()}_{name}")
     try:
@@ -120,10 +178,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--quota", type=int, default=4)
     parser.add_argument("--task-ms", type=int, default=50)
+    parser.add_argument("--waiters", type=int, default=0,
+                        help="measure instead what N instances waiting for a full quota cost the rest of the server")
+    parser.add_argument("--seconds", type=float, default=30.0, help="with --waiters: how long the orchestrator runs")
     args = parser.parse_args(argv)
     if min(args.instances, args.steps, args.quota) < 1 or args.task_ms < 0:
         parser.error("--instances, --steps and --quota must be at least 1, --task-ms at least 0")
     server = db.Dsn.parse(args.dsn)
+    if args.waiters:
+        print(json.dumps({"benchmark": "room waiters", **waiting(server, args.waiters, args.seconds)}), flush=True)
+        return 0
     started = time.monotonic()
     reference = run(server, "free", args.instances, args.steps, args.instances, args.task_ms)
     limited = run(server, "quota", args.instances, args.steps, args.quota, args.task_ms)

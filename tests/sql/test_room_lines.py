@@ -143,7 +143,7 @@ def test_R8_a_POLL_round_deferred_for_room_waits_in_line_and_is_woken_by_a_task_
 def test_R8_a_task_s_end_never_waits_for_a_checkpoint_another_transaction_holds(world, orch):
     """The wake passes over the first in line while another transaction holds its checkpoint (it is being looked at
     already) and wakes the next: the report never waits for another instance's decision. The first keeps its place:
-    at the next look it is created before the one woken in its stead."""
+    the one woken in its stead, held back by it with the slot free, wakes it, and it takes the slot."""
     routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)
     world.publish(task_flow())
     world.start("pay", {"order_id": "holder"})
@@ -163,12 +163,11 @@ def test_R8_a_task_s_end_never_waits_for_a_checkpoint_another_transaction_holds(
     finally:
         looking.rollback()
         looking.close()
-    orch.drain()  # the one woken finds the first in line before it and waits on
-    assert not active(world, first) and not active(world, second)
-    assert root_of(world, second)["deferred_reason"] == "QUOTA_FULL"
-    world.db.advance(1_000)
-    orch.drain()  # both look again: the first in line takes the slot
+    # The one woken finds the first in line before it and the slot free, which no one is looking at now: it wakes the
+    # first, which takes the slot, and waits on.
+    orch.drain()
     assert active(world, first) and not active(world, second)
+    assert root_of(world, second)["deferred_reason"] == "QUOTA_FULL"
 
 
 def test_R8_R18_a_failing_look_leaves_the_line_without_holding_it_up_and_keeps_its_place(world, orch):
@@ -199,6 +198,54 @@ def test_R8_R18_a_failing_look_leaves_the_line_without_holding_it_up_and_keeps_i
     finish_one(world)
     orch.drain()
     assert active(world, failing) and not active(world, last)
+
+
+def test_R8_the_first_in_line_looks_every_second_and_the_others_back_off_up_to_ten(world, orch):
+    """R-8's bounded backoff for room: the task's end wakes the line, so only the first in line, whose look finds a
+    missed wake, keeps looking every second; the others look after one more second for each look in a row that
+    found no room, up to ten, and never past the instance deadline."""
+    routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)
+    world.publish(task_flow(task_timeout_ms=3_600_000))
+    world.start("pay", {"order_id": "holder"})
+    pulse.task_claim(world.db.conn, "w1", "payments", limit=1, lease_ms=3_600_000)  # its task runs on
+    world.db.advance(100)
+    first = world.start("pay", {"order_id": "first"})
+    world.db.advance(100)
+    behind = world.start("pay", {"order_id": "behind"}, deadline_ms=70_000)
+    gaps: dict[str, list[int]] = {"first": [], "behind": []}  # each look's wait until the next, in seconds
+    seen = {"first": 0, "behind": 0}
+    for _ in range(120):
+        now = world.db.now()
+        for name, wf in (("first", first), ("behind", behind)):
+            root = root_of(world, wf)
+            if root and root["deferrals"] != seen[name]:  # it has looked (and deferred) since the last round
+                seen[name] = root["deferrals"]
+                gaps[name].append(round((root["available_at"] - now).total_seconds()))
+        if world.instance(behind)["status"] != "RUNNING":
+            break
+        world.db.advance_to(min(root_of(world, wf)["available_at"] for wf in (first, behind)))
+        orch.drain()
+    assert set(gaps["first"]) == {1}
+    assert gaps["behind"][:11] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10] and gaps["behind"][11] < 10
+    assert world.instance(behind)["review_reasons"][0]["code"] == "INSTANCE_DEADLINE"  # looked at on time
+
+
+def test_R8_a_creator_held_back_by_a_line_with_the_slot_free_wakes_its_first(world, orch):
+    """A slot that came back without a wake (a cancelled task writes on, and wakes no one) is found by the next
+    creator: held back by the line with the slot free, it wakes the first in line, which takes the slot at once."""
+    routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)
+    world.publish(task_flow())
+    holder = world.start("pay", {"order_id": "holder"})
+    world.db.advance(100)
+    first = world.start("pay", {"order_id": "first"})
+    routines.instance_cancel(world.db.conn, world.token, world.namespace, holder, "not needed", "cancel-1")
+    orch.drain()  # the cancel finishes; the first in line was not woken
+    assert world.instance(holder)["status"] == "CANCELLED" and not active(world, first)
+    assert due_now(world) == [] and world.db.in_flight() == 0
+    late = world.start("pay", {"order_id": "late"})  # held back, with the slot free
+    assert due_now(world) == [world.internal_id(first)]
+    orch.drain()
+    assert active(world, first) and not active(world, late)
 
 
 def test_R8_room_left_over_after_the_line_goes_to_a_creator_that_did_not_wait(world, orch):
