@@ -248,6 +248,38 @@ def test_R8_a_creator_held_back_by_a_line_with_the_slot_free_wakes_its_first(wor
     assert active(world, first) and not active(world, late)
 
 
+def test_R8_waiters_in_the_app_s_line_and_the_queue_s_are_in_one_order_and_never_hold_each_other_back(world, orch):
+    """Two wait for the app's quota, then two for the queue's capacity (the limits changed between); one task's end
+    frees a slot of each. Each waiter's place, the time it began to wait for room, holds in both lines: the first of
+    all takes the room, and the drain ends. (With a place in its own line only, each first in one line counted the
+    whole other line before it, moved to that line's end and woke its first, which did the same: the looks went
+    round for ever.)"""
+    admin, ns = world.admin, world.namespace
+    routines.app_put(world.db.conn, admin, ns, "billing", 1)
+    world.publish(task_flow())
+    holder = world.start("pay", {"order_id": "holder"})
+    in_app_line = []
+    for n in range(2):
+        world.db.advance(100)
+        in_app_line.append(world.start("pay", {"order_id": f"a-{n}"}))
+    routines.app_put(world.db.conn, admin, ns, "billing", 10)
+    routines.queue_put(world.db.conn, admin, ns, "payments", 1)
+    in_queue_line = []
+    for n in range(2):
+        world.db.advance(100)
+        in_queue_line.append(world.start("pay", {"order_id": f"q-{n}"}))
+    routines.app_put(world.db.conn, admin, ns, "billing", 1)
+    assert [root_of(world, wf)["deferred_reason"] for wf in in_app_line + in_queue_line] == \
+        ["QUOTA_FULL"] * 2 + ["QUEUE_FULL"] * 2
+    assert active(world, holder)
+
+    finish_one(world)  # one slot of the app and one of the queue come back
+    orch.drain(max_rounds=20)
+    assert due_now(world) == []  # the looks came to rest
+    assert active(world, in_app_line[0])
+    assert not any(active(world, wf) for wf in in_app_line[1:] + in_queue_line)
+
+
 def test_R8_room_left_over_after_the_line_goes_to_a_creator_that_did_not_wait(world, orch):
     """The line holds back only as many creators as it has work waiting: with two slots free and one waiting, a
     start that did not wait takes the other at once."""
