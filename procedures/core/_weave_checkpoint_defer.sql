@@ -1,11 +1,12 @@
 -- A deferral moves only the next check time: the due time a checkpoint was created with stays,
 -- nothing is consumed and no deadline moves (R-8, P-6). A deferral for room (QUOTA_FULL, QUEUE_FULL) names the app
--- or queue it waits for, and keeps its place in that line (deferred_since) while it waits for the same one. The first
--- in its line looks again every second; the others back off, a second more for each look in a row that found no
--- room, up to ten (R-8's bounded backoff): a task's end wakes the line in its order (_pulse_room_wake), so their
--- looks are only for a wake that was missed, and thousands of waiters looking every second would crowd out every
--- other decision on the server. The first's look is what finds a missed wake: room that no one is looking at (a look
--- that read the room before a task's end committed, or a woken look that ended without the slot).
+-- or queue it waits for, and keeps its place (deferred_since, the time it began to wait for room) while it waits for
+-- room, in either line. Its next look backs off, a second more for each look in a row that found no room (R-8's
+-- bounded backoff), but comes no later than a second for each checkpoint before it in its line, so the first in
+-- line looks every second and the tenth at most every ten: a task's end wakes the line in its order
+-- (_pulse_room_wake), so the looks are only for a wake that was missed (a look that read the room before a task's
+-- end committed, a woken look that ended without the slot, a first in line that left it), and thousands of waiters
+-- looking every second would crowd out every other decision on the server.
 CREATE PROCEDURE _weave_checkpoint_defer(
         IN in_namespace_id BIGINT UNSIGNED,
         IN in_instance_id  BIGINT UNSIGNED,
@@ -19,28 +20,32 @@ CREATE PROCEDURE _weave_checkpoint_defer(
     COMMENT 'Internal. Description: defers the checkpoint of (instance, step) to in_until, keeping its due time;
 in_why is ''CODE: detail'', and the code is kept as the deferral''s reason with the time the deferral began (R-18);
 in_waits_for: for a deferral for room, the app (QUOTA_FULL) or queue (QUEUE_FULL) it waits for, else NULL; such a
-deferral looks again after a second when it is the first in its line, else after as many seconds as it has been
-deferred in a row for that line, at most ten; never after in_until. Counts it in @weave_made_due when in_until is not after in_now (see _weave_checkpoint_set).'
+deferral looks again after as many seconds as it has been deferred for room in a row, but no more than one more
+than the checkpoints before it in its line, and at most ten; never after in_until. Counts it in @weave_made_due when in_until is not after in_now (see _weave_checkpoint_set).'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_id BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_reason VARCHAR(32) DEFAULT LEFT(SUBSTRING_INDEX(in_why, ':', 1), 32);
-    DECLARE v_same BOOLEAN DEFAULT FALSE;  -- deferred already for the same reason and line: its place is kept
+    DECLARE v_same BOOLEAN DEFAULT FALSE;  -- deferred already for the same reason (in the same line, for room)
+    DECLARE v_room BOOLEAN DEFAULT FALSE;  -- deferred already for room: its place is kept
     DECLARE v_since DATETIME(6) DEFAULT in_now;
     DECLARE v_deferrals INT UNSIGNED DEFAULT 0;
     DECLARE v_until DATETIME(6) DEFAULT in_until;
-    DECLARE v_behind BOOLEAN;  -- some work waits before it in its line
-    SELECT id, deferred_reason <=> v_reason AND COALESCE(deferred_for = in_waits_for, TRUE), deferred_since, deferrals
-      INTO v_id, v_same, v_since, v_deferrals
+    DECLARE v_ahead INT UNSIGNED;  -- the checkpoints before it in its line, counted up to ten
+    SELECT id, deferred_reason <=> v_reason AND COALESCE(deferred_for = in_waits_for, TRUE),
+           COALESCE(deferred_reason IN ('QUOTA_FULL', 'QUEUE_FULL'), FALSE) AND in_waits_for IS NOT NULL,
+           deferred_since, deferrals
+      INTO v_id, v_same, v_room, v_since, v_deferrals
       FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key FOR UPDATE;
-    SET v_since = IF(v_same, v_since, in_now), v_deferrals = IF(v_same, v_deferrals + 1, 1);
+    SET v_since = IF(v_same OR v_room, v_since, in_now), v_deferrals = IF(v_same OR v_room, v_deferrals + 1, 1);
     IF in_waits_for IS NOT NULL THEN
-        -- Room: the first in line looks every second, the others back off.
-        SELECT EXISTS (SELECT 1 FROM weave_pending_advances FORCE INDEX (ix_checkpoint_room_line)
-                        WHERE deferred_reason = v_reason AND deferred_for = in_waits_for
-                          AND (deferred_since < v_since OR (deferred_since = v_since AND id < COALESCE(v_id, ~0))))
-          INTO v_behind;
-        SET v_until = LEAST(in_until, in_now + INTERVAL IF(v_behind, LEAST(v_deferrals, 10), 1) SECOND);
+        -- Room: no later than a second for each checkpoint before it in its line.
+        SELECT COUNT(*) INTO v_ahead
+          FROM (SELECT 1 FROM weave_pending_advances FORCE INDEX (ix_checkpoint_room_line)
+                 WHERE deferred_reason = v_reason AND deferred_for = in_waits_for
+                   AND (deferred_since < v_since OR (deferred_since = v_since AND id < COALESCE(v_id, ~0)))
+                 LIMIT 10) AS ahead;
+        SET v_until = LEAST(in_until, in_now + INTERVAL LEAST(v_deferrals, v_ahead + 1, 10) SECOND);
     END IF;
     IF v_id IS NULL THEN
         INSERT INTO weave_pending_advances (namespace_id, instance_id, step_key, kind, activation_id, due_at,

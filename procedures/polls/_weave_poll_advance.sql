@@ -109,8 +109,9 @@ BEGIN
             END IF;
             IF v_t_status = 'QUEUED' THEN
                 -- P-11: it never started and now never will (its own deadline is at most the poll deadline):
-                -- expired as Pulse does (K-6), and its outcome consumed at once, judged by its own time.
-                CALL _pulse_task_expire(v_t_id, in_now, v_expired);
+                -- expired as Pulse does (K-6), and its outcome consumed at once, judged by its own time. The slot it
+                -- gives back wakes no one (this decision writes on); the first in line finds it at its next look.
+                CALL _pulse_task_expire(v_t_id, in_now, FALSE, v_expired);
                 IF v_expired <> 'EXPIRED' THEN
                     CALL _weave_raise(50007, 'INVALID_STATE: the queued round task could not be expired');
                 END IF;

@@ -19,14 +19,15 @@ CREATE PROCEDURE _pulse_inbox_add(
 EXPIRED), available for consumption at once, and releases the task''s slot to its app and queue (a release stripe each).
 in_instance_id (with in_namespace_id and in_inst_status): the task''s instance, locked by the caller, whose
 report consumes the event at once (_weave_inbox_settle, guarded); NULL leaves the event to the orchestrator.
-in_lines: FALSE when the caller has read that no work waits in line for the room of the task''s app or queue, which
-spares the look (_pulse_room_wake), or writes more than its audit row after this call; NULL or TRUE looks. The
-wake is the last write.
+in_lines: whether work waits in line for the room of the task''s app or queue, as the caller has read it (TRUE wakes
+the first of each line, _pulse_room_wake, as the last write); NULL reads it here; FALSE wakes no one (also for a
+caller that writes more than its audit row after this call).
 Rules: K-3..K-7, M-4.7, R-8.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_settled VARCHAR(16);
     DECLARE v_event BIGINT UNSIGNED;
+    DECLARE v_lines BOOLEAN DEFAULT in_lines;
     INSERT INTO pulse_inbox (namespace_id, task_id, instance_id, kind, result, occurred_at, state, available_at)
     SELECT namespace_id, id, instance_id, in_kind, in_result, in_occurred_at, 'PENDING', in_now
       FROM pulse_tasks WHERE id = in_task_id;
@@ -50,7 +51,14 @@ BEGIN
     -- The wake is the last write: the checkpoint it takes is another instance's, and nothing may be waited for
     -- after it (the successor's slot, taken above, may have queued for the app's row). A caller that writes more
     -- than an audit row after this passes FALSE (a task's cancel).
-    IF in_lines IS NOT FALSE THEN
+    IF v_lines IS NULL THEN
+        SELECT EXISTS (SELECT 1 FROM weave_pending_advances w WHERE w.deferred_reason = 'QUOTA_FULL'
+                          AND w.deferred_for = t.app_id)
+               OR EXISTS (SELECT 1 FROM weave_pending_advances w WHERE w.deferred_reason = 'QUEUE_FULL'
+                             AND w.deferred_for = t.queue_id)
+          INTO v_lines FROM pulse_tasks t WHERE t.id = in_task_id;
+    END IF;
+    IF v_lines THEN
         CALL _pulse_room_wake((SELECT app_id FROM pulse_tasks WHERE id = in_task_id),
                               (SELECT queue_id FROM pulse_tasks WHERE id = in_task_id), in_now, FALSE);
     END IF;

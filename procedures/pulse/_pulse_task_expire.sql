@@ -5,10 +5,12 @@
 CREATE PROCEDURE _pulse_task_expire(
         IN  in_task_id  BIGINT UNSIGNED,
         IN  in_now      DATETIME(6),
+        IN  in_wake     BOOLEAN,
         OUT out_outcome VARCHAR(16))
     COMMENT 'Internal. Description: expires one QUEUED task whose deadline has passed (K-6): status EXPIRED, inbox event
 EXPIRED at the deadline (counted in @weave_made_due, see _weave_checkpoint_set), audit task.expire. out_outcome:
-EXPIRED, NOT_DUE, or GONE (no such task or not QUEUED).
+EXPIRED, NOT_DUE, or GONE (no such task or not QUEUED). in_wake: whether the slot given back wakes the work
+waiting in line for it (_pulse_inbox_add), which a caller that writes on after this call must not do.
 Rules: K-6, P-10, P-11.'
     MODIFIES SQL DATA
 BEGIN
@@ -35,7 +37,8 @@ BEGIN
                                   'expired_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'),
                                   'attempts_used', v_used + 0, 'max_attempts', v_max + 0, 'last_error', v_error);
         UPDATE pulse_tasks SET status = 'EXPIRED', finished_at = in_now, updated_at = in_now WHERE id = in_task_id;
-        CALL _pulse_inbox_add(in_task_id, 'EXPIRED', v_facts, v_deadline, in_now, NULL, NULL, NULL, NULL);
+        CALL _pulse_inbox_add(in_task_id, 'EXPIRED', v_facts, v_deadline, in_now, NULL, NULL, NULL,
+                              IF(in_wake, NULL, FALSE));
         SET @weave_made_due = COALESCE(@weave_made_due, 0) + 1;  -- its event is due at once (see _weave_checkpoint_set)
         CALL _weave_audit(v_ns, v_inst, 0, 'weave.orchestrator', 'task.expire', NULL, NULL, in_now, v_deadline, NULL,
                           v_facts, NULL);

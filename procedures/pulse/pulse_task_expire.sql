@@ -29,7 +29,7 @@ BEGIN
             LEAVE expire;
         END IF;
         CALL _weave_now(v_now);  -- R-2: after the lock that orders the decision
-        CALL _pulse_task_expire(in_task_id, v_now, v_outcome);
+        CALL _pulse_task_expire(in_task_id, v_now, TRUE, v_outcome);
     END expire;
     COMMIT;
     SELECT v_outcome AS outcome;

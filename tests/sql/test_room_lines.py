@@ -200,34 +200,62 @@ def test_R8_R18_a_failing_look_leaves_the_line_without_holding_it_up_and_keeps_i
     assert active(world, failing) and not active(world, last)
 
 
-def test_R8_the_first_in_line_looks_every_second_and_the_others_back_off_up_to_ten(world, orch):
-    """R-8's bounded backoff for room: the task's end wakes the line, so only the first in line, whose look finds a
-    missed wake, keeps looking every second; the others look after one more second for each look in a row that
-    found no room, up to ten, and never past the instance deadline."""
+def test_R8_a_look_for_room_backs_off_but_no_later_than_a_second_for_each_one_before_it_in_line(world, orch):
+    """R-8's bounded backoff for room: the task's end wakes the line, so a waiter looks again after one more second
+    for each look in a row that found no room, up to ten, but no later than a second for each one before it in line:
+    the first looks every second (its look finds a wake that was missed), the second every two. None looks past
+    its deadline."""
     routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)
     world.publish(task_flow(task_timeout_ms=3_600_000))
     world.start("pay", {"order_id": "holder"})
     pulse.task_claim(world.db.conn, "w1", "payments", limit=1, lease_ms=3_600_000)  # its task runs on
-    world.db.advance(100)
-    first = world.start("pay", {"order_id": "first"})
-    world.db.advance(100)
-    behind = world.start("pay", {"order_id": "behind"}, deadline_ms=70_000)
-    gaps: dict[str, list[int]] = {"first": [], "behind": []}  # each look's wait until the next, in seconds
-    seen = {"first": 0, "behind": 0}
-    for _ in range(120):
+    line = []
+    for n in range(12):
+        world.db.advance(100)
+        line.append(world.start("pay", {"order_id": f"w-{n}"}, deadline_ms=70_000 if n == 11 else 86_400_000))
+    watched = {"first": line[0], "second": line[1], "last": line[11]}
+    gaps: dict[str, list[int]] = {name: [] for name in watched}  # each look's wait until the next, in seconds
+    seen = {name: root_of(world, wf)["deferrals"] for name, wf in watched.items()}  # each has deferred once
+    for _ in range(600):
         now = world.db.now()
-        for name, wf in (("first", first), ("behind", behind)):
+        for name, wf in watched.items():
             root = root_of(world, wf)
             if root and root["deferrals"] != seen[name]:  # it has looked (and deferred) since the last round
                 seen[name] = root["deferrals"]
                 gaps[name].append(round((root["available_at"] - now).total_seconds()))
-        if world.instance(behind)["status"] != "RUNNING":
+        if world.instance(line[11])["status"] != "RUNNING":
             break
-        world.db.advance_to(min(root_of(world, wf)["available_at"] for wf in (first, behind)))
+        world.db.advance_to(min(root_of(world, wf)["available_at"] for wf in line))
         orch.drain()
-    assert set(gaps["first"]) == {1}
-    assert gaps["behind"][:11] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10] and gaps["behind"][11] < 10
-    assert world.instance(behind)["review_reasons"][0]["code"] == "INSTANCE_DEADLINE"  # looked at on time
+    assert set(gaps["first"]) == {1}, gaps
+    assert set(gaps["second"]) == {2}, gaps
+    assert gaps["last"][:9] == [2, 3, 4, 5, 6, 7, 8, 9, 10] and max(gaps["last"]) == 10, gaps
+    assert world.instance(line[11])["review_reasons"][0]["code"] == "INSTANCE_DEADLINE"  # looked at on time
+
+
+def test_R8_a_waiter_that_moves_from_the_app_s_line_to_the_queue_s_keeps_its_place(world, orch):
+    """The place is the time work began to wait for room, in either line: one that waited for the app and then
+    finds the queue full goes into the queue's line in that place, not at its end."""
+    admin, ns = world.admin, world.namespace
+    routines.app_put(world.db.conn, admin, ns, "billing", 1)
+    world.publish(task_flow())
+    world.start("pay", {"order_id": "holder"})
+    world.db.advance(100)
+    moving = world.start("pay", {"order_id": "moving"})
+    since = root_of(world, moving)["deferred_since"]
+    routines.queue_put(world.db.conn, admin, ns, "payments", 1)
+    routines.app_put(world.db.conn, admin, ns, "billing", 10)
+    world.db.advance(100)
+    later = world.start("pay", {"order_id": "later"})  # the queue is full: it waits in the queue's line
+    world.db.advance(1_000)
+    orch.drain()
+    root = root_of(world, moving)
+    _, queue = line_of(world, "queue")
+    assert (root["deferred_reason"], root["deferred_for"], root["deferred_since"]) == ("QUEUE_FULL", queue, since)
+    assert root_of(world, later)["deferred_since"] > since
+    finish_one(world)
+    orch.drain()
+    assert active(world, moving) and not active(world, later)
 
 
 def test_R8_a_creator_held_back_by_a_line_with_the_slot_free_wakes_its_first(world, orch):
