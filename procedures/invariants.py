@@ -112,15 +112,17 @@ INVARIANTS: tuple[Invariant, ...] = (
           LEFT JOIN (SELECT queue_id, COUNT(*) AS n FROM pulse_tasks WHERE status IN ('QUEUED', 'RUNNING')
                       GROUP BY queue_id) t ON t.queue_id = q.id
          WHERE COALESCE(r.k, 0) <> 16 OR r.top <> 15 OR q.slots_taken - COALESCE(r.n, 0) <> COALESCE(t.n, 0)"""),
-    # R-8: a deferral for room waits in the line of what it found full, which a task's end of that app or queue wakes;
-    # one in a line it has nothing to do with would hold up that line's creators and never be woken by its own.
-    Invariant("M-4.7c", "a checkpoint waits in line only for its instance's app (QUOTA_FULL) or a queue of its "
-              "namespace (QUEUE_FULL)", """
+    # R-8: a deferral for room waits in the line of what it found full, which a task's end of that app or queue wakes,
+    # and one for a disabled identity or app names it, for its enabling to wake; one that names anything else would
+    # hold up that line's creators, and never be woken by its own.
+    Invariant("M-4.7c", "a deferral waits only for its instance's app (QUOTA_FULL, APP_DISABLED) or identity "
+              "(IDENTITY_DISABLED), or a queue of its namespace (QUEUE_FULL)", """
         SELECT c.id FROM weave_pending_advances c
           JOIN weave_instances i ON i.id = c.instance_id
           LEFT JOIN weave_queues q ON q.id = c.deferred_for AND q.namespace_id = c.namespace_id
          WHERE c.deferred_for IS NOT NULL
-           AND NOT ((c.deferred_reason = 'QUOTA_FULL' AND c.deferred_for = i.app_id)
+           AND NOT ((c.deferred_reason IN ('QUOTA_FULL', 'APP_DISABLED') AND c.deferred_for = i.app_id)
+                    OR (c.deferred_reason = 'IDENTITY_DISABLED' AND c.deferred_for = i.credential_id)
                     OR (c.deferred_reason = 'QUEUE_FULL' AND q.id IS NOT NULL))"""),
     Invariant("M-4.8", "no task was created for an instance at or after its deadline", """
         SELECT t.id FROM pulse_tasks t JOIN weave_instances i ON i.id = t.instance_id

@@ -9,6 +9,7 @@ CREATE PROCEDURE _weave_credential_status_put(
     COMMENT 'Internal. Description: sets a credential of the namespace DISABLED (disabled_at kept from the first time) or
 ACTIVE again (disabled_at cleared), audited as credential.disable or credential.enable, in the caller''s
 transaction; out_actor: the credential''s actor.
+Enabling makes the checkpoints deferred IDENTITY_DISABLED for it due at once.
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
 Rules: S-2, R-8.'
     MODIFIES SQL DATA
@@ -42,6 +43,10 @@ BEGIN
     UPDATE weave_credentials
        SET status = in_status, disabled_at = IF(in_status = 'DISABLED', COALESCE(disabled_at, v_now), NULL)
      WHERE id = v_id;
+    IF in_status = 'ACTIVE' THEN
+        -- The work its instances deferred while it was disabled looks again now (R-8), as resume does for a pause.
+        CALL _weave_deferrals_wake('IDENTITY_DISABLED', v_id, v_now);
+    END IF;
     CALL _weave_audit(v_ns, 0, v_admin, v_admin_actor,
                       IF(in_status = 'DISABLED', 'credential.disable', 'credential.enable'), NULL, NULL, v_now, NULL,
                       NULL, JSON_OBJECT('credential_id', in_credential_id), NULL);

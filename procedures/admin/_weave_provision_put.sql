@@ -14,7 +14,8 @@ CREATE PROCEDURE _weave_provision_put(
         OUT out_created  TINYINT)
     COMMENT 'Internal. Description: creates or updates the app (in_kind app: in_limit is max_in_flight, in_status its
 status) or queue (queue: in_limit is its capacity, in_status NULL) named in_name, and audits it; out_status is the
-app''s status after the call, out_created 1 when the row is new (created with its 16 release stripes). Errors:
+app''s status after the call, out_created 1 when the row is new (created with its 16 release stripes). An app put
+ACTIVE makes the checkpoints deferred APP_DISABLED for it due at once. Errors:
 those of weave_app_put and weave_queue_put.'
     MODIFIES SQL DATA
 BEGIN
@@ -49,6 +50,10 @@ BEGIN
             VALUES (v_ns, in_name, in_limit, out_status, v_now, v_now);
         ELSE
             UPDATE weave_apps SET max_in_flight = in_limit, status = out_status, updated_at = v_now WHERE id = v_id;
+            IF out_status = 'ACTIVE' THEN
+                -- The work its instances deferred while it was disabled looks again now (R-8), as resume does.
+                CALL _weave_deferrals_wake('APP_DISABLED', v_id, v_now);
+            END IF;
         END IF;
         SET v_details = JSON_OBJECT('name', in_name, 'max_in_flight', in_limit + 0, 'status', out_status);
     ELSE

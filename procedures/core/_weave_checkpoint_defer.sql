@@ -19,9 +19,11 @@ CREATE PROCEDURE _weave_checkpoint_defer(
         IN in_waits_for    BIGINT UNSIGNED)
     COMMENT 'Internal. Description: defers the checkpoint of (instance, step) to in_until, keeping its due time;
 in_why is ''CODE: detail'', and the code is kept as the deferral''s reason with the time the deferral began (R-18);
-in_waits_for: for a deferral for room, the app (QUOTA_FULL) or queue (QUEUE_FULL) it waits for, else NULL; such a
-deferral looks again after as many seconds as it has been deferred for room in a row, but no more than one more
-than the checkpoints before it in its line, and at most ten; never after in_until. Counts it in @weave_made_due when in_until is not after in_now (see _weave_checkpoint_set).'
+in_waits_for: what the deferral waits for, else NULL: for room, the app (QUOTA_FULL) or queue (QUEUE_FULL), and
+the deferral looks again after as many seconds as it has been deferred for room in a row, but no more than one
+more than the checkpoints before it in its line, and at most ten; for a disabled identity (IDENTITY_DISABLED) or
+app (APP_DISABLED), that identity or app, whose enabling makes it due, and it looks again after as many seconds as
+it has been deferred in a row. Never after in_until. Counts it in @weave_made_due when in_until is not after in_now (see _weave_checkpoint_set).'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_id BIGINT UNSIGNED DEFAULT NULL;
@@ -33,12 +35,12 @@ BEGIN
     DECLARE v_until DATETIME(6) DEFAULT in_until;
     DECLARE v_ahead INT UNSIGNED;  -- the checkpoints before it in its line, counted up to ten
     SELECT id, deferred_reason <=> v_reason AND COALESCE(deferred_for = in_waits_for, TRUE),
-           COALESCE(deferred_reason IN ('QUOTA_FULL', 'QUEUE_FULL'), FALSE) AND in_waits_for IS NOT NULL,
+           COALESCE(deferred_reason IN ('QUOTA_FULL', 'QUEUE_FULL'), FALSE) AND v_reason IN ('QUOTA_FULL', 'QUEUE_FULL'),
            deferred_since, deferrals
       INTO v_id, v_same, v_room, v_since, v_deferrals
       FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key FOR UPDATE;
     SET v_since = IF(v_same OR v_room, v_since, in_now), v_deferrals = IF(v_same OR v_room, v_deferrals + 1, 1);
-    IF in_waits_for IS NOT NULL THEN
+    IF in_waits_for IS NOT NULL AND v_reason IN ('QUOTA_FULL', 'QUEUE_FULL') THEN
         -- Room: no later than a second for each checkpoint before it in its line.
         SELECT COUNT(*) INTO v_ahead
           FROM (SELECT 1 FROM weave_pending_advances FORCE INDEX (ix_checkpoint_room_line)
@@ -46,6 +48,10 @@ BEGIN
                    AND (deferred_since < v_since OR (deferred_since = v_since AND id < COALESCE(v_id, ~0)))
                  LIMIT 10) AS ahead;
         SET v_until = LEAST(in_until, in_now + INTERVAL LEAST(v_deferrals, v_ahead + 1, 10) SECOND);
+    ELSEIF in_waits_for IS NOT NULL THEN
+        -- A disabled identity or app, whose enabling wakes it: a second more for each look in a row (the caller's
+        -- in_until bounds it, at most ten seconds), for a look that read the status just before it was enabled.
+        SET v_until = LEAST(in_until, in_now + INTERVAL v_deferrals SECOND);
     END IF;
     IF v_id IS NULL THEN
         INSERT INTO weave_pending_advances (namespace_id, instance_id, step_key, kind, activation_id, due_at,

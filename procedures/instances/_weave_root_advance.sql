@@ -32,10 +32,12 @@ BEGIN
     DECLARE v_def BIGINT UNSIGNED;
     DECLARE v_cred_status VARCHAR(16);
     DECLARE v_app_status VARCHAR(16);
+    DECLARE v_cred BIGINT UNSIGNED;  -- the instance's identity and app: what a deferral for them waits for
+    DECLARE v_app BIGINT UNSIGNED;
     DECLARE v_step BIGINT UNSIGNED;
     DECLARE v_done INT DEFAULT 0;
     DECLARE v_result VARCHAR(256);
-    DECLARE v_waits_for BIGINT UNSIGNED;  -- the app or queue whose room an activation waits for
+    DECLARE v_waits_for BIGINT UNSIGNED;  -- what a deferral waits for: its room's app or queue, or a disabled one
     DECLARE v_unfinished INT;
     DECLARE v_ready INT;
     DECLARE v_readiness VARCHAR(64);  -- ready steps 'count:position:id' (count 0: none)
@@ -53,7 +55,8 @@ BEGIN
     -- step's unfinished after-steps are an anti-join, not a NOT EXISTS: a dependent subquery gets a cache, which
     -- is a temporary table for every read. Activating a step changes no other step's readiness, so the walk below
     -- looks for a next ready step only while some remain.
-    SELECT i.status, i.control, i.gate, i.deadline_at, i.definition_id, c.status, a.status, i.open_steps, i.event_seq,
+    SELECT i.status, i.control, i.gate, i.deadline_at, i.definition_id, c.status, a.status, i.credential_id, i.app_id,
+           i.open_steps, i.event_seq,
            (SELECT CONCAT(COUNT(*), ':', COALESCE(MIN(CONCAT(LPAD(s.position, 10, '0'), ':', s.id)), ''))
               FROM weave_steps s
               LEFT JOIN (weave_definition_edges e
@@ -61,8 +64,8 @@ BEGIN
                           AND p.status <> 'SUCCEEDED')
                 ON e.definition_id = i.definition_id AND e.step_key = s.step_key
              WHERE i.open_steps > 0 AND s.instance_id = in_instance_id AND s.status = 'PENDING' AND e.step_key IS NULL)
-      INTO v_status, v_control, v_gate, v_deadline, v_def, v_cred_status, v_app_status, v_unfinished, v_event_no,
-           v_readiness
+      INTO v_status, v_control, v_gate, v_deadline, v_def, v_cred_status, v_app_status, v_cred, v_app, v_unfinished,
+           v_event_no, v_readiness
       FROM weave_instances i
       JOIN weave_credentials c ON c.id = i.credential_id
       JOIN weave_apps a ON a.id = i.app_id
@@ -123,12 +126,15 @@ BEGIN
         END IF;
         SET v_why = _weave_work_blocker(v_status, v_control, v_gate, v_cred_status, v_app_status);
         IF v_why IS NOT NULL THEN
-            -- Resume makes ROOT due at once (C-1), so a paused instance can wait long between checks;
-            -- a disabled identity or app has no such trigger and is re-checked every second. Never past the
+            -- Resume makes ROOT due at once (C-1), so a paused instance can wait long between checks; so does
+            -- enabling the identity or the app that is disabled (the deferral names it, and backs off up to ten
+            -- seconds: _weave_checkpoint_defer). A closed gate is looked at every second. Never past the
             -- instance deadline (not passed yet, above): the work waiting here is new work, and at that deadline
             -- it is a review (R-8), which a pause must not put off (C-1: no deadline moves).
+            SET v_waits_for = _weave_blocker_owner(v_why, v_cred, v_app);
             CALL _weave_checkpoint_defer(in_namespace_id, in_instance_id, '', 'ROOT', 0,
-                 LEAST(in_now + INTERVAL IF(v_control = 'PAUSED', 60, 1) SECOND, v_deadline), in_now, v_why, NULL);
+                 LEAST(in_now + INTERVAL IF(v_control = 'PAUSED', 60, IF(v_waits_for IS NULL, 1, 10)) SECOND,
+                       v_deadline), in_now, v_why, v_waits_for);
             SET out_outcome = 'DEFERRED';
             LEAVE root;
         END IF;

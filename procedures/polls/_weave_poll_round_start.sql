@@ -53,6 +53,8 @@ BEGIN
     DECLARE v_inst_deadline DATETIME(6);
     DECLARE v_cred_status VARCHAR(16);
     DECLARE v_app_status VARCHAR(16);
+    DECLARE v_cred BIGINT UNSIGNED;  -- the instance's identity and app: what a deferral for them waits for
+    DECLARE v_app BIGINT UNSIGNED;
     DECLARE v_why VARCHAR(256) DEFAULT NULL;
     DECLARE v_task_deadline DATETIME(6);
     DECLARE v_task BIGINT UNSIGNED;
@@ -88,7 +90,8 @@ BEGIN
     -- R-8 for the new round, with the room its app and queue have left (a plain read: the slot is taken as the
     -- round's last write, _pulse_slot_take), the slots they have been given back (their release stripes, read here
     -- without a lock for that take), and whether work waits in line for that room.
-    SELECT i.status, i.control, i.gate, i.deadline_at, c.status, a.status, a.max_in_flight, a.slots_taken,
+    SELECT i.status, i.control, i.gate, i.deadline_at, c.status, a.status, i.credential_id, i.app_id, a.max_in_flight,
+           a.slots_taken,
            (SELECT SUM(r.released) FROM pulse_slot_releases r WHERE r.owner_kind = 'APP' AND r.owner_id = a.id),
            q.capacity, q.slots_taken,
            (SELECT SUM(r.released) FROM pulse_slot_releases r WHERE r.owner_kind = 'QUEUE' AND r.owner_id = q.id),
@@ -96,7 +99,8 @@ BEGIN
                       AND w.deferred_for = a.id)
            OR EXISTS (SELECT 1 FROM weave_pending_advances w WHERE w.deferred_reason = 'QUEUE_FULL'
                          AND w.deferred_for = q.id)
-      INTO v_inst_status, v_control, v_gate, v_inst_deadline, v_cred_status, v_app_status, v_quota, v_app_taken,
+      INTO v_inst_status, v_control, v_gate, v_inst_deadline, v_cred_status, v_app_status, v_cred, v_app, v_quota,
+           v_app_taken,
            v_app_released, v_capacity, v_queue_taken, v_queue_released, v_lines
       FROM weave_instances i
       JOIN weave_credentials c ON c.id = i.credential_id
@@ -127,14 +131,15 @@ BEGIN
                               v_why, v_app_released, v_queue_released, v_waits_for);
     END IF;
     IF v_why IS NOT NULL THEN
+        SET v_waits_for = COALESCE(v_waits_for, _weave_blocker_owner(v_why, v_cred, v_app));
         -- P-6: the checkpoint stays due at next_poll_at; only its next check time moves, never past the poll
         -- deadline (which must still be seen on time). Resume makes an overdue checkpoint due at once (C-1),
         -- so a pause can wait longer; a round waiting for room waits in line (_weave_checkpoint_defer).
         CALL _weave_checkpoint_set(in_namespace_id, in_instance_id, in_step_key, 'POLL', in_activation_id, v_next,
                                    in_now);
         CALL _weave_checkpoint_defer(in_namespace_id, in_instance_id, in_step_key, 'POLL', in_activation_id,
-             IF(v_waits_for IS NULL, LEAST(in_now + INTERVAL IF(v_control = 'PAUSED', 60, 1) SECOND, v_poll_deadline),
-                v_poll_deadline), in_now, v_why, v_waits_for);
+             LEAST(in_now + INTERVAL IF(v_control = 'PAUSED', 60, IF(v_waits_for IS NULL, 1, 10)) SECOND,
+                   v_poll_deadline), in_now, v_why, v_waits_for);
         SET out_outcome = COALESCE(out_outcome, 'DEFERRED');
     ELSE
         -- P-4, P-5: round n+1 from the activation's frozen inputs, never re-evaluated.

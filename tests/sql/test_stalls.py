@@ -220,6 +220,61 @@ def test_R18_R8_a_deferral_that_lasts_shows_its_age_where_the_count_stays_flat(w
     assert figures["deferred_oldest_ms"]["QUOTA_FULL"] >= 50_000
 
 
+def _deferral(world, wf: str, step_key: str = "") -> dict:
+    return world.db.row("SELECT * FROM weave_pending_advances WHERE instance_id = %s AND step_key = %s",
+                        world.internal_id(wf), step_key)
+
+
+@pytest.mark.parametrize("what", ["identity", "app"])
+def test_R8_R18_work_deferred_for_a_disabled_identity_or_app_backs_off_and_its_enabling_wakes_it(world, orch, what):
+    """A disabled identity or app defers new work (R-8) with what it waits for named; each look that finds it still
+    disabled waits a second more, up to ten (R-8's bounded backoff: thousands of such instances looking every second
+    crowded out the server), and enabling it makes the deferred work due at once, as resume does for a pause."""
+    admin, ns = world.admin, world.namespace
+    bot = world.credential(["workflows:start"], actor="bot")
+    world.publish(task_flow())
+    world.publish({"name": "poll", "steps": [task_step("first"), {
+        "key": "check", "type": "POLL", "after": ["first"], "queue": "payments", "handler": "example.poll",
+        "handler_version": "1", "input": {}, "interval_ms": 1_000, "max_rounds": 3, "timeout_ms": 3_600_000,
+        "task_timeout_ms": 600_000, "result": {"pending": ["PENDING"], "success": ["DONE"]}}]})
+    poll = world.start("poll", {"order_id": "p"}, token=bot["token"])
+    got, = claim(world, lease_ms=3_600_000)
+    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {})
+    got, = claim(world, lease_ms=3_600_000)
+    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PENDING"})  # round 2 in a second
+    if what == "identity":
+        routines.credential_disable(world.db.conn, admin, ns, bot["credential_id"])
+        reason, owner = "IDENTITY_DISABLED", world.db.scalar("SELECT id FROM weave_credentials WHERE actor = 'bot'")
+    else:
+        routines.app_put(world.db.conn, admin, ns, "billing", 1000, "DISABLED")
+        reason, owner = "APP_DISABLED", world.db.scalar("SELECT id FROM weave_apps WHERE name = 'billing'")
+    # A start deferred by the disabled app too (a disabled identity starts nothing).
+    root = world.start("pay", {"order_id": "r"}, token=bot["token"]) if what == "app" else None
+    world.db.advance(1_000)
+    gaps = []
+    for _ in range(12):
+        if gaps:
+            world.db.advance_to(_deferral(world, poll, "check")["available_at"])
+        orch.drain()
+        cp = _deferral(world, poll, "check")
+        assert (cp["deferred_reason"], cp["deferred_for"]) == (reason, owner)
+        gaps.append(round((cp["available_at"] - world.db.now()).total_seconds()))
+    assert gaps == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 10]
+    if root:
+        assert (_deferral(world, root)["deferred_reason"], _deferral(world, root)["deferred_for"]) == (reason, owner)
+    assert _deferral(world, poll, "check")["available_at"] > world.db.now()
+
+    if what == "identity":
+        routines.credential_enable(world.db.conn, admin, ns, bot["credential_id"])
+    else:
+        routines.app_put(world.db.conn, admin, ns, "billing", 1000, "ACTIVE")
+    assert _deferral(world, poll, "check")["available_at"] <= world.db.now()  # due at once, no time passing
+    orch.drain()
+    assert world.db.scalar("SELECT rounds_used FROM weave_poll_states WHERE instance_id = %s",
+                           world.internal_id(poll)) == 2
+    assert root is None or world.step(root, "work")["status"] == "ACTIVE"
+
+
 def test_R18_a_definition_document_with_an_unknown_field_is_refused_from_sql_too(world):
     """The Python model refuses unknown keys with a hint; a document sent straight to the routine is refused too."""
     for doc in ('{"name": "x", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1}], "stpes": []}',):

@@ -1,0 +1,20 @@
+-- A disabled identity or app is enabled again: the checkpoints deferred for it (R-8) look again now, as resume makes
+-- a paused instance's due (C-1), instead of at their next look. They are found by what they wait for, one index
+-- range. The caller holds the identity's or the app's row exclusively, which every decision of the identity's
+-- instances takes shared first (R-3), and so does every decision of a definition with queues for its app: none of
+-- those is between its read of the status and its deferral. Another (a TIMER or SIGNAL flow's walk inside a signal's
+-- or a timer's decision) may read the status just before the enabling commits and defer after it: its deferral's
+-- back-off (at most ten seconds) bounds that.
+CREATE PROCEDURE _weave_deferrals_wake(
+        IN in_reason VARCHAR(32),
+        IN in_for    BIGINT UNSIGNED,
+        IN in_now    DATETIME(6))
+    COMMENT 'Internal. Description: makes every checkpoint deferred with reason in_reason (IDENTITY_DISABLED or
+APP_DISABLED) for in_for (the identity or app) and not due yet due at in_now, its deferral record kept for its look.
+Rules: R-8, R-18.'
+    MODIFIES SQL DATA
+BEGIN
+    UPDATE weave_pending_advances FORCE INDEX (ix_checkpoint_room_line)
+       SET available_at = GREATEST(due_at, in_now), version = version + 1
+     WHERE deferred_reason = in_reason AND deferred_for = in_for AND available_at > in_now;
+END
