@@ -27,17 +27,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 from procedures import db, definitions, installer, invariants, routines
+from tests.benchmarks.common import engine_processes
 from tests.support.waiting import wait_for
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def prepare(dsn: db.Dsn, instances: int, steps: int, quota: int, task_ms: int) -> None:
@@ -57,15 +53,9 @@ def prepare(dsn: db.Dsn, instances: int, steps: int, quota: int, task_ms: int) -
 
 
 def measure(dsn: db.Dsn, instances: int, steps: int, quota: int) -> dict:
-    env = {**os.environ, "WEAVE_DSN": dsn.url(), "WEAVE_LOG_LEVEL": "WARNING"}
-    cli = [sys.executable, "-m", "orchestrator.cli"]
-    procs = [subprocess.Popen([*cli, "orchestrator"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL),
-             subprocess.Popen([*cli, "worker", "--handlers", "orchestrator.example_handlers", "--queue", "work",
-                               "--concurrency", str(quota), "--worker-id", "bench"], cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-    conn = db.connect(dsn)
-    try:
+    worker = ["worker", "--handlers", "orchestrator.example_handlers", "--queue", "work", "--concurrency", str(quota),
+              "--worker-id", "bench"]
+    with engine_processes(dsn, ["orchestrator"], worker), db.connect(dsn) as conn:
         def done() -> bool:
             with conn.cursor() as cur:
                 cur.execute("SELECT COUNT(*) AS n FROM weave_instances WHERE status = 'SUCCEEDED'")
@@ -80,12 +70,6 @@ def measure(dsn: db.Dsn, instances: int, steps: int, quota: int) -> dict:
                         "FROM pulse_tasks t JOIN weave_instances i ON i.id = t.instance_id ORDER BY t.id")
             tasks = cur.fetchall()
         invariants.check(conn)
-    finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            p.wait(timeout=60)
-        conn.close()
     seconds = (span["last"] - span["first"]).total_seconds()
     held = sum((t["finished_at"] - t["created_at"]).total_seconds() for t in tasks)
     by_instance: dict[int, list[dict]] = {}
@@ -127,31 +111,24 @@ def waiting(server: db.Dsn, waiters: int, seconds: float) -> dict:
             for n in range(waiters + 1):  # the first takes the slot, and its task is never claimed
                 routines.instance_start(conn, token, "bench", definition="task", app="busy", input={},
                                         idempotency_key=f"w-{n}", deadline_ms=86_400_000)
-        env = {**os.environ, "WEAVE_DSN": dsn.url(), "WEAVE_LOG_LEVEL": "WARNING"}
-        proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "orchestrator"], cwd=ROOT, env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            with db.connect(dsn) as conn:
-                def looks() -> int:
-                    with conn.cursor() as cur:
-                        cur.execute("SELECT COALESCE(SUM(deferrals), 0) AS n FROM weave_pending_advances")
-                        return int(cur.fetchone()["n"])
-
-                first = looks()
-                began = time.monotonic()
-                for n in range(200):
-                    routines.instance_start(conn, token, "bench", definition="timer", app="other", input={},
-                                            idempotency_key=f"t-{n}", deadline_ms=86_400_000)
-                time.sleep(max(0.0, seconds - (time.monotonic() - began)))
-                rate = (looks() - first) / (time.monotonic() - began)
+        with engine_processes(dsn, ["orchestrator"]), db.connect(dsn) as conn:
+            def looks() -> int:
                 with conn.cursor() as cur:
-                    cur.execute("SELECT TIMESTAMPDIFF(MICROSECOND, due_at, settled_at) / 1000 AS ms FROM weave_waits "
-                                "WHERE kind = 'TIMER' ORDER BY ms")
-                    late = [float(r["ms"]) for r in cur.fetchall() if r["ms"] is not None]
-                invariants.check(conn)
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=60)
+                    cur.execute("SELECT COALESCE(SUM(deferrals), 0) AS n FROM weave_pending_advances")
+                    return int(cur.fetchone()["n"])
+
+            first = looks()
+            began = time.monotonic()
+            for n in range(200):
+                routines.instance_start(conn, token, "bench", definition="timer", app="other", input={},
+                                        idempotency_key=f"t-{n}", deadline_ms=86_400_000)
+            time.sleep(max(0.0, seconds - (time.monotonic() - began)))
+            rate = (looks() - first) / (time.monotonic() - began)
+            with conn.cursor() as cur:
+                cur.execute("SELECT TIMESTAMPDIFF(MICROSECOND, due_at, settled_at) / 1000 AS ms FROM weave_waits "
+                            "WHERE kind = 'TIMER' ORDER BY ms")
+                late = [float(r["ms"]) for r in cur.fetchall() if r["ms"] is not None]
+            invariants.check(conn)
         return {"waiters": waiters, "seconds": seconds, "looks_per_s": round(rate, 1), "timers_settled": len(late),
                 "timer_lateness_ms": {"p50": round(statistics.median(late), 1) if late else None,
                                       "p99": round(late[int(len(late) * 0.99) - 1], 1) if late else None}}

@@ -14,17 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 from orchestrator.loop import Orchestrator
 from procedures import db, definitions, installer, invariants, routines
+from tests.benchmarks.common import engine_processes
 from tests.support.waiting import wait_for
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def prepare(dsn: db.Dsn, tasks: int) -> None:
@@ -52,13 +48,9 @@ def prepare(dsn: db.Dsn, tasks: int) -> None:
 
 
 def measure(dsn: db.Dsn, tasks: int, workers: int, concurrency: int) -> dict:
-    env = {**os.environ, "WEAVE_DSN": dsn.url(), "WEAVE_LOG_LEVEL": "WARNING"}
-    procs = [subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "worker", "--handlers",
-                               "orchestrator.example_handlers", "--queue", "work", "--concurrency", str(concurrency),
-                               "--worker-id", f"bench-{n}"], cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for n in range(workers)]
-    conn = db.connect(dsn)
-    try:
+    workers_run = [["worker", "--handlers", "orchestrator.example_handlers", "--queue", "work", "--concurrency",
+                    str(concurrency), "--worker-id", f"bench-{n}"] for n in range(workers)]
+    with engine_processes(dsn, *workers_run), db.connect(dsn) as conn:
         def done() -> bool:
             with conn.cursor() as cur:
                 cur.execute("SELECT COUNT(*) AS n FROM pulse_tasks WHERE status = 'SUCCEEDED'")
@@ -71,12 +63,6 @@ def measure(dsn: db.Dsn, tasks: int, workers: int, concurrency: int) -> dict:
                         "COUNT(DISTINCT worker_id) AS workers FROM pulse_attempts")
             row = cur.fetchone()
         invariants.check(conn)
-    finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            p.wait(timeout=60)
-        conn.close()
     seconds = (row["last"] - row["first"]).total_seconds()
     return {"benchmark": "pulse_tasks", "figure": "tasks_claimed_and_completed_per_s", "workers": workers,
             "concurrency": concurrency, "tasks": tasks, "attempts": row["attempts"],

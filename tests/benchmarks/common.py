@@ -6,7 +6,9 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -26,6 +28,25 @@ def fresh_database(name: str) -> dbmod.Dsn:
         cur.execute(f"DROP DATABASE IF EXISTS `{dsn.database}`")
     installer.migrate(dsn, test_clock=True)
     return dsn
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@contextlib.contextmanager
+def engine_processes(dsn: dbmod.Dsn, *commands: list[str]) -> Iterator[list[subprocess.Popen]]:
+    """``weave`` daemons (each command: the arguments after ``orchestrator.cli``) on ``dsn``, quiet, stopped on the
+    way out as an operator stops them (SIGTERM, then waited for)."""
+    env = {**os.environ, "WEAVE_DSN": dsn.url(), "WEAVE_LOG_LEVEL": "WARNING"}
+    procs = [subprocess.Popen([sys.executable, "-m", "orchestrator.cli", *command], cwd=ROOT, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for command in commands]
+    try:
+        yield procs
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            proc.wait(timeout=60)
 
 
 def world_on(dsn: dbmod.Dsn) -> World:

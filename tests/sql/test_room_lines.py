@@ -62,6 +62,15 @@ def one_slot(world, owner: str) -> None:
         routines.queue_put(world.db.conn, world.admin, world.namespace, "payments", 1)
 
 
+def line_up(world, prefix: str, n: int, **start) -> list[str]:
+    """Starts n instances a tenth of a second apart (each deferred for room, in that order)."""
+    started = []
+    for k in range(n):
+        world.db.advance(100)
+        started.append(world.start("pay", {"order_id": f"{prefix}-{k}"}, **start))
+    return started
+
+
 @pytest.mark.parametrize("owner", ["app", "queue"])
 def test_R8_work_deferred_for_room_gets_it_in_the_order_it_began_to_wait(world, orch, owner):
     """Four instances wait for one slot, deferred a tenth of a second apart; each task's end wakes the first in line
@@ -70,10 +79,7 @@ def test_R8_work_deferred_for_room_gets_it_in_the_order_it_began_to_wait(world, 
     one_slot(world, owner)
     world.publish(task_flow())
     holder = world.start("pay", {"order_id": "holder"})
-    waiting = []
-    for n in range(3):
-        world.db.advance(100)
-        waiting.append(world.start("pay", {"order_id": f"w-{n}"}))
+    waiting = line_up(world, "w", 3)
     reason, waits_for = line_of(world, owner)
     for wf in waiting:
         root = root_of(world, wf)
@@ -286,16 +292,10 @@ def test_R8_waiters_in_the_app_s_line_and_the_queue_s_are_in_one_order_and_never
     routines.app_put(world.db.conn, admin, ns, "billing", 1)
     world.publish(task_flow())
     holder = world.start("pay", {"order_id": "holder"})
-    in_app_line = []
-    for n in range(2):
-        world.db.advance(100)
-        in_app_line.append(world.start("pay", {"order_id": f"a-{n}"}))
+    in_app_line = line_up(world, "a", 2)
     routines.app_put(world.db.conn, admin, ns, "billing", 10)
     routines.queue_put(world.db.conn, admin, ns, "payments", 1)
-    in_queue_line = []
-    for n in range(2):
-        world.db.advance(100)
-        in_queue_line.append(world.start("pay", {"order_id": f"q-{n}"}))
+    in_queue_line = line_up(world, "q", 2)
     routines.app_put(world.db.conn, admin, ns, "billing", 1)
     assert [root_of(world, wf)["deferred_reason"] for wf in in_app_line + in_queue_line] == \
         ["QUOTA_FULL"] * 2 + ["QUEUE_FULL"] * 2
