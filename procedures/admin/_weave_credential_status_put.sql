@@ -9,7 +9,7 @@ CREATE PROCEDURE _weave_credential_status_put(
     COMMENT 'Internal. Description: sets a credential of the namespace DISABLED (disabled_at kept from the first time) or
 ACTIVE again (disabled_at cleared), audited as credential.disable or credential.enable, in the caller''s
 transaction; out_actor: the credential''s actor.
-Enabling makes the checkpoints deferred IDENTITY_DISABLED for it due at once.
+Enabling a disabled credential makes the checkpoints deferred IDENTITY_DISABLED for it due at once.
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
 Rules: S-2, R-8.'
     MODIFIES SQL DATA
@@ -21,6 +21,7 @@ BEGIN
     DECLARE v_id BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_queues VARCHAR(2048);
     DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues
+    DECLARE v_enabling BOOLEAN DEFAULT FALSE;  -- DISABLED until now, ACTIVE from now
     DECLARE v_wait BIGINT UNSIGNED DEFAULT @@SESSION.innodb_lock_wait_timeout;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN SET SESSION innodb_lock_wait_timeout = v_wait; RESIGNAL; END;
     CALL _weave_admin_begin(in_token, in_namespace, 'admin', NULL, v_ns, v_admin, v_admin_actor, v_now, v_allowed);
@@ -30,7 +31,8 @@ BEGIN
         -- inside a caller's transaction, S-16) would hold the runners of all those instances as long. A second at
         -- most, then a lock wait, which the caller tries again (transient).
         SET SESSION innodb_lock_wait_timeout = LEAST(v_wait, 1);
-        SELECT id, actor, queues INTO v_id, out_actor, v_queues FROM weave_credentials
+        SELECT id, actor, queues, status = 'DISABLED' AND in_status = 'ACTIVE'
+          INTO v_id, out_actor, v_queues, v_enabling FROM weave_credentials
          WHERE id = CAST(SUBSTRING(in_credential_id, 6) AS UNSIGNED) AND namespace_id = v_ns FOR UPDATE;
         SET SESSION innodb_lock_wait_timeout = v_wait;
     END IF;
@@ -43,7 +45,7 @@ BEGIN
     UPDATE weave_credentials
        SET status = in_status, disabled_at = IF(in_status = 'DISABLED', COALESCE(disabled_at, v_now), NULL)
      WHERE id = v_id;
-    IF in_status = 'ACTIVE' THEN
+    IF v_enabling THEN
         -- The work its instances deferred while it was disabled looks again now (R-8), as resume does for a pause.
         CALL _weave_deferrals_wake('IDENTITY_DISABLED', v_id, v_now);
     END IF;

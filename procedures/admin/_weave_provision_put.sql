@@ -15,7 +15,7 @@ CREATE PROCEDURE _weave_provision_put(
     COMMENT 'Internal. Description: creates or updates the app (in_kind app: in_limit is max_in_flight, in_status its
 status) or queue (queue: in_limit is its capacity, in_status NULL) named in_name, and audits it; out_status is the
 app''s status after the call, out_created 1 when the row is new (created with its 16 release stripes). An app put
-ACTIVE makes the checkpoints deferred APP_DISABLED for it due at once. Errors:
+ACTIVE that was DISABLED makes the checkpoints deferred APP_DISABLED for it due at once. Errors:
 those of weave_app_put and weave_queue_put.'
     MODIFIES SQL DATA
 BEGIN
@@ -25,6 +25,7 @@ BEGIN
     DECLARE v_now DATETIME(6);
     DECLARE v_id BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_details LONGTEXT;
+    DECLARE v_was VARCHAR(16) DEFAULT NULL;  -- the app's status before this put
     DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues
     DECLARE v_wait BIGINT UNSIGNED DEFAULT @@SESSION.innodb_lock_wait_timeout;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN SET SESSION innodb_lock_wait_timeout = v_wait; RESIGNAL; END;
@@ -41,17 +42,19 @@ BEGIN
         -- Decisions take the app's row shared (R-3), and queue behind this exclusive lock while it waits: a second at
         -- most behind a long holder (a Send inside a caller's transaction, S-16), then a lock wait (transient).
         SET SESSION innodb_lock_wait_timeout = LEAST(v_wait, 1);
-        SELECT id, status INTO v_id, out_status FROM weave_apps WHERE namespace_id = v_ns AND name = in_name FOR UPDATE;
+        SELECT id, status INTO v_id, v_was FROM weave_apps WHERE namespace_id = v_ns AND name = in_name FOR UPDATE;
         SET SESSION innodb_lock_wait_timeout = v_wait;
         CALL _weave_now(v_now);  -- R-2: after the row's lock, so updated_at follows every slot taken before it
-        SET out_status = COALESCE(in_status, out_status, 'ACTIVE');
+        SET out_status = COALESCE(in_status, v_was, 'ACTIVE');
         IF v_id IS NULL THEN
             INSERT INTO weave_apps (namespace_id, name, max_in_flight, status, created_at, updated_at)
             VALUES (v_ns, in_name, in_limit, out_status, v_now, v_now);
         ELSE
             UPDATE weave_apps SET max_in_flight = in_limit, status = out_status, updated_at = v_now WHERE id = v_id;
-            IF out_status = 'ACTIVE' THEN
-                -- The work its instances deferred while it was disabled looks again now (R-8), as resume does.
+            IF v_was = 'DISABLED' AND out_status = 'ACTIVE' THEN
+                -- The work its instances deferred while it was disabled looks again now (R-8), as resume does. Only
+                -- here: while the app was disabled no decision of it can have read it ACTIVE and be waiting for its
+                -- row (a task's slot) while holding a checkpoint this wake must change.
                 CALL _weave_deferrals_wake('APP_DISABLED', v_id, v_now);
             END IF;
         END IF;

@@ -1,10 +1,11 @@
 -- A disabled identity or app is enabled again: the checkpoints deferred for it (R-8) look again now, as resume makes
 -- a paused instance's due (C-1), instead of at their next look. They are found by what they wait for, one index
 -- range. The caller holds the identity's or the app's row exclusively, which every decision of the identity's
--- instances takes shared first (R-3), and so does every decision of a definition with queues for its app: none of
--- those is between its read of the status and its deferral. Another (a TIMER or SIGNAL flow's walk inside a signal's
--- or a timer's decision) may read the status just before the enabling commits and defer after it: its deferral's
--- back-off (at most ten seconds) bounds that.
+-- instances takes shared first (R-3), and so does every decision of a definition without queues for its app: none of
+-- those is between its read of the status and its deferral. A decision of a definition with queues reads the app's
+-- status without its row, and may read it just before the enabling commits and defer after it: its deferral's
+-- back-off (at most ten seconds) bounds that. The caller wakes only when the identity or app was disabled until now:
+-- then no decision can have read it ACTIVE and be waiting for its row while holding a checkpoint this changes.
 CREATE PROCEDURE _weave_deferrals_wake(
         IN in_reason VARCHAR(32),
         IN in_for    BIGINT UNSIGNED,

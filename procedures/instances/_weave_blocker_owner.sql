@@ -2,7 +2,7 @@
 -- deferral due at once (_weave_credential_status_put, _weave_provision_put). A function without SQL, beside
 -- _weave_work_blocker, whose answer it reads.
 CREATE FUNCTION _weave_blocker_owner(
-        in_why      VARCHAR(64),
+        in_why      VARCHAR(256),
         in_identity BIGINT UNSIGNED,
         in_app      BIGINT UNSIGNED)
     RETURNS BIGINT UNSIGNED

@@ -17,7 +17,8 @@ result_at.
 Result set 4 (open review reasons): code, step_key, activation_seq, detail, opened_at.
 Result set 5 (checkpoints: when the engine looks again): step_key ('' for ROOT), kind, due_at, available_at,
 attempts (failed advances in a row), last_error, and for a deferred check (R-18) deferred_reason, deferred_since and
-deferrals (checks deferred in a row).
+deferrals (checks deferred in a row; for room, QUOTA_FULL and QUEUE_FULL, deferred_since is when it began to wait
+for room and deferrals counts both reasons: its place in line holds across them).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
 Rules: C-3, M-3.'
     READS SQL DATA

@@ -9,7 +9,8 @@ Result set 3: open_review_reasons, instances_in_review (of instances in NEEDS_RE
 Result set 4 (timers settled in the last 5 minutes, T-8): le_seconds (bucket upper bound, NULL = +Inf), timers.
 Result set 5: polls_in_flight, polls_waiting (POLL activations by state), signals_pending.
 Result set 6 (R-18): reason, instances (deferred checks by reason: pause, quota, capacity, disabled identity or app),
-oldest_since (when the longest-standing of those deferrals began), oldest_ms (how long ago that was).
+oldest_since (when the longest-standing of those deferrals began; for room, when it began to wait for room, under
+either reason), oldest_ms (how long ago that was).
 Result set 7 (R-18): class, failing (candidates whose last advance failed), repeated (failed 2 or more times in a row).
 Result set 8 (live instances): status (RUNNING, NEEDS_REVIEW, CANCELLING), instances, paused (of them, control PAUSED).
 Result set 9 (S-2): namespace, credential_id, actor, expires_at - every active credential made to expire, the soonest

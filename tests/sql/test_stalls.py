@@ -275,6 +275,45 @@ def test_R8_R18_work_deferred_for_a_disabled_identity_or_app_backs_off_and_its_e
     assert root is None or world.step(root, "work")["status"] == "ACTIVE"
 
 
+def test_R8_only_an_enabling_wakes_the_work_deferred_for_a_disabled_app(world, orch):
+    """A put of an app that is ACTIVE already (a new quota) changes no deferral: only the put that enables a disabled
+    app wakes what waited for it. (A wake there would wait for decisions that read the app ACTIVE and wait in turn
+    for the app's row, which the put holds.)"""
+    admin, ns = world.admin, world.namespace
+    world.publish(task_flow())
+    routines.app_put(world.db.conn, admin, ns, "billing", 1000, "DISABLED")
+    wf = world.start("pay", {"order_id": "a"})
+    before = _deferral(world, wf)
+    assert before["deferred_reason"] == "APP_DISABLED" and before["available_at"] > world.db.now()
+    routines.app_put(world.db.conn, admin, ns, "billing", 500, "DISABLED")  # still disabled: no wake
+    routines.app_put(world.db.conn, admin, ns, "billing", 400)  # the status left as it is: no wake
+    assert _deferral(world, wf) == before
+    routines.app_put(world.db.conn, admin, ns, "billing", 400, "ACTIVE")
+    assert _deferral(world, wf)["available_at"] <= world.db.now()
+    version = _deferral(world, wf)["version"]
+    routines.app_put(world.db.conn, admin, ns, "billing", 300, "ACTIVE")  # ACTIVE already: no second wake
+    assert _deferral(world, wf)["version"] == version
+
+
+def test_R18_a_round_whose_long_named_queue_is_gone_defers_with_its_reason_whole(world, orch):
+    """Corrupt data on purpose (queues are never deleted): a POLL round whose queue, with a long name, is gone says
+    so in its deferral; the reason's text is not cut to fit a narrower parameter, which refused the decision."""
+    name = "a-queue-with-a-rather-long-name-of-forty-chars"[:40]
+    routines.queue_put(world.db.conn, world.admin, world.namespace, name, 10)
+    world.publish({"name": "poll", "steps": [{
+        "key": "check", "type": "POLL", "queue": name, "handler": "example.poll", "handler_version": "1",
+        "input": {}, "interval_ms": 1_000, "max_rounds": 3, "timeout_ms": 3_600_000, "task_timeout_ms": 600_000,
+        "result": {"pending": ["PENDING"], "success": ["DONE"]}}]})
+    wf = world.start("poll", {})
+    got, = pulse.task_claim(world.db.conn, "w1", name, limit=1, lease_ms=60_000)
+    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PENDING"})
+    world.db.execute("DELETE FROM weave_queues WHERE name = %s", name)
+    world.db.advance(1_000)
+    orch.drain()
+    cp = _deferral(world, wf, "check")
+    assert cp["attempts"] == 0 and cp["last_error"] == f"QUEUE_NOT_FOUND: queue {name} does not exist"
+
+
 def test_R18_a_definition_document_with_an_unknown_field_is_refused_from_sql_too(world):
     """The Python model refuses unknown keys with a hint; a document sent straight to the routine is refused too."""
     for doc in ('{"name": "x", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1}], "stpes": []}',):
