@@ -201,7 +201,8 @@ def document() -> dict:
             "task": {"type": ["object", "null"], "description": "the current task of a TASK or POLL step: task_id, "
                      "status, attempts_used, max_attempts, lease_holder, lease_expires_at, next_retry_at"},
             "blockers": {"type": "array", "description": "what holds the instance or step back: PAUSED, GATE_CLOSED, "
-                         "DEFERRED (with reason, since, next_check_at), MUTEX_HELD (the current task waits for its "
+                         "DEFERRED (with reason, since, next_check_at, and as detail why: for room, also how many wait "
+                         "before it in the app's or queue's line), MUTEX_HELD (the current task waits for its "
                          "mutex key, held since `since`; detail {mutex_key}) and each open REVIEW reason",
                          "items": {"type": "object", "properties": {
                              "blocker": {"type": "string",

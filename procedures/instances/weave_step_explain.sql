@@ -148,8 +148,20 @@ BEGIN
     UNION ALL
     SELECT 'GATE_CLOSED', status, NULL, NULL, NULL FROM weave_instances WHERE id = v_inst AND gate = 'CLOSED'
     UNION ALL
-    SELECT 'DEFERRED', deferred_reason, deferred_since, available_at, last_error FROM weave_pending_advances
-     WHERE instance_id = v_inst AND step_key IN ('', in_step_key) AND deferred_reason IS NOT NULL
+    -- A deferral for room says where it stands in its line: how many wait before it, and for which app or queue.
+    SELECT 'DEFERRED', c.deferred_reason, c.deferred_since, c.available_at,
+           IF(c.deferred_for IS NULL OR c.deferred_reason NOT IN ('QUOTA_FULL', 'QUEUE_FULL'), c.last_error,
+              CONCAT(c.last_error, '; ',
+                     (SELECT COUNT(*) FROM weave_pending_advances w FORCE INDEX (ix_checkpoint_room_line)
+                       WHERE w.deferred_reason = c.deferred_reason AND w.deferred_for = c.deferred_for
+                         AND (w.deferred_since < c.deferred_since
+                              OR (w.deferred_since = c.deferred_since AND w.id < c.id))),
+                     ' waiting before it for the room of ',
+                     IF(c.deferred_reason = 'QUOTA_FULL',
+                        CONCAT('app ', (SELECT a.name FROM weave_apps a WHERE a.id = c.deferred_for)),
+                        CONCAT('queue ', (SELECT q.name FROM weave_queues q WHERE q.id = c.deferred_for)))))
+      FROM weave_pending_advances c
+     WHERE c.instance_id = v_inst AND c.step_key IN ('', in_step_key) AND c.deferred_reason IS NOT NULL
     UNION ALL
     -- The step's current task, QUEUED, whose mutex key a RUNNING attempt holds: no worker can start it until that
     -- attempt ends, however many are idle. Only the key and since when it is held are told: the holder may be a task

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from procedures import db as dbmod
-from procedures import errors, pulse, signals
+from procedures import errors, pulse, routines, signals
 from tests.sql.test_polls import poll_flow
 from tests.sql.test_pulse import claim, task_flow
 from tests.sql.test_stalls import paused_between_timers
@@ -67,6 +67,22 @@ def test_S17_R18_explain_names_what_holds_the_instance_back(world, orch):
     blockers = {b["blocker"]: b for b in explain(world, wf, "second")["blockers"]}
     assert set(blockers) == {"PAUSED", "DEFERRED"}
     assert blockers["DEFERRED"]["reason"] == "PAUSED" and blockers["DEFERRED"]["next_check_at"]
+
+
+def test_S17_R8_a_deferral_for_room_explains_its_place_in_line(world, orch):
+    """Work waiting for room is told how many wait before it, and for which app or queue (R-8's line)."""
+    routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)
+    world.publish(task_flow())
+    world.start("pay", {"order_id": "holder"})
+    waiting = []
+    for n in range(3):
+        world.db.advance(100)
+        waiting.append(world.start("pay", {"order_id": f"w-{n}"}))
+    details = [next(b for b in explain(world, wf, "work")["blockers"] if b["blocker"] == "DEFERRED")["detail"]
+               for wf in waiting]
+    assert [d.split("; ", 1)[1] for d in details] == [
+        f"{n} waiting before it for the room of app billing" for n in range(3)]
+    assert all(d.startswith("QUOTA_FULL: ") for d in details)
 
 
 @pytest.mark.parametrize("sql_mode", ["", "STRICT_TRANS_TABLES"], ids=["lax", "strict"])
