@@ -15,7 +15,8 @@ CREATE PROCEDURE _weave_provision_put(
     COMMENT 'Internal. Description: creates or updates the app (in_kind app: in_limit is max_in_flight, in_status its
 status) or queue (queue: in_limit is its capacity, in_status NULL) named in_name, and audits it; out_status is the
 app''s status after the call, out_created 1 when the row is new (created with its 16 release stripes). An app put
-ACTIVE that was DISABLED makes the checkpoints deferred APP_DISABLED for it due at once. Errors:
+ACTIVE that was DISABLED makes the checkpoints deferred APP_DISABLED for it due at once, and a quota or capacity
+raised by n makes the first n waiting in its line for room due at once (_weave_room_grown). Errors:
 those of weave_app_put and weave_queue_put.'
     MODIFIES SQL DATA
 BEGIN
@@ -26,6 +27,7 @@ BEGIN
     DECLARE v_id BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_details LONGTEXT;
     DECLARE v_was VARCHAR(16) DEFAULT NULL;  -- the app's status before this put
+    DECLARE v_old_limit BIGINT DEFAULT NULL;  -- its quota, or the queue's capacity, before this put
     DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues
     DECLARE v_wait BIGINT UNSIGNED DEFAULT @@SESSION.innodb_lock_wait_timeout;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN SET SESSION innodb_lock_wait_timeout = v_wait; RESIGNAL; END;
@@ -42,7 +44,8 @@ BEGIN
         -- Decisions take the app's row shared (R-3), and queue behind this exclusive lock while it waits: a second at
         -- most behind a long holder (a Send inside a caller's transaction, S-16), then a lock wait (transient).
         SET SESSION innodb_lock_wait_timeout = LEAST(v_wait, 1);
-        SELECT id, status INTO v_id, v_was FROM weave_apps WHERE namespace_id = v_ns AND name = in_name FOR UPDATE;
+        SELECT id, status, max_in_flight INTO v_id, v_was, v_old_limit
+          FROM weave_apps WHERE namespace_id = v_ns AND name = in_name FOR UPDATE;
         SET SESSION innodb_lock_wait_timeout = v_wait;
         CALL _weave_now(v_now);  -- R-2: after the row's lock, so updated_at follows every slot taken before it
         SET out_status = COALESCE(in_status, v_was, 'ACTIVE');
@@ -57,11 +60,15 @@ BEGIN
                 -- row (a task's slot) while holding a checkpoint this wake must change.
                 CALL _weave_deferrals_wake('APP_DISABLED', v_id, v_now);
             END IF;
+            IF out_status = 'ACTIVE' AND in_limit > v_old_limit THEN
+                CALL _weave_room_grown('QUOTA_FULL', v_id, in_limit - v_old_limit, v_now);  -- new room: its line
+            END IF;
         END IF;
         SET v_details = JSON_OBJECT('name', in_name, 'max_in_flight', in_limit + 0, 'status', out_status);
     ELSE
         SET SESSION innodb_lock_wait_timeout = LEAST(v_wait, 1);  -- as for an app, above
-        SELECT id INTO v_id FROM weave_queues WHERE namespace_id = v_ns AND name = in_name FOR UPDATE;
+        SELECT id, capacity INTO v_id, v_old_limit FROM weave_queues WHERE namespace_id = v_ns AND name = in_name
+           FOR UPDATE;
         SET SESSION innodb_lock_wait_timeout = v_wait;
         CALL _weave_now(v_now);  -- R-2: after the row's lock, so updated_at follows every slot taken before it
         IF v_id IS NULL THEN
@@ -69,6 +76,9 @@ BEGIN
             VALUES (v_ns, in_name, in_limit, v_now, v_now);
         ELSE
             UPDATE weave_queues SET capacity = in_limit, updated_at = v_now WHERE id = v_id;
+            IF in_limit > v_old_limit THEN
+                CALL _weave_room_grown('QUEUE_FULL', v_id, in_limit - v_old_limit, v_now);  -- new room: its line
+            END IF;
         END IF;
         SET v_details = JSON_OBJECT('name', in_name, 'capacity', in_limit + 0);
     END IF;

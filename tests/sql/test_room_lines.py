@@ -308,6 +308,29 @@ def test_R8_waiters_in_the_app_s_line_and_the_queue_s_are_in_one_order_and_never
     assert not any(active(world, wf) for wf in in_app_line[1:] + in_queue_line)
 
 
+@pytest.mark.parametrize("owner", ["app", "queue"])
+def test_R8_a_raised_quota_or_capacity_wakes_as_many_of_the_line_as_it_adds_slots(world, orch, owner):
+    """Room that an operator adds comes with no task's end to wake the line: raising the limit by n makes the first
+    n waiting for it due at once, in order, and a lowered limit wakes no one."""
+    one_slot(world, owner)
+    world.publish(task_flow())
+    world.start("pay", {"order_id": "holder"})
+    waiting = line_up(world, "w", 5)
+
+    def raise_to(limit: int) -> None:
+        if owner == "app":
+            routines.app_put(world.db.conn, world.admin, world.namespace, "billing", limit)
+        else:
+            routines.queue_put(world.db.conn, world.admin, world.namespace, "payments", limit)
+
+    raise_to(3)  # two more slots
+    assert due_now(world) == [world.internal_id(wf) for wf in waiting[:2]]
+    orch.drain()
+    assert [active(world, wf) for wf in waiting] == [True, True, False, False, False]
+    raise_to(2)  # lowered below what is in flight: no one is woken
+    assert due_now(world) == []
+
+
 def test_R8_room_left_over_after_the_line_goes_to_a_creator_that_did_not_wait(world, orch):
     """The line holds back only as many creators as it has work waiting: with two slots free and one waiting, a
     start that did not wait takes the other at once."""
