@@ -7,7 +7,8 @@ CREATE PROCEDURE weave_credential_enable(
         IN in_namespace     VARCHAR(200),
         IN in_credential_id VARCHAR(64))
     COMMENT 'Description: enables a disabled credential of the namespace again: it authenticates again (until its
-expiry, if it has one), and the instances it started take new work again, each at its next check (within a second).
+expiry, if it has one), and the instances it started take new work again: the checks they deferred for it are due at
+once.
 Enabling an active credential is a no-op.
 Parameters: in_token (admin scope and every queue of the credential), in_namespace, in_credential_id (cred_...).
 Result set: credential_id, actor, status.

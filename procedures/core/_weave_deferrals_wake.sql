@@ -5,7 +5,9 @@
 -- those is between its read of the status and its deferral. A decision of a definition with queues reads the app's
 -- status without its row, and may read it just before the enabling commits and defer after it: its deferral's
 -- back-off (at most ten seconds) bounds that. The caller wakes only when the identity or app was disabled until now:
--- then no decision can have read it ACTIVE and be waiting for its row while holding a checkpoint this changes.
+-- then a decision that read it ACTIVE and waits for its row while holding a checkpoint this changes is one that read
+-- it before the disabling, milliseconds ago, and such a deadlock is retried. A deferral whose look is failing has left
+-- its line (weave_candidate_fail) and is not woken: its back-off brings it back.
 CREATE PROCEDURE _weave_deferrals_wake(
         IN in_reason VARCHAR(32),
         IN in_for    BIGINT UNSIGNED,

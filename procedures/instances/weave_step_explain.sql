@@ -30,7 +30,8 @@ task_id (the current task of a TASK or POLL step), task_status, attempts_used, m
 lease_expires_at, next_retry_at.
 Result set 4 (what holds the instance or step back, R-18): blocker (PAUSED, GATE_CLOSED, DEFERRED, MUTEX_HELD: the
 step''s current task is QUEUED behind a RUNNING attempt that holds its mutex key, REVIEW), reason (deferral reason or
-review code), since (for MUTEX_HELD: when the key was taken), next_check_at, detail (for MUTEX_HELD: {mutex_key}).
+review code), since (for MUTEX_HELD: when the key was taken), next_check_at, detail (for DEFERRED: the deferral''s
+text, and for room how many wait before it in its line, of which app or queue; for MUTEX_HELD: {mutex_key}).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
 Rules: S-17, S-8, S-9, S-11.'
     READS SQL DATA
@@ -151,15 +152,17 @@ BEGIN
     -- A deferral for room says where it stands in its line: how many wait before it, and for which app or queue.
     SELECT 'DEFERRED', c.deferred_reason, c.deferred_since, c.available_at,
            IF(c.deferred_for IS NULL OR c.deferred_reason NOT IN ('QUOTA_FULL', 'QUEUE_FULL'), c.last_error,
-              CONCAT(c.last_error, '; ',
+              CONCAT(COALESCE(c.last_error, c.deferred_reason), '; ',
                      (SELECT COUNT(*) FROM weave_pending_advances w FORCE INDEX (ix_checkpoint_room_line)
                        WHERE w.deferred_reason = c.deferred_reason AND w.deferred_for = c.deferred_for
                          AND (w.deferred_since < c.deferred_since
                               OR (w.deferred_since = c.deferred_since AND w.id < c.id))),
                      ' waiting before it for the room of ',
                      IF(c.deferred_reason = 'QUOTA_FULL',
-                        CONCAT('app ', (SELECT a.name FROM weave_apps a WHERE a.id = c.deferred_for)),
-                        CONCAT('queue ', (SELECT q.name FROM weave_queues q WHERE q.id = c.deferred_for)))))
+                        CONCAT('app ', COALESCE((SELECT a.name FROM weave_apps a WHERE a.id = c.deferred_for),
+                                                CONCAT('#', c.deferred_for))),
+                        CONCAT('queue ', COALESCE((SELECT q.name FROM weave_queues q WHERE q.id = c.deferred_for),
+                                                  CONCAT('#', c.deferred_for))))))
       FROM weave_pending_advances c
      WHERE c.instance_id = v_inst AND c.step_key IN ('', in_step_key) AND c.deferred_reason IS NOT NULL
     UNION ALL

@@ -290,9 +290,35 @@ def test_R8_only_an_enabling_wakes_the_work_deferred_for_a_disabled_app(world, o
     assert _deferral(world, wf) == before
     routines.app_put(world.db.conn, admin, ns, "billing", 400, "ACTIVE")
     assert _deferral(world, wf)["available_at"] <= world.db.now()
-    version = _deferral(world, wf)["version"]
-    routines.app_put(world.db.conn, admin, ns, "billing", 300, "ACTIVE")  # ACTIVE already: no second wake
-    assert _deferral(world, wf)["version"] == version
+    # A deferral for it not due yet (as one that read the app disabled just before the enabling leaves it):
+    # a put that finds the app ACTIVE already leaves it as it is.
+    world.db.execute("UPDATE weave_pending_advances SET available_at = %s + INTERVAL 5 SECOND WHERE instance_id = %s",
+                     world.db.now(), world.internal_id(wf))
+    later = _deferral(world, wf)
+    routines.app_put(world.db.conn, admin, ns, "billing", 300, "ACTIVE")  # ACTIVE already: no wake
+    routines.app_put(world.db.conn, admin, ns, "billing", 300)
+    assert _deferral(world, wf) == later
+
+
+def test_R8_only_an_enabling_wakes_the_work_deferred_for_a_disabled_identity(world, orch):
+    """As for an app: enabling a credential that is ACTIVE already wakes nothing."""
+    admin, ns = world.admin, world.namespace
+    bot = world.credential(["workflows:start"], actor="bot")
+    world.publish({"name": "two", "steps": [task_step("first"), task_step("second", after=["first"])]})
+    two = world.start("two", {"order_id": "b"}, token=bot["token"])
+    got, = claim(world, lease_ms=3_600_000)
+    routines.credential_disable(world.db.conn, admin, ns, bot["credential_id"])
+    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {})  # its successor is deferred for the identity
+    deferral = _deferral(world, two)
+    assert deferral["deferred_reason"] == "IDENTITY_DISABLED" and deferral["available_at"] > world.db.now()
+    routines.credential_enable(world.db.conn, admin, ns, bot["credential_id"])
+    assert _deferral(world, two)["available_at"] <= world.db.now()  # enabled: due at once
+    world.db.execute("UPDATE weave_pending_advances SET available_at = %s + INTERVAL 5 SECOND, "
+                     "deferred_reason = 'IDENTITY_DISABLED' WHERE instance_id = %s",
+                     world.db.now(), world.internal_id(two))
+    later = _deferral(world, two)
+    routines.credential_enable(world.db.conn, admin, ns, bot["credential_id"])  # ACTIVE already: no wake
+    assert _deferral(world, two) == later
 
 
 def test_R18_a_round_whose_long_named_queue_is_gone_defers_with_its_reason_whole(world, orch):
