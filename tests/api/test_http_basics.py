@@ -13,6 +13,7 @@ from api.openapi import document
 from procedures import routines
 from tests.api.conftest import auth
 from tests.support import json_only
+from tests.support.signals import resolved_over_sql
 
 TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
 NS = "/v1/namespaces/acme"
@@ -675,13 +676,8 @@ def test_M2_an_output_resolved_over_sql_is_answered_in_the_event_history_as_kept
     """A resolve's output is in its STEP_RESOLVED event. The history parsed it and wrote it again: a number no
     double holds (1e400, which a SQL client may resolve with) came back as Infinity, which is not JSON, so no client
     could read the page, and 12345678901234567890.10 as 1.2345678901234567e+19, another amount than the step's."""
-    world.publish({"name": "quick", "steps": [{**SIGNAL_FLOW["steps"][0], "timeout_ms": 1000}]})
-    wf = world.start("quick", {"order_id": "o1"})
-    world.db.advance(2_000)
-    orch.drain()
     output = '{"n": 1e400, "m": 12345678901234567890.10}'
-    routines.step_resolve(world.db.conn, world.token, world.namespace, wf, "approval", "settled by hand", "res-1",
-                          output_json=output)
+    wf = resolved_over_sql(world, orch, output)
     got = client.simulate_get(f"{NS}/workflows/{wf}/events", headers=auth(world.token))
     assert got.status_code == 200
     events = json_only(got.text)["events"]

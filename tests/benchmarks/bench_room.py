@@ -32,8 +32,7 @@ import sys
 import time
 
 from procedures import db, definitions, installer, invariants, routines
-from tests.benchmarks.common import engine_processes
-from tests.support.waiting import wait_for
+from tests.benchmarks.common import engine_processes, wait_until_counted
 
 
 def prepare(dsn: db.Dsn, instances: int, steps: int, quota: int, task_ms: int) -> None:
@@ -56,13 +55,8 @@ def measure(dsn: db.Dsn, instances: int, steps: int, quota: int) -> dict:
     worker = ["worker", "--handlers", "orchestrator.example_handlers", "--queue", "work", "--concurrency", str(quota),
               "--worker-id", "bench"]
     with engine_processes(dsn, ["orchestrator"], worker), db.connect(dsn) as conn:
-        def done() -> bool:
-            with conn.cursor() as cur:
-                cur.execute("SELECT COUNT(*) AS n FROM weave_instances WHERE status = 'SUCCEEDED'")
-                return cur.fetchone()["n"] == instances
-
-        if not wait_for(done, timeout=600, interval=0.2):
-            raise SystemExit("the instances did not finish in 10 minutes")
+        wait_until_counted(conn, "SELECT COUNT(*) AS n FROM weave_instances WHERE status = 'SUCCEEDED'", instances,
+                           "the instances")
         with conn.cursor() as cur:
             cur.execute("SELECT MIN(created_at) AS first, MAX(finished_at) AS last FROM weave_instances")
             span = cur.fetchone()

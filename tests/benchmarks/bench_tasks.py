@@ -19,8 +19,7 @@ import time
 
 from orchestrator.loop import Orchestrator
 from procedures import db, definitions, installer, invariants, routines
-from tests.benchmarks.common import engine_processes
-from tests.support.waiting import wait_for
+from tests.benchmarks.common import engine_processes, wait_until_counted
 
 
 def prepare(dsn: db.Dsn, tasks: int) -> None:
@@ -51,13 +50,8 @@ def measure(dsn: db.Dsn, tasks: int, workers: int, concurrency: int) -> dict:
     workers_run = [["worker", "--handlers", "orchestrator.example_handlers", "--queue", "work", "--concurrency",
                     str(concurrency), "--worker-id", f"bench-{n}"] for n in range(workers)]
     with engine_processes(dsn, *workers_run), db.connect(dsn) as conn:
-        def done() -> bool:
-            with conn.cursor() as cur:
-                cur.execute("SELECT COUNT(*) AS n FROM pulse_tasks WHERE status = 'SUCCEEDED'")
-                return cur.fetchone()["n"] == tasks
-
-        if not wait_for(done, timeout=600, interval=0.2):
-            raise SystemExit("the workers did not finish the tasks in 10 minutes")
+        wait_until_counted(conn, "SELECT COUNT(*) AS n FROM pulse_tasks WHERE status = 'SUCCEEDED'", tasks,
+                           "the workers' tasks")
         with conn.cursor() as cur:
             cur.execute("SELECT MIN(started_at) AS first, MAX(ended_at) AS last, COUNT(*) AS attempts, "
                         "COUNT(DISTINCT worker_id) AS workers FROM pulse_attempts")

@@ -17,6 +17,7 @@ from pathlib import Path
 from procedures import db as dbmod
 from procedures import installer, invariants
 from tests.support.db import Db, reset
+from tests.support.waiting import wait_for
 from tests.support.world import World
 
 
@@ -47,6 +48,18 @@ def engine_processes(dsn: dbmod.Dsn, *commands: list[str]) -> Iterator[list[subp
             proc.send_signal(signal.SIGTERM)
         for proc in procs:
             proc.wait(timeout=60)
+
+
+def wait_until_counted(conn, sql: str, count: int, what: str, timeout: float = 600) -> None:
+    """Waits until ``sql`` (a ``SELECT COUNT(*) AS n``) counts ``count``; a run that does not get there in
+    ``timeout`` seconds ends the benchmark, saying ``what`` did not finish."""
+    def done() -> bool:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            return cur.fetchone()["n"] == count
+
+    if not wait_for(done, timeout=timeout, interval=0.2):
+        raise SystemExit(f"{what} did not finish in {timeout:g} s")
 
 
 def world_on(dsn: dbmod.Dsn) -> World:

@@ -14,6 +14,7 @@ from orchestrator.cli import EXIT_CODES, EXIT_TIMED_OUT, main
 from orchestrator.loop import Orchestrator
 from procedures import installer, pulse, routines, settings
 from tests.support import json_only
+from tests.support.signals import resolved_over_sql
 
 TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
 POLL = {"name": "poll-flow", "steps": [{"key": "check", "type": "POLL", "queue": "payments",
@@ -712,13 +713,8 @@ def test_M2_workflows_events_json_gives_a_resolved_output_as_kept_as_the_api_doe
     """`workflows events --json` parsed each event's data and wrote it again: the output of a resolve in its
     STEP_RESOLVED event came back as 1.2345678901234567e+19 where the step holds 12345678901234567890.10, and a
     number no double holds as Infinity, which is not JSON."""
-    world.publish(APPROVAL)
-    wf = world.start("approval", {"request_id": "r-1"})
-    world.db.advance(61_000)
-    orch.drain()
     output = '{"n": 1e400, "m": 12345678901234567890.10}'
-    routines.step_resolve(world.db.conn, world.token, world.namespace, wf, "approval", "by hand", "res-1",
-                          output_json=output)
+    wf = resolved_over_sql(world, orch, output)
     code, out, err = weave("workflows", "events", wf, "--json")
     assert code == 0, err
     page = json_only(out)

@@ -39,6 +39,18 @@ def signal_flow(name: str = "approval-flow", *, then_timer: bool = False, before
     return {"name": name, "steps": steps}
 
 
+def resolved_over_sql(world: World, orch, output: str) -> str:
+    """An instance whose SIGNAL step `approval` timed out into review and was then resolved over SQL with ``output``
+    (JSON text as a SQL client sends it, kept as sent): its workflow id."""
+    world.publish(signal_flow("resolvable", timeout_ms=1_000))
+    wf = world.start("resolvable", {"order_id": "o-1"})
+    world.db.advance(2_000)
+    orch.drain()
+    routines.step_resolve(world.db.conn, world.token, world.namespace, wf, "approval", "settled by hand", "res-1",
+                          output_json=output)
+    return wf
+
+
 def send(world: World, workflow_id: str, key: str | None = None, *, token: str | None = None,
          namespace: str | None = None, conn=None, in_tx: bool = False, queued: bool = False, **fields: Any) -> dict:
     """Send with sensible defaults for the `approval` step; any field can be overridden.
