@@ -49,7 +49,9 @@ BEGIN
     -- has its keys read decoded instead (below): JSON_TABLE decodes what it reads, and the keys are a small part.
     SET v_as_written = v_escaped AND LENGTH(in_doc) > 16384;
     SET v_doc = JSON_NORMALIZE(IF(v_escaped AND NOT v_as_written, _weave_json_escapes_canonical(in_doc), in_doc));
-    IF LENGTH(v_doc) <= 16384 THEN
+    -- The pattern compares keys as spelled: never on a text kept as written (whitespace taken out, its normal form may
+    -- be 16 KiB or less with keys in two spellings).
+    IF NOT v_as_written AND LENGTH(v_doc) <= 16384 THEN
         -- Tokens whole (strings as one), and at each { or , a member whose next neighbour has its key.
         SET v_twice = v_doc REGEXP CONCAT('^(?:[^",{]++|"(?:[^"\\\\]++|\\\\.)*+"|[,{])*?',
                                           '[{,]("(?:[^"\\\\]++|\\\\.)*+"):(?&v),\\1:',
@@ -91,7 +93,7 @@ BEGIN
           FROM node;
         -- Then the document is given one spelling after all and walked again (once): about 0.6 s for 1 MiB of dense
         -- escapes, paid by this shape only; as written, {"approved": false, ..., "\u0061pproved": true} would pass.
-        IF v_wide AND v_as_written AND NOT COALESCE(v_twice, FALSE) THEN
+        IF v_wide AND NOT COALESCE(v_twice, FALSE) THEN  -- v_wide: only where the text is kept as written
             SET v_as_written = FALSE;
             SET v_doc = JSON_NORMALIZE(_weave_json_escapes_canonical(in_doc));
             ITERATE walk;

@@ -96,6 +96,16 @@ def test_S1_a_key_spelled_twice_two_ways_is_found_past_16_kib_without_reading_ev
     assert db.scalar("SELECT _weave_json_keys_unique(%s)", dense) == 1
 
 
+def test_S1_a_key_spelled_twice_two_ways_is_found_in_a_document_whose_whitespace_takes_it_past_16_kib(db):
+    """A document over 16 KiB keeps its spelling; its normal form, without the whitespace, may be 16 KiB or less.
+    The whole-text pattern, which compares keys as written, ran on that form and answered: no key twice."""
+    text = '{"approved": false,' + " " * 17_000 + '"\\u0061pproved": true}'
+    assert _twice(text) and len(text) > 16_384
+    got = db.row("SELECT _weave_json_keys_unique(%s) AS once, _weave_json_strict(%s) AS strict, "
+                 "LENGTH(JSON_NORMALIZE(%s)) AS normal", text, text, text)
+    assert got["normal"] <= 16_384 and (got["once"], got["strict"]) == (0, 0)
+
+
 def test_S1_a_key_spelled_twice_two_ways_in_an_object_of_over_2048_members_is_found(db):
     """An object's keys are read decoded one by one in objects of up to 2048 members (reading them is quadratic past
     that), so {"approved": false, <2047 more>, "\\u0061pproved": true} passed: the engine read false, a handler
