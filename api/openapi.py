@@ -8,6 +8,7 @@ from typing import Any
 from procedures.errors import http_codes
 
 from . import schemas
+from .http import IDEMPOTENCY_KEY_MAX
 
 TIME = {"type": "string", "format": "date-time"}
 NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
@@ -60,7 +61,8 @@ NS = {"name": "ns", "in": "path", "required": True, "schema": {"type": "string"}
 WF = {"name": "workflow_id", "in": "path", "required": True, "schema": {"type": "string"}}
 STEP = {"name": "step_key", "in": "path", "required": True, "schema": {"type": "string"}}
 IDEMPOTENCY = {"name": "Idempotency-Key", "in": "header", "required": True,
-               "schema": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^[!-~]+$"}}
+               "schema": {"type": "string", "minLength": 1, "maxLength": IDEMPOTENCY_KEY_MAX,
+                          "pattern": "^[!-~]+$"}}
 COMMON_ERRORS = (401, 403, 404, 503)
 
 

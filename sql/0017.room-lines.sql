@@ -11,7 +11,7 @@
 
 ALTER TABLE weave_pending_advances
     ADD COLUMN deferred_for BIGINT UNSIGNED NULL
-        COMMENT 'The app (QUOTA_FULL) or queue (QUEUE_FULL) whose room the deferral waits for; NULL otherwise, and while the check fails.'
+        COMMENT 'What the deferral waits for: the app (QUOTA_FULL, APP_DISABLED), queue (QUEUE_FULL) or identity (IDENTITY_DISABLED); NULL otherwise, and while the check fails.'
         AFTER deferrals,
     DROP KEY ix_checkpoint_deferred,
     ADD KEY ix_checkpoint_room_line (deferred_reason, deferred_for, deferred_since);

@@ -1,7 +1,7 @@
 -- Inlined: installed as a block in each routine that calls it, not called (procedures/inlining.py).
 -- The refusal of a credential's queues (S-2): a decision about queues the credential does not hold is FORBIDDEN,
 -- naming the first of them. The queues are those of an instance's pinned definition, of a definition published,
--- of a credential created or disabled, or a queue whose capacity is set. Inlined: the authorisation of every
+-- of a credential created, disabled or enabled, or a queue whose capacity is set. Inlined: the authorisation of every
 -- decision asks it for a credential restricted to some queues, without a nested call.
 CREATE PROCEDURE _weave_queues_check(
         IN in_queues  VARCHAR(4096),

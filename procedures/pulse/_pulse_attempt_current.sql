@@ -57,10 +57,12 @@ BEGIN
     SET out_current = 0, out_instance_id = NULL, out_inst_status = NULL;
     SELECT a.task_id, t.instance_id, i.credential_id,
            NOT in_retryable OR t.attempts_used >= t.max_attempts OR t.cancel_requested <> 0,
-           EXISTS (SELECT 1 FROM weave_pending_advances w WHERE w.deferred_reason = 'QUOTA_FULL'
-                      AND w.deferred_for = t.app_id)
-           OR EXISTS (SELECT 1 FROM weave_pending_advances w WHERE w.deferred_reason = 'QUEUE_FULL'
-                         AND w.deferred_for = t.queue_id)
+           -- only where the task may end here: a retry gives no slot back
+           (NOT in_retryable OR t.attempts_used >= t.max_attempts OR t.cancel_requested <> 0)
+           AND (EXISTS (SELECT 1 FROM weave_pending_advances w WHERE w.deferred_reason = 'QUOTA_FULL'
+                           AND w.deferred_for = t.app_id)
+                OR EXISTS (SELECT 1 FROM weave_pending_advances w WHERE w.deferred_reason = 'QUEUE_FULL'
+                              AND w.deferred_for = t.queue_id))
       INTO v_task, v_inst, v_cred, v_may_end, out_lines
       FROM pulse_attempts a
       LEFT JOIN pulse_tasks t ON t.id = a.task_id

@@ -27,12 +27,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 
 from procedures import db, definitions, installer, invariants, routines
-from tests.benchmarks.common import engine_processes, wait_until_counted
+from tests.benchmarks.common import engine_processes, percentile, wait_until_counted
 
 
 def prepare(dsn: db.Dsn, instances: int, steps: int, quota: int, task_ms: int) -> None:
@@ -51,7 +50,7 @@ def prepare(dsn: db.Dsn, instances: int, steps: int, quota: int, task_ms: int) -
                                     idempotency_key=f"b-{n}", deadline_ms=86_400_000)
 
 
-def measure(dsn: db.Dsn, instances: int, steps: int, quota: int) -> dict:
+def measure(dsn: db.Dsn, instances: int, quota: int) -> dict:
     worker = ["worker", "--handlers", "orchestrator.example_handlers", "--queue", "work", "--concurrency", str(quota),
               "--worker-id", "bench"]
     with engine_processes(dsn, ["orchestrator"], worker), db.connect(dsn) as conn:
@@ -79,15 +78,15 @@ def measure(dsn: db.Dsn, instances: int, steps: int, quota: int) -> dict:
                     if any(later[0]["created_at"] < chain[0]["created_at"] for later in firsts[n + quota:]))
     return {"seconds": round(seconds, 3), "tasks_per_s": round(len(tasks) / seconds, 1),
             "slots_busy": round(held / (quota * seconds), 3),
-            "gap_ms": {"p50": round(statistics.median(gaps), 1) if gaps else None,
+            "gap_ms": {"p50": round(percentile(gaps, 50), 1) if gaps else None,
                        "max": round(max(gaps), 1) if gaps else None},
-            "first_task_wait_s": {"p50": round(statistics.median(waits), 3), "max": round(max(waits), 3)},
+            "first_task_wait_s": {"p50": round(percentile(waits, 50), 3), "max": round(max(waits), 3)},
             "overtaken": overtaken}
 
 
 def waiting(server: db.Dsn, waiters: int, seconds: float) -> dict:
     """N instances deferred for one app's full quota, and the timers of another app due meanwhile."""
-    dsn = server.with_database(f"weave_bench_room_{os.getpid()}_waiters")
+    dsn = server.with_database(f"{server.database}_room_{os.getpid()}_waiters")
     try:
         installer.migrate(dsn)
         with db.connect(dsn) as conn:
@@ -124,18 +123,18 @@ def waiting(server: db.Dsn, waiters: int, seconds: float) -> dict:
                 late = [float(r["ms"]) for r in cur.fetchall() if r["ms"] is not None]
             invariants.check(conn)
         return {"waiters": waiters, "seconds": seconds, "looks_per_s": round(rate, 1), "timers_settled": len(late),
-                "timer_lateness_ms": {"p50": round(statistics.median(late), 1) if late else None,
-                                      "p99": round(late[int(len(late) * 0.99) - 1], 1) if late else None}}
+                "timer_lateness_ms": {"p50": round(percentile(late, 50), 1) if late else None,
+                                      "p99": round(percentile(late, 99), 1) if late else None}}
     finally:
         with db.connect(dsn, database=False) as conn, conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{dsn.database}`")
 
 
 def run(server: db.Dsn, name: str, instances: int, steps: int, quota: int, task_ms: int) -> dict:
-    dsn = server.with_database(f"weave_bench_room_{os.getpid()}_{name}")
+    dsn = server.with_database(f"{server.database}_room_{os.getpid()}_{name}")
     try:
         prepare(dsn, instances, steps, quota, task_ms)
-        return measure(dsn, instances, steps, quota)
+        return measure(dsn, instances, quota)
     finally:
         with db.connect(dsn, database=False) as conn, conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{dsn.database}`")

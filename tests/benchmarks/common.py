@@ -71,7 +71,6 @@ def world_on(dsn: dbmod.Dsn) -> World:
 def wait_until_connected(db: Db, processes: int, timeout: float = 60) -> None:
     """Until ``processes`` other sessions are connected to ``db``'s database: each started engine process has
     imported its code and passed its level check, so a timed run that starts now does not time their boot."""
-    from tests.support.waiting import wait_for
 
     assert wait_for(lambda: db.scalar("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() "
                                       "AND ID <> CONNECTION_ID()") >= processes, timeout=timeout, interval=0.1), \

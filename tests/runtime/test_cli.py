@@ -722,7 +722,7 @@ def test_M2_workflows_events_json_gives_a_resolved_output_as_kept_as_the_api_doe
     assert f'"data": {{"output": {output}, ' in out
 
 
-def test_S4_an_action_prints_the_kept_values_with_every_digit_as_show_and_the_api_do(weave, world, orch):
+def test_M2_an_action_prints_the_kept_values_with_every_digit_as_show_and_the_api_do(weave, world, orch):
     """An action's --json printed the instance parsed and written again: the output a resolve settled the step with,
     12345678901234567890.10, came back as 1.2345678901234567e+19 (and the instance's input with it), where
     `workflows show --json` and the API's answer to the same action give it as kept."""

@@ -9,6 +9,7 @@ from procedures import db as dbmod
 from procedures import errors, pulse, routines, signals
 from tests.sql.test_polls import poll_flow
 from tests.sql.test_pulse import claim, task_flow
+from tests.sql.test_room_lines import line_up
 from tests.sql.test_stalls import paused_between_timers
 
 
@@ -69,15 +70,12 @@ def test_S17_R18_explain_names_what_holds_the_instance_back(world, orch):
     assert blockers["DEFERRED"]["reason"] == "PAUSED" and blockers["DEFERRED"]["next_check_at"]
 
 
-def test_S17_R8_a_deferral_for_room_explains_its_place_in_line(world, orch):
+def test_S17_R8_a_deferral_for_room_explains_its_place_in_line(world):
     """Work waiting for room is told how many wait before it, and for which app or queue (R-8's line)."""
     routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)
     world.publish(task_flow())
     world.start("pay", {"order_id": "holder"})
-    waiting = []
-    for n in range(3):
-        world.db.advance(100)
-        waiting.append(world.start("pay", {"order_id": f"w-{n}"}))
+    waiting = line_up(world, "w", 3)
     details = [next(b for b in explain(world, wf, "work")["blockers"] if b["blocker"] == "DEFERRED")["detail"]
                for wf in waiting]
     assert [d.split("; ", 1)[1] for d in details] == [
@@ -104,7 +102,6 @@ def test_S17_a_reactivated_signal_step_before_its_wait_opens_explains_its_signal
     """After reactivation the step is PENDING at k+1 with no wait until the ROOT advance (here, until resume): a
     signal for k+1 is waiting for that activation, and one for k is stale. A PENDING signal for k+1 used to be
     explained as STEP_SETTLED, a reason that was not true of it."""
-    from procedures import routines
     from tests.sql.test_signals import started
     from tests.support.signals import reactivate, send, signal_flow
 
@@ -125,7 +122,6 @@ def test_S17_a_reactivated_signal_step_before_its_wait_opens_explains_its_signal
 def test_S17_K1_R18_a_task_waiting_for_its_mutex_key_names_it_among_the_blockers(world, orch):
     """A QUEUED task whose mutex key a RUNNING attempt holds cannot start however many workers are idle: explain says
     so (the key, held since when), and says nothing once the key is free or for a task with no key."""
-    from procedures import routines
 
     world.publish(task_flow(mutex_key="$.input.account"))
     first = world.start("pay", {"order_id": "a", "account": "acct-1"})

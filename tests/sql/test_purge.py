@@ -605,7 +605,7 @@ def _purged_while_it_waits(world, identity: int, call) -> object:
 
 
 @pytest.mark.parametrize("action", ["cancel", "pause", "deadline"])
-def test_C6_an_action_waiting_on_an_instance_a_purge_removes_answers_not_found(world, orch, action):
+def test_C6_an_action_waiting_on_an_instance_a_purge_removes_answers_not_found(world, action):
     """An operator action authorises with an unlocked read of the instance, then waits in R-3 order for the instance's
     identity and the instance. When a purge removes the instance meanwhile, the action answers NOT_FOUND (404), as
     one that came after the purge does: never a database error, and nothing written."""
@@ -624,7 +624,7 @@ def test_C6_an_action_waiting_on_an_instance_a_purge_removes_answers_not_found(w
     assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE instance_id = %s", world.internal_id(wf)) == 0
 
 
-def test_R4_a_start_replay_that_waits_while_a_purge_removes_its_instance_starts_a_new_one(world, orch):
+def test_R4_a_start_replay_that_waits_while_a_purge_removes_its_instance_starts_a_new_one(world):
     """A start replay finds the instance of its key with a plain read, then waits for its credential (R-3). When a
     purge removes that instance meanwhile, the request starts a new instance, as a start after the purge does: never
     an answer without an instance (a server error)."""

@@ -15,15 +15,14 @@ from procedures import db as dbmod
 from procedures import invariants, pulse, routines
 from tests.benchmarks.statements import counted
 from tests.sql.test_polls import poll_flow
-from tests.sql.test_pulse import task_flow
+from tests.sql.test_pulse import claim, task_flow
 
 RESULT_PENDING = {"status": "PENDING"}
 
 
 def claim_one(world, worker: str = "w1") -> dict:
-    got = pulse.task_claim(world.db.conn, worker, "payments", limit=1, lease_ms=60_000)
-    assert len(got) == 1, "expected exactly one claimable task"
-    return got[0]
+    got, = claim(world, worker, lease_ms=60_000)
+    return got
 
 
 def finish_one(world) -> None:
@@ -54,12 +53,12 @@ def line_of(world, owner: str) -> tuple[str, int]:
     return "QUEUE_FULL", world.db.scalar("SELECT id FROM weave_queues WHERE name = 'payments'")
 
 
-def one_slot(world, owner: str) -> None:
-    """Room for one task in flight: the app's quota, or the queue's capacity."""
+def one_slot(world, owner: str, limit: int = 1) -> None:
+    """Room for ``limit`` tasks in flight (one by default): the app's quota, or the queue's capacity."""
     if owner == "app":
-        routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)
+        routines.app_put(world.db.conn, world.admin, world.namespace, "billing", limit)
     else:
-        routines.queue_put(world.db.conn, world.admin, world.namespace, "payments", 1)
+        routines.queue_put(world.db.conn, world.admin, world.namespace, "payments", limit)
 
 
 def line_up(world, prefix: str, n: int, **start) -> list[str]:
@@ -105,7 +104,7 @@ def test_R8_work_deferred_for_room_gets_it_in_the_order_it_began_to_wait(world, 
     assert world.db.in_flight(owner) == 1
 
 
-def test_R8_a_step_behind_a_finished_task_takes_its_slot_at_once_when_nothing_waits_before_it(world, orch):
+def test_R8_a_step_behind_a_finished_task_takes_its_slot_at_once_when_nothing_waits_before_it(world):
     """A chain of steps at a quota of one: each report gives its slot back before it settles its step, so the
     successor takes that slot in the report's own transaction, ten steps without the clock moving."""
     routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)
@@ -214,7 +213,7 @@ def test_R8_a_look_for_room_backs_off_but_no_later_than_a_second_for_each_one_be
     routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)
     world.publish(task_flow(task_timeout_ms=3_600_000))
     world.start("pay", {"order_id": "holder"})
-    pulse.task_claim(world.db.conn, "w1", "payments", limit=1, lease_ms=3_600_000)  # its task runs on
+    claim(world, lease_ms=3_600_000)  # its task runs on
     line = []
     for n in range(12):
         world.db.advance(100)
@@ -317,17 +316,11 @@ def test_R8_a_raised_quota_or_capacity_wakes_as_many_of_the_line_as_it_adds_slot
     world.start("pay", {"order_id": "holder"})
     waiting = line_up(world, "w", 5)
 
-    def raise_to(limit: int) -> None:
-        if owner == "app":
-            routines.app_put(world.db.conn, world.admin, world.namespace, "billing", limit)
-        else:
-            routines.queue_put(world.db.conn, world.admin, world.namespace, "payments", limit)
-
-    raise_to(3)  # two more slots
+    one_slot(world, owner, 3)  # two more slots
     assert due_now(world) == [world.internal_id(wf) for wf in waiting[:2]]
     orch.drain()
     assert [active(world, wf) for wf in waiting] == [True, True, False, False, False]
-    raise_to(2)  # lowered below what is in flight: no one is woken
+    one_slot(world, owner, 2)  # lowered below what is in flight: no one is woken
     assert due_now(world) == []
 
 
@@ -348,7 +341,7 @@ def test_R8_room_left_over_after_the_line_goes_to_a_creator_that_did_not_wait(wo
     assert world.db.in_flight() == 3
 
 
-def test_R8_no_statement_for_the_line_when_nothing_waits(world, orch):
+def test_R8_no_statement_for_the_line_when_nothing_waits(world):
     """A report and a start of an app that nothing waits for run the same statements with lines as without: the
     look at the lines is part of reads they make anyway. With work waiting, a report runs the wake."""
     world.publish(task_flow())
@@ -373,7 +366,7 @@ def test_R8_no_statement_for_the_line_when_nothing_waits(world, orch):
 
 
 @pytest.mark.breaks_invariants("M-4.7c")
-def test_M4_7c_a_checkpoint_in_a_line_it_has_nothing_to_do_with_is_a_broken_invariant(world, orch):
+def test_M4_7c_a_checkpoint_in_a_line_it_has_nothing_to_do_with_is_a_broken_invariant(world):
     """A checkpoint in another app's line would hold that app's creators back and never be woken by its own app's
     releases."""
     routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 1)

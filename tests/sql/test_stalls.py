@@ -275,7 +275,7 @@ def test_R8_R18_work_deferred_for_a_disabled_identity_or_app_backs_off_and_its_e
     assert root is None or world.step(root, "work")["status"] == "ACTIVE"
 
 
-def test_R8_only_an_enabling_wakes_the_work_deferred_for_a_disabled_app(world, orch):
+def test_R8_only_an_enabling_wakes_the_work_deferred_for_a_disabled_app(world):
     """A put of an app that is ACTIVE already (a new quota) changes no deferral: only the put that enables a disabled
     app wakes what waited for it. (A wake there would wait for decisions that read the app ACTIVE and wait in turn
     for the app's row, which the put holds.)"""
@@ -300,7 +300,7 @@ def test_R8_only_an_enabling_wakes_the_work_deferred_for_a_disabled_app(world, o
     assert _deferral(world, wf) == later
 
 
-def test_R8_only_an_enabling_wakes_the_work_deferred_for_a_disabled_identity(world, orch):
+def test_R8_only_an_enabling_wakes_the_work_deferred_for_a_disabled_identity(world):
     """As for an app: enabling a credential that is ACTIVE already wakes nothing."""
     admin, ns = world.admin, world.namespace
     bot = world.credential(["workflows:start"], actor="bot")
@@ -412,7 +412,7 @@ def test_R18_T1_P1_a_step_at_the_limits_of_its_numbers_is_published_from_sql(wor
 
 
 @pytest.mark.parametrize("kind, member, value", PAST_THE_LIMITS, ids=[f"{k}-{m}-{v!r}" for k, m, v in PAST_THE_LIMITS])
-def test_R18_T1_P1_a_step_number_past_its_limits_is_refused_from_sql_too(world, orch, kind, member, value):
+def test_R18_T1_P1_a_step_number_past_its_limits_is_refused_from_sql_too(world, kind, member, value):
     """The validator keeps every number of a step in its range; a document sent straight to the routine was
     published with any. Its instances then failed at start with a raw server error (a datetime overflow, a column
     that cannot be NULL), a timer of 0 ms fired at once, a poll's interval overflowed only when a round answered
