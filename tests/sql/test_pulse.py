@@ -1196,15 +1196,15 @@ def test_R8_M4_7_a_release_not_committed_yet_still_counts_and_no_creation_waits_
         with releasing.cursor() as cur:  # a task's end of the app, not committed yet, on every stripe it could use
             cur.execute("START TRANSACTION")
             cur.execute("UPDATE pulse_slot_releases SET released = released + 1")
+        # Any wait for the release's locks would end in a lock wait error (1205): they are held until the end.
         world.db.execute("SET SESSION innodb_lock_wait_timeout = 2")
-        began = time.monotonic()
         second = world.start("pay", {"order_id": "o-2"})
         root = world.db.row("SELECT * FROM weave_pending_advances WHERE instance_id = %s AND step_key = ''",
                             world.internal_id(second))
         assert root["last_error"].startswith("QUOTA_FULL") and world.step(second, "work")["status"] == "PENDING"
         routines.app_put(world.db.conn, world.admin, world.namespace, "billing", 3)
         third = world.start("pay", {"order_id": "o-3"})  # room for one more than waits: its task is created at once
-        assert world.step(third, "work")["status"] == "ACTIVE" and time.monotonic() - began < 2
+        assert world.step(third, "work")["status"] == "ACTIVE"
         assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks") == 2
     finally:
         releasing.rollback()
