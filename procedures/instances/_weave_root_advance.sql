@@ -41,6 +41,8 @@ BEGIN
     DECLARE v_unfinished INT;
     DECLARE v_ready INT;
     DECLARE v_readiness VARCHAR(64);  -- ready steps 'count:position:id' (count 0: none)
+    DECLARE v_list VARCHAR(1024) DEFAULT NULL;  -- when several are ready: the first in_budget ids, comma-separated
+    DECLARE v_listed INT DEFAULT 0;  -- how many ids v_list holds
     DECLARE v_why VARCHAR(64) DEFAULT NULL;
     DECLARE v_last BOOLEAN;  -- the instance is RUNNING and every step has SUCCEEDED: it ends here (R-9)
     DECLARE v_event_no INT UNSIGNED;  -- the instance's event_seq: in_event's number, when there is one
@@ -53,12 +55,14 @@ BEGIN
     -- open steps finds nothing when none is left, and skips most of its planning (the settlement of a last step:
     -- about 45 us of database CPU for the read, 115-145 with the count's subquery, 20,000 times in a loop). A
     -- step's unfinished after-steps are an anti-join, not a NOT EXISTS: a dependent subquery gets a cache, which
-    -- is a temporary table for every read. Activating a step changes no other step's readiness, so the walk below
-    -- looks for a next ready step only while some remain.
+    -- is a temporary table for every read. The instance's steps are read through their key, never by a scan: where
+    -- a few large instances are most of the table (a new installation) the optimizer would rather scan it, and the
+    -- read would grow with every other instance. Activating a step changes no other step's readiness, so when
+    -- several are ready the walk below reads their list once.
     SELECT i.status, i.control, i.gate, i.deadline_at, i.definition_id, c.status, a.status, i.credential_id, i.app_id,
            i.open_steps, i.event_seq,
            (SELECT CONCAT(COUNT(*), ':', COALESCE(MIN(CONCAT(LPAD(s.position, 10, '0'), ':', s.id)), ''))
-              FROM weave_steps s
+              FROM weave_steps s FORCE INDEX (uq_step_key)
               LEFT JOIN (weave_definition_edges e
                          JOIN weave_steps p ON p.instance_id = in_instance_id AND p.step_key = e.after_key
                           AND p.status <> 'SUCCEEDED')
@@ -139,6 +143,37 @@ BEGIN
             LEAVE root;
         END IF;
 
+        IF v_ready > 1 AND in_budget > 1 THEN
+            -- Several steps are ready: the first in_budget of them, in the order the walk activates them, are read
+            -- once. A readiness read goes over every step of the instance, so reading the next ready step after
+            -- each activation would cost a fan-out of n steps n reads of n steps. Activating a step changes no
+            -- other step's readiness, and every writer of the instance's steps holds its row, so the list stays
+            -- true through the walk. It is fetched whole before any step is activated: the cursor's NOT FOUND
+            -- handler must not be in scope of the activations' calls.
+            ready: BEGIN
+                DECLARE v_id BIGINT UNSIGNED;
+                DECLARE v_end BOOLEAN DEFAULT FALSE;
+                DECLARE c_ready CURSOR FOR
+                    SELECT s.id FROM weave_steps s FORCE INDEX (uq_step_key)
+                      LEFT JOIN (weave_definition_edges e
+                                 JOIN weave_steps p ON p.instance_id = in_instance_id AND p.step_key = e.after_key
+                                  AND p.status <> 'SUCCEEDED')
+                        ON e.definition_id = v_def AND e.step_key = s.step_key
+                     WHERE s.instance_id = in_instance_id AND s.status = 'PENDING' AND e.step_key IS NULL
+                     ORDER BY s.position, s.id LIMIT in_budget;
+                DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_end = TRUE;
+                OPEN c_ready;
+                ids: LOOP
+                    FETCH c_ready INTO v_id;
+                    IF v_end THEN
+                        LEAVE ids;
+                    END IF;
+                    SET v_list = CONCAT_WS(',', v_list, v_id), v_listed = v_listed + 1;
+                END LOOP;
+                CLOSE c_ready;
+            END ready;
+        END IF;
+
         WHILE v_step IS NOT NULL AND v_done < in_budget DO
             CALL _weave_step_activate(in_namespace_id, in_instance_id, v_step, in_now, v_result, v_waits_for);
             IF v_result = 'REVIEW' THEN
@@ -154,8 +189,8 @@ BEGIN
                 LEAVE root;
             END IF;
             SET v_done = v_done + 1, v_ready = v_ready - 1, v_step = NULL;
-            IF v_ready > 0 AND v_done < in_budget THEN
-                CALL _weave_step_next_ready(in_instance_id, v_def, v_step);
+            IF v_ready > 0 AND v_done < v_listed THEN
+                SET v_step = CAST(SUBSTRING_INDEX(SUBSTRING_INDEX(v_list, ',', v_done + 1), ',', -1) AS UNSIGNED);
             END IF;
         END WHILE;
 

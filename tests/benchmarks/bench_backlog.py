@@ -3,7 +3,12 @@
 takes (its index order is its ORDER BY), and room for a new task is read from the in-flight counters, not
 counted from the task rows.
 
-    python -m tests.benchmarks.bench_backlog [--backlogs 10,1000,100000]
+Then against the instance's own size: a settlement whose walk activates a full walk's worth of ready successors
+(31) in a fan-out of 33 and of 256 steps (the most a definition has), with several instances of the definition in
+the table. Which steps are ready is read from the instance's steps, through its key, once per walk: a walk's rows
+grow with the steps of its own instance only, and an activation adds the same rows whatever that size.
+
+    python -m tests.benchmarks.bench_backlog [--backlogs 10,1000,100000] [--fan-outs 33,256]
 
 Rows read are the session's Handler_read_* deltas (every index entry or row the storage engine handed up).
 """
@@ -15,7 +20,7 @@ import argparse
 from procedures import db as dbmod
 from tests.benchmarks.bench_scan import seq
 from tests.benchmarks.common import check_invariants, figure, fresh_database, world_on
-from tests.benchmarks.statements import POLL_FLOW
+from tests.benchmarks.statements import POLL_FLOW, counted
 
 READS = "SHOW SESSION STATUS WHERE Variable_name LIKE 'Handler_read%%'"
 
@@ -74,9 +79,32 @@ def measure(world) -> dict:
     return {"claim_rows_read": claim_reads, "round_start_rows_read": create_reads}
 
 
+def fan_out(world, steps: int, instances: int = 5) -> dict:
+    """A fan-out of ``steps`` steps (one first, ``steps - 2`` after it, one joining them all): the settlement of the
+    first, whose walk activates 31 successors, in the last of ``instances`` instances started one after another.
+    Its statements and rows read per activation."""
+    db = world.db
+    name = f"fan-{steps}"
+    world.publish({"name": name, "steps": [{"key": "first", "type": "TIMER", "delay_ms": 1000}] + [
+        {"key": f"p{i}", "type": "TIMER", "delay_ms": 1000, "after": ["first"]} for i in range(steps - 2)] + [
+        {"key": "join", "type": "TIMER", "delay_ms": 1000, "after": [f"p{i}" for i in range(steps - 2)]}]})
+    for _ in range(instances):
+        inst = int(world.start(name).removeprefix("wf_"))
+        db.advance(1001)
+        cp = db.scalar("SELECT id FROM weave_pending_advances WHERE instance_id = %s AND step_key = 'first'", inst)
+        with counted(db.conn) as n:
+            outcome = dbmod.call(db.conn, "weave_checkpoint_advance", cp)[0][0]["outcome"]
+        assert outcome == "SETTLED", outcome
+    activated = db.scalar("SELECT COUNT(*) FROM weave_steps WHERE instance_id = %s AND status = 'ACTIVE'", inst)
+    assert activated == 31, activated
+    return {"statements_per_activation": round(n["statements"] / activated, 1),
+            "rows_read_per_activation": round(n["rows_read"] / activated, 1)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backlogs", default="10,1000,100000")
+    parser.add_argument("--fan-outs", default="33,256", help="steps of each fan-out definition (33..256)")
     args = parser.parse_args()
     dsn = fresh_database("weave_bench_backlog")
     world = world_on(dsn)
@@ -86,6 +114,8 @@ def main() -> None:
         queue_backlog(world, backlog - have)
         have = backlog
         figure("rows read vs backlog", queued=backlog, **measure(world))
+    for steps in (int(s) for s in args.fan_outs.split(",")):
+        figure("rows read vs the instance's steps", steps=steps, **fan_out(world, steps))
     check_invariants(dsn)
 
 

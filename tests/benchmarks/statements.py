@@ -335,6 +335,15 @@ def decisions(stage: Stage) -> dict[str, dict[str, int]]:
     measure("timer settle, its successor activated", "weave_checkpoint_advance", _checkpoint(db, wf, "first"))
     assert world.instance(wf)["steps"][1]["status"] == "ACTIVE"
 
+    # A fan-out: the settlement activates three successors in one walk (hour-long timers, which no later scan here
+    # finds due).
+    world.publish({"name": "count-fan", "steps": [{"key": "first", "type": "TIMER", "delay_ms": 1000}] + [
+        {"key": f"then{i}", "type": "TIMER", "delay_ms": 3_600_000, "after": ["first"]} for i in range(3)]})
+    wf = world.start("count-fan", key=stage._key("f"))
+    db.advance(1001)
+    measure("timer settle, three successors activated", "weave_checkpoint_advance", _checkpoint(db, wf, "first"))
+    assert [s["status"] for s in world.instance(wf)["steps"]] == ["SUCCEEDED"] + ["ACTIVE"] * 3
+
     # The same settlement for ten timers due together, in one weave_candidates_advance call (per timer).
     wfs = [world.start("count-timer", key=stage._key("t")) for _ in range(10)]
     db.advance(1001)

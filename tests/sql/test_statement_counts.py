@@ -16,6 +16,7 @@ DECISIONS = {
     "start (TIMER, activated by the start)": 29,
     "timer settle": 17,
     "timer settle, its successor activated": 26,
+    "timer settle, three successors activated": 45,
     "timer settle, 10 in one call (each)": 16.2,
     "start (SIGNAL, activated by the start)": 31,
     "signal checkpoint before its deadline": 9,

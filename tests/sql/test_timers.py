@@ -7,6 +7,7 @@ import datetime as dt
 import pymysql
 import pytest
 
+from procedures import db as dbmod
 from procedures import errors, invariants
 
 HOUR = 3_600_000
@@ -283,6 +284,45 @@ def test_R7_at_most_32_step_changes_per_transaction(world, orch):
     assert [s["status"] for s in world.instance(wf)["steps"]].count("ACTIVE") == 40
     activations = [e for e in world.events(wf) if e["type"] == "STEP_ACTIVATED"]
     assert len(activations) == 40
+
+
+def settle(world, wf: str, step_key: str) -> str:
+    """The outcome of one advance of the checkpoint of ``step_key``."""
+    candidate = world.db.scalar("SELECT id FROM weave_pending_advances WHERE instance_id = %s AND step_key = %s",
+                                world.internal_id(wf), step_key)
+    return dbmod.call(world.db.conn, "weave_checkpoint_advance", candidate)[0][0]["outcome"]
+
+
+def test_R7_a_settlement_activates_its_ready_successors_in_definition_order_and_no_other(world, orch):
+    """Ready steps between steps that are not ready, and more of them than one walk activates: the walk takes the
+    ready ones in the definition's order, leaves the rest for the ROOT checkpoint, and never a step still waiting."""
+    steps = [{"key": "a", "type": "TIMER", "delay_ms": 1000}, {"key": "slow", "type": "TIMER", "delay_ms": 60_000}]
+    for i in range(40):
+        steps.append({"key": f"s{i:02d}", "type": "TIMER", "delay_ms": 60_000,
+                      "after": ["a", "slow"] if i % 3 == 1 else ["a"]})
+    world.publish({"name": "fan-between", "steps": steps})
+    wf = world.start("fan-between")
+    world.db.advance(1_001)
+    assert settle(world, wf, "a") == "SETTLED"
+    ready = [f"s{i:02d}" for i in range(40) if i % 3 != 1]  # 27 of them, fewer than one walk's 31
+    activated = [e["step_key"] for e in world.events(wf) if e["type"] == "STEP_ACTIVATED"]
+    assert activated == ["a", "slow"] + ready
+    status = {s["key"]: s["status"] for s in world.instance(wf)["steps"]}
+    assert [k for k, v in status.items() if v == "PENDING"] == [f"s{i:02d}" for i in range(40) if i % 3 == 1]
+
+    steps = [{"key": "a", "type": "TIMER", "delay_ms": 1000}]
+    steps += [{"key": f"s{i:02d}", "type": "TIMER", "delay_ms": 60_000, "after": ["a"]} for i in range(40)]
+    world.publish({"name": "fan-wide", "steps": steps})
+    wf = world.start("fan-wide")
+    world.db.advance(1_001)
+    assert settle(world, wf, "a") == "SETTLED"
+    activated = [e["step_key"] for e in world.events(wf) if e["type"] == "STEP_ACTIVATED"]
+    assert activated == ["a"] + [f"s{i:02d}" for i in range(31)]  # one walk's budget, in order
+    orch.drain()
+    activated = [e["step_key"] for e in world.events(wf) if e["type"] == "STEP_ACTIVATED"]
+    assert activated == ["a"] + [f"s{i:02d}" for i in range(40)]
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances WHERE instance_id = %s AND step_key = ''",
+                           world.internal_id(wf)) == 0
 
 
 def test_R7_successor_activates_only_when_all_after_steps_succeeded(world, orch):
