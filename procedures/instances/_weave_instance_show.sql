@@ -29,7 +29,7 @@ BEGIN
            w.settled_at, p.rounds_used, p.max_rounds, p.next_poll_at, p.poll_deadline,
            IF(p.current_task_id IS NULL, NULL, CONCAT('tsk_', p.current_task_id)) AS current_task_id,
            p.state AS poll_state
-      FROM weave_steps s
+      FROM weave_steps s FORCE INDEX (uq_step_key)
       LEFT JOIN weave_activations act FORCE INDEX (PRIMARY) ON act.id = s.activation_id
       LEFT JOIN weave_waits w FORCE INDEX (uq_wait_activation) ON w.activation_id = s.activation_id
       LEFT JOIN weave_poll_states p FORCE INDEX (PRIMARY) ON p.activation_id = s.activation_id

@@ -92,7 +92,8 @@ BEGIN
                         SET v_sources = JSON_EXTRACT(v_compiled, '$.*.bindings[*][1]');
                         SELECT IF(LOCATE('"$.input', v_sources) > 0, i.input, NULL), COALESCE(
                                    (SELECT JSON_OBJECTAGG(s.step_key, CAST(COALESCE(s.output, 'null') AS CHAR))
-                                      FROM weave_steps s WHERE s.instance_id = i.id AND s.status = 'SUCCEEDED'
+                                      FROM weave_steps s FORCE INDEX (uq_step_key)
+                                     WHERE s.instance_id = i.id AND s.status = 'SUCCEEDED'
                                        AND (LOCATE(CONCAT('"$.steps.', s.step_key, '.output'), v_sources) > 0
                                             OR LOCATE(CONCAT('"$.steps.\\"', s.step_key, '\\".output'),
                                                       v_sources) > 0)),
