@@ -212,7 +212,12 @@ class Checker:
                 return value, value
             source = self.expression(value, field, index)
             destination = sql_path(target)
-            if len(destination) > MAX_PATH_CHARS:
+            dashed = _dashed(target)
+            if dashed is not None:
+                self.error(field, "INVALID_VALUE",
+                           f"an expression's place is inside the member {_describe(dashed)}, whose name begins with "
+                           "'-': the database's JSON paths cannot name it, so the value could never be put there")
+            elif len(destination) > MAX_PATH_CHARS:
                 self.error(field, "INVALID_VALUE",
                            f"the JSON path to this member of input is {len(destination):,} characters long, "
                            f"more than the {MAX_PATH_CHARS:,} an expression's place may take")
@@ -255,6 +260,12 @@ class Checker:
             self.error(field, "BAD_EXPRESSION",
                        f"an expression reads at most {MAX_PATH_LEGS} members and indexes deep, got {len(segments)}")
             return None
+        dashed = _dashed(segments)
+        if dashed is not None:
+            self.error(field, "BAD_EXPRESSION",
+                       f"the member {_describe(dashed)} begins with '-', which the database's JSON paths cannot name, "
+                       f"so {_describe(text)} could never be read")
+            return None
         head = segments[0] if segments else None
         if head == "steps":
             if len(segments) < 3 or not isinstance(segments[1], str) or segments[2] != "output":
@@ -281,3 +292,9 @@ class Checker:
                        f"got {len(source):,}")
             return None
         return source
+
+
+def _dashed(segments: tuple[str | int, ...] | list[str | int]) -> str | None:
+    """The first member name among ``segments`` that begins with "-", which no MariaDB JSON path can name (it
+    refuses `$."-a"` as a syntax error), or None."""
+    return next((s for s in segments if isinstance(s, str) and s.startswith("-")), None)

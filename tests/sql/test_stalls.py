@@ -10,6 +10,7 @@ import pytest
 
 from procedures import db as dbmod
 from procedures import errors, pulse, routines
+from procedures.definitions import DefinitionError
 from tests.sql.test_pulse import claim, task_flow, task_step
 from tests.support.signals import send, signal_flow
 
@@ -28,6 +29,25 @@ def test_R18_a_definition_naming_a_missing_queue_is_refused_at_publish(world):
     assert world.db.scalar("SELECT COUNT(*) FROM weave_definitions") == 0
     routines.queue_put(world.db.conn, world.admin, world.namespace, "later", 10)
     assert world.publish(task_flow(queue="later"))["version"] == 1
+
+
+def test_R18_a_name_the_servers_json_paths_cannot_take_is_refused_at_publish(world):
+    """The server cannot name a member that begins with "-" in a JSON path, quoted or not: the path is a syntax
+    error and finds nothing. A step key, an expression or a template place with such a name would publish and fail
+    every activation (a start answered 500, a successor's activation failed under its predecessor's report)."""
+    with world.db.conn.cursor() as cur:
+        cur.execute("""SELECT JSON_EXTRACT('{"-a": 1}', '$."-a"') AS dashed,
+                              JSON_EXTRACT('{"a-": 1}', '$."a-"') AS plain""")
+        assert cur.fetchone() == {"dashed": None, "plain": "1"}
+        cur.execute("SHOW WARNINGS")
+        assert [w["Code"] for w in cur.fetchall()] == [4042]  # Syntax error in JSON path
+    for step, field in ((task_step("-a"), "steps[0].key"),
+                        (task_step("a", input={"v": '$.input["-x"]'}), "steps[0].input.v"),
+                        (task_step("a", input={"-x": "$.input.v"}), 'steps[0].input["-x"]')):
+        with pytest.raises(DefinitionError) as info:
+            world.publish({"name": "dashed", "steps": [step]})
+        assert [e.field for e in info.value.errors] == [field]
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_definitions") == 0
 
 
 def test_R18_every_missing_queue_is_named_at_the_field_of_each_step_that_uses_it(world):
