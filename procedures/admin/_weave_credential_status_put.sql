@@ -22,6 +22,7 @@ BEGIN
     DECLARE v_queues VARCHAR(2048);
     DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues
     DECLARE v_enabling BOOLEAN DEFAULT FALSE;  -- DISABLED until now, ACTIVE from now
+    DECLARE v_ended INT DEFAULT 0;  -- the console sessions a disable ended
     DECLARE v_wait BIGINT UNSIGNED DEFAULT @@SESSION.innodb_lock_wait_timeout;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN SET SESSION innodb_lock_wait_timeout = v_wait; RESIGNAL; END;
     CALL _weave_admin_begin(in_token, in_namespace, 'admin', NULL, v_ns, v_admin, v_admin_actor, v_now, v_allowed);
@@ -49,7 +50,17 @@ BEGIN
         -- The work its instances deferred while it was disabled looks again now (R-8), as resume does for a pause.
         CALL _weave_deferrals_wake('IDENTITY_DISABLED', v_id, v_now);
     END IF;
+    IF in_status = 'DISABLED' THEN
+        -- A disable ends the credential's console sessions for good: were they only refused while it is disabled,
+        -- enabling it again would let every browser left signed in, and every cookie taken, back in. A sign-in
+        -- holds the credential shared until it commits, so none is left half-made behind this delete. The table
+        -- holds live sessions only (a sign-in sweeps the expired ones), and a disable is rare: it is scanned.
+        DELETE FROM weave_console_sessions WHERE credential_id = v_id;
+        SET v_ended = ROW_COUNT();
+    END IF;
     CALL _weave_audit(v_ns, 0, v_admin, v_admin_actor,
                       IF(in_status = 'DISABLED', 'credential.disable', 'credential.enable'), NULL, NULL, v_now, NULL,
-                      NULL, JSON_OBJECT('credential_id', in_credential_id), NULL);
+                      NULL, IF(in_status = 'DISABLED',
+                               JSON_OBJECT('credential_id', in_credential_id, 'console_sessions_ended', v_ended + 0),
+                               JSON_OBJECT('credential_id', in_credential_id)), NULL);
 END

@@ -3,8 +3,8 @@ CREATE PROCEDURE weave_credential_disable(
         IN in_namespace     VARCHAR(200),
         IN in_credential_id VARCHAR(64))
     COMMENT 'Description: disables a credential of the namespace; it can no longer authenticate, and instances it
-started get no new work (R-8) until it is enabled again (weave_credential_enable). Disabling a disabled credential is
-a no-op.
+started get no new work (R-8) until it is enabled again (weave_credential_enable); its console sessions end for
+good. Disabling a disabled credential changes nothing (it is audited again).
 Parameters: in_token (admin scope and every queue of the credential), in_namespace, in_credential_id (cred_...).
 Result set: credential_id, actor, status.
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 1205 (the row is held for more than a second, by a

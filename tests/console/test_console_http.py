@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import re
 
 from falcon import testing
@@ -205,8 +206,16 @@ def test_a_disabled_credential_ends_its_sessions(client, world):
     cred = world.credential(["workflows:read"], actor="temp")
     cookies = sign_in(client, cred["token"])
     assert client.simulate_get(BASE, cookies=cookies).status_code == 200
+    other = sign_in(client, world.token)
     routines.credential_disable(world.db.conn, world.admin, "acme", cred["credential_id"])
     assert client.simulate_get(BASE, cookies=cookies).status_code == 303
+    # Ended, not suspended: enabling the credential again does not bring a session back (a browser left signed in,
+    # or a cookie taken, while it was disabled). The sessions of other credentials go on.
+    routines.credential_enable(world.db.conn, world.admin, "acme", cred["credential_id"])
+    assert client.simulate_get(BASE, cookies=cookies).status_code == 303
+    assert client.simulate_get(BASE, cookies=other).status_code == 200
+    audit = world.db.row("SELECT details FROM weave_audit WHERE action = 'credential.disable' ORDER BY id DESC LIMIT 1")
+    assert json.loads(audit["details"])["console_sessions_ended"] == 1
 
 
 def test_another_namespaces_instance_is_a_404_page(client, world):
