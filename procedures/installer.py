@@ -70,7 +70,14 @@ class MigrateReport:
 
 def shipped_routines(directory: Path = PROCEDURES_DIR) -> list[Routine]:
     """The routines this code ships: one ``<area>/<name>.sql`` file per routine, named after it, each with the
-    calls of the routines marked ``-- Inlined:`` expanded (see procedures/inlining.py)."""
+    calls of the routines marked ``-- Inlined:`` expanded (see procedures/inlining.py). Read once per process, like
+    the Python code beside them: a running node checks the database against the build it started with (its start,
+    each readiness probe), never against files installed over it since."""
+    return list(_routines_in(directory))
+
+
+@functools.lru_cache(maxsize=4)
+def _routines_in(directory: Path) -> tuple[Routine, ...]:
     files = []
     for path in sorted(directory.rglob("*.sql"), key=lambda p: p.stem):
         if MIGRATIONS_DIR in path.parents:
@@ -85,19 +92,23 @@ def shipped_routines(directory: Path = PROCEDURES_DIR) -> list[Routine]:
     for (path, kind, text), sent in zip(files, installed, strict=True):
         digest = hashlib.sha256(sent.encode("utf-8")).hexdigest()
         routines.append(Routine(path.stem, kind, path, text, sent, digest))
-    return routines
+    return tuple(routines)
 
 
-@functools.lru_cache(maxsize=4)
 def _installed(sources: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
-    """The texts to install for these (name, file text) pairs, computed once per set of files: every level check
-    (a node's start, each readiness probe) reads the files, and expanding them takes 50-100 ms."""
+    """The texts to install for these (name, file text) pairs."""
     inliner = inlining.Inliner(dict(sources))
     return tuple(inliner.expand(text) for _, text in sources)
 
 
 def shipped_migrations(directory: Path = MIGRATIONS_DIR) -> list[str]:
-    return sorted(p.stem for p in directory.glob("*.sql") if not p.name.endswith(".rollback.sql"))
+    """The migrations this code ships, read once per process (as ``shipped_routines``)."""
+    return list(_migrations_in(directory))
+
+
+@functools.lru_cache(maxsize=4)
+def _migrations_in(directory: Path) -> tuple[str, ...]:
+    return tuple(sorted(p.stem for p in directory.glob("*.sql") if not p.name.endswith(".rollback.sql")))
 
 
 def routines_digest(pairs: dict[str, str]) -> str:

@@ -502,6 +502,25 @@ def test_R15_a_new_routine_changes_no_other_routines_installed_text(tmp_path):
     assert {r.name: r.digest for r in original} == {name: r.digest for name, r in grown.items() if name != "_aaa_added"}
 
 
+def test_R16_a_running_node_checks_the_database_against_the_build_it_started_with(tmp_path):
+    """A new build's files unpacked over a running node (before the node is stopped, as an upgrade in place does)
+    change nothing it expects: it reads the routines and migrations once, as it loaded its Python code, so its
+    readiness probe neither turns unready for the files nor ready for a database migrated to them."""
+    for r in installer.shipped_routines():
+        (tmp_path / f"{r.name}.sql").write_text(r.text)
+    started = installer.shipped_routines(tmp_path)
+    (tmp_path / "weave_scan.sql").write_text((tmp_path / "weave_scan.sql").read_text() + "\n-- a newer build\n")
+    (tmp_path / "_aaa_added.sql").write_text("CREATE PROCEDURE _aaa_added()\n    COMMENT 'Internal. Description: new.'"
+                                             "\n    READS SQL DATA\nBEGIN\n    SELECT 1;\nEND\n")
+    assert installer.shipped_routines(tmp_path) == started
+    migrations = tmp_path / "sql"
+    migrations.mkdir()
+    (migrations / "0001.schema.sql").write_text("-- level 1\n")
+    assert installer.shipped_migrations(migrations) == ["0001.schema"]
+    (migrations / "0002.more.sql").write_text("-- level 2\n")
+    assert installer.shipped_migrations(migrations) == ["0001.schema"]
+
+
 def test_R16_level_check_passes_on_a_current_database(db):
     installer.check_level(db.conn)
 
