@@ -9,6 +9,7 @@ it is alive at most once a second, not once per request.
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import sys
 import time
@@ -25,12 +26,23 @@ from procedures.logs import refuse
 
 from .http import PROBLEM, problem_text
 
-_EDGE_CODES = {400: "BAD_REQUEST", 414: "URI_TOO_LONG", 431: "HEADERS_TOO_LARGE", 501: "BAD_REQUEST",
+_EDGE_CODES = {400: "BAD_REQUEST", 404: "NOT_FOUND", 414: "URI_TOO_LONG", 431: "HEADERS_TOO_LARGE", 501: "BAD_REQUEST",
                417: "BAD_REQUEST"}
+
+
+# Under a path prefix (SCRIPT_NAME) gunicorn refuses a path outside it as a "configuration problem" with a 500. It is
+# a request for a path this server does not serve: a 404, like any other (a load balancer probing /healthz without
+# the prefix learns what is wrong, and INTERNAL stays what it means, a fault of this build).
+_OUTSIDE_PREFIX = re.compile(r"Request path (?P<path>.+) does not start with SCRIPT_NAME (?P<prefix>.+)\Z", re.DOTALL)
 
 
 def write_problem(sock: socket.socket, status_int: int, reason: str, mesg: str) -> None:
     """gunicorn's ``util.write_error``, answering problem+json."""
+    outside = _OUTSIDE_PREFIX.search(mesg or "") if status_int == 500 else None
+    if outside:
+        status_int, reason = 404, "Not Found"
+        mesg = (f"no such path: this server serves every path under SCRIPT_NAME {outside['prefix']}, "
+                f"and {outside['path']} is not under it")
     code = _EDGE_CODES.get(status_int, "INTERNAL" if status_int >= 500 else "BAD_REQUEST")
     body = problem_text(status_int, code, mesg or reason).encode()
     head = (f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\nContent-Type: {PROBLEM}\r\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.cookiejar
+import json
 import re
 import urllib.error
 import urllib.parse
@@ -43,6 +44,15 @@ def test_the_console_works_behind_a_path_prefix_under_gunicorn(database, world, 
         assert session.path == "/ops/console" and session.has_nonstandard_attr("HttpOnly")
         with opener.open(root + "/console/static/console.css") as resp:
             assert resp.headers["Content-Type"].startswith("text/css")
+        # A path outside the prefix is one this server does not serve: 404, never a 500.
+        for outside in ("/healthz", "/v1/namespaces/acme/apps", "/console/signin"):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}{outside}", timeout=5)
+                raise AssertionError(f"{outside} answered")
+            except urllib.error.HTTPError as refused:
+                problem = json.loads(refused.read())
+                assert (refused.code, problem["code"]) == (404, "NOT_FOUND"), problem
+                assert "'/ops'" in problem["detail"] and outside in problem["detail"]
     finally:
         proc.terminate()
         proc.close()
