@@ -357,10 +357,14 @@ class WeaveClient:
             raise WaitTimedOut(workflow_id, instance, timeout)
         return instance
 
-    def list_workflows(self, *, status: str | None = None, definition: str | None = None, limit: int = 50,
-                       cursor: str | None = None) -> dict:
-        return self._call("GET", "workflows", params={"status": status, "definition": definition, "limit": limit,
-                                                      "cursor": cursor})
+    def list_workflows(self, *, status: str | None = None, definition: str | None = None, control: str | None = None,
+                       business_key: str | None = None, review_code: str | None = None, deferred: bool = False,
+                       limit: int = 50, cursor: str | None = None) -> dict:
+        """A page of instances, newest first, with every filter of ``GET /workflows``: ``deferred=True`` keeps those
+        whose next check is deferred, ``review_code`` those with an open review reason of that code."""
+        return self._call("GET", "workflows", params={
+            "status": status, "definition": definition, "control": control, "business_key": business_key,
+            "review_code": review_code, "deferred": "true" if deferred else None, "limit": limit, "cursor": cursor})
 
     def events(self, workflow_id: str, *, after: int = 0, page: int = 100) -> Iterator[dict]:
         """Every event after ``after``, in order, fetched page by page."""

@@ -215,7 +215,7 @@ def _conventions() -> list[str]:
         "Every error is `application/problem+json` (RFC 9457):", "",
         "```json",
         '{"type": "https://weave.dev/problems/idempotency-conflict", "title": "Conflict", "status": 409,',
-        ' "code": "IDEMPOTENCY_CONFLICT", "detail": "this key did a different request", "errors": []}',
+        ' "code": "IDEMPOTENCY_CONFLICT", "detail": "this key started a different request", "errors": []}',
         "```", "",
         "`code` is the stable machine code: match on it (and on `errors[].code`), never on `detail` or `title`. "
         "`errors` lists `{field, code, message}` for validation failures.", "",

@@ -61,6 +61,11 @@ def test_sdk_covers_the_instance_lifecycle_through_gunicorn(api_url, world, orch
     types = [e["type"] for e in ops.events(started["workflow_id"], page=2)]
     assert types == ["INSTANCE_STARTED", "STEP_ACTIVATED", "TIMER_SETTLED", "INSTANCE_SUCCEEDED"]
     assert ops.list_workflows(status="SUCCEEDED")["items"][0]["workflow_id"] == started["workflow_id"]
+    # Every filter of GET /workflows: each of these leaves the instance out, so a filter dropped on the way would not.
+    assert ops.list_workflows(status="SUCCEEDED", control="ACTIVE")["items"][0]["workflow_id"] == started["workflow_id"]
+    for narrower in ({"control": "PAUSED"}, {"business_key": "no-such-key"}, {"review_code": "TASK_FAILED"},
+                     {"deferred": True}):
+        assert ops.list_workflows(**narrower)["items"] == [], narrower
     with pytest.raises(sdk.NotFound):
         ops.get_workflow("wf_424242")
     with pytest.raises(sdk.NotFound):  # an id holding '/' names that id, never another resource (its signals)

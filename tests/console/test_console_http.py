@@ -7,6 +7,7 @@ import dataclasses
 import datetime as dt
 import json
 import re
+from pathlib import Path
 
 from falcon import testing
 
@@ -25,6 +26,8 @@ def test_pages_need_a_session_and_the_sign_in_form_is_strict(client, world):
     assert form.status_code == 200 and form.headers["content-type"].startswith("text/html")
     csp = form.headers["content-security-policy"]
     assert "default-src 'none'" in csp and "script-src" not in csp and "frame-ancestors 'none'" in csp
+    page = " ".join((Path(__file__).parents[2] / "docs" / "console.md").read_text().split())
+    assert f"`{csp}`" in page  # the policy the page quotes is the one sent
     assert "<script" not in form.text and " style=" not in form.text
     assert form.headers["x-content-type-options"] == "nosniff"
 
