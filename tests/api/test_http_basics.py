@@ -342,7 +342,7 @@ def test_R4_the_audit_trail_is_read_over_http_a_page_at_a_time(client, world):
     assert first.status_code == 200 and [r["action"] for r in first.json["items"]] == ["credential.disable"]
     record = first.json["items"][0]
     assert (record["workflow_id"], record["actor"], record["details"]) == (
-        None, "bootstrap", {"credential_id": bot["credential_id"]})
+        None, "bootstrap", {"credential_id": bot["credential_id"], "console_sessions_ended": 0})
     rest = client.simulate_get(f"{NS}/audit", headers=auth(world.admin),
                                params={"cursor": first.json["next_cursor"], "action": "credential.create"})
     assert [r["details"]["actor"] for r in rest.json["items"]] == ["bot", "ops"]

@@ -39,7 +39,7 @@ def test_R4_a_namespace_s_own_actions_are_listed_newest_first_in_pages_that_neit
     rows = audit(world, limit=500)["items"]
     assert all(r["workflow_id"] is None for r in rows)
     assert rows[1]["actor"] == "bootstrap" and rows[1]["credential_id"].startswith("cred_")
-    assert rows[1]["details"] == {"credential_id": bot["credential_id"]}
+    assert rows[1]["details"] == {"credential_id": bot["credential_id"], "console_sessions_ended": 0}
     assert [r["created_at"] for r in rows] == sorted((r["created_at"] for r in rows), reverse=True)
     assert [r["action"] for r in audit(world, action="credential.create")["items"]] == ["credential.create"] * 2
     assert "elsewhere" not in [r.get("details", {}).get("actor") for r in rows]
