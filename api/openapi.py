@@ -201,14 +201,19 @@ def document() -> dict:
             "poll": {"type": ["object", "null"], "description": "POLL: state, rounds_used, max_rounds, next_poll_at, "
                      "poll_deadline, last_outcome, stop_reason"},
             "task": {"type": ["object", "null"], "description": "the current task of a TASK or POLL step: task_id, "
-                     "status, attempts_used, max_attempts, lease_holder, lease_expires_at, next_retry_at"},
+                     "status, attempts_used, max_attempts, lease_holder, lease_expires_at, next_retry_at, "
+                     "attempt_started_at, deadline_at, cancel_requested, last_error"},
             "blockers": {"type": "array", "description": "what holds the instance or step back: PAUSED, GATE_CLOSED, "
                          "DEFERRED (with reason, since, next_check_at, and as detail why: for room, also how many wait "
                          "before it in the app's or queue's line), MUTEX_HELD (the current task waits for its "
-                         "mutex key, held since `since`; detail {mutex_key}) and each open REVIEW reason",
+                         "mutex key, held since `since`; detail {mutex_key}), TASK_OVERDUE (its attempt runs past "
+                         "the task's deadline `since`, which stops no handler: it ends when the handler reports or "
+                         "its lease, `next_check_at`, runs out unrenewed; detail {task_id, worker_id, "
+                         "attempt_started_at, cancel_requested}) and each open REVIEW reason",
                          "items": {"type": "object", "properties": {
                              "blocker": {"type": "string",
-                                         "enum": ["PAUSED", "GATE_CLOSED", "DEFERRED", "MUTEX_HELD", "REVIEW"]},
+                                         "enum": ["PAUSED", "GATE_CLOSED", "DEFERRED", "MUTEX_HELD", "TASK_OVERDUE",
+                                                  "REVIEW"]},
                              "reason": {"type": ["string", "null"]}, "since": NULLABLE_TIME,
                              "next_check_at": NULLABLE_TIME, "detail": ANY}}},
             "signals": {"type": "array", "items": {"type": "object", "properties": {

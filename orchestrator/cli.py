@@ -480,7 +480,10 @@ def _human_explain(r: dict) -> str:
         k = r["task"]
         lines.append(f"  task {k['task_id']} {k['status']}  attempts {k['attempts_used']}/{k['max_attempts']}"
                      + (f"  held by {k['lease_holder']} until {k['lease_expires_at']}" if k["lease_holder"] else "")
-                     + (f"  next try {k['next_retry_at']}" if k["next_retry_at"] else ""))
+                     + (f"  next try {k['next_retry_at']}" if k["next_retry_at"] else "")
+                     + f"  deadline {k['deadline_at']}" + ("  cancel requested" if k["cancel_requested"] else ""))
+        if k["last_error"]:
+            lines.append(f"  last error {k['last_error']}")
     w = r["wait"]
     if w["kind"] or r["type"] == "SIGNAL":
         lines.append(f"  wait {w['kind'] or 'SIGNAL'} {w['status'] or 'not created yet'}  activation "

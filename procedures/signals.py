@@ -109,7 +109,10 @@ def explain(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: 
         "task": None if fact["task_id"] is None else {
             "task_id": fact["task_id"], "status": fact["task_status"], "attempts_used": fact["attempts_used"],
             "max_attempts": fact["max_attempts"], "lease_holder": fact["lease_holder"],
-            "lease_expires_at": rfc3339(fact["lease_expires_at"]), "next_retry_at": rfc3339(fact["next_retry_at"])},
+            "lease_expires_at": rfc3339(fact["lease_expires_at"]), "next_retry_at": rfc3339(fact["next_retry_at"]),
+            "attempt_started_at": rfc3339(fact["attempt_started_at"]),
+            "deadline_at": rfc3339(fact["task_deadline_at"]),
+            "cancel_requested": bool(fact["task_cancel_requested"]), "last_error": fact["task_last_error"]},
         "blockers": [{"blocker": b["blocker"], "reason": b["reason"], "since": rfc3339(b["since"]),
                       "next_check_at": rfc3339(b["next_check_at"]), "detail": _json_or_text(b["detail"], verbatim)}
                      for b in blockers],

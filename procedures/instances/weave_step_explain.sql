@@ -27,11 +27,15 @@ Result set 3 (the step''s own wait, one row; columns of other types are NULL): t
 timer_planned_due_at, timer_truncated (1 when the instance deadline capped it), timer_lateness_ms (so far, or at
 settlement); poll_state, rounds_used, max_rounds, next_poll_at, poll_deadline, poll_last_outcome, poll_stop_reason;
 task_id (the current task of a TASK or POLL step), task_status, attempts_used, max_attempts, lease_holder,
-lease_expires_at, next_retry_at.
+lease_expires_at, next_retry_at, attempt_started_at (of the RUNNING attempt), task_deadline_at, task_cancel_requested
+(1 when a cancel asked the running handler to stop), task_last_error.
 Result set 4 (what holds the instance or step back, R-18): blocker (PAUSED, GATE_CLOSED, DEFERRED, MUTEX_HELD: the
-step''s current task is QUEUED behind a RUNNING attempt that holds its mutex key, REVIEW), reason (deferral reason or
-review code), since (for MUTEX_HELD: when the key was taken), next_check_at, detail (for DEFERRED: the deferral''s
-text, and for room how many wait before it in its line, of which app or queue; for MUTEX_HELD: {mutex_key}).
+step''s current task is QUEUED behind a RUNNING attempt that holds its mutex key, TASK_OVERDUE: its attempt runs at
+or past the task''s deadline, which stops no handler, REVIEW), reason (deferral reason or review code), since (for
+MUTEX_HELD: when the key was taken; for TASK_OVERDUE: the task''s deadline), next_check_at (for TASK_OVERDUE: when
+the lease runs out unless renewed), detail (for DEFERRED: the deferral''s text, and for room how many wait before it
+in its line, of which app or queue; for MUTEX_HELD: {mutex_key}; for TASK_OVERDUE: {task_id, worker_id,
+attempt_started_at, cancel_requested}).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
 Rules: S-17, S-8, S-9, S-11.'
     READS SQL DATA
@@ -135,7 +139,9 @@ BEGIN
            p.last_outcome AS poll_last_outcome, p.stop_reason AS poll_stop_reason,
            IF(t.id IS NULL, NULL, CONCAT('tsk_', t.id)) AS task_id, t.status AS task_status, t.attempts_used,
            t.max_attempts, r.worker_id AS lease_holder, r.lease_expires_at,
-           IF(t.status = 'QUEUED' AND t.attempts_used > 0, t.available_at, NULL) AS next_retry_at
+           IF(t.status = 'QUEUED' AND t.attempts_used > 0, t.available_at, NULL) AS next_retry_at,
+           r.started_at AS attempt_started_at, t.deadline_at AS task_deadline_at,
+           t.cancel_requested = 1 AS task_cancel_requested, t.error AS task_last_error
       FROM weave_steps s
       LEFT JOIN weave_activations a ON a.id = s.activation_id
       LEFT JOIN weave_waits w ON w.activation_id = s.activation_id AND w.kind = 'TIMER'
@@ -174,6 +180,18 @@ BEGIN
       STRAIGHT_JOIN pulse_permits p FORCE INDEX (uq_permit_mutex_held)
         ON p.namespace_id = t.namespace_id AND p.mutex_held = t.mutex_key
      WHERE t.id = v_task AND t.status = 'QUEUED' AND t.mutex_key IS NOT NULL
+    UNION ALL
+    -- The step's current task, RUNNING at or past its deadline. The engine never stops a running handler (the
+    -- deadline only keeps new attempts from starting, K-6): the attempt ends when its handler reports, or when its
+    -- lease runs out unrenewed. A worker that heartbeats renews it, so a handler that never returns holds the step
+    -- for as long as its worker lives; this says so, where nothing else would.
+    SELECT 'TASK_OVERDUE', NULL, t.deadline_at, r.lease_expires_at,
+           JSON_OBJECT('task_id', CONCAT('tsk_', t.id), 'worker_id', r.worker_id,
+                       'attempt_started_at', DATE_FORMAT(r.started_at, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                       'cancel_requested', t.cancel_requested = 1)
+      FROM pulse_tasks t
+      STRAIGHT_JOIN pulse_attempts r ON r.task_id = t.id AND r.attempt_no = t.attempts_used AND r.status = 'RUNNING'
+     WHERE t.id = v_task AND t.status = 'RUNNING' AND t.deadline_at <= v_now
     UNION ALL
     SELECT 'REVIEW', code, opened_at, NULL, detail FROM weave_review_reasons
      WHERE instance_id = v_inst AND closed_at IS NULL;

@@ -119,6 +119,38 @@ def test_S17_a_reactivated_signal_step_before_its_wait_opens_explains_its_signal
     assert [b["blocker"] for b in report["blockers"]][:1] == ["PAUSED"]
 
 
+def test_S17_K6_R18_an_attempt_running_past_its_tasks_deadline_is_named_among_the_blockers(world, orch):
+    """The deadline keeps new attempts from starting (K-6) but stops no running handler, and a worker that heartbeats
+    keeps its lease: a handler that never returns would hold the step with nothing else to say so. Explain names the
+    attempt, its worker and when it started, and the task its deadline, its last error and a cancel asked of it."""
+    world.publish(task_flow(task_timeout_ms=4_000, retry={"max_attempts": 3, "initial_backoff_ms": 0,
+                                                          "backoff_coefficient": 1, "max_backoff_ms": 0}))
+    wf = world.start("pay", {"order_id": "a"})
+    orch.drain()
+    got, = claim(world, lease_ms=3_000)
+    pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "card network down", retryable=True)
+    got, = claim(world, lease_ms=3_000)
+    world.db.advance(2_000)
+    pulse.attempt_heartbeat(world.db.conn, got["attempt_id"], "w1", lease_ms=3_000)
+    task = explain(world, wf, "work")["task"]
+    assert task["last_error"] == "card network down" and task["cancel_requested"] is False
+    assert task["attempt_started_at"] == got["started_at"].isoformat(timespec="microseconds") + "Z"
+    assert explain(world, wf, "work")["blockers"] == []  # before its deadline: running is not being held back
+    world.db.advance(2_500)  # past the deadline, the lease renewed by heartbeats all along
+    lease = pulse.attempt_heartbeat(world.db.conn, got["attempt_id"], "w1", lease_ms=3_000)
+    routines.instance_cancel(world.db.conn, world.token, world.namespace, wf, "stop it", "c-1")
+    x = explain(world, wf, "work")
+    assert x["task"]["status"] == "RUNNING" and x["task"]["cancel_requested"] is True
+    overdue = [b for b in x["blockers"] if b["blocker"] == "TASK_OVERDUE"]
+    assert overdue == [{"blocker": "TASK_OVERDUE", "reason": None, "since": x["task"]["deadline_at"],
+                        "next_check_at": x["task"]["lease_expires_at"],
+                        "detail": {"task_id": got["task_id"], "worker_id": "w1",
+                                   "attempt_started_at": x["task"]["attempt_started_at"], "cancel_requested": True}}]
+    assert lease and x["task"]["lease_expires_at"] is not None
+    pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
+    assert not [b for b in explain(world, wf, "work")["blockers"] if b["blocker"] == "TASK_OVERDUE"]
+
+
 def test_S17_K1_R18_a_task_waiting_for_its_mutex_key_names_it_among_the_blockers(world, orch):
     """A QUEUED task whose mutex key a RUNNING attempt holds cannot start however many workers are idle: explain says
     so (the key, held since when), and says nothing once the key is free or for a task with no key."""
