@@ -21,6 +21,7 @@ import secrets
 import socket
 import threading
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -42,6 +43,8 @@ EXPECTED_LATE_S = 0.02
 
 # Reported error texts are capped like the column that keeps them.
 MAX_ERROR_CHARS = 2000
+# A crashed handler's traceback goes to the log line of its attempt's end, its last part when it is longer.
+MAX_TRACEBACK_CHARS = 8000
 
 # The largest result a report carries, as pulse_attempt_complete takes it: JSON of at most 1 MiB. A larger one is
 # refused here, unsent: one past the server's packet limit would not reach the routine's refusal, its connection
@@ -411,7 +414,7 @@ class Worker:
             return
         except BaseException as exc:  # any other exception is a non-retryable failure (K-8), SystemExit included:
             # a handler that calls sys.exit() ends its attempt, not the worker's thread that runs it
-            self._report_fail(ctx, _describe(exc), retryable=False, started=started)
+            self._report_fail(ctx, _describe(exc), retryable=False, started=started, crash=exc)
             return
         try:
             text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -442,7 +445,10 @@ class Worker:
             return
         self._record(ctx, answer, started)
 
-    def _report_fail(self, ctx: TaskContext, error: str, *, retryable: bool, started: float) -> None:
+    def _report_fail(self, ctx: TaskContext, error: str, *, retryable: bool, started: float,
+                     crash: BaseException | None = None) -> None:
+        """``crash``: the exception the handler raised, whose traceback the log line carries (the task keeps only
+        ``error``, its one line)."""
         ctx._reporting.set()
         try:
             text = jsontext.as_text(error[:MAX_ERROR_CHARS])  # a lone surrogate in it, escaped, is still read
@@ -451,7 +457,7 @@ class Worker:
         except errors.WeaveError as exc:
             self._report_lost(ctx, exc)
             return
-        self._record(ctx, answer, started, error=error)
+        self._record(ctx, answer, started, error=error, crash=crash)
 
     def _report_lost(self, ctx: TaskContext, exc: Exception) -> None:
         self.stats["report_failed"] += 1
@@ -460,7 +466,8 @@ class Worker:
         log.error("report failed; the lease will decide", extra={"fields": {
             "task": ctx.task_id, "attempt": ctx.attempt_id, "error": str(exc)}})
 
-    def _record(self, ctx: TaskContext, answer: dict, started: float, error: str | None = None) -> None:
+    def _record(self, ctx: TaskContext, answer: dict, started: float, error: str | None = None,
+                crash: BaseException | None = None) -> None:
         outcome = answer["outcome"]
         self.stats[outcome] += 1
         if answer.get("next_task_in_ms") is not None:  # the step's next round, or this task's retry
@@ -474,7 +481,12 @@ class Worker:
                   "task_status": answer["task_status"], "ms": round((time.monotonic() - started) * 1000, 1)}
         if error:
             fields["error"] = error[:500]
-        (log.warning if outcome == "LATE" else log.info)("attempt ended", extra={"fields": fields})
+        if crash is not None:
+            fields["traceback"] = jsontext.as_text("".join(traceback.format_exception(crash))[-MAX_TRACEBACK_CHARS:])
+        # An attempt whose end leaves its task FAILED (its step goes to review) needs someone: a warning, which
+        # WEAVE_LOG_LEVEL=WARNING keeps. A report that came too late changed nothing: a warning too.
+        needs_attention = outcome == "LATE" or answer["task_status"] == "FAILED"
+        (log.warning if needs_attention else log.info)("attempt ended", extra={"fields": fields})
 
 
 def _key_text(key: object) -> str:

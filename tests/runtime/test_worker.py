@@ -4,6 +4,7 @@ against the real database and its test clock. Waiting is for effects (``wait_for
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import sys
 import threading
@@ -110,14 +111,32 @@ def test_K8_retryable_failure_is_retried_by_the_frozen_policy(world, orch, datab
     assert world.step(wf, "work")["output"] == {"attempt": 3, "value": "v"}
 
 
-def test_K8_any_other_exception_is_a_non_retryable_failure(world, orch, database):
+def test_K8_any_other_exception_is_a_non_retryable_failure(world, orch, database, caplog):
     world.publish(task_flow(handler="example.fail", input={"message": "card declined"},
                             retry={"max_attempts": 5, "initial_backoff_ms": 0}))
     wf = world.start("job", {})
     orch.drain()
-    assert make_worker(database).run(max_claims=1)["FAILED"] == 1
+    with caplog.at_level(logging.INFO, logger="weave.worker"):
+        assert make_worker(database).run(max_claims=1)["FAILED"] == 1
     task = task_row(world, wf)
     assert task["attempts_used"] == 1 and task["error"] == "RuntimeError: card declined"
+    # The step goes to review: its line is a warning (WEAVE_LOG_LEVEL=WARNING keeps it) and carries the traceback,
+    # which the task's one-line error does not.
+    ended, = [r for r in caplog.records if r.getMessage() == "attempt ended"]
+    assert ended.levelno == logging.WARNING and ended.fields["task_status"] == "FAILED"
+    assert "Traceback (most recent call last)" in ended.fields["traceback"]
+    assert "RuntimeError: card declined" in ended.fields["traceback"]
+
+
+def test_K8_an_attempt_that_succeeds_or_is_retried_ends_on_an_info_line_without_a_traceback(world, orch, database,
+                                                                                          caplog):
+    world.publish(task_flow(handler="example.echo"))
+    world.start("job", {"order_id": "o-1"})
+    orch.drain()
+    with caplog.at_level(logging.INFO, logger="weave.worker"):
+        assert make_worker(database).run(max_claims=1)["SUCCEEDED"] == 1
+    ended, = [r for r in caplog.records if r.getMessage() == "attempt ended"]
+    assert ended.levelno == logging.INFO and "traceback" not in ended.fields
 
 
 def test_K8_handlers_get_a_context_and_results_must_be_json(world, orch, database):
