@@ -12,6 +12,7 @@ run against one database.
 
 from __future__ import annotations
 
+import datetime as dt
 import heapq
 import json
 import logging
@@ -40,6 +41,10 @@ BUILT_IN_HANDLERS = frozenset(registry.names())  # what every worker runs withou
 # A task a report scheduled becomes claimable at its due time (a retry) or just after it (a POLL step's next round,
 # which the orchestrator creates once it is due): a worker that expects one claims this long after its due time.
 EXPECTED_LATE_S = 0.02
+
+# How far before a lost claim began, on the engine's clock, its read-back looks for the attempts it may have started:
+# the engine's clock and this process's are read at different moments, each to a microsecond or so.
+LOST_CLAIM_MARGIN_S = 1.0
 
 # Reported error texts are capped like the column that keeps them.
 MAX_ERROR_CHARS = 2000
@@ -113,7 +118,8 @@ class Worker:
         # Attempts this worker ran and then left to their leases (a report that could not be written, a crash in the
         # worker): still RUNNING in the database, and never to be run again (guarded by _cond).
         self._left_to_lease: set[int] = set()
-        self._since = None  # engine time before this worker's first claim: what a lost claim's read-back goes back to
+        # Engine time before this worker's first claim: what a lost claim's read-back goes back to at most.
+        self._since: dt.datetime | None = None
         self.claimed = 0
 
     # --- connections -----------------------------------------------------------------------------------------
@@ -210,7 +216,8 @@ class Worker:
         longest = max(self.idle_probe_ms, self.idle_max_ms) / 1000.0
         pause = idle
         failures = 0
-        unanswered = False  # a claim lost its connection: it may have committed, and its attempts are ours
+        unanswered: float | None = None  # when (monotonic) a claim that lost its connection began: it may have
+        # committed, and its attempts are ours
         while not self._stop.is_set():
             if (until and until()) or (claim_until is not None and self.claimed >= claim_until):
                 return
@@ -225,18 +232,21 @@ class Worker:
             try:
                 if self._since is None:
                     self._since = db.call_row(self._conn(), "weave_clock_now")["now_at"]
-                if unanswered:
-                    self._take_unanswered()
-                    unanswered = False
+                    self._warn_of_namesakes()
+                if unanswered is not None:
+                    self._take_unanswered(unanswered)
+                    unanswered = None
                     continue
                 claiming = True
+                claim_began = time.monotonic()
                 claims = pulse.task_claim(self._conn(), self.worker_id, self.queues, limit=limit,
                                           lease_ms=self.lease_ms, namespace=self.namespace)
                 failures = 0
             except errors.TransientDatabaseError as exc:
                 failures += 1
                 self._drop_conn()
-                unanswered = unanswered or (claiming and errors.is_connection_lost(exc))
+                if claiming and errors.is_connection_lost(exc) and unanswered is None:
+                    unanswered = claim_began
                 log.warning("claim failed; retrying", extra={"fields": {"error": str(exc)}})
                 self._stop.wait(min(5.0, 0.05 * 2 ** min(failures, 7)))
                 continue
@@ -265,21 +275,42 @@ class Worker:
         self.claimed += len(claims)
         self.stats["claimed"] += len(claims)
 
-    def _take_unanswered(self) -> None:
+    def _take_unanswered(self, began: float | None = None) -> None:
         """After a claim whose connection was lost: its attempts, if it committed, are RUNNING for this worker and
         nobody runs them. They are read back (pulse_worker_attempts) and run like a claim's, before the next claim;
         left alone they would run out their leases unrun and go to review as UNKNOWN (K-4). An attempt this worker
         ran and left to its lease (its report could not be written) is RUNNING too, and is never run twice; nor is
-        one that an earlier process with the same worker id started (only those since this worker began are read)."""
+        one that an earlier process with the same worker id started (only those since this worker began are read).
+        ``began``: when (time.monotonic()) the lost claim began. Only attempts started since then are read, on the
+        engine's clock (its time now, less the time since, less a second): a process that wrongly shares this
+        worker's id, running alongside, has its earlier claims left to it, never run a second time here."""
         with self._cond:
             known = set(self._inflight) | self._left_to_lease  # running here, or run here already
-        lost = [row for row in pulse.worker_attempts(self._conn(), self.worker_id, self._since)
+        since = self._since
+        if began is not None:
+            now = db.call_row(self._conn(), "weave_clock_now")["now_at"]
+            claim_began = now - dt.timedelta(seconds=time.monotonic() - began + LOST_CLAIM_MARGIN_S)
+            since = claim_began if since is None else max(since, claim_began)
+        lost = [row for row in pulse.worker_attempts(self._conn(), self.worker_id, since)
                 if row["attempt_id"] not in known]
         if lost:
             log.warning("a claim lost its answer: its attempts run now", extra={"fields": {
                 "attempts": [row["attempt_id"] for row in lost]}})
             self.stats["unanswered_claims_taken"] += len(lost)
             self._start(lost)
+
+    def _warn_of_namesakes(self) -> None:
+        """At start: attempts RUNNING under this worker's id with their leases live are another process's, one
+        still running or one just gone (a restart before its leases ran out). Two workers must never share an id:
+        each reads back the other's attempts as its own after a lost claim, and a report of one fails the other."""
+        assert self._since is not None
+        live = [row["attempt_id"] for row in pulse.worker_attempts(self._conn(), self.worker_id)
+                if row["lease_expires_at"] > self._since]
+        if live:
+            log.warning("attempts under this worker id are running with live leases: another process may be using "
+                        "the same id, which two running workers must never share (or an earlier one has just "
+                        "stopped, and its leases will end them)", extra={"fields": {
+                            "worker": self.worker_id, "attempts": live[:20]}})
 
     def _rest(self, seconds: float) -> bool:
         """Sleep as ``_idle_wait``, but not beyond the time a task this worker's reports scheduled becomes

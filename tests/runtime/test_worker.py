@@ -395,6 +395,36 @@ def test_K1_a_claim_whose_answer_was_lost_with_its_connection_still_runs_its_att
     assert task_row(world, wf)["status"] == "SUCCEEDED" and len(attempts(world, wf)) == 1
 
 
+def test_K1_reading_back_a_lost_claim_leaves_a_process_sharing_the_worker_id_its_earlier_claims(world, orch, database,
+                                                                                               caplog):
+    """Two running workers must never share an id, but a service manager's fixed name can make them. The other one
+    claimed a task after this worker began and runs it; then this worker's claim loses its answer. The read-back
+    takes the attempts started since that claim began, on the engine's clock: the lost claim's, never the other
+    process's (its handler would run twice). And a worker that starts while attempts of its id hold live leases
+    says so."""
+    queue_jobs(world, orch, 2)
+    worker = make_worker(database)
+    try:
+        worker._since = world.db.now()  # this worker began
+        theirs = pulse.task_claim(world.db.conn, worker.worker_id, "payments", limit=1)[0]  # the namesake's claim
+        world.db.advance(2_000)  # two seconds later, this worker claims, and the answer is lost
+        began = time.monotonic()
+        unheard = pulse.task_claim(world.db.conn, worker.worker_id, "payments", limit=1)[0]
+        worker._take_unanswered(began)
+        assert list(worker._inflight) == [unheard["attempt_id"]] and theirs["attempt_id"] not in worker._inflight
+    finally:
+        worker.close()
+    namesake = make_worker(database, worker_id=worker.worker_id)
+    try:
+        with caplog.at_level(logging.WARNING, logger="weave.worker"):
+            namesake._since = world.db.now()
+            namesake._warn_of_namesakes()
+        warned, = [r for r in caplog.records if "another process may be using the same id" in r.getMessage()]
+        assert sorted(warned.fields["attempts"]) == sorted([theirs["attempt_id"], unheard["attempt_id"]])
+    finally:
+        namesake.close()
+
+
 def test_K1_reading_back_a_lost_claim_never_runs_again_an_attempt_whose_report_was_lost(world, orch, database):
     """Three attempts are RUNNING under the worker's id: one an earlier process with the same id started (a service
     manager's fixed name) before it died, one this worker ran and whose report it could not write (left to its lease:
