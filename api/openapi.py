@@ -202,7 +202,10 @@ def document() -> dict:
                      "poll_deadline, last_outcome, stop_reason"},
             "task": {"type": ["object", "null"], "description": "the current task of a TASK or POLL step: task_id, "
                      "status, attempts_used, max_attempts, lease_holder, lease_expires_at, next_retry_at, "
-                     "attempt_started_at, deadline_at, cancel_requested, last_error"},
+                     "attempt_started_at, deadline_at, cancel_requested, last_error, late_reports (the newest "
+                     "five reports that came after their attempt had ended, stored without effect: attempt_id, "
+                     "attempt_no, worker_id, kind SUCCEEDED with its result or FAILED with its error and retryable, "
+                     "reported_at)"},
             "blockers": {"type": "array", "description": "what holds the instance or step back: PAUSED, GATE_CLOSED, "
                          "DEFERRED (with reason, since, next_check_at, and as detail why: for room, also how many wait "
                          "before it in the app's or queue's line), MUTEX_HELD (the current task waits for its "

@@ -484,6 +484,12 @@ def _human_explain(r: dict) -> str:
                      + f"  deadline {k['deadline_at']}" + ("  cancel requested" if k["cancel_requested"] else ""))
         if k["last_error"]:
             lines.append(f"  last error {k['last_error']}")
+        for late in k["late_reports"]:
+            said = (json.dumps(late["result"], ensure_ascii=False) if late["kind"] == "SUCCEEDED"
+                    else str(late["error"]))
+            said = said if len(said) <= 200 else said[:197] + "..."
+            lines.append(f"  late report of attempt #{late['attempt_no']} by {late['worker_id']} at "
+                         f"{late['reported_at']} (changed nothing): {late['kind']} {said}")
     w = r["wait"]
     if w["kind"] or r["type"] == "SIGNAL":
         lines.append(f"  wait {w['kind'] or 'SIGNAL'} {w['status'] or 'not created yet'}  activation "

@@ -85,7 +85,7 @@ def explain(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: 
             verbatim: bool = False) -> dict:
     """See procedures/instances/weave_step_explain.sql (S-17). ``verbatim``: each blocker's detail that is JSON as
     kept (a review reason's facts hold a poll round's result: written back with every digit, never parsed)."""
-    head, rows, facts, blockers = call(conn, "weave_step_explain", token, namespace, workflow_id, step_key)
+    head, rows, facts, blockers, late = call(conn, "weave_step_explain", token, namespace, workflow_id, step_key)
     step, fact = head[0], facts[0]
     pins = {"kind": step["wait_kind"], "status": step["wait_status"], "name": step["signal_name"],
             "payload_version": step["payload_version"], "payload_type": step["payload_type"],
@@ -112,7 +112,8 @@ def explain(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: 
             "lease_expires_at": rfc3339(fact["lease_expires_at"]), "next_retry_at": rfc3339(fact["next_retry_at"]),
             "attempt_started_at": rfc3339(fact["attempt_started_at"]),
             "deadline_at": rfc3339(fact["task_deadline_at"]),
-            "cancel_requested": bool(fact["task_cancel_requested"]), "last_error": fact["task_last_error"]},
+            "cancel_requested": bool(fact["task_cancel_requested"]), "last_error": fact["task_last_error"],
+            "late_reports": [_late_report(r, verbatim) for r in late]},
         "blockers": [{"blocker": b["blocker"], "reason": b["reason"], "since": rfc3339(b["since"]),
                       "next_check_at": rfc3339(b["next_check_at"]), "detail": _json_or_text(b["detail"], verbatim)}
                      for b in blockers],
@@ -125,6 +126,18 @@ def explain(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: 
             "why": r["why"], "detail": json.loads(r["detail"]) if r["detail"] else None,
         } for r in rows],
     }
+
+
+def _late_report(row: dict, verbatim: bool) -> dict:
+    """A report kept without effect (pulse_late_reports): a success with its result, a failure with its error."""
+    succeeded = row["kind"] == "SUCCEEDED"
+    failure = {} if succeeded else _json_or_text(row["body"])
+    if not isinstance(failure, dict):
+        failure = {"error": failure}
+    return {"attempt_id": row["attempt_id"], "attempt_no": row["attempt_no"], "worker_id": row["worker_id"],
+            "kind": row["kind"], "reported_at": rfc3339(row["reported_at"]),
+            "result": _json_or_text(row["body"], verbatim) if succeeded else None,
+            "error": failure.get("error"), "retryable": failure.get("retryable")}
 
 
 def _json_or_text(value: Any, verbatim: bool = False) -> Any:

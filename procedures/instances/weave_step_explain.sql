@@ -36,6 +36,9 @@ MUTEX_HELD: when the key was taken; for TASK_OVERDUE: the task''s deadline), nex
 the lease runs out unless renewed), detail (for DEFERRED: the deferral''s text, and for room how many wait before it
 in its line, of which app or queue; for MUTEX_HELD: {mutex_key}; for TASK_OVERDUE: {task_id, worker_id,
 attempt_started_at, cancel_requested}).
+Result set 5 (reports of the current task that came after their attempt had ended, as when its lease ran out first:
+stored without effect, K-3; the newest five): task_id, attempt_id, attempt_no, worker_id, kind (SUCCEEDED or FAILED),
+body (the result or the error, as reported), reported_at.
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
 Rules: S-17, S-8, S-9, S-11.'
     READS SQL DATA
@@ -195,4 +198,14 @@ BEGIN
     UNION ALL
     SELECT 'REVIEW', code, opened_at, NULL, detail FROM weave_review_reasons
      WHERE instance_id = v_inst AND closed_at IS NULL;
+
+    -- What the current task's handler reported after its attempt had ended (a lease run out, a worker frozen or cut
+    -- off): it changed nothing, but a person deciding the review that the lost lease opened (TASK_UNKNOWN) wants it
+    -- first, since the handler may have finished after all.
+    SELECT CONCAT('tsk_', l.task_id) AS task_id, l.attempt_id, a.attempt_no, l.worker_id, l.kind, l.body,
+           l.reported_at
+      FROM pulse_late_reports l FORCE INDEX (ix_late_task)
+      LEFT JOIN pulse_attempts a FORCE INDEX (PRIMARY) ON a.id = l.attempt_id
+     WHERE l.task_id = v_task
+     ORDER BY l.id DESC LIMIT 5;
 END

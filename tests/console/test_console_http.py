@@ -703,6 +703,12 @@ def test_C4_a_step_action_sent_from_a_page_of_an_earlier_activation_is_refused_a
     cookies = sign_in(client, world.token)
     page = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text
     assert hidden(page, "activation_sequence") == "1"
+    assert "Last error: <code>card declined</code>" in page and "Late report" not in page
+    first = world.db.scalar("SELECT MAX(id) FROM pulse_attempts")
+    pulse.attempt_complete(world.db.conn, first, "w1", {"charged": True})  # too late: kept, without effect
+    late = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text
+    assert "Late report (changed nothing) of attempt 1 by" in late
+    assert "<code>{\"charged\": true}</code>" in late
     routines.step_reactivate(world.db.conn, world.token, "acme", wf, "charge", "retried by a colleague", "r1")
     orch.drain()
     fail()

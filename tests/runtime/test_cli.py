@@ -63,8 +63,11 @@ def test_S17_explain_says_why_any_step_is_where_it_is(weave, world, orch):
     assert code == 0, err
     assert out.startswith("t TASK NEEDS_REVIEW  (instance NEEDS_REVIEW, ACTIVE, deadline ")
     assert f"  task {task['task_id']} FAILED  attempts 1/1" in out
-    assert "blocked by" in out and "TASK_FAILED" in out
+    assert "blocked by" in out and "TASK_FAILED" in out and "  last error card declined" in out
     assert "None" not in out and "wait" not in out
+    pulse.attempt_complete(world.db.conn, task["attempt_id"], "w1", {"charged": True})  # too late: kept, no effect
+    code, out, err = weave("workflows", "explain", wf, "t")
+    assert code == 0 and '(changed nothing): SUCCEEDED {"charged": true}' in out, err
     world.publish(TIMER)
     code, out, err = weave("workflows", "explain", world.start("cool-off"), "wait")
     assert code == 0 and "  timer due " in out and "None" not in out, err

@@ -151,6 +151,28 @@ def test_S17_K6_R18_an_attempt_running_past_its_tasks_deadline_is_named_among_th
     assert not [b for b in explain(world, wf, "work")["blockers"] if b["blocker"] == "TASK_OVERDUE"]
 
 
+def test_S17_K3_a_report_that_came_after_its_lease_was_lost_is_shown_with_the_task(world, orch):
+    """A worker frozen past its lease: the attempt ends UNKNOWN and its step goes to review, and the handler's answer,
+    when it comes, changes nothing (K-3). The person deciding that review is shown the answer: the handler may have
+    finished after all."""
+    world.publish(task_flow())
+    wf = world.start("pay", {"order_id": "a"})
+    orch.drain()
+    got, = claim(world, lease_ms=1_000)
+    world.db.advance(1_500)
+    orch.drain()  # the lease is recovered: UNKNOWN, review
+    assert explain(world, wf, "work")["task"]["late_reports"] == []
+    assert pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"paid": "12345678901234567890.10"}
+                                  )["outcome"] == "LATE"
+    pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "and then it failed")
+    x = explain(world, wf, "work")
+    assert "TASK_UNKNOWN" in x["open_review_codes"]
+    late = x["task"]["late_reports"]
+    assert [(r["kind"], r["attempt_no"], r["worker_id"]) for r in late] == [("FAILED", 1, "w1"), ("SUCCEEDED", 1, "w1")]
+    assert (late[0]["error"], late[0]["retryable"], late[0]["result"]) == ("and then it failed", False, None)
+    assert late[1]["result"] == {"paid": "12345678901234567890.10"} and late[1]["error"] is None
+
+
 def test_S17_K1_R18_a_task_waiting_for_its_mutex_key_names_it_among_the_blockers(world, orch):
     """A QUEUED task whose mutex key a RUNNING attempt holds cannot start however many workers are idle: explain says
     so (the key, held since when), and says nothing once the key is free or for a task with no key."""
