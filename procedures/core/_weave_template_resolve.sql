@@ -27,6 +27,9 @@ BEGIN
     DECLARE v_document LONGTEXT;
     DECLARE v_value LONGTEXT;
     DECLARE v_out LONGTEXT;
+    DECLARE v_arrays LONGTEXT;  -- the places a source indexes, which must hold arrays
+    DECLARE v_at VARCHAR(2048);
+    DECLARE v_j INT;
     IF in_template IS NULL OR JSON_TYPE(JSON_EXTRACT(in_template, '$')) = 'NULL' THEN
         SET v_out = NULL;
     ELSE
@@ -47,15 +50,30 @@ BEGIN
                 SET v_document = JSON_UNQUOTE(JSON_EXTRACT(in_outputs, CONCAT('$."', v_key, '"')));
                 SET v_value = JSON_EXTRACT(v_document, v_path);
             END IF;
+            IF v_source LIKE '$.input%' THEN
+                SET v_document = in_input;
+            END IF;
             IF v_value IS NULL AND CHAR_LENGTH(v_path) < OCTET_LENGTH(v_path) THEN
                 -- A key outside ASCII that the document spells with \u escapes (a signal payload kept as it was
                 -- sent, from an encoder that keeps to ASCII) is found only through the same escapes.
-                IF v_source LIKE '$.input%' THEN
-                    SET v_document = in_input;
-                END IF;
                 SET v_value = COALESCE(JSON_EXTRACT(v_document, _weave_json_path_escaped(v_path, FALSE)),
                                        JSON_EXTRACT(v_document, _weave_json_path_escaped(v_path, TRUE)));
             END IF;
+            -- The server's paths are lax: an index of a value that is no array ('$[0]' of "abc") finds the value
+            -- itself. A source that reads an item finds something only where each place it indexes holds an array
+            -- (the binding's third member names them; bindings compiled before it have none, and stay lax).
+            SET v_arrays = JSON_EXTRACT(in_template, CONCAT('$.bindings[', v_i, '][2]'));
+            SET v_j = 0;
+            WHILE v_value IS NOT NULL AND v_j < COALESCE(JSON_LENGTH(v_arrays), 0) DO
+                SET v_at = JSON_UNQUOTE(JSON_EXTRACT(v_arrays, CONCAT('$[', v_j, ']'))), v_j = v_j + 1;
+                IF COALESCE(JSON_TYPE(JSON_EXTRACT(v_document, v_at)),
+                            IF(CHAR_LENGTH(v_at) < OCTET_LENGTH(v_at),
+                               COALESCE(JSON_TYPE(JSON_EXTRACT(v_document, _weave_json_path_escaped(v_at, FALSE))),
+                                        JSON_TYPE(JSON_EXTRACT(v_document, _weave_json_path_escaped(v_at, TRUE)))),
+                               NULL), '') <> 'ARRAY' THEN
+                    SET v_value = NULL;
+                END IF;
+            END WHILE;
             SET v_value = COALESCE(v_value, 'null');
             IF v_target = '$' THEN
                 SET v_out = v_value;

@@ -182,7 +182,7 @@ class Checker:
             return None
         if value.startswith("$."):
             source = self.expression(value, field, index)
-            return None if source is None else {"skeleton": None, "bindings": [["$", source]]}
+            return None if source is None else {"skeleton": None, "bindings": [["$", *source]]}
         if not value or not fits(value):
             self.error(field, "INVALID_VALUE",
                        f"{name} must be {limits} or a $. expression, got {_describe(value)}")
@@ -191,7 +191,7 @@ class Checker:
 
     def json_value(
         self, value: Any, field: str, target: tuple[str | int, ...], index: int,
-        bindings: list[list[str]], depth: int,
+        bindings: list[list[Any]], depth: int,
     ) -> tuple[Any, Any]:
         """Checks and copies a JSON value; returns (the copy, its skeleton) and collects bindings."""
         if depth > MAX_INPUT_DEPTH and isinstance(value, (list, dict)):
@@ -222,7 +222,7 @@ class Checker:
                            f"the JSON path to this member of input is {len(destination):,} characters long, "
                            f"more than the {MAX_PATH_CHARS:,} an expression's place may take")
             elif source is not None:
-                bindings.append([destination, source])
+                bindings.append([destination, *source])
             return value, None
         if isinstance(value, list):
             pairs = [
@@ -249,8 +249,11 @@ class Checker:
         self.error(field, "INVALID_TYPE", f"{_describe(value)} is not a JSON value")
         return None, None
 
-    def expression(self, text: str, field: str, index: int) -> str | None:
-        """Checks an expression read by step `index`; returns its source path in the context document."""
+    def expression(self, text: str, field: str, index: int) -> list[Any] | None:
+        """Checks an expression read by step `index`; returns what its bindings hold after their target: its source
+        path in the context document, and, when it reads an item of an array, the paths within the document that
+        keeps the value (the input, or the step's output) that must hold arrays. The server's JSON paths are lax:
+        `$[0]` of a value that is no array is the value itself, where the expression must find nothing (null)."""
         try:
             segments = parse_path(text)
         except BadPath as exc:
@@ -291,7 +294,9 @@ class Checker:
                        f"an expression is at most {MAX_PATH_CHARS:,} characters long as a JSON path, "
                        f"got {len(source):,}")
             return None
-        return source
+        kept = segments[3:] if head == "steps" else segments[1:]  # the legs within the document that keeps it
+        arrays = [sql_path(kept[:leg]) for leg, segment in enumerate(kept) if isinstance(segment, int)]
+        return [source, arrays] if arrays else [source]
 
 
 def _dashed(segments: tuple[str | int, ...] | list[str | int]) -> str | None:

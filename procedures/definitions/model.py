@@ -17,7 +17,9 @@ class DefinitionError(DocumentError):
 
 class Template(TypedDict):
     skeleton: Any
-    bindings: list[list[str]]
+    # Each binding: [target path, source path], and when the source reads an array's item, a third member: the paths
+    # (within the document that keeps the value) that must hold arrays for the source to find anything.
+    bindings: list[list[Any]]
 
 
 class CompiledStep(TypedDict):

@@ -21,7 +21,7 @@ def check(c: Checker, raw: dict[str, Any], path: str, index: int, step: dict[str
     step["handler"] = c.text(raw, path, "handler", HANDLER)
     step["handler_version"] = c.text(raw, path, "handler_version", VERSION)
     if c.present(raw, path, "input", required=False):
-        bindings: list[list[str]] = []
+        bindings: list[list[Any]] = []
         step["input"], skeleton = c.json_value(raw["input"], f"{path}.input", (), index, bindings, 1)
         compiled["input"] = {"skeleton": skeleton, "bindings": bindings}
     else:

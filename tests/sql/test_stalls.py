@@ -611,6 +611,27 @@ def test_R7_templates_read_the_outputs_they_name_whatever_the_spelling_of_the_st
     assert world.instance(wf)["status"] == "RUNNING"
 
 
+def test_R7_an_expression_indexing_a_value_that_is_no_array_finds_nothing(world, orch):
+    """The server's JSON paths are lax: `$[0]` of "abc" is "abc", and `$.o[0].a` of {"o": {"a": 1}} is 1. An
+    expression's item of a value that is no array finds nothing and resolves to null, as the concepts page says of
+    any path that finds nothing; items of arrays, and of arrays in arrays, are found as before."""
+    world.publish({"name": "items", "steps": [
+        task_step("first"),
+        task_step("work", after=["first"], input={
+            "s0": "$.input.s[0]", "o0": "$.input.o[0]", "o0a": "$.input.o[0].a", "pair": "$.input.arr[0][1]",
+            "past": "$.input.arr[0][1][0]", "out_item": "$.steps.first.output.l[1]",
+            "out_text": "$.steps.first.output.v[0]", "out_whole": "$.steps.first.output[0]",
+            "\u00e9l": '$.input["\u00e9"][0]'})]})
+    world.start("items", {"order_id": "o-1", "s": "abc", "o": {"a": 1}, "arr": [[1, 2]], "\u00e9": ["x"]})
+    orch.drain()
+    (c,) = claim(world)
+    pulse.attempt_complete(world.db.conn, c["attempt_id"], "w1", {"v": "text", "l": [7, 8]})
+    orch.drain()
+    (task,) = claim(world)
+    assert json.loads(task["input"]) == {"s0": None, "o0": None, "o0a": None, "pair": 2, "past": None,
+                                         "out_item": 8, "out_text": None, "out_whole": None, "\u00e9l": "x"}
+
+
 def test_R18_an_input_as_deep_as_a_start_allows_is_a_review_at_activation_not_a_failed_start(world, orch):
     """A step that takes the whole input nests it one level deeper in its frozen inputs, past the server's 32."""
     world.publish(task_flow(input={"all": "$.input"}))

@@ -229,10 +229,21 @@ def test_nested_objects_and_arrays_compile_to_a_skeleton_and_bindings() -> None:
         "skeleton": {"note": "plain", "order": {"id": None, "lines": [None, 5, {"sku": None}]}},
         "bindings": [
             ["$.order.id", "$.input.order_id"],
-            ["$.order.lines[0]", "$.input.items[0]"],
-            ["$.order.lines[2].sku", "$.input.items[1].sku"],
+            ["$.order.lines[0]", "$.input.items[0]", ["$.items"]],  # found only where $.items is an array
+            ["$.order.lines[2].sku", "$.input.items[1].sku", ["$.items"]],
         ],
     }
+
+
+def test_an_expression_through_array_items_names_each_place_that_must_hold_an_array() -> None:
+    """The server's JSON paths are lax: `$[0]` of a value that is no array is the value itself. Each binding that
+    reads an item names the paths, within the document that keeps the value, that must be arrays."""
+    doc = definition(timer("first"), task(input={"a": "$.steps.first.output[2][0].x[1]", "b": "$.input[0]"},
+                                          after=["first"]))
+    assert validate(doc).compiled["charge"]["input"]["bindings"] == [
+        ["$.a", "$.steps.first.output[2][0].x[1]", ["$", "$[2]", "$[2][0].x"]],
+        ["$.b", "$.input[0]", ["$"]],
+    ]
 
 
 def test_keys_that_are_not_plain_identifiers_are_double_quoted_in_both_paths() -> None:
