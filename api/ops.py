@@ -116,6 +116,11 @@ class EngineCollector:
                                 value=figures["open_review_reasons"])
         yield GaugeMetricFamily("weave_instances_in_review", "Instances in NEEDS_REVIEW",
                                 value=figures["instances_in_review"])
+        by_code = GaugeMetricFamily("weave_review_reasons_open_by_code",
+                                    "Open review reasons of instances in NEEDS_REVIEW, by review code", labels=["code"])
+        for code, row in sorted(figures["review_by_code"].items()):
+            by_code.add_metric([code], row["open_review_reasons"])
+        yield by_code
         tasks = GaugeMetricFamily("weave_tasks", "Tasks by status (in flight)", labels=["status"])
         for task_status in ("QUEUED", "RUNNING"):
             tasks.add_metric([task_status], figures["tasks"].get(task_status, 0))

@@ -374,6 +374,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         "tasks_in_flight": {status: figures["tasks"].get(status, 0) for status in ("QUEUED", "RUNNING")},
         "open_review_reasons": figures["open_review_reasons"],
         "instances_in_review": figures["instances_in_review"],
+        "review_by_code": figures["review_by_code"],
         "polls": {"in_flight": figures["polls_in_flight"], "waiting": figures["polls_waiting"]},
         "signals_pending": figures["signals_pending"],
         "instances": figures["instances"],
@@ -395,7 +396,9 @@ def cmd_status(args: argparse.Namespace) -> int:
                      f"RUNNING {p['tasks_in_flight']['RUNNING']}")
         lines.append("live instances: " + ", ".join(f"{k} {v['instances']} ({v['paused']} paused)"
                                                     for k, v in p["instances"].items()))
-        lines.append(f"in review: {p['instances_in_review']} instance(s), {p['open_review_reasons']} open reason(s)")
+        lines.append(f"in review: {p['instances_in_review']} instance(s), {p['open_review_reasons']} open reason(s)"
+                     + "".join(f"{', ' if i else ': '}{code} {row['open_review_reasons']}"
+                               for i, (code, row) in enumerate(sorted(p["review_by_code"].items()))))
         lines.append("deferred: " + (", ".join(f"{k} {v} (oldest {p['deferred_oldest_ms'][k] / 1000:.0f} s)"
                                                for k, v in p["deferred"].items()) or "none"))
         lines.append("failing candidates: " + (", ".join(f"{k} {v['failing']} ({v['repeated']} repeatedly)"

@@ -323,9 +323,15 @@ def status(conn: Conn) -> dict:
     due = {row["class"]: row for row in backlog}
     backlog = [due.get(c.name, {"class": c.name, "due": 0, "oldest_due_at": None, "lag_ms": 0})
                for c in candidates.CLASSES]
+    # A row per review code, then the row of them all (code NULL); none at all when nothing is in review.
+    reviewed = next((r for r in review if r["code"] is None), {"open_review_reasons": 0, "instances_in_review": 0})
     return {"backlog": backlog, "tasks": {r["status"]: r["tasks"] for r in tasks},
-            "open_review_reasons": review[0]["open_review_reasons"],
-            "instances_in_review": review[0]["instances_in_review"], "now_at": review[0]["now_at"],
+            "open_review_reasons": reviewed["open_review_reasons"],
+            "instances_in_review": reviewed["instances_in_review"],
+            "review_by_code": {r["code"]: {"open_review_reasons": r["open_review_reasons"],
+                                           "instances_in_review": r["instances_in_review"]}
+                               for r in review if r["code"] is not None},
+            "now_at": polls[0]["now_at"],
             "lateness": lateness, "polls_in_flight": polls[0]["polls_in_flight"],
             "polls_waiting": polls[0]["polls_waiting"], "signals_pending": polls[0]["signals_pending"],
             "deferred": {r["reason"]: r["instances"] for r in deferred},

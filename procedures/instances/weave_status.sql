@@ -5,9 +5,10 @@ CREATE PROCEDURE weave_status()
     COMMENT 'Description: backlog per candidate class, oldest due lag, tasks in flight and open review reasons.
 Result set 1: class, due (rows due now), oldest_due_at, lag_ms.
 Result set 2: status, tasks (QUEUED and RUNNING tasks).
-Result set 3: open_review_reasons, instances_in_review (of instances in NEEDS_REVIEW), now_at.
+Result set 3 (of instances in NEEDS_REVIEW): code, open_review_reasons, instances_in_review, now_at - a row per review
+code, then the row of them all (code NULL); no row when none is open.
 Result set 4 (timers settled in the last 5 minutes, T-8): le_seconds (bucket upper bound, NULL = +Inf), timers.
-Result set 5: polls_in_flight, polls_waiting (POLL activations by state), signals_pending.
+Result set 5: polls_in_flight, polls_waiting (POLL activations by state), signals_pending, now_at.
 Result set 6 (R-18): reason, instances (deferred checks by reason: pause, quota, capacity, disabled identity or app),
 oldest_since (when the longest-standing of those deferrals began; for room, when it began to wait for room, under
 either reason), oldest_ms (how long ago that was).
@@ -41,12 +42,16 @@ BEGIN
     -- it ends (the fact is kept), but no person can act on it and no review list shows it. So they are read from the
     -- instances in review (one index range per namespace) to their open reasons, never from every open reason: those
     -- kept open on CANCELLED instances are history, which a count of live work must not read (R-11).
-    SELECT COUNT(r.id) AS open_review_reasons, COUNT(DISTINCT r.instance_id) AS instances_in_review, v_now AS now_at
+    -- By code, and in all (the row whose code is NULL): a crashing worker's TASK_UNKNOWNs are not a business
+    -- value's POLL_REVIEW_VALUEs, and a count alone does not tell them apart.
+    SELECT r.code, COUNT(r.id) AS open_review_reasons, COUNT(DISTINCT r.instance_id) AS instances_in_review,
+           v_now AS now_at
       FROM weave_namespaces n
       STRAIGHT_JOIN weave_instances i FORCE INDEX (ix_instance_status)
         ON i.namespace_id = n.id AND i.status = 'NEEDS_REVIEW'
       STRAIGHT_JOIN weave_review_reasons r FORCE INDEX (ix_review_instance)
-        ON r.instance_id = i.id AND r.closed_at IS NULL;
+        ON r.instance_id = i.id AND r.closed_at IS NULL
+     GROUP BY r.code WITH ROLLUP;
     SELECT b.le_seconds, COUNT(w.id) AS timers
       FROM (SELECT 0.1 AS le_seconds UNION ALL SELECT 0.5 UNION ALL SELECT 1 UNION ALL SELECT 5 UNION ALL SELECT 30
             UNION ALL SELECT 300 UNION ALL SELECT NULL) AS b
@@ -56,7 +61,7 @@ BEGIN
      GROUP BY b.le_seconds ORDER BY b.le_seconds IS NULL, b.le_seconds;
     SELECT (SELECT COUNT(*) FROM weave_poll_states WHERE state = 'IN_FLIGHT') AS polls_in_flight,
            (SELECT COUNT(*) FROM weave_poll_states WHERE state = 'WAITING') AS polls_waiting,
-           (SELECT COUNT(*) FROM weave_signals WHERE status = 'PENDING') AS signals_pending;
+           (SELECT COUNT(*) FROM weave_signals WHERE status = 'PENDING') AS signals_pending, v_now AS now_at;
     -- How long the longest deferral of each reason has lasted: a count alone does not tell an instance that waits
     -- for ever (others keep taking the room it waits for) from many that each wait a moment.
     SELECT deferred_reason AS reason, COUNT(DISTINCT instance_id) AS instances, MIN(deferred_since) AS oldest_since,

@@ -20,6 +20,7 @@ TYPES = {
     "weave_signals": "counter", "weave_poll_rounds": "counter", "weave_decisions": "counter",
     "weave_due_backlog": "gauge", "weave_oldest_due_lag_seconds": "gauge", "weave_instances": "gauge",
     "weave_review_reasons_open": "gauge", "weave_instances_in_review": "gauge", "weave_candidates_failing": "gauge",
+    "weave_review_reasons_open_by_code": "gauge",
     "weave_instances_deferred": "gauge", "weave_instances_paused": "gauge", "weave_oldest_deferral_seconds": "gauge",
 }
 
@@ -119,6 +120,30 @@ def test_C3_review_figures_count_only_instances_a_person_can_review(client, worl
     assert value(found["weave_instances"], "weave_instances", status="NEEDS_REVIEW") == 0
     assert value(found["weave_instances_in_review"], "weave_instances_in_review") == 0
     assert value(found["weave_review_reasons_open"], "weave_review_reasons_open") == 0
+
+
+def test_R18_open_review_reasons_are_counted_by_code_as_well(client, world, orch):
+    """A worker that keeps crashing (TASK_UNKNOWN) or failing (TASK_FAILED) is not a business value to look at: the
+    totals alone do not tell them apart, so /metrics, `weave status` and the status figures give each code's count."""
+    from procedures import pulse, routines
+    from tests.sql.test_pulse import claim, task_flow
+
+    world.publish(task_flow(task_timeout_ms=1_000, retry={"max_attempts": 1}))
+    for order in ("o1", "o2", "o3"):
+        world.start("pay", {"order_id": order})
+    orch.drain()
+    for got in claim(world, limit=2):
+        pulse.attempt_fail(world.db.conn, got["attempt_id"], "w1", "declined")
+    world.db.advance(2_000)
+    orch.drain()  # the third task expires unclaimed
+    found = families(client.simulate_get("/metrics").text)
+    by_code = found["weave_review_reasons_open_by_code"]
+    assert {s.labels["code"]: s.value for s in by_code.samples} == {"TASK_FAILED": 2, "TASK_EXPIRED": 1}
+    assert value(found["weave_review_reasons_open"], "weave_review_reasons_open") == 3
+    figures = routines.status(world.db.conn)
+    assert figures["review_by_code"] == {"TASK_EXPIRED": {"open_review_reasons": 1, "instances_in_review": 1},
+                                         "TASK_FAILED": {"open_review_reasons": 2, "instances_in_review": 2}}
+    assert (figures["open_review_reasons"], figures["instances_in_review"]) == (3, 3)
 
 
 def test_T8_a_bucket_bound_is_exact_to_the_microsecond(client, world, orch):

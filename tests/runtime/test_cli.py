@@ -682,6 +682,22 @@ def test_status_gives_the_engine_time_as_every_other_time_is_given(database, db,
     assert re.match(rf"engine time {rfc3339}\n", capsys.readouterr().out)
 
 
+def test_R18_status_counts_the_open_review_reasons_by_code(database, world, orch, capsys):
+    world.publish({"name": "charge", "steps": [{"key": "t", "type": "TASK", "queue": "payments",
+                                                 "handler": "payments.charge", "handler_version": "1",
+                                                 "retry": {"max_attempts": 1}}]})
+    for _ in range(2):
+        world.start("charge")
+    for task in pulse.task_claim(world.db.conn, "w1", "payments", limit=2):
+        pulse.attempt_fail(world.db.conn, task["attempt_id"], "w1", "card declined")
+    orch.drain()
+    assert main(["status", "--dsn", database.url()]) == 0
+    assert "in review: 2 instance(s), 2 open reason(s): TASK_FAILED 2\n" in capsys.readouterr().out
+    assert main(["status", "--dsn", database.url(), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["review_by_code"] == {
+        "TASK_FAILED": {"open_review_reasons": 2, "instances_in_review": 2}}
+
+
 def test_not_found_names_the_namespace_it_looked_in(database, world, capsys, monkeypatch):
     """Without WEAVE_NAMESPACE a command looks in the namespace `default`: a user who forgot it was told only "no such
     object in this namespace" while listing, with no word of which namespace that was."""
