@@ -212,7 +212,12 @@ class Registry:
         try:
             return self._handlers[(name, str(version))]
         except KeyError:
-            raise HandlerNotFound(f"no handler {name!r} version {version!r} is registered") from None
+            versions = sorted(v for n, v in self._handlers if n == name)
+            held = (f"this worker has {name!r} in version{'s' if len(versions) > 1 else ''} "
+                    f"{', '.join(repr(v) for v in versions)} only" if versions
+                    else f"this worker has no {name!r} in any version")
+            raise HandlerNotFound(f"no handler {name!r} version {version!r} is registered: {held} (a worker "
+                                  "serving this queue must have every handler and version its tasks name)") from None
 
     def names(self) -> list[str]:
         return sorted(f"{n}@{v}" for n, v in self._handlers)

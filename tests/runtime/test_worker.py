@@ -86,6 +86,9 @@ def test_K8_unknown_handler_or_version_fails_non_retryable_with_HANDLER_NOT_FOUN
     task = task_row(world, wf)
     assert task["status"] == "FAILED" and task["attempts_used"] == 1
     assert task["error"].startswith("HANDLER_NOT_FOUND")
+    # What this worker has instead: another version of the handler, or none.
+    held = "in version '1' only" if name == "example.echo" else "has no 'nobody.here' in any version"
+    assert held in task["error"], task["error"]
     orch.drain()
     reason, = world.instance(wf)["review_reasons"]
     assert reason["code"] == "TASK_FAILED" and reason["detail"]["last_error"].startswith("HANDLER_NOT_FOUND")
