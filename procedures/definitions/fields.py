@@ -6,7 +6,9 @@ A ``Checker`` walks one document and collects every problem instead of stopping 
 from __future__ import annotations
 
 import difflib
+import json
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +33,9 @@ __all__ = ["Checker", "describe", "member"]
 describe = _describe
 member = _member
 
+
+# A member name an expression may write after a dot (procedures.definitions.paths): others are quoted.
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 
 class Checker:
     def __init__(self) -> None:
@@ -249,6 +254,16 @@ class Checker:
         self.error(field, "INVALID_TYPE", f"{_describe(value)} is not a JSON value")
         return None, None
 
+    def _quoting_hint(self, text: str) -> str:
+        """For `$.steps.<key>...` whose key is not a plain name (it holds "." or "-"), the spelling that reads it."""
+        if not text.startswith("$.steps."):
+            return ""
+        rest = text[len("$.steps."):]
+        keys = sorted((k for k in self.graph.key_index if rest.startswith(f"{k}.output")), key=len, reverse=True)
+        if keys and not _PLAIN_NAME.fullmatch(keys[0]):
+            return f": a step key that is not a plain name is quoted, as in $.steps[{json.dumps(keys[0])}].output"
+        return ""
+
     def expression(self, text: str, field: str, index: int) -> list[Any] | None:
         """Checks an expression read by step `index`; returns what its bindings hold after their target: its source
         path in the context document, and, when it reads an item of an array, the paths within the document that
@@ -257,7 +272,7 @@ class Checker:
         try:
             segments = parse_path(text)
         except BadPath as exc:
-            self.error(field, "BAD_EXPRESSION", f"{exc} in {_describe(text)}")
+            self.error(field, "BAD_EXPRESSION", f"{exc} in {_describe(text)}{self._quoting_hint(text)}")
             return None
         if len(segments) > MAX_PATH_LEGS:
             self.error(field, "BAD_EXPRESSION",
@@ -273,7 +288,8 @@ class Checker:
         if head == "steps":
             if len(segments) < 3 or not isinstance(segments[1], str) or segments[2] != "output":
                 self.error(field, "BAD_EXPRESSION",
-                           f"a step's result is read as $.steps.<key>.output..., got {_describe(text)}")
+                           f"a step's result is read as $.steps.<key>.output..., got {_describe(text)}"
+                           f"{self._quoting_hint(text)}")
                 return None
             referenced = segments[1]
             if referenced not in self.graph.key_index:

@@ -133,8 +133,13 @@ BEGIN
             WHEN v_correlation IS NOT NULL AND (JSON_TYPE(JSON_EXTRACT(v_correlation, '$')) <> 'STRING'
                  OR OCTET_LENGTH(JSON_UNQUOTE(v_correlation)) NOT BETWEEN 1 AND 512) THEN
                 CONCAT('correlation must resolve to a string of 1-512 bytes, got ',
-                       LEFT(COALESCE(JSON_TYPE(JSON_EXTRACT(v_correlation, '$')), 'nothing'), 32), ' ',
-                       LEFT(v_correlation, 200))
+                       CASE COALESCE(JSON_TYPE(JSON_EXTRACT(v_correlation, '$')), 'NOTHING')
+                           WHEN 'STRING' THEN CONCAT('a string of ', OCTET_LENGTH(JSON_UNQUOTE(v_correlation)),
+                                                     ' bytes: ', LEFT(v_correlation, 200))
+                           WHEN 'NULL' THEN 'null (its expression found nothing there, or a null)'
+                           ELSE CONCAT(LEFT(COALESCE(JSON_TYPE(JSON_EXTRACT(v_correlation, '$')), 'nothing'), 32),
+                                       ' ', LEFT(v_correlation, 200))
+                       END)
             WHEN v_type NOT IN ('TASK', 'POLL') THEN NULL
             WHEN CHAR_LENGTH(v_business) > 256 THEN
                 CONCAT('business_key must resolve to at most 256 characters, got ', CHAR_LENGTH(v_business), ': ',

@@ -1250,7 +1250,11 @@ def test_S1_a_correlation_that_does_not_resolve_to_a_string_is_never_guessed(wor
     assert world.db.scalar("SELECT COUNT(*) FROM weave_activations") == 0  # no bytes were guessed
     (reason,) = world.instance(wf)["review_reasons"]
     assert reason["code"] == "ACTIVATION_FAILED"
-    assert "correlation must resolve to a string" in reason["detail"]["detail"]
+    assert reason["detail"]["detail"] == ("correlation must resolve to a string of 1-512 bytes, got null (its "
+                                          "expression found nothing there, or a null)")
+    world.start("corr", {"missing": "x" * 513})  # a string too long says how long it is
+    assert "got a string of 513 bytes: " in world.db.scalar(
+        "SELECT detail FROM weave_review_reasons WHERE code = 'ACTIVATION_FAILED' ORDER BY id DESC LIMIT 1")
 
 
 # --- settle at Send: an open wait takes its signal in Send's own transaction -----------------------------------------

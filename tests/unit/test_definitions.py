@@ -555,6 +555,17 @@ def test_a_member_name_that_begins_with_a_dash_is_refused_where_a_json_path_woul
     assert validate(doc).compiled["charge-1"]["input"]["bindings"] == [['$."x-"', '$.input."x-y"']]
 
 
+def test_an_expression_naming_a_step_key_that_must_be_quoted_says_how_to_write_it() -> None:
+    doc = definition(timer("a.b"), timer("1st"), task(input={"x": "$.steps.a.b.output", "y": "$.steps.1st.output.v",
+                                                           "z": '$.steps["a.b"].output'}, after=["a.b", "1st"]))
+    with pytest.raises(DefinitionError) as caught:
+        validate(doc)
+    messages = {e.field: e.message for e in caught.value.errors}
+    assert set(messages) == {"steps[2].input.x", "steps[2].input.y"}
+    assert messages["steps[2].input.x"].endswith('quoted, as in $.steps["a.b"].output')
+    assert messages["steps[2].input.y"].endswith('quoted, as in $.steps["1st"].output')
+
+
 def test_expressions_in_key_and_correlation_fields_are_checked() -> None:
     doc = definition(
         task("a", business_key="$.nope", mutex_key="$.steps.b.output"),
