@@ -163,6 +163,19 @@ BEGIN
         END IF;
         SET v_facts = JSON_SET(v_facts, '$.outcome', v_outcome, '$.status', v_status,
                                '$.next_poll_at', DATE_FORMAT(v_next, '%Y-%m-%dT%H:%i:%s.%fZ'));
+        IF v_outcome = 'INVALID' THEN
+            -- What the person in review needs to tell the handler's owner: which part of the result object is wrong.
+            SET v_facts = JSON_SET(v_facts, '$.invalid_because', CASE
+                WHEN in_result IS NULL OR NOT JSON_VALID(in_result) THEN 'the result is not JSON'
+                WHEN JSON_TYPE(in_result) <> 'OBJECT' THEN
+                    CONCAT('the result is ', LOWER(JSON_TYPE(in_result)), ', not an object {"status": ...}')
+                WHEN JSON_TYPE(JSON_EXTRACT(in_result, '$.status')) IS NULL THEN 'the result object has no status'
+                WHEN v_status IS NULL THEN
+                    CONCAT('its status is ', LOWER(JSON_TYPE(JSON_EXTRACT(in_result, '$.status'))), ', not a string')
+                ELSE CONCAT('its status ', JSON_QUOTE(LEFT(v_status, 200)),
+                            ' is none of the step''s pending, success and review statuses (case and spaces count)')
+            END);
+        END IF;
 
         -- The round's outcome and the poll's state in one statement (both rows are locked already). A PENDING
         -- answer leaves the poll WAITING (P-2) in this same update, unless the step declares a final signal: its

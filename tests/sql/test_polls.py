@@ -647,18 +647,22 @@ def test_P7_a_success_status_settles_the_step_with_the_result_object_and_success
 
 
 # --- P-8 rounds that need a person ----------------------------------------------------------------------------
-@pytest.mark.parametrize("result, outcome, code", [
-    ({"status": "MANUAL_CHECK", "output": {"why": "amount differs"}}, "REVIEW_VALUE", "POLL_REVIEW_VALUE"),
-    ({"status": "SHIPPED"}, "INVALID", "POLL_INVALID_RESULT"),
-    ({"output": {"no": "status"}}, "INVALID", "POLL_INVALID_RESULT"),
-    ({"status": 7}, "INVALID", "POLL_INVALID_RESULT"),
-    ({"status": "pending"}, "INVALID", "POLL_INVALID_RESULT"),
-    (["PENDING"], "INVALID", "POLL_INVALID_RESULT"),
-    ("PENDING", "INVALID", "POLL_INVALID_RESULT"),
-    (None, "INVALID", "POLL_INVALID_RESULT"),
+@pytest.mark.parametrize("result, outcome, code, because", [
+    ({"status": "MANUAL_CHECK", "output": {"why": "amount differs"}}, "REVIEW_VALUE", "POLL_REVIEW_VALUE", None),
+    ({"status": "SHIPPED"}, "INVALID", "POLL_INVALID_RESULT",
+     'its status "SHIPPED" is none of the step\'s pending, success and review statuses (case and spaces count)'),
+    ({"output": {"no": "status"}}, "INVALID", "POLL_INVALID_RESULT", "the result object has no status"),
+    ({"status": 7}, "INVALID", "POLL_INVALID_RESULT", "its status is integer, not a string"),
+    ({"status": "pending"}, "INVALID", "POLL_INVALID_RESULT",
+     'its status "pending" is none of the step\'s pending, success and review statuses (case and spaces count)'),
+    (["PENDING"], "INVALID", "POLL_INVALID_RESULT", 'the result is array, not an object {"status": ...}'),
+    ("PENDING", "INVALID", "POLL_INVALID_RESULT", 'the result is string, not an object {"status": ...}'),
+    (None, "INVALID", "POLL_INVALID_RESULT", 'the result is null, not an object {"status": ...}'),
 ])
-def test_P8_review_values_and_invalid_results_go_to_review_with_the_facts(world, orch, result, outcome, code):
-    """Judged in the report's own transaction (Settle at Report), as the orchestrator judges them."""
+def test_P8_review_values_and_invalid_results_go_to_review_with_the_facts(world, orch, result, outcome, code,
+                                                                           because):
+    """Judged in the report's own transaction (Settle at Report), as the orchestrator judges them. An invalid result
+    says what is wrong with it."""
     world.publish(poll_flow())
     wf = started(world, orch)
     got = claim(world)
@@ -674,6 +678,7 @@ def test_P8_review_values_and_invalid_results_go_to_review_with_the_facts(world,
     reason, = inst["review_reasons"]
     assert reason["code"] == code and reason["detail"]["result"] == result and reason["detail"]["round"] == 1
     assert reason["detail"]["task_id"] == got["task_id"]
+    assert reason["detail"].get("invalid_because") == because
     world.db.advance(10 * INTERVAL)
     orch.drain()
     assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks") == 1
