@@ -23,10 +23,17 @@ BEGIN
     DECLARE v_max INT UNSIGNED;
     DECLARE v_error VARCHAR(2048);
     DECLARE v_facts LONGTEXT;
+    DECLARE v_mutex VARCHAR(256);
+    DECLARE v_held_since DATETIME(6);  -- since when a RUNNING attempt holds the task's mutex key, if one does
 
-    SELECT id, status, deadline_at, namespace_id, instance_id, attempts_used, max_attempts, error
-      INTO v_id, v_status, v_deadline, v_ns, v_inst, v_used, v_max, v_error
-      FROM pulse_tasks WHERE id = in_task_id FOR UPDATE;
+    -- With the task, its mutex key and since when a RUNNING attempt holds it, if one does: why it never started is
+    -- the first thing the person in review asks (a key held all along, or no worker that took it).
+    SELECT t.id, t.status, t.deadline_at, t.namespace_id, t.instance_id, t.attempts_used, t.max_attempts, t.error,
+           t.mutex_key,
+           (SELECT p.taken_at FROM pulse_permits p FORCE INDEX (uq_permit_mutex_held)
+             WHERE p.namespace_id = t.namespace_id AND p.mutex_held = t.mutex_key LIMIT 1)
+      INTO v_id, v_status, v_deadline, v_ns, v_inst, v_used, v_max, v_error, v_mutex, v_held_since
+      FROM pulse_tasks t WHERE t.id = in_task_id FOR UPDATE;
     IF v_id IS NULL OR v_status <> 'QUEUED' THEN
         SET out_outcome = 'GONE';
     ELSEIF v_deadline > in_now THEN
@@ -35,7 +42,13 @@ BEGIN
         SET v_facts = JSON_OBJECT('task_id', CONCAT('tsk_', in_task_id),
                                   'deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
                                   'expired_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'),
-                                  'attempts_used', v_used + 0, 'max_attempts', v_max + 0, 'last_error', v_error);
+                                  'attempts_used', v_used + 0, 'max_attempts', v_max + 0, 'last_error', v_error,
+                                  'mutex_key', v_mutex,
+                                  'why', IF(v_held_since IS NULL,
+                                            'no worker took it before its deadline (none served its queue, or every '
+                                            'one was busy)',
+                                            CONCAT('it waited for its mutex key, which another attempt has held since ',
+                                                   DATE_FORMAT(v_held_since, '%Y-%m-%dT%H:%i:%s.%fZ'))));
         UPDATE pulse_tasks SET status = 'EXPIRED', finished_at = in_now, updated_at = in_now WHERE id = in_task_id;
         CALL _pulse_inbox_add(in_task_id, 'EXPIRED', v_facts, v_deadline, in_now, NULL, NULL, NULL,
                               IF(in_wake, NULL, FALSE));

@@ -739,6 +739,28 @@ def test_K6_queued_task_past_its_deadline_expires_and_never_starts(world, orch):
     assert task_of(world, wf)["status"] == "EXPIRED" and world.db.scalar("SELECT COUNT(*) FROM pulse_attempts") == 0
     assert review_codes(world, wf) == ["TASK_EXPIRED"] and world.step(wf, "work")["status"] == "NEEDS_REVIEW"
     assert pulse.task_expire(world.db.conn, task["id"]) == "GONE"
+    reason, = world.instance(wf)["review_reasons"]
+    assert reason["detail"]["outcome"]["why"].startswith("no worker took it before its deadline")
+    assert reason["detail"]["outcome"]["mutex_key"] is None
+
+
+def test_K6_a_task_that_expired_waiting_for_its_mutex_key_says_so(world, orch):
+    """A task whose key another attempt held until its deadline never started: its review says which key, held since
+    when, where one that no worker took says that instead."""
+    world.publish(task_flow(task_timeout_ms=5_000, mutex_key="$.input.account"))
+    holder = world.start("pay", {"order_id": "a", "account": "acct-1"})
+    waiter = world.start("pay", {"order_id": "b", "account": "acct-1"})
+    orch.drain()
+    got, = claim(world, lease_ms=60_000)
+    assert got["workflow_id"] == holder
+    world.db.advance(5_001)
+    pulse.attempt_heartbeat(world.db.conn, got["attempt_id"], "w1", 60_000)
+    orch.drain()
+    reason, = world.instance(waiter)["review_reasons"]
+    outcome = reason["detail"]["outcome"]
+    assert reason["code"] == "TASK_EXPIRED" and outcome["mutex_key"] == "acct-1"
+    assert outcome["why"] == ("it waited for its mutex key, which another attempt has held since "
+                              + got["started_at"].isoformat(timespec="microseconds") + "Z")
 
 
 def test_K6_an_attempt_renewed_past_its_task_deadline_runs_on_and_only_a_retry_is_refused(world, orch):
