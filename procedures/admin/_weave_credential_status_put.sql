@@ -53,9 +53,11 @@ BEGIN
     IF in_status = 'DISABLED' THEN
         -- A disable ends the credential's console sessions for good: were they only refused while it is disabled,
         -- enabling it again would let every browser left signed in, and every cookie taken, back in. A sign-in
-        -- holds the credential shared until it commits, so none is left half-made behind this delete. The table
-        -- holds live sessions only (a sign-in sweeps the expired ones), and a disable is rare: it is scanned.
-        DELETE FROM weave_console_sessions WHERE credential_id = v_id;
+        -- holds the credential shared until it commits, so none is left half-made behind this delete. Through the
+        -- credential's index, forced, in the READ COMMITTED transaction its callers open: a scan (which the
+        -- optimizer prefers on a small table) would lock every other credential's sessions too, and at REPEATABLE
+        -- READ the gap after this credential's entries would keep the next credential's sign-ins waiting.
+        DELETE s FROM weave_console_sessions s FORCE INDEX (ix_console_session_credential) WHERE s.credential_id = v_id;
         SET v_ended = ROW_COUNT();
     END IF;
     CALL _weave_audit(v_ns, 0, v_admin, v_admin_actor,

@@ -16,10 +16,13 @@ BEGIN
     DECLARE v_actor VARCHAR(128);
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_claim('weave_console_session_close', v_tx);
+    CALL _weave_transaction_begin('weave_console_session_close', v_tx);  -- READ COMMITTED: no gap locks on the sessions
     CALL _weave_now(v_now);
-    SELECT s.id, s.namespace_id, s.credential_id, c.actor INTO v_id, v_ns, v_cred, v_actor
-      FROM weave_console_sessions s JOIN weave_credentials c ON c.id = s.credential_id
+    -- The session's row is locked, never its credential's: a disable locks the credential, then its sessions (R-3),
+    -- and a sign-out that took them the other way round could deadlock with it. The actor is read without a lock.
+    SELECT s.id, s.namespace_id, s.credential_id, (SELECT c.actor FROM weave_credentials c WHERE c.id = s.credential_id)
+      INTO v_id, v_ns, v_cred, v_actor
+      FROM weave_console_sessions s
      WHERE s.session_hash = in_session_hash FOR UPDATE;
     IF v_id IS NOT NULL THEN
         DELETE FROM weave_console_sessions WHERE id = v_id;

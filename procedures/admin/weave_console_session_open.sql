@@ -26,7 +26,7 @@ BEGIN
     DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_claim('weave_console_session_open', v_tx);
+    CALL _weave_transaction_begin('weave_console_session_open', v_tx);  -- READ COMMITTED: no gap locks on the sessions
     CALL _weave_admin_begin(in_token, in_namespace, 'workflows:read', NULL, v_ns, v_cred, v_actor, v_now,
                             v_allowed);
     IF in_session_hash IS NULL OR in_session_hash NOT REGEXP '^[0-9a-f]{64}\\z' THEN
@@ -40,7 +40,26 @@ BEGIN
     END IF;
     SELECT LEAST(v_now + INTERVAL in_ttl_s SECOND, COALESCE(expires_at, v_now + INTERVAL in_ttl_s SECOND))
       INTO v_expires FROM weave_credentials WHERE id = v_cred;
-    DELETE FROM weave_console_sessions WHERE expires_at <= v_now ORDER BY expires_at LIMIT 100;
+    -- The sweep finds expired sessions by a plain read and deletes each by its key: a locking range read would also
+    -- lock the first live session past the range, and wait whenever another transaction holds it (a sign-out, or a
+    -- disable ending its credential's sessions). A session deleted meanwhile by another sweep is simply not there.
+    sweep: BEGIN
+        DECLARE v_expired BIGINT UNSIGNED;
+        DECLARE v_end BOOLEAN DEFAULT FALSE;
+        DECLARE c_expired CURSOR FOR
+            SELECT id FROM weave_console_sessions FORCE INDEX (ix_console_session_expiry)
+             WHERE expires_at <= v_now ORDER BY expires_at LIMIT 100;
+        DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_end = TRUE;
+        OPEN c_expired;
+        expired: LOOP
+            FETCH c_expired INTO v_expired;
+            IF v_end THEN
+                LEAVE expired;
+            END IF;
+            DELETE FROM weave_console_sessions WHERE id = v_expired AND expires_at <= v_now;
+        END LOOP;
+        CLOSE c_expired;
+    END sweep;
     INSERT INTO weave_console_sessions (session_hash, namespace_id, credential_id, sealed_token, created_at,
                                         expires_at)
     VALUES (in_session_hash, v_ns, v_cred, in_sealed_token, v_now, v_expires);
