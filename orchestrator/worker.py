@@ -231,8 +231,9 @@ class Worker:
             claiming = False
             try:
                 if self._since is None:
-                    self._since = db.call_row(self._conn(), "weave_clock_now")["now_at"]
-                    self._warn_of_namesakes()
+                    began_at = db.call_row(self._conn(), "weave_clock_now")["now_at"]
+                    self._warn_of_namesakes(began_at)  # before it is set: a failure here is tried again
+                    self._since = began_at
                 if unanswered is not None:
                     self._take_unanswered(unanswered)
                     unanswered = None
@@ -281,31 +282,39 @@ class Worker:
         left alone they would run out their leases unrun and go to review as UNKNOWN (K-4). An attempt this worker
         ran and left to its lease (its report could not be written) is RUNNING too, and is never run twice; nor is
         one that an earlier process with the same worker id started (only those since this worker began are read).
-        ``began``: when (time.monotonic()) the lost claim began. Only attempts started since then are read, on the
+        ``began``: when (time.monotonic()) the lost claim began. Only attempts started since then run, on the
         engine's clock (its time now, less the time since, less a second): a process that wrongly shares this
-        worker's id, running alongside, has its earlier claims left to it, never run a second time here."""
+        worker's id, running alongside, has its earlier claims left to it, never run a second time here. Should the
+        engine's clock have jumped ahead meanwhile (a failover to a node whose clock is ahead), the claim's own
+        attempts are left out too: the doubt goes the safe way (their leases end them, UNKNOWN, for a person to
+        look at, where running another's would do its work twice), and a warning names them."""
         with self._cond:
             known = set(self._inflight) | self._left_to_lease  # running here, or run here already
-        since = self._since
+        window = None
         if began is not None:
             now = db.call_row(self._conn(), "weave_clock_now")["now_at"]
-            claim_began = now - dt.timedelta(seconds=time.monotonic() - began + LOST_CLAIM_MARGIN_S)
-            since = claim_began if since is None else max(since, claim_began)
-        lost = [row for row in pulse.worker_attempts(self._conn(), self.worker_id, since)
-                if row["attempt_id"] not in known]
+            window = now - dt.timedelta(seconds=time.monotonic() - began + LOST_CLAIM_MARGIN_S)
+        running = [row for row in pulse.worker_attempts(self._conn(), self.worker_id, self._since)
+                   if row["attempt_id"] not in known]
+        lost = [row for row in running if window is None or row["started_at"] >= window]
+        left = [row["attempt_id"] for row in running if window is not None and row["started_at"] < window]
+        if left:
+            log.warning("attempts under this worker id that started before the lost claim began are left to their "
+                        "leases: another process may be using the same id, or the engine's clock moved ahead",
+                        extra={"fields": {"attempts": left[:20]}})
         if lost:
             log.warning("a claim lost its answer: its attempts run now", extra={"fields": {
                 "attempts": [row["attempt_id"] for row in lost]}})
             self.stats["unanswered_claims_taken"] += len(lost)
             self._start(lost)
 
-    def _warn_of_namesakes(self) -> None:
-        """At start: attempts RUNNING under this worker's id with their leases live are another process's, one
-        still running or one just gone (a restart before its leases ran out). Two workers must never share an id:
-        each reads back the other's attempts as its own after a lost claim, and a report of one fails the other."""
-        assert self._since is not None
+    def _warn_of_namesakes(self, now: dt.datetime) -> None:
+        """At start (engine time ``now``): attempts RUNNING under this worker's id with their leases live are
+        another process's, one still running or one just gone (a restart before its leases ran out). Two workers
+        must never share an id: a report of one fails the other's attempt, and a lost claim's read-back has to
+        tell their attempts apart by when they started."""
         live = [row["attempt_id"] for row in pulse.worker_attempts(self._conn(), self.worker_id)
-                if row["lease_expires_at"] > self._since]
+                if row["lease_expires_at"] > now]
         if live:
             log.warning("attempts under this worker id are running with live leases: another process may be using "
                         "the same id, which two running workers must never share (or an earlier one has just "

@@ -413,15 +413,18 @@ def test_K1_reading_back_a_lost_claim_leaves_a_process_sharing_the_worker_id_its
         world.db.advance(2_000)  # two seconds later, this worker claims, and the answer is lost
         began = time.monotonic()
         unheard = pulse.task_claim(world.db.conn, worker.worker_id, "payments", limit=1)[0]
-        worker._take_unanswered(began)
+        with caplog.at_level(logging.WARNING, logger="weave.worker"):
+            worker._take_unanswered(began)
         assert list(worker._inflight) == [unheard["attempt_id"]] and theirs["attempt_id"] not in worker._inflight
+        left, = [r for r in caplog.records if "are left to their leases" in r.getMessage()]
+        assert left.fields["attempts"] == [theirs["attempt_id"]]  # said, for the person who will see it UNKNOWN
     finally:
         worker.close()
+    caplog.clear()
     namesake = make_worker(database, worker_id=worker.worker_id)
     try:
         with caplog.at_level(logging.WARNING, logger="weave.worker"):
-            namesake._since = world.db.now()
-            namesake._warn_of_namesakes()
+            namesake._warn_of_namesakes(world.db.now())
         warned, = [r for r in caplog.records if "another process may be using the same id" in r.getMessage()]
         assert sorted(warned.fields["attempts"]) == sorted([theirs["attempt_id"], unheard["attempt_id"]])
     finally:
