@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import secrets
 from pathlib import Path
 from urllib.parse import parse_qs, quote, urlencode
@@ -128,6 +129,40 @@ def action_fields(data: dict[str, list[str]]) -> tuple[str, str]:
     return key, reason
 
 
+_INSTANCE_PATH = re.compile(r"/instances/(wf_[0-9]{1,19})(?:/|\Z)")
+
+
+def page_of(req: falcon.Request) -> str:
+    """The console page a request belongs to: an instance's page for the instance and every action on it, else the
+    page asked for when it is one (a GET), else the dashboard."""
+    inside = req.path[len((req.root_path or "").rstrip("/") + "/console"):]
+    instance = _INSTANCE_PATH.match(inside)
+    if instance:
+        return f"{base_path(req)}/instances/{instance.group(1)}"
+    if req.method == "GET" and inside.startswith("/") and inside not in ("/signin", "/signout"):
+        return base_path(req) + inside + (f"?{req.query_string}" if req.query_string else "")
+    return base_path(req)
+
+
+def sign_in_again(req: falcon.Request, resp: falcon.Response) -> None:
+    """To the sign-in form, which brings the operator back to the page afterwards. A form posted without a live
+    session (it ended, or was signed out in another tab, while the form was open) did nothing: the form says so, so
+    that the operator sends it again rather than believe it done."""
+    query = {"next": page_of(req)}
+    if req.method == "POST":
+        query["ended"] = "1"
+    redirect(resp, f"{base_path(req)}/signin?{urlencode(query)}")
+
+
+def safe_next(req: falcon.Request, target: str) -> str:
+    """Where a sign-in goes on to: a page of this console, never anywhere else (an address that leaves it, or one
+    crafted to, goes to the dashboard)."""
+    base = base_path(req)
+    if target.startswith(base + "/") and "//" not in target and "\\" not in target and "/signin" not in target:
+        return target
+    return base
+
+
 def page(method):
     """Runs a responder and turns every refusal into an HTML page (or a redirect to sign-in)."""
 
@@ -138,7 +173,7 @@ def page(method):
         try:
             method(self, req, resp, **params)
         except SignInNeeded:
-            redirect(resp, base_path(req) + "/signin")
+            sign_in_again(req, resp)
         except Exception as exc:  # every failure is a page, never a stack trace
             self.fail(req, resp, exc)
 
@@ -209,7 +244,7 @@ class Page:
             resp.set_header("Retry-After", "1")
             status, code, detail = 503, "UNAVAILABLE", "the database is unavailable; retry shortly"
         elif isinstance(exc, errors.Unauthenticated):
-            redirect(resp, base_path(req) + "/signin")
+            sign_in_again(req, resp)
             return
         elif isinstance(exc, errors.WeaveError) and exc.http_status < 500:
             status, code, detail = exc.http_status, exc.code, exc.detail
@@ -224,7 +259,9 @@ class Page:
                 session = self.session(req)
             except Exception:  # the error page must render whatever the database does
                 session = None
-        self.render(req, resp, "error.html", session, status=status, code=code, detail=detail, status_code=status)
+        back = page_of(req) if req.method == "POST" or _INSTANCE_PATH.match(req.path[len(base_path(req)):]) else None
+        self.render(req, resp, "error.html", session, status=status, code=code, detail=detail, status_code=status,
+                    back=None if back == base_path(req) else back)
 
 
 class Static:
@@ -240,35 +277,43 @@ class Static:
 class SignIn(Page):
     @page
     def on_get(self, req, resp):
+        after = safe_next(req, req.get_param("next") or "")
         if self.session(req) is not None:
-            redirect(resp, base_path(req))
+            redirect(resp, after)
             return
-        self._form(req, resp)
+        ended = req.get_param("ended") == "1"
+        self._form(req, resp, after=after, error=(
+            "Your session ended before that form was sent: nothing was done. Sign in, and you are taken back to "
+            "the page to send it again." if ended else None))
 
-    def _form(self, req, resp, status: int = 200, error: str | None = None, namespace: str = ""):
+    def _form(self, req, resp, status: int = 200, error: str | None = None, namespace: str = "",
+              after: str | None = None):
         # Sign-in has no session yet: a one-off value in a SameSite=Strict cookie and in the form proves the
         # post came from this page (no login CSRF).
         nonce = secrets.token_urlsafe(24)
         resp.set_cookie(sessions.SIGNIN_COOKIE, nonce, path=base_path(req), secure=req.scheme == "https",
                         http_only=True, same_site="Strict", max_age=900)
-        self.render(req, resp, "signin.html", None, status=status, nonce=nonce, error=error, namespace=namespace)
+        self.render(req, resp, "signin.html", None, status=status, nonce=nonce, error=error, namespace=namespace,
+                    after=after or base_path(req))
 
     @page
     def on_post(self, req, resp):
         data = form(req)
         values = req.get_cookie_values(sessions.SIGNIN_COOKIE) or []
         namespace = field(data, "namespace").strip()
+        after = safe_next(req, field(data, "next"))
         if not values or not sessions.csrf_ok(values[0], field(data, "nonce")):
             raise Refused(403, "CSRF_REFUSED", "the sign-in form expired or did not come from this console; "
                                                "open it again")
         token = field(data, "token").strip()
         if not token or not namespace:
-            self._form(req, resp, 422, "Give the namespace and a token.", namespace)
+            self._form(req, resp, 422, "Give the namespace and a token.", namespace, after)
             return
         if len(token) > TOKEN_MAX or len(namespace) > PATH_WIDTHS["ns"]:
             # Longer than any credential's token or namespace's name: no credential of it, as the API answers such a
             # token (the database would refuse the value as it binds the call, a page naming the routine's parameter).
-            self._form(req, resp, 401, "That token is not valid for this namespace.", namespace[:PATH_WIDTHS["ns"]])
+            self._form(req, resp, 401, "That token is not valid for this namespace.", namespace[:PATH_WIDTHS["ns"]],
+                       after)
             return
         previous = self.session(req)
         if previous is not None:  # a new sign-in replaces this browser's session, it never adds a second
@@ -278,15 +323,16 @@ class SignIn(Page):
             opened = routines.console_session_open(self.conn, token, namespace, sessions.session_hash(sid),
                                                    sessions.seal(sid, token), sessions.ttl_seconds())
         except (errors.Unauthenticated, errors.NotFound):
-            self._form(req, resp, 401, "That token is not valid for this namespace.", namespace)
+            self._form(req, resp, 401, "That token is not valid for this namespace.", namespace, after)
             return
         except errors.Forbidden:
-            self._form(req, resp, 403, "That credential may not read workflows (scope workflows:read).", namespace)
+            self._form(req, resp, 403, "That credential may not read workflows (scope workflows:read).", namespace,
+                       after)
             return
         resp.unset_cookie(sessions.SIGNIN_COOKIE, path=base_path(req))
         resp.set_cookie(sessions.COOKIE, sid, path=base_path(req), secure=req.scheme == "https", http_only=True,
                         same_site="Strict", max_age=sessions.lifetime_s(opened))
-        redirect(resp, base_path(req))
+        redirect(resp, after)
 
 
 class SignOut(Page):
@@ -323,6 +369,9 @@ def _filters(req: falcon.Request) -> dict[str, str]:
         values["control"] = ""
     for box in ("in_review", "deferred"):
         values[box] = "1" if values[box] else ""
+    values["review_code"] = values["review_code"].upper()  # codes are upper case: task_failed means TASK_FAILED
+    if values["in_review"]:  # "in review" is the NEEDS_REVIEW status: the status field shows what is listed
+        values["status"] = "NEEDS_REVIEW"
     return values
 
 

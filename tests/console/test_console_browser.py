@@ -145,7 +145,7 @@ def test_read_only_credential_sees_no_actions_and_other_namespaces_are_404(page,
     page.goto(BASE)
     page.get_by_role("button", name="Sign out").click()
     page.wait_for_url(re.compile(r".*/console/signin$"))
-    assert page.goto(f"{BASE}/instances/{wf}").url.endswith("/console/signin")
+    assert page.goto(f"{BASE}/instances/{wf}").url.endswith(f"/console/signin?next=%2Fconsole%2Finstances%2F{wf}")
 
 
 def test_bulk_dry_run_counts_exactly_what_the_filter_matches_then_applies_per_item(page, world):

@@ -31,7 +31,7 @@ def test_the_console_works_behind_a_path_prefix_under_gunicorn(database, world, 
     try:
         assert wait_for(ready, timeout=30), (tmp_path / "api.log").read_text()
         with opener.open(root + "/console") as resp:  # no session: redirected to the prefixed sign-in
-            assert resp.url == root + "/console/signin"
+            assert resp.url == root + "/console/signin?next=%2Fops%2Fconsole"
             html = resp.read().decode()
         assert 'action="/ops/console/signin"' in html and 'href="/ops/console/static/console.css"' in html
         nonce = re.search(r'name="nonce" value="([^"]+)"', html).group(1)

@@ -21,7 +21,7 @@ TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_m
 
 def test_pages_need_a_session_and_the_sign_in_form_is_strict(client, world):
     got = client.simulate_get(BASE)
-    assert got.status_code == 303 and got.headers["location"].endswith("/console/signin")
+    assert got.status_code == 303 and "/console/signin?next=" in got.headers["location"]
     form = client.simulate_get(f"{BASE}/signin")
     assert form.status_code == 200 and form.headers["content-type"].startswith("text/html")
     csp = form.headers["content-security-policy"]
@@ -200,7 +200,7 @@ def test_a_session_cookie_that_is_not_ours_leads_to_sign_in_never_an_error(clien
     # A browser sends whatever cookie it holds under that name, including letters outside ASCII.
     for value in ("a" * 43, "é" * 43, "a" * 42 + "²", "a" * 42 + "/", "a" * 44, ""):
         got = client.simulate_get(BASE, cookies={"weave_console": value})
-        assert got.status_code == 303 and got.headers["location"].endswith("/console/signin"), value
+        assert got.status_code == 303 and "/console/signin?next=" in got.headers["location"], value
     form = client.simulate_get(f"{BASE}/signin", cookies={"weave_console": "é" * 43})
     assert form.status_code == 200 and 'name="nonce"' in form.text
 
@@ -219,6 +219,70 @@ def test_a_disabled_credential_ends_its_sessions(client, world):
     assert client.simulate_get(BASE, cookies=other).status_code == 200
     audit = world.db.row("SELECT details FROM weave_audit WHERE action = 'credential.disable' ORDER BY id DESC LIMIT 1")
     assert json.loads(audit["details"])["console_sessions_ended"] == 1
+
+
+def test_a_form_sent_after_its_session_ended_says_nothing_was_done_and_sign_in_leads_back_to_it(client, world):
+    """A form left open while its session ended (signed out in another tab, expired, its credential disabled) did
+    nothing when sent: the sign-in form says so, and signing in leads back to the instance to send it again. A
+    sign-in never goes on to an address outside the console."""
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    cookies = sign_in(client, world.token)
+    page = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text
+    form_post(client, f"{BASE}/signout", {"csrf": hidden(page, "csrf")}, cookies)  # another tab signs out
+    sent = form_post(client, f"{BASE}/instances/{wf}/pause",
+                     {"csrf": hidden(page, "csrf"), "idempotency_key": "pause-1", "reason": "hold"}, cookies)
+    assert sent.status_code == 303
+    assert sent.headers["location"] == f"{BASE}/signin?next=%2Fconsole%2Finstances%2F{wf}&ended=1"
+    assert world.instance(wf)["control"] == "ACTIVE"  # nothing was done
+    form = client.simulate_get(f"{BASE}/signin", params={"next": f"{BASE}/instances/{wf}", "ended": "1"})
+    assert "nothing was done" in form.text and hidden(form.text, "next") == f"{BASE}/instances/{wf}"
+    nonce = hidden(form.text, "nonce")
+    back = form_post(client, f"{BASE}/signin", {"nonce": nonce, "namespace": "acme", "token": world.token,
+                                                "next": f"{BASE}/instances/{wf}"},
+                     {"weave_console_signin": form.cookies["weave_console_signin"].value})
+    assert back.status_code == 303 and back.headers["location"] == f"{BASE}/instances/{wf}"
+    for elsewhere in ("https://example.com/", "//example.com/console/x", f"{BASE}//example.com", "/metrics"):
+        form = client.simulate_get(f"{BASE}/signin", params={"next": elsewhere})
+        assert hidden(form.text, "next") == BASE, elsewhere
+
+
+def test_a_refused_action_s_page_leads_back_to_the_instance(client, world):
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    cookies = sign_in(client, world.token)
+    page = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text
+    refused = form_post(client, f"{BASE}/instances/{wf}/deadline",  # neither a new deadline nor an extension
+                        {"csrf": hidden(page, "csrf"), "idempotency_key": "deadline-1", "reason": "more time"},
+                        cookies)
+    assert refused.status_code == 422
+    assert f'<a href="{BASE}/instances/{wf}">Back to the page</a>' in refused.text
+
+
+def test_an_instance_page_offers_what_applies_and_no_countdown_once_finished(client, world, orch):
+    from procedures import pulse
+
+    world.publish({"name": "charge", "steps": [{"key": "charge", "type": "TASK", "queue": "payments",
+                                                "handler": "example.fail", "handler_version": "1",
+                                                "retry": {"max_attempts": 1}}]})
+    failed = world.start("charge")
+    claimed = pulse.task_claim(world.db.conn, "w1", "payments", limit=1)[0]
+    pulse.attempt_fail(world.db.conn, claimed["attempt_id"], "w1", "card declined")
+    orch.drain()
+    cookies = sign_in(client, world.token)
+    page = client.simulate_get(f"{BASE}/instances/{failed}", cookies=cookies).text
+    assert "Reactivate charge" in page  # the step's recovery forms are there
+    assert 'name="timeout_ms"' not in page  # a TASK step's reactivation takes no timeout (SIGNAL and POLL do)
+    assert "No signal has targeted this step" not in page  # signals are a SIGNAL step's matter
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    page = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text
+    assert re.search(r"<dt>Deadline</dt><dd><time>[^<]+</time> \(in ", page)
+    world.db.advance(61_000)
+    orch.drain()
+    done = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+    assert re.search(r"<dt>Deadline</dt><dd><time>[^<]+</time></dd>", done)  # nothing left to count down to
 
 
 def test_another_namespaces_instance_is_a_404_page(client, world):
@@ -325,12 +389,20 @@ def test_list_filters_by_business_key_control_review_code_and_deferral(client, w
     assert listed(business_key="bk-1") == [plain]
     assert listed(control="PAUSED") == [other]
     assert listed(in_review="1") == [reviewed] == listed(review_code="POLL_ROUNDS_EXHAUSTED")
+    assert listed(review_code="poll_rounds_exhausted") == [reviewed]  # codes are upper case, however typed
     assert listed(review_code="POLL_DEADLINE") == []
+    shown = client.simulate_get(f"{BASE}/instances", params={"in_review": "1", "status": "SUCCEEDED"},
+                                cookies=cookies).text
+    assert '<option value="NEEDS_REVIEW" selected>' in shown  # the status listed is the status shown
+    dashboard = client.simulate_get(BASE, cookies=cookies).text
+    assert 'data-figure="review-POLL_ROUNDS_EXHAUSTED">1<' in dashboard
+    assert f'href="{BASE}/instances?review_code=POLL_ROUNDS_EXHAUSTED"' in dashboard
     world.db.advance(61_000)
     orch.drain()  # the paused instance's timer settles, and its next step is deferred while paused
     assert listed(deferred="1") == [other]
     page = client.simulate_get(f"{BASE}/instances/{other}", cookies=cookies).text
     assert "Deferred: PAUSED" in page and "instance paused" in page and "When the engine looks again" in page
+    assert "deferred <strong>PAUSED</strong>: instance paused" in page  # the deferral and its words, apart
     assert "Held back: <strong>PAUSED</strong>" in page  # the explain answer of the step that waits
     assert 'id="a-resume-title"' in page and 'id="a-pause-title"' not in page  # paused: resume is what is left
 
