@@ -602,22 +602,28 @@ class Bulk(Page):
             key = f"{run_key}.{workflow_id}"
             if away:  # each would wait out its own connect timeout: the run could outlive the worker's timeout
                 results.append({"workflow_id": workflow_id, "key": key, "ok": False, "replayed": False,
-                                "code": "UNAVAILABLE", "detail": "not tried: the database stopped answering"})
+                                "changed": False, "transient": True, "code": "UNAVAILABLE",
+                                "detail": "not tried: the database stopped answering"})
                 continue
             try:
                 done = INSTANCE_ACTIONS[action](self.conn, session.token, session.namespace, workflow_id, reason, key)
                 results.append({"workflow_id": workflow_id, "key": key, "ok": True,
-                                "replayed": bool(done.get("replayed")), "code": "", "detail": ""})
+                                "replayed": bool(done.get("replayed")), "changed": bool(done.get("changed", True)),
+                                "transient": False, "code": "", "detail": ""})
             except errors.WeaveError as exc:
+                transient = isinstance(exc, errors.TransientDatabaseError) or errors.is_unavailable(exc)
                 if isinstance(exc, errors.TransientDatabaseError):
                     self.connections.discard()
                     away = errors.is_connection_lost(exc)
                 code = exc.field_code if isinstance(exc, errors.ValidationFailed) else exc.code
                 results.append({"workflow_id": workflow_id, "key": key, "ok": False, "replayed": False,
-                                "code": code, "detail": exc.detail})
+                                "changed": False, "transient": transient, "code": code, "detail": exc.detail})
         failed = [r["workflow_id"] for r in results if not r["ok"]]
+        # Only what may go through another time is offered again: a refusal for the instance's state (a finished
+        # instance, another namespace's) would be refused again.
+        retry = [r["workflow_id"] for r in results if not r["ok"] and r["transient"]]
         self.render(req, resp, "bulk_result.html", session, action=action, reason=reason, bulk_key=run_key,
-                    results=results, failed=failed, nav="bulk")
+                    results=results, failed=failed, retry=retry, nav="bulk")
 
 
 class Missing(Page):
