@@ -472,6 +472,7 @@ class InstanceAction(Page):
     def on_post(self, req, resp, workflow_id, action):
         session, data = self.checked(req)
         key, reason = action_fields(data)
+        confirm_cancel(action, data)
         if action in INSTANCE_ACTIONS:
             result = INSTANCE_ACTIONS[action](self.conn, session.token, session.namespace, workflow_id, reason, key)
         elif action == "deadline":
@@ -482,6 +483,14 @@ class InstanceAction(Page):
         else:
             raise falcon.HTTPNotFound()
         _done(req, resp, workflow_id, action, key, result)
+
+
+def confirm_cancel(action: str, data: dict[str, list[str]]) -> None:
+    """A cancel ends instances for good: its form asks the operator to tick that they mean it, and a form sent
+    without the tick (a browser that does not hold to the form's required box) is refused, having done nothing."""
+    if action == "cancel" and field(data, "confirm") != "1":
+        raise Refused(422, "CONFIRMATION_NEEDED", "a cancel ends the instance for good: tick the box that says you "
+                                                  "mean it, then send the form again (nothing was done)")
 
 
 class StepAction(Page):
@@ -597,6 +606,7 @@ class Bulk(Page):
         if action not in self.ACTIONS or not run_key or not ids or len(ids) > self.LIMIT:
             raise Refused(422, "VALIDATION_FAILED",
                           f"a bulk run needs an action, its key and 1..{self.LIMIT} instances")
+        confirm_cancel(action, data)
         results, away = [], False
         for workflow_id in ids:
             key = f"{run_key}.{workflow_id}"

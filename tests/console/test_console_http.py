@@ -285,6 +285,20 @@ def test_an_instance_page_offers_what_applies_and_no_countdown_once_finished(cli
     assert re.search(r"<dt>Deadline</dt><dd><time>[^<]+</time></dd>", done)  # nothing left to count down to
 
 
+def test_a_cancel_from_the_instance_page_needs_its_box_ticked(client, world):
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    cookies = sign_in(client, world.token)
+    page = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text
+    assert 'name="confirm" value="1" required' in page
+    fields = {"csrf": hidden(page, "csrf"), "idempotency_key": "c-1", "reason": "customer withdrew"}
+    unticked = form_post(client, f"{BASE}/instances/{wf}/cancel", fields, cookies)
+    assert unticked.status_code == 422 and "CONFIRMATION_NEEDED" in unticked.text
+    assert world.instance(wf)["status"] == "RUNNING"
+    done = form_post(client, f"{BASE}/instances/{wf}/cancel", {**fields, "confirm": "1"}, cookies)
+    assert done.status_code == 303 and world.instance(wf)["status"] == "CANCELLED"
+
+
 def test_another_namespaces_instance_is_a_404_page(client, world):
     from tests.support.world import World
 
@@ -528,7 +542,7 @@ def test_a_read_only_credential_gets_a_dry_run_but_no_apply_and_a_forged_apply_i
     cookies = sign_in(client, reader["token"])
     dry = client.simulate_get(f"{BASE}/bulk", cookies=cookies, params={"action": "cancel", "dry_run": "1"})
     assert 'data-figure="bulk-count">1<' in dry.text and "bulk_key" not in dry.text
-    forged = form_post(client, f"{BASE}/bulk", {"csrf": hidden(dry.text, "csrf"), "action": "cancel",
+    forged = form_post(client, f"{BASE}/bulk", {"csrf": hidden(dry.text, "csrf"), "action": "cancel", "confirm": "1",
                                                  "bulk_key": "k", "reason": "x", "workflow_id": [wf]}, cookies)
     assert "FORBIDDEN" in forged.text and world.instance(wf)["status"] == "RUNNING"
 
@@ -691,9 +705,14 @@ def test_bulk_cancel_of_everything_in_review_with_a_given_reason_code(client, wo
     dry = client.simulate_get(f"{BASE}/bulk", cookies=cookies, params={
         "in_review": "1", "review_code": "POLL_ROUNDS_EXHAUSTED", "action": "cancel", "dry_run": "1"})
     assert 'data-figure="bulk-count">2<' in dry.text and sorted(_ids_on(dry.text)) == sorted(stuck)
-    applied = form_post(client, f"{BASE}/bulk", {"csrf": hidden(dry.text, "csrf"), "action": "cancel",
-                                                  "bulk_key": hidden(dry.text, "bulk_key"),
-                                                  "reason": "vendor retired this API", "workflow_id": stuck}, cookies)
+    fields = {"csrf": hidden(dry.text, "csrf"), "action": "cancel", "bulk_key": hidden(dry.text, "bulk_key"),
+              "reason": "vendor retired this API", "workflow_id": stuck}
+    assert 'name="confirm"' in dry.text  # a cancel asks the operator to tick that they mean it
+    unticked = form_post(client, f"{BASE}/bulk", fields, cookies)
+    assert unticked.status_code == 422 and "CONFIRMATION_NEEDED" in unticked.text
+    assert "nothing was done" in unticked.text
+    assert [world.instance(wf)["status"] for wf in stuck] == ["NEEDS_REVIEW", "NEEDS_REVIEW"]
+    applied = form_post(client, f"{BASE}/bulk", {**fields, "confirm": "1"}, cookies)
     assert 'data-figure="bulk-ok">2<' in applied.text
     assert [world.instance(wf)["status"] for wf in stuck] == ["CANCELLED", "CANCELLED"]
     assert world.instance(running)["status"] == "RUNNING"
