@@ -423,9 +423,10 @@ class Instance(Page):
             if step["poll"]:
                 step["poll"]["next_left"] = views.time_left(step["poll"]["next_poll_at"], now)
                 step["poll"]["deadline_left"] = views.time_left(step["poll"]["poll_deadline"], now)
-            # Every step not yet settled gets the explain answer: what it waits for and what holds it back.
+            # Every step not yet settled gets the explain answer: what it waits for and what holds it back; and while
+            # the instance is CANCELLING, a cancelled step too: its task may still run, and the instance waits for it.
             step["explain"] = None
-            if step["status"] not in ("SUCCEEDED", "CANCELLED"):
+            if step["status"] not in ("SUCCEEDED", "CANCELLED") or instance["status"] == "CANCELLING":
                 step["explain"] = signals.explain(conn, token, ns, workflow_id, step["key"])
         deferred_left = views.time_left(instance["deferred"]["next_check_at"], now) if instance["deferred"] else None
         for checkpoint in instance["checkpoints"]:

@@ -299,6 +299,21 @@ def test_a_cancel_from_the_instance_page_needs_its_box_ticked(client, world):
     assert done.status_code == 303 and world.instance(wf)["status"] == "CANCELLED"
 
 
+def test_a_cancelling_instance_shows_the_task_it_waits_for(client, world, orch):
+    from procedures import pulse
+
+    world.publish({"name": "charge", "steps": [{"key": "charge", "type": "TASK", "queue": "payments",
+                                                "handler": "example.echo", "handler_version": "1"}]})
+    wf = world.start("charge")
+    claimed = pulse.task_claim(world.db.conn, "w7", "payments", limit=1)[0]
+    routines.instance_cancel(world.db.conn, world.token, "acme", wf, "customer withdrew", "c-1")
+    assert world.instance(wf)["status"] == "CANCELLING"
+    cookies = sign_in(client, world.token)
+    page = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text
+    assert "The instance ends once every task still running has reported" in page
+    assert f"Task {claimed['task_id']} RUNNING" in page and "held by w7" in page and "cancel requested" in page
+
+
 def test_another_namespaces_instance_is_a_404_page(client, world):
     from tests.support.world import World
 
