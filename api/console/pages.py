@@ -225,6 +225,7 @@ class Page:
         resp.content_type = "text/html; charset=utf-8"
         resp.text = templates.get_template(template).render(
             base=base_path(req), session=session, csrf=session.csrf if session else "", new_key=new_key,
+            review_help=views.REVIEW_HELP,
             **{"nav": "", **context})
 
     def fail(self, req, resp, exc: BaseException) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import itertools
 import json
 import re
 from pathlib import Path
@@ -312,6 +313,27 @@ def test_a_cancelling_instance_shows_the_task_it_waits_for(client, world, orch):
     page = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text
     assert "The instance ends once every task still running has reported" in page
     assert f"Task {claimed['task_id']} RUNNING" in page and "held by w7" in page and "cancel requested" in page
+
+
+def test_each_review_reason_says_what_usually_helps_as_the_operations_guide_does(client, world, orch):
+    from api.console.views import REVIEW_HELP
+    from procedures import pulse
+
+    guide = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
+    lines = guide.split("### What each reason means and what usually helps", 1)[1].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| reason |")) + 2  # past its head and rule
+    rows = list(itertools.takewhile(lambda line: line.startswith("|"), lines[start:]))
+    codes = {code for row in rows for code in re.findall(r"`([A-Z_]+)`", row.split("|")[1])}
+    assert codes == set(REVIEW_HELP)  # the guide's table and the console's help name the same codes
+    world.publish({"name": "charge", "steps": [{"key": "charge", "type": "TASK", "queue": "payments",
+                                                "handler": "example.fail", "handler_version": "1",
+                                                "retry": {"max_attempts": 1}}]})
+    wf = world.start("charge")
+    claimed = pulse.task_claim(world.db.conn, "w1", "payments", limit=1)[0]
+    pulse.attempt_fail(world.db.conn, claimed["attempt_id"], "w1", "card declined")
+    orch.drain()
+    page = client.simulate_get(f"{BASE}/instances/{wf}", cookies=sign_in(client, world.token)).text
+    assert f"What usually helps: {REVIEW_HELP['TASK_FAILED']}" in page
 
 
 def test_another_namespaces_instance_is_a_404_page(client, world):
