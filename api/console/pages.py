@@ -304,8 +304,11 @@ class SignIn(Page):
         namespace = field(data, "namespace").strip()
         after = safe_next(req, field(data, "next"))
         if not values or not sessions.csrf_ok(values[0], field(data, "nonce")):
-            raise Refused(403, "CSRF_REFUSED", "the sign-in form expired or did not come from this console; "
-                                               "open it again")
+            # A form left open past its one-off value's life (or not from this console): nothing was sent, and a
+            # fresh form is the way on, not an error page.
+            self._form(req, resp, 403, "The sign-in form expired (or did not come from this console): nothing was "
+                                       "sent. Sign in again.", namespace[:PATH_WIDTHS["ns"]], after)
+            return
         token = field(data, "token").strip()
         if not token or not namespace:
             self._form(req, resp, 422, "Give the namespace and a token.", namespace, after)
