@@ -41,8 +41,8 @@ BEGIN
         IF in_status IS NOT NULL AND FIND_IN_SET(in_status, 'ACTIVE,DISABLED') = 0 THEN
             CALL _weave_raise(50100, 'INVALID_ARGUMENT: status must be ACTIVE or DISABLED');
         END IF;
-        -- Decisions take the app's row shared (R-3), and queue behind this exclusive lock while it waits: a second at
-        -- most behind a long holder (a Send inside a caller's transaction, S-16), then a lock wait (transient).
+        -- Starts take the app's row shared and task creations exclusively (R-3), and queue behind this exclusive lock
+        -- while it waits: a second at most behind a long holder, then a lock wait (transient).
         SET SESSION innodb_lock_wait_timeout = LEAST(v_wait, 1);
         SELECT id, status, max_in_flight INTO v_id, v_was, v_old_limit
           FROM weave_apps WHERE namespace_id = v_ns AND name = in_name FOR UPDATE;

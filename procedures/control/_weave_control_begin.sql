@@ -27,19 +27,18 @@ those of _weave_instance_authorize.'
 BEGIN
     DECLARE v_locked TINYINT;
     DECLARE v_identity BIGINT UNSIGNED;  -- the instance's starting identity, app and queues, for its locks
-    DECLARE v_app BIGINT UNSIGNED;
     DECLARE v_queues VARCHAR(2048);
     DECLARE v_digest CHAR(64) DEFAULT NULL;
     CALL _weave_instance_authorize(in_token, in_namespace, in_workflow_id, in_scope,
                                    out_namespace_id, out_credential_id, out_actor, out_instance_id,
-                                   v_identity, v_app, v_queues);
+                                   v_identity, v_queues);
     IF in_reason IS NULL OR CHAR_LENGTH(in_reason) NOT BETWEEN 1 AND 1024 THEN
         CALL _weave_raise(50111, 'REASON_INVALID: a reason of 1-1024 characters is required');
     END IF;
     IF in_idempotency_key IS NULL OR NOT (in_idempotency_key REGEXP '^[!-~]{1,128}\\z') THEN
         CALL _weave_raise(50113, 'IDEMPOTENCY_KEY_INVALID: 1-128 printable ASCII characters');
     END IF;
-    CALL _weave_instance_lock(out_instance_id, v_identity, v_app, v_queues, v_locked);
+    CALL _weave_instance_lock(out_instance_id, v_identity, v_locked);
     IF v_locked <> 1 THEN  -- removed (a retention purge) after the unlocked read that authorised the action
         CALL _weave_raise(50003, 'NOT_FOUND: no such object in this namespace');
     END IF;

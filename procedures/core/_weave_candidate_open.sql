@@ -28,7 +28,6 @@ BEGIN
     DECLARE v_inst BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_named BIGINT UNSIGNED DEFAULT NULL;  -- the instance id the candidate names, found or not
     DECLARE v_cred BIGINT UNSIGNED;
-    DECLARE v_app BIGINT UNSIGNED;
     DECLARE v_ns BIGINT UNSIGNED;
     DECLARE v_queues VARCHAR(2048);
     DECLARE v_dummy BIGINT UNSIGNED;
@@ -36,20 +35,20 @@ BEGIN
 
     SET out_namespace_id = NULL, out_instance_id = NULL, out_status = NULL, out_last = NULL, out_outcome = 'GONE';
     IF in_class = 'CHECKPOINT' THEN
-        SELECT c.instance_id, i.id, i.credential_id, i.app_id, i.namespace_id, d.queues
-          INTO v_named, v_inst, v_cred, v_app, v_ns, v_queues
+        SELECT c.instance_id, i.id, i.credential_id, i.namespace_id, d.queues
+          INTO v_named, v_inst, v_cred, v_ns, v_queues
           FROM weave_pending_advances c LEFT JOIN weave_instances i ON i.id = c.instance_id
           LEFT JOIN weave_definitions d ON d.id = i.definition_id
          WHERE c.id = in_id;
     ELSEIF in_class = 'SIGNAL' THEN
-        SELECT c.instance_id, i.id, i.credential_id, i.app_id, i.namespace_id, d.queues
-          INTO v_named, v_inst, v_cred, v_app, v_ns, v_queues
+        SELECT c.instance_id, i.id, i.credential_id, i.namespace_id, d.queues
+          INTO v_named, v_inst, v_cred, v_ns, v_queues
           FROM weave_signals c LEFT JOIN weave_instances i ON i.id = c.instance_id
           LEFT JOIN weave_definitions d ON d.id = i.definition_id
          WHERE c.id = in_id;
     ELSEIF in_class = 'INBOX' THEN
-        SELECT c.instance_id, i.id, i.credential_id, i.app_id, i.namespace_id, d.queues
-          INTO v_named, v_inst, v_cred, v_app, v_ns, v_queues
+        SELECT c.instance_id, i.id, i.credential_id, i.namespace_id, d.queues
+          INTO v_named, v_inst, v_cred, v_ns, v_queues
           FROM pulse_inbox c LEFT JOIN weave_instances i ON i.id = c.instance_id
           LEFT JOIN weave_definitions d ON d.id = i.definition_id
          WHERE c.id = in_id;
@@ -61,12 +60,8 @@ BEGIN
             END IF;
             LEAVE opening;
         END IF;
-        IF v_queues = '' THEN
-            SELECT c.id INTO v_dummy FROM weave_credentials c STRAIGHT_JOIN weave_apps a ON a.id = v_app
-             WHERE c.id = v_cred LOCK IN SHARE MODE;
-        ELSE
-            SELECT id INTO v_dummy FROM weave_credentials WHERE id = v_cred LOCK IN SHARE MODE;
-        END IF;
+        SELECT id INTO v_dummy FROM weave_credentials WHERE id = v_cred LOCK IN SHARE MODE;  -- never the app's row
+        -- (see _weave_instance_lock)
         SELECT id, status, updated_at INTO v_locked, out_status, out_last
           FROM weave_instances WHERE id = v_inst FOR UPDATE SKIP LOCKED;
         IF v_locked IS NULL THEN

@@ -12,11 +12,10 @@ CREATE PROCEDURE _weave_instance_authorize(
         OUT out_actor         VARCHAR(128),
         OUT out_instance_id   BIGINT UNSIGNED,
         OUT out_identity_id   BIGINT UNSIGNED,
-        OUT out_app_id        BIGINT UNSIGNED,
         OUT out_queues        VARCHAR(2048))
     COMMENT 'Internal. Description: authenticates, checks scope and the definition queues, and resolves wf_<id>;
-out_identity_id, out_app_id, out_queues: the instance''s starting identity, its app and its definition''s queues (they
-never change), for _weave_instance_lock.
+out_identity_id: the instance''s starting identity, for _weave_instance_lock; out_queues: its definition''s queues
+(neither ever changes).
 Errors: 50001 UNAUTHENTICATED, 50003 NOT_FOUND, 50002 FORBIDDEN.'
     READS SQL DATA
 BEGIN
@@ -24,8 +23,8 @@ BEGIN
     SET out_instance_id = NULL, out_namespace_id = NULL, out_queues = NULL;
     IF in_workflow_id REGEXP '^wf_[0-9]{1,19}\\z' THEN
         -- The namespace is found by its name here already; _weave_authorize takes it instead of reading it again.
-        SELECT i.id, d.queues, n.id, i.credential_id, i.app_id
-          INTO out_instance_id, out_queues, out_namespace_id, out_identity_id, out_app_id
+        SELECT i.id, d.queues, n.id, i.credential_id
+          INTO out_instance_id, out_queues, out_namespace_id, out_identity_id
           FROM weave_instances i
           JOIN weave_namespaces n ON n.id = i.namespace_id AND n.name = in_namespace
           JOIN weave_definitions d ON d.id = i.definition_id

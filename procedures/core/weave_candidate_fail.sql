@@ -28,8 +28,6 @@ BEGIN
     DECLARE v_ns BIGINT UNSIGNED;
     DECLARE v_locked TINYINT;
     DECLARE v_identity BIGINT UNSIGNED;  -- the instance's starting identity, app and queues, for its locks
-    DECLARE v_app BIGINT UNSIGNED;
-    DECLARE v_queues VARCHAR(2048);
     DECLARE v_step_key VARCHAR(64);
     DECLARE v_last VARCHAR(1024);
     DECLARE v_attempts INT UNSIGNED;
@@ -53,9 +51,8 @@ BEGIN
     END IF;
     IF v_inst IS NOT NULL AND v_attempts >= 2 AND v_last <=> LEFT(in_error, 1024)
        AND NOT (in_error REGEXP '^[0-9]') THEN
-        SELECT i.namespace_id, i.credential_id, i.app_id, d.queues INTO v_ns, v_identity, v_app, v_queues
-          FROM weave_instances i JOIN weave_definitions d ON d.id = i.definition_id WHERE i.id = v_inst;
-        CALL _weave_instance_lock(v_inst, v_identity, v_app, v_queues, v_locked);
+        SELECT namespace_id, credential_id INTO v_ns, v_identity FROM weave_instances WHERE id = v_inst;
+        CALL _weave_instance_lock(v_inst, v_identity, v_locked);
         SET v_review = (v_locked = 1);
         IF v_review = 1 AND in_class <> 'CHECKPOINT' THEN
             -- A checkpoint asks once: its review removes it. An outcome or a signal stays, and asks once.

@@ -47,7 +47,6 @@ BEGIN
     DECLARE v_actor VARCHAR(128);
     DECLARE v_inst BIGINT UNSIGNED;
     DECLARE v_identity BIGINT UNSIGNED;  -- the instance's starting identity, app and queues, for its locks
-    DECLARE v_app BIGINT UNSIGNED;
     DECLARE v_queues VARCHAR(2048);
     DECLARE v_locked TINYINT DEFAULT 0;
     DECLARE v_digest CHAR(64);
@@ -87,7 +86,7 @@ BEGIN
 
     -- S-2: 401 / 404 (another namespace looks missing) / 403 scope and every queue of the pinned definition.
     CALL _weave_instance_authorize(in_token, in_namespace, in_workflow_id, 'workflows:signal',
-                                   v_ns, v_cred, v_actor, v_inst, v_identity, v_app, v_queues);
+                                   v_ns, v_cred, v_actor, v_inst, v_identity, v_queues);
 
     -- S-1: stateless field rules, each at its own code; nothing is locked or stored yet.
     IF in_name IS NULL OR CHAR_LENGTH(in_name) = 0 THEN
@@ -152,10 +151,10 @@ BEGIN
         CALL _weave_raise(50109, 'PAYLOAD_INVALID: payload must be one JSON value of valid Unicode text');
     END IF;
 
-    -- R-3: the instance's identity, app and queues, then the instance row (waiting, never skipping). A send inside a
-    -- caller's transaction (in_wake = 0) starts no work, so it leaves the app of a definition without queues alone:
-    -- the caller's transaction may last, and every task creation of that app updates the app's row (_pulse_slot_take).
-    CALL _weave_instance_lock(v_inst, v_identity, v_app, IF(in_wake = 1, v_queues, NULL), v_locked);
+    -- R-3: the instance's identity, then the instance row (waiting, never skipping); never the app's row, which every
+    -- task creation of the app updates (_pulse_slot_take), and which a send waiting here, or inside a caller's
+    -- transaction that may last, would hold up.
+    CALL _weave_instance_lock(v_inst, v_identity, v_locked);
     IF v_locked <> 1 THEN
         CALL _weave_raise(50003, 'NOT_FOUND: no such object in this namespace');
     END IF;

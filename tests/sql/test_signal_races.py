@@ -271,3 +271,32 @@ def test_R13_a_send_inside_a_caller_transaction_never_holds_its_app_s_task_creat
         idempotency_key="start-2", deadline_ms=HOUR))
     assert started["status"] == "RUNNING"
     assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks") == 1
+
+
+def test_R13_a_send_waiting_for_a_held_instance_holds_up_no_start_or_task_creation_of_its_app(world):
+    """A Send to an instance another transaction holds waits for it (R-3). To an instance of a definition without
+    queues it waited holding the app's row shared: every task creation of that app (which updates the row) queued
+    behind it, every start (which reads the row shared) behind those, and with clients retrying the held instance one
+    busy instance stalled its whole app. It takes no app row, so the app's other work goes on meanwhile."""
+    from procedures import routines
+
+    world.publish(signal_flow())
+    world.publish({"name": "charge", "steps": [{"key": "charge", "type": "TASK", "queue": "payments",
+                                                "handler": "example.echo", "handler_version": "1"}]})
+    held = world.start("approval-flow", {"order_id": "o-1"})
+    with ThreadPoolExecutor(1) as pool:
+        with world.held(held):
+            waiting = pool.submit(send, world, held, "waits-1", conn=world.db.connect())
+            other = world.db.connect()
+            with other.cursor() as cur:
+                cur.execute("SET SESSION innodb_lock_wait_timeout = 1")  # any wait for the Send's locks fails
+            for n in range(3):  # a start, its task's creation (the app's row updated), another start behind it
+                started = routines.instance_start(other, world.token, "acme", definition="charge", app=world.app,
+                                                  input={"order_id": f"o-{n}"}, idempotency_key=f"busy-app-{n}",
+                                                  deadline_ms=HOUR)
+                assert started["status"] == "RUNNING"
+            other.close()
+            assert not waiting.done()  # the Send still waits for the instance
+        assert waiting.result(timeout=30)["status"] in ("PENDING", "CONSUMED")  # and goes through once it is free
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks") == 3
+
