@@ -52,7 +52,7 @@ def test_find_an_instance_in_review_read_why_continue_it_and_watch_it_settle(pag
     assert page.locator("svg.chart rect").count() == 7
     screenshot(page, "dashboard")
 
-    page.get_by_role("link", name="Review queue").click()
+    page.get_by_role("link", name="Review queue", exact=True).click()  # the navigation's
     page.wait_for_url(re.compile(r".*/console/review$"))
     cards = page.locator("ol.queue > li")
     assert cards.count() == 2 and older in cards.nth(0).inner_text()  # the longest waiting first
