@@ -14,6 +14,7 @@ import os
 import random
 import socket
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +31,9 @@ from .daemon import IDLE_MAX_MS, serve
 log = logging.getLogger("weave.orchestrator")
 
 # Outcomes that mean another node got to the candidate first: it holds the instance or already advanced it.
+# How long a due candidate may be skipped because another transaction holds its instance before a warning names it:
+# decisions hold an instance for milliseconds, so this is something else (an interactive session, a report query).
+BUSY_WARN_S = 10.0
 TAKEN = frozenset({"GONE", "BUSY"})
 # How many batches ahead a node looks after another node overtook it (it then takes one of them at random).
 AHEAD_BLOCKS = 4
@@ -121,6 +125,11 @@ class Orchestrator:
         self._refused = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="advance")
         self._blocks = 1  # batches the next scan reads: more than one after a batch another node overtook
+        # Candidates skipped because another transaction held their instance, since when (time.monotonic()), and
+        # those already named in a warning (_note_busy).
+        self._busy_since: dict[tuple[str, int], float] = {}
+        self._busy_warned: set[tuple[str, int]] = set()
+        self._busy_lock = threading.Lock()
 
     # --- connections --------------------------------------------------------------------------------
     def _conn(self) -> db.Connection:
@@ -177,7 +186,39 @@ class Orchestrator:
                 except (errors.WeaveError, pymysql.err.MySQLError) as again:
                     log.error("failure bookkeeping failed", extra={"fields": {"id": cand.id, "error": str(again)}})
         self.stats[f"{cand.klass}:{outcome}"] += 1
+        self._note_busy(cand, outcome)
         return outcome, _maybe_due(outcome, made_due)
+
+    def _note_busy(self, cand: Candidate, outcome: str) -> None:
+        """A candidate whose instance another transaction holds is skipped (BUSY) and comes back at the next scan.
+        Held for long (a forgotten interactive transaction, a report query with FOR UPDATE), it waits with nothing to
+        say so: the due lag grows and no candidate fails. After BUSY_WARN_S of being skipped, its instance is named,
+        once, in a warning."""
+        key = (cand.klass, cand.id)
+        now = time.monotonic()
+        with self._busy_lock:  # advances run on the pool's threads
+            if outcome != "BUSY":
+                self._busy_since.pop(key, None)
+                self._busy_warned.discard(key)
+                return
+            if len(self._busy_since) > 10_000:  # a bound, not a history: what is skipped for long comes back
+                self._busy_since.clear()
+            since = self._busy_since.setdefault(key, now)
+            if now - since < BUSY_WARN_S or key in self._busy_warned:
+                return
+            self._busy_warned.add(key)
+        instance = None
+        table = candidates.BY_NAME[cand.klass].table
+        if table:
+            try:
+                with self._conn().cursor() as cur:
+                    cur.execute(f"SELECT CONCAT('wf_', instance_id) AS wf FROM {table} WHERE id = %s", (cand.id,))
+                    row = cur.fetchone()
+                instance = row["wf"] if row else None
+            except (errors.WeaveError, pymysql.err.MySQLError):
+                instance = None
+        log.warning("a due candidate's instance is held by another transaction: its decision waits", extra={
+            "fields": {"class": cand.klass, "id": cand.id, "workflow_id": instance, "held_s": round(now - since)}})
 
     def _advance_list(self, cands: list[Candidate]) -> tuple[list[str], bool]:
         """Several candidates of one listed class in one call (weave_candidates_advance: each still its own
@@ -201,8 +242,10 @@ class Orchestrator:
             return outcomes, True if len(outcomes) < len(cands) else again
         rows = sets[0] if sets else []
         outcomes = [row["outcome"] for row in rows]
-        for outcome in outcomes:
-            self.stats[f"{klass}:{outcome}"] += 1
+        by_id = {c.id: c for c in cands}
+        for row in rows:
+            self.stats[f"{klass}:{row['outcome']}"] += 1
+            self._note_busy(by_id[row["id"]], row["outcome"])
         again = not rows or any(_maybe_due(row["outcome"], row.get("made_due", True)) for row in rows)
         return outcomes, again
 

@@ -13,6 +13,7 @@ run against one database.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import heapq
 import json
 import logging
@@ -481,7 +482,7 @@ class Worker:
             self._report_fail(ctx, f"{exc.field_code}: {exc.detail}", retryable=False, started=started)
             return
         except errors.WeaveError as exc:
-            self._report_lost(ctx, exc)
+            self._report_lost(ctx, exc, outcome="SUCCEEDED", result=text)
             return
         self._record(ctx, answer, started)
 
@@ -495,16 +496,25 @@ class Worker:
             answer = self._report(
                 lambda conn: pulse.attempt_fail(conn, ctx.attempt_id, self.worker_id, text, retryable))
         except errors.WeaveError as exc:
-            self._report_lost(ctx, exc)
+            self._report_lost(ctx, exc, outcome="FAILED", error=error)
             return
         self._record(ctx, answer, started, error=error, crash=crash)
 
-    def _report_lost(self, ctx: TaskContext, exc: Exception) -> None:
+    def _report_lost(self, ctx: TaskContext, exc: Exception, *, outcome: str, result: str | None = None,
+                     error: str | None = None) -> None:
+        """The report could not be written before its lease ran out: the attempt will end UNKNOWN, for review. What
+        the handler did is said here, since the engine will not hold it: its outcome, and for a success the size
+        and SHA-256 of its result (to compare with the external system), for a failure its error."""
         self.stats["report_failed"] += 1
         with self._cond:
             self._left_to_lease.add(ctx.attempt_id)
+        said: dict[str, object] = {"outcome": outcome}
+        if result is not None:
+            said.update(result_bytes=len(result.encode()), result_sha256=hashlib.sha256(result.encode()).hexdigest())
+        if error is not None:
+            said["handler_error"] = error[:500]
         log.error("report failed; the lease will decide", extra={"fields": {
-            "task": ctx.task_id, "attempt": ctx.attempt_id, "error": str(exc)}})
+            "task": ctx.task_id, "attempt": ctx.attempt_id, "error": str(exc), **said}})
 
     def _record(self, ctx: TaskContext, answer: dict, started: float, error: str | None = None,
                 crash: BaseException | None = None) -> None:

@@ -15,12 +15,17 @@ class CandidateClass:
     bookkept: bool  # failures recorded with weave_candidate_fail; the others come back in the next scan
     what: str  # what a due candidate is, for status and metric help texts
     listed: bool = False  # weave_candidates_advance takes lists of the class (each candidate its own transaction)
+    table: str | None = None  # its rows, each naming its instance (instance_id): the classes whose advance skips a
+    # held instance (BUSY)
 
 
 CLASSES: tuple[CandidateClass, ...] = (
-    CandidateClass("INBOX", "weave_inbox_consume", True, "task outcomes not yet applied to their instance", True),
-    CandidateClass("CHECKPOINT", "weave_checkpoint_advance", True, "checkpoints due (timers, polls, roots)", True),
-    CandidateClass("SIGNAL", "weave_signal_process", True, "accepted signals not yet consumed or rejected"),
+    CandidateClass("INBOX", "weave_inbox_consume", True, "task outcomes not yet applied to their instance", True,
+                   "pulse_inbox"),
+    CandidateClass("CHECKPOINT", "weave_checkpoint_advance", True, "checkpoints due (timers, polls, roots)", True,
+                   "weave_pending_advances"),
+    CandidateClass("SIGNAL", "weave_signal_process", True, "accepted signals not yet consumed or rejected",
+                   table="weave_signals"),
     CandidateClass("LEASE", "pulse_lease_recover", False, "running attempts whose lease ran out"),
     CandidateClass("TASK_EXPIRY", "pulse_task_expire", False, "queued tasks past their deadline"),
 )

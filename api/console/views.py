@@ -100,7 +100,8 @@ REVIEW_HELP = {
                     "step's task.",
     "TASK_EXPIRED": "No attempt started before the task's deadline (no worker for its queue, workers busy, or its "
                     "mutex key held; see why): start workers or free the key, then reactivate.",
-    "POLL_FAILED": "A round's task failed: fix the handler or the remote side, then reactivate, or resolve.",
+    "POLL_FAILED": "A round's task failed, or expired before a worker took it (see kind and why): fix the handler, "
+                   "the remote side or the workers, then reactivate, or resolve.",
     "POLL_UNKNOWN": "A round's effect is unknown (its lease ran out): check the remote side, then reactivate, or "
                     "resolve.",
     "POLL_INVALID_RESULT": "A round answered no valid result object (see invalid_because): fix the handler, then "

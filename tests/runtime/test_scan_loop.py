@@ -407,3 +407,30 @@ def test_R14_an_advance_that_leaves_its_root_due_makes_the_loop_scan_again_at_on
         assert orch.scans == 2
     finally:
         orch.close()
+
+
+def test_R18_a_candidate_skipped_for_long_because_its_instance_is_held_is_named_in_a_warning(world, database,
+                                                                                             monkeypatch, caplog):
+    """Decisions hold an instance for milliseconds; one held for long (a forgotten interactive transaction) only
+    made the due lag grow, with no candidate failing and nothing logged. After BUSY_WARN_S of being skipped, the
+    candidate and its instance are named once; decided at last, it is forgotten."""
+    import logging
+
+    from orchestrator import loop
+
+    monkeypatch.setattr(loop, "BUSY_WARN_S", 0.0)
+    world.publish({"name": "wait", "steps": [{"key": "t", "type": "TIMER", "delay_ms": 1_000}]})
+    wf = world.start("wait", key="k-1")
+    world.db.advance(1_001)
+    orch = Orchestrator(database, concurrency=1, spread=False)
+    try:
+        with world.held(wf), caplog.at_level(logging.WARNING, logger="weave.orchestrator"):
+            orch.run_once()
+            orch.run_once()  # skipped again: named once
+            assert orch.stats["CHECKPOINT:BUSY"] == 2
+        named = [r for r in caplog.records if "held by another transaction" in r.getMessage()]
+        assert [(r.fields["class"], r.fields["workflow_id"]) for r in named] == [("CHECKPOINT", wf)]
+        orch.drain()
+        assert world.instance(wf)["status"] == "SUCCEEDED" and orch._busy_since == {}
+    finally:
+        orch.close()

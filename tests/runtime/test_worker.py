@@ -444,7 +444,8 @@ def test_K1_reading_back_a_lost_claim_never_runs_again_an_attempt_whose_report_w
         world.db.advance(1000)
         worker._since = world.db.now()  # this worker began
         ran = _context(pulse.task_claim(world.db.conn, worker.worker_id, "payments", limit=1)[0])
-        worker._report_lost(ran, errors.TransientDatabaseError("2013: Lost connection"))
+        worker._report_lost(ran, errors.TransientDatabaseError("2013: Lost connection"), outcome="SUCCEEDED",
+                            result="{}")
         unheard = pulse.task_claim(world.db.conn, worker.worker_id, "payments", limit=1)[0]
         worker._take_unanswered()
         assert list(worker._inflight) == [unheard["attempt_id"]] and worker.stats["unanswered_claims_taken"] == 1
@@ -508,6 +509,38 @@ def test_K3_a_report_outlasts_an_outage_of_more_than_a_few_tries(world, orch, da
     stats = worker.run(max_claims=1)
     assert refused["left"] == 0 and stats["report_failed"] == 0 and stats["SUCCEEDED"] == 1
     assert task_row(world, wf)["status"] == "SUCCEEDED"
+
+
+def test_K3_a_report_that_outlasts_its_lease_is_logged_with_what_the_handler_did(world, orch, database, caplog):
+    """The database stays away past the attempt's lease: the report gives up, the attempt will end UNKNOWN and go to
+    review, and the engine holds nothing of what the handler did. Its log line says it: the outcome, and the size
+    and SHA-256 of the result, to compare with the external system."""
+    import hashlib
+
+    private = Registry()
+    away = {"on": False}
+    closed_port = dbmod.Dsn.parse("mysql://root@127.0.0.1:1/weave")
+
+    def connect() -> dbmod.Connection:
+        return dbmod.connect(closed_port if away["on"] else database)
+
+    @handler("lost", version="1", into=private)
+    def lost(input):
+        away["on"] = True
+        return {"charged": 12.5}
+
+    world.publish(task_flow("lost", handler="lost"))
+    world.start("lost", {"order_id": "o-1"})
+    orch.drain()
+    worker = make_worker(database, concurrency=1, handlers=private, lease_ms=600, heartbeat_ms=300)
+    worker._connections = Connections(database, open=connect)
+    with caplog.at_level(logging.ERROR, logger="weave.worker"):
+        stats = worker.run(max_claims=1)
+    assert stats["report_failed"] == 1
+    failed, = [r for r in caplog.records if r.getMessage() == "report failed; the lease will decide"]
+    text = '{"charged":12.5}'
+    assert (failed.fields["outcome"], failed.fields["result_bytes"]) == ("SUCCEEDED", len(text))
+    assert failed.fields["result_sha256"] == hashlib.sha256(text.encode()).hexdigest()
 
 
 def test_K9_graceful_stop_stops_claiming_and_lets_running_attempts_finish(world, orch, database):
