@@ -43,7 +43,8 @@ WHEN: dict[str, str] = {
     "TASK_IN_FLIGHT": "recovery refused while a task of the instance is unsettled",
     "PAYLOAD_TOO_LARGE": f"request body above {MAX_BODY // 1024} KiB, refused before parsing",
     "UNSUPPORTED_MEDIA_TYPE": "a body that is not `application/json`",
-    "UNAVAILABLE": "the database is unreachable or at another schema level; retry after `Retry-After` seconds",
+    "UNAVAILABLE": "the database is unreachable or at another schema level, or a row the request needs was held past "
+                   "the wait; retry after `Retry-After` seconds with the same Idempotency-Key",
     "INTERNAL": "a fault of this build, logged with its stack trace; the body never carries one",
 }
 STABLE_CODES: list[tuple[str, int, str]] = sorted(
@@ -210,7 +211,10 @@ def _conventions() -> list[str]:
         "create-or-update (`201`, then `200`), but every `POST /credentials` creates a new credential.", "",
         "**Database unavailable.** While the database is unreachable, or at a schema level other than the one "
         "this build ships, every endpoint that needs it answers `503 UNAVAILABLE` with a `Retry-After` header "
-        "(seconds), never a 500 with a stack trace. `/healthz` keeps answering 200.", "",
+        "(seconds), never a 500 with a stack trace. `/healthz` keeps answering 200. So does a request whose row "
+        "(its instance, most likely) another transaction holds past the lock wait, or whose answer the database "
+        "does not give in time (`WEAVE_API_DB_TIMEOUT_S`); its `detail` says which, and a request whose answer timed "
+        "out may still complete: retry with the same `Idempotency-Key`, which never acts twice.", "",
         "## Errors", "",
         "Every error is `application/problem+json` (RFC 9457):", "",
         "```json",

@@ -314,6 +314,19 @@ class UnavailableLog:
             "path": path, "error": f"{type(exc).__name__}: {exc}"[:500], "answered_503": count}})
 
 
+def unavailable_detail(exc: BaseException) -> str:
+    """What a 503 says: a lock wait is not an outage, and a request whose answer timed out may still complete."""
+    text = str(exc)
+    if errors.errno_of(exc) == 1205 or text.startswith("1205"):
+        return ("a row this request needs (its instance, most likely) is held by another transaction, and the wait "
+                "ran out; nothing was done: retry shortly, with the same Idempotency-Key")
+    if "timed out" in text:
+        return ("the database did not answer in time: it is busy (a row this request needs may be held by another "
+                "transaction) or away, and the request may still complete; retry with the same Idempotency-Key, "
+                "which never acts twice")
+    return "the database is unavailable; retry shortly"
+
+
 def make_error_handler(connections: Connections) -> Handler:
     unavailable = UnavailableLog()
 
@@ -334,7 +347,7 @@ def make_error_handler(connections: Connections) -> Handler:
             connections.discard()
             unavailable.answered(req.path, exc)
             resp.set_header("Retry-After", "1")
-            problem(resp, 503, "UNAVAILABLE", "the database is unavailable; retry shortly")
+            problem(resp, 503, "UNAVAILABLE", unavailable_detail(exc))
             return
         if isinstance(exc, errors.SchemaMismatch):
             unavailable.answered(req.path, exc)

@@ -420,6 +420,32 @@ def test_database_down_is_503_with_retry_after(world):
         problem(dead.simulate_get(f"{NS}/{read}"), 401, "UNAUTHENTICATED")
 
 
+def test_R13_a_signal_to_an_instance_held_past_the_lock_wait_is_a_503_that_says_so(client, world, database):
+    """A lock wait that runs out is not an outage: the 503 says a row the request needs is held, that nothing was
+    done, and to retry with the same key."""
+    from falcon import testing
+
+    from api.app import create_app
+    from api.http import Connections
+    from tests.support.signals import signal_flow
+
+    world.publish(signal_flow())
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    connections = Connections(database)
+    with connections.get().cursor() as cur:  # this thread's connection, which the test client's requests use
+        cur.execute("SET SESSION innodb_lock_wait_timeout = 1")
+    api = testing.TestClient(create_app(connections))
+    body = {"name": "approval.decided", "payload_version": "1", "target_step_key": "approval",
+            "target_activation_sequence": 1, "correlation_key": "o-1", "payload": {"approved": True},
+            "reason": "looks good"}
+    with world.held(wf):
+        held = api.simulate_post(f"{NS}/workflows/{wf}/signals", headers=auth(world.token, "held-1"), json=body)
+    problem(held, 503, "UNAVAILABLE")
+    assert "held by another transaction" in held.json["detail"] and "nothing was done" in held.json["detail"]
+    again = api.simulate_post(f"{NS}/workflows/{wf}/signals", headers=auth(world.token, "held-1"), json=body)
+    assert again.status_code == 201
+
+
 def test_Z3_a_database_that_refuses_the_node_s_login_is_503_and_not_ready(world, caplog):
     """A credential rotated in place: the server refuses the password the node still holds (1045). Every request,
     and the readiness probe, answers 503 with Retry-After (the load balancer takes the node out), never 500."""
