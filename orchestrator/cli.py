@@ -361,14 +361,28 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     from procedures import invariants
 
-    with _conn(args) as conn:
-        figures = routines.status(conn)
-        broken = invariants.violations(conn) if args.check else {}
+    # A database at another level (a migrate from another build while nodes run) still shows its figures, under a
+    # warning: in that incident above all, the operator needs the backlog. Only what this build cannot read at all
+    # is refused, as every other command refuses it.
+    with _conn(args, check=False) as conn:
+        mismatch = None
+        try:
+            installer.check_level(conn)
+        except errors.SchemaMismatch as exc:
+            mismatch = str(exc.detail)
+        try:
+            figures = routines.status(conn)
+            broken = invariants.violations(conn) if args.check else {}
+        except (errors.WeaveError, pymysql.err.MySQLError):
+            if mismatch is None:
+                raise
+            raise errors.SchemaMismatch(mismatch) from None
         read_only = db.server_read_only(conn)
     week = routines.rfc3339(figures["now_at"] + dt.timedelta(days=7))  # RFC 3339 UTC texts compare as times
     payload = {
         "now": routines.rfc3339(figures["now_at"]),
-        "database": {"takes_writes": not read_only, **({"why_not": "read-only"} if read_only else {})},
+        "database": {"takes_writes": not read_only, **({"why_not": "read-only"} if read_only else {}),
+                     **({"schema_mismatch": mismatch} if mismatch else {})},
         "backlog": {r["class"]: {"due": r["due"], "oldest_due_lag_ms": float(r["lag_ms"] or 0)}
                     for r in figures["backlog"]},
         "tasks_in_flight": {status: figures["tasks"].get(status, 0) for status in ("QUEUED", "RUNNING")},
@@ -389,6 +403,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         lines = [f"engine time {p['now']}",
                  "database: " + ("takes writes" if p["database"]["takes_writes"]
                                  else f"takes NO writes: it is {p['database']['why_not']}"),
+                 *([f"WARNING: {p['database']['schema_mismatch']} (the figures below are read all the same)"]
+                   if mismatch else []),
                  "due now (per candidate class):"]
         lines += [f"  {k:<12} {v['due']:>8}   oldest lag {v['oldest_due_lag_ms']:.0f} ms"
                   for k, v in p["backlog"].items()]
@@ -415,7 +431,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         return "\n".join(lines)
 
     _print(args, payload, human)
-    return 1 if broken else 0
+    return 1 if broken or mismatch else 0
 
 
 def cmd_signals_send(args: argparse.Namespace) -> int:

@@ -698,6 +698,24 @@ def test_R18_status_counts_the_open_review_reasons_by_code(database, world, orch
         "TASK_FAILED": {"open_review_reasons": 2, "instances_in_review": 2}}
 
 
+def test_R16_status_on_a_database_at_another_level_shows_its_figures_under_a_warning(database, db, capsys):
+    """A migrate from another build while the nodes run: in that incident above all the operator needs the backlog.
+    `weave status` shows it under a warning naming both levels, and exits 1 as before."""
+    from procedures import installer
+
+    db.execute("UPDATE weave_routines SET digest = REPEAT('0', 64) WHERE name = 'weave_scan'")
+    try:
+        assert main(["status", "--dsn", database.url()]) == 1
+        out = capsys.readouterr().out
+        assert "WARNING: database is at level" in out and "weave_scan" in out
+        assert "due now (per candidate class):" in out
+        assert main(["status", "--dsn", database.url(), "--json"]) == 1
+        assert "weave migrate" in json.loads(capsys.readouterr().out)["database"]["schema_mismatch"]
+    finally:
+        installer.migrate(database, test_clock=True)
+    assert main(["status", "--dsn", database.url()]) == 0 and "WARNING" not in capsys.readouterr().out
+
+
 def test_not_found_names_the_namespace_it_looked_in(database, world, capsys, monkeypatch):
     """Without WEAVE_NAMESPACE a command looks in the namespace `default`: a user who forgot it was told only "no such
     object in this namespace" while listing, with no word of which namespace that was."""
