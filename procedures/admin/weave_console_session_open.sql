@@ -40,9 +40,9 @@ BEGIN
     END IF;
     SELECT LEAST(v_now + INTERVAL in_ttl_s SECOND, COALESCE(expires_at, v_now + INTERVAL in_ttl_s SECOND))
       INTO v_expires FROM weave_credentials WHERE id = v_cred;
-    -- The sweep finds expired sessions by a plain read and deletes each by its key: a locking range read would also
-    -- lock the first live session past the range, and wait whenever another transaction holds it (a sign-out, or a
-    -- disable ending its credential's sessions). A session deleted meanwhile by another sweep is simply not there.
+    -- The sweep finds expired sessions by a plain read and deletes each by its key alone: a locking range read would
+    -- also lock the first live session past the range, and wait whenever another transaction holds it (a sign-out,
+    -- or a disable ending its credential's sessions). A session deleted meanwhile by another sweep is not there.
     sweep: BEGIN
         DECLARE v_expired BIGINT UNSIGNED;
         DECLARE v_end BOOLEAN DEFAULT FALSE;
@@ -56,7 +56,9 @@ BEGIN
             IF v_end THEN
                 LEAVE expired;
             END IF;
-            DELETE FROM weave_console_sessions WHERE id = v_expired AND expires_at <= v_now;
+            -- By its key, forced: the optimizer would rather range-scan the expiry index for "expires_at <= now",
+            -- which reads and locks up to the first live session past the range. An expiry never changes.
+            DELETE s FROM weave_console_sessions s FORCE INDEX (PRIMARY) WHERE s.id = v_expired;
         END LOOP;
         CLOSE c_expired;
     END sweep;

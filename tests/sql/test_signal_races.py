@@ -286,7 +286,9 @@ def test_R13_a_send_waiting_for_a_held_instance_holds_up_no_start_or_task_creati
     held = world.start("approval-flow", {"order_id": "o-1"})
     with ThreadPoolExecutor(1) as pool:
         with world.held(held):
-            waiting = pool.submit(send, world, held, "waits-1", conn=world.db.connect())
+            sender = world.db.connect()
+            waiting = pool.submit(send, world, held, "waits-1", conn=sender)
+            assert world.db.comes_to_wait_for_a_lock(sender)  # the Send waits for the instance
             other = world.db.connect()
             with other.cursor() as cur:
                 cur.execute("SET SESSION innodb_lock_wait_timeout = 1")  # any wait for the Send's locks fails

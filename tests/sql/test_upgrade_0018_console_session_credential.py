@@ -54,6 +54,7 @@ def test_R17_migration_0018_keeps_every_session_and_a_disable_locks_only_its_cre
         admin, world.admin, world.namespace, leaving["credential_id"])))
     disabling.start()
     try:
+        assert world.db.comes_to_wait_for_a_lock(admin)  # the disable holds its locks and waits for the held one
         other = world.db.connect()
         with other.cursor() as cur:
             cur.execute("SET SESSION innodb_lock_wait_timeout = 1")  # any wait for the disable's locks fails
@@ -72,24 +73,33 @@ def test_R17_migration_0018_keeps_every_session_and_a_disable_locks_only_its_cre
 
 def test_S2_a_sign_in_sweeps_expired_sessions_by_their_keys_and_waits_for_no_live_one(world):
     """Expired sessions of any namespace go at the next sign-in, a hundred at most; live ones stay. The sweep finds
-    them by a plain read: a live session another transaction holds (a sign-out under way) keeps no sign-in waiting."""
-    short = [hashlib.sha256(f"x{i}".encode()).hexdigest() for i in range(102)]
+    them by a plain read and deletes each by its key: a live session another transaction is deleting (a sign-out
+    under way, which marks its entry in the expiry index too) keeps no sign-in waiting."""
+    short = [hashlib.sha256(f"x{i}".encode()).hexdigest() for i in range(2)]
     for digest in short:
         routines.console_session_open(world.db.conn, world.token, world.namespace, digest, b"sealed", 60)
-    live = session(world, world.token, "live")  # an hour
+    live = session(world, world.token, "live")  # an hour: the first entry past the expired ones
     world.db.advance(61_000)
-    holder = world.db.connect()
-    holder.begin()
-    with holder.cursor() as cur:
+    signing_out = world.db.connect()
+    signing_out.begin()
+    with signing_out.cursor() as cur:  # what a sign-out does, not yet committed
         cur.execute("SELECT id FROM weave_console_sessions WHERE session_hash = %s FOR UPDATE", (live,))
+        cur.execute("DELETE FROM weave_console_sessions WHERE session_hash = %s", (live,))
     try:
         other = world.db.connect()
         with other.cursor() as cur:
-            cur.execute("SET SESSION innodb_lock_wait_timeout = 1")
+            cur.execute("SET SESSION innodb_lock_wait_timeout = 1")  # any wait for the sign-out fails
         session(world, world.token, "new", other)
         other.close()
     finally:
-        holder.rollback()
-        holder.close()
+        signing_out.rollback()
+        signing_out.close()
     left = {r["session_hash"] for r in world.db.rows("SELECT session_hash FROM weave_console_sessions")}
-    assert len(left & set(short)) == 2 and live in left and len(left) == 4  # 100 swept, 2 for the next sign-in
+    assert not left & set(short) and live in left and len(left) == 2
+    many = [hashlib.sha256(f"y{i}".encode()).hexdigest() for i in range(102)]
+    for digest in many:
+        routines.console_session_open(world.db.conn, world.token, world.namespace, digest, b"sealed", 60)
+    world.db.advance(61_000)
+    session(world, world.token, "newer")
+    left = {r["session_hash"] for r in world.db.rows("SELECT session_hash FROM weave_console_sessions")}
+    assert len(left & set(many)) == 2  # a hundred at a time: two for the next sign-in
