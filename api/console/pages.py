@@ -10,7 +10,7 @@ import logging
 import re
 import secrets
 from pathlib import Path
-from urllib.parse import parse_qs, quote, urlencode
+from urllib.parse import parse_qs, quote, unquote, urlencode
 
 import falcon
 import jinja2
@@ -132,10 +132,15 @@ def action_fields(data: dict[str, list[str]]) -> tuple[str, str]:
 _INSTANCE_PATH = re.compile(r"/instances/(wf_[0-9]{1,19})(?:/|\Z)")
 
 
+def _inside(req: falcon.Request) -> str:
+    """The request's path within the console (req.path leaves out the prefix the server is mounted at)."""
+    return req.path[len("/console"):]
+
+
 def page_of(req: falcon.Request) -> str:
     """The console page a request belongs to: an instance's page for the instance and every action on it, else the
     page asked for when it is one (a GET), else the dashboard."""
-    inside = req.path[len((req.root_path or "").rstrip("/") + "/console"):]
+    inside = _inside(req)
     instance = _INSTANCE_PATH.match(inside)
     if instance:
         return f"{base_path(req)}/instances/{instance.group(1)}"
@@ -149,18 +154,23 @@ def sign_in_again(req: falcon.Request, resp: falcon.Response) -> None:
     session (it ended, or was signed out in another tab, while the form was open) did nothing: the form says so, so
     that the operator sends it again rather than believe it done."""
     query = {"next": page_of(req)}
-    if req.method == "POST":
+    if req.method == "POST" and _inside(req) != "/signout":  # a sign-out sent after its session ended is done
         query["ended"] = "1"
     redirect(resp, f"{base_path(req)}/signin?{urlencode(query)}")
 
 
 def safe_next(req: falcon.Request, target: str) -> str:
-    """Where a sign-in goes on to: a page of this console, never anywhere else (an address that leaves it, or one
-    crafted to, goes to the dashboard)."""
+    """Where a sign-in goes on to: a page of this console, never anywhere else. An address that leaves it, or one
+    crafted to (another origin, a doubled slash, a backslash, a dot-segment a browser would resolve, spelled plainly
+    or percent-encoded), goes to the dashboard."""
     base = base_path(req)
-    if target.startswith(base + "/") and "//" not in target and "\\" not in target and "/signin" not in target:
-        return target
-    return base
+    path = target.split("?", 1)[0]
+    for spelling in (path, unquote(path)):
+        if "//" in spelling or "\\" in spelling or any(part in (".", "..") for part in spelling.split("/")):
+            return base
+    if not target.startswith(base + "/") or "/signin" in path:
+        return base
+    return target
 
 
 def page(method):
@@ -260,7 +270,7 @@ class Page:
                 session = self.session(req)
             except Exception:  # the error page must render whatever the database does
                 session = None
-        back = page_of(req) if req.method == "POST" or _INSTANCE_PATH.match(req.path[len(base_path(req)):]) else None
+        back = page_of(req) if req.method == "POST" or _INSTANCE_PATH.match(_inside(req)) else None
         self.render(req, resp, "error.html", session, status=status, code=code, detail=detail, status_code=status,
                     back=None if back == base_path(req) else back)
 

@@ -246,9 +246,16 @@ def test_a_form_sent_after_its_session_ended_says_nothing_was_done_and_sign_in_l
                                                 "next": f"{BASE}/instances/{wf}"},
                      {"weave_console_signin": form.cookies["weave_console_signin"].value})
     assert back.status_code == 303 and back.headers["location"] == f"{BASE}/instances/{wf}"
-    for elsewhere in ("https://example.com/", "//example.com/console/x", f"{BASE}//example.com", "/metrics"):
+    for elsewhere in ("https://example.com/", "//example.com/console/x", f"{BASE}//example.com", "/metrics",
+                      f"{BASE}/../../evil", f"{BASE}/%2e%2e/%2e%2e/other-app/logout", f"{BASE}/..%2f..%2fx",
+                      f"{BASE}/./instances", f"{BASE}%2f..%2fx", f"{BASE}/instances/x\\..\\y"):
         form = client.simulate_get(f"{BASE}/signin", params={"next": elsewhere})
         assert hidden(form.text, "next") == BASE, elsewhere
+    # Behind a prefix the page is found the same way, and so is the sign-out that comes after a session ended.
+    prefixed = form_post(client, "/console/instances/wf_12/pause", {"csrf": "x"}, {}, root_path="/ops")
+    assert prefixed.headers["location"] == "/ops/console/signin?next=%2Fops%2Fconsole%2Finstances%2Fwf_12&ended=1"
+    out = form_post(client, f"{BASE}/signout", {"csrf": "x"}, {})
+    assert out.headers["location"] == f"{BASE}/signin?next=%2Fconsole"  # nothing to send again
 
 
 def test_a_refused_action_s_page_leads_back_to_the_instance(client, world):
