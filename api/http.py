@@ -320,7 +320,7 @@ def unavailable_detail(exc: BaseException) -> str:
     if errors.errno_of(exc) == 1205 or text.startswith("1205"):
         return ("a row this request needs (its instance, most likely) is held by another transaction, and the wait "
                 "ran out; nothing was done: retry shortly, with the same Idempotency-Key")
-    if "timed out" in text:
+    if "timed out" in text and "connect" not in text.lower():  # an answer that did not come, not a connect
         return ("the database did not answer in time: it is busy (a row this request needs may be held by another "
                 "transaction) or away, and the request may still complete; retry with the same Idempotency-Key, "
                 "which never acts twice")

@@ -373,10 +373,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         try:
             figures = routines.status(conn)
             broken = invariants.violations(conn) if args.check else {}
-        except (errors.WeaveError, pymysql.err.MySQLError):
+        except (errors.WeaveError, pymysql.err.MySQLError, ValueError, KeyError, TypeError, IndexError):
             if mismatch is None:
                 raise
-            raise errors.SchemaMismatch(mismatch) from None
+            raise errors.SchemaMismatch(mismatch) from None  # its routines answer in another shape
         read_only = db.server_read_only(conn)
     week = routines.rfc3339(figures["now_at"] + dt.timedelta(days=7))  # RFC 3339 UTC texts compare as times
     payload = {

@@ -127,7 +127,7 @@ class Orchestrator:
         self._blocks = 1  # batches the next scan reads: more than one after a batch another node overtook
         # Candidates skipped because another transaction held their instance, since when (time.monotonic()), and
         # those already named in a warning (_note_busy).
-        self._busy_since: dict[tuple[str, int], float] = {}
+        self._busy_since: dict[tuple[str, int], tuple[int, float]] = {}  # (version skipped at, since)
         self._busy_warned: set[tuple[str, int]] = set()
         self._busy_lock = threading.Lock()
 
@@ -203,7 +203,13 @@ class Orchestrator:
                 return
             if len(self._busy_since) > 10_000:  # a bound, not a history: what is skipped for long comes back
                 self._busy_since.clear()
-            since = self._busy_since.setdefault(key, now)
+                self._busy_warned.clear()
+            # Skipped at the same version all along: a candidate another node decided in between (a checkpoint is
+            # kept and moved, its version raised) starts over, so two races lost a while apart are not a hold.
+            version, since = self._busy_since.get(key, (cand.version, now))
+            if version != cand.version:
+                since = now
+            self._busy_since[key] = (cand.version, since)
             if now - since < BUSY_WARN_S or key in self._busy_warned:
                 return
             self._busy_warned.add(key)

@@ -1,7 +1,8 @@
 -- R-8's conditions for new work that can clear by themselves, in one place for every decision that
 -- creates work (the ROOT walk activating steps, a POLL starting its next round): what stands in the way,
 -- as the deferral's 'CODE: detail', or NULL when nothing does. A function without SQL, so that asking
--- costs no statement; the caller has read the four states under the decision's locks.
+-- costs no statement; the caller has read the four states in its decision: the instance's and the identity's under
+-- their locks, the app's as committed (no decision locks the app's row: _weave_instance_lock).
 CREATE FUNCTION _weave_work_blocker(
         in_status   VARCHAR(16),
         in_control  VARCHAR(16),

@@ -60,7 +60,7 @@ BEGIN
     DECLARE v_now DATETIME(6);
     DECLARE v_digest CHAR(64);
     DECLARE v_receipt LONGTEXT;
-    DECLARE x_inst, x_ident, x_app BIGINT UNSIGNED;
+    DECLARE x_inst, x_ident BIGINT UNSIGNED;
     DECLARE x_queues VARCHAR(2048);
     DECLARE x_locked TINYINT;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
@@ -110,8 +110,8 @@ WITH_RULES = {
     # S-2 and R-3 by the engine's own routines, then Send's S-1 field checks (its regular expressions, UTF-8 and
     # JSON checks) as _weave_signal_accept makes them.
     "rules": """CALL _weave_instance_authorize(in_token, in_namespace, CONCAT('wf_', in_inst), 'workflows:signal',
-                                            v_ns, v_cred, v_actor, x_inst, x_ident, x_app, x_queues);
-    CALL _weave_instance_lock(x_inst, x_ident, x_app, x_queues, x_locked);
+                                            v_ns, v_cred, v_actor, x_inst, x_ident, x_queues);
+    CALL _weave_instance_lock(x_inst, x_ident, x_locked);
     IF NOT (in_key REGEXP '^[!-~]{1,128}$') OR NOT ('approval.decided' REGEXP '^[ -~]+$')
        OR NOT ('1' REGEXP '^[ -~]{1,32}$') OR CHAR_LENGTH('approval') NOT BETWEEN 1 AND 64
        OR CAST(CONVERT(in_corr USING utf8mb4) AS BINARY) <> in_corr

@@ -714,6 +714,15 @@ def test_R16_status_on_a_database_at_another_level_shows_its_figures_under_a_war
     finally:
         installer.migrate(database, test_clock=True)
     assert main(["status", "--dsn", database.url()]) == 0 and "WARNING" not in capsys.readouterr().out
+    # A build whose weave_status answers in another shape: refused as a mismatch, as before, never a traceback.
+    db.execute("DROP PROCEDURE weave_status")
+    db.execute("CREATE PROCEDURE weave_status() BEGIN SELECT 1 AS one; SELECT 2 AS two; END")
+    db.execute("UPDATE weave_routines SET digest = REPEAT('0', 64) WHERE name = 'weave_status'")
+    try:
+        assert main(["status", "--dsn", database.url(), "--json"]) == 1
+        assert json.loads(capsys.readouterr().err)["code"] == "SCHEMA_MISMATCH"
+    finally:
+        installer.migrate(database, test_clock=True)
 
 
 def test_not_found_names_the_namespace_it_looked_in(database, world, capsys, monkeypatch):

@@ -434,3 +434,30 @@ def test_R18_a_candidate_skipped_for_long_because_its_instance_is_held_is_named_
         assert world.instance(wf)["status"] == "SUCCEEDED" and orch._busy_since == {}
     finally:
         orch.close()
+
+
+def test_R18_two_races_lost_a_while_apart_are_no_hold(database, monkeypatch, caplog):
+    """BUSY is also how a node loses a race to another node. A checkpoint is kept and moved (its version raised) when
+    another node decides it: skipped at one version and, later, at another, it was not held all that time."""
+    import logging
+    from types import SimpleNamespace
+
+    from orchestrator import loop
+
+    clock = [100.0]
+    monkeypatch.setattr(loop, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    orch = Orchestrator(database, concurrency=1, spread=False)
+    try:
+        with caplog.at_level(logging.WARNING, logger="weave.orchestrator"):
+            orch._note_busy(Candidate("CHECKPOINT", 1, 7, None), "BUSY")
+            clock[0] += 30
+            orch._note_busy(Candidate("CHECKPOINT", 1, 9, None), "BUSY")  # another node decided it in between
+            assert not [r for r in caplog.records if "held by another" in r.getMessage()]
+            clock[0] += loop.BUSY_WARN_S
+            orch._note_busy(Candidate("SIGNAL", 2, 1, None), "BUSY")
+            orch._note_busy(Candidate("CHECKPOINT", 1, 9, None), "BUSY")  # at one version for BUSY_WARN_S: held
+        held, = [r for r in caplog.records if "held by another" in r.getMessage()]
+        assert (held.fields["id"], held.fields["held_s"]) == (1, round(loop.BUSY_WARN_S))
+    finally:
+        orch.close()
+
