@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import secrets
 import threading
 import time
 from collections.abc import Iterator
@@ -173,6 +174,8 @@ class Stage:
         import orchestrator.example_handlers  # noqa: F401 - registers example.poll
         self.worker = Worker(dsn, queues=["payments"], concurrency=1, idle_probe_ms=1)
         self._keys = 0
+        # Keys of this stage alone: a database other tests used before keeps their instances, under keys of theirs.
+        self._run = secrets.token_hex(4)
 
     def close(self) -> None:
         self.orch.close()
@@ -182,7 +185,7 @@ class Stage:
 
     def _key(self, what: str) -> str:
         self._keys += 1
-        return f"{what}-{self._keys}"
+        return f"{what}-{self._run}-{self._keys}"
 
     def _post(self, path: str, body: dict) -> dict:
         headers = {"Authorization": f"Bearer {self.token}", "Idempotency-Key": self._key("k")}

@@ -679,12 +679,17 @@ def test_cli_status_reports_backlog_and_runs_invariants(world, database, capsys)
 
 
 def test_cli_refuses_a_database_at_another_level(world, database, capsys):
+    """Every command that acts refuses a database at another level; `weave status` shows what it can read under a
+    warning, and exits 1 all the same (tests/runtime/test_cli.py)."""
     from orchestrator.cli import main
 
     world.db.execute("UPDATE weave_routines SET digest = REPEAT('1', 64) WHERE name = 'weave_status'")
     try:
-        assert main(["status", "--dsn", database.url()]) == 1
+        assert main(["workflows", "list", "--dsn", database.url(), "--token", world.token,
+                     "--namespace", world.namespace]) == 1
         assert "SCHEMA_MISMATCH" in capsys.readouterr().err
+        assert main(["status", "--dsn", database.url()]) == 1
+        assert "WARNING: database is at level" in capsys.readouterr().out
     finally:
         installer.migrate(database, test_clock=True)
 
