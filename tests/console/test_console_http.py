@@ -270,16 +270,22 @@ def test_a_refused_action_s_page_leads_back_to_the_instance(client, world):
     assert f'<a href="{BASE}/instances/{wf}">Back to the page</a>' in refused.text
 
 
-def test_an_instance_page_offers_what_applies_and_no_countdown_once_finished(client, world, orch):
+def charge_in_review(world, orch) -> str:
+    """An instance whose one TASK step failed for good (TASK_FAILED, in review): its workflow id."""
     from procedures import pulse
 
     world.publish({"name": "charge", "steps": [{"key": "charge", "type": "TASK", "queue": "payments",
                                                 "handler": "example.fail", "handler_version": "1",
                                                 "retry": {"max_attempts": 1}}]})
-    failed = world.start("charge")
+    wf = world.start("charge")
     claimed = pulse.task_claim(world.db.conn, "w1", "payments", limit=1)[0]
     pulse.attempt_fail(world.db.conn, claimed["attempt_id"], "w1", "card declined")
     orch.drain()
+    return wf
+
+
+def test_an_instance_page_offers_what_applies_and_no_countdown_once_finished(client, world, orch):
+    failed = charge_in_review(world, orch)
     cookies = sign_in(client, world.token)
     page = client.simulate_get(f"{BASE}/instances/{failed}", cookies=cookies).text
     assert "Reactivate charge" in page  # the step's recovery forms are there
@@ -327,7 +333,6 @@ def test_a_cancelling_instance_shows_the_task_it_waits_for(client, world, orch):
 
 def test_each_review_reason_says_what_usually_helps_as_the_operations_guide_does(client, world, orch):
     from api.console.views import REVIEW_HELP
-    from procedures import pulse
 
     guide = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
     lines = guide.split("### What each reason means and what usually helps", 1)[1].splitlines()
@@ -335,13 +340,7 @@ def test_each_review_reason_says_what_usually_helps_as_the_operations_guide_does
     rows = list(itertools.takewhile(lambda line: line.startswith("|"), lines[start:]))
     codes = {code for row in rows for code in re.findall(r"`([A-Z_]+)`", row.split("|")[1])}
     assert codes == set(REVIEW_HELP)  # the guide's table and the console's help name the same codes
-    world.publish({"name": "charge", "steps": [{"key": "charge", "type": "TASK", "queue": "payments",
-                                                "handler": "example.fail", "handler_version": "1",
-                                                "retry": {"max_attempts": 1}}]})
-    wf = world.start("charge")
-    claimed = pulse.task_claim(world.db.conn, "w1", "payments", limit=1)[0]
-    pulse.attempt_fail(world.db.conn, claimed["attempt_id"], "w1", "card declined")
-    orch.drain()
+    wf = charge_in_review(world, orch)
     page = client.simulate_get(f"{BASE}/instances/{wf}", cookies=sign_in(client, world.token)).text
     assert f"What usually helps: {REVIEW_HELP['TASK_FAILED']}" in page
 
