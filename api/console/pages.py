@@ -57,6 +57,11 @@ class Refused(Exception):
         self.status, self.code, self.detail = status, code, detail
 
 
+# The action forms' fields as their labels say them, for the words of a refusal (the engine names its parameters).
+FORM_LABELS = {"extra_rounds": "Extra rounds", "poll_deadline_ms": "New poll deadline", "extend_ms": "Extend by",
+               "deadline_at": "new deadline", "timeout_ms": "New timeout", "evidence_ref": "Evidence reference"}
+
+
 def new_key(kind: str) -> str:
     return f"console-{kind}-{secrets.token_hex(8)}"
 
@@ -270,6 +275,9 @@ class Page:
                 session = self.session(req)
             except Exception:  # the error page must render whatever the database does
                 session = None
+        if req.method == "POST":  # the engine's words name its parameters: the form's labels are what the operator saw
+            for name, label in FORM_LABELS.items():
+                detail = re.sub(rf"\b{name}\b", label, detail)
         back = page_of(req) if req.method == "POST" or _INSTANCE_PATH.match(_inside(req)) else None
         self.render(req, resp, "error.html", session, status=status, code=code, detail=detail, status_code=status,
                     back=None if back == base_path(req) else back)

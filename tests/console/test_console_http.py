@@ -268,6 +268,7 @@ def test_a_refused_action_s_page_leads_back_to_the_instance(client, world):
                         cookies)
     assert refused.status_code == 422
     assert f'<a href="{BASE}/instances/{wf}">Back to the page</a>' in refused.text
+    assert "give exactly one of new deadline and a positive Extend by" in refused.text  # the form's words
 
 
 def charge_in_review(world, orch) -> str:
