@@ -287,6 +287,7 @@ def cmd_workflows_wait(args: argparse.Namespace) -> int:
 def _human_instance(inst: dict) -> str:
     lines = [f"{inst['workflow_id']}  {inst['definition']['name']} v{inst['definition']['version']}  "
              f"{inst['status']} ({inst['control']}, gate {inst['gate']})  deadline {inst['deadline_at']}"]
+    width = max([24, *(len(step["key"]) for step in inst["steps"])])  # a key up to 64 characters keeps its column
     for step in inst["steps"]:
         extra = ""
         if step["wait"]:
@@ -298,7 +299,7 @@ def _human_instance(inst: dict) -> str:
             state = p["state"].lower().replace("_", " ")
             # The next round's time only while one will come (a stopped POLL keeps its last planned time).
             extra += f" next {p['next_poll_at']}" if p["next_poll_at"] and p["state"] == "WAITING" else f" ({state})"
-        lines.append(f"  {step['key']:<24} {step['type']:<7} {step['status']:<13} "
+        lines.append(f"  {step['key']:<{width}} {step['type']:<7} {step['status']:<13} "
                      f"#{step['activation_sequence']}{extra}")
     if inst.get("deferred"):  # new work waits, and says why: a disabled identity, a full quota, a pause
         d = inst["deferred"]

@@ -534,6 +534,15 @@ def test_show_never_prints_next_none(weave, world, orch):
     assert code == 0 and "rounds 1/3 (in flight)" in out and "None" not in out
 
 
+def test_show_keeps_its_columns_for_the_longest_step_key(weave, world):
+    long_key = "k" * 64  # the longest a step key may be
+    world.publish({"name": "keys", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 60_000},
+                                             {"key": long_key, "type": "TIMER", "delay_ms": 60_000}]})
+    code, out, _ = weave("workflows", "show", world.start("keys"))
+    rows = [line for line in out.splitlines() if " TIMER " in line]
+    assert code == 0 and len(rows) == 2 and len({row.index(" TIMER ") for row in rows}) == 1  # one column
+
+
 def test_R18_show_says_why_an_instance_waits_when_its_work_is_deferred(weave, world, orch):
     """An instance whose starting identity was disabled stays RUNNING with its next round deferred: `workflows show`
     says so, with the reason, as its JSON and `weave status` do, instead of a step that only looks idle."""
