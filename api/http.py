@@ -316,11 +316,11 @@ class UnavailableLog:
 
 def unavailable_detail(exc: BaseException) -> str:
     """What a 503 says: a lock wait is not an outage, and a request whose answer timed out may still complete."""
-    text = str(exc)
-    if errors.errno_of(exc) == 1205 or text.startswith("1205"):
+    number = getattr(exc, "errno", 0) or errors.errno_of(exc)
+    if number == 1205:
         return ("a row this request needs (its instance, most likely) is held by another transaction, and the wait "
                 "ran out; nothing was done: retry shortly, with the same Idempotency-Key")
-    if "timed out" in text and "connect" not in text.lower():  # an answer that did not come, not a connect
+    if number == 2013 and "timed out" in str(exc):  # the query was sent and its answer did not come in time
         return ("the database did not answer in time: it is busy (a row this request needs may be held by another "
                 "transaction) or away, and the request may still complete; retry with the same Idempotency-Key, "
                 "which never acts twice")

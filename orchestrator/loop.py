@@ -125,10 +125,9 @@ class Orchestrator:
         self._refused = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="advance")
         self._blocks = 1  # batches the next scan reads: more than one after a batch another node overtook
-        # Candidates skipped because another transaction held their instance, since when (time.monotonic()), and
-        # those already named in a warning (_note_busy).
-        self._busy_since: dict[tuple[str, int], tuple[int, float]] = {}  # (version skipped at, since)
-        self._busy_warned: set[tuple[str, int]] = set()
+        # Candidates skipped because another transaction held their instance: the version skipped at, since when
+        # (time.monotonic()), and whether a warning has named it (_note_busy).
+        self._busy_since: dict[tuple[str, int], tuple[int, float, bool]] = {}
         self._busy_lock = threading.Lock()
 
     # --- connections --------------------------------------------------------------------------------
@@ -195,24 +194,23 @@ class Orchestrator:
         say so: the due lag grows and no candidate fails. After BUSY_WARN_S of being skipped, its instance is named,
         once, in a warning."""
         key = (cand.klass, cand.id)
+        if outcome != "BUSY" and key not in self._busy_since:  # the usual advance: no lock taken
+            return
         now = time.monotonic()
         with self._busy_lock:  # advances run on the pool's threads
             if outcome != "BUSY":
                 self._busy_since.pop(key, None)
-                self._busy_warned.discard(key)
                 return
             if len(self._busy_since) > 10_000:  # a bound, not a history: what is skipped for long comes back
                 self._busy_since.clear()
-                self._busy_warned.clear()
             # Skipped at the same version all along: a candidate another node decided in between (a checkpoint is
             # kept and moved, its version raised) starts over, so two races lost a while apart are not a hold.
-            version, since = self._busy_since.get(key, (cand.version, now))
+            version, since, warned = self._busy_since.get(key, (cand.version, now, False))
             if version != cand.version:
-                since = now
-            self._busy_since[key] = (cand.version, since)
-            if now - since < BUSY_WARN_S or key in self._busy_warned:
+                since, warned = now, False
+            self._busy_since[key] = (cand.version, since, warned or now - since >= BUSY_WARN_S)
+            if warned or now - since < BUSY_WARN_S:
                 return
-            self._busy_warned.add(key)
         instance = None
         table = candidates.BY_NAME[cand.klass].table
         if table:

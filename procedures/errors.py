@@ -210,7 +210,9 @@ def translate(exc: BaseException) -> BaseException:
     if errno in BAD_VALUE_ERRNOS:
         return ValidationFailed(f"INVALID_ARGUMENT: {message}", field_code="INVALID_ARGUMENT")
     if errno in TRANSIENT_ERRNOS or isinstance(exc, pymysql.err.InterfaceError):
-        return TransientDatabaseError(f"{errno}: {message}")
+        transient = TransientDatabaseError(f"{errno}: {message}")
+        transient.errno = errno  # the server's or the driver's number, for whoever must tell a lock wait from a loss
+        return transient
     return exc
 
 

@@ -20,7 +20,16 @@ from cryptography.exceptions import InvalidTag
 from procedures import errors, routines, signals
 
 from .. import schemas
-from ..http import IDEMPOTENCY_KEY_MAX, PATH_WIDTHS, TOKEN_MAX, ApiError, Connections, parse_strict, raw_body
+from ..http import (
+    IDEMPOTENCY_KEY_MAX,
+    PATH_WIDTHS,
+    TOKEN_MAX,
+    ApiError,
+    Connections,
+    parse_strict,
+    raw_body,
+    unavailable_detail,
+)
 from ..resources import _parse_time
 from . import sessions, views
 
@@ -60,6 +69,7 @@ class Refused(Exception):
 # The action forms' fields as their labels say them, for the words of a refusal (the engine names its parameters).
 FORM_LABELS = {"extra_rounds": "Extra rounds", "poll_deadline_ms": "New poll deadline", "extend_ms": "Extend by",
                "deadline_at": "new deadline", "timeout_ms": "New timeout", "evidence_ref": "Evidence reference"}
+_FORM_FIELD = re.compile(r"\b(" + "|".join(FORM_LABELS) + r")\b")
 
 
 def new_key(kind: str) -> str:
@@ -247,23 +257,26 @@ class Page:
         if isinstance(exc, pymysql.err.MySQLError):
             exc = errors.translate(exc)
         status, code, detail = 500, "INTERNAL", "an internal error occurred; it has been logged"
+        engine = False  # the words are the engine's (or the API's), naming its parameters, not the form's fields
         if isinstance(exc, Refused):
             status, code, detail = exc.status, exc.code, exc.detail
         elif isinstance(exc, ApiError):
-            status, code, detail = exc.http_status, exc.code, exc.detail
+            status, code, detail, engine = exc.http_status, exc.code, exc.detail, True
             if exc.errors:  # what is wrong, not only that the request is not valid
                 code, detail = exc.errors[0]["code"], "; ".join(e["message"] for e in exc.errors)
         elif isinstance(exc, errors.ValidationFailed):
-            status, code, detail = 422, exc.field_code, exc.detail
+            status, code, detail, engine = 422, exc.field_code, exc.detail, True
         elif isinstance(exc, errors.SchemaMismatch) or errors.is_unavailable(exc):
             self.connections.discard()
             resp.set_header("Retry-After", "1")
-            status, code, detail = 503, "UNAVAILABLE", "the database is unavailable; retry shortly"
+            status, code = 503, "UNAVAILABLE"
+            detail = ("the database is unavailable; retry shortly" if isinstance(exc, errors.SchemaMismatch)
+                      else unavailable_detail(exc))
         elif isinstance(exc, errors.Unauthenticated):
             sign_in_again(req, resp)
             return
         elif isinstance(exc, errors.WeaveError) and exc.http_status < 500:
-            status, code, detail = exc.http_status, exc.code, exc.detail
+            status, code, detail, engine = exc.http_status, exc.code, exc.detail, True
         elif isinstance(exc, falcon.HTTPError):
             status, code, detail = exc.status_code, "HTTP_ERROR", exc.title or "error"
         else:
@@ -275,9 +288,8 @@ class Page:
                 session = self.session(req)
             except Exception:  # the error page must render whatever the database does
                 session = None
-        if req.method == "POST":  # the engine's words name its parameters: the form's labels are what the operator saw
-            for name, label in FORM_LABELS.items():
-                detail = re.sub(rf"\b{name}\b", label, detail)
+        if engine and req.method == "POST":  # a form's refusal, in the form's words: its labels are what was seen
+            detail = _FORM_FIELD.sub(lambda field: FORM_LABELS[field[1]], detail)
         back = page_of(req) if req.method == "POST" or _INSTANCE_PATH.match(_inside(req)) else None
         self.render(req, resp, "error.html", session, status=status, code=code, detail=detail, status_code=status,
                     back=None if back == base_path(req) else back)
@@ -448,7 +460,7 @@ class Instance(Page):
             # Every step not yet settled gets the explain answer: what it waits for and what holds it back; and while
             # the instance is CANCELLING, a cancelled step too: its task may still run, and the instance waits for it.
             step["explain"] = None
-            if step["status"] not in ("SUCCEEDED", "CANCELLED") or instance["status"] == "CANCELLING":
+            if step["status"] != "SUCCEEDED" and (step["status"] != "CANCELLED" or instance["status"] == "CANCELLING"):
                 step["explain"] = signals.explain(conn, token, ns, workflow_id, step["key"])
         deferred_left = views.time_left(instance["deferred"]["next_check_at"], now) if instance["deferred"] else None
         for checkpoint in instance["checkpoints"]:
@@ -644,7 +656,7 @@ class Bulk(Page):
                                 "replayed": bool(done.get("replayed")), "changed": bool(done.get("changed", True)),
                                 "transient": False, "code": "", "detail": ""})
             except errors.WeaveError as exc:
-                transient = isinstance(exc, errors.TransientDatabaseError) or errors.is_unavailable(exc)
+                transient = errors.is_unavailable(exc)
                 if isinstance(exc, errors.TransientDatabaseError):
                     self.connections.discard()
                     away = errors.is_connection_lost(exc)

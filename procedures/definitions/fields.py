@@ -8,7 +8,6 @@ from __future__ import annotations
 import difflib
 import json
 import math
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -26,16 +25,13 @@ from .model import (
     Text,
     literal_template,
 )
-from .paths import BadPath, parse_path, sql_path
+from .paths import PATH_NAME, BadPath, parse_path, sql_path
 
 __all__ = ["Checker", "describe", "member"]
 
 describe = _describe
 member = _member
 
-
-# A member name an expression may write after a dot (procedures.definitions.paths): others are quoted.
-_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 
 class Checker:
     def __init__(self) -> None:
@@ -260,7 +256,7 @@ class Checker:
             return ""
         rest = text[len("$.steps."):]
         keys = sorted((k for k in self.graph.key_index if rest.startswith(f"{k}.output")), key=len, reverse=True)
-        if keys and not _PLAIN_NAME.fullmatch(keys[0]):
+        if keys and not PATH_NAME.fullmatch(keys[0]):  # a name an expression may write after a dot
             return f": a step key that is not a plain name is quoted, as in $.steps[{json.dumps(keys[0])}].output"
         return ""
 

@@ -8,7 +8,7 @@ import re
 from .model import MAX_ARRAY_INDEX
 
 # Expression grammar: a `.name` member may contain "-" ...
-_PATH_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+PATH_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 _PATH_INDEX = re.compile(r"[0-9]+")
 # ... but the SQL JSON paths we emit leave only keys of this shape unquoted.
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -25,7 +25,7 @@ def parse_path(text: str) -> list[str | int]:
     while position < len(text):
         char = text[position]
         if char == ".":
-            match = _PATH_NAME.match(text, position + 1)
+            match = PATH_NAME.match(text, position + 1)
             if match is None:
                 raise BadPath(f"expected a member name after '.' at character {position + 1}")
             segments.append(match.group())

@@ -20,7 +20,7 @@ import argparse
 from procedures import db as dbmod
 from tests.benchmarks.bench_scan import seq
 from tests.benchmarks.common import check_invariants, figure, fresh_database, world_on
-from tests.benchmarks.statements import POLL_FLOW, counted
+from tests.benchmarks.statements import POLL_FLOW, _checkpoint, counted
 
 READS = "SHOW SESSION STATUS WHERE Variable_name LIKE 'Handler_read%%'"
 
@@ -89,13 +89,14 @@ def fan_out(world, steps: int, instances: int = 5) -> dict:
         {"key": f"p{i}", "type": "TIMER", "delay_ms": 1000, "after": ["first"]} for i in range(steps - 2)] + [
         {"key": "join", "type": "TIMER", "delay_ms": 1000, "after": [f"p{i}" for i in range(steps - 2)]}]})
     for _ in range(instances):
-        inst = int(world.start(name).removeprefix("wf_"))
+        wf = world.start(name)
         db.advance(1001)
-        cp = db.scalar("SELECT id FROM weave_pending_advances WHERE instance_id = %s AND step_key = 'first'", inst)
+        cp = _checkpoint(db, wf, "first")
         with counted(db.conn) as n:
             outcome = dbmod.call(db.conn, "weave_checkpoint_advance", cp)[0][0]["outcome"]
         assert outcome == "SETTLED", outcome
-    activated = db.scalar("SELECT COUNT(*) FROM weave_steps WHERE instance_id = %s AND status = 'ACTIVE'", inst)
+    activated = db.scalar("SELECT COUNT(*) FROM weave_steps WHERE instance_id = %s AND status = 'ACTIVE'",
+                          world.internal_id(wf))
     assert activated == 31, activated
     return {"statements_per_activation": round(n["statements"] / activated, 1),
             "rows_read_per_activation": round(n["rows_read"] / activated, 1)}

@@ -692,12 +692,13 @@ def test_status_gives_the_engine_time_as_every_other_time_is_given(database, db,
 
 
 def test_R18_status_counts_the_open_review_reasons_by_code(database, world, orch, capsys):
-    world.publish({"name": "charge", "steps": [{"key": "t", "type": "TASK", "queue": "payments",
-                                                 "handler": "payments.charge", "handler_version": "1",
-                                                 "retry": {"max_attempts": 1}}]})
-    for _ in range(2):
-        world.start("charge")
-    for task in pulse.task_claim(world.db.conn, "w1", "payments", limit=2):
+    from tests.sql.test_pulse import claim, task_flow
+
+    world.publish(task_flow(retry={"max_attempts": 1}))
+    for order in ("o-1", "o-2"):
+        world.start("pay", {"order_id": order})
+    orch.drain()
+    for task in claim(world, limit=2):
         pulse.attempt_fail(world.db.conn, task["attempt_id"], "w1", "card declined")
     orch.drain()
     assert main(["status", "--dsn", database.url()]) == 0

@@ -146,7 +146,7 @@ def test_S17_K6_R18_an_attempt_running_past_its_tasks_deadline_is_named_among_th
                         "next_check_at": x["task"]["lease_expires_at"],
                         "detail": {"task_id": got["task_id"], "worker_id": "w1",
                                    "attempt_started_at": x["task"]["attempt_started_at"], "cancel_requested": True}}]
-    assert lease and x["task"]["lease_expires_at"] is not None
+    assert x["task"]["lease_expires_at"] == lease["lease_expires_at"].isoformat(timespec="microseconds") + "Z"
     pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
     assert not [b for b in explain(world, wf, "work")["blockers"] if b["blocker"] == "TASK_OVERDUE"]
 

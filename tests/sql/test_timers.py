@@ -7,8 +7,8 @@ import datetime as dt
 import pymysql
 import pytest
 
-from procedures import db as dbmod
 from procedures import errors, invariants
+from tests.sql.test_polls import advance_checkpoint
 
 HOUR = 3_600_000
 
@@ -286,13 +286,6 @@ def test_R7_at_most_32_step_changes_per_transaction(world, orch):
     assert len(activations) == 40
 
 
-def settle(world, wf: str, step_key: str) -> str:
-    """The outcome of one advance of the checkpoint of ``step_key``."""
-    candidate = world.db.scalar("SELECT id FROM weave_pending_advances WHERE instance_id = %s AND step_key = %s",
-                                world.internal_id(wf), step_key)
-    return dbmod.call(world.db.conn, "weave_checkpoint_advance", candidate)[0][0]["outcome"]
-
-
 def test_R7_a_settlement_activates_its_ready_successors_in_definition_order_and_no_other(world, orch):
     """Ready steps between steps that are not ready, and more of them than one walk activates: the walk takes the
     ready ones in the definition's order, leaves the rest for the ROOT checkpoint, and never a step still waiting."""
@@ -303,7 +296,7 @@ def test_R7_a_settlement_activates_its_ready_successors_in_definition_order_and_
     world.publish({"name": "fan-between", "steps": steps})
     wf = world.start("fan-between")
     world.db.advance(1_001)
-    assert settle(world, wf, "a") == "SETTLED"
+    assert advance_checkpoint(world, wf, "a") == "SETTLED"
     ready = [f"s{i:02d}" for i in range(40) if i % 3 != 1]  # 27 of them, fewer than one walk's 31
     activated = [e["step_key"] for e in world.events(wf) if e["type"] == "STEP_ACTIVATED"]
     assert activated == ["a", "slow"] + ready
@@ -315,7 +308,7 @@ def test_R7_a_settlement_activates_its_ready_successors_in_definition_order_and_
     world.publish({"name": "fan-wide", "steps": steps})
     wf = world.start("fan-wide")
     world.db.advance(1_001)
-    assert settle(world, wf, "a") == "SETTLED"
+    assert advance_checkpoint(world, wf, "a") == "SETTLED"
     activated = [e["step_key"] for e in world.events(wf) if e["type"] == "STEP_ACTIVATED"]
     assert activated == ["a"] + [f"s{i:02d}" for i in range(31)]  # one walk's budget, in order
     orch.drain()
