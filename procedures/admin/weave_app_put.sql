@@ -20,7 +20,7 @@ BEGIN
     DECLARE v_created TINYINT;
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_claim('weave_app_put', v_tx);
+    CALL _weave_transaction_begin('weave_app_put', v_tx);  -- READ COMMITTED: its wakes lock no gaps of the line
     CALL _weave_provision_put('app', in_token, in_namespace, in_name, in_max_in_flight, in_status, v_status, v_created);
     COMMIT;
     SELECT in_name AS name, in_max_in_flight AS max_in_flight, v_status AS status, v_created AS created;

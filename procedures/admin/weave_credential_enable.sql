@@ -20,7 +20,7 @@ BEGIN
     DECLARE v_actor VARCHAR(128);
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_begin('weave_credential_enable', v_tx);  -- READ COMMITTED: its delete locks no gaps (see the put)
+    CALL _weave_transaction_begin('weave_credential_enable', v_tx);  -- READ COMMITTED: its wake locks no gaps
     CALL _weave_credential_status_put(in_token, in_namespace, in_credential_id, 'ACTIVE', v_actor);
     COMMIT;
     SELECT in_credential_id AS credential_id, v_actor AS actor, 'ACTIVE' AS status;

@@ -101,9 +101,9 @@ BEGIN
     IF v_number IS NOT NULL THEN
         CALL _weave_raise(50119, CONCAT('DEFINITION_INVALID: ', v_number));
     END IF;
-    -- The queues are the TASK and POLL steps' own, derived from the document: the engine decides from them which rows
-    -- a decision locks (_weave_instance_lock) and whether a start activates its first steps (weave_instance_start),
-    -- so they are never taken from the caller. Byte order and binary distinctness, as the validator lists them.
+    -- The queues are the TASK and POLL steps' own, derived from the document: the engine checks a credential's queues
+    -- against them and decides from them whether a start activates its first steps (weave_instance_start), so they
+    -- are never taken from the caller. Byte order and binary distinctness, as the validator lists them.
     SELECT CONVERT(COALESCE(GROUP_CONCAT(DISTINCT s.queue ORDER BY s.queue SEPARATOR ','), '') USING utf8mb4),
            COALESCE(SUM(s.queue IS NULL), 0)
       INTO v_queues, v_unqueued

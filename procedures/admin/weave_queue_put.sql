@@ -18,7 +18,7 @@ BEGIN
     DECLARE v_created TINYINT;
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
-    CALL _weave_transaction_claim('weave_queue_put', v_tx);
+    CALL _weave_transaction_begin('weave_queue_put', v_tx);  -- READ COMMITTED: its wakes lock no gaps of the line
     CALL _weave_provision_put('queue', in_token, in_namespace, in_name, in_capacity, NULL, v_status, v_created);
     COMMIT;
     SELECT in_name AS name, in_capacity AS capacity, v_created AS created;

@@ -26,12 +26,11 @@ those of _weave_instance_authorize.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_locked TINYINT;
-    DECLARE v_identity BIGINT UNSIGNED;  -- the instance's starting identity, app and queues, for its locks
-    DECLARE v_queues VARCHAR(2048);
+    DECLARE v_identity BIGINT UNSIGNED;  -- the instance's starting identity, for its lock
     DECLARE v_digest CHAR(64) DEFAULT NULL;
     CALL _weave_instance_authorize(in_token, in_namespace, in_workflow_id, in_scope,
                                    out_namespace_id, out_credential_id, out_actor, out_instance_id,
-                                   v_identity, v_queues);
+                                   v_identity);
     IF in_reason IS NULL OR CHAR_LENGTH(in_reason) NOT BETWEEN 1 AND 1024 THEN
         CALL _weave_raise(50111, 'REASON_INVALID: a reason of 1-1024 characters is required');
     END IF;

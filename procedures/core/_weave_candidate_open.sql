@@ -8,8 +8,8 @@
 -- its start, after a decision that committed meanwhile with a later time (the M-4.16 invariant saw it
 -- under a stalled server).
 -- This is _weave_instance_lock's sequence fused for the hot path, three statements in all: one read of
--- the candidate with its instance and definition; the identity and, for a definition without queues,
--- the app, share-locked by one statement (STRAIGHT_JOIN keeps R-3's order within it); the instance.
+-- the candidate with its instance; the identity, share-locked (never the app's row: see _weave_instance_lock);
+-- the instance.
 CREATE PROCEDURE _weave_candidate_open(
         IN  in_class         VARCHAR(16),
         IN  in_id            BIGINT UNSIGNED,
@@ -29,32 +29,25 @@ BEGIN
     DECLARE v_named BIGINT UNSIGNED DEFAULT NULL;  -- the instance id the candidate names, found or not
     DECLARE v_cred BIGINT UNSIGNED;
     DECLARE v_ns BIGINT UNSIGNED;
-    DECLARE v_queues VARCHAR(2048);
     DECLARE v_dummy BIGINT UNSIGNED;
     DECLARE v_locked BIGINT UNSIGNED DEFAULT NULL;
 
     SET out_namespace_id = NULL, out_instance_id = NULL, out_status = NULL, out_last = NULL, out_outcome = 'GONE';
     IF in_class = 'CHECKPOINT' THEN
-        SELECT c.instance_id, i.id, i.credential_id, i.namespace_id, d.queues
-          INTO v_named, v_inst, v_cred, v_ns, v_queues
+        SELECT c.instance_id, i.id, i.credential_id, i.namespace_id INTO v_named, v_inst, v_cred, v_ns
           FROM weave_pending_advances c LEFT JOIN weave_instances i ON i.id = c.instance_id
-          LEFT JOIN weave_definitions d ON d.id = i.definition_id
          WHERE c.id = in_id;
     ELSEIF in_class = 'SIGNAL' THEN
-        SELECT c.instance_id, i.id, i.credential_id, i.namespace_id, d.queues
-          INTO v_named, v_inst, v_cred, v_ns, v_queues
+        SELECT c.instance_id, i.id, i.credential_id, i.namespace_id INTO v_named, v_inst, v_cred, v_ns
           FROM weave_signals c LEFT JOIN weave_instances i ON i.id = c.instance_id
-          LEFT JOIN weave_definitions d ON d.id = i.definition_id
          WHERE c.id = in_id;
     ELSEIF in_class = 'INBOX' THEN
-        SELECT c.instance_id, i.id, i.credential_id, i.namespace_id, d.queues
-          INTO v_named, v_inst, v_cred, v_ns, v_queues
+        SELECT c.instance_id, i.id, i.credential_id, i.namespace_id INTO v_named, v_inst, v_cred, v_ns
           FROM pulse_inbox c LEFT JOIN weave_instances i ON i.id = c.instance_id
-          LEFT JOIN weave_definitions d ON d.id = i.definition_id
          WHERE c.id = in_id;
     END IF;
     opening: BEGIN
-        IF v_queues IS NULL THEN  -- no such instance (or definition): what _weave_instance_lock answers with -1
+        IF v_inst IS NULL THEN  -- no such instance: what _weave_instance_lock answers with 0
             IF in_class = 'INBOX' AND v_named IS NOT NULL THEN
                 CALL _weave_raise(50007, 'INVALID_STATE: inbox event of an instance that does not exist');
             END IF;

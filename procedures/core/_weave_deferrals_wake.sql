@@ -1,10 +1,9 @@
 -- A disabled identity or app is enabled again: the checkpoints deferred for it (R-8) look again now, as resume makes
 -- a paused instance's due (C-1), instead of at their next look. They are found by what they wait for, one index
--- range. The caller holds the identity's or the app's row exclusively, which every decision of the identity's
--- instances takes shared first (R-3), and so does every decision of a definition without queues for its app: none of
--- those is between its read of the status and its deferral. A decision of a definition with queues reads the app's
--- status without its row, and may read it just before the enabling commits and defer after it: its deferral's
--- back-off (at most ten seconds) bounds that. The caller wakes only when the identity or app was disabled until now:
+-- range. The caller holds the identity's or the app's row exclusively. Every decision of the identity's instances takes
+-- the identity's row shared first (R-3): none of those is between its read of the status and its deferral. No
+-- decision takes the app's row (_weave_instance_lock): one may read the app's status just before the enabling commits
+-- and defer after it, and its deferral's back-off (at most ten seconds) bounds that. The caller wakes only when the identity or app was disabled until now:
 -- then a decision that read it ACTIVE and waits for its row while holding a checkpoint this changes is one that read
 -- it before the disabling, milliseconds ago, and such a deadlock is retried. A deferral whose look is failing has left
 -- its line (weave_candidate_fail) and is not woken: its back-off brings it back.

@@ -27,6 +27,7 @@ BEGIN
     DECLARE v_document LONGTEXT;
     DECLARE v_value LONGTEXT;
     DECLARE v_out LONGTEXT;
+    DECLARE v_binding LONGTEXT;  -- [target, source] or [target, source, the places that must hold arrays]
     DECLARE v_arrays LONGTEXT;  -- the places a source indexes, which must hold arrays
     DECLARE v_at VARCHAR(2048);
     DECLARE v_j INT;
@@ -36,8 +37,10 @@ BEGIN
         SET v_out = JSON_EXTRACT(in_template, '$.skeleton');
         SET v_count = COALESCE(JSON_LENGTH(in_template, '$.bindings'), 0);
         WHILE v_i < v_count DO
-            SET v_target = JSON_UNQUOTE(JSON_EXTRACT(in_template, CONCAT('$.bindings[', v_i, '][0]')));
-            SET v_source = JSON_UNQUOTE(JSON_EXTRACT(in_template, CONCAT('$.bindings[', v_i, '][1]')));
+            SET v_binding = JSON_EXTRACT(in_template, CONCAT('$.bindings[', v_i, ']'));  -- the template read once each
+            SET v_target = JSON_UNQUOTE(JSON_EXTRACT(v_binding, '$[0]')),
+                v_source = JSON_UNQUOTE(JSON_EXTRACT(v_binding, '$[1]')),
+                v_arrays = JSON_EXTRACT(v_binding, '$[2]');
             IF v_source LIKE '$.input%' THEN
                 SET v_path = CONCAT('$', SUBSTRING(v_source, 8));
                 SET v_value = JSON_EXTRACT(in_input, v_path);
@@ -50,8 +53,9 @@ BEGIN
                 SET v_document = JSON_UNQUOTE(JSON_EXTRACT(in_outputs, CONCAT('$."', v_key, '"')));
                 SET v_value = JSON_EXTRACT(v_document, v_path);
             END IF;
-            IF v_source LIKE '$.input%' THEN
-                SET v_document = in_input;
+            IF v_source LIKE '$.input%' AND (v_arrays IS NOT NULL
+                                              OR (v_value IS NULL AND CHAR_LENGTH(v_path) < OCTET_LENGTH(v_path))) THEN
+                SET v_document = in_input;  -- copied only where it is read again: the escapes or the arrays below
             END IF;
             IF v_value IS NULL AND CHAR_LENGTH(v_path) < OCTET_LENGTH(v_path) THEN
                 -- A key outside ASCII that the document spells with \u escapes (a signal payload kept as it was
@@ -62,7 +66,6 @@ BEGIN
             -- The server's paths are lax: an index of a value that is no array ('$[0]' of "abc") finds the value
             -- itself. A source that reads an item finds something only where each place it indexes holds an array
             -- (the binding's third member names them; bindings compiled before it have none, and stay lax).
-            SET v_arrays = JSON_EXTRACT(in_template, CONCAT('$.bindings[', v_i, '][2]'));
             SET v_j = 0;
             WHILE v_value IS NOT NULL AND v_j < COALESCE(JSON_LENGTH(v_arrays), 0) DO
                 SET v_at = JSON_UNQUOTE(JSON_EXTRACT(v_arrays, CONCAT('$[', v_j, ']'))), v_j = v_j + 1;

@@ -27,7 +27,7 @@ BEGIN
     DECLARE v_inst BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_ns BIGINT UNSIGNED;
     DECLARE v_locked TINYINT;
-    DECLARE v_identity BIGINT UNSIGNED;  -- the instance's starting identity, app and queues, for its locks
+    DECLARE v_identity BIGINT UNSIGNED;  -- the instance's starting identity, for its lock
     DECLARE v_step_key VARCHAR(64);
     DECLARE v_last VARCHAR(1024);
     DECLARE v_attempts INT UNSIGNED;

@@ -14,7 +14,6 @@ BEGIN
     DECLARE v_cred BIGINT UNSIGNED;
     DECLARE v_actor VARCHAR(128);
     DECLARE v_identity BIGINT UNSIGNED;
-    DECLARE v_queues VARCHAR(2048);
     CALL _weave_instance_authorize(in_token, in_namespace, in_workflow_id, 'workflows:read',
-                                   out_namespace_id, v_cred, v_actor, out_instance_id, v_identity, v_queues);
+                                   out_namespace_id, v_cred, v_actor, out_instance_id, v_identity);
 END

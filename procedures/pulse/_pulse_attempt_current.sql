@@ -71,7 +71,7 @@ BEGIN
     IF v_task IS NULL THEN
         CALL _weave_raise(50003, 'NOT_FOUND: no such attempt');
     END IF;
-    IF v_cred IS NOT NULL AND v_may_end THEN  -- as _weave_candidate_open takes them for a definition with queues
+    IF v_cred IS NOT NULL AND v_may_end THEN  -- as _weave_candidate_open takes them
         SELECT id INTO v_dummy FROM weave_credentials WHERE id = v_cred LOCK IN SHARE MODE;
         SELECT id, status, updated_at INTO out_instance_id, out_inst_status, v_last
           FROM weave_instances WHERE id = v_inst FOR UPDATE SKIP LOCKED;

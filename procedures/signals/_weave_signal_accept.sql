@@ -4,7 +4,7 @@
 --
 -- Everything stateless is checked before anything is locked or written (S-1: a violation stores
 -- nothing). Then the R-3 lock order: the sender's credential (shared, in the authorisation), the
--- instance's identity, app and queues, the instance row, then the step, its wait and the signals.
+-- instance's identity (shared), the instance row, then the step, its wait and the signals.
 -- Every decision reads under those locks, so the caller's isolation level does not matter: a
 -- send inside a REPEATABLE READ transaction decides from the same latest rows as one under READ
 -- COMMITTED. Sends to one instance queue on its row lock, so one idempotency key can never be
@@ -46,8 +46,7 @@ BEGIN
     DECLARE v_cred BIGINT UNSIGNED;
     DECLARE v_actor VARCHAR(128);
     DECLARE v_inst BIGINT UNSIGNED;
-    DECLARE v_identity BIGINT UNSIGNED;  -- the instance's starting identity, app and queues, for its locks
-    DECLARE v_queues VARCHAR(2048);
+    DECLARE v_identity BIGINT UNSIGNED;  -- the instance's starting identity, for its lock
     DECLARE v_locked TINYINT DEFAULT 0;
     DECLARE v_digest CHAR(64);
     DECLARE v_status_inst VARCHAR(16);
@@ -86,7 +85,7 @@ BEGIN
 
     -- S-2: 401 / 404 (another namespace looks missing) / 403 scope and every queue of the pinned definition.
     CALL _weave_instance_authorize(in_token, in_namespace, in_workflow_id, 'workflows:signal',
-                                   v_ns, v_cred, v_actor, v_inst, v_identity, v_queues);
+                                   v_ns, v_cred, v_actor, v_inst, v_identity);
 
     -- S-1: stateless field rules, each at its own code; nothing is locked or stored yet.
     IF in_name IS NULL OR CHAR_LENGTH(in_name) = 0 THEN
