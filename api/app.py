@@ -41,6 +41,7 @@ def create_app(connections: Connections) -> falcon.App:
         "/workflows/{workflow_id}/events": resources.Events(connections),
         "/workflows/{workflow_id}/signals": signals.Signals(connections),
         "/workflows/{workflow_id}/signals/{signal_id}": signals.Signal(connections),
+        "/workflows/{workflow_id}/steps/{step_key}/rounds": resources.Rounds(connections),
         "/workflows/{workflow_id}/steps/{step_key}/explain": signals.Explain(connections),
         **{f"/workflows/{{workflow_id}}/{action}": resources.Action(connections, schema, act)
            for action, (schema, act) in resources.ACTIONS.items()},

@@ -123,7 +123,19 @@ def document() -> dict:
         "Poll": {"type": ["object", "null"], "properties": {
             "rounds_used": {"type": "integer"}, "max_rounds": {"type": "integer"},
             "next_poll_at": NULLABLE_TIME, "poll_deadline": NULLABLE_TIME,
-            "current_task_id": {"type": ["string", "null"]}, "rounds": {"type": "array", "items": _ref("Round")}}},
+            "current_task_id": {"type": ["string", "null"]},
+            "rounds": {"type": "array", "items": _ref("Round"),
+                       "description": "the latest 50 rounds, by number; GET .../steps/{step_key}/rounds reads them "
+                                      "all"}}},
+        "RoundPage": {"type": "object", "required": ["step_key", "activation_sequence", "rounds", "next_after"],
+                      "properties": {
+            "step_key": {"type": "string"},
+            "activation_sequence": {"type": ["integer", "null"],
+                                    "description": "null while the step was never activated (no rounds)"},
+            "poll_state": {"type": ["string", "null"]}, "rounds_used": {"type": ["integer", "null"]},
+            "max_rounds": {"type": ["integer", "null"]},
+            "rounds": {"type": "array", "items": {"allOf": [_ref("Round")], "properties": {"created_at": TIME}}},
+            "next_after": {"type": "integer", "description": "the last round of this page: ask after it for more"}}},
         "Step": {"type": "object", "required": ["key", "type", "status", "activation_sequence"], "properties": {
             "key": {"type": "string"}, "type": {"type": "string", "enum": ["TIMER", "POLL", "SIGNAL", "TASK"]},
             "status": {"type": "string", "enum": ["PENDING", "ACTIVE", "SUCCEEDED", "NEEDS_REVIEW", "CANCELLED"]},
@@ -317,6 +329,10 @@ def document() -> dict:
         "/v1/namespaces/{ns}/workflows/{workflow_id}/signals/{signal_id}": {"get": _op(
             "get_signal", "signals", "Read a signal's current state", "workflows:read", _ok(200, _ref("Signal")),
             params=[WF, {"name": "signal_id", "in": "path", "required": True, "schema": {"type": "string"}}])},
+        "/v1/namespaces/{ns}/workflows/{workflow_id}/steps/{step_key}/rounds": {"get": _op(
+            "list_rounds", "workflows", "Read a POLL step's rounds, a page at a time (P-5)", "workflows:read",
+            _ok(200, _ref("RoundPage")), params=[WF, STEP, *schemas.query_parameters("list_rounds")],
+            errors=(*COMMON_ERRORS, 422))},
         "/v1/namespaces/{ns}/workflows/{workflow_id}/steps/{step_key}/explain": {"get": _op(
             "explain_step", "signals", "Why is this wait still open (S-17)", "workflows:read",
             _ok(200, _ref("Explain")), params=[WF, STEP])},

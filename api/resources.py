@@ -130,6 +130,16 @@ class Events(Resource):
         respond_text(resp, jsontext.dumps({"events": events, "next_after": events[-1]["seq"] if events else after}))
 
 
+class Rounds(Resource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str, workflow_id: str, step_key: str) -> None:
+        token = bearer(req)
+        q = schemas.query(req, "list_rounds")
+        # Each result as kept, as the instance gives it.
+        respond_text(resp, jsontext.dumps(routines.step_rounds(
+            self.conn, token, ns, workflow_id, step_key, activation_sequence=q["activation"], after=q["after"] or 0,
+            limit=q["limit"], verbatim=True)))
+
+
 class Audit(Resource):
     """GET /audit: the audit trail, newest first; the namespace's own actions, or one instance's rows."""
 

@@ -124,6 +124,12 @@ QUERIES: dict[str, dict[str, Schema]] = {
         "limit": LIMIT_500,
         "cursor": {"type": "string", "pattern": "^[0-9]{1,19}$"}},
     "list_events": {"after": {"type": "integer", "minimum": 0, "maximum": 2**62}, "limit": LIMIT_1000},
+    "list_rounds": {
+        "activation": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1,
+                       "description": "the activation sequence whose rounds to read (default: the step's latest)"},
+        "after": {"type": "integer", "minimum": 0, "maximum": 2**31 - 1,
+                  "description": "the rounds after this number (default 0: from round 1)"},
+        "limit": LIMIT_1000},
     "list_signals": {
         "status": {"type": "string", "enum": ["PENDING", "CONSUMED", "REJECTED", "EXPIRED"]},
         "limit": {**LIMIT_1000, "description": "signals at most; a page also ends, with a next_cursor, once its "

@@ -325,6 +325,30 @@ def cmd_workflows_events(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_workflows_rounds(args: argparse.Namespace) -> int:
+    with _conn(args) as conn:
+        page = routines.step_rounds(conn, _token(args), args.namespace, args.workflow_id, args.step_key,
+                                    activation_sequence=args.activation, after=args.after, limit=args.limit,
+                                    verbatim=args.json)
+    if args.json:  # as the API answers a page (each result as kept), with where the next one starts, for --after
+        _print(args, page)
+        return 0
+
+    def human(page: dict) -> str:
+        if page["activation_sequence"] is None:
+            return f"{page['step_key']}: never activated, no rounds"
+        head = (f"{page['step_key']} #{page['activation_sequence']}  poll {page['poll_state']}  "
+                f"rounds {page['rounds_used']}/{page['max_rounds']}")
+        rows = [f"{r['number']:>6} {r['task_id']:<14} {r['outcome']:<13} {r['result_at'] or '-':<27} "
+                f"{json.dumps(r['result']) if r['result'] is not None else '-'}" for r in page["rounds"]]
+        more = len(page["rounds"]) == args.limit  # a full page: there may be more, read on from its last round
+        return "\n".join([head, *(rows or [f"  no rounds after {args.after}"])]) + (
+            f"\nnext page (if any): --after {page['next_after']}" if more else "")
+
+    _print(args, page, human)
+    return 0
+
+
 def cmd_workflows_list(args: argparse.Namespace) -> int:
     return _as_caller(args, lambda conn, token: routines.instance_list(
         conn, token, args.namespace, status=args.status, definition=args.definition, limit=args.limit,
@@ -1038,6 +1062,16 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     p = _command(wf, "explain", help="why is this step still waiting? (workflows:read)", func=cmd_signals_explain)
     p.add_argument("workflow_id", help=WORKFLOW_ID)
     p.add_argument("step_key", help=STEP_KEY)
+    p = _command(wf, "rounds", help="print a POLL step's rounds with their results (workflows:read)",
+                 description="Print the rounds of a POLL step's activation, oldest first, a page at a time. "
+                             "`weave workflows show` gives the latest 50 of each current activation; this gives "
+                             "every one, of an earlier activation too.",
+                 func=cmd_workflows_rounds)
+    p.add_argument("workflow_id", help=WORKFLOW_ID)
+    p.add_argument("step_key", help=STEP_KEY)
+    p.add_argument("--activation", type=int, help="the activation sequence to read (default: the step's latest)")
+    p.add_argument("--after", type=int, default=0, help="print the rounds after this number (default 0: from round 1)")
+    p.add_argument("--limit", type=int, default=100, help="rounds at most, 1-1000 (default 100)")
     p = _command(wf, "events", help="print the event history (workflows:read)", func=cmd_workflows_events)
     p.add_argument("workflow_id", help=WORKFLOW_ID)
     p.add_argument("--after", type=int, default=0, help="print the events after this seq (default 0: from the first)")

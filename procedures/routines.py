@@ -271,6 +271,22 @@ def instance_events(conn: Conn, token: str, namespace: str, workflow_id: str, af
              "data": _json(r["data"], verbatim)} for r in rows]
 
 
+def step_rounds(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: str, *,
+                activation_sequence: int | None = None, after: int = 0, limit: int = 100,
+                verbatim: bool = False) -> dict:
+    """See procedures/instances/weave_step_rounds.sql: a page of a POLL activation's rounds (the step's latest
+    activation unless ``activation_sequence`` names one), with ``next_after`` to read on from. ``verbatim`` as for
+    ``instance_get``."""
+    (head,), rows = call(conn, "weave_step_rounds", token, namespace, workflow_id, step_key, activation_sequence,
+                         after, limit)
+    rounds = [{"number": r["round_no"], "task_id": r["task_id"], "outcome": r["outcome"],
+               "result": _json(r["result"], verbatim), "result_at": rfc3339(r["result_at"]),
+               "created_at": rfc3339(r["created_at"])} for r in rows]
+    return {"step_key": head["step_key"], "activation_sequence": head["activation_seq"],
+            "poll_state": head["poll_state"], "rounds_used": head["rounds_used"], "max_rounds": head["max_rounds"],
+            "rounds": rounds, "next_after": rounds[-1]["number"] if rounds else after}
+
+
 def instance_list(conn: Conn, token: str, namespace: str, *, status: str | None = None,
                   definition: str | None = None, control: str | None = None, business_key: str | None = None,
                   review_code: str | None = None, deferred: bool = False, limit: int = 50,

@@ -35,11 +35,17 @@ BEGIN
       LEFT JOIN weave_poll_states p FORCE INDEX (PRIMARY) ON p.activation_id = s.activation_id
      WHERE s.instance_id = in_instance_id
      ORDER BY s.position;
+    -- The latest 50 rounds of each current activation (weave_step_rounds pages through all of them): a poll may run
+    -- 10,000 rounds of up to 1 MiB each. The rounds' keys are read in index order and joined to their poll state
+    -- first, so only the rounds shown are read whole and looked up as their step's current ones.
     SELECT s.step_key, r.round_no, CONCAT('tsk_', r.task_id) AS task_id, r.outcome, r.result, r.result_at
-      FROM weave_poll_rounds r FORCE INDEX (ix_round_instance) STRAIGHT_JOIN weave_steps s FORCE INDEX (uq_step_key)
-        ON s.instance_id = r.instance_id AND s.activation_id = r.activation_id
-     WHERE r.instance_id = in_instance_id
-     ORDER BY r.activation_id, r.round_no;
+      FROM weave_poll_rounds k FORCE INDEX (ix_round_instance)
+      STRAIGHT_JOIN weave_poll_states p FORCE INDEX (PRIMARY) ON p.activation_id = k.activation_id
+      STRAIGHT_JOIN weave_steps s FORCE INDEX (uq_step_key)
+        ON s.instance_id = k.instance_id AND s.step_key = p.step_key AND s.activation_id = k.activation_id
+      STRAIGHT_JOIN weave_poll_rounds r FORCE INDEX (PRIMARY) ON r.id = k.id
+     WHERE k.instance_id = in_instance_id AND k.round_no + 50 > p.rounds_used
+     ORDER BY k.activation_id, k.round_no;
     SELECT code, NULLIF(step_key, '') AS step_key, NULLIF(activation_seq, 0) AS activation_seq, detail, opened_at
       FROM weave_review_reasons WHERE instance_id = in_instance_id AND closed_at IS NULL ORDER BY id;
     SELECT step_key, kind, due_at, available_at, attempts, last_error, deferred_reason, deferred_since, deferrals

@@ -12,8 +12,8 @@ business_key, input, created_at, updated_at, finished_at, created (NULL here; we
 Result set 2 (steps, by position; a step with two waits has a row for each): step_key, type, status, activation_seq,
 output, started_at, wait_kind, wait_status, due_at, wait_deadline_at, winner_signal_id, settled_at, rounds_used,
 max_rounds, next_poll_at, poll_deadline, current_task_id, poll_state.
-Result set 3 (rounds of current activations, by activation, then round): step_key, round_no, task_id, outcome, result,
-result_at.
+Result set 3 (the latest 50 rounds of each current activation, by activation, then round; weave_step_rounds pages
+through all of them): step_key, round_no, task_id, outcome, result, result_at.
 Result set 4 (open review reasons): code, step_key, activation_seq, detail, opened_at.
 Result set 5 (checkpoints: when the engine looks again): step_key ('' for ROOT), kind, due_at, available_at,
 attempts (failed advances in a row), last_error, and for a deferred check (R-18) deferred_reason, deferred_since and

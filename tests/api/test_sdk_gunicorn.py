@@ -16,6 +16,8 @@ from types import SimpleNamespace
 import pytest
 
 from api import client as sdk
+from procedures import pulse
+from tests.api.test_explain_http import POLL
 from tests.support.processes import WeaveProcess, free_port, start_api
 from tests.support.proxy import Proxy
 from tests.support.waiting import wait_for
@@ -83,6 +85,23 @@ def test_sdk_covers_the_instance_lifecycle_through_gunicorn(api_url, world, orch
     assert admin.list_audit(limit=1)["items"][0]["action"] == "credential.disable"
     with pytest.raises(sdk.Unauthenticated):
         sdk.WeaveClient(api_url, bot["token"], "acme").list_definitions()
+
+
+def test_P5_sdk_reads_every_round_of_a_poll_page_by_page(api_url, world, orch):
+    world.publish(POLL)
+    wf = world.start("poll-flow")
+    orch.drain()
+    for _ in range(2):
+        (task,) = pulse.task_claim(world.db.conn, "w1", "payments", limit=1)
+        pulse.attempt_complete(world.db.conn, task["attempt_id"], "w1", {"status": "PENDING"})
+        world.db.advance(1_000)
+        orch.drain()
+    ops = sdk.WeaveClient(api_url, world.token, "acme")
+    assert [(r["number"], r["outcome"]) for r in ops.rounds(wf, "check", page=1)] == [
+        (1, "POLL_PENDING"), (2, "POLL_PENDING"), (3, "IN_FLIGHT")]
+    assert [r["number"] for r in ops.rounds(wf, "check", activation=1, after=1)] == [2, 3]
+    with pytest.raises(sdk.NotFound):
+        list(ops.rounds(wf, "check", activation=2))
 
 
 def test_sdk_reuses_one_idempotency_key_across_retries(database, world, tmp_path, monkeypatch):

@@ -765,6 +765,32 @@ def test_workflows_events_says_where_the_next_page_starts(weave, world):
     assert code == 0 and "next page" not in out
 
 
+def test_P5_workflows_rounds_prints_a_polls_rounds_a_page_at_a_time(weave, world, orch):
+    """`workflows show` gives the latest 50 rounds of a POLL; `workflows rounds` reads every one, with each result as
+    kept under --json and the --after that reads on after a full page."""
+    world.publish(POLL)
+    wf = world.start("poll-flow")
+    orch.drain()
+    (task,) = pulse.task_claim(world.db.conn, "w1", "payments", limit=1)
+    pulse.attempt_complete(world.db.conn, task["attempt_id"], "w1",
+                           result_json='{"status": "PENDING", "amount": 12345678901234567890.10}')
+    world.db.advance(1_000)
+    orch.drain()
+    code, out, err = weave("workflows", "rounds", wf, "check", "--json")
+    assert code == 0, err
+    page = json_only(out)
+    assert [r["number"] for r in page["rounds"]] == [1, 2] and page["next_after"] == 2
+    assert '"result": {"status": "PENDING", "amount": 12345678901234567890.10}' in out
+    code, out, _ = weave("workflows", "rounds", wf, "check", "--limit", "1")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].startswith("check #1  poll IN_FLIGHT  rounds 2/")
+    assert "POLL_PENDING" in lines[1] and lines[-1] == "next page (if any): --after 1"
+    code, out, _ = weave("workflows", "rounds", wf, "check", "--after", "2")
+    assert code == 0 and "no rounds after 2" in out and "next page" not in out
+    code, _, err = weave("workflows", "rounds", wf, "check", "--activation", "7")
+    assert code == EXIT_CODES[404] and "no activation 7" in err
+
+
 def test_M2_workflows_events_json_gives_a_resolved_output_as_kept_as_the_api_does(weave, world, orch):
     """`workflows events --json` parsed each event's data and wrote it again: the output of a resolve in its
     STEP_RESOLVED event came back as 1.2345678901234567e+19 where the step holds 12345678901234567890.10, and a

@@ -1,0 +1,52 @@
+"""A POLL step's rounds over HTTP (P-5, R-11): the same page as from SQL, each result as kept, and the refusals of the
+API's conventions."""
+
+from __future__ import annotations
+
+from procedures import pulse, routines
+from tests.api.conftest import auth
+from tests.api.test_explain_http import POLL
+from tests.support import json_only
+
+
+def rounds_path(world, wf: str, step: str = "check") -> str:
+    return f"/v1/namespaces/{world.namespace}/workflows/{wf}/steps/{step}/rounds"
+
+
+def pending_round(world, orch, result: str) -> None:
+    (task,) = pulse.task_claim(world.db.conn, "w1", "payments", limit=1)
+    pulse.attempt_complete(world.db.conn, task["attempt_id"], "w1", result_json=result)
+    world.db.advance(1_000)
+    orch.drain()
+
+
+def test_P5_R11_rounds_over_http_are_the_sql_page_with_each_result_as_kept(world, orch, client):
+    world.publish(POLL)
+    wf = world.start("poll-flow")
+    orch.drain()
+    kept = '{"status": "PENDING", "amount": 12345678901234567890.10}'
+    pending_round(world, orch, kept)
+    pending_round(world, orch, '{"status": "PENDING"}')
+    first = client.simulate_get(rounds_path(world, wf), params={"limit": 2}, headers=auth(world.token))
+    assert first.status_code == 200
+    page = json_only(first.text)
+    assert f'"result": {kept}' in first.text
+    sql = routines.step_rounds(world.db.conn, world.token, world.namespace, wf, "check", limit=2)
+    assert [r["number"] for r in page["rounds"]] == [r["number"] for r in sql["rounds"]] == [1, 2]
+    assert page["next_after"] == 2 and page["activation_sequence"] == 1 and page["rounds_used"] == 3
+    rest = client.simulate_get(rounds_path(world, wf), params={"after": 2}, headers=auth(world.token)).json
+    assert [(r["number"], r["outcome"], r["result"]) for r in rest["rounds"]] == [(3, "IN_FLIGHT", None)]
+    assert client.simulate_get(rounds_path(world, wf), params={"after": 3},
+                               headers=auth(world.token)).json["next_after"] == 3
+
+
+def test_R11_rounds_over_http_refuse_bad_pages_and_steps_without_rounds(world, orch, client):
+    world.publish({"name": "cool", "steps": [{"key": "cool", "type": "TIMER", "delay_ms": 60_000}]})
+    wf = world.start("cool")
+    orch.drain()
+    assert client.simulate_get(rounds_path(world, wf, "cool")).status_code == 401
+    timer = client.simulate_get(rounds_path(world, wf, "cool"), headers=auth(world.token))
+    assert timer.status_code == 404 and "TIMER step" in timer.json["detail"]
+    for params in ({"limit": 0}, {"after": -1}, {"activation": 0}, {"after": "x"}):
+        bad = client.simulate_get(rounds_path(world, wf, "cool"), params=params, headers=auth(world.token))
+        assert bad.status_code == 422, params
