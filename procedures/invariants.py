@@ -64,6 +64,9 @@ INVARIANTS: tuple[Invariant, ...] = (
          GROUP BY r.activation_id, p.rounds_used
         HAVING MIN(r.round_no) <> 1 OR MAX(r.round_no) <> COUNT(*) OR p.rounds_used IS NULL
             OR p.rounds_used <> COUNT(*)"""),
+    Invariant("M-4.4b", "a poll activation's task in flight is its latest round's", """
+        SELECT u.id FROM pulse_tasks u JOIN weave_poll_states p ON p.activation_id = u.activation_id
+         WHERE u.status IN ('QUEUED', 'RUNNING') AND NOT (u.round_no <=> p.rounds_used)"""),
     Invariant("M-4.5", "attempts never exceed the frozen max_attempts; attempt numbers are gap-free", """
         SELECT t.id FROM pulse_tasks t
           LEFT JOIN (SELECT task_id, COUNT(*) AS n, MAX(attempt_no) AS top FROM pulse_attempts

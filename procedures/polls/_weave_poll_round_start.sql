@@ -40,7 +40,7 @@ BEGIN
     DECLARE v_poll_deadline DATETIME(6) DEFAULT in_poll_deadline;
     DECLARE v_current_task BIGINT UNSIGNED DEFAULT in_current_task;
     DECLARE v_next DATETIME(6) DEFAULT in_next_poll_at;
-    DECLARE v_rounds INT UNSIGNED;
+    DECLARE v_later INT UNSIGNED;  -- rounds numbered after the rounds used: none may be
     DECLARE v_top INT UNSIGNED;
     DECLARE v_last_outcome VARCHAR(24) DEFAULT NULL;
     DECLARE v_unsettled INT UNSIGNED;
@@ -69,17 +69,25 @@ BEGIN
     DECLARE v_waits_for BIGINT UNSIGNED DEFAULT NULL;  -- the app or queue whose room the round waits for
 
     SET out_outcome = NULL;
-    -- The rounds, locked, with round 1's task; and the activation's unsettled tasks, counted by a subquery (a plain
-    -- read, as a subquery of a locking read is).
-    SELECT COUNT(*), MAX(r.round_no), MAX(IF(r.round_no = v_rounds_used, r.outcome, NULL)), MAX(t.handler),
-           MAX(t.handler_version), MAX(t.input),
-           (SELECT COUNT(*) FROM pulse_tasks u WHERE u.activation_id = in_activation_id
+    -- Round n and round 1 with its task, locked, by key: a poll of thousands of rounds reads as much at its last round
+    -- as at its second. Rounds are only ever added, as n + 1 after round n under the instance's lock, and numbers
+    -- are unique per activation, so round n being there with none after it is what makes 1..n (invariant M-4.4
+    -- checks the whole run). A round's task is the only one that can be in flight while that round is the latest
+    -- (M-4.4b), so the tasks counted are those of round n and after (a plain read, as a subquery of a locking read
+    -- is). One row always, found or not (MAX): a missing round fails the check below.
+    SELECT MAX(r.round_no), MAX(r.outcome), MAX(t.handler), MAX(t.handler_version), MAX(t.input),
+           (SELECT COUNT(*) FROM weave_poll_rounds x FORCE INDEX (uq_round_no)
+             WHERE x.activation_id = in_activation_id AND x.round_no > v_rounds_used),
+           (SELECT COUNT(*) FROM pulse_tasks u FORCE INDEX (ix_task_activation)
+             WHERE u.activation_id = in_activation_id AND u.round_no >= v_rounds_used
                AND u.status IN ('QUEUED', 'RUNNING'))
-      INTO v_rounds, v_top, v_last_outcome, v_first_handler, v_first_version, v_first_input, v_unsettled
-      FROM weave_poll_rounds r LEFT JOIN pulse_tasks t ON t.id = r.task_id AND r.round_no = 1
-     WHERE r.activation_id = in_activation_id FOR UPDATE;
+      INTO v_top, v_last_outcome, v_first_handler, v_first_version, v_first_input, v_later, v_unsettled
+      FROM weave_poll_rounds r FORCE INDEX (uq_round_no)
+      JOIN weave_poll_rounds f FORCE INDEX (uq_round_no) ON f.activation_id = r.activation_id AND f.round_no = 1
+      LEFT JOIN pulse_tasks t ON t.id = f.task_id
+     WHERE r.activation_id = in_activation_id AND r.round_no = v_rounds_used FOR UPDATE;
     IF NOT (v_state <=> 'WAITING') OR v_next IS NULL OR in_now < v_next OR in_now >= v_poll_deadline
-       OR v_rounds <> v_rounds_used OR v_top <> v_rounds_used OR NOT (v_last_outcome <=> 'POLL_PENDING')
+       OR v_later <> 0 OR NOT (v_top <=> v_rounds_used) OR NOT (v_last_outcome <=> 'POLL_PENDING')
        OR v_current_task IS NOT NULL OR v_unsettled <> 0 OR v_rounds_used >= v_max_rounds
        OR NOT (v_first_handler <=> JSON_VALUE(in_frozen, '$.handler'))
        OR NOT (v_first_version <=> JSON_VALUE(in_frozen, '$.handler_version'))

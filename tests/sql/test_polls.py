@@ -12,7 +12,8 @@ import threading
 import pytest
 
 from procedures import db as dbmod
-from procedures import errors, pulse, routines
+from procedures import errors, invariants, pulse, routines
+from tests.benchmarks.bench_backlog import handler_reads
 from tests.support.waiting import wait_for
 
 HOUR = 3_600_000
@@ -422,6 +423,71 @@ def test_P4_rounds_that_do_not_verify_are_left_for_an_operator(world, orch):
     assert world.db.table_counts() == before
     cp = checkpoint(world, wf)
     assert cp["attempts"] >= 1 and "P-4" in cp["last_error"] and in_flight(world) == 0
+
+
+def test_P4_a_round_numbered_after_the_rounds_used_stops_the_next_round(world, orch):
+    """Round n is read by its key with none after it: a round already numbered n + 1 (as a second creator of the
+    same round would leave) is not built on."""
+    world.publish(poll_flow())
+    wf = started(world, orch)
+    answer(world, "PENDING")
+    orch.drain()
+    world.db.execute("INSERT INTO weave_poll_rounds (namespace_id, instance_id, activation_id, round_no, task_id, "
+                     "outcome, created_at) SELECT namespace_id, instance_id, activation_id, 2, task_id, "
+                     "'POLL_PENDING', created_at FROM weave_poll_rounds WHERE round_no = 1")
+    world.db.advance(INTERVAL)
+    assert orch.drain(max_rounds=2)["CHECKPOINT:FAILED"] >= 1
+    cp = checkpoint(world, wf)
+    assert "P-4" in cp["last_error"] and in_flight(world) == 0
+    world.db.execute("DELETE FROM weave_poll_rounds WHERE round_no = 2")
+
+
+def test_P4_the_latest_rounds_task_still_in_flight_stops_the_next_round(world, orch):
+    world.publish(poll_flow())
+    wf = started(world, orch)
+    answer(world, "PENDING")
+    orch.drain()
+    task = world.db.scalar("SELECT id FROM pulse_tasks WHERE round_no = 1")
+    world.db.execute("UPDATE pulse_tasks SET status = 'QUEUED' WHERE id = %s", task)
+    world.db.advance(INTERVAL)
+    before = world.db.table_counts()
+    assert orch.drain(max_rounds=2)["CHECKPOINT:FAILED"] >= 1
+    assert world.db.table_counts() == before and "P-4" in checkpoint(world, wf)["last_error"]
+    world.db.execute("UPDATE pulse_tasks SET status = 'SUCCEEDED' WHERE id = %s", task)
+
+
+def test_P4_M4_4b_a_task_in_flight_of_an_earlier_round_is_caught(world, orch):
+    """The next round is checked against the latest round's task only; that no earlier round's task is in flight
+    is the invariant's to prove."""
+    world.publish(poll_flow())
+    started(world, orch)
+    answer_rounds(world, orch, "PENDING", "PENDING")
+    assert "M-4.4b" not in invariants.violations(world.db.conn)
+    world.db.execute("UPDATE pulse_tasks SET status = 'QUEUED' WHERE round_no = 1")
+    assert "M-4.4b" in invariants.violations(world.db.conn)
+    world.db.execute("UPDATE pulse_tasks SET status = 'SUCCEEDED' WHERE round_no = 1")
+
+
+def test_P4_R11_a_round_start_reads_as_much_at_round_30_as_at_round_3(world, orch):
+    """The verification reads round n and round 1 by key: it read every earlier round, locked, and every task of
+    the activation, so a poll of 5,000 rounds read 5,000 rows for each new one."""
+    world.publish(poll_flow(max_rounds=100, interval_ms=1_000))
+    wf = started(world, orch)
+
+    def start_reads() -> int:
+        answer(world, "PENDING")
+        orch.drain()  # the answer consumed; the next round falls due a second later
+        world.db.advance(1_000)
+        before = handler_reads(world.db.conn)
+        assert advance_checkpoint(world, wf) == "ROUND"
+        return handler_reads(world.db.conn) - before
+
+    early = [start_reads() for _ in range(3)]
+    for _ in range(26):
+        start_reads()
+    late = [start_reads() for _ in range(3)]
+    assert poll_of(world, wf)["rounds_used"] == 33
+    assert min(late) <= min(early) + 2, (early, late)
 
 
 # --- P-5 one transaction ------------------------------------------------------------------------------------
