@@ -231,8 +231,11 @@ def document() -> dict:
                                                   "REVIEW"]},
                              "reason": {"type": ["string", "null"]}, "since": NULLABLE_TIME,
                              "next_check_at": NULLABLE_TIME, "detail": ANY}}},
-            "signals": {"type": "array", "items": {"type": "object", "properties": {
-                "signal_id": {"type": "string"}, "why": {"type": "string"}, "detail": ANY}}}}},
+            "signals": {"type": "array", "description": "the latest 100 signals that targeted the step, in "
+                        "acceptance order (GET .../signals lists them all)",
+                        "items": {"type": "object", "properties": {
+                            "signal_id": {"type": "string"}, "why": {"type": "string"}, "detail": ANY}}},
+            "signals_total": {"type": "integer", "description": "every signal that targeted the step"}}},
         "App": {"type": "object", "required": ["name", "max_in_flight", "status"], "properties": {
             "name": {"type": "string"}, "max_in_flight": {"type": "integer"},
             "status": {"type": "string", "enum": ["ACTIVE", "DISABLED"]}}},

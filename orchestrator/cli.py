@@ -494,6 +494,24 @@ def cmd_signals_get(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_signals_list(args: argparse.Namespace) -> int:
+    from procedures import signals
+
+    with _conn(args) as conn:
+        page = signals.list_signals(conn, _token(args), args.namespace, args.workflow_id, status=args.status,
+                                    limit=args.limit, after=args.cursor, verbatim=True)
+    if args.json:  # as the API answers a page: each payload as accepted (S-4)
+        for item in page["items"]:
+            item.pop("payload_text", None)
+        _print(args, page)
+        return 0
+    _print(args, page, lambda p: "\n".join(
+        [f"{s['signal_id']:<12} {s['status']:<9} {s['disposition'] or '-':<22} {s['target_step_key']}"
+         f"#{s['target_activation_sequence']}  {s['accepted_at']}  key {s['idempotency_key']}" for s in p["items"]]
+        or ["no signals"]) + (f"\nnext page: --cursor {p['next_cursor']}" if p["next_cursor"] else ""))
+    return 0
+
+
 def cmd_signals_explain(args: argparse.Namespace) -> int:
     from procedures import signals
 
@@ -547,6 +565,9 @@ def _human_explain(r: dict) -> str:
         lines.append(f"  blocked by {b['blocker']} {b['reason'] or ''}".rstrip()
                      + (f" since {b['since']}" if b["since"] else "")
                      + (f", next check {b['next_check_at']}" if b["next_check_at"] else "") + detail)
+    if r["signals_total"] > len(r["signals"]):  # the latest 100 are shown: say where the others are
+        lines.append(f"  signals: the latest {len(r['signals'])} of {r['signals_total']} (`weave signals list` "
+                     "lists them all)")
     for s in r["signals"]:
         detail = f"  {json.dumps(s['detail'])}" if s["detail"] else ""
         lines.append(f"  {s['signal_id']:<10} #{s['target_activation_sequence']} {s['status']:<9} {s['why']}{detail}")
@@ -1161,6 +1182,13 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     p = _command(sg, "get", help="show a signal's current state (workflows:read)", func=cmd_signals_get)
     p.add_argument("workflow_id", help=WORKFLOW_ID)
     p.add_argument("signal_id", help="sig_...")
+    p = _command(sg, "list", help="list an instance's signals, oldest first (workflows:read)",
+                 func=cmd_signals_list)
+    p.add_argument("workflow_id", help=WORKFLOW_ID)
+    p.add_argument("--status", choices=["PENDING", "CONSUMED", "REJECTED", "EXPIRED"],
+                   help="only signals in this status")
+    p.add_argument("--limit", type=int, default=100, help="signals at most, 1-1000 (default 100)")
+    p.add_argument("--cursor", help="the next_cursor of the previous page")
     p = _command(sg, "explain", help="why is this step's wait still open? (workflows:read)", func=cmd_signals_explain)
     p.add_argument("workflow_id", help=WORKFLOW_ID)
     p.add_argument("step_key", help=STEP_KEY)

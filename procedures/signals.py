@@ -97,6 +97,7 @@ def explain(conn: Conn, token: str, namespace: str, workflow_id: str, step_key: 
         "instance_status": step["instance_status"], "control": step["control"],
         "instance_deadline_at": rfc3339(step["instance_deadline_at"]),
         "open_review_codes": json.loads(step["open_review_codes"] or "[]"), "now_at": rfc3339(step["now_at"]),
+        "signals_total": step["signals_total"],
         "wait": pins,
         "timer": None if fact["timer_due_at"] is None else {
             "due_at": rfc3339(fact["timer_due_at"]), "delay_ms": fact["timer_delay_ms"],

@@ -17,9 +17,10 @@ in_step_key.
 Result set 1 (the step): step_key, step_type, step_status, activation_sequence, wait_kind, wait_status, signal_name,
 payload_version, payload_type (the wait''s pins; from the definition while the step was never activated),
 correlation_key (UTF-8 text), correlation_key_hex, started_at, deadline_at, winner_signal_id, instance_status,
-control, instance_deadline_at, open_review_codes (JSON array, empty when none), now_at.
-Result set 2 (signals, acceptance order): signal_id, idempotency_key, target_activation_sequence, status,
-disposition, accepted_at, expires_at, consumed_at, correlation_key, correlation_key_hex, why (WON, NOT_YET_CONSUMED,
+control, instance_deadline_at, open_review_codes (JSON array, empty when none), now_at, signals_total (every signal
+that targeted the step; result set 2 holds the latest 100).
+Result set 2 (the latest 100 signals that targeted the step, in acceptance order): signal_id, idempotency_key,
+target_activation_sequence, status, disposition, accepted_at, expires_at, consumed_at, correlation_key, correlation_key_hex, why (WON, NOT_YET_CONSUMED,
 WAITING_FOR_ACTIVATION, STEP_IN_REVIEW, STALE_ACTIVATION, CORRELATION_MISMATCH, LATE, STEP_SETTLED, or the stored
 disposition), detail (JSON: for a mismatch expected_hex, got_hex, first_difference_offset, expected_byte_hex,
 got_byte_hex; for LATE the deadline; for a stale signal the current activation).
@@ -83,15 +84,16 @@ BEGIN
            COALESCE((SELECT JSON_ARRAYAGG(r.code) FROM weave_review_reasons r
                       WHERE r.instance_id = i.id AND r.closed_at IS NULL AND r.step_key = s.step_key), JSON_ARRAY())
                AS open_review_codes,
-           v_now AS now_at
+           v_now AS now_at,
+           (SELECT COUNT(*) FROM weave_signals g FORCE INDEX (ix_signal_target)
+             WHERE g.instance_id = i.id AND g.target_step_key = s.step_key) AS signals_total
       FROM weave_steps s
       JOIN weave_instances i ON i.id = s.instance_id
       JOIN weave_definition_steps ds ON ds.definition_id = i.definition_id AND ds.step_key = s.step_key
       LEFT JOIN weave_waits w ON w.activation_id = s.activation_id AND w.kind IN ('SIGNAL', 'POLL_FINAL')
      WHERE s.id = v_step;
 
-    WITH RECURSIVE pos (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM pos WHERE n <= 512),
-    facts AS (
+    WITH facts AS (
         SELECT g.id, g.idempotency_key, g.target_activation_seq, g.status, g.disposition, g.accepted_at,
                g.expires_at, g.consumed_at, g.correlation_key AS got, tw.correlation_key AS expected,
                tw.deadline_at AS target_deadline,
@@ -112,7 +114,11 @@ BEGIN
           LEFT JOIN weave_activations ta ON ta.instance_id = g.instance_id AND ta.step_key = g.target_step_key
                                         AND ta.seq = g.target_activation_seq
           LEFT JOIN weave_waits tw ON tw.activation_id = ta.id AND tw.kind IN ('SIGNAL', 'POLL_FINAL')
-         WHERE g.instance_id = v_inst AND g.namespace_id = v_ns AND g.target_step_key = in_step_key)
+         WHERE g.instance_id = v_inst AND g.namespace_id = v_ns AND g.target_step_key = in_step_key
+         ORDER BY g.accepted_at DESC, g.id DESC LIMIT 100),
+    shown AS (
+        SELECT f.*, IF(f.why = 'CORRELATION_MISMATCH', _weave_bytes_differ_at(f.got, f.expected), NULL) AS differ_at
+          FROM facts f)
     SELECT CONCAT('sig_', f.id) AS signal_id, f.idempotency_key, f.target_activation_seq AS target_activation_sequence,
            f.status, f.disposition, f.accepted_at, f.expires_at, f.consumed_at,
            CONVERT(f.got USING utf8mb4) AS correlation_key, LOWER(HEX(f.got)) AS correlation_key_hex, f.why,
@@ -124,15 +130,14 @@ BEGIN
                                                              f.expires_at), '%Y-%m-%dT%H:%i:%s.%fZ'),
                                'accepted_at', DATE_FORMAT(f.accepted_at, '%Y-%m-%dT%H:%i:%s.%fZ'))
                WHEN f.why = 'CORRELATION_MISMATCH' AND f.expected IS NOT NULL AND f.got <> f.expected THEN
-                   (SELECT JSON_OBJECT('expected_hex', LOWER(HEX(f.expected)), 'got_hex', LOWER(HEX(f.got)),
-                                       'first_difference_offset', MIN(p.n) - 1,
-                                       'expected_byte_hex', LOWER(HEX(SUBSTRING(f.expected, MIN(p.n), 1))),
-                                       'got_byte_hex', LOWER(HEX(SUBSTRING(f.got, MIN(p.n), 1))))
-                      FROM pos p WHERE SUBSTRING(f.got, p.n, 1) <> SUBSTRING(f.expected, p.n, 1))
+                   JSON_OBJECT('expected_hex', LOWER(HEX(f.expected)), 'got_hex', LOWER(HEX(f.got)),
+                               'first_difference_offset', f.differ_at + 0,
+                               'expected_byte_hex', LOWER(HEX(SUBSTRING(f.expected, f.differ_at + 1, 1))),
+                               'got_byte_hex', LOWER(HEX(SUBSTRING(f.got, f.differ_at + 1, 1))))
                WHEN f.why = 'STALE_ACTIVATION' THEN JSON_OBJECT('current_activation_sequence', v_k + 0)
                ELSE NULL
            END AS detail
-      FROM facts f
+      FROM shown f
      ORDER BY f.accepted_at, f.id;
 
     SELECT w.due_at AS timer_due_at, CAST(JSON_VALUE(a.frozen, '$.delay_ms') AS UNSIGNED) AS timer_delay_ms,

@@ -14,7 +14,7 @@ from orchestrator.cli import EXIT_CODES, EXIT_TIMED_OUT, main
 from orchestrator.loop import Orchestrator
 from procedures import installer, pulse, routines, settings
 from tests.support import json_only
-from tests.support.signals import resolved_over_sql
+from tests.support.signals import resolved_over_sql, send
 
 TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
 POLL = {"name": "poll-flow", "steps": [{"key": "check", "type": "POLL", "queue": "payments",
@@ -789,6 +789,29 @@ def test_P5_workflows_rounds_prints_a_polls_rounds_a_page_at_a_time(weave, world
     assert code == 0 and "no rounds after 2" in out and "next page" not in out
     code, _, err = weave("workflows", "rounds", wf, "check", "--activation", "7")
     assert code == EXIT_CODES[404] and "no activation 7" in err
+
+
+def test_S17_signals_list_pages_an_instances_signals_and_explain_says_when_it_shows_the_latest_only(weave, world):
+    """Explain shows the latest 100 signals that targeted a step; past that it says how many there are and where
+    to read them all, which `weave signals list` now does, a page at a time as the API."""
+    world.publish(APPROVAL)
+    wf = world.start("approval", {"request_id": "r-1"})
+    for i in range(101):
+        send(world, wf, f"k-{i}", correlation_key=f"x-{i}", payload='{"n": 12345678901234567890.10}')
+    code, out, err = weave("signals", "list", wf, "--limit", "2")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 3 and "REJECTED" in lines[0] and "key k-0" in lines[0] and "key k-1" in lines[1]
+    cursor = lines[2].removeprefix("next page: --cursor ")
+    code, out, _ = weave("signals", "list", wf, "--cursor", cursor, "--limit", "1", "--json")
+    page = json_only(out)
+    assert [s["idempotency_key"] for s in page["items"]] == ["k-2"] and "payload_text" not in page["items"][0]
+    assert '"payload": {"n": 12345678901234567890.10}' in out
+    code, out, _ = weave("signals", "list", wf, "--status", "PENDING")
+    assert code == 0 and out.strip() == "no signals"
+    code, out, _ = weave("signals", "explain", wf, "approval")
+    assert code == 0 and "signals: the latest 100 of 101 (`weave signals list` lists them all)" in out
+    assert out.count("CORRELATION_MISMATCH") == 100
 
 
 def test_M2_workflows_events_json_gives_a_resolved_output_as_kept_as_the_api_does(weave, world, orch):

@@ -7,10 +7,14 @@ import pytest
 
 from procedures import db as dbmod
 from procedures import errors, pulse, routines, signals
+from tests.benchmarks.bench_reads import reads_of
 from tests.sql.test_polls import poll_flow
 from tests.sql.test_pulse import claim, task_flow
 from tests.sql.test_room_lines import line_up
 from tests.sql.test_stalls import paused_between_timers
+from tests.support import signals as signal_support
+
+HOUR = 3_600_000
 
 
 def explain(world, wf: str, step: str) -> dict:
@@ -194,3 +198,42 @@ def test_S17_K1_R18_a_task_waiting_for_its_mutex_key_names_it_among_the_blockers
     pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"n": 1})
     assert explain(world, second, "work")["blockers"] == [{"blocker": "PAUSED", "reason": None, "since": None,
                                                          "next_check_at": None, "detail": None}]
+
+
+def test_S17_R11_explain_shows_the_latest_100_signals_and_counts_every_one(world, orch):
+    """An instance holds up to 1,024 signals, and explain listed every one that targeted the step, each mismatch
+    compared byte by byte against a table of 513 positions: 1,017 signals read 530,426 rows. It now shows the latest
+    100 and counts them all, and finds a mismatch's first differing byte by halving the common prefix."""
+    world.publish(signal_support.signal_flow(timeout_ms=HOUR))
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+
+    def read() -> dict:
+        return explain(world, wf, "approval")
+
+    def sent(numbers: range) -> None:  # each refused at once, its correlation key not the wait's
+        for i in numbers:
+            signal_support.send(world, wf, f"k-{i}", correlation_key=f"o-1-{i}")
+
+    sent(range(100))
+    at_100 = reads_of(world.db.conn, read)
+    sent(range(100, 110))
+    report = read()
+    assert report["signals_total"] == 110 and len(report["signals"]) == 100
+    keys = [s["idempotency_key"] for s in report["signals"]]
+    assert keys == [f"k-{i}" for i in range(10, 110)]  # the latest, in acceptance order
+    assert {s["why"] for s in report["signals"]} == {"CORRELATION_MISMATCH"}
+    assert report["signals"][-1]["detail"] == {"expected_hex": "6f2d31", "got_hex": "6f2d312d313039",
+                                               "first_difference_offset": 3, "expected_byte_hex": "",
+                                               "got_byte_hex": "2d"}
+    assert reads_of(world.db.conn, read) - at_100 <= 10 * 6  # was about 518 a signal
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    (b"", b""), (b"", b"x"), (b"abc", b"abc"), (b"abc", b"abd"), (b"abc", b"ab"), (b"xbc", b"abc"),
+    (b"a" * 511 + b"b", b"a" * 512), (b"a" * 512, b"a" * 512), (bytes(range(256)) * 2, bytes(range(256)) + b"\0"),
+    ("é".encode(), "e\u0301".encode()), (b"a ", b"a"), (b"a\0", b"a")])
+def test_S17_the_first_differing_byte_is_where_the_common_prefix_ends(world, a, b):
+    expected = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    assert world.db.scalar("SELECT _weave_bytes_differ_at(%s, %s)", a, b) == expected
+    assert world.db.scalar("SELECT _weave_bytes_differ_at(%s, %s)", b, a) == expected
