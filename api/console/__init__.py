@@ -18,6 +18,7 @@ def register(app: falcon.App, connections: Connections) -> None:
         "/instances": pages.Instances,
         "/instances/{workflow_id}": pages.Instance,
         "/instances/{workflow_id}/{action}": pages.InstanceAction,
+        "/instances/{workflow_id}/steps/{step_key}/rounds": pages.StepRounds,
         "/instances/{workflow_id}/steps/{step_key}/{action}": pages.StepAction,
         "/review": pages.Review,
         "/bulk": pages.Bulk,

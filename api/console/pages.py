@@ -292,7 +292,7 @@ class Page:
             detail = _FORM_FIELD.sub(lambda field: FORM_LABELS[field[1]], detail)
         back = page_of(req) if req.method == "POST" or _INSTANCE_PATH.match(_inside(req)) else None
         self.render(req, resp, "error.html", session, status=status, code=code, detail=detail, status_code=status,
-                    back=None if back == base_path(req) else back)
+                    back=None if back == base_path(req) else back, sent=req.method == "POST")
 
 
 class Static:
@@ -483,6 +483,39 @@ class Instance(Page):
                     deadline_left=views.time_left(instance["deadline_at"], now),
                     can_control=session.can("workflows:control"), can_review=session.can("workflows:review"),
                     done=done, nav="instances")
+
+
+# A rounds page's query values held to the bounds the API holds its own to (an activation or a round number past
+# them would be refused by the database as it binds the call, naming the routine's parameter).
+_ROUNDS_QUERY = schemas.QUERIES["list_rounds"]
+ROUND_MAX = _ROUNDS_QUERY["after"]["maximum"]
+
+
+class StepRounds(Page):
+    """Every round of a POLL step, a page at a time, of its latest activation or an earlier one (R-11, P-5): the
+    instance page shows only the latest 50 rounds of each current activation."""
+
+    ROUNDS = 50  # a page: a round's result may be 1 MiB, so a page holds no more than the instance page shows
+
+    @page
+    def on_get(self, req, resp, workflow_id, step_key):
+        session = self.require(req)
+        conn, token, ns = self.conn, session.token, session.namespace
+        asked = {name: [req.get_param(name) or ""] for name in ("after", "activation")}
+        after = optional_int(asked, "after", 0, ROUND_MAX) or 0
+        activation = optional_int(asked, "activation", 1, _ROUNDS_QUERY["activation"]["maximum"])
+        # Results as kept: each is parsed only when its row is shown (views.pretty), not all of them at once.
+        shown = routines.step_rounds(conn, token, ns, workflow_id, step_key, activation_sequence=activation,
+                                     after=after, limit=self.ROUNDS, verbatim=True)
+        latest = shown["activation_sequence"]
+        if activation is not None:  # the step's latest activation, for the chooser: its head alone, no round
+            latest = routines.step_rounds(conn, token, ns, workflow_id, step_key, after=ROUND_MAX,
+                                          limit=1)["activation_sequence"]
+        rounds = shown["rounds"]
+        # Rounds are numbered 1..rounds_used: past the last one shown, more follow exactly when it is not the last.
+        more = bool(rounds) and rounds[-1]["number"] < (shown["rounds_used"] or 0)
+        self.render(req, resp, "rounds.html", session, workflow_id=workflow_id, step=shown, after=after,
+                    rounds=rounds, more=more, latest=latest or 0, nav="instances")
 
 
 def _done(req, resp, workflow_id: str, action: str, key: str, result: dict) -> None:

@@ -870,3 +870,110 @@ def test_Z3_a_database_that_refuses_the_node_s_login_is_a_503_page_as_the_api_an
     refused = dataclasses.replace(world.db.dsn, password="not-its-password")
     page = testing.TestClient(create_app(Connections(refused))).simulate_get(BASE, cookies=cookies)
     assert (page.status_code, page.headers["retry-after"]) == (503, "1")
+
+
+# --- a long poll's rounds and a step's many signals: the instance page shows the latest, and says so ---------------
+def _rounds_on(html: str) -> list[int]:
+    return [int(n) for n in re.findall(r"<tr><td>(\d+)</td><td>tsk_\d+</td>", html)]
+
+
+def _next_page(html: str) -> str | None:
+    later = re.search(r'<a href="([^"]+)" rel="next">Next page</a>', html)
+    return later.group(1).replace("&amp;", "&") if later else None
+
+
+def polled(world, orch, rounds: int, max_rounds: int = 100) -> str:
+    """An instance whose POLL step `check` has answered PENDING ``rounds`` times: its workflow id."""
+    from tests.sql.test_polls import poll_flow, started
+    from tests.sql.test_step_rounds import pending_rounds
+
+    world.publish(poll_flow(max_rounds=max_rounds))
+    wf = started(world, orch)
+    pending_rounds(world, orch, wf, rounds)
+    return wf
+
+
+def test_R11_P5_past_the_latest_50_rounds_the_instance_page_says_so_and_the_rounds_page_pages_through_all(
+        client, world, orch):
+    """A poll may run 10,000 rounds; the instance read carries the latest 50. The instance page says it shows only
+    those and links to the rounds page, which shows every round a page at a time, in order, with its result."""
+    wf = polled(world, orch, 55)
+    cookies = sign_in(client, world.token)
+    html = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text
+    assert _rounds_on(html) == list(range(6, 56))
+    assert "Shown here: the latest 50 of 55 rounds." in " ".join(html.split())
+    rounds_page = f"{BASE}/instances/{wf}/steps/check/rounds"
+    assert f'<a href="{rounds_page}">All rounds of check</a>.' in html
+    seen, address, pages_ = [], rounds_page, []
+    while address:
+        path, _, query = address.partition("?")
+        got = client.simulate_get(path, query_string=query, cookies=cookies)
+        assert got.status_code == 200, got.text
+        pages_.append(got.text)
+        seen += _rounds_on(got.text)
+        address = _next_page(got.text)
+    assert seen == list(range(1, 56)) and len(pages_) == 2
+    first, last = pages_
+    assert "Rounds 1 to 50 of 55" in first and "Rounds 51 to 55 of 55" in last
+    assert "{\n  &#34;status&#34;: &#34;PENDING&#34;,\n  &#34;output&#34;: {\n    &#34;n&#34;: 51\n" in last
+    assert '<th scope="col">Created</th>' in first and "POLL_PENDING" in first
+    assert "First page" not in first and f'<a href="{rounds_page}?activation=1">First page</a>' in last
+    assert f'<a href="{BASE}/instances/{wf}#step-check">Back to {wf}</a>' in first
+    past = client.simulate_get(rounds_page, params={"after": "55"}, cookies=cookies)
+    assert past.status_code == 200 and "No rounds after round 55." in past.text
+
+
+def test_P5_the_rounds_page_offers_each_activation_of_a_reactivated_poll(client, world, orch):
+    """A reactivated step keeps each earlier activation's rounds: the instance page links to them, and the rounds
+    page chooses among the activations, the latest by default. A read-only credential reads them too."""
+    wf = polled(world, orch, 2, max_rounds=2)  # the budget spent: the step is in review
+    routines.step_reactivate(world.db.conn, world.token, "acme", wf, "check", "try again", "again-1")
+    orch.drain()
+    reader = world.credential(["workflows:read"], actor="auditor")
+    cookies = sign_in(client, reader["token"])
+    html = " ".join(client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text.split())
+    assert "All rounds of check</a>, of this activation and the 1 before it." in html
+    assert "Shown here: the latest" not in html
+    rounds_page = f"{BASE}/instances/{wf}/steps/check/rounds"
+    latest = client.simulate_get(rounds_page, cookies=cookies)
+    assert latest.status_code == 200 and _rounds_on(latest.text) == [1]
+    assert "Activation 2 (the latest)" in latest.text and "<td>IN_FLIGHT</td>" in latest.text
+    assert f'<a href="{rounds_page}?activation=1">1</a>' in latest.text
+    assert f'<a href="{rounds_page}?activation=2" aria-current="page">2 (latest)</a>' in latest.text
+    earlier = client.simulate_get(rounds_page, params={"activation": "1"}, cookies=cookies)
+    assert _rounds_on(earlier.text) == [1, 2] and "(an earlier one; the latest is 2)" in earlier.text
+    assert "poll STOPPED, 2 of 2 rounds" in earlier.text and "&#34;n&#34;: 2" in earlier.text
+    assert f'<a href="{rounds_page}?activation=1" aria-current="page">1</a>' in earlier.text
+
+
+def test_R11_a_rounds_page_refuses_bad_query_values_and_a_step_without_rounds_as_pages_leading_back(client, world,
+                                                                                                    orch):
+    """A query value that is no round or activation number is a 422 page naming it, never a 500 or the routine's
+    parameter; a step that is no POLL, or none at all, is a 404 page; each leads back to the instance."""
+    from tests.sql.test_polls import poll_step, started
+
+    world.publish({"name": "mixed", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000},
+                                              poll_step(after=["wait"])]})
+    wf = started(world, orch, "mixed")
+    cookies = sign_in(client, world.token)
+    back = f'<a href="{BASE}/instances/{wf}">Back to the instance</a>'
+    rounds_page = f"{BASE}/instances/{wf}/steps/check/rounds"
+    never = client.simulate_get(rounds_page, cookies=cookies)
+    assert never.status_code == 200 and "The step has not been activated yet: it has no rounds." in never.text
+    for params in ({"after": "x"}, {"after": "-1"}, {"after": str(2**40)}, {"activation": "0"},
+                   {"activation": "two"}, {"activation": str(2**63)}, {"after": "1.5"}):
+        refused = client.simulate_get(rounds_page, params=params, cookies=cookies)
+        assert refused.status_code == 422 and "VALIDATION_FAILED" in refused.text, (params, refused.text[-300:])
+        assert next(iter(params)) in refused.text and "in_" not in refused.text and back in refused.text
+    for path, words in ((rounds_page + "?activation=1", "the step has no activation 1"),
+                        (f"{BASE}/instances/{wf}/steps/wait/rounds", "this step is a TIMER step"),
+                        (f"{BASE}/instances/{wf}/steps/nope/rounds", "the instance has no step with this key")):
+        address, _, query = path.partition("?")
+        missing = client.simulate_get(address, query_string=query, cookies=cookies)
+        assert missing.status_code == 404 and "NOT_FOUND" in missing.text and words in missing.text, missing.text
+        assert back in missing.text
+    assert "/rounds" not in client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text  # no rounds yet
+    assert client.simulate_get(f"{BASE}/instances/wf_999999/steps/check/rounds", cookies=cookies).status_code == 404
+    signed_out = client.simulate_get(rounds_page)
+    assert signed_out.status_code == 303 and "/console/signin?next=" in signed_out.headers["location"]
+
