@@ -977,3 +977,22 @@ def test_R11_a_rounds_page_refuses_bad_query_values_and_a_step_without_rounds_as
     signed_out = client.simulate_get(rounds_page)
     assert signed_out.status_code == 303 and "/console/signin?next=" in signed_out.headers["location"]
 
+
+def test_S17_R11_past_the_latest_100_signals_explain_says_so_and_points_to_the_instance_s_signal_list(client, world,
+                                                                                                      orch):
+    from tests.support import signals as sig
+
+    world.publish(sig.signal_flow())
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+    for i in range(100):  # each refused at once, its correlation key not the wait's
+        sig.send(world, wf, f"k-{i}", correlation_key=f"o-1-{i}")
+    cookies = sign_in(client, world.token)
+    html = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text
+    assert html.count("<td><strong>CORRELATION_MISMATCH</strong></td>") == 100  # explain's table: all of them
+    assert "Shown here: the latest" not in html
+    sig.send(world, wf, "k-100", correlation_key="o-1-100")
+    html = " ".join(client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text.split())
+    assert "Shown here: the latest 100 of 101 signals that targeted this step." in html
+    assert '<a href="#signals">The instance\'s signals</a> list every one' in html.replace("&#39;", "'")
+    assert 'id="signals"' in html
