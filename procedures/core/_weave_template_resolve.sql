@@ -1,5 +1,5 @@
 -- Applies a compiled template (procedures.definitions): start from the skeleton, then put the value found at each
--- binding's source path into its target path. Runs once, at activation; the result is frozen (R-7, P-5). A source
+-- binding's source path into its target path. Runs at activation; the result is frozen (R-7, P-5). A source
 -- path that finds nothing, spelled with characters or with escapes, resolves to JSON null. A function: it reads
 -- no table, so resolving costs its caller no statement.
 --
@@ -8,13 +8,21 @@
 -- JSON deeper than 32 levels, so a shallow read of a deep value would fail. Each source path is read where its
 -- value is kept instead: "$.input<rest>" in the input, "$.steps.<key>.output<rest>" in that step's output (the
 -- key quoted when it is not a plain name, as procedures.definitions.paths writes it), both at "$<rest>".
+--
+-- One call applies the bindings that read one document: the input (in_key NULL) or one step's output, on the
+-- template as the calls before left it (in_base; NULL for the skeleton). The caller hands each document over once,
+-- as it reads it: a join reading a field of each of many large outputs parses each output once, not all of them
+-- for every binding. A binding whose document is never handed over (its step has not SUCCEEDED) keeps the
+-- skeleton's null at its place.
 CREATE FUNCTION _weave_template_resolve(
         in_template LONGTEXT,
-        in_input    LONGTEXT,
-        in_outputs  LONGTEXT)
+        in_base     LONGTEXT,
+        in_key      VARCHAR(64),
+        in_document LONGTEXT)
     RETURNS LONGTEXT
-    COMMENT 'Internal. Description: resolves a compiled expression template against what the instance keeps.
-in_input: its input; in_outputs: {"<step key>": "<output JSON text>"}; NULL template = NULL.'
+    COMMENT 'Internal. Description: applies to in_base (NULL: the template''s skeleton) the bindings of a compiled
+expression template that read in_document: the instance''s input when in_key is NULL, else the output of step in_key.
+NULL template = NULL.'
     DETERMINISTIC
     NO SQL
 BEGIN
@@ -24,7 +32,6 @@ BEGIN
     DECLARE v_source VARCHAR(2048);
     DECLARE v_key VARCHAR(64);
     DECLARE v_path VARCHAR(2048);  -- the source path within the document that keeps its value
-    DECLARE v_document LONGTEXT;
     DECLARE v_value LONGTEXT;
     DECLARE v_out LONGTEXT;
     DECLARE v_binding LONGTEXT;  -- [target, source] or [target, source, the places that must hold arrays]
@@ -34,34 +41,35 @@ BEGIN
     IF in_template IS NULL OR JSON_TYPE(JSON_EXTRACT(in_template, '$')) = 'NULL' THEN
         SET v_out = NULL;
     ELSE
-        SET v_out = JSON_EXTRACT(in_template, '$.skeleton');
-        SET v_count = COALESCE(JSON_LENGTH(in_template, '$.bindings'), 0);
-        WHILE v_i < v_count DO
+        SET v_out = COALESCE(in_base, JSON_EXTRACT(in_template, '$.skeleton'));
+        -- None of its bindings can read a document its text never names (a step key is plain ASCII, as its
+        -- sources write it): the template is left as it is without looking at them.
+        SET v_count = IF(LOCATE(IF(in_key IS NULL, '"$.input', in_key), in_template) = 0, 0,
+                         COALESCE(JSON_LENGTH(in_template, '$.bindings'), 0));
+        bindings: WHILE v_i < v_count DO
             SET v_binding = JSON_EXTRACT(in_template, CONCAT('$.bindings[', v_i, ']'));  -- the template read once each
             SET v_target = JSON_UNQUOTE(JSON_EXTRACT(v_binding, '$[0]')),
                 v_source = JSON_UNQUOTE(JSON_EXTRACT(v_binding, '$[1]')),
                 v_arrays = JSON_EXTRACT(v_binding, '$[2]');
             IF v_source LIKE '$.input%' THEN
-                SET v_path = CONCAT('$', SUBSTRING(v_source, 8));
-                SET v_value = JSON_EXTRACT(in_input, v_path);
+                SET v_key = NULL, v_path = CONCAT('$', SUBSTRING(v_source, 8));
             ELSE
                 -- '$.steps.' (8 characters), the key, plain up to the next '.' or quoted, '.output' (7), the rest.
                 SET v_key = IF(SUBSTRING(v_source, 9, 1) = '"', SUBSTRING_INDEX(SUBSTRING(v_source, 10), '"', 1),
                                SUBSTRING_INDEX(SUBSTRING(v_source, 9), '.', 1));
                 SET v_path = CONCAT('$', SUBSTRING(v_source, 16 + CHAR_LENGTH(v_key)
                                                              + 2 * (SUBSTRING(v_source, 9, 1) = '"')));
-                SET v_document = JSON_UNQUOTE(JSON_EXTRACT(in_outputs, CONCAT('$."', v_key, '"')));
-                SET v_value = JSON_EXTRACT(v_document, v_path);
             END IF;
-            IF v_source LIKE '$.input%' AND (v_arrays IS NOT NULL
-                                              OR (v_value IS NULL AND CHAR_LENGTH(v_path) < OCTET_LENGTH(v_path))) THEN
-                SET v_document = in_input;  -- copied only where it is read again: the escapes or the arrays below
+            IF NOT (v_key <=> in_key) THEN
+                SET v_i = v_i + 1;
+                ITERATE bindings;  -- another document's: applied by the call that hands that one over
             END IF;
+            SET v_value = JSON_EXTRACT(in_document, v_path);
             IF v_value IS NULL AND CHAR_LENGTH(v_path) < OCTET_LENGTH(v_path) THEN
                 -- A key outside ASCII that the document spells with \u escapes (a signal payload kept as it was
                 -- sent, from an encoder that keeps to ASCII) is found only through the same escapes.
-                SET v_value = COALESCE(JSON_EXTRACT(v_document, _weave_json_path_escaped(v_path, FALSE)),
-                                       JSON_EXTRACT(v_document, _weave_json_path_escaped(v_path, TRUE)));
+                SET v_value = COALESCE(JSON_EXTRACT(in_document, _weave_json_path_escaped(v_path, FALSE)),
+                                       JSON_EXTRACT(in_document, _weave_json_path_escaped(v_path, TRUE)));
             END IF;
             -- The server's paths are lax: an index of a value that is no array ('$[0]' of "abc") finds the value
             -- itself. A source that reads an item finds something only where each place it indexes holds an array
@@ -69,10 +77,10 @@ BEGIN
             SET v_j = 0;
             WHILE v_value IS NOT NULL AND v_j < COALESCE(JSON_LENGTH(v_arrays), 0) DO
                 SET v_at = JSON_UNQUOTE(JSON_EXTRACT(v_arrays, CONCAT('$[', v_j, ']'))), v_j = v_j + 1;
-                IF COALESCE(JSON_TYPE(JSON_EXTRACT(v_document, v_at)),
+                IF COALESCE(JSON_TYPE(JSON_EXTRACT(in_document, v_at)),
                             IF(CHAR_LENGTH(v_at) < OCTET_LENGTH(v_at),
-                               COALESCE(JSON_TYPE(JSON_EXTRACT(v_document, _weave_json_path_escaped(v_at, FALSE))),
-                                        JSON_TYPE(JSON_EXTRACT(v_document, _weave_json_path_escaped(v_at, TRUE)))),
+                               COALESCE(JSON_TYPE(JSON_EXTRACT(in_document, _weave_json_path_escaped(v_at, FALSE))),
+                                        JSON_TYPE(JSON_EXTRACT(in_document, _weave_json_path_escaped(v_at, TRUE)))),
                                NULL), '') <> 'ARRAY' THEN
                     SET v_value = NULL;
                 END IF;
@@ -84,7 +92,7 @@ BEGIN
                 SET v_out = JSON_SET(v_out, v_target, JSON_EXTRACT(v_value, '$'));
             END IF;
             SET v_i = v_i + 1;
-        END WHILE;
+        END WHILE bindings;
     END IF;
     RETURN v_out;
 END

@@ -22,11 +22,11 @@ BEGIN
     DECLARE v_compiled LONGTEXT;
     DECLARE v_deadline DATETIME(6);
     DECLARE v_instance_input LONGTEXT;  -- what expressions read: the input, and the outputs they name
-    DECLARE v_outputs LONGTEXT DEFAULT NULL;  -- {"<step key>": "<output JSON text>"}, once read
     DECLARE v_sources LONGTEXT;  -- the source paths of the step's templates, as a JSON array
-    DECLARE v_i TINYINT DEFAULT 0;
-    DECLARE v_template LONGTEXT;
-    DECLARE v_value LONGTEXT;
+    DECLARE v_t_input LONGTEXT;  -- the compiled templates of its input, keys and correlation
+    DECLARE v_t_business LONGTEXT;
+    DECLARE v_t_mutex LONGTEXT;
+    DECLARE v_t_correlation LONGTEXT;
     DECLARE v_input LONGTEXT;
     DECLARE v_business LONGTEXT;
     DECLARE v_mutex LONGTEXT;
@@ -75,42 +75,56 @@ BEGIN
         -- the step goes to review (below) instead of failing its decision for good.
         resolving: BEGIN
             DECLARE EXIT HANDLER FOR 4040 SET v_frozen = NULL;
-            -- Each template is its skeleton when it has no bindings (NULL for a null template), so no call is
-            -- needed for it; one with bindings is resolved against what the instance keeps, read at most once.
-            WHILE v_i < 4 DO
-                SET v_i = v_i + 1;
-                SET v_template = JSON_EXTRACT(v_compiled, CONCAT('$.', ELT(v_i, 'input', 'business_key', 'mutex_key',
-                                                                           'correlation')));
-                IF COALESCE(JSON_LENGTH(v_template, '$.bindings'), 0) > 0 THEN
-                    IF v_outputs IS NULL THEN
-                        -- What expressions read (04-polls "Expressions"): the instance's input and the outputs of
-                        -- its steps SUCCEEDED so far, each as its text, and only what this step's templates name,
-                        -- so an output no template reads is never copied. Each source path starts "$.input" or
-                        -- "$.steps.<key>.output", the key quoted when it is not a plain name
-                        -- (procedures.definitions.paths); in the array of sources each one opens its string, and
-                        -- a quote inside one is escaped, so a match is a source's own head.
-                        SET v_sources = JSON_EXTRACT(v_compiled, '$.*.bindings[*][1]');
-                        SELECT IF(LOCATE('"$.input', v_sources) > 0, i.input, NULL), COALESCE(
-                                   (SELECT JSON_OBJECTAGG(s.step_key, CAST(COALESCE(s.output, 'null') AS CHAR))
-                                      FROM weave_steps s FORCE INDEX (uq_step_key)
-                                     WHERE s.instance_id = i.id AND s.status = 'SUCCEEDED'
-                                       AND (LOCATE(CONCAT('"$.steps.', s.step_key, '.output'), v_sources) > 0
-                                            OR LOCATE(CONCAT('"$.steps.\\"', s.step_key, '\\".output'),
-                                                      v_sources) > 0)),
-                                   '{}')
-                          INTO v_instance_input, v_outputs FROM weave_instances i WHERE i.id = in_instance_id;
-                    END IF;
-                    SET v_value = _weave_template_resolve(v_template, v_instance_input, v_outputs);
-                ELSE
-                    SET v_value = JSON_EXTRACT(v_template, '$.skeleton');
-                END IF;
-                CASE v_i
-                    WHEN 1 THEN SET v_input = v_value;
-                    WHEN 2 THEN SET v_business = v_value;
-                    WHEN 3 THEN SET v_mutex = v_value;
-                    ELSE SET v_correlation = v_value;
-                END CASE;
-            END WHILE;
+            -- Each template starts as its skeleton (NULL for a null template); one with bindings then gets the values
+            -- its bindings read, one document at a time: the input, then each output read (_weave_template_resolve).
+            SET v_t_input = JSON_EXTRACT(v_compiled, '$.input'),
+                v_t_business = JSON_EXTRACT(v_compiled, '$.business_key'),
+                v_t_mutex = JSON_EXTRACT(v_compiled, '$.mutex_key'),
+                v_t_correlation = JSON_EXTRACT(v_compiled, '$.correlation');
+            SET v_input = JSON_EXTRACT(v_t_input, '$.skeleton'),
+                v_business = JSON_EXTRACT(v_t_business, '$.skeleton'),
+                v_mutex = JSON_EXTRACT(v_t_mutex, '$.skeleton'),
+                v_correlation = JSON_EXTRACT(v_t_correlation, '$.skeleton');
+            -- What expressions read (04-polls "Expressions"): the instance's input and the outputs of its steps
+            -- SUCCEEDED so far, and only what this step's templates name, so an output no template reads is never
+            -- copied. Each source path starts "$.input" or "$.steps.<key>.output", the key quoted when it is not a
+            -- plain name (procedures.definitions.paths); in the array of sources each one opens its string, and a
+            -- quote inside one is escaped, so a match is a source's own head.
+            SET v_sources = JSON_EXTRACT(v_compiled, '$.*.bindings[*][1]');
+            IF LOCATE('"$.input', v_sources) > 0 THEN
+                SELECT i.input INTO v_instance_input FROM weave_instances i WHERE i.id = in_instance_id;
+                SET v_input = _weave_template_resolve(v_t_input, v_input, NULL, v_instance_input),
+                    v_business = _weave_template_resolve(v_t_business, v_business, NULL, v_instance_input),
+                    v_mutex = _weave_template_resolve(v_t_mutex, v_mutex, NULL, v_instance_input),
+                    v_correlation = _weave_template_resolve(v_t_correlation, v_correlation, NULL, v_instance_input);
+            END IF;
+            IF LOCATE('"$.steps.', v_sources) > 0 THEN
+                outputs: BEGIN
+                    DECLARE v_done BOOLEAN DEFAULT FALSE;
+                    DECLARE v_output_key VARCHAR(64);
+                    DECLARE v_output LONGTEXT;
+                    DECLARE v_outputs CURSOR FOR
+                        SELECT s.step_key, COALESCE(s.output, 'null')
+                          FROM weave_steps s FORCE INDEX (uq_step_key)
+                         WHERE s.instance_id = in_instance_id AND s.status = 'SUCCEEDED'
+                           AND (LOCATE(CONCAT('"$.steps.', s.step_key, '.output'), v_sources) > 0
+                                OR LOCATE(CONCAT('"$.steps.\\"', s.step_key, '\\".output'), v_sources) > 0);
+                    DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = TRUE;
+                    OPEN v_outputs;
+                    reading: LOOP
+                        FETCH v_outputs INTO v_output_key, v_output;
+                        IF v_done THEN
+                            LEAVE reading;
+                        END IF;
+                        SET v_input = _weave_template_resolve(v_t_input, v_input, v_output_key, v_output),
+                            v_business = _weave_template_resolve(v_t_business, v_business, v_output_key, v_output),
+                            v_mutex = _weave_template_resolve(v_t_mutex, v_mutex, v_output_key, v_output),
+                            v_correlation = _weave_template_resolve(v_t_correlation, v_correlation, v_output_key,
+                                                                    v_output);
+                    END LOOP;
+                    CLOSE v_outputs;
+                END outputs;
+            END IF;
             SET v_frozen = JSON_SET(v_spec,
                 '$.input', JSON_EXTRACT(COALESCE(v_input, 'null'), '$'),
                 '$.business_key', JSON_EXTRACT(COALESCE(v_business, 'null'), '$'),

@@ -8,7 +8,10 @@ Then against the instance's own size: a settlement whose walk activates a full w
 the table. Which steps are ready is read from the instance's steps, through its key, once per walk: a walk's rows
 grow with the steps of its own instance only, and an activation adds the same rows whatever that size.
 
-    python -m tests.benchmarks.bench_backlog [--backlogs 10,1000,100000] [--fan-outs 33,256]
+And a join reading one field of each of many large outputs: its activation hands each output to the templates
+once (the time of the report that activates it, with its statements and rows).
+
+    python -m tests.benchmarks.bench_backlog [--backlogs 10,1000,100000] [--fan-outs 33,256] [--joins 8,32]
 
 Rows read are the session's Handler_read_* deltas (every index entry or row the storage engine handed up).
 """
@@ -16,8 +19,11 @@ Rows read are the session's Handler_read_* deltas (every index entry or row the 
 from __future__ import annotations
 
 import argparse
+import json
+import time
 
 from procedures import db as dbmod
+from procedures import pulse, routines
 from tests.benchmarks.bench_scan import seq
 from tests.benchmarks.common import check_invariants, figure, fresh_database, world_on
 from tests.benchmarks.statements import POLL_FLOW, _checkpoint, counted
@@ -102,10 +108,45 @@ def fan_out(world, steps: int, instances: int = 5) -> dict:
             "rows_read_per_activation": round(n["rows_read"] / activated, 1)}
 
 
+def join_of_outputs(world, steps: int, size: int) -> dict:
+    """A join whose input reads one small field of each of ``steps`` outputs of ``size`` bytes: the report of the
+    last of them activates it (settled at the report). Each output is handed to the templates once, so the
+    activation's time grows with the outputs' total size; it grew with its square when every binding looked its
+    output up among all of them."""
+    db = world.db
+    name = f"join-{steps}"
+    routines.queue_put(db.conn, world.admin, world.namespace, "joins", 1_000_000)  # no other work in it
+    work = {"type": "TASK", "queue": "joins", "handler": "example.echo", "handler_version": "1"}
+    world.publish({"name": name, "steps": [{"key": f"o{i}", **work} for i in range(steps)] + [
+        {"key": "join", **work, "after": [f"o{i}" for i in range(steps)],
+         "input": {f"v{i}": f"$.steps.o{i}.output.v" for i in range(steps)}}]})
+    wf = world.start(name)
+    while db.scalar("SELECT COUNT(*) FROM weave_steps WHERE instance_id = %s AND status = 'PENDING'",
+                    world.internal_id(wf)) > 1:  # a walk activates 31 steps at most: ROOT goes on with the rest
+        dbmod.call(db.conn, "weave_checkpoint_advance", _checkpoint(db, wf, ""))
+    pad = "x" * size
+    for _ in range(steps):
+        (task,) = pulse.task_claim(db.conn, "bench", "joins", limit=1)
+        i = int(task["step_key"].removeprefix("o"))
+        started = time.perf_counter()
+        with counted(db.conn) as n:
+            pulse.attempt_complete(db.conn, task["attempt_id"], "bench", {"v": i, "pad": pad})
+        took = time.perf_counter() - started
+    frozen = db.scalar("SELECT input FROM pulse_tasks WHERE instance_id = %s AND step_key = 'join'",
+                       world.internal_id(wf))
+    assert json.loads(frozen) == {f"v{i}": i for i in range(steps)}, frozen
+    (join,) = pulse.task_claim(db.conn, "bench", "joins", limit=1)  # the queue left empty for the next join
+    pulse.attempt_complete(db.conn, join["attempt_id"], "bench", {})
+    return {"report_activating_the_join_ms": round(took * 1000, 1), "statements": n["statements"],
+            "rows_read": n["rows_read"]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backlogs", default="10,1000,100000")
     parser.add_argument("--fan-outs", default="33,256", help="steps of each fan-out definition (33..256)")
+    parser.add_argument("--joins", default="8,32", help="outputs a join reads, one field of each")
+    parser.add_argument("--output-bytes", type=int, default=1_000_000, help="the size of each output it reads")
     args = parser.parse_args()
     dsn = fresh_database("weave_bench_backlog")
     world = world_on(dsn)
@@ -117,6 +158,9 @@ def main() -> None:
         figure("rows read vs backlog", queued=backlog, **measure(world))
     for steps in (int(s) for s in args.fan_outs.split(",")):
         figure("rows read vs the instance's steps", steps=steps, **fan_out(world, steps))
+    for steps in (int(s) for s in args.joins.split(",")):
+        figure("a join reading a field of each of its predecessors' outputs", outputs=steps,
+               output_bytes=args.output_bytes, **join_of_outputs(world, steps, args.output_bytes))
     check_invariants(dsn)
 
 
