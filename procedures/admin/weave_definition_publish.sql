@@ -61,7 +61,7 @@ BEGIN
                                         LEFT(JSON_UNQUOTE(JSON_EXTRACT(v_unknown, '$[0]')), 64), ' is not known'));
     END IF;
     SET v_name = JSON_UNQUOTE(JSON_EXTRACT(in_document, '$.name'));
-    IF v_name IS NULL OR NOT (v_name REGEXP '^[A-Za-z0-9_.:-]{1,128}\\z') THEN
+    IF v_name IS NULL OR NOT (v_name REGEXP '^[A-Za-z0-9_.:-]{1,128}\\z') OR v_name IN ('.', '..') THEN
         CALL _weave_raise(50119, 'DEFINITION_INVALID: name');
     END IF;
     -- The numbers every decision of a step computes with, in the ranges the validator allows (04-polls, 03-timers,

@@ -66,10 +66,14 @@ MAX_KEY_LITERAL_CHARS = 256
 MAX_CORRELATION_BYTES = 512
 MAX_STATUS_CHARS = 64
 
-DEFINITION_NAME = Text(re.compile(r"[A-Za-z0-9_.:-]{1,128}"), "1-128 characters of A-Z a-z 0-9 _ . : -")
+# A definition's name and a step's key are segments of the API's and the console's paths, where "." and ".." are
+# not names: a browser, curl and most HTTP clients resolve them away before the request is sent.
+DEFINITION_NAME = Text(re.compile(r"(?!\.\.?\Z)[A-Za-z0-9_.:-]{1,128}"),
+                       "1-128 characters of A-Z a-z 0-9 _ . : - (not . or ..)")
 # A step key is a member name of the JSON paths the engine builds, and MariaDB's JSON paths cannot name a member that
 # begins with "-" (quoted or not, the path is refused): such a key would publish and then fail every activation.
-STEP_KEY = Text(re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63}"), "1-64 characters of A-Z a-z 0-9 _ . - (not first: -)")
+STEP_KEY = Text(re.compile(r"(?!\.\.?\Z)[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63}"),
+                "1-64 characters of A-Z a-z 0-9 _ . - (not first: -; not . or ..)")
 QUEUE = Text(re.compile(r"[A-Za-z0-9_.:-]{1,64}"), "1-64 characters of A-Z a-z 0-9 _ . : -")
 HANDLER = Text(re.compile(r"[A-Za-z0-9_.:-]{1,128}"), "1-128 characters of A-Z a-z 0-9 _ . : -")
 VERSION = Text(re.compile(r"[ -~]{1,32}"), "1-32 printable ASCII characters")

@@ -181,6 +181,17 @@ def test_publish_rejects_a_document_that_did_not_come_through_validation(world):
     assert info.value.field_code == "DEFINITION_INVALID"
 
 
+def test_publish_refuses_a_definition_named_only_a_dot_or_two_from_sql_as_well(world):
+    """No API path can name such a definition ("/definitions/.." is resolved away before it is sent)."""
+    timer = definitions.validate(TIMER)
+    for name in (".", ".."):
+        document = json.dumps({**json.loads(timer.canonical_json), "name": name})
+        with pytest.raises(errors.ValidationFailed) as info:
+            world.db.call("weave_definition_publish", world.admin, "acme", document, timer.compiled_json, None)
+        assert info.value.field_code == "DEFINITION_INVALID"
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_definitions") == 0
+
+
 def test_R3_publish_refuses_queues_that_disagree_with_the_steps(world):
     """The queues decide which rows a decision locks (R-3) and whether a start activates its first steps, so they
     are the TASK and POLL steps' own queues, derived by publish itself: a list that names one more queue, misses

@@ -555,6 +555,19 @@ def test_a_member_name_that_begins_with_a_dash_is_refused_where_a_json_path_woul
     assert validate(doc).compiled["charge-1"]["input"]["bindings"] == [['$."x-"', '$.input."x-y"']]
 
 
+def test_a_step_key_or_definition_name_of_only_a_dot_or_two_is_refused_as_no_path_can_name_it() -> None:
+    """A definition's name and a step's key are segments of the API's and the console's paths, where a browser or
+    curl resolves "." and ".." away before sending the request: such a step could never be explained, continued or
+    resolved over HTTP. Dots elsewhere in a name are fine."""
+    assert errors_of(definition(task("."))) == [("steps[0].key", "INVALID_VALUE")]
+    assert errors_of(definition(task(".."))) == [("steps[0].key", "INVALID_VALUE")]
+    for name in (".", ".."):
+        assert errors_of({**definition(task("charge")), "name": name}) == [("name", "INVALID_VALUE")]
+    doc = {**definition(task("...")), "name": "..."}
+    assert list(validate(doc).compiled) == ["..."]
+    assert list(validate(definition(task(".a."))).compiled) == [".a."]
+
+
 def test_an_expression_naming_a_step_key_that_must_be_quoted_says_how_to_write_it() -> None:
     doc = definition(timer("a.b"), timer("1st"), task(input={"x": "$.steps.a.b.output", "y": "$.steps.1st.output.v",
                                                            "z": '$.steps["a.b"].output'}, after=["a.b", "1st"]))
@@ -649,7 +662,7 @@ def test_every_problem_is_reported_at_once() -> None:
 
 # Property: the canonical form is a fixed point
 
-STEP_KEYS = st.from_regex(r"[A-Za-z0-9_.][A-Za-z0-9_.-]{0,11}", fullmatch=True)
+STEP_KEYS = st.from_regex(r"(?!\.\.?\Z)[A-Za-z0-9_.][A-Za-z0-9_.-]{0,11}", fullmatch=True)
 LITERALS = st.text(max_size=12).filter(lambda text: not text.startswith("$."))
 INPUT_EXPRESSIONS = [
     "$.input", "$.input.order_id", '$.input["order id"]', "$.input.items[0]['sku']", "$.input.a-b",
@@ -732,7 +745,7 @@ def valid_definitions(draw: st.DrawFn) -> dict[str, Any]:
                 "correlation": expression | LITERALS.filter(bool),
             }))
         steps.append(step)
-    return {"name": draw(st.from_regex(r"[A-Za-z0-9_.:-]{1,20}", fullmatch=True)), "steps": steps}
+    return {"name": draw(st.from_regex(r"(?!\.\.?\Z)[A-Za-z0-9_.:-]{1,20}", fullmatch=True)), "steps": steps}
 
 
 @settings(max_examples=200, deadline=None)
