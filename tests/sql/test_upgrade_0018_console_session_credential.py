@@ -81,10 +81,12 @@ def test_S2_a_sign_in_sweeps_expired_sessions_by_their_keys_and_waits_for_no_liv
     live = session(world, world.token, "live")  # an hour: the first entry past the expired ones
     world.db.advance(61_000)
     signing_out = world.db.connect()
+    with signing_out.cursor() as cur:  # as weave_console_session_close runs: at READ COMMITTED, deleting by id
+        cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
     signing_out.begin()
     with signing_out.cursor() as cur:  # what a sign-out does, not yet committed
         cur.execute("SELECT id FROM weave_console_sessions WHERE session_hash = %s FOR UPDATE", (live,))
-        cur.execute("DELETE FROM weave_console_sessions WHERE session_hash = %s", (live,))
+        cur.execute("DELETE FROM weave_console_sessions WHERE id = %s", (cur.fetchone()["id"],))
     try:
         other = world.db.connect()
         with other.cursor() as cur:
