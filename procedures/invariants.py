@@ -217,6 +217,20 @@ INVARIANTS: tuple[Invariant, ...] = (
         SELECT id FROM weave_signals WHERE (status = 'PENDING') <> (consumed_at IS NULL)
         UNION ALL
         SELECT id FROM weave_poll_rounds WHERE (outcome = 'IN_FLIGHT') <> (decided_at IS NULL)"""),
+    # R-7, R-18: new work is never left without a look. A step whose after-steps have all SUCCEEDED is activated by
+    # the walk that made it ready, or the walk leaves the ROOT checkpoint to go on (more than a walk's budget, a
+    # deferral for room, a pause): a RUNNING instance with a ready step and no ROOT checkpoint would stall, and
+    # say nothing.
+    Invariant("M-4.20", "a RUNNING instance with a ready PENDING step has its ROOT checkpoint", """
+        SELECT DISTINCT i.id FROM weave_instances i
+          JOIN weave_steps s ON s.instance_id = i.id AND s.status = 'PENDING'
+         WHERE i.status = 'RUNNING'
+           AND NOT EXISTS (SELECT 1 FROM weave_definition_edges e
+                             JOIN weave_steps p ON p.instance_id = i.id AND p.step_key = e.after_key
+                                               AND p.status <> 'SUCCEEDED'
+                            WHERE e.definition_id = i.definition_id AND e.step_key = s.step_key)
+           AND NOT EXISTS (SELECT 1 FROM weave_pending_advances c
+                            WHERE c.instance_id = i.id AND c.step_key = '' AND c.kind = 'ROOT')"""),
 )
 
 BY_ID = {inv.id: inv for inv in INVARIANTS}

@@ -466,6 +466,20 @@ def test_R9_M4_9b_an_open_step_count_that_disagrees_with_the_steps_is_caught(wor
     assert broken.get("M-4.9b") and list(broken) == ["M-4.9b"], broken
 
 
+@pytest.mark.breaks_invariants("M-4.20")
+def test_R7_M4_20_a_ready_step_left_without_its_root_checkpoint_is_caught(world, orch):
+    """A walk that leaves a ready step (here: deferred, the instance paused) keeps the ROOT checkpoint that will look
+    again; without it the instance would stall RUNNING and say nothing."""
+    wf = root_due(world, orch, blocker="paused")
+    iid = world.internal_id(wf)
+    assert world.db.scalar("SELECT status FROM weave_steps WHERE instance_id = %s AND step_key = 'charge'",
+                           iid) == "PENDING"
+    assert "M-4.20" not in invariants.violations(world.db.conn)
+    world.db.execute("DELETE FROM weave_pending_advances WHERE instance_id = %s AND kind = 'ROOT'", iid)
+    broken = invariants.violations(world.db.conn)
+    assert broken == {"M-4.20": [iid]}, broken
+
+
 def test_R12_failure_bookkeeping_only_when_the_version_is_unchanged(world, orch):
     root_due(world, orch, blocker="app")
     world.db.execute("UPDATE weave_apps SET status = 'ACTIVE'")
