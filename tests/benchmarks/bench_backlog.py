@@ -8,10 +8,14 @@ Then against the instance's own size: a settlement whose walk activates a full w
 the table. Which steps are ready is read from the instance's steps, through its key, once per walk: a walk's rows
 grow with the steps of its own instance only, and an activation adds the same rows whatever that size.
 
+A POLL's next round against its own rounds so far, read by key (P-4): its rows stay flat from round 3 to round
+3,000, and so do the instance read's, but for the key of each round it does not show.
+
 And a join reading one field of each of many large outputs: its activation hands each output to the templates
 once (the time of the report that activates it, with its statements and rows).
 
-    python -m tests.benchmarks.bench_backlog [--backlogs 10,1000,100000] [--fan-outs 33,256] [--joins 8,32]
+    python -m tests.benchmarks.bench_backlog [--backlogs 10,1000,100000] [--fan-outs 33,256] [--poll-rounds 3,300,3000]
+        [--joins 8,32]
 
 Rows read are the session's Handler_read_* deltas (every index entry or row the storage engine handed up).
 """
@@ -108,6 +112,34 @@ def fan_out(world, steps: int, instances: int = 5) -> dict:
             "rows_read_per_activation": round(n["rows_read"] / activated, 1)}
 
 
+def long_poll(world, marks: list[int]) -> list[dict]:
+    """One POLL answered PENDING round after round: the rows its next round's start reads (the P-4 check, by key)
+    and the rows of the instance's read (the latest 50 rounds whole, the others by their key), as the rounds used
+    reach each of ``marks``."""
+    db = world.db
+    routines.queue_put(db.conn, world.admin, world.namespace, "polls", 1_000_000)  # no other work in it
+    world.publish({"name": "long-poll", "steps": [{
+        "key": "check", "type": "POLL", "queue": "polls", "handler": "example.poll", "handler_version": "1",
+        "interval_ms": 1, "max_rounds": 10_000, "timeout_ms": 86_400_000,
+        "result": {"pending": ["PENDING"], "success": ["DONE"]}}]})
+    wf = world.start("long-poll")
+    found = []
+    for rounds in range(1, max(marks) + 1):
+        (task,) = pulse.task_claim(db.conn, "bench", "polls", limit=1)
+        pulse.attempt_complete(db.conn, task["attempt_id"], "bench", {"status": "PENDING"})
+        db.advance(2)
+        cp = _checkpoint(db, wf, "check")
+        with counted(db.conn) as n:
+            outcome = dbmod.call(db.conn, "weave_checkpoint_advance", cp)[0][0]["outcome"]
+        assert outcome == "ROUND", outcome
+        if rounds in marks:
+            with counted(db.conn) as shown:
+                routines.instance_get(db.conn, world.token, world.namespace, wf)
+            found.append({"rounds": rounds + 1, "round_start_statements": n["statements"],
+                          "round_start_rows_read": n["rows_read"], "instance_read_rows": shown["rows_read"]})
+    return found
+
+
 def join_of_outputs(world, steps: int, size: int) -> dict:
     """A join whose input reads one small field of each of ``steps`` outputs of ``size`` bytes: the report of the
     last of them activates it (settled at the report). Each output is handed to the templates once, so the
@@ -145,6 +177,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backlogs", default="10,1000,100000")
     parser.add_argument("--fan-outs", default="33,256", help="steps of each fan-out definition (33..256)")
+    parser.add_argument("--poll-rounds", default="3,300,3000", help="rounds of one poll at which to measure")
     parser.add_argument("--joins", default="8,32", help="outputs a join reads, one field of each")
     parser.add_argument("--output-bytes", type=int, default=1_000_000, help="the size of each output it reads")
     args = parser.parse_args()
@@ -158,6 +191,8 @@ def main() -> None:
         figure("rows read vs backlog", queued=backlog, **measure(world))
     for steps in (int(s) for s in args.fan_outs.split(",")):
         figure("rows read vs the instance's steps", steps=steps, **fan_out(world, steps))
+    for point in long_poll(world, [int(r) for r in args.poll_rounds.split(",")]):
+        figure("rows read vs the poll's own rounds", **point)
     for steps in (int(s) for s in args.joins.split(",")):
         figure("a join reading a field of each of its predecessors' outputs", outputs=steps,
                output_bytes=args.output_bytes, **join_of_outputs(world, steps, args.output_bytes))
