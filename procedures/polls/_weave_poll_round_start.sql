@@ -71,16 +71,17 @@ BEGIN
     SET out_outcome = NULL;
     -- Round n and round 1 with its task, locked, by key: a poll of thousands of rounds reads as much at its last round
     -- as at its second. Rounds are only ever added, as n + 1 after round n under the instance's lock, and numbers
-    -- are unique per activation, so round n being there with none after it is what makes 1..n (invariant M-4.4
-    -- checks the whole run). A round's task is the only one that can be in flight while that round is the latest
-    -- (M-4.4b), so the tasks counted are those of round n and after (a plain read, as a subquery of a locking read
-    -- is). One row always, found or not (MAX): a missing round fails the check below.
+    -- are unique per activation, so round n being there with none after it is what makes 1..n; a gap below n, which
+    -- no routine can make, is left to invariant M-4.4 (`weave status --check`), as counting every round would cost
+    -- a read of each. The activation's tasks in flight are counted among the instance's tasks in flight, by that
+    -- index: a few rows, however many rounds have run (a plain read, as a subquery of a locking read is). One row
+    -- always, found or not (MAX): a missing round fails the check below.
     SELECT MAX(r.round_no), MAX(r.outcome), MAX(t.handler), MAX(t.handler_version), MAX(t.input),
            (SELECT COUNT(*) FROM weave_poll_rounds x FORCE INDEX (uq_round_no)
              WHERE x.activation_id = in_activation_id AND x.round_no > v_rounds_used),
-           (SELECT COUNT(*) FROM pulse_tasks u FORCE INDEX (ix_task_activation)
-             WHERE u.activation_id = in_activation_id AND u.round_no >= v_rounds_used
-               AND u.status IN ('QUEUED', 'RUNNING'))
+           (SELECT COUNT(*) FROM pulse_tasks u FORCE INDEX (ix_task_instance)
+             WHERE u.instance_id = in_instance_id AND u.status IN ('QUEUED', 'RUNNING')
+               AND u.activation_id = in_activation_id)
       INTO v_top, v_last_outcome, v_first_handler, v_first_version, v_first_input, v_later, v_unsettled
       FROM weave_poll_rounds r FORCE INDEX (uq_round_no)
       JOIN weave_poll_rounds f FORCE INDEX (uq_round_no) ON f.activation_id = r.activation_id AND f.round_no = 1

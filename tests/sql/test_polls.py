@@ -456,15 +456,19 @@ def test_P4_the_latest_rounds_task_still_in_flight_stops_the_next_round(world, o
     world.db.execute("UPDATE pulse_tasks SET status = 'SUCCEEDED' WHERE id = %s", task)
 
 
-def test_P4_M4_4b_a_task_in_flight_of_an_earlier_round_is_caught(world, orch):
-    """The next round is checked against the latest round's task only; that no earlier round's task is in flight
-    is the invariant's to prove."""
+def test_P4_M4_4b_a_task_in_flight_of_an_earlier_round_stops_the_next_round_and_is_caught(world, orch):
+    """No task of the activation may be in flight, an earlier round's included: the check counts them among the
+    instance's tasks in flight (a few rows, however many rounds ran), and the invariant names such a task."""
     world.publish(poll_flow())
-    started(world, orch)
+    wf = started(world, orch)
     answer_rounds(world, orch, "PENDING", "PENDING")
     assert "M-4.4b" not in invariants.violations(world.db.conn)
     world.db.execute("UPDATE pulse_tasks SET status = 'QUEUED' WHERE round_no = 1")
     assert "M-4.4b" in invariants.violations(world.db.conn)
+    world.db.advance(INTERVAL)
+    before = world.db.table_counts()
+    assert orch.drain(max_rounds=2)["CHECKPOINT:FAILED"] >= 1
+    assert world.db.table_counts() == before and "P-4" in checkpoint(world, wf)["last_error"]
     world.db.execute("UPDATE pulse_tasks SET status = 'SUCCEEDED' WHERE round_no = 1")
 
 
