@@ -378,14 +378,16 @@ class WeaveClient:
     def rounds(self, workflow_id: str, step_key: str, *, activation: int | None = None, after: int = 0,
                page: int = 100) -> Iterator[dict]:
         """Every round of a POLL step's activation after ``after`` (the step's latest activation unless
-        ``activation`` names one), in order, fetched page by page; ``get_workflow`` gives the latest 50 only."""
+        ``activation`` names one), in order, fetched page by page; ``get_workflow`` gives the latest 50 only. The
+        activation the first page answered for is the one every later page reads, even if the step is reactivated
+        meanwhile."""
         while True:
             batch = self._call("GET", _path(workflow_id, "steps", step_key, "rounds"),
                                params={"activation": activation, "after": after, "limit": page})
             yield from batch["rounds"]
             if len(batch["rounds"]) < page:
                 return
-            after = batch["next_after"]
+            after, activation = batch["next_after"], batch["activation_sequence"]
 
     # --- signals -------------------------------------------------------------------------------------------
     def send_signal(self, workflow_id: str, *, name: str, payload_version: str, target_step_key: str,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from api import client as sdk
 from procedures import errors, pulse, routines
 from tests.benchmarks.bench_reads import reads_of
 from tests.sql.test_polls import INTERVAL, claim, poll_flow, started
@@ -101,6 +102,32 @@ def test_P5_an_earlier_activation_keeps_its_rounds_after_a_reactivation(world, o
     assert [r["outcome"] for r in world.step(wf, "check")["poll"]["rounds"]] == ["IN_FLIGHT"]
 
 
+def test_P5_the_sdk_reads_one_activation_to_its_end_when_the_step_is_reactivated_between_pages(world, orch):
+    """Each page asked again for the step's latest activation, so a reactivation between two pages went on with the
+    new activation's rounds after the old one's number, one sequence of rounds from two activations."""
+    world.publish(poll_flow(max_rounds=2))
+    wf = started(world, orch)
+    pending_rounds(world, orch, wf, 2)
+
+    class OverSql(sdk.WeaveClient):  # the SDK's paging, its requests answered by the routine itself
+        def __init__(self) -> None:
+            pass
+
+        def _call(self, method, path, body=None, *, params=None, **kw):
+            return routines.step_rounds(world.db.conn, world.token, world.namespace, wf, "check",
+                                        activation_sequence=params["activation"], after=params["after"],
+                                        limit=params["limit"])
+
+    first_activation = [r["task_id"] for r in page(world, wf)["rounds"]]
+    rounds = OverSql().rounds(wf, "check", page=1)
+    got = [next(rounds)["task_id"]]
+    routines.step_reactivate(world.db.conn, world.token, world.namespace, wf, "check", "again", "again-1")
+    orch.drain()
+    pending_rounds(world, orch, wf, 2)
+    got += [r["task_id"] for r in rounds]
+    assert got == first_activation and len(got) == 2
+
+
 def test_R11_rounds_refuse_what_has_none_and_limits_out_of_range(world, orch):
     world.publish({"name": "mixed", "steps": [
         {"key": "wait", "type": "TIMER", "delay_ms": 60_000},
@@ -108,6 +135,7 @@ def test_R11_rounds_refuse_what_has_none_and_limits_out_of_range(world, orch):
     wf = started(world, orch, "mixed")
     never = page(world, wf)  # the POLL step was never activated: no activation, no rounds
     assert never["activation_sequence"] is None and never["rounds"] == [] and never["rounds_used"] is None
+    assert page(world, wf, "check ")["step_key"] == "check"  # found as the server compares, answered as kept
     for key, kw, code in (("wait", {}, "NOT_FOUND"), ("nope", {}, "NOT_FOUND"),
                           ("check", {"activation_sequence": 1}, "NOT_FOUND"),
                           ("check", {"activation_sequence": 0}, "LIMIT_INVALID"),
