@@ -119,7 +119,8 @@ def document() -> dict:
             "winner_signal_id": {"type": ["string", "null"]}, "settled_at": NULLABLE_TIME}},
         "Round": {"type": "object", "properties": {
             "number": {"type": "integer"}, "task_id": {"type": "string"}, "outcome": {"type": "string"},
-            "result": ANY, "result_at": NULLABLE_TIME}},
+            "result": ANY, "result_at": NULLABLE_TIME,
+            "created_at": {**TIME, "description": "when the round was created (in a page of rounds)"}}},
         "Poll": {"type": ["object", "null"], "properties": {
             "rounds_used": {"type": "integer"}, "max_rounds": {"type": "integer"},
             "next_poll_at": NULLABLE_TIME, "poll_deadline": NULLABLE_TIME,
@@ -134,7 +135,7 @@ def document() -> dict:
                                     "description": "null while the step was never activated (no rounds)"},
             "poll_state": {"type": ["string", "null"]}, "rounds_used": {"type": ["integer", "null"]},
             "max_rounds": {"type": ["integer", "null"]},
-            "rounds": {"type": "array", "items": {"allOf": [_ref("Round")], "properties": {"created_at": TIME}}},
+            "rounds": {"type": "array", "items": _ref("Round")},
             "next_after": {"type": "integer", "description": "the last round of this page: ask after it for more"}}},
         "Step": {"type": "object", "required": ["key", "type", "status", "activation_sequence"], "properties": {
             "key": {"type": "string"}, "type": {"type": "string", "enum": ["TIMER", "POLL", "SIGNAL", "TASK"]},

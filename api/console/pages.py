@@ -290,7 +290,9 @@ class Page:
                 session = None
         if engine and req.method == "POST":  # a form's refusal, in the form's words: its labels are what was seen
             detail = _FORM_FIELD.sub(lambda field: FORM_LABELS[field[1]], detail)
-        back = page_of(req) if req.method == "POST" or _INSTANCE_PATH.match(_inside(req)) else None
+        # Back to the instance from a page of its own (its rounds), never from the instance's page that failed.
+        instance = _INSTANCE_PATH.match(_inside(req))
+        back = page_of(req) if req.method == "POST" or (instance and instance.end() < len(_inside(req))) else None
         self.render(req, resp, "error.html", session, status=status, code=code, detail=detail, status_code=status,
                     back=None if back == base_path(req) else back, sent=req.method == "POST")
 

@@ -1,5 +1,5 @@
 -- Where two byte strings (correlation keys, at most 512 bytes) first differ: the length of their common prefix, found
--- by halving it (nine prefix comparisons at most), with no table of positions to join each pair against.
+-- by halving it (ten prefix comparisons at most), with no table of positions to join each pair against.
 CREATE FUNCTION _weave_bytes_differ_at(
         in_a VARBINARY(512),
         in_b VARBINARY(512))

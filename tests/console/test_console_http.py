@@ -974,6 +974,8 @@ def test_R11_a_rounds_page_refuses_bad_query_values_and_a_step_without_rounds_as
         assert back in missing.text
     assert "/rounds" not in client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text  # no rounds yet
     assert client.simulate_get(f"{BASE}/instances/wf_999999/steps/check/rounds", cookies=cookies).status_code == 404
+    gone = client.simulate_get(f"{BASE}/instances/wf_999999", cookies=cookies)  # no way "back" to the page that failed
+    assert gone.status_code == 404 and "Back to the instance" not in gone.text and "Back to the dashboard" in gone.text
     signed_out = client.simulate_get(rounds_page)
     assert signed_out.status_code == 303 and "/console/signin?next=" in signed_out.headers["location"]
 
