@@ -11,7 +11,9 @@ CREATE PROCEDURE weave_step_explain(
         IN in_workflow_id VARCHAR(64),
         IN in_step_key    VARCHAR(200))
     COMMENT 'Description: why a step is waiting: what its current wait pins, its timer, poll or task facts, what
-holds the instance back, and why each signal that targeted the step did not win.
+holds the instance back, and why each signal that targeted the step did not win. Read in one snapshot: a read
+transaction of its own (REPEATABLE READ), or, called inside an open transaction of the caller, that transaction,
+which it neither commits nor rolls back (R-1).
 Parameters: in_token (workflows:read and every queue of the pinned definition), in_namespace, in_workflow_id,
 in_step_key.
 Result set 1 (the step): step_key, step_type, step_status, activation_sequence, wait_kind, wait_status, signal_name,
@@ -41,7 +43,7 @@ Result set 5 (reports of the current task that came after their attempt had ende
 stored without effect, K-3; the newest five): task_id, attempt_id, attempt_no, worker_id, kind (SUCCEEDED or FAILED),
 body (the result or the error, as reported), reported_at.
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
-Rules: S-17, S-8, S-9, S-11.'
+Rules: S-17, S-8, S-9, S-11, R-1.'
     READS SQL DATA
 BEGIN
     DECLARE v_now DATETIME(6);
@@ -55,6 +57,11 @@ BEGIN
     DECLARE v_wait_corr VARBINARY(512);
     DECLARE v_wait_deadline DATETIME(6);
     DECLARE v_task BIGINT UNSIGNED;  -- the step's current task: its POLL round's, else its activation's latest
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    -- One snapshot for every answer: the step's wait, the signals' reasons worked out from it and the blockers are
+    -- of one moment, as the instance read's are (a signal winning meanwhile shows as won everywhere or nowhere).
+    CALL _weave_snapshot_open(v_tx);
     CALL _weave_instance_find(in_token, in_namespace, in_workflow_id, v_ns, v_inst);
     CALL _weave_now(v_now);
     SELECT s.id, s.activation_seq, s.activation_id, s.status, w.status, w.correlation_key, w.deadline_at
@@ -213,4 +220,7 @@ BEGIN
       LEFT JOIN pulse_attempts a FORCE INDEX (PRIMARY) ON a.id = l.attempt_id
      WHERE l.task_id = v_task
      ORDER BY l.id DESC LIMIT 5;
+    IF v_tx THEN
+        COMMIT;
+    END IF;
 END

@@ -297,3 +297,38 @@ def test_R1_an_instance_answer_is_a_snapshot_of_committed_rows_whatever_the_sess
         holder.rollback()
         holder.close()
         caller.close()
+
+
+@pytest.mark.parametrize("read", ["weave_step_explain", "weave_step_rounds"])
+def test_R1_a_steps_explanation_and_its_rounds_are_a_snapshot_of_committed_rows(world, orch, read):
+    """Explain and a page of rounds answer from several reads (the step, then what is worked out from it); each now
+    reads them in a snapshot of its own, as the instance read does: a caller's session at READ UNCOMMITTED read a
+    change no one had committed, and each read of one answer could see another state."""
+    from tests.sql.test_polls import poll_flow, started
+
+    world.publish(poll_flow())
+    wf = started(world, orch)
+    holder = world.db.connect()
+    caller = world.db.connect()
+    try:
+        with caller.cursor() as cur:
+            cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ UNCOMMITTED")
+        holder.begin()
+        with holder.cursor() as cur:  # changes another transaction has not committed (and will roll back)
+            cur.execute("UPDATE weave_steps SET status = 'NEEDS_REVIEW' WHERE instance_id = %s",
+                        (world.internal_id(wf),))
+            cur.execute("UPDATE weave_poll_states SET rounds_used = 99 WHERE instance_id = %s",
+                        (world.internal_id(wf),))
+        if read == "weave_step_explain":
+            head = dbmod.call(caller, read, world.token, world.namespace, wf, "check")[0][0]
+            assert head["step_status"] == "ACTIVE"
+        else:
+            head = dbmod.call(caller, read, world.token, world.namespace, wf, "check", None, 0, 10)[0][0]
+            assert head["rounds_used"] == 1
+        with caller.cursor() as cur:
+            cur.execute("SELECT @@in_transaction AS open")
+            assert cur.fetchone()["open"] == 0  # its own snapshot, committed
+    finally:
+        holder.rollback()
+        holder.close()
+        caller.close()
