@@ -693,6 +693,27 @@ def test_the_instance_page_explains_a_waiting_signal_step_and_each_signal_that_l
     assert "(in 59m" in html  # the wait's deadline with the time left on the engine clock
 
 
+def test_S17_R11_a_step_waiting_for_its_after_steps_names_them_instead_of_being_explained(client, world, orch):
+    """Every unsettled step was explained, a call each: a chain of 256 steps made 255 calls a page view, each saying
+    only that the step had not started. A TIMER or TASK step whose after-steps have not all succeeded now names
+    them; a SIGNAL step is still explained, as early signals may have targeted it."""
+    from tests.support import signals as sig
+
+    world.publish({"name": "chain", "steps": [
+        {"key": "a", "type": "TIMER", "delay_ms": 60_000},
+        {"key": "b", "type": "TIMER", "delay_ms": 60_000, "after": ["a"]},
+        {"key": "c", "type": "TIMER", "delay_ms": 60_000, "after": ["b"]},
+        {**sig.signal_flow()["steps"][0], "after": ["a"]}]})
+    wf = world.start("chain", {"order_id": "o-1"})
+    orch.drain()
+    cookies = sign_in(client, world.token)
+    html = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text
+    assert "Waits for a to succeed." in html and "Waits for b to succeed." in html
+    assert html.count('<details class="explain"') == 2  # the ACTIVE timer a and the SIGNAL step approval
+    b = html[html.index('id="step-b"'):html.index('id="step-c"')]
+    assert "Explain:" not in b
+
+
 def test_every_kind_of_step_renders_at_every_stage_of_a_flow(client, world, orch):
     """The example order flow (TIMER, POLL with a final signal, SIGNAL) and a TASK, page by page as it runs."""
     import json
