@@ -27,6 +27,13 @@ from . import errors, settings
 # mode, and a lax mode would silently truncate a too-long argument. Both MariaDB and MySQL 8 accept it.
 SQL_MODE = "STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
 DEFAULT_DSN = settings.DEFAULT_DSN
+# A routine the server interrupts part way (max_statement_time, KILL QUERY) is stopped between two of its statements,
+# where no handler of its own runs: one that began its own transaction leaves it open, half done. The engine's
+# connections take no statement time limit (a limit the server sets for every session, meant for runaway reports,
+# would cut decisions in half); MySQL has no such variable and ignores the MariaDB-only part.
+INIT_COMMAND = f"SET SESSION sql_mode='{SQL_MODE}', time_zone='+00:00' /*M!100101 , max_statement_time = 0 */"
+# The server's interrupts of a statement: what is left open after one is the interrupted routine's own transaction.
+INTERRUPTED = frozenset({1317, 1969})
 # Every connection reads rows as dicts.
 Connection: TypeAlias = "pymysql.connections.Connection[pymysql.cursors.DictCursor]"
 
@@ -635,7 +642,7 @@ def _connect_one(dsn: Dsn, host: str, port: int, database: bool, autocommit: boo
         database=dsn.database if database else None, unix_socket=dsn.unix_socket,
         charset="utf8mb4", autocommit=autocommit, cursorclass=pymysql.cursors.DictCursor,
         connect_timeout=short, read_timeout=short, write_timeout=short, defer_connect=True,
-        init_command=f"SET SESSION sql_mode='{SQL_MODE}', time_zone='+00:00'", **_tls_arguments(dsn),
+        init_command=INIT_COMMAND, **_tls_arguments(dsn),
     )
     conn.connect()
     try:
@@ -845,6 +852,8 @@ def call(conn: Connection, routine: str, *args: Any) -> list[list[dict]]:
             if isinstance(exc, pymysql.err.InternalError) and "Packet sequence number wrong" in str(exc):
                 raise _out_of_step(conn, exc, attempt) from exc
             if not (owned and attempt < CONFLICT_RETRIES and errors.errno_of(exc) in CONFLICT_ERRNOS):
+                if owned and errors.errno_of(exc) in INTERRUPTED:
+                    _roll_back_left_open(conn)
                 _node_failed(conn, exc)
                 raise errors.translate(exc) from exc
         except UNPARSED as exc:
@@ -853,6 +862,14 @@ def call(conn: Connection, routine: str, *args: Any) -> list[list[dict]]:
         if _reply_left(conn):  # the conflict's reply left something unread: not this connection again
             raise _out_of_step(conn, "a conflict's reply left packets unread", attempt + 1)
     raise AssertionError("unreachable")
+
+
+def _roll_back_left_open(conn: Connection) -> None:
+    """After an interrupt of a call made with nothing open: a transaction open now is the interrupted routine's own,
+    half done, and nothing of the caller's. It is rolled back (a no-op when none is open), never left for the next
+    statement to commit."""
+    with contextlib.suppress(pymysql.err.MySQLError):
+        conn.rollback()
 
 
 def _call_once(conn: Connection, routine: str, args: tuple) -> list[list[dict]]:

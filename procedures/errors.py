@@ -159,7 +159,9 @@ AttemptNotCurrent = BY_CODE["ATTEMPT_NOT_CURRENT"]
 HistoryChanged = BY_CODE["HISTORY_CHANGED"]
 
 # MySQL/MariaDB client and server errors that mean "try again": deadlock, lock wait timeout,
-# server gone away, lost connection, server shutdown, query interrupted by KILL. On a Galera cluster a
+# server gone away, lost connection, server shutdown, a query interrupted (KILL QUERY, or a statement time limit of
+# the session: an interrupted routine's own transaction, which no handler of it can end, is rolled back by
+# procedures.db.call, for a call made with nothing open). On a Galera cluster a
 # certification conflict or a brute-force abort also arrives as 1213; a node that is not ready (joining,
 # donor, out of the primary component) refuses statements with 1047 "WSREP has not yet prepared node for
 # application use"; a commit cut off by a view change reports 1180. A server that takes no more connections
@@ -175,7 +177,7 @@ HistoryChanged = BY_CODE["HISTORY_CHANGED"]
 # app or queue between this one's check and its guarded update. Retried like a deadlock, and never counted as
 # the repeated failure that sends a candidate to review (R-18).
 TRANSIENT_CODES: dict[str, int] = {"ROOM_TAKEN": 50014}
-TRANSIENT_ERRNOS = frozenset({1213, 1205, 2006, 2013, 2003, 2055, 1053, 1317, 1927, 4031, 1047, 1180,
+TRANSIENT_ERRNOS = frozenset({1213, 1205, 2006, 2013, 2003, 2055, 1053, 1317, 1969, 1927, 4031, 1047, 1180,
                               1040, 1203, 1226, 1290, 2026, 1021, 1114, *TRANSIENT_CODES.values()})
 
 

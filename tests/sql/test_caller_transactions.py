@@ -332,3 +332,69 @@ def test_R1_a_steps_explanation_and_its_rounds_are_a_snapshot_of_committed_rows(
         holder.rollback()
         holder.close()
         caller.close()
+
+
+def test_R1_a_routine_interrupted_part_way_leaves_nothing_open_for_the_next_statement_to_commit(world, caller_table):
+    """The server can stop a routine between two of its statements (a session's statement time limit: 1969; KILL
+    QUERY: 1317), where no handler of the routine runs: one that had begun its own transaction left it open, half
+    done, and the connection's next COMMIT kept it (a start's instance with no step activated, stalled for good).
+    A procedure of the test's stops that way, as the server's interrupt leaves it; the engine's call rolls the
+    transaction back, and the interrupt is transient: nothing was done, the same call may be made again."""
+    world.db.execute(
+        "CREATE PROCEDURE stopped_midway(IN in_errno INT) BEGIN START TRANSACTION; "
+        f"INSERT INTO {caller_table} (id) VALUES (in_errno); "
+        "IF in_errno = 1969 THEN SIGNAL SQLSTATE '70100' SET MYSQL_ERRNO = 1969, "
+        "MESSAGE_TEXT = 'Query execution was interrupted (max_statement_time exceeded)'; "
+        "ELSE SIGNAL SQLSTATE '70100' SET MYSQL_ERRNO = 1317, MESSAGE_TEXT = 'Query execution was interrupted'; "
+        "END IF; END")
+    caller = world.db.connect()
+    try:
+        for errno in (1969, 1317):
+            with pytest.raises(errors.TransientDatabaseError) as stopped:
+                dbmod.call(caller, "stopped_midway", errno)
+            assert errors.errno_of(stopped.value.__cause__) == errno
+            with caller.cursor() as cur:
+                cur.execute("SELECT @@in_transaction AS open")
+                assert cur.fetchone()["open"] == 0
+                cur.execute("COMMIT")  # what a pooled connection's next user might do
+            assert world.db.scalar(f"SELECT COUNT(*) FROM {caller_table}") == 0
+        caller.begin()  # inside a transaction of the caller's, what was done is the caller's to end
+        with pytest.raises(errors.TransientDatabaseError):
+            dbmod.call(caller, "stopped_midway", 1969)
+        with caller.cursor() as cur:
+            cur.execute("SELECT @@in_transaction AS open")
+            assert cur.fetchone()["open"] == 1
+        caller.rollback()
+    finally:
+        caller.close()
+        world.db.execute("DROP PROCEDURE IF EXISTS stopped_midway")
+
+
+def test_R1_the_engines_connections_take_no_statement_time_limit_the_server_gives_its_user(world, database):
+    """A limit meant for runaway reports (here one a user is given) would cut the engine's decisions in half: its own
+    connections set it to none; another connection of the same user keeps it."""
+    import os
+
+    user = f"weave_t_{os.getpid()}_timed"
+    admin = dbmod.connect(database)
+    try:
+        with admin.cursor() as cur:
+            for host in ("%", "localhost"):
+                cur.execute(f"CREATE USER '{user}'@'{host}' WITH MAX_STATEMENT_TIME 0.5")
+                cur.execute(f"GRANT ALL ON `{database.database}`.* TO '{user}'@'{host}'")
+        timed = dbmod.Dsn.parse(database.url().replace(f"//{database.user}@", f"//{user}@", 1))
+        engine = dbmod.connect(timed)
+        plain = pymysql.connect(host=timed.host, port=timed.port, user=user, database=timed.database)
+        with engine.cursor() as cur:
+            cur.execute("SELECT @@max_statement_time AS limit_s")
+            assert cur.fetchone()["limit_s"] == 0
+        with plain.cursor() as cur:
+            cur.execute("SELECT @@max_statement_time")
+            assert cur.fetchone()[0] == 0.5
+        engine.close()
+        plain.close()
+    finally:
+        with admin.cursor() as cur:
+            for host in ("%", "localhost"):
+                cur.execute(f"DROP USER IF EXISTS '{user}'@'{host}'")
+        admin.close()
