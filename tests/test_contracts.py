@@ -85,6 +85,9 @@ def _code(text: str) -> str:
 
 
 OWN_HANDLER = "DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;"
+# The same, for a routine that raised the session's group_concat_max_len (_weave_concat_room): it gives it back too.
+OWN_HANDLER_WITH_CAP = ("DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; "
+                        "IF v_cap IS NOT NULL THEN SET SESSION group_concat_max_len = v_cap; END IF; RESIGNAL; END;")
 
 
 def inline_probe(routine: str) -> str:
@@ -119,6 +122,8 @@ def test_R1_every_transactional_routine_rolls_back_only_its_own_transaction_and_
         if routine.name in (*openers, "_weave_snapshot_open"):
             continue
         code = _code(routine.text)
+        # As one line, whatever its layout: the checks below then hold it to the plain handler's place.
+        code = re.sub(r"\s+".join(map(re.escape, OWN_HANDLER_WITH_CAP.split())), OWN_HANDLER, code)
         opened = re.search(r"CALL (_weave_transaction_claim|_weave_transaction_begin|_weave_snapshot_open)\(", code)
         if "START TRANSACTION" in code or opened:
             assert OWN_HANDLER in code, routine.name

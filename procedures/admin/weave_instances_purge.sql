@@ -83,8 +83,16 @@ BEGIN
     -- true must never remove anything.
     DECLARE v_dry BOOLEAN DEFAULT COALESCE(in_dry_run <> 0, FALSE);
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    DECLARE v_cap BIGINT UNSIGNED DEFAULT NULL;  -- the session's group_concat_max_len, while raised (_weave_concat_room)
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN
+        IF v_tx THEN ROLLBACK; END IF;
+        IF v_cap IS NOT NULL THEN SET SESSION group_concat_max_len = v_cap; END IF;
+        RESIGNAL;
+    END;
     CALL _weave_transaction_begin('weave_instances_purge', v_tx);  -- refused inside a caller's transaction (R-1)
+    -- The window's ids, and its tasks', inbox events', signals' and checkpoints' ids, are lists: a window of long
+    -- polls holds millions of tasks, tens of megabytes of ids.
+    CALL _weave_concat_room(1073741824, v_cap);
     -- A retention run removes the history of every queue's instances: only an admin of every queue (*) runs it.
     CALL _weave_admin_begin(in_token, in_namespace, 'admin', '*', v_ns, v_cred, v_actor, v_now, v_allowed);
     IF v_limit < 1 OR v_limit > 1000 THEN
@@ -254,6 +262,9 @@ BEGIN
                           NULL);
     END IF;
     COMMIT;
+    IF v_cap IS NOT NULL THEN
+        SET SESSION group_concat_max_len = v_cap;  -- the session's own, as it was
+    END IF;
     SELECT v_purged AS purged, COALESCE(v_ids, '[]') AS workflow_ids, v_rows AS rows_deleted, v_held AS held,
            COALESCE(v_held_ids, '[]') AS held_ids, v_uncounted AS uncounted,
            IF(v_seen < v_limit OR v_first_created >= in_finished_before, NULL, CONCAT('wf_', v_last)) AS next_after;

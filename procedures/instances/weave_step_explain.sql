@@ -58,10 +58,16 @@ BEGIN
     DECLARE v_wait_deadline DATETIME(6);
     DECLARE v_task BIGINT UNSIGNED;  -- the step's current task: its POLL round's, else its activation's latest
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    DECLARE v_cap BIGINT UNSIGNED DEFAULT NULL;  -- the session's group_concat_max_len, while raised (_weave_concat_room)
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN
+        IF v_tx THEN ROLLBACK; END IF;
+        IF v_cap IS NOT NULL THEN SET SESSION group_concat_max_len = v_cap; END IF;
+        RESIGNAL;
+    END;
     -- One snapshot for every answer: the step's wait, the signals' reasons worked out from it and the blockers are
     -- of one moment, as the instance read's are (a signal winning meanwhile shows as won everywhere or nowhere).
     CALL _weave_snapshot_open(v_tx);
+    CALL _weave_concat_room(1048576, v_cap);  -- the step's open review codes, a list
     CALL _weave_instance_find(in_token, in_namespace, in_workflow_id, v_ns, v_inst);
     CALL _weave_now(v_now);
     SELECT s.id, s.activation_seq, s.activation_id, s.status, w.status, w.correlation_key, w.deadline_at
@@ -222,5 +228,8 @@ BEGIN
      ORDER BY l.id DESC LIMIT 5;
     IF v_tx THEN
         COMMIT;
+    END IF;
+    IF v_cap IS NOT NULL THEN
+        SET SESSION group_concat_max_len = v_cap;  -- the session's own, as it was
     END IF;
 END

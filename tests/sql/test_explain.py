@@ -237,3 +237,20 @@ def test_S17_the_first_differing_byte_is_where_the_common_prefix_ends(world, a, 
     expected = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
     assert world.db.scalar("SELECT _weave_bytes_differ_at(%s, %s)", a, b) == expected
     assert world.db.scalar("SELECT _weave_bytes_differ_at(%s, %s)", b, a) == expected
+
+
+def test_S17_open_review_codes_are_whole_under_a_sessions_small_list_cap(world, orch):
+    """The step's open review codes are a JSON list, which MariaDB cuts at the session's group_concat_max_len: at 4
+    bytes explain answered '["PO"]' for POLL_FAILED."""
+    world.publish(poll_flow())
+    wf = world.start("pay", {"order_id": "o-1"})
+    orch.drain()
+    (task,) = claim(world)
+    pulse.attempt_fail(world.db.conn, task["attempt_id"], "w1", "no", retryable=False)
+    orch.drain()
+    world.db.execute("SET SESSION group_concat_max_len = 4")
+    try:
+        assert explain(world, wf, "check")["open_review_codes"] == ["POLL_FAILED"]
+        assert world.db.scalar("SELECT @@group_concat_max_len") == 4
+    finally:
+        world.db.execute("SET SESSION group_concat_max_len = DEFAULT")

@@ -734,3 +734,22 @@ def test_M2_json_that_only_the_server_takes_is_refused_as_input_result_and_outpu
                               output=None, output_json=text)
     assert output.value.field_code == "INPUT_INVALID"
     assert world.db.scalar("SELECT COUNT(*) FROM weave_instances") == 2
+
+
+def test_publish_lists_a_definitions_queues_whole_under_a_sessions_small_list_cap(world):
+    """A definition's queues may take 2048 characters as a list, which GROUP_CONCAT cuts at the session's cap: under
+    MySQL's 1024, which a caller may keep, publishing failed with the server's 1260. Publish raises the cap for its
+    own statement and gives the session its own back."""
+    queues = [f"q{i:02d}-" + "x" * 56 for i in range(30)]
+    for queue in queues:
+        routines.queue_put(world.db.conn, world.admin, "acme", queue, 10)
+    doc = {"name": "many-queues", "steps": [
+        {"key": f"s{i}", "type": "TASK", "queue": queue, "handler": "h", "handler_version": "1"}
+        for i, queue in enumerate(queues)]}
+    world.db.execute("SET SESSION group_concat_max_len = 1024")
+    try:
+        assert routines.definition_publish(world.db.conn, world.admin, "acme", definitions.validate(doc))["created"]
+        assert world.db.scalar("SELECT queues FROM weave_definitions WHERE name = 'many-queues'") == ",".join(queues)
+        assert world.db.scalar("SELECT @@group_concat_max_len") == 1024
+    finally:
+        world.db.execute("SET SESSION group_concat_max_len = DEFAULT")

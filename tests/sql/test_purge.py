@@ -640,3 +640,21 @@ def test_R4_a_start_replay_that_waits_while_a_purge_removes_its_instance_starts_
     assert isinstance(answer, dict), answer
     assert answer["workflow_id"] != first and answer["status"] == "RUNNING"
     assert world.db.rows("SELECT idempotency_key FROM weave_instances") == [{"idempotency_key": "K"}]
+
+
+def test_R4_a_window_names_every_instance_it_removes_under_a_sessions_small_list_cap(world, orch):
+    """GROUP_CONCAT and MariaDB's JSON_ARRAYAGG stop at the session's group_concat_max_len, and a caller may keep
+    MySQL's 1024: a window of 150 instances was removed whole while its answer and its audit row named 126, the last
+    cut to the id of another instance, and a bigger one failed on a list cut mid-value. The purge raises the cap
+    for its own statements and gives the session its own back."""
+    world.publish(TIMER)
+    wfs = settled_timers(world, orch, 150)
+    world.db.execute("SET SESSION group_concat_max_len = 1024")
+    try:
+        answer = purge(world, limit=1000)
+        assert answer["purged"] == 150 and sorted(answer["workflow_ids"]) == sorted(wfs)
+        audit = json.loads(world.db.scalar("SELECT details FROM weave_audit WHERE action = 'instances.purge'"))
+        assert sorted(audit["workflow_ids"]) == sorted(wfs)
+        assert world.db.scalar("SELECT @@group_concat_max_len") == 1024
+    finally:
+        world.db.execute("SET SESSION group_concat_max_len = DEFAULT")

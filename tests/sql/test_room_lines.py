@@ -379,3 +379,21 @@ def test_M4_7c_a_checkpoint_in_a_line_it_has_nothing_to_do_with_is_a_broken_inva
     assert invariants.violations(world.db.conn) == {"M-4.7c": [cp]}
     world.db.execute("UPDATE weave_pending_advances SET deferred_reason = 'PAUSED' WHERE id = %s", cp)
     assert invariants.violations(world.db.conn) == {"M-4.7c": [cp]}  # in a line, though not deferred for room
+
+
+def test_R8_a_capacity_raised_wakes_a_long_line_under_a_sessions_small_list_cap(world, orch):
+    """The wake lists the line's first checkpoints, up to a thousand ids: under MySQL's 1024-byte cap, which a
+    caller's session may keep, the list was cut mid-value and the queue's put failed (4038), so no capacity could
+    be raised from such a session. The put raises the cap for its own statements and gives the session its own."""
+    one_slot(world, "queue", 0)
+    world.publish(task_flow())
+    waiting = [world.start("pay", {"order_id": f"w-{k}"}) for k in range(260)]
+    assert {root_of(world, wf)["deferred_reason"] for wf in waiting} == {"QUEUE_FULL"}
+    world.db.execute("SET SESSION group_concat_max_len = 1024")
+    try:
+        routines.queue_put(world.db.conn, world.admin, world.namespace, "payments", 1000)
+        now = world.db.now()
+        assert all(root_of(world, wf)["available_at"] <= now for wf in waiting)  # every one looks again now
+        assert world.db.scalar("SELECT @@group_concat_max_len") == 1024
+    finally:
+        world.db.execute("SET SESSION group_concat_max_len = DEFAULT")
