@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from . import inlining
-from .errors import ERRORS, TRANSIENT_CODES, VALIDATION_CODES
+from .errors import ERRORS, TRANSIENT_CODES, TRANSIENT_ERRNOS, VALIDATION_CODES
 from .installer import PROCEDURES_DIR, shipped_routines
 
 TARGET = PROCEDURES_DIR.parent / "docs" / "sql-api.md"
@@ -56,7 +56,20 @@ def render() -> str:
            "Times passed in are UTC, written `YYYY-MM-DD HH:MM:SS[.ffffff]` with no zone or offset: a session whose",
            "`sql_mode` is not strict would drop an offset with only a warning, and the time would be off by it. Do not",
            "call the routines while the session holds `LOCK TABLES`: one that owns its transaction starts it, and the",
-           "server releases a session's table locks when a transaction starts.", ""]
+           "server releases a session's table locks when a transaction starts.", "",
+           "Besides the errors each routine lists, any of them may answer:", "",
+           "- `50013 IN_TRANSACTION` from a routine that owns its transaction, called inside one of yours (before it",
+           "  reads anything; nothing of yours is touched);",
+           "- one of the server's transient errors, after which the routine's own work is undone and the same call may",
+           "  be made again: " + ", ".join(str(e) for e in sorted(TRANSIENT_ERRNOS)
+                                         if not 2000 <= e < 3000 and e < 50000) + ";",
+           "  1205 is a lock wait timeout, 1213 a deadlock. Two of them, 1317 (`KILL QUERY`) and 1969",
+           "  (`max_statement_time`), can stop a routine between two statements, where none of its handlers runs: roll",
+           "  back (`ROLLBACK`, never `COMMIT`) before anything else, since a transaction it began may still be open;",
+           "- under a strict `sql_mode`, the server's 1406 (or 1265, 1366) for an argument longer than its parameter,",
+           "  or of another type, before the routine runs; a lax mode would cut it short: call in a strict one.",
+           "", "Drivers that read error numbers as signed 16-bit values (PyMySQL) show 50013 as -15523: take it modulo",
+           "65,536.", ""]
     for area, title in AREAS.items():
         routines = by_area[area]
         if not routines:
