@@ -3,7 +3,7 @@
 -- that the caller never needs a clock of its own (R-13, R-14).
 CREATE PROCEDURE weave_scan(IN in_limit INT)
     COMMENT 'Description: due candidates of every class, each capped at in_limit, earliest first.
-Parameters: in_limit - cap per class (1..10000).
+Parameters: in_limit - cap per class (1..10000; a value outside is taken as the nearest bound, NULL as 100).
 Result set 1: class, id, version, due_at, class by class in this order, each class earliest first: INBOX
 (unconsumed task outcomes, available_at <= now), CHECKPOINT (available_at <= now), SIGNAL (PENDING signals,
 available_at <= now), LEASE (RUNNING attempts whose lease expired), TASK_EXPIRY (QUEUED tasks at or past their

@@ -56,6 +56,9 @@ BEGIN
     IF in_business_key IS NOT NULL AND CHAR_LENGTH(in_business_key) > 256 THEN
         CALL _weave_raise(50100, 'INVALID_ARGUMENT: a business key is at most 256 characters');
     END IF;
+    IF v_deferred NOT IN (0, 1) THEN  -- any other value would match nothing, silently
+        CALL _weave_raise(50100, 'INVALID_ARGUMENT: deferred is 1 (only deferred instances), 0 or NULL');
+    END IF;
     -- One query for every combination of filters. Its range is the smallest set that holds the page: a business
     -- key; else the open reasons of a review code; else the deferred checkpoints; else the PAUSED instances; else a
     -- definition with a status; else a status; else a definition (the newest page of each of its statuses, at most

@@ -753,3 +753,15 @@ def test_publish_lists_a_definitions_queues_whole_under_a_sessions_small_list_ca
         assert world.db.scalar("SELECT @@group_concat_max_len") == 1024
     finally:
         world.db.execute("SET SESSION group_concat_max_len = DEFAULT")
+
+
+@pytest.mark.parametrize("deferred", [2, -1])
+def test_a_list_refuses_a_deferred_filter_other_than_one_zero_or_null(world, deferred):
+    """Any other value matched nothing, and the empty page looked like an answer."""
+    world.publish(TIMER)
+    world.start("cool-off")
+    with pytest.raises(errors.ValidationFailed) as refused:
+        world.db.call("weave_instance_list", world.token, "acme", None, None, None, None, None, deferred, None, None)
+    assert refused.value.field_code == "INVALID_ARGUMENT" and "deferred" in str(refused.value)
+    for fine in (None, 0, 1):
+        world.db.call("weave_instance_list", world.token, "acme", None, None, None, None, None, fine, None, None)
