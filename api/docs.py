@@ -195,8 +195,9 @@ def _conventions() -> list[str]:
         f"**Size.** A request body above {MAX_BODY // 1024} KiB ({MAX_BODY} bytes) is refused with "
         "`413 PAYLOAD_TOO_LARGE` before it is parsed, chunked bodies included.", "",
         "**Idempotency and replays.** Every POST that starts or changes an instance takes an `Idempotency-Key` "
-        "header: 1–128 printable ASCII characters, required where the parameter table says so (a missing or "
-        "malformed key is `422` with `errors[].code = IDEMPOTENCY_KEY_INVALID`). A key identifies one operation "
+        "header: 1–128 printable ASCII characters other than space, required where the parameter table says so "
+        "(a missing or malformed key is `422` with `errors[].code = IDEMPOTENCY_KEY_INVALID`). A key identifies one "
+        "operation "
         "within a scope: the namespace for starting an instance, the instance and the action for pause, resume, "
         "cancel, deadline and the step recovery actions, the instance for a signal. The same key with the same "
         "content again answers `200` with the header `Idempotent-Replayed: true` and does nothing again (for a "

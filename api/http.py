@@ -152,7 +152,7 @@ def idempotency_key(req: falcon.Request, required: bool = True) -> str:
         # one as it binds the call, naming the routine's parameter, before the token is checked
         raise ApiError(422, "VALIDATION_FAILED", "the Idempotency-Key header is not valid",
                        [{"field": "Idempotency-Key", "code": "IDEMPOTENCY_KEY_INVALID",
-                         "message": f"1-{IDEMPOTENCY_KEY_MAX} printable ASCII characters"}])
+                         "message": f"1-{IDEMPOTENCY_KEY_MAX} printable ASCII characters, no space"}])
     req.context.keyed = True  # the routine replays a repeat of this key: see failing_over
     return key
 

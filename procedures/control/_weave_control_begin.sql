@@ -35,7 +35,7 @@ BEGIN
         CALL _weave_raise(50111, 'REASON_INVALID: a reason of 1-1024 characters is required');
     END IF;
     IF in_idempotency_key IS NULL OR NOT (in_idempotency_key REGEXP '^[!-~]{1,128}\\z') THEN
-        CALL _weave_raise(50113, 'IDEMPOTENCY_KEY_INVALID: 1-128 printable ASCII characters');
+        CALL _weave_raise(50113, 'IDEMPOTENCY_KEY_INVALID: 1-128 printable ASCII characters, no space');
     END IF;
     CALL _weave_instance_lock(out_instance_id, v_identity, v_locked);
     IF v_locked <> 1 THEN  -- removed (a retention purge) after the unlocked read that authorised the action

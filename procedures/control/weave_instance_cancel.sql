@@ -11,7 +11,7 @@ CREATE PROCEDURE weave_instance_cancel(
         IN in_idempotency_key VARCHAR(512))
     COMMENT 'Description: cancels an instance (C-2); cancelling a CANCELLING or CANCELLED instance is a no-op success.
 Parameters: in_token (workflows:control and every queue of the definition), in_namespace, in_workflow_id, in_reason
-(1-1024 chars), in_idempotency_key (1-128 printable ASCII).
+(1-1024 chars), in_idempotency_key (1-128 printable ASCII, no space).
 Result set: workflow_id, status (CANCELLING or CANCELLED), changed, replayed.
 Result sets 2-6: the instance as it is now, as weave_instance_get answers it (the action''s scope is enough).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50005 IDEMPOTENCY_CONFLICT, 50007 INVALID_STATE

@@ -8,7 +8,7 @@ CREATE PROCEDURE weave_instance_pause(
         IN in_idempotency_key VARCHAR(512))
     COMMENT 'Description: sets control PAUSED: facts are still collected (timers settle, outcomes and signals are consumed) but no step is activated and no task is created; no deadline moves.
 Parameters: in_token (workflows:control and every queue of the definition), in_namespace, in_workflow_id, in_reason
-(1-1024 chars), in_idempotency_key (1-128 printable ASCII).
+(1-1024 chars), in_idempotency_key (1-128 printable ASCII, no space).
 Result set: workflow_id, control, changed (0 for a repeat), replayed (1 for a replay of this key).
 Result sets 2-6: the instance as it is now, as weave_instance_get answers it (the action''s scope is enough).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50005 IDEMPOTENCY_CONFLICT, 50007 INVALID_STATE,

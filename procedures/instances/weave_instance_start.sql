@@ -22,7 +22,7 @@ created, as the ROOT advance would (R-7, R-8: a deferral, for a full quota or qu
 ROOT checkpoint as by that advance).
 Parameters: in_token (workflows:start and every queue of the definition), in_namespace, in_definition, in_version,
 in_app, in_input (JSON, <= 1 MiB, no key twice in one object; NULL = {}), exactly one of in_deadline_at (UTC) /
-in_deadline_ms (from now), in_business_key (<= 256 chars), in_idempotency_key (1-128 printable ASCII).
+in_deadline_ms (from now), in_business_key (<= 256 chars), in_idempotency_key (1-128 printable ASCII, no space).
 Result sets 1-5: the instance, exactly as weave_instance_get answers it, with created 1 for a new instance (as it
 committed) and 0 for a replay (as it is now, read from one snapshot).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50005 IDEMPOTENCY_CONFLICT, 50113
@@ -69,7 +69,7 @@ BEGIN
     CALL _weave_authorize(in_token, in_namespace, 'workflows:start', v_queues, v_ns, v_cred, v_actor, v_allowed);
 
     IF in_idempotency_key IS NULL OR NOT (in_idempotency_key REGEXP '^[!-~]{1,128}\\z') THEN
-        CALL _weave_raise(50113, 'IDEMPOTENCY_KEY_INVALID: 1-128 printable ASCII characters');
+        CALL _weave_raise(50113, 'IDEMPOTENCY_KEY_INVALID: 1-128 printable ASCII characters, no space');
     END IF;
     SET v_input = COALESCE(in_input, '{}');
     SET v_digest = _weave_start_digest(in_definition, in_version, in_app, v_input,

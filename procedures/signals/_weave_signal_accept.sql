@@ -141,7 +141,7 @@ BEGIN
         CALL _weave_raise(50112, 'EVIDENCE_REF_INVALID: evidence_ref must be 1-512 chars without whitespace or controls');
     END IF;
     IF in_idempotency_key IS NULL OR NOT (in_idempotency_key REGEXP '^[!-~]{1,128}\\z') THEN
-        CALL _weave_raise(50113, 'IDEMPOTENCY_KEY_INVALID: 1-128 printable ASCII characters');
+        CALL _weave_raise(50113, 'IDEMPOTENCY_KEY_INVALID: 1-128 printable ASCII characters, no space');
     END IF;
     SET v_digest = _weave_signal_digest(in_name, in_payload_version, in_target_step_key, in_target_activation_seq,
                                         in_correlation_key, in_payload, in_reason, in_evidence_ref, 'CANONICAL');
