@@ -16,7 +16,8 @@ transaction of its own (REPEATABLE READ), or, called inside an open transaction 
 which it neither commits nor rolls back (R-1).
 Parameters: in_token (workflows:read and every queue of the pinned definition), in_namespace, in_workflow_id,
 in_step_key.
-Result set 1 (the step): step_key, step_type, step_status, activation_sequence, wait_kind, wait_status, signal_name,
+Result set 1 (the step): step_key, step_type, step_status, activation_sequence, wait_kind, wait_status (of its
+SIGNAL or POLL_FINAL wait; a timer''s facts are in result set 3), signal_name,
 payload_version, payload_type (the wait''s pins; from the definition while the step was never activated),
 correlation_key (UTF-8 text), correlation_key_hex, started_at, deadline_at, winner_signal_id, instance_status,
 control, instance_deadline_at, open_review_codes (JSON array, empty when none), now_at, signals_total (every signal
