@@ -1019,3 +1019,16 @@ def test_S17_R11_past_the_latest_100_signals_explain_says_so_and_points_to_the_i
     assert "Shown here: the latest 100 of 101 signals that targeted this step." in html
     assert '<a href="#signals">The instance\'s signals</a> list every one' in html.replace("&#39;", "'")
     assert 'id="signals"' in html
+
+
+def test_S2_a_console_path_refused_before_the_console_sees_it_carries_the_pages_headers(client, world):
+    """A path with an escaped slash names nothing and is refused before routing; under /console that answer lacked
+    the console's Content-Security-Policy, frame and sniffing headers, which every console answer carries."""
+    path = "/console/instances/wf_1/steps/a%2Fb/rounds"
+    refused = client.simulate_get("/console/instances/wf_1/steps/a/b/rounds", extras={"RAW_URI": path})
+    assert refused.status_code == 404
+    assert refused.headers["content-security-policy"].startswith("default-src 'none'")
+    assert refused.headers["x-frame-options"] == "DENY" and refused.headers["x-content-type-options"] == "nosniff"
+    api = client.simulate_get("/v1/namespaces/acme/workflows/wf_1/signals",
+                              extras={"RAW_URI": "/v1/namespaces/acme/workflows/wf_1%2Fsignals"})
+    assert api.status_code == 404 and "content-security-policy" not in api.headers
