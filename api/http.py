@@ -7,6 +7,7 @@ import contextlib
 import io
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -369,6 +370,9 @@ def make_error_handler(connections: Connections) -> Handler:
     return handle
 
 
+_CONSOLE_PATH = re.compile(r"/console(/.*)?\Z")  # the console's own paths, as api.console routes them
+
+
 class NoStore:
     """Middleware: no answer is ever cached. Several carry a token (credentials, bootstrap), and every other
     one is the engine's state at one moment. And a path with an escaped slash names nothing: the server decodes
@@ -383,7 +387,7 @@ class NoStore:
     def process_response(self, req: falcon.Request, resp: falcon.Response, resource: object,
                          req_succeeded: bool) -> None:
         resp.set_header("Cache-Control", "no-store")
-        if req.path.startswith("/console") and resp.get_header("Content-Security-Policy") is None:
+        if _CONSOLE_PATH.match(req.path) and resp.get_header("Content-Security-Policy") is None:
             # An answer under the console's path made before the console saw it (an escaped slash): a page's
             # headers all the same, as every console answer carries them.
             from api.console.pages import secure_headers

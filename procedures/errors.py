@@ -160,8 +160,8 @@ HistoryChanged = BY_CODE["HISTORY_CHANGED"]
 
 # MySQL/MariaDB client and server errors that mean "try again": deadlock, lock wait timeout,
 # server gone away, lost connection, server shutdown, a query interrupted (KILL QUERY, or a statement time limit of
-# the session: an interrupted routine's own transaction, which no handler of it can end, is rolled back by
-# procedures.db.call, for a call made with nothing open). On a Galera cluster a
+# the session: an interrupted routine's own transaction that no handler of it ended is rolled back by
+# procedures.db.call, for a call made in autocommit mode with nothing open). On a Galera cluster a
 # certification conflict or a brute-force abort also arrives as 1213; a node that is not ready (joining,
 # donor, out of the primary component) refuses statements with 1047 "WSREP has not yet prepared node for
 # application use"; a commit cut off by a view change reports 1180. A server that takes no more connections
@@ -172,7 +172,8 @@ HistoryChanged = BY_CODE["HISTORY_CHANGED"]
 # A server whose disk is full answers 1114 (an InnoDB file that cannot grow: "the table is full") or 1021 (a file of
 # its own, such as a temporary one): the same decision goes through once someone makes room, so it waits, backing
 # off, and never counts as the failure that sends a candidate to review (R-18).
-# None of them committed anything.
+# None of them committed anything, but for a lost connection or an interrupt that came after the routine's own
+# commit, while it answered: a call with an idempotency key made again answers its first outcome.
 # Engine refusals that mean "try the whole decision again": another decision took the last task slot of an
 # app or queue between this one's check and its guarded update. Retried like a deadlock, and never counted as
 # the repeated failure that sends a candidate to review (R-18).

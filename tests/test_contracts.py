@@ -150,6 +150,21 @@ def test_R1_every_transactional_routine_rolls_back_only_its_own_transaction_and_
                 f"internal routine {routine.name} must run inside its caller's transaction"
 
 
+def test_a_routine_that_raises_the_list_cap_gives_it_back_when_it_ends_and_when_it_fails():
+    """A routine that raises the session's group_concat_max_len (_weave_concat_room) sets the session's own value back
+    before it ends and in the exit handler that every error leaves by: a session must not keep a cap it never set."""
+    restore = "IF v_cap IS NOT NULL THEN SET SESSION group_concat_max_len = v_cap"
+    callers = [r for r in shipped_routines() if "CALL _weave_concat_room(" in _code(r.text)]
+    assert {r.name for r in callers} >= {"weave_instances_purge", "weave_definition_publish", "_weave_room_grown",
+                                         "weave_step_explain"}
+    for routine in callers:
+        code = _flat(_code(routine.text))
+        assert "CALL _weave_concat_room(" in code and ", v_cap);" in code, routine.name
+        handler = re.search(r"DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN (.*?) RESIGNAL; END;", code)
+        assert handler and restore in handler.group(1), f"{routine.name}: its exit handler must set the cap back"
+        assert code.count(restore) >= 2, f"{routine.name}: it must set the cap back when it ends as well"
+
+
 def test_R1_only_the_transaction_probe_reads_in_transaction_state():
     """@@in_transaction is MariaDB's alone: the probe and the opener read it, and the two routines that open a
     transaction only when they find work (a claim, a candidate list) read it as the opener does, first thing,

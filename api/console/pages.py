@@ -465,7 +465,8 @@ class Instance(Page):
             # A TIMER or TASK step still waiting for its after-steps has nothing else to explain (no signal targets
             # it): the page names the steps it waits for instead of asking, which in a long chain saves a call a step.
             step["explain"] = None
-            step["waits_for"] = [k for k in step["after"] if status_of.get(k) != "SUCCEEDED"]
+            step["waits_for"] = [{"key": k, "status": status_of.get(k)} for k in step["after"]
+                                 if status_of.get(k) != "SUCCEEDED"]  # with their states: one may never succeed
             if step["status"] == "PENDING" and step["type"] in ("TIMER", "TASK") and step["waits_for"]:
                 continue
             if step["status"] != "SUCCEEDED" and (step["status"] != "CANCELLED" or instance["status"] == "CANCELLING"):

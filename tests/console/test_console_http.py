@@ -708,7 +708,8 @@ def test_S17_R11_a_step_waiting_for_its_after_steps_names_them_instead_of_being_
     orch.drain()
     cookies = sign_in(client, world.token)
     html = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text
-    assert "Waits for a to succeed." in html and "Waits for b to succeed." in html
+    assert 'Waits for <a href="#step-a">a</a> (ACTIVE) to succeed.' in html
+    assert 'Waits for <a href="#step-b">b</a> (PENDING) to succeed.' in html
     assert html.count('<details class="explain"') == 2  # the ACTIVE timer a and the SIGNAL step approval
     b = html[html.index('id="step-b"'):html.index('id="step-c"')]
     assert "Explain:" not in b

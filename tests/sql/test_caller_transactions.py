@@ -7,6 +7,7 @@ driven from PyMySQL with autocommit off (every Python driver's default) and from
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -340,6 +341,7 @@ def test_R1_a_routine_interrupted_part_way_leaves_nothing_open_for_the_next_stat
     done, and the connection's next COMMIT kept it (a start's instance with no step activated, stalled for good).
     A procedure of the test's stops that way, as the server's interrupt leaves it; the engine's call rolls the
     transaction back, and the interrupt is transient: nothing was done, the same call may be made again."""
+    world.db.execute("DROP PROCEDURE IF EXISTS stopped_midway")
     world.db.execute(
         "CREATE PROCEDURE stopped_midway(IN in_errno INT) BEGIN START TRANSACTION; "
         f"INSERT INTO {caller_table} (id) VALUES (in_errno); "
@@ -383,16 +385,14 @@ def test_R1_the_engines_connections_take_no_statement_time_limit_the_server_give
                 cur.execute(f"CREATE USER '{user}'@'{host}' WITH MAX_STATEMENT_TIME 0.5")
                 cur.execute(f"GRANT ALL ON `{database.database}`.* TO '{user}'@'{host}'")
         timed = dbmod.Dsn.parse(database.url().replace(f"//{database.user}@", f"//{user}@", 1))
-        engine = dbmod.connect(timed)
-        plain = pymysql.connect(host=timed.host, port=timed.port, user=user, database=timed.database)
-        with engine.cursor() as cur:
-            cur.execute("SELECT @@max_statement_time AS limit_s")
-            assert cur.fetchone()["limit_s"] == 0
-        with plain.cursor() as cur:
-            cur.execute("SELECT @@max_statement_time")
-            assert cur.fetchone()[0] == 0.5
-        engine.close()
-        plain.close()
+        with contextlib.closing(dbmod.connect(timed)) as engine, contextlib.closing(pymysql.connect(
+                host=timed.host, port=timed.port, user=user, database=timed.database)) as plain:
+            with engine.cursor() as cur:
+                cur.execute("SELECT @@max_statement_time AS limit_s")
+                assert cur.fetchone()["limit_s"] == 0
+            with plain.cursor() as cur:
+                cur.execute("SELECT @@max_statement_time")
+                assert cur.fetchone()[0] == 0.5
     finally:
         with admin.cursor() as cur:
             for host in ("%", "localhost"):

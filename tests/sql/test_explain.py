@@ -252,5 +252,8 @@ def test_S17_open_review_codes_are_whole_under_a_sessions_small_list_cap(world, 
     try:
         assert explain(world, wf, "check")["open_review_codes"] == ["POLL_FAILED"]
         assert world.db.scalar("SELECT @@group_concat_max_len") == 4
+        with pytest.raises(errors.NotFound):  # a refusal leaves the session's own cap as well
+            explain(world, wf, "no-such-step")
+        assert world.db.scalar("SELECT @@group_concat_max_len") == 4
     finally:
         world.db.execute("SET SESSION group_concat_max_len = DEFAULT")

@@ -656,5 +656,8 @@ def test_R4_a_window_names_every_instance_it_removes_under_a_sessions_small_list
         audit = json.loads(world.db.scalar("SELECT details FROM weave_audit WHERE action = 'instances.purge'"))
         assert sorted(audit["workflow_ids"]) == sorted(wfs)
         assert world.db.scalar("SELECT @@group_concat_max_len") == 1024
+        with pytest.raises(errors.ValidationFailed):  # a refused window leaves the session's own cap as well
+            purge(world, limit=1001)
+        assert world.db.scalar("SELECT @@group_concat_max_len") == 1024
     finally:
         world.db.execute("SET SESSION group_concat_max_len = DEFAULT")
