@@ -18,6 +18,7 @@ import pytest
 
 from procedures import db as dbmod
 from procedures import errors, installer
+from tests.support.db import a_user
 
 CALLER_TABLE = "caller_orders"
 
@@ -378,23 +379,12 @@ def test_R1_the_engines_connections_take_no_statement_time_limit_the_server_give
     import os
 
     user = f"weave_t_{os.getpid()}_timed"
-    admin = dbmod.connect(database)
-    try:
-        with admin.cursor() as cur:
-            for host in ("%", "localhost"):
-                cur.execute(f"CREATE USER '{user}'@'{host}' WITH MAX_STATEMENT_TIME 0.5")
-                cur.execute(f"GRANT ALL ON `{database.database}`.* TO '{user}'@'{host}'")
-        timed = dbmod.Dsn.parse(database.url().replace(f"//{database.user}@", f"//{user}@", 1))
-        with contextlib.closing(dbmod.connect(timed)) as engine, contextlib.closing(pymysql.connect(
+    with a_user(database, user, "MAX_STATEMENT_TIME 0.5") as timed, \
+            contextlib.closing(dbmod.connect(timed)) as engine, contextlib.closing(pymysql.connect(
                 host=timed.host, port=timed.port, user=user, database=timed.database)) as plain:
-            with engine.cursor() as cur:
-                cur.execute("SELECT @@max_statement_time AS limit_s")
-                assert cur.fetchone()["limit_s"] == 0
-            with plain.cursor() as cur:
-                cur.execute("SELECT @@max_statement_time")
-                assert cur.fetchone()[0] == 0.5
-    finally:
-        with admin.cursor() as cur:
-            for host in ("%", "localhost"):
-                cur.execute(f"DROP USER IF EXISTS '{user}'@'{host}'")
-        admin.close()
+        with engine.cursor() as cur:
+            cur.execute("SELECT @@max_statement_time AS limit_s")
+            assert cur.fetchone()["limit_s"] == 0
+        with plain.cursor() as cur:
+            cur.execute("SELECT @@max_statement_time")
+            assert cur.fetchone()[0] == 0.5

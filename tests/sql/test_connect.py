@@ -23,7 +23,7 @@ import pytest
 from procedures import db as dbmod
 from procedures import errors, routines
 from procedures.connections import Connections, retry_transient
-from tests.support.db import CONFLICT_TRIGGER
+from tests.support.db import CONFLICT_TRIGGER, a_user
 from tests.support.proxy import two_nodes
 from tests.support.waiting import wait_for
 
@@ -81,14 +81,7 @@ def test_R12_a_server_that_takes_no_more_connections_is_transient_and_the_retry_
     """A user at its connection limit is refused with 1226 (a server at max_connections: 1040, the same case), and
     a connection frees up as soon as another closes: a retry, not a stop. Daemons used to stop on it (an error no
     retry took up), and the API answered 500 instead of 503."""
-    user = f"weave_t_{os.getpid()}_limited"
-    admin = dbmod.connect(database)
-    try:
-        with admin.cursor() as cur:
-            for host in ("%", "localhost"):
-                cur.execute(f"CREATE USER '{user}'@'{host}' WITH MAX_USER_CONNECTIONS 1")
-                cur.execute(f"GRANT ALL ON `{database.database}`.* TO '{user}'@'{host}'")
-        limited = dbmod.Dsn.parse(database.url().replace(f"//{database.user}@", f"//{user}@", 1))
+    with a_user(database, f"weave_t_{os.getpid()}_limited", "MAX_USER_CONNECTIONS 1") as limited:
         first = dbmod.connect(limited)
         with pytest.raises(errors.TransientDatabaseError) as refused:
             dbmod.connect(limited)
@@ -97,11 +90,6 @@ def test_R12_a_server_that_takes_no_more_connections_is_transient_and_the_retry_
         second = retry_transient(lambda: dbmod.connect(limited), on_retry=first.close)
         assert dbmod.call_one(second, "weave_clock_now")["now_at"] is not None
         second.close()
-    finally:
-        with admin.cursor() as cur:
-            for host in ("%", "localhost"):
-                cur.execute(f"DROP USER IF EXISTS '{user}'@'{host}'")
-        admin.close()
 
 
 def test_R12_a_conflict_in_a_routines_own_transaction_retries_the_whole_decision(world):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+from collections.abc import Iterator
 from typing import Any
 
 import pymysql
@@ -34,6 +36,24 @@ CLIENT_SQL_MODE = "STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBS
 
 # Tables that hold install state rather than scenario data: kept across tests.
 KEEP = {"weave_install", "weave_routines"}
+
+
+@contextlib.contextmanager
+def a_user(database: dbmod.Dsn, name: str, options: str) -> Iterator[dbmod.Dsn]:
+    """A user of the test database only, created ``WITH`` the given limits (``MAX_USER_CONNECTIONS 1``,
+    ``MAX_STATEMENT_TIME 0.5``), for the block: its DSN. Dropped after, whatever happens."""
+    admin = dbmod.connect(database)
+    try:
+        with admin.cursor() as cur:
+            for host in ("%", "localhost"):
+                cur.execute(f"CREATE USER '{name}'@'{host}' WITH {options}")
+                cur.execute(f"GRANT ALL ON `{database.database}`.* TO '{name}'@'{host}'")
+        yield dbmod.Dsn.parse(database.url().replace(f"//{database.user}@", f"//{name}@", 1))
+    finally:
+        with admin.cursor() as cur:
+            for host in ("%", "localhost"):
+                cur.execute(f"DROP USER IF EXISTS '{name}'@'{host}'")
+        admin.close()
 
 
 class Db:
