@@ -1085,9 +1085,10 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     p.add_argument("workflow_id", help=WORKFLOW_ID)
     p.add_argument("step_key", help=STEP_KEY)
     p = _command(wf, "rounds", help="print a POLL step's rounds with their results (workflows:read)",
-                 description="Print the rounds of a POLL step's activation, oldest first, a page at a time. "
-                             "`weave workflows show` gives the latest 50 of each current activation; this gives "
-                             "every one, of an earlier activation too.",
+                 description="Print the rounds of a POLL step's activation, oldest first, a page at a time, "
+                             "with their results. An instance read (`weave workflows show --json`) carries the "
+                             "latest 50 of each current activation; this gives every one, of an earlier activation "
+                             "too.",
                  func=cmd_workflows_rounds)
     p.add_argument("workflow_id", help=WORKFLOW_ID)
     p.add_argument("step_key", help=STEP_KEY)
@@ -1184,6 +1185,10 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     p.add_argument("workflow_id", help=WORKFLOW_ID)
     p.add_argument("signal_id", help="sig_...")
     p = _command(sg, "list", help="list an instance's signals, oldest first (workflows:read)",
+                 description="List the signals sent to an instance in the order they were accepted, a page at a "
+                             "time (--cursor with the next page's cursor): each with its status, disposition, target "
+                             "and idempotency key; --json gives each payload as it was accepted. `weave signals "
+                             "explain` says why each of a step's latest 100 did or did not win.",
                  func=cmd_signals_list)
     p.add_argument("workflow_id", help=WORKFLOW_ID)
     p.add_argument("--status", choices=["PENDING", "CONSUMED", "REJECTED", "EXPIRED"],
