@@ -651,7 +651,7 @@ ARCHIVE_TRIES = 5
 
 
 def _purge_archived(conn: db.Connection, token: str, args: argparse.Namespace, cutoff: Any, after: str | None,
-                    archive: IO[str]) -> dict:
+                    archive: IO[str], limit: int) -> dict:
     """One window of an archiving run: name it (a dry run), append its instances' rows to the archive and flush them
     to disk, then remove exactly those instances, each with the number of rows archived for it. A row added to one
     of them in between (a late report, a refused signal) makes the purge refuse the window, which is then archived
@@ -659,7 +659,7 @@ def _purge_archived(conn: db.Connection, token: str, args: argparse.Namespace, c
     from procedures import history
 
     for _ in range(ARCHIVE_TRIES):
-        named = routines.instances_purge(conn, token, args.namespace, cutoff, after=after, limit=args.batch,
+        named = routines.instances_purge(conn, token, args.namespace, cutoff, after=after, limit=limit,
                                          dry_run=True)
         rows = history.rows_of(conn, named["workflow_ids"])
         history.write(archive, args.namespace, rows)
@@ -667,7 +667,7 @@ def _purge_archived(conn: db.Connection, token: str, args: argparse.Namespace, c
         os.fsync(archive.fileno())
         counts = {workflow_id: sum(map(len, tables.values())) for workflow_id, tables in rows.items()}
         try:
-            return routines.instances_purge(conn, token, args.namespace, cutoff, after=after, limit=args.batch,
+            return routines.instances_purge(conn, token, args.namespace, cutoff, after=after, limit=limit,
                                             reason=args.reason, only=counts)
         except errors.HistoryChanged:
             continue
@@ -675,11 +675,28 @@ def _purge_archived(conn: db.Connection, token: str, args: argparse.Namespace, c
                                 f"while they were archived ({ARCHIVE_TRIES} tries); run the purge again later")
 
 
+# The first window of a run that removes takes at most this many instances: how many rows an instance holds is
+# known only once some have gone (a poll of 10,000 rounds holds about 40,000), and --max-rows sizes the next ones.
+PURGE_PROBE = 10
+
+
+def _purge_window(args: argparse.Namespace, windows: int, removed: int, rows: int) -> int:
+    """How many instances the next window takes: at most --batch, and as many as --max-rows allows at the rows per
+    instance the run has removed so far. Until a window has removed any, PURGE_PROBE, doubled for each window that
+    removed none (a stretch of live instances is crossed in few windows); a dry run removes nothing: --batch."""
+    if args.dry_run:
+        return args.batch
+    if not removed:
+        return min(args.batch, PURGE_PROBE * 2 ** min(windows, 10))
+    return max(1, min(args.batch, int(args.max_rows * removed // max(rows, 1))))
+
+
 def cmd_workflows_purge(args: argparse.Namespace) -> int:
-    """A retention run: windows of --batch instances until the cursor says done, each its own transaction, with a
-    line of progress on stderr for each window that removed anything. With --archive, each window is named by a dry
-    run first, its instances' rows are appended to the archive and flushed to disk, and only then are exactly those
-    instances removed (one the window could not take then waits for the next run)."""
+    """A retention run: windows of at most --batch instances until the cursor says done, each its own transaction,
+    sized to about --max-rows rows by the rows per instance removed so far, with a line of progress on stderr for
+    each window that removed anything. With --archive, each window is named by a dry run first, its instances' rows
+    are appended to the archive and flushed to disk, and only then are exactly those instances removed (one the
+    window could not take then waits for the next run)."""
     archive = None  # closed below
     if args.archive and not args.dry_run:
         # The rows hold task inputs (an http task's headers too), payloads and instance inputs: a new archive is
@@ -702,11 +719,12 @@ def cmd_workflows_purge(args: argparse.Namespace) -> int:
                      "archive": args.archive}
             after = None
             while True:
+                limit = _purge_window(args, total["windows"], total["purged"], total["rows_deleted"])
                 if archive is None:
                     window = routines.instances_purge(conn, token, args.namespace, cutoff, after=after,
-                                                      limit=args.batch, reason=args.reason, dry_run=args.dry_run)
+                                                      limit=limit, reason=args.reason, dry_run=args.dry_run)
                 else:
-                    window = _purge_archived(conn, token, args, cutoff, after, archive)
+                    window = _purge_archived(conn, token, args, cutoff, after, archive, limit)
                 total["windows"] += 1
                 for key in ("purged", "rows_deleted", "held", "uncounted"):
                     total[key] += window[key]
@@ -1114,7 +1132,11 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
                         help="finished longer ago than this, on the engine's clock: 90d, 36h, 30m or 45s")
     cutoff.add_argument("--finished-before", metavar="TIME", help="finished before this time, RFC 3339 with a zone")
     p.add_argument("--reason", help="why, for the audit trail (1-1024 chars; required unless --dry-run)")
-    p.add_argument("--batch", type=int, default=100, help="instances per window and transaction, 1-1000 (default 100)")
+    p.add_argument("--batch", type=int, default=100,
+                   help="instances per window and transaction at most, 1-1000 (default 100)")
+    p.add_argument("--max-rows", type=_count, default=100_000,
+                   help="rows per window, about: after a first window of at most 10 instances, each window takes as "
+                        "many as this allows at the rows per instance removed so far (default 100000)")
     p.add_argument("--dry-run", action="store_true", help="count and name what would go; change nothing")
     p.add_argument("--archive", metavar="FILE",
                    help="first append every row of each instance removed to FILE, one JSON line per instance, "

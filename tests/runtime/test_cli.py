@@ -889,6 +889,30 @@ def test_workflows_purge_removes_what_finished_before_the_age_and_reports_each_w
     assert world.db.scalar("SELECT COUNT(*) FROM weave_instances") == 1
 
 
+def test_R1_workflows_purge_sizes_its_windows_by_the_rows_an_instance_holds(weave, world, orch):
+    """A window is one transaction, and its size was a count of instances whatever each held: a hundred polls of
+    10,000 rounds each made one transaction of millions of rows. The first window now takes at most ten, and each
+    next one as many as --max-rows allows at the rows per instance removed so far, at most --batch."""
+    world.publish(TIMER)
+    for _ in range(16):
+        world.start("cool-off")
+    world.db.advance(61_000)
+    orch.drain()
+    world.db.advance(86_400_000)
+    code, out, err = weave("workflows", "purge", "--older-than", "12h", "--reason", "retention", "--max-rows", "25",
+                           token=world.admin)
+    assert code == 0 and out.startswith("removed 16 instance(s)"), (out, err)
+    progress = [tuple(map(int, m)) for m in re.findall(r"removed (\d+) instance\(s\) so far, (\d+) rows", err)]
+    removed = [n for n, _ in progress]
+    windows = [b - a for a, b in zip([0, *removed], removed, strict=False)]
+    per_instance = progress[0][1] / progress[0][0]
+    assert windows[0] == 10 and len(windows) > 2, windows
+    assert all(0 < w <= max(1, int(25 // per_instance)) for w in windows[1:]), (windows, per_instance)
+    with pytest.raises(SystemExit) as refused:  # a window of no rows: a usage error
+        weave("workflows", "purge", "--older-than", "12h", "--max-rows", "0", token=world.admin)
+    assert refused.value.code == 2
+
+
 @pytest.mark.parametrize("argv", [["--older-than", "0d"], ["--older-than", "90"], ["--older-than", "1.5h"],
                                   ["--older-than", "1d", "--finished-before", "2026-01-01T00:00:00Z"], []])
 def test_workflows_purge_refuses_an_age_it_cannot_read_as_a_usage_error(weave, world, capsys, argv):
