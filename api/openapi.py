@@ -122,6 +122,7 @@ def document() -> dict:
             "result": ANY, "result_at": NULLABLE_TIME,
             "created_at": {**TIME, "description": "when the round was created (in a page of rounds)"}}},
         "Poll": {"type": ["object", "null"], "properties": {
+            "state": {"type": "string", "enum": ["IN_FLIGHT", "WAITING", "SETTLED", "STOPPED"]},
             "rounds_used": {"type": "integer"}, "max_rounds": {"type": "integer"},
             "next_poll_at": NULLABLE_TIME, "poll_deadline": NULLABLE_TIME,
             "current_task_id": {"type": ["string", "null"]},
@@ -207,7 +208,10 @@ def document() -> dict:
             "items": {"type": "array", "items": _ref("Signal")}, "next_cursor": {"type": ["string", "null"]}}},
         "Explain": {"type": "object", "required": ["step_key", "wait", "signals", "timer", "poll", "task", "blockers"],
                     "properties": {
-            "step_key": {"type": "string"}, "wait": {"type": "object"},
+            "step_key": {"type": "string"}, "type": {"type": "string", "enum": ["TIMER", "POLL", "SIGNAL", "TASK"]},
+            "status": {"type": "string"}, "instance_status": {"type": "string"}, "control": {"type": "string"},
+            "instance_deadline_at": TIME, "now_at": {**TIME, "description": "the engine's clock as it answered"},
+            "wait": {"type": "object"},
             "open_review_codes": {"type": "array", "items": {"type": "string"}},
             "timer": {"type": ["object", "null"], "description": "TIMER: due_at, delay_ms, planned_due_at, truncated "
                       "(capped by the instance deadline), lateness_ms so far"},

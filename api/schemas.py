@@ -107,6 +107,7 @@ FIELD_CODES: dict[str, str] = {
     "payload": "PAYLOAD_MISSING", "reason": "REASON_INVALID", "evidence_ref": "EVIDENCE_REF_INVALID",
     "max_in_flight": "LIMIT_INVALID", "capacity": "LIMIT_INVALID", "scopes": "SCOPES_INVALID",
     "status": "INVALID_ARGUMENT", "limit": "LIMIT_INVALID", "after": "LIMIT_INVALID", "cursor": "CURSOR_INVALID",
+    "activation": "LIMIT_INVALID",
 }
 
 # Query strings by operation: parameter -> schema. An empty value (`status=`) is never "absent".

@@ -1136,7 +1136,8 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
                    help="instances per window and transaction at most, 1-1000 (default 100)")
     p.add_argument("--max-rows", type=_count, default=100_000,
                    help="rows per window, about: after a first window of at most 10 instances, each window takes as "
-                        "many as this allows at the rows per instance removed so far (default 100000)")
+                        "many as this allows at the rows per instance removed so far (default 100000); a dry run, "
+                        "which removes nothing, takes --batch")
     p.add_argument("--dry-run", action="store_true", help="count and name what would go; change nothing")
     p.add_argument("--archive", metavar="FILE",
                    help="first append every row of each instance removed to FILE, one JSON line per instance, "

@@ -50,3 +50,7 @@ def test_R11_rounds_over_http_refuse_bad_pages_and_steps_without_rounds(world, o
     for params in ({"limit": 0}, {"after": -1}, {"activation": 0}, {"after": "x"}):
         bad = client.simulate_get(rounds_path(world, wf, "cool"), params=params, headers=auth(world.token))
         assert bad.status_code == 422, params
+    # Each out of range under the code the routine gives it, as a SQL client gets it.
+    for params in ({"limit": 0}, {"after": -1}, {"activation": 0}):
+        bad = client.simulate_get(rounds_path(world, wf, "cool"), params=params, headers=auth(world.token))
+        assert [e["code"] for e in bad.json["errors"]] == ["LIMIT_INVALID"], (params, bad.json)
