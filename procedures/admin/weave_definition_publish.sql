@@ -44,12 +44,7 @@ BEGIN
     DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues
     DECLARE v_number VARCHAR(160) DEFAULT NULL;  -- the first number of a step that is missing or out of its range
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
-    DECLARE v_cap BIGINT UNSIGNED DEFAULT NULL;  -- the session's group_concat_max_len, while raised (_weave_concat_room)
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN
-        IF v_tx THEN ROLLBACK; END IF;
-        IF v_cap IS NOT NULL THEN SET SESSION group_concat_max_len = v_cap; END IF;
-        RESIGNAL;
-    END;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_claim('weave_definition_publish', v_tx);
     CALL _weave_admin_begin(in_token, in_namespace, 'definitions:publish', NULL, v_ns, v_cred, v_actor, v_now,
                             v_allowed);
@@ -109,17 +104,16 @@ BEGIN
     -- The queues are the TASK and POLL steps' own, derived from the document: the engine checks a credential's queues
     -- against them and decides from them whether a start activates its first steps (weave_instance_start), so they
     -- are never taken from the caller. Byte order and binary distinctness, as the validator lists them. The list
-    -- may be 2048 characters (and is refused past that), however little the caller's session lets GROUP_CONCAT make.
-    CALL _weave_concat_room(1048576, v_cap);
-    SELECT CONVERT(COALESCE(GROUP_CONCAT(DISTINCT s.queue ORDER BY s.queue SEPARATOR ','), '') USING utf8mb4),
+    -- may be 2048 characters (and is refused past that), however little the caller's session lets GROUP_CONCAT make:
+    -- the statement raises the cap for itself alone (MariaDB's SET STATEMENT, MySQL's SET_VAR hint; each server
+    -- reads the other's as a comment).
+    /*M!100301 SET STATEMENT group_concat_max_len = 1048576 FOR */
+    SELECT /*+ SET_VAR(group_concat_max_len = 1048576) */ CONVERT(COALESCE(GROUP_CONCAT(DISTINCT s.queue ORDER BY s.queue SEPARATOR ','), '') USING utf8mb4),
            COALESCE(SUM(s.queue IS NULL), 0)
       INTO v_queues, v_unqueued
       FROM JSON_TABLE(in_document, '$.steps[*]' COLUMNS (type VARCHAR(16) PATH '$.type',
                                                          queue VARBINARY(64) PATH '$.queue')) AS s
      WHERE s.type IN ('TASK', 'POLL');
-    IF v_cap IS NOT NULL THEN
-        SET SESSION group_concat_max_len = v_cap, v_cap = NULL;  -- the session's own, as it was
-    END IF;
     IF v_unqueued > 0 OR (v_queues <> '' AND NOT (v_queues REGEXP '^[A-Za-z0-9_.:-]{1,64}(,[A-Za-z0-9_.:-]{1,64})*\\z'))
        OR NOT (COALESCE(in_queues, v_queues) <=> v_queues) THEN
         CALL _weave_raise(50119, 'DEFINITION_INVALID: queues must be the TASK and POLL steps'' own queues');

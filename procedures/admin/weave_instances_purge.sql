@@ -83,16 +83,8 @@ BEGIN
     -- true must never remove anything.
     DECLARE v_dry BOOLEAN DEFAULT COALESCE(in_dry_run <> 0, FALSE);
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
-    DECLARE v_cap BIGINT UNSIGNED DEFAULT NULL;  -- the session's group_concat_max_len, while raised (_weave_concat_room)
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN
-        IF v_tx THEN ROLLBACK; END IF;
-        IF v_cap IS NOT NULL THEN SET SESSION group_concat_max_len = v_cap; END IF;
-        RESIGNAL;
-    END;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_instances_purge', v_tx);  -- refused inside a caller's transaction (R-1)
-    -- The window's ids, and its tasks', inbox events', signals' and checkpoints' ids, are lists: a window of long
-    -- polls holds millions of tasks, tens of megabytes of ids.
-    CALL _weave_concat_room(1073741824, v_cap);
     -- A retention run removes the history of every queue's instances: only an admin of every queue (*) runs it.
     CALL _weave_admin_begin(in_token, in_namespace, 'admin', '*', v_ns, v_cred, v_actor, v_now, v_allowed);
     IF v_limit < 1 OR v_limit > 1000 THEN
@@ -119,6 +111,10 @@ BEGIN
         CALL _weave_raise(50111, 'REASON_INVALID: reason must be 1-1024 characters');
     END IF;
 
+    -- The window's ids, and its tasks', inbox events', signals' and checkpoints' ids, are JSON lists, which MariaDB
+    -- cuts at the session's group_concat_max_len (a caller may keep MySQL's 1024, and a window of long polls holds
+    -- millions of task ids): each statement that builds one raises it for itself alone (SET STATEMENT, in a comment
+    -- only MariaDB runs; MySQL does not cap JSON_ARRAYAGG).
     -- The window, read without locks.
     SELECT COUNT(*), MAX(id), MIN(created_at) INTO v_seen, v_last, v_first_created
       FROM (SELECT id, created_at FROM weave_instances
@@ -129,13 +125,13 @@ BEGIN
     -- theirs below removed by its own key where the engine takes rows SKIP LOCKED (tasks, inbox events, signals,
     -- checkpoints): a locking read over a range would hold, for an instant, each row it reads on its way, live
     -- ones of other instances included, and a claim or a scan passing then would skip them.
-    SELECT JSON_ARRAYAGG(id) INTO v_locked FROM weave_instances
+    /*M!100301 SET STATEMENT group_concat_max_len = 1073741824 FOR */ SELECT JSON_ARRAYAGG(id) INTO v_locked FROM weave_instances
      WHERE namespace_id = v_ns AND id > v_after AND id <= v_last AND status IN ('SUCCEEDED', 'CANCELLED')
        AND finished_at < in_finished_before
        AND (in_only IS NULL OR IF(JSON_TYPE(in_only) = 'OBJECT',
                                   JSON_CONTAINS_PATH(in_only, 'one', CONCAT('$.wf_', id)),
                                   JSON_CONTAINS(in_only, JSON_QUOTE(CONCAT('wf_', id)))));
-    SELECT JSON_ARRAYAGG(i.id) INTO v_locked
+    /*M!100301 SET STATEMENT group_concat_max_len = 1073741824 FOR */ SELECT JSON_ARRAYAGG(i.id) INTO v_locked
       FROM JSON_TABLE(COALESCE(v_locked, '[]'), '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) c
       STRAIGHT_JOIN weave_instances i FORCE INDEX (PRIMARY) ON i.id = c.id
      WHERE i.status IN ('SUCCEEDED', 'CANCELLED') AND i.finished_at < in_finished_before
@@ -145,7 +141,7 @@ BEGIN
     -- scalar subqueries: as EXISTS, the server turns them into a semi-join that reads the whole table into a set, and
     -- the final-time indexes would read every row final since the horizon.
     SELECT COALESCE(MAX(folded_until), '1000-01-01') INTO v_folded FROM weave_metric_folds WHERE id = 1;
-    SELECT COUNT(*), JSON_ARRAYAGG(b.id) INTO v_uncounted, v_batch
+    /*M!100301 SET STATEMENT group_concat_max_len = 1073741824 FOR */ SELECT COUNT(*), JSON_ARRAYAGG(b.id) INTO v_uncounted, v_batch
       FROM JSON_TABLE(COALESCE(v_locked, '[]'), '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
      WHERE (SELECT 1 FROM weave_waits w FORCE INDEX (ix_wait_instance)
              WHERE w.instance_id = b.id AND w.settled_at >= v_folded LIMIT 1) IS NOT NULL
@@ -154,13 +150,13 @@ BEGIN
         OR (SELECT 1 FROM weave_poll_rounds r FORCE INDEX (ix_round_instance)
              WHERE r.instance_id = b.id AND r.decided_at >= v_folded LIMIT 1) IS NOT NULL;
     IF v_uncounted > 0 THEN
-        SELECT JSON_ARRAYAGG(b.id) INTO v_locked
+        /*M!100301 SET STATEMENT group_concat_max_len = 1073741824 FOR */ SELECT JSON_ARRAYAGG(b.id) INTO v_locked
           FROM JSON_TABLE(v_locked, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
          WHERE NOT JSON_CONTAINS(v_batch, CAST(b.id AS CHAR));
     END IF;
     -- Held: settled, but some work of theirs is still open. Each kind is written under the instance's lock, or
     -- (an inbox event) only at the end of a task that is not open.
-    SELECT COUNT(*), JSON_ARRAYAGG(CONCAT('wf_', b.id)) INTO v_held, v_held_ids
+    /*M!100301 SET STATEMENT group_concat_max_len = 1073741824 FOR */ SELECT COUNT(*), JSON_ARRAYAGG(CONCAT('wf_', b.id)) INTO v_held, v_held_ids
       FROM JSON_TABLE(COALESCE(v_locked, '[]'), '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
      WHERE (SELECT 1 FROM pulse_tasks t FORCE INDEX (ix_task_instance)
              WHERE t.instance_id = b.id AND t.status IN ('QUEUED', 'RUNNING') LIMIT 1) IS NOT NULL
@@ -172,13 +168,13 @@ BEGIN
              WHERE c.instance_id = b.id LIMIT 1) IS NOT NULL;
     SET v_batch = v_locked;
     IF v_held > 0 THEN
-        SELECT JSON_ARRAYAGG(b.id) INTO v_batch
+        /*M!100301 SET STATEMENT group_concat_max_len = 1073741824 FOR */ SELECT JSON_ARRAYAGG(b.id) INTO v_batch
           FROM JSON_TABLE(v_locked, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
          WHERE NOT JSON_CONTAINS(v_held_ids, JSON_QUOTE(CONCAT('wf_', b.id)));
     END IF;
     SET v_purged = COALESCE(JSON_LENGTH(v_batch), 0);
 
-    SELECT JSON_ARRAYAGG(CONCAT('wf_', b.id)) INTO v_ids
+    /*M!100301 SET STATEMENT group_concat_max_len = 1073741824 FOR */ SELECT JSON_ARRAYAGG(CONCAT('wf_', b.id)) INTO v_ids
       FROM JSON_TABLE(COALESCE(v_batch, '[]'), '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b;
     IF v_purged > 0 AND NOT v_dry THEN
         IF JSON_TYPE(in_only) = 'OBJECT' THEN
@@ -188,7 +184,7 @@ BEGIN
         -- The rows of the kinds the engine takes SKIP LOCKED, found without locks: none can be added to a settled
         -- instance this call holds (each is written under its instance's lock, an inbox event only at the end of a
         -- task that is open), and each is then removed by its own key.
-        SELECT (SELECT JSON_ARRAYAGG(t.id) FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
+        /*M!100301 SET STATEMENT group_concat_max_len = 1073741824 FOR */ SELECT (SELECT JSON_ARRAYAGG(t.id) FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
                   STRAIGHT_JOIN pulse_tasks t FORCE INDEX (ix_task_instance) ON t.instance_id = b.id),
                (SELECT JSON_ARRAYAGG(x.id) FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
                   STRAIGHT_JOIN pulse_inbox x FORCE INDEX (ix_inbox_instance) ON x.instance_id = b.id),
@@ -262,9 +258,6 @@ BEGIN
                           NULL);
     END IF;
     COMMIT;
-    IF v_cap IS NOT NULL THEN
-        SET SESSION group_concat_max_len = v_cap;  -- the session's own, as it was
-    END IF;
     SELECT v_purged AS purged, COALESCE(v_ids, '[]') AS workflow_ids, v_rows AS rows_deleted, v_held AS held,
            COALESCE(v_held_ids, '[]') AS held_ids, v_uncounted AS uncounted,
            IF(v_seen < v_limit OR v_first_created >= in_finished_before, NULL, CONCAT('wf_', v_last)) AS next_after;

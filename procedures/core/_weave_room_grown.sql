@@ -15,19 +15,11 @@ Rules: R-8, R-18.'
 BEGIN
     DECLARE v_ids LONGTEXT DEFAULT NULL;
     DECLARE v_n INT UNSIGNED DEFAULT LEAST(in_slots, 1000);
-    DECLARE v_cap BIGINT UNSIGNED DEFAULT NULL;  -- the session's group_concat_max_len, while raised (_weave_concat_room)
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN
-        IF v_cap IS NOT NULL THEN SET SESSION group_concat_max_len = v_cap; END IF;
-        RESIGNAL;
-    END;
-    CALL _weave_concat_room(1048576, v_cap);  -- a thousand ids, past a caller's 1024 bytes
-    SELECT JSON_ARRAYAGG(id) INTO v_ids
+    -- A thousand ids, past a caller's 1024 bytes: the statement raises MariaDB's cap on JSON_ARRAYAGG for itself.
+    /*M!100301 SET STATEMENT group_concat_max_len = 1048576 FOR */ SELECT JSON_ARRAYAGG(id) INTO v_ids
       FROM (SELECT id FROM weave_pending_advances FORCE INDEX (ix_checkpoint_room_line)
              WHERE deferred_reason = in_reason AND deferred_for = in_for AND available_at > in_now
              ORDER BY deferred_since, id LIMIT v_n FOR UPDATE SKIP LOCKED) AS first;
-    IF v_cap IS NOT NULL THEN
-        SET SESSION group_concat_max_len = v_cap, v_cap = NULL;  -- the session's own, as it was
-    END IF;
     IF v_ids IS NOT NULL THEN
         UPDATE weave_pending_advances p
           JOIN JSON_TABLE(v_ids, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) AS woken ON woken.id = p.id

@@ -59,16 +59,10 @@ BEGIN
     DECLARE v_wait_deadline DATETIME(6);
     DECLARE v_task BIGINT UNSIGNED;  -- the step's current task: its POLL round's, else its activation's latest
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
-    DECLARE v_cap BIGINT UNSIGNED DEFAULT NULL;  -- the session's group_concat_max_len, while raised (_weave_concat_room)
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN
-        IF v_tx THEN ROLLBACK; END IF;
-        IF v_cap IS NOT NULL THEN SET SESSION group_concat_max_len = v_cap; END IF;
-        RESIGNAL;
-    END;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     -- One snapshot for every answer: the step's wait, the signals' reasons worked out from it and the blockers are
     -- of one moment, as the instance read's are (a signal winning meanwhile shows as won everywhere or nowhere).
     CALL _weave_snapshot_open(v_tx);
-    CALL _weave_concat_room(1048576, v_cap);  -- the step's open review codes, a list
     CALL _weave_instance_find(in_token, in_namespace, in_workflow_id, v_ns, v_inst);
     CALL _weave_now(v_now);
     SELECT s.id, s.activation_seq, s.activation_id, s.status, w.status, w.correlation_key, w.deadline_at
@@ -83,6 +77,9 @@ BEGIN
                     (SELECT MAX(id) FROM pulse_tasks WHERE activation_id = v_activation))
       INTO v_task;
 
+    -- Its open review codes are a JSON list, which MariaDB cuts at the session's group_concat_max_len: the statement
+    -- raises the cap for itself alone.
+    /*M!100301 SET STATEMENT group_concat_max_len = 1048576 FOR */
     SELECT s.step_key, s.type AS step_type, s.status AS step_status, s.activation_seq AS activation_sequence,
            w.kind AS wait_kind, w.status AS wait_status,
            COALESCE(w.signal_name, JSON_VALUE(ds.spec, '$.signal.name'), JSON_VALUE(ds.spec, '$.final_signal.name'))
@@ -229,8 +226,5 @@ BEGIN
      ORDER BY l.id DESC LIMIT 5;
     IF v_tx THEN
         COMMIT;
-    END IF;
-    IF v_cap IS NOT NULL THEN
-        SET SESSION group_concat_max_len = v_cap;  -- the session's own, as it was
     END IF;
 END

@@ -76,6 +76,9 @@ BEGIN
         CALL _weave_transaction_begin('pulse_task_claim', v_tx);
     END IF;
     SET v_names = CONCAT('["', REPLACE(v_queues, ',', '","'), '"]');
+    -- The queues' ids are a JSON list, which MariaDB cuts at the session's group_concat_max_len: raised for this
+    -- statement alone.
+    /*M!100301 SET STATEMENT group_concat_max_len = 1048576 FOR */
     SELECT JSON_ARRAYAGG(DISTINCT q.id),
            UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND
       INTO v_queue_ids, v_now
@@ -118,7 +121,6 @@ BEGIN
                 DECLARE v_task_max INT UNSIGNED;
                 DECLARE v_priority INT;
                 DECLARE v_available DATETIME(6);
-                DECLARE v_cap BIGINT UNSIGNED;
                 DECLARE c_queue CURSOR FOR
                     SELECT t.id, t.namespace_id, t.mutex_key, t.attempts_used + 1, t.max_attempts, t.priority,
                            t.available_at
@@ -152,21 +154,15 @@ BEGIN
                     -- Across queues, the same order again over what was locked; what is not claimed is let go at
                     -- commit. MariaDB caps JSON_ARRAYAGG at the session's group_concat_max_len (1 MiB by default) and
                     -- fails the statement past it (1260): in_limit picks of each of several queues can be longer. The
-                    -- cap is raised for this one statement when the picks (as long as the sorted list, or longer)
-                    -- exceed it, and put back after it. MySQL does not cap JSON_ARRAYAGG.
-                    IF LENGTH(v_picked) > @@group_concat_max_len AND VERSION() LIKE '%MariaDB%' THEN
-                        SET v_cap = @@group_concat_max_len;
-                        SET SESSION group_concat_max_len = LENGTH(v_picked);
-                    END IF;
+                    -- cap is raised for this one statement (SET STATEMENT, in a comment only MariaDB runs); MySQL does
+                    -- not cap JSON_ARRAYAGG.
+                    /*M!100301 SET STATEMENT group_concat_max_len = 1073741824 FOR */
                     SELECT JSON_ARRAYAGG(JSON_EXTRACT(v_picked, CONCAT('$[', j.ord - 1, ']'))
                                          ORDER BY j.priority DESC, j.available, j.id)
                       INTO v_picked
                       FROM JSON_TABLE(v_picked, '$[*]' COLUMNS (ord FOR ORDINALITY, id BIGINT UNSIGNED PATH '$.id',
                                                                  priority INT PATH '$.priority',
                                                                  available VARCHAR(26) PATH '$.available')) j;
-                    IF v_cap IS NOT NULL THEN
-                        SET SESSION group_concat_max_len = v_cap;  -- the session's own, as it was
-                    END IF;
                 END IF;
             END pick;
 

@@ -24,18 +24,15 @@ BEGIN
     DECLARE v_name VARCHAR(128);
     DECLARE v_version VARCHAR(32);
     DECLARE v_deadline DATETIME(6);
-    DECLARE v_cap BIGINT UNSIGNED DEFAULT NULL;
 
     -- MariaDB caps JSON_ARRAYAGG at the session's group_concat_max_len and fails the read past it (1260, or a list
     -- cut short): an instance's signals (1024 at most, S-6) need about 64 KiB, within the default 1 MiB. A session
-    -- with less (MySQL's 1024, kept in a server's configuration) gets the default for this read; MySQL has no cap.
-    IF @@group_concat_max_len < 1048576 AND VERSION() LIKE '%MariaDB%' THEN
-        SET v_cap = @@group_concat_max_len;
-        SET SESSION group_concat_max_len = 1048576;
-    END IF;
+    -- with less (MySQL's 1024, kept in a server's configuration) gets the default for this read alone (SET STATEMENT,
+    -- in a comment only MariaDB runs; MySQL has no such cap).
     -- The wait's pins are joined into the one read of its PENDING signals (no signal: nothing to settle),
     -- through the wait's own prefix of the signal index, so that the lock never takes another instance's
     -- signals (see _weave_signal_pick).
+    /*M!100301 SET STATEMENT group_concat_max_len = 1048576 FOR */
     SELECT COUNT(*), JSON_ARRAYAGG(JSON_OBJECT('signal_id', CONCAT('sig_', q.id), 'disposition', q.disposition)),
            MAX(q.step_key), MAX(q.seq), MAX(q.w_key), MAX(q.w_name), MAX(q.w_version), MAX(q.w_deadline)
       INTO v_count, v_list, v_step_key, v_seq, v_key, v_name, v_version, v_deadline
@@ -52,9 +49,6 @@ BEGIN
              WHERE w.id = in_wait_id AND w.instance_id = in_instance_id
              ORDER BY s.accepted_at, s.id FOR UPDATE) AS q
      WHERE q.disposition IS NOT NULL;
-    IF v_cap IS NOT NULL THEN
-        SET SESSION group_concat_max_len = v_cap;  -- the session's own, as it was
-    END IF;
     IF v_count > 0 THEN
         -- One table, through the index of its own range, with the wait's pins read above: a session with
         -- sql_safe_updates (the client's --safe-updates) refuses an update that joins the wait (1175).
