@@ -134,6 +134,8 @@ def document() -> dict:
             "step_key": {"type": "string"},
             "activation_sequence": {"type": ["integer", "null"],
                                     "description": "null while the step was never activated (no rounds)"},
+            "latest_activation_sequence": {"type": ["integer", "null"],
+                                           "description": "the step's latest activation"},
             "poll_state": {"type": ["string", "null"]}, "rounds_used": {"type": ["integer", "null"]},
             "max_rounds": {"type": ["integer", "null"]},
             "rounds": {"type": "array", "items": _ref("Round")},

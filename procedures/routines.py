@@ -283,6 +283,7 @@ def step_rounds(conn: Conn, token: str, namespace: str, workflow_id: str, step_k
                "result": _json(r["result"], verbatim), "result_at": rfc3339(r["result_at"]),
                "created_at": rfc3339(r["created_at"])} for r in rows]
     return {"step_key": head["step_key"], "activation_sequence": head["activation_seq"],
+            "latest_activation_sequence": head["latest_activation_seq"],
             "poll_state": head["poll_state"], "rounds_used": head["rounds_used"], "max_rounds": head["max_rounds"],
             "rounds": rounds, "next_after": rounds[-1]["number"] if rounds else after}
 

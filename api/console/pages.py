@@ -516,10 +516,7 @@ class StepRounds(Page):
         # Results as kept: each is parsed only when its row is shown (views.pretty), not all of them at once.
         shown = routines.step_rounds(conn, token, ns, workflow_id, step_key, activation_sequence=activation,
                                      after=after, limit=self.ROUNDS, verbatim=True)
-        latest = shown["activation_sequence"]
-        if activation is not None:  # the step's latest activation, for the chooser: its head alone, no round
-            latest = routines.step_rounds(conn, token, ns, workflow_id, step_key, after=ROUND_MAX,
-                                          limit=1)["activation_sequence"]
+        latest = shown["latest_activation_sequence"]  # for the chooser, from the same read
         rounds = shown["rounds"]
         # Rounds are numbered 1..rounds_used: past the last one shown, more follow exactly when it is not the last.
         more = bool(rounds) and rounds[-1]["number"] < (shown["rounds_used"] or 0)

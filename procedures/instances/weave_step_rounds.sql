@@ -17,7 +17,7 @@ that transaction, which it neither commits nor rolls back (R-1).
 Parameters: in_token (workflows:read and every queue of the definition), in_namespace, in_workflow_id, in_step_key,
 in_activation_seq (NULL = the step''s latest activation), in_after (0 = from round 1), in_limit (1..1000, NULL = 100).
 Result set 1 (the activation, one row): step_key, activation_seq (NULL while the step was never activated, and then
-no rounds), poll_state, rounds_used, max_rounds.
+no rounds), latest_activation_seq (the step''s latest), poll_state, rounds_used, max_rounds.
 Result set 2 (its rounds after in_after, by number): round_no, task_id, outcome, result, result_at, created_at.
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND (no such step, a step that is no POLL, or no such
 activation), 50121 LIMIT_INVALID.
@@ -29,6 +29,7 @@ BEGIN
     DECLARE v_type VARCHAR(16) DEFAULT NULL;
     DECLARE v_activation BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_seq INT UNSIGNED DEFAULT NULL;
+    DECLARE v_latest INT UNSIGNED DEFAULT NULL;  -- the step's latest activation
     DECLARE v_limit INT DEFAULT COALESCE(in_limit, 100);
     DECLARE v_key VARCHAR(64);  -- the step's key as kept (a lax comparison finds 'check ' for 'check')
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
@@ -39,23 +40,36 @@ BEGIN
     IF v_limit < 1 OR v_limit > 1000 OR COALESCE(in_after, 0) < 0 OR in_activation_seq < 1 THEN
         CALL _weave_raise(50121, 'LIMIT_INVALID: limit must be 1..1000, after >= 0 and activation >= 1');
     END IF;
-    SELECT s.type, s.step_key INTO v_type, v_key FROM weave_steps s
+    -- The step with its current activation, the latest one, as it usually is.
+    SELECT s.type, s.step_key, s.activation_id, IF(s.activation_id IS NULL, NULL, s.activation_seq)
+      INTO v_type, v_key, v_activation, v_latest
+      FROM weave_steps s
      WHERE s.instance_id = v_inst AND s.step_key = in_step_key;
     IF v_type IS NULL THEN
         CALL _weave_raise(50003, 'NOT_FOUND: the instance has no step with this key');
     ELSEIF v_type <> 'POLL' THEN
         CALL _weave_raise(50003, CONCAT('NOT_FOUND: rounds belong to POLL steps; this step is a ', v_type, ' step'));
     END IF;
-    -- The latest activation, or the one asked for: a reactivated step keeps the rounds of each earlier one.
-    SELECT a.id, a.seq INTO v_activation, v_seq
-      FROM weave_activations a FORCE INDEX (ix_activation_instance)
-     WHERE a.instance_id = v_inst AND a.step_key = v_key
-       AND (in_activation_seq IS NULL OR a.seq = in_activation_seq)
-     ORDER BY a.seq DESC LIMIT 1;
-    IF v_activation IS NULL AND in_activation_seq IS NOT NULL THEN
-        CALL _weave_raise(50003, CONCAT('NOT_FOUND: the step has no activation ', in_activation_seq));
+    -- A step between activations (reactivated, its next one not yet made) or never activated has none current: its
+    -- latest is read by key, and so is an earlier one asked for (a reactivated step keeps the rounds of each).
+    IF v_latest IS NULL THEN
+        SELECT a.id, a.seq INTO v_activation, v_latest
+          FROM weave_activations a FORCE INDEX (ix_activation_instance)
+         WHERE a.instance_id = v_inst AND a.step_key = v_key
+         ORDER BY a.seq DESC LIMIT 1;
     END IF;
-    SELECT v_key AS step_key, v_seq AS activation_seq, p.state AS poll_state, p.rounds_used, p.max_rounds
+    SET v_seq = v_latest;
+    IF in_activation_seq IS NOT NULL AND NOT (in_activation_seq <=> v_latest) THEN
+        SET v_activation = NULL, v_seq = NULL;
+        SELECT a.id, a.seq INTO v_activation, v_seq
+          FROM weave_activations a FORCE INDEX (ix_activation_instance)
+         WHERE a.instance_id = v_inst AND a.step_key = v_key AND a.seq = in_activation_seq;
+        IF v_activation IS NULL THEN
+            CALL _weave_raise(50003, CONCAT('NOT_FOUND: the step has no activation ', in_activation_seq));
+        END IF;
+    END IF;
+    SELECT v_key AS step_key, v_seq AS activation_seq, v_latest AS latest_activation_seq, p.state AS poll_state,
+           p.rounds_used, p.max_rounds
       FROM (SELECT 1) one LEFT JOIN weave_poll_states p ON p.activation_id = v_activation;
     SELECT r.round_no, CONCAT('tsk_', r.task_id) AS task_id, r.outcome, r.result, r.result_at, r.created_at
       FROM weave_poll_rounds r FORCE INDEX (uq_round_no)

@@ -97,6 +97,7 @@ def test_P5_an_earlier_activation_keeps_its_rounds_after_a_reactivation(world, o
     assert latest["rounds"][0]["outcome"] == "IN_FLIGHT" and latest["poll_state"] == "IN_FLIGHT"
     first = page(world, wf, activation_sequence=1)
     assert first["activation_sequence"] == 1 and first["poll_state"] == "STOPPED"
+    assert first["latest_activation_sequence"] == latest["latest_activation_sequence"] == 2  # the same read says
     assert [(r["number"], r["result"]["output"]["n"]) for r in first["rounds"]] == [(1, 1), (2, 2)]
     # The instance read shows the current activation's rounds only.
     assert [r["outcome"] for r in world.step(wf, "check")["poll"]["rounds"]] == ["IN_FLIGHT"]
