@@ -381,7 +381,8 @@ def test_R1_the_engines_connections_take_no_statement_time_limit_the_server_give
     user = f"weave_t_{os.getpid()}_timed"
     with a_user(database, user, "MAX_STATEMENT_TIME 0.5") as timed, \
             contextlib.closing(dbmod.connect(timed)) as engine, contextlib.closing(pymysql.connect(
-                host=timed.host, port=timed.port, user=user, database=timed.database)) as plain:
+                host=timed.host, port=timed.port, user=user, password=timed.password,
+                database=timed.database)) as plain:
         with engine.cursor() as cur:
             cur.execute("SELECT @@max_statement_time AS limit_s")
             assert cur.fetchone()["limit_s"] == 0

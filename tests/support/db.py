@@ -12,6 +12,7 @@ from yoyo import read_migrations
 
 from procedures import db as dbmod
 from procedures import installer
+from tests.support.server import as_user, create_user
 from tests.support.waiting import wait_for
 
 
@@ -44,11 +45,8 @@ def a_user(database: dbmod.Dsn, name: str, options: str) -> Iterator[dbmod.Dsn]:
     ``MAX_STATEMENT_TIME 0.5``), for the block: its DSN. Dropped after, whatever happens."""
     admin = dbmod.connect(database)
     try:
-        with admin.cursor() as cur:
-            for host in ("%", "localhost"):
-                cur.execute(f"CREATE USER '{name}'@'{host}' WITH {options}")
-                cur.execute(f"GRANT ALL ON `{database.database}`.* TO '{name}'@'{host}'")
-        yield dbmod.Dsn.parse(database.url().replace(f"//{database.user}@", f"//{name}@", 1))
+        create_user(admin, name, "ALL", database.database, options)
+        yield as_user(database, name)
     finally:
         with admin.cursor() as cur:
             for host in ("%", "localhost"):

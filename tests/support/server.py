@@ -87,11 +87,12 @@ def private_server(prefix: str, database: str, options: tuple[str, ...] = (),
 
 
 # Users and fencing on a private server, as docs/operations.md sets them up (the HA tests).
-def create_user(admin: Any, name: str, grant: str, database: str) -> None:
-    """User ``name`` (password ``pw``) with ``grant`` on ``database``, from any host."""
+def create_user(admin: Any, name: str, grant: str, database: str, limits: str = "") -> None:
+    """User ``name`` (password ``pw``) with ``grant`` on ``database``, from any host, ``WITH`` the given ``limits``
+    (``MAX_USER_CONNECTIONS 1``, ``MAX_STATEMENT_TIME 0.5``) if any."""
     with admin.cursor() as cur:
         for host in ("%", "localhost"):
-            cur.execute(f"CREATE USER '{name}'@'{host}' IDENTIFIED BY 'pw'")
+            cur.execute(f"CREATE USER '{name}'@'{host}' IDENTIFIED BY 'pw'" + (f" WITH {limits}" if limits else ""))
             cur.execute(f"GRANT {grant} ON `{database}`.* TO '{name}'@'{host}'")
 
 
