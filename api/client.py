@@ -385,7 +385,7 @@ class WeaveClient:
             batch = self._call("GET", _path(workflow_id, "steps", step_key, "rounds"),
                                params={"activation": activation, "after": after, "limit": page})
             yield from batch["rounds"]
-            if len(batch["rounds"]) < page:
+            if not batch["more"]:
                 return
             after, activation = batch["next_after"], batch["activation_sequence"]
 

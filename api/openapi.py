@@ -139,7 +139,8 @@ def document() -> dict:
             "poll_state": {"type": ["string", "null"]}, "rounds_used": {"type": ["integer", "null"]},
             "max_rounds": {"type": ["integer", "null"]},
             "rounds": {"type": "array", "items": _ref("Round")},
-            "next_after": {"type": "integer", "description": "the last round of this page: ask after it for more"}}},
+            "next_after": {"type": "integer", "description": "the last round of this page: ask after it for more"},
+            "more": {"type": "boolean", "description": "whether rounds follow the last of this page"}}},
         "Step": {"type": "object", "required": ["key", "type", "status", "activation_sequence"], "properties": {
             "key": {"type": "string"}, "type": {"type": "string", "enum": ["TIMER", "POLL", "SIGNAL", "TASK"]},
             "status": {"type": "string", "enum": ["PENDING", "ACTIVE", "SUCCEEDED", "NEEDS_REVIEW", "CANCELLED"]},

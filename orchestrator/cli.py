@@ -341,10 +341,9 @@ def cmd_workflows_rounds(args: argparse.Namespace) -> int:
                 f"rounds {page['rounds_used']}/{page['max_rounds']}")
         rows = [f"{r['number']:>6} {r['task_id']:<14} {r['outcome']:<13} {r['result_at'] or '-':<27} "
                 f"{json.dumps(r['result']) if r['result'] is not None else '-'}" for r in page["rounds"]]
-        more = len(page["rounds"]) == args.limit  # a full page: there may be more, read on from its last round
         return "\n".join([head, *(rows or [f"  no rounds after {args.after}"])]) + (
-            f"\nnext page (if any): --activation {page['activation_sequence']} --after {page['next_after']}"
-            if more else "")
+            f"\nnext page: --activation {page['activation_sequence']} --after {page['next_after']}"
+            if page["more"] else "")
 
     _print(args, page, human)
     return 0

@@ -285,7 +285,9 @@ def step_rounds(conn: Conn, token: str, namespace: str, workflow_id: str, step_k
     return {"step_key": head["step_key"], "activation_sequence": head["activation_seq"],
             "latest_activation_sequence": head["latest_activation_seq"],
             "poll_state": head["poll_state"], "rounds_used": head["rounds_used"], "max_rounds": head["max_rounds"],
-            "rounds": rounds, "next_after": rounds[-1]["number"] if rounds else after}
+            "rounds": rounds, "next_after": rounds[-1]["number"] if rounds else after,
+            # Rounds are numbered 1..rounds_used: past the last one given, more follow exactly when it is not the last.
+            "more": bool(rounds) and rounds[-1]["number"] < (head["rounds_used"] or 0)}
 
 
 def instance_list(conn: Conn, token: str, namespace: str, *, status: str | None = None,

@@ -517,11 +517,8 @@ class StepRounds(Page):
         shown = routines.step_rounds(conn, token, ns, workflow_id, step_key, activation_sequence=activation,
                                      after=after, limit=self.ROUNDS, verbatim=True)
         latest = shown["latest_activation_sequence"]  # for the chooser, from the same read
-        rounds = shown["rounds"]
-        # Rounds are numbered 1..rounds_used: past the last one shown, more follow exactly when it is not the last.
-        more = bool(rounds) and rounds[-1]["number"] < (shown["rounds_used"] or 0)
         self.render(req, resp, "rounds.html", session, workflow_id=workflow_id, step=shown, after=after,
-                    rounds=rounds, more=more, latest=latest or 0, nav="instances")
+                    rounds=shown["rounds"], more=shown["more"], latest=latest or 0, nav="instances")
 
 
 def _done(req, resp, workflow_id: str, action: str, key: str, result: dict) -> None:

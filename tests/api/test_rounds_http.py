@@ -34,8 +34,10 @@ def test_P5_R11_rounds_over_http_are_the_sql_page_with_each_result_as_kept(world
     sql = routines.step_rounds(world.db.conn, world.token, world.namespace, wf, "check", limit=2)
     assert [r["number"] for r in page["rounds"]] == [r["number"] for r in sql["rounds"]] == [1, 2]
     assert page["next_after"] == 2 and page["activation_sequence"] == 1 and page["rounds_used"] == 3
+    assert page["more"] is True  # round 3 follows: the rounds are numbered 1..rounds_used
     rest = client.simulate_get(rounds_path(world, wf), params={"after": 2}, headers=auth(world.token)).json
     assert [(r["number"], r["outcome"], r["result"]) for r in rest["rounds"]] == [(3, "IN_FLIGHT", None)]
+    assert rest["more"] is False  # the last: no empty page to ask for
     assert client.simulate_get(rounds_path(world, wf), params={"after": 3},
                                headers=auth(world.token)).json["next_after"] == 3
 

@@ -784,7 +784,7 @@ def test_P5_workflows_rounds_prints_a_polls_rounds_a_page_at_a_time(weave, world
     code, out, _ = weave("workflows", "rounds", wf, "check", "--limit", "1")
     lines = out.splitlines()
     assert code == 0 and lines[0].startswith("check #1  poll IN_FLIGHT  rounds 2/")
-    assert "POLL_PENDING" in lines[1] and lines[-1] == "next page (if any): --activation 1 --after 1"
+    assert "POLL_PENDING" in lines[1] and lines[-1] == "next page: --activation 1 --after 1"
     code, out, _ = weave("workflows", "rounds", wf, "check", "--after", "2")
     assert code == 0 and "no rounds after 2" in out and "next page" not in out
     code, _, err = weave("workflows", "rounds", wf, "check", "--activation", "7")
