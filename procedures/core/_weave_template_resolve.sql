@@ -1,7 +1,14 @@
 -- Applies a compiled template (procedures.definitions): start from the skeleton, then put the value found at each
 -- binding's source path into its target path. Runs at activation; the result is frozen (R-7, P-5). A source
--- path that finds nothing, spelled with characters or with escapes, resolves to JSON null. A function: it reads
--- no table, so resolving costs its caller no statement.
+-- path that finds nothing resolves to JSON null. A function: it reads no table, so resolving costs its caller no
+-- statement.
+--
+-- A document is kept as it was written, and MariaDB's JSON_EXTRACT finds a key only as the document spells it: a
+-- key written with escapes of characters that need none ("\u0061mount", "psp\/ref" from PHP's json_encode, or
+-- "\u5ba1\u6279" from any encoder that keeps to ASCII) was not found through its characters, and its value was
+-- frozen as null. A path that finds nothing in a document holding a backslash is therefore read again in the
+-- document with every escape in one spelling (_weave_json_escapes_canonical), made once per call and only then,
+-- in which each such key is written as its characters.
 --
 -- The context of 04-polls, {"input": ..., "steps": {<key>: {"output": ...}}}, is never built as one document:
 -- that would nest the input one level and each output three deeper than they are kept, and the server reads no
@@ -38,6 +45,8 @@ BEGIN
     DECLARE v_arrays LONGTEXT;  -- the places a source indexes, which must hold arrays
     DECLARE v_at VARCHAR(2048);
     DECLARE v_j INT;
+    DECLARE v_escaped BOOLEAN;  -- whether in_document holds a backslash, looked at when a path first misses
+    DECLARE v_canonical LONGTEXT;  -- in_document with its escapes in one spelling, made only then
     IF in_template IS NULL OR JSON_TYPE(JSON_EXTRACT(in_template, '$')) = 'NULL' THEN
         SET v_out = NULL;
     ELSE
@@ -65,11 +74,12 @@ BEGIN
                 ITERATE bindings;  -- another document's: applied by the call that hands that one over
             END IF;
             SET v_value = JSON_EXTRACT(in_document, v_path);
-            IF v_value IS NULL AND CHAR_LENGTH(v_path) < OCTET_LENGTH(v_path) THEN
-                -- A key outside ASCII that the document spells with \u escapes (a signal payload kept as it was
-                -- sent, from an encoder that keeps to ASCII) is found only through the same escapes.
-                SET v_value = COALESCE(JSON_EXTRACT(in_document, _weave_json_path_escaped(v_path, FALSE)),
-                                       JSON_EXTRACT(in_document, _weave_json_path_escaped(v_path, TRUE)));
+            IF v_value IS NULL AND v_escaped IS NULL THEN
+                SET v_escaped = LOCATE(CHAR(92 USING utf8mb4), in_document) > 0;
+                SET v_canonical = IF(v_escaped, _weave_json_escapes_canonical(in_document), NULL);
+            END IF;
+            IF v_value IS NULL AND v_escaped THEN
+                SET v_value = JSON_EXTRACT(v_canonical, v_path);
             END IF;
             -- The server's paths are lax: an index of a value that is no array ('$[0]' of "abc") finds the value
             -- itself. A source that reads an item finds something only where each place it indexes holds an array
@@ -78,10 +88,7 @@ BEGIN
             WHILE v_value IS NOT NULL AND v_j < COALESCE(JSON_LENGTH(v_arrays), 0) DO
                 SET v_at = JSON_UNQUOTE(JSON_EXTRACT(v_arrays, CONCAT('$[', v_j, ']'))), v_j = v_j + 1;
                 IF COALESCE(JSON_TYPE(JSON_EXTRACT(in_document, v_at)),
-                            IF(CHAR_LENGTH(v_at) < OCTET_LENGTH(v_at),
-                               COALESCE(JSON_TYPE(JSON_EXTRACT(in_document, _weave_json_path_escaped(v_at, FALSE))),
-                                        JSON_TYPE(JSON_EXTRACT(in_document, _weave_json_path_escaped(v_at, TRUE)))),
-                               NULL), '') <> 'ARRAY' THEN
+                            IF(v_escaped, JSON_TYPE(JSON_EXTRACT(v_canonical, v_at)), NULL), '') <> 'ARRAY' THEN
                     SET v_value = NULL;
                 END IF;
             END WHILE;
