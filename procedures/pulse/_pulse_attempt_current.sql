@@ -5,7 +5,10 @@
 -- transaction (_weave_inbox_settle); when another does, the inbox event waits for the candidate path. A
 -- report from the holder of an attempt that is no longer current (its lease was recovered, the task
 -- moved on) is kept as a late report: the worker's words are not lost, but they change nothing. The
--- report's time is read here, after every lock (R-2). A retryable failure (in_retryable) of a task with
+-- report's time is read here, after every lock (R-2), and is after the instance's last decision: the one it
+-- locked, or when another transaction holds the instance, the last one committed. A writer whose clock is
+-- behind (a failover, a cluster's nodes a little apart) dated a report made after a final signal at the
+-- signal's own time, which F-1 gives to the query, or before it, and the later answer won the race. A retryable failure (in_retryable) of a task with
 -- attempts left and no cancel asked (as read before any lock) only puts the task back in its queue: it
 -- takes no lock of the instance's, and if the task ends after all (its deadline comes before the next
 -- start), the outcome waits in the inbox for the candidate path.
@@ -30,7 +33,7 @@ out_current = 1 when the attempt is the task''s RUNNING attempt, else 0 after st
 pulse_late_reports (in_kind SUCCEEDED or FAILED); out_task_status: the task''s status as locked here;
 out_namespace_id: the attempt''s namespace; out_inst_status: the locked instance''s; out_lines: whether work waited
 in line for the room of the task''s app or queue as the first, plain read saw it (see _pulse_inbox_add); out_now:
-the engine clock, read after every lock.
+the engine clock, read after every lock, and after the instance''s last decision (locked, or as committed).
 Errors: 50003 NOT_FOUND (no such attempt), 50007 INVALID_STATE (the attempt''s task is missing), 50012
 ATTEMPT_NOT_CURRENT (the attempt is not this worker''s),
 50201 WORKER_ID_INVALID.
@@ -50,12 +53,13 @@ BEGIN
     DECLARE v_dummy BIGINT UNSIGNED;
     DECLARE v_may_end BOOLEAN;
     DECLARE v_last DATETIME(6) DEFAULT NULL;  -- the locked instance's last decision (R-2)
+    DECLARE v_seen DATETIME(6) DEFAULT NULL;  -- the instance's last decision as committed, read without a lock
 
     IF in_worker_id IS NULL OR CHAR_LENGTH(in_worker_id) NOT BETWEEN 1 AND 128 THEN
         CALL _weave_raise(50201, 'WORKER_ID_INVALID: worker id must be 1-128 characters');
     END IF;
     SET out_current = 0, out_instance_id = NULL, out_inst_status = NULL;
-    SELECT a.task_id, t.instance_id, i.credential_id,
+    SELECT a.task_id, t.instance_id, i.credential_id, i.updated_at,
            NOT in_retryable OR t.attempts_used >= t.max_attempts OR t.cancel_requested <> 0,
            -- only where the task may end here: a retry gives no slot back
            (NOT in_retryable OR t.attempts_used >= t.max_attempts OR t.cancel_requested <> 0)
@@ -63,7 +67,7 @@ BEGIN
                            AND w.deferred_for = t.app_id)
                 OR EXISTS (SELECT 1 FROM weave_pending_advances w WHERE w.deferred_reason = 'QUEUE_FULL'
                               AND w.deferred_for = t.queue_id))
-      INTO v_task, v_inst, v_cred, v_may_end, out_lines
+      INTO v_task, v_inst, v_cred, v_seen, v_may_end, out_lines
       FROM pulse_attempts a
       LEFT JOIN pulse_tasks t ON t.id = a.task_id
       LEFT JOIN weave_instances i ON i.id = t.instance_id
@@ -83,9 +87,9 @@ BEGIN
     IF v_locked IS NULL THEN
         CALL _weave_raise(50007, 'INVALID_STATE: the attempt''s task does not exist');
     END IF;
-    -- Never before the instance's last decision when this report holds the instance (R-2: see _weave_signal_accept).
+    -- After the instance's last decision, never at it: a fact stored before the report stays before it (R-2, F-9).
     SELECT GREATEST(UTC_TIMESTAMP(6) + INTERVAL clock_offset_us MICROSECOND,
-                    COALESCE(v_last, CAST('1000-01-01' AS DATETIME(6))))
+                    COALESCE(v_last, v_seen, CAST('1000-01-01' AS DATETIME(6))) + INTERVAL 1 MICROSECOND)
       INTO out_now FROM weave_install WHERE id = 1;
     IF v_worker <> in_worker_id THEN
         CALL _weave_raise(50012, 'ATTEMPT_NOT_CURRENT: the attempt was claimed by another worker');

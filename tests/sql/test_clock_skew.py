@@ -9,7 +9,13 @@ clock can be behind."""
 
 from __future__ import annotations
 
+import contextlib
+
+import pytest
+
 from procedures import pulse, routines
+from tests.sql.test_final_signal import FINAL, final
+from tests.sql.test_polls import claim, poll_flow
 from tests.support.signals import send, signal_flow
 
 HOUR = 3_600_000
@@ -65,10 +71,43 @@ def test_R2_operator_actions_reports_and_timers_on_a_writer_behind_keep_the_inst
     clock_behind(world, 5_000)
     with world.held(attempt_id=got["attempt_id"]):  # the report leaves its outcome to the orchestrator
         pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"ok": True})
-    orch.drain()  # the inbox consumed: the TASK settles and the timer starts, dated as the last decision
-    # The writer is now 20 s behind the clock that dated the timer's start: the timer is due 60 s after it, so this
-    # writer sees it due 20 s late (scaling.md: a clock behind fires timers late by the difference).
-    world.db.advance(85_000)
+    # The outcome is dated after the instance's last decision, 15 s ahead of this writer, and is consumed when the
+    # writer's clock reaches it: the TASK settles and the timer starts then, due 60 s later (scaling.md: a clock
+    # behind makes what it dates wait by the difference).
+    orch.drain()
+    assert world.step(wf, "charge")["status"] == "ACTIVE"
+    world.db.advance(15_000)
+    orch.drain()
+    assert world.step(wf, "charge")["status"] == "SUCCEEDED"
+    world.db.advance(60_000)
     orch.drain()
     assert world.instance(wf)["status"] == "SUCCEEDED"
     assert times(world, wf) == sorted(times(world, wf))  # M-4.16, event by event
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["report-holds-the-instance", "instance-held-by-another"])
+def test_F9_a_query_answer_reported_after_a_final_signal_on_a_writer_behind_is_not_dated_before_it(world, orch,
+                                                                                                   held):
+    """The final signal is accepted first, and the worker's different final answer is reported after it on a
+    writer whose clock is 2 s behind. The report was dated the signal's own time when it took the instance's lock
+    (equal times: the query wins, F-1), or its raw clock time when another transaction held the instance, and
+    either way the answer won and the signal was REJECTED QUERY_SETTLED, with no review: which of the two
+    happened first depended on the clocks, not on the order of the facts. A report is dated after the instance's
+    last committed decision now, so the signal stays first and the two facts go to review (F-6)."""
+    world.publish(poll_flow(final_signal=FINAL, then=True))
+    wf = world.start("pay", {"order_id": "o-1"})
+    orch.drain()
+    got = claim(world, lease_ms=HOUR)
+    receipt = final(world, wf, payload={"status": "PAID", "output": {"receipt": "r-1"}})
+    clock_behind(world, 2_000)
+    with world.held(attempt_id=got["attempt_id"]) if held else contextlib.nullcontext():
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "PAID", "output": {"receipt": "r-2"}})
+    world.db.advance(2_000)  # a held report's outcome waits until this writer's clock reaches its time
+    orch.drain()
+    accepted = world.db.scalar("SELECT accepted_at FROM weave_signals WHERE id = %s",
+                               int(receipt["signal_id"].removeprefix("sig_")))
+    assert world.db.scalar("SELECT result_at FROM weave_poll_rounds") > accepted
+    inst = world.instance(wf)
+    assert inst["status"] == "NEEDS_REVIEW"
+    assert [r["code"] for r in inst["review_reasons"]] == ["FINAL_RESULT_CONFLICT"]
+    assert times(world, wf) == sorted(times(world, wf))  # M-4.16
