@@ -33,6 +33,21 @@ def test_every_errno_raised_by_a_routine_is_in_the_error_table_with_its_code():
 
 
 
+# A message written whole: the literal (or adjacent literals) a raise passes, up to its closing parenthesis.
+_MESSAGE = re.compile(r"_weave_raise\(\s*\d+\s*,\s*((?:'(?:[^']|'')*'\s*)+)\)")
+
+
+def test_every_error_message_fits_what_the_server_carries():
+    """A message longer than the 128 characters MESSAGE_TEXT carries is cut (_weave_raise takes its LEFT): a
+    refusal's detail lost its end, the part that named what to fix."""
+    checked = 0
+    for routine in shipped_routines():
+        for literals in _MESSAGE.findall(routine.text):
+            message = "".join(part.replace("''", "'") for part in re.findall(r"'((?:[^']|'')*)'", literals))
+            assert len(message) <= 128, f"{routine.name}: {len(message)} characters: {message}"
+            checked += 1
+    assert checked > 100
+
 # Errors any routine may answer beyond its own list: IN_TRANSACTION (R-1, any routine that owns its transaction),
 # ROOM_TAKEN (transient: the decision is retried) and INVALID_STATE for stored facts that do not verify.
 ANY_ROUTINE = {50013, 50014, 50007}

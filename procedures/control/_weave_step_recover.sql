@@ -86,7 +86,7 @@ BEGIN
             -- The size before the text, which takes a while to read when large (the instance is locked meanwhile).
             IF in_output IS NULL OR LENGTH(in_output) > 262144 OR NOT _weave_json_strict(in_output) THEN
                 CALL _weave_raise(50117, 'INPUT_INVALID: output must be one JSON value of at most 256 KiB, nested at most 31 '
-                                                'levels, with no key twice in one object');
+                                                'levels, no key twice, no number past a double');
             END IF;
             IF in_evidence_ref IS NOT NULL AND (CHAR_LENGTH(in_evidence_ref) NOT BETWEEN 1 AND 512
                                                 OR in_evidence_ref REGEXP '[\\s\\p{Z}\\p{Cc}]') THEN  -- as a signal's

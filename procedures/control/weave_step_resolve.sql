@@ -14,7 +14,7 @@ CREATE PROCEDURE weave_step_resolve(
 and a wait of its activation still open (CANCELLED; its PENDING signals REJECTED STEP_SETTLED); the instance reopens
 (and successors activate) when no reason is left.
 Parameters: in_token (workflows:review and every queue of the definition), in_namespace, in_workflow_id, in_step_key,
-in_output (JSON, <= 256 KiB, no key twice in one object), in_evidence_ref (optional, <= 512 chars, no whitespace),
+in_output (JSON, <= 256 KiB, no key twice in one object, no number beyond a double''s range), in_evidence_ref (optional, <= 512 chars, no whitespace),
 in_reason, in_idempotency_key, in_activation_sequence (optional: the activation the action is meant for; another one
 in review is refused INVALID_STATE, nothing changed).
 Result set: workflow_id, step_key, status (of the instance), replayed.

@@ -3,16 +3,16 @@
 -- payload, a task's result, an operator's output) passes this pattern as well, which walks the text, strings whole,
 -- and lets a - or . through only before a digit and an e only before an exponent or at the end of true and false.
 -- Nor does any object of it hold one key twice, which MariaDB and Python would read as two different values
--- (_weave_json_keys_unique).
+-- (_weave_json_keys_unique), nor any number that Python reads as infinity (_weave_json_numbers_finite).
 CREATE FUNCTION _weave_json_strict(in_text LONGTEXT)
     RETURNS BOOLEAN
     COMMENT 'Internal. Description: TRUE when in_text is one JSON value that every JSON reader takes back, and reads
-as one value (no object holding a key twice); FALSE otherwise, NULL included.'
+as one value (no object holding a key twice, no number beyond a double''s range); FALSE otherwise, NULL included.'
     DETERMINISTIC
     READS SQL DATA
 BEGIN
     RETURN COALESCE(JSON_VALID(in_text) AND in_text REGEXP
                     '^(?:[^"\\\\.eE-]++|"(?:[^"\\\\]++|\\\\["\\\\/bfnrtu])*+"'
                     '|[.-](?=[0-9])|[eE](?=[-+]?[0-9])|(?<=tru|fals)e)*+\\z'
-                    AND _weave_json_keys_unique(in_text), FALSE);
+                    AND _weave_json_keys_unique(in_text) AND _weave_json_numbers_finite(in_text), FALSE);
 END

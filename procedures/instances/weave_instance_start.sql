@@ -21,7 +21,7 @@ audit in the same transaction. Its ready steps are activated by the same transac
 created, as the ROOT advance would (R-7, R-8: a deferral, for a full quota or queue, or a review is left on the
 ROOT checkpoint as by that advance).
 Parameters: in_token (workflows:start and every queue of the definition), in_namespace, in_definition, in_version,
-in_app, in_input (JSON, <= 1 MiB, no key twice in one object; NULL = {}), exactly one of in_deadline_at (UTC) /
+in_app, in_input (JSON, <= 1 MiB, no key twice in one object, no number beyond a double''s range; NULL = {}), exactly one of in_deadline_at (UTC) /
 in_deadline_ms (from now), in_business_key (<= 256 chars), in_idempotency_key (1-128 printable ASCII, no space).
 Result sets 1-5: the instance, exactly as weave_instance_get answers it, with created 1 for a new instance (as it
 committed) and 0 for a replay (as it is now, read from one snapshot).
@@ -106,7 +106,7 @@ BEGIN
         -- takes a while, and every task creation of the app waits for that lock (_pulse_slot_take).
         IF LENGTH(v_input) > 1048576 OR NOT _weave_json_strict(v_input) THEN
             CALL _weave_raise(50117, 'INPUT_INVALID: input must be one JSON value of at most 1 MiB, nested at most '
-                                     '31 levels, with no key twice in one object');
+                                     '31 levels, no key twice, no number past a double');
         END IF;
         SELECT id INTO v_app FROM weave_apps WHERE namespace_id = v_ns AND name = in_app LOCK IN SHARE MODE;
         IF v_app IS NULL THEN

@@ -12,7 +12,7 @@ permit released, inbox event SUCCEEDED at the report''s time, consumed in the sa
 is not locked by another (the step settles as the orchestrator would settle it), else left for the orchestrator. A
 report for an attempt that is no longer current is stored as a late report and changes nothing.
 Parameters: in_attempt_id, in_worker_id (the claimant), in_result (the handler''s return value: JSON of at most 1 MiB,
-nested at most 32 levels deep, no key twice in one object).
+nested at most 32 levels deep, no key twice in one object, no number beyond a double''s range).
 Result set: outcome (SUCCEEDED, or LATE for a report that was stored without effect), task_id, attempt_id, task_status,
 next_task_in_ms (when the answer left its POLL step waiting for the next round: the milliseconds until that round is
 due and its task is created, else NULL).
@@ -38,7 +38,7 @@ BEGIN
         CALL _weave_raise(50203, IF(OCTET_LENGTH(in_result) > 1048576,
                                     'RESULT_INVALID: the result must be JSON of at most 1 MiB',
                                     'RESULT_INVALID: the result must be one JSON value, nested at most 32 levels '
-                                    'deep, with no key twice in one object'));
+                                    'deep, no key twice, no number past a double'));
     END IF;
     CALL _pulse_attempt_current(in_attempt_id, in_worker_id, 'SUCCEEDED', in_result, FALSE, v_now, v_task, v_current,
                                 v_status, v_ns, v_inst, v_inst_status, v_lines);  -- the locks, then the clock (R-2)

@@ -131,7 +131,8 @@ BEGIN
     SET v_payload_text = CONVERT(in_payload USING utf8mb4);
     -- MariaDB's JSON_VALID alone also passes numbers such as 1. and escapes such as \x (_weave_json_strict).
     IF NOT _weave_json_strict(v_payload_text) THEN
-        CALL _weave_raise(50109, 'PAYLOAD_INVALID: payload must be one JSON value, with no key twice in one object');
+        CALL _weave_raise(50109, 'PAYLOAD_INVALID: payload must be one JSON value, nested at most 31 levels, '
+                                 'no key twice, no number past a double');
     END IF;
     IF in_reason IS NULL OR CHAR_LENGTH(in_reason) NOT BETWEEN 1 AND 1024 THEN
         CALL _weave_raise(50111, 'REASON_INVALID: reason is required, 1-1024 characters');

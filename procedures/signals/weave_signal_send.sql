@@ -22,8 +22,8 @@ the receipt still says PENDING (S-5).
 Parameters: in_token (workflows:signal, ACTIVE, of the namespace, every queue of the pinned definition),
 in_namespace, in_workflow_id (wf_...), in_idempotency_key (1-128 printable ASCII, no space), in_name (1-128 printable ASCII),
 in_payload_version (1-32 printable ASCII), in_target_step_key (1-64 chars), in_target_activation_seq (>= 1),
-in_correlation_key (1-512 bytes of UTF-8, exact), in_payload (JSON text as received, <= 256 KiB, no key twice in one
-object; SQL NULL = missing, the text null = JSON null), in_reason (1-1024 chars), in_evidence_ref (NULL or 1-512
+in_correlation_key (1-512 bytes of UTF-8, exact), in_payload (JSON text as received, <= 256 KiB, nested at most 31 levels, no key twice in one
+object, no number past a double; SQL NULL = missing, the text null = JSON null), in_reason (1-1024 chars), in_evidence_ref (NULL or 1-512
 chars, no whitespace or control characters).
 Result set: signal_id, workflow_id, idempotency_key, status, disposition, accepted_at, expires_at, request_digest
 (the receipt fields), receipt (the frozen receipt JSON text), replayed (1 when answered from a first acceptance).

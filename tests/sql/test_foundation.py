@@ -710,12 +710,13 @@ def test_M2_a_start_reads_its_input_before_it_locks_its_app_and_sizes_before_tex
 
 
 @pytest.mark.parametrize("text", ['{"a": 1.}', '{"a": [-]}', '{"a": "\\x"}', '{"a": 1, "a": 2}',
-                                  '{"a": {"b": [{"c": 1, "\\u0063": 2}]}}'])
+                                  '{"a": {"b": [{"c": 1, "\\u0063": 2}]}}', '{"a": [1e400]}'])
 def test_M2_json_that_only_the_server_takes_is_refused_as_input_result_and_output(world, orch, text):
     """MariaDB's JSON_VALID takes 1. or a lone - or the escape \\x, which no JSON reader takes back: over SQL an
     instance's input, a task's result and an operator's output were stored so, and every later read of them failed
     (the API's GET, the worker's handler input). Each is refused as a signal's payload is. So is an object with a key
-    twice, which the engine and a handler would read as two different values (the first, the last)."""
+    twice, which the engine and a handler would read as two different values (the first, the last), and a number
+    beyond a double's range, which Python reads as infinity and the HTTP API and every worker refuse."""
     world.publish(TASKY)
     with pytest.raises(errors.ValidationFailed) as start:
         routines.instance_start(world.db.conn, world.token, world.namespace, definition="charge", app=world.app,

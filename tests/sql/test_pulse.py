@@ -1414,7 +1414,7 @@ def test_K3_a_result_refused_says_whether_it_is_too_large_or_not_json_nested_as_
         assert exc.value.field_code == "RESULT_INVALID"
         refusals[what] = exc.value.detail
     assert refusals["deep"] == refusals["not_json"] == \
-        "the result must be one JSON value, nested at most 32 levels deep, with no key twice in one object"
+        "the result must be one JSON value, nested at most 32 levels deep, no key twice, no number past a double"
     assert refusals["large"] == "the result must be JSON of at most 1 MiB"
     assert task_of(world, wf)["status"] == "RUNNING"
 

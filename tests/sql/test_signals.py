@@ -223,6 +223,39 @@ def test_S1_a_payload_that_is_not_json_is_refused_even_where_the_server_would_ta
     rejected(world, wf, "PAYLOAD_INVALID", payload=payload)
 
 
+BEYOND_A_DOUBLE = ["1e400", "-1e309", "1.7976931348623159e308", "2E+308", "0.5e309", "1" * 310 + ".0",
+                   "12345.6789e305", "1" * 200 + "e150"]
+WITHIN_A_DOUBLE = ["1.7976931348623157e308", "1.7976931348623158e308", "1e-400", "0.0000e99999", "1" * 400,
+                   "1" * 120 + ".5e-100", "0." + "0" * 150 + "1e300"]
+
+
+def test_S1_a_number_beyond_a_double_is_refused_as_the_http_api_and_every_worker_refuse_it(world, orch):
+    """Python reads a number with a fraction or an exponent as a double, and one past the largest as infinity: the
+    HTTP API refused it, but a signal sent through SQL took it, and the successor's task input that froze it failed
+    at the worker (INPUT_INVALID, no retry). The bound is the one Python reads by, to the last digit; an integer of
+    any length, a number too small for a double and one written inside a string still pass."""
+    wf = started(world, orch, signal_flow("any-flow", payload_type="any"))
+    for number in BEYOND_A_DOUBLE:
+        payload = f'{{"amount": [1, {number}], "note": "1e400"}}'
+        with pytest.raises(jsontext.InvalidJson):
+            jsontext.parse_strict(payload)
+        rejected(world, wf, "PAYLOAD_INVALID", payload=payload)
+    for number in WITHIN_A_DOUBLE:
+        payload = f'{{"amount": [1, {number}], "note": "1e400"}}'
+        jsontext.parse_strict(payload)
+        receipt = send(world, wf, key=f"within-{len(number)}-{number[:24]}", payload=payload)  # accepted, stored
+        assert signal_row(world, receipt["signal_id"])["payload"] == payload.encode()
+
+
+def test_S1_a_payload_nested_deeper_than_the_server_reads_is_refused_saying_so(world, orch):
+    """The server reads no JSON nested deeper than 32 levels: 32 arrays, one inside the other, were refused as
+    "payload must be one JSON value, with no key twice in one object", which named neither; 31 pass."""
+    wf = started(world, orch, signal_flow("any-flow", payload_type="any"))
+    refused = rejected(world, wf, "PAYLOAD_INVALID", payload="[" * 32 + "]" * 32)
+    assert "nested at most 31 levels" in refused.detail
+    assert send(world, wf, payload="[" * 31 + "]" * 31)["status"] == "PENDING"
+
+
 def test_S1_every_json_spelling_of_numbers_escapes_and_literals_is_still_a_payload(world, orch):
     payload = ('{"n": [-0, -0.5, 1.25e-3, 1E+05, 2e5, 0.0], "s": ["1.", "-", "e+", "\\\\x", '
                '"\\"\\/\\b\\f\\n\\r\\t\\u00e9"], "l": [true, false, null], "e": {"eE-.": "true-false."}}')
