@@ -111,3 +111,25 @@ def test_F9_a_query_answer_reported_after_a_final_signal_on_a_writer_behind_is_n
     assert inst["status"] == "NEEDS_REVIEW"
     assert [r["code"] for r in inst["review_reasons"]] == ["FINAL_RESULT_CONFLICT"]
     assert times(world, wf) == sorted(times(world, wf))  # M-4.16
+
+
+def test_K2_a_heartbeat_on_a_writer_behind_never_moves_the_lease_earlier(world, orch):
+    """A heartbeat set the lease to its own now + lease: on a writer an hour behind the one that granted a 30 s lease,
+    that was an hour before it, and the next recovery on a writer with the right time found the lease run out and
+    recorded the live worker's task as lost (TASK_UNKNOWN, a review) while it kept beating."""
+    world.publish({"name": "charge", "steps": [
+        {"key": "charge", "type": "TASK", "queue": "payments", "handler": "example.echo", "handler_version": "1",
+         "input": {}}]})
+    wf = world.start("charge", {})
+    orch.drain()
+    got = pulse.task_claim(world.db.conn, "w1", "payments", limit=1, lease_ms=30_000)[0]
+    granted = world.db.scalar("SELECT lease_expires_at FROM pulse_attempts WHERE id = %s", got["attempt_id"])
+    clock_behind(world, HOUR)
+    beat = pulse.attempt_heartbeat(world.db.conn, got["attempt_id"], "w1", 30_000)
+    assert beat["lease_expires_at"] == granted
+    world.db.execute("UPDATE weave_install SET clock_offset_us = clock_offset_us + %s WHERE id = 1", HOUR * 1000)
+    world.db.advance(20_000)  # the right time again, within the lease as granted
+    orch.drain()
+    assert world.instance(wf)["status"] == "RUNNING" and world.step(wf, "charge")["status"] == "ACTIVE"
+    later = pulse.attempt_heartbeat(world.db.conn, got["attempt_id"], "w1", 30_000)  # and it extends as before
+    assert later["lease_expires_at"] > granted
