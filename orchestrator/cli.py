@@ -883,7 +883,7 @@ def _queue_names(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-NAMESPACE_RULE = "1-64 characters of A-Z a-z 0-9 _ . -"
+NAMESPACE_RULE = "1-64 characters of A-Z a-z 0-9 _ . -, and not . or .."
 
 
 def _namespace_name(text: str) -> str:
@@ -891,7 +891,7 @@ def _namespace_name(text: str) -> str:
     (and an empty one would serve every namespace)."""
     import re
 
-    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", text):
+    if not re.fullmatch(r"(?!\.\.?\Z)[A-Za-z0-9_.-]{1,64}", text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a namespace name ({NAMESPACE_RULE})")
     return text
 

@@ -3,7 +3,7 @@
 -- definitions:publish, so it has no signal or workflow rights (S-2); an admin creates those.
 CREATE PROCEDURE weave_namespace_bootstrap(IN in_namespace VARCHAR(200))
     COMMENT 'Description: creates the namespace if missing and a new bootstrap credential; the token is shown once.
-Parameters: in_namespace - 1-64 chars of [A-Za-z0-9_.-].
+Parameters: in_namespace - 1-64 chars of [A-Za-z0-9_.-], not . or .. (a segment of the API''s paths).
 Result set: namespace, credential_id, actor, scopes, queues, token.
 Errors: 50116 NAME_INVALID.
 Rules: S-2, M-1.'
@@ -16,8 +16,9 @@ BEGIN
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_claim('weave_namespace_bootstrap', v_tx);
-    IF in_namespace IS NULL OR NOT (in_namespace REGEXP '^[A-Za-z0-9_.-]{1,64}\\z') THEN
-        CALL _weave_raise(50116, 'NAME_INVALID: namespace must be 1-64 chars of A-Z a-z 0-9 _ . -');
+    -- A namespace names the API's paths (/v1/namespaces/{ns}), where most HTTP clients resolve . and .. away.
+    IF in_namespace IS NULL OR NOT (in_namespace REGEXP '^[A-Za-z0-9_.-]{1,64}\\z') OR in_namespace IN ('.', '..') THEN
+        CALL _weave_raise(50116, 'NAME_INVALID: namespace must be 1-64 chars of A-Z a-z 0-9 _ . -, and not . or ..');
     END IF;
     CALL _weave_now(v_now);
     INSERT IGNORE INTO weave_namespaces (name, created_at) VALUES (in_namespace, v_now);

@@ -31,6 +31,18 @@ def test_bootstrap_prints_a_token_stored_only_as_its_sha256(db):
     assert boot["token"] not in everything
 
 
+@pytest.mark.parametrize("name", [".", "..", "", "a/b", "n" * 65])
+def test_a_namespace_that_no_path_of_the_api_can_name_is_refused(db, name):
+    """A namespace is a segment of the API's paths, where most HTTP clients (curl, browsers, requests) resolve "."
+    and ".." away before they send: /v1/namespaces/../workflows reached another path. Such names are refused as
+    definition names and step keys are."""
+    with pytest.raises(errors.ValidationFailed) as refused:
+        routines.namespace_bootstrap(db.conn, name)
+    assert refused.value.field_code == "NAME_INVALID"
+    assert db.scalar("SELECT COUNT(*) FROM weave_namespaces") == 0
+    assert routines.namespace_bootstrap(db.conn, "...")["namespace"] == "..."  # three dots name no other path
+
+
 def test_S2_bootstrap_credential_has_no_workflow_rights(world):
     world.publish(TIMER)
     with pytest.raises(errors.Forbidden):
