@@ -14,6 +14,7 @@ BEGIN
     DECLARE v_status VARCHAR(16);
     DECLARE v_step_status VARCHAR(16);
     DECLARE v_unsettled INT;
+    DECLARE v_which VARCHAR(128);
     SET out_step_id = NULL;
     SELECT status INTO v_status FROM weave_instances WHERE id = in_instance_id;
     SELECT id, type, status, activation_seq, activation_id
@@ -29,7 +30,23 @@ BEGIN
     -- answered with the reason an operator can act on.
     CALL _weave_task_unsettled_count(in_instance_id, v_unsettled);
     IF v_unsettled > 0 THEN
-        CALL _weave_raise(50008, 'TASK_IN_FLIGHT: a task of the instance is still unsettled');
+        -- Which one, so that an operator can look at it (its step's explain) rather than search for it.
+        SELECT CONCAT('task tsk_', t.id, ' of step ', t.step_key, ' is ', t.status,
+                      IF(a.worker_id IS NULL, '', CONCAT(' on worker ', LEFT(a.worker_id, 24))))
+          INTO v_which
+          FROM pulse_tasks t
+          LEFT JOIN pulse_attempts a ON a.task_id = t.id AND a.status = 'RUNNING'
+         WHERE t.instance_id = in_instance_id AND t.status IN ('QUEUED', 'RUNNING')
+         ORDER BY t.id LIMIT 1;
+        IF v_which IS NULL THEN
+            SELECT CONCAT('the outcome of task tsk_', e.task_id, ' of step ', t.step_key,
+                          ' waits for the orchestrator')
+              INTO v_which
+              FROM pulse_inbox e JOIN pulse_tasks t ON t.id = e.task_id
+             WHERE e.instance_id = in_instance_id AND e.state = 'PENDING'
+             ORDER BY e.id LIMIT 1;
+        END IF;
+        CALL _weave_raise(50008, CONCAT('TASK_IN_FLIGHT: ', COALESCE(v_which, 'a task of the instance is unsettled')));
     END IF;
     IF v_step_status <> 'NEEDS_REVIEW' THEN
         CALL _weave_raise(50007, CONCAT('INVALID_STATE: the step is ', v_step_status, ', not NEEDS_REVIEW'));

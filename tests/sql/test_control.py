@@ -282,13 +282,20 @@ def test_C4_recovery_is_refused_while_a_task_is_in_flight_then_accepted(world, o
     orch.drain()
     fail_current_task(world, orch)  # charge fails first (higher priority); notify is still queued
     assert [r["code"] for r in world.instance(wf)["review_reasons"]] == ["TASK_FAILED"]
-    with pytest.raises(errors.TaskInFlight):
+    with pytest.raises(errors.TaskInFlight) as queued:
         routines.step_reactivate(world.db.conn, world.token, "acme", wf, "charge", "retry after fix", "r1")
     notify = pulse.task_claim(world.db.conn, "w1", "payments", limit=1)[0]
+    with pytest.raises(errors.TaskInFlight) as running:
+        routines.step_reactivate(world.db.conn, world.token, "acme", wf, "charge", "retry after fix", "r1")
     with world.held(attempt_id=notify["attempt_id"]):
         pulse.attempt_complete(world.db.conn, notify["attempt_id"], "w1", {"sent": True})
-    with pytest.raises(errors.TaskInFlight):  # stored but not consumed yet: still unsettled
+    with pytest.raises(errors.TaskInFlight) as stored:  # stored but not consumed yet: still unsettled
         routines.step_reactivate(world.db.conn, world.token, "acme", wf, "charge", "retry after fix", "r1")
+    # Each refusal names the task that holds recovery back, and where it is.
+    task = notify["task_id"]
+    assert str(queued.value).endswith(f"task {task} of step notify is QUEUED")
+    assert str(running.value).endswith(f"task {task} of step notify is RUNNING on worker w1")
+    assert str(stored.value).endswith(f"the outcome of task {task} of step notify waits for the orchestrator")
     orch.drain()
     routines.step_reactivate(world.db.conn, world.token, "acme", wf, "charge", "retry after fix", "r1")
     orch.drain()
