@@ -10,7 +10,12 @@ required) are called, redirects included: anything else is a non-retryable failu
 cannot turn workers into a proxy to arbitrary hosts. The input's headers go to the origin its URL names
 (and to redirects on that origin), never to another scheme, host or port a redirect points to. The
 JSON response body is the result. 5xx, 429, timeouts, connection errors and broken responses are
-retryable; other 4xx, a non-JSON body, refused hosts and input that is not a request (a method outside
+retryable, with one exception: a POST or PATCH without an ``Idempotency-Key`` header is never sent twice
+once it may have taken effect. A failure after its request was sent (no answer in time, the connection
+lost, a response cut short, a 5xx other than 503) is final, ``HTTP_EFFECT_UNKNOWN``, and its step goes to
+review: a charge that timed out may have been made, and only a person (or the provider's deduplication,
+which the key asks for) can say. A connection never made, a 429 and a 503 say the request was not
+processed, and are retried. Other 4xx, a non-JSON body, refused hosts and input that is not a request (a method outside
 GET HEAD POST PUT PATCH DELETE OPTIONS, a header that HTTP cannot carry, a Host, Content-Length or
 Transfer-Encoding header, which the URL and the body say, a timeout_ms outside 1..3600000) are not.
 ``timeout_ms`` bounds each wait for the server and the whole response: a server that answers a byte
@@ -40,12 +45,18 @@ DEFAULT_TIMEOUT_MS = 10_000
 MAX_TIMEOUT_MS = 3_600_000
 _clock = time.monotonic  # the time timeout_ms is measured in (tests step it instead of waiting)
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+IDEMPOTENT = ("GET", "HEAD", "PUT", "DELETE", "OPTIONS")  # RFC 9110 9.2.2: a repeat changes nothing more
+NOT_PROCESSED = (429, 503)  # answers that say the request was not acted on: try again later
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # a token (RFC 9110)
 _HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")  # what HTTP/1.1 carries: no CR, LF or NUL
 
 
 class HttpRefused(Exception):
     """A request the handler will not make (bad input, host not allowed): non-retryable."""
+
+
+class _TooSlow(Exception):
+    """The response did not come whole within timeout_ms."""
 
 
 def allowlist() -> set[str]:
@@ -139,7 +150,7 @@ def _read(resp: Any, deadline: float, what: str) -> bytes:
     size = 0
     while size <= MAX_RESPONSE_BYTES:
         if _clock() > deadline:
-            raise Retryable(f"HTTP_TIMEOUT: {what}: the response took longer than timeout_ms")
+            raise _TooSlow(f"HTTP_TIMEOUT: {what}: the response took longer than timeout_ms")
         chunk = resp.read1(MAX_RESPONSE_BYTES + 1 - size)
         if not chunk:
             if resp.length:  # the connection ended short of the Content-Length: never a result, however it parses
@@ -173,20 +184,37 @@ def request(spec: Any) -> Any:
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _AllowlistRedirects(allowed, set(given)))
     req = urllib.request.Request(url, data=data, headers=headers, method=method)
     what = f"{method} {_shown(url)}"
+    # Whether this request may be sent again once it may have taken effect: a method that a repeat changes nothing
+    # more by, or a request the server can recognise as one it has seen (the key its deduplication reads).
+    repeatable = method in IDEMPOTENT or any(name.lower() == "idempotency-key" for name in given)
+
+    def sent(error: str) -> Exception:
+        """The failure of a request that reached the server, or may have."""
+        if repeatable:
+            return Retryable(error)
+        return HttpRefused(f"HTTP_EFFECT_UNKNOWN: {error}; it may have taken effect, and a {method} without an "
+                           f"Idempotency-Key header is never sent twice: check with the server before you recover")
+
     try:
         deadline = _clock() + timeout
         with opener.open(req, timeout=timeout) as resp:
             body = _read(resp, deadline, what)
     except urllib.error.HTTPError as exc:
-        if exc.code >= 500 or exc.code == 429:
+        if exc.code in NOT_PROCESSED:
             raise Retryable(f"HTTP_{exc.code}: {what}") from exc
+        if exc.code >= 500:
+            raise sent(f"HTTP_{exc.code}: {what}") from exc
         raise HttpRefused(f"HTTP_{exc.code}: {what}") from exc
-    except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-        raise Retryable(f"HTTP_UNREACHABLE: {what}: {getattr(exc, 'reason', exc)}") from exc
+    except urllib.error.URLError as exc:  # urllib's word for a request it could not send: never processed
+        raise Retryable(f"HTTP_UNREACHABLE: {what}: {exc.reason}") from exc
+    except (TimeoutError, ConnectionError) as exc:  # sent, then no answer: urllib wraps only errors of the sending
+        raise sent(f"HTTP_NO_ANSWER: {what}: {exc}") from exc
+    except _TooSlow as exc:
+        raise sent(str(exc)) from exc
     except http_client.InvalidURL as exc:  # a URL http.client will not send (control characters, a bad port)
         raise HttpRefused(f"HTTP_URL_INVALID: http.client will not send {_shown(url)!r}") from exc
     except http_client.HTTPException as exc:  # a status line or a body cut short or not HTTP: as a lost connection
-        raise Retryable(f"HTTP_RESPONSE_BROKEN: {what}: {type(exc).__name__}") from exc
+        raise sent(f"HTTP_RESPONSE_BROKEN: {what}: {type(exc).__name__}") from exc
     if len(body) > MAX_RESPONSE_BYTES:
         raise HttpRefused(f"HTTP_RESPONSE_TOO_LARGE: more than {MAX_RESPONSE_BYTES} bytes")
     try:

@@ -615,6 +615,9 @@ def test_R16_worker_refuses_to_start_on_another_level(db, database, capsys):
 
 
 # --- the built-in http handler ----------------------------------------------------------------------------------
+_POSTS: list[str] = []  # the paths that requests with a body (POST, PATCH, PUT) reached on the test server
+
+
 class _Api(BaseHTTPRequestHandler):
     def log_message(self, *args):  # keep test output quiet
         pass
@@ -670,13 +673,41 @@ class _Api(BaseHTTPRequestHandler):
 
     def do_POST(self):
         length = int(self.headers.get("Content-Length", 0))
-        self._send(200, json.dumps({"echo": json.loads(self.rfile.read(length))}).encode())
+        body = self.rfile.read(length)
+        _POSTS.append(self.path)
+        if self.path == "/charge-lost":  # the request is read (and acted on), then the connection closes unanswered
+            self.close_connection = True
+        elif self.path == "/charge-502":
+            self._send(502, b'{"error": "bad gateway"}')
+        elif self.path == "/charge-503":
+            self._send(503, b'{"error": "busy"}')
+        elif self.path == "/charge-drip":  # a byte of its answer, then nothing until the test ends
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "100")
+            self.end_headers()
+            self.wfile.write(b" ")
+            self.wfile.flush()
+            self.server.released.wait()  # type: ignore[attr-defined]
+            self.close_connection = True
+        elif self.path == "/charge-cut":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "8")
+            self.end_headers()
+            self.wfile.write(b"123")
+            self.close_connection = True
+        else:
+            self._send(200, json.dumps({"echo": json.loads(body)}).encode())
+
+    do_PATCH = do_PUT = do_POST
 
 
 @pytest.fixture
 def api(monkeypatch):
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Api)
     server.released = threading.Event()  # type: ignore[attr-defined]  # lets a stalled answer end
+    _POSTS.clear()
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)  # quick to shut down
     thread.start()
     monkeypatch.setenv(http.ALLOWLIST_ENV, "127.0.0.1")
@@ -734,6 +765,44 @@ def test_K8_http_handler_bounds_the_whole_response_by_timeout_ms_and_retries_a_b
         http.request({"url": f"{api}/drip", "timeout_ms": 300})
     with pytest.raises(Retryable, match="HTTP_RESPONSE_BROKEN"):
         http.request({"url": f"{api}/cut"})
+
+
+@pytest.mark.parametrize("path", ["/charge-lost", "/charge-502", "/charge-cut"])
+def test_K8_http_handler_never_sends_a_post_twice_once_it_may_have_taken_effect(api, path):
+    """A POST that timed out after it was sent was retried as any timeout was: a slow payment provider charged the
+    order once per attempt, three times. A POST or PATCH that reached the server and got no whole answer (the
+    connection lost, a 502, a response cut short) may have taken effect: it fails for good, HTTP_EFFECT_UNKNOWN,
+    and its step goes to review. With an Idempotency-Key header, or by a method a repeat changes nothing more by,
+    the server can tell a repeat, and it is retried as before; a 503 or 429 says it was not acted on."""
+    for method in ("POST", "PATCH"):
+        with pytest.raises(http.HttpRefused, match="HTTP_EFFECT_UNKNOWN") as info:
+            http.request({"method": method, "url": f"{api}{path}", "body": {"amount": 4200}})
+        assert "Idempotency-Key" in str(info.value) and not isinstance(info.value, Retryable)
+    for spec in ({"method": "POST", "headers": {"Idempotency-Key": "o-78"}},
+                 {"method": "post", "headers": {"idempotency-key": "o-78"}}, {"method": "PUT"}):
+        with pytest.raises(Retryable):
+            http.request({**spec, "url": f"{api}{path}", "body": {"amount": 4200}})
+    with pytest.raises(Retryable, match="HTTP_503"):
+        http.request({"method": "POST", "url": f"{api}/charge-503", "body": {"amount": 4200}})
+
+
+def test_K8_http_handler_retries_a_post_it_could_not_send(api):
+    """A connection never made is a request never processed: retried, whatever the method."""
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    closed_port = probe.getsockname()[1]
+    probe.close()
+    with pytest.raises(Retryable, match="HTTP_UNREACHABLE"):
+        http.request({"method": "POST", "url": f"http://127.0.0.1:{closed_port}/charge", "body": {},
+                      "timeout_ms": 2000})
+
+
+def test_K8_http_handler_a_post_answered_too_slowly_is_not_sent_again(api, monkeypatch):
+    """The answer began within timeout_ms and did not end: the charge may have been made."""
+    readings = iter(range(0, 10_000, 200))
+    monkeypatch.setattr(http, "_clock", lambda: next(readings) / 1000)
+    with pytest.raises(http.HttpRefused, match="HTTP_EFFECT_UNKNOWN: HTTP_TIMEOUT"):
+        http.request({"method": "POST", "url": f"{api}/charge-drip", "body": {}, "timeout_ms": 300})
 
 
 @pytest.mark.parametrize("fields", [
@@ -804,6 +873,22 @@ def test_K8_http_handler_through_the_worker(world, orch, database, api):
     assert task["status"] == "FAILED" and task["attempts_used"] == 1
     assert task["error"].startswith("HttpRefused: HTTP_HOST_NOT_ALLOWED")
     assert world.instance(refused)["review_reasons"][0]["code"] == "TASK_FAILED"
+
+
+def test_K8_a_charge_whose_answer_was_lost_is_made_once_and_goes_to_review(world, orch, database, api):
+    """Three attempts of a POST whose answer never came made three charges. It is made once, and a person looks."""
+    charge = {"method": "POST", "url": f"{api}/charge-lost", "body": {"order": "o-78", "amount": 4200}}
+    world.publish(task_flow("charge", handler="http", input=charge,
+                            retry={"max_attempts": 3, "initial_backoff_ms": 0}))
+    wf = world.start("charge", {})
+    orch.drain()
+    make_worker(database).run(exit_when_idle=True)  # a retry, due at once, would be claimed before it is idle
+    orch.drain()
+    assert _POSTS == ["/charge-lost"]
+    task = task_row(world, wf)
+    assert task["status"] == "FAILED" and task["attempts_used"] == 1
+    assert task["error"].startswith("HttpRefused: HTTP_EFFECT_UNKNOWN: HTTP_NO_ANSWER: POST")
+    assert world.instance(wf)["review_reasons"][0]["code"] == "TASK_FAILED"
 
 
 def test_K8_claiming_with_an_unknown_queue_is_no_error(world, database):
