@@ -172,9 +172,11 @@ def test_K8_handlers_get_a_context_and_results_must_be_json(world, orch, databas
 @pytest.mark.parametrize("amount", ["1e400", "-1e400", "1.5e309"])
 def test_K8_R18_an_input_number_past_a_double_fails_the_task_for_review_never_reaches_a_handler_as_infinity(
         world, orch, database, amount):
-    """An instance started from SQL keeps its input as the JSON text it was given, and a number past the range of a
-    double (which the API refuses) passes there: the worker parsed it as infinity and ran the handler with that, an
-    amount no payment can have. The attempt now fails, not retryable, saying why, and the step goes to review."""
+    """An instance started from SQL kept its input as the JSON text it was given, and a number past the range of a
+    double (which the API refuses) passed there: the worker parsed it as infinity and ran the handler with that, an
+    amount no payment can have. The engine now refuses such a number where it comes in; a task input frozen before
+    it did is still refused by the worker: the attempt fails, not retryable, saying why, and the step goes to
+    review."""
     private = Registry()
     seen: list = []
 
@@ -184,9 +186,14 @@ def test_K8_R18_an_input_number_past_a_double_fails_the_task_for_review_never_re
         return {"charged": True}
 
     world.publish(task_flow("charge", handler="pay.charge", input={"amount": "$.input.amount"}))
-    dbmod.call(world.db.conn, "weave_instance_start", world.token, "acme", "charge", None, "billing",
-               f'{{"amount": {amount}}}', None, HOUR, None, f"start-{amount}")
-    wf = world.db.scalar("SELECT CONCAT('wf_', id) FROM weave_instances WHERE idempotency_key = %s", f"start-{amount}")
+    with pytest.raises(errors.ValidationFailed) as refused:
+        dbmod.call(world.db.conn, "weave_instance_start", world.token, "acme", "charge", None, "billing",
+                   f'{{"amount": {amount}}}', None, HOUR, None, f"start-{amount}")
+    assert refused.value.field_code == "INPUT_INVALID"
+    wf = world.start("charge", {"amount": 1})
+    orch.drain()
+    world.db.execute("UPDATE pulse_tasks SET input = %s WHERE instance_id = %s",  # frozen before the refusal
+                     f'{{"amount": {amount}}}', world.internal_id(wf))
     make_worker(database, handlers=private).run(max_claims=1)
     orch.drain()
     assert seen == []
