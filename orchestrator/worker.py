@@ -384,8 +384,11 @@ class Worker:
                 claim, ctx = item
                 try:
                     self._execute(claim, ctx)
-                except Exception:  # never lose the slot; the lease decides what happens to the attempt
-                    log.exception("attempt crashed in the worker", extra={"fields": {"attempt": ctx.attempt_id}})
+                # Never lose the slot, nor the thread: the lease decides what happens to the attempt. A SystemExit
+                # ended the thread without a word (Python's thread hook prints none), and the worker went on
+                # claiming tasks that no thread would run, their leases kept alive by the heartbeats.
+                except BaseException:  # noqa: BLE001
+                    log.exception("attempt crashed in the worker", extra={"fields": _attempt_fields(ctx)})
                     with self._cond:
                         self._left_to_lease.add(ctx.attempt_id)
                 finally:
@@ -416,23 +419,23 @@ class Worker:
             ctx._signal(ctx._lost)
             self.stats["lease_lost"] += 1
             log.warning("lease lost; the attempt's report will change nothing", extra={"fields": {
-                "task": ctx.task_id, "attempt": ctx.attempt_id}})
+                **_attempt_fields(ctx)}})
             return
         except errors.TransientDatabaseError as exc:
             self._beats.discard()
-            log.warning("heartbeat failed", extra={"fields": {"attempt": ctx.attempt_id, "error": str(exc)}})
+            log.warning("heartbeat failed", extra={"fields": {**_attempt_fields(ctx), "error": str(exc)}})
             return
         except Exception as exc:
             # Any other failure (a server refusing connections, a node turned read-only, an answer out of shape)
             # is this beat's alone: the thread goes on to the other attempts and beats again next time, on a new
             # connection. Ending the thread would let every running attempt's lease run out (K-4: UNKNOWN, review).
             self._beats.discard()
-            log.error("heartbeat failed", extra={"fields": {"attempt": ctx.attempt_id, "error": _describe(exc)}})
+            log.error("heartbeat failed", extra={"fields": {**_attempt_fields(ctx), "error": _describe(exc)}})
             return
         ctx.lease_expires_at = beat["lease_expires_at"]
         if beat["cancel_requested"] and not ctx.cancel_requested:
             ctx._signal(ctx._cancel)
-            log.info("cancellation requested", extra={"fields": {"task": ctx.task_id, "attempt": ctx.attempt_id}})
+            log.info("cancellation requested", extra={"fields": _attempt_fields(ctx)})
 
     # --- one attempt -----------------------------------------------------------------------------------------
     def _execute(self, claim: dict, ctx: TaskContext) -> None:
@@ -464,9 +467,11 @@ class Worker:
             twice = _key_written_twice(value)
             if twice is not None:
                 raise ValueError(f"an object has two keys written {twice!r} (as 1 and \"1\" are): a key twice")
-        # A value nested past Python's recursion limit is not JSON either.
-        except (TypeError, ValueError, RecursionError) as exc:
-            self._report_fail(ctx, f"RESULT_INVALID: the handler returned a value that is not JSON: {exc}",
+        # A value nested past Python's recursion limit is not JSON either, nor one whose own code fails as it is
+        # written (a mapping whose items() raises, a dict changed while it is read): the handler has ended, and its
+        # value never will be JSON, so the attempt fails now rather than run out its lease as an unknown effect.
+        except Exception as exc:
+            self._report_fail(ctx, f"RESULT_INVALID: the handler returned a value that is not JSON: {_describe(exc)}",
                               retryable=False, started=started)
             return
         size = len(text.encode())
@@ -514,7 +519,7 @@ class Worker:
         if error is not None:
             said["handler_error"] = error[:500]
         log.error("report failed; the lease will decide", extra={"fields": {
-            "task": ctx.task_id, "attempt": ctx.attempt_id, "error": str(exc), **said}})
+            **_attempt_fields(ctx), "error": str(exc), **said}})
 
     def _record(self, ctx: TaskContext, answer: dict, started: float, error: str | None = None,
                 crash: BaseException | None = None) -> None:
@@ -526,7 +531,7 @@ class Worker:
                 # Passed times go here too: a worker whose claims stay full never sleeps, and its heap would grow.
                 self._drop_expected(now)
                 heapq.heappush(self._expected, now + answer["next_task_in_ms"] / 1000 + EXPECTED_LATE_S)
-        fields = {"task": ctx.task_id, "attempt": ctx.attempt_id, "attempt_no": ctx.attempt_no,
+        fields = {**_attempt_fields(ctx), "attempt_no": ctx.attempt_no,
                   "handler": f"{ctx.handler}@{ctx.handler_version}", "outcome": outcome,
                   "task_status": answer["task_status"], "ms": round((time.monotonic() - started) * 1000, 1)}
         if error:
@@ -569,10 +574,20 @@ def _key_written_twice(value: object) -> str | None:
     return None
 
 
+def _attempt_fields(ctx: TaskContext) -> dict[str, object]:
+    """What names an attempt in a log line: its task and attempt, and the instance, namespace, step and round it
+    works for, so that a line leads to the order it is about without a query."""
+    fields: dict[str, object] = {"task": ctx.task_id, "attempt": ctx.attempt_id, "workflow_id": ctx.workflow_id,
+                                 "namespace": ctx.namespace, "step": ctx.step_key}
+    if ctx.round_no:
+        fields["round"] = ctx.round_no
+    return fields
+
+
 def _describe(exc: BaseException) -> str:
     try:
         text = str(exc)
-    except Exception as err:  # noqa: BLE001 - its own __str__ failed: the failure is still the handler's to report
+    except BaseException as err:  # noqa: BLE001 - its own __str__ failed: the failure is still the handler's to report
         return f"{type(exc).__name__} (its text could not be read: {type(err).__name__})"
     if isinstance(exc, Retryable):
         return text or "Retryable"

@@ -235,6 +235,75 @@ def test_K8_a_result_or_an_error_holding_a_lone_surrogate_fails_its_attempt_and_
     assert task_row(world, error_wf)["error"] == "RuntimeError: declined \\ud800"
 
 
+def test_K8_an_exception_whose_text_ends_the_thread_fails_its_attempt_and_the_next_task_still_runs(
+        world, orch, database, caplog):
+    """An exception whose own __str__ raised SystemExit escaped the failure's description: the thread that ran the
+    attempt ended without a line in the log (Python's thread hook says nothing of SystemExit), and the worker,
+    with one thread, went on claiming tasks that nothing ran, their leases kept alive by its heartbeats, until it
+    was stopped and they ended UNKNOWN. The failure is described, reported, and the thread goes on."""
+    private = Registry()
+
+    class Odd(Exception):
+        def __str__(self):
+            raise SystemExit(3)
+
+    @handler("odd.exc", version="1", into=private)
+    def odd(input):
+        raise Odd()
+
+    @handler("pay.charge", version="1", into=private)
+    def charge(input):
+        return {"charged": True}
+
+    world.publish(task_flow("odd", handler="odd.exc", retry={"max_attempts": 1}))
+    world.publish(task_flow("charge", handler="pay.charge"))
+    odd_wf = world.start("odd", {"order_id": "o-1"})
+    orch.drain()
+    charge_wf = world.start("charge", {"order_id": "o-2"})
+    orch.drain()
+    with caplog.at_level(logging.INFO, logger="weave.worker"):
+        stats = make_worker(database, handlers=private, concurrency=1).run(max_claims=2)
+    orch.drain()
+    assert stats["FAILED"] == 1 and stats["SUCCEEDED"] == 1, stats
+    assert task_row(world, odd_wf)["error"] == "Odd (its text could not be read: SystemExit)"
+    assert world.step(charge_wf, "work")["output"] == {"charged": True}
+    ended = [r for r in caplog.records if r.getMessage() == "attempt ended"]
+    assert {r.fields["workflow_id"] for r in ended} == {odd_wf, charge_wf}  # each line names its instance
+    assert {r.fields["step"] for r in ended} == {"work"} and {r.fields["namespace"] for r in ended} == {"acme"}
+
+
+def test_K8_a_result_whose_own_code_fails_as_it_is_written_is_result_invalid_at_once(world, orch, database):
+    """A mapping whose items() raises, or a dict changed while it is written, failed outside the errors caught:
+    the attempt was left to its lease and ended UNKNOWN ("effect unknown"), although the handler had ended and
+    its value would never be JSON. It fails RESULT_INVALID at once, naming what broke."""
+    private = Registry()
+
+    class Broken(dict):
+        def items(self):
+            raise KeyError("amount")
+
+    class Growing(dict):
+        def items(self):
+            for key, value in list(super().items()):
+                self[f"{key}-again"] = value
+                yield key, value
+            raise RuntimeError("dictionary changed size during iteration")
+
+    @handler("broken.result", version="1", into=private)
+    def broken(input):
+        return Broken(amount=1)
+
+    @handler("growing.result", version="1", into=private)
+    def growing(input):
+        return Growing(amount=1)
+
+    broken_wf, growing_wf = each_fails_once(world, orch, database, private, "broken.result", "growing.result")
+    assert task_row(world, broken_wf)["error"] == \
+        "RESULT_INVALID: the handler returned a value that is not JSON: KeyError: 'amount'"
+    assert task_row(world, growing_wf)["error"].startswith("RESULT_INVALID: the handler returned a value that is "
+                                                           "not JSON: RuntimeError")
+
+
 def test_K1_a_worker_for_a_queue_no_queue_can_be_named_refuses_to_be_built(database):
     # Every claim it made would be refused QUEUES_INVALID: it says so where it is made, naming the name.
     for queues in (["payments", "pay ments"], ['pay"ments'], ["payments,"]):
