@@ -1166,7 +1166,8 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
                              "it that instance's audit rows (workflows:read).",
                  func=cmd_audit)
     p.add_argument("--workflow-id", help="an instance's audit rows instead of the namespace's own actions")
-    p.add_argument("--action", help="only this action, e.g. credential.disable")
+    p.add_argument("--action", help="only this action, e.g. credential.disable; an instance's action (instance.pause, "
+                                    "step.resolve, ...) with --workflow-id")
     p.add_argument("--limit", type=int, default=50, help="rows per page, 1-500 (default 50)")
     p.add_argument("--cursor", help="next_cursor of the previous page")
 

@@ -17,12 +17,14 @@ CREATE PROCEDURE weave_audit_list(
 audit rows; optionally of one action.
 Parameters: in_token (admin for the namespace''s own actions, of the credentials it administers when restricted to
 some queues; workflows:read and every queue of the definition for an instance''s), in_namespace, in_workflow_id (NULL: the namespace''s own actions), in_action (NULL, or an action such as
-credential.disable), in_limit (1..500, NULL = 50), in_cursor (NULL, or the next_cursor of the previous page).
+credential.disable; an instance''s action, such as step.resolve, only with in_workflow_id), in_limit (1..500,
+NULL = 50), in_cursor (NULL, or the next_cursor of the previous page).
 Result set 1: audit_id, workflow_id (NULL for the namespace''s own actions), actor, credential_id (NULL for the
 engine''s own decisions), action, idempotency_key, request_digest, accepted_at, deadline_at, reason, details
 (JSON), created_at.
 Result set 2: next_cursor - the cursor of the next page, NULL on the last page.
-Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50100 INVALID_ARGUMENT (cursor), 50121 LIMIT_INVALID.
+Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50100 INVALID_ARGUMENT (cursor; an instance''s
+action without in_workflow_id), 50121 LIMIT_INVALID.
 Rules: R-4, S-2.'
     READS SQL DATA
 BEGIN
@@ -45,6 +47,12 @@ BEGIN
     END IF;
     IF v_limit < 1 OR v_limit > 500 THEN
         CALL _weave_raise(50121, 'LIMIT_INVALID: limit must be 1..500');
+    END IF;
+    -- An instance's action (instance.pause, step.resolve, signal.accept, ...) is never among the namespace's own: the
+    -- page would be empty whatever happened, and say nothing of why.
+    IF in_workflow_id IS NULL AND in_action REGEXP '^(instance|step|signal|task|poll|timer|wait)\\.' THEN
+        CALL _weave_raise(50100, CONCAT('INVALID_ARGUMENT: ', LEFT(in_action, 32),
+                                        ' is an action on one instance: read it with that instance''s workflow id'));
     END IF;
     IF in_cursor IS NOT NULL THEN
         IF NOT in_cursor REGEXP '^[0-9]{20}-[0-9]{1,19}\\z' THEN

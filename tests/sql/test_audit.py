@@ -67,6 +67,20 @@ def test_R4_an_instance_s_audit_rows_are_read_with_the_scope_of_its_events(world
             audit(world, cursor=cursor)
 
 
+def test_R4_an_instance_s_action_asked_of_the_namespace_s_own_is_refused_saying_where_it_is(world, orch):
+    """The namespace's own actions never hold an instance's: asked for step.resolve without an instance, the trail
+    answered an empty page, and an auditor read that nobody had resolved anything."""
+    for action in ("step.resolve", "instance.pause", "signal.accept", "timer.settle"):
+        with pytest.raises(errors.ValidationFailed, match=f"{action} is an action on one instance"):
+            audit(world, action=action)
+    world.publish(TIMER)
+    wf = world.start("wait")
+    world.db.advance(1_001)
+    orch.drain()
+    rows = audit(world, world.token, workflow_id=wf, action="timer.settle")["items"]
+    assert [(r["action"], r["workflow_id"]) for r in rows] == [("timer.settle", wf)]
+
+
 def test_R4_a_page_of_the_audit_trail_reads_what_it_answers_beside_a_long_history(world, orch):
     """A namespace's own actions are a handful beside the engine's audit rows, one or more per decision: a page of
     them is read from its own range, never by walking the engine's rows of the namespace."""
