@@ -351,7 +351,8 @@ def cmd_workflows_rounds(args: argparse.Namespace) -> int:
 
 def cmd_workflows_list(args: argparse.Namespace) -> int:
     return _as_caller(args, lambda conn, token: routines.instance_list(
-        conn, token, args.namespace, status=args.status, definition=args.definition, limit=args.limit,
+        conn, token, args.namespace, status=args.status, definition=args.definition, control=args.control,
+        business_key=args.business_key, review_code=args.review_code, deferred=args.deferred, limit=args.limit,
         cursor=args.cursor), _instance_lines)
 
 
@@ -1078,6 +1079,11 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--status", choices=["RUNNING", "SUCCEEDED", "NEEDS_REVIEW", "CANCELLING", "CANCELLED"],
                    help="only instances in this status")
     p.add_argument("--definition", help="only instances of this definition")
+    p.add_argument("--control", choices=["ACTIVE", "PAUSED"], help="only instances with this control")
+    p.add_argument("--business-key", help="only the instances started with this business key (exact)")
+    p.add_argument("--review-code", metavar="CODE",
+                   help="only instances with an open review reason of this code, e.g. TASK_FAILED")
+    p.add_argument("--deferred", action="store_true", help="only instances whose next check is deferred (R-18)")
     p.add_argument("--limit", type=int, default=50, help="instances per page, 1-500 (default 50)")
     p.add_argument("--cursor", help="next_cursor of the previous page")
     p = _command(wf, "show", help="show an instance with its steps (workflows:read)", func=cmd_workflows_show)

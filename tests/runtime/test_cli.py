@@ -572,6 +572,30 @@ def test_the_instance_listing_keeps_its_columns_across_definitions_of_any_name_l
     assert len(lines) == 3 and len({line.index("RUNNING") for line in lines[1:]} | {lines[0].index("STATUS")}) == 1
 
 
+def test_the_instance_listing_filters_as_the_api_does(weave, world, orch):
+    """An operator told "order o-2 is stuck" could not find it by its business key from the CLI, nor list the
+    instances in review for one code, the paused ones or the deferred ones: the API and the console could."""
+    world.publish({"name": "two-waits", "steps": [{"key": "first", "type": "TIMER", "delay_ms": 1_000},
+                                                   {"key": "then", "type": "TIMER", "delay_ms": 1_000,
+                                                    "after": ["first"]}]})
+    plain = world.start("two-waits", business_key="o-1")
+    paused = world.start("two-waits", business_key="o-2")
+    routines.instance_pause(world.db.conn, world.token, world.namespace, paused, "hold", "p-1")
+    world.db.advance(1_001)
+    orch.drain()  # the first timers settle; the paused instance's next step waits for resume (deferred: PAUSED)
+
+    def listed(*flags: str) -> list[str]:
+        code, out, err = weave("workflows", "list", *flags, "--json")
+        assert code == 0, err
+        return [i["workflow_id"] for i in json.loads(out)["items"]]
+
+    assert listed("--business-key", "o-1") == [plain]
+    assert listed("--control", "PAUSED") == [paused] and listed("--control", "ACTIVE") == [plain]
+    assert listed("--deferred") == [paused]
+    assert listed("--review-code", "TASK_FAILED") == []
+    assert sorted(listed()) == sorted([plain, paused])
+
+
 APPROVAL = {"name": "approval", "steps": [{"key": "approval", "type": "SIGNAL",
                                            "signal": {"name": "approval.decided", "payload_version": "1",
                                                       "payload_type": "object"},
