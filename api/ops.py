@@ -125,6 +125,14 @@ class EngineCollector:
         for task_status in ("QUEUED", "RUNNING"):
             tasks.add_metric([task_status], figures["tasks"].get(task_status, 0))
         yield tasks
+        yield GaugeMetricFamily("weave_tasks_overdue", "RUNNING tasks past their deadline (attempts that started in "
+                                "time and still run)", value=figures["tasks_overdue"])
+        waiting = GaugeMetricFamily("weave_queue_wait_seconds", "How long the task the next claim of a queue would "
+                                    "take has been ready to start; only queues with such a task",
+                                    labels=["namespace", "queue"])
+        for head in figures["queues_waiting"]:
+            waiting.add_metric([head["namespace"], head["queue"]], head["wait_ms"] / 1000)
+        yield waiting
         polls = GaugeMetricFamily("weave_polls", "POLL activations by state", labels=["state"])
         polls.add_metric(["IN_FLIGHT"], figures["polls_in_flight"])
         polls.add_metric(["WAITING"], figures["polls_waiting"])

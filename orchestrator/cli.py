@@ -412,6 +412,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         "backlog": {r["class"]: {"due": r["due"], "oldest_due_lag_ms": float(r["lag_ms"] or 0)}
                     for r in figures["backlog"]},
         "tasks_in_flight": {status: figures["tasks"].get(status, 0) for status in ("QUEUED", "RUNNING")},
+        "tasks_overdue": figures["tasks_overdue"],
+        "queues_waiting": figures["queues_waiting"],
         "open_review_reasons": figures["open_review_reasons"],
         "instances_in_review": figures["instances_in_review"],
         "review_by_code": figures["review_by_code"],
@@ -435,7 +437,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         lines += [f"  {k:<12} {v['due']:>8}   oldest lag {v['oldest_due_lag_ms']:.0f} ms"
                   for k, v in p["backlog"].items()]
         lines.append(f"tasks in flight: QUEUED {p['tasks_in_flight']['QUEUED']}, "
-                     f"RUNNING {p['tasks_in_flight']['RUNNING']}")
+                     f"RUNNING {p['tasks_in_flight']['RUNNING']} ({p['tasks_overdue']} past their deadline)")
+        lines.append("queues whose next task waits (ready, not yet claimed): " + (", ".join(
+            f"{q['queue']} ({q['namespace']}) {q['wait_ms'] / 1000:.0f} s" for q in p["queues_waiting"][:10])
+            + (f", and {len(p['queues_waiting']) - 10} more" if len(p["queues_waiting"]) > 10 else "") or "none"))
         lines.append("live instances: " + ", ".join(f"{k} {v['instances']} ({v['paused']} paused)"
                                                     for k, v in p["instances"].items()))
         lines.append(f"in review: {p['instances_in_review']} instance(s), {p['open_review_reasons']} open reason(s)"

@@ -338,7 +338,7 @@ def instances_purge(conn: Conn, token: str, namespace: str, finished_before: dt.
 def status(conn: Conn) -> dict:
     """See procedures/instances/weave_status.sql: the figures of ``/metrics``, ``weave status`` and the console.
     The backlog has a row for every candidate class of the registry, in its order (0 when none is due)."""
-    backlog, tasks, review, lateness, polls, deferred, failing, instances, expiring = call(conn, "weave_status")
+    backlog, tasks, review, lateness, polls, deferred, failing, instances, expiring, heads = call(conn, "weave_status")
     due = {row["class"]: row for row in backlog}
     backlog = [due.get(c.name, {"class": c.name, "due": 0, "oldest_due_at": None, "lag_ms": 0})
                for c in candidates.CLASSES]
@@ -353,6 +353,10 @@ def status(conn: Conn) -> dict:
             "now_at": polls[0]["now_at"],
             "lateness": lateness, "polls_in_flight": polls[0]["polls_in_flight"],
             "polls_waiting": polls[0]["polls_waiting"], "signals_pending": polls[0]["signals_pending"],
+            "tasks_overdue": polls[0]["tasks_overdue"],
+            "queues_waiting": [{"namespace": r["namespace"], "queue": r["queue"],
+                                "next_ready_at": rfc3339(r["next_ready_at"]), "wait_ms": float(r["wait_ms"])}
+                               for r in heads],
             "deferred": {r["reason"]: r["instances"] for r in deferred},
             "deferred_oldest_ms": {r["reason"]: float(r["oldest_ms"] or 0) for r in deferred},
             "failing": {r["class"]: {"failing": int(r["failing"]), "repeated": int(r["repeated"])} for r in failing},

@@ -8,7 +8,8 @@ Result set 2: status, tasks (QUEUED and RUNNING tasks).
 Result set 3 (of instances in NEEDS_REVIEW): code, open_review_reasons, instances_in_review, now_at - a row per review
 code, then the row of them all (code NULL); no row when none is open.
 Result set 4 (timers settled in the last 5 minutes, T-8): le_seconds (bucket upper bound, NULL = +Inf), timers.
-Result set 5: polls_in_flight, polls_waiting (POLL activations by state), signals_pending, now_at.
+Result set 5: polls_in_flight, polls_waiting (POLL activations by state), signals_pending, now_at, tasks_overdue
+(RUNNING tasks past their deadline: attempts that started in time and still run).
 Result set 6 (R-18): reason, instances (deferred checks by reason: pause, quota, capacity, disabled identity or app),
 oldest_since (when the longest-standing of those deferrals began; for room, when it began to wait for room, under
 either reason), oldest_ms (how long ago that was).
@@ -16,6 +17,9 @@ Result set 7 (R-18): class, failing (candidates whose last advance failed), repe
 Result set 8 (live instances): status (RUNNING, NEEDS_REVIEW, CANCELLING), instances, paused (of them, control PAUSED).
 Result set 9 (S-2): namespace, credential_id, actor, expires_at - every active credential made to expire, the soonest
 first (one past its time included: it authenticates no more), at most 1,000.
+Result set 10 (R-18): namespace, queue, next_ready_at, wait_ms - for every queue with a task ready to start, the
+task its next claim would take (highest priority, then the longest ready) and how long it has been ready: a queue no
+worker serves, or whose workers are all busy, shows here long before its tasks expire.
 Rules: R-10, R-11, R-18, C-3.'
     READS SQL DATA
 BEGIN
@@ -61,7 +65,9 @@ BEGIN
      GROUP BY b.le_seconds ORDER BY b.le_seconds IS NULL, b.le_seconds;
     SELECT (SELECT COUNT(*) FROM weave_poll_states WHERE state = 'IN_FLIGHT') AS polls_in_flight,
            (SELECT COUNT(*) FROM weave_poll_states WHERE state = 'WAITING') AS polls_waiting,
-           (SELECT COUNT(*) FROM weave_signals WHERE status = 'PENDING') AS signals_pending, v_now AS now_at;
+           (SELECT COUNT(*) FROM weave_signals WHERE status = 'PENDING') AS signals_pending, v_now AS now_at,
+           (SELECT COUNT(*) FROM pulse_tasks FORCE INDEX (ix_task_deadline)
+             WHERE status = 'RUNNING' AND deadline_at <= v_now) AS tasks_overdue;
     -- How long the longest deferral of each reason has lasted: a count alone does not tell an instance that waits
     -- for ever (others keep taking the room it waits for) from many that each wait a moment.
     SELECT deferred_reason AS reason, COUNT(DISTINCT instance_id) AS instances, MIN(deferred_since) AS oldest_since,
@@ -86,4 +92,17 @@ BEGIN
       FROM weave_credentials c JOIN weave_namespaces n ON n.id = c.namespace_id
      WHERE c.status = 'ACTIVE' AND c.expires_at IS NOT NULL
      ORDER BY c.expires_at, c.id LIMIT 1000;
+    -- The head of each queue's line, as a claim reads it (one index entry a queue, past the few not ready yet): a
+    -- task ready for long and not taken says that nothing claims from its queue. A count of queued tasks does not:
+    -- it stays flat while another queue's work runs.
+    SELECT n.name AS namespace, q.name AS queue, h.next_ready_at,
+           TIMESTAMPDIFF(MICROSECOND, h.next_ready_at, v_now) / 1000 AS wait_ms
+      FROM (SELECT q.id, (SELECT t.available_at FROM pulse_tasks t FORCE INDEX (ix_task_claim)
+                           WHERE t.queue_id = q.id AND t.status = 'QUEUED' AND t.available_at <= v_now
+                           ORDER BY t.priority DESC, t.available_at, t.id LIMIT 1) AS next_ready_at
+              FROM weave_queues q) AS h
+      JOIN weave_queues q ON q.id = h.id
+      JOIN weave_namespaces n ON n.id = q.namespace_id
+     WHERE h.next_ready_at IS NOT NULL
+     ORDER BY h.next_ready_at, n.name, q.name;
 END

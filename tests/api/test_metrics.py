@@ -187,3 +187,37 @@ def test_C1_weave_status_shows_the_live_instances_metrics_shows(client, world, o
                                  "paused": value(found["weave_instances_paused"], "weave_instances_paused",
                                                  status=status)}
     assert shown["RUNNING"] == {"instances": 2, "paused": 1}
+
+
+def test_R18_a_queue_nothing_claims_from_and_a_task_running_past_its_deadline_show_before_anything_expires(
+        client, world, orch, database, capsys):
+    """A queue no worker served kept its task QUEUED, counted with every other queue's, until the task expired
+    (up to its task_timeout_ms, a day here) and only then reached review; a handler still running past its
+    deadline showed only in its step's explain. /metrics and `weave status` now give how long the task each queue's
+    next claim would take has been ready, and how many tasks run past their deadline."""
+    import json
+
+    from orchestrator.cli import main
+    from procedures import pulse, routines
+
+    routines.queue_put(world.db.conn, world.admin, world.namespace, "orphan", 10)
+    task = {"type": "TASK", "handler": "example.echo", "handler_version": "1", "input": {},
+            "task_timeout_ms": 86_400_000}
+    world.publish({"name": "orphaned", "steps": [{"key": "work", "queue": "orphan", **task}]})
+    world.publish({"name": "served", "steps": [{"key": "work", "queue": "payments", **task,
+                                                "task_timeout_ms": 60_000}]})
+    world.start("orphaned")
+    world.start("served")
+    orch.drain()
+    pulse.task_claim(world.db.conn, "w1", "payments", limit=1, lease_ms=3_600_000)  # payments is served
+    world.db.advance(90_000)  # the served task runs past its deadline; the orphan's waits 90 s
+    found = families(client.simulate_get("/metrics").text)
+    assert value(found["weave_tasks_overdue"], "weave_tasks_overdue") == 1
+    waits = {s.labels["queue"]: s.value for s in found["weave_queue_wait_seconds"].samples}
+    assert list(waits) == ["orphan"] and 90 <= waits["orphan"] < 100
+    assert main(["status", "--dsn", database.url(), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["tasks_overdue"] == 1
+    assert [(q["namespace"], q["queue"]) for q in shown["queues_waiting"]] == [("acme", "orphan")]
+    assert main(["status", "--dsn", database.url()]) == 0
+    assert "queues whose next task waits (ready, not yet claimed): orphan (acme) 9" in capsys.readouterr().out
