@@ -33,6 +33,8 @@ BEGIN
     DECLARE v_output LONGTEXT;
     DECLARE v_root VARCHAR(16);
     DECLARE v_facts LONGTEXT;
+    DECLARE v_came INT UNSIGNED;  -- signals that named this wait, for a review's facts (C-3)
+    DECLARE v_came_list LONGTEXT;
     -- The opening's outputs this handler does not use: it verified them (R-6) and found the wait open.
     DECLARE v_no_step_status VARCHAR(16);
     DECLARE v_no_wait_status VARCHAR(16);
@@ -109,11 +111,24 @@ BEGIN
             -- S-13: no on-time match; a timed-out wait is never reported as success.
             CALL _weave_wait_expire(v_step, in_activation_id, v_wait, in_now);
             CALL _weave_wait_signals_settle(in_namespace_id, in_instance_id, v_wait, 'WAIT_SETTLED', in_now);
+            -- The review's facts name the signals that came for this wait and lost (a correlation key that did not
+            -- match, a contract not kept, one too late), the latest 10 and how many: why none won is the first
+            -- question, and its answer is there. One range of the wait's own prefix of the signal index.
+            /*M!100301 SET STATEMENT group_concat_max_len = 1048576 FOR */
+            SELECT COUNT(*), JSON_ARRAYAGG(JSON_OBJECT(
+                       'signal_id', CONCAT('sig_', g.id), 'status', g.status, 'disposition', g.disposition,
+                       'accepted_at', DATE_FORMAT(g.accepted_at, '%Y-%m-%dT%H:%i:%s.%fZ'))
+                       ORDER BY g.accepted_at DESC, g.id DESC LIMIT 10)
+              INTO v_came, v_came_list
+              FROM weave_signals g FORCE INDEX (ix_signal_target)
+             WHERE g.instance_id = in_instance_id AND g.target_step_key = in_step_key
+               AND g.target_activation_seq = v_seq;
             SET v_facts = JSON_OBJECT(
                 'started_at', DATE_FORMAT(v_started, '%Y-%m-%dT%H:%i:%s.%fZ'),
                 'deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
                 'settled_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'),
-                'lateness_ms', TIMESTAMPDIFF(MICROSECOND, v_deadline, in_now) / 1000);
+                'lateness_ms', TIMESTAMPDIFF(MICROSECOND, v_deadline, in_now) / 1000,
+                'signals_total', v_came + 0, 'signals', JSON_EXTRACT(COALESCE(v_came_list, '[]'), '$'));
             CALL _weave_event(in_namespace_id, in_instance_id, 'SIGNAL_TIMEOUT', in_step_key, v_seq, in_now, v_facts,
                               'signal.timeout', v_deadline, NULL);
             CALL _weave_review_open(in_namespace_id, in_instance_id, 'SIGNAL_TIMEOUT', in_step_key, v_seq,

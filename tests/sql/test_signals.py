@@ -931,6 +931,23 @@ def test_S13_deadline_without_a_match_expires_into_review(world, orch):
     assert "SIGNAL_CONSUMED" not in [e["type"] for e in world.events(wf)]
 
 
+def test_C3_S13_a_signal_timeout_s_review_names_the_signals_that_came_for_the_wait_and_lost(world, orch):
+    """The review of a wait that timed out held its times only, though signals had come for it and lost (a
+    correlation key with a trailing space, a wrong contract): an operator at the review could not see why none won
+    without asking for explain. Its facts name the latest 10 such signals, newest first, and how many came."""
+    wf = started(world, orch, signal_flow(timeout_ms=60_000, then_timer=True))
+    sent = [send(world, wf, f"miss-{i}", correlation_key=f"o-1{' ' * (i % 2)}{i}") for i in range(12)]
+    inst = world.past_due(orch, wf, "approval", 60_000)
+    (reason,) = inst["review_reasons"]
+    assert reason["code"] == "SIGNAL_TIMEOUT" and reason["detail"]["signals_total"] == 12
+    listed = reason["detail"]["signals"]
+    assert [s["signal_id"] for s in listed] == [r["signal_id"] for r in reversed(sent)][:10]
+    assert {(s["status"], s["disposition"]) for s in listed} == {("REJECTED", "CORRELATION_MISMATCH")}
+    quiet = started(world, orch, signal_flow(timeout_ms=60_000, then_timer=True), input={"order_id": "o-2"})
+    (reason,) = world.past_due(orch, quiet, "approval", 60_000)["review_reasons"]
+    assert reason["detail"]["signals_total"] == 0 and reason["detail"]["signals"] == []
+
+
 def test_S13_on_time_signal_wins_over_a_passed_deadline(world, orch):
     wf = started(world, orch, signal_flow(timeout_ms=60_000))
     sig = queued(world, wf)  # accepted on time; every runner is down
