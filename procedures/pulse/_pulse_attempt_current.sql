@@ -29,7 +29,8 @@ CREATE PROCEDURE _pulse_attempt_current(
     COMMENT 'Internal. Description: locks the task and the attempt of a report, after the credential and the task''s
 instance when the instance is free (out_instance_id: the instance, locked; NULL when another transaction holds
 it, or not locked for a retryable failure (in_retryable) of a task with attempts left and no cancel asked);
-out_current = 1 when the attempt is the task''s RUNNING attempt, else 0 after storing the report in
+out_current = 1 when the attempt is the task''s RUNNING attempt, 2 when this report is the one that ended it, sent
+again (out_task_status: the task''s status as that report left it), else 0 after storing the report in
 pulse_late_reports (in_kind SUCCEEDED or FAILED); out_task_status: the task''s status as locked here;
 out_namespace_id: the attempt''s namespace; out_inst_status: the locked instance''s; out_lines: whether work waited
 in line for the room of the task''s app or queue as the first, plain read saw it (see _pulse_inbox_add); out_now:
@@ -54,6 +55,7 @@ BEGIN
     DECLARE v_may_end BOOLEAN;
     DECLARE v_last DATETIME(6) DEFAULT NULL;  -- the locked instance's last decision (R-2)
     DECLARE v_seen DATETIME(6) DEFAULT NULL;  -- the instance's last decision as committed, read without a lock
+    DECLARE v_same BOOLEAN DEFAULT FALSE;  -- a report of an ended attempt is the very report that ended it
 
     IF in_worker_id IS NULL OR CHAR_LENGTH(in_worker_id) NOT BETWEEN 1 AND 128 THEN
         CALL _weave_raise(50201, 'WORKER_ID_INVALID: worker id must be 1-128 characters');
@@ -98,7 +100,26 @@ BEGIN
     IF v_status = 'RUNNING' AND v_task_status = 'RUNNING' AND v_used = v_no THEN
         SET out_current = 1;
     ELSE
-        INSERT INTO pulse_late_reports (namespace_id, task_id, attempt_id, worker_id, kind, body, reported_at)
-        VALUES (v_ns, v_task, in_attempt_id, in_worker_id, in_kind, in_body, out_now);
+        -- This very report again: its answer was lost after the commit (a connection cut, a node failed over) and
+        -- the worker sent it once more. It was kept as a late report and answered LATE, which reads "the lease was
+        -- lost", and sent people looking for a result that had been recorded. The same end from the same worker,
+        -- with the same result or error, answers as the first did and stores nothing.
+        IF v_status = in_kind THEN
+            SELECT CASE in_kind WHEN 'SUCCEEDED' THEN t.result <=> in_body
+                                ELSE a.error <=> LEFT(JSON_VALUE(in_body, '$.error'), 2048) END
+              INTO v_same
+              FROM pulse_tasks t JOIN pulse_attempts a ON a.id = in_attempt_id WHERE t.id = v_task;
+        END IF;
+        IF v_same THEN
+            -- The task's status as that report left it: a failure it ended the task with (the task changes no more
+            -- once it has), else a retry it scheduled, whatever became of that retry since.
+            SET out_current = 2,
+                out_task_status = IF(in_kind = 'FAILED'
+                                     AND NOT (v_used = v_no AND v_task_status IN ('FAILED', 'CANCELLED')),
+                                     'QUEUED', v_task_status);
+        ELSE
+            INSERT INTO pulse_late_reports (namespace_id, task_id, attempt_id, worker_id, kind, body, reported_at)
+            VALUES (v_ns, v_task, in_attempt_id, in_worker_id, in_kind, in_body, out_now);
+        END IF;
     END IF;
 END

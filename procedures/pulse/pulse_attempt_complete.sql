@@ -13,7 +13,8 @@ is not locked by another (the step settles as the orchestrator would settle it),
 report for an attempt that is no longer current is stored as a late report and changes nothing.
 Parameters: in_attempt_id, in_worker_id (the claimant), in_result (the handler''s return value: JSON of at most 1 MiB,
 nested at most 32 levels deep, no key twice in one object, no number beyond a double''s range).
-Result set: outcome (SUCCEEDED, or LATE for a report that was stored without effect), task_id, attempt_id, task_status,
+Result set: outcome (SUCCEEDED, also for this report sent again after its answer was lost; or LATE for a report that
+was stored without effect), task_id, attempt_id, task_status,
 next_task_in_ms (when the answer left its POLL step waiting for the next round: the milliseconds until that round is
 due and its task is created, else NULL).
 Errors: 50003 NOT_FOUND, 50012 ATTEMPT_NOT_CURRENT (another worker''s attempt), 50201 WORKER_ID_INVALID,
@@ -46,6 +47,8 @@ BEGIN
         CALL _pulse_attempt_end(in_attempt_id, 'SUCCEEDED', NULL, v_now, v_task, 'SUCCEEDED', in_result, NULL, NULL);
         CALL _pulse_inbox_add(v_task, 'SUCCEEDED', in_result, v_now, v_now, v_ns, v_inst, v_inst_status, v_lines);
         SET v_outcome = 'SUCCEEDED', v_status = 'SUCCEEDED';
+    ELSEIF v_current = 2 THEN  -- this report again, its first answer lost: answered as the first was
+        SET v_outcome = 'SUCCEEDED';
     END IF;
     COMMIT;
     -- The next round's due time, when this report's consumption left the poll waiting for it: a worker with nothing

@@ -14,7 +14,8 @@ when the instance is not locked by another (as pulse_attempt_complete''s). A rep
 longer current is stored as a late report and changes nothing.
 Parameters: in_attempt_id, in_worker_id (the claimant), in_error (text, kept up to 2048 chars), in_retryable (1 when
 the handler raised a known-retryable failure).
-Result set: outcome (RETRY_SCHEDULED, FAILED, CANCELLED, or LATE), task_id, attempt_id, task_status, available_at (next
+Result set: outcome (RETRY_SCHEDULED, FAILED, CANCELLED, or LATE; this report sent again after its answer was lost
+answers the outcome of the first, with available_at NULL), task_id, attempt_id, task_status, available_at (next
 start when retried, else NULL), next_task_in_ms (the milliseconds until that next start, else NULL).
 Errors: 50003 NOT_FOUND, 50012 ATTEMPT_NOT_CURRENT (another worker''s attempt), 50201 WORKER_ID_INVALID.
 Rules: K-3, K-5, K-6, K-7, M-4.5, M-4.6.'
@@ -75,6 +76,8 @@ BEGIN
                 'failed_at', DATE_FORMAT(v_now, '%Y-%m-%dT%H:%i:%s.%fZ'));
             CALL _pulse_inbox_add(v_task, v_outcome, v_facts, v_now, v_now, v_ns, v_inst, v_inst_status, v_lines);
         END IF;
+    ELSEIF v_current = 2 THEN  -- this report again, its first answer lost: answered as the first was
+        SET v_outcome = IF(v_status = 'QUEUED', 'RETRY_SCHEDULED', v_status);
     END IF;
     COMMIT;  -- v_status: the task's status as this report leaves it (a late report: as locked)
     SELECT v_outcome AS outcome, CONCAT('tsk_', v_task) AS task_id, in_attempt_id AS attempt_id,

@@ -664,6 +664,42 @@ def test_K4_late_report_from_a_lost_attempt_is_stored_and_ignored(world, orch):
     assert len(world.events(wf)) == events and world.step(wf, "work")["status"] == "NEEDS_REVIEW"
 
 
+def test_K3_a_report_sent_again_after_its_answer_was_lost_answers_as_the_first_and_stores_nothing(world, orch):
+    """A report whose answer was lost after its commit (a connection cut, a failover) is sent again by the worker.
+    It was kept as a late report and answered LATE, which says the lease had been lost: the worker warned, and
+    people looked for a result that had been recorded. The same end from the same worker answers as the first did;
+    a different one is still a late report that changes nothing."""
+    world.publish(task_flow(retry={"max_attempts": 2, "initial_backoff_ms": 1_000}))
+    done, retried, failed = started(world, orch, n=3)
+    paid = {"status": "PAID", "amount": 12.5}
+    got = {c["workflow_id"]: c for c in claim(world, limit=3)}
+
+    first = pulse.attempt_complete(world.db.conn, got[done]["attempt_id"], "w1", paid)
+    again = pulse.attempt_complete(world.db.conn, got[done]["attempt_id"], "w1", paid)
+    assert first["outcome"] == again["outcome"] == "SUCCEEDED" and again["task_status"] == "SUCCEEDED"
+    other = pulse.attempt_complete(world.db.conn, got[done]["attempt_id"], "w1", {"status": "PAID", "amount": 13})
+    assert other["outcome"] == "LATE"
+
+    first = pulse.attempt_fail(world.db.conn, got[retried]["attempt_id"], "w1", "PSP 503", retryable=True)
+    again = pulse.attempt_fail(world.db.conn, got[retried]["attempt_id"], "w1", "PSP 503", retryable=True)
+    assert (first["outcome"], first["task_status"]) == (again["outcome"], again["task_status"]) == \
+        ("RETRY_SCHEDULED", "QUEUED")
+    world.db.advance(1_000)
+    claim(world)  # the retry runs: the first attempt's report, sent again, still answers what it decided
+    assert pulse.attempt_fail(world.db.conn, got[retried]["attempt_id"], "w1", "PSP 503",
+                              retryable=True)["outcome"] == "RETRY_SCHEDULED"
+
+    first = pulse.attempt_fail(world.db.conn, got[failed]["attempt_id"], "w1", "declined", retryable=False)
+    again = pulse.attempt_fail(world.db.conn, got[failed]["attempt_id"], "w1", "declined", retryable=False)
+    assert (first["outcome"], first["task_status"]) == (again["outcome"], again["task_status"]) == ("FAILED", "FAILED")
+
+    assert world.db.rows("SELECT kind, body FROM pulse_late_reports") == [
+        {"kind": "SUCCEEDED", "body": '{"status":"PAID","amount":13}'}]
+    assert task_of(world, done)["result"] == '{"status":"PAID","amount":12.5}'
+    orch.drain()
+    assert world.instance(done)["status"] == "SUCCEEDED" and world.instance(failed)["status"] == "NEEDS_REVIEW"
+
+
 # --- K-5 cancel ---------------------------------------------------------------------------------------------------
 def test_K5_cancel_of_a_queued_task_is_immediate(world, orch):
     world.publish(task_flow())
