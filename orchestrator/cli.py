@@ -22,6 +22,7 @@ import pymysql
 from api import client
 from procedures import db, errors, installer, jsontext, routines, settings
 from procedures.retrying import read_until
+from procedures.reviews import REVIEW_HELP
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -308,6 +309,8 @@ def _human_instance(inst: dict) -> str:
                      + (f": {d['detail']}" if d["detail"] else ""))
     for reason in inst["review_reasons"]:
         lines.append(f"  review: {reason['code']} {reason['step_key'] or ''} {json.dumps(reason['detail'])}")
+        if reason["code"] in REVIEW_HELP:
+            lines.append(f"    what usually helps: {REVIEW_HELP[reason['code']]}")
     return "\n".join(lines)
 
 

@@ -18,6 +18,7 @@ import pymysql
 from cryptography.exceptions import InvalidTag
 
 from procedures import errors, routines, signals
+from procedures.reviews import REVIEW_HELP
 
 from .. import schemas
 from ..http import (
@@ -250,7 +251,7 @@ class Page:
         resp.content_type = "text/html; charset=utf-8"
         resp.text = templates.get_template(template).render(
             base=base_path(req), session=session, csrf=session.csrf if session else "", new_key=new_key,
-            review_help=views.REVIEW_HELP,
+            review_help=REVIEW_HELP,
             **{"nav": "", **context})
 
     def fail(self, req, resp, exc: BaseException) -> None:

@@ -333,7 +333,7 @@ def test_C2_S17_a_cancelling_instance_shows_the_task_it_waits_for(client, world,
 
 
 def test_each_review_reason_says_what_usually_helps_as_the_operations_guide_does(client, world, orch):
-    from api.console.views import REVIEW_HELP
+    from procedures.reviews import REVIEW_HELP
 
     guide = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
     lines = guide.split("### What each reason means and what usually helps", 1)[1].splitlines()

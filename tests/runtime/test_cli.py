@@ -525,6 +525,21 @@ def test_show_gives_no_next_round_for_a_poll_that_stopped(weave, world, orch):
     assert code == 0 and "rounds 1/1 (stopped)" in out and " next " not in out
 
 
+def test_show_says_what_usually_helps_with_each_open_review_reason(weave, world, orch):
+    """The remedy for a review reason was on the console's page only: an operator on a shell read the code and its
+    raw detail, and went looking for the guide."""
+    from procedures.reviews import REVIEW_HELP
+
+    world.publish({**POLL, "steps": [{**POLL["steps"][0], "max_rounds": 1}]})
+    wf = world.start("poll-flow")
+    (task,) = pulse.task_claim(world.db.conn, "w1", "payments", limit=1)
+    pulse.attempt_complete(world.db.conn, task["attempt_id"], "w1", {"status": "PENDING"})
+    orch.drain()
+    (reason,) = world.instance(wf)["review_reasons"]
+    code, out, _ = weave("workflows", "show", wf)
+    assert code == 0 and f"    what usually helps: {REVIEW_HELP[reason['code']]}" in out.splitlines()
+
+
 def test_show_never_prints_next_none(weave, world, orch):
     world.publish(POLL)
     wf = world.start("poll-flow")
