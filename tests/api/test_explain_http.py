@@ -48,14 +48,15 @@ def test_S17_a_poll_result_in_a_review_reason_is_explained_as_kept_as_the_instan
                                                                                            capsys):
     """The explain answer's blockers hold the open review reason's facts, with the round's result. They were parsed
     and written again: an amount of 12345678901234567890.10 came back 1.2345678901234567e+19, the very value the
-    operator decides a POLL_REVIEW_VALUE on, and a number no double holds (a worker may report one over SQL) as
-    Infinity, which is not JSON: no client could read the answer. The instance gives them as kept, and so does
-    explain, over HTTP and from the command line."""
+    operator decides a POLL_REVIEW_VALUE on, 1e300 came back 1e+300, and a number no double holds (a worker could
+    report one over SQL until such numbers were refused where they come in) as Infinity, which is not JSON: no
+    client could read the answer. The instance gives them as kept, and so does explain, over HTTP and from the
+    command line."""
     world.publish(POLL)
     wf = world.start("poll-flow")
     orch.drain()
     (task,) = pulse.task_claim(world.db.conn, "w1", "payments", limit=1)
-    result = '{"status": "MANUAL_CHECK", "amount": 12345678901234567890.10, "n": 1e400}'
+    result = '{"status": "MANUAL_CHECK", "amount": 12345678901234567890.10, "n": 1e300}'
     pulse.attempt_complete(world.db.conn, task["attempt_id"], "w1", result_json=result)
     orch.drain()
     shown = client.simulate_get(f"/v1/namespaces/{world.namespace}/workflows/{wf}", headers=auth(world.token))
