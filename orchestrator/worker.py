@@ -107,6 +107,7 @@ class Worker:
         limits = {name: beat_s for name in ("read_timeout", "write_timeout") if self.dsn.timeout(name) > beat_s}
         self._beats = Connections(self.dsn.with_options(**limits) if limits else self.dsn)
         self._stop = threading.Event()
+        self._hurry = threading.Event()  # asked to stop a second time: no grace period
         self._heartbeats_stop = threading.Event()
         self._cond = threading.Condition()
         self._inflight: dict[int, TaskContext] = {}
@@ -172,11 +173,23 @@ class Worker:
 
     def stop(self, *_: object) -> None:
         """Stop claiming; running attempts get the grace period to finish (K-9), and their handlers are told
-        (``ctx.worker_stopping``, which wakes ``ctx.wait_stop``)."""
+        (``ctx.worker_stopping``, which wakes ``ctx.wait_stop``). Asked a second time (a second Ctrl-C, another
+        SIGTERM), the worker waits no longer: what still runs is left to lease recovery, as after the grace."""
+        if self._stop.is_set():
+            self._hurry.set()
+            with self._cond:
+                self._cond.notify_all()
+            log.warning("asked again to stop: not waiting for running attempts", extra={"fields": {
+                "worker": self.worker_id, "running": self.in_flight}})
+            return
         self._stop.set()
         with self._cond:
             running = list(self._inflight.values())
             self._cond.notify_all()
+        # Said at once: a worker that waits for its attempts in silence looks hung to whoever stopped it.
+        log.info("stopping: no new claims; running attempts may finish within the grace period", extra={"fields": {
+            "worker": self.worker_id, "running": len(running), "grace_ms": self.grace_ms,
+            "hint": "stop it again (a second Ctrl-C or SIGTERM) to leave them to lease recovery now"}})
         for ctx in running:
             ctx._signal(ctx._stopping)
 
@@ -350,11 +363,12 @@ class Worker:
         lease recovery (K-4, K-9)."""
         deadline = time.monotonic() + self.grace_ms / 1000.0
         with self._cond:
-            while self._inflight and time.monotonic() < deadline:
+            while self._inflight and time.monotonic() < deadline and not self._hurry.is_set():
                 self._cond.wait(min(0.1, max(0.0, deadline - time.monotonic())))
             abandoned = sorted(self._inflight)
         if abandoned:
-            log.warning("grace period over; leaving running attempts to lease recovery", extra={"fields": {
+            said = "asked again to stop" if self._hurry.is_set() else "grace period over"
+            log.warning(f"{said}; leaving running attempts to lease recovery", extra={"fields": {
                 "worker": self.worker_id, "attempts": abandoned}})
         for t in self._threads:
             if t.name.startswith("task-"):
