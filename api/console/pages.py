@@ -643,10 +643,12 @@ class Review(Page):
 class Bulk(Page):
     """A bulk action on a filter: first a dry run (the count and the list of what would be touched), then
     each listed instance is acted on with its own Idempotency-Key (the run's key and the instance id), and
-    each gets its own result, so a partial failure shows and applying again is safe."""
+    each gets its own result, so a partial failure shows and applying again is safe. More matches than one run
+    takes: the run takes the first LIMIT listed, and a dry run after it lists the rest (an instance acted on no
+    longer matches a filter of the state it left, and one that still does only replays)."""
 
     LIMIT = 500  # one request acts on at most this many, well within a worker's timeout
-    ACTIONS = ("pause", "resume", "cancel")
+    ACTIONS = ("pause", "resume", "cancel", "reactivate")
 
     @page
     def on_get(self, req, resp):
@@ -656,7 +658,8 @@ class Bulk(Page):
         matches, more = None, False
         if req.get_param("dry_run"):
             if action not in self.ACTIONS:
-                raise Refused(422, "VALIDATION_FAILED", "choose the action to apply: pause, resume or cancel")
+                raise Refused(422, "VALIDATION_FAILED",
+                              "choose the action to apply: pause, resume, cancel or reactivate")
             matches, cursor = [], None
             while True:
                 listed = routines.instance_list(self.conn, session.token, session.namespace, **_list_args(filters),
@@ -666,9 +669,11 @@ class Bulk(Page):
                 if not cursor or len(matches) > self.LIMIT:
                     break
             more = len(matches) > self.LIMIT
+            matches = matches[:self.LIMIT]
         self.render(req, resp, "bulk.html", session, filters=filters, statuses=STATUSES, actions=self.ACTIONS,
                     action=action, matches=matches, more=more, limit=self.LIMIT, bulk_key=new_key("bulk"),
-                    can_control=session.can("workflows:control"), nav="bulk")
+                    can_act=action in self.ACTIONS and session.can(ACTION_SCOPE[action]),
+                    scope=ACTION_SCOPE.get(action, ""), nav="bulk")
 
     @page
     def on_post(self, req, resp):
@@ -688,7 +693,16 @@ class Bulk(Page):
                                 "detail": "not tried: the database stopped answering"})
                 continue
             try:
-                done = INSTANCE_ACTIONS[action](self.conn, session.token, session.namespace, workflow_id, reason, key)
+                if action == "reactivate":
+                    done = self._reactivate(session, workflow_id, reason, key)
+                    if "refused" in done:
+                        results.append({"workflow_id": workflow_id, "key": key, "ok": False, "replayed": False,
+                                        "changed": False, "transient": False, "code": "INVALID_STATE",
+                                        "detail": done["refused"]})
+                        continue
+                else:
+                    done = INSTANCE_ACTIONS[action](self.conn, session.token, session.namespace, workflow_id, reason,
+                                                    key)
                 results.append({"workflow_id": workflow_id, "key": key, "ok": True,
                                 "replayed": bool(done.get("replayed")), "changed": bool(done.get("changed", True)),
                                 "transient": False, "code": "", "detail": ""})
@@ -706,6 +720,27 @@ class Bulk(Page):
         retry = [r["workflow_id"] for r in results if not r["ok"] and r["transient"]]
         self.render(req, resp, "bulk_result.html", session, action=action, reason=reason, bulk_key=run_key,
                     results=results, failed=failed, retry=retry, nav="bulk")
+
+    def _reactivate(self, session: sessions.Session, workflow_id: str, reason: str, key: str) -> dict:
+        """Reactivates the one step of the instance that is in review, as read now, naming the activation it read
+        (C-4: one moved on since is refused). An instance with several steps in review, or none, is left for its
+        own page: which of them to start again, and how, is a person's choice there."""
+        instance = routines.instance_get(self.conn, session.token, session.namespace, workflow_id)
+        steps = {(r["step_key"], r["activation_sequence"]) for r in instance["review_reasons"] if r["step_key"]}
+        # The run again (a second submit, a retry after a lost answer): its reactivation, under this key, is in the
+        # instance's audit trail with the step and the activation it made, and is answered as a replay.
+        trail = routines.audit_list(self.conn, session.token, session.namespace, workflow_id=workflow_id,
+                                    action="step.reactivate", limit=50)["items"]
+        done = next((r["details"] for r in trail if r["idempotency_key"] == key), None)
+        if done is not None:
+            steps = {(done["step_key"], done["activation_sequence"] - 1)}
+        elif instance["status"] != "NEEDS_REVIEW" or len(steps) != 1:
+            why = (f"the instance is {instance['status']}" if instance["status"] != "NEEDS_REVIEW"
+                   else f"{len(steps)} steps are in review" if steps else "no step is in review")
+            return {"refused": f"{why}: reactivate on the instance's page"}
+        ((step_key, sequence),) = steps
+        return routines.step_reactivate(self.conn, session.token, session.namespace, workflow_id, step_key, reason,
+                                        key, activation_sequence=sequence)
 
 
 class Missing(Page):

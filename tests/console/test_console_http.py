@@ -787,6 +787,62 @@ def test_bulk_cancel_of_everything_in_review_with_a_given_reason_code(client, wo
     assert world.instance(running)["status"] == "RUNNING"
 
 
+def test_C4_bulk_reactivate_starts_each_instance_s_step_in_review_again_and_leaves_one_with_two_to_its_page(
+        client, world, orch):
+    """After an outage is fixed, every instance it sent to review is started again: the console's bulk offered
+    pause, resume and cancel only, and the usual remedy (reactivate) had to be done page by page. Each instance's
+    one step in review starts again as activation 2; one with two steps in review is left for its page."""
+    from tests.console.test_console_browser import in_review
+    from tests.sql.test_polls import answer, poll_step
+
+    stuck = [in_review(world, orch, f"o-{n}") for n in range(2)]
+    world.publish({"name": "two-polls", "steps": [
+        {**poll_step(max_rounds=1), "key": key} for key in ("a", "b")]})
+    both = world.start("two-polls", {"order_id": "o-9"})
+    orch.drain()
+    for _ in range(2):
+        answer(world, "PENDING")
+    orch.drain()
+    assert len(world.instance(both)["review_reasons"]) == 2
+    cookies = sign_in(client, world.token)
+    dry = client.simulate_get(f"{BASE}/bulk", cookies=cookies, params={
+        "review_code": "POLL_ROUNDS_EXHAUSTED", "action": "reactivate", "dry_run": "1"})
+    assert 'data-figure="bulk-count">3<' in dry.text and "new activation" in dry.text
+    fields = {"csrf": hidden(dry.text, "csrf"), "action": "reactivate", "bulk_key": hidden(dry.text, "bulk_key"),
+              "reason": "the PSP is back", "workflow_id": _ids_on(dry.text)}
+    applied = form_post(client, f"{BASE}/bulk", fields, cookies).text
+    assert 'data-figure="bulk-ok">2<' in applied and 'data-figure="bulk-failed">1<' in applied
+    assert "2 steps are in review: reactivate on the instance&#39;s page" in applied
+    for wf in stuck:
+        step = world.step(wf, "check")
+        assert world.instance(wf)["status"] == "RUNNING" and step["activation_sequence"] == 2
+    assert world.instance(both)["status"] == "NEEDS_REVIEW"
+    again = form_post(client, f"{BASE}/bulk", fields, cookies).text  # the same run again only replays
+    assert again.count(">replayed<") == 2
+
+
+def test_a_bulk_run_past_its_limit_takes_the_first_listed_and_the_next_dry_run_lists_the_rest(
+        client, world, monkeypatch):
+    """More matches than one run takes were refused with "narrow the filter", though no filter could split
+    instances alike: the run takes the first it lists, and a dry run after it lists the rest."""
+    from api.console import pages
+
+    monkeypatch.setattr(pages.Bulk, "LIMIT", 2)
+    world.publish(TIMER)
+    wfs = [world.start("cool-off") for _ in range(3)]
+    cookies = sign_in(client, world.token)
+    params = {"definition": "cool-off", "control": "ACTIVE", "action": "pause", "dry_run": "1"}
+    dry = client.simulate_get(f"{BASE}/bulk", cookies=cookies, params=params)
+    assert 'data-figure="bulk-count">2<' in dry.text and 'data-figure="bulk-more"' in dry.text
+    first = _ids_on(dry.text)
+    fields = {"csrf": hidden(dry.text, "csrf"), "action": "pause", "bulk_key": hidden(dry.text, "bulk_key"),
+              "reason": "freeze", "workflow_id": first}
+    assert 'data-figure="bulk-ok">2<' in form_post(client, f"{BASE}/bulk", fields, cookies).text
+    rest = client.simulate_get(f"{BASE}/bulk", cookies=cookies, params=params)
+    assert 'data-figure="bulk-count">1<' in rest.text and 'data-figure="bulk-more"' not in rest.text
+    assert sorted(first + _ids_on(rest.text)) == sorted(wfs)
+
+
 def test_C3_past_its_limit_the_review_queue_keeps_the_longest_waiting_and_says_how_many_it_left_out(
         client, world, orch, monkeypatch):
     import re
