@@ -548,13 +548,17 @@ class Worker:
         fields = {**_attempt_fields(ctx), "attempt_no": ctx.attempt_no,
                   "handler": f"{ctx.handler}@{ctx.handler_version}", "outcome": outcome,
                   "task_status": answer["task_status"], "ms": round((time.monotonic() - started) * 1000, 1)}
+        if answer.get("round_outcome") is not None:
+            fields["round_outcome"] = answer["round_outcome"]
         if error:
             fields["error"] = error[:500]
         if crash is not None:
             fields["traceback"] = jsontext.as_text("".join(traceback.format_exception(crash))[-MAX_TRACEBACK_CHARS:])
         # An attempt whose end leaves its task FAILED (its step goes to review) needs someone: a warning, which
-        # WEAVE_LOG_LEVEL=WARNING keeps. A report that came too late changed nothing: a warning too.
-        needs_attention = outcome == "LATE" or answer["task_status"] == "FAILED"
+        # WEAVE_LOG_LEVEL=WARNING keeps; so does a poll's answer its step could not take or leaves to a person
+        # (the task SUCCEEDED, the step went to review). A report that came too late changed nothing: a warning too.
+        needs_attention = outcome == "LATE" or answer["task_status"] == "FAILED" \
+            or answer.get("round_outcome") in ("INVALID", "REVIEW_VALUE")
         (log.warning if needs_attention else log.info)("attempt ended", extra={"fields": fields})
 
 

@@ -16,7 +16,9 @@ nested at most 32 levels deep, no key twice in one object, no number beyond a do
 Result set: outcome (SUCCEEDED, also for this report sent again after its answer was lost; or LATE for a report that
 was stored without effect), task_id, attempt_id, task_status,
 next_task_in_ms (when the answer left its POLL step waiting for the next round: the milliseconds until that round is
-due and its task is created, else NULL).
+due and its task is created, else NULL), round_outcome (for a POLL round''s task: the round''s outcome as this report
+left it, such as POLL_PENDING, DONE, REVIEW_VALUE or INVALID, IN_FLIGHT when the orchestrator consumes the answer
+later; else NULL).
 Errors: 50003 NOT_FOUND, 50012 ATTEMPT_NOT_CURRENT (another worker''s attempt), 50201 WORKER_ID_INVALID,
 50203 RESULT_INVALID.
 Rules: K-3, K-7, M-4.6.'
@@ -59,7 +61,11 @@ BEGIN
            (SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, v_now, p.next_poll_at), 0) DIV 1000
               FROM pulse_tasks t STRAIGHT_JOIN weave_poll_states p ON p.activation_id = t.activation_id
              WHERE v_outcome = 'SUCCEEDED' AND t.id = v_task AND t.round_no > 0 AND p.state = 'WAITING')
-           AS next_task_in_ms;
+           AS next_task_in_ms,
+           -- What the answer was to the poll: a result it could not take (INVALID) or a value for a person
+           -- (REVIEW_VALUE) sends the step to review, though the task SUCCEEDED; the worker says so.
+           (SELECT r.outcome FROM weave_poll_rounds r WHERE v_outcome = 'SUCCEEDED' AND r.task_id = v_task)
+           AS round_outcome;
     IF @@autocommit = 0 THEN
         COMMIT;  -- the answer's read opened a transaction there: the session is left as the call found it
     END IF;

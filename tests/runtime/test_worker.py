@@ -1070,6 +1070,30 @@ def poll_flow(interval_ms: int) -> dict:
         "task_timeout_ms": HOUR, "result": {"pending": ["PENDING"], "success": ["DONE"]}}]}
 
 
+def test_P8_a_poll_answer_its_step_cannot_take_is_a_warning_though_its_task_succeeded(world, orch, database, caplog):
+    """A POLL handler that answered a status the poll does not know (\"paid\" for PAID) sent its step to review,
+    while the worker logged the attempt as a plain success: at WEAVE_LOG_LEVEL=WARNING nothing was said at all.
+    The line says the round's outcome, and is a warning when the step goes to review."""
+    private = Registry()
+
+    @handler("psp.check", version="1", into=private)
+    def check(input):
+        return {"status": input["answer"]}
+
+    for name, answer in (("invalid", "paid"), ("pending", "PENDING")):
+        world.publish({"name": name, "steps": [{
+            "key": "check", "type": "POLL", "queue": "payments", "handler": "psp.check", "handler_version": "1",
+            "input": {"answer": answer}, "interval_ms": 60_000, "max_rounds": 3, "timeout_ms": HOUR,
+            "task_timeout_ms": HOUR, "result": {"pending": ["PENDING"], "success": ["PAID"]}}]})
+        world.start(name, {})
+    orch.drain()
+    with caplog.at_level(logging.INFO, logger="weave.worker"):
+        assert make_worker(database, handlers=private).run(max_claims=2)["SUCCEEDED"] == 2
+    ended = {r.fields["round_outcome"]: r for r in caplog.records if r.getMessage() == "attempt ended"}
+    assert set(ended) == {"INVALID", "POLL_PENDING"}
+    assert ended["INVALID"].levelno == logging.WARNING and ended["POLL_PENDING"].levelno == logging.INFO
+
+
 def test_K1_an_idle_worker_claims_when_the_next_round_its_report_left_waiting_is_due(world, orch, database):
     world.publish(poll_flow(2_000))
     world.start("polled", {})
