@@ -226,7 +226,7 @@ def test_S1_a_payload_that_is_not_json_is_refused_even_where_the_server_would_ta
 BEYOND_A_DOUBLE = ["1e400", "-1e309", "1.7976931348623159e308", "2E+308", "0.5e309", "1" * 310 + ".0",
                    "12345.6789e305", "1" * 200 + "e150"]
 WITHIN_A_DOUBLE = ["1.7976931348623157e308", "1.7976931348623158e308", "1e-400", "0.0000e99999", "1" * 400,
-                   "1" * 120 + ".5e-100", "0." + "0" * 150 + "1e300"]
+                   "1" * 120 + ".5e-100", "0." + "0" * 150 + "1e300", "0." + "1" * 320 + "e5", "1." + "1" * 320 + "e-5"]
 
 
 def test_S1_a_number_beyond_a_double_is_refused_as_the_http_api_and_every_worker_refuse_it(world, orch):
@@ -240,6 +240,7 @@ def test_S1_a_number_beyond_a_double_is_refused_as_the_http_api_and_every_worker
         with pytest.raises(jsontext.InvalidJson):
             jsontext.parse_strict(payload)
         rejected(world, wf, "PAYLOAD_INVALID", payload=payload)
+    rejected(world, wf, "PAYLOAD_INVALID", payload="1e400")  # the document itself a number
     for number in WITHIN_A_DOUBLE:
         payload = f'{{"amount": [1, {number}], "note": "1e400"}}'
         jsontext.parse_strict(payload)
