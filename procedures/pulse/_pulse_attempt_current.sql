@@ -56,6 +56,7 @@ BEGIN
     DECLARE v_last DATETIME(6) DEFAULT NULL;  -- the locked instance's last decision (R-2)
     DECLARE v_seen DATETIME(6) DEFAULT NULL;  -- the instance's last decision as committed, read without a lock
     DECLARE v_same BOOLEAN DEFAULT FALSE;  -- a report of an ended attempt is the very report that ended it
+    DECLARE v_ended_it BOOLEAN DEFAULT FALSE;  -- and that report gave the task its end
 
     IF in_worker_id IS NULL OR CHAR_LENGTH(in_worker_id) NOT BETWEEN 1 AND 128 THEN
         CALL _weave_raise(50201, 'WORKER_ID_INVALID: worker id must be 1-128 characters');
@@ -106,17 +107,17 @@ BEGIN
         -- with the same result or error, answers as the first did and stores nothing.
         IF v_status = in_kind THEN
             SELECT CASE in_kind WHEN 'SUCCEEDED' THEN t.result <=> in_body
-                                ELSE a.error <=> LEFT(JSON_VALUE(in_body, '$.error'), 2048) END
-              INTO v_same
+                                ELSE a.error <=> LEFT(JSON_VALUE(in_body, '$.error'), 2048) END,
+                   t.finished_at <=> a.ended_at
+              INTO v_same, v_ended_it
               FROM pulse_tasks t JOIN pulse_attempts a ON a.id = in_attempt_id WHERE t.id = v_task;
         END IF;
         IF v_same THEN
-            -- The task's status as that report left it: a failure it ended the task with (the task changes no more
-            -- once it has), else a retry it scheduled, whatever became of that retry since.
+            -- The task's status as that report left it: the end it gave the task (written at the attempt's own end:
+            -- the task changes no more once it has), else a retry it scheduled, whatever became of that retry since
+            -- (another attempt, a cancel, an expiry).
             SET out_current = 2,
-                out_task_status = IF(in_kind = 'FAILED'
-                                     AND NOT (v_used = v_no AND v_task_status IN ('FAILED', 'CANCELLED')),
-                                     'QUEUED', v_task_status);
+                out_task_status = IF(in_kind = 'FAILED' AND NOT v_ended_it, 'QUEUED', v_task_status);
         ELSE
             INSERT INTO pulse_late_reports (namespace_id, task_id, attempt_id, worker_id, kind, body, reported_at)
             VALUES (v_ns, v_task, in_attempt_id, in_worker_id, in_kind, in_body, out_now);

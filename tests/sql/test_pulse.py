@@ -688,6 +688,14 @@ def test_K3_a_report_sent_again_after_its_answer_was_lost_answers_as_the_first_a
     claim(world)  # the retry runs: the first attempt's report, sent again, still answers what it decided
     assert pulse.attempt_fail(world.db.conn, got[retried]["attempt_id"], "w1", "PSP 503",
                               retryable=True)["outcome"] == "RETRY_SCHEDULED"
+    # A retry scheduled, then the queued task cancelled: the report sent again still answers the retry it scheduled.
+    world.publish(task_flow("cancelled-later", retry={"max_attempts": 2, "initial_backoff_ms": 1_000}))
+    (later,) = started(world, orch, "cancelled-later")
+    (attempt,) = claim(world)
+    pulse.attempt_fail(world.db.conn, attempt["attempt_id"], "w1", "PSP 503", retryable=True)
+    assert cancel_task(world, task_of(world, later)["id"]) == "CANCELLED"
+    again = pulse.attempt_fail(world.db.conn, attempt["attempt_id"], "w1", "PSP 503", retryable=True)
+    assert (again["outcome"], again["task_status"]) == ("RETRY_SCHEDULED", "QUEUED")
 
     first = pulse.attempt_fail(world.db.conn, got[failed]["attempt_id"], "w1", "declined", retryable=False)
     again = pulse.attempt_fail(world.db.conn, got[failed]["attempt_id"], "w1", "declined", retryable=False)
