@@ -14,7 +14,7 @@ BEGIN
     DECLARE v_status VARCHAR(16);
     DECLARE v_step_status VARCHAR(16);
     DECLARE v_unsettled INT;
-    DECLARE v_which VARCHAR(128);
+    DECLARE v_which VARCHAR(112);  -- with its code, within the 128 characters a message carries
     SET out_step_id = NULL;
     SELECT status INTO v_status FROM weave_instances WHERE id = in_instance_id;
     SELECT id, type, status, activation_seq, activation_id
@@ -31,7 +31,7 @@ BEGIN
     CALL _weave_task_unsettled_count(in_instance_id, v_unsettled);
     IF v_unsettled > 0 THEN
         -- Which one, so that an operator can look at it (its step's explain) rather than search for it.
-        SELECT CONCAT('task tsk_', t.id, ' of step ', t.step_key, ' is ', t.status,
+        SELECT CONCAT('task tsk_', t.id, ' of step ', LEFT(t.step_key, 24), ' is ', t.status,
                       IF(a.worker_id IS NULL, '', CONCAT(' on worker ', LEFT(a.worker_id, 24))))
           INTO v_which
           FROM pulse_tasks t
@@ -39,7 +39,7 @@ BEGIN
          WHERE t.instance_id = in_instance_id AND t.status IN ('QUEUED', 'RUNNING')
          ORDER BY t.id LIMIT 1;
         IF v_which IS NULL THEN
-            SELECT CONCAT('the outcome of task tsk_', e.task_id, ' of step ', t.step_key,
+            SELECT CONCAT('the outcome of task tsk_', e.task_id, ' of step ', LEFT(t.step_key, 24),
                           ' waits for the orchestrator')
               INTO v_which
               FROM pulse_inbox e JOIN pulse_tasks t ON t.id = e.task_id

@@ -336,6 +336,24 @@ def test_R9_C4_resolving_the_last_step_ends_the_instance_in_the_same_transaction
                                  output={"paid": "wire"})["replayed"] == 1
 
 
+def test_C4_a_task_in_flight_with_the_longest_step_key_and_worker_id_is_named_within_a_message(world, orch):
+    """The refusal names the task's step and worker; the longest of each would have made the message longer than
+    the 128 characters a message carries (the routine's text a refusal of another kind): each is cut to 24."""
+    from procedures import pulse
+
+    doc = failing_task()
+    doc["steps"].append({"key": "n" * 64, "type": "TASK", "queue": "payments", "handler": "example.echo",
+                         "handler_version": "1", "priority": -1})
+    world.publish(doc)
+    wf = world.start("charge", {"order_id": "o1"})
+    orch.drain()
+    fail_current_task(world, orch)
+    pulse.task_claim(world.db.conn, "w" * 128, "payments", limit=1)
+    with pytest.raises(errors.TaskInFlight) as running:
+        routines.step_reactivate(world.db.conn, world.token, "acme", wf, "charge", "retry after fix", "r1")
+    assert f"of step {'n' * 24} is RUNNING on worker {'w' * 24}" in str(running.value)
+
+
 def test_C4_recovery_of_a_step_not_in_review_is_invalid_and_actions_are_audited(world, orch):
     world.publish(failing_task())
     wf = world.start("charge", {"order_id": "o1"})
