@@ -380,6 +380,7 @@ class Worker:
         # Each run gets its own work queue and heartbeat switch: a thread abandoned by an earlier run (grace
         # period over) finishes its attempt and exits without touching the new run's work.
         self._stop.clear()
+        self._hurry.clear()
         self._heartbeats_stop = threading.Event()
         self._work = queue.Queue()
         self._threads = [threading.Thread(target=self._executor, args=(self._work,), name=f"task-{n}", daemon=True)

@@ -666,24 +666,49 @@ def test_K9_a_stopping_worker_says_so_at_once_and_a_second_stop_leaves_its_attem
         world, orch, database, caplog):
     """On SIGINT or SIGTERM a worker said nothing until its grace period was over, and a second Ctrl-C did not make
     it go: whoever stopped it could not tell a drain from a hang. It says at once that it stops and how many
-    attempts may still finish; asked again, it waits no longer, and what still runs is left to lease recovery."""
-    world.publish(task_flow(handler="example.sleep", input={"ms": 60_000}, task_timeout_ms=HOUR))
+    attempts may still finish; asked again, it waits no longer, and what still runs is left to lease recovery. A
+    later run of the same worker has its grace period again."""
+    private = Registry()
+    release = threading.Event()
+
+    @handler("hold", version="1", into=private)
+    def hold(input):
+        release.wait(60)
+        return {"held": True}
+
+    world.publish(task_flow(handler="hold", task_timeout_ms=HOUR))
     wf = world.start("job", {})
     orch.drain()
-    worker = make_worker(database, concurrency=1, grace_ms=600_000)
+    worker = make_worker(database, handlers=private, concurrency=1, grace_ms=600_000)
+    try:
+        with caplog.at_level(logging.INFO, logger="weave.worker"):
+            thread = in_thread(worker)
+            assert wait_for(lambda: worker.in_flight == 1, timeout=10)
+            worker.stop()
+            said = [r for r in caplog.records if r.getMessage().startswith("stopping:")]
+            assert len(said) == 1 and said[0].fields["running"] == 1 and said[0].fields["grace_ms"] == 600_000
+            assert thread.is_alive()  # the grace period is ten minutes
+            worker.stop()
+            thread.join(timeout=10)
+        assert not thread.is_alive()
+        assert [r.getMessage() for r in caplog.records if "lease recovery" in r.getMessage()] == [
+            "asked again to stop; leaving running attempts to lease recovery"]
+        assert task_row(world, wf)["status"] == "RUNNING"  # its lease decides (K-4)
+    finally:
+        release.set()
+    assert wait_for(lambda: task_row(world, wf)["status"] == "SUCCEEDED", timeout=10)  # the held one still reports
+    # Run again and stopped once: it waits for its attempt as ever, however it was stopped before.
+    release.clear()
+    second = world.start("job", {})
+    orch.drain()
     with caplog.at_level(logging.INFO, logger="weave.worker"):
         thread = in_thread(worker)
-        assert wait_for(lambda: task_row(world, wf)["status"] == "RUNNING", timeout=10)
+        assert wait_for(lambda: worker.in_flight == 1, timeout=10)
         worker.stop()
-        said = [r for r in caplog.records if r.getMessage().startswith("stopping:")]
-        assert len(said) == 1 and said[0].fields["running"] == 1 and said[0].fields["grace_ms"] == 600_000
-        assert thread.is_alive()  # the grace period is ten minutes
-        worker.stop()
+        release.set()
         thread.join(timeout=10)
-    assert not thread.is_alive()
-    assert [r.getMessage() for r in caplog.records if "lease recovery" in r.getMessage()] == [
-        "asked again to stop; leaving running attempts to lease recovery"]
-    assert task_row(world, wf)["status"] == "RUNNING"  # its lease decides (K-4)
+    assert not thread.is_alive() and task_row(world, second)["status"] == "SUCCEEDED"
+    assert len([r for r in caplog.records if "lease recovery" in r.getMessage()]) == 1  # the first run's only
 
 
 def test_K9_attempts_unfinished_after_the_grace_period_end_unknown_through_lease_recovery(world, orch, database):
