@@ -103,11 +103,13 @@ class _AllowlistRedirects(urllib.request.HTTPRedirectHandler):
     def __init__(self, allowed: set[str], given: set[str]):
         self.allowed = allowed
         self.given = {name.lower() for name in given}
+        self.followed = False  # a redirect was followed: the request it answered has reached its server
 
     def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
                          newurl: str) -> urllib.request.Request | None:
         _check_allowed(newurl, self.allowed)
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        self.followed = self.followed or new is not None
         if new is not None and _origin(newurl) != _origin(req.full_url):
             for name in [n for n in new.headers if n.lower() in self.given]:
                 new.remove_header(name)
@@ -181,7 +183,8 @@ def request(spec: Any) -> Any:
         data = json.dumps(spec["body"], separators=(",", ":")).encode()
         headers = {"Content-Type": "application/json", **headers}
     headers = {"Accept": "application/json", **headers}
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _AllowlistRedirects(allowed, set(given)))
+    redirects = _AllowlistRedirects(allowed, set(given))
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), redirects)
     req = urllib.request.Request(url, data=data, headers=headers, method=method)
     what = f"{method} {_shown(url)}"
     # Whether this request may be sent again once it may have taken effect: a method that a repeat changes nothing
@@ -199,13 +202,17 @@ def request(spec: Any) -> Any:
         deadline = _clock() + timeout
         with opener.open(req, timeout=timeout) as resp:
             body = _read(resp, deadline, what)
+    # Once a redirect was followed, the request that answered it reached its server (a POST answered "303 See
+    # Other" has taken effect): whatever fails after that fails as a request that was sent.
     except urllib.error.HTTPError as exc:
-        if exc.code in NOT_PROCESSED:
+        if exc.code in NOT_PROCESSED and not redirects.followed:
             raise Retryable(f"HTTP_{exc.code}: {what}") from exc
-        if exc.code >= 500:
+        if exc.code >= 500 or exc.code in NOT_PROCESSED:
             raise sent(f"HTTP_{exc.code}: {what}") from exc
         raise HttpRefused(f"HTTP_{exc.code}: {what}") from exc
     except urllib.error.URLError as exc:  # urllib's word for a request it could not send: never processed
+        if redirects.followed:
+            raise sent(f"HTTP_UNREACHABLE: {what}: {exc.reason}") from exc
         raise Retryable(f"HTTP_UNREACHABLE: {what}: {exc.reason}") from exc
     except (TimeoutError, ConnectionError) as exc:  # sent, then no answer: urllib wraps only errors of the sending
         raise sent(f"HTTP_NO_ANSWER: {what}: {exc}") from exc

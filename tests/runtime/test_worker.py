@@ -781,6 +781,8 @@ class _Api(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(b"123")
             self.close_connection = True
+        elif self.path.startswith("/away-closed?to="):
+            self._send(302, b"", headers={"Location": self.path.split("?to=", 1)[1]})
         elif self.path == "/away":
             self._send(302, b"", headers={"Location": f"http://localhost:{self.server.server_port}/ok"})
         elif self.path == "/headers":  # the headers that reached this server
@@ -800,7 +802,9 @@ class _Api(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length", 0))
         body = self.rfile.read(length)
         _POSTS.append(self.path)
-        if self.path == "/charge-lost":  # the request is read (and acted on), then the connection closes unanswered
+        if self.path.startswith("/charge-see-other?to="):  # made: see the result elsewhere (a POST's usual answer)
+            self._send(303, b"", headers={"Location": self.path.split("?to=", 1)[1]})
+        elif self.path == "/charge-lost":  # the request is read (and acted on), then the connection closes unanswered
             self.close_connection = True
         elif self.path == "/charge-502":
             self._send(502, b'{"error": "bad gateway"}')
@@ -920,6 +924,20 @@ def test_K8_http_handler_retries_a_post_it_could_not_send(api):
     with pytest.raises(Retryable, match="HTTP_UNREACHABLE"):
         http.request({"method": "POST", "url": f"http://127.0.0.1:{closed_port}/charge", "body": {},
                       "timeout_ms": 2000})
+
+
+def test_K8_http_handler_never_sends_a_post_again_that_a_redirect_answered(api):
+    """A POST answered "303 See Other" has taken effect; urllib follows with a GET, and when that failed (its host
+    unreachable, a 503) the POST was retried as a request never processed, and made twice."""
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    closed_port = probe.getsockname()[1]
+    probe.close()
+    for to in (f"http://127.0.0.1:{closed_port}/made", "/boom"):
+        with pytest.raises(http.HttpRefused, match="HTTP_EFFECT_UNKNOWN"):
+            http.request({"method": "POST", "url": f"{api}/charge-see-other?to={to}", "body": {}, "timeout_ms": 2000})
+    with pytest.raises(Retryable):  # a GET redirected to the same failures is still retried
+        http.request({"url": f"{api}/away-closed?to=http://127.0.0.1:{closed_port}/made", "timeout_ms": 2000})
 
 
 def test_K8_http_handler_a_post_answered_too_slowly_is_not_sent_again(api, monkeypatch):
