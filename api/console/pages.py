@@ -723,8 +723,9 @@ class Bulk(Page):
 
     def _reactivate(self, session: sessions.Session, workflow_id: str, reason: str, key: str) -> dict:
         """Reactivates the one step of the instance that is in review, as read now, naming the activation it read
-        (C-4: one moved on since is refused). An instance with several steps in review, or none, is left for its
-        own page: which of them to start again, and how, is a person's choice there."""
+        (C-4: one that moved on between this read and the action is refused). An instance with several steps in
+        review, or none, is left for its own page: which of them to start again, and how, is a person's choice
+        there."""
         instance = routines.instance_get(self.conn, session.token, session.namespace, workflow_id)
         steps = {(r["step_key"], r["activation_sequence"]) for r in instance["review_reasons"] if r["step_key"]}
         # The run again (a second submit, a retry after a lost answer): its reactivation, under this key, is in the
