@@ -422,6 +422,12 @@ def test_static_css_and_unknown_console_pages(client, world):
 
 
 # --- filters and bulk actions ---------------------------------------------------------------------------------
+def bulk_form(dry_page: str, action: str, reason: str, workflow_ids: list[str]) -> dict:
+    """The fields of a bulk run as its dry run's page offers them: its form's token and run key."""
+    return {"csrf": hidden(dry_page, "csrf"), "action": action, "bulk_key": hidden(dry_page, "bulk_key"),
+            "reason": reason, "workflow_id": workflow_ids}
+
+
 def _ids_on(html: str) -> list[str]:
     import re
 
@@ -529,8 +535,7 @@ def test_a_partial_bulk_failure_is_reported_per_item_and_a_refusal_for_its_state
                               params={"definition": "cool-off", "action": "pause", "dry_run": "1"})
     assert 'data-figure="bulk-count">4<' in dry.text
     assert 'data-figure="bulk-status-RUNNING">3<' in dry.text and 'data-figure="bulk-status-CANCELLED">1<' in dry.text
-    fields = {"csrf": hidden(dry.text, "csrf"), "action": "pause", "bulk_key": hidden(dry.text, "bulk_key"),
-              "reason": "freeze", "workflow_id": _ids_on(dry.text)}
+    fields = bulk_form(dry.text, "pause", "freeze", _ids_on(dry.text))
     applied = form_post(client, f"{BASE}/bulk", fields, cookies).text
     assert 'data-figure="bulk-ok">3<' in applied and 'data-figure="bulk-failed">1<' in applied
     assert 'data-figure="bulk-unchanged">1<' in applied
@@ -568,8 +573,7 @@ def test_a_bulk_run_that_loses_the_database_leaves_the_rest_untried_and_retryabl
         dry = client.simulate_get(f"{BASE}/bulk", cookies=cookies,
                                   params={"definition": "cool-off", "action": "pause", "dry_run": "1"})
         ids = _ids_on(dry.text)
-        fields = {"csrf": hidden(dry.text, "csrf"), "action": "pause", "bulk_key": hidden(dry.text, "bulk_key"),
-                  "reason": "freeze", "workflow_id": ids}
+        fields = bulk_form(dry.text, "pause", "freeze", ids)
         monkeypatch.setitem(pages.INSTANCE_ACTIONS, "pause", pause_then_die)
         applied = form_post(client, f"{BASE}/bulk", fields, cookies).text
     finally:
@@ -774,8 +778,7 @@ def test_bulk_cancel_of_everything_in_review_with_a_given_reason_code(client, wo
     dry = client.simulate_get(f"{BASE}/bulk", cookies=cookies, params={
         "in_review": "1", "review_code": "POLL_ROUNDS_EXHAUSTED", "action": "cancel", "dry_run": "1"})
     assert 'data-figure="bulk-count">2<' in dry.text and sorted(_ids_on(dry.text)) == sorted(stuck)
-    fields = {"csrf": hidden(dry.text, "csrf"), "action": "cancel", "bulk_key": hidden(dry.text, "bulk_key"),
-              "reason": "vendor retired this API", "workflow_id": stuck}
+    fields = bulk_form(dry.text, "cancel", "vendor retired this API", stuck)
     assert 'name="confirm"' in dry.text  # a cancel asks the operator to tick that they mean it
     unticked = form_post(client, f"{BASE}/bulk", fields, cookies)
     assert unticked.status_code == 422 and "CONFIRMATION_NEEDED" in unticked.text
@@ -808,8 +811,7 @@ def test_C4_bulk_reactivate_starts_each_instance_s_step_in_review_again_and_leav
     dry = client.simulate_get(f"{BASE}/bulk", cookies=cookies, params={
         "review_code": "POLL_ROUNDS_EXHAUSTED", "action": "reactivate", "dry_run": "1"})
     assert 'data-figure="bulk-count">3<' in dry.text and "new activation" in dry.text
-    fields = {"csrf": hidden(dry.text, "csrf"), "action": "reactivate", "bulk_key": hidden(dry.text, "bulk_key"),
-              "reason": "the PSP is back", "workflow_id": _ids_on(dry.text)}
+    fields = bulk_form(dry.text, "reactivate", "the PSP is back", _ids_on(dry.text))
     applied = form_post(client, f"{BASE}/bulk", fields, cookies).text
     assert 'data-figure="bulk-ok">2<' in applied and 'data-figure="bulk-failed">1<' in applied
     assert "2 steps are in review: reactivate on the instance&#39;s page" in applied
@@ -835,8 +837,7 @@ def test_a_bulk_run_past_its_limit_takes_the_first_listed_and_the_next_dry_run_l
     dry = client.simulate_get(f"{BASE}/bulk", cookies=cookies, params=params)
     assert 'data-figure="bulk-count">2<' in dry.text and 'data-figure="bulk-more"' in dry.text
     first = _ids_on(dry.text)
-    fields = {"csrf": hidden(dry.text, "csrf"), "action": "pause", "bulk_key": hidden(dry.text, "bulk_key"),
-              "reason": "freeze", "workflow_id": first}
+    fields = bulk_form(dry.text, "pause", "freeze", first)
     assert 'data-figure="bulk-ok">2<' in form_post(client, f"{BASE}/bulk", fields, cookies).text
     rest = client.simulate_get(f"{BASE}/bulk", cookies=cookies, params=params)
     assert 'data-figure="bulk-count">1<' in rest.text and 'data-figure="bulk-more"' not in rest.text

@@ -756,6 +756,26 @@ class _Api(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def _drip(self) -> None:
+        """A byte of the answer, then nothing until the test ends."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "100")
+        self.end_headers()
+        self.wfile.write(b" ")
+        self.wfile.flush()
+        self.server.released.wait()  # type: ignore[attr-defined]
+        self.close_connection = True
+
+    def _cut(self) -> None:
+        """Promises 12345678, sends 123, and closes."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "8")
+        self.end_headers()
+        self.wfile.write(b"123")
+        self.close_connection = True
+
     def do_GET(self):
         if self.path == "/ok":
             self._send(200, json.dumps({"status": "DONE", "seen": self.headers.get("X-Probe")}).encode())
@@ -765,22 +785,10 @@ class _Api(BaseHTTPRequestHandler):
             self._send(404, b'{"error": "no"}')
         elif self.path == "/text":
             self._send(200, b"hello", "text/plain")
-        elif self.path == "/drip":  # a byte of its answer, then nothing until the test ends
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", "100")
-            self.end_headers()
-            self.wfile.write(b" ")
-            self.wfile.flush()
-            self.server.released.wait()  # type: ignore[attr-defined]
-            self.close_connection = True
-        elif self.path == "/cut":  # promises 12345678, sends 123, and closes
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", "8")
-            self.end_headers()
-            self.wfile.write(b"123")
-            self.close_connection = True
+        elif self.path == "/drip":
+            self._drip()
+        elif self.path == "/cut":
+            self._cut()
         elif self.path.startswith("/away-closed?to="):
             self._send(302, b"", headers={"Location": self.path.split("?to=", 1)[1]})
         elif self.path == "/away":
@@ -810,22 +818,10 @@ class _Api(BaseHTTPRequestHandler):
             self._send(502, b'{"error": "bad gateway"}')
         elif self.path == "/charge-503":
             self._send(503, b'{"error": "busy"}')
-        elif self.path == "/charge-drip":  # a byte of its answer, then nothing until the test ends
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", "100")
-            self.end_headers()
-            self.wfile.write(b" ")
-            self.wfile.flush()
-            self.server.released.wait()  # type: ignore[attr-defined]
-            self.close_connection = True
+        elif self.path == "/charge-drip":
+            self._drip()
         elif self.path == "/charge-cut":
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", "8")
-            self.end_headers()
-            self.wfile.write(b"123")
-            self.close_connection = True
+            self._cut()
         else:
             self._send(200, json.dumps({"echo": json.loads(body)}).encode())
 
