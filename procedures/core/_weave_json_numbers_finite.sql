@@ -8,7 +8,10 @@
 -- is an integer to Python at any length; a number too small for a double is zero to both.
 --
 -- Only a number of at least 100 digits before its point or an exponent of at least 100 can be that large, and a
--- text that holds neither, the usual case, is passed by one pattern. Otherwise the server's JSON reader hands over
+-- text that holds neither, the usual case, is passed by one pattern, which walks the text token by token as
+-- _weave_json_strict's does (strings whole: "3fe512" in an id is no exponent), so that nothing else runs for it;
+-- the reading below materialises the document's values in a temporary table on disk. Otherwise the server's JSON
+-- reader hands over
 -- every value of the document, members and items at every depth (a string with its quotes, so that none is taken
 -- for a number), and each number with a fraction or an exponent is read as a double, in one statement. A text is
 -- never cut or rewritten here: MariaDB's REGEXP_REPLACE, SUBSTRING and LOCATE on a long text cost as much again
@@ -26,9 +29,10 @@ BEGIN
     -- The server's reading of a number past the largest double: an error under the engine's strict sql_mode, a
     -- warning under another.
     DECLARE CONTINUE HANDLER FOR 1292 SET v_beyond = TRUE;
-    IF in_text IS NULL OR VERSION() NOT LIKE '%MariaDB%'
-       OR NOT in_text REGEXP '[eE]\\+?0*+[1-9][0-9]{2}|[0-9]{100}' OR NOT JSON_VALID(in_text) THEN
-        RETURN TRUE;
+    IF in_text IS NULL OR VERSION() NOT LIKE '%MariaDB%' OR NOT JSON_VALID(in_text)
+       OR in_text REGEXP CONCAT('^(?:[^"0-9]++|"(?:[^"\\\\]++|\\\\.)*+"',
+                                '|(?![0-9]{100}|[0-9]++(?:\\.[0-9]++)?[eE]\\+?0*+[1-9][0-9]{2})[0-9][0-9.eE+-]*+)*+\\z') THEN
+        RETURN TRUE;  -- no number that large: the pattern walked the whole text
     END IF;
     SELECT COUNT(CASE WHEN v REGEXP '^-?[0-9]++(?:\\.[0-9]++)?[eE.]' THEN CAST(v AS DOUBLE) END) INTO v_read
       FROM (SELECT m.v FROM JSON_TABLE(in_text, '$**.*' COLUMNS (v JSON PATH '$')) AS m

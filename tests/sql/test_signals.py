@@ -248,6 +248,23 @@ def test_S1_a_number_beyond_a_double_is_refused_as_the_http_api_and_every_worker
         assert signal_row(world, receipt["signal_id"])["payload"] == payload.encode()
 
 
+def test_S1_an_ordinary_payload_is_checked_for_large_numbers_by_one_pattern_and_no_table(world, orch):
+    """The check of numbers beyond a double first looked for an exponent anywhere in the text: an id such as
+    "o-9e512" in a string sent every such payload (a fifth of random hex ids) to the reading of all its values,
+    which materialises them in a temporary table on disk, a file per send. It walks the text token by token: only a
+    number that large outside a string is read, and a string never."""
+    wf = started(world, orch, signal_flow("any-flow", payload_type="any"))
+
+    def disk_tables() -> int:
+        return int(world.db.row("SHOW SESSION STATUS LIKE 'Created_tmp_disk_tables'")["Value"])
+
+    before = disk_tables()
+    send(world, wf, "ids", payload='{"ref": "o-9e512", "psp": "3fe512ab9e123", "amount": 1e99, "n": 12}')
+    assert disk_tables() == before
+    send(world, wf, "large", payload='{"amount": 1e300}')  # a number that large is read: that one costs the table
+    assert disk_tables() > before
+
+
 def test_S1_a_payload_nested_deeper_than_the_server_reads_is_refused_saying_so(world, orch):
     """The server reads no JSON nested deeper than 32 levels: 32 arrays, one inside the other, were refused as
     "payload must be one JSON value, with no key twice in one object", which named neither; 31 pass."""
