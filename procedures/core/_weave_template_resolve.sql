@@ -6,7 +6,7 @@
 -- A document is kept as it was written, and MariaDB's JSON_EXTRACT finds a key only as the document spells it: a
 -- key written with escapes of characters that need none ("\u0061mount", "psp\/ref" from PHP's json_encode, or
 -- "\u5ba1\u6279" from any encoder that keeps to ASCII) was not found through its characters, and its value was
--- frozen as null. A path that finds nothing in a document holding a backslash is therefore read again in the
+-- frozen as null. A path that finds nothing in a document with an escape in a key is therefore read again in the
 -- document with every escape in one spelling (_weave_json_escapes_canonical), made once per call and only then,
 -- in which each such key is written as its characters.
 --
@@ -45,7 +45,7 @@ BEGIN
     DECLARE v_arrays LONGTEXT;  -- the places a source indexes, which must hold arrays
     DECLARE v_at VARCHAR(2048);
     DECLARE v_j INT;
-    DECLARE v_escaped BOOLEAN;  -- whether in_document holds a backslash, looked at when a path first misses
+    DECLARE v_escaped BOOLEAN;  -- whether a key of in_document holds an escape, looked at when a path first misses
     DECLARE v_canonical LONGTEXT;  -- in_document with its escapes in one spelling, made only then
     IF in_template IS NULL OR JSON_TYPE(JSON_EXTRACT(in_template, '$')) = 'NULL' THEN
         SET v_out = NULL;
@@ -75,7 +75,10 @@ BEGIN
             END IF;
             SET v_value = JSON_EXTRACT(in_document, v_path);
             IF v_value IS NULL AND v_escaped IS NULL THEN
-                SET v_escaped = LOCATE(CHAR(92 USING utf8mb4), in_document) > 0;
+                -- (A backslash is only ever in a string, and a string followed by a colon is a key: a document whose
+                -- keys hold no escape, however many its values hold, is not written again for a path it lacks.)
+                SET v_escaped = LOCATE(CHAR(92 USING utf8mb4), in_document) > 0
+                                AND in_document REGEXP '"[^"\\\\]*+\\\\.(?:[^"\\\\]++|\\\\.)*+"\\s*+:';
                 SET v_canonical = IF(v_escaped, _weave_json_escapes_canonical(in_document), NULL);
             END IF;
             IF v_value IS NULL AND v_escaped THEN
