@@ -440,11 +440,13 @@ def test_K1_a_claim_reads_the_queues_it_names_and_no_others(world):
                      "(SELECT 'mail' AS name UNION ALL SELECT 'reports' UNION ALL SELECT 'exports') q "
                      "WHERE n.name LIKE 'tenant-%%'")
     assert world.db.scalar("SELECT COUNT(*) FROM weave_queues") == 901
-    assert _claim_reads(world, namespace="acme") == base["namespace"]  # the same rows, 900 queues later
-    assert _claim_reads(world) == base["every"]  # no other queue is named "payments"
+    # No more rows, 900 queues later (one fewer where the server's statistics, recounted after the inserts, let the
+    # optimizer start from the other end of its join: seen once in CI).
+    assert _claim_reads(world, namespace="acme") <= base["namespace"]
+    assert _claim_reads(world) <= base["every"]  # no other queue is named "payments"
     world.db.execute("INSERT INTO weave_queues (namespace_id, name, capacity, created_at, updated_at) "
                      "SELECT id, 'payments', 10, NOW(6), NOW(6) FROM weave_namespaces WHERE name LIKE 'tenant-%%'")
-    assert _claim_reads(world, namespace="acme") == base["namespace"]
+    assert _claim_reads(world, namespace="acme") <= base["namespace"]
     # Across namespaces a claim looks at every queue of the name it serves, and at no other.
     assert base["every"] + 300 <= _claim_reads(world) <= base["every"] + 3 * 300
     # The queues written here by hand get the release stripes that provisioning gives every queue (M-4.7b).
