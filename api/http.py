@@ -351,6 +351,7 @@ def make_error_handler(connections: Connections) -> Handler:
             problem(resp, 503, "UNAVAILABLE", unavailable_detail(exc))
             return
         if isinstance(exc, errors.SchemaMismatch):
+            connections.discard()  # one that named a database dropped since is of no use to the next request
             unavailable.answered(req.path, exc)
             resp.set_header("Retry-After", "5")
             problem(resp, 503, "UNAVAILABLE", str(exc.detail))

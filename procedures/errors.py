@@ -212,11 +212,24 @@ def translate(exc: BaseException) -> BaseException:
                                 field=FIELD_OF_CODE.get(code, first if first in FIELDS_NAMED_FIRST else None))
     if errno in BAD_VALUE_ERRNOS:
         return ValidationFailed(f"INVALID_ARGUMENT: {message}", field_code="INVALID_ARGUMENT")
+    if errno == 1049:
+        return SchemaMismatch(f"SCHEMA_MISMATCH: {message}: `weave migrate` creates it, or set WEAVE_DSN (or --dsn) to "
+                              "the database you meant")
+    if errno in SCHEMA_GONE_ERRNOS:
+        return SchemaMismatch(f"SCHEMA_MISMATCH: the database holds none of the engine's tables or routines ({errno}: "
+                              f"{message}): run `weave migrate` against it, or point this node at the engine's "
+                              "database")
     if errno in TRANSIENT_ERRNOS or isinstance(exc, pymysql.err.InterfaceError):
         transient = TransientDatabaseError(f"{errno}: {message}")
         transient.errno = errno  # the server's or the driver's number, for whoever must tell a lock wait from a loss
         return transient
     return exc
+
+
+# The database a node was started against is gone from under it, or holds none of the engine's tables or routines
+# (dropped, restored empty, a failover to a node never migrated): its level is not this build's, which every
+# edge answers as unavailable (503), never as an error of its own.
+SCHEMA_GONE_ERRNOS = frozenset({1049, 1146, 1305})
 
 
 # Client errors that mean the server did not answer at all: it cannot be reached, or it went silent.

@@ -918,3 +918,32 @@ def test_a_query_parameter_the_request_does_not_take_is_refused_as_an_unknown_fi
         assert [e["code"] for e in body["errors"]] == ["UNKNOWN_FIELD"], path
     listed = client.simulate_get(f"{NS}/workflows", query_string="status=RUNNING", headers=auth(world.token))
     assert listed.status_code == 200 and [i["workflow_id"] for i in listed.json["items"]] == [wf]
+
+
+def test_R16_a_database_dropped_or_left_empty_under_a_running_api_is_unavailable_never_an_internal_error(client, db,
+                                                                                                        world):
+    """A running API whose database was dropped (a restore, a wrong name after a failover) answered every request,
+    /readyz too, with 500 INTERNAL, and one whose database was there but empty (never migrated) with 500 as well:
+    the SDK does not retry a 500, so webhook senders stopped retrying exactly when they should have. Each is the
+    database at another level than this build's (R-16): 503 UNAVAILABLE with Retry-After, as documented."""
+    from falcon import testing
+
+    from api.app import create_app
+    from api.http import Connections
+
+    name = f"{db.dsn.database}_gone"
+    db.execute(f"CREATE DATABASE `{name}`")  # empty: none of the engine's tables or routines
+    connections = Connections(dataclasses.replace(db.dsn, database=name))
+    other = testing.TestClient(create_app(connections))
+    try:
+        for path in (f"{NS}/apps", f"{NS}/workflows/wf_1", "/readyz"):
+            got = other.simulate_get(path, headers=auth(world.admin))
+            assert got.status_code == 503 and got.headers["retry-after"], (path, got.text)
+            assert got.json["code"] == "UNAVAILABLE", got.text
+        db.execute(f"DROP DATABASE `{name}`")  # and now gone
+        for path in (f"{NS}/apps", "/readyz"):
+            got = other.simulate_get(path, headers=auth(world.admin))
+            assert got.status_code == 503 and got.json["code"] == "UNAVAILABLE", (path, got.text)
+    finally:
+        connections.discard()
+        db.execute(f"DROP DATABASE IF EXISTS `{name}`")

@@ -716,7 +716,9 @@ def test_a_database_that_does_not_exist_says_to_migrate_or_set_the_dsn(database,
     assert f"{database.database}_none" in problem["detail"] and "weave migrate" in problem["detail"]
     assert "WEAVE_DSN" in problem["detail"]
     assert main(["orchestrator", "--dsn", missing, "--json"]) == 1  # a daemon refuses it alike, before it starts
-    assert json.loads(capsys.readouterr().err)["code"] == "SCHEMA_MISMATCH"
+    logged, refused = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert refused["code"] == "SCHEMA_MISMATCH" and "WEAVE_DSN" in refused["detail"]
+    assert logged["msg"] == "refusing to start" and f"{database.database}_none" in logged["error"]
 
 
 def test_status_gives_the_engine_time_as_every_other_time_is_given(database, db, capsys):
