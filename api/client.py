@@ -286,7 +286,11 @@ class WeaveClient:
     def request(self, method: str, path: str, body: Any = None, *, params: dict | None = None,
                 idempotency_key: str | None = None, raw_body: bytes | None = None) -> tuple[int, dict, Any]:
         """One logical call: (status, headers, decoded body). Retries reuse the same idempotency key."""
-        data = raw_body if raw_body is not None else (None if body is None else json.dumps(body).encode())
+        # UTF-8 as it is: json's default escapes every character beyond ASCII, which doubles or triples such text on
+        # the wire (an input under the size limit as UTF-8 was refused as too large) and stores it as other clients
+        # never send it.
+        data = raw_body if raw_body is not None else (
+            None if body is None else json.dumps(body, ensure_ascii=False).encode())
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
         if data is not None:
             headers["Content-Type"] = "application/json"
@@ -311,8 +315,12 @@ class WeaveClient:
         try:
             return retry_after_first(once, _retryable, self.retries, _RETRY_WAIT_HONOURING)
         except _Retry as exc:
-            raise Unavailable(503, {"code": "UNAVAILABLE", "detail": f"gave up after {self.retries} tries: "
-                                                                     f"{exc.__cause__}"}) from exc
+            # The last answer's problem document and headers (its Retry-After above all), when there was one: the
+            # server's word on why, not only the SDK's count of tries.
+            last = exc.__cause__ if isinstance(exc.__cause__, Unavailable) else None
+            problem = {**(last.body if last else {}), "code": "UNAVAILABLE",
+                       "detail": f"gave up after {self.retries} tries: {exc.__cause__}"}
+            raise Unavailable(503, problem, last.headers if last else None) from exc
 
     def _call(self, method: str, path: str, body: Any = None, *, params: dict | None = None,
               idempotent: bool = False, idempotency_key: str | None = None) -> Any:

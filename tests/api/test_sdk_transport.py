@@ -33,6 +33,7 @@ class Recorder(ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.seen: list[tuple[str, str, int]] = []
+        self.bodies: list[bytes] = []  # each request's body, as it came
         self.closed = threading.Semaphore(0)
 
     @property
@@ -53,7 +54,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
-        self.rfile.read(length)
+        self.server.bodies.append(self.rfile.read(length))
         self.server.seen.append((self.command, self.path, self.client_address[1]))
         status, kind, body = self.server.answer or (
             200, "application/json", json.dumps({"path": self.path, "port": self.client_address[1]}).encode())
@@ -220,6 +221,9 @@ def test_sdk_waits_at_least_what_a_503_s_retry_after_asks(server):
         client.get_workflow("wf_1")
     failed = raised.value.__cause__
     assert failed.retry_after == 7.0 and failed.__cause__.headers["retry-after"] == "7"
+    # What the caller holds keeps the last answer: its headers and its problem document, not the count alone.
+    assert raised.value.headers["retry-after"] == "7" and raised.value.body["code"] == "UNAVAILABLE"
+    assert raised.value.detail.startswith("gave up after 1 tries: 503 UNAVAILABLE: away")
     state = RetryCallState(None, None, (), {})
     state.attempt_number = 1
     state.set_exception((type(failed), failed, None))
@@ -230,6 +234,16 @@ def test_sdk_waits_at_least_what_a_503_s_retry_after_asks(server):
     with pytest.raises(sdk.Unavailable) as raised:
         client.get_workflow("wf_1")
     assert raised.value.__cause__.retry_after == 30.0
+
+
+def test_sdk_sends_text_beyond_ascii_as_utf_8(server):
+    """The SDK wrote bodies with json's default, every character beyond ASCII as a \\u escape: a memo of Chinese
+    text under the 300 KiB limit as UTF-8 went out at twice that and was refused as too large, and was stored as no
+    other client sends it."""
+    sdk.WeaveClient(server.url, "wv_x", "acme").start_workflow("d", app="a", input={"memo": "付款 Zoë 🙂"},
+                                                              deadline_ms=1000)
+    (sent,) = server.bodies
+    assert "付款 Zoë 🙂".encode() in sent and b"\\u" not in sent
 
 
 @pytest.mark.parametrize(("option", "value"), [("retries", 0), ("retries", -1), ("timeout", 0), ("timeout", -5.0)])
