@@ -212,13 +212,14 @@ def translate(exc: BaseException) -> BaseException:
                                 field=FIELD_OF_CODE.get(code, first if first in FIELDS_NAMED_FIRST else None))
     if errno in BAD_VALUE_ERRNOS:
         return ValidationFailed(f"INVALID_ARGUMENT: {message}", field_code="INVALID_ARGUMENT")
-    if errno == 1049:
-        return SchemaMismatch(f"SCHEMA_MISMATCH: {message}: `weave migrate` creates it, or set WEAVE_DSN (or --dsn) to "
-                              "the database you meant")
     if errno in SCHEMA_GONE_ERRNOS:
-        return SchemaMismatch(f"SCHEMA_MISMATCH: the database holds none of the engine's tables or routines ({errno}: "
-                              f"{message}): run `weave migrate` against it, or point this node at the engine's "
-                              "database")
+        mismatch = SchemaMismatch(
+            f"SCHEMA_MISMATCH: {message}: `weave migrate` creates it, or set WEAVE_DSN (or --dsn) to the database you "
+            "meant" if errno == 1049 else
+            f"SCHEMA_MISMATCH: the database holds none of the engine's tables or routines ({errno}: {message}): run "
+            "`weave migrate` against it, or point this node at the engine's database")
+        mismatch.__cause__ = exc  # the server's refusal, also where the caller raises this without `from`
+        return mismatch
     if errno in TRANSIENT_ERRNOS or isinstance(exc, pymysql.err.InterfaceError):
         transient = TransientDatabaseError(f"{errno}: {message}")
         transient.errno = errno  # the server's or the driver's number, for whoever must tell a lock wait from a loss
