@@ -95,14 +95,12 @@ BEGIN
     -- The head of each queue's line, as a claim reads it (one index entry a queue, past the few not ready yet): a
     -- task ready for long and not taken says that nothing claims from its queue. A count of queued tasks does not:
     -- it stays flat while another queue's work runs.
-    SELECT n.name AS namespace, q.name AS queue, h.next_ready_at,
-           TIMESTAMPDIFF(MICROSECOND, h.next_ready_at, v_now) / 1000 AS wait_ms
-      FROM (SELECT q.id, (SELECT t.available_at FROM pulse_tasks t FORCE INDEX (ix_task_claim)
-                           WHERE t.queue_id = q.id AND t.status = 'QUEUED' AND t.available_at <= v_now
-                           ORDER BY t.priority DESC, t.available_at, t.id LIMIT 1) AS next_ready_at
-              FROM weave_queues q) AS h
-      JOIN weave_queues q ON q.id = h.id
-      JOIN weave_namespaces n ON n.id = q.namespace_id
+    SELECT h.namespace, h.queue, h.next_ready_at, TIMESTAMPDIFF(MICROSECOND, h.next_ready_at, v_now) / 1000 AS wait_ms
+      FROM (SELECT n.name AS namespace, q.name AS queue,
+                   (SELECT t.available_at FROM pulse_tasks t FORCE INDEX (ix_task_claim)
+                     WHERE t.queue_id = q.id AND t.status = 'QUEUED' AND t.available_at <= v_now
+                     ORDER BY t.priority DESC, t.available_at, t.id LIMIT 1) AS next_ready_at
+              FROM weave_queues q JOIN weave_namespaces n ON n.id = q.namespace_id) AS h
      WHERE h.next_ready_at IS NOT NULL
-     ORDER BY h.next_ready_at, n.name, q.name;
+     ORDER BY h.next_ready_at, h.namespace, h.queue;
 END
