@@ -37,9 +37,7 @@ BEGIN
     ELSEIF LOCATE('{', in_doc) = 0 OR LOCATE(',', in_doc) = 0 OR VERSION() NOT LIKE '%MariaDB%' THEN
         RETURN TRUE;  -- no object, or none of two members
     END IF;
-    -- A backslash is only ever in a string, so a string that holds one and is followed by a colon is a key.
-    SET v_escaped = LOCATE(CHAR(92 USING utf8mb4), in_doc) > 0
-                    AND in_doc REGEXP '"[^"\\\\]*+\\\\.(?:[^"\\\\]++|\\\\.)*+"\\s*+:';
+    SET v_escaped = _weave_json_key_escaped(in_doc);
     IF NOT v_escaped AND LOCATE('{', in_doc, 2) = 0 AND LOCATE('[', in_doc) = 0 AND LOCATE('""', in_doc) = 0
        AND JSON_LENGTH(in_doc) <= 64 THEN
         RETURN JSON_LENGTH(in_doc) = JSON_LENGTH(JSON_KEYS(in_doc));  -- one object of scalars: a key twice counts once

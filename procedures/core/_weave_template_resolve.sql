@@ -75,10 +75,9 @@ BEGIN
             END IF;
             SET v_value = JSON_EXTRACT(in_document, v_path);
             IF v_value IS NULL AND v_escaped IS NULL THEN
-                -- (A backslash is only ever in a string, and a string followed by a colon is a key: a document whose
-                -- keys hold no escape, however many its values hold, is not written again for a path it lacks.)
-                SET v_escaped = LOCATE(CHAR(92 USING utf8mb4), in_document) > 0
-                                AND in_document REGEXP '"[^"\\\\]*+\\\\.(?:[^"\\\\]++|\\\\.)*+"\\s*+:';
+                -- (A document whose keys hold no escape, however many its values hold, is not written again for a
+                -- path it lacks.)
+                SET v_escaped = _weave_json_key_escaped(in_document);
                 SET v_canonical = IF(v_escaped, _weave_json_escapes_canonical(in_document), NULL);
             END IF;
             IF v_value IS NULL AND v_escaped THEN
