@@ -63,17 +63,6 @@ def _print(args: argparse.Namespace, payload: Any, human: Callable[[Any], str] |
         print(_escaped(human(payload), keep="\n"))  # the lines of the text; a value's own are escaped (_cell)
 
 
-# The server's "Unknown database": what a forgotten WEAVE_DSN (its default names a database `weave`) or a mistyped name
-# looks like.
-UNKNOWN_DATABASE = 1049
-
-
-def _unknown_database(args: argparse.Namespace) -> int:
-    dsn = _dsn(args)
-    return _fail(args, "SCHEMA_MISMATCH", f"database {dsn.database} does not exist ({dsn.redacted()}): "
-                 "`weave migrate` creates it, or set WEAVE_DSN (or --dsn) to the database you meant", EXIT_FAILED)
-
-
 def _conn(args: argparse.Namespace, *, check: bool = True) -> db.Connection:
     conn = db.connect(_dsn(args))
     if check:
@@ -1301,9 +1290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(args, exc.code, exc.detail, exc.exit_code)
     except settings.SettingInvalid as exc:
         return _fail(args, "CONFIG_INVALID", str(exc), EXIT_USAGE)
-    except errors.SchemaMismatch as exc:
-        if exc.__cause__ is not None and errors.errno_of(exc.__cause__) == UNKNOWN_DATABASE and hasattr(args, "dsn"):
-            return _unknown_database(args)
+    except errors.SchemaMismatch as exc:  # an unknown database too: the engine's database at no level (errors.py)
         return _fail(args, exc.code, str(exc.detail), EXIT_FAILED)
     except errors.WeaveError as exc:
         exit_code = EXIT_CODES.get(exc.http_status, EXIT_FAILED)
@@ -1316,8 +1303,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                                          "WEAVE_NAMESPACE chooses)", exit_code)
         return _fail(args, exc.code, exc.detail, exit_code)
     except pymysql.err.MySQLError as exc:
-        if errors.errno_of(exc) == UNKNOWN_DATABASE and hasattr(args, "dsn"):
-            return _unknown_database(args)
         if errors.errno_of(exc) in errors.LOGIN_REFUSED_ERRNOS:  # as the API answers it: unavailable (exit 7)
             return _fail(args, "UNAVAILABLE", f"the database refused the login of {_dsn(args).redacted()} "
                          f"({errors.errno_of(exc)}: {exc.args[-1] if exc.args else exc}): check the user and "
