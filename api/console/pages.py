@@ -467,8 +467,9 @@ class Instance(Page):
             # it): the page names the steps it waits for instead of asking, which in a long chain saves a call a step.
             step["explain"] = None
             step["waits_for"] = [{"key": k, "status": status_of.get(k)} for k in step["after"]
-                                 if status_of.get(k) != "SUCCEEDED"]  # with their states: one may never succeed
-            if step["status"] == "PENDING" and step["type"] in ("TIMER", "TASK") and step["waits_for"]:
+                                 if status_of.get(k) != "SUCCEEDED"] if step["status"] == "PENDING" else []
+            # (with their states: one may never succeed; only a PENDING step waits for its after-steps)
+            if step["type"] in ("TIMER", "TASK") and step["waits_for"]:
                 continue
             if step["status"] != "SUCCEEDED" and (step["status"] != "CANCELLED" or instance["status"] == "CANCELLING"):
                 step["explain"] = signals.explain(conn, token, ns, workflow_id, step["key"])
