@@ -7,7 +7,6 @@ import contextlib
 import io
 import json
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -371,9 +370,6 @@ def make_error_handler(connections: Connections) -> Handler:
     return handle
 
 
-_CONSOLE_PATH = re.compile(r"/console(/.*)?\Z")  # the console's own paths, as api.console routes them
-
-
 class NoStore:
     """Middleware: no answer is ever cached. Several carry a token (credentials, bootstrap), and every other
     one is the engine's state at one moment. And a path with an escaped slash names nothing: the server decodes
@@ -383,14 +379,12 @@ class NoStore:
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         raw = req.env.get("RAW_URI") or req.env.get("REQUEST_URI") or ""
         if "%2f" in raw.partition("?")[0].lower():
+            from api.console.pages import CONSOLE_PATH, secure_headers
+
+            if CONSOLE_PATH.match(req.path):  # refused before the console sees it: a page's headers all the same
+                secure_headers(resp)
             raise falcon.HTTPNotFound(description="no resource has an escaped '/' in its path")
 
     def process_response(self, req: falcon.Request, resp: falcon.Response, resource: object,
                          req_succeeded: bool) -> None:
         resp.set_header("Cache-Control", "no-store")
-        if _CONSOLE_PATH.match(req.path) and resp.get_header("Content-Security-Policy") is None:
-            # An answer under the console's path made before the console saw it (an escaped slash): a page's
-            # headers all the same, as every console answer carries them.
-            from api.console.pages import secure_headers
-
-            secure_headers(resp)

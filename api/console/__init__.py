@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import falcon
 
 from ..http import Connections
@@ -26,4 +24,4 @@ def register(app: falcon.App, connections: Connections) -> None:
     for path, resource in routes.items():
         app.add_route("/console" + path, resource(connections))
     app.add_route("/console/static/{name}", pages.Static())
-    app.add_sink(pages.Missing(connections), prefix=re.compile(r"/console(/.*)?$"))
+    app.add_sink(pages.Missing(connections), prefix=pages.CONSOLE_PATH)

@@ -82,6 +82,9 @@ def base_path(req: falcon.Request) -> str:
     return (req.root_path or "").rstrip("/") + "/console"
 
 
+CONSOLE_PATH = re.compile(r"/console(?:/.*)?\Z", re.DOTALL)  # every path the console answers, its 404s included
+
+
 def secure_headers(resp: falcon.Response) -> None:
     resp.set_header("Content-Security-Policy", CSP)
     resp.set_header("X-Content-Type-Options", "nosniff")
