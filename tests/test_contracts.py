@@ -160,7 +160,7 @@ def test_R1_every_transactional_routine_rolls_back_only_its_own_transaction_and_
                 f"internal routine {routine.name} must run inside its caller's transaction"
 
 
-def test_every_statement_that_builds_a_list_raises_the_list_cap_for_itself():
+def test_R1_every_statement_that_builds_a_list_raises_the_list_cap_for_itself():
     """GROUP_CONCAT (on both servers) and MariaDB's JSON_ARRAYAGG and JSON_OBJECTAGG stop at the session's
     group_concat_max_len, and a caller may keep MySQL's 1024: a list is then cut short, mid-value for a JSON one.
     Every statement that builds one raises the cap for itself alone (``SET STATEMENT ... FOR``, in a comment only

@@ -749,7 +749,7 @@ def test_M2_json_that_only_the_server_takes_is_refused_as_input_result_and_outpu
     assert world.db.scalar("SELECT COUNT(*) FROM weave_instances") == 2
 
 
-def test_publish_lists_a_definitions_queues_whole_under_a_sessions_small_list_cap(world):
+def test_R1_publish_lists_a_definitions_queues_whole_under_a_callers_small_list_cap(world):
     """A definition's queues may take 2048 characters as a list, which GROUP_CONCAT cuts at the session's cap: under
     MySQL's 1024, which a caller may keep, publishing failed with the server's 1260. Publish raises the cap for its
     own statement and gives the session its own back."""
@@ -769,7 +769,7 @@ def test_publish_lists_a_definitions_queues_whole_under_a_sessions_small_list_ca
 
 
 @pytest.mark.parametrize("deferred", [2, -1])
-def test_a_list_refuses_a_deferred_filter_other_than_one_zero_or_null(world, deferred):
+def test_R18_a_list_refuses_a_deferred_filter_other_than_one_zero_or_null(world, deferred):
     """Any other value matched nothing, and the empty page looked like an answer."""
     world.publish(TIMER)
     world.start("cool-off")
