@@ -17,6 +17,7 @@ import pytest
 from procedures import db as dbmod
 from procedures import errors, installer
 from tests.support.db import roll_back_migration
+from tests.support.server import drop_user
 from tests.support.waiting import wait_for, wait_for_value
 
 
@@ -731,6 +732,5 @@ def test_R15_migrate_and_status_work_for_an_owner_whose_password_needs_percent_e
     finally:
         with admin.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{fresh.database}`")
-            for host in ("%", "localhost"):
-                cur.execute(f"DROP USER IF EXISTS '{owner}'@'{host}'")
+        drop_user(admin, owner)
         admin.close()

@@ -12,6 +12,7 @@ import pytest
 
 from procedures import db as dbmod
 from procedures import errors, invariants, jsontext, routines, signals
+from tests.support.server import drop_user
 from tests.support.signals import (
     HOUR,
     NAME,
@@ -1150,9 +1151,8 @@ def test_S16_an_application_granted_execute_on_the_send_alone_sends_with_its_own
         assert denied.value.args[0] == 1142  # SELECT command denied
     finally:
         app.close()
+        drop_user(world.db.conn, user)
         with world.db.conn.cursor() as cur:
-            for host in ("%", "localhost"):
-                cur.execute(f"DROP USER IF EXISTS '{user}'@'{host}'")
             cur.execute(f"DROP DATABASE IF EXISTS `{app_db}`")
     assert world.db.scalar("SELECT COUNT(*) FROM weave_signals WHERE idempotency_key = 'order-7-approved'") == 1
     orch.drain()

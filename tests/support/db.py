@@ -12,7 +12,7 @@ from yoyo import read_migrations
 
 from procedures import db as dbmod
 from procedures import installer
-from tests.support.server import as_user, create_user
+from tests.support.server import as_user, create_user, drop_user
 from tests.support.waiting import wait_for
 
 
@@ -48,9 +48,7 @@ def a_user(database: dbmod.Dsn, name: str, options: str) -> Iterator[dbmod.Dsn]:
         create_user(admin, name, "ALL", database.database, options)
         yield as_user(database, name)
     finally:
-        with admin.cursor() as cur:
-            for host in ("%", "localhost"):
-                cur.execute(f"DROP USER IF EXISTS '{name}'@'{host}'")
+        drop_user(admin, name)
         admin.close()
 
 

@@ -96,6 +96,13 @@ def create_user(admin: Any, name: str, grant: str, database: str, limits: str = 
             cur.execute(f"GRANT {grant} ON `{database}`.* TO '{name}'@'{host}'")
 
 
+def drop_user(admin: Any, name: str) -> None:
+    """Drop user ``name`` from both hosts ``create_user`` made it for, if it is there."""
+    with admin.cursor() as cur:
+        for host in ("%", "localhost"):
+            cur.execute(f"DROP USER IF EXISTS '{name}'@'{host}'")
+
+
 def as_user(dsn: Dsn, user: str) -> Dsn:
     """``dsn`` as ``user`` (made by create_user)."""
     return Dsn.parse(dsn.url().replace(f"//{dsn.user}@", f"//{user}:pw@", 1))
