@@ -25,6 +25,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import select
 import ssl
 import threading
@@ -34,6 +35,7 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterable, Iterator
+from decimal import Decimal
 from typing import Any
 
 from tenacity import RetryCallState, wait_random_exponential
@@ -189,8 +191,10 @@ _RETRY_WAIT_HONOURING = _RetryWait()
 
 
 class WeaveClient:
-    def __init__(self, base_url: str, token: str, namespace: str, *, timeout: float = 30.0, retries: int = 5):
+    def __init__(self, base_url: str, token: str, namespace: str, *, timeout: float = 30.0, retries: int = 5,
+                 decimals: bool = False):
         self.base_url = base_url.rstrip("/")
+        self.decimals = decimals  # answers' fractional numbers as Decimal, every digit kept
         self.token = token
         self.namespace = namespace
         self.timeout = timeout
@@ -289,8 +293,7 @@ class WeaveClient:
         # UTF-8 as it is: json's default escapes every character beyond ASCII, which doubles or triples such text on
         # the wire (an input under the size limit as UTF-8 was refused as too large) and stores it as other clients
         # never send it.
-        data = raw_body if raw_body is not None else (
-            None if body is None else json.dumps(body, ensure_ascii=False).encode())
+        data = raw_body if raw_body is not None else (None if body is None else _encode(body))
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
         if data is not None:
             headers["Content-Type"] = "application/json"
@@ -303,7 +306,7 @@ class WeaveClient:
                 status, answer_headers, raw = self._exchange(method, url, data, headers)
             except (OSError, http.client.HTTPException) as err:
                 raise _Retry() from err
-            payload = _decode(raw)
+            payload = _decode(raw, self.decimals)
             if status == 503:
                 raise _Retry(_retry_after(answer_headers)) from Unavailable(
                     status, payload if isinstance(payload, dict) else {}, answer_headers)
@@ -525,10 +528,35 @@ def _closed(conn: http.client.HTTPConnection) -> bool:
         return True
 
 
-def _decode(raw: bytes) -> Any:
+def _encode(body: Any) -> bytes:
+    """``body`` as JSON in UTF-8, each ``Decimal`` in it written with every one of its digits. The json module
+    writes no Decimal, and a float keeps 17 significant digits: an amount of ``12345678901234567890.10`` would
+    arrive as ``1.2345678901234567e+19``. Each Decimal stands in as a string of this call's own while json writes
+    the rest, and its digits then take that string's place."""
+    nonce, digits = uuid.uuid4().hex, []
+
+    def stand_in(value: Any) -> Any:
+        if isinstance(value, Decimal):
+            if not value.is_finite():
+                raise ValueError(f"JSON has no number for {value!r}")
+            digits.append(str(value))
+            return f"{nonce}:{len(digits) - 1}"
+        if isinstance(value, dict):
+            return {k: stand_in(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [stand_in(v) for v in value]
+        return value
+
+    text = json.dumps(stand_in(body), ensure_ascii=False)
+    if digits:
+        text = re.sub(f'"{nonce}:([0-9]+)"', lambda m: digits[int(m.group(1))], text)
+    return text.encode()
+
+
+def _decode(raw: bytes, decimals: bool = False) -> Any:
     if not raw:
         return None
     try:
-        return json.loads(raw)
+        return json.loads(raw, parse_float=Decimal) if decimals else json.loads(raw)
     except ValueError:
         return raw.decode("utf-8", "replace")

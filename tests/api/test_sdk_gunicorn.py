@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from dataclasses import replace
+from decimal import Decimal
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -85,6 +86,19 @@ def test_sdk_covers_the_instance_lifecycle_through_gunicorn(api_url, world, orch
     assert admin.list_audit(limit=1)["items"][0]["action"] == "credential.disable"
     with pytest.raises(sdk.Unauthenticated):
         sdk.WeaveClient(api_url, bot["token"], "acme").list_definitions()
+
+
+def test_sdk_reads_an_amount_back_with_every_digit_when_asked_for_decimals(api_url, world):
+    """An amount beyond 17 significant digits went in whole (the API keeps every digit) but came back as a float,
+    rounded; a client made with decimals=True reads it as the Decimal it sent. Numbers with no fraction are ints."""
+    sdk.WeaveClient(api_url, world.admin, "acme").publish_definition(TIMER)
+    amount = Decimal("12345678901234567890.10")
+    exact = sdk.WeaveClient(api_url, world.token, "acme", decimals=True)
+    started = exact.start_workflow("cool-off", app="billing", input={"amount": amount, "items": 3},
+                                   deadline_ms=3_600_000)
+    assert exact.get_workflow(started["workflow_id"])["input"] == {"amount": amount, "items": 3}
+    plain = sdk.WeaveClient(api_url, world.token, "acme").get_workflow(started["workflow_id"])["input"]
+    assert plain == {"amount": 1.2345678901234567e19, "items": 3}
 
 
 def test_P5_sdk_reads_every_round_of_a_poll_page_by_page(api_url, world, orch):

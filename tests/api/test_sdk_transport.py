@@ -8,6 +8,7 @@ import json
 import threading
 import urllib.request
 from collections.abc import Iterator
+from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -244,6 +245,25 @@ def test_sdk_sends_text_beyond_ascii_as_utf_8(server):
                                                               deadline_ms=1000)
     (sent,) = server.bodies
     assert "付款 Zoë 🙂".encode() in sent and b"\\u" not in sent
+
+
+def test_sdk_sends_a_decimal_with_every_digit(server):
+    """The json module writes no Decimal: an application holding its amounts as Decimal, as payment code does, got
+    a TypeError, and one that converted to float sent 17 significant digits of them."""
+    client = sdk.WeaveClient(server.url, "wv_x", "acme")
+    amount = Decimal("12345678901234567890.10")
+    client.start_workflow("d", app="a", input={"amount": amount, "lines": [Decimal("-0.000"), Decimal("1E+2"), 0.5],
+                                               "note": "12345678901234567890.10", "as_key": {"1.10": True}},
+                          deadline_ms=1000)
+    (sent,) = server.bodies
+    assert json.loads(sent, parse_float=Decimal)["input"] == {
+        "amount": amount, "lines": [Decimal("-0.000"), Decimal("100"), Decimal("0.5")],
+        "note": "12345678901234567890.10", "as_key": {"1.10": True}}
+    assert b'"amount": 12345678901234567890.10,' in sent
+    for nothing in ("NaN", "Infinity", "-Infinity"):  # no JSON number: refused before anything is sent
+        with pytest.raises(ValueError, match="JSON has no number"):
+            client.start_workflow("d", app="a", input={"amount": Decimal(nothing)}, deadline_ms=1000)
+    assert len(server.bodies) == 1
 
 
 @pytest.mark.parametrize(("option", "value"), [("retries", 0), ("retries", -1), ("timeout", 0), ("timeout", -5.0)])
