@@ -25,7 +25,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import re
 import select
 import ssl
 import threading
@@ -41,6 +40,7 @@ from typing import Any
 from tenacity import RetryCallState, wait_random_exponential
 from tenacity.wait import wait_base
 
+from procedures import jsontext
 from procedures.retrying import read_until, retry_after_first
 
 # The statuses of an instance (01-model).
@@ -529,28 +529,8 @@ def _closed(conn: http.client.HTTPConnection) -> bool:
 
 
 def _encode(body: Any) -> bytes:
-    """``body`` as JSON in UTF-8, each ``Decimal`` in it written with every one of its digits. The json module
-    writes no Decimal, and a float keeps 17 significant digits: an amount of ``12345678901234567890.10`` would
-    arrive as ``1.2345678901234567e+19``. Each Decimal stands in as a string of this call's own while json writes
-    the rest, and its digits then take that string's place."""
-    nonce, digits = uuid.uuid4().hex, []
-
-    def stand_in(value: Any) -> Any:
-        if isinstance(value, Decimal):
-            if not value.is_finite():
-                raise ValueError(f"JSON has no number for {value!r}")
-            digits.append(str(value))
-            return f"{nonce}:{len(digits) - 1}"
-        if isinstance(value, dict):
-            return {k: stand_in(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [stand_in(v) for v in value]
-        return value
-
-    text = json.dumps(stand_in(body), ensure_ascii=False)
-    if digits:
-        text = re.sub(f'"{nonce}:([0-9]+)"', lambda m: digits[int(m.group(1))], text)
-    return text.encode()
+    """``body`` as JSON in UTF-8, each ``Decimal`` in it with every one of its digits."""
+    return jsontext.dumps_exact(body, ensure_ascii=False).encode()
 
 
 def _decode(raw: bytes, decimals: bool = False) -> Any:

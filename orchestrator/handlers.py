@@ -112,6 +112,7 @@ class Handler:
     version: str
     fn: Callable[..., Any]
     takes_context: bool
+    decimals: bool = False  # the input's numbers with a fraction given as Decimal, every digit kept
 
     def __call__(self, input: Any, ctx: TaskContext) -> Any:
         return self.fn(input, ctx) if self.takes_context else self.fn(input)
@@ -181,7 +182,7 @@ class Registry:
         self._handlers: dict[tuple[str, str], Handler] = {}
         self._lock = threading.Lock()
 
-    def register(self, name: str, version: str | int, fn: Callable[..., Any]) -> Handler:
+    def register(self, name: str, version: str | int, fn: Callable[..., Any], *, decimals: bool = False) -> Handler:
         # Named as a task names its handler (as a definition may): under another name or version it would never run.
         if not isinstance(name, str) or not HANDLER.pattern.fullmatch(name):
             raise ValueError(f"handler name {name!r} is not one a definition can name ({HANDLER.description})")
@@ -196,7 +197,7 @@ class Registry:
             raise ValueError(f"handler {name} version {version} is {kind}, which the worker would never run: a "
                              f"handler must be a plain function that returns its result")
         key = (name, str(version))
-        entry = Handler(name, str(version), fn, _takes_context(fn))
+        entry = Handler(name, str(version), fn, _takes_context(fn), decimals)
         if not _callable_as(fn, 2 if entry.takes_context else 1):
             # Every task for it would fail with the TypeError of the worker's own call.
             raise ValueError(f"handler {name} version {version} cannot be called with the input (nor with the input "
@@ -226,10 +227,12 @@ class Registry:
 registry = Registry()
 
 
-def handler(name: str, version: str | int = "1", *, into: Registry | None = None) -> Callable[[Callable], Callable]:
-    """Register the decorated function as the handler ``name`` at ``version``."""
+def handler(name: str, version: str | int = "1", *, into: Registry | None = None,
+            decimals: bool = False) -> Callable[[Callable], Callable]:
+    """Register the decorated function as the handler ``name`` at ``version``; with ``decimals``, the numbers of its
+    input that have a fraction or an exponent are given as ``Decimal`` with every digit (as floats otherwise)."""
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        (into or registry).register(name, version, fn)
+        (into or registry).register(name, version, fn, decimals=decimals)
         return fn
     return decorate
 

@@ -13,6 +13,7 @@ run against one database.
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import hashlib
 import heapq
 import json
@@ -461,7 +462,7 @@ class Worker:
             self._report_fail(ctx, f"HANDLER_NOT_FOUND: {exc}", retryable=False, started=started)
             return
         try:
-            given = json.loads(claim["input"], parse_float=jsontext.finite_float)
+            given = json.loads(claim["input"], parse_float=decimal.Decimal if fn.decimals else jsontext.finite_float)
         except ValueError as exc:  # kept by the engine as JSON text, but no value Python can hand over as it is
             self._report_fail(ctx, f"INPUT_INVALID: the task's input cannot be given to its handler: {exc}",
                               retryable=False, started=started)
@@ -476,7 +477,7 @@ class Worker:
             self._report_fail(ctx, _describe(exc), retryable=False, started=started, crash=exc)
             return
         try:
-            text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+            text = jsontext.dumps_exact(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
             if not jsontext.is_text(text):  # a lone surrogate ("\ud800"): a str Python holds and no report carries
                 raise ValueError("a string holds a lone surrogate, which is not text")
             twice = _key_written_twice(value)

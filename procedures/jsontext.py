@@ -279,18 +279,43 @@ class Verbatim:
 
 def dumps(value: Any) -> str:
     """The JSON text of an answer, as ``json.dumps(value, default=str)`` writes it, except that each ``Verbatim`` in
-    it is written as its text: a kept value is never parsed. The C encoder writes the answer, each Verbatim standing
-    in as a string of its own: a mark made afresh for each call, which no value written can hold, and its number."""
+    it is written as its text: a kept value is never parsed."""
+    return _written(value, lambda obj: obj.text if isinstance(obj, Verbatim) else None, str)
+
+
+def dumps_exact(value: Any, **options: Any) -> str:
+    """``json.dumps(value, **options)``, except that each ``Decimal`` in ``value`` is written with every one of its
+    digits: json writes none, and a float keeps 17 significant digits (an amount of ``12345678901234567890.10`` as
+    ``1.2345678901234567e+19``). A Decimal that is no number (NaN, infinity) is a ValueError."""
+
+    def digits(obj: Any) -> str | None:
+        if not isinstance(obj, decimal.Decimal):
+            return None
+        if not obj.is_finite():
+            raise ValueError(f"JSON has no number for {obj!r}")
+        return str(obj)
+
+    return _written(value, digits, None, **options)
+
+
+def _written(value: Any, as_text: Any, other: Any, **options: Any) -> str:
+    """``json.dumps(value, **options)`` with each object that ``as_text`` gives a text for written as that text, and
+    any other object json cannot write as ``other`` gives it (a TypeError, as json's own, without ``other``). The C
+    encoder writes the rest, each such object standing in as a string of its own: a mark made afresh for each call,
+    which no value written can hold, and its number."""
     texts: list[str] = []
     mark = f"verbatim:{secrets.token_hex(16)}:"
 
     def stand_in(obj: Any) -> str:
-        if isinstance(obj, Verbatim):
-            texts.append(obj.text)
+        text = as_text(obj)
+        if text is not None:
+            texts.append(text)
             return f"{mark}{len(texts) - 1}"
-        return str(obj)
+        if other is None:
+            raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
+        return other(obj)
 
-    pieces = json.dumps(value, default=stand_in).split(f'"{mark}')
+    pieces = json.dumps(value, default=stand_in, **options).split(f'"{mark}')
     written = [pieces[0]]
     for piece in pieces[1:]:  # each: the stand-in's number, its closing quote, and what follows up to the next one
         number, _, rest = piece.partition('"')

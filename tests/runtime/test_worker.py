@@ -9,6 +9,7 @@ import socket
 import sys
 import threading
 import time
+from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -1459,6 +1460,39 @@ def test_K8_a_result_whose_keys_json_writes_alike_fails_its_attempt(world, orch,
     orch.drain()
     assert world.step(fine, "work")["output"] == {
         "by_id": {"2": "two", "2.5": "two and a half", "true": "yes", "null": "none"}}
+
+
+def test_K8_decimals_reach_a_handler_and_its_result_with_every_digit(world, orch, database):
+    """Payment code holds amounts as Decimal, which json writes none of: such a result failed as RESULT_INVALID, and
+    converting to float would have kept 17 significant digits. Each Decimal is written with its own digits, and a
+    handler registered with decimals=True gets its input's numbers with a fraction as Decimals."""
+    private = Registry()
+    given = []
+
+    @handler("charge.exact", version="1", into=private, decimals=True)
+    def charge(input):
+        given.append(input)
+        return {"charged": input["amount"], "fees": [Decimal("0.30"), Decimal("-0.00")]}
+
+    @handler("charge.nan", version="1", into=private)
+    def charge_nan(input):
+        return {"charged": Decimal("NaN")}
+
+    world.publish(task_flow("exact", handler="charge.exact", retry={"max_attempts": 1},
+                            input={"order_id": "$.input.order_id", "amount": "$.input.amount", "items": "$.input.items"}))
+    world.publish(task_flow("nan", handler="charge.nan", retry={"max_attempts": 1}))
+    exact = world.start("exact", input_json='{"order_id": "o", "amount": 12345678901234567890.10, "items": 2}')
+    nan = world.start("nan", {"order_id": "o"})
+    orch.drain()
+    stats = make_worker(database, handlers=private).run(max_claims=2)
+    assert stats["SUCCEEDED"] == 1 and stats["FAILED"] == 1, stats
+    assert given == [{"order_id": "o", "amount": Decimal("12345678901234567890.10"), "items": 2}]
+    assert task_row(world, nan)["error"].startswith("RESULT_INVALID") and "NaN" in task_row(world, nan)["error"]
+    orch.drain()
+    output = world.db.scalar("SELECT output FROM weave_steps WHERE instance_id = %s AND step_key = 'work'",
+                             world.internal_id(exact))
+    assert json.loads(output, parse_float=Decimal) == {
+        "charged": Decimal("12345678901234567890.10"), "fees": [Decimal("0.30"), Decimal("-0.00")]}
 
 
 def test_K8_a_handler_with_an_optional_second_parameter_keeps_its_default(world, orch, database):
