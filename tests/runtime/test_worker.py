@@ -1478,8 +1478,8 @@ def test_K8_decimals_reach_a_handler_and_its_result_with_every_digit(world, orch
     def charge_nan(input):
         return {"charged": Decimal("NaN")}
 
-    world.publish(task_flow("exact", handler="charge.exact", retry={"max_attempts": 1},
-                            input={"order_id": "$.input.order_id", "amount": "$.input.amount", "items": "$.input.items"}))
+    amounts = {"order_id": "$.input.order_id", "amount": "$.input.amount", "items": "$.input.items"}
+    world.publish(task_flow("exact", handler="charge.exact", retry={"max_attempts": 1}, input=amounts))
     world.publish(task_flow("nan", handler="charge.nan", retry={"max_attempts": 1}))
     exact = world.start("exact", input_json='{"order_id": "o", "amount": 12345678901234567890.10, "items": 2}')
     nan = world.start("nan", {"order_id": "o"})
