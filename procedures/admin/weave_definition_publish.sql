@@ -140,8 +140,10 @@ BEGIN
     END IF;
     SET v_digest = SHA2(in_document, 256);
     SELECT id INTO v_ns FROM weave_namespaces WHERE id = v_ns FOR UPDATE;
+    -- A locking read: a plain one reads the snapshot taken before the lock was granted, in which a publish that
+    -- held the lock before this one has not yet written its version.
     SELECT version, digest INTO v_latest, v_latest_digest FROM weave_definitions
-     WHERE namespace_id = v_ns AND name = v_name ORDER BY version DESC LIMIT 1;
+     WHERE namespace_id = v_ns AND name = v_name ORDER BY version DESC LIMIT 1 FOR UPDATE;
     IF v_latest IS NOT NULL AND v_latest_digest = v_digest THEN
         COMMIT;
         SELECT v_name AS name, v_latest AS version, v_digest AS digest, 0 AS created;

@@ -6,6 +6,7 @@ import datetime as dt
 import hashlib
 import json
 import re
+import threading
 
 import pymysql
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from procedures import definitions, errors, pulse, routines
 from procedures.definitions import model
 from tests.support.threads import run_threads
+from tests.support.waiting import wait_for
 from tests.support.world import WORKFLOW_SCOPES, World
 
 TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
@@ -185,6 +187,48 @@ def test_published_versions_are_immutable_and_pinned_by_instances(world, orch):
     inst = world.instance(wf)
     assert inst["definition"] == {"name": "cool-off", "version": 1}
     assert inst["steps"][0]["wait"]["due_at"] > inst["steps"][0]["started_at"]
+
+
+def test_M2_publishes_of_one_name_at_once_each_take_the_next_version(world):
+    """Versions are numbered under the namespace's lock, but the latest was read from the snapshot the publish had
+    taken before it waited for that lock: a publish that waited behind another numbered its version as the other
+    had, and failed with the server's duplicate-key error (a 500 over HTTP). Three publishes wait on the lock held
+    here, then each takes a version of its own."""
+    world.publish(TIMER)
+    documents = [definitions.validate({"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER",
+                                                                       "delay_ms": 1_000 + n}]}) for n in range(3)]
+    holder = world.db.connect()
+    with holder.cursor() as cur:
+        cur.execute("START TRANSACTION")
+        cur.execute("SELECT id FROM weave_namespaces WHERE name = 'acme' FOR UPDATE")
+    answers: list[dict] = []
+    failures: list[Exception] = []
+    conns = [world.db.connect() for _ in documents]
+
+    def publish(n: int) -> None:
+        try:
+            answers.append(routines.definition_publish(conns[n], world.admin, "acme", documents[n]))
+        except Exception as exc:  # collected and asserted below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=publish, args=(n,)) for n in range(3)]
+    try:
+        for thread in threads:
+            thread.start()
+        ids = ",".join(str(conn.thread_id()) for conn in conns)
+        assert wait_for(lambda: world.db.scalar(  # each waiting for the namespace's lock
+            f"SELECT COUNT(*) FROM information_schema.processlist WHERE id IN ({ids}) "
+            "AND info LIKE '%%FROM weave_namespaces WHERE id = %%FOR UPDATE'") == 3)
+    finally:
+        holder.rollback()
+        holder.close()
+        for thread in threads:
+            thread.join(30)
+        for conn in conns:
+            conn.close()
+    assert failures == []
+    assert sorted(a["version"] for a in answers) == [2, 3, 4] and all(a["created"] for a in answers)
+    assert world.db.scalar("SELECT MAX(version) FROM weave_definitions WHERE name = 'cool-off'") == 4
 
 
 def test_publish_rejects_a_document_that_did_not_come_through_validation(world):
