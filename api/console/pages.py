@@ -400,9 +400,10 @@ class Dashboard(Page):
 FILTERS = ("status", "definition", "control", "business_key", "review_code", "in_review", "deferred")
 
 
-def _filters(req: falcon.Request) -> dict[str, str]:
-    """The list filters of a request, as given (strings; checkboxes are '1' or '')."""
-    values = {name: (req.get_param(name) or "").strip() for name in FILTERS}
+def _filters(req: falcon.Request, data: dict[str, list[str]] | None = None) -> dict[str, str]:
+    """The list filters of a request's query, or of its form ``data``, as given (strings; checkboxes are '1' or
+    '')."""
+    values = {name: ((req.get_param(name) if data is None else field(data, name)) or "").strip() for name in FILTERS}
     if values["status"] not in STATUSES:
         values["status"] = ""
     if values["control"] not in ("ACTIVE", "PAUSED"):
@@ -421,6 +422,26 @@ def _list_args(filters: dict[str, str]) -> dict:
     return {"status": status or None, "definition": filters["definition"] or None,
             "control": filters["control"] or None, "business_key": filters["business_key"] or None,
             "review_code": filters["review_code"] or None, "deferred": bool(filters["deferred"])}
+
+
+def _mismatch(instance: dict, filters: dict[str, str]) -> str | None:
+    """What of ``instance``, as read now, no longer matches ``filters`` (as the list routine matches them), or None
+    when it all does."""
+    args = _list_args(filters)
+    codes = {r["code"] for r in instance["review_reasons"]}
+    for name, wanted, now, matches in (
+            ("status", args["status"], instance["status"], instance["status"] == args["status"]),
+            ("definition", args["definition"], instance["definition"]["name"],
+             instance["definition"]["name"] == args["definition"]),
+            ("control", args["control"], instance["control"], instance["control"] == args["control"]),
+            ("business key", args["business_key"], instance["business_key"],
+             instance["business_key"] == args["business_key"]),
+            ("open review reason", args["review_code"], ", ".join(sorted(codes)) or "none",
+             args["review_code"] in codes),
+            ("deferred", args["deferred"] or None, "no", instance["deferred"] is not None)):
+        if wanted is not None and not matches:
+            return f"its {name} is now {now}, not {wanted}"
+    return None
 
 
 def _query(filters: dict[str, str], **more) -> str:
@@ -688,6 +709,7 @@ class Bulk(Page):
             raise Refused(422, "VALIDATION_FAILED",
                           f"a bulk run needs an action, its key and 1..{self.LIMIT} instances")
         confirm_cancel(action, data)
+        filters = _filters(req, data)
         results, away = [], False
         for workflow_id in ids:
             key = f"{run_key}.{workflow_id}"
@@ -697,8 +719,18 @@ class Bulk(Page):
                                 "detail": "not tried: the database stopped answering"})
                 continue
             try:
+                # The dry run listed the instance minutes ago, perhaps: one a colleague has acted on since (continued,
+                # resumed) may no longer match, and is left as it is, unless this run's key already acted on it (a
+                # second submit, a retry), which is answered as the replay it is.
+                instance = routines.instance_get(self.conn, session.token, session.namespace, workflow_id)
+                mismatch = _mismatch(instance, filters)
+                if mismatch and not self._acted(session, workflow_id, action, key):
+                    results.append({"workflow_id": workflow_id, "key": key, "ok": False, "replayed": False,
+                                    "changed": False, "transient": False, "code": "NO_LONGER_MATCHES",
+                                    "detail": f"left as it is: {mismatch}"})
+                    continue
                 if action == "reactivate":
-                    done = self._reactivate(session, workflow_id, reason, key)
+                    done = self._reactivate(session, instance, reason, key)
                     if "refused" in done:
                         results.append({"workflow_id": workflow_id, "key": key, "ok": False, "replayed": False,
                                         "changed": False, "transient": False, "code": "INVALID_STATE",
@@ -723,14 +755,21 @@ class Bulk(Page):
         # instance, another namespace's) would be refused again.
         retry = [r["workflow_id"] for r in results if not r["ok"] and r["transient"]]
         self.render(req, resp, "bulk_result.html", session, action=action, reason=reason, bulk_key=run_key,
-                    results=results, failed=failed, retry=retry, nav="bulk")
+                    results=results, failed=failed, retry=retry, filters=filters, nav="bulk")
 
-    def _reactivate(self, session: sessions.Session, workflow_id: str, reason: str, key: str) -> dict:
+    def _acted(self, session: sessions.Session, workflow_id: str, action: str, key: str) -> bool:
+        """Whether the instance's audit trail holds this action under this key."""
+        audited = "step.reactivate" if action == "reactivate" else f"instance.{action}"
+        trail = routines.audit_list(self.conn, session.token, session.namespace, workflow_id=workflow_id,
+                                    action=audited, limit=50)["items"]
+        return any(r["idempotency_key"] == key for r in trail)
+
+    def _reactivate(self, session: sessions.Session, instance: dict, reason: str, key: str) -> dict:
         """Reactivates the one step of the instance that is in review, as read now, naming the activation it read
         (C-4: one that moved on between this read and the action is refused). An instance with several steps in
         review, or none, is left for its own page: which of them to start again, and how, is a person's choice
         there."""
-        instance = routines.instance_get(self.conn, session.token, session.namespace, workflow_id)
+        workflow_id = instance["workflow_id"]
         steps = {(r["step_key"], r["activation_sequence"]) for r in instance["review_reasons"] if r["step_key"]}
         # The run again (a second submit, a retry after a lost answer): its reactivation, under this key, is in the
         # instance's audit trail with the step and the activation it made, and is answered as a replay.

@@ -423,9 +423,13 @@ def test_static_css_and_unknown_console_pages(client, world):
 
 # --- filters and bulk actions ---------------------------------------------------------------------------------
 def bulk_form(dry_page: str, action: str, reason: str, workflow_ids: list[str]) -> dict:
-    """The fields of a bulk run as its dry run's page offers them: its form's token and run key."""
+    """The fields of a bulk run as its dry run's page offers them: its form's token, run key and filter."""
+    import re
+
+    filters = dict(re.findall(r'<input type="hidden" name="(status|definition|control|business_key|review_code|'
+                              r'in_review|deferred)" value="([^"]*)">', dry_page))
     return {"csrf": hidden(dry_page, "csrf"), "action": action, "bulk_key": hidden(dry_page, "bulk_key"),
-            "reason": reason, "workflow_id": workflow_ids}
+            "reason": reason, "workflow_id": workflow_ids, **filters}
 
 
 def _ids_on(html: str) -> list[str]:
@@ -788,6 +792,32 @@ def test_bulk_cancel_of_everything_in_review_with_a_given_reason_code(client, wo
     assert 'data-figure="bulk-ok">2<' in applied.text
     assert [world.instance(wf)["status"] for wf in stuck] == ["CANCELLED", "CANCELLED"]
     assert world.instance(running)["status"] == "RUNNING"
+
+
+def test_C2_bulk_cancel_leaves_an_instance_a_colleague_moved_on_since_the_dry_run(client, world, orch):
+    """The apply acted on the dry run's list as it stood: an instance a colleague continued in another tab between
+    the dry run and the apply (RUNNING again, no longer in review) was cancelled all the same, for good, and the
+    results said "done". Each instance is now matched against the dry run's filter as it is when the run reaches it,
+    and one that no longer matches is left as it is and says why; a second submit still replays what the run did."""
+    from tests.console.test_console_browser import in_review
+
+    stuck = [in_review(world, orch, f"o-{n}") for n in range(3)]
+    cookies = sign_in(client, world.token)
+    dry = client.simulate_get(f"{BASE}/bulk", cookies=cookies, params={
+        "in_review": "1", "review_code": "POLL_ROUNDS_EXHAUSTED", "action": "cancel", "dry_run": "1"})
+    assert sorted(_ids_on(dry.text)) == sorted(stuck)
+    fields = {**bulk_form(dry.text, "cancel", "vendor retired this API", stuck), "confirm": "1"}
+    assert fields["review_code"] == "POLL_ROUNDS_EXHAUSTED" and fields["in_review"] == "1"
+    routines.step_continue(world.db.conn, world.token, "acme", stuck[0], "check", "vendor fixed", "c-0",
+                           extra_rounds=5)
+    assert world.instance(stuck[0])["status"] == "RUNNING"
+    for submit in ("first", "again"):
+        applied = form_post(client, f"{BASE}/bulk", fields, cookies).text
+        assert re.search(rf'<tr data-result="{stuck[0]}">.*?NO_LONGER_MATCHES</td>\s*<td>left as it is: its status '
+                         r"is now RUNNING, not NEEDS_REVIEW</td>", applied, re.S), submit
+        assert applied.count(">replayed<" if submit == "again" else ">done<") == 2, submit
+        assert 'data-figure="bulk-ok">2<' in applied and 'data-figure="bulk-failed">1<' in applied
+    assert [world.instance(wf)["status"] for wf in stuck] == ["RUNNING", "CANCELLED", "CANCELLED"]
 
 
 def test_C4_bulk_reactivate_starts_each_instance_s_step_in_review_again_and_leaves_one_with_two_to_its_page(
