@@ -103,7 +103,8 @@ def form(req: falcon.Request) -> dict[str, list[str]]:
     if (req.content_type or "").split(";")[0].strip().lower() != "application/x-www-form-urlencoded":
         raise Refused(415, "UNSUPPORTED_MEDIA_TYPE", "send the form as application/x-www-form-urlencoded")
     try:
-        return parse_qs(raw_body(req).decode("utf-8"), keep_blank_values=True, strict_parsing=False)
+        req.context.form = parse_qs(raw_body(req).decode("utf-8"), keep_blank_values=True, strict_parsing=False)
+        return req.context.form
     except UnicodeDecodeError:
         raise Refused(400, "VALIDATION_FAILED", "the form is not UTF-8") from None
 
@@ -297,8 +298,17 @@ class Page:
         # Back to the instance from a page of its own (its rounds), never from the instance's page that failed.
         instance = _INSTANCE_PATH.match(_inside(req))
         back = page_of(req) if req.method == "POST" or (instance and instance.end() < len(_inside(req))) else None
+        # A form sent with a key whose answer did not come may have acted: it is offered again as it was sent, with
+        # the same key, which never acts twice. Back would show the form with a new key, and an action that did
+        # complete would act again (an extension extended twice).
+        sent = getattr(req.context, "form", None) or {}
+        resend = ([(name, value) for name, values in sent.items() for value in values]
+                  if status == 503 and req.method == "POST" and (field(sent, "idempotency_key")
+                                                                  or field(sent, "bulk_key")) else None)
         self.render(req, resp, "error.html", session, status=status, code=code, detail=detail, status_code=status,
-                    back=None if back == base_path(req) else back, sent=req.method == "POST")
+                    back=None if back == base_path(req) or resend else back, sent=req.method == "POST",
+                    resend=resend, resend_key=field(sent, "idempotency_key") or field(sent, "bulk_key"),
+                    resend_to=base_path(req) + _inside(req))
 
 
 class Static:

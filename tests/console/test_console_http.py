@@ -10,6 +10,7 @@ import json
 import re
 from pathlib import Path
 
+import pymysql
 from falcon import testing
 
 from api.app import create_app
@@ -666,6 +667,42 @@ def test_a_long_history_pages_through_its_events(client, world, orch, monkeypatc
             break
         params = {"events_after": later.group(1)}
     assert seen == types
+
+
+def test_C6_an_action_whose_answer_was_lost_is_offered_again_with_its_own_key_and_acts_once(client, world,
+                                                                                            monkeypatch):
+    """An extension whose answer did not come (the database answered too late) had been done; the 503 page said to
+    retry with the same Idempotency-Key but offered no way to, and Back showed the form with a new key: sent again,
+    the deadline moved twice. The page now offers the form again as it was sent, with its key, which replays."""
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    before = world.instance(wf)["deadline_at"]
+    cookies = sign_in(client, world.token)
+    html = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text
+    form_html = re.search(r'<form method="post" action="[^"]*/deadline".*?</form>', html, re.S).group(0)
+    key = hidden(form_html, "idempotency_key")
+    fields = {"csrf": hidden(form_html, "csrf"), "idempotency_key": key, "reason": "customer asked for a day",
+              "extend_ms": "86400000", "deadline_at": "", "go": "deadline"}
+    real = routines.instance_deadline
+
+    def answer_lost(*args, **kwargs):  # the routine runs and commits; its answer does not reach the console
+        real(*args, **kwargs)
+        raise pymysql.err.OperationalError(2013, "Lost connection to server during query (timed out)")
+
+    monkeypatch.setattr(routines, "instance_deadline", answer_lost)
+    lost = form_post(client, f"{BASE}/instances/{wf}/deadline", fields, cookies)
+    assert lost.status_code == 503 and "Send it again" in lost.text and f"<code>{key}</code>" in lost.text
+    assert "Back to the page" not in lost.text
+    resend = re.search(r'<form method="post" action="([^"]*)"[^>]*aria-labelledby="resend-title">(.*?)</form>',
+                       lost.text, re.S)
+    assert resend.group(1) == f"{BASE}/instances/{wf}/deadline"
+    again = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', resend.group(2)))
+    assert again == fields
+    monkeypatch.setattr(routines, "instance_deadline", real)
+    replayed = form_post(client, resend.group(1), again, cookies)
+    assert replayed.status_code == 303 and "replayed=1" in replayed.headers["location"]
+    extended = world.instance(wf)["deadline_at"]
+    assert dt.datetime.fromisoformat(extended[:-1]) - dt.datetime.fromisoformat(before[:-1]) == dt.timedelta(days=1)
 
 
 def test_database_down_is_a_503_page_with_retry_after(world):
