@@ -158,6 +158,7 @@ def migrate(dsn: db.Dsn, *, test_clock: bool = False,
                 pending = backend.to_apply(migrations)
                 if pending:
                     _ensure_progress_table(backend)
+                    _mark_level_changing(backend)
                 for migration in pending:
                     try:
                         _apply_resumable(backend, migration, dsn.database, progress)
@@ -204,6 +205,21 @@ PROGRESS_TABLE = "weave_migration_progress"
 # target, and the engine does not guess.
 ALREADY_APPLIED_ERRNOS = frozenset({1050, 1051, 1060, 1061, 1091, 1826})
 _DDL = re.compile(r"^(?:\s+|--[^\n]*\n|/\*.*?\*/)*(?:ALTER|CREATE|DROP|RENAME)\b", re.IGNORECASE | re.DOTALL)
+
+
+# Before a migration changes a table, the recorded digests of the routines are marked as no build's. A node of any
+# build, this one or the one before, then refuses the database until a migrate has finished and installed
+# the routines again, instead of starting on tables between two levels (a column renamed under the routines it runs)
+# and sending instances to review. A migrate stopped part-way leaves the mark, and the next one finishes the level.
+CHANGING = "~"
+
+
+def _mark_level_changing(backend: Any) -> None:
+    if backend.execute("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
+                       "AND TABLE_NAME = 'weave_routines'").fetchone()[0]:  # none yet in a new database
+        backend.execute(f"UPDATE weave_routines SET digest = CONCAT('{CHANGING}', LEFT(digest, 63)) "
+                        f"WHERE LEFT(digest, 1) <> '{CHANGING}'")
+    backend.connection.commit()
 
 
 def _ensure_progress_table(backend: Any) -> None:
@@ -588,12 +604,16 @@ def check_level(conn: db.Connection) -> None:
     routines_have = routines_digest(digests)[:12] if digests else "none"
     have = f"{applied[-1] if applied else 'empty'} / routines {routines_have}"
     want = shipped_level()
+    changing = bool(digests) and all(d.startswith(CHANGING) for d in digests.values())
     differing = sorted(set(digests.items()) ^ set(routines.items()))
-    hint = f" (routines differing: {', '.join(sorted({n for n, _ in differing})[:8])})" if differing else ""
+    hint = (f" (routines differing: {', '.join(sorted({n for n, _ in differing})[:8])})"
+            if differing and not changing else "")
     stopped = _migration_in_progress(conn)
     if stopped:
         hint += (f"; a migrate of {stopped[0]} stopped after {stopped[1]} of its statements, and `weave migrate` "
                  "resumes it there")
+    elif changing:
+        hint += "; a `weave migrate` began changing its tables and has not finished, and `weave migrate` finishes it"
     raise errors.SchemaMismatch(
         f"SCHEMA_MISMATCH: database is at level {have}; this code ships level {want}{hint}. "
         "Stop the old nodes, run `weave migrate`, then start the new ones.")

@@ -368,6 +368,44 @@ def test_R15_a_migration_that_fails_partway_names_itself_and_its_cause(database,
             assert "the database answered 1" in err["detail"]
 
 
+def test_R16_a_migrate_stopped_partway_leaves_a_database_no_build_starts_on(database):
+    """A migrate stopped part-way leaves tables between two levels. The nodes of the build before, whose migrations
+    and routines the database still recorded, started on it, answered ready, and within a second sent instances to
+    review on a column the stopped migration had renamed. Before a migration changes a table, the routines' recorded
+    digests are now marked as no build's: every build refuses the database until a migrate has finished."""
+    last = installer.shipped_migrations()[-1]
+    with scratch_database(database, "changing") as fresh:
+        installer.migrate(fresh, test_clock=True)
+        roll_back_migration(fresh, last)  # the level before, as its build left it
+        with dbmod.connect(fresh) as conn, conn.cursor() as cur:
+            cur.execute("SELECT name, digest FROM weave_routines")
+            before = {row["name"]: row["digest"] for row in cur.fetchall()}
+            # In the way of the migration's first statement (its index's name, taken): the migrate stops there.
+            cur.execute("ALTER TABLE weave_console_sessions ADD KEY ix_console_session_credential (created_at)")
+        with pytest.raises(installer.MigrationFailed):
+            installer.migrate(fresh, test_clock=True)
+        with dbmod.connect(fresh) as conn, conn.cursor() as cur:
+            cur.execute("SELECT name, digest FROM weave_routines")
+            after = {row["name"]: row["digest"] for row in cur.fetchall()}
+            assert after.keys() == before.keys() and not {n for n in after if after[n] == before[n]}
+            with pytest.raises(errors.SchemaMismatch) as refused:
+                installer.check_level(conn)
+            assert f"a migrate of {last} stopped after 0 of its statements" in str(refused.value)
+            assert "routines differing" not in str(refused.value)
+            cur.execute("ALTER TABLE weave_console_sessions DROP KEY ix_console_session_credential")
+            cur.execute(f"DELETE FROM {installer.PROGRESS_TABLE}")  # as a migrate that applied it left it, before
+            cur.execute("INSERT INTO _yoyo_migration (migration_hash, migration_id, applied_at_utc) "  # its routines
+                        "VALUES (SHA2(%s, 256), %s, UTC_TIMESTAMP())", (last, last))
+            with pytest.raises(errors.SchemaMismatch) as refused:
+                installer.check_level(conn)
+            assert "a `weave migrate` began changing its tables and has not finished" in str(refused.value)
+            cur.execute("DELETE FROM _yoyo_migration WHERE migration_id = %s", (last,))
+        report = installer.migrate(fresh, test_clock=True)
+        assert report.migrations_applied == [last] and len(report.routines_installed) == len(before)
+        with dbmod.connect(fresh) as conn:
+            installer.check_level(conn)
+
+
 def test_R15_a_first_install_killed_partway_says_to_start_it_again_on_an_empty_database(database, capsys):
     """A first `weave migrate` stopped partway (Ctrl-C, a lost session) leaves some tables and no recorded migration:
     there is no backup to restore, and nothing to keep. The answer says so, and following it works."""
