@@ -216,8 +216,9 @@ def translate(exc: BaseException) -> BaseException:
         mismatch = SchemaMismatch(
             f"SCHEMA_MISMATCH: {message}: `weave migrate` creates it, or set WEAVE_DSN (or --dsn) to the database you "
             "meant" if errno == 1049 else
-            f"SCHEMA_MISMATCH: the database holds none of the engine's tables or routines ({errno}: {message}): run "
-            "`weave migrate` against it, or point this node at the engine's database")
+            f"SCHEMA_MISMATCH: a table, column or routine of the engine's is missing or not this build's ({errno}: "
+            f"{message}): a `weave migrate` may be running (retry shortly), the database may be at another level "
+            "(`weave status` says which), or this node may point at a database that is not the engine's")
         mismatch.__cause__ = exc  # the server's refusal, also where the caller raises this without `from`
         return mismatch
     if errno in TRANSIENT_ERRNOS or isinstance(exc, pymysql.err.InterfaceError):
@@ -230,7 +231,9 @@ def translate(exc: BaseException) -> BaseException:
 # The database a node was started against is gone from under it, or holds none of the engine's tables or routines
 # (dropped, restored empty, a failover to a node never migrated): its level is not this build's (R-16), which every
 # edge answers as unavailable (503), never as an error of its own.
-SCHEMA_GONE_ERRNOS = frozenset({1049, 1146, 1305})
+# So is a column or a routine's parameters that differ from this build's (1054, 1318): a migrate part-way, a routine
+# being installed again, or a node of another build.
+SCHEMA_GONE_ERRNOS = frozenset({1049, 1054, 1146, 1305, 1318})
 
 
 # Client errors that mean the server did not answer at all: it cannot be reached, or it went silent.
@@ -260,6 +263,12 @@ def refuses_writes(exc: BaseException) -> bool:
     """The server answered that it takes no writes now (``REFUSING_ERRNOS``)."""
     cause = exc.__cause__ if isinstance(exc, TransientDatabaseError) and exc.__cause__ else exc
     return errno_of(cause) in REFUSING_ERRNOS
+
+
+def is_schema_mismatch(exc: BaseException) -> bool:
+    """The database is not at this build's level now (R-16): a table, column or routine missing or different."""
+    return isinstance(exc, SchemaMismatch) or (
+        isinstance(exc, pymysql.err.MySQLError) and isinstance(translate(exc), SchemaMismatch))
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -10,6 +10,7 @@ import json
 import pytest
 
 from api.openapi import document
+from procedures import db as dbmod
 from procedures import routines
 from tests.api.conftest import auth
 from tests.support import json_only
@@ -947,3 +948,37 @@ def test_R16_a_database_dropped_or_left_empty_under_a_running_api_is_unavailable
     finally:
         connections.discard()
         db.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+def test_R16_a_column_or_a_routine_not_this_builds_is_unavailable_never_an_internal_error(db, world):
+    """A database part-way between two levels (a migration rolled back, a routine being installed again, a node of
+    another build) lacks a column or has a routine of other parameters: the API answered 500 INTERNAL on 1054 and
+    1318, which the SDK does not retry. Each is the database at another level than this build's (R-16): 503."""
+    from falcon import testing
+
+    from api.app import create_app
+    from api.http import Connections
+    from procedures import installer
+
+    other = dataclasses.replace(db.dsn, database=f"{db.dsn.database}_between")
+    installer.migrate(other, test_clock=True)
+    with dbmod.connect(other) as conn:
+        admin = routines.namespace_bootstrap(conn, "acme")["token"]
+    connections = Connections(other)
+    client = testing.TestClient(create_app(connections))
+    try:
+        assert client.simulate_get(f"{NS}/apps", headers=auth(admin)).status_code == 200
+        with dbmod.connect(other) as conn, conn.cursor() as cur:
+            cur.execute("ALTER TABLE weave_apps RENAME COLUMN max_in_flight TO quota")  # 1054 for this build
+        got = client.simulate_get(f"{NS}/apps", headers=auth(admin))
+        assert got.status_code == 503 and got.json["code"] == "UNAVAILABLE" and got.headers["retry-after"], got.text
+        assert "a `weave migrate` may be running" in got.json["detail"], got.text
+        with dbmod.connect(other) as conn, conn.cursor() as cur:
+            cur.execute("ALTER TABLE weave_apps RENAME COLUMN quota TO max_in_flight")
+            cur.execute("DROP PROCEDURE weave_app_list")
+            cur.execute("CREATE PROCEDURE weave_app_list(IN in_token VARCHAR(512)) SELECT 1")  # 1318 for this build
+        got = client.simulate_get(f"{NS}/apps", headers=auth(admin))
+        assert got.status_code == 503 and got.json["code"] == "UNAVAILABLE", got.text
+    finally:
+        connections.discard()
+        db.execute(f"DROP DATABASE IF EXISTS `{other.database}`")
