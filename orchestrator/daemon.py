@@ -47,6 +47,27 @@ def await_level(check: Callable[[], None], stop: threading.Event, process: str) 
         delay = min(delay * 2, 5.0)
 
 
+def hold_until_level(check: Callable[[], None], stop: threading.Event, process: str, cause: BaseException) -> bool:
+    """A running process that met the database at another level than its own (``cause``: a table, column or
+    routine missing or different, as while a migrate runs or a routine is installed again) decides nothing until
+    the level is its own again (R-16): it runs the level check every 0.5 s, then up to every 5 s, and logs once
+    when it holds and once when it goes on. False when ``stop`` was set meanwhile."""
+    log = logging.getLogger(f"weave.{process}")
+    log.warning("the database is not at this build's level: holding until it is", extra={"fields": {
+        "error": str(cause)}})
+    delay = 0.5
+    while not stop.wait(delay):
+        try:
+            check()
+        except (errors.SchemaMismatch, errors.TransientDatabaseError) as exc:
+            cause = exc
+            delay = min(delay * 2, 5.0)
+            continue
+        log.info("the database is at this build's level again: going on")
+        return True
+    return False
+
+
 def on_signal(stop: Callable[[], None]) -> Callable[..., None]:
     """A handler of SIGTERM and SIGINT that calls ``stop`` from a thread of its own. A handler runs in the main thread
     between two of its bytecodes, which may be while that thread holds the lock of the very event that stopping

@@ -26,7 +26,7 @@ from procedures import candidates, db, errors, installer
 from procedures.connections import Connections
 from procedures.logs import configure_logging, refuse
 
-from .daemon import IDLE_MAX_MS, serve
+from .daemon import IDLE_MAX_MS, hold_until_level, serve
 
 log = logging.getLogger("weave.orchestrator")
 
@@ -254,10 +254,11 @@ class Orchestrator:
         return outcomes, again
 
     def _away(self, exc: BaseException) -> bool:
-        """Whether an advance's failure says the database takes nothing now (it is not reachable, or it refuses every
-        write alike): the rest of the batch is then left, and a refusal also makes the loop wait before it scans
-        again (the scan, a read, would bring the same batch back at once)."""
-        refused = errors.refuses_writes(exc)
+        """Whether an advance's failure says the database takes nothing now (it is not reachable, it refuses every
+        write alike, or it is not at this build's level): the rest of the batch is then left, and a refusal also
+        makes the loop wait before it scans again (the scan, a read, would bring the same batch back at once). None
+        is booked as the candidate's failure: none is the candidate's own."""
+        refused = errors.refuses_writes(exc) or errors.is_schema_mismatch(exc)
         if refused:
             self._refused.set()
         if refused or errors.is_connection_lost(exc):
@@ -393,6 +394,10 @@ class Orchestrator:
                 self._drop_conn()
                 self._stop.wait(0.5)
                 continue
+            except errors.SchemaMismatch as exc:
+                self._drop_conn()
+                hold_until_level(self.check_level, self._stop, "orchestrator", exc)
+                continue
             if result.stalled:
                 self._stop.wait(stalled)
                 stalled = min(stalled * 2, STALLED_LONGEST_S)
@@ -408,6 +413,9 @@ class Orchestrator:
                 log.warning("probe failed; retrying", extra={"fields": {"error": str(exc)}})
                 self._drop_conn()
                 self._stop.wait(0.5)
+            except errors.SchemaMismatch as exc:
+                self._drop_conn()
+                hold_until_level(self.check_level, self._stop, "orchestrator", exc)
 
     def drain(self, max_rounds: int = 10_000) -> Counter:
         """Advance until nothing is due (for tests and tools): returns the outcome counts. Like the loop, it scans

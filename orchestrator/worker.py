@@ -34,7 +34,7 @@ from procedures.connections import Connections
 from procedures.logs import configure_logging, refuse
 
 from . import http_handler  # noqa: F401 - registers the built-in http handler
-from .daemon import IDLE_MAX_MS, serve
+from .daemon import IDLE_MAX_MS, hold_until_level, serve
 from .handlers import HandlerModuleError, HandlerNotFound, Registry, Retryable, TaskContext, load_modules, registry
 
 log = logging.getLogger("weave.worker")
@@ -133,12 +133,15 @@ class Worker:
         self._connections.discard()
 
     def _report(self, fn: Callable[[db.Connection], dict]) -> dict:
-        """An attempt's report, retried on transient errors with jittered exponential backoff for as long as the
+        """An attempt's report, retried on transient errors (and on the database at another level than this build's
+        for a moment) with jittered exponential backoff for as long as the
         attempt's lease lasts: a finished attempt whose report is lost becomes UNKNOWN when its lease runs out and
         goes to review (K-4), so a restart or a failover shorter than the lease must not lose it. Trying again is
         safe: a report that committed and lost only its answer is answered LATE the next time, and changes
         nothing."""
-        return self._connections.retrying(fn, seconds=self.lease_ms / 1000.0)
+        # A routine missing or not this build's for a moment (installed again by a migrate: dropped, then created)
+        # is tried again as a lost connection is: the handler has ended, and only its report is missing.
+        return self._connections.retrying(fn, seconds=self.lease_ms / 1000.0, retryable=_report_again)
 
     def check_level(self) -> None:
         """The start-up check (R-16), and a warning when the worker's connections at most pass the server's limit."""
@@ -265,6 +268,10 @@ class Worker:
                     unanswered = claim_began
                 log.warning("claim failed; retrying", extra={"fields": {"error": str(exc)}})
                 self._stop.wait(min(5.0, 0.05 * 2 ** min(failures, 7)))
+                continue
+            except errors.SchemaMismatch as exc:  # claims nothing on tables between two levels
+                self._drop_conn()
+                hold_until_level(self.check_level, self._stop, "worker", exc)
                 continue
             if not claims:
                 if exit_when_idle and self.in_flight == 0:
@@ -592,6 +599,10 @@ def _key_written_twice(value: object) -> str | None:
         elif isinstance(node, list | tuple):
             stack.extend(node)
     return None
+
+
+def _report_again(exc: BaseException) -> bool:
+    return errors.is_transient(exc) or errors.is_schema_mismatch(exc)
 
 
 def _attempt_fields(ctx: TaskContext) -> dict[str, object]:

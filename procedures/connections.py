@@ -23,12 +23,13 @@ WAIT = wait_random_exponential(multiplier=0.02, max=1.0)  # between tries of a r
 
 
 def retry_transient(fn: Callable[[], T], *, attempts: int = 5, on_retry: Callable[[], None] | None = None,
-                    seconds: float | None = None) -> T:
+                    seconds: float | None = None,
+                    retryable: Callable[[BaseException], bool] = errors.is_transient) -> T:
     """``fn()``, tried again on transient database errors (deadlock, lock wait timeout, lost connection) with
     jittered exponential backoff, ``attempts`` tries in all or, with ``seconds``, for that long; ``on_retry`` runs
     after each transient failure. Any other error, and the last transient one, is raised as it is. The first try is
-    a plain call (``retry_after_first``)."""
-    return retry_after_first(fn, errors.is_transient, attempts, WAIT, on_retry, seconds)
+    a plain call (``retry_after_first``). ``retryable`` may take more failures than transient ones."""
+    return retry_after_first(fn, retryable, attempts, WAIT, on_retry, seconds)
 
 
 class Connections:
@@ -105,10 +106,12 @@ class Connections:
         except Exception:  # the connection is already broken; nothing to release
             pass
 
-    def retrying(self, fn: Callable[[db.Connection], T], attempts: int = 5, seconds: float | None = None) -> T:
-        """``fn(connection)`` with the retry wrapper (``attempts`` tries, or ``seconds`` of them); a transient
+    def retrying(self, fn: Callable[[db.Connection], T], attempts: int = 5, seconds: float | None = None,
+                 retryable: Callable[[BaseException], bool] = errors.is_transient) -> T:
+        """``fn(connection)`` with the retry wrapper (``attempts`` tries, or ``seconds`` of them); a retryable
         failure drops this thread's connection."""
-        return retry_transient(lambda: fn(self.get()), attempts=attempts, on_retry=self.discard, seconds=seconds)
+        return retry_transient(lambda: fn(self.get()), attempts=attempts, on_retry=self.discard, seconds=seconds,
+                               retryable=retryable)
 
     def elsewhere_once(self, fn: Callable[[], T], repeatable: Callable[[], bool]) -> T:
         """``fn()``, run once more on a fresh connection when the node it used was lost under it (``db.node_lost``)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import logging
 import threading
 from collections.abc import Iterator
 
 from orchestrator.loop import Candidate, Orchestrator, ScanResult, merge_fairly
 from procedures import pulse
+from tests.support.waiting import wait_for
 
 
 def cands(klass, n):
@@ -196,6 +198,42 @@ def test_R12_an_advance_that_loses_the_database_leaves_the_rest_of_its_batch(wor
     finally:
         loop.close()
     assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances WHERE kind = 'TIMER'") == 12  # still due
+
+
+def test_R16_a_loop_that_meets_its_routines_being_installed_again_books_no_failure_and_holds(world, database,
+                                                                                              caplog):
+    """`weave migrate` installs a routine again by dropping and creating it. An advance made in between failed with
+    "does not exist" (1305), booked against its candidates as their own failure (R-12: enough of them, and the
+    instance goes to review as CANDIDATE_FAILING), and a scan that met it ended the orchestrator. Neither is the
+    candidates' failure: the loop books nothing, holds until the database is at its level again, and goes on."""
+    from procedures import installer
+
+    caplog.set_level(logging.INFO, logger="weave.orchestrator")
+    world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
+    wfs = [world.start("t", key=f"k{i}") for i in range(3)]
+    world.db.advance(1_001)
+    for routine in ("weave_candidates_advance", "weave_checkpoint_advance"):  # dropped, not yet created again
+        world.db.execute(f"DROP PROCEDURE {routine}")
+    loop = Orchestrator(database, concurrency=1, spread=False)
+    try:
+        result = loop.run_once()
+        assert len(result.candidates) == 3 and result.stalled
+        assert world.db.rows("SELECT attempts, last_error FROM weave_pending_advances WHERE kind = 'TIMER'") == [
+            {"attempts": 0, "last_error": None}] * 3
+        world.db.execute("DROP PROCEDURE weave_scan")
+        thread = threading.Thread(target=loop.run)
+        thread.start()
+        try:
+            assert wait_for(lambda: "holding until it is" in caplog.text)
+            installer.migrate(database, test_clock=True)  # the migrate's CREATEs
+            assert wait_for(lambda: all(world.instance(wf)["status"] == "SUCCEEDED" for wf in wfs))
+            assert "the database is at this build's level again: going on" in caplog.text
+        finally:
+            loop.stop()
+            thread.join(30)
+    finally:
+        loop.close()
+        installer.migrate(database, test_clock=True)
 
 
 def test_R14_a_stop_signal_that_comes_while_the_loop_holds_its_stop_event_still_stops_it(database):

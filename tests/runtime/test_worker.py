@@ -351,6 +351,48 @@ def test_K8_decorator_and_Retryable_are_exported_for_handler_modules():
     assert "example.echo@1" in registry.names() and "http@1" in registry.names()
 
 
+def test_K4_a_report_that_meets_its_routine_being_installed_again_is_tried_again_within_the_lease(world, orch,
+                                                                                                  database):
+    """`weave migrate` installs a routine again by dropping and creating it (a new build, another definer): a report
+    made in between met "PROCEDURE does not exist" (1305), which was not tried again, so the attempt, whose handler
+    had succeeded, ran out its lease and went to review as TASK_UNKNOWN. It is tried again for the lease, as a lost
+    connection is, and lands once the routine is back."""
+    private = Registry()
+    dropped = threading.Event()
+
+    @handler("charge.during.migrate", version="1", into=private)
+    def charge(input):
+        with dbmod.connect(database) as conn, conn.cursor() as cur:
+            cur.execute("DROP PROCEDURE pulse_attempt_complete")  # the migrate's DROP, before its CREATE
+        dropped.set()
+        return {"charged": True}
+
+    world.publish(task_flow("migrating", handler="charge.during.migrate", retry={"max_attempts": 1}))
+    wf = world.start("migrating", {"order_id": "o"})
+    orch.drain()
+    worker = make_worker(database, handlers=private)
+    retried = threading.Event()
+    discard = worker._connections.discard
+
+    def discarded() -> None:  # the report's retry drops its connection first
+        retried.set()
+        discard()
+
+    worker._connections.discard = discarded  # type: ignore[method-assign]
+    stats: dict = {}
+    thread = threading.Thread(target=lambda: stats.update(worker.run(max_claims=1)))
+    thread.start()
+    try:
+        assert dropped.wait(30) and retried.wait(10)
+        installer.migrate(database, test_clock=True)  # the migrate's CREATE
+    finally:
+        thread.join(60)
+        installer.migrate(database, test_clock=True)
+    assert stats["SUCCEEDED"] == 1 and not stats.get("report_failed"), stats
+    orch.drain()
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+
+
 def test_K2_heartbeats_keep_the_lease_and_bring_the_cancel_request(world, orch, database):
     world.publish(task_flow(handler="example.sleep", input={"ms": 10_000, "honour_cancel": True},
                             task_timeout_ms=HOUR))
