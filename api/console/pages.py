@@ -650,17 +650,21 @@ class Review(Page):
     def on_get(self, req, resp):
         session = self.require(req)
         conn, token, ns = self.conn, session.token, session.namespace
-        ids, cursor = [], None
+        listed_items, cursor = [], None
         while True:
             listed = routines.instance_list(conn, token, ns, status="NEEDS_REVIEW", limit=500, cursor=cursor)
-            ids += [item["workflow_id"] for item in listed["items"]]
+            listed_items += listed["items"]
             cursor = listed["next_cursor"]
             if not cursor:
                 break
-        # The list is newest first. The ones waiting longest are among the oldest, so past the limit the page keeps
-        # the oldest instances (never the newest, which would hide exactly those) and says how many it left out.
+        # Past the limit the page keeps the instances changed least recently, and says how many it left out. An
+        # instance's last change is when it went to review or after (a reason opened since, a pause), so those are
+        # the ones waiting longest; the oldest created are not (one started long ago may be back in review since a
+        # minute, after a reactivation).
+        listed_items.sort(key=lambda item: item["updated_at"])
+        ids = [item["workflow_id"] for item in listed_items]
         items = []
-        for workflow_id in ids[-self.LIMIT:]:
+        for workflow_id in ids[:self.LIMIT]:
             try:
                 instance = routines.instance_get(conn, token, ns, workflow_id)
             except (errors.NotFound, errors.Forbidden):

@@ -917,6 +917,7 @@ def test_C3_past_its_limit_the_review_queue_keeps_the_longest_waiting_and_says_h
 
     from api.console import pages
     from tests.console.test_console_browser import in_review
+    from tests.sql.test_polls import answer
 
     monkeypatch.setattr(pages.Review, "LIMIT", 2)
     wfs = []
@@ -935,6 +936,16 @@ def test_C3_past_its_limit_the_review_queue_keeps_the_longest_waiting_and_says_h
     monkeypatch.setattr(pages.Review, "LIMIT", 3)
     shown, html = queue()
     assert shown == wfs and "review-total" not in html
+    # The first started is started again, and is back in review after the others: it waits the least now. The page
+    # kept the first created, so with more in review than it shows it hid the ones waiting longest.
+    routines.step_reactivate(world.db.conn, world.token, "acme", wfs[0], "check", "try once more", "r-0")
+    orch.drain()
+    answer(world, "PENDING")
+    orch.drain()
+    assert world.instance(wfs[0])["status"] == "NEEDS_REVIEW"
+    monkeypatch.setattr(pages.Review, "LIMIT", 2)
+    shown, html = queue()
+    assert shown == wfs[1:] and 'data-figure="review-total">3<' in html
 
 
 def test_an_instance_page_shows_its_signals_a_page_at_a_time_and_of_a_long_payload_its_beginning(client, world,
