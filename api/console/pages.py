@@ -517,10 +517,17 @@ class Instance(Page):
         signal_page = signals.list_signals(conn, token, ns, workflow_id, limit=self.SIGNALS, after=signals_after,
                                            verbatim=True)
         done = None
-        if req.get_param("did") in ACTION_SCOPE:  # the notice names only a real action and a plausible key
-            key = req.get_param("key") or ""
-            if 0 < len(key) <= 128 and key.isascii() and key.isprintable():
-                done = {"did": req.get_param("did"), "key": key, "replayed": req.get_param("replayed") == "1"}
+        did, key = req.get_param("did"), req.get_param("key") or ""
+        if did in ACTION_SCOPE and 0 < len(key) <= 128 and key.isascii() and key.isprintable():
+            # The notice is the action's audit row, not the address: one sent again with the instance already so
+            # changed nothing, and says so; an address kept or passed on shows when and by whom it was done, and
+            # one naming no action of this instance shows nothing.
+            audited = f"step.{did}" if did in STEP_ACTIONS else f"instance.{did}"
+            trail = routines.audit_list(conn, token, ns, workflow_id=workflow_id, action=audited, limit=50)["items"]
+            row = next((r for r in trail if r["idempotency_key"] == key), None)
+            if row is not None:
+                done = {"did": did, "key": key, "replayed": req.get_param("replayed") == "1", "actor": row["actor"],
+                        "at": row["accepted_at"], "changed": (row["details"] or {}).get("changed", True) is not False}
         self.render(req, resp, "instance.html", session, instance=instance, steps=steps, events=events,
                     signals=signal_page["items"], signals_after=signals_after,
                     signals_more=signal_page["next_cursor"], events_after=after, deferred_left=deferred_left,

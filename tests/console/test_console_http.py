@@ -189,6 +189,33 @@ def test_a_double_submit_acts_once(client, world):
     assert crafted.status_code == 200 and 'id="result"' not in crafted.text
 
 
+def test_C6_the_notice_after_an_action_is_what_its_audit_row_says_not_what_the_address_says(client, world):
+    """The notice came from the address: a second tab's pause of an instance the first tab had paused changed
+    nothing (its answer said so) but was shown as done, and an address naming any action and key (a link passed
+    on, a bookmark) showed "cancel done" above an instance nobody had cancelled. The notice is now the action's
+    audit row on that instance, with when and by whom."""
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    cookies = sign_in(client, world.token)
+    csrf = hidden(client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text, "csrf")
+    for key, reason in (("console-pause-tab-b", "tab B"), ("console-pause-tab-a", "tab A")):
+        sent = form_post(client, f"{BASE}/instances/{wf}/pause",
+                         {"csrf": csrf, "idempotency_key": key, "reason": reason}, cookies)
+        shown = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies,
+                                    params=dict(p.split("=") for p in sent.headers["location"].split("?")[1]
+                                                .split("#")[0].split("&")))
+        notice = " ".join(re.search(r'<p id="result".*?</p>', shown.text, re.S).group(0).split())
+        if reason == "tab B":
+            assert "pause done with Idempotency-Key <code>console-pause-tab-b</code>" in notice
+        else:
+            assert "pause changed nothing: the instance was already so when it came" in notice
+        assert "<time>" in notice  # when it was done, from its audit row
+    assert [e["type"] for e in world.events(wf)].count("INSTANCE_PAUSED") == 1
+    for did, key in (("cancel", "console-cancel-0011223344556677"), ("resume", "console-pause-tab-b")):
+        stale = client.simulate_get(f"{BASE}/instances/{wf}", params={"did": did, "key": key}, cookies=cookies)
+        assert stale.status_code == 200 and 'id="result"' not in stale.text, did
+
+
 def test_sign_out_ends_the_session_and_sessions_expire_on_the_engine_clock(client, world):
     cookies = sign_in(client, world.token)
     page = client.simulate_get(BASE, cookies=cookies)
