@@ -31,8 +31,9 @@ BEGIN
     CALL _weave_instance_authorize(in_token, in_namespace, in_workflow_id, in_scope,
                                    out_namespace_id, out_credential_id, out_actor, out_instance_id,
                                    v_identity);
-    IF in_reason IS NULL OR CHAR_LENGTH(in_reason) NOT BETWEEN 1 AND 1024 THEN
-        CALL _weave_raise(50111, 'REASON_INVALID: a reason of 1-1024 characters is required');
+    -- A reason of spaces alone says nothing, and the audit trail would keep it as the action's reason.
+    IF in_reason IS NULL OR CHAR_LENGTH(in_reason) NOT BETWEEN 1 AND 1024 OR NOT in_reason REGEXP '[^[:space:]]' THEN
+        CALL _weave_raise(50111, 'REASON_INVALID: a reason of 1-1024 characters, not spaces alone, is required');
     END IF;
     IF in_idempotency_key IS NULL OR NOT (in_idempotency_key REGEXP '^[!-~]{1,128}\\z') THEN
         CALL _weave_raise(50113, 'IDEMPOTENCY_KEY_INVALID: 1-128 printable ASCII characters, no space');
