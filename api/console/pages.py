@@ -245,8 +245,9 @@ class Page:
         session = self.require(req)
         data = form(req)
         if not sessions.csrf_ok(session.csrf, field(data, "csrf")):
-            raise Refused(403, "CSRF_REFUSED", "this form did not come from your console session; reload the page "
-                                               "and try again")
+            raise Refused(403, "CSRF_REFUSED", "this form was not made for your console session as it is now (you "
+                                               "signed in again since, perhaps in another tab, or it came from "
+                                               "elsewhere): nothing was done; reload the page and send it again")
         return session, data
 
     # --- rendering --------------------------------------------------------------------------------------

@@ -165,6 +165,14 @@ def test_state_changing_posts_without_the_csrf_token_are_refused(client, world):
                             {"csrf": csrf, "idempotency_key": "k-1", "reason": "forged"}, cookies)
         assert refused.status_code == 403 and "CSRF_REFUSED" in refused.text
     assert world.instance(wf)["control"] == "ACTIVE"
+    # A form of a session that has ended since (signed in again in another tab): it says that nothing was done, and
+    # why, not only that the form looks forged.
+    stale = hidden(client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text, "csrf")
+    cookies = sign_in(client, world.token)
+    refused = form_post(client, f"{BASE}/instances/{wf}/pause",
+                        {"csrf": stale, "idempotency_key": "k-1", "reason": "from the other tab"}, cookies)
+    assert refused.status_code == 403 and "signed in again since" in refused.text
+    assert "nothing was done" in refused.text and world.instance(wf)["control"] == "ACTIVE"
     page = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies)
     done = form_post(client, f"{BASE}/instances/{wf}/pause",
                      {"csrf": hidden(page.text, "csrf"), "idempotency_key": "k-1", "reason": "by hand"}, cookies)
