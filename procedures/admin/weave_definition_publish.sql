@@ -1,5 +1,7 @@
--- The document arrives validated and canonicalised by the Python layer (orchestrator.definitions);
--- the digest is computed here so the stored digest always matches the stored bytes. Versions are
+-- The document arrives validated and canonicalised by the Python layer (procedures.definitions), which
+-- says everything wrong with it at once; this routine holds a document sent straight to it to what no
+-- instance could run without (numbers, queues, the steps' types, keys and graph), naming the first
+-- problem. The digest is computed here so the stored digest always matches the stored bytes. Versions are
 -- numbered under a lock on the namespace row: publishing is rare, and two first publications of one
 -- name must not both become version 1.
 CREATE PROCEDURE weave_definition_publish(
@@ -17,8 +19,10 @@ list that differs is refused).
 Result set: name, version, digest, created (1 when a new version was written).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50119 DEFINITION_INVALID (also for in_queues
 that differ from the steps'' queues, a TASK or POLL step without a queue, or a step''s number missing or outside the
-range the validator allows: delay_ms, timeout_ms, interval_ms, max_rounds, task_timeout_ms, priority, retry; the
-message names the first), 50124 QUEUE_NOT_FOUND
+range the validator allows: delay_ms, timeout_ms, interval_ms, max_rounds, task_timeout_ms, priority, retry; for a
+step whose type is not one of the four, whose key is not a key or is another step''s, a SIGNAL step without its
+contract, a step without its compiled expressions, an after that names no other step of the document or names one
+twice, and steps that wait for each other in a cycle; the message names the first), 50124 QUEUE_NOT_FOUND
 (queues the definition uses do not exist in the namespace; the message lists them, comma-separated, ending ",..."
 when more did not fit), 50125 UNKNOWN_FIELD (the document has a field besides
 name and steps).
@@ -43,6 +47,9 @@ BEGIN
     DECLARE v_unknown LONGTEXT;
     DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues
     DECLARE v_number VARCHAR(160) DEFAULT NULL;  -- the first number of a step that is missing or out of its range
+    DECLARE v_problem VARCHAR(160) DEFAULT NULL;  -- the first step whose structure is not a definition's
+    DECLARE v_forward INT DEFAULT 0;  -- edges to a step later in the document: only those can close a cycle
+    DECLARE v_peeled INT;
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_claim('weave_definition_publish', v_tx);
@@ -100,6 +107,34 @@ BEGIN
      ORDER BY s.pos LIMIT 1;
     IF v_number IS NOT NULL THEN
         CALL _weave_raise(50119, CONCAT('DEFINITION_INVALID: ', v_number));
+    END IF;
+    -- The steps' structure, as the validator leaves it, held for a document sent straight to this routine too: a
+    -- type the engine does not know failed every start, a key used twice failed here with the server's own error,
+    -- and an `after` naming no step was ignored (its step ran at once). Keys compare byte for byte, as the engine's.
+    SELECT problem INTO v_problem FROM (
+        SELECT s.pos AS ord, CASE
+                 WHEN s.type IS NULL OR s.type NOT IN ('TIMER', 'SIGNAL', 'POLL', 'TASK')
+                     THEN CONCAT('steps[', s.pos - 1, '].type must be TIMER, SIGNAL, POLL or TASK')
+                 WHEN s.step_key IS NULL OR s.step_key IN ('.', '..')
+                      OR NOT (CAST(s.step_key AS BINARY) REGEXP '^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63}\\z')
+                     THEN CONCAT('steps[', s.pos - 1, '].key must be 1-64 characters of A-Z a-z 0-9 _ . -')
+                 WHEN s.type = 'SIGNAL' AND COALESCE(JSON_TYPE(JSON_EXTRACT(s.spec, '$.signal')), '') <> 'OBJECT'
+                     THEN CONCAT('steps[', s.pos - 1, '].signal must be the contract its signals match')
+                 WHEN COALESCE(JSON_TYPE(JSON_EXTRACT(s.spec, '$.after')), 'ARRAY') <> 'ARRAY'
+                     THEN CONCAT('steps[', s.pos - 1, '].after must be a list of step keys')
+                 WHEN NOT JSON_CONTAINS_PATH(in_compiled, 'one', CONCAT('$."', s.step_key, '"'))
+                     THEN CONCAT('steps[', s.pos - 1, '] has no compiled expressions')
+               END AS problem
+          FROM JSON_TABLE(in_document, '$.steps[*]' COLUMNS (pos FOR ORDINALITY, step_key VARCHAR(200) PATH '$.key',
+                                                             type VARCHAR(16) PATH '$.type', spec JSON PATH '$')) AS s
+        UNION ALL
+        SELECT 100000, CONCAT('step key ', LEFT(MIN(d.step_key), 64), ' is used by two steps')
+          FROM JSON_TABLE(in_document, '$.steps[*]' COLUMNS (step_key VARCHAR(200) PATH '$.key')) AS d
+         GROUP BY CAST(d.step_key AS BINARY) HAVING COUNT(*) > 1
+      ) AS p
+     WHERE p.problem IS NOT NULL ORDER BY p.ord LIMIT 1;
+    IF v_problem IS NOT NULL THEN
+        CALL _weave_raise(50119, CONCAT('DEFINITION_INVALID: ', v_problem));
     END IF;
     -- The queues are the TASK and POLL steps' own, derived from the document: the engine checks a credential's queues
     -- against them and decides from them whether a start activates its first steps (weave_instance_start), so they
@@ -161,12 +196,71 @@ BEGIN
                    type VARCHAR(16) PATH '$.type',
                    after_keys JSON PATH '$.after',
                    spec JSON PATH '$')) AS s;
+        -- Each `after` names another step of the document, once: read against the steps just written (their key).
+        SELECT CONCAT('steps[', e.pos - 1, '].after ',
+                      IF(MIN(n.step_key) IS NULL, 'names no step of the definition: ',
+                         IF(MIN(n.position) = e.pos - 1, 'names the step itself: ', 'names a step twice: ')),
+                      LEFT(MIN(e.after_key), 64))
+          INTO v_problem
+          FROM JSON_TABLE(in_document, '$.steps[*]' COLUMNS (pos FOR ORDINALITY,
+                              NESTED PATH '$.after[*]' COLUMNS (after_key VARCHAR(200) PATH '$'))) AS e
+          LEFT JOIN weave_definition_steps n
+            ON n.definition_id = v_id AND n.step_key = CONVERT(e.after_key USING utf8mb4) COLLATE utf8mb4_bin
+         WHERE e.after_key IS NOT NULL
+         GROUP BY e.pos, CAST(e.after_key AS BINARY)
+        HAVING MIN(n.step_key) IS NULL OR MIN(n.position) = e.pos - 1 OR COUNT(*) > 1
+         ORDER BY e.pos LIMIT 1;
+        IF v_problem IS NOT NULL THEN
+            CALL _weave_raise(50119, CONCAT('DEFINITION_INVALID: ', v_problem));
+        END IF;
         INSERT INTO weave_definition_edges (definition_id, step_key, after_key)
         SELECT v_id, e.step_key, e.after_key
           FROM JSON_TABLE(in_document, '$.steps[*]' COLUMNS (
                    step_key VARCHAR(64) PATH '$.key',
                    NESTED PATH '$.after[*]' COLUMNS (after_key VARCHAR(64) PATH '$'))) AS e
          WHERE e.after_key IS NOT NULL;
+        -- Steps that wait for each other never start, and their instance would wait for ever without a word (R-18).
+        -- A cycle needs an edge to a step later in the document: with none (the order people write), there is none.
+        -- Else the steps are peeled as they could start, those waiting for no step left first; what no peel
+        -- reaches waits in a cycle. Each edge is taken away once.
+        SELECT COUNT(*) INTO v_forward
+          FROM weave_definition_edges e
+          JOIN weave_definition_steps s ON s.definition_id = e.definition_id AND s.step_key = e.step_key
+          JOIN weave_definition_steps a ON a.definition_id = e.definition_id AND a.step_key = e.after_key
+         WHERE e.definition_id = v_id AND a.position > s.position;
+        IF v_forward > 0 THEN
+            DROP TEMPORARY TABLE IF EXISTS _weave_peel_steps, _weave_peel_edges, _weave_peel_front;
+            -- By position, so that the tables stay small: a dense graph of 256 steps has 32,000 edges.
+            CREATE TEMPORARY TABLE _weave_peel_steps (pos SMALLINT UNSIGNED PRIMARY KEY) ENGINE=MEMORY;
+            CREATE TEMPORARY TABLE _weave_peel_edges (pos SMALLINT UNSIGNED NOT NULL, after_pos SMALLINT UNSIGNED NOT NULL,
+                                                      KEY (pos), KEY (after_pos)) ENGINE=MEMORY;
+            CREATE TEMPORARY TABLE _weave_peel_front (pos SMALLINT UNSIGNED PRIMARY KEY) ENGINE=MEMORY;
+            INSERT INTO _weave_peel_steps SELECT position FROM weave_definition_steps WHERE definition_id = v_id;
+            INSERT INTO _weave_peel_edges
+            SELECT s.position, a.position
+              FROM weave_definition_edges e
+              JOIN weave_definition_steps s ON s.definition_id = e.definition_id AND s.step_key = e.step_key
+              JOIN weave_definition_steps a ON a.definition_id = e.definition_id AND a.step_key = e.after_key
+             WHERE e.definition_id = v_id;
+            SET v_peeled = 1;
+            WHILE v_peeled > 0 DO
+                INSERT INTO _weave_peel_front
+                SELECT s.pos FROM _weave_peel_steps s
+                 WHERE NOT EXISTS (SELECT 1 FROM _weave_peel_edges e WHERE e.pos = s.pos);
+                SET v_peeled = ROW_COUNT();
+                DELETE s FROM _weave_peel_steps s JOIN _weave_peel_front f ON f.pos = s.pos;
+                DELETE e FROM _weave_peel_edges e JOIN _weave_peel_front f ON f.pos = e.after_pos;
+                DELETE FROM _weave_peel_front;
+            END WHILE;
+            SELECT d.step_key INTO v_problem
+              FROM _weave_peel_steps p JOIN weave_definition_steps d ON d.definition_id = v_id AND d.position = p.pos
+             ORDER BY p.pos LIMIT 1;
+            DROP TEMPORARY TABLE _weave_peel_steps, _weave_peel_edges, _weave_peel_front;
+            IF v_problem IS NOT NULL THEN
+                CALL _weave_raise(50119, CONCAT('DEFINITION_INVALID: steps wait for each other in a cycle, and ',
+                                                'step ', v_problem, ' waits for it'));
+            END IF;
+        END IF;
         CALL _weave_audit(v_ns, 0, v_cred, v_actor, 'definition.publish', NULL, v_digest, v_now, NULL, NULL,
                           JSON_OBJECT('name', v_name, 'version', v_version + 0, 'digest', v_digest), NULL);
         COMMIT;

@@ -237,6 +237,52 @@ def test_publish_rejects_a_document_that_did_not_come_through_validation(world):
     assert info.value.field_code == "DEFINITION_INVALID"
 
 
+def test_R18_publish_from_sql_refuses_steps_no_instance_could_run(world, orch):
+    """The routine checked a document's numbers and queues but trusted its graph to the validator: sent straight to
+    it, steps waiting for each other in a cycle published, and their instances stayed RUNNING for ever with nothing
+    said (R-18); an `after` naming no step was ignored (the step ran at once); an unknown type failed every start
+    with a 500; a key used twice failed with the server's own error. Each is refused, naming the step."""
+    def document(*steps: dict) -> tuple[str, str]:
+        compiled = {s["key"]: {"business_key": None, "correlation": None, "input": {"bindings": [], "skeleton": {}},
+                               "mutex_key": None} for s in steps if isinstance(s.get("key"), str)}
+        return json.dumps({"name": "graph", "steps": list(steps)}), json.dumps(compiled)
+
+    def timer(key: str, *after: str) -> dict:
+        return {"key": key, "type": "TIMER", "delay_ms": 1000, "after": list(after)}
+
+    signal = {"key": "s", "type": "SIGNAL", "timeout_ms": 1000, "after": [], "correlation": "$.input.k"}
+    cases = [
+        ((timer("a", "b"), timer("b", "a")), "steps wait for each other in a cycle"),
+        ((timer("x"), timer("a", "x", "c"), timer("b", "a"), timer("c", "b"), timer("d", "c")), "in a cycle"),
+        ((timer("a", "zz"),), "steps[0].after names no step of the definition: zz"),
+        ((timer("a", "a"),), "steps[0].after names the step itself: a"),
+        ((timer("a"), timer("b", "a", "a")), "steps[1].after names a step twice: a"),
+        ((timer("a"), timer("A", "a"), timer("b", "B")), "steps[2].after names no step of the definition: B"),
+        (({"key": "a", "type": "SLEEP", "after": []},), "steps[0].type must be TIMER, SIGNAL, POLL or TASK"),
+        ((signal,), "steps[0].signal must be the contract its signals match"),
+        ((timer("a"), timer("a")), "step key a is used by two steps"),
+        ((timer("a b"),), "steps[0].key must be"),
+        (({**timer("a"), "after": "b"}, timer("b")), "steps[0].after must be a list of step keys"),
+    ]
+    for steps, said in cases:
+        text, compiled = document(*steps)
+        with pytest.raises(errors.ValidationFailed) as refused:
+            world.db.call("weave_definition_publish", world.admin, "acme", text, compiled, None)
+        assert refused.value.field_code == "DEFINITION_INVALID" and said in str(refused.value), (steps, refused.value)
+    text, compiled = document(timer("a"))
+    with pytest.raises(errors.ValidationFailed, match="steps.0. has no compiled expressions"):
+        world.db.call("weave_definition_publish", world.admin, "acme", text, "{}", None)
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_definitions") == 0
+    # Written out of order, a graph without a cycle publishes, and runs in its order.
+    text, compiled = document(timer("c", "b"), timer("b", "a"), timer("a"))
+    world.db.call("weave_definition_publish", world.admin, "acme", text, compiled, None)
+    wf = world.start("graph")
+    for _ in range(3):
+        world.db.advance(1_001)
+        orch.drain()
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+
+
 def test_publish_refuses_a_definition_named_only_a_dot_or_two_from_sql_as_well(world):
     """No API path can name such a definition ("/definitions/.." is resolved away before it is sent)."""
     timer = definitions.validate(TIMER)
