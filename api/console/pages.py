@@ -129,9 +129,9 @@ def optional_int(data: dict[str, list[str]], name: str, low: int = -BIGINT_MAX, 
     try:
         value = int(text)
     except ValueError:
-        raise Refused(422, "VALIDATION_FAILED", f"{name} must be a whole number") from None
+        raise Refused(422, "VALIDATION_FAILED", f"{FORM_LABELS.get(name, name)} must be a whole number") from None
     if not low <= value <= high:  # the database would refuse it as it binds the call, naming the routine's parameter
-        raise Refused(422, "VALIDATION_FAILED", f"{name} is out of range")
+        raise Refused(422, "VALIDATION_FAILED", f"{FORM_LABELS.get(name, name)} is out of range")
     return value
 
 
@@ -409,6 +409,8 @@ class Dashboard(Page):
 
 
 FILTERS = ("status", "definition", "control", "business_key", "review_code", "in_review", "deferred")
+_FILTER_WIDTHS = (("definition", 128, "definition name"), ("business_key", 256, "business key"),
+                  ("review_code", 64, "review reason code"))
 
 
 def _filters(req: falcon.Request, data: dict[str, list[str]] | None = None) -> dict[str, str]:
@@ -421,6 +423,10 @@ def _filters(req: falcon.Request, data: dict[str, list[str]] | None = None) -> d
         values["control"] = ""
     for box in ("in_review", "deferred"):
         values[box] = "1" if values[box] else ""
+    for name, width, what in _FILTER_WIDTHS:  # past them the engine refused the list with the database's own words
+        if len(values[name]) > width:
+            raise Refused(422, "VALIDATION_FAILED", f"the {what} filter is {len(values[name])} characters: no "
+                                                    f"{what} is longer than {width}")
     values["review_code"] = values["review_code"].upper()  # codes are upper case: task_failed means TASK_FAILED
     if values["in_review"]:  # "in review" is the NEEDS_REVIEW status: the status field shows what is listed
         values["status"] = "NEEDS_REVIEW"

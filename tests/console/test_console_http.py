@@ -494,6 +494,14 @@ def test_list_filters_by_business_key_control_review_code_and_deferral(client, w
 
     assert listed() == [reviewed, other, plain]
     assert listed(business_key="bk-1") == [plain]
+    # A customer's spelling of a key: nothing matches, and the page says that case counts.
+    unmatched = client.simulate_get(f"{BASE}/instances", params={"business_key": "BK-1"}, cookies=cookies).text
+    assert "No instance matches. A business key matches exactly, case included" in " ".join(unmatched.split())
+    # A filter longer than any name or key: said in the filter's words, not the database's.
+    for name, said in (("definition", "the definition name filter is 500 characters"),
+                       ("business_key", "the business key filter is 500 characters")):
+        too_long = client.simulate_get(f"{BASE}/instances", params={name: "x" * 500}, cookies=cookies)
+        assert too_long.status_code == 422 and said in too_long.text and "Data too long" not in too_long.text
     assert listed(control="PAUSED") == [other]
     assert listed(in_review="1") == [reviewed] == listed(review_code="POLL_ROUNDS_EXHAUSTED")
     assert listed(review_code="poll_rounds_exhausted") == [reviewed]  # codes are upper case, however typed
