@@ -1146,6 +1146,18 @@ def test_P5_the_rounds_page_offers_each_activation_of_a_reactivated_poll(client,
     assert f'<a href="{rounds_page}?activation=1" aria-current="page">1</a>' in earlier.text
 
 
+def test_a_poll_that_polls_no_more_shows_its_deadline_without_a_count_down(client, world, orch):
+    """A poll that had ended (its budget spent, in review) still showed its deadline counting down, as if it still
+    polled: an agent read that it had minutes left."""
+    from tests.console.test_console_browser import in_review
+
+    wf = in_review(world, orch, "o-1")
+    cookies = sign_in(client, world.token)
+    html = " ".join(client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text.split())
+    said = re.search(r"<p>Poll (\w+): .*?</p>", html).group(0)
+    assert "Poll STOPPED" in said and re.search(r"poll deadline <time>[^<]+</time>\.</p>$", said), said
+
+
 def test_R11_a_rounds_page_refuses_bad_query_values_and_a_step_without_rounds_as_pages_leading_back(client, world,
                                                                                                     orch):
     """A query value that is no round or activation number is a 422 page naming it, never a 500 or the routine's
