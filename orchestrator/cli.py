@@ -214,6 +214,9 @@ def cmd_definitions_publish(args: argparse.Namespace) -> int:
     from procedures import definitions
 
     raw = Path(args.file).read_bytes() if args.file != "-" else sys.stdin.buffer.read()
+    # A file saved with a byte order mark (as some Windows editors save UTF-8) is its JSON all the same: RFC 8259
+    # lets a reader ignore the mark, and the refusal said only that a value was expected at column 1.
+    raw = raw.removeprefix(b"\xef\xbb\xbf")
     try:
         definition = definitions.validate(raw)
     except definitions.DefinitionError as exc:

@@ -1064,3 +1064,16 @@ def test_R4_values_a_caller_chose_print_with_their_control_characters_escaped(we
     assert not any(line.startswith("2026-01-01") for line in out.splitlines())  # no row of the reason's making
     code, out, _ = weave("audit", "--workflow-id", wf, "--json")
     assert [r["reason"] for r in json.loads(out)["items"]][0] == forged
+
+
+def test_definitions_publish_reads_a_file_saved_with_a_byte_order_mark(weave, world, tmp_path):
+    """Some Windows editors save UTF-8 with a byte order mark: such a file was refused with only "Expecting value at
+    line 1 column 1". RFC 8259 lets a reader ignore the mark, and the CLI does; the definition is the same."""
+    path = tmp_path / "cool-off.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(TIMER).encode())
+    code, out, err = weave("definitions", "publish", str(path), "--json", token=world.admin)
+    assert code == 0, err
+    assert json.loads(out)["version"] == 1 and json.loads(out)["created"]
+    path.write_bytes(json.dumps(TIMER).encode())  # the same content without the mark: the same version
+    code, out, _ = weave("definitions", "publish", str(path), "--json", token=world.admin)
+    assert code == 0 and json.loads(out)["version"] == 1 and not json.loads(out)["created"]
