@@ -97,7 +97,7 @@ BODIES: dict[str, Schema] = {
 
 # field -> the code its routine raises for it (the rest: INVALID_TYPE, MISSING_FIELD, UNKNOWN_FIELD).
 FIELD_CODES: dict[str, str] = {
-    "definition": "DEFINITION_NOT_FOUND", "version": "DEFINITION_NOT_FOUND", "app": "APP_NOT_FOUND",
+    "definition": "DEFINITION_NOT_FOUND", "version": "INVALID_ARGUMENT", "app": "APP_NOT_FOUND",
     "input": "INPUT_INVALID", "business_key": "INPUT_INVALID", "output": "INPUT_INVALID",
     "deadline_ms": "DEADLINE_INVALID", "deadline_at": "DEADLINE_INVALID", "extend_ms": "DEADLINE_INVALID",
     "poll_deadline_ms": "DEADLINE_INVALID", "timeout_ms": "INVALID_ARGUMENT", "extra_rounds": "INVALID_ARGUMENT",

@@ -62,6 +62,19 @@ def test_invalid_definition_is_422_with_every_error_listed(client, world):
     assert {e["code"] for e in body["errors"]} >= {"UNKNOWN_TYPE", "DUPLICATE_STEP_KEY"}
 
 
+def test_a_start_s_version_that_is_no_version_is_an_invalid_argument_one_not_published_is_not_found(client, world):
+    """A version of 0, -1, "1", null or true was answered DEFINITION_NOT_FOUND, as if such a version could exist and
+    had not been published: the request is malformed, and says so. One that could exist and does not is still
+    DEFINITION_NOT_FOUND."""
+    publish(client, world)
+    for n, version in enumerate((0, -1, "1", None, True, 2**31)):
+        body = problem(start(client, world, key=f"v-{n}", version=version), 422, "VALIDATION_FAILED")
+        assert [(e["field"], e["code"]) for e in body["errors"]] == [("version", "INVALID_ARGUMENT")], version
+    body = problem(start(client, world, key="v-9", version=9), 422, "VALIDATION_FAILED")
+    assert [e["code"] for e in body["errors"]] == ["DEFINITION_NOT_FOUND"]
+    assert start(client, world, key="v-1", version=1).status_code == 201
+
+
 def test_start_201_then_replay_200_with_header(client, world):
     publish(client, world)
     first = start(client, world)
