@@ -254,8 +254,12 @@ class Page:
     def render(self, req, resp, template: str, session: sessions.Session | None, status: int = 200, **context):
         resp.status = status
         resp.content_type = "text/html; charset=utf-8"
+        # How long the session has left, on the engine clock it expires on: a form typed past its end is refused
+        # (nothing done) and has to be typed again after signing in.
+        left = (session.expires_at - session.now_at).total_seconds() if session else None  # type: ignore[operator]
         resp.text = templates.get_template(template).render(
             base=base_path(req), session=session, csrf=session.csrf if session else "", new_key=new_key,
+            session_left=None if left is None else views.duration(left), session_ending=left is not None and left < 900,
             review_help=REVIEW_HELP,
             **{"nav": "", **context})
 
