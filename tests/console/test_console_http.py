@@ -232,7 +232,8 @@ def test_sign_out_ends_the_session_and_sessions_expire_on_the_engine_clock(clien
     assert client.simulate_get(BASE, cookies=cookies).status_code == 303  # the old cookie points at nothing
     again = sign_in(client, world.token)
     page = client.simulate_get(BASE, cookies=again)
-    assert page.status_code == 200 and re.search(r'data-figure="session-left">session ends in (8h 0m|7h 59m)<', page.text)
+    assert page.status_code == 200
+    assert re.search(r'data-figure="session-left">session ends in (8h 0m|7h 59m)<', page.text)
     # Near its end the page says so: a form typed past it is refused, nothing done, and has to be typed again.
     world.db.advance(8 * 3600 * 1000 - 10 * 60 * 1000)
     page = client.simulate_get(BASE, cookies=again).text
