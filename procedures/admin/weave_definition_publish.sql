@@ -110,13 +110,15 @@ BEGIN
     END IF;
     -- The steps' structure, as the validator leaves it, held for a document sent straight to this routine too: a
     -- type the engine does not know failed every start, a key used twice failed here with the server's own error,
-    -- and an `after` naming no step was ignored (its step ran at once). Keys compare byte for byte, as the engine's.
+    -- and an `after` naming no step was ignored (its step ran at once). Keys compare as the engine's tables compare them (utf8mb4_bin).
     SELECT problem INTO v_problem FROM (
         SELECT s.pos AS ord, CASE
-                 WHEN s.type IS NULL OR s.type NOT IN ('TIMER', 'SIGNAL', 'POLL', 'TASK')
+                 WHEN s.type IS NULL
+                      OR CONVERT(s.type USING utf8mb4) COLLATE utf8mb4_bin NOT IN ('TIMER', 'SIGNAL', 'POLL', 'TASK')
                      THEN CONCAT('steps[', s.pos - 1, '].type must be TIMER, SIGNAL, POLL or TASK')
                  WHEN s.step_key IS NULL OR s.step_key IN ('.', '..')
-                      OR NOT (CAST(s.step_key AS BINARY) REGEXP '^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63}\\z')
+                      OR NOT (CONVERT(s.step_key USING utf8mb4) COLLATE utf8mb4_bin
+                              REGEXP '^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63}\\z')
                      THEN CONCAT('steps[', s.pos - 1, '].key must be 1-64 characters of A-Z a-z 0-9 _ . -')
                  WHEN s.type = 'SIGNAL' AND COALESCE(JSON_TYPE(JSON_EXTRACT(s.spec, '$.signal')), '') <> 'OBJECT'
                      THEN CONCAT('steps[', s.pos - 1, '].signal must be the contract its signals match')
@@ -130,7 +132,18 @@ BEGIN
         UNION ALL
         SELECT 100000, CONCAT('step key ', LEFT(MIN(d.step_key), 64), ' is used by two steps')
           FROM JSON_TABLE(in_document, '$.steps[*]' COLUMNS (step_key VARCHAR(200) PATH '$.key')) AS d
-         GROUP BY CAST(d.step_key AS BINARY) HAVING COUNT(*) > 1
+         GROUP BY CONVERT(d.step_key USING utf8mb4) COLLATE utf8mb4_bin HAVING COUNT(*) > 1
+        UNION ALL
+        -- Each `after` element a step key: null, a number or a list named no step and was dropped (its step ran at
+        -- once), and one with a space in it was stored as a key no step has.
+        SELECT 200000 + j.pos, CONCAT('steps[', j.pos - 1, '].after[', j.n - 1, '] must be a step key')
+          FROM JSON_TABLE(in_document, '$.steps[*]' COLUMNS (pos FOR ORDINALITY,
+                              NESTED PATH '$.after[*]' COLUMNS (n FOR ORDINALITY, after_key VARCHAR(200) PATH '$',
+                                                                after_json JSON PATH '$'))) AS j
+         WHERE j.n IS NOT NULL
+           AND (COALESCE(JSON_TYPE(j.after_json), '') <> 'STRING' OR j.after_key IS NULL
+                OR NOT (CONVERT(j.after_key USING utf8mb4) COLLATE utf8mb4_bin
+                        REGEXP '^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63}\\z'))
       ) AS p
      WHERE p.problem IS NOT NULL ORDER BY p.ord LIMIT 1;
     IF v_problem IS NOT NULL THEN
@@ -200,14 +213,14 @@ BEGIN
         SELECT CONCAT('steps[', e.pos - 1, '].after ',
                       IF(MIN(n.step_key) IS NULL, 'names no step of the definition: ',
                          IF(MIN(n.position) = e.pos - 1, 'names the step itself: ', 'names a step twice: ')),
-                      LEFT(MIN(e.after_key), 64))
+                      LEFT(MIN(e.after_key), 40))
           INTO v_problem
           FROM JSON_TABLE(in_document, '$.steps[*]' COLUMNS (pos FOR ORDINALITY,
                               NESTED PATH '$.after[*]' COLUMNS (after_key VARCHAR(200) PATH '$'))) AS e
           LEFT JOIN weave_definition_steps n
             ON n.definition_id = v_id AND n.step_key = CONVERT(e.after_key USING utf8mb4) COLLATE utf8mb4_bin
          WHERE e.after_key IS NOT NULL
-         GROUP BY e.pos, CAST(e.after_key AS BINARY)
+         GROUP BY e.pos, CONVERT(e.after_key USING utf8mb4) COLLATE utf8mb4_bin
         HAVING MIN(n.step_key) IS NULL OR MIN(n.position) = e.pos - 1 OR COUNT(*) > 1
          ORDER BY e.pos LIMIT 1;
         IF v_problem IS NOT NULL THEN
@@ -231,10 +244,10 @@ BEGIN
         IF v_forward > 0 THEN
             DROP TEMPORARY TABLE IF EXISTS _weave_peel_steps, _weave_peel_edges, _weave_peel_front;
             -- By position, so that the tables stay small: a dense graph of 256 steps has 32,000 edges.
-            CREATE TEMPORARY TABLE _weave_peel_steps (pos SMALLINT UNSIGNED PRIMARY KEY) ENGINE=MEMORY;
+            CREATE TEMPORARY TABLE _weave_peel_steps (pos SMALLINT UNSIGNED PRIMARY KEY);
             CREATE TEMPORARY TABLE _weave_peel_edges (pos SMALLINT UNSIGNED NOT NULL, after_pos SMALLINT UNSIGNED NOT NULL,
-                                                      KEY (pos), KEY (after_pos)) ENGINE=MEMORY;
-            CREATE TEMPORARY TABLE _weave_peel_front (pos SMALLINT UNSIGNED PRIMARY KEY) ENGINE=MEMORY;
+                                                      KEY (pos), KEY (after_pos));
+            CREATE TEMPORARY TABLE _weave_peel_front (pos SMALLINT UNSIGNED PRIMARY KEY);
             INSERT INTO _weave_peel_steps SELECT position FROM weave_definition_steps WHERE definition_id = v_id;
             INSERT INTO _weave_peel_edges
             SELECT s.position, a.position
@@ -258,7 +271,7 @@ BEGIN
             DROP TEMPORARY TABLE _weave_peel_steps, _weave_peel_edges, _weave_peel_front;
             IF v_problem IS NOT NULL THEN
                 CALL _weave_raise(50119, CONCAT('DEFINITION_INVALID: steps wait for each other in a cycle, and ',
-                                                'step ', v_problem, ' waits for it'));
+                                                'step ', LEFT(v_problem, 40), ' waits for it'));
             END IF;
         END IF;
         CALL _weave_audit(v_ns, 0, v_cred, v_actor, 'definition.publish', NULL, v_digest, v_now, NULL, NULL,

@@ -263,12 +263,20 @@ def test_R18_publish_from_sql_refuses_steps_no_instance_could_run(world, orch):
         ((timer("a"), timer("a")), "step key a is used by two steps"),
         ((timer("a b"),), "steps[0].key must be"),
         (({**timer("a"), "after": "b"}, timer("b")), "steps[0].after must be a list of step keys"),
+        ((timer("a"), {**timer("b"), "after": [None]}), "steps[1].after[0] must be a step key"),
+        ((timer("a"), {**timer("b"), "after": ["a", 1]}), "steps[1].after[1] must be a step key"),
+        ((timer("a"), {**timer("b"), "after": [["a"]]}), "steps[1].after[0] must be a step key"),
+        ((timer("a"), timer("b", "a", "a ")), "steps[1].after[1] must be a step key"),
+        (({**timer("a"), "type": "timer"},), "steps[0].type must be TIMER, SIGNAL, POLL or TASK"),
+        ((timer("k" * 64, "m" * 64), timer("m" * 64, "k" * 64)), f"in a cycle, and step {'k' * 40} waits for it"),
+        ((timer("k" * 63 + "z", "m" * 64),), f"names no step of the definition: {'m' * 40}"),
     ]
     for steps, said in cases:
         text, compiled = document(*steps)
         with pytest.raises(errors.ValidationFailed) as refused:
             world.db.call("weave_definition_publish", world.admin, "acme", text, compiled, None)
         assert refused.value.field_code == "DEFINITION_INVALID" and said in str(refused.value), (steps, refused.value)
+        assert str(refused.value).endswith(said) or len(str(refused.value)) < 128, refused.value  # none cut short
     text, compiled = document(timer("a"))
     with pytest.raises(errors.ValidationFailed, match="steps.0. has no compiled expressions"):
         world.db.call("weave_definition_publish", world.admin, "acme", text, "{}", None)
