@@ -53,6 +53,14 @@ def hold_until_level(check: Callable[[], None], stop: threading.Event, process: 
     the level is its own again (R-16): it runs the level check every 0.5 s, then up to every 5 s, and logs once
     when it holds and once when it goes on. False when ``stop`` was set meanwhile."""
     log = logging.getLogger(f"weave.{process}")
+    try:
+        check()
+    except (errors.SchemaMismatch, errors.TransientDatabaseError) as exc:
+        cause = exc
+    else:  # the level is this build's: a routine's own fault (a column it lacks), which holding would not mend
+        log.error("a routine failed on the database at this build's own level", extra={"fields": {
+            "error": str(cause)}})
+        return not stop.wait(1.0)
     log.warning("the database is not at this build's level: holding until it is", extra={"fields": {
         "error": str(cause)}})
     delay = 0.5

@@ -258,13 +258,22 @@ class Orchestrator:
         write alike, or it is not at this build's level): the rest of the batch is then left, and a refusal also
         makes the loop wait before it scans again (the scan, a read, would bring the same batch back at once). None
         is booked as the candidate's failure: none is the candidate's own."""
-        refused = errors.refuses_writes(exc) or errors.is_schema_mismatch(exc)
+        refused = errors.refuses_writes(exc) or (errors.is_schema_mismatch(exc) and not self._level_is_own())
         if refused:
             self._refused.set()
         if refused or errors.is_connection_lost(exc):
             self._unreachable.set()
             return True
         return False
+
+    def _level_is_own(self) -> bool:
+        """Whether the database is at this build's level now: a failure that looks like another level's (a column
+        or a routine missing) on it is the candidate's own, and booked as any other (R-12)."""
+        try:
+            self.check_level()
+        except (errors.SchemaMismatch, errors.TransientDatabaseError):
+            return False
+        return True
 
     def _units(self, batch: list[Candidate]) -> list[list[Candidate]]:
         """The batch in order as units of work: each run of consecutive candidates of one listed class is cut into

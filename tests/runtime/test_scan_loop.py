@@ -236,6 +236,32 @@ def test_R16_a_loop_that_meets_its_routines_being_installed_again_books_no_failu
         installer.migrate(database, test_clock=True)
 
 
+def test_R12_a_routine_that_lacks_a_column_at_this_builds_own_level_is_the_candidates_failure(world, database, caplog):
+    """A failure that reads like another level's (a column missing, 1054) on a database at this build's own level is
+    a routine's own fault: it is booked against the candidate as any failure is (R-12), so that enough of them send
+    the instance to review, not taken for a migrate under way and retried for ever."""
+    from procedures import installer
+
+    world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
+    world.start("t", key="k")
+    world.db.advance(1_001)
+    for routine in ("weave_candidates_advance", "weave_checkpoint_advance"):  # as a faulty build would have them
+        world.db.execute(f"DROP PROCEDURE {routine}")
+        world.db.execute(f"CREATE PROCEDURE {routine}(IN a VARCHAR(16), IN b LONGTEXT) "
+                         "SELECT no_such_column FROM weave_instances" if routine == "weave_candidates_advance" else
+                         f"CREATE PROCEDURE {routine}(IN a BIGINT UNSIGNED) SELECT no_such_column FROM weave_instances")
+    loop = Orchestrator(database, concurrency=1, spread=False)
+    try:
+        loop.run_once()
+        assert world.db.rows("SELECT attempts FROM weave_pending_advances WHERE kind = 'TIMER'") == [{"attempts": 1}]
+        assert "holding until it is" not in caplog.text
+    finally:
+        loop.close()
+        for routine in ("weave_candidates_advance", "weave_checkpoint_advance"):
+            world.db.execute(f"DROP PROCEDURE {routine}")
+        installer.migrate(database, test_clock=True)
+
+
 def test_R14_a_stop_signal_that_comes_while_the_loop_holds_its_stop_event_still_stops_it(database):
     """A signal handler runs in the main thread between two bytecodes, possibly while that thread holds the lock of
     the stop event it waits on (entering or leaving Event.wait). The handler used to set the event itself, and
