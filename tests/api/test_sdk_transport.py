@@ -263,6 +263,8 @@ def test_sdk_sends_a_decimal_with_every_digit(server):
     for nothing in ("NaN", "Infinity", "-Infinity"):  # no JSON number: refused before anything is sent
         with pytest.raises(ValueError, match="JSON has no number"):
             client.start_workflow("d", app="a", input={"amount": Decimal(nothing)}, deadline_ms=1000)
+    with pytest.raises(ValueError, match="past the range of a double"):  # which the engine refuses to keep
+        client.start_workflow("d", app="a", input={"amount": Decimal("-1E+400")}, deadline_ms=1000)
     assert len(server.bodies) == 1
 
 
