@@ -107,7 +107,7 @@ BEGIN
         END IF;
         SET v_after = CAST(SUBSTRING(in_after, 4) AS UNSIGNED);
     END IF;
-    IF NOT v_dry AND (in_reason IS NULL OR CHAR_LENGTH(TRIM(in_reason)) = 0) THEN
+    IF NOT v_dry AND (in_reason IS NULL OR NOT in_reason REGEXP '[^[:space:]]') THEN
         CALL _weave_raise(50111, 'REASON_INVALID: reason must be 1-1024 characters');
     END IF;
 

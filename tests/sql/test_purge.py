@@ -458,8 +458,9 @@ def test_R1_purge_refuses_bad_requests_and_a_caller_s_transaction(world, orch):
         purge(world, limit=1001, fold=False)
     with pytest.raises(errors.ValidationFailed, match="finished_before"):
         purge(world, world.db.now() + dt.timedelta(seconds=1), fold=False)
-    with pytest.raises(errors.ValidationFailed, match="REASON_INVALID"):
-        purge(world, reason="  ", fold=False)
+    for nothing in ("  ", " \t\n"):
+        with pytest.raises(errors.ValidationFailed, match="REASON_INVALID"):
+            purge(world, reason=nothing, fold=False)
     with pytest.raises(errors.ValidationFailed, match="after must be a workflow id"):
         purge(world, after="7", fold=False)
     conn = world.db.connect()
