@@ -459,9 +459,9 @@ def _mismatch(instance: dict, filters: dict[str, str]) -> str | None:
              instance["business_key"] == args["business_key"]),
             ("open review reason", args["review_code"], ", ".join(sorted(codes)) or "none",
              args["review_code"] in codes),
-            ("deferred", args["deferred"] or None, "no", instance["deferred"] is not None)):
+            ("deferred", args["deferred"] or None, "", instance["deferred"] is not None)):
         if wanted is not None and not matches:
-            return f"its {name} is now {now}, not {wanted}"
+            return "it is no longer deferred" if name == "deferred" else f"its {name} is now {now}, not {wanted}"
     return None
 
 
@@ -676,9 +676,10 @@ class Review(Page):
             if not cursor:
                 break
         # Past the limit the page keeps the instances changed least recently, and says how many it left out. An
-        # instance's last change is when it went to review or after (a reason opened since, a pause), so those are
-        # the ones waiting longest; the oldest created are not (one started long ago may be back in review since a
-        # minute, after a reactivation).
+        # instance's last change is when it went to review or after (a reason opened since, a pause, a signal that
+        # came), so those are, most often, the ones waiting longest; the oldest created are not (one started long
+        # ago may be back in review since a minute, after a reactivation). The page orders what it keeps by when
+        # each went to review.
         listed_items.sort(key=lambda item: item["updated_at"])
         ids = [item["workflow_id"] for item in listed_items]
         items = []
