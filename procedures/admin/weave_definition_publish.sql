@@ -17,7 +17,8 @@ JSON), in_compiled (compiled expression templates per step), in_queues (the queu
 distinct, in byte order, as the validator lists them; NULL: derived here from the document, as they always are; a
 list that differs is refused).
 Result set: name, version, digest, created (1 when a new version was written).
-Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50119 DEFINITION_INVALID (also for in_queues
+Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50119 DEFINITION_INVALID (also for a document
+of no step or more than 256, for in_queues
 that differ from the steps'' queues, a TASK or POLL step without a queue, or a step''s number missing or outside the
 range the validator allows: delay_ms, timeout_ms, interval_ms, max_rounds, task_timeout_ms, priority, retry; for a
 step whose type is not one of the four, whose key is not a key or is another step''s, a SIGNAL step without its
@@ -49,7 +50,16 @@ BEGIN
     DECLARE v_number VARCHAR(160) DEFAULT NULL;  -- the first number of a step that is missing or out of its range
     DECLARE v_problem VARCHAR(160) DEFAULT NULL;  -- the first step whose structure is not a definition's
     DECLARE v_forward INT DEFAULT 0;  -- edges to a step later in the document: only those can close a cycle
-    DECLARE v_peeled INT;
+    DECLARE v_steps INT;
+    DECLARE v_started INT;  -- steps that could start, all they wait for started before them
+    DECLARE v_waiting VARCHAR(1100);  -- by position, four digits a step: how many steps it still waits for
+    DECLARE v_free VARCHAR(800);  -- positions free to start, three digits each, in the order they came free
+    DECLARE v_waiters LONGTEXT;  -- {position: the positions of the steps that wait for it, three digits each}
+    DECLARE v_next VARCHAR(800);
+    DECLARE v_head INT;
+    DECLARE v_at INT;
+    DECLARE v_pos INT;
+    DECLARE v_left INT;
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_claim('weave_definition_publish', v_tx);
@@ -57,7 +67,7 @@ BEGIN
                             v_allowed);
     IF in_document IS NULL OR NOT JSON_VALID(in_document)
        OR COALESCE(JSON_TYPE(JSON_EXTRACT(in_document, '$.steps')), '') <> 'ARRAY'
-       OR COALESCE(JSON_LENGTH(in_document, '$.steps'), 0) = 0
+       OR COALESCE(JSON_LENGTH(in_document, '$.steps'), 0) NOT BETWEEN 1 AND 256
        OR in_compiled IS NULL OR NOT JSON_VALID(in_compiled) THEN
         CALL _weave_raise(50119, 'DEFINITION_INVALID: document must be a validated definition');
     END IF;
@@ -234,41 +244,51 @@ BEGIN
          WHERE e.after_key IS NOT NULL;
         -- Steps that wait for each other never start, and their instance would wait for ever without a word (R-18).
         -- A cycle needs an edge to a step later in the document: with none (the order people write), there is none.
-        -- Else the steps are peeled as they could start, those waiting for no step left first; what no peel
-        -- reaches waits in a cycle. Each edge is taken away once.
+        -- Else the steps are started in thought as they could start, each once all it waits for has: a step that
+        -- never could waits in a cycle, or for one. Each step and each edge is looked at once.
         SELECT COUNT(*) INTO v_forward
           FROM weave_definition_edges e
           JOIN weave_definition_steps s ON s.definition_id = e.definition_id AND s.step_key = e.step_key
           JOIN weave_definition_steps a ON a.definition_id = e.definition_id AND a.step_key = e.after_key
          WHERE e.definition_id = v_id AND a.position > s.position;
         IF v_forward > 0 THEN
-            DROP TEMPORARY TABLE IF EXISTS _weave_peel_steps, _weave_peel_edges, _weave_peel_front;
-            -- By position, so that the tables stay small: a dense graph of 256 steps has 32,000 edges.
-            CREATE TEMPORARY TABLE _weave_peel_steps (pos SMALLINT UNSIGNED PRIMARY KEY);
-            CREATE TEMPORARY TABLE _weave_peel_edges (pos SMALLINT UNSIGNED NOT NULL, after_pos SMALLINT UNSIGNED NOT NULL,
-                                                      KEY (pos), KEY (after_pos));
-            CREATE TEMPORARY TABLE _weave_peel_front (pos SMALLINT UNSIGNED PRIMARY KEY);
-            INSERT INTO _weave_peel_steps SELECT position FROM weave_definition_steps WHERE definition_id = v_id;
-            INSERT INTO _weave_peel_edges
-            SELECT s.position, a.position
-              FROM weave_definition_edges e
-              JOIN weave_definition_steps s ON s.definition_id = e.definition_id AND s.step_key = e.step_key
-              JOIN weave_definition_steps a ON a.definition_id = e.definition_id AND a.step_key = e.after_key
-             WHERE e.definition_id = v_id;
-            SET v_peeled = 1;
-            WHILE v_peeled > 0 DO
-                INSERT INTO _weave_peel_front
-                SELECT s.pos FROM _weave_peel_steps s
-                 WHERE NOT EXISTS (SELECT 1 FROM _weave_peel_edges e WHERE e.pos = s.pos);
-                SET v_peeled = ROW_COUNT();
-                DELETE s FROM _weave_peel_steps s JOIN _weave_peel_front f ON f.pos = s.pos;
-                DELETE e FROM _weave_peel_edges e JOIN _weave_peel_front f ON f.pos = e.after_pos;
-                DELETE FROM _weave_peel_front;
+            -- Kept in variables (a temporary table is one Galera does not replicate, Z-6), by position: how many
+            -- steps each step still waits for, four digits a step; the steps that wait for each, three digits a
+            -- step; and the steps free to start, in the order they came free.
+            /*M!100301 SET STATEMENT group_concat_max_len = 1048576 FOR */
+            SELECT /*+ SET_VAR(group_concat_max_len = 1048576) */
+                   GROUP_CONCAT(LPAD(after_count, 4, '0') ORDER BY position SEPARATOR ''),
+                   GROUP_CONCAT(IF(after_count = 0, LPAD(position, 3, '0'), NULL) ORDER BY position SEPARATOR ''),
+                   COUNT(*)
+              INTO v_waiting, v_free, v_steps
+              FROM weave_definition_steps WHERE definition_id = v_id;
+            /*M!100301 SET STATEMENT group_concat_max_len = 1048576 FOR */
+            SELECT /*+ SET_VAR(group_concat_max_len = 1048576) */ JSON_OBJECTAGG(x.position, x.waiters)
+              INTO v_waiters
+              FROM (SELECT a.position, GROUP_CONCAT(LPAD(w.position, 3, '0') SEPARATOR '') AS waiters
+                      FROM weave_definition_edges e
+                      JOIN weave_definition_steps w ON w.definition_id = e.definition_id AND w.step_key = e.step_key
+                      JOIN weave_definition_steps a ON a.definition_id = e.definition_id AND a.step_key = e.after_key
+                     WHERE e.definition_id = v_id
+                     GROUP BY a.position) AS x;
+            SET v_free = COALESCE(v_free, ''), v_head = 1, v_started = 0;
+            WHILE v_head <= CHAR_LENGTH(v_free) DO  -- each step once, each edge once
+                SET v_pos = SUBSTRING(v_free, v_head, 3) + 0, v_head = v_head + 3, v_started = v_started + 1;
+                SET v_next = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(v_waiters, CONCAT('$."', v_pos, '"'))), ''), v_at = 1;
+                WHILE v_at <= CHAR_LENGTH(v_next) DO
+                    SET v_pos = SUBSTRING(v_next, v_at, 3) + 0, v_at = v_at + 3;
+                    SET v_left = SUBSTRING(v_waiting, v_pos * 4 + 1, 4) - 1;
+                    SET v_waiting = INSERT(v_waiting, v_pos * 4 + 1, 4, LPAD(v_left, 4, '0'));
+                    IF v_left = 0 THEN
+                        SET v_free = CONCAT(v_free, LPAD(v_pos, 3, '0'));
+                    END IF;
+                END WHILE;
             END WHILE;
-            SELECT d.step_key INTO v_problem
-              FROM _weave_peel_steps p JOIN weave_definition_steps d ON d.definition_id = v_id AND d.position = p.pos
-             ORDER BY p.pos LIMIT 1;
-            DROP TEMPORARY TABLE _weave_peel_steps, _weave_peel_edges, _weave_peel_front;
+            IF v_started < v_steps THEN  -- the first step, by position, that still waits
+                SELECT step_key INTO v_problem FROM weave_definition_steps
+                 WHERE definition_id = v_id AND SUBSTRING(v_waiting, position * 4 + 1, 4) <> '0000'
+                 ORDER BY position LIMIT 1;
+            END IF;
             IF v_problem IS NOT NULL THEN
                 CALL _weave_raise(50119, CONCAT('DEFINITION_INVALID: steps wait for each other in a cycle, and ',
                                                 'step ', LEFT(v_problem, 40), ' waits for it'));

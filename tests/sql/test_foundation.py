@@ -277,6 +277,9 @@ def test_R18_publish_from_sql_refuses_steps_no_instance_could_run(world, orch):
             world.db.call("weave_definition_publish", world.admin, "acme", text, compiled, None)
         assert refused.value.field_code == "DEFINITION_INVALID" and said in str(refused.value), (steps, refused.value)
         assert str(refused.value).endswith(said) or len(str(refused.value)) < 128, refused.value  # none cut short
+    text, compiled = document(*[timer(f"s{n}") for n in range(257)])  # past the 256 steps a definition holds
+    with pytest.raises(errors.ValidationFailed, match="DEFINITION_INVALID"):
+        world.db.call("weave_definition_publish", world.admin, "acme", text, compiled, None)
     text, compiled = document(timer("a"))
     with pytest.raises(errors.ValidationFailed, match="steps.0. has no compiled expressions"):
         world.db.call("weave_definition_publish", world.admin, "acme", text, "{}", None)
