@@ -51,7 +51,9 @@ def hold_until_level(check: Callable[[], None], stop: threading.Event, process: 
     """A running process that met the database at another level than its own (``cause``: a table, column or
     routine missing or different, as while a migrate runs or a routine is installed again) decides nothing until
     the level is its own again (R-16): it runs the level check every 0.5 s, then up to every 5 s, and logs once
-    when it holds and once when it goes on. False when ``stop`` was set meanwhile."""
+    when it holds and once when it goes on. When the level is its own from the first check, ``cause`` was a
+    routine's own fault: logged as an error, and the caller goes on after a second. False when ``stop`` was set
+    meanwhile."""
     log = logging.getLogger(f"weave.{process}")
     try:
         check()
