@@ -657,7 +657,7 @@ ARCHIVE_TRIES = 5
 
 
 def _purge_archived(conn: db.Connection, token: str, args: argparse.Namespace, cutoff: Any, after: str | None,
-                    archive: IO[str], limit: int) -> dict:
+                    archive: IO[str], limit: int, only: list[str] | None = None) -> dict:
     """One window of an archiving run: name it (a dry run), append its instances' rows to the archive and flush them
     to disk, then remove exactly those instances, each with the number of rows archived for it. A row added to one
     of them in between (a late report, a refused signal) makes the purge refuse the window, which is then archived
@@ -665,7 +665,7 @@ def _purge_archived(conn: db.Connection, token: str, args: argparse.Namespace, c
     from procedures import history
 
     for _ in range(ARCHIVE_TRIES):
-        named = routines.instances_purge(conn, token, args.namespace, cutoff, after=after, limit=limit,
+        named = routines.instances_purge(conn, token, args.namespace, cutoff, after=after, limit=limit, only=only,
                                          dry_run=True)
         rows = history.rows_of(conn, named["workflow_ids"])
         history.write(archive, args.namespace, rows)
@@ -703,6 +703,12 @@ def cmd_workflows_purge(args: argparse.Namespace) -> int:
     each window that removed anything. With --archive, each window is named by a dry run first, its instances' rows
     are appended to the archive and flushed to disk, and only then are exactly those instances removed (one the
     window could not take then waits for the next run)."""
+    if args.older_than is None and args.finished_before is None and not args.workflow_ids:
+        raise CliError("USAGE_INVALID", "give a cutoff (--older-than or --finished-before), or the instances to "
+                                        "remove (--workflow-id)")
+    for workflow_id in args.workflow_ids or ():
+        if not re.fullmatch(r"wf_[1-9][0-9]{0,18}", workflow_id):
+            raise CliError("USAGE_INVALID", f"--workflow-id {workflow_id!r} is not a workflow id (wf_ and a number)")
     archive = None  # closed below
     if args.archive and not args.dry_run:
         # The rows hold task inputs (an http task's headers too), payloads and instance inputs: a new archive is
@@ -714,9 +720,10 @@ def cmd_workflows_purge(args: argparse.Namespace) -> int:
             token = _token(args)
             if args.finished_before is not None:
                 cutoff = _utc_time("--finished-before", args.finished_before, "INVALID_ARGUMENT")
-            else:  # one cutoff for the whole run, on the engine's clock (R-2), not the host's
-                cutoff = _shifted(db.call_row(conn, "weave_clock_now")["now_at"], -args.older_than, "--older-than",
-                                  "INVALID_ARGUMENT")
+            else:  # one cutoff for the whole run, on the engine's clock (R-2), not the host's; named ones: now
+                now = db.call_row(conn, "weave_clock_now")["now_at"]
+                cutoff = now if args.older_than is None else _shifted(now, -args.older_than, "--older-than",
+                                                                      "INVALID_ARGUMENT")
             # The counters of /metrics keep what goes: their sums are brought up to date first, and an instance
             # with a row they have not counted yet waits for a later run (uncounted).
             routines.metrics_catch_up(conn)
@@ -724,20 +731,32 @@ def cmd_workflows_purge(args: argparse.Namespace) -> int:
                      "windows": 0, "finished_before": routines.rfc3339(cutoff), "dry_run": args.dry_run,
                      "archive": args.archive}
             after = None
+            # Named instances: each its own window of one, the instance after the one before its number.
+            # Named instances: each its own window of one, the instance after the one before its number, and only
+            # that one (the namespace's next instance is another one when the named one is not in it).
+            named = list(dict.fromkeys(args.workflow_ids or ()))
+            only = None
             while True:
-                limit = _purge_window(args, total["windows"], total["purged"], total["rows_deleted"])
+                limit = 1 if named else _purge_window(args, total["windows"], total["purged"], total["rows_deleted"])
+                if named:
+                    only = [named.pop(0)]
+                    after = f"wf_{int(only[0][3:]) - 1}" if only[0] != "wf_1" else None
                 if archive is None:
-                    window = routines.instances_purge(conn, token, args.namespace, cutoff, after=after,
+                    window = routines.instances_purge(conn, token, args.namespace, cutoff, after=after, only=only,
                                                       limit=limit, reason=args.reason, dry_run=args.dry_run)
                 else:
-                    window = _purge_archived(conn, token, args, cutoff, after, archive, limit)
+                    window = _purge_archived(conn, token, args, cutoff, after, archive, limit, only)
                 total["windows"] += 1
                 for key in ("purged", "rows_deleted", "held", "uncounted"):
                     total[key] += window[key]
                 total["held_ids"] += window["held_ids"]
                 total["workflow_ids"] += window["workflow_ids"]
                 after = window["next_after"]
-                if window["purged"] and not args.json:
+                if args.workflow_ids:
+                    after = "named" if named else None
+                    if window["uncounted"] and only:
+                        total.setdefault("uncounted_ids", []).extend(only)
+                if window["purged"] and not args.json and not args.workflow_ids:
                     print(f"{'would remove' if args.dry_run else 'removed'} {total['purged']} instance(s) so far"
                           + (f", {total['rows_deleted']} rows" if not args.dry_run else "")
                           + (f"; next after {after}" if after else ""), file=sys.stderr, flush=True)
@@ -746,6 +765,9 @@ def cmd_workflows_purge(args: argparse.Namespace) -> int:
     finally:
         if archive is not None:
             archive.close()
+    if args.workflow_ids:  # each one not removed, and why it may not have been
+        gone = set(total["workflow_ids"]) | set(total["held_ids"]) | set(total.get("uncounted_ids", ()))
+        total["left_ids"] = [w for w in dict.fromkeys(args.workflow_ids) if w not in gone]
     _print(args, total, lambda t: (
         f"{'would remove' if t['dry_run'] else 'removed'} {t['purged']} instance(s) finished before "
         f"{t['finished_before']}" + ("" if t["dry_run"] else f" ({t['rows_deleted']} rows)")
@@ -754,7 +776,9 @@ def cmd_workflows_purge(args: argparse.Namespace) -> int:
         + (f"\nkept {t['held']} settled instance(s) that still hold work: {', '.join(t['held_ids'])}"
            if t["held"] else "")
         + (f"\nleft {t['uncounted']} settled instance(s) whose last rows /metrics has not counted yet for a later "
-           "run" if t["uncounted"] else "")))
+           "run" if t["uncounted"] else "")
+        + (f"\nleft {', '.join(t['left_ids'])}: not settled (cancel it first), finished after the cutoff, or not in "
+           "this namespace" if t.get("left_ids") else "")))
     return 0
 
 
@@ -1138,10 +1162,14 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
                              "but a start with a removed instance's idempotency key starts a new instance: keep "
                              "history longer than your clients retry.",
                  func=cmd_workflows_purge)
-    cutoff = p.add_mutually_exclusive_group(required=True)
+    cutoff = p.add_mutually_exclusive_group()
     cutoff.add_argument("--older-than", type=_duration, metavar="AGE",
                         help="finished longer ago than this, on the engine's clock: 90d, 36h, 30m or 45s")
     cutoff.add_argument("--finished-before", metavar="TIME", help="finished before this time, RFC 3339 with a zone")
+    p.add_argument("--workflow-id", action="append", metavar="ID", dest="workflow_ids",
+                   help="remove only this instance (repeat for more), finished before the cutoff or, without one, "
+                        "at any time before now: one customer's instances when their data must go. A live one is "
+                        "kept and named; cancel it first")
     p.add_argument("--reason", help="why, for the audit trail (1-1024 chars; required unless --dry-run)")
     p.add_argument("--batch", type=int, default=100,
                    help="instances per window and transaction at most, 1-1000 (default 100)")

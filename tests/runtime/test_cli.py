@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from orchestrator.cli import EXIT_CODES, EXIT_TIMED_OUT, main
+from orchestrator.cli import EXIT_CODES, EXIT_TIMED_OUT, EXIT_USAGE, main
 from orchestrator.loop import Orchestrator
 from procedures import installer, pulse, routines, settings
 from tests.support import json_only
@@ -957,9 +957,13 @@ def test_R1_workflows_purge_sizes_its_windows_by_the_rows_an_instance_holds(weav
 @pytest.mark.parametrize("argv", [["--older-than", "0d"], ["--older-than", "90"], ["--older-than", "1.5h"],
                                   ["--older-than", "1d", "--finished-before", "2026-01-01T00:00:00Z"], []])
 def test_workflows_purge_refuses_an_age_it_cannot_read_as_a_usage_error(weave, world, capsys, argv):
-    with pytest.raises(SystemExit) as exited:
-        weave("workflows", "purge", *argv, "--reason", "r", "--json", token=world.admin)
-    assert exited.value.code == 2 and json.loads(capsys.readouterr().err)["code"] == "USAGE_INVALID"
+    if argv:  # refused by the parser
+        with pytest.raises(SystemExit) as exited:
+            weave("workflows", "purge", *argv, "--reason", "r", "--json", token=world.admin)
+        assert exited.value.code == 2 and json.loads(capsys.readouterr().err)["code"] == "USAGE_INVALID"
+    else:  # no cutoff and no instance named: refused by the command, before it connects
+        code, _, err = weave("workflows", "purge", "--reason", "r", "--json", token=world.admin)
+        assert code == 2 and json.loads(err)["code"] == "USAGE_INVALID"
 
 
 def test_workflows_purge_refuses_a_time_without_a_zone_before_anything_goes(weave, world):
@@ -1077,3 +1081,38 @@ def test_definitions_publish_reads_a_file_saved_with_a_byte_order_mark(weave, wo
     path.write_bytes(json.dumps(TIMER).encode())  # the same content without the mark: the same version
     code, out, _ = weave("definitions", "publish", str(path), "--json", token=world.admin)
     assert code == 0 and json.loads(out)["version"] == 1 and not json.loads(out)["created"]
+
+
+def test_workflows_purge_of_named_instances_removes_those_alone_for_a_customer_s_erasure(weave, world, orch, tmp_path):
+    """A customer asks to be forgotten: their instances are found by business key and removed by id, with every row
+    of theirs. There was no documented way: a purge took every instance finished before a cutoff, and the routine's
+    list of ids served only the archive. --workflow-id removes the named ones alone; a live one is kept and named;
+    an id that is not this namespace's removes nothing else (a window of one, held to that id)."""
+    world.publish(TIMER)
+    before = world.start("cool-off", {"email": "someone.else@example.org"})
+    theirs = [world.start("cool-off", {"email": "jane@example.org"}, business_key="jane@example.org")
+              for _ in range(2)]
+    after = world.start("cool-off", {"email": "someone.else@example.org"})
+    world.db.advance(61_000)
+    orch.drain()
+    live = world.start("cool-off", {"email": "jane@example.org"}, business_key="jane@example.org")
+    world.db.advance(121_000)  # past the horizon of /metrics, which counts what a purge removes first
+    missing = f"wf_{int(after[3:]) + 1000}"
+    code, out, err = weave("workflows", "purge", "--workflow-id", theirs[0], "--workflow-id", theirs[1],
+                           "--workflow-id", live, "--workflow-id", missing, "--dry-run", "--json", token=world.admin)
+    dry = json.loads(out)
+    assert code == 0 and dry["workflow_ids"] == theirs and dry["left_ids"] == [live, missing], err
+    archive = tmp_path / "erased.jsonl"
+    code, out, err = weave("workflows", "purge", "--workflow-id", theirs[0], "--workflow-id", theirs[1],
+                           "--workflow-id", live, "--workflow-id", missing, "--reason", "erasure request 118",
+                           "--archive", str(archive), token=world.admin)
+    assert code == 0, err
+    assert out.startswith("removed 2 instance(s) finished before ") and f"left {live}, {missing}: not settled" in out
+    assert [json.loads(line)["workflow_id"] for line in archive.read_text().splitlines()] == theirs
+    for workflow_id in (before, after, live):
+        assert world.instance(workflow_id)["status"] in ("SUCCEEDED", "RUNNING")
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_instances WHERE input LIKE %s", "%jane@example.org%") == 1
+    code, _, err = weave("workflows", "purge", "--reason", "x", "--json", token=world.admin)
+    assert code == EXIT_USAGE and "--workflow-id" in json.loads(err)["detail"]
+    code, _, err = weave("workflows", "purge", "--workflow-id", "7", "--reason", "x", "--json", token=world.admin)
+    assert code == EXIT_USAGE and "not a workflow id" in json.loads(err)["detail"]
