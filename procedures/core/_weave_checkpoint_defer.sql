@@ -18,7 +18,9 @@ CREATE PROCEDURE _weave_checkpoint_defer(
         IN in_why          VARCHAR(256),
         IN in_waits_for    BIGINT UNSIGNED)
     COMMENT 'Internal. Description: defers the checkpoint of (instance, step) to in_until, keeping its due time;
-in_why is ''CODE: detail'', and the code is kept as the deferral''s reason with the time the deferral began (R-18);
+in_why is ''CODE: detail'', and the code is kept as the deferral''s reason with the time the deferral began (R-18;
+a deferral for room, a disabled app or a disabled identity that follows one of these keeps the time the first
+began);
 in_waits_for: what the deferral waits for, else NULL: for room, the app (QUOTA_FULL) or queue (QUEUE_FULL), and
 the deferral looks again after as many seconds as it has been deferred for room in a row, but no more than one
 more than the checkpoints before it in its line, and at most ten; for a disabled identity (IDENTITY_DISABLED) or
@@ -30,16 +32,22 @@ BEGIN
     DECLARE v_reason VARCHAR(32) DEFAULT LEFT(SUBSTRING_INDEX(in_why, ':', 1), 32);
     DECLARE v_same BOOLEAN DEFAULT FALSE;  -- deferred already for the same reason (in the same line, for room)
     DECLARE v_room BOOLEAN DEFAULT FALSE;  -- deferred already for room: its place is kept
+    DECLARE v_waited BOOLEAN DEFAULT FALSE;  -- deferred already, for room or its app or identity: its wait goes on
     DECLARE v_since DATETIME(6) DEFAULT in_now;
     DECLARE v_deferrals INT UNSIGNED DEFAULT 0;
     DECLARE v_until DATETIME(6) DEFAULT in_until;
     DECLARE v_ahead INT UNSIGNED;  -- the checkpoints before it in its line, counted up to ten
+    -- A wait for room that its app's or identity's disabling interrupted goes on from where it was: an app disabled
+    -- for a minute keeps its waiters' places (and the time they began to wait), ahead of work started meanwhile.
     SELECT id, deferred_reason <=> v_reason AND COALESCE(deferred_for = in_waits_for, TRUE),
            COALESCE(deferred_reason IN ('QUOTA_FULL', 'QUEUE_FULL'), FALSE) AND v_reason IN ('QUOTA_FULL', 'QUEUE_FULL'),
+           COALESCE(deferred_reason IN ('QUOTA_FULL', 'QUEUE_FULL', 'APP_DISABLED', 'IDENTITY_DISABLED'), FALSE)
+               AND v_reason IN ('QUOTA_FULL', 'QUEUE_FULL', 'APP_DISABLED', 'IDENTITY_DISABLED'),
            deferred_since, deferrals
-      INTO v_id, v_same, v_room, v_since, v_deferrals
+      INTO v_id, v_same, v_room, v_waited, v_since, v_deferrals
       FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key FOR UPDATE;
-    SET v_since = IF(v_same OR v_room, v_since, in_now), v_deferrals = IF(v_same OR v_room, v_deferrals + 1, 1);
+    SET v_since = IF(v_same OR v_room OR v_waited, v_since, in_now),
+        v_deferrals = IF(v_same OR v_room, v_deferrals + 1, 1);
     IF in_waits_for IS NOT NULL AND v_reason IN ('QUOTA_FULL', 'QUEUE_FULL') THEN
         -- Room: no later than a second for each checkpoint before it in its line.
         SELECT COUNT(*) INTO v_ahead

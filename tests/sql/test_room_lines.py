@@ -263,6 +263,37 @@ def test_R8_a_waiter_that_moves_from_the_app_s_line_to_the_queue_s_keeps_its_pla
     assert active(world, moving) and not active(world, later)
 
 
+def test_R8_a_waiter_keeps_its_place_while_its_app_is_disabled_and_enabled_again(world, orch):
+    """An app disabled for a minute during an incident, then enabled: its waiters had been moved to the end of the
+    line, behind instances started while it was disabled, and their wait (the console's 'since', the oldest
+    deferral's age) began again. A checkpoint deferred without a break, for room or for its app or identity, keeps
+    the time it began to wait."""
+    admin, ns = world.admin, world.namespace
+    one_slot(world, "app")
+    world.publish(task_flow())
+    world.start("pay", {"order_id": "holder"})
+    waiting = line_up(world, "w", 2)
+    since = [root_of(world, wf)["deferred_since"] for wf in waiting]
+    routines.app_put(world.db.conn, admin, ns, "billing", 1, "DISABLED")
+    world.db.advance(10_000)
+    orch.drain()
+    assert [root_of(world, wf)["deferred_reason"] for wf in waiting] == ["APP_DISABLED", "APP_DISABLED"]
+    world.db.advance(100)
+    during = world.start("pay", {"order_id": "during"})  # started while the app is disabled
+    assert root_of(world, during)["deferred_reason"] == "APP_DISABLED"
+    routines.app_put(world.db.conn, admin, ns, "billing", 1, "ACTIVE")
+    world.db.advance(10_000)
+    orch.drain()
+    assert [root_of(world, wf)["deferred_since"] for wf in waiting] == since
+    assert root_of(world, during)["deferred_since"] > since[1]
+    created = []
+    for _ in range(3):
+        finish_one(world)
+        orch.drain()
+        created += [wf for wf in [*waiting, during] if active(world, wf) and wf not in created]
+    assert created == [*waiting, during]
+
+
 def test_R8_a_creator_held_back_by_a_line_with_the_slot_free_wakes_its_first(world, orch):
     """A slot that came back without a wake (a cancelled task writes on, and wakes no one) is found by the next
     creator: held back by the line with the slot free, it wakes the first in line, which takes the slot at once."""
