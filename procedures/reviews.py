@@ -7,7 +7,8 @@ from __future__ import annotations
 # beside each open reason. tests/console/test_console_http.py holds the guide and this to the same codes.
 REVIEW_HELP = {
     "INSTANCE_DEADLINE": "New work was needed after the instance deadline: extend the deadline (the instance goes on "
-                         "by itself), or cancel.",
+                         "by itself), or cancel. When the detail names what it was deferred for (room, a disabled "
+                         "app or identity), clear that too, or it waits on.",
     "TIMER_TRUNCATED": "The deadline cut the timer short: extend the deadline (it has passed), then reactivate the "
                        "step (the full delay again, from now), or resolve it to accept the shorter wait.",
     "TASK_FAILED": "The handler failed for good (see last_error): fix the cause, then reactivate (a new task with "
@@ -29,7 +30,8 @@ REVIEW_HELP = {
     "POLL_ROUNDS_EXHAUSTED": "Still pending when the rounds ran out: continue with extra rounds, or reactivate, or "
                              "resolve.",
     "POLL_DEADLINE": "Still pending at the poll deadline: continue with a later poll deadline, or reactivate, or "
-                     "resolve.",
+                     "resolve. When the detail names a deferral, the next round waited for room and never ran: make "
+                     "room first.",
     "POLL_DEADLINE_IN_FLIGHT": "The poll deadline came while a round ran: wait until its task settles, then continue, "
                                "reactivate or resolve.",
     "FINAL_RESULT_CONFLICT": "The poll's answer and its final signal disagree: find out which is true, and resolve "

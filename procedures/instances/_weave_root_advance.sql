@@ -47,6 +47,7 @@ BEGIN
     DECLARE v_last BOOLEAN;  -- the instance is RUNNING and every step has SUCCEEDED: it ends here (R-9)
     DECLARE v_event_no INT UNSIGNED;  -- the instance's event_seq: in_event's number, when there is one
     DECLARE v_ended BOOLEAN;  -- the step that settled before the walk was the last: its update ended the instance
+    DECLARE v_deferral LONGTEXT;  -- what the new work had been waiting for, when it met the deadline deferred
 
     -- One read: the instance's R-8 states (with its identity and app), how many of its steps are unfinished (the
     -- count its row keeps, lowered by the statement that settles a step), and how many are ready (PENDING with
@@ -122,9 +123,17 @@ BEGIN
 
         -- New work is needed (R-8).
         IF in_now >= v_deadline THEN
+            -- Work that waited for room, or for its app or identity, until the deadline: the review says so, for
+            -- extending the deadline alone would not let it start.
+            SELECT JSON_OBJECT('reason', deferred_reason,
+                               'since', DATE_FORMAT(deferred_since, '%Y-%m-%dT%H:%i:%s.%fZ'), 'detail', last_error)
+              INTO v_deferral
+              FROM weave_pending_advances
+             WHERE instance_id = in_instance_id AND step_key = '' AND deferred_reason IS NOT NULL;
             CALL _weave_review_open(in_namespace_id, in_instance_id, 'INSTANCE_DEADLINE', '', 0,
                  JSON_OBJECT('deadline_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
-                             'checked_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ')), in_now);
+                             'checked_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                             'deferred', JSON_EXTRACT(v_deferral, '$')), in_now);
             SET out_outcome = 'REVIEW';
             LEAVE root;
         END IF;

@@ -56,6 +56,7 @@ BEGIN
     DECLARE v_no_status VARCHAR(16);
     DECLARE v_no_time DATETIME(6);
     DECLARE v_no_frozen LONGTEXT;
+    DECLARE v_deferral LONGTEXT;  -- what its next round had been waiting for, when it met the poll deadline
 
     SET out_outcome = NULL;
     -- The checkpoint stays for the paths below that defer it (a deferral keeps its due time and attempts).
@@ -144,11 +145,18 @@ BEGIN
 
         -- WAITING between rounds.
         IF in_now >= v_poll_deadline THEN
+            -- A next round that waited for room until the deadline: the review says so (the rounds never ran).
+            SELECT JSON_OBJECT('reason', deferred_reason,
+                               'since', DATE_FORMAT(deferred_since, '%Y-%m-%dT%H:%i:%s.%fZ'), 'detail', last_error)
+              INTO v_deferral
+              FROM weave_pending_advances
+             WHERE instance_id = in_instance_id AND step_key = in_step_key AND deferred_reason IS NOT NULL;
             SET v_facts = JSON_OBJECT('round', v_rounds_used + 0, 'rounds_used', v_rounds_used + 0,
                                       'max_rounds', v_max_rounds + 0,
                                       'next_poll_at', DATE_FORMAT(v_next, '%Y-%m-%dT%H:%i:%s.%fZ'),
                                       'poll_deadline', DATE_FORMAT(v_poll_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
-                                      'checked_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'));
+                                      'checked_at', DATE_FORMAT(in_now, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                                      'deferred', JSON_EXTRACT(v_deferral, '$'));
             CALL _weave_poll_review(in_namespace_id, in_instance_id, in_step_key, v_seq, in_activation_id,
                                     'POLL_DEADLINE', 'NEEDS_REVIEW', v_facts, in_now);
             SET out_outcome = 'REVIEW';

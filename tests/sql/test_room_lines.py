@@ -145,6 +145,37 @@ def test_R8_a_POLL_round_deferred_for_room_waits_in_line_and_is_woken_by_a_task_
     assert not active(world, later)
 
 
+def test_R18_a_deadline_met_while_waiting_for_room_says_what_the_work_waited_for(world, orch):
+    """Work that waited for room until a deadline went to review with nothing to say so: INSTANCE_DEADLINE's help
+    says to extend the deadline and the instance goes on, which it does not while the quota is still full, and a
+    POLL_DEADLINE read as a vendor still pending when its rounds had never run. Each review now carries the deferral
+    it met: its reason, since when, and its detail."""
+    admin, ns = world.admin, world.namespace
+    routines.app_put(world.db.conn, admin, ns, "billing", 0)
+    world.publish(task_flow())
+    starved = world.start("pay", {"order_id": "starved"}, deadline_ms=5_000)
+    world.db.advance(5_001)
+    orch.drain()
+    (reason,) = world.instance(starved)["review_reasons"]
+    assert reason["code"] == "INSTANCE_DEADLINE" and reason["detail"]["deferred"]["reason"] == "QUOTA_FULL"
+    assert "max_in_flight 0" in reason["detail"]["deferred"]["detail"]
+
+    routines.app_put(world.db.conn, admin, ns, "billing", 1)
+    world.publish(poll_flow("polled", interval_ms=1_000, timeout_ms=10_000))
+    poll = world.start("polled", {"order_id": "p"})
+    orch.drain()
+    pulse.attempt_complete(world.db.conn, claim_one(world)["attempt_id"], "w1", RESULT_PENDING)
+    world.start("pay", {"order_id": "holder"})  # takes the slot round 1 gave back
+    for _ in range(10):
+        world.db.advance(1_000)
+        orch.drain()  # round 2 is due, and finds no room
+    world.db.advance(1_000)
+    orch.drain()
+    (reason,) = world.instance(poll)["review_reasons"]
+    assert reason["code"] == "POLL_DEADLINE" and reason["detail"]["rounds_used"] == 1
+    assert reason["detail"]["deferred"]["reason"] == "QUOTA_FULL"
+
+
 def test_R8_a_task_s_end_never_waits_for_a_checkpoint_another_transaction_holds(world, orch):
     """The wake passes over the first in line while another transaction holds its checkpoint (it is being looked at
     already) and wakes the next: the report never waits for another instance's decision. The first keeps its place:
