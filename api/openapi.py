@@ -258,10 +258,14 @@ def document() -> dict:
             "name": {"type": "string"}, "max_in_flight": {"type": "integer"},
             "status": {"type": "string", "enum": ["ACTIVE", "DISABLED"]},
             "in_flight": {"type": "integer", "description": "tasks QUEUED or RUNNING now"},
+            "waiting": {"type": "integer", "description": "work deferred for the app: in its line for room "
+                                                          "(QUOTA_FULL), or for it to be enabled (APP_DISABLED)"},
             "created_at": TIME, "updated_at": TIME}},
         "QueueState": {"type": "object", "required": ["name", "capacity", "queued", "running"], "properties": {
             "name": {"type": "string"}, "capacity": {"type": "integer"}, "queued": {"type": "integer"},
-            "running": {"type": "integer"}, "created_at": TIME, "updated_at": TIME}},
+            "running": {"type": "integer"},
+            "waiting": {"type": "integer", "description": "work deferred in the queue's line for room (QUEUE_FULL)"},
+            "created_at": TIME, "updated_at": TIME}},
         "CredentialState": {"type": "object", "required": ["credential_id", "actor", "scopes", "queues", "status"],
                             "description": "A credential as listed: never its token.", "properties": {
             "credential_id": {"type": "string"}, "actor": {"type": "string"},

@@ -819,8 +819,8 @@ def _table(rows: list[dict], columns: list[str], empty: str) -> str:
 LISTINGS: dict[str, tuple[Callable[[db.Connection, str, str], list[dict]], list[str], str]] = {
     "definitions": (routines.definition_list, ["name", "latest_version", "versions", "queues", "created_at"],
                     "no definitions"),
-    "apps": (routines.app_list, ["name", "max_in_flight", "status", "in_flight"], "no apps"),
-    "queues": (routines.queue_list, ["name", "capacity", "queued", "running"], "no queues"),
+    "apps": (routines.app_list, ["name", "max_in_flight", "status", "in_flight", "waiting"], "no apps"),
+    "queues": (routines.queue_list, ["name", "capacity", "queued", "running", "waiting"], "no queues"),
     "credentials": (routines.credential_list, ["credential_id", "actor", "scopes", "queues", "status", "created_at",
                                                "expires_at"],
                     "no credentials"),

@@ -5,7 +5,8 @@ CREATE PROCEDURE weave_queue_list(
     COMMENT 'Description: every queue of the namespace with its capacity and the tasks it holds (for an admin
 restricted to some queues, those queues).
 Parameters: in_token (admin), in_namespace.
-Result set: name, capacity, queued, running, created_at, updated_at.
+Result set: name, capacity, queued, running, waiting (work deferred in its line for room, QUEUE_FULL), created_at,
+updated_at.
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
 Rules: K-8, S-2.'
     READS SQL DATA
@@ -18,8 +19,10 @@ BEGIN
     -- The queue's tasks in flight from its counter (slots taken less its release stripes), as the room check reads
     -- them; the running ones counted (no more than the capacity) through the claim index (on a small table the
     -- optimizer would rather scan it), the queued ones the rest: no read as large as the backlog.
-    SELECT name, capacity, CAST(in_flight - running AS UNSIGNED) AS queued, running, created_at, updated_at
+    SELECT name, capacity, CAST(in_flight - running AS UNSIGNED) AS queued, running, waiting, created_at, updated_at
       FROM (SELECT q.name, q.capacity, q.created_at, q.updated_at,
+                   (SELECT COUNT(*) FROM weave_pending_advances w FORCE INDEX (ix_checkpoint_room_line)
+                     WHERE w.deferred_reason = 'QUEUE_FULL' AND w.deferred_for = q.id) AS waiting,
                    q.slots_taken - (SELECT SUM(r.released) FROM pulse_slot_releases r
                                      WHERE r.owner_kind = 'QUEUE' AND r.owner_id = q.id) AS in_flight,
                    (SELECT COUNT(*) FROM pulse_tasks t FORCE INDEX (ix_task_claim)

@@ -61,6 +61,12 @@ def one_slot(world, owner: str, limit: int = 1) -> None:
         routines.queue_put(world.db.conn, world.admin, world.namespace, "payments", limit)
 
 
+def waiting_in(world, owner: str) -> int:
+    """How many wait in the line of the app billing or the queue payments, as their listings say."""
+    listed = (routines.app_list if owner == "app" else routines.queue_list)(world.db.conn, world.admin, world.namespace)
+    return next(row["waiting"] for row in listed if row["name"] == ("billing" if owner == "app" else "payments"))
+
+
 def line_up(world, prefix: str, n: int, **start) -> list[str]:
     """Starts n instances a tenth of a second apart (each deferred for room, in that order)."""
     started = []
@@ -85,6 +91,7 @@ def test_R8_work_deferred_for_room_gets_it_in_the_order_it_began_to_wait(world, 
         assert (root["deferred_reason"], root["deferred_for"]) == (reason, waits_for)
         assert root["available_at"] > world.db.now()
     assert active(world, holder) and not any(active(world, wf) for wf in waiting)
+    assert waiting_in(world, owner) == 3  # what an operator sees of the line: `weave apps list`, `queues list`
 
     finish_one(world)  # the holder's task ends: the first in line is due at once, the others still wait
     assert due_now(world) == [world.internal_id(waiting[0])]
@@ -101,7 +108,7 @@ def test_R8_work_deferred_for_room_gets_it_in_the_order_it_began_to_wait(world, 
         assert len(now_active) == 1
         created += now_active
     assert created == [*waiting, late]
-    assert world.db.in_flight(owner) == 1
+    assert world.db.in_flight(owner) == 1 and waiting_in(world, owner) == 0
 
 
 def test_R8_a_step_behind_a_finished_task_takes_its_slot_at_once_when_nothing_waits_before_it(world):
@@ -309,6 +316,7 @@ def test_R8_a_waiter_keeps_its_place_while_its_app_is_disabled_and_enabled_again
     world.db.advance(10_000)
     orch.drain()
     assert [root_of(world, wf)["deferred_reason"] for wf in waiting] == ["APP_DISABLED", "APP_DISABLED"]
+    assert waiting_in(world, "app") == 2  # waiting for the app, in its line or for it to be enabled
     world.db.advance(100)
     during = world.start("pay", {"order_id": "during"})  # started while the app is disabled
     assert root_of(world, during)["deferred_reason"] == "APP_DISABLED"
