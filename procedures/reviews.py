@@ -30,8 +30,8 @@ REVIEW_HELP = {
     "POLL_ROUNDS_EXHAUSTED": "Still pending when the rounds ran out: continue with extra rounds, or reactivate, or "
                              "resolve.",
     "POLL_DEADLINE": "Still pending at the poll deadline: continue with a later poll deadline, or reactivate, or "
-                     "resolve. When the detail names a deferral, the next round waited for room and never ran: make "
-                     "room first.",
+                     "resolve. When the detail names a deferral, the next round waited for what its reason says "
+                     "(room, a disabled app) and never ran: clear that first.",
     "POLL_DEADLINE_IN_FLIGHT": "The poll deadline came while a round ran: wait until its task settles, then continue, "
                                "reactivate or resolve.",
     "FINAL_RESULT_CONFLICT": "The poll's answer and its final signal disagree: find out which is true, and resolve "

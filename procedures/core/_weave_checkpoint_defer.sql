@@ -19,8 +19,8 @@ CREATE PROCEDURE _weave_checkpoint_defer(
         IN in_waits_for    BIGINT UNSIGNED)
     COMMENT 'Internal. Description: defers the checkpoint of (instance, step) to in_until, keeping its due time;
 in_why is ''CODE: detail'', and the code is kept as the deferral''s reason with the time the deferral began (R-18;
-a deferral for room, a disabled app or a disabled identity that follows one of these keeps the time the first
-began);
+a deferral for its app, for room in its line or for its enabling, that follows one for the same app keeps the time
+the first began: its place in the app''s line);
 in_waits_for: what the deferral waits for, else NULL: for room, the app (QUOTA_FULL) or queue (QUEUE_FULL), and
 the deferral looks again after as many seconds as it has been deferred for room in a row, but no more than one
 more than the checkpoints before it in its line, and at most ten; for a disabled identity (IDENTITY_DISABLED) or
@@ -32,17 +32,19 @@ BEGIN
     DECLARE v_reason VARCHAR(32) DEFAULT LEFT(SUBSTRING_INDEX(in_why, ':', 1), 32);
     DECLARE v_same BOOLEAN DEFAULT FALSE;  -- deferred already for the same reason (in the same line, for room)
     DECLARE v_room BOOLEAN DEFAULT FALSE;  -- deferred already for room: its place is kept
-    DECLARE v_waited BOOLEAN DEFAULT FALSE;  -- deferred already, for room or its app or identity: its wait goes on
+    DECLARE v_waited BOOLEAN DEFAULT FALSE;  -- deferred already for its app, for room or its enabling: its wait goes on
     DECLARE v_since DATETIME(6) DEFAULT in_now;
     DECLARE v_deferrals INT UNSIGNED DEFAULT 0;
     DECLARE v_until DATETIME(6) DEFAULT in_until;
     DECLARE v_ahead INT UNSIGNED;  -- the checkpoints before it in its line, counted up to ten
-    -- A wait for room that its app's or identity's disabling interrupted goes on from where it was: an app disabled
-    -- for a minute keeps its waiters' places (and the time they began to wait), ahead of work started meanwhile.
+    -- A wait in its app's line that the app's disabling interrupted goes on from where it was, in that line: an app
+    -- disabled for a minute keeps its waiters' places (and the time they began to wait) ahead of its work started
+    -- meanwhile. Only its own line: the time a wait for the app's enabling began is no place in a queue's line,
+    -- which other apps' work shares.
     SELECT id, deferred_reason <=> v_reason AND COALESCE(deferred_for = in_waits_for, TRUE),
            COALESCE(deferred_reason IN ('QUOTA_FULL', 'QUEUE_FULL'), FALSE) AND v_reason IN ('QUOTA_FULL', 'QUEUE_FULL'),
-           COALESCE(deferred_reason IN ('QUOTA_FULL', 'QUEUE_FULL', 'APP_DISABLED', 'IDENTITY_DISABLED'), FALSE)
-               AND v_reason IN ('QUOTA_FULL', 'QUEUE_FULL', 'APP_DISABLED', 'IDENTITY_DISABLED'),
+           COALESCE(deferred_reason IN ('QUOTA_FULL', 'APP_DISABLED') AND deferred_for = in_waits_for, FALSE)
+               AND v_reason IN ('QUOTA_FULL', 'APP_DISABLED'),
            deferred_since, deferrals
       INTO v_id, v_same, v_room, v_waited, v_since, v_deferrals
       FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key FOR UPDATE;

@@ -38,9 +38,10 @@ BEGIN
     DECLARE v_app BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_quota INT UNSIGNED;
     DECLARE v_app_taken BIGINT UNSIGNED;
-    DECLARE v_app_line BOOLEAN;  -- whether any work waits for the app's room, or for the queue's
+    DECLARE v_app_line BOOLEAN;  -- whether any work waits for the app (its room or its enabling), or the queue's room
     DECLARE v_queue_line BOOLEAN;
     DECLARE v_since DATETIME(6) DEFAULT NULL;  -- the caller's checkpoint's place among the work waiting, and its id
+    DECLARE v_app_since DATETIME(6) DEFAULT NULL;  -- its place in the app's line (a wait for the app's enabling too)
     DECLARE v_id BIGINT UNSIGNED DEFAULT 0;
     DECLARE v_last DATETIME(6) DEFAULT CAST('9999-12-31 23:59:59.999999' AS DATETIME(6));  -- after every place
     DECLARE v_app_free INT UNSIGNED;
@@ -53,7 +54,7 @@ BEGIN
            (SELECT SUM(r.released) FROM pulse_slot_releases r WHERE r.owner_kind = 'APP' AND r.owner_id = a.id),
            q.id, q.capacity, q.slots_taken,
            (SELECT SUM(r.released) FROM pulse_slot_releases r WHERE r.owner_kind = 'QUEUE' AND r.owner_id = q.id),
-           EXISTS (SELECT 1 FROM weave_pending_advances w WHERE w.deferred_reason = 'QUOTA_FULL'
+           EXISTS (SELECT 1 FROM weave_pending_advances w WHERE w.deferred_reason IN ('QUOTA_FULL', 'APP_DISABLED')
                       AND w.deferred_for = a.id),
            EXISTS (SELECT 1 FROM weave_pending_advances w WHERE w.deferred_reason = 'QUEUE_FULL'
                       AND w.deferred_for = q.id)
@@ -80,10 +81,14 @@ BEGIN
         -- Its place is the time it began to wait for room, in whichever line, and it holds in both lines: all the
         -- work waiting for room is in one order, so two waiters never hold each other back from two lines (the
         -- first of all that can have room takes it). Work not waiting for room comes after all of it.
-        SELECT IF(deferred_reason IN ('QUOTA_FULL', 'QUEUE_FULL'), deferred_since, NULL), id
-          INTO v_since, v_id
+        -- A waiter back from its app's disabling (APP_DISABLED) holds its place in the app's line, where the others
+        -- of that app wait as it did: the app's enabling makes them all due, and each looks with its place.
+        SELECT IF(deferred_reason IN ('QUOTA_FULL', 'QUEUE_FULL'), deferred_since, NULL),
+               IF(deferred_reason IN ('QUOTA_FULL', 'QUEUE_FULL')
+                  OR (deferred_reason = 'APP_DISABLED' AND deferred_for = v_app), deferred_since, NULL), id
+          INTO v_since, v_app_since, v_id
           FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key;
-        SET v_since = COALESCE(v_since, v_last),
+        SET v_since = COALESCE(v_since, v_last), v_app_since = COALESCE(v_app_since, v_last),
             v_queue_free = v_capacity - (v_queue_taken - out_queue_released),
             v_app_free = v_quota - (v_app_taken - out_app_released);
         SELECT (SELECT COUNT(*) FROM (
@@ -93,8 +98,8 @@ BEGIN
                     LIMIT v_queue_free) ahead),
                (SELECT COUNT(*) FROM (
                    SELECT 1 FROM weave_pending_advances w
-                    WHERE v_app_line AND w.deferred_reason = 'QUOTA_FULL' AND w.deferred_for = v_app
-                      AND (w.deferred_since < v_since OR (w.deferred_since = v_since AND w.id < v_id))
+                    WHERE v_app_line AND w.deferred_reason IN ('QUOTA_FULL', 'APP_DISABLED') AND w.deferred_for = v_app
+                      AND (w.deferred_since < v_app_since OR (w.deferred_since = v_app_since AND w.id < v_id))
                     LIMIT v_app_free) ahead)
           INTO v_queue_ahead, v_app_ahead;
         -- Held back by the line with room free: its first is woken, should it not be looking already.

@@ -152,6 +152,33 @@ def test_R8_a_POLL_round_deferred_for_room_waits_in_line_and_is_woken_by_a_task_
     assert not active(world, later)
 
 
+def test_R8_work_started_while_its_app_was_disabled_takes_no_place_in_a_queue_shared_with_another_app(world, orch):
+    """A review of the rule above found that work that had only waited for its app's enabling came back into a
+    queue's line at the time its app was disabled, ahead of another app's work that had waited there for room
+    since. The place kept across a disabling is in the app's own line; in a queue's line, which other apps share,
+    such work comes after what already waits for room."""
+    admin, ns = world.admin, world.namespace
+    routines.queue_put(world.db.conn, admin, ns, "payments", 1)
+    routines.app_put(world.db.conn, admin, ns, "other", 10)
+    world.publish(task_flow())
+    world.start("pay", {"order_id": "holder"})  # the queue's one slot
+    routines.app_put(world.db.conn, admin, ns, "billing", 10, "DISABLED")
+    world.db.advance(100)
+    disabled = world.start("pay", {"order_id": "d"})  # billing's: waits for its app to be enabled
+    assert root_of(world, disabled)["deferred_reason"] == "APP_DISABLED"
+    world.db.advance(5_000)
+    other = world.start("pay", {"order_id": "v"}, app="other")  # waits for the queue's room
+    assert root_of(world, other)["deferred_reason"] == "QUEUE_FULL"
+    routines.app_put(world.db.conn, admin, ns, "billing", 10, "ACTIVE")
+    world.db.advance(100)
+    orch.drain()  # billing's work looks again: the queue is full, and it joins the line behind the other app's
+    assert root_of(world, disabled)["deferred_reason"] == "QUEUE_FULL"
+    assert root_of(world, disabled)["deferred_since"] > root_of(world, other)["deferred_since"]
+    finish_one(world)
+    orch.drain()
+    assert active(world, other) and not active(world, disabled)
+
+
 def test_R18_a_deadline_met_while_waiting_for_room_says_what_the_work_waited_for(world, orch):
     """Work that waited for room until a deadline went to review with nothing to say so: INSTANCE_DEADLINE's help
     says to extend the deadline and the instance goes on, which it does not while the quota is still full, and a
