@@ -709,6 +709,9 @@ def cmd_workflows_purge(args: argparse.Namespace) -> int:
     for workflow_id in args.workflow_ids or ():
         if not re.fullmatch(r"wf_[1-9][0-9]{0,18}", workflow_id):
             raise CliError("USAGE_INVALID", f"--workflow-id {workflow_id!r} is not a workflow id (wf_ and a number)")
+    if not args.dry_run and not (args.reason or "").strip():  # before an archive is written, not after
+        raise CliError("REASON_INVALID", "a purge that removes says why: give --reason (1-1024 characters)",
+                       EXIT_CODES[422])
     archive = None  # closed below
     if args.archive and not args.dry_run:
         # The rows hold task inputs (an http task's headers too), payloads and instance inputs: a new archive is
@@ -731,7 +734,6 @@ def cmd_workflows_purge(args: argparse.Namespace) -> int:
                      "windows": 0, "finished_before": routines.rfc3339(cutoff), "dry_run": args.dry_run,
                      "archive": args.archive}
             after = None
-            # Named instances: each its own window of one, the instance after the one before its number.
             # Named instances: each its own window of one, the instance after the one before its number, and only
             # that one (the namespace's next instance is another one when the named one is not in it).
             named = list(dict.fromkeys(args.workflow_ids or ()))
@@ -752,11 +754,13 @@ def cmd_workflows_purge(args: argparse.Namespace) -> int:
                 total["held_ids"] += window["held_ids"]
                 total["workflow_ids"] += window["workflow_ids"]
                 after = window["next_after"]
-                if args.workflow_ids:
-                    after = "named" if named else None
+                if args.workflow_ids:  # the next named one, if any, is the next window; else the run is done
                     if window["uncounted"] and only:
                         total.setdefault("uncounted_ids", []).extend(only)
-                if window["purged"] and not args.json and not args.workflow_ids:
+                    if not named:
+                        break
+                    continue
+                if window["purged"] and not args.json:
                     print(f"{'would remove' if args.dry_run else 'removed'} {total['purged']} instance(s) so far"
                           + (f", {total['rows_deleted']} rows" if not args.dry_run else "")
                           + (f"; next after {after}" if after else ""), file=sys.stderr, flush=True)
@@ -777,8 +781,11 @@ def cmd_workflows_purge(args: argparse.Namespace) -> int:
            if t["held"] else "")
         + (f"\nleft {t['uncounted']} settled instance(s) whose last rows /metrics has not counted yet for a later "
            "run" if t["uncounted"] else "")
-        + (f"\nleft {', '.join(t['left_ids'])}: not settled (cancel it first), finished after the cutoff, or not in "
-           "this namespace" if t.get("left_ids") else "")))
+        + (f": {', '.join(t['uncounted_ids'])}" if t.get("uncounted_ids") else "")
+        + (f"\nleft {', '.join(t['left_ids'])}: not settled (cancel it first), finished after the cutoff, held by "
+           "another transaction at that moment, or not in this namespace" if t.get("left_ids") else "")))
+    if args.workflow_ids and (total["held"] or total["left_ids"] or total.get("uncounted_ids")):
+        return EXIT_CODES[409]  # not every named instance went (or would go): a script must not take it as done
     return 0
 
 
@@ -1169,7 +1176,7 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--workflow-id", action="append", metavar="ID", dest="workflow_ids",
                    help="remove only this instance (repeat for more), finished before the cutoff or, without one, "
                         "at any time before now: one customer's instances when their data must go. A live one is "
-                        "kept and named; cancel it first")
+                        "kept and named (cancel it first), and the exit code is then 5, not 0")
     p.add_argument("--reason", help="why, for the audit trail (1-1024 chars; required unless --dry-run)")
     p.add_argument("--batch", type=int, default=100,
                    help="instances per window and transaction at most, 1-1000 (default 100)")

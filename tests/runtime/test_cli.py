@@ -1101,17 +1101,28 @@ def test_workflows_purge_of_named_instances_removes_those_alone_for_a_customer_s
     code, out, err = weave("workflows", "purge", "--workflow-id", theirs[0], "--workflow-id", theirs[1],
                            "--workflow-id", live, "--workflow-id", missing, "--dry-run", "--json", token=world.admin)
     dry = json.loads(out)
-    assert code == 0 and dry["workflow_ids"] == theirs and dry["left_ids"] == [live, missing], err
+    assert code == EXIT_CODES[409] and dry["workflow_ids"] == theirs and dry["left_ids"] == [live, missing], err
     archive = tmp_path / "erased.jsonl"
+    code, out, err = weave("workflows", "purge", "--workflow-id", theirs[0], "--workflow-id", theirs[1],
+                           "--archive", str(archive), "--json", token=world.admin)  # no reason: nothing written
+    assert code == EXIT_CODES[422] and json.loads(err)["code"] == "REASON_INVALID" and not archive.exists()
     code, out, err = weave("workflows", "purge", "--workflow-id", theirs[0], "--workflow-id", theirs[1],
                            "--workflow-id", live, "--workflow-id", missing, "--reason", "erasure request 118",
                            "--archive", str(archive), token=world.admin)
-    assert code == 0, err
+    assert code == EXIT_CODES[409], err  # not every named instance went: a script must not take it as done
     assert out.startswith("removed 2 instance(s) finished before ") and f"left {live}, {missing}: not settled" in out
     assert [json.loads(line)["workflow_id"] for line in archive.read_text().splitlines()] == theirs
     for workflow_id in (before, after, live):
         assert world.instance(workflow_id)["status"] in ("SUCCEEDED", "RUNNING")
     assert world.db.scalar("SELECT COUNT(*) FROM weave_instances WHERE input LIKE %s", "%jane@example.org%") == 1
+    # Named again, gone: its window of one holds the namespace's next instance, settled, which stays.
+    code, out, err = weave("workflows", "purge", "--workflow-id", theirs[1], "--reason", "erasure request 118",
+                           "--json", token=world.admin)
+    assert code == EXIT_CODES[409] and json.loads(out)["purged"] == 0 and json.loads(out)["left_ids"] == [theirs[1]]
+    assert world.instance(after)["status"] == "SUCCEEDED"
+    code, out, err = weave("workflows", "purge", "--workflow-id", before, "--reason", "retention", "--json",
+                           token=world.admin)
+    assert code == 0 and json.loads(out)["workflow_ids"] == [before], err
     code, _, err = weave("workflows", "purge", "--reason", "x", "--json", token=world.admin)
     assert code == EXIT_USAGE and "--workflow-id" in json.loads(err)["detail"]
     code, _, err = weave("workflows", "purge", "--workflow-id", "7", "--reason", "x", "--json", token=world.admin)
