@@ -120,11 +120,12 @@ BEGIN
     END IF;
     -- The steps' structure, as the validator leaves it, held for a document sent straight to this routine too: a
     -- type the engine does not know failed every start, a key used twice failed here with the server's own error,
-    -- and an `after` naming no step was ignored (its step ran at once). Keys compare as the engine's tables compare them (utf8mb4_bin).
+    -- and an `after` naming no step was ignored (its step ran at once). Keys compare as the engine's tables compare
+    -- them (utf8mb4_bin).
     SELECT problem INTO v_problem FROM (
         SELECT s.pos AS ord, CASE
-                 WHEN s.type IS NULL
-                      OR CONVERT(s.type USING utf8mb4) COLLATE utf8mb4_bin NOT IN ('TIMER', 'SIGNAL', 'POLL', 'TASK')
+                 WHEN s.type IS NULL  -- a pattern, not IN: the collation pads, and 'TIMER ' would equal 'TIMER'
+                      OR NOT (CONVERT(s.type USING utf8mb4) COLLATE utf8mb4_bin REGEXP '^(TIMER|SIGNAL|POLL|TASK)\\z')
                      THEN CONCAT('steps[', s.pos - 1, '].type must be TIMER, SIGNAL, POLL or TASK')
                  WHEN s.step_key IS NULL OR s.step_key IN ('.', '..')
                       OR NOT (CONVERT(s.step_key USING utf8mb4) COLLATE utf8mb4_bin

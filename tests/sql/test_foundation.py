@@ -268,6 +268,7 @@ def test_R18_publish_from_sql_refuses_steps_no_instance_could_run(world, orch):
         ((timer("a"), {**timer("b"), "after": [["a"]]}), "steps[1].after[0] must be a step key"),
         ((timer("a"), timer("b", "a", "a ")), "steps[1].after[1] must be a step key"),
         (({**timer("a"), "type": "timer"},), "steps[0].type must be TIMER, SIGNAL, POLL or TASK"),
+        (({**timer("a"), "type": "TIMER "},), "steps[0].type must be TIMER, SIGNAL, POLL or TASK"),
         ((timer("k" * 64, "m" * 64), timer("m" * 64, "k" * 64)), f"in a cycle, and step {'k' * 40} waits for it"),
         ((timer("k" * 63 + "z", "m" * 64),), f"names no step of the definition: {'m' * 40}"),
     ]
