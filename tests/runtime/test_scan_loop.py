@@ -8,8 +8,9 @@ import logging
 import threading
 from collections.abc import Iterator
 
+from orchestrator.daemon import hold_until_level
 from orchestrator.loop import Candidate, Orchestrator, ScanResult, merge_fairly
-from procedures import pulse
+from procedures import errors, pulse
 from tests.support.waiting import wait_for
 
 
@@ -254,6 +255,12 @@ def test_R12_a_routine_that_lacks_a_column_at_this_builds_own_level_is_the_candi
     try:
         loop.run_once()
         assert world.db.rows("SELECT attempts FROM weave_pending_advances WHERE kind = 'TIMER'") == [{"attempts": 1}]
+        # A loop that met such a failure outside an advance (its scan) finds nothing to hold for: it says so, as an
+        # error, and goes on (here at once: the stop is asked already).
+        stop = threading.Event()
+        stop.set()
+        assert not hold_until_level(loop.check_level, stop, "orchestrator", errors.SchemaMismatch("SCHEMA_MISMATCH: x"))
+        assert "a routine failed on the database at this build's own level" in caplog.text
         assert "holding until it is" not in caplog.text
     finally:
         loop.close()
