@@ -12,6 +12,7 @@ run against one database.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import hashlib
@@ -109,6 +110,7 @@ class Worker:
         self._beats = Connections(self.dsn.with_options(**limits) if limits else self.dsn)
         self._stop = threading.Event()
         self._hurry = threading.Event()  # asked to stop a second time: no grace period
+        self._loop_conn: db.Connection | None = None  # the claim loop's connection (see stop)
         self._heartbeats_stop = threading.Event()
         self._cond = threading.Condition()
         self._inflight: dict[int, TaskContext] = {}
@@ -128,6 +130,11 @@ class Worker:
     # --- connections -----------------------------------------------------------------------------------------
     def _conn(self) -> db.Connection:
         return self._connections.get()
+
+    def _claim_conn(self) -> db.Connection:
+        """The claim loop's connection, remembered so that a second stop can cut a read that hangs on it."""
+        self._loop_conn = self._connections.get()
+        return self._loop_conn
 
     def _drop_conn(self) -> None:
         self._connections.discard()
@@ -183,6 +190,14 @@ class Worker:
             self._hurry.set()
             with self._cond:
                 self._cond.notify_all()
+            # The claim loop may be waiting on the database (a network that went silent holds a read for the DSN's
+            # read timeout, two minutes by default): its socket is shut, so that it stops now, as asked. A claim cut
+            # so is one whose attempts, had it committed, are left to their leases, as the running ones are.
+            conn = self._loop_conn
+            sock = getattr(conn, "_sock", None) if conn is not None else None
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
             log.warning("asked again to stop: not waiting for running attempts", extra={"fields": {
                 "worker": self.worker_id, "running": self.in_flight}})
             return
@@ -249,7 +264,7 @@ class Worker:
             claiming = False
             try:
                 if self._since is None:
-                    began_at = db.call_row(self._conn(), "weave_clock_now")["now_at"]
+                    began_at = db.call_row(self._claim_conn(), "weave_clock_now")["now_at"]
                     self._warn_of_namesakes(began_at)  # before it is set: a failure here is tried again
                     self._since = began_at
                 if unanswered is not None:
@@ -258,7 +273,7 @@ class Worker:
                     continue
                 claiming = True
                 claim_began = time.monotonic()
-                claims = pulse.task_claim(self._conn(), self.worker_id, self.queues, limit=limit,
+                claims = pulse.task_claim(self._claim_conn(), self.worker_id, self.queues, limit=limit,
                                           lease_ms=self.lease_ms, namespace=self.namespace)
                 failures = 0
             except errors.TransientDatabaseError as exc:

@@ -754,6 +754,29 @@ def test_K9_a_stopping_worker_says_so_at_once_and_a_second_stop_leaves_its_attem
     assert len([r for r in caplog.records if "lease recovery" in r.getMessage()]) == 1  # the first run's only
 
 
+def test_K9_a_second_stop_ends_a_worker_whose_claim_waits_on_a_silent_network(world, database, caplog):
+    """A worker whose network went silent (no reset, nothing answered) waited in its claim for the DSN's read
+    timeout, two minutes by default, however often it was stopped: a second SIGTERM said it would wait no longer,
+    and systemd's stop timeout killed it. A second stop now cuts the claim's connection, and the worker goes."""
+    from tests.support.proxy import Proxy
+
+    proxy = Proxy(database.host, database.port)
+    worker = Worker(database.single("127.0.0.1", proxy.port), ["payments"], concurrency=1, idle_probe_ms=10,
+                    idle_max_ms=10, grace_ms=600_000)
+    try:
+        thread = in_thread(worker)
+        assert wait_for(lambda: worker._since is not None, timeout=10)  # it claims, a claim every 10 ms
+        proxy.hang()
+        assert wait_for(proxy.holding.is_set, timeout=10)  # a claim is sent and waits on the silent network
+        worker.stop()
+        worker.stop()
+        thread.join(timeout=10)
+        assert not thread.is_alive()
+    finally:
+        proxy.kill()
+        worker.close()
+
+
 def test_K9_attempts_unfinished_after_the_grace_period_end_unknown_through_lease_recovery(world, orch, database):
     world.publish(task_flow(handler="example.sleep", input={"ms": 1_500}, task_timeout_ms=HOUR))
     wf = world.start("job", {})

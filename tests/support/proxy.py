@@ -30,6 +30,7 @@ class Proxy:
         self._to_client.set()
         self._killed = False
         self._full = False
+        self.holding = threading.Event()  # set once bytes wait at a gate that hang() closed
         threading.Thread(target=self._accept, daemon=True).start()
 
     @property
@@ -59,6 +60,8 @@ class Proxy:
     def _pump(self, src: socket.socket, dst: socket.socket, gate: threading.Event) -> None:
         try:
             while data := src.recv(65536):
+                if not gate.is_set():
+                    self.holding.set()
                 gate.wait()
                 if self._killed:
                     return
