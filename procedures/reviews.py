@@ -16,7 +16,7 @@ REVIEW_HELP = {
                    "check the remote system first.",
     "TASK_UNKNOWN": "The worker's lease ran out, so the effect is unknown: check the external system; if it happened, "
                     "resolve with its result, if not, reactivate. A late report, if one came, is shown with the "
-                    "step's task.",
+                    "step's task (weave workflows explain, the console's instance page).",
     "TASK_EXPIRED": "No attempt started before the task's deadline (no worker for its queue, workers busy, or its "
                     "mutex key held; see why): start workers or free the key, then reactivate.",
     "POLL_FAILED": "A round's task failed, or expired before a worker took it (see kind and why): fix the handler, "
