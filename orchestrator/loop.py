@@ -222,7 +222,8 @@ class Orchestrator:
             except (errors.WeaveError, pymysql.err.MySQLError):
                 instance = None
         log.warning("a due candidate's instance is held by another transaction: its decision waits", extra={
-            "fields": {"class": cand.klass, "id": cand.id, "workflow_id": instance, "held_s": round(now - since)}})
+            "fields": {"node": self.node_id, "class": cand.klass, "id": cand.id, "workflow_id": instance,
+                       "held_s": round(now - since)}})
 
     def _advance_list(self, cands: list[Candidate]) -> tuple[list[str], bool]:
         """Several candidates of one listed class in one call (weave_candidates_advance: each still its own
@@ -395,11 +396,13 @@ class Orchestrator:
 
     def _loop(self, until: Callable[[], bool] | None) -> None:
         stalled = STALLED_FIRST_S
+        failing: tuple[float, int] | None = None  # since when (monotonic) and how often the scan or probe failed
         while not self._stop.is_set() and not (until and until()):
             try:
                 result = self.run_once()
             except errors.TransientDatabaseError as exc:
-                log.warning("scan failed; retrying", extra={"fields": {"error": str(exc)}})
+                log.warning("scan failed; retrying", extra={"fields": {"node": self.node_id, "error": str(exc)}})
+                failing = (failing[0] if failing else time.monotonic(), (failing[1] if failing else 0) + 1)
                 self._drop_conn()
                 self._stop.wait(0.5)
                 continue
@@ -407,6 +410,10 @@ class Orchestrator:
                 self._drop_conn()
                 hold_until_level(self.check_level, self._stop, "orchestrator", exc)
                 continue
+            if failing is not None:  # the end of an outage is said as its start was, with how long it lasted
+                log.info("the database answers again", extra={"fields": {
+                    "node": self.node_id, "failed": failing[1], "seconds": round(time.monotonic() - failing[0], 1)}})
+                failing = None
             if result.stalled:
                 self._stop.wait(stalled)
                 stalled = min(stalled * 2, STALLED_LONGEST_S)
@@ -419,7 +426,8 @@ class Orchestrator:
             try:
                 self.wait_for_work(until)
             except errors.TransientDatabaseError as exc:
-                log.warning("probe failed; retrying", extra={"fields": {"error": str(exc)}})
+                log.warning("probe failed; retrying", extra={"fields": {"node": self.node_id, "error": str(exc)}})
+                failing = (failing[0] if failing else time.monotonic(), (failing[1] if failing else 0) + 1)
                 self._drop_conn()
                 self._stop.wait(0.5)
             except errors.SchemaMismatch as exc:

@@ -275,13 +275,16 @@ class Worker:
                 claim_began = time.monotonic()
                 claims = pulse.task_claim(self._claim_conn(), self.worker_id, self.queues, limit=limit,
                                           lease_ms=self.lease_ms, namespace=self.namespace)
+                if failures:  # the end of an outage is said as its start was
+                    log.info("the database answers again", extra={"fields": {"worker": self.worker_id,
+                                                                             "failed": failures}})
                 failures = 0
             except errors.TransientDatabaseError as exc:
                 failures += 1
                 self._drop_conn()
                 if claiming and errors.is_connection_lost(exc) and unanswered is None:
                     unanswered = claim_began
-                log.warning("claim failed; retrying", extra={"fields": {"error": str(exc)}})
+                log.warning("claim failed; retrying", extra={"fields": {"worker": self.worker_id, "error": str(exc)}})
                 self._stop.wait(min(5.0, 0.05 * 2 ** min(failures, 7)))
                 continue
             except errors.SchemaMismatch as exc:  # claims nothing on tables between two levels
@@ -457,7 +460,7 @@ class Worker:
             ctx._signal(ctx._lost)
             self.stats["lease_lost"] += 1
             log.warning("lease lost; the attempt's report will change nothing", extra={"fields": {
-                **_attempt_fields(ctx)}})
+                "worker": self.worker_id, **_attempt_fields(ctx)}})
             return
         except errors.TransientDatabaseError as exc:
             self._beats.discard()

@@ -269,6 +269,35 @@ def test_R12_a_routine_that_lacks_a_column_at_this_builds_own_level_is_the_candi
         installer.migrate(database, test_clock=True)
 
 
+def test_R12_an_outage_s_lines_name_the_node_and_its_end_is_said_too(world, database, caplog):
+    """An SRE test found the scan's failure lines named no node (with several orchestrators under one journal, which
+    one failed?) and nothing said when the database answered again, so an outage's end was found only by the lines
+    stopping. Each line names the node, and the first scan that succeeds after failures says how many and how
+    long."""
+    from tests.support.proxy import Proxy
+
+    caplog.set_level(logging.INFO, logger="weave.orchestrator")
+    proxy = Proxy(database.host, database.port)
+    port = proxy.port
+    loop = Orchestrator(database.single("127.0.0.1", port), concurrency=1, spread=False, node_id="orch-7")
+    thread = threading.Thread(target=loop.run)
+    thread.start()
+    try:
+        proxy.kill()  # every connect refused: the scans fail
+        assert wait_for(lambda: "scan failed; retrying" in caplog.text or "probe failed; retrying" in caplog.text)
+        proxy = Proxy(database.host, database.port, listen_port=port)  # the database is back
+        assert wait_for(lambda: "the database answers again" in caplog.text)
+        failed = [r for r in caplog.records if r.getMessage().endswith("failed; retrying")]
+        back = [r for r in caplog.records if r.getMessage() == "the database answers again"]
+        assert failed and all(r.fields["node"] == "orch-7" for r in failed)
+        assert back[0].fields["node"] == "orch-7" and back[0].fields["failed"] >= 1
+    finally:
+        loop.stop()
+        thread.join(30)
+        loop.close()
+        proxy.kill()
+
+
 def test_R14_a_stop_signal_that_comes_while_the_loop_holds_its_stop_event_still_stops_it(database):
     """A signal handler runs in the main thread between two bytecodes, possibly while that thread holds the lock of
     the stop event it waits on (entering or leaving Event.wait). The handler used to set the event itself, and
