@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import re
 import socket
-import sys
 import time
 from typing import Any
 
@@ -22,7 +21,7 @@ from gunicorn.workers import gthread
 from gunicorn.workers.gthread import ThreadWorker
 
 from procedures import db, errors, installer, settings
-from procedures.logs import refuse
+from procedures.logs import configure_logging, refuse
 
 from .http import PROBLEM, problem_text
 
@@ -169,18 +168,23 @@ def run_api(dsn: db.Dsn, bind: str, workers: int, timeout: int = 30, threads: in
     settings.console_session_ttl()
     settings.api_client_timeout()
     settings.log_level()
+    # The start's own lines are JSON lines, as every later one of the API and the daemons is (the guide's jq filter
+    # drops what is not).
+    configure_logging()
+    log = logging.getLogger("weave.api")
     try:
         # A hung database must not hang the start.
         with db.connect(dsn.with_options(connect_timeout=2, read_timeout=2, write_timeout=2)) as conn:
             installer.check_level(conn)
             budget_warning = _connection_budget(conn, workers, threads)
         if budget_warning:
-            print(f"weave api: {budget_warning}", file=sys.stderr)
+            log.warning(budget_warning, extra={"fields": {"workers": workers, "threads": threads}})
     except errors.SchemaMismatch as exc:
+        log.error("refusing to start", extra={"fields": {"error": str(exc)}})
         return refuse("api", exc.code, exc.detail, 1, json_errors)
     except errors.WeaveError as exc:
-        print(f"weave api: the database at {dsn.redacted()} is not reachable ({exc.detail}); starting anyway, "
-              "requests answer 503 until it is", file=sys.stderr)
+        log.warning("the database is not reachable; starting anyway, requests answer 503 until it is",
+                    extra={"fields": {"database": dsn.redacted(), "error": exc.detail}})
     _Gunicorn(dsn.url(), {"bind": bind, "workers": workers, "threads": threads, "timeout": timeout,
                           "accesslog": "-" if access_log else None, "worker_class": "api.server.ProblemWorker",
                           "graceful_timeout": 10}).run()

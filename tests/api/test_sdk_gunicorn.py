@@ -279,6 +279,9 @@ def test_weave_api_warns_when_its_threads_could_take_more_connections_than_the_s
         log = (tmp_path / "api.log").read_text()
         assert f"--workers 1 x --threads {limit + 1} = {limit + 1} database connections at most" in log
         assert f"max_connections ({limit})" in log
+        # A JSON line, as every later line of the API is: the guide's jq filter dropped the start's plain text.
+        (said,) = [json.loads(line) for line in log.splitlines() if "max_connections" in line]
+        assert said["level"] == "warning" and said["logger"] == "weave.api"
     finally:
         proc.terminate()
         proc.close()
