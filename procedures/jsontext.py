@@ -293,8 +293,7 @@ def dumps_exact(value: Any, **options: Any) -> str:
             return None
         if not obj.is_finite():
             raise ValueError(f"JSON has no number for {obj!r}")
-        if math.isinf(float(obj)):  # the engine refuses such a number wherever it is kept (S-1)
-            raise ValueError(f"the number {str(obj)[:40]} is past the range of a double (about 1.8e308)")
+        finite_float(str(obj))  # past a double's range: the engine refuses such a number wherever it is kept (S-1)
         return str(obj)
 
     return _written(value, digits, None, **options)
