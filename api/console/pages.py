@@ -465,6 +465,14 @@ def _mismatch(instance: dict, filters: dict[str, str]) -> str | None:
     return None
 
 
+def _audited(conn, token: str, ns: str, workflow_id: str, action: str, key: str) -> dict | None:
+    """The audit row of ``action`` (a console action's name: pause, reactivate, ...) on the instance under ``key``,
+    among the latest 50 of that action, or None."""
+    audited = f"step.{action}" if action in STEP_ACTIONS else f"instance.{action}"
+    trail = routines.audit_list(conn, token, ns, workflow_id=workflow_id, action=audited, limit=50)["items"]
+    return next((row for row in trail if row["idempotency_key"] == key), None)
+
+
 def _query(filters: dict[str, str], **more) -> str:
     return "?" + urlencode({**{k: v for k, v in filters.items() if v}, **more})
 
@@ -533,9 +541,7 @@ class Instance(Page):
             # The notice is the action's audit row, not the address: one sent again with the instance already so
             # changed nothing, and says so; an address kept or passed on shows when and by whom it was done, and
             # one naming no action of this instance shows nothing.
-            audited = f"step.{did}" if did in STEP_ACTIONS else f"instance.{did}"
-            trail = routines.audit_list(conn, token, ns, workflow_id=workflow_id, action=audited, limit=50)["items"]
-            row = next((r for r in trail if r["idempotency_key"] == key), None)
+            row = _audited(conn, token, ns, workflow_id, did, key)
             if row is not None:
                 done = {"did": did, "key": key, "replayed": req.get_param("replayed") == "1", "actor": row["actor"],
                         "at": row["accepted_at"], "changed": (row["details"] or {}).get("changed", True) is not False}
@@ -757,13 +763,16 @@ class Bulk(Page):
                 # second submit, a retry), which is answered as the replay it is.
                 instance = routines.instance_get(self.conn, session.token, session.namespace, workflow_id)
                 mismatch = _mismatch(instance, filters)
-                if mismatch and not self._acted(session, workflow_id, action, key):
+                # This run's own action on it, if it acted already: read once, for both uses.
+                acted = (_audited(self.conn, session.token, session.namespace, workflow_id, action, key)
+                         if mismatch or action == "reactivate" else None)
+                if mismatch and acted is None:
                     results.append({"workflow_id": workflow_id, "key": key, "ok": False, "replayed": False,
                                     "changed": False, "transient": False, "code": "NO_LONGER_MATCHES",
                                     "detail": f"left as it is: {mismatch}"})
                     continue
                 if action == "reactivate":
-                    done = self._reactivate(session, instance, reason, key)
+                    done = self._reactivate(session, instance, reason, key, acted)
                     if "refused" in done:
                         results.append({"workflow_id": workflow_id, "key": key, "ok": False, "replayed": False,
                                         "changed": False, "transient": False, "code": "INVALID_STATE",
@@ -790,26 +799,18 @@ class Bulk(Page):
         self.render(req, resp, "bulk_result.html", session, action=action, reason=reason, bulk_key=run_key,
                     results=results, failed=failed, retry=retry, filters=filters, nav="bulk")
 
-    def _acted(self, session: sessions.Session, workflow_id: str, action: str, key: str) -> bool:
-        """Whether the instance's audit trail holds this action under this key."""
-        audited = "step.reactivate" if action == "reactivate" else f"instance.{action}"
-        trail = routines.audit_list(self.conn, session.token, session.namespace, workflow_id=workflow_id,
-                                    action=audited, limit=50)["items"]
-        return any(r["idempotency_key"] == key for r in trail)
-
-    def _reactivate(self, session: sessions.Session, instance: dict, reason: str, key: str) -> dict:
+    def _reactivate(self, session: sessions.Session, instance: dict, reason: str, key: str,
+                    acted: dict | None) -> dict:
         """Reactivates the one step of the instance that is in review, as read now, naming the activation it read
         (C-4: one that moved on between this read and the action is refused). An instance with several steps in
         review, or none, is left for its own page: which of them to start again, and how, is a person's choice
-        there."""
+        there. ``acted``: this run's reactivation of it, read from the audit trail, when there was one."""
         workflow_id = instance["workflow_id"]
         steps = {(r["step_key"], r["activation_sequence"]) for r in instance["review_reasons"] if r["step_key"]}
         # The run again (a second submit, a retry after a lost answer): its reactivation, under this key, is in the
         # instance's audit trail with the step and the activation it made, and is answered as a replay.
-        trail = routines.audit_list(self.conn, session.token, session.namespace, workflow_id=workflow_id,
-                                    action="step.reactivate", limit=50)["items"]
-        done = next((r["details"] for r in trail if r["idempotency_key"] == key), None)
-        if done is not None:
+        if acted is not None:
+            done = acted["details"]
             steps = {(done["step_key"], done["activation_sequence"] - 1)}
         elif instance["status"] != "NEEDS_REVIEW" or len(steps) != 1:
             why = (f"the instance is {instance['status']}" if instance["status"] != "NEEDS_REVIEW"
