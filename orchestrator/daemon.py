@@ -29,22 +29,31 @@ class Daemon(Protocol):
 IDLE_MAX_MS = 86_400_000
 
 
-def await_level(check: Callable[[], None], stop: threading.Event, process: str) -> bool:
-    """Run a process's start-up level check (R-16) until the database answers it. A database that cannot be
-    reached yet is waited for, logged, with a back-off from 0.5 s to 5 s (a process started before its database
-    then starts with it); a level that differs raises ``SchemaMismatch`` at once. False when ``stop`` was set
-    while waiting."""
+def _until_checked(check: Callable[[], None], stop: threading.Event, waits_for: tuple[type[BaseException], ...],
+                   said: Callable[[BaseException, float], None] | None = None) -> bool:
+    """``check()`` until it passes, waiting after each failure of a kind in ``waits_for`` (``said`` of it first)
+    from 0.5 s, doubling up to 5 s; any other failure is raised. False when ``stop`` was set while waiting."""
     delay = 0.5
     while True:
         try:
             check()
             return True
-        except errors.TransientDatabaseError as exc:
-            logging.getLogger(f"weave.{process}").warning(
-                "database not reachable at start; waiting", extra={"fields": {"error": str(exc), "retry_s": delay}})
+        except waits_for as exc:
+            if said is not None:
+                said(exc, delay)
         if stop.wait(delay):
             return False
         delay = min(delay * 2, 5.0)
+
+
+def await_level(check: Callable[[], None], stop: threading.Event, process: str) -> bool:
+    """Run a process's start-up level check (R-16) until the database answers it. A database that cannot be
+    reached yet is waited for, logged, with a back-off from 0.5 s to 5 s (a process started before its database
+    then starts with it); a level that differs raises ``SchemaMismatch`` at once. False when ``stop`` was set
+    while waiting."""
+    log = logging.getLogger(f"weave.{process}")
+    return _until_checked(check, stop, (errors.TransientDatabaseError,), lambda exc, delay: log.warning(
+        "database not reachable at start; waiting", extra={"fields": {"error": str(exc), "retry_s": delay}}))
 
 
 def hold_until_level(check: Callable[[], None], stop: threading.Event, process: str, cause: BaseException) -> bool:
@@ -55,27 +64,23 @@ def hold_until_level(check: Callable[[], None], stop: threading.Event, process: 
     routine's own fault: logged as an error, and the caller goes on after a second. False when ``stop`` was set
     meanwhile."""
     log = logging.getLogger(f"weave.{process}")
-    try:
-        check()
-    except (errors.SchemaMismatch, errors.TransientDatabaseError) as exc:
-        cause = exc
-    else:  # the level is this build's: a routine's own fault (a column it lacks), which holding would not mend
+    held = False
+
+    def holding(exc: BaseException, _: float) -> None:  # said once, at the first check that fails
+        nonlocal held
+        if not held:
+            held = True
+            log.warning("the database is not at this build's level: holding until it is", extra={"fields": {
+                "error": str(exc)}})
+
+    if not _until_checked(check, stop, (errors.SchemaMismatch, errors.TransientDatabaseError), holding):
+        return False
+    if not held:  # the level is this build's: a routine's own fault (a column it lacks), which holding would not mend
         log.error("a routine failed on the database at this build's own level", extra={"fields": {
             "error": str(cause)}})
         return not stop.wait(1.0)
-    log.warning("the database is not at this build's level: holding until it is", extra={"fields": {
-        "error": str(cause)}})
-    delay = 0.5
-    while not stop.wait(delay):
-        try:
-            check()
-        except (errors.SchemaMismatch, errors.TransientDatabaseError) as exc:
-            cause = exc
-            delay = min(delay * 2, 5.0)
-            continue
-        log.info("the database is at this build's level again: going on")
-        return True
-    return False
+    log.info("the database is at this build's level again: going on")
+    return True
 
 
 def on_signal(stop: Callable[[], None]) -> Callable[..., None]:
