@@ -397,18 +397,23 @@ class Orchestrator:
     def _loop(self, until: Callable[[], bool] | None) -> None:
         stalled = STALLED_FIRST_S
         failing: tuple[float, int] | None = None  # since when (monotonic) and how often the scan or probe failed
+
+        def failed(what: str, exc: BaseException) -> None:
+            """The scan or the probe met the database away (waits half a second) or at another level (holds)."""
+            nonlocal failing
+            self._drop_conn()
+            if isinstance(exc, errors.SchemaMismatch):
+                hold_until_level(self.check_level, self._stop, "orchestrator", exc)
+                return
+            log.warning(f"{what} failed; retrying", extra={"fields": {"node": self.node_id, "error": str(exc)}})
+            failing = (failing[0] if failing else time.monotonic(), (failing[1] if failing else 0) + 1)
+            self._stop.wait(0.5)
+
         while not self._stop.is_set() and not (until and until()):
             try:
                 result = self.run_once()
-            except errors.TransientDatabaseError as exc:
-                log.warning("scan failed; retrying", extra={"fields": {"node": self.node_id, "error": str(exc)}})
-                failing = (failing[0] if failing else time.monotonic(), (failing[1] if failing else 0) + 1)
-                self._drop_conn()
-                self._stop.wait(0.5)
-                continue
-            except errors.SchemaMismatch as exc:
-                self._drop_conn()
-                hold_until_level(self.check_level, self._stop, "orchestrator", exc)
+            except (errors.TransientDatabaseError, errors.SchemaMismatch) as exc:
+                failed("scan", exc)
                 continue
             if failing is not None:  # the end of an outage is said as its start was, with how long it lasted
                 log.info("the database answers again", extra={"fields": {
@@ -425,14 +430,8 @@ class Orchestrator:
                 self._stop.wait(self.idle_seconds(result))
             try:
                 self.wait_for_work(until)
-            except errors.TransientDatabaseError as exc:
-                log.warning("probe failed; retrying", extra={"fields": {"node": self.node_id, "error": str(exc)}})
-                failing = (failing[0] if failing else time.monotonic(), (failing[1] if failing else 0) + 1)
-                self._drop_conn()
-                self._stop.wait(0.5)
-            except errors.SchemaMismatch as exc:
-                self._drop_conn()
-                hold_until_level(self.check_level, self._stop, "orchestrator", exc)
+            except (errors.TransientDatabaseError, errors.SchemaMismatch) as exc:
+                failed("probe", exc)
 
     def drain(self, max_rounds: int = 10_000) -> Counter:
         """Advance until nothing is due (for tests and tools): returns the outcome counts. Like the loop, it scans
