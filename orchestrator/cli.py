@@ -733,16 +733,9 @@ def cmd_workflows_purge(args: argparse.Namespace) -> int:
             total = {"purged": 0, "workflow_ids": [], "rows_deleted": 0, "held": 0, "held_ids": [], "uncounted": 0,
                      "windows": 0, "finished_before": routines.rfc3339(cutoff), "dry_run": args.dry_run,
                      "archive": args.archive}
-            after = None
-            # Named instances: each its own window of one, the instance after the one before its number, and only
-            # that one (the namespace's next instance is another one when the named one is not in it).
-            named = list(dict.fromkeys(args.workflow_ids or ()))
-            only = None
-            while True:
-                limit = 1 if named else _purge_window(args, total["windows"], total["purged"], total["rows_deleted"])
-                if named:
-                    only = [named.pop(0)]
-                    after = f"wf_{int(only[0][3:]) - 1}" if only[0] != "wf_1" else None
+
+            def purge(after: str | None, limit: int, only: list[str] | None = None) -> dict:
+                """One window, added to the run's totals."""
                 if archive is None:
                     window = routines.instances_purge(conn, token, args.namespace, cutoff, after=after, only=only,
                                                       limit=limit, reason=args.reason, dry_run=args.dry_run)
@@ -753,19 +746,27 @@ def cmd_workflows_purge(args: argparse.Namespace) -> int:
                     total[key] += window[key]
                 total["held_ids"] += window["held_ids"]
                 total["workflow_ids"] += window["workflow_ids"]
-                after = window["next_after"]
-                if args.workflow_ids:  # the next named one, if any, is the next window; else the run is done
-                    if window["uncounted"] and only:
-                        total.setdefault("uncounted_ids", []).extend(only)
-                    if not named:
+                return window
+
+            if args.workflow_ids:
+                # Named instances: each its own window of one, the instance after the one before its number, and
+                # only that one (the namespace's next instance is another one when the named one is not in it).
+                for workflow_id in dict.fromkeys(args.workflow_ids):
+                    after = f"wf_{int(workflow_id[3:]) - 1}" if workflow_id != "wf_1" else None
+                    if purge(after, 1, [workflow_id])["uncounted"]:
+                        total.setdefault("uncounted_ids", []).append(workflow_id)
+            else:
+                after = None
+                while True:
+                    window = purge(after, _purge_window(args, total["windows"], total["purged"],
+                                                       total["rows_deleted"]))
+                    after = window["next_after"]
+                    if window["purged"] and not args.json:
+                        print(f"{'would remove' if args.dry_run else 'removed'} {total['purged']} instance(s) so "
+                              "far" + (f", {total['rows_deleted']} rows" if not args.dry_run else "")
+                              + (f"; next after {after}" if after else ""), file=sys.stderr, flush=True)
+                    if after is None:
                         break
-                    continue
-                if window["purged"] and not args.json:
-                    print(f"{'would remove' if args.dry_run else 'removed'} {total['purged']} instance(s) so far"
-                          + (f", {total['rows_deleted']} rows" if not args.dry_run else "")
-                          + (f"; next after {after}" if after else ""), file=sys.stderr, flush=True)
-                if after is None:
-                    break
     finally:
         if archive is not None:
             archive.close()
