@@ -331,8 +331,10 @@ class WeaveClient:
         return self.request(method, path, body, params=params, idempotency_key=key)[2]
 
     # --- definitions ---------------------------------------------------------------------------------------
-    def publish_definition(self, document: dict) -> dict:
-        return self._call("POST", "definitions", document)
+    def publish_definition(self, document: dict, *, idempotency_key: str | None = None) -> dict:
+        """The version published (or the latest, when it has the same content). The call's tries share one
+        idempotency key, so a retry after a lost answer answers that publish, even after later ones."""
+        return self._call("POST", "definitions", document, idempotent=True, idempotency_key=idempotency_key)
 
     def get_definition(self, name: str, version: int | None = None) -> dict:
         """A version of a definition; without ``version``, its latest."""

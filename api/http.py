@@ -24,7 +24,7 @@ log = logging.getLogger("weave.api")
 
 __all__ = ["ApiConnections", "ApiError", "Connections", "NoStore", "PathWidths", "bearer", "failing_over",
            "idempotency_key", "invalid", "json_body", "json_members", "json_object", "make_error_handler",
-           "parse_strict", "problem", "problem_text", "raw_body", "respond"]
+           "optional_idempotency_key", "parse_strict", "problem", "problem_text", "raw_body", "respond"]
 
 MAX_BODY = 300 * 1024
 PROBLEM = "application/problem+json"
@@ -141,13 +141,21 @@ class PathWidths:
 IDEMPOTENCY_KEY_MAX = 128
 
 
-def idempotency_key(req: falcon.Request, required: bool = True) -> str:
-    """The Idempotency-Key header (its rules are the routine's); every endpoint that takes one requires it."""
-    key = req.get_header("Idempotency-Key")
+def idempotency_key(req: falcon.Request) -> str:
+    """The Idempotency-Key header of an endpoint that requires one (its rules are the routine's)."""
+    key = optional_idempotency_key(req)
     if key is None:
         raise ApiError(422, "VALIDATION_FAILED", "this request needs an Idempotency-Key header",
                        [{"field": "Idempotency-Key", "code": "IDEMPOTENCY_KEY_INVALID",
                          "message": "missing Idempotency-Key header"}])
+    return key
+
+
+def optional_idempotency_key(req: falcon.Request) -> str | None:
+    """The Idempotency-Key header when the request has one (its rules are the routine's)."""
+    key = req.get_header("Idempotency-Key")
+    if key is None:
+        return None
     if len(key) > IDEMPOTENCY_KEY_MAX:  # the routine's own rule, answered here: the database would refuse a longer
         # one as it binds the call, naming the routine's parameter, before the token is checked
         raise ApiError(422, "VALIDATION_FAILED", "the Idempotency-Key header is not valid",

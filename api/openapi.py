@@ -63,6 +63,8 @@ STEP = {"name": "step_key", "in": "path", "required": True, "schema": {"type": "
 IDEMPOTENCY = {"name": "Idempotency-Key", "in": "header", "required": True,
                "schema": {"type": "string", "minLength": 1, "maxLength": IDEMPOTENCY_KEY_MAX,
                           "pattern": "^[!-~]+$"}}
+OPTIONAL_IDEMPOTENCY = {**IDEMPOTENCY, "required": False,
+                        "description": "a retry with the key answers the key's first publish again"}
 COMMON_ERRORS = (401, 403, 404, 503)
 
 
@@ -300,9 +302,12 @@ def document() -> dict:
         "/v1/namespaces/{ns}/definitions": {
             "post": _op("publish_definition", "definitions", "Publish a definition version", "definitions:publish",
                         {**_ok(201, _ref("Published"), "a new version", location=True),
-                         "200": {"description": "same content as the latest version",
+                         "200": {"description": "same content as the latest version, or a replay of the key's first "
+                                                "publish (with Idempotent-Replayed)",
+                                 "headers": {"Idempotent-Replayed": {"schema": {"type": "string", "enum": ["true"]}}},
                                  "content": {"application/json": {"schema": _ref("Published")}}}},
-                        body=_ref("DefinitionDocument"), errors=(*COMMON_ERRORS, 413, 415, 422)),
+                        params=[OPTIONAL_IDEMPOTENCY], body=_ref("DefinitionDocument"),
+                        errors=(*COMMON_ERRORS, 409, 413, 415, 422)),
             "get": _op("list_definitions", "definitions", "List definitions, each with its latest version",
                        "workflows:read", _ok(200, _items("DefinitionSummary")))},
         "/v1/namespaces/{ns}/definitions/{name}": {"get": _op(

@@ -21,6 +21,7 @@ from .http import (
     json_body,
     json_object,
     json_object_members,
+    optional_idempotency_key,
     path,
     respond,
     respond_text,
@@ -60,9 +61,10 @@ class Definitions(Resource):
             definition = definitions.validate(json_body(req))
         except definitions.DefinitionError as exc:
             raise invalid(list(exc.errors), "the definition is not valid") from exc
-        row = routines.definition_publish(self.conn, token, ns, definition)
-        created = row.pop("created")
-        respond(resp, row, 201 if created else 200)
+        row = routines.definition_publish(self.conn, token, ns, definition, optional_idempotency_key(req))
+        created = row.pop("created") and not row["replayed"]
+        respond(resp, {k: row[k] for k in ("name", "version", "digest")}, 201 if created else 200,
+                replayed=row["replayed"])
         if created:
             resp.location = path(ns, "definitions", row["name"], "versions", str(row["version"]))
 

@@ -16,7 +16,7 @@ from .resources import Resource
 class Signals(Resource):
     def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str, workflow_id: str) -> None:
         token = bearer(req)
-        key = idempotency_key(req, required=True)
+        key = idempotency_key(req)
         body, spans = json_object_members(req)
         body = schemas.body("SignalRequest", body)  # shapes only: every value rule of S-1 is the routine's
         correlation = body.get("correlation_key")

@@ -227,9 +227,10 @@ def cmd_definitions_publish(args: argparse.Namespace) -> int:
             print(f"weave: {args.file} is not a valid definition:\n{exc}", file=sys.stderr)
         return EXIT_CODES[422]
     with _conn(args) as conn:
-        row = routines.definition_publish(conn, _token(args), args.namespace, definition)
+        row = routines.definition_publish(conn, _token(args), args.namespace, definition, args.idempotency_key)
     _print(args, row, lambda p: (f"definition {p['name']} version {p['version']} "
-                                 + ("published" if p["created"] else "unchanged (same content as the latest)")))
+                                 + ("published" if p["created"] else "unchanged (same content as the latest)")
+                                 + (" (answered again: this key's first publish)" if p["replayed"] else "")))
     return 0
 
 
@@ -1099,6 +1100,9 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     p = _command(defs, "publish", help="validate and publish a definition JSON file (definitions:publish)",
                  func=cmd_definitions_publish)
     p.add_argument("file", help="path to the definition JSON, or - for stdin")
+    p.add_argument("--idempotency-key",
+                   help="default: none, and the same content as the latest version answers that version; with a key "
+                        "(a build's id, say), a retry answers its first publish even after later ones")
 
     wf = sub.add_parser("workflows", help="start, inspect, act on and purge workflow instances").add_subparsers(
         dest="action", metavar="ACTION", required=True)

@@ -124,18 +124,21 @@ def console_session_close(conn: Conn, session_hash: str) -> bool:
 
 
 # --- definitions -----------------------------------------------------------------------------------------
-def definition_publish(conn: Conn, token: str, namespace: str, definition: Definition) -> dict:
+def definition_publish(conn: Conn, token: str, namespace: str, definition: Definition,
+                       idempotency_key: str | None = None) -> dict:
     """Publish a validated ``procedures.definitions.Definition``; see procedures/admin/weave_definition_publish.sql.
     Queues that do not exist are a ``ValidationFailed`` (``QUEUE_NOT_FOUND``) with an error at the queue of each
-    step that uses one, as the validator reports a document's other problems."""
+    step that uses one, as the validator reports a document's other problems. With ``idempotency_key``, a key used
+    before answers its first publish again (``replayed``)."""
     try:
         row = call_row(conn, "weave_definition_publish", token, namespace, definition.canonical_json,
-                       definition.compiled_json, ",".join(definition.queues))
+                       definition.compiled_json, ",".join(definition.queues), idempotency_key)
     except errors.ValidationFailed as exc:
         if exc.field_code != "QUEUE_NOT_FOUND":
             raise
         raise _queues_not_found(exc, definition) from None
-    return {"name": row["name"], "version": row["version"], "digest": row["digest"], "created": bool(row["created"])}
+    return {"name": row["name"], "version": row["version"], "digest": row["digest"], "created": bool(row["created"]),
+            "replayed": bool(row["replayed"])}
 
 
 def _queues_not_found(exc: errors.ValidationFailed, definition: Definition) -> errors.ValidationFailed:

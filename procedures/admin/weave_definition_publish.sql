@@ -3,21 +3,27 @@
 -- instance could run without (numbers, queues, the steps' types, keys and graph), naming the first
 -- problem. The digest is computed here so the stored digest always matches the stored bytes. Versions are
 -- numbered under a lock on the namespace row: publishing is rare, and two first publications of one
--- name must not both become version 1.
+-- name must not both become version 1. With an idempotency key, a retry whose first answer was lost answers
+-- that answer again, under the same lock: a late retry of an older document does not make it the latest again.
 CREATE PROCEDURE weave_definition_publish(
         IN in_token     VARCHAR(512),
         IN in_namespace VARCHAR(200),
         IN in_document  LONGTEXT,
         IN in_compiled  LONGTEXT,
-        IN in_queues    VARCHAR(4096))
+        IN in_queues    VARCHAR(4096),
+        IN in_idempotency_key VARCHAR(512))
     COMMENT 'Description: publishes a canonical definition document as the next immutable version; the same
-content as the latest version returns that version instead.
+content as the latest version returns that version instead. A publish with an idempotency key that the
+namespace''s publishes have used before answers what that publish answered, whatever was published since.
 Parameters: in_token (definitions:publish and every queue the definition uses), in_namespace, in_document (canonical
 JSON), in_compiled (compiled expression templates per step), in_queues (the queues of the TASK and POLL steps,
 distinct, in byte order, as the validator lists them; NULL: derived here from the document, as they always are; a
-list that differs is refused).
-Result set: name, version, digest, created (1 when a new version was written).
-Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50119 DEFINITION_INVALID (also for a document
+list that differs is refused), in_idempotency_key (NULL, or 1-128 printable ASCII, no space: the publish''s key in
+the namespace, its first answer kept in its audit row).
+Result set: name, version, digest, created (1 when a new version was written; a replay: the first answer''s),
+replayed (1 when the key''s first answer is answered again).
+Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50005 IDEMPOTENCY_CONFLICT (the key published
+another document), 50113 IDEMPOTENCY_KEY_INVALID, 50119 DEFINITION_INVALID (also for a document
 of no step or more than 256, for in_queues
 that differ from the steps'' queues, a TASK or POLL step without a queue, or a step''s number missing or outside the
 range the validator allows: delay_ms, timeout_ms, interval_ms, max_rounds, task_timeout_ms, priority, retry; for a
@@ -60,11 +66,17 @@ BEGIN
     DECLARE v_at INT;
     DECLARE v_pos INT;
     DECLARE v_left INT;
+    DECLARE v_keyed_digest CHAR(64) DEFAULT NULL;  -- the document the idempotency key published before, if it did
+    DECLARE v_keyed LONGTEXT;  -- that publish's answer
+    DECLARE v_answer LONGTEXT;
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_claim('weave_definition_publish', v_tx);
     CALL _weave_admin_begin(in_token, in_namespace, 'definitions:publish', NULL, v_ns, v_cred, v_actor, v_now,
                             v_allowed);
+    IF in_idempotency_key IS NOT NULL AND NOT (in_idempotency_key REGEXP '^[!-~]{1,128}\\z') THEN
+        CALL _weave_raise(50113, 'IDEMPOTENCY_KEY_INVALID: 1-128 printable ASCII characters, no space');
+    END IF;
     IF in_document IS NULL OR NOT JSON_VALID(in_document)
        OR COALESCE(JSON_TYPE(JSON_EXTRACT(in_document, '$.steps')), '') <> 'ARRAY'
        OR COALESCE(JSON_LENGTH(in_document, '$.steps'), 0) NOT BETWEEN 1 AND 256
@@ -199,105 +211,130 @@ BEGIN
     END IF;
     SET v_digest = SHA2(in_document, 256);
     SELECT id INTO v_ns FROM weave_namespaces WHERE id = v_ns FOR UPDATE;
-    -- A locking read: a plain one reads the snapshot taken before the lock was granted, in which a publish that
-    -- held the lock before this one has not yet written its version.
-    SELECT version, digest INTO v_latest, v_latest_digest FROM weave_definitions
-     WHERE namespace_id = v_ns AND name = v_name ORDER BY version DESC LIMIT 1 FOR UPDATE;
-    IF v_latest IS NOT NULL AND v_latest_digest = v_digest THEN
+    -- Locking reads: a plain one reads the snapshot taken before the lock was granted, in which a publish that
+    -- held the lock before this one has not yet written its version, or its key's audit row.
+    IF in_idempotency_key IS NOT NULL THEN
+        SELECT request_digest, response INTO v_keyed_digest, v_keyed FROM weave_audit
+         WHERE instance_id = 0 AND action = 'definition.publish' AND idempotency_key = in_idempotency_key
+           AND namespace_id = v_ns
+         ORDER BY id LIMIT 1 FOR UPDATE;
+    END IF;
+    IF v_keyed_digest IS NOT NULL THEN
+        IF v_keyed_digest <> v_digest THEN
+            CALL _weave_raise(50005, 'IDEMPOTENCY_CONFLICT: this key published a different document');
+        END IF;
         COMMIT;
-        SELECT v_name AS name, v_latest AS version, v_digest AS digest, 0 AS created;
+        SELECT JSON_VALUE(v_keyed, '$.name') AS name, CAST(JSON_VALUE(v_keyed, '$.version') AS UNSIGNED) AS version,
+               JSON_VALUE(v_keyed, '$.digest') AS digest, CAST(JSON_VALUE(v_keyed, '$.created') AS UNSIGNED) AS created,
+               1 AS replayed;
     ELSE
-        SET v_version = COALESCE(v_latest, 0) + 1;
-        INSERT INTO weave_definitions (namespace_id, name, version, document, compiled, digest, queues,
-                                       created_by, created_at)
-        VALUES (v_ns, v_name, v_version, in_document, in_compiled, v_digest, v_queues, v_cred, v_now);
-        SET v_id = LAST_INSERT_ID();
-        INSERT INTO weave_definition_steps (definition_id, step_key, position, type, after_count, spec)
-        SELECT v_id, s.step_key, s.pos - 1, s.type, COALESCE(JSON_LENGTH(s.after_keys), 0), s.spec
-          FROM JSON_TABLE(in_document, '$.steps[*]' COLUMNS (
-                   pos FOR ORDINALITY,
-                   step_key VARCHAR(64) PATH '$.key',
-                   type VARCHAR(16) PATH '$.type',
-                   after_keys JSON PATH '$.after',
-                   spec JSON PATH '$')) AS s;
-        -- Each `after` names another step of the document, once: read against the steps just written (their key).
-        SELECT CONCAT('steps[', e.pos - 1, '].after ',
-                      IF(MIN(n.step_key) IS NULL, 'names no step of the definition: ',
-                         IF(MIN(n.position) = e.pos - 1, 'names the step itself: ', 'names a step twice: ')),
-                      LEFT(MIN(e.after_key), 40))
-          INTO v_problem
-          FROM JSON_TABLE(in_document, '$.steps[*]' COLUMNS (pos FOR ORDINALITY,
-                              NESTED PATH '$.after[*]' COLUMNS (after_key VARCHAR(200) PATH '$'))) AS e
-          LEFT JOIN weave_definition_steps n
-            ON n.definition_id = v_id AND n.step_key = CONVERT(e.after_key USING utf8mb4) COLLATE utf8mb4_bin
-         WHERE e.after_key IS NOT NULL
-         GROUP BY e.pos, CONVERT(e.after_key USING utf8mb4) COLLATE utf8mb4_bin
-        HAVING MIN(n.step_key) IS NULL OR MIN(n.position) = e.pos - 1 OR COUNT(*) > 1
-         ORDER BY e.pos LIMIT 1;
-        IF v_problem IS NOT NULL THEN
-            CALL _weave_raise(50119, CONCAT('DEFINITION_INVALID: ', v_problem));
-        END IF;
-        INSERT INTO weave_definition_edges (definition_id, step_key, after_key)
-        SELECT v_id, e.step_key, e.after_key
-          FROM JSON_TABLE(in_document, '$.steps[*]' COLUMNS (
-                   step_key VARCHAR(64) PATH '$.key',
-                   NESTED PATH '$.after[*]' COLUMNS (after_key VARCHAR(64) PATH '$'))) AS e
-         WHERE e.after_key IS NOT NULL;
-        -- Steps that wait for each other never start, and their instance would wait for ever without a word (R-18).
-        -- A cycle needs an edge to a step later in the document: with none (the order people write), there is none.
-        -- Else the steps are started in thought as they could start, each once all it waits for has: a step that
-        -- never could waits in a cycle, or for one. Each step and each edge is looked at once.
-        SELECT COUNT(*) INTO v_forward
-          FROM weave_definition_edges e
-          JOIN weave_definition_steps s ON s.definition_id = e.definition_id AND s.step_key = e.step_key
-          JOIN weave_definition_steps a ON a.definition_id = e.definition_id AND a.step_key = e.after_key
-         WHERE e.definition_id = v_id AND a.position > s.position;
-        IF v_forward > 0 THEN
-            -- Kept in variables (a temporary table is one Galera does not replicate, Z-6), by position: how many
-            -- steps each step still waits for, four digits a step; the steps that wait for each, three digits a
-            -- step; and the steps free to start, in the order they came free.
-            /*M!100301 SET STATEMENT group_concat_max_len = 1048576 FOR */
-            SELECT /*+ SET_VAR(group_concat_max_len = 1048576) */
-                   GROUP_CONCAT(LPAD(after_count, 4, '0') ORDER BY position SEPARATOR ''),
-                   GROUP_CONCAT(IF(after_count = 0, LPAD(position, 3, '0'), NULL) ORDER BY position SEPARATOR ''),
-                   COUNT(*)
-              INTO v_waiting, v_free, v_steps
-              FROM weave_definition_steps WHERE definition_id = v_id;
-            /*M!100301 SET STATEMENT group_concat_max_len = 1048576 FOR */
-            SELECT /*+ SET_VAR(group_concat_max_len = 1048576) */ JSON_OBJECTAGG(x.position, x.waiters)
-              INTO v_waiters
-              FROM (SELECT a.position, GROUP_CONCAT(LPAD(w.position, 3, '0') SEPARATOR '') AS waiters
-                      FROM weave_definition_edges e
-                      JOIN weave_definition_steps w ON w.definition_id = e.definition_id AND w.step_key = e.step_key
-                      JOIN weave_definition_steps a ON a.definition_id = e.definition_id AND a.step_key = e.after_key
-                     WHERE e.definition_id = v_id
-                     GROUP BY a.position) AS x;
-            SET v_free = COALESCE(v_free, ''), v_head = 1, v_started = 0;
-            WHILE v_head <= CHAR_LENGTH(v_free) DO  -- each step once, each edge once
-                SET v_pos = SUBSTRING(v_free, v_head, 3) + 0, v_head = v_head + 3, v_started = v_started + 1;
-                SET v_next = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(v_waiters, CONCAT('$."', v_pos, '"'))), ''), v_at = 1;
-                WHILE v_at <= CHAR_LENGTH(v_next) DO
-                    SET v_pos = SUBSTRING(v_next, v_at, 3) + 0, v_at = v_at + 3;
-                    SET v_left = SUBSTRING(v_waiting, v_pos * 4 + 1, 4) - 1;
-                    SET v_waiting = INSERT(v_waiting, v_pos * 4 + 1, 4, LPAD(v_left, 4, '0'));
-                    IF v_left = 0 THEN
-                        SET v_free = CONCAT(v_free, LPAD(v_pos, 3, '0'));
-                    END IF;
-                END WHILE;
-            END WHILE;
-            IF v_started < v_steps THEN  -- the first step, by position, that still waits
-                SELECT step_key INTO v_problem FROM weave_definition_steps
-                 WHERE definition_id = v_id AND SUBSTRING(v_waiting, position * 4 + 1, 4) <> '0000'
-                 ORDER BY position LIMIT 1;
+        SELECT version, digest INTO v_latest, v_latest_digest FROM weave_definitions
+         WHERE namespace_id = v_ns AND name = v_name ORDER BY version DESC LIMIT 1 FOR UPDATE;
+        IF v_latest IS NOT NULL AND v_latest_digest = v_digest THEN
+            IF in_idempotency_key IS NOT NULL THEN  -- the key's answer, kept for its retries
+                SET v_answer = JSON_OBJECT('name', v_name, 'version', v_latest + 0, 'digest', v_digest,
+                                           'created', 0);
+                CALL _weave_audit(v_ns, 0, v_cred, v_actor, 'definition.publish', in_idempotency_key, v_digest, v_now,
+                                  NULL, NULL, v_answer, v_answer);
             END IF;
+            COMMIT;
+            SELECT v_name AS name, v_latest AS version, v_digest AS digest, 0 AS created, 0 AS replayed;
+        ELSE
+            SET v_version = COALESCE(v_latest, 0) + 1;
+            INSERT INTO weave_definitions (namespace_id, name, version, document, compiled, digest, queues,
+                                           created_by, created_at)
+            VALUES (v_ns, v_name, v_version, in_document, in_compiled, v_digest, v_queues, v_cred, v_now);
+            SET v_id = LAST_INSERT_ID();
+            INSERT INTO weave_definition_steps (definition_id, step_key, position, type, after_count, spec)
+            SELECT v_id, s.step_key, s.pos - 1, s.type, COALESCE(JSON_LENGTH(s.after_keys), 0), s.spec
+              FROM JSON_TABLE(in_document, '$.steps[*]' COLUMNS (
+                       pos FOR ORDINALITY,
+                       step_key VARCHAR(64) PATH '$.key',
+                       type VARCHAR(16) PATH '$.type',
+                       after_keys JSON PATH '$.after',
+                       spec JSON PATH '$')) AS s;
+            -- Each `after` names another step of the document, once: read against the steps just written (their key).
+            SELECT CONCAT('steps[', e.pos - 1, '].after ',
+                          IF(MIN(n.step_key) IS NULL, 'names no step of the definition: ',
+                             IF(MIN(n.position) = e.pos - 1, 'names the step itself: ', 'names a step twice: ')),
+                          LEFT(MIN(e.after_key), 40))
+              INTO v_problem
+              FROM JSON_TABLE(in_document, '$.steps[*]' COLUMNS (pos FOR ORDINALITY,
+                                  NESTED PATH '$.after[*]' COLUMNS (after_key VARCHAR(200) PATH '$'))) AS e
+              LEFT JOIN weave_definition_steps n
+                ON n.definition_id = v_id AND n.step_key = CONVERT(e.after_key USING utf8mb4) COLLATE utf8mb4_bin
+             WHERE e.after_key IS NOT NULL
+             GROUP BY e.pos, CONVERT(e.after_key USING utf8mb4) COLLATE utf8mb4_bin
+            HAVING MIN(n.step_key) IS NULL OR MIN(n.position) = e.pos - 1 OR COUNT(*) > 1
+             ORDER BY e.pos LIMIT 1;
             IF v_problem IS NOT NULL THEN
-                CALL _weave_raise(50119, CONCAT('DEFINITION_INVALID: steps wait for each other in a cycle, and ',
-                                                'step ', LEFT(v_problem, 40), ' waits for it'));
+                CALL _weave_raise(50119, CONCAT('DEFINITION_INVALID: ', v_problem));
             END IF;
+            INSERT INTO weave_definition_edges (definition_id, step_key, after_key)
+            SELECT v_id, e.step_key, e.after_key
+              FROM JSON_TABLE(in_document, '$.steps[*]' COLUMNS (
+                       step_key VARCHAR(64) PATH '$.key',
+                       NESTED PATH '$.after[*]' COLUMNS (after_key VARCHAR(64) PATH '$'))) AS e
+             WHERE e.after_key IS NOT NULL;
+            -- Steps that wait for each other never start, and their instance would wait for ever without a word (R-18).
+            -- A cycle needs an edge to a step later in the document: with none (the order people write), there is none.
+            -- Else the steps are started in thought as they could start, each once all it waits for has: a step that
+            -- never could waits in a cycle, or for one. Each step and each edge is looked at once.
+            SELECT COUNT(*) INTO v_forward
+              FROM weave_definition_edges e
+              JOIN weave_definition_steps s ON s.definition_id = e.definition_id AND s.step_key = e.step_key
+              JOIN weave_definition_steps a ON a.definition_id = e.definition_id AND a.step_key = e.after_key
+             WHERE e.definition_id = v_id AND a.position > s.position;
+            IF v_forward > 0 THEN
+                -- Kept in variables (a temporary table is one Galera does not replicate, Z-6), by position: how many
+                -- steps each step still waits for, four digits a step; the steps that wait for each, three digits a
+                -- step; and the steps free to start, in the order they came free.
+                /*M!100301 SET STATEMENT group_concat_max_len = 1048576 FOR */
+                SELECT /*+ SET_VAR(group_concat_max_len = 1048576) */
+                       GROUP_CONCAT(LPAD(after_count, 4, '0') ORDER BY position SEPARATOR ''),
+                       GROUP_CONCAT(IF(after_count = 0, LPAD(position, 3, '0'), NULL) ORDER BY position SEPARATOR ''),
+                       COUNT(*)
+                  INTO v_waiting, v_free, v_steps
+                  FROM weave_definition_steps WHERE definition_id = v_id;
+                /*M!100301 SET STATEMENT group_concat_max_len = 1048576 FOR */
+                SELECT /*+ SET_VAR(group_concat_max_len = 1048576) */ JSON_OBJECTAGG(x.position, x.waiters)
+                  INTO v_waiters
+                  FROM (SELECT a.position, GROUP_CONCAT(LPAD(w.position, 3, '0') SEPARATOR '') AS waiters
+                          FROM weave_definition_edges e
+                          JOIN weave_definition_steps w ON w.definition_id = e.definition_id AND w.step_key = e.step_key
+                          JOIN weave_definition_steps a
+                            ON a.definition_id = e.definition_id AND a.step_key = e.after_key
+                         WHERE e.definition_id = v_id
+                         GROUP BY a.position) AS x;
+                SET v_free = COALESCE(v_free, ''), v_head = 1, v_started = 0;
+                WHILE v_head <= CHAR_LENGTH(v_free) DO  -- each step once, each edge once
+                    SET v_pos = SUBSTRING(v_free, v_head, 3) + 0, v_head = v_head + 3, v_started = v_started + 1;
+                    SET v_next = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(v_waiters, CONCAT('$."', v_pos, '"'))), ''),
+                        v_at = 1;
+                    WHILE v_at <= CHAR_LENGTH(v_next) DO
+                        SET v_pos = SUBSTRING(v_next, v_at, 3) + 0, v_at = v_at + 3;
+                        SET v_left = SUBSTRING(v_waiting, v_pos * 4 + 1, 4) - 1;
+                        SET v_waiting = INSERT(v_waiting, v_pos * 4 + 1, 4, LPAD(v_left, 4, '0'));
+                        IF v_left = 0 THEN
+                            SET v_free = CONCAT(v_free, LPAD(v_pos, 3, '0'));
+                        END IF;
+                    END WHILE;
+                END WHILE;
+                IF v_started < v_steps THEN  -- the first step, by position, that still waits
+                    SELECT step_key INTO v_problem FROM weave_definition_steps
+                     WHERE definition_id = v_id AND SUBSTRING(v_waiting, position * 4 + 1, 4) <> '0000'
+                     ORDER BY position LIMIT 1;
+                END IF;
+                IF v_problem IS NOT NULL THEN
+                    CALL _weave_raise(50119, CONCAT('DEFINITION_INVALID: steps wait for each other in a cycle, and ',
+                                                    'step ', LEFT(v_problem, 40), ' waits for it'));
+                END IF;
+            END IF;
+            SET v_answer = JSON_OBJECT('name', v_name, 'version', v_version + 0, 'digest', v_digest, 'created', 1);
+            CALL _weave_audit(v_ns, 0, v_cred, v_actor, 'definition.publish', in_idempotency_key, v_digest, v_now,
+                              NULL, NULL, v_answer, IF(in_idempotency_key IS NULL, NULL, v_answer));
+            COMMIT;
+            SELECT v_name AS name, v_version AS version, v_digest AS digest, 1 AS created, 0 AS replayed;
         END IF;
-        CALL _weave_audit(v_ns, 0, v_cred, v_actor, 'definition.publish', NULL, v_digest, v_now, NULL, NULL,
-                          JSON_OBJECT('name', v_name, 'version', v_version + 0, 'digest', v_digest), NULL);
-        COMMIT;
-        SELECT v_name AS name, v_version AS version, v_digest AS digest, 1 AS created;
     END IF;
 END

@@ -49,6 +49,29 @@ def test_publish_then_same_content_answers_200_with_the_same_version(client, wor
     assert got.status_code == 200 and got.json["digest"] == first.json["digest"]
 
 
+def test_a_publish_with_an_idempotency_key_replays_its_first_answer_after_later_publishes(client, world):
+    """A publish retried after its answer was lost, once another was published meanwhile, published its document
+    again as the latest version: the header every POST that creates something takes was ignored here."""
+    newer = {**TIMER, "steps": [{**TIMER["steps"][0], "delay_ms": 1_000}]}
+
+    def keyed(doc, key):
+        return client.simulate_post(f"{NS}/definitions", headers={**auth(world.admin), "Idempotency-Key": key},
+                                    json=doc)
+
+    first = keyed(TIMER, "release-7")
+    assert first.status_code == 201 and first.json["version"] == 1 and "idempotent-replayed" not in first.headers
+    assert publish(client, world, newer).json["version"] == 2
+    replay = keyed(TIMER, "release-7")
+    assert replay.status_code == 200 and replay.headers.get("idempotent-replayed") == "true"
+    assert replay.text == first.text and "location" not in replay.headers
+    latest = client.simulate_get(f"{NS}/definitions/cool-off", headers=auth(world.token))
+    assert latest.json["version"] == 2
+    problem(keyed(newer, "release-7"), 409, "IDEMPOTENCY_CONFLICT")
+    body = problem(keyed(TIMER, "release 8"), 422, "VALIDATION_FAILED")
+    assert [e["code"] for e in body["errors"]] == ["IDEMPOTENCY_KEY_INVALID"]
+    assert publish(client, world).json["version"] == 3  # without a key: the content decides, as before
+
+
 @pytest.mark.parametrize("version", ["\u00b2", "\u0661", "0", "01x", "9999999999"])
 def test_a_version_that_is_not_a_positive_ascii_number_is_not_found(client, world, version):
     publish(client, world)

@@ -153,6 +153,27 @@ def test_sdk_reuses_one_idempotency_key_across_retries(database, world, tmp_path
     assert world.db.scalar("SELECT idempotency_key FROM weave_instances") == sent_keys[0]
 
 
+def test_sdk_publish_retried_after_a_lost_answer_answers_that_publish_after_a_later_one(api_url, world, monkeypatch):
+    """The first try publishes and its answer is lost; another version is published before the retry. The retry
+    carries the call's key, so it answers version 1 instead of publishing the first document again as version 3."""
+    client = sdk.WeaveClient(api_url, world.admin, "acme", retries=3)
+    real_exchange = client._exchange
+    tries = []
+
+    def losing_the_first_answer(method, url, data, headers):
+        tries.append(headers.get("Idempotency-Key"))
+        answer = real_exchange(method, url, data, headers)
+        if len(tries) == 1:
+            world.publish({**TIMER, "steps": [{**TIMER["steps"][0], "delay_ms": 1_000}]})
+            raise ConnectionResetError("the answer was lost")
+        return answer
+
+    monkeypatch.setattr(client, "_exchange", losing_the_first_answer)
+    assert client.publish_definition(TIMER)["version"] == 1
+    assert len(tries) == 2 and tries[0] and tries[0] == tries[1]
+    assert world.db.scalar("SELECT MAX(version) FROM weave_definitions") == 2
+
+
 def _api_before_its_database(database, log: Path) -> tuple[WeaveProcess, str, int]:
     """A `weave api` whose database address has nothing listening yet (it starts anyway and answers 503 until
     the database answers): (process, base URL, the database port it waits for)."""

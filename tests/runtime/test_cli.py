@@ -1083,6 +1083,20 @@ def test_definitions_publish_reads_a_file_saved_with_a_byte_order_mark(weave, wo
     assert code == 0 and json.loads(out)["version"] == 1 and not json.loads(out)["created"]
 
 
+def test_definitions_publish_with_an_idempotency_key_answers_its_first_publish_when_run_again(weave, world, tmp_path):
+    """A deploy job that publishes under its build's id and is run again after a later deploy must not make its
+    older document the latest version again."""
+    path = tmp_path / "cool-off.json"
+    path.write_text(json.dumps(TIMER))
+    code, out, err = weave("definitions", "publish", str(path), "--idempotency-key", "build-41", token=world.admin)
+    assert code == 0 and "version 1 published" in out, err
+    world.publish({**TIMER, "steps": [{**TIMER["steps"][0], "delay_ms": 1}]})
+    code, out, err = weave("definitions", "publish", str(path), "--idempotency-key", "build-41", token=world.admin)
+    assert code == 0 and out.strip() == ("definition cool-off version 1 published "
+                                         "(answered again: this key's first publish)"), (out, err)
+    assert world.db.scalar("SELECT MAX(version) FROM weave_definitions") == 2
+
+
 def test_workflows_purge_of_named_instances_removes_those_alone_for_a_customer_s_erasure(weave, world, orch, tmp_path):
     """A customer asks to be forgotten: their instances are found by business key and removed by id, with every row
     of theirs. There was no documented way: a purge took every instance finished before a cutoff, and the routine's

@@ -231,9 +231,82 @@ def test_M2_publishes_of_one_name_at_once_each_take_the_next_version(world):
     assert world.db.scalar("SELECT MAX(version) FROM weave_definitions WHERE name = 'cool-off'") == 4
 
 
+def test_M2_a_keyed_publish_answers_its_first_publish_again_after_later_ones(world):
+    """A publish retried after its answer was lost, once another document was published meanwhile, made the first
+    document the latest again (as a new version), and new instances started on it. With a key, the retry answers
+    the first publish and writes nothing; the key with another document is a conflict; a key's answer is kept for
+    an unchanged publish too (its version, created 0)."""
+    old, new = (definitions.validate({"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER",
+                                                                      "delay_ms": ms}]}) for ms in (1_000, 2_000))
+    conn = world.db.conn
+    first = routines.definition_publish(conn, world.admin, "acme", old, "build-41")
+    assert (first["version"], first["created"], first["replayed"]) == (1, True, False)
+    assert routines.definition_publish(conn, world.admin, "acme", new)["version"] == 2
+    again = routines.definition_publish(conn, world.admin, "acme", old, "build-41")
+    assert again == {**first, "replayed": True} and type(again["version"]) is int
+    assert world.db.scalar("SELECT MAX(version) FROM weave_definitions WHERE name = 'cool-off'") == 2
+    with pytest.raises(errors.IdempotencyConflict):
+        routines.definition_publish(conn, world.admin, "acme", new, "build-41")
+    unchanged = routines.definition_publish(conn, world.admin, "acme", new, "build-42")
+    assert (unchanged["version"], unchanged["created"], unchanged["replayed"]) == (2, False, False)
+    assert routines.definition_publish(conn, world.admin, "acme", old)["version"] == 3  # no key: a new version
+    assert routines.definition_publish(conn, world.admin, "acme", new, "build-42") == {**unchanged, "replayed": True}
+    with pytest.raises(errors.ValidationFailed) as refused:
+        routines.definition_publish(conn, world.admin, "acme", old, "build 43")
+    assert refused.value.field_code == "IDEMPOTENCY_KEY_INVALID"
+    # The keys' answers are their audit rows; a replay writes none.
+    assert world.db.rows("SELECT idempotency_key, response FROM weave_audit WHERE action = 'definition.publish' "
+                         "ORDER BY id") == [
+        {"idempotency_key": "build-41", "response": json.dumps({"name": "cool-off", "version": 1,
+                                                                "digest": first["digest"], "created": 1})},
+        {"idempotency_key": None, "response": None},
+        {"idempotency_key": "build-42", "response": json.dumps({"name": "cool-off", "version": 2,
+                                                                "digest": unchanged["digest"], "created": 0})},
+        {"idempotency_key": None, "response": None}]
+
+
+def test_M2_two_publishes_of_one_key_at_once_publish_once(world):
+    """Two tries of one keyed publish that wait on the namespace's lock together: the first publishes, the second
+    answers it again."""
+    document = definitions.validate(TIMER)
+    holder = world.db.connect()
+    with holder.cursor() as cur:
+        cur.execute("START TRANSACTION")
+        cur.execute("SELECT id FROM weave_namespaces WHERE name = 'acme' FOR UPDATE")
+    answers: list[dict] = []
+    failures: list[Exception] = []
+    conns = [world.db.connect() for _ in range(2)]
+
+    def publish(n: int) -> None:
+        try:
+            answers.append(routines.definition_publish(conns[n], world.admin, "acme", document, "once"))
+        except Exception as exc:  # collected and asserted below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=publish, args=(n,)) for n in range(2)]
+    try:
+        for thread in threads:
+            thread.start()
+        ids = ",".join(str(conn.thread_id()) for conn in conns)
+        assert wait_for(lambda: world.db.scalar(
+            f"SELECT COUNT(*) FROM information_schema.processlist WHERE id IN ({ids}) "
+            "AND info LIKE '%%FROM weave_namespaces WHERE id = %%FOR UPDATE'") == 2)
+    finally:
+        holder.rollback()
+        holder.close()
+        for thread in threads:
+            thread.join(30)
+        for conn in conns:
+            conn.close()
+    assert failures == []
+    assert sorted((a["version"], a["created"], a["replayed"]) for a in answers) == [(1, True, False),
+                                                                                    (1, True, True)]
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_definitions") == 1
+
+
 def test_publish_rejects_a_document_that_did_not_come_through_validation(world):
     with pytest.raises(errors.ValidationFailed) as info:
-        world.db.call("weave_definition_publish", world.admin, "acme", '{"name": "x"}', "{}", "")
+        world.db.call("weave_definition_publish", world.admin, "acme", '{"name": "x"}', "{}", "", None)
     assert info.value.field_code == "DEFINITION_INVALID"
 
 
@@ -275,19 +348,19 @@ def test_R18_publish_from_sql_refuses_steps_no_instance_could_run(world, orch):
     for steps, said in cases:
         text, compiled = document(*steps)
         with pytest.raises(errors.ValidationFailed) as refused:
-            world.db.call("weave_definition_publish", world.admin, "acme", text, compiled, None)
+            world.db.call("weave_definition_publish", world.admin, "acme", text, compiled, None, None)
         assert refused.value.field_code == "DEFINITION_INVALID" and said in str(refused.value), (steps, refused.value)
         assert str(refused.value).endswith(said) or len(str(refused.value)) < 128, refused.value  # none cut short
     text, compiled = document(*[timer(f"s{n}") for n in range(257)])  # past the 256 steps a definition holds
     with pytest.raises(errors.ValidationFailed, match="DEFINITION_INVALID"):
-        world.db.call("weave_definition_publish", world.admin, "acme", text, compiled, None)
+        world.db.call("weave_definition_publish", world.admin, "acme", text, compiled, None, None)
     text, compiled = document(timer("a"))
     with pytest.raises(errors.ValidationFailed, match="steps.0. has no compiled expressions"):
-        world.db.call("weave_definition_publish", world.admin, "acme", text, "{}", None)
+        world.db.call("weave_definition_publish", world.admin, "acme", text, "{}", None, None)
     assert world.db.scalar("SELECT COUNT(*) FROM weave_definitions") == 0
     # Written out of order, a graph without a cycle publishes, and runs in its order.
     text, compiled = document(timer("c", "b"), timer("b", "a"), timer("a"))
-    world.db.call("weave_definition_publish", world.admin, "acme", text, compiled, None)
+    world.db.call("weave_definition_publish", world.admin, "acme", text, compiled, None, None)
     wf = world.start("graph")
     for _ in range(3):
         world.db.advance(1_001)
@@ -301,7 +374,7 @@ def test_publish_refuses_a_definition_named_only_a_dot_or_two_from_sql_as_well(w
     for name in (".", ".."):
         document = json.dumps({**json.loads(timer.canonical_json), "name": name})
         with pytest.raises(errors.ValidationFailed) as info:
-            world.db.call("weave_definition_publish", world.admin, "acme", document, timer.compiled_json, None)
+            world.db.call("weave_definition_publish", world.admin, "acme", document, timer.compiled_json, None, None)
         assert info.value.field_code == "DEFINITION_INVALID"
     assert world.db.scalar("SELECT COUNT(*) FROM weave_definitions") == 0
 
@@ -316,11 +389,12 @@ def test_R3_publish_refuses_queues_that_disagree_with_the_steps(world):
                                        (task.canonical_json, task.compiled_json, "other,payments"),
                                        (timer.canonical_json, timer.compiled_json, "payments")):
         with pytest.raises(errors.ValidationFailed) as info:
-            world.db.call("weave_definition_publish", world.admin, "acme", document, compiled, queues)
+            world.db.call("weave_definition_publish", world.admin, "acme", document, compiled, queues, None)
         assert info.value.field_code == "DEFINITION_INVALID"
     assert world.db.scalar("SELECT COUNT(*) FROM weave_definitions") == 0
     assert routines.definition_publish(world.db.conn, world.admin, "acme", task)["created"]
-    world.db.call("weave_definition_publish", world.admin, "acme", timer.canonical_json, timer.compiled_json, None)
+    world.db.call("weave_definition_publish", world.admin, "acme", timer.canonical_json, timer.compiled_json, None,
+                  None)
     assert world.db.rows("SELECT queues FROM weave_definitions ORDER BY id") == [{"queues": ",".join(task.queues)},
                                                                               {"queues": ""}]
 

@@ -364,7 +364,7 @@ def test_R18_a_definition_document_with_an_unknown_field_is_refused_from_sql_too
     """The Python model refuses unknown keys with a hint; a document sent straight to the routine is refused too."""
     for doc in ('{"name": "x", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1}], "stpes": []}',):
         with pytest.raises(errors.ValidationFailed) as info:
-            dbmod.call(world.db.conn, "weave_definition_publish", world.admin, world.namespace, doc, "{}", "")
+            dbmod.call(world.db.conn, "weave_definition_publish", world.admin, world.namespace, doc, "{}", "", None)
         assert info.value.field_code == "UNKNOWN_FIELD" and "stpes" in str(info.value)
     assert world.db.scalar("SELECT COUNT(*) FROM weave_definitions") == 0
 
@@ -419,7 +419,8 @@ def _refused_by_the_validator_and_the_routine(world, document: str, compiled: st
     with pytest.raises(definitions.DefinitionError):
         definitions.validate(json.loads(document))
     with pytest.raises(errors.ValidationFailed) as info:
-        dbmod.call(world.db.conn, "weave_definition_publish", world.admin, world.namespace, document, compiled, None)
+        dbmod.call(world.db.conn, "weave_definition_publish", world.admin, world.namespace, document, compiled, None,
+                   None)
     assert info.value.field_code == "DEFINITION_INVALID" and member in str(info.value)
     assert world.db.scalar("SELECT COUNT(*) FROM weave_definitions") == 0
 
@@ -428,7 +429,7 @@ def _refused_by_the_validator_and_the_routine(world, document: str, compiled: st
 def test_R18_T1_P1_a_step_at_the_limits_of_its_numbers_is_published_from_sql(world, kind):
     document, compiled = _limit_document(kind)
     assert dbmod.call_row(world.db.conn, "weave_definition_publish", world.admin, world.namespace, document, compiled,
-                          None)["created"] == 1
+                          None, None)["created"] == 1
 
 
 @pytest.mark.parametrize("kind, member, value", PAST_THE_LIMITS, ids=[f"{k}-{m}-{v!r}" for k, m, v in PAST_THE_LIMITS])
