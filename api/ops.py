@@ -12,6 +12,7 @@ from prometheus_client.exposition import choose_encoder
 
 from procedures import candidates, db, errors, installer, routines
 
+from . import traffic
 from .http import Connections, problem, respond
 from .openapi import document
 
@@ -188,6 +189,7 @@ class Metrics:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         registry = CollectorRegistry(auto_describe=False)
         registry.register(EngineCollector(self.connections.get()))
+        traffic.collect_into(registry)
         encoder, content_type = choose_encoder(req.get_header("Accept") or "")
         resp.content_type = content_type
         resp.data = encoder(registry)

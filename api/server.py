@@ -9,8 +9,11 @@ it is alive at most once a second, not once per request.
 from __future__ import annotations
 
 import logging
+import os
 import re
+import shutil
 import socket
+import tempfile
 import time
 from typing import Any
 
@@ -23,6 +26,7 @@ from gunicorn.workers.gthread import ThreadWorker
 from procedures import db, errors, installer, settings
 from procedures.logs import configure_logging, refuse
 
+from . import traffic
 from .http import PROBLEM, problem_text
 
 _EDGE_CODES = {400: "BAD_REQUEST", 404: "NOT_FOUND", 414: "URI_TOO_LONG", 431: "HEADERS_TOO_LARGE", 501: "BAD_REQUEST",
@@ -185,7 +189,19 @@ def run_api(dsn: db.Dsn, bind: str, workers: int, timeout: int = 30, threads: in
     except errors.WeaveError as exc:
         log.warning("the database is not reachable; starting anyway, requests answer 503 until it is",
                     extra={"fields": {"database": dsn.redacted(), "error": exc.detail}})
-    _Gunicorn(dsn.url(), {"bind": bind, "workers": workers, "threads": threads, "timeout": timeout,
-                          "accesslog": "-" if access_log else None, "worker_class": "api.server.ProblemWorker",
-                          "graceful_timeout": 10}).run()
+    # The workers' request metrics, summed by whichever worker answers a scrape (api.traffic): a folder of this
+    # run's own, named before any worker starts, removed when the API stops.
+    folder, arbiter = tempfile.mkdtemp(prefix="weave-api-metrics-"), os.getpid()
+    os.environ[traffic.FOLDER] = folder
+    try:
+        _Gunicorn(dsn.url(), {"bind": bind, "workers": workers, "threads": threads, "timeout": timeout,
+                              "accesslog": "-" if access_log else None, "worker_class": "api.server.ProblemWorker",
+                              "graceful_timeout": 10, "child_exit": _worker_exited}).run()
+    finally:
+        if os.getpid() == arbiter:  # a worker forked inside run() leaves through here too
+            shutil.rmtree(folder, ignore_errors=True)
     return 0
+
+
+def _worker_exited(server: Any, worker: Any) -> None:
+    traffic.worker_exited(worker.pid)

@@ -86,13 +86,50 @@ def test_openmetrics_when_the_scraper_asks_for_it(client):
     assert plain.headers["content-type"].startswith("text/plain")
 
 
+def engine_figures(text: str) -> str:
+    """The engine's figures of a scrape, without the node's own request metrics."""
+    return "\n".join(line for line in text.splitlines() if "weave_http_" not in line)
+
+
 def test_every_worker_answers_the_same_values(db, world, client):
-    """Two apps stand for two gunicorn workers: nothing is counted in a process, so they agree, and a request
-    served by one of them changes no figure the other shows."""
+    """Two apps stand for two gunicorn workers: the engine's figures are not counted in a process, so they agree,
+    and a request served by one of them changes no figure the other shows."""
     second = testing.TestClient(create_app(Connections(db.dsn)))
     client.simulate_get(f"{NS}/workflows", headers=auth(world.token))
-    first_text = client.simulate_get("/metrics").text
-    assert first_text == second.simulate_get("/metrics").text and "weave_decisions" in first_text
+    first_text = engine_figures(client.simulate_get("/metrics").text)
+    assert first_text == engine_figures(second.simulate_get("/metrics").text) and "weave_decisions" in first_text
+
+
+def test_metrics_count_the_node_s_requests_by_route_and_status(client, world):
+    """An SRE's error rate and latency per route came only from the access log: /metrics now counts each answer by
+    method, the route's template (never an id), and status, with its time."""
+    def counts() -> dict:
+        found = families(client.simulate_get("/metrics").text)
+        requests = {(s.labels["method"], s.labels["route"], s.labels["status"]): s.value
+                    for s in found["weave_http_requests"].samples if s.name == "weave_http_requests_total"}
+        timed = {(s.labels["method"], s.labels["route"]): s.value
+                 for s in found["weave_http_request_duration_seconds"].samples
+                 if s.name == "weave_http_request_duration_seconds_count"}
+        return {"requests": requests, "timed": timed}
+
+    before = counts()
+    client.simulate_post(f"{NS}/definitions", headers=auth(world.admin), json=FLOW)
+    for n in range(3):
+        client.simulate_get(f"{NS}/workflows/wf_{900 + n}", headers=auth(world.token))  # none of them exists
+    client.simulate_get("/no/such/path")
+    client.simulate_get("/console/no-such-page")
+    after = counts()
+
+    def grew(kind: str, key: tuple) -> float:
+        return after[kind].get(key, 0) - before[kind].get(key, 0)
+
+    one = "/v1/namespaces/{ns}/workflows/{workflow_id}"
+    assert grew("requests", ("POST", "/v1/namespaces/{ns}/definitions", "201")) == 1
+    assert grew("requests", ("GET", one, "404")) == 3 and grew("timed", ("GET", one)) == 3
+    assert grew("requests", ("GET", "unmatched", "404")) == 1
+    assert grew("requests", ("GET", "/console", "404")) == 1
+    assert grew("requests", ("GET", "/metrics", "200")) == 1  # the first scrape, seen by the second
+    assert not any("wf_9" in route or "acme" in route for _, route, _ in after["requests"])
 
 
 def test_C3_review_figures_count_only_instances_a_person_can_review(client, world, orch):

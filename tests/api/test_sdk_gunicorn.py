@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
@@ -289,6 +290,55 @@ def test_weave_api_leaves_no_gunicorn_control_socket_behind(database, world, tmp
     refused = subprocess.run([sys.executable, "-m", "orchestrator.cli", "api", "--workers", "0"], capture_output=True,
                              text=True, timeout=60)
     assert refused.returncode == 2 and "--workers: must be at least 1" in refused.stderr
+
+
+def _workers(root: int) -> set[int]:
+    """The gunicorn workers under process ``root``: the processes below it that have none below them."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rpartition(")")[2].split()[1])
+        except OSError:
+            continue  # gone meanwhile
+    below, grew = {root}, True
+    while grew:
+        more = {pid for pid, parent in parents.items() if parent in below} - below
+        below, grew = below | more, bool(more)
+    return {pid for pid in below - {root} if pid not in parents.values()}
+
+
+def test_weave_api_sums_its_workers_request_metrics_whichever_answers_the_scrape(database, world, tmp_path):
+    """Each gunicorn worker counts the requests it answers; a scrape is answered by one worker, which must show the
+    node's whole count, or every rate over the counter would jump. Twenty requests, then both workers are replaced:
+    a scrape answered by a worker that served none of them shows all twenty. The folder of the counts goes with the
+    API."""
+    import signal
+    import urllib.request
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc, url = start_api(database, tmp_path / "api.log", workers=2, env={"TMPDIR": str(scratch)})
+    try:
+        for _ in range(20):
+            with urllib.request.urlopen(f"{url}/healthz", timeout=10) as answer:  # a connection each
+                assert answer.status == 200
+        assert wait_for(lambda: len(_workers(proc.proc.pid)) == 2, timeout=30)  # the second may still be booting
+        first = _workers(proc.proc.pid)
+        for pid in first:
+            os.kill(pid, signal.SIGTERM)
+        assert wait_for(lambda: len(_workers(proc.proc.pid) - first) == 2, timeout=30)
+        served = []
+        for _ in range(3):
+            with urllib.request.urlopen(f"{url}/metrics", timeout=10) as answer:
+                text = answer.read().decode()
+            served.append(re.search(r'weave_http_requests_total\{method="GET",route="/healthz",status="200"\} (\S+)',
+                                    text).group(1))
+        assert served == ["20.0"] * 3
+        assert [p.name for p in scratch.iterdir()][0].startswith("weave-api-metrics-")
+    finally:
+        proc.terminate()
+        proc.close()
+    assert list(scratch.iterdir()) == []
 
 
 def test_weave_api_warns_when_its_threads_could_take_more_connections_than_the_server_allows(database, world, tmp_path):
