@@ -452,10 +452,18 @@ def cmd_status(args: argparse.Namespace) -> int:
                                                for k, v in p["deferred"].items()) or "none"))
         lines.append("failing candidates: " + (", ".join(f"{k} {v['failing']} ({v['repeated']} repeatedly)"
                                                          for k, v in p["failing"].items() if v["failing"]) or "none"))
-        soon = [c for c in p["expiring_credentials"] if c["expires_at"] <= week]
+        # The ones about to expire by name; those past their time (still active until disabled) by count, and the
+        # latest few: a platform's short-lived tokens that nobody disabled would otherwise fill the line.
+        soon = [c for c in p["expiring_credentials"] if p["now"] < c["expires_at"] <= week]
+        past = [c for c in p["expiring_credentials"] if c["expires_at"] <= p["now"]]
         lines.append("credentials expiring within 7 days: " + (", ".join(
-            f"{c['credential_id']} {c['actor']} ({c['namespace']}) "
-            + ("EXPIRED" if c["expires_at"] <= p["now"] else f"at {c['expires_at']}") for c in soon) or "none"))
+            f"{c['credential_id']} {c['actor']} ({c['namespace']}) at {c['expires_at']}" for c in soon[:10])
+            + (f", and {len(soon) - 10} more" if len(soon) > 10 else "") or "none"))
+        if past:
+            lines.append(f"credentials past their time, still active (disable them): {len(past)}"
+                         + ("+" if len(past) >= 100 else "") + ": " + ", ".join(
+                             f"{c['credential_id']} {c['actor']} ({c['namespace']}) EXPIRED" for c in past[:10])
+                         + (", ..." if len(past) > 10 else ""))
         if args.check:
             broken = p["invariants_broken"]
             lines.append("invariants: " + (f"{len(broken)} broken" if broken else "all hold"))

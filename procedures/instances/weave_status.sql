@@ -15,8 +15,9 @@ oldest_since (when the longest-standing of those deferrals began; for room, when
 either reason), oldest_ms (how long ago that was).
 Result set 7 (R-18): class, failing (candidates whose last advance failed), repeated (failed 2 or more times in a row).
 Result set 8 (live instances): status (RUNNING, NEEDS_REVIEW, CANCELLING), instances, paused (of them, control PAUSED).
-Result set 9 (S-2): namespace, credential_id, actor, expires_at - every active credential made to expire, the soonest
-first (one past its time included: it authenticates no more), at most 1,000.
+Result set 9 (S-2): namespace, credential_id, actor, expires_at - the active credentials made to expire: those yet to
+expire, the soonest first, at most 1,000; then those past their time (they authenticate no more, and stay listed until
+disabled), the latest first, at most 100.
 Result set 10 (R-18): namespace, queue, next_ready_at, wait_ms - for every queue with a task ready to start, the
 task its next claim would take (highest priority, then the longest ready) and how long it has been ready: a queue no
 worker serves, or whose workers are all busy, shows here long before its tasks expire.
@@ -87,11 +88,18 @@ BEGIN
       LEFT JOIN weave_namespaces n ON TRUE
       LEFT JOIN weave_instances i FORCE INDEX (ix_instance_status) ON i.namespace_id = n.id AND i.status = st.status
      GROUP BY st.status ORDER BY FIELD(st.status, 'RUNNING', 'NEEDS_REVIEW', 'CANCELLING');
-    -- A credential that expires takes down whatever uses it: its time, watched like a certificate's.
-    SELECT n.name AS namespace, CONCAT('cred_', c.id) AS credential_id, c.actor, c.expires_at
-      FROM weave_credentials c JOIN weave_namespaces n ON n.id = c.namespace_id
-     WHERE c.status = 'ACTIVE' AND c.expires_at IS NOT NULL
-     ORDER BY c.expires_at, c.id LIMIT 1000;
+    -- A credential that expires takes down whatever uses it: its time, watched like a certificate's. Those yet to
+    -- expire come first, and apart: short-lived tokens that were never disabled, past their time, would otherwise
+    -- fill the list and push out the one about to break. Both parts are ranges of the expiry index.
+    (SELECT n.name AS namespace, CONCAT('cred_', c.id) AS credential_id, c.actor, c.expires_at
+       FROM weave_credentials c JOIN weave_namespaces n ON n.id = c.namespace_id
+      WHERE c.status = 'ACTIVE' AND c.expires_at > v_now
+      ORDER BY c.expires_at, c.id LIMIT 1000)
+    UNION ALL
+    (SELECT n.name, CONCAT('cred_', c.id), c.actor, c.expires_at
+       FROM weave_credentials c JOIN weave_namespaces n ON n.id = c.namespace_id
+      WHERE c.status = 'ACTIVE' AND c.expires_at <= v_now
+      ORDER BY c.expires_at DESC, c.id DESC LIMIT 100);
     -- The head of each queue's line, as a claim reads it (one index entry a queue, past the few not ready yet): a
     -- task ready for long and not taken says that nothing claims from its queue. A count of queued tasks does not:
     -- it stays flat while another queue's work runs.

@@ -1,0 +1,38 @@
+"""R-17 upgrade test for migration 0019 (the credentials that expire found by their expiry): a database with active,
+disabled, expiring and expired credentials, taken back to level 18 and migrated again, keeps every credential as it
+was, and the status lists the ones about to expire before those past their time."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from procedures import installer, routines
+from tests.support.db import roll_back_migration
+
+MIGRATION = "0019.credential-expiry-index"
+
+
+def indexes(world) -> set[str]:
+    return {r["k"] for r in world.db.rows("SELECT INDEX_NAME AS k FROM information_schema.STATISTICS WHERE "
+                                          "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'weave_credentials'")}
+
+
+def test_R17_migration_0019_keeps_every_credential_and_lists_the_expiring_ones_first(world, database):
+    conn = world.db.conn
+    soon = world.db.now() + dt.timedelta(seconds=1)
+    expired = [routines.credential_create(conn, world.admin, world.namespace, f"ci-{n}", ["workflows:read"],
+                                          expires_at=soon)["credential_id"] for n in range(3)]
+    world.db.advance(2_000)
+    expiring = routines.credential_create(conn, world.admin, world.namespace, "contractor", ["workflows:read"],
+                                          expires_at=world.db.now() + dt.timedelta(days=2))["credential_id"]
+    retired = world.credential(["workflows:read"], actor="retired")["credential_id"]
+    routines.credential_disable(conn, world.admin, world.namespace, retired)
+
+    roll_back_migration(database, MIGRATION)
+    assert "ix_credential_expiry" not in indexes(world)  # the previous level
+    kept = world.db.rows("SELECT * FROM weave_credentials ORDER BY id")
+    assert installer.migrate(database, test_clock=True).migrations_applied == [MIGRATION]
+    assert "ix_credential_expiry" in indexes(world)
+    assert world.db.rows("SELECT * FROM weave_credentials ORDER BY id") == kept
+    listed = [c["credential_id"] for c in routines.status(conn)["expiring_credentials"]]
+    assert listed == [expiring, *reversed(expired)]
