@@ -65,6 +65,8 @@ BEGIN
       LEFT JOIN weave_instances i ON i.namespace_id = n.id AND i.idempotency_key = in_idempotency_key
       LEFT JOIN weave_definitions p ON p.id = i.definition_id
      WHERE d.name = in_definition AND (in_version IS NULL OR d.version = in_version)
+       -- As written: the collation pads spaces, and 'flow ' found flow, and was stored as typed.
+       AND OCTET_LENGTH(d.name) = OCTET_LENGTH(in_definition)
      ORDER BY d.version DESC LIMIT 1;
     CALL _weave_authorize(in_token, in_namespace, 'workflows:start', v_queues, v_ns, v_cred, v_actor, v_allowed);
 
@@ -108,7 +110,8 @@ BEGIN
             CALL _weave_raise(50117, 'INPUT_INVALID: input must be one JSON value of at most 1 MiB, nested at most '
                                      '31 levels, no key twice, no number past a double');
         END IF;
-        SELECT id INTO v_app FROM weave_apps WHERE namespace_id = v_ns AND name = in_app LOCK IN SHARE MODE;
+        SELECT id INTO v_app FROM weave_apps
+         WHERE namespace_id = v_ns AND name = in_app AND OCTET_LENGTH(name) = OCTET_LENGTH(in_app) LOCK IN SHARE MODE;
         IF v_app IS NULL THEN
             CALL _weave_raise(50122, 'APP_NOT_FOUND: no such app in the namespace');
         END IF;

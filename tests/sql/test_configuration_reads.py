@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-from procedures import routines
+import pytest
+
+from procedures import errors, routines
 from tests.benchmarks.bench_reads import reads_of as reads
 
 SLACK = 4  # reads a reopened table's statistics may add
@@ -36,6 +38,19 @@ def test_M2_the_definition_list_reads_each_name_s_latest_version_alone_however_m
     assert many <= few + SLACK, (few, many)
     listed = {d["name"]: (d["latest_version"], d["versions"]) for d in routines.definition_list(conn, token, ns)}
     assert listed == {"alpha": (1, 1), "beta": (41, 41), "gamma": (1, 1)}
+
+
+def test_R3_a_start_names_its_definition_and_app_as_they_are_written(world):
+    """The collation pads spaces: a start naming 'cool-off ' found cool-off, and its instance, events and audit row kept
+    the name as typed (over SQL or the CLI; the API's patterns refuse such a name before)."""
+    world.publish(flow("cool-off", 1_000))
+    with pytest.raises(errors.ValidationFailed) as refused:
+        world.start("cool-off ")
+    assert refused.value.field_code == "DEFINITION_NOT_FOUND"
+    with pytest.raises(errors.ValidationFailed) as refused:
+        world.start("cool-off", app=world.app + " ")
+    assert refused.value.field_code == "APP_NOT_FOUND"
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_instances") == 0
 
 
 def test_S2_expiring_credentials_are_listed_before_the_expired_ones_nobody_disabled(world):
