@@ -40,7 +40,7 @@ def test_M2_the_definition_list_reads_each_name_s_latest_version_alone_however_m
     assert listed == {"alpha": (1, 1), "beta": (41, 41), "gamma": (1, 1)}
 
 
-def test_R3_a_start_names_its_definition_and_app_as_they_are_written(world):
+def test_M2_a_start_names_its_definition_and_app_as_they_are_written(world):
     """The collation pads spaces: a start naming 'cool-off ' found cool-off, and its instance, events and audit row kept
     the name as typed (over SQL or the CLI; the API's patterns refuse such a name before)."""
     world.publish(flow("cool-off", 1_000))
