@@ -13,7 +13,7 @@ import falcon
 from procedures import db, errors, installer, settings
 
 from . import console, ops, resources, signals, traffic
-from .http import ApiConnections, Connections, NoStore, PathWidths, failing_over, make_error_handler
+from .http import ApiConnections, Connections, NoStore, PathWidths, QueryNames, failing_over, make_error_handler
 
 PREFIX = "/v1/namespaces/{ns}"
 
@@ -27,7 +27,7 @@ def _with_head(resource: object) -> object:
 
 def create_app(connections: Connections) -> falcon.App:
     # Each has its own hooks: falcon calls those a class has. The request metrics first: their response hook runs last.
-    middleware: list[Any] = [traffic.RequestMetrics(), NoStore(), PathWidths()]
+    middleware: list[Any] = [traffic.RequestMetrics(), NoStore(), PathWidths(), QueryNames()]
     app = falcon.App(media_type=falcon.MEDIA_JSON, middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
     handler = make_error_handler(connections)

@@ -22,7 +22,7 @@ from procedures.jsontext import InvalidJson, parse_members
 
 log = logging.getLogger("weave.api")
 
-__all__ = ["ApiConnections", "ApiError", "Connections", "NoStore", "PathWidths", "bearer", "failing_over",
+__all__ = ["ApiConnections", "ApiError", "Connections", "NoStore", "PathWidths", "QueryNames", "bearer", "failing_over",
            "idempotency_key", "invalid", "json_body", "json_members", "json_object", "make_error_handler",
            "optional_idempotency_key", "parse_strict", "problem", "problem_text", "raw_body", "respond"]
 
@@ -136,6 +136,20 @@ class PathWidths:
         for name, width in PATH_WIDTHS.items():
             if isinstance(params.get(name), str) and len(params[name]) > width:
                 params[name] = ""
+
+
+class QueryNames:
+    """Middleware: a query parameter that an API request does not take is refused (422 UNKNOWN_FIELD), as an unknown
+    body field is: ``GET /definitions?limit=10`` answered every definition, as if paged. A resource whose reads take
+    some names the methods in ``queried``, and its responder checks them (``schemas.query``)."""
+
+    def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict) -> None:
+        if not req.params or resource is None or not req.path.startswith("/v1/"):
+            return
+        if req.method in getattr(resource, "queried", ()):
+            return
+        raise invalid([(name, "UNKNOWN_FIELD", f"{name} is not a query parameter of this request; it takes none")
+                       for name in sorted(req.params)])
 
 
 IDEMPOTENCY_KEY_MAX = 128

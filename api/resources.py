@@ -90,6 +90,8 @@ class DefinitionVersion(Resource):
 
 
 class Workflows(Resource):
+    queried = ("GET", "HEAD")  # its list takes a query (schemas.query)
+
     def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         token = bearer(req)
         key = idempotency_key(req)
@@ -123,6 +125,8 @@ class Workflow(Resource):
 
 
 class Events(Resource):
+    queried = ("GET", "HEAD")  # its list takes a query (schemas.query)
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str, workflow_id: str) -> None:
         token = bearer(req)
         q = schemas.query(req, "list_events")
@@ -133,6 +137,8 @@ class Events(Resource):
 
 
 class Rounds(Resource):
+    queried = ("GET", "HEAD")  # its list takes a query (schemas.query)
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str, workflow_id: str, step_key: str) -> None:
         token = bearer(req)
         q = schemas.query(req, "list_rounds")
@@ -144,6 +150,8 @@ class Rounds(Resource):
 
 class Audit(Resource):
     """GET /audit: the audit trail, newest first; the namespace's own actions, or one instance's rows."""
+
+    queried = ("GET", "HEAD")  # its list takes a query (schemas.query)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         token = bearer(req)

@@ -14,6 +14,8 @@ from .resources import Resource
 
 
 class Signals(Resource):
+    queried = ("GET", "HEAD")  # its list takes a query (schemas.query)
+
     def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str, workflow_id: str) -> None:
         token = bearer(req)
         key = idempotency_key(req)

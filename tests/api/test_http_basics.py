@@ -72,6 +72,26 @@ def test_a_publish_with_an_idempotency_key_replays_its_first_answer_after_later_
     assert publish(client, world).json["version"] == 3  # without a key: the content decides, as before
 
 
+def test_a_query_parameter_a_request_does_not_take_is_refused_on_every_api_path(client, world):
+    """`GET /definitions?limit=10` answered every definition, as if paged, and any request ignored a query it does
+    not take; the lists that take a query already refused a name they do not know (UNKNOWN_FIELD)."""
+    publish(client, world)
+    wf = start(client, world).json["workflow_id"]
+    for method, url, token in (("GET", f"{NS}/definitions?limit=10", world.token),
+                               ("GET", f"{NS}/definitions/cool-off?version=1", world.token),
+                               ("GET", f"{NS}/workflows/{wf}?fields=status", world.token),
+                               ("GET", f"{NS}/credentials?status=ACTIVE", world.admin),
+                               ("POST", f"{NS}/workflows/{wf}/pause?force=true", world.token)):
+        path, _, query = url.partition("?")
+        answer = client.simulate_request(method, path, query_string=query,
+                                         headers={**auth(token), "Idempotency-Key": "q-1"}, json={"reason": "x"})
+        body = problem(answer, 422, "VALIDATION_FAILED")
+        assert [e["code"] for e in body["errors"]] == ["UNKNOWN_FIELD"], (url, body)
+    assert world.instance(wf)["control"] == "ACTIVE"  # the refused pause did nothing
+    listed = client.simulate_get(f"{NS}/workflows", query_string="status=RUNNING", headers=auth(world.token))
+    assert listed.status_code == 200 and [i["workflow_id"] for i in listed.json["items"]] == [wf]
+
+
 @pytest.mark.parametrize("version", ["\u00b2", "\u0661", "0", "01x", "9999999999"])
 def test_a_version_that_is_not_a_positive_ascii_number_is_not_found(client, world, version):
     publish(client, world)
