@@ -839,6 +839,30 @@ def _out_of_step(conn: Connection, exc: BaseException | str, conflicts: int) -> 
                                       f"conflict(s), closed: {exc}")
 
 
+# Past this many bytes of arguments, a call is measured against the server's packet limit before it is sent.
+LARGE_CALL = 1024 * 1024
+
+
+def _fits(conn: Connection, routine: str, args: tuple) -> None:
+    """A call larger than the server takes in one packet (``max_allowed_packet``, 16 MiB by default) is refused
+    here, saying so: sent, the server drops the connection as it arrives, which reads as the database gone away
+    (2006), and a retry meets the same."""
+    if sum(len(a) for a in args if isinstance(a, (str, bytes, bytearray))) < LARGE_CALL:
+        return
+    with conn.cursor() as cur:
+        statement = cur.mogrify(f"CALL {routine}({', '.join(['%s'] * len(args))})", args)
+        limit = getattr(conn, "_weave_packet_limit", None)
+        if limit is None:
+            cur.execute("SELECT @@max_allowed_packet AS m")
+            limit = int(cur.fetchall()[0]["m"])
+            conn._weave_packet_limit = limit  # type: ignore[attr-defined]  # the server's, for this connection's life
+    size = len(statement.encode(conn.encoding, "surrogateescape"))
+    if size + 1 > limit:
+        raise errors.ValidationFailed(
+            f"PAYLOAD_TOO_LARGE: {routine} would be sent as {size} bytes; the database server takes at most {limit} "
+            "in one statement (its max_allowed_packet)", field_code="PAYLOAD_TOO_LARGE")
+
+
 def call(conn: Connection, routine: str, *args: Any) -> list[list[dict]]:
     """CALL a routine and return every result set it produced.
 
@@ -846,6 +870,7 @@ def call(conn: Connection, routine: str, *args: Any) -> list[list[dict]]:
     remaining sets are read, and an undrained cursor would raise on the next statement instead.
     A conflict is tried again on the same connection only when nothing of the failed reply is left to read.
     """
+    _fits(conn, routine, args)
     for attempt in range(CONFLICT_RETRIES + 1):
         owned = conn.get_autocommit() and not conn.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS  # type: ignore[attr-defined]  # not in the stubs
         try:

@@ -7,11 +7,14 @@ import dataclasses
 import datetime as dt
 import json
 import re
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from orchestrator.cli import EXIT_CODES, EXIT_TIMED_OUT, EXIT_USAGE, main
 from orchestrator.loop import Orchestrator
+from procedures import db as dbmod
 from procedures import installer, pulse, routines, settings
 from tests.support import json_only
 from tests.support.signals import resolved_over_sql, send
@@ -1095,6 +1098,31 @@ def test_definitions_publish_with_an_idempotency_key_answers_its_first_publish_w
     assert code == 0 and out.strip() == ("definition cool-off version 1 published "
                                          "(answered again: this key's first publish)"), (out, err)
     assert world.db.scalar("SELECT MAX(version) FROM weave_definitions") == 2
+
+
+def test_definitions_publish_past_the_server_s_packet_limit_says_so_and_publishes_nothing(capsys):
+    """A definition larger than the database server takes in one statement (max_allowed_packet) was sent anyway:
+    the server dropped the connection, the CLI tried again, and said UNAVAILABLE: 2006 MySQL server has gone away,
+    as if the database were down. It now says what is too large, and what the server takes."""
+    from tests.support.server import private_server
+
+    with private_server("weave-packet-", "weave", options=("--max-allowed-packet=1M",)) as (_, dsn), \
+            tempfile.TemporaryDirectory() as folder:
+        with dbmod.connect(dsn) as conn:
+            admin = routines.namespace_bootstrap(conn, "acme")["token"]
+            routines.queue_put(conn, admin, "acme", "payments", 10)
+        path = Path(folder) / "big.json"
+        path.write_text(json.dumps({"name": "big", "steps": [
+            {"key": "t", "type": "TASK", "queue": "payments", "handler": "example.echo", "handler_version": "1",
+             "input": {"blob": "x" * 1_100_000}}]}))
+        code = main(["definitions", "publish", str(path), "--dsn", dsn.url(), "--namespace", "acme",
+                     "--token", admin])
+        said = capsys.readouterr().err
+        assert code == EXIT_CODES[413], said
+        assert "PAYLOAD_TOO_LARGE" in said and "max_allowed_packet" in said and "1048576" in said, said
+        with dbmod.connect(dsn) as conn, conn.cursor() as cur:
+            cur.execute("SELECT COUNT(*) AS n FROM weave_definitions")
+            assert cur.fetchall()[0]["n"] == 0
 
 
 def test_workflows_purge_of_named_instances_removes_those_alone_for_a_customer_s_erasure(weave, world, orch, tmp_path):
