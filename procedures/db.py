@@ -33,7 +33,11 @@ DEFAULT_DSN = settings.DEFAULT_DSN
 # transaction leaves it open, half done. The engine's connections take no statement time limit (a limit the server
 # sets for every session, meant for runaway reports, would cut decisions in half); MySQL has no such variable and
 # ignores the MariaDB-only part.
-INIT_COMMAND = f"SET SESSION sql_mode='{SQL_MODE}', time_zone='+00:00' /*M!100101 , max_statement_time = 0 */"
+# Nor a cap on the rows a plain SELECT answers (sql_select_limit, which a server's init_connect may set for every
+# session): the installer's read of its recorded routines came back cut short, and every node refused the database
+# as another build's.
+INIT_COMMAND = (f"SET SESSION sql_mode='{SQL_MODE}', time_zone='+00:00', sql_select_limit = DEFAULT"
+                " /*M!100101 , max_statement_time = 0 */")
 # The server's interrupts of a statement: what is left open after one is the interrupted routine's own transaction.
 INTERRUPTED = frozenset({1317, 1969})
 # Every connection reads rows as dicts.
@@ -655,6 +659,17 @@ def _connect_one(dsn: Dsn, host: str, port: int, database: bool, autocommit: boo
     # PyMySQL applies these per read and write; they are only constructor arguments otherwise.
     conn._read_timeout, conn._write_timeout = dsn.timeout("read_timeout"), dsn.timeout("write_timeout")  # type: ignore[attr-defined]
     return conn, result
+
+
+def migration_connection(dsn: Dsn) -> pymysql.connections.Connection:
+    """A connection for the migration tool, to one host: the engine's session settings (INIT_COMMAND) and the DSN's
+    TLS as every other connection has them, plain rows and no autocommit as the tool expects, and no read timeout
+    (a migration's statement may rebuild a large table for minutes)."""
+    conn = pymysql.connect(host=dsn.host, port=dsn.port, user=dsn.user, password=dsn.password,
+                           database=dsn.database, unix_socket=dsn.unix_socket, charset="utf8mb4",
+                           connect_timeout=dsn.timeout("connect_timeout"), init_command=INIT_COMMAND,
+                           **_tls_arguments(dsn))
+    return conn
 
 
 # A server at its connection limit (max_connections, or a user's max_connections / max_user_connections) refuses

@@ -123,10 +123,22 @@ def shipped_level() -> str:
 
 
 def _yoyo_backend(dsn: db.Dsn) -> Any:
-    from yoyo import get_backend
+    """The migration tool's backend on one ready node, connected as every other connection of the engine is: its
+    own connection read the server's sql_mode (a mode such as EMPTY_STRING_IS_NULL or ORACLE failed the schema's
+    first statements), time zone and statement time limit, and dropped the DSN's TLS options (an owner made to
+    present a certificate could not migrate, and a checked server certificate went unchecked)."""
+    from yoyo.backends.core.mysql import MySQLBackend
+    from yoyo.connections import default_migration_table, parse_uri
 
-    # yoyo takes one host and hands URL options to the driver as they are: give it one ready node, bare.
-    return get_backend(db.pinned(dsn).url(options=False))
+    one = db.pinned(dsn)
+
+    class Backend(MySQLBackend):
+        def connect(self, dburi: Any) -> Any:
+            return db.migration_connection(one)
+
+    backend = Backend(parse_uri(one.url(options=False)), default_migration_table)
+    backend.init_database()
+    return backend
 
 
 def migrate(dsn: db.Dsn, *, test_clock: bool = False,

@@ -102,6 +102,15 @@ def test_a_client_certificate_is_presented_to_a_user_that_requires_one(tls_serve
         dbmod.connect(_with(plain, user="certified", ssl_ca=pki.ca))
 
 
+def test_an_owner_that_must_present_a_certificate_migrates(tls_server):
+    """The migration tool's connection dropped the DSN's TLS options: an owner made to present a client certificate
+    was refused (1045) by `weave migrate` alone. It connects as every other connection does now."""
+    plain, pki, _ = tls_server
+    certified = _with(plain, user="certified", ssl_mode="VERIFY_IDENTITY", host="localhost", ssl_ca=pki.ca,
+                      ssl_cert=pki.client_cert, ssl_key=pki.client_key)
+    assert installer.migrate(certified, test_clock=True).migrations_applied == []
+
+
 def test_the_engine_runs_over_tls_and_the_server_sees_every_session_encrypted(tls_server):
     """Routine calls, as every process makes them, over a verified connection: a namespace, a definition, a start."""
     plain, pki, _ = tls_server

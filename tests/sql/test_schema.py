@@ -15,7 +15,7 @@ import pymysql
 import pytest
 
 from procedures import db as dbmod
-from procedures import errors, installer
+from procedures import errors, installer, routines
 from tests.support.db import roll_back_migration
 from tests.support.server import drop_user
 from tests.support.waiting import wait_for, wait_for_value
@@ -381,7 +381,8 @@ def test_R16_a_migrate_stopped_partway_leaves_a_database_no_build_starts_on(data
             cur.execute("SELECT name, digest FROM weave_routines")
             before = {row["name"]: row["digest"] for row in cur.fetchall()}
             # In the way of the migration's first statement (its index's name, taken): the migrate stops there.
-            cur.execute("ALTER TABLE weave_console_sessions ADD KEY ix_console_session_credential (created_at)")
+            assert last == "0019.credential-expiry-index", "block the last migration's first statement here"
+            cur.execute("ALTER TABLE weave_credentials ADD KEY ix_credential_expiry (actor)")
         with pytest.raises(installer.MigrationFailed):
             installer.migrate(fresh, test_clock=True)
         with dbmod.connect(fresh) as conn, conn.cursor() as cur:
@@ -392,7 +393,7 @@ def test_R16_a_migrate_stopped_partway_leaves_a_database_no_build_starts_on(data
                 installer.check_level(conn)
             assert f"a migrate of {last} stopped after 0 of its statements" in str(refused.value)
             assert "routines differing" not in str(refused.value)
-            cur.execute("ALTER TABLE weave_console_sessions DROP KEY ix_console_session_credential")
+            cur.execute("ALTER TABLE weave_credentials DROP KEY ix_credential_expiry")
             cur.execute(f"DELETE FROM {installer.PROGRESS_TABLE}")  # as a migrate that applied it left it, before
             cur.execute("INSERT INTO _yoyo_migration (migration_hash, migration_id, applied_at_utc) "  # its routines
                         "VALUES (SHA2(%s, 256), %s, UTC_TIMESTAMP())", (last, last))
@@ -677,6 +678,33 @@ def test_R15_migrate_by_an_owner_without_super_on_a_binlogging_server_names_the_
         assert main(["migrate", "--dsn", owner.url(), "--json"]) == 0
         with dbmod.connect(owner) as conn:
             installer.check_level(conn)
+
+
+def test_R15_migrate_and_the_nodes_keep_their_own_session_settings_on_a_server_set_otherwise(capsys):
+    """A server whose own sql_mode is ORACLE and EMPTY_STRING_IS_NULL, which caps a SELECT's rows and every statement's
+    time: the migration tool's connection took the server's settings (the schema's first statements failed, 1067 and
+    1146), and the installer's read of its recorded routines came back cut short, so every later migrate installed
+    them all again and every node refused the database as another build's. Each connection sets its own."""
+    from orchestrator.cli import main
+    from tests.support.server import private_server
+
+    options = ("--sql-mode=ORACLE,EMPTY_STRING_IS_NULL", "--max-statement-time=30",
+               "--init-connect=SET SESSION sql_select_limit = 5")  # init_connect: for users without SUPER
+    with private_server("weave-modes-", "weave", options=options, migrated=False) as (_, dsn):
+        with dbmod.connect(dsn, database=False) as conn, conn.cursor() as cur:
+            for host in ("%", "localhost"):
+                cur.execute(f"CREATE USER 'weave_owner'@'{host.replace('%', '%%')}' IDENTIFIED BY 'pw'")
+                cur.execute(f"GRANT ALL PRIVILEGES ON weave.* TO 'weave_owner'@'{host.replace('%', '%%')}'")
+        owner = dbmod.Dsn(user="weave_owner", password="pw", database="weave", unix_socket=dsn.unix_socket,
+                          host=dsn.host, port=dsn.port)
+        assert main(["migrate", "--dsn", owner.url(), "--test-clock", "--json"]) == 0, capsys.readouterr().err
+        capsys.readouterr()
+        again = installer.migrate(owner, test_clock=True)
+        assert again.migrations_applied == [] and again.routines_installed == []
+        with dbmod.connect(owner) as conn:
+            installer.check_level(conn)
+            admin = routines.namespace_bootstrap(conn, "acme")["token"]
+            assert routines.app_put(conn, admin, "acme", "billing", 10)["created"]
 
 
 def test_R2_production_install_refuses_the_test_clock(database):
