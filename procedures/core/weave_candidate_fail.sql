@@ -5,7 +5,8 @@
 -- succeed by waiting. For a checkpoint, its step (or, for ROOT, the instance) goes to review
 -- CANDIDATE_FAILING with the error. A task outcome or a signal stays due (it is a fact, kept to be
 -- applied), and the step it is for goes to review the same way while it is ACTIVE, else the instance:
--- once, while no CANDIDATE_FAILING reason of the instance is open. That takes the instance lock first
+-- once, while no CANDIDATE_FAILING reason of the instance is open. A checkpoint whose step is no longer ACTIVE
+-- asks the instance the same way, once. That takes the instance lock first
 -- (R-3), so the bookkeeping is then written under it.
 CREATE PROCEDURE weave_candidate_fail(
         IN in_class   VARCHAR(16),
@@ -16,7 +17,8 @@ CREATE PROCEDURE weave_candidate_fail(
 Parameters: in_class (CHECKPOINT, INBOX or SIGNAL), in_id, in_version (as scanned), in_error.
 Result set: recorded (1, or 0 when the candidate had changed or gone), review (1 when the failure opened a review
 reason CANDIDATE_FAILING: the candidate failed 3 times in a row with the same non-transient error; a task outcome
-or a signal stays due, and opens that reason once while none of its instance is open).
+or a signal stays due, and opens that reason once while none of its instance is open; so does a checkpoint whose
+step is no longer ACTIVE).
 Errors: 50100 INVALID_ARGUMENT for an unknown class.
 Rules: R-12, R-18.'
     MODIFIES SQL DATA
@@ -33,6 +35,7 @@ BEGIN
     DECLARE v_attempts INT UNSIGNED;
     DECLARE v_step BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_seq INT UNSIGNED DEFAULT 0;
+    DECLARE v_open INT DEFAULT 0;  -- open CANDIDATE_FAILING reasons of the instance
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_claim('weave_candidate_fail', v_tx);
@@ -84,6 +87,16 @@ BEGIN
             SELECT id, activation_seq INTO v_step, v_seq FROM weave_steps
              WHERE instance_id = v_inst AND step_key = v_step_key AND status = 'ACTIVE' FOR UPDATE;
         END IF;
+        IF v_step IS NULL THEN
+            -- On the instance, once while a CANDIDATE_FAILING reason of it is open, whatever the class: a checkpoint
+            -- whose step is no longer ACTIVE (its review did not remove it) opened another reason at every failure,
+            -- one a minute while the fault lasted.
+            SELECT COUNT(*) INTO v_open FROM weave_review_reasons
+             WHERE instance_id = v_inst AND code = 'CANDIDATE_FAILING' AND closed_at IS NULL;
+            SET v_review = (v_open = 0);
+        END IF;
+    END IF;
+    IF v_review = 1 AND v_rows = 1 THEN
         IF v_step IS NOT NULL THEN
             CALL _weave_step_review(v_ns, v_inst, v_step, v_step_key, v_seq, 'CANDIDATE_FAILING',
                                     CONCAT('failed ', v_attempts + 1, ' times: ', LEFT(in_error, 900)), v_now);

@@ -164,6 +164,24 @@ def test_R18_the_same_non_transient_failure_a_third_time_opens_a_review(world, o
     assert world.step(wf, "cool_off")["status"] == "NEEDS_REVIEW"
 
 
+def test_R18_a_checkpoint_that_keeps_failing_after_its_review_asks_once(world, orch):
+    """A checkpoint whose step review did not remove it (its step no longer ACTIVE) kept failing the same way, and
+    each failure opened another CANDIDATE_FAILING reason on the instance: seven in 51 s, one a minute while the fault
+    lasted. It asks once while such a reason is open; its failures still back off."""
+    world.publish(signal_flow(before_timer_ms=1_000))
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+    error = "INVALID_STATE: a handler refused this checkpoint"
+    answers = []
+    for _ in range(7):
+        cp = world.db.row("SELECT id, version FROM weave_pending_advances WHERE step_key = 'cool_off'")
+        (row,) = dbmod.call(world.db.conn, "weave_candidate_fail", "CHECKPOINT", cp["id"], cp["version"], error)[0]
+        answers.append((row["recorded"], row["review"]))
+    assert answers == [(1, 0), (1, 0), (1, 1), (1, 0), (1, 0), (1, 0), (1, 0)]
+    assert [r["code"] for r in world.instance(wf)["review_reasons"]] == ["CANDIDATE_FAILING"]
+    assert world.db.scalar("SELECT attempts FROM weave_pending_advances WHERE step_key = 'cool_off'") == 7
+
+
 def test_R18_transient_or_changing_failures_only_back_off(world, orch):
     world.publish(signal_flow(before_timer_ms=1_000))
     wf = world.start("approval-flow", {"order_id": "o-1"})
