@@ -40,13 +40,20 @@ class Ready:
             resp.set_header("Retry-After", "5")
             problem(resp, 503, "UNAVAILABLE", exc.detail)
             return
-        if db.server_read_only(conn):
+        settings = db.write_settings(conn)
+        if db.read_only(settings):
             db.not_writable(conn)
             self.connections.discard()
             resp.set_header("Retry-After", "5")
             problem(resp, 503, "UNAVAILABLE", "NOT_WRITABLE: the database server takes no writes now: it is "
                                                "read-only. Writes answer 503 until it takes them again, or until the "
                                                "database address leads to the server that does (after a failover).")
+            return
+        refused = db.why_writes_refused(settings)
+        if refused:  # a setting of the server's, which a person changes: no other node is better
+            resp.set_header("Retry-After", "5")
+            problem(resp, 503, "UNAVAILABLE", f"NOT_WRITABLE: {refused}. Set binlog_format = ROW on the server "
+                                               "(docs/operations.md, Tuning the database).")
             return
         respond(resp, {"status": "ready", "level": installer.shipped_level()})
 

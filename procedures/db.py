@@ -545,8 +545,27 @@ def node_state(conn: Connection) -> dict[str, str]:
 
 def _read_only_variables(conn: Connection) -> dict[str, str]:
     with conn.cursor(pymysql.cursors.Cursor) as cur:
-        cur.execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'super_read_only')")
+        cur.execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'super_read_only', 'log_bin', "
+                    "'binlog_format')")
         return {name.lower(): value for name, value in cur.fetchall()}
+
+
+def write_settings(conn: Connection) -> dict[str, str]:
+    """The server's settings that decide whether it takes the engine's writes (``why_writes_refused``), in one
+    statement."""
+    return _read_only_variables(conn)
+
+
+def why_writes_refused(state: dict[str, str]) -> str | None:
+    """Why a server in ``state`` (``write_settings`` or ``node_state``) refuses the engine's writes, or None: set
+    read-only, or logging statements (binlog_format = STATEMENT with the binary log on: every write of a READ
+    COMMITTED transaction, as the engine's decisions are, is refused with 1665; MIXED logs those as rows)."""
+    if read_only(state):
+        return "the database server is read-only"
+    if state.get("log_bin", "OFF").upper() in ("ON", "1") and state.get("binlog_format", "").upper() == "STATEMENT":
+        return ("the database server logs statements (binlog_format = STATEMENT), and refuses every write of the "
+                "engine's READ COMMITTED transactions (1665)")
+    return None
 
 
 def server_read_only(conn: Connection) -> bool:

@@ -178,8 +178,12 @@ HistoryChanged = BY_CODE["HISTORY_CHANGED"]
 # app or queue between this one's check and its guarded update. Retried like a deadlock, and never counted as
 # the repeated failure that sends a candidate to review.
 TRANSIENT_CODES: dict[str, int] = {"ROOM_TAKEN": 50014}
+# 1665 and 1792 are a server set to refuse the engine's writes for now, as read_only (1290) is: one that logs
+# statements (binlog_format = STATEMENT refuses a READ COMMITTED transaction's writes), or whose init_connect makes
+# every transaction read-only. Each is a setting a person changes; until then a decision is tried again later, and
+# never booked as the candidate's own failure (every due timer went to review within a second).
 TRANSIENT_ERRNOS = frozenset({1213, 1205, 2006, 2013, 2003, 2055, 1053, 1317, 1969, 1927, 4031, 1047, 1180,
-                              1040, 1203, 1226, 1290, 2026, 1021, 1114, *TRANSIENT_CODES.values()})
+                              1040, 1203, 1226, 1290, 1665, 1792, 2026, 1021, 1114, *TRANSIENT_CODES.values()})
 
 
 # Server refusals of a value itself (out of range, too long, not a valid date or number) under the strict

@@ -158,6 +158,7 @@ def migrate(dsn: db.Dsn, *, test_clock: bool = False,
             _own_character_set(cur, dsn.database, progress)
         with db.connect(dsn) as conn:
             _refuse_a_newer_database(conn)
+            _refuse_statement_binlog(conn)
 
         backend = _yoyo_backend(dsn)
         migrations = read_migrations(str(MIGRATIONS_DIR))
@@ -360,6 +361,7 @@ def plan(dsn: db.Dsn) -> MigratePlan:
     if exists:
         with db.connect(dsn) as conn:
             _refuse_a_newer_database(conn)
+            _refuse_statement_binlog(conn)
             applied = database_level(conn)[0]
             stopped = _migration_in_progress(conn)
             with conn.cursor() as cur:
@@ -426,12 +428,23 @@ class InstallRefused(errors.WeaveError):
 
     code = "INSTALL_REFUSED"
 
-    def __init__(self, kind: str, name: str):
-        super().__init__(
+    @classmethod
+    def functions_need_super(cls, kind: str, name: str) -> InstallRefused:
+        return cls(
             f"INSTALL_REFUSED: the server refused to create {kind} {name}: its binary log is on, and it takes stored "
             "functions from a user without SUPER only with log_bin_trust_function_creators = 1 (the engine's "
             "functions are DETERMINISTIC NO SQL or READS SQL DATA). Set it on the server (SET GLOBAL, and in its "
             "configuration), or migrate as a user with SUPER, then run `weave migrate` again.")
+
+
+def _refuse_statement_binlog(conn: db.Connection) -> None:
+    """A server that logs statements (binlog_format = STATEMENT) refuses every write of a READ COMMITTED transaction
+    (1665), which is how the engine's decisions run: installed there, every due timer went to review within a
+    second. Refused before anything is changed, naming the setting."""
+    why = db.why_writes_refused(db.write_settings(conn))
+    if why and "binlog_format" in why:
+        raise InstallRefused(f"INSTALL_REFUSED: {why}. Set binlog_format = ROW on the server (SET GLOBAL, and in its "
+                             "configuration), then run `weave migrate` again.")
 
 
 MIGRATE_LOCK_WAIT_S = 300
@@ -532,7 +545,7 @@ def _install_routines(conn: db.Connection, report: MigrateReport, progress: Call
                 cur.execute(routine.installed)
             except pymysql.err.MySQLError as exc:
                 if errors.errno_of(exc) == FUNCTIONS_NEED_SUPER:
-                    raise InstallRefused(routine.kind.lower(), routine.name) from exc
+                    raise InstallRefused.functions_need_super(routine.kind.lower(), routine.name) from exc
                 raise
             cur.execute(
                 "REPLACE INTO weave_routines (name, kind, digest, installed_at) "

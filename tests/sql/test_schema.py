@@ -707,6 +707,37 @@ def test_R15_migrate_and_the_nodes_keep_their_own_session_settings_on_a_server_s
             assert routines.app_put(conn, admin, "acme", "billing", 10)["created"]
 
 
+def test_R15_a_server_that_logs_statements_is_refused_by_migrate_not_ready_and_its_refusals_are_transient():
+    """binlog_format = STATEMENT refuses every write of a READ COMMITTED transaction (1665), as the engine's decisions
+    are: migrate installed there and said nothing, /readyz answered ready, a write answered 500, and every due timer
+    went to review within a second, booked as its own failure. Migrate now refuses such a server, naming the
+    setting; /readyz says why it is not ready; and a write it refuses is transient, as a read-only server's is."""
+    from falcon import testing
+
+    from api.app import create_app
+    from api.http import Connections
+    from tests.support.server import private_server
+
+    with private_server("weave-stmtlog-", "weave", options=("--log-bin=binlog", "--binlog-format=STATEMENT"),
+                        migrated=False) as (_, dsn):
+        with pytest.raises(installer.InstallRefused, match="binlog_format = ROW"):
+            installer.migrate(dsn, test_clock=True)
+        with dbmod.connect(dsn) as conn, conn.cursor() as cur:
+            cur.execute("SELECT COUNT(*) AS n FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'weave'")
+            assert cur.fetchone()["n"] == 0  # refused before anything was made
+            cur.execute("SET GLOBAL binlog_format = 'ROW'")
+        installer.migrate(dsn, test_clock=True)
+        with dbmod.connect(dsn) as conn:
+            admin = routines.namespace_bootstrap(conn, "acme")["token"]
+            with conn.cursor() as cur:
+                cur.execute("SET GLOBAL binlog_format = 'STATEMENT'")  # a DBA's change, for new sessions
+        with dbmod.connect(dsn) as conn:
+            with pytest.raises(errors.TransientDatabaseError, match="^1665"):
+                routines.app_put(conn, admin, "acme", "billing", 10)
+        ready = testing.TestClient(create_app(Connections(dsn))).simulate_get("/readyz")
+        assert ready.status_code == 503 and "binlog_format = STATEMENT" in ready.json["detail"], ready.text
+
+
 def test_R2_production_install_refuses_the_test_clock(database):
     prod = database.with_database(database.database + "_prod")
     try:
