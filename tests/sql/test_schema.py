@@ -738,6 +738,20 @@ def test_R15_a_server_that_logs_statements_is_refused_by_migrate_not_ready_and_i
         assert ready.status_code == 503 and "binlog_format = STATEMENT" in ready.json["detail"], ready.text
 
 
+def test_R12_a_session_whose_transactions_are_read_only_is_refused_as_transient(world):
+    """A server whose init_connect makes every session's transactions read-only refuses the engine's writes (1792),
+    as a read-only server does (1290): transient, never a fault of the call's own."""
+    conn = world.db.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION TRANSACTION READ ONLY")
+        with pytest.raises(errors.TransientDatabaseError, match="^1792"):
+            routines.app_put(conn, world.admin, world.namespace, "reports", 10)
+    finally:
+        conn.close()
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_apps WHERE name = 'reports'") == 0
+
+
 def test_R2_production_install_refuses_the_test_clock(database):
     prod = database.with_database(database.database + "_prod")
     try:
