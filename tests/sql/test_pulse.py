@@ -1195,9 +1195,9 @@ def test_M4_7_the_app_and_queue_lists_count_tasks_in_flight_from_their_counters(
     assert lists() == (1, (1, 0))
     orch.drain()
     assert lists() == (1, (1, 0)) and world.db.in_flight() == 1
-    reads = _handler_reads(world, lists)
+    reads = _least_reads(world, lists)
     started(world, orch, n=50)
-    assert lists() == (51, (51, 0)) and _handler_reads(world, lists) == reads  # flat however long the queue
+    assert lists() == (51, (51, 0)) and _least_reads(world, lists) == reads  # flat however long the queue
 
 
 @pytest.mark.breaks_invariants("M-4.7b")
@@ -1226,6 +1226,12 @@ def _handler_reads(world, act) -> int:
     return sum(int(r["Value"]) for r in world.db.rows(read)) - before
 
 
+def _least_reads(world, act, runs: int = 3) -> int:
+    """The least of ``runs`` measures of ``act()``: a table the server opens again (evicted from its table cache by
+    other databases' work on a shared server) reads its statistics once, into the session's counters."""
+    return min(_handler_reads(world, act) for _ in range(runs))
+
+
 def test_M4_7_a_task_s_end_and_creation_read_the_same_stripes_however_many_apps_and_queues_there_are(world, orch):
     """A task's end releases into its app's and queue's stripes through the primary key (two rows), and a creation
     sums the stripes of its own app and queue (sixteen each): neither reads more when other apps and queues, each
@@ -1241,13 +1247,16 @@ def test_M4_7_a_task_s_end_and_creation_read_the_same_stripes_however_many_apps_
         assert world.instance(wf)["status"] == "SUCCEEDED"
         return creation, end
 
+    def least() -> tuple[int, ...]:  # each figure's least of three tasks (see _least_reads)
+        return tuple(min(figures) for figures in zip(*(one_task() for _ in range(3)), strict=True))
+
     one_task()  # the routines loaded (a first call reads their definitions)
-    before = one_task()
+    before = least()
     for i in range(100):
         routines.app_put(world.db.conn, world.admin, world.namespace, f"other-{i}", 10)
         routines.queue_put(world.db.conn, world.admin, world.namespace, f"other-{i}", 10)
     assert world.db.scalar("SELECT COUNT(*) FROM pulse_slot_releases") == 16 * 202
-    assert one_task() == before
+    assert least() == before
 
 
 def test_R8_M4_7_a_release_not_committed_yet_still_counts_and_no_creation_waits_for_it(world, orch):
