@@ -28,6 +28,7 @@ BEGIN
     DECLARE v_planned DATETIME(6);
     DECLARE v_end DATETIME(6);  -- a TIMER's due time, a SIGNAL wait's deadline
     DECLARE v_due DATETIME(6);  -- when the checkpoint wakes
+    DECLARE v_early INT DEFAULT NULL;  -- signals that came for the wait before it opened
     DECLARE v_corr VARBINARY(512) DEFAULT NULL;
     DECLARE v_name VARCHAR(128) DEFAULT NULL;  -- a SIGNAL wait's contract, read once for the wait and its event
     DECLARE v_version VARCHAR(32) DEFAULT NULL;
@@ -42,8 +43,15 @@ BEGIN
                         CAST(JSON_UNQUOTE(JSON_EXTRACT(in_frozen, '$.correlation')) AS BINARY), NULL),
             v_name = JSON_VALUE(in_frozen, '$.signal.name'),
             v_version = JSON_VALUE(in_frozen, '$.signal.payload_version');
-        SELECT IF(EXISTS (SELECT 1 FROM weave_signals WHERE instance_id = in_instance_id AND target_step_key = in_step_key
-                             AND target_activation_seq = in_seq AND status = 'PENDING'), in_now, v_end) INTO v_due;
+        -- A count always answers: one that came back empty was cut short by an interrupt (see _weave_root_advance),
+        -- and the wait would have slept to its deadline with an early signal PENDING for it.
+        SELECT COUNT(*) INTO v_early FROM weave_signals
+         WHERE instance_id = in_instance_id AND target_step_key = in_step_key AND target_activation_seq = in_seq
+           AND status = 'PENDING' LIMIT 1;
+        IF v_early IS NULL THEN
+            CALL _weave_raise(1317, 'INTERRUPTED: the wait''s read of its early signals came back empty');
+        END IF;
+        SET v_due = IF(v_early > 0, in_now, v_end);
     END IF;
     INSERT INTO weave_waits (namespace_id, instance_id, activation_id, step_key, activation_seq, kind, status,
                              started_at, due_at, planned_due_at, deadline_at, signal_name, payload_version,

@@ -75,6 +75,14 @@ BEGIN
       JOIN weave_credentials c ON c.id = i.credential_id
       JOIN weave_apps a ON a.id = i.app_id
      WHERE i.id = in_instance_id;
+    -- The caller holds the instance's row, and the count always answers: a read that came back empty was cut short.
+    -- A KILL QUERY that lands in a subquery of a SELECT's select list gives that subquery no value (NULL, or 0 for an
+    -- EXISTS) and no error, and the server forgets the kill (MariaDB 10.11): the walk went on as if nothing were
+    -- ready, and the caller committed a start or a settlement whose next step never activated, with nothing due to
+    -- say so. It is the interrupt it is: the decision is undone, and tried again.
+    IF v_status IS NULL OR v_readiness IS NULL THEN
+        CALL _weave_raise(1317, 'INTERRUPTED: the walk''s read of the instance came back empty; nothing is changed');
+    END IF;
     SET v_ready = CAST(SUBSTRING_INDEX(v_readiness, ':', 1) AS UNSIGNED),
         v_step = IF(v_ready = 0, NULL, CAST(SUBSTRING_INDEX(v_readiness, ':', -1) AS UNSIGNED));
     SET v_ended = in_event IS NOT NULL AND v_status = 'SUCCEEDED';

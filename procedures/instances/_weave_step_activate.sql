@@ -55,6 +55,12 @@ BEGIN
       FROM weave_steps s
       JOIN weave_instances i ON i.id = s.instance_id
      WHERE s.id = in_step_id AND s.instance_id = in_instance_id FOR UPDATE;
+    -- Every published step has its spec and its compiled expressions: one read back empty was cut short by an
+    -- interrupt the server swallowed (a KILL QUERY that lands in a select list's subquery gives it no value and no
+    -- error), and the step went to review as nesting too deep. Undone and tried again instead (_weave_root_advance).
+    IF v_spec IS NULL OR v_compiled IS NULL THEN
+        CALL _weave_raise(1317, 'INTERRUPTED: the activation''s read of its step came back empty; nothing is changed');
+    END IF;
 
     IF v_type IN ('TASK', 'POLL') THEN
         -- Its place in line is the ROOT checkpoint's: activation is ROOT's work.

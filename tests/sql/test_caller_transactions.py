@@ -373,6 +373,28 @@ def test_R1_a_routine_interrupted_part_way_leaves_nothing_open_for_the_next_stat
         world.db.execute("DROP PROCEDURE IF EXISTS stopped_midway")
 
 
+def test_R1_a_walk_whose_read_of_its_instance_comes_back_empty_undoes_the_decision(world):
+    """A KILL QUERY that lands while the server reads the instance row as a constant can end that read with no row and
+    no error: the walk went on as if no step were ready, and the start or settlement around it committed with its
+    next step never activated and nothing due (seen under a DBA's kills: 9 instances of 105 kills). The walk holds
+    its instance, so a read that finds nothing is the interrupt: it is raised as one (1317), and the caller's
+    decision is rolled back and tried again. Here the walk is asked for an instance that is not there."""
+    conn = world.db.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("START TRANSACTION")
+            with pytest.raises(pymysql.err.MySQLError) as refused:
+                cur.execute("CALL _weave_root_advance(1, 987654321, UTC_TIMESTAMP(6), 10, TRUE, NULL, '', 0, NULL, "
+                            "@outcome)")
+            cur.execute("ROLLBACK")
+            cur.execute("SELECT @outcome AS outcome")
+            assert cur.fetchone()["outcome"] is None
+        assert errors.errno_of(refused.value) == 1317 and "INTERRUPTED" in str(refused.value)
+        assert isinstance(errors.translate(refused.value), errors.TransientDatabaseError)
+    finally:
+        conn.close()
+
+
 def test_R1_the_engines_connections_take_no_statement_time_limit_the_server_gives_its_user(world, database):
     """A limit meant for runaway reports (here one a user is given) would cut the engine's decisions in half: its own
     connections set it to none; another connection of the same user keeps it."""
