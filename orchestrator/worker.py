@@ -282,7 +282,7 @@ class Worker:
             except errors.TransientDatabaseError as exc:
                 failures += 1
                 self._drop_conn()
-                if claiming and errors.is_connection_lost(exc) and unanswered is None:
+                if claiming and errors.answer_may_be_lost(exc) and unanswered is None:
                     unanswered = claim_began
                 log.warning("claim failed; retrying", extra={"fields": {"worker": self.worker_id, "error": str(exc)}})
                 self._stop.wait(min(5.0, 0.05 * 2 ** min(failures, 7)))
@@ -317,17 +317,18 @@ class Worker:
         self.stats["claimed"] += len(claims)
 
     def _take_unanswered(self, began: float | None = None) -> None:
-        """After a claim whose connection was lost: its attempts, if it committed, are RUNNING for this worker and
-        nobody runs them. They are read back (pulse_worker_attempts) and run like a claim's, before the next claim;
-        left alone they would run out their leases unrun and go to review as UNKNOWN (K-4). An attempt this worker
-        ran and left to its lease (its report could not be written) is RUNNING too, and is never run twice; nor is
-        one that an earlier process with the same worker id started (only those since this worker began are read).
-        ``began``: when (time.monotonic()) the lost claim began. Only attempts started since then run, on the
-        engine's clock (its time now, less the time since, less a second): a process that wrongly shares this
-        worker's id, running alongside, has its earlier claims left to it, never run a second time here. Should the
-        engine's clock have jumped ahead meanwhile (a failover to a node whose clock is ahead), the claim's own
-        attempts are left out too: the doubt goes the safe way (their leases end them, UNKNOWN, for a person to
-        look at, where running another's would do its work twice), and a warning names them."""
+        """After a claim whose answer was lost (its connection lost, or the claim interrupted after its commit):
+        its attempts, if it committed, are RUNNING for this worker and nobody runs them. They are read back
+        (pulse_worker_attempts) and run like a claim's, before the next claim; left alone they would run out
+        their leases unrun and go to review as UNKNOWN (K-4). An attempt this worker ran and left to its lease
+        (its report could not be written) is RUNNING too, and is never run twice; nor is one that an earlier
+        process with the same worker id started (only those since this worker began are read). ``began``: when
+        (time.monotonic()) the lost claim began. Only attempts started since then run, on the engine's clock
+        (its time now, less the time since, less a second): a process that wrongly shares this worker's id,
+        running alongside, has its earlier claims left to it, never run a second time here. Should the engine's
+        clock have jumped ahead meanwhile (a failover to a node whose clock is ahead), the claim's own attempts
+        are left out too: the doubt goes the safe way (their leases end them, UNKNOWN, for a person to look at,
+        where running another's would do its work twice), and a warning names them."""
         with self._cond:
             known = set(self._inflight) | self._left_to_lease  # running here, or run here already
         window = None

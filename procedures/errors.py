@@ -251,6 +251,13 @@ CONNECTION_ERRNOS = frozenset({2003, 2006, 2013, 2055})
 LOGIN_REFUSED_ERRNOS = frozenset({1044, 1045, 1698})
 
 
+def answer_may_be_lost(exc: BaseException) -> bool:
+    """The call may have committed without its answer reaching the caller: its connection was lost, or the server
+    interrupted it (KILL QUERY, max_statement_time), which can come after the routine's commit, while it answers."""
+    cause = exc.__cause__ if isinstance(exc, TransientDatabaseError) and exc.__cause__ else exc
+    return is_connection_lost(exc) or errno_of(cause) in (1317, 1969)
+
+
 def is_connection_lost(exc: BaseException) -> bool:
     """The server is unreachable or did not answer in time (not a deadlock or a lock wait: those answer)."""
     cause = exc.__cause__ if isinstance(exc, TransientDatabaseError) else exc

@@ -12,6 +12,7 @@ import time
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pymysql
 import pytest
 
 import orchestrator.example_handlers  # noqa: F401 - registers example.*
@@ -513,6 +514,44 @@ def test_K1_a_claim_whose_answer_was_lost_with_its_connection_still_runs_its_att
             stats = worker.run(max_claims=1, until=lambda: time.monotonic() > give_up)
         finally:
             worker.close()
+    assert len(ran) == 1 and stats["unanswered_claims_taken"] == 1 and stats["SUCCEEDED"] == 1
+    assert task_row(world, wf)["status"] == "SUCCEEDED" and len(attempts(world, wf)) == 1
+
+
+def test_K1_a_claim_interrupted_after_its_commit_still_runs_its_attempt(world, orch, database, monkeypatch):
+    """A KILL QUERY (or max_statement_time) that lands after the claim's commit, while it answers, fails the call
+    with 1317 though its attempts are RUNNING for this worker. The worker took that for a claim that did nothing:
+    each attempt ran out its lease unrun and went to review as LEASE_LOST (74 of 114 such kills under load). It
+    now reads back its running attempts, as after a lost connection, and runs them."""
+    private = Registry()
+    ran: list[dict] = []
+
+    @handler("counted", version="1", into=private)
+    def counted(input):
+        ran.append(input)
+        return {"done": True}
+
+    world.publish(task_flow("counted", handler="counted"))
+    wf = world.start("counted", {"order_id": "o-1"})
+    orch.drain()
+    real_claim = pulse.task_claim
+    calls = []
+
+    def interrupted_after_commit(*args, **kwargs):  # the real claim commits; its answer is lost to the interrupt
+        calls.append(real_claim(*args, **kwargs))
+        if len(calls) == 1:
+            raise errors.TransientDatabaseError("1317: Query execution was interrupted") from \
+                pymysql.err.OperationalError(1317, "Query execution was interrupted")
+        return calls[-1]
+
+    monkeypatch.setattr(pulse, "task_claim", interrupted_after_commit)
+    worker = make_worker(database, concurrency=1, handlers=private)
+    try:
+        give_up = time.monotonic() + 20
+        stats = worker.run(max_claims=1, until=lambda: time.monotonic() > give_up)
+    finally:
+        worker.close()
+    assert len(calls[0]) == 1  # the interrupted claim had taken the task
     assert len(ran) == 1 and stats["unanswered_claims_taken"] == 1 and stats["SUCCEEDED"] == 1
     assert task_row(world, wf)["status"] == "SUCCEEDED" and len(attempts(world, wf)) == 1
 
