@@ -7,6 +7,7 @@ import contextlib
 import io
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -39,6 +40,22 @@ class ApiError(errors.WeaveError):
         self.http_status, self.code, self.errors = status, code, errors_ or []
 
 
+def _waits_bounded(conn: db.Connection) -> db.Connection:
+    """A request's connection whose statements wait for a lock about as long as the request waits for their answer
+    (its read timeout, at least the server's one second): a request that gave up on its answer left its statement
+    waiting on the server for the server's own lock wait (50 s by default, a year for a table's metadata lock), and
+    the retries of a held row's requests piled up sessions until the server refused connections (1040) to every
+    node and daemon."""
+    seconds = max(1, math.ceil(conn._read_timeout or 1))  # type: ignore[attr-defined]  # PyMySQL's, as db set it
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SET SESSION innodb_lock_wait_timeout = {seconds}, lock_wait_timeout = {seconds}")
+    except pymysql.err.MySQLError as exc:
+        conn.close()
+        raise errors.translate(exc) from exc
+    return conn
+
+
 class ApiConnections(Connections):
     """The API's connections: connect, read and write time out after ``timeout`` seconds, and once the
     database is seen away, every request answers 503 at once for ``cooldown`` seconds instead of each
@@ -58,7 +75,7 @@ class ApiConnections(Connections):
         seconds = settings.api_db_timeout() if timeout is None else timeout
         short = None if dsn is None else dsn.with_options(**{
             name: seconds for name in ("connect_timeout", "read_timeout", "write_timeout") if name not in dsn.options})
-        super().__init__(short)
+        super().__init__(short, open=lambda: _waits_bounded(db.connect(self._dsn())))
         self.cooldown = cooldown
         self._probe_dsn = None if dsn is None else dsn.with_options(
             connect_timeout=probe_timeout, read_timeout=probe_timeout, write_timeout=probe_timeout)

@@ -15,6 +15,7 @@ from procedures import routines
 from tests.api.conftest import auth
 from tests.support import json_only
 from tests.support.signals import resolved_over_sql
+from tests.support.waiting import wait_for
 
 TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
 NS = "/v1/namespaces/acme"
@@ -422,6 +423,33 @@ def test_M2_definitions_are_listed_with_their_latest_version_which_reads_like_an
     assert latest.status_code == 200 and latest.json["version"] == 2 and latest.json["steps"][0]["delay_ms"] == 1_000
     assert latest.json == client.simulate_get(f"{NS}/definitions/cool-off/versions/2", headers=auth(world.token)).json
     problem(client.simulate_get(f"{NS}/definitions/nope", headers=auth(world.token)), 404, "NOT_FOUND")
+
+
+def test_a_request_that_gave_up_on_a_held_row_leaves_no_statement_waiting_on_the_server(db, world):
+    """The API gives up on an answer after its timeout (0.8 s) and answers 503, but its statement went on waiting on
+    the server for the row, for the server's own lock wait (50 s here): a DBA's minute-long lock piled up 200 such
+    sessions as clients retried, until the server refused connections to every node and daemon. A request's
+    statements now wait for a lock about as long as the request waits for them."""
+    from falcon import testing
+
+    from api.app import create_app
+    from api.http import ApiConnections
+
+    world.publish(TIMER)
+    wf = world.start("cool-off")
+    connections = ApiConnections(db.dsn)
+    client = testing.TestClient(create_app(connections))
+    try:
+        with world.held(wf):
+            paused = client.simulate_post(f"{NS}/workflows/{wf}/pause", headers=auth(world.token, "p-held"),
+                                          json={"reason": "hold"})
+            problem(paused, 503, "UNAVAILABLE")
+            assert wait_for(lambda: world.db.scalar(  # the server's side of the request has ended too
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND COMMAND = 'Query' "
+                "AND ID <> CONNECTION_ID()") == 0, timeout=5)
+    finally:
+        connections.discard()
+    assert world.instance(wf)["control"] == "ACTIVE"
 
 
 def test_unknown_route_is_a_problem_404(client):
