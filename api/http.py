@@ -363,6 +363,9 @@ def unavailable_detail(exc: BaseException) -> str:
         return ("the database did not answer in time: it is busy (a row this request needs may be held by another "
                 "transaction) or away, and the request may still complete; retry with the same Idempotency-Key, "
                 "which never acts twice")
+    if number in (1142, 1370):
+        return ("the database refused this node's user a privilege it needs (EXECUTE on the engine's routines, or "
+                "SELECT on its tables): nothing was done; an operator must grant it back (docs/operations.md)")
     return "the database is unavailable; retry shortly"
 
 

@@ -1355,9 +1355,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(args, exc.code, exc.detail, exit_code)
     except pymysql.err.MySQLError as exc:
         if errors.errno_of(exc) in errors.LOGIN_REFUSED_ERRNOS:  # as the API answers it: unavailable (exit 7)
+            said = f"({errors.errno_of(exc)}: {exc.args[-1] if exc.args else exc})"
+            if errors.errno_of(exc) in (1142, 1370):
+                return _fail(args, "UNAVAILABLE", f"the database refused the user of {_dsn(args).redacted()} a "
+                             f"privilege it needs {said}: grant it as docs/operations.md sets the users up",
+                             EXIT_CODES[503])
             return _fail(args, "UNAVAILABLE", f"the database refused the login of {_dsn(args).redacted()} "
-                         f"({errors.errno_of(exc)}: {exc.args[-1] if exc.args else exc}): check the user and "
-                         "password of WEAVE_DSN (or --dsn)", EXIT_CODES[503])
+                         f"{said}: check the user and password of WEAVE_DSN (or --dsn)", EXIT_CODES[503])
         return _fail(args, "DATABASE_ERROR", f"the database answered {errors.errno_of(exc)}: "
                      f"{exc.args[-1] if exc.args else exc}", EXIT_FAILED)
     except OSError as exc:

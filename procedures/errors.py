@@ -247,8 +247,9 @@ CONNECTION_ERRNOS = frozenset({2003, 2006, 2013, 2055})
 # The server refused the process's own login: its user or password changed (a credential rotated in place, a user
 # dropped or its grant taken back) while the process kept the old ones. Nothing ran, and it lasts until the login is
 # given back or the process restarted with the new one: the API answers it "unavailable" (503, and not ready), as it
-# answers a server it cannot reach, never as an error of its own (500).
-LOGIN_REFUSED_ERRNOS = frozenset({1044, 1045, 1698})
+# answers a server it cannot reach, never as an error of its own (500). So is a privilege the user needs taken back
+# (EXECUTE on the routines: 1370; SELECT on a table: 1142): every request met it alike, answered 500.
+LOGIN_REFUSED_ERRNOS = frozenset({1044, 1045, 1698, 1142, 1370})
 
 
 def answer_may_be_lost(exc: BaseException) -> bool:

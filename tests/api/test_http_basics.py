@@ -425,6 +425,40 @@ def test_M2_definitions_are_listed_with_their_latest_version_which_reads_like_an
     problem(client.simulate_get(f"{NS}/definitions/nope", headers=auth(world.token)), 404, "NOT_FOUND")
 
 
+def test_a_privilege_taken_back_from_the_api_s_user_is_unavailable_and_readiness_says_which(db, world):
+    """A DBA took EXECUTE back from the runtime user: every start and signal answered 500 with a stack trace in the
+    log, and /readyz said the routines were not installed and to run `weave migrate`. The refusal is the database
+    being unavailable to this node (503, as a refused login is), and readiness names the privilege."""
+    from falcon import testing
+
+    from api.app import create_app
+    from api.http import Connections
+    from tests.support.server import as_user, create_user, drop_user
+
+    world.publish(TIMER)
+    admin = db.connect()
+    name = "weave_t_revoked"
+    drop_user(admin, name)
+    create_user(admin, name, "EXECUTE, SELECT", db.dsn.database)
+    connections = Connections(as_user(db.dsn, name))
+    client = testing.TestClient(create_app(connections))
+    try:
+        assert start(client, world, key="before").status_code == 201
+        with admin.cursor() as cur:
+            for host in ("%", "localhost"):
+                cur.execute(f"REVOKE EXECUTE ON `{db.dsn.database}`.* FROM '{name}'@'{host}'")
+        connections.discard()  # a session opened before keeps what it could run; the next one is refused
+        refused = start(client, world, key="after")
+        body = problem(refused, 503, "UNAVAILABLE")
+        assert refused.headers.get("retry-after") and "privilege" in body["detail"], body
+        ready = problem(client.simulate_get("/readyz"), 503, "UNAVAILABLE")
+        assert "may not execute them" in ready["detail"] and "GRANT EXECUTE" in ready["detail"], ready
+    finally:
+        connections.discard()
+        drop_user(admin, name)
+        admin.close()
+
+
 def test_a_request_that_gave_up_on_a_held_row_leaves_no_statement_waiting_on_the_server(db, world):
     """The API gives up on an answer after its timeout (0.8 s) and answers 503, but its statement went on waiting on
     the server for the row, for the server's own lock wait (50 s here): a DBA's minute-long lock piled up 200 such
