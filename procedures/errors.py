@@ -177,7 +177,10 @@ HistoryChanged = BY_CODE["HISTORY_CHANGED"]
 # Engine refusals that mean "try the whole decision again": another decision took the last task slot of an
 # app or queue between this one's check and its guarded update. Retried like a deadlock, and never counted as
 # the repeated failure that sends a candidate to review.
-TRANSIENT_CODES: dict[str, int] = {"ROOM_TAKEN": 50014}
+# INTERRUPTED: a read the decision cannot do without came back empty, as a KILL QUERY that the server gave no error
+# for leaves it (MariaDB gives a subquery of a select list no value when a kill lands in it, and forgets the kill):
+# the decision is undone, as for the server's own interrupt (1317).
+TRANSIENT_CODES: dict[str, int] = {"ROOM_TAKEN": 50014, "INTERRUPTED": 50016}
 # 1665 and 1792 are a server set to refuse the engine's writes for now, as read_only (1290) is: one that logs
 # statements (binlog_format = STATEMENT refuses a READ COMMITTED transaction's writes), or whose init_connect makes
 # every transaction read-only. Each is a setting a person changes; until then a decision is tried again later, and

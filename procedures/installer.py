@@ -625,9 +625,9 @@ def check_level(conn: db.Connection) -> None:
         if len(missing) == len(routines):  # the server shows a user only the routines it may run
             raise errors.SchemaMismatch(
                 f"SCHEMA_MISMATCH: database is at level {shipped_level()}, but this user sees none of its "
-                f"{len(routines)} routines: it may not execute them (GRANT EXECUTE ON the database to it, "
-                "as docs/operations.md sets it up), or they were not restored with a backup (then run `weave "
-                "migrate` to install them).")
+                f"{len(routines)} routines (routines missing: {', '.join(missing[:8])}): they were not restored "
+                "with a backup (run `weave migrate` to install them, then start the nodes), or this user may not "
+                "execute them (GRANT EXECUTE ON the database to it, as docs/operations.md sets it up).")
         raise errors.SchemaMismatch(
             f"SCHEMA_MISMATCH: database is at level {shipped_level()}, but {len(missing)} of its {len(routines)} "
             f"routines are not installed (routines missing: {', '.join(missing[:8])}), as after a restore of a "

@@ -49,8 +49,9 @@ def test_every_error_message_fits_what_the_server_carries():
     assert checked > 100
 
 # Errors any routine may answer beyond its own list: IN_TRANSACTION (R-1, any routine that owns its transaction),
-# ROOM_TAKEN (transient: the decision is retried) and INVALID_STATE for stored facts that do not verify.
-ANY_ROUTINE = {50013, 50014, 50007}
+# ROOM_TAKEN and INTERRUPTED (transient: the decision is retried) and INVALID_STATE for stored facts that do not
+# verify.
+ANY_ROUTINE = {50013, 50014, 50016, 50007}
 # Errors of a body shared by several public routines (a branch each) that another routine's branch raises.
 OTHER_BRANCHES = {"weave_queue_put": {50100},  # _weave_provision_put: an app's status (a queue has none)
                   # _weave_step_recover: resolve's output and evidence, continue's deadline and rounds

@@ -24,6 +24,9 @@ BEGIN
       INTO v_id, v_ns, v_cred, v_actor
       FROM weave_console_sessions s
      WHERE s.session_hash = in_session_hash FOR UPDATE;
+    IF v_id IS NOT NULL AND v_actor IS NULL THEN  -- a credential stays: cut short (see _weave_root_advance)
+        CALL _weave_raise(50016, 'INTERRUPTED: the sign-out''s read of its actor came back empty; nothing is changed');
+    END IF;
     IF v_id IS NOT NULL THEN
         DELETE FROM weave_console_sessions WHERE id = v_id;
         CALL _weave_audit(v_ns, 0, v_cred, v_actor, 'console.sign_out', NULL, NULL, v_now, NULL, NULL,

@@ -184,15 +184,21 @@ BEGIN
         -- The rows of the kinds the engine takes SKIP LOCKED, found without locks: none can be added to a settled
         -- instance this call holds (each is written under its instance's lock, an inbox event only at the end of a
         -- task that is open), and each is then removed by its own key.
-        /*M!100301 SET STATEMENT group_concat_max_len = 1073741824 FOR */ SELECT (SELECT JSON_ARRAYAGG(t.id) FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
+        -- Each list is '[]' when empty, so that NULL is only a list a KILL QUERY cut short (it gives a subquery of a
+        -- select list no value and no error: see _weave_root_advance); such a batch would remove its instances and
+        -- leave their tasks, signals and checkpoints behind.
+        /*M!100301 SET STATEMENT group_concat_max_len = 1073741824 FOR */ SELECT (SELECT COALESCE(JSON_ARRAYAGG(t.id), '[]') FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
                   STRAIGHT_JOIN pulse_tasks t FORCE INDEX (ix_task_instance) ON t.instance_id = b.id),
-               (SELECT JSON_ARRAYAGG(x.id) FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
+               (SELECT COALESCE(JSON_ARRAYAGG(x.id), '[]') FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
                   STRAIGHT_JOIN pulse_inbox x FORCE INDEX (ix_inbox_instance) ON x.instance_id = b.id),
-               (SELECT JSON_ARRAYAGG(s.id) FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
+               (SELECT COALESCE(JSON_ARRAYAGG(s.id), '[]') FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
                   STRAIGHT_JOIN weave_signals s FORCE INDEX (ix_signal_target) ON s.instance_id = b.id),
-               (SELECT JSON_ARRAYAGG(c.id) FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
+               (SELECT COALESCE(JSON_ARRAYAGG(c.id), '[]') FROM JSON_TABLE(v_batch, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) b
                   STRAIGHT_JOIN weave_pending_advances c FORCE INDEX (uq_checkpoint) ON c.instance_id = b.id)
           INTO v_tasks, v_inbox, v_signals, v_checkpoints;
+        IF v_tasks IS NULL OR v_inbox IS NULL OR v_signals IS NULL OR v_checkpoints IS NULL THEN
+            CALL _weave_raise(50016, 'INTERRUPTED: the purge''s read of the batch''s records came back empty; nothing is changed');
+        END IF;
         -- Child records in R-3's order, then the histories, then the instances themselves; each a join from the
         -- batch's ids (or its rows' own) to the rows, so that it reads and locks only the rows it removes. Each
         -- joined table's index is forced: MariaDB plans a multi-table DELETE driven by JSON_TABLE as a full scan of

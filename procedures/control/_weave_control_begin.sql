@@ -47,6 +47,9 @@ BEGIN
     SELECT GREATEST(UTC_TIMESTAMP(6) + INTERVAL clock_offset_us MICROSECOND,
                     (SELECT updated_at FROM weave_instances WHERE id = out_instance_id))
       INTO out_now FROM weave_install WHERE id = 1;
+    IF out_now IS NULL THEN  -- the instance is held and the clock always answers: cut short (see _weave_root_advance)
+        CALL _weave_raise(50016, 'INTERRUPTED: the clock came back empty; nothing is changed');
+    END IF;
     SELECT request_digest INTO v_digest FROM weave_audit
      WHERE instance_id = out_instance_id AND action = in_action AND idempotency_key = in_idempotency_key
      LIMIT 1 FOR UPDATE;

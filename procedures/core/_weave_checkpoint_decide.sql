@@ -39,6 +39,9 @@ BEGIN
         IF v_kind IS NULL THEN
             LEAVE decide;
         END IF;
+        IF v_now IS NULL THEN  -- the clock always answers: cut short (see _weave_root_advance)
+            CALL _weave_raise(50016, 'INTERRUPTED: the clock came back empty; nothing is changed');
+        END IF;
         IF v_available > v_now THEN
             SET out_outcome = 'NOT_DUE';
             LEAVE decide;

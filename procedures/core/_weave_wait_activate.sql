@@ -49,7 +49,7 @@ BEGIN
          WHERE instance_id = in_instance_id AND target_step_key = in_step_key AND target_activation_seq = in_seq
            AND status = 'PENDING' LIMIT 1;
         IF v_early IS NULL THEN
-            CALL _weave_raise(1317, 'INTERRUPTED: the wait''s read of its early signals came back empty');
+            CALL _weave_raise(50016, 'INTERRUPTED: the wait''s read of its early signals came back empty');
         END IF;
         SET v_due = IF(v_early > 0, in_now, v_end);
     END IF;

@@ -81,7 +81,7 @@ BEGIN
     -- ready, and the caller committed a start or a settlement whose next step never activated, with nothing due to
     -- say so. It is the interrupt it is: the decision is undone, and tried again.
     IF v_status IS NULL OR v_readiness IS NULL THEN
-        CALL _weave_raise(1317, 'INTERRUPTED: the walk''s read of the instance came back empty; nothing is changed');
+        CALL _weave_raise(50016, 'INTERRUPTED: the walk''s read of the instance came back empty; nothing is changed');
     END IF;
     SET v_ready = CAST(SUBSTRING_INDEX(v_readiness, ':', 1) AS UNSIGNED),
         v_step = IF(v_ready = 0, NULL, CAST(SUBSTRING_INDEX(v_readiness, ':', -1) AS UNSIGNED));

@@ -58,8 +58,8 @@ BEGIN
     -- Every published step has its spec and its compiled expressions: one read back empty was cut short by an
     -- interrupt the server swallowed (a KILL QUERY that lands in a select list's subquery gives it no value and no
     -- error), and the step went to review as nesting too deep. Undone and tried again instead (_weave_root_advance).
-    IF v_spec IS NULL OR v_compiled IS NULL THEN
-        CALL _weave_raise(1317, 'INTERRUPTED: the activation''s read of its step came back empty; nothing is changed');
+    IF v_key IS NOT NULL AND (v_spec IS NULL OR v_compiled IS NULL) THEN
+        CALL _weave_raise(50016, 'INTERRUPTED: the activation''s read of its step came back empty; nothing is changed');
     END IF;
 
     IF v_type IN ('TASK', 'POLL') THEN

@@ -87,6 +87,9 @@ BEGIN
       JOIN weave_poll_rounds f FORCE INDEX (uq_round_no) ON f.activation_id = r.activation_id AND f.round_no = 1
       LEFT JOIN pulse_tasks t ON t.id = f.task_id
      WHERE r.activation_id = in_activation_id AND r.round_no = v_rounds_used FOR UPDATE;
+    IF v_later IS NULL OR v_unsettled IS NULL THEN  -- counts always answer: cut short (see _weave_root_advance)
+        CALL _weave_raise(50016, 'INTERRUPTED: the round''s check of its poll came back empty; nothing is changed');
+    END IF;
     IF NOT (v_state <=> 'WAITING') OR v_next IS NULL OR in_now < v_next OR in_now >= v_poll_deadline
        OR v_later <> 0 OR NOT (v_top <=> v_rounds_used) OR NOT (v_last_outcome <=> 'POLL_PENDING')
        OR v_current_task IS NOT NULL OR v_unsettled <> 0 OR v_rounds_used >= v_max_rounds

@@ -52,9 +52,7 @@ BEGIN
                              handler_version, input, priority, business_key, mutex_key, max_attempts,
                              initial_backoff_ms, backoff_coefficient, max_backoff_ms, timeout_ms, deadline_at, status,
                              attempts_used, cancel_requested, available_at, created_at, updated_at)
-    SELECT in_namespace_id, i.app_id,
-           (SELECT id FROM weave_queues WHERE namespace_id = in_namespace_id AND name = v_queue_name),
-           in_instance_id, in_step_key, in_activation_id, in_round_no,
+    SELECT in_namespace_id, i.app_id, q.id, in_instance_id, in_step_key, in_activation_id, in_round_no,
            JSON_VALUE(in_frozen, '$.handler'), JSON_VALUE(in_frozen, '$.handler_version'),
            COALESCE(JSON_EXTRACT(in_frozen, '$.input'), '{}'),
            COALESCE(CAST(JSON_VALUE(in_frozen, '$.priority') AS SIGNED), 0), v_business, v_mutex,
@@ -65,6 +63,9 @@ BEGIN
            COALESCE(CAST(JSON_VALUE(in_frozen, '$.task_timeout_ms') AS UNSIGNED), 30000),
            in_deadline, 'QUEUED', 0, 0, in_now, in_now, in_now
       FROM weave_instances i
+      -- A join, not a subquery of the select list: a KILL QUERY that lands in such a subquery gives it no value and
+      -- no error (see _weave_root_advance), and the task failed as a NULL queue (1048), not as interrupted.
+      JOIN weave_queues q ON q.namespace_id = in_namespace_id AND q.name = v_queue_name
      WHERE i.id = in_instance_id AND i.namespace_id = in_namespace_id AND i.status = 'RUNNING'
        AND i.control = 'ACTIVE' AND i.gate = 'OPEN' AND in_now < i.deadline_at
        AND in_deadline > in_now AND in_deadline <= i.deadline_at;

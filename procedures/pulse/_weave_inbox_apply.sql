@@ -105,6 +105,9 @@ BEGIN
     IF v_inbox IS NULL THEN
         CALL _weave_raise(50007, 'INVALID_STATE: the inbox event vanished under its lock');
     END IF;
+    IF v_t_id IS NOT NULL AND v_queue_name IS NULL THEN  -- a task's queue stays: cut short (_weave_root_advance)
+        CALL _weave_raise(50016, 'INTERRUPTED: the outcome''s read of its task''s queue came back empty; nothing is changed');
+    END IF;
     SET out_inbox_id = v_inbox;
 
     verify: BEGIN

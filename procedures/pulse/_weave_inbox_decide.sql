@@ -38,6 +38,9 @@ BEGIN
         IF v_state IS NULL OR v_state <> 'PENDING' THEN
             LEAVE consume;
         END IF;
+        IF v_now IS NULL THEN  -- the clock always answers: cut short (see _weave_root_advance)
+            CALL _weave_raise(50016, 'INTERRUPTED: the clock came back empty; nothing is changed');
+        END IF;
         IF v_available > v_now THEN
             SET out_outcome = 'NOT_DUE';
             LEAVE consume;

@@ -48,6 +48,7 @@ BEGIN
     DECLARE v_queue_free INT UNSIGNED;
     DECLARE v_app_ahead INT UNSIGNED;
     DECLARE v_queue_ahead INT UNSIGNED;
+    DECLARE v_stripes INT;  -- the app's and the queue's release stripes, counted when a sum of them came back empty
 
     SET out_why = NULL, out_waits_for = NULL;
     SELECT a.id, a.max_in_flight, a.slots_taken,
@@ -69,7 +70,13 @@ BEGIN
     ELSEIF v_app IS NULL THEN
         SET out_why = 'APP_NOT_FOUND: app of the instance does not exist';
     ELSEIF out_app_released IS NULL OR out_queue_released IS NULL THEN
-        -- Provisioning gives every app and queue its stripes (M-4.7b): without them room cannot be known.
+        -- Provisioning gives every app and queue its stripes (M-4.7b): without them room cannot be known. With them,
+        -- a sum came back empty because a KILL QUERY cut it short (see _weave_root_advance): the interrupt it is.
+        SELECT COUNT(*) INTO v_stripes FROM pulse_slot_releases
+         WHERE (owner_kind = 'APP' AND owner_id = v_app) OR (owner_kind = 'QUEUE' AND owner_id = v_queue);
+        IF v_stripes = 32 THEN
+            CALL _weave_raise(50016, 'INTERRUPTED: the read of the slots given back came back empty; nothing is changed');
+        END IF;
         CALL _weave_raise(50007, 'INVALID_STATE: the app or queue has no release stripes; left for an operator');
     ELSEIF v_queue_taken - out_queue_released >= v_capacity THEN
         SET out_why = CONCAT('QUEUE_FULL: queue ', in_queue, ' is full (capacity ', v_capacity, ')'),
@@ -102,6 +109,9 @@ BEGIN
                       AND (w.deferred_since < v_app_since OR (w.deferred_since = v_app_since AND w.id < v_id))
                     LIMIT v_app_free) ahead)
           INTO v_queue_ahead, v_app_ahead;
+        IF v_queue_ahead IS NULL OR v_app_ahead IS NULL THEN  -- counts answer: cut short (_weave_root_advance)
+            CALL _weave_raise(50016, 'INTERRUPTED: the count of work ahead came back empty; nothing is changed');
+        END IF;
         -- Held back by the line with room free: its first is woken, should it not be looking already.
         IF v_queue_ahead >= v_queue_free THEN
             SET out_why = CONCAT('QUEUE_FULL: queue ', in_queue, ' has ', v_queue_free, ' slot(s) free for work ',

@@ -43,6 +43,9 @@ BEGIN
     SELECT cancel_requested,
            UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND
       INTO v_cancel, v_now FROM pulse_tasks WHERE id = v_task;
+    IF v_now IS NULL THEN  -- the clock always answers: cut short (see _weave_root_advance)
+        CALL _weave_raise(50016, 'INTERRUPTED: the clock came back empty; nothing is changed');
+    END IF;
     SET v_lease = GREATEST(COALESCE(v_lease, v_now), v_now + INTERVAL in_lease_ms * 1000 MICROSECOND);
     UPDATE pulse_attempts SET lease_expires_at = v_lease WHERE id = in_attempt_id;
     COMMIT;

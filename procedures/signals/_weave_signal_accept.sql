@@ -189,6 +189,11 @@ BEGIN
                              AND BINARY s.step_key = BINARY in_target_step_key
       LEFT JOIN weave_waits w ON w.activation_id = s.activation_id AND w.kind IN ('SIGNAL', 'POLL_FINAL')
      WHERE i.id = v_inst FOR UPDATE;
+    -- The clock and a step's spec always answer: one empty was cut short (see _weave_root_advance), and the signal
+    -- was stored with its contract and payload type unchecked.
+    IF v_status_inst IS NOT NULL AND (v_now IS NULL OR (v_type IS NOT NULL AND v_spec IS NULL)) THEN
+        CALL _weave_raise(50016, 'INTERRUPTED: the send''s read of its instance and step came back empty; nothing is changed');
+    END IF;
 
     accept: BEGIN
         -- S-4: the idempotency identity is answered before any limit or target rule (S-6).

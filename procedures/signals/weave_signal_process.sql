@@ -57,6 +57,9 @@ BEGIN
         IF v_status IS NULL OR v_status <> 'PENDING' THEN
             LEAVE proc;
         END IF;
+        IF v_now IS NULL THEN  -- the clock always answers: cut short (see _weave_root_advance)
+            CALL _weave_raise(50016, 'INTERRUPTED: the clock came back empty; nothing is changed');
+        END IF;
         IF v_available > v_now THEN
             SET v_outcome = 'NOT_DUE';
             LEAVE proc;

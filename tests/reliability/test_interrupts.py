@@ -1,62 +1,117 @@
 """A DBA's KILL QUERY on the engine's sessions while they decide: whatever statement it lands on, the decision is
-whole or not at all. The invariants that run after each test (M-4.20 above all: a RUNNING instance has something due
-or someone to wait for) catch a decision committed half."""
+whole or not at all. MariaDB gives a subquery of a select list no value when a kill lands in it (NULL, or 0 for an
+EXISTS), raises nothing and forgets the kill; the engine's reads that such a kill can empty say so and undo the
+decision. The invariants that run after each test (M-4.20 above all: a RUNNING instance has something due or
+someone to wait for) catch a decision committed half."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from procedures import db as dbmod
 from procedures import errors, routines
+from tests.support.signals import send, signal_flow
 
 FLOW = {"name": "two-timers", "steps": [{"key": "first", "type": "TIMER", "delay_ms": 1_000},
                                         {"key": "second", "type": "TIMER", "delay_ms": 1_000, "after": ["first"]}]}
-# The statement the kills aim at: the walk's read of its instance (_weave_root_advance), which every start and every
-# settlement makes. A kill that lands while the server reads the instance row as a constant could end that read with
-# no row and no error, and the start committed an instance whose first step never activated.
-TARGET = "SELECT i.status, i.control, i.gate%"
+# The walk's read of its instance (_weave_root_advance), which every start and every settlement makes.
+WALK = "SELECT i.status, i.control, i.gate%"
+SUBQUERY = "%(SELECT%"  # any statement with a subquery: the kind a kill can empty
 
 
-def test_R1_starts_and_settlements_killed_in_their_walk_are_whole_or_not_at_all(world, orch):
-    world.publish(FLOW)
-    deciding, killer = world.db.connect(), world.db.connect()
-    target = deciding.thread_id()
-    stop, kills = threading.Event(), [0]
+@contextlib.contextmanager
+def killing(world, target: Any, pattern: str, every: int = 1) -> Iterator[list[int]]:
+    """KILL QUERY on ``target``'s session when it runs a statement like ``pattern`` (each ``every``-th time it is
+    seen so: a decision of many such statements must be let through now and then), for the block; yields the count
+    of kills sent."""
+    killer, stop, kills, seen = world.db.connect(), threading.Event(), [0], [0]
+    thread_id = target.thread_id()
 
     def kill() -> None:
         with killer.cursor() as cur:
             while not stop.is_set():
                 cur.execute("SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE ID = %s AND INFO LIKE %s",
-                            (target, TARGET))
+                            (thread_id, pattern))
                 if cur.fetchone()["n"]:
-                    cur.execute(f"KILL QUERY {target}")
-                    kills[0] += 1
-
-    def until_done(call) -> object:  # an interrupted decision did nothing: it is made again
-        for _ in range(200):
-            try:
-                return call()
-            except errors.TransientDatabaseError:
-                continue
-        raise AssertionError("a decision was interrupted 200 times in a row")
+                    seen[0] += 1
+                    if seen[0] % every == 0:
+                        cur.execute(f"KILL QUERY {thread_id}")
+                        kills[0] += 1
 
     thread = threading.Thread(target=kill, daemon=True)
     thread.start()
     try:
-        started = [until_done(lambda n=n: routines.instance_start(
-            deciding, world.token, world.namespace, definition="two-timers", app=world.app, input_json="{}",
-            idempotency_key=f"k-{n}", deadline_ms=3_600_000)["workflow_id"]) for n in range(300)]
-        world.db.advance(1_000)
-        due = world.db.rows("SELECT id FROM weave_pending_advances WHERE available_at <= %s", world.db.now())
-        for row in due:  # the first timers' settlements, each walking to the second timer, on the same session
-            until_done(lambda cp=row["id"]: dbmod.call(deciding, "weave_checkpoint_advance", cp))
+        yield kills
     finally:
         stop.set()
         thread.join(10)
         killer.close()
+
+
+def until_done(call: Callable[[], Any]) -> Any:
+    """An interrupted decision did nothing (or its answer was lost: a call with a key answers its first outcome): it
+    is made again."""
+    for _ in range(200):
+        try:
+            return call()
+        except errors.TransientDatabaseError:
+            continue
+    raise AssertionError("a decision was interrupted 200 times in a row")
+
+
+def test_R1_starts_and_settlements_killed_in_their_walk_are_whole_or_not_at_all(world, orch):
+    world.publish(FLOW)
+    deciding = world.db.connect()
+    try:
+        with killing(world, deciding, WALK) as kills:
+            started = [until_done(lambda n=n: routines.instance_start(
+                deciding, world.token, world.namespace, definition="two-timers", app=world.app, input_json="{}",
+                idempotency_key=f"k-{n}", deadline_ms=3_600_000)["workflow_id"]) for n in range(300)]
+            world.db.advance(1_000)
+            due = world.db.rows("SELECT id FROM weave_pending_advances WHERE available_at <= %s", world.db.now())
+            for row in due:  # the first timers' settlements, each walking to the second timer, on the same session
+                until_done(lambda cp=row["id"]: dbmod.call(deciding, "weave_checkpoint_advance", cp))
+    finally:
         deciding.close()
     assert kills[0] > 0 and len(set(started)) == 300
     for wf in started:
         steps = {s["key"]: s["status"] for s in world.instance(wf)["steps"]}
         assert steps == {"first": "SUCCEEDED", "second": "ACTIVE"}, (wf, steps, world.instance(wf)["review_reasons"])
 
+
+def test_R1_signals_and_task_creations_killed_in_their_reads_are_whole_or_not_at_all(world, orch):
+    """Kills aimed at every statement with a subquery while early signals are sent (a wrong one first, which must be
+    refused: a send whose read of its step was emptied stored it with its contract unchecked) and while instances
+    whose first step is a task start (their room and their task's queue are read that way)."""
+    world.publish(signal_flow("early", before_timer_ms=1_000))
+    world.publish({"name": "pay", "steps": [{"key": "work", "type": "TASK", "queue": world.queue,
+                                             "handler": "example.echo", "handler_version": "1", "input": {}}]})
+    early = [world.start("early", {"order_id": f"o-{n}"}) for n in range(100)]
+    deciding = world.db.connect()
+    refused = 0
+    try:
+        with killing(world, deciding, SUBQUERY, every=4) as kills:
+            for n, wf in enumerate(early):
+                try:
+                    until_done(lambda wf=wf, n=n: send(world, wf, f"wrong-{n}", conn=deciding, correlation_key=f"o-{n}",
+                                                       name="approval.other"))
+                except errors.ValidationFailed:
+                    refused += 1
+                until_done(lambda wf=wf, n=n: send(world, wf, f"right-{n}", conn=deciding, correlation_key=f"o-{n}"))
+            paying = [until_done(lambda n=n: routines.instance_start(
+                deciding, world.token, world.namespace, definition="pay", app=world.app, input_json="{}",
+                idempotency_key=f"p-{n}", deadline_ms=3_600_000)["workflow_id"]) for n in range(150)]
+    finally:
+        deciding.close()
+    assert kills[0] > 0 and refused == 100
+    world.db.advance(1_000)
+    orch.drain()
+    for wf in early:
+        instance = world.instance(wf)
+        assert instance["status"] == "SUCCEEDED", (wf, instance["review_reasons"])
+    for wf in paying:
+        tasks = world.db.rows("SELECT status FROM pulse_tasks WHERE instance_id = %s", world.internal_id(wf))
+        assert [t["status"] for t in tasks] == ["QUEUED"], (wf, tasks)

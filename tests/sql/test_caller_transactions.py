@@ -377,8 +377,9 @@ def test_R1_a_walk_whose_read_of_its_instance_comes_back_empty_undoes_the_decisi
     """A KILL QUERY that lands while the server reads the instance row as a constant can end that read with no row and
     no error: the walk went on as if no step were ready, and the start or settlement around it committed with its
     next step never activated and nothing due (seen under a DBA's kills: 9 instances of 105 kills). The walk holds
-    its instance, so a read that finds nothing is the interrupt: it is raised as one (1317), and the caller's
-    decision is rolled back and tried again. Here the walk is asked for an instance that is not there."""
+    its instance, so a read that finds nothing is the interrupt: it is raised as one, and the caller's
+    decision is rolled back and tried again (INTERRUPTED, transient). Here the walk is asked for an instance that is
+    not there."""
     conn = world.db.connect()
     try:
         with conn.cursor() as cur:
@@ -389,7 +390,7 @@ def test_R1_a_walk_whose_read_of_its_instance_comes_back_empty_undoes_the_decisi
             cur.execute("ROLLBACK")
             cur.execute("SELECT @outcome AS outcome")
             assert cur.fetchone()["outcome"] is None
-        assert errors.errno_of(refused.value) == 1317 and "INTERRUPTED" in str(refused.value)
+        assert errors.errno_of(refused.value) == 50016 and "INTERRUPTED" in str(refused.value)
         assert isinstance(errors.translate(refused.value), errors.TransientDatabaseError)
     finally:
         conn.close()
