@@ -486,13 +486,9 @@ def test_K2_a_heartbeat_on_a_hung_node_fails_within_its_interval_and_the_next_go
             worker.close()
 
 
-def test_K1_a_claim_whose_answer_was_lost_with_its_connection_still_runs_its_attempt(world, orch, database):
-    """The node the worker claims through commits the claim and loses its answer (answers stop on the way back).
-    The claim fails as a lost connection; the worker asks for its running attempts through the other node and runs
-    the one it did not hear of. It used to claim again, find nothing queued, and leave the attempt RUNNING unrun
-    until its lease ran out and it went to review as UNKNOWN."""
-    from tests.support.proxy import two_nodes
-
+def one_counted_task(world, orch) -> tuple[Registry, list[dict], str]:
+    """An instance whose one task, queued, runs handler ``counted``: (its registry, the inputs it ran with, the
+    instance)."""
     private = Registry()
     ran: list[dict] = []
 
@@ -504,6 +500,17 @@ def test_K1_a_claim_whose_answer_was_lost_with_its_connection_still_runs_its_att
     world.publish(task_flow("counted", handler="counted"))
     wf = world.start("counted", {"order_id": "o-1"})
     orch.drain()
+    return private, ran, wf
+
+
+def test_K1_a_claim_whose_answer_was_lost_with_its_connection_still_runs_its_attempt(world, orch, database):
+    """The node the worker claims through commits the claim and loses its answer (answers stop on the way back).
+    The claim fails as a lost connection; the worker asks for its running attempts through the other node and runs
+    the one it did not hear of. It used to claim again, find nothing queued, and leave the attempt RUNNING unrun
+    until its lease ran out and it went to review as UNKNOWN."""
+    from tests.support.proxy import two_nodes
+
+    private, ran, wf = one_counted_task(world, orch)
     with two_nodes(database, connect_timeout=1, read_timeout=1) as (nodes, dsn):
         worker = make_worker(dsn, concurrency=1, handlers=private)
         try:
@@ -523,17 +530,7 @@ def test_K1_a_claim_interrupted_after_its_commit_still_runs_its_attempt(world, o
     with 1317 though its attempts are RUNNING for this worker. The worker took that for a claim that did nothing:
     each attempt ran out its lease unrun and went to review as LEASE_LOST (74 of 114 such kills under load). It
     now reads back its running attempts, as after a lost connection, and runs them."""
-    private = Registry()
-    ran: list[dict] = []
-
-    @handler("counted", version="1", into=private)
-    def counted(input):
-        ran.append(input)
-        return {"done": True}
-
-    world.publish(task_flow("counted", handler="counted"))
-    wf = world.start("counted", {"order_id": "o-1"})
-    orch.drain()
+    private, ran, wf = one_counted_task(world, orch)
     real_claim = pulse.task_claim
     calls = []
 

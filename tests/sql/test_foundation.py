@@ -7,6 +7,7 @@ import hashlib
 import json
 import re
 import threading
+from typing import Any
 
 import pymysql
 import pytest
@@ -189,36 +190,31 @@ def test_published_versions_are_immutable_and_pinned_by_instances(world, orch):
     assert inst["steps"][0]["wait"]["due_at"] > inst["steps"][0]["started_at"]
 
 
-def test_M2_publishes_of_one_name_at_once_each_take_the_next_version(world):
-    """Versions are numbered under the namespace's lock, but the latest was read from the snapshot the publish had
-    taken before it waited for that lock: a publish that waited behind another numbered its version as the other
-    had, and failed with the server's duplicate-key error (a 500 over HTTP). Three publishes wait on the lock held
-    here, then each takes a version of its own."""
-    world.publish(TIMER)
-    documents = [definitions.validate({"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER",
-                                                                       "delay_ms": 1_000 + n}]}) for n in range(3)]
+def publishes_held_on_the_namespace_lock(world, publishes: list[tuple[Any, str | None]]) -> list[dict]:
+    """The publishes (a document and its idempotency key), each on a connection of its own, all made to wait on the
+    namespace's lock held here, then let go together: their answers (every one of them must answer)."""
     holder = world.db.connect()
     with holder.cursor() as cur:
         cur.execute("START TRANSACTION")
         cur.execute("SELECT id FROM weave_namespaces WHERE name = 'acme' FOR UPDATE")
     answers: list[dict] = []
     failures: list[Exception] = []
-    conns = [world.db.connect() for _ in documents]
+    conns = [world.db.connect() for _ in publishes]
 
     def publish(n: int) -> None:
         try:
-            answers.append(routines.definition_publish(conns[n], world.admin, "acme", documents[n]))
+            answers.append(routines.definition_publish(conns[n], world.admin, "acme", *publishes[n]))
         except Exception as exc:  # collected and asserted below
             failures.append(exc)
 
-    threads = [threading.Thread(target=publish, args=(n,)) for n in range(3)]
+    threads = [threading.Thread(target=publish, args=(n,)) for n in range(len(publishes))]
     try:
         for thread in threads:
             thread.start()
         ids = ",".join(str(conn.thread_id()) for conn in conns)
         assert wait_for(lambda: world.db.scalar(  # each waiting for the namespace's lock
             f"SELECT COUNT(*) FROM information_schema.processlist WHERE id IN ({ids}) "
-            "AND info LIKE '%%FROM weave_namespaces WHERE id = %%FOR UPDATE'") == 3)
+            "AND info LIKE '%%FROM weave_namespaces WHERE id = %%FOR UPDATE'") == len(publishes))
     finally:
         holder.rollback()
         holder.close()
@@ -227,6 +223,18 @@ def test_M2_publishes_of_one_name_at_once_each_take_the_next_version(world):
         for conn in conns:
             conn.close()
     assert failures == []
+    return answers
+
+
+def test_M2_publishes_of_one_name_at_once_each_take_the_next_version(world):
+    """Versions are numbered under the namespace's lock, but the latest was read from the snapshot the publish had
+    taken before it waited for that lock: a publish that waited behind another numbered its version as the other
+    had, and failed with the server's duplicate-key error (a 500 over HTTP). Three publishes wait on the lock held
+    here, then each takes a version of its own."""
+    world.publish(TIMER)
+    documents = [definitions.validate({"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER",
+                                                                       "delay_ms": 1_000 + n}]}) for n in range(3)]
+    answers = publishes_held_on_the_namespace_lock(world, [(document, None) for document in documents])
     assert sorted(a["version"] for a in answers) == [2, 3, 4] and all(a["created"] for a in answers)
     assert world.db.scalar("SELECT MAX(version) FROM weave_definitions WHERE name = 'cool-off'") == 4
 
@@ -269,36 +277,7 @@ def test_M2_two_publishes_of_one_key_at_once_publish_once(world):
     """Two tries of one keyed publish that wait on the namespace's lock together: the first publishes, the second
     answers it again."""
     document = definitions.validate(TIMER)
-    holder = world.db.connect()
-    with holder.cursor() as cur:
-        cur.execute("START TRANSACTION")
-        cur.execute("SELECT id FROM weave_namespaces WHERE name = 'acme' FOR UPDATE")
-    answers: list[dict] = []
-    failures: list[Exception] = []
-    conns = [world.db.connect() for _ in range(2)]
-
-    def publish(n: int) -> None:
-        try:
-            answers.append(routines.definition_publish(conns[n], world.admin, "acme", document, "once"))
-        except Exception as exc:  # collected and asserted below
-            failures.append(exc)
-
-    threads = [threading.Thread(target=publish, args=(n,)) for n in range(2)]
-    try:
-        for thread in threads:
-            thread.start()
-        ids = ",".join(str(conn.thread_id()) for conn in conns)
-        assert wait_for(lambda: world.db.scalar(
-            f"SELECT COUNT(*) FROM information_schema.processlist WHERE id IN ({ids}) "
-            "AND info LIKE '%%FROM weave_namespaces WHERE id = %%FOR UPDATE'") == 2)
-    finally:
-        holder.rollback()
-        holder.close()
-        for thread in threads:
-            thread.join(30)
-        for conn in conns:
-            conn.close()
-    assert failures == []
+    answers = publishes_held_on_the_namespace_lock(world, [(document, "once"), (document, "once")])
     assert sorted((a["version"], a["created"], a["replayed"]) for a in answers) == [(1, True, False),
                                                                                     (1, True, True)]
     assert world.db.scalar("SELECT COUNT(*) FROM weave_definitions") == 1

@@ -658,16 +658,13 @@ def test_R15_migrate_by_an_owner_without_super_on_a_binlogging_server_names_the_
     the documented install failed halfway with the server's 1419. Migrate now says which routine the server
     refused, why, and the setting; with it set, the same owner migrates."""
     from orchestrator.cli import main
-    from tests.support.server import private_server
+    from tests.support.server import as_user, create_user, private_server
 
     with private_server("weave-binlog-", "weave", options=("--log-bin=binlog", "--binlog-format=ROW"),
                         migrated=False) as (_, dsn):
-        with dbmod.connect(dsn, database=False) as conn, conn.cursor() as cur:
-            for host in ("%", "localhost"):
-                cur.execute(f"CREATE USER 'weave_owner'@'{host.replace('%', '%%')}' IDENTIFIED BY 'pw'")
-                cur.execute(f"GRANT ALL PRIVILEGES ON weave.* TO 'weave_owner'@'{host.replace('%', '%%')}'")
-        owner = dbmod.Dsn(user="weave_owner", password="pw", database="weave", unix_socket=dsn.unix_socket,
-                          host=dsn.host, port=dsn.port)
+        with dbmod.connect(dsn, database=False) as conn:
+            create_user(conn, "weave_owner", "ALL PRIVILEGES", "weave")
+        owner = as_user(dsn, "weave_owner")
         assert main(["migrate", "--dsn", owner.url(), "--json"]) == 1
         said = capsys.readouterr().err
         err = json.loads(said)
@@ -686,17 +683,14 @@ def test_R15_migrate_and_the_nodes_keep_their_own_session_settings_on_a_server_s
     1146), and the installer's read of its recorded routines came back cut short, so every later migrate installed
     them all again and every node refused the database as another build's. Each connection sets its own."""
     from orchestrator.cli import main
-    from tests.support.server import private_server
+    from tests.support.server import as_user, create_user, private_server
 
     options = ("--sql-mode=ORACLE,EMPTY_STRING_IS_NULL", "--max-statement-time=30",
                "--init-connect=SET SESSION sql_select_limit = 5")  # init_connect: for users without SUPER
     with private_server("weave-modes-", "weave", options=options, migrated=False) as (_, dsn):
-        with dbmod.connect(dsn, database=False) as conn, conn.cursor() as cur:
-            for host in ("%", "localhost"):
-                cur.execute(f"CREATE USER 'weave_owner'@'{host.replace('%', '%%')}' IDENTIFIED BY 'pw'")
-                cur.execute(f"GRANT ALL PRIVILEGES ON weave.* TO 'weave_owner'@'{host.replace('%', '%%')}'")
-        owner = dbmod.Dsn(user="weave_owner", password="pw", database="weave", unix_socket=dsn.unix_socket,
-                          host=dsn.host, port=dsn.port)
+        with dbmod.connect(dsn, database=False) as conn:
+            create_user(conn, "weave_owner", "ALL PRIVILEGES", "weave")
+        owner = as_user(dsn, "weave_owner")
         assert main(["migrate", "--dsn", owner.url(), "--test-clock", "--json"]) == 0, capsys.readouterr().err
         capsys.readouterr()
         again = installer.migrate(owner, test_clock=True)
