@@ -40,6 +40,7 @@ INIT_COMMAND = (f"SET SESSION sql_mode='{SQL_MODE}', time_zone='+00:00', sql_sel
                 " /*M!100101 , max_statement_time = 0 */")
 # The server's interrupts of a statement: what is left open after one is the interrupted routine's own transaction.
 INTERRUPTED = frozenset({1317, 1969})
+IN_TRANSACTION_ERRNO = 50013  # a routine that owns its transaction, called inside one (R-1)
 # Every connection reads rows as dicts.
 Connection: TypeAlias = "pymysql.connections.Connection[pymysql.cursors.DictCursor]"
 
@@ -915,6 +916,14 @@ def call(conn: Connection, routine: str, *args: Any) -> list[list[dict]]:
             if not (owned and attempt < CONFLICT_RETRIES and errors.errno_of(exc) in CONFLICT_ERRNOS):
                 if owned and errors.errno_of(exc) in INTERRUPTED:
                     _roll_back_left_open(conn)
+                if owned and errors.errno_of(exc) == IN_TRANSACTION_ERRNO:
+                    # Refused as inside a transaction this connection did not have open: a KILL QUERY landed in the
+                    # routine's own check of the session (seen on MariaDB 10.11). Nothing was done; it is the
+                    # interrupt it is.
+                    _roll_back_left_open(conn)
+                    raise errors.TransientDatabaseError(
+                        "1317: interrupted: the routine's check found a transaction this connection had not "
+                        "opened; nothing was done") from exc
                 _node_failed(conn, exc)
                 raise errors.translate(exc) from exc
         except UNPARSED as exc:
@@ -929,9 +938,16 @@ def _roll_back_left_open(conn: Connection) -> None:
     """After an interrupt of a call made in autocommit mode with nothing open: a transaction open now is the
     interrupted routine's own, half done, and nothing of the caller's. It is rolled back (a no-op when none is open),
     never left for the next statement to commit. A session with autocommit off keeps what it has: its caller ends
-    it."""
-    with contextlib.suppress(pymysql.err.MySQLError):
-        conn.rollback()
+    it. A second interrupt can land on the rollback itself (a kill sent while the first was answered): it is tried
+    again, and a connection that cannot roll back is closed, which the server rolls back."""
+    for _ in range(3):
+        try:
+            conn.rollback()
+            return
+        except pymysql.err.MySQLError:
+            continue
+    with contextlib.suppress(Exception):
+        conn.close()
 
 
 def _call_once(conn: Connection, routine: str, args: tuple) -> list[list[dict]]:

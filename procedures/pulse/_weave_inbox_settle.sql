@@ -36,7 +36,8 @@ BEGIN
         DECLARE EXIT HANDLER FOR SQLEXCEPTION
         BEGIN
             GET DIAGNOSTICS CONDITION 1 v_errno = MYSQL_ERRNO;
-            IF NOT in_guarded OR v_errno = 1213 THEN
+            -- An interrupt is the whole decision's, as a deadlock is (see _weave_signal_accept's wake).
+            IF NOT in_guarded OR v_errno IN (1213, 1317, 1969, 50016) THEN
                 RESIGNAL;
             END IF;
             ROLLBACK TO SAVEPOINT weave_inbox_settle;

@@ -334,8 +334,12 @@ BEGIN
                 DECLARE EXIT HANDLER FOR SQLEXCEPTION
                 BEGIN
                     GET DIAGNOSTICS CONDITION 1 v_errno = MYSQL_ERRNO;
-                    IF v_errno = 1213 THEN
-                        RESIGNAL;  -- a deadlock took the whole transaction: Send fails as a transient error
+                    -- A deadlock took the whole transaction: Send fails as a transient error. So does an interrupt
+                    -- (KILL QUERY, max_statement_time, or a read one emptied): caught here, the acceptance went on to
+                    -- its COMMIT with the kill still pending, and the server skipped that COMMIT without a word, so
+                    -- Send answered a receipt for a signal left uncommitted in an open transaction.
+                    IF v_errno IN (1213, 1317, 1969, 50016) THEN
+                        RESIGNAL;
                     END IF;
                     ROLLBACK TO SAVEPOINT weave_signal_wake;
                     SET v_woke = 'LATER';
