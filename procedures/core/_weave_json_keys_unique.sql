@@ -80,11 +80,12 @@ BEGIN
                                -- JSON_KEYS takes time quadratic in an object's members, so past 2048 of them keys are
                                -- compared as written only (one encoder spells one key one way)
                                OR v_as_written AND LOCATE(CHAR(92 USING utf8mb4), v) > 0 AND JSON_LENGTH(v) <= 2048
-                                  -- (an answer a KILL QUERY took away counts as a key twice: such a subquery of
-                                  -- a select list comes back with no value and no error, see _weave_root_advance)
+                                  -- (an answer a KILL QUERY took away is the interrupt it is: such a subquery of
+                                  -- a select list comes back with no value and no error, see _weave_interrupted)
                                   AND COALESCE((SELECT COUNT(*) <> COUNT(DISTINCT HEX(k.name))
                                                   FROM JSON_TABLE(JSON_KEYS(v), '$[*]'
-                                                                  COLUMNS (name LONGTEXT PATH '$')) AS k), TRUE)))),
+                                                                  COLUMNS (name LONGTEXT PATH '$')) AS k),
+                                               _weave_interrupted('a count of an object''s keys'))))),
                         FALSE), MAX(depth),
                -- an object past 2048 members whose keys may hold an escape: they were compared as written only
                COALESCE(MAX(v_as_written AND v LIKE '{%,%' AND LOCATE(CHAR(92 USING utf8mb4), v) > 0
