@@ -83,9 +83,9 @@ class EngineCollector:
     def collect(self) -> Iterator[Metric]:
         figures = routines.status(self.conn)
         metrics = routines.engine_metrics(self.conn)
-        yield GaugeMetricFamily("weave_database_read_only", "1 while the database server this node reaches is set "
-                                "read-only (every write refused; /readyz answers 503), else 0",
-                                value=int(db.server_read_only(self.conn)))
+        yield GaugeMetricFamily("weave_database_read_only", "1 while the database server this node reaches refuses "
+                                "every write (set read-only, or logging statements; /readyz answers 503), else 0",
+                                value=int(db.why_writes_refused(db.write_settings(self.conn)) is not None))
         due = GaugeMetricFamily("weave_due_backlog", "Candidates due now, per class", labels=["class"])
         lag = GaugeMetricFamily("weave_oldest_due_lag_seconds", "How late the oldest due candidate is, per class",
                                 labels=["class"])

@@ -3,8 +3,9 @@
 They sit beside the engine's figures on ``/metrics``. Those are read from the database and are the same on every
 node; these are the node's own (one API process group, however many gunicorn workers it has). Under gunicorn each
 worker counts in files of one folder that ``weave api`` makes for its workers (prometheus_client's multiprocess
-mode), and ``/metrics`` sums them, so that a scrape answered by any worker shows the whole node; a worker that
-exits is folded into the sums. One process (the test client, ``weave dev``) counts in memory.
+mode), and ``/metrics`` sums them, so that a scrape answered by any worker shows the whole node; the counts of a
+worker that exited stay in the sums (its files stay in the folder until the API stops). One process (the test
+client, ``weave dev``) counts in memory.
 
 A route is the path's template (``/v1/namespaces/{ns}/workflows/{workflow_id}``), so the series do not grow with
 ids or namespaces; a path that no route takes is counted as ``unmatched``, the console's own 404s as ``/console``.
@@ -80,6 +81,7 @@ class _Own:
 
 
 def worker_exited(pid: int) -> None:
-    """gunicorn's child_exit hook: the exited worker's counts stay in the sums, its files are folded."""
+    """gunicorn's child_exit hook: the exited worker's live gauges are dropped (prometheus-client's own rule); its
+    counters and histograms stay in the sums."""
     if os.environ.get(FOLDER):
         multiprocess.mark_process_dead(pid)

@@ -405,11 +405,14 @@ def cmd_status(args: argparse.Namespace) -> int:
             if mismatch is None:
                 raise
             raise errors.SchemaMismatch(mismatch) from None  # its routines answer in another shape
-        read_only = db.server_read_only(conn)
+        settings_ = db.write_settings(conn)
+        why_not = "read-only" if db.read_only(settings_) else (
+            "logging statements (binlog_format = STATEMENT), which refuses the engine's writes"
+            if db.why_writes_refused(settings_) else None)
     week = routines.rfc3339(figures["now_at"] + dt.timedelta(days=7))  # RFC 3339 UTC texts compare as times
     payload = {
         "now": routines.rfc3339(figures["now_at"]),
-        "database": {"takes_writes": not read_only, **({"why_not": "read-only"} if read_only else {}),
+        "database": {"takes_writes": why_not is None, **({"why_not": why_not} if why_not else {}),
                      **({"schema_mismatch": mismatch} if mismatch else {})},
         "backlog": {r["class"]: {"due": r["due"], "oldest_due_lag_ms": float(r["lag_ms"] or 0)}
                     for r in figures["backlog"]},

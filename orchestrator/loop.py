@@ -259,7 +259,8 @@ class Orchestrator:
         write alike, or it is not at this build's level): the rest of the batch is then left, and a refusal also
         makes the loop wait before it scans again (the scan, a read, would bring the same batch back at once). None
         is booked as the candidate's failure: none is the candidate's own."""
-        refused = errors.refuses_writes(exc) or (errors.is_schema_mismatch(exc) and not self._level_is_own())
+        refused = (errors.refuses_writes(exc) or errors.refused_by_settings(exc)
+                   or (errors.is_schema_mismatch(exc) and not self._level_is_own()))
         if refused:
             self._refused.set()
         if refused or errors.is_connection_lost(exc):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import random
 import select
@@ -27,6 +28,7 @@ from . import errors, settings
 # mode, and a lax mode would silently truncate a too-long argument. Both MariaDB and MySQL 8 accept it.
 SQL_MODE = "STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
 DEFAULT_DSN = settings.DEFAULT_DSN
+log = logging.getLogger("weave.db")
 # A routine the server interrupts part way (max_statement_time, KILL QUERY) fails the statement it is in, and its
 # exit handler rolls back; but an interrupt that lands between two of its statements stops it there, where no
 # handler of its own runs (seen on MariaDB 10.11: 30 of 62 interrupted starts), and one that began its own
@@ -569,12 +571,6 @@ def why_writes_refused(state: dict[str, str]) -> str | None:
     return None
 
 
-def server_read_only(conn: Connection) -> bool:
-    """Whether ``conn``'s server is set read-only (``read_only``), asked in one statement: what readiness, /metrics
-    and weave status need, without the cluster status ``node_state`` reads for a connect."""
-    return read_only(_read_only_variables(conn))
-
-
 def node_ready(conn: Connection, state: dict[str, str] | None = None) -> bool:
     """True on a server a connection may go to (``why_not_ready`` says nothing against it)."""
     return why_not_ready(node_state(conn) if state is None else state) is None
@@ -888,8 +884,12 @@ def _fits(conn: Connection, routine: str, args: tuple) -> None:
         statement = cur.mogrify(f"CALL {routine}({', '.join(['%s'] * len(args))})", args)
         limit = getattr(conn, "_weave_packet_limit", None)
         if limit is None:
-            cur.execute("SELECT @@max_allowed_packet AS m")
-            limit = int(cur.fetchall()[0]["m"])
+            try:
+                cur.execute("SELECT @@max_allowed_packet AS m")
+                limit = int(cur.fetchall()[0]["m"])
+            except pymysql.err.MySQLError as exc:  # as any call's failure: a lost connection is transient
+                _node_failed(conn, exc)
+                raise errors.translate(exc) from exc
             conn._weave_packet_limit = limit  # type: ignore[attr-defined]  # the server's, for this connection's life
     size = len(statement.encode(conn.encoding, "surrogateescape"))
     if size + 1 > limit:
@@ -921,6 +921,8 @@ def call(conn: Connection, routine: str, *args: Any) -> list[list[dict]]:
                     # routine's own check of the session (seen on MariaDB 10.11). Nothing was done; it is the
                     # interrupt it is.
                     _roll_back_left_open(conn)
+                    log.warning("a routine refused as inside a transaction this connection had not opened: taken "
+                                "for an interrupt", extra={"fields": {"routine": routine}})
                     raise errors.TransientDatabaseError(
                         "1317: interrupted: the routine's check found a transaction this connection had not "
                         "opened; nothing was done") from exc

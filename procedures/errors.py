@@ -274,6 +274,17 @@ def is_connection_lost(exc: BaseException) -> bool:
 REFUSING_ERRNOS = frozenset({1047, 1290})
 
 
+# A server whose settings refuse the engine's writes (1665: it logs statements; 1792: its sessions' transactions are
+# read-only): every decision is refused alike until a person changes the setting, on this node as on any other.
+SETTING_REFUSED_ERRNOS = frozenset({1665, 1792})
+
+
+def refused_by_settings(exc: BaseException) -> bool:
+    """The server's settings refuse every write alike (``SETTING_REFUSED_ERRNOS``)."""
+    cause = exc.__cause__ if isinstance(exc, TransientDatabaseError) and exc.__cause__ else exc
+    return errno_of(cause) in SETTING_REFUSED_ERRNOS
+
+
 def refuses_writes(exc: BaseException) -> bool:
     """The server answered that it takes no writes now (``REFUSING_ERRNOS``)."""
     cause = exc.__cause__ if isinstance(exc, TransientDatabaseError) and exc.__cause__ else exc

@@ -440,7 +440,8 @@ def metrics_fold(conn: Conn) -> bool:
     """See procedures/instances/weave_metrics_fold.sql: the sums behind ``engine_metrics`` brought up to date, without
     waiting for any lock (the session's lock wait at 0 for the call). False when a lock was held (another fold, a
     row not committed yet), another node's fold conflicted, or the server is read-only (a replica, a primary fenced
-    for a failover): nothing folded, and ``engine_metrics`` counts those rows from the rows meanwhile."""
+    for a failover) or refuses writes by a setting: nothing folded, and ``engine_metrics`` counts those rows from the
+    rows meanwhile."""
     return _fold(conn) is not None
 
 
@@ -461,7 +462,7 @@ def _fold(conn: Conn) -> bool | None:
 
 # A lock held (not waited for), a conflict with another node's fold, or a read-only server (1290): /metrics still
 # answers, counting from the rows what the fold would have added.
-FOLD_LOCKED = frozenset({1205, 1213, 1290})
+FOLD_LOCKED = frozenset({1205, 1213, 1290, *errors.SETTING_REFUSED_ERRNOS})
 
 
 def metrics_catch_up(conn: Conn, calls: int = 1000) -> bool:

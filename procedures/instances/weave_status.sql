@@ -91,15 +91,17 @@ BEGIN
     -- A credential that expires takes down whatever uses it: its time, watched like a certificate's. Those yet to
     -- expire come first, and apart: short-lived tokens that were never disabled, past their time, would otherwise
     -- fill the list and push out the one about to break. Both parts are ranges of the expiry index.
-    (SELECT n.name AS namespace, CONCAT('cred_', c.id) AS credential_id, c.actor, c.expires_at
-       FROM weave_credentials c JOIN weave_namespaces n ON n.id = c.namespace_id
-      WHERE c.status = 'ACTIVE' AND c.expires_at > v_now
-      ORDER BY c.expires_at, c.id LIMIT 1000)
-    UNION ALL
-    (SELECT n.name, CONCAT('cred_', c.id), c.actor, c.expires_at
-       FROM weave_credentials c JOIN weave_namespaces n ON n.id = c.namespace_id
-      WHERE c.status = 'ACTIVE' AND c.expires_at <= v_now
-      ORDER BY c.expires_at DESC, c.id DESC LIMIT 100);
+    SELECT x.namespace, x.credential_id, x.actor, x.expires_at
+      FROM ((SELECT 0 AS part, n.name AS namespace, c.id, CONCAT('cred_', c.id) AS credential_id, c.actor, c.expires_at
+               FROM weave_credentials c JOIN weave_namespaces n ON n.id = c.namespace_id
+              WHERE c.status = 'ACTIVE' AND c.expires_at > v_now
+              ORDER BY c.expires_at, c.id LIMIT 1000)
+            UNION ALL
+            (SELECT 1, n.name, c.id, CONCAT('cred_', c.id), c.actor, c.expires_at
+               FROM weave_credentials c JOIN weave_namespaces n ON n.id = c.namespace_id
+              WHERE c.status = 'ACTIVE' AND c.expires_at <= v_now
+              ORDER BY c.expires_at DESC, c.id DESC LIMIT 100)) x
+     ORDER BY x.part, IF(x.part = 0, x.expires_at, NULL), IF(x.part = 0, x.id, NULL), x.expires_at DESC, x.id DESC;
     -- The head of each queue's line, as a claim reads it (one index entry a queue, past the few not ready yet): a
     -- task ready for long and not taken says that nothing claims from its queue. A count of queued tasks does not:
     -- it stays flat while another queue's work runs.

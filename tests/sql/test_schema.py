@@ -701,7 +701,7 @@ def test_R15_migrate_and_the_nodes_keep_their_own_session_settings_on_a_server_s
             assert routines.app_put(conn, admin, "acme", "billing", 10)["created"]
 
 
-def test_R15_a_server_that_logs_statements_is_refused_by_migrate_not_ready_and_its_refusals_are_transient():
+def test_R15_a_server_that_logs_statements_is_refused_by_migrate_not_ready_and_its_refusals_are_transient(capsys):
     """binlog_format = STATEMENT refuses every write of a READ COMMITTED transaction (1665), as the engine's decisions
     are: migrate installed there and said nothing, /readyz answered ready, a write answered 500, and every due timer
     went to review within a second, booked as its own failure. Migrate now refuses such a server, naming the
@@ -710,6 +710,8 @@ def test_R15_a_server_that_logs_statements_is_refused_by_migrate_not_ready_and_i
 
     from api.app import create_app
     from api.http import Connections
+    from orchestrator.loop import Orchestrator
+    from procedures import definitions
     from tests.support.server import private_server
 
     with private_server("weave-stmtlog-", "weave", options=("--log-bin=binlog", "--binlog-format=STATEMENT"),
@@ -723,13 +725,48 @@ def test_R15_a_server_that_logs_statements_is_refused_by_migrate_not_ready_and_i
         installer.migrate(dsn, test_clock=True)
         with dbmod.connect(dsn) as conn:
             admin = routines.namespace_bootstrap(conn, "acme")["token"]
+            routines.app_put(conn, admin, "acme", "billing", 10)
+            worker = routines.credential_create(conn, admin, "acme", "ops",
+                                                ["workflows:start", "workflows:read"])["token"]
+            routines.definition_publish(conn, admin, "acme", definitions.validate(
+                {"name": "wait", "steps": [{"key": "t", "type": "TIMER", "delay_ms": 1_000}]}))
+            wf = routines.instance_start(conn, worker, "acme", definition="wait", app="billing", idempotency_key="w",
+                                         deadline_ms=3_600_000)["workflow_id"]
+            dbmod.call(conn, "weave_test_clock_advance", 2_000)
             with conn.cursor() as cur:
                 cur.execute("SET GLOBAL binlog_format = 'STATEMENT'")  # a DBA's change, for new sessions
+        orchestrator = Orchestrator(dsn, concurrency=1, spread=False)
+        try:
+            for _ in range(4):  # its timer due, and refused each time: a wait, not the timer's failure
+                orchestrator.run_once()
+        finally:
+            orchestrator.close()
+        with dbmod.connect(dsn) as conn, conn.cursor() as cur:
+            cur.execute("SELECT status FROM weave_instances")
+            assert cur.fetchone()["status"] == "RUNNING"
+            cur.execute("SELECT attempts, last_error FROM weave_pending_advances")
+            assert cur.fetchone() == {"attempts": 0, "last_error": None}  # booked nowhere: not the candidate's own
         with dbmod.connect(dsn) as conn:
             with pytest.raises(errors.TransientDatabaseError, match="^1665"):
                 routines.app_put(conn, admin, "acme", "billing", 10)
-        ready = testing.TestClient(create_app(Connections(dsn))).simulate_get("/readyz")
+        client = testing.TestClient(create_app(Connections(dsn)))
+        ready = client.simulate_get("/readyz")
         assert ready.status_code == 503 and "binlog_format = STATEMENT" in ready.json["detail"], ready.text
+        assert "\nweave_database_read_only 1.0\n" in client.simulate_get("/metrics").text
+        from orchestrator.cli import main
+        assert main(["status", "--dsn", dsn.url(), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["database"] == {
+            "takes_writes": False,
+            "why_not": "logging statements (binlog_format = STATEMENT), which refuses the engine's writes"}
+        with dbmod.connect(dsn) as conn, conn.cursor() as cur:
+            cur.execute("SET GLOBAL binlog_format = 'ROW'")  # the DBA puts it back: the timer settles
+        orchestrator = Orchestrator(dsn, concurrency=1, spread=False)
+        try:
+            orchestrator.drain()
+        finally:
+            orchestrator.close()
+        with dbmod.connect(dsn) as conn:
+            assert routines.instance_get(conn, worker, "acme", wf)["status"] == "SUCCEEDED"
 
 
 def test_R12_a_session_whose_transactions_are_read_only_is_refused_as_transient(world):
