@@ -8,8 +8,8 @@ from __future__ import annotations
 import hashlib
 import threading
 
-from procedures import installer, routines
-from tests.support.db import roll_back_migration
+from procedures import routines
+from tests.support.db import index_added_again
 
 MIGRATION = "0018.console-session-credential"
 
@@ -20,11 +20,6 @@ def session(world, token: str, name: str, conn=None) -> str:
     return digest
 
 
-def indexes(world) -> set[str]:
-    return {r["k"] for r in world.db.rows("SELECT INDEX_NAME AS k FROM information_schema.STATISTICS WHERE "
-                                          "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'weave_console_sessions'")}
-
-
 def test_R17_migration_0018_keeps_every_session_and_a_disable_locks_only_its_credentials(world, database):
     leaving = world.credential(["workflows:read"], actor="leaving")
     staying = world.credential(["workflows:read"], actor="staying")
@@ -32,12 +27,7 @@ def test_R17_migration_0018_keeps_every_session_and_a_disable_locks_only_its_cre
     ours = [session(world, staying["token"], f"s{i}") for i in range(3)]
     theirs.append(session(world, leaving["token"], "l2"))  # after the other credential's, in the table's order
 
-    roll_back_migration(database, MIGRATION)
-    assert "ix_console_session_credential" not in indexes(world)  # the previous level
-    kept = world.db.rows("SELECT * FROM weave_console_sessions ORDER BY id")
-    assert installer.migrate(database, test_clock=True).migrations_applied == [MIGRATION]
-    assert "ix_console_session_credential" in indexes(world)
-    assert world.db.rows("SELECT * FROM weave_console_sessions ORDER BY id") == kept
+    index_added_again(world, database, MIGRATION, "weave_console_sessions", "ix_console_session_credential")
 
     # A sign-out of the leaving credential, half done: its last session's row is held. The disable locks the
     # credential, then its sessions, and waits for that one; meanwhile the other credential signs in and out as if

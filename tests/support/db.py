@@ -25,6 +25,23 @@ def roll_back_migration(dsn: dbmod.Dsn, migration: str) -> None:
         backend.rollback_migrations(migrations.filter(lambda m: m.id == migration))
 
 
+def index_added_again(world: Any, dsn: dbmod.Dsn, migration: str, table: str, index: str) -> None:
+    """R-17 for a migration that adds ``index`` to ``table``: the database taken back to the level before it (the
+    index gone, the rows kept) and migrated again, that migration alone, keeps the table's rows as they were and has
+    the index."""
+
+    def indexes() -> set[str]:
+        return {r["k"] for r in world.db.rows("SELECT INDEX_NAME AS k FROM information_schema.STATISTICS WHERE "
+                                              "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s", table)}
+
+    roll_back_migration(dsn, migration)
+    assert index not in indexes()  # the previous level
+    kept = world.db.rows(f"SELECT * FROM {table} ORDER BY id")
+    assert installer.migrate(dsn, test_clock=True).migrations_applied == [migration]
+    assert index in indexes()
+    assert world.db.rows(f"SELECT * FROM {table} ORDER BY id") == kept
+
+
 # A conflict on demand: while the session's @test_conflicts is above 0, each audit insert on that session uses one
 # up and fails with 1213, as a Galera certification failure does (R-12's retries are tried against it).
 CONFLICT_TRIGGER = ("CREATE TRIGGER test_conflict BEFORE INSERT ON weave_audit FOR EACH ROW "
