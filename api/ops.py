@@ -49,11 +49,11 @@ class Ready:
                                                "read-only. Writes answer 503 until it takes them again, or until the "
                                                "database address leads to the server that does (after a failover).")
             return
-        refused = db.why_writes_refused(settings)
-        if refused:  # a setting of the server's, which a person changes: no other node is better
+        if db.logs_statements(settings):  # a setting of the server's, which a person changes: no other node is better
             resp.set_header("Retry-After", "5")
-            problem(resp, 503, "UNAVAILABLE", f"NOT_WRITABLE: {refused}. Set binlog_format = ROW on the server "
-                                               "(docs/operations.md, Tuning the database).")
+            problem(resp, 503, "UNAVAILABLE", f"NOT_WRITABLE: the database server is {db.why_writes_refused(settings)}."
+                                               " Set binlog_format = ROW on the server (docs/operations.md, Tuning "
+                                               "the database).")
             return
         respond(resp, {"status": "ready", "level": installer.shipped_level()})
 

@@ -405,10 +405,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             if mismatch is None:
                 raise
             raise errors.SchemaMismatch(mismatch) from None  # its routines answer in another shape
-        settings_ = db.write_settings(conn)
-        why_not = "read-only" if db.read_only(settings_) else (
-            "logging statements (binlog_format = STATEMENT), which refuses the engine's writes"
-            if db.why_writes_refused(settings_) else None)
+        why_not = db.why_writes_refused(db.write_settings(conn))
     week = routines.rfc3339(figures["now_at"] + dt.timedelta(days=7))  # RFC 3339 UTC texts compare as times
     payload = {
         "now": routines.rfc3339(figures["now_at"]),

@@ -41,8 +41,8 @@ log = logging.getLogger("weave.db")
 INIT_COMMAND = (f"SET SESSION sql_mode='{SQL_MODE}', time_zone='+00:00', sql_select_limit = DEFAULT"
                 " /*M!100101 , max_statement_time = 0 */")
 # The server's interrupts of a statement: what is left open after one is the interrupted routine's own transaction.
-INTERRUPTED = frozenset({1317, 1969})
-IN_TRANSACTION_ERRNO = 50013  # a routine that owns its transaction, called inside one (R-1)
+INTERRUPTED = errors.INTERRUPTED_ERRNOS
+IN_TRANSACTION_ERRNO = errors.ERRORS["IN_TRANSACTION"][0]  # a routine that owns its transaction, called inside one
 # Every connection reads rows as dicts.
 Connection: TypeAlias = "pymysql.connections.Connection[pymysql.cursors.DictCursor]"
 
@@ -531,8 +531,7 @@ def node_lost(exc: BaseException) -> bool:
     """The node under a statement died, stopped answering, dropped the connection or refused as not ready, or the
     connection fell out of step with it and was closed: the statement may be repeated on a fresh connection (on
     another node) if repeating it cannot do anything twice."""
-    cause = exc.__cause__ if isinstance(exc, errors.TransientDatabaseError) and exc.__cause__ else exc
-    return (errors.is_connection_lost(exc) or errors.errno_of(cause) == NOT_READY_ERRNO
+    return (errors.is_connection_lost(exc) or errors.server_errno(exc) == NOT_READY_ERRNO
             or isinstance(exc, errors.ConnectionOutOfStep))
 
 
@@ -543,31 +542,32 @@ def node_state(conn: Connection) -> dict[str, str]:
     with conn.cursor(pymysql.cursors.Cursor) as cur:
         cur.execute("SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_ready', 'wsrep_local_state', 'Uptime')")
         state = {name.lower(): value for name, value in cur.fetchall()}
-    return {**state, **_read_only_variables(conn)}
+    return {**state, **write_settings(conn)}
 
 
-def _read_only_variables(conn: Connection) -> dict[str, str]:
+def write_settings(conn: Connection) -> dict[str, str]:
+    """The server's settings that decide whether it takes the engine's writes (``why_writes_refused``), in one
+    statement."""
     with conn.cursor(pymysql.cursors.Cursor) as cur:
         cur.execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'super_read_only', 'log_bin', "
                     "'binlog_format')")
         return {name.lower(): value for name, value in cur.fetchall()}
 
 
-def write_settings(conn: Connection) -> dict[str, str]:
-    """The server's settings that decide whether it takes the engine's writes (``why_writes_refused``), in one
-    statement."""
-    return _read_only_variables(conn)
+def logs_statements(state: dict[str, str]) -> bool:
+    """Whether a server in ``state`` logs statements (binlog_format = STATEMENT with the binary log on): it refuses
+    every write of a READ COMMITTED transaction, as the engine's decisions are, with 1665 (MIXED logs those as
+    rows)."""
+    return state.get("log_bin", "OFF").upper() in ("ON", "1") and state.get("binlog_format", "").upper() == "STATEMENT"
 
 
 def why_writes_refused(state: dict[str, str]) -> str | None:
-    """Why a server in ``state`` (``write_settings`` or ``node_state``) refuses the engine's writes, or None: set
-    read-only, or logging statements (binlog_format = STATEMENT with the binary log on: every write of a READ
-    COMMITTED transaction, as the engine's decisions are, is refused with 1665; MIXED logs those as rows)."""
+    """Why a server in ``state`` (``write_settings`` or ``node_state``) refuses the engine's writes, as what it is,
+    or None."""
     if read_only(state):
-        return "the database server is read-only"
-    if state.get("log_bin", "OFF").upper() in ("ON", "1") and state.get("binlog_format", "").upper() == "STATEMENT":
-        return ("the database server logs statements (binlog_format = STATEMENT), and refuses every write of the "
-                "engine's READ COMMITTED transactions (1665)")
+        return "read-only"
+    if logs_statements(state):
+        return "logging statements (binlog_format = STATEMENT), which refuses the engine's writes"
     return None
 
 

@@ -255,11 +255,19 @@ CONNECTION_ERRNOS = frozenset({2003, 2006, 2013, 2055})
 LOGIN_REFUSED_ERRNOS = frozenset({1044, 1045, 1698, 1142, 1370})
 
 
+# The server's interrupts of a statement (KILL QUERY, max_statement_time).
+INTERRUPTED_ERRNOS = frozenset({1317, 1969})
+
+
+def server_errno(exc: BaseException) -> int:
+    """The server's (or the driver's) error number behind ``exc``: a transient error's cause, or ``exc`` itself."""
+    return errno_of(exc.__cause__ if isinstance(exc, TransientDatabaseError) and exc.__cause__ else exc)
+
+
 def answer_may_be_lost(exc: BaseException) -> bool:
     """The call may have committed without its answer reaching the caller: its connection was lost, or the server
     interrupted it (KILL QUERY, max_statement_time), which can come after the routine's commit, while it answers."""
-    cause = exc.__cause__ if isinstance(exc, TransientDatabaseError) and exc.__cause__ else exc
-    return is_connection_lost(exc) or errno_of(cause) in (1317, 1969)
+    return is_connection_lost(exc) or server_errno(exc) in INTERRUPTED_ERRNOS
 
 
 def is_connection_lost(exc: BaseException) -> bool:
@@ -281,14 +289,12 @@ SETTING_REFUSED_ERRNOS = frozenset({1665, 1792})
 
 def refused_by_settings(exc: BaseException) -> bool:
     """The server's settings refuse every write alike (``SETTING_REFUSED_ERRNOS``)."""
-    cause = exc.__cause__ if isinstance(exc, TransientDatabaseError) and exc.__cause__ else exc
-    return errno_of(cause) in SETTING_REFUSED_ERRNOS
+    return server_errno(exc) in SETTING_REFUSED_ERRNOS
 
 
 def refuses_writes(exc: BaseException) -> bool:
     """The server answered that it takes no writes now (``REFUSING_ERRNOS``)."""
-    cause = exc.__cause__ if isinstance(exc, TransientDatabaseError) and exc.__cause__ else exc
-    return errno_of(cause) in REFUSING_ERRNOS
+    return server_errno(exc) in REFUSING_ERRNOS
 
 
 def is_schema_mismatch(exc: BaseException) -> bool:

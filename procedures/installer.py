@@ -441,10 +441,11 @@ def _refuse_statement_binlog(conn: db.Connection) -> None:
     """A server that logs statements (binlog_format = STATEMENT) refuses every write of a READ COMMITTED transaction
     (1665), which is how the engine's decisions run: installed there, every due timer went to review within a
     second. Refused before anything is changed, naming the setting."""
-    why = db.why_writes_refused(db.write_settings(conn))
-    if why and "binlog_format" in why:
-        raise InstallRefused(f"INSTALL_REFUSED: {why}. Set binlog_format = ROW on the server (SET GLOBAL, and in its "
-                             "configuration), then run `weave migrate` again.")
+    if db.logs_statements(db.write_settings(conn)):
+        raise InstallRefused("INSTALL_REFUSED: the database server logs statements (binlog_format = STATEMENT), and "
+                             "refuses every write of the engine's READ COMMITTED transactions (1665). Set "
+                             "binlog_format = ROW on the server (SET GLOBAL, and in its configuration), then run "
+                             "`weave migrate` again.")
 
 
 MIGRATE_LOCK_WAIT_S = 300
