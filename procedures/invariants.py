@@ -171,6 +171,17 @@ INVARIANTS: tuple[Invariant, ...] = (
     Invariant("M-4.14", "each (namespace, instance, idempotency key) has at most one signal", """
         SELECT namespace_id FROM weave_signals GROUP BY namespace_id, instance_id, idempotency_key
         HAVING COUNT(*) > 1"""),
+    # The same for a definition's publish (07-api: every POST that creates something takes a key): a key's audit
+    # row is its one answer, and that answer names a version published with its document.
+    Invariant("M-4.14b", "each (namespace, idempotency key) answers at most one publish, a version of its digest", """
+        SELECT MIN(id) FROM weave_audit WHERE action = 'definition.publish' AND idempotency_key IS NOT NULL
+         GROUP BY namespace_id, idempotency_key HAVING COUNT(*) > 1
+        UNION ALL
+        SELECT a.id FROM weave_audit a
+          LEFT JOIN weave_definitions d
+            ON d.namespace_id = a.namespace_id AND d.name = JSON_VALUE(a.response, '$.name')
+           AND d.version = JSON_VALUE(a.response, '$.version') AND d.digest = a.request_digest
+         WHERE a.action = 'definition.publish' AND a.idempotency_key IS NOT NULL AND d.id IS NULL"""),
     Invariant("M-4.15", "an instance has at most 1024 signals", """
         SELECT instance_id FROM weave_signals GROUP BY instance_id HAVING COUNT(*) > 1024
         UNION ALL SELECT id FROM weave_instances WHERE signal_count > 1024"""),

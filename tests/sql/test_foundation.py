@@ -12,7 +12,7 @@ from typing import Any
 import pymysql
 import pytest
 
-from procedures import definitions, errors, pulse, routines
+from procedures import definitions, errors, invariants, pulse, routines
 from procedures.definitions import model
 from tests.support.threads import run_threads
 from tests.support.waiting import wait_for
@@ -271,6 +271,21 @@ def test_M2_a_keyed_publish_answers_its_first_publish_again_after_later_ones(wor
         {"idempotency_key": "build-42", "response": json.dumps({"name": "cool-off", "version": 2,
                                                                 "digest": unchanged["digest"], "created": 0})},
         {"idempotency_key": None, "response": None}]
+
+
+@pytest.mark.breaks_invariants("M-4.14b")
+def test_M4_14b_a_publish_key_answers_one_publish_of_its_own_document(world):
+    """A key's audit row is its publish's one answer: a second row under the key, or an answer naming a version of
+    another document, is caught by the invariant that runs after every scenario."""
+    conn = world.db.conn
+    routines.definition_publish(conn, world.admin, "acme", definitions.validate(TIMER), "release-1")
+    assert "M-4.14b" not in invariants.violations(conn)
+    world.db.execute("INSERT INTO weave_audit (namespace_id, instance_id, credential_id, actor, action, "
+                     "idempotency_key, request_digest, accepted_at, details, response, created_at) "
+                     "SELECT namespace_id, instance_id, credential_id, actor, action, idempotency_key, "
+                     "REPEAT('0', 64), accepted_at, details, response, created_at FROM weave_audit "
+                     "WHERE idempotency_key = 'release-1'")
+    assert len(invariants.violations(conn)["M-4.14b"]) == 2  # the key twice, and an answer of another digest
 
 
 def test_M2_two_publishes_of_one_key_at_once_publish_once(world):
