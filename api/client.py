@@ -462,18 +462,27 @@ class WeaveClient:
         return self._call("POST", path, body, idempotent=True, idempotency_key=key)
 
     # --- admin and operations -------------------------------------------------------------------------------
-    def create_app(self, name: str, max_in_flight: int, status: str | None = None) -> dict:
-        return self._call("POST", "apps", _given({"name": name, "max_in_flight": max_in_flight}, status=status))
+    def create_app(self, name: str, max_in_flight: int, status: str | None = None, *,
+                   idempotency_key: str | None = None) -> dict:
+        """Create or change an app. The call's tries share one idempotency key, so a retry after a lost answer
+        answers that put and does not undo a change made between them."""
+        return self._call("POST", "apps", _given({"name": name, "max_in_flight": max_in_flight}, status=status),
+                          idempotent=True, idempotency_key=idempotency_key)
 
-    def create_queue(self, name: str, capacity: int) -> dict:
-        return self._call("POST", "queues", {"name": name, "capacity": capacity})
+    def create_queue(self, name: str, capacity: int, *, idempotency_key: str | None = None) -> dict:
+        """Create a queue or change its capacity; its tries share one key, as ``create_app``'s."""
+        return self._call("POST", "queues", {"name": name, "capacity": capacity}, idempotent=True,
+                          idempotency_key=idempotency_key)
 
     def create_credential(self, actor: str, scopes: list[str], queues: list[str] | str = "*", *,
-                          expires_at: str | None = None) -> dict:
-        # Not retried: a credential is not idempotent, and a retry after a lost answer would mint a second token.
+                          expires_at: str | None = None, idempotency_key: str | None = None) -> dict:
+        """A new credential with its token, shown once. Tried once: a retry could only answer which credential a
+        lost answer made, without its token. Pass ``idempotency_key`` to ask that yourself after an error: the same
+        call with the same key answers the credential the first made, ``token`` None (disable it and create
+        another), or makes it if the first never arrived."""
         with WeaveClient(self.base_url, self.token, self.namespace, timeout=self.timeout, retries=1) as once:
             return once._call("POST", "credentials", _given({"actor": actor, "scopes": scopes, "queues": queues},
-                                                            expires_at=expires_at))
+                                                            expires_at=expires_at), idempotency_key=idempotency_key)
 
     def list_apps(self) -> list[dict]:
         return self._call("GET", "apps")["items"]

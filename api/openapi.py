@@ -36,6 +36,7 @@ def _problem(*statuses: int) -> dict:
 
 
 LOCATION = {"Location": {"description": "the path of what was created", "schema": {"type": "string"}}}
+REPLAYED = {"Idempotent-Replayed": {"schema": {"type": "string", "enum": ["true"]}}}
 
 
 def _ok(status: int, schema: dict, description: str = "success", replay: bool = False,
@@ -45,9 +46,8 @@ def _ok(status: int, schema: dict, description: str = "success", replay: bool = 
         answer["headers"] = LOCATION
     out = {str(status): answer}
     if replay:
-        out["200"] = {"description": "replay of the first answer", "headers": {
-            "Idempotent-Replayed": {"schema": {"type": "string", "enum": ["true"]}}},
-            "content": {"application/json": {"schema": schema}}}
+        out["200"] = {"description": "replay of the first answer", "headers": REPLAYED,
+                      "content": {"application/json": {"schema": schema}}}
     return out
 
 
@@ -64,7 +64,8 @@ IDEMPOTENCY = {"name": "Idempotency-Key", "in": "header", "required": True,
                "schema": {"type": "string", "minLength": 1, "maxLength": IDEMPOTENCY_KEY_MAX,
                           "pattern": "^[!-~]+$"}}
 OPTIONAL_IDEMPOTENCY = {**IDEMPOTENCY, "required": False,
-                        "description": "a retry with the key answers the key's first publish again"}
+                        "description": "a retry with the key answers the key's first answer again, and changes "
+                                       "nothing, even after other requests"}
 COMMON_ERRORS = (401, 403, 404, 503)
 
 
@@ -82,8 +83,7 @@ def _op(op_id: str, tag: str, summary: str, scope: str, responses: dict, *, para
 def _control(op_id: str, summary: str, body: str, scope: str = "workflows:control", *, step: bool = False) -> dict:
     params = [WF, *([STEP] if step else []), IDEMPOTENCY]
     answer = {"description": "the instance after the action (or a replay)",
-              "headers": {"Idempotent-Replayed": {"schema": {"type": "string", "enum": ["true"]}}},
-              "content": {"application/json": {"schema": _ref("Instance")}}}
+              "headers": REPLAYED, "content": {"application/json": {"schema": _ref("Instance")}}}
     tag = "recovery" if scope == "workflows:review" else "control"
     return _op(op_id, tag, summary, scope, {"200": answer}, params=params, body=_ref(body),
                errors=(*COMMON_ERRORS, 409, 413, 415, 422))
@@ -295,7 +295,9 @@ def document() -> dict:
                        "properties": {"credential_id": {"type": "string"}, "actor": {"type": "string"},
                                       "scopes": {"type": "array", "items": {"type": "string"}},
                                       "queues": {"type": "array", "items": {"type": "string"}},
-                                      "expires_at": NULLABLE_TIME, "token": {"type": "string"}}},
+                                      "expires_at": NULLABLE_TIME,
+                                      "token": {"type": ["string", "null"],
+                                                "description": "null in a replay: a token is shown once"}}},
     }
     schemas_.update(schemas.BODIES)
     paths = {
@@ -304,7 +306,7 @@ def document() -> dict:
                         {**_ok(201, _ref("Published"), "a new version", location=True),
                          "200": {"description": "same content as the latest version, or a replay of the key's first "
                                                 "publish (with Idempotent-Replayed)",
-                                 "headers": {"Idempotent-Replayed": {"schema": {"type": "string", "enum": ["true"]}}},
+                                 "headers": REPLAYED,
                                  "content": {"application/json": {"schema": _ref("Published")}}}},
                         params=[OPTIONAL_IDEMPOTENCY], body=_ref("DefinitionDocument"),
                         errors=(*COMMON_ERRORS, 409, 413, 415, 422)),
@@ -375,22 +377,30 @@ def document() -> dict:
             "set_deadline", "Set a later instance deadline (C-4)", "DeadlineRequest", "workflows:review")},
         "/v1/namespaces/{ns}/apps": {
             "post": _op("put_app", "admin", "Create an app or change its quota", "admin",
-                        {**_ok(201, _ref("App"), "created"), "200": {"description": "updated", "content": {
-                            "application/json": {"schema": _ref("App")}}}},
-                        body=_ref("AppRequest"), errors=(*COMMON_ERRORS, 413, 415, 422)),
+                        {**_ok(201, _ref("App"), "created"), "200": {
+                            "description": "updated, or a replay of the key's first put (with Idempotent-Replayed)",
+                            "headers": REPLAYED, "content": {"application/json": {"schema": _ref("App")}}}},
+                        params=[OPTIONAL_IDEMPOTENCY], body=_ref("AppRequest"),
+                        errors=(*COMMON_ERRORS, 409, 413, 415, 422)),
             "get": _op("list_apps", "admin", "List apps with their quota and tasks in flight", "admin",
                        _ok(200, _items("AppState")))},
         "/v1/namespaces/{ns}/queues": {
             "post": _op("put_queue", "admin", "Create a queue or change its capacity", "admin",
-                        {**_ok(201, _ref("Queue"), "created"), "200": {"description": "updated", "content": {
-                            "application/json": {"schema": _ref("Queue")}}}},
-                        body=_ref("QueueRequest"), errors=(*COMMON_ERRORS, 413, 415, 422)),
+                        {**_ok(201, _ref("Queue"), "created"), "200": {
+                            "description": "updated, or a replay of the key's first put (with Idempotent-Replayed)",
+                            "headers": REPLAYED, "content": {"application/json": {"schema": _ref("Queue")}}}},
+                        params=[OPTIONAL_IDEMPOTENCY], body=_ref("QueueRequest"),
+                        errors=(*COMMON_ERRORS, 409, 413, 415, 422)),
             "get": _op("list_queues", "admin", "List queues with their capacity and tasks queued and running (an "
                        "admin restricted to some queues: those queues)", "admin", _ok(200, _items("QueueState")))},
         "/v1/namespaces/{ns}/credentials": {
             "post": _op("create_credential", "admin", "Create a credential (its token is returned once)", "admin",
-                        _ok(201, _ref("Credential")), body=_ref("CredentialRequest"),
-                        errors=(*COMMON_ERRORS, 413, 415, 422)),
+                        {**_ok(201, _ref("Credential")), "200": {
+                            "description": "a replay of the key's first create (with Idempotent-Replayed): the "
+                                           "credential it made, its token null (shown once, in the first answer)",
+                            "headers": REPLAYED, "content": {"application/json": {"schema": _ref("Credential")}}}},
+                        params=[OPTIONAL_IDEMPOTENCY], body=_ref("CredentialRequest"),
+                        errors=(*COMMON_ERRORS, 409, 413, 415, 422)),
             "get": _op("list_credentials", "admin", "List credentials (never a token)", "admin",
                        _ok(200, _items("CredentialState")))},
         "/v1/namespaces/{ns}/credentials/{credential_id}/disable": {"post": _op(

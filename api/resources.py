@@ -165,9 +165,10 @@ class Apps(Resource):
     def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         token = bearer(req)
         body = schemas.body("AppRequest", json_object(req))
-        row = routines.app_put(self.conn, token, ns, body["name"], body["max_in_flight"], body.get("status"))
+        row = routines.app_put(self.conn, token, ns, body["name"], body["max_in_flight"], body.get("status"),
+                               optional_idempotency_key(req))
         respond(resp, {"name": row["name"], "max_in_flight": row["max_in_flight"], "status": row["status"]},
-                201 if row["created"] else 200)
+                201 if row["created"] and not row["replayed"] else 200, replayed=row["replayed"])
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         respond(resp, {"items": routines.app_list(self.conn, bearer(req), ns)})
@@ -177,8 +178,9 @@ class Queues(Resource):
     def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         token = bearer(req)
         body = schemas.body("QueueRequest", json_object(req))
-        row = routines.queue_put(self.conn, token, ns, body["name"], body["capacity"])
-        respond(resp, {"name": row["name"], "capacity": row["capacity"]}, 201 if row["created"] else 200)
+        row = routines.queue_put(self.conn, token, ns, body["name"], body["capacity"], optional_idempotency_key(req))
+        respond(resp, {"name": row["name"], "capacity": row["capacity"]},
+                201 if row["created"] and not row["replayed"] else 200, replayed=row["replayed"])
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         respond(resp, {"items": routines.queue_list(self.conn, bearer(req), ns)})
@@ -189,9 +191,12 @@ class Credentials(Resource):
         token = bearer(req)
         body = schemas.body("CredentialRequest", json_object(req))
         row = routines.credential_create(self.conn, token, ns, body["actor"], body["scopes"], body.get("queues", "*"),
-                                         expires_at=_time(body.get("expires_at"), "expires_at"))
+                                         expires_at=_time(body.get("expires_at"), "expires_at"),
+                                         idempotency_key=optional_idempotency_key(req))
+        # A replay names the credential the key made; its token was shown once, in the first answer (null here).
         respond(resp, {"credential_id": row["credential_id"], "actor": row["actor"], "scopes": row["scopes"],
-                       "queues": row["queues"], "expires_at": row["expires_at"], "token": row["token"]}, 201)
+                       "queues": row["queues"], "expires_at": row["expires_at"], "token": row["token"]},
+                200 if row["replayed"] else 201, replayed=row["replayed"])
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         respond(resp, {"items": routines.credential_list(self.conn, bearer(req), ns)})  # never a token

@@ -180,7 +180,8 @@ def _admin_command(routine: Callable[..., dict], fields: tuple[str, ...],
     def run(args: argparse.Namespace) -> int:
         return _as_caller(args, lambda conn, token: routine(conn, token, args.namespace,
                                                             *(getattr(args, f) for f in fields)),
-                          lambda p: human.format(**p))
+                          lambda p: human.format(**p) + (" (answered again: this key's first answer)"
+                                                         if p.get("replayed") else ""))
     return run
 
 
@@ -195,19 +196,22 @@ def cmd_credentials_create(args: argparse.Namespace) -> int:
             expires = _shifted(db.call_row(conn, "weave_clock_now")["now_at"], args.expires_in, "--expires-in",
                                "DEADLINE_INVALID")
         return routines.credential_create(conn, token, args.namespace, args.actor, args.scopes, args.queues,
-                                          expires_at=expires)
+                                          expires_at=expires, idempotency_key=args.idempotency_key)
 
     return _as_caller(args, create, lambda p: f"credential {p['credential_id']} for {p['actor']}"
                       + (f", expires {p['expires_at']}" if p["expires_at"] else "")
-                      + f"\ntoken (shown once): {p['token']}")
+                      + (f"\ntoken (shown once): {p['token']}" if not p["replayed"] else
+                         "\nthis key's first create made it; its token was shown then and cannot be shown again: "
+                         f"if it was lost, disable {p['credential_id']} and create another with a new key"))
 
 cmd_credentials_disable = _admin_command(routines.credential_disable, ("credential_id",),
                                          "credential {credential_id} is {status}")
 cmd_credentials_enable = _admin_command(routines.credential_enable, ("credential_id",),
                                         "credential {credential_id} is {status}")
-cmd_apps_create = _admin_command(routines.app_put, ("name", "max_in_flight", "status"),
+cmd_apps_create = _admin_command(routines.app_put, ("name", "max_in_flight", "status", "idempotency_key"),
                                  "app {name}: max_in_flight {max_in_flight}, {status}")
-cmd_queues_create = _admin_command(routines.queue_put, ("name", "capacity"), "queue {name}: capacity {capacity}")
+cmd_queues_create = _admin_command(routines.queue_put, ("name", "capacity", "idempotency_key"),
+                                   "queue {name}: capacity {capacity}")
 
 
 def cmd_definitions_publish(args: argparse.Namespace) -> int:
@@ -977,6 +981,8 @@ WORKFLOW_ID = "the instance's id (wf_...)"
 STEP_KEY = "the step's key in its definition"
 IDEMPOTENCY_KEY = "default: a new random key (pass one to make retries safe)"
 NAME_RULE = "1-64 of A-Z a-z 0-9 _ . : -"
+ADMIN_KEY = ("default: none, and a run again puts these values again; with a key, a run again answers the first "
+             "run's answer and changes nothing, even after other changes")
 DAEMON_JSON = "errors that stop it before it starts as JSON on stderr (its log is JSON lines anyway)"
 
 
@@ -1077,6 +1083,10 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     expiry.add_argument("--expires-in", type=_duration, metavar="AGE",
                         help="stop authenticating this long from now, on the engine's clock: 45s, 30m, 36h or 90d")
     expiry.add_argument("--expires-at", metavar="TIME", help="stop authenticating at this time, RFC 3339 with a zone")
+    p.add_argument("--idempotency-key", help="default: none, and every run makes a credential; with a key, a run "
+                                             "again answers which credential the first made (its token is shown "
+                                             "once, by the first run). With --expires-in a run again asks for "
+                                             "another expiry: give --expires-at")
     p = _command(creds, "disable", help="disable a credential: its token stops working, and the instances it "
                                         "started take no new work until it is enabled again (admin)",
                  func=cmd_credentials_disable)
@@ -1090,6 +1100,7 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     p.add_argument("name", help=f"app name ({NAME_RULE})")
     p.add_argument("--max-in-flight", type=int, required=True, help="quota of QUEUED+RUNNING tasks")
     p.add_argument("--status", choices=["ACTIVE", "DISABLED"], help="default: ACTIVE for a new app, else unchanged")
+    p.add_argument("--idempotency-key", help=ADMIN_KEY)
 
     queues = sub.add_parser("queues", help="manage queues").add_subparsers(dest="action", metavar="ACTION",
                                                                           required=True)
@@ -1097,6 +1108,7 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     p = _command(queues, "create", help="create a queue or change its capacity (admin)", func=cmd_queues_create)
     p.add_argument("name", help=f"queue name ({NAME_RULE})")
     p.add_argument("--capacity", type=int, required=True, help="most QUEUED+RUNNING tasks at once")
+    p.add_argument("--idempotency-key", help=ADMIN_KEY)
 
     defs = sub.add_parser("definitions", help="publish, list and show definitions").add_subparsers(
         dest="action", metavar="ACTION", required=True)

@@ -182,6 +182,23 @@ INVARIANTS: tuple[Invariant, ...] = (
             ON d.namespace_id = a.namespace_id AND d.name = JSON_VALUE(a.response, '$.name')
            AND d.version = JSON_VALUE(a.response, '$.version') AND d.digest = a.request_digest
          WHERE a.action = 'definition.publish' AND a.idempotency_key IS NOT NULL AND d.id IS NULL"""),
+    # And for the other admin POSTs that take a key: an app's or a queue's put, a credential's creation. A key's audit
+    # row holds what it asked and answered, and a create's answer names a credential of its namespace.
+    Invariant("M-4.14c", "each (namespace, kind, idempotency key) answers at most one app put, queue put or credential "
+              "create, with its request and answer kept", """
+        SELECT MIN(id) FROM weave_audit
+         WHERE instance_id = 0 AND action IN ('app.put', 'queue.put', 'credential.create')
+           AND idempotency_key IS NOT NULL
+         GROUP BY namespace_id, action, idempotency_key HAVING COUNT(*) > 1
+        UNION ALL
+        SELECT a.id FROM weave_audit a
+          LEFT JOIN weave_credentials c
+            ON a.action = 'credential.create' AND c.namespace_id = a.namespace_id
+           AND CONCAT('cred_', c.id) = JSON_VALUE(a.response, '$.credential_id')
+         WHERE a.instance_id = 0 AND a.action IN ('app.put', 'queue.put', 'credential.create')
+           AND a.idempotency_key IS NOT NULL
+           AND (a.request_digest IS NULL OR a.response IS NULL
+                OR (a.action = 'credential.create' AND c.id IS NULL))"""),
     Invariant("M-4.15", "an instance has at most 1024 signals", """
         SELECT instance_id FROM weave_signals GROUP BY instance_id HAVING COUNT(*) > 1024
         UNION ALL SELECT id FROM weave_instances WHERE signal_count > 1024"""),

@@ -47,14 +47,17 @@ def namespace_bootstrap(conn: Conn, namespace: str) -> dict:
 
 
 def credential_create(conn: Conn, token: str, namespace: str, actor: str, scopes: list[str] | str,
-                      queues: list[str] | str = "*", expires_at: dt.datetime | None = None) -> dict:
+                      queues: list[str] | str = "*", expires_at: dt.datetime | None = None,
+                      idempotency_key: str | None = None) -> dict:
     """See procedures/admin/weave_credential_create.sql. ``expires_at``: UTC, when the credential stops
-    authenticating (None: never)."""
+    authenticating (None: never). With ``idempotency_key``, a key used before answers the credential it made
+    (``replayed``), whose token was shown once: ``token`` is None."""
     scopes = scopes if isinstance(scopes, str) else ",".join(scopes)
     queues = queues if isinstance(queues, str) else ",".join(queues)
-    row = call_row(conn, "weave_credential_create", token, namespace, actor, scopes, queues, expires_at)
+    row = call_row(conn, "weave_credential_create", token, namespace, actor, scopes, queues, expires_at,
+                   idempotency_key)
     return {**row, "scopes": row["scopes"].split(","), "queues": row["queues"].split(","),
-            "expires_at": rfc3339(row["expires_at"])}
+            "expires_at": rfc3339(row["expires_at"]), "replayed": bool(row["replayed"])}
 
 
 def credential_disable(conn: Conn, token: str, namespace: str, credential_id: str) -> dict:
@@ -68,14 +71,18 @@ def credential_enable(conn: Conn, token: str, namespace: str, credential_id: str
 
 
 def app_put(conn: Conn, token: str, namespace: str, name: str, max_in_flight: int,
-            status: str | None = None) -> dict:
-    """See procedures/admin/weave_app_put.sql."""
-    return call_row(conn, "weave_app_put", token, namespace, name, max_in_flight, status)
+            status: str | None = None, idempotency_key: str | None = None) -> dict:
+    """See procedures/admin/weave_app_put.sql. With ``idempotency_key``, a key used before answers its first put
+    again (``replayed``) and changes nothing."""
+    row = call_row(conn, "weave_app_put", token, namespace, name, max_in_flight, status, idempotency_key)
+    return {**row, "replayed": bool(row["replayed"])}
 
 
-def queue_put(conn: Conn, token: str, namespace: str, name: str, capacity: int) -> dict:
-    """See procedures/admin/weave_queue_put.sql."""
-    return call_row(conn, "weave_queue_put", token, namespace, name, capacity)
+def queue_put(conn: Conn, token: str, namespace: str, name: str, capacity: int,
+              idempotency_key: str | None = None) -> dict:
+    """See procedures/admin/weave_queue_put.sql. With ``idempotency_key``, as ``app_put``."""
+    row = call_row(conn, "weave_queue_put", token, namespace, name, capacity, idempotency_key)
+    return {**row, "replayed": bool(row["replayed"])}
 
 
 def _rows(conn: Conn, routine: str, *args: Any) -> list[dict]:

@@ -66,17 +66,13 @@ BEGIN
     DECLARE v_at INT;
     DECLARE v_pos INT;
     DECLARE v_left INT;
-    DECLARE v_keyed_digest CHAR(64) DEFAULT NULL;  -- the document the idempotency key published before, if it did
-    DECLARE v_keyed LONGTEXT;  -- that publish's answer
+    DECLARE v_keyed LONGTEXT;  -- the answer of the publish the idempotency key made before, if it did
     DECLARE v_answer LONGTEXT;
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_claim('weave_definition_publish', v_tx);
     CALL _weave_admin_begin(in_token, in_namespace, 'definitions:publish', NULL, v_ns, v_cred, v_actor, v_now,
                             v_allowed);
-    IF in_idempotency_key IS NOT NULL AND NOT (in_idempotency_key REGEXP '^[!-~]{1,128}\\z') THEN
-        CALL _weave_raise(50113, 'IDEMPOTENCY_KEY_INVALID: 1-128 printable ASCII characters, no space');
-    END IF;
     IF in_document IS NULL OR NOT JSON_VALID(in_document)
        OR COALESCE(JSON_TYPE(JSON_EXTRACT(in_document, '$.steps')), '') <> 'ARRAY'
        OR COALESCE(JSON_LENGTH(in_document, '$.steps'), 0) NOT BETWEEN 1 AND 256
@@ -211,23 +207,16 @@ BEGIN
     END IF;
     SET v_digest = SHA2(in_document, 256);
     SELECT id INTO v_ns FROM weave_namespaces WHERE id = v_ns FOR UPDATE;
-    -- Locking reads: a plain one reads the snapshot taken before the lock was granted, in which a publish that
-    -- held the lock before this one has not yet written its version, or its key's audit row.
-    IF in_idempotency_key IS NOT NULL THEN
-        SELECT request_digest, response INTO v_keyed_digest, v_keyed FROM weave_audit
-         WHERE instance_id = 0 AND action = 'definition.publish' AND idempotency_key = in_idempotency_key
-           AND namespace_id = v_ns
-         ORDER BY id LIMIT 1 FOR UPDATE;
-    END IF;
-    IF v_keyed_digest IS NOT NULL THEN
-        IF v_keyed_digest <> v_digest THEN
-            CALL _weave_raise(50005, 'IDEMPOTENCY_CONFLICT: this key published a different document');
-        END IF;
+    CALL _weave_admin_replay(v_ns, 'definition.publish', in_idempotency_key, v_digest,
+                             'published a different document', v_keyed);
+    IF v_keyed IS NOT NULL THEN
         COMMIT;
         SELECT JSON_VALUE(v_keyed, '$.name') AS name, CAST(JSON_VALUE(v_keyed, '$.version') AS UNSIGNED) AS version,
                JSON_VALUE(v_keyed, '$.digest') AS digest, CAST(JSON_VALUE(v_keyed, '$.created') AS UNSIGNED) AS created,
                1 AS replayed;
     ELSE
+        -- A locking read: a plain one reads the snapshot taken before the namespace's lock was granted, in which a
+        -- publish that held the lock before this one has not yet written its version.
         SELECT version, digest INTO v_latest, v_latest_digest FROM weave_definitions
          WHERE namespace_id = v_ns AND name = v_name ORDER BY version DESC LIMIT 1 FOR UPDATE;
         IF v_latest IS NOT NULL AND v_latest_digest = v_digest THEN

@@ -93,6 +93,36 @@ def test_a_query_parameter_a_request_does_not_take_is_refused_on_every_api_path(
     assert listed.status_code == 200 and [i["workflow_id"] for i in listed.json["items"]] == [wf]
 
 
+def test_admin_posts_with_an_idempotency_key_replay_their_first_answer(client, world):
+    """An app's or a queue's put and a credential's creation take the key every POST that creates or changes
+    something takes: a retry answers the first answer with Idempotent-Replayed and changes nothing; a credential's
+    replay names the credential without its token, which was shown once."""
+    def keyed(path, key, body):
+        return client.simulate_post(f"{NS}/{path}", headers={**auth(world.admin), "Idempotency-Key": key}, json=body)
+
+    first = keyed("apps", "quota-1", {"name": "reports", "max_in_flight": 5})
+    assert first.status_code == 201 and "idempotent-replayed" not in first.headers
+    assert client.simulate_post(f"{NS}/apps", headers=auth(world.admin),
+                                json={"name": "reports", "max_in_flight": 9}).status_code == 200
+    again = keyed("apps", "quota-1", {"name": "reports", "max_in_flight": 5})
+    assert again.status_code == 200 and again.headers.get("idempotent-replayed") == "true"
+    assert again.json == first.json
+    apps = client.simulate_get(f"{NS}/apps", headers=auth(world.admin)).json["items"]
+    assert [a["max_in_flight"] for a in apps if a["name"] == "reports"] == [9]
+    problem(keyed("apps", "quota-1", {"name": "reports", "max_in_flight": 6}), 409, "IDEMPOTENCY_CONFLICT")
+    queue = keyed("queues", "quota-1", {"name": "exports", "capacity": 2})
+    assert queue.status_code == 201 and keyed("queues", "quota-1", {"name": "exports", "capacity": 2}).json == \
+        queue.json
+    made = keyed("credentials", "bot-1", {"actor": "ci-bot", "scopes": ["workflows:read"]})
+    assert made.status_code == 201 and made.json["token"].startswith("wv_")
+    replay = keyed("credentials", "bot-1", {"actor": "ci-bot", "scopes": ["workflows:read"]})
+    assert replay.status_code == 200 and replay.headers.get("idempotent-replayed") == "true"
+    assert replay.json == {**made.json, "token": None}
+    body = problem(keyed("credentials", "bot 2", {"actor": "ci-bot", "scopes": ["workflows:read"]}), 422,
+                   "VALIDATION_FAILED")
+    assert [e["code"] for e in body["errors"]] == ["IDEMPOTENCY_KEY_INVALID"]
+
+
 @pytest.mark.parametrize("version", ["\u00b2", "\u0661", "0", "01x", "9999999999"])
 def test_a_version_that_is_not_a_positive_ascii_number_is_not_found(client, world, version):
     publish(client, world)

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 
 from api import client as sdk
-from procedures import pulse
+from procedures import pulse, routines
 from tests.api.test_explain_http import POLL
 from tests.support.processes import WeaveProcess, free_port, start_api
 from tests.support.proxy import Proxy
@@ -173,6 +173,32 @@ def test_sdk_publish_retried_after_a_lost_answer_answers_that_publish_after_a_la
     assert client.publish_definition(TIMER)["version"] == 1
     assert len(tries) == 2 and tries[0] and tries[0] == tries[1]
     assert world.db.scalar("SELECT MAX(version) FROM weave_definitions") == 2
+
+
+def test_sdk_app_put_retried_after_a_lost_answer_does_not_undo_a_later_change(api_url, world, monkeypatch):
+    """The first try puts a quota of 5 and its answer is lost; another admin puts 9 before the retry. The retry
+    carries the call's key, so it answers the first put instead of putting 5 back. A credential's create, tried
+    once, tells with its key which credential a lost answer made."""
+    client = sdk.WeaveClient(api_url, world.admin, "acme", retries=3)
+    real_exchange = client._exchange
+    tries = []
+
+    def losing_the_first_answer(method, url, data, headers):
+        tries.append(headers.get("Idempotency-Key"))
+        answer = real_exchange(method, url, data, headers)
+        if len(tries) == 1:
+            routines.app_put(world.db.conn, world.admin, "acme", "reports", 9)
+            raise ConnectionResetError("the answer was lost")
+        return answer
+
+    monkeypatch.setattr(client, "_exchange", losing_the_first_answer)
+    assert client.create_app("reports", 5) == {"name": "reports", "max_in_flight": 5, "status": "ACTIVE"}
+    assert len(tries) == 2 and tries[0] and tries[0] == tries[1]
+    assert world.db.scalar("SELECT max_in_flight FROM weave_apps WHERE name = 'reports'") == 9
+    monkeypatch.undo()
+    made = client.create_credential("ci-bot", ["workflows:read"], idempotency_key="bot-1")
+    again = client.create_credential("ci-bot", ["workflows:read"], idempotency_key="bot-1")
+    assert made["token"] and again == {**made, "token": None}
 
 
 def _api_before_its_database(database, log: Path) -> tuple[WeaveProcess, str, int]:

@@ -1125,6 +1125,28 @@ def test_definitions_publish_past_the_server_s_packet_limit_says_so_and_publishe
             assert cur.fetchall()[0]["n"] == 0
 
 
+def test_admin_creates_with_an_idempotency_key_answer_their_first_run_when_run_again(weave, world):
+    """A provisioning script run again after a later change must not put its old quota back, and a credential's
+    create run again must not make a second credential: with a key, each answers its first run."""
+    code, out, err = weave("apps", "create", "reports", "--max-in-flight", "5", "--idempotency-key", "prov-1",
+                           token=world.admin)
+    assert code == 0 and out.strip() == "app reports: max_in_flight 5, ACTIVE", err
+    routines.app_put(world.db.conn, world.admin, "acme", "reports", 9)
+    code, out, err = weave("apps", "create", "reports", "--max-in-flight", "5", "--idempotency-key", "prov-1",
+                           token=world.admin)
+    assert code == 0 and out.strip() == ("app reports: max_in_flight 5, ACTIVE "
+                                         "(answered again: this key's first answer)"), (out, err)
+    assert world.db.scalar("SELECT max_in_flight FROM weave_apps WHERE name = 'reports'") == 9
+    args = ("credentials", "create", "--actor", "ci-bot", "--scopes", "workflows:read", "--idempotency-key", "bot-1")
+    code, out, err = weave(*args, token=world.admin)
+    assert code == 0 and "token (shown once): wv_" in out, err
+    made = out.split()[1]
+    code, out, err = weave(*args, token=world.admin)
+    assert code == 0 and out.startswith(f"credential {made} for ci-bot\n") and "wv_" not in out, (out, err)
+    assert f"disable {made} and create another with a new key" in out
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_credentials WHERE actor = 'ci-bot'") == 1
+
+
 def test_workflows_purge_of_named_instances_removes_those_alone_for_a_customer_s_erasure(weave, world, orch, tmp_path):
     """A customer asks to be forgotten: their instances are found by business key and removed by id, with every row
     of theirs. There was no documented way: a purge took every instance finished before a cutoff, and the routine's

@@ -107,7 +107,7 @@ def test_R1_a_pymysql_caller_without_an_open_transaction_is_served(world, caller
     conn = dbmod.connect(world.db.dsn, autocommit=False)
     try:
         with conn.cursor() as cur:
-            cur.execute("CALL weave_app_put(%s, %s, 'orders', 10, 'ACTIVE')", (world.admin, world.namespace))
+            cur.execute("CALL weave_app_put(%s, %s, 'orders', 10, 'ACTIVE', NULL)", (world.admin, world.namespace))
             while cur.nextset():
                 pass
             cur.execute("SELECT @@in_transaction AS t")
@@ -122,7 +122,7 @@ def test_R1_a_failed_routine_rolls_back_only_what_it_started(world, caller_table
     conn = dbmod.connect(world.db.dsn, autocommit=False)
     try:
         with conn.cursor() as cur, pytest.raises(pymysql.err.MySQLError) as failure:
-            cur.execute("CALL weave_app_put(%s, %s, 'orders', -1, 'ACTIVE')", (world.admin, world.namespace))
+            cur.execute("CALL weave_app_put(%s, %s, 'orders', -1, 'ACTIVE', NULL)", (world.admin, world.namespace))
         assert errors.translate(failure.value).code == "VALIDATION_FAILED"
         with conn.cursor() as cur:
             cur.execute("SELECT @@in_transaction AS t")

@@ -6,7 +6,6 @@ import datetime as dt
 import hashlib
 import json
 import re
-import threading
 from typing import Any
 
 import pymysql
@@ -15,7 +14,6 @@ import pytest
 from procedures import definitions, errors, invariants, pulse, routines
 from procedures.definitions import model
 from tests.support.threads import run_threads
-from tests.support.waiting import wait_for
 from tests.support.world import WORKFLOW_SCOPES, World
 
 TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
@@ -192,38 +190,10 @@ def test_published_versions_are_immutable_and_pinned_by_instances(world, orch):
 
 def publishes_held_on_the_namespace_lock(world, publishes: list[tuple[Any, str | None]]) -> list[dict]:
     """The publishes (a document and its idempotency key), each on a connection of its own, all made to wait on the
-    namespace's lock held here, then let go together: their answers (every one of them must answer)."""
-    holder = world.db.connect()
-    with holder.cursor() as cur:
-        cur.execute("START TRANSACTION")
-        cur.execute("SELECT id FROM weave_namespaces WHERE name = 'acme' FOR UPDATE")
-    answers: list[dict] = []
-    failures: list[Exception] = []
-    conns = [world.db.connect() for _ in publishes]
-
-    def publish(n: int) -> None:
-        try:
-            answers.append(routines.definition_publish(conns[n], world.admin, "acme", *publishes[n]))
-        except Exception as exc:  # collected and asserted below
-            failures.append(exc)
-
-    threads = [threading.Thread(target=publish, args=(n,)) for n in range(len(publishes))]
-    try:
-        for thread in threads:
-            thread.start()
-        ids = ",".join(str(conn.thread_id()) for conn in conns)
-        assert wait_for(lambda: world.db.scalar(  # each waiting for the namespace's lock
-            f"SELECT COUNT(*) FROM information_schema.processlist WHERE id IN ({ids}) "
-            "AND info LIKE '%%FROM weave_namespaces WHERE id = %%FOR UPDATE'") == len(publishes))
-    finally:
-        holder.rollback()
-        holder.close()
-        for thread in threads:
-            thread.join(30)
-        for conn in conns:
-            conn.close()
-    assert failures == []
-    return answers
+    namespace's lock held here, then let go together: their answers."""
+    return world.held_on_the_namespace_lock([
+        lambda conn, doc=doc, key=key: routines.definition_publish(conn, world.admin, "acme", doc, key)
+        for doc, key in publishes])
 
 
 def test_M2_publishes_of_one_name_at_once_each_take_the_next_version(world):

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from procedures import definitions, routines
 from tests.support.db import Db
+from tests.support.waiting import wait_for
 
 WORKFLOW_SCOPES = ["workflows:read", "workflows:start", "workflows:signal", "workflows:control",
                    "workflows:review"]
@@ -88,6 +90,41 @@ class World:
         finally:
             holder.rollback()
             holder.close()
+
+    def held_on_the_namespace_lock(self, calls: list[Callable[..., dict]]) -> list[dict]:
+        """The calls (each given a connection of its own), all made to wait on the namespace's lock held here, then
+        let go together: their answers (every one of them must answer)."""
+        holder = self.db.connect()
+        with holder.cursor() as cur:
+            cur.execute("START TRANSACTION")
+            cur.execute("SELECT id FROM weave_namespaces WHERE name = %s FOR UPDATE", (self.namespace,))
+        answers: list[dict] = []
+        failures: list[Exception] = []
+        conns = [self.db.connect() for _ in calls]
+
+        def run(n: int) -> None:
+            try:
+                answers.append(calls[n](conns[n]))
+            except Exception as exc:  # collected and asserted below
+                failures.append(exc)
+
+        threads = [threading.Thread(target=run, args=(n,)) for n in range(len(calls))]
+        try:
+            for thread in threads:
+                thread.start()
+            ids = ",".join(str(conn.thread_id()) for conn in conns)
+            assert wait_for(lambda: self.db.scalar(  # each waiting for the namespace's lock
+                f"SELECT COUNT(*) FROM information_schema.processlist WHERE id IN ({ids}) "
+                "AND info LIKE '%%FROM weave_namespaces WHERE id = %%FOR UPDATE'") == len(calls))
+        finally:
+            holder.rollback()
+            holder.close()
+            for thread in threads:
+                thread.join(30)
+            for conn in conns:
+                conn.close()
+        assert failures == []
+        return answers
 
     def second_activation(self, workflow_id: str) -> int:
         """A second generation of the instance's one step, as recovery creates it, made current behind the
