@@ -14,6 +14,9 @@ SPEC = ROOT.parent / "shared" / "spec"
 RULE_IDS_FILE = ROOT / "tests" / "spec_rule_ids.txt"
 _RAISE = re.compile(r"_weave_raise\(\s*(\d+)\s*,\s*(?:CONCAT\(\s*)?'([A-Z_]+):")
 _SIGNAL = re.compile(r"MYSQL_ERRNO\s*=\s*(\d+)")
+# The server's own refusals, raised by a routine as the server raises them for a user it holds to them: a read-only
+# server's (1290), which the owner's SUPER or READ_ONLY ADMIN would let a fold write past.
+SERVER_REFUSALS = {1290}
 
 
 def test_every_errno_raised_by_a_routine_is_in_the_error_table_with_its_code():
@@ -27,7 +30,7 @@ def test_every_errno_raised_by_a_routine_is_in_the_error_table_with_its_code():
             assert table[int(errno)] == code, f"{routine.name}: errno {errno} is {table[int(errno)]}, not {code}"
             seen.add(int(errno))
         for errno in _SIGNAL.findall(routine.text):
-            assert routine.name == "_weave_raise" or int(errno) in table
+            assert routine.name == "_weave_raise" or int(errno) in table or int(errno) in SERVER_REFUSALS
     assert len(set(table.values())) == len(table), "two errnos share a code"
     assert seen, "no routine raises a stable error"
 

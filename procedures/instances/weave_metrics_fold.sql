@@ -8,14 +8,17 @@
 -- rows from the rows until a later fold adds them. The API calls it before each read with the session's lock wait
 -- at 0, so that a fold never waits: for another fold (the fold row's lock), nor for a caller's transaction. A fold
 -- adds at most 50,000 rows of each kind, so that the first folds after an upgrade take the history kept so far
--- over several scrapes.
+-- over several scrapes. A read-only server (a replica, a primary fenced for a failover) folds nothing: an owner
+-- that holds SUPER or READ_ONLY ADMIN writes past read_only, and a fold on a replica wrote sums that its primary's
+-- next fold wrote again, which stopped the replication.
 CREATE PROCEDURE weave_metrics_fold()
     COMMENT 'Description: adds what became final since the last fold (waits settled, signals consumed, rejected or
 expired, rounds decided), up to two minutes ago and at most 50,000 rows of each kind, to the sums weave_metrics
 answers.
 Result set: folded_until (the sums now count every row final before it), caught_up (1 when the fold reached its
 horizon, two minutes ago; 0 when its 50,000 rows of a kind stopped it short, or a lock of its range was held).
-Errors: 50013 IN_TRANSACTION (inside a caller''s transaction), 1205 (a lock of the range is held: nothing folded).
+Errors: 50013 IN_TRANSACTION (inside a caller''s transaction), 1205 (a lock of the range is held: nothing folded),
+1290 (the server is read-only: nothing folded; weave_metrics counts from the rows).
 Rules: R-11, R-1.'
     MODIFIES SQL DATA
 BEGIN
@@ -27,6 +30,10 @@ BEGIN
     DECLARE v_rows BIGINT;
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    IF @@GLOBAL.read_only THEN  -- as the server refuses a user without the right to write past it
+        SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 1290,
+            MESSAGE_TEXT = 'The server is running with the --read-only option: weave_metrics_fold folds nothing';
+    END IF;
     CALL _weave_transaction_begin('weave_metrics_fold', v_tx);
     SELECT folded_until INTO v_from FROM weave_metric_folds WHERE id = 1 FOR UPDATE;
     IF v_from IS NULL THEN  -- a database emptied by hand: the sums start again from nothing

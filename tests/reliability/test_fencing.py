@@ -17,7 +17,7 @@ from api.app import create_app
 from api.http import ApiConnections
 from orchestrator.loop import Orchestrator
 from procedures import db as dbmod
-from procedures import errors, installer
+from procedures import errors, installer, routines
 from procedures.connections import retry_transient
 from tests.support.db import Db
 from tests.support.server import as_user, create_user, private_server, set_read_only, two_host_dsn
@@ -73,6 +73,31 @@ def test_Z3_read_only_fences_the_routines_of_the_documented_owner_and_not_those_
 
 
 TIMER = {"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 60_000}]}
+
+
+def test_Z3_R11_a_metrics_fold_on_a_read_only_server_folds_nothing_whoever_owns_the_routines(fenceable):
+    """A reporting user called the fold on a replica whose routines root had installed: root writes past read_only,
+    the replica's sums were written there as well as by its primary's next fold, and the replication stopped on the
+    duplicate. The fold refuses a read-only server itself (1290, as the server refuses the documented owner), and
+    the metrics read counts from the rows."""
+    dsn, runtime_dsn, admin = fenceable
+    installer.migrate(dsn, test_clock=True)  # the routines owned by root, who holds READ_ONLY ADMIN
+    runtime = dbmod.connect(runtime_dsn)
+    try:
+        before = dbmod.call_row(runtime, "weave_metrics_fold")["folded_until"]
+        set_read_only(admin, True)
+        with admin.cursor() as cur:
+            cur.execute(f"UPDATE `{dsn.database}`.weave_install SET clock_offset_us = clock_offset_us + 600000000")
+        with pytest.raises(errors.TransientDatabaseError) as refused:
+            dbmod.call(runtime, "weave_metrics_fold")
+        assert errors.errno_of(refused.value.__cause__) == 1290
+        assert routines.metrics_fold(runtime) is False
+        with admin.cursor() as cur:
+            cur.execute(f"SELECT folded_until FROM `{dsn.database}`.weave_metric_folds WHERE id = 1")
+            assert cur.fetchone()["folded_until"] == before  # nothing written
+        assert dbmod.call(runtime, "weave_metrics")  # the read answers from the rows
+    finally:
+        runtime.close()
 
 
 def test_R12_an_orchestrator_on_a_fenced_primary_leaves_its_batch_at_the_first_refusal_and_backs_off(fenceable):
