@@ -22,7 +22,8 @@ BEGIN
     END IF;
     CALL _weave_now(v_now);
     INSERT IGNORE INTO weave_namespaces (name, created_at) VALUES (in_namespace, v_now);
-    SELECT id INTO v_ns FROM weave_namespaces WHERE name = in_namespace FOR UPDATE;
+    SELECT id INTO v_ns FROM weave_namespaces
+     WHERE name = in_namespace AND OCTET_LENGTH(name) = OCTET_LENGTH(in_namespace) FOR UPDATE;
     SET v_token = CONCAT('wv_', LOWER(HEX(RANDOM_BYTES(24))));
     INSERT INTO weave_credentials (namespace_id, actor, token_hash, scopes, queues, status, created_at)
     VALUES (v_ns, 'bootstrap', SHA2(v_token, 256), 'admin,definitions:publish', '*', 'ACTIVE', v_now);

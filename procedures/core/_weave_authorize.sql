@@ -44,7 +44,9 @@ BEGIN
     END IF;
 
     IF v_ns IS NULL THEN
-        SELECT id INTO v_ns FROM weave_namespaces WHERE name = in_namespace;
+        -- As written: the collation pads spaces, and 'acme ' found acme, and was answered as typed.
+        SELECT id INTO v_ns FROM weave_namespaces
+         WHERE name = in_namespace AND OCTET_LENGTH(name) = OCTET_LENGTH(in_namespace);
     END IF;
     IF v_ns IS NULL OR v_ns <> v_cred_ns THEN
         CALL _weave_raise(50003, 'NOT_FOUND: no such object in this namespace');

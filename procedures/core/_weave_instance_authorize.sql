@@ -26,6 +26,7 @@ BEGIN
           INTO out_instance_id, v_queues, out_namespace_id, out_identity_id
           FROM weave_instances i
           JOIN weave_namespaces n ON n.id = i.namespace_id AND n.name = in_namespace
+                                AND OCTET_LENGTH(n.name) = OCTET_LENGTH(in_namespace)
           JOIN weave_definitions d ON d.id = i.definition_id
          WHERE i.id = CAST(SUBSTRING(in_workflow_id, 4) AS UNSIGNED);
     END IF;

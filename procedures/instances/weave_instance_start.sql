@@ -62,6 +62,7 @@ BEGIN
     SELECT d.id, d.version, COALESCE(p.queues, d.queues), JSON_LENGTH(d.document, '$.steps'), n.id, i.id, i.status
       INTO v_def, v_def_version, v_queues, v_steps, v_ns, v_id, v_found_status
       FROM weave_definitions d JOIN weave_namespaces n ON n.id = d.namespace_id AND n.name = in_namespace
+                              AND OCTET_LENGTH(n.name) = OCTET_LENGTH(in_namespace)
       LEFT JOIN weave_instances i ON i.namespace_id = n.id AND i.idempotency_key = in_idempotency_key
       LEFT JOIN weave_definitions p ON p.id = i.definition_id
      WHERE d.name = in_definition AND (in_version IS NULL OR d.version = in_version)

@@ -86,7 +86,8 @@ BEGIN
                                                 PATH '$')) j
       STRAIGHT_JOIN weave_queues q FORCE INDEX (ix_queue_name) ON q.name = j.name
      WHERE (in_namespace IS NULL OR in_namespace = ''
-            OR q.namespace_id = (SELECT n.id FROM weave_namespaces n WHERE n.name = in_namespace))
+            OR q.namespace_id = (SELECT n.id FROM weave_namespaces n WHERE n.name = in_namespace
+                                                     AND OCTET_LENGTH(n.name) = OCTET_LENGTH(in_namespace)))
        AND (SELECT t.id FROM pulse_tasks t FORCE INDEX (ix_task_claim) WHERE t.queue_id = q.id AND t.status = 'QUEUED'
              LIMIT 1) IS NOT NULL;
     IF v_queue_ids IS NOT NULL THEN

@@ -92,3 +92,19 @@ def test_Z5_every_endpoint_refuses_and_changes_nothing(client, scene, method, pa
         assert (result.status_code, result.json.get("code")) == (status, code), (label, result.text)
         assert "beta" not in result.text and "outsider" not in result.text
     assert world.db.table_counts() == before
+
+
+@pytest.mark.parametrize("method, path, body, scope, queued", ENDPOINTS, ids=[f"{e[0]} {e[1]}" for e in ENDPOINTS])
+def test_Z5_a_namespace_spelled_with_a_trailing_space_is_another_namespace(client, scene, method, path, body, scope,
+                                                                          queued):
+    """The names' collation pads spaces: `acme%20` found acme, served every request of it, and answered the
+    namespace as typed. A namespace is found as written, and one that does not exist answers 404."""
+    world = scene["world"]
+    token = world.credential(ALL_SCOPES, actor="everything")["token"]
+    before = world.db.table_counts()
+    result = client.simulate_request(
+        method, "/v1/namespaces/acme%20" + path.format(wf=scene["wf"], sig=scene["sig"]),
+        headers={"Content-Type": "application/json", "Idempotency-Key": "padded", **auth(token)},
+        body=json.dumps(body) if body else None)
+    assert (result.status_code, result.json.get("code")) == (404, "NOT_FOUND"), result.text
+    assert world.db.table_counts() == before
