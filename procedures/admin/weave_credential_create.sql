@@ -1,6 +1,7 @@
 -- Only the SHA-256 of the token is stored; the token itself is returned once, here. A retry with the create's
 -- idempotency key answers which credential it made, without its token: the caller who lost the answer can then
--- disable it, instead of leaving a live credential nobody holds the token of.
+-- disable it, instead of leaving a live credential nobody holds the token of. A credential made by one that expires
+-- expires no later: an admin given a few days could otherwise make itself an admin that never expires.
 CREATE PROCEDURE weave_credential_create(
         IN in_token     VARCHAR(512),
         IN in_namespace VARCHAR(200),
@@ -14,13 +15,13 @@ Parameters: in_token (admin scope and every queue of in_queues: a credential for
 queue), in_namespace, in_actor (1-128 chars), in_scopes (comma list of admin, definitions:publish, workflows:read,
 workflows:start, workflows:signal, workflows:control, workflows:review; at most 512 chars), in_queues (comma list of
 queue names, or *), in_expires_at (UTC, later than the engine clock: the credential stops authenticating then; NULL:
-never), in_idempotency_key (NULL, or 1-128 printable ASCII, no space: the create''s key among the namespace''s
-credential creates).
+never, or when the token''s own credential expires, if it does; no later than that), in_idempotency_key (NULL, or
+1-128 printable ASCII, no space: the create''s key among the namespace''s credential creates).
 Result set: credential_id, actor, scopes, queues, status, expires_at, token, replayed (1 when a retry with the key
 answers the first create again: the credential it made, as it was made, and token NULL).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50005 IDEMPOTENCY_CONFLICT (the key created
 another credential), 50113 IDEMPOTENCY_KEY_INVALID, 50116 NAME_INVALID, 50118 DEADLINE_INVALID
-(in_expires_at not later than now), 50120 SCOPES_INVALID.
+(in_expires_at not later than now, or later than the token''s own credential''s expiry), 50120 SCOPES_INVALID.
 Rules: S-2, M-2.'
     MODIFIES SQL DATA
 BEGIN
@@ -35,6 +36,8 @@ BEGIN
     DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues
     DECLARE v_request LONGTEXT;  -- what the create asks, for its idempotency key
     DECLARE v_answer LONGTEXT;  -- the key's first answer, when it has one
+    DECLARE v_expires DATETIME(6) DEFAULT in_expires_at;  -- the new credential's expiry
+    DECLARE v_bound DATETIME(6) DEFAULT NULL;  -- the expiry of the credential whose token asks
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_claim('weave_credential_create', v_tx);
@@ -71,7 +74,9 @@ BEGIN
     IF v_answer IS NOT NULL THEN
         COMMIT;
         SELECT JSON_VALUE(v_answer, '$.credential_id') AS credential_id, in_actor AS actor, in_scopes AS scopes,
-               in_queues AS queues, 'ACTIVE' AS status, in_expires_at AS expires_at, NULL AS token, 1 AS replayed;
+               in_queues AS queues, 'ACTIVE' AS status,
+               CAST(STR_TO_DATE(JSON_VALUE(v_answer, '$.expires_at'), '%Y-%m-%dT%H:%i:%s.%fZ') AS DATETIME(6))
+                 AS expires_at, NULL AS token, 1 AS replayed;
     ELSE
         -- A date that is no time (a zero month or day: a session without NO_ZERO_DATE passes it) is NULL to COALESCE,
         -- and later than the clock to a comparison: refused here rather than by the column.
@@ -79,20 +84,29 @@ BEGIN
             CALL _weave_raise(50118, CONCAT('DEADLINE_INVALID: expires_at must be later than the engine clock (',
                                             DATE_FORMAT(v_now, '%Y-%m-%dT%H:%i:%s.%fZ'), ')'));
         END IF;
+        SELECT expires_at INTO v_bound FROM weave_credentials WHERE id = v_admin;
+        IF v_bound IS NOT NULL THEN
+            IF v_expires > v_bound THEN
+                CALL _weave_raise(50118, CONCAT('DEADLINE_INVALID: expires_at must be no later than this token''s own ',
+                                                'expiry (', DATE_FORMAT(v_bound, '%Y-%m-%dT%H:%i:%s.%fZ'), ')'));
+            END IF;
+            SET v_expires = COALESCE(v_expires, v_bound);
+        END IF;
         SET v_token = CONCAT('wv_', LOWER(HEX(RANDOM_BYTES(24))));
         INSERT INTO weave_credentials (namespace_id, actor, token_hash, scopes, queues, status, created_at,
                                        expires_at)
-        VALUES (v_ns, in_actor, SHA2(v_token, 256), in_scopes, in_queues, 'ACTIVE', v_now, in_expires_at);
+        VALUES (v_ns, in_actor, SHA2(v_token, 256), in_scopes, in_queues, 'ACTIVE', v_now, v_expires);
         SET v_cred = LAST_INSERT_ID();
         CALL _weave_audit(v_ns, 0, v_admin, v_admin_actor, 'credential.create', in_idempotency_key,
                           IF(in_idempotency_key IS NULL, NULL, SHA2(v_request, 256)), v_now, NULL, NULL,
                           JSON_OBJECT('credential_id', CONCAT('cred_', v_cred), 'actor', in_actor,
                                       'scopes', in_scopes, 'queues', in_queues,
-                                      'expires_at', DATE_FORMAT(in_expires_at, '%Y-%m-%dT%H:%i:%s.%fZ')),
+                                      'expires_at', DATE_FORMAT(v_expires, '%Y-%m-%dT%H:%i:%s.%fZ')),
                           IF(in_idempotency_key IS NULL, NULL,
-                             JSON_OBJECT('credential_id', CONCAT('cred_', v_cred))));
+                             JSON_OBJECT('credential_id', CONCAT('cred_', v_cred),
+                                         'expires_at', DATE_FORMAT(v_expires, '%Y-%m-%dT%H:%i:%s.%fZ'))));
         COMMIT;
         SELECT CONCAT('cred_', v_cred) AS credential_id, in_actor AS actor, in_scopes AS scopes,
-               in_queues AS queues, 'ACTIVE' AS status, in_expires_at AS expires_at, v_token AS token, 0 AS replayed;
+               in_queues AS queues, 'ACTIVE' AS status, v_expires AS expires_at, v_token AS token, 0 AS replayed;
     END IF;
 END

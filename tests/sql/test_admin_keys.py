@@ -4,11 +4,12 @@ answer and changes nothing, even after other changes; the key with another reque
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
 
-from procedures import errors, invariants, routines
+from procedures import db, errors, invariants, routines
 
 
 def _audit(world, action: str) -> list[dict]:
@@ -71,7 +72,8 @@ def test_S2_a_keyed_credential_create_names_the_credential_it_made_without_its_t
     routines.credential_create(conn, world.admin, "acme", "ci-bot", ["workflows:read"], "*")
     assert world.db.scalar("SELECT COUNT(*) FROM weave_credentials") == before + 2
     assert [r for r in _audit(world, "credential.create") if r["idempotency_key"]] == [
-        {"idempotency_key": "bot-1", "response": json.dumps({"credential_id": first["credential_id"]})}]
+        {"idempotency_key": "bot-1", "response": json.dumps({"credential_id": first["credential_id"],
+                                                             "expires_at": None})}]
     # The replay still authenticates its caller: a disabled admin is refused, whatever the key made.
     other = routines.credential_create(conn, world.admin, "acme", "admin-2", ["admin"], "*")
     routines.credential_disable(conn, world.admin, "acme", other["credential_id"])
@@ -114,3 +116,26 @@ def test_M4_14c_an_admin_key_answers_one_request_with_what_it_asked_and_answered
                      "WHERE idempotency_key = 'k-cred'")
     # the key twice, the copy without its digest, and the answer that names no credential
     assert len(invariants.violations(conn)["M-4.14c"]) == 3
+
+
+def test_S2_a_credential_made_by_one_that_expires_expires_no_later(world):
+    """An admin credential given a few days made another admin credential that never expired, and kept its power for
+    good. A credential made by a token whose credential expires expires no later: without an expiry it takes the
+    token's, and a later one is refused."""
+    conn = world.db.conn
+    now = db.call_row(conn, "weave_clock_now")["now_at"]
+    bound = now + dt.timedelta(days=3)
+    contractor = routines.credential_create(conn, world.admin, "acme", "contractor", ["admin"], "*", expires_at=bound)
+    made = routines.credential_create(conn, contractor["token"], "acme", "persist", ["admin"], "*")
+    assert made["expires_at"] == contractor["expires_at"] == routines.rfc3339(bound)
+    earlier = routines.credential_create(conn, contractor["token"], "acme", "short", ["workflows:read"], "*",
+                                         expires_at=now + dt.timedelta(days=1))
+    assert earlier["expires_at"] == routines.rfc3339(now + dt.timedelta(days=1))
+    with pytest.raises(errors.ValidationFailed, match="no later than this token's own expiry") as refused:
+        routines.credential_create(conn, contractor["token"], "acme", "persist2", ["admin"], "*",
+                                   expires_at=bound + dt.timedelta(microseconds=1))
+    assert refused.value.field_code == "DEADLINE_INVALID"
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_credentials WHERE expires_at IS NULL AND actor <> 'ci-bot' "
+                           "AND created_at >= %s", now) == 0
+    # A token that never expires makes credentials that never expire, as before.
+    assert routines.credential_create(conn, world.admin, "acme", "ops", ["workflows:read"], "*")["expires_at"] is None
