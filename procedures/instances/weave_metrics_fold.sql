@@ -30,11 +30,11 @@ BEGIN
     DECLARE v_rows BIGINT;
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    CALL _weave_transaction_begin('weave_metrics_fold', v_tx);
     IF @@GLOBAL.read_only THEN  -- as the server refuses a user without the right to write past it
         SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 1290,
             MESSAGE_TEXT = 'The server is running with the --read-only option: weave_metrics_fold folds nothing';
     END IF;
-    CALL _weave_transaction_begin('weave_metrics_fold', v_tx);
     SELECT folded_until INTO v_from FROM weave_metric_folds WHERE id = 1 FOR UPDATE;
     IF v_from IS NULL THEN  -- a database emptied by hand: the sums start again from nothing
         INSERT IGNORE INTO weave_metric_folds (id, folded_until, folded_at) VALUES (1, '1000-01-01', '1000-01-01');
