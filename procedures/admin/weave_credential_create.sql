@@ -36,7 +36,7 @@ BEGIN
     DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues
     DECLARE v_request LONGTEXT;  -- what the create asks, for its idempotency key
     DECLARE v_answer LONGTEXT;  -- the key's first answer, when it has one
-    DECLARE v_expires DATETIME(6) DEFAULT in_expires_at;  -- the new credential's expiry
+    DECLARE v_expires DATETIME(6);  -- the new credential's expiry (set once in_expires_at is known to be a time)
     DECLARE v_bound DATETIME(6) DEFAULT NULL;  -- the expiry of the credential whose token asks
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
@@ -67,6 +67,11 @@ BEGIN
         CALL _weave_raise(50116, 'NAME_INVALID: queues must be * or a comma list of queue names');
     END IF;
     CALL _weave_queues_check(in_queues, v_allowed);  -- once the list is known to be one (S-2)
+    -- A date that is no time (a zero month or day: a session without NO_ZERO_DATE passes it) is NULL to COALESCE,
+    -- and later than the clock to a comparison: refused here rather than by the column.
+    IF in_expires_at IS NOT NULL AND COALESCE(in_expires_at) IS NULL THEN
+        CALL _weave_raise(50118, 'DEADLINE_INVALID: expires_at must be a time of the calendar');
+    END IF;
     SET v_request = JSON_OBJECT('actor', in_actor, 'scopes', in_scopes, 'queues', in_queues,
                                 'expires_at', DATE_FORMAT(in_expires_at, '%Y-%m-%dT%H:%i:%s.%fZ'));
     CALL _weave_admin_replay(v_ns, 'credential.create', in_idempotency_key, SHA2(v_request, 256),
@@ -78,12 +83,11 @@ BEGIN
                CAST(STR_TO_DATE(JSON_VALUE(v_answer, '$.expires_at'), '%Y-%m-%dT%H:%i:%s.%fZ') AS DATETIME(6))
                  AS expires_at, NULL AS token, 1 AS replayed;
     ELSE
-        -- A date that is no time (a zero month or day: a session without NO_ZERO_DATE passes it) is NULL to COALESCE,
-        -- and later than the clock to a comparison: refused here rather than by the column.
-        IF in_expires_at IS NOT NULL AND (COALESCE(in_expires_at) IS NULL OR in_expires_at <= v_now) THEN
+        IF in_expires_at <= v_now THEN
             CALL _weave_raise(50118, CONCAT('DEADLINE_INVALID: expires_at must be later than the engine clock (',
                                             DATE_FORMAT(v_now, '%Y-%m-%dT%H:%i:%s.%fZ'), ')'));
         END IF;
+        SET v_expires = in_expires_at;
         SELECT expires_at INTO v_bound FROM weave_credentials WHERE id = v_admin;
         IF v_bound IS NOT NULL THEN
             IF v_expires > v_bound THEN
