@@ -25,7 +25,7 @@ IDEMPOTENCY_CONFLICT, 50003 NOT_FOUND (also when the instance is removed while t
 those of _weave_instance_authorize.'
     MODIFIES SQL DATA
 BEGIN
-    DECLARE v_locked TINYINT;
+    DECLARE v_locked BIGINT UNSIGNED;  -- the instance's event_seq, once locked
     DECLARE v_identity BIGINT UNSIGNED;  -- the instance's starting identity, for its lock
     DECLARE v_digest CHAR(64) DEFAULT NULL;
     CALL _weave_instance_authorize(in_token, in_namespace, in_workflow_id, in_scope,
@@ -39,7 +39,7 @@ BEGIN
         CALL _weave_raise(50113, 'IDEMPOTENCY_KEY_INVALID: 1-128 printable ASCII characters, no space');
     END IF;
     CALL _weave_instance_lock(out_instance_id, v_identity, v_locked);
-    IF v_locked <> 1 THEN  -- removed (a retention purge) after the unlocked read that authorised the action
+    IF v_locked IS NULL THEN  -- removed (a retention purge) after the unlocked read that authorised the action
         CALL _weave_raise(50003, 'NOT_FOUND: no such object in this namespace');
     END IF;
     -- R-2: the decision's time is read after the lock that orders it (_weave_now's expression, inline), never before

@@ -15,15 +15,14 @@
 CREATE PROCEDURE _weave_instance_lock(
         IN  in_instance_id BIGINT UNSIGNED,
         IN  in_identity_id BIGINT UNSIGNED,
-        OUT out_locked     TINYINT)
+        OUT out_seq        BIGINT UNSIGNED)
     COMMENT 'Internal. Description: locks the identity (shared) and the instance in R-3 order, waiting for each;
 in_identity_id is the instance''s (as read with it, unlocked: it never changes); the app''s row is never locked
-here. out_locked: 1 locked; 0 the instance does not exist.'
+here. out_seq: the instance''s event_seq as locked, the latest committed (a snapshot of a caller''s REPEATABLE READ
+transaction may hold an earlier one); NULL: the instance does not exist.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_dummy BIGINT UNSIGNED;
-    DECLARE v_locked BIGINT UNSIGNED DEFAULT NULL;
     SELECT id INTO v_dummy FROM weave_credentials WHERE id = in_identity_id LOCK IN SHARE MODE;
-    SELECT id INTO v_locked FROM weave_instances WHERE id = in_instance_id FOR UPDATE;
-    SET out_locked = IF(v_locked IS NULL, 0, 1);
+    SELECT event_seq INTO out_seq FROM weave_instances WHERE id = in_instance_id FOR UPDATE;
 END

@@ -28,7 +28,7 @@ BEGIN
     DECLARE v_review TINYINT DEFAULT 0;
     DECLARE v_inst BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_ns BIGINT UNSIGNED;
-    DECLARE v_locked TINYINT;
+    DECLARE v_locked BIGINT UNSIGNED;  -- the instance's event_seq, once locked
     DECLARE v_identity BIGINT UNSIGNED;  -- the instance's starting identity, for its lock
     DECLARE v_step_key VARCHAR(64);
     DECLARE v_last VARCHAR(1024);
@@ -56,7 +56,7 @@ BEGIN
        AND NOT (in_error REGEXP '^[0-9]') THEN
         SELECT namespace_id, credential_id INTO v_ns, v_identity FROM weave_instances WHERE id = v_inst;
         CALL _weave_instance_lock(v_inst, v_identity, v_locked);
-        SET v_review = (v_locked = 1);
+        SET v_review = (v_locked IS NOT NULL);
         IF v_review = 1 AND in_class <> 'CHECKPOINT' THEN
             -- A checkpoint asks once: its review removes it. An outcome or a signal stays, and asks once.
             SET v_review = NOT EXISTS (SELECT 1 FROM weave_review_reasons WHERE instance_id = v_inst

@@ -47,7 +47,8 @@ BEGIN
     DECLARE v_actor VARCHAR(128);
     DECLARE v_inst BIGINT UNSIGNED;
     DECLARE v_identity BIGINT UNSIGNED;  -- the instance's starting identity, for its lock
-    DECLARE v_locked TINYINT DEFAULT 0;
+    DECLARE v_locked BIGINT UNSIGNED;  -- the instance's event_seq as locked: its latest committed change
+    DECLARE v_seen BIGINT UNSIGNED;  -- the event_seq of the instance this read saw
     DECLARE v_digest CHAR(64);
     DECLARE v_status_inst VARCHAR(16);
     DECLARE v_deadline DATETIME(6);
@@ -155,7 +156,7 @@ BEGIN
     -- task creation of the app updates (_pulse_slot_take), and which a send waiting here, or inside a caller's
     -- transaction that may last, would hold up.
     CALL _weave_instance_lock(v_inst, v_identity, v_locked);
-    IF v_locked <> 1 THEN
+    IF v_locked IS NULL THEN
         CALL _weave_raise(50003, 'NOT_FOUND: no such object in this namespace');
     END IF;
     -- R-2, S-11: accepted_at is read after the instance lock, so per instance it follows lock (commit) order
@@ -163,14 +164,21 @@ BEGIN
     -- earlier than the instance's last decision (its updated_at), even on a writer whose clock is behind the one
     -- that took it (a failover, a multi-writer cluster, a clock stepped back). The
     -- lock is held already when this statement starts (its clock is its start time), so the clock is read
-    -- here, in _weave_now's expression. S-4: the same read locks the signal stored under this idempotency key,
-    -- if there is one. S-7, S-8: it also locks the target step and its current wait, with the step's contract
-    -- from the pinned definition (a subquery of a locking read is a plain read, and a definition's rows are never
-    -- locked). Every key is unique, so it is one row with or without each of them; only the instance's lock,
-    -- taken before, orders anything, so the other rows may be locked in the same statement as the clock is read.
+    -- here, in _weave_now's expression. S-4: the same read finds the signal stored under this idempotency key,
+    -- if there is one. S-7, S-8: it also reads the target step and its current wait, with the step's contract
+    -- from the pinned definition. Every key is unique, so it is one row with or without each of them. The
+    -- instance's lock, taken before, orders everything here: every change of the instance, its steps, waits and
+    -- signals is a decision that holds it and writes an event (R-4), which moves the instance's event_seq. So the
+    -- read is a plain one, and locks nothing more. A locking read would lock the gaps where a key is missing at
+    -- REPEATABLE READ, the level of a caller's transaction around weave_signal_send_in_tx at the server's default:
+    -- a gap runs to the next row of the index, another instance's or another namespace's, and every send, step or
+    -- wait written into it would wait until that caller committed. A plain read at READ COMMITTED (the engine's
+    -- own transactions) sees every change committed before the lock; one of a caller's REPEATABLE READ snapshot
+    -- taken earlier may not, and then the event_seq it saw is not the one locked: it reads again, locking, as
+    -- only a locking read reads past its snapshot.
     -- The step key is compared byte for byte as well: its column's collation pads, so 'approval ' would find the
     -- step 'approval' and a signal would be stored for a key that no step has.
-    SELECT i.status, i.deadline_at, i.signal_count,
+    SELECT i.event_seq, i.status, i.deadline_at, i.signal_count,
            GREATEST(UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND,
                     i.updated_at),
            g.id, g.request_digest, g.receipt,
@@ -179,7 +187,7 @@ BEGIN
              WHERE ds.definition_id = i.definition_id AND ds.step_key = in_target_step_key),
            s.id, s.status, s.activation_seq, s.activation_id, w.id, w.kind, w.status, w.deadline_at,
            w.correlation_key
-      INTO v_status_inst, v_deadline, v_count, v_now, v_existing, v_existing_digest, v_existing_receipt,
+      INTO v_seen, v_status_inst, v_deadline, v_count, v_now, v_existing, v_existing_digest, v_existing_receipt,
            v_type, v_spec, v_step, v_step_status, v_k, v_activation, v_wait, v_wait_kind, v_wait_status,
            v_wait_deadline, v_wait_corr
       FROM weave_instances i
@@ -188,7 +196,28 @@ BEGIN
       LEFT JOIN weave_steps s ON s.instance_id = i.id AND s.step_key = in_target_step_key
                              AND BINARY s.step_key = BINARY in_target_step_key
       LEFT JOIN weave_waits w ON w.activation_id = s.activation_id AND w.kind IN ('SIGNAL', 'POLL_FINAL')
-     WHERE i.id = v_inst FOR UPDATE;
+     WHERE i.id = v_inst;
+    IF NOT (v_seen <=> v_locked) THEN
+        -- The clock was read above, after the lock; only the instance's last decision may be later than the one
+        -- the snapshot showed.
+        SELECT i.event_seq, i.status, i.deadline_at, i.signal_count, GREATEST(v_now, i.updated_at),
+               g.id, g.request_digest, g.receipt,
+               s.type,
+               (SELECT ds.spec FROM weave_definition_steps ds
+                 WHERE ds.definition_id = i.definition_id AND ds.step_key = in_target_step_key),
+               s.id, s.status, s.activation_seq, s.activation_id, w.id, w.kind, w.status, w.deadline_at,
+               w.correlation_key
+          INTO v_seen, v_status_inst, v_deadline, v_count, v_now, v_existing, v_existing_digest,
+               v_existing_receipt, v_type, v_spec, v_step, v_step_status, v_k, v_activation, v_wait, v_wait_kind, v_wait_status,
+               v_wait_deadline, v_wait_corr
+          FROM weave_instances i
+          LEFT JOIN weave_signals g
+            ON g.namespace_id = v_ns AND g.instance_id = i.id AND g.idempotency_key = in_idempotency_key
+          LEFT JOIN weave_steps s ON s.instance_id = i.id AND s.step_key = in_target_step_key
+                                 AND BINARY s.step_key = BINARY in_target_step_key
+          LEFT JOIN weave_waits w ON w.activation_id = s.activation_id AND w.kind IN ('SIGNAL', 'POLL_FINAL')
+         WHERE i.id = v_inst FOR UPDATE;
+    END IF;
     -- The clock and a step's spec always answer: one empty was cut short (see _weave_root_advance), and the signal
     -- was stored with its contract and payload type unchecked.
     IF v_status_inst IS NOT NULL AND (v_now IS NULL OR (v_type IS NOT NULL AND v_spec IS NULL)) THEN
