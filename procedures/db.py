@@ -849,8 +849,11 @@ def pinned(dsn: Dsn) -> Dsn:
 # (jittered, doubling, each wait at most CONFLICT_WAIT_MAX): on a cluster whose nodes all take writes, a burst
 # of starts that each take a slot of one app conflicts for longer than four quick tries outlast (the HTTP API,
 # which has no retry of its own around a call, answered a start 503 that way), and an answer still comes well
-# within the API's 2 s.
-CONFLICT_ERRNOS = frozenset({1213})
+# within the API's 2 s. ROOM_TAKEN is the same for a decision that creates a task: another creator took the last slot
+# of its app or queue between its room check and its guarded update, and its whole decision was undone; the next
+# try finds no room and defers. Answered as it was, a start racing for a queue's last slot was a 503 saying
+# the database was unavailable.
+CONFLICT_ERRNOS = frozenset({1213, errors.TRANSIENT_CODES["ROOM_TAKEN"]})
 CONFLICT_RETRIES = 8
 CONFLICT_WAIT_MAX = 0.2
 

@@ -4,6 +4,7 @@ work deferred by something that can clear by itself stays deferred, and says why
 from __future__ import annotations
 
 import json
+import threading
 
 import pymysql
 import pytest
@@ -13,6 +14,7 @@ from procedures import errors, pulse, routines
 from procedures.definitions import DefinitionError
 from tests.sql.test_pulse import claim, task_flow, task_step
 from tests.support.signals import send, signal_flow
+from tests.support.waiting import wait_for
 
 
 def status_sets(world) -> tuple[dict, dict]:
@@ -492,6 +494,53 @@ def test_R18_a_lost_race_for_the_last_task_slot_is_retried_never_counted_toward_
         (row,) = dbmod.call(world.db.conn, "weave_candidate_fail", "CHECKPOINT", cp["id"], cp["version"], str(exc))[0]
         assert row == {"recorded": 1, "review": 0}
     assert world.instance(wf)["status"] == "RUNNING"
+
+
+def test_R8_a_start_that_loses_the_race_for_a_queue_s_last_slot_is_deferred_not_refused(world, database):
+    """A start whose guarded update of the queue's slots waited for another creator that then took the last slot
+    was undone as ROOM_TAKEN, and the call answered it as the transient error it is: over HTTP a 503 saying the
+    database was unavailable. The call tries the decision again at once, as after a deadlock, and the start is
+    made, its task deferred QUEUE_FULL (R-8)."""
+    routines.queue_put(world.db.conn, world.admin, world.namespace, "tiny", 1)
+    world.publish(task_flow(queue="tiny"))
+    rival = world.db.connect()  # a creator that takes the last slot and has not committed yet
+    starter = dbmod.connect(database)
+    answers: list[dict] = []
+    failures: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            with starter.cursor() as cur:
+                cur.execute("SET SESSION innodb_lock_wait_timeout = 20")
+            answers.append(routines.instance_start(starter, world.token, world.namespace, definition="pay",
+                                                   app="billing", input_json='{"order_id": "a"}',
+                                                   idempotency_key="race", deadline_ms=3_600_000))
+        except BaseException as exc:  # looked at below
+            failures.append(exc)
+
+    thread = threading.Thread(target=start)
+    try:
+        with rival.cursor() as cur:
+            cur.execute("START TRANSACTION")
+            cur.execute("UPDATE weave_queues SET slots_taken = slots_taken + 1 WHERE name = 'tiny'")
+        thread.start()
+        # INNODB_TRX is a cache that a read refreshes only when the one before is 0.1 s old.
+        assert wait_for(lambda: not thread.is_alive() or world.db.scalar(
+            "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT' AND "
+            "trx_mysql_thread_id = %s", starter.thread_id()) == 1, timeout=10, interval=0.2)
+        rival.commit()
+        thread.join(30)
+    finally:
+        rival.rollback()
+        rival.close()
+    assert not thread.is_alive() and failures == [] and answers[0]["created"]
+    wf = answers[0]["instance"]["workflow_id"]
+    assert world.instance(wf)["deferred"]["reason"] == "QUEUE_FULL"
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks") == 0
+    with starter.cursor() as cur:  # the rival's task never existed: its slot goes back for the invariants
+        cur.execute("UPDATE weave_queues SET slots_taken = slots_taken - 1 WHERE name = 'tiny'")
+    starter.commit()
+    starter.close()
 
 
 # A full disk, as InnoDB answers it when a table's file cannot grow: 1114, "the table is full".
