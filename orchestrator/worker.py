@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from procedures import db, errors, installer, jsontext, pulse, settings
-from procedures.connections import Connections
+from procedures.connections import Connections, retry_transient
 from procedures.logs import configure_logging, refuse
 
 from . import http_handler  # noqa: F401 - registers the built-in http handler
@@ -126,6 +126,12 @@ class Worker:
         # Engine time before this worker's first claim: what a lost claim's read-back goes back to at most.
         self._since: dt.datetime | None = None
         self.claimed = 0
+        # Reports that cannot be written (no connection to be had: the server's max_connections reached by all its
+        # clients together) stop the claims: every task claimed meanwhile would run and then go to review UNKNOWN
+        # when its lease ran out. Set by a report's first failed try, cleared by a report written, or, once no
+        # report is trying any more, by a connection the claim loop manages to open for the next one (guarded).
+        self._reports_blocked = False
+        self._reports_trying = 0  # reports being tried again after a failure (guarded)
 
     # --- connections -----------------------------------------------------------------------------------------
     def _conn(self) -> db.Connection:
@@ -148,7 +154,54 @@ class Worker:
         nothing."""
         # A routine missing or not this build's for a moment (installed again by a migrate: dropped, then created)
         # is tried again as a lost connection is: the handler has ended, and only its report is missing.
-        return self._connections.retrying(fn, seconds=self.lease_ms / 1000.0, retryable=_report_again)
+        trying = False
+
+        def again() -> None:
+            nonlocal trying
+            self._connections.discard()
+            if not trying:
+                trying = True
+                with self._cond:
+                    self._reports_trying += 1
+                    if not self._reports_blocked:
+                        self._reports_blocked = True
+                        log.warning("a report cannot be written: claiming stops until one is", extra={"fields": {
+                            "worker": self.worker_id}})
+
+        try:
+            answer = retry_transient(lambda: fn(self._connections.get()), seconds=self.lease_ms / 1000.0,
+                                     on_retry=again, retryable=_report_again)
+        finally:
+            if trying:
+                with self._cond:
+                    self._reports_trying -= 1
+        with self._cond:
+            if self._reports_blocked:
+                self._reports_blocked = False
+                log.info("reports are written again: claiming goes on", extra={"fields": {"worker": self.worker_id}})
+            self._cond.notify_all()
+        return answer
+
+    def _claims_held(self) -> bool:
+        """Whether the claim loop holds its claims because reports cannot be written: while a report is still being
+        tried, or, once none is, until a connection for the next one can be opened (it is kept for that report)."""
+        with self._cond:
+            if not self._reports_blocked:
+                return False
+            trying = self._reports_trying
+        if not trying:
+            try:
+                self._connections.spare()
+            except errors.WeaveError:
+                pass
+            else:
+                with self._cond:
+                    self._reports_blocked = False
+                log.info("a connection for reports can be had again: claiming goes on", extra={"fields": {
+                    "worker": self.worker_id}})
+                return False
+        self.stats["claims_held"] += 1
+        return True
 
     def check_level(self) -> None:
         """The start-up check (R-16), and a warning when the worker's connections at most pass the server's limit."""
@@ -260,6 +313,9 @@ class Worker:
                     self._cond.wait(idle)
                     continue
                 self._ended = False
+            if self._claims_held():
+                self._stop.wait(max(idle, HELD_CLAIMS_WAIT_S))  # a connection tried four times a second at most
+                continue
             limit = free if claim_until is None else min(free, claim_until - self.claimed)
             claiming = False
             try:
@@ -618,6 +674,10 @@ def _key_written_twice(value: object) -> str | None:
         elif isinstance(node, list | tuple):
             stack.extend(node)
     return None
+
+
+# How long the claim loop waits between two looks while reports cannot be written.
+HELD_CLAIMS_WAIT_S = 0.25
 
 
 def _report_again(exc: BaseException) -> bool:

@@ -62,6 +62,14 @@ class Connections:
                 self._all.add(conn)
         return conn
 
+    def spare(self) -> None:
+        """Open a connection now, for the next thread that asks for one (it waits with those released): proof that a
+        connection can be had, kept for the thread that needs one. Raises as opening one does."""
+        conn = self._open()
+        with self._lock:
+            self._all.add(conn)
+            self._idle.append(conn)
+
     def _take_idle(self) -> db.Connection | None:
         while True:
             with self._lock:

@@ -698,6 +698,45 @@ def test_K3_a_report_that_outlasts_its_lease_is_logged_with_what_the_handler_did
     assert failed.fields["result_sha256"] == hashlib.sha256(text.encode()).hexdigest()
 
 
+def test_K3_reports_that_cannot_get_a_connection_stop_the_claims_until_one_can(world, orch, database, caplog):
+    """The server's max_connections reached by all its clients together: the claim loop, on its own open connection,
+    went on claiming, and every report, which needs a connection of its own, was refused until its lease ran out,
+    so every task the worker ran went to review UNKNOWN (73 of 73 in a worker's run). Now the first report that
+    cannot be written stops the claims, and they go on once a connection can be had again: the tasks claimed before
+    are lost to their leases, no other."""
+    private = Registry()
+    refused = {"on": False, "runs": 0}
+    closed_port = dbmod.Dsn.parse("mysql://root@127.0.0.1:1/weave")
+
+    def connect() -> dbmod.Connection:
+        return dbmod.connect(closed_port if refused["on"] else database)
+
+    @handler("crowded", version="1", into=private)
+    def crowded(input):
+        refused["runs"] += 1
+        if refused["runs"] <= 2:  # the first claim's two: no new connection from now, for their reports
+            refused["on"] = True
+        return {"done": True}
+
+    world.publish(task_flow("crowded", handler="crowded"))
+    started = [world.start("crowded", {"order_id": f"o-{n}"}) for n in range(6)]
+    orch.drain()
+    worker = make_worker(database, concurrency=2, handlers=private, lease_ms=600, heartbeat_ms=300)
+    worker._connections = Connections(database, open=connect)
+    with caplog.at_level(logging.INFO, logger="weave.worker"):
+        thread = in_thread(worker, max_claims=6)
+        assert wait_for(lambda: worker.stats["report_failed"] == 2 and worker.stats["claims_held"] > 0, timeout=20)
+        assert worker.stats["claimed"] == 2  # nothing claimed while the reports could not be written
+        refused["on"] = False
+        thread.join(30)
+    assert not thread.is_alive() and worker.stats["claimed"] == 6
+    assert (worker.stats["report_failed"], worker.stats["SUCCEEDED"]) == (2, 4)
+    said = [r.getMessage() for r in caplog.records]
+    assert "a report cannot be written: claiming stops until one is" in said
+    assert "a connection for reports can be had again: claiming goes on" in said
+    assert sorted(task_row(world, wf)["status"] for wf in started).count("SUCCEEDED") == 4
+
+
 def test_K9_graceful_stop_stops_claiming_and_lets_running_attempts_finish(world, orch, database):
     world.publish(task_flow(handler="example.sleep", input={"ms": 400}, task_timeout_ms=HOUR))
     first = world.start("job", {})
