@@ -68,7 +68,13 @@ class ApiConnections(Connections):
     time), so the failed request answers 503 without waiting for it; requests that reach for a connection
     meanwhile wait for its verdict instead of sending a statement to a server that may be hung. With several
     hosts there is no pause: the node that failed is skipped by every thread (``db.connect``) and the others
-    serve."""
+    serve.
+
+    A request that gave up on its statement's answer (``abandon``) leaves that statement running in its session on
+    the server, beside the connection that replaces it: under load the server's sessions grew past the API's
+    threads, up to max_connections, and then every connection was refused. The thread's next connection ends that
+    session first (``KILL``, allowed on a session of one's own user): its statement is rolled back, or had
+    committed, as the 503 said it might."""
 
     def __init__(self, dsn: db.Dsn | None, timeout: float | None = None, cooldown: float = 1.0,
                  probe_timeout: float = 0.3):
@@ -89,7 +95,26 @@ class ApiConnections(Connections):
         self._verdict.wait(self._verdict_wait)
         if time.monotonic() < self._down_until:
             raise errors.TransientDatabaseError("UNAVAILABLE: the database did not answer a moment ago")
-        return super().get()
+        conn = super().get()
+        left = getattr(self._local, "abandoned", None)
+        if left is not None:
+            self._local.abandoned = None
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(f"KILL CONNECTION {int(left)}")
+            except pymysql.err.MySQLError as exc:  # 1094: it ended by itself meanwhile
+                if errors.errno_of(exc) != 1094:
+                    log.warning("an abandoned session could not be ended", extra={"fields": {
+                        "session": left, "error": str(exc)}})
+        return conn
+
+    def abandon(self) -> None:
+        """This thread's request gave up on its statement's answer: its connection is dropped, and its session on the
+        server, still running that statement, is ended by the thread's next connection (``get``)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and conn.thread_id():
+            self._local.abandoned = conn.thread_id()
+        self.discard()
 
     def trip(self) -> None:
         """A request lost its connection or its answer: probe the server, and pause if the probe fails too."""
@@ -386,6 +411,8 @@ def make_error_handler(connections: Connections) -> Handler:
         if errors.is_unavailable(exc):
             if isinstance(connections, ApiConnections) and errors.is_connection_lost(exc):
                 connections.trip()
+                if errors.errno_of(exc.__cause__ or exc) == 2013 and "timed out" in str(exc):
+                    connections.abandon()  # its statement may still run on the server: the next request ends it
             connections.discard()
             unavailable.answered(req.path, exc)
             resp.set_header("Retry-After", "1")

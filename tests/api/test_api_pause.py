@@ -58,3 +58,34 @@ def test_R12_a_server_that_fails_its_probe_too_pauses_every_request(world):
     except errors.TransientDatabaseError as exc:
         assert "a moment ago" in str(exc)
     problem(client.simulate_get(f"{NS}/workflows/wf_1", headers=auth(world.token)), 503, "UNAVAILABLE")
+
+
+def test_R12_a_statement_a_request_gave_up_on_is_ended_by_the_thread_s_next_connection(db, world):
+    """A request whose answer did not come in time left its statement running in its session on the server, beside
+    the connection that replaced it: under load the server's sessions grew past the API's threads until it refused
+    every connection (1040), and every request answered 503. The next connection of that thread ends the session
+    first. Here the statement waits for a table's metadata lock (a second, the API's timeout 0.3 s), a wait the
+    server does not end when the client goes."""
+    connections = ApiConnections(db.dsn, timeout=0.3, cooldown=60)
+    client = testing.TestClient(create_app(connections))
+    publish(client, world)
+    wf = start(client, world).json["workflow_id"]
+    holder = db.connect()
+    try:
+        with holder.cursor() as cur:
+            cur.execute("LOCK TABLES weave_instances WRITE")
+        problem(client.simulate_post(f"{NS}/workflows/{wf}/pause", headers=auth(world.token, "p1"),
+                                     json={"reason": "audit"}), 503, "UNAVAILABLE")
+        (left,) = db.rows("SELECT ID AS id FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() "
+                          "AND STATE = 'Waiting for table metadata lock' AND DB = DATABASE()")
+        assert wait_for(lambda: _probed(connections), timeout=10, interval=0.05)
+        listed = client.simulate_get(f"{NS}/definitions", headers=auth(world.token))  # no instance read
+        assert listed.status_code == 200, listed.text
+        assert db.scalar("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = %s AND COMMAND <> 'Killed'",
+                         left["id"]) == 0
+    finally:
+        with holder.cursor() as cur:
+            cur.execute("UNLOCK TABLES")
+        holder.close()
+        connections.discard()
+    assert world.instance(wf)["control"] == "ACTIVE"  # the pause ended with its session, undone
