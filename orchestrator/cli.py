@@ -45,13 +45,19 @@ class CliError(Exception):
 # What a terminal acts on instead of showing (C0 and C1 controls, DEL). The text a human reads holds values that
 # whoever may send a signal, start an instance or act on one chose (a reason, a business key, a payload, an error a
 # handler raised): printed as they are, an escape sequence among them would clear the screen, move the cursor up and
-# write over the audit rows above, or retitle the terminal. They are printed escaped, as \x1b.
-_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# write over the audit rows above, or retitle the terminal. They are printed escaped, as \x1b. So are the marks that
+# turn the direction of text (U+202E and its kin): an actor named "ops" + U+202E + "live" reads as another name, and
+# turns the rest of its row.
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def _escaped(text: str, keep: str = "") -> str:
-    """``text`` with every control character but those of ``keep`` written as \\xNN."""
-    return _CONTROLS.sub(lambda m: m.group() if m.group() in keep else f"\\x{ord(m.group()):02x}", text)
+    """``text`` with every control character but those of ``keep`` written as \\xNN (\\uNNNN past U+00FF)."""
+    return _CONTROLS.sub(lambda m: m.group() if m.group() in keep else _escape(ord(m.group())), text)
+
+
+def _escape(code: int) -> str:
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 def _print(args: argparse.Namespace, payload: Any, human: Callable[[Any], str] | None = None) -> None:

@@ -1073,6 +1073,20 @@ def test_R4_values_a_caller_chose_print_with_their_control_characters_escaped(we
     assert [r["reason"] for r in json.loads(out)["items"]][0] == forged
 
 
+def test_R4_an_actor_whose_name_turns_the_direction_of_text_prints_escaped(weave, world):
+    """An admin named a credential's actor with a right-to-left override: "ops" + U+202E + "evil" showed reversed,
+    another name, in the credentials list (and, acting, in the audit trail), and turned the rest of the row. The
+    marks that turn the direction of text print escaped, as the controls do; --json stays exact."""
+    actor = "ops\u202eevil\u2066x\u2069"
+    code, _, err = weave("credentials", "create", "--actor", actor, "--scopes", "workflows:read", token=world.admin)
+    assert code == 0, err
+    code, out, err = weave("credentials", "list", token=world.admin)
+    assert code == 0, err
+    assert r"ops\u202eevil\u2066x\u2069" in out and "\u202e" not in out, out
+    code, out, _ = weave("credentials", "list", "--json", token=world.admin)
+    assert actor in [c["actor"] for c in json.loads(out)]
+
+
 def test_definitions_publish_reads_a_file_saved_with_a_byte_order_mark(weave, world, tmp_path):
     """Some Windows editors save UTF-8 with a byte order mark: such a file was refused with only "Expecting value at
     line 1 column 1". RFC 8259 lets a reader ignore the mark, and the CLI does; the definition is the same."""
