@@ -13,6 +13,7 @@ import contextlib
 import functools
 import hashlib
 import re
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -174,7 +175,7 @@ def migrate(dsn: db.Dsn, *, test_clock: bool = False,
                     _mark_level_changing(backend)
                 for migration in pending:
                     try:
-                        _apply_resumable(backend, migration, dsn.database, progress)
+                        _apply_resumable(backend, migration, dsn.database, progress, dsn)
                     except MigrationFailed as exc:
                         failed = exc
                         break
@@ -279,7 +280,59 @@ def _session_lost(exc: BaseException) -> bool:
     return errors.is_connection_lost(exc) or errors.errno_of(exc) == 1927
 
 
-def _apply_resumable(backend: Any, migration: Any, database: str, progress: Callable[[str], None]) -> None:
+# How often a statement that waits for a table's metadata lock says so while it waits (seconds).
+LOCK_WAIT_REPORT_S = 10.0
+
+
+@contextlib.contextmanager
+def _waits_said(dsn: db.Dsn, session: int, progress: Callable[[str], None]) -> Iterator[None]:
+    """While the block runs, a look every LOCK_WAIT_REPORT_S at the migrating session (``session``, its id): when its
+    statement waits for a table's metadata lock, say so, with the sessions that have a transaction open (one that has
+    used the table holds that lock until it ends: a report left open, a forgotten console). The statement waited up
+    to the server's lock_wait_timeout, a day by default, and said nothing; it still waits, but not silently."""
+    stop = threading.Event()
+
+    def watch() -> None:
+        conn: db.Connection | None = None
+        try:
+            while not stop.wait(LOCK_WAIT_REPORT_S):
+                try:
+                    conn = conn or db.connect(dsn)
+                    with conn.cursor() as cur:
+                        cur.execute("SELECT STATE AS state, TIME AS seconds, @@lock_wait_timeout AS most "
+                                    "FROM information_schema.PROCESSLIST WHERE ID = %s", (session,))
+                        row = cur.fetchone()
+                        if not row or "metadata lock" not in (row["state"] or ""):
+                            continue
+                        # Without PROCESS, a user sees only its own sessions' transactions, and says so.
+                        cur.execute("SELECT trx_mysql_thread_id AS id FROM information_schema.INNODB_TRX "
+                                    "WHERE trx_mysql_thread_id <> %s ORDER BY trx_started", (session,))
+                        holders = [str(r["id"]) for r in cur.fetchall()]
+                    progress(f"  waiting {row['seconds']} s for the table's metadata lock, which an open transaction "
+                             "that used the table holds (sessions with a transaction open: "
+                             f"{', '.join(holders[:10]) or 'none this user may see'}); end them, or the statement "
+                             f"waits up to the server's lock_wait_timeout ({row['most']} s)")
+                except Exception:  # noqa: BLE001 - only a report: the migrate goes on whatever it meets
+                    if conn is not None:
+                        with contextlib.suppress(Exception):
+                            conn.close()
+                    conn = None
+        finally:
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    conn.close()
+
+    watcher = threading.Thread(target=watch, name="weave-migrate-waits", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        watcher.join(5)
+
+
+def _apply_resumable(backend: Any, migration: Any, database: str, progress: Callable[[str], None],
+                     dsn: db.Dsn | None = None) -> None:
     """Apply ``migration`` statement by statement from where an earlier migrate left it, recording each statement's
     progress, then record the migration applied and forget its progress in one transaction."""
     from yoyo.migrations import read_sql_migration
@@ -306,8 +359,11 @@ def _apply_resumable(backend: Any, migration: Any, database: str, progress: Call
             _record(backend, migration.id, digest, number, True)
             backend.connection.commit()
             try:
-                with contextlib.closing(backend.cursor()) as cur:
-                    cur.execute(statement)  # as the migration tool runs it: sent as written, no parameters
+                with contextlib.ExitStack() as watching:
+                    if dsn is not None and _DDL.match(statement):
+                        watching.enter_context(_waits_said(dsn, backend.connection.thread_id(), progress))
+                    with contextlib.closing(backend.cursor()) as cur:
+                        cur.execute(statement)  # as the migration tool runs it: sent as written, no parameters
             except pymysql.err.MySQLError as exc:
                 if not (inherited and _DDL.match(statement) and errors.errno_of(exc) in ALREADY_APPLIED_ERRNOS):
                     raise
