@@ -99,13 +99,7 @@ class ApiConnections(Connections):
         left = getattr(self._local, "abandoned", None)
         if left is not None:
             self._local.abandoned = None
-            try:
-                with conn.cursor() as cur:
-                    cur.execute(f"KILL CONNECTION {int(left)}")
-            except pymysql.err.MySQLError as exc:  # 1094: it ended by itself meanwhile
-                if errors.errno_of(exc) != 1094:
-                    log.warning("an abandoned session could not be ended", extra={"fields": {
-                        "session": left, "error": str(exc)}})
+            self._end(conn, *left)
         return conn
 
     def abandon(self) -> None:
@@ -113,8 +107,26 @@ class ApiConnections(Connections):
         server, still running that statement, is ended by the thread's next connection (``get``)."""
         conn = getattr(self._local, "conn", None)
         if conn is not None and conn.thread_id():
-            self._local.abandoned = conn.thread_id()
+            self._local.abandoned = (conn.host, conn.port, conn.thread_id(), time.monotonic())
         self.discard()
+
+    @staticmethod
+    def _end(conn: db.Connection, host: str, port: int, session: int, since: float) -> None:
+        """End ``session`` through ``conn``, when both are of one server and the session still runs a statement at
+        least as old as the request that gave up on it: a session id names another session on another node, or
+        after the server restarted."""
+        if (conn.host, conn.port) != (host, port):
+            return
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE ID = %s AND COMMAND = 'Query' "
+                            "AND TIME_MS >= %s", (session, (time.monotonic() - since) * 1000))
+                if cur.fetchall():
+                    cur.execute(f"KILL CONNECTION {int(session)}")
+        except pymysql.err.MySQLError as exc:  # 1094: it ended by itself meanwhile
+            if errors.errno_of(exc) != 1094:
+                log.warning("an abandoned session could not be ended", extra={"fields": {
+                    "session": session, "error": str(exc)}})
 
     def trip(self) -> None:
         """A request lost its connection or its answer: probe the server, and pause if the probe fails too."""
