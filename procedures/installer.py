@@ -285,33 +285,36 @@ LOCK_WAIT_REPORT_S = 10.0
 
 
 @contextlib.contextmanager
-def _waits_said(dsn: db.Dsn, session: int, progress: Callable[[str], None]) -> Iterator[None]:
-    """While the block runs, a look every LOCK_WAIT_REPORT_S at the migrating session (``session``, its id): when its
-    statement waits for a table's metadata lock, say so, with the sessions that have a transaction open (one that has
-    used the table holds that lock until it ends: a report left open, a forgotten console). The statement waited up
-    to the server's lock_wait_timeout, a day by default, and said nothing; it still waits, but not silently."""
+def _waits_said(dsn: db.Dsn, migrating: Any, progress: Callable[[str], None]) -> Iterator[None]:
+    """While the block runs, a look every LOCK_WAIT_REPORT_S at the migrating session (``migrating``, its
+    connection, on one server of ``dsn``): when its statement waits for a table's metadata lock, say so, with the
+    sessions that have a transaction open (one that has used the table holds that lock until it ends: a report left
+    open, a forgotten console). The statement waited up to the server's lock_wait_timeout, a day by default, and
+    said nothing; it still waits, but not silently."""
     stop = threading.Event()
+    session = migrating.thread_id()
+    server = dsn.single(migrating.host, migrating.port).with_options(
+        connect_timeout=LOCK_WAIT_REPORT_S, read_timeout=LOCK_WAIT_REPORT_S, write_timeout=LOCK_WAIT_REPORT_S)
 
     def watch() -> None:
         conn: db.Connection | None = None
         try:
             while not stop.wait(LOCK_WAIT_REPORT_S):
                 try:
-                    conn = conn or db.connect(dsn)
+                    conn = conn or db.connect(server)
                     with conn.cursor() as cur:
+                        # A user sees its own sessions in the process list without PROCESS: the migrate's is one.
                         cur.execute("SELECT STATE AS state, TIME AS seconds, @@lock_wait_timeout AS most "
                                     "FROM information_schema.PROCESSLIST WHERE ID = %s", (session,))
                         row = cur.fetchone()
-                        if not row or "metadata lock" not in (row["state"] or ""):
-                            continue
-                        # Without PROCESS, a user sees only its own sessions' transactions, and says so.
-                        cur.execute("SELECT trx_mysql_thread_id AS id FROM information_schema.INNODB_TRX "
-                                    "WHERE trx_mysql_thread_id <> %s ORDER BY trx_started", (session,))
-                        holders = [str(r["id"]) for r in cur.fetchall()]
-                    progress(f"  waiting {row['seconds']} s for the table's metadata lock, which an open transaction "
-                             "that used the table holds (sessions with a transaction open: "
-                             f"{', '.join(holders[:10]) or 'none this user may see'}); end them, or the statement "
-                             f"waits up to the server's lock_wait_timeout ({row['most']} s)")
+                    if not row or "metadata lock" not in (row["state"] or ""):
+                        continue
+                    holders = _open_transactions(conn, session)
+                    if not stop.is_set():
+                        progress(f"  waiting {row['seconds']} s for the table's metadata lock, which an open "
+                                 "transaction that used the table holds (sessions with a transaction open: "
+                                 f"{holders}); end them, or the statement waits up to the server's "
+                                 f"lock_wait_timeout ({row['most']} s)")
                 except Exception:  # noqa: BLE001 - only a report: the migrate goes on whatever it meets
                     if conn is not None:
                         with contextlib.suppress(Exception):
@@ -329,6 +332,17 @@ def _waits_said(dsn: db.Dsn, session: int, progress: Callable[[str], None]) -> I
     finally:
         stop.set()
         watcher.join(5)
+
+
+def _open_transactions(conn: db.Connection, session: int) -> str:
+    """The ids of the sessions with a transaction open, but ``session`` (INNODB_TRX needs PROCESS: without it, said)."""
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT trx_mysql_thread_id AS id FROM information_schema.INNODB_TRX "
+                        "WHERE trx_mysql_thread_id <> %s ORDER BY trx_started LIMIT 10", (session,))
+            return ", ".join(str(r["id"]) for r in cur.fetchall()) or "none"
+    except pymysql.err.MySQLError:
+        return "this user may not see them without PROCESS; SELECT * FROM information_schema.innodb_trx shows them"
 
 
 def _apply_resumable(backend: Any, migration: Any, database: str, progress: Callable[[str], None],
@@ -361,7 +375,7 @@ def _apply_resumable(backend: Any, migration: Any, database: str, progress: Call
             try:
                 with contextlib.ExitStack() as watching:
                     if dsn is not None and _DDL.match(statement):
-                        watching.enter_context(_waits_said(dsn, backend.connection.thread_id(), progress))
+                        watching.enter_context(_waits_said(dsn, backend.connection, progress))
                     with contextlib.closing(backend.cursor()) as cur:
                         cur.execute(statement)  # as the migration tool runs it: sent as written, no parameters
             except pymysql.err.MySQLError as exc:

@@ -5,6 +5,8 @@ was, and the status lists the ones about to expire before those past their time.
 from __future__ import annotations
 
 import datetime as dt
+import os
+import re
 import threading
 
 from procedures import routines
@@ -51,10 +53,30 @@ def test_R16_a_migrate_waiting_behind_a_reader_s_open_transaction_says_so(world,
         migrating.start()
         assert wait_for(lambda: any("metadata lock" in line for line in said), timeout=20), said
         line = next(line for line in said if "metadata lock" in line)
-        assert str(reader.thread_id()) in line and "lock_wait_timeout" in line
+        assert re.search(rf"\b{reader.thread_id()}\b", line) and "lock_wait_timeout" in line, line
         assert not done  # still waiting: the reader's transaction is open
     finally:
         reader.rollback()
         reader.close()
     migrating.join(60)
     assert done and done[0].migrations_applied == [MIGRATION]
+
+
+def test_R16_an_owner_that_may_not_see_other_sessions_transactions_is_told_where_to_look(db):
+    """The documented owner holds privileges on the database only: without PROCESS it may not list the open
+    transactions, and the migrate's notice says how to see them instead of failing to say anything."""
+    from procedures import db as dbmod
+    from procedures import installer
+    from tests.support.server import as_user, create_user, drop_user
+
+    name = f"weave_t_{os.getpid()}_owner"
+    admin = db.connect()
+    drop_user(admin, name)
+    create_user(admin, name, "SELECT", db.dsn.database)
+    try:
+        with dbmod.connect(as_user(db.dsn, name)) as owner:
+            assert "without PROCESS" in installer._open_transactions(owner, owner.thread_id())
+        assert "without PROCESS" not in installer._open_transactions(db.conn, db.conn.thread_id())  # root sees them
+    finally:
+        drop_user(admin, name)
+        admin.close()
