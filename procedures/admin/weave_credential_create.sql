@@ -76,6 +76,9 @@ BEGIN
                                 'expires_at', DATE_FORMAT(in_expires_at, '%Y-%m-%dT%H:%i:%s.%fZ'));
     CALL _weave_admin_replay(v_ns, 'credential.create', in_idempotency_key, SHA2(v_request, 256),
                              'created another credential', v_answer);
+    IF in_idempotency_key IS NOT NULL THEN
+        CALL _weave_now(v_now);  -- R-2: after the namespace's lock, which a try of the same key may have held
+    END IF;
     IF v_answer IS NOT NULL THEN
         COMMIT;
         SELECT JSON_VALUE(v_answer, '$.credential_id') AS credential_id, in_actor AS actor, in_scopes AS scopes,

@@ -207,6 +207,7 @@ BEGIN
     END IF;
     SET v_digest = SHA2(in_document, 256);
     SELECT id INTO v_ns FROM weave_namespaces WHERE id = v_ns FOR UPDATE;
+    CALL _weave_now(v_now);  -- R-2: after the lock that numbers the versions, so created_at follows their order
     CALL _weave_admin_replay(v_ns, 'definition.publish', in_idempotency_key, v_digest,
                              'published a different document', v_keyed);
     IF v_keyed IS NOT NULL THEN
