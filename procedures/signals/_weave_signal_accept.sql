@@ -4,11 +4,13 @@
 --
 -- Everything stateless is checked before anything is locked or written (S-1: a violation stores
 -- nothing). Then the R-3 lock order: the sender's credential (shared, in the authorisation), the
--- instance's identity (shared), the instance row, then the step, its wait and the signals.
--- Every decision reads under those locks, so the caller's isolation level does not matter: a
--- send inside a REPEATABLE READ transaction decides from the same latest rows as one under READ
--- COMMITTED. Sends to one instance queue on its row lock, so one idempotency key can never be
--- accepted twice, and the per-instance count of S-6 is exact.
+-- instance's identity (shared) and the instance row. The step, its wait and the signals are read
+-- under the instance's lock, which orders every change of them, and read again with locks only when
+-- the caller's REPEATABLE READ snapshot is older than the instance's last change (see the read
+-- below), so the caller's isolation level does not matter: a send inside a REPEATABLE READ
+-- transaction decides from the same latest rows as one under READ COMMITTED. Sends to one instance
+-- queue on its row lock, so one idempotency key can never be accepted twice, and the per-instance
+-- count of S-6 is exact.
 --
 -- Settle at Send (in_wake, from weave_signal_send): a signal accepted PENDING for a WAITING SIGNAL wait is
 -- decided in Send's own transaction by the handler that the wait's checkpoint and the signal candidate run
@@ -244,7 +246,7 @@ BEGIN
 
         -- S-7: the target is a step of the pinned definition with a signal contract that this request meets. Its
         -- type is the step row's (copied from the definition at the start), its contract the definition's (both
-        -- read above, with the locks of the step and its current wait for S-8 below).
+        -- read above, under the instance's lock, with the step and its current wait for S-8 below).
         IF v_type = 'SIGNAL' THEN
             SET v_contract_name = JSON_VALUE(v_spec, '$.signal.name'),
                 v_contract_version = JSON_VALUE(v_spec, '$.signal.payload_version'),
@@ -283,7 +285,7 @@ BEGIN
             CALL _weave_raise(50110, 'PAYLOAD_TYPE_MISMATCH: payload is not of the declared payload_type');
         END IF;
 
-        -- S-8: the activation sequence, under the locks of the step and of its current wait (read above).
+        -- S-8: the activation sequence, from the step and its current wait (read above, under the instance's lock).
         IF v_step IS NULL THEN
             CALL _weave_raise(50007, 'INVALID_STATE: the instance has no row for this step');
         END IF;

@@ -53,9 +53,9 @@ BEGIN
         IF in_fresh_only THEN
             -- The instance's first signal, accepted in this transaction: the one signal the instance holds, so the
             -- first match is that signal if it matches at all (S-11), tested by _weave_signal_pick's own conditions,
-            -- and its proof is its own write (S-12). Both rows are this transaction's: the wait locked by the
-            -- acceptance's read, the signal by its insert. Two key reads, where the search reads the wait's signals.
-            -- A change to the search's conditions is made here too.
+            -- and its proof is its own write (S-12). Both rows are this transaction's: the wait locked by the step's
+            -- opening (_weave_step_open), the signal by its insert. Two key reads, where the search reads the wait's
+            -- signals. A change to the search's conditions is made here too.
             SELECT s.id, s.accepted_at, CONVERT(s.payload USING utf8mb4) INTO v_winner, v_accepted, v_output
               FROM weave_waits w STRAIGHT_JOIN weave_signals s ON s.id = in_fresh_signal
              WHERE w.id = v_wait AND s.instance_id = w.instance_id AND s.target_step_key = w.step_key

@@ -6,7 +6,8 @@
 -- @@in_transaction, and information_schema.INNODB_TRX is a cache refreshed at most every 100 ms).
 -- On an error, only this routine's own writes are undone (back to that savepoint) and the error is
 -- raised: the caller's rows and its transaction are left to the caller, who can still commit them.
--- The isolation level is the caller's; every decision reads under locks (see _weave_signal_accept).
+-- The isolation level is the caller's; every decision reads the latest rows, under the instance's lock (see
+-- _weave_signal_accept).
 CREATE PROCEDURE weave_signal_send_in_tx(
         IN in_token                 VARCHAR(512),
         IN in_namespace             VARCHAR(200),
