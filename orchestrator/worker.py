@@ -176,7 +176,7 @@ class Worker:
                 with self._cond:
                     self._reports_trying -= 1
         with self._cond:
-            if self._reports_blocked:
+            if self._reports_blocked and not self._reports_trying:  # none other still being tried
                 self._reports_blocked = False
                 log.info("reports are written again: claiming goes on", extra={"fields": {"worker": self.worker_id}})
             self._cond.notify_all()
@@ -192,7 +192,7 @@ class Worker:
         if not trying:
             try:
                 self._connections.spare()
-            except errors.WeaveError:
+            except Exception:  # noqa: BLE001 - no connection yet, however it failed: held, and looked at again
                 pass
             else:
                 with self._cond:
