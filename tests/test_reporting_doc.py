@@ -11,6 +11,7 @@ such an expression must be listed in DYNAMIC with what it can be, or this test f
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
@@ -63,9 +64,9 @@ def _strip_comments(text: str) -> str:
     return "".join(out)
 
 
-def _balanced(text: str, start: int) -> tuple[str, int]:
-    """The text inside the parenthesis that opens at text[start], and the index after its closing one."""
-    assert text[start] == "("
+def _outside_literals(text: str, start: int = 0) -> Iterator[tuple[int, str, int]]:
+    """(index, character, parenthesis depth after it) of every character of text from start that is outside a
+    string literal."""
     depth, i, quote = 0, start, False
     while i < len(text):
         c = text[i]
@@ -76,36 +77,28 @@ def _balanced(text: str, start: int) -> tuple[str, int]:
                 quote = False
         elif c == "'":
             quote = True
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0:
-                return text[start + 1:i], i + 1
+        else:
+            depth += {"(": 1, ")": -1}.get(c, 0)
+            yield i, c, depth
         i += 1
+
+
+def _balanced(text: str, start: int) -> tuple[str, int]:
+    """The text inside the parenthesis that opens at text[start], and the index after its closing one."""
+    assert text[start] == "("
+    for i, c, depth in _outside_literals(text, start):
+        if c == ")" and depth == 0:
+            return text[start + 1:i], i + 1
     raise AssertionError(f"unbalanced parenthesis at {text[start:start + 60]!r}")
 
 
 def _split(text: str, sep: str = ",") -> list[str]:
     """Top-level parts of text, split at sep outside parentheses and string literals."""
-    parts, depth, quote, last, i = [], 0, False, 0, 0
-    while i < len(text):
-        c = text[i]
-        if quote:
-            if c == "'" and text[i + 1:i + 2] == "'":
-                i += 1
-            elif c == "'":
-                quote = False
-        elif c == "'":
-            quote = True
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif c == sep and depth == 0:
+    parts, last = [], 0
+    for i, c, depth in _outside_literals(text):
+        if c == sep and depth == 0:
             parts.append(text[last:i].strip())
             last = i + 1
-        i += 1
     parts.append(text[last:].strip())
     return parts
 

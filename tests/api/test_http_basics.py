@@ -93,7 +93,7 @@ def test_a_query_parameter_a_request_does_not_take_is_refused_on_every_api_path(
     assert listed.status_code == 200 and [i["workflow_id"] for i in listed.json["items"]] == [wf]
 
 
-def test_admin_posts_with_an_idempotency_key_replay_their_first_answer(client, world):
+def test_M2_admin_posts_with_an_idempotency_key_replay_their_first_answer(client, world):
     """An app's or a queue's put and a credential's creation take the key every POST that creates or changes
     something takes: a retry answers the first answer with Idempotent-Replayed and changes nothing; a credential's
     replay names the credential without its token, which was shown once."""

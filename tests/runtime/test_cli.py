@@ -1139,7 +1139,7 @@ def test_definitions_publish_past_the_server_s_packet_limit_says_so_and_publishe
             assert cur.fetchall()[0]["n"] == 0
 
 
-def test_admin_creates_with_an_idempotency_key_answer_their_first_run_when_run_again(weave, world):
+def test_M2_admin_creates_with_an_idempotency_key_answer_their_first_run_when_run_again(weave, world):
     """A provisioning script run again after a later change must not put its old quota back, and a credential's
     create run again must not make a second credential: with a key, each answers its first run."""
     code, out, err = weave("apps", "create", "reports", "--max-in-flight", "5", "--idempotency-key", "prov-1",
