@@ -322,6 +322,7 @@ class Worker:
                 if self._since is None:
                     began_at = db.call_row(self._claim_conn(), "weave_clock_now")["now_at"]
                     self._warn_of_namesakes(began_at)  # before it is set: a failure here is tried again
+                    self._warn_of_namespaces()
                     self._since = began_at
                 if unanswered is not None:
                     self._take_unanswered(unanswered)
@@ -417,6 +418,22 @@ class Worker:
                         "the same id, which two running workers must never share (or an earlier one has just "
                         "stopped, and its leases will end them)", extra={"fields": {
                             "worker": self.worker_id, "attempts": live[:20]}})
+
+    def _warn_of_namespaces(self) -> None:
+        """At start, for a worker given no --namespace: when its queues are named in several namespaces, its handlers
+        will run every one's tasks. On an install shared by tenants, queue names repeat (payments, say), and a
+        tenant's handlers saw another's inputs and decided its results."""
+        if self.namespace:
+            return
+        names = ", ".join(["%s"] * len(self.queues))
+        with self._conn().cursor() as cur:
+            cur.execute(f"SELECT DISTINCT n.name FROM weave_queues q JOIN weave_namespaces n ON n.id = q.namespace_id "
+                        f"WHERE q.name IN ({names}) ORDER BY n.name LIMIT 11", tuple(self.queues))
+            namespaces = [row["name"] for row in cur.fetchall()]
+        if len(namespaces) > 1:
+            log.warning("this worker serves its queues in every namespace, and several have them: its handlers run "
+                        "the tasks of each; give --namespace to serve one", extra={"fields": {
+                            "worker": self.worker_id, "queues": self.queues, "namespaces": namespaces[:10]}})
 
     def _rest(self, seconds: float) -> bool:
         """Sleep as ``_idle_wait``, but not beyond the time a task this worker's reports scheduled becomes

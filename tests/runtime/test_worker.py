@@ -737,6 +737,20 @@ def test_K3_reports_that_cannot_get_a_connection_stop_the_claims_until_one_can(w
     assert sorted(task_row(world, wf)["status"] for wf in started).count("SUCCEEDED") == 4
 
 
+def test_K1_a_worker_for_every_namespace_says_so_when_several_have_its_queues(world, database, caplog):
+    """A worker given no --namespace serves its queues in every namespace. On an install shared by tenants queue
+    names repeat, and one tenant's handlers ran another's tasks, saw their inputs and decided their results, with
+    nothing said. It warns as it starts; a worker for one namespace does not."""
+    from tests.support.world import World
+
+    World.create(world.db, "beta")  # a second namespace with a queue named payments too
+    with caplog.at_level(logging.WARNING, logger="weave.worker"):
+        make_worker(database).run(exit_when_idle=True)
+        make_worker(database, namespace="acme").run(exit_when_idle=True)
+    warned = [r for r in caplog.records if r.getMessage().startswith("this worker serves its queues in every")]
+    assert len(warned) == 1 and warned[0].fields["namespaces"] == ["acme", "beta"]
+
+
 def test_K9_graceful_stop_stops_claiming_and_lets_running_attempts_finish(world, orch, database):
     world.publish(task_flow(handler="example.sleep", input={"ms": 400}, task_timeout_ms=HOUR))
     first = world.start("job", {})
