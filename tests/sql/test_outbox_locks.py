@@ -6,6 +6,8 @@ written into that gap waited for the caller's commit (a tenant's open outbox tra
 
 from __future__ import annotations
 
+import threading
+
 import pymysql
 import pytest
 
@@ -109,3 +111,47 @@ def test_S16_an_outbox_transaction_still_holds_its_own_instance_until_it_commits
         outbox.rollback()
         outbox.close()
         impatient.close()
+
+
+def test_S16_S4_sends_at_once_from_stale_snapshots_and_fresh_ones_store_each_key_once(world, orch):
+    """Outbox transactions at REPEATABLE READ whose snapshots were taken before other sends to the instance
+    committed, racing sends of their own transactions, with keys repeated across them: each key is stored once, a
+    repeat answers the first receipt, and nothing else fails but a conflict the caller retries."""
+    from tests.support.threads import run_threads
+
+    world.publish(signal_flow())
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+    receipts: dict[str, set[str]] = {}
+    lock = threading.Lock()
+
+    def sender(part: int) -> None:
+        conn = world.db.connect()
+        try:
+            for n in range(12):
+                key = f"k-{(part * 7 + n) % 10}"  # ten keys, each sent by several senders
+                for _ in range(5):  # a conflict (1213) undoes the caller's transaction: tried again, whole
+                    try:
+                        if part % 2:
+                            with conn.cursor() as cur:
+                                cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                            conn.begin()
+                            with conn.cursor() as cur:  # the snapshot, before the lock and other sends
+                                cur.execute("SELECT COUNT(*) FROM weave_signals")
+                            got = signals.send_in_tx(conn, world.token, "acme", wf, idempotency_key=key,
+                                                     **{**FIELDS, "correlation_key": "other"})
+                            conn.commit()
+                        else:
+                            got = signals.send(conn, world.token, "acme", wf, idempotency_key=key,
+                                               **{**FIELDS, "correlation_key": "other"})
+                        break
+                    except errors.TransientDatabaseError:
+                        conn.rollback()
+                with lock:
+                    receipts.setdefault(key, set()).add(got["signal_id"])
+        finally:
+            conn.close()
+
+    run_threads(sender, 4)
+    assert all(len(ids) == 1 for ids in receipts.values()), receipts
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_signals") == len(receipts) == 10
