@@ -70,6 +70,15 @@ STALLED_FIRST_S = 0.1
 STALLED_LONGEST_S = 5.0
 
 
+def _decided(node: str, klass: str, candidate: int, outcome: str, began: float) -> None:
+    """One candidate's decision, at DEBUG (WEAVE_LOG_LEVEL=DEBUG): what an operator follows when a decision is in
+    question; its effect is in the instance's events and audit rows. ``ms`` from the call's start (several
+    candidates decided in one call share it)."""
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("decided", extra={"fields": {"node": node, "class": klass, "id": candidate, "outcome": outcome,
+                                               "ms": round((time.monotonic() - began) * 1000, 1)}})
+
+
 def _maybe_due(outcome: str, made_due: object) -> bool:
     """Whether something may be due now after an advance: the advancer said it made a candidate due (an advancer
     that does not answer made_due counts as yes), or the outcome leaves the candidate itself due."""
@@ -168,11 +177,13 @@ class Orchestrator:
         it made a candidate due at its own time); an advancer that does not say, or an outcome that leaves the
         candidate due, counts as yes."""
         made_due = True
+        began = time.monotonic()
         try:
             sets = self._call(candidates.BY_NAME[cand.klass].advancer, cand.id)
             row = sets[0][0] if sets and sets[0] else {}
             outcome = row.get("outcome", "DONE")
             made_due = row.get("made_due", True)
+            _decided(self.node_id, cand.klass, cand.id, outcome, began)
         except (errors.WeaveError, pymysql.err.MySQLError) as exc:
             outcome = "FAILED"
             self.stats["failed"] += 1
@@ -231,6 +242,7 @@ class Orchestrator:
         call fails, the decisions before the failure stay; the list is then advanced one by one, which
         re-verifies those (GONE) and books the failure (R-12)."""
         klass = cands[0].klass
+        began = time.monotonic()
         try:
             sets = self._call("weave_candidates_advance", klass, json.dumps([c.id for c in cands]))
         except (errors.WeaveError, pymysql.err.MySQLError) as exc:
@@ -251,6 +263,7 @@ class Orchestrator:
         for row in rows:
             self.stats[f"{klass}:{row['outcome']}"] += 1
             self._note_busy(by_id[row["id"]], row["outcome"])
+            _decided(self.node_id, klass, row["id"], row["outcome"], began)
         again = not rows or any(_maybe_due(row["outcome"], row.get("made_due", True)) for row in rows)
         return outcomes, again
 

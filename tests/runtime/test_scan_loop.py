@@ -561,3 +561,17 @@ def test_R18_two_races_lost_a_while_apart_are_no_hold(database, monkeypatch, cap
     finally:
         orch.close()
 
+
+
+def test_R4_each_decision_is_a_debug_line_naming_its_candidate_and_outcome(world, orch, caplog):
+    """An operator following a decision in question had nothing of it in the orchestrator's log but failures: at
+    DEBUG, each decision is a line with its class, candidate, outcome and time (its effect is in the events)."""
+    world.publish({"name": "cool-off", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 1_000}]})
+    started = [world.start("cool-off") for _ in range(3)]
+    world.db.advance(1_001)
+    with caplog.at_level(logging.DEBUG, logger="weave.orchestrator"):
+        orch.drain()
+    decided = [r.fields for r in caplog.records if r.getMessage() == "decided"]
+    assert sorted((d["class"], d["outcome"]) for d in decided) == [("CHECKPOINT", "SETTLED")] * 3, decided
+    assert all(set(d) == {"node", "class", "id", "outcome", "ms"} for d in decided), decided
+    assert [world.instance(wf)["status"] for wf in started] == ["SUCCEEDED"] * 3
