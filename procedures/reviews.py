@@ -27,8 +27,8 @@ REVIEW_HELP = {
                            "reactivate, or resolve.",
     "POLL_REVIEW_VALUE": "The remote system answered a review status: decide, then resolve with the result, or "
                          "reactivate to ask again.",
-    "POLL_ROUNDS_EXHAUSTED": "Still pending when the rounds ran out: continue with extra rounds, or reactivate, or "
-                             "resolve.",
+    "POLL_ROUNDS_EXHAUSTED": "Still pending when the rounds ran out: continue with extra rounds (and a later poll "
+                             "deadline once that has passed too), or reactivate, or resolve.",
     "POLL_DEADLINE": "Still pending at the poll deadline: continue with a later poll deadline, or reactivate, or "
                      "resolve. When the detail names a deferral, the next round waited for what its reason says "
                      "(room, a disabled app) and never ran: clear that first.",

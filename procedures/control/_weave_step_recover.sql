@@ -135,8 +135,15 @@ BEGIN
                 SET v_deadline = v_now + INTERVAL in_poll_deadline_ms * 1000 MICROSECOND;
             END IF;
             SET v_max = v_max + COALESCE(in_extra_rounds, 0);
-            IF v_used >= v_max OR v_now >= v_deadline THEN
-                CALL _weave_raise(50100, 'INVALID_ARGUMENT: the POLL would stop again at once; add rounds or a later deadline');
+            -- Each cause named with its fix: one message for both sent an operator who had added rounds to add
+            -- rounds again, when the poll deadline had passed.
+            IF v_now >= v_deadline THEN
+                CALL _weave_raise(50100, CONCAT('INVALID_ARGUMENT: the poll deadline (',
+                                                DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                                                ') has passed: give poll_deadline_ms for a later one'));
+            END IF;
+            IF v_used >= v_max THEN
+                CALL _weave_raise(50100, CONCAT('INVALID_ARGUMENT: all ', v_max, ' rounds are used: give extra_rounds'));
             END IF;
             SET v_due = GREATEST(v_now, COALESCE(v_next, v_now));
             UPDATE weave_poll_states

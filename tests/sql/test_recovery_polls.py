@@ -23,6 +23,8 @@ def cont(world, wf, key="c1", **kw):
 def test_C4_continue_after_rounds_exhausted_creates_exactly_the_extra_rounds(world, orch):
     wf = exhaust(world, orch)
     frozen = world.db.scalar("SELECT input FROM pulse_tasks ORDER BY id LIMIT 1")
+    with pytest.raises(errors.ValidationFailed, match="all 2 rounds are used: give extra_rounds"):
+        cont(world, wf, key="c0", poll_deadline_ms=7_200_000)  # time alone: it would stop again at once
     result = cont(world, wf, extra_rounds=2)
     assert result["status"] == "RUNNING" and result["max_rounds"] == 4
     world.db.advance(INTERVAL)
@@ -49,8 +51,8 @@ def test_C4_continue_after_the_poll_deadline_with_a_later_deadline(world, orch):
     world.db.advance(2 * INTERVAL)
     orch.drain()
     assert review_codes(world, wf) == ["POLL_DEADLINE"]
-    with pytest.raises(errors.ValidationFailed):
-        cont(world, wf, extra_rounds=1)  # the deadline has passed: it would stop again at once
+    with pytest.raises(errors.ValidationFailed, match=r"the poll deadline \(.*\) has passed: give poll_deadline_ms"):
+        cont(world, wf, extra_rounds=1)  # the deadline has passed: rounds alone would stop it again at once
     result = cont(world, wf, key="c2", poll_deadline_ms=10 * INTERVAL)
     assert result["status"] == "RUNNING"
     orch.drain()
