@@ -386,8 +386,23 @@ class UnavailableLog:
             if now - self._last < self.interval:
                 return
             self._last, count, self._unlogged = now, self._unlogged, 0
-        log.warning("answered 503: the database is unavailable", extra={"fields": {
+        log.warning(f"answered 503: {unavailable_cause(exc)}", extra={"fields": {
             "path": path, "error": f"{type(exc).__name__}: {exc}"[:500], "answered_503": count}})
+
+
+def unavailable_cause(exc: BaseException) -> str:
+    """Why a request answered 503, in a few words for the log: a row held or an answer late is the database at work,
+    not away (a held row and a killed statement were logged as the database unavailable)."""
+    number = getattr(exc, "errno", 0) or errors.errno_of(exc)
+    if number == 1205:
+        return "a row it needs was held past the lock wait"
+    if number == 2013 and "timed out" in str(exc):
+        return "the database did not answer in time (busy, a row held, or away)"
+    if number in (1317, 1927, 1969) or errors.errno_of(exc.__cause__ or exc) in (1317, 1927, 1969):
+        return "its statement was interrupted"
+    if number in (1142, 1370):
+        return "the database refused a privilege"
+    return "the database is unavailable"
 
 
 def unavailable_detail(exc: BaseException) -> str:

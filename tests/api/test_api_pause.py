@@ -24,7 +24,7 @@ def _probed(connections: ApiConnections) -> bool:
     return True
 
 
-def test_R12_one_late_answer_is_that_requests_503_and_the_api_keeps_serving(db, world):
+def test_R12_one_late_answer_is_that_requests_503_and_the_api_keeps_serving(db, world, caplog):
     connections = ApiConnections(db.dsn, timeout=0.5, cooldown=60)
     client = testing.TestClient(create_app(connections))
     publish(client, world)
@@ -34,9 +34,13 @@ def test_R12_one_late_answer_is_that_requests_503_and_the_api_keeps_serving(db, 
     try:
         with holder.cursor() as cur:  # the pause below waits on this lock past the API's timeout
             cur.execute("SELECT id FROM weave_instances WHERE id = %s FOR UPDATE", (int(wf.removeprefix("wf_")),))
-        late = client.simulate_post(f"{NS}/workflows/{wf}/pause", headers=auth(world.token, "p1"),
-                                    json={"reason": "audit"})
+        with caplog.at_level("WARNING", logger="weave.api"):
+            late = client.simulate_post(f"{NS}/workflows/{wf}/pause", headers=auth(world.token, "p1"),
+                                        json={"reason": "audit"})
         problem(late, 503, "UNAVAILABLE")
+        # The log says the database is at work, not away, as the answer does (it said "unavailable").
+        assert [r.getMessage() for r in caplog.records if r.name == "weave.api"] == [
+            "answered 503: the database did not answer in time (busy, a row held, or away)"]
         assert wait_for(lambda: _probed(connections), timeout=10, interval=0.05)
         served = client.simulate_get(f"{NS}/workflows/{wf}", headers=auth(world.token))
         assert served.status_code == 200, served.text  # not 503 for the next 60 s

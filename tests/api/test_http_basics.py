@@ -638,6 +638,8 @@ def test_a_503_says_why_in_the_log_once_a_second_with_the_count(world, caplog, m
             problem(dead.simulate_get(path, headers=auth(world.token)), 503, "UNAVAILABLE")
         assert len(lines()) == 1
         assert lines()[0]["answered_503"] == 1 and lines()[0]["path"] == path
+        assert [r.getMessage() for r in caplog.records if r.name == "weave.api"] == [
+            "answered 503: the database is unavailable"]
         assert "127.0.0.1:1" in lines()[0]["error"] or "Can't connect" in lines()[0]["error"], lines()[0]
         clock[0] += 1.0
         problem(dead.simulate_get(path, headers=auth(world.token)), 503, "UNAVAILABLE")
