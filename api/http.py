@@ -390,35 +390,45 @@ class UnavailableLog:
             "path": path, "error": f"{type(exc).__name__}: {exc}"[:500], "answered_503": count}})
 
 
-def unavailable_cause(exc: BaseException) -> str:
-    """Why a request answered 503, in a few words for the log: a row held or an answer late is the database at work,
-    not away (a held row and a killed statement were logged as the database unavailable)."""
+# Why a request answered 503, by the kind of the database error behind it: (a few words for the log line, the
+# answer's detail). A row held, an answer late or a statement interrupted is the database at work, not away.
+_UNAVAILABLE = {
+    "held": ("a row it needs was held past the lock wait",
+             "a row this request needs (its instance, most likely) is held by another transaction, and the wait "
+             "ran out; nothing was done: retry shortly, with the same Idempotency-Key"),
+    "late": ("the database did not answer in time (busy, a row held, or away)",
+             "the database did not answer in time: it is busy (a row this request needs may be held by another "
+             "transaction) or away, and the request may still complete; retry with the same Idempotency-Key, "
+             "which never acts twice"),
+    "interrupted": ("its statement was interrupted", "the database is unavailable; retry shortly"),
+    "privilege": ("the database refused a privilege",
+                  "the database refused this node's user a privilege it needs (EXECUTE on the engine's routines, or "
+                  "SELECT on its tables): nothing was done; an operator must grant it back (docs/operations.md)"),
+    "away": ("the database is unavailable", "the database is unavailable; retry shortly"),
+}
+
+
+def _unavailable_kind(exc: BaseException) -> str:
     number = getattr(exc, "errno", 0) or errors.errno_of(exc)
     if number == 1205:
-        return "a row it needs was held past the lock wait"
-    if number == 2013 and "timed out" in str(exc):
-        return "the database did not answer in time (busy, a row held, or away)"
+        return "held"
+    if number == 2013 and "timed out" in str(exc):  # the query was sent and its answer did not come in time
+        return "late"
     if number in (1317, 1927, 1969) or errors.errno_of(exc.__cause__ or exc) in (1317, 1927, 1969):
-        return "its statement was interrupted"
+        return "interrupted"
     if number in (1142, 1370):
-        return "the database refused a privilege"
-    return "the database is unavailable"
+        return "privilege"
+    return "away"
+
+
+def unavailable_cause(exc: BaseException) -> str:
+    """Why a request answered 503, in a few words for the log."""
+    return _UNAVAILABLE[_unavailable_kind(exc)][0]
 
 
 def unavailable_detail(exc: BaseException) -> str:
     """What a 503 says: a lock wait is not an outage, and a request whose answer timed out may still complete."""
-    number = getattr(exc, "errno", 0) or errors.errno_of(exc)
-    if number == 1205:
-        return ("a row this request needs (its instance, most likely) is held by another transaction, and the wait "
-                "ran out; nothing was done: retry shortly, with the same Idempotency-Key")
-    if number == 2013 and "timed out" in str(exc):  # the query was sent and its answer did not come in time
-        return ("the database did not answer in time: it is busy (a row this request needs may be held by another "
-                "transaction) or away, and the request may still complete; retry with the same Idempotency-Key, "
-                "which never acts twice")
-    if number in (1142, 1370):
-        return ("the database refused this node's user a privilege it needs (EXECUTE on the engine's routines, or "
-                "SELECT on its tables): nothing was done; an operator must grant it back (docs/operations.md)")
-    return "the database is unavailable; retry shortly"
+    return _UNAVAILABLE[_unavailable_kind(exc)][1]
 
 
 def make_error_handler(connections: Connections) -> Handler:
@@ -438,7 +448,7 @@ def make_error_handler(connections: Connections) -> Handler:
         if errors.is_unavailable(exc):
             if isinstance(connections, ApiConnections) and errors.is_connection_lost(exc):
                 connections.trip()
-                if errors.errno_of(exc.__cause__ or exc) == 2013 and "timed out" in str(exc):
+                if _unavailable_kind(exc) == "late":
                     connections.abandon()  # its statement may still run on the server: the next request ends it
             connections.discard()
             unavailable.answered(req.path, exc)
