@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from procedures import db, errors, installer, jsontext, pulse, settings
-from procedures.connections import Connections, retry_transient
+from procedures.connections import Connections
 from procedures.logs import configure_logging, refuse
 
 from . import http_handler  # noqa: F401 - registers the built-in http handler
@@ -158,7 +158,6 @@ class Worker:
 
         def again() -> None:
             nonlocal trying
-            self._connections.discard()
             if not trying:
                 trying = True
                 with self._cond:
@@ -169,8 +168,8 @@ class Worker:
                             "worker": self.worker_id}})
 
         try:
-            answer = retry_transient(lambda: fn(self._connections.get()), seconds=self.lease_ms / 1000.0,
-                                     on_retry=again, retryable=_report_again)
+            answer = self._connections.retrying(fn, seconds=self.lease_ms / 1000.0, retryable=_report_again,
+                                                on_retry=again)
         finally:
             if trying:
                 with self._cond:

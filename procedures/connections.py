@@ -115,10 +115,16 @@ class Connections:
             pass
 
     def retrying(self, fn: Callable[[db.Connection], T], attempts: int = 5, seconds: float | None = None,
-                 retryable: Callable[[BaseException], bool] = errors.is_transient) -> T:
+                 retryable: Callable[[BaseException], bool] = errors.is_transient,
+                 on_retry: Callable[[], None] | None = None) -> T:
         """``fn(connection)`` with the retry wrapper (``attempts`` tries, or ``seconds`` of them); a retryable
-        failure drops this thread's connection."""
-        return retry_transient(lambda: fn(self.get()), attempts=attempts, on_retry=self.discard, seconds=seconds,
+        failure drops this thread's connection, then runs ``on_retry``."""
+        def again() -> None:
+            self.discard()
+            if on_retry is not None:
+                on_retry()
+
+        return retry_transient(lambda: fn(self.get()), attempts=attempts, on_retry=again, seconds=seconds,
                                retryable=retryable)
 
     def elsewhere_once(self, fn: Callable[[], T], repeatable: Callable[[], bool]) -> T:
