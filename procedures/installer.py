@@ -175,7 +175,7 @@ def migrate(dsn: db.Dsn, *, test_clock: bool = False,
                     _mark_level_changing(backend)
                 for migration in pending:
                     try:
-                        _apply_resumable(backend, migration, dsn.database, progress, dsn)
+                        _apply_resumable(backend, migration, dsn, progress)
                     except MigrationFailed as exc:
                         failed = exc
                         break
@@ -345,8 +345,7 @@ def _open_transactions(conn: db.Connection, session: int) -> str:
         return "this user may not see them without PROCESS; SELECT * FROM information_schema.innodb_trx shows them"
 
 
-def _apply_resumable(backend: Any, migration: Any, database: str, progress: Callable[[str], None],
-                     dsn: db.Dsn | None = None) -> None:
+def _apply_resumable(backend: Any, migration: Any, dsn: db.Dsn, progress: Callable[[str], None]) -> None:
     """Apply ``migration`` statement by statement from where an earlier migrate left it, recording each statement's
     progress, then record the migration applied and forget its progress in one transaction."""
     from yoyo.migrations import read_sql_migration
@@ -359,7 +358,7 @@ def _apply_resumable(backend: Any, migration: Any, database: str, progress: Call
     backend.connection.commit()
     applied, in_flight = (int(row[0]), bool(row[1])) if row else (0, False)
     if row and row[2] != digest:
-        raise MigrationFailed(migration.id, None, database, applied + 1, len(statements))
+        raise MigrationFailed(migration.id, None, dsn.database, applied + 1, len(statements))
     if row:
         progress(f"resuming migration {migration.id} at statement {applied + 1} of {len(statements)}: an earlier "
                  f"migrate applied {applied}" + (" and was cut off while the next one ran" if in_flight else ""))
@@ -374,7 +373,7 @@ def _apply_resumable(backend: Any, migration: Any, database: str, progress: Call
             backend.connection.commit()
             try:
                 with contextlib.ExitStack() as watching:
-                    if dsn is not None and _DDL.match(statement):
+                    if _DDL.match(statement):
                         watching.enter_context(_waits_said(dsn, backend.connection, progress))
                     with contextlib.closing(backend.cursor()) as cur:
                         cur.execute(statement)  # as the migration tool runs it: sent as written, no parameters
@@ -393,7 +392,7 @@ def _apply_resumable(backend: Any, migration: Any, database: str, progress: Call
                 if not ran and not inherited and not _session_lost(exc):
                     _record(backend, migration.id, digest, number, False)
                     backend.connection.commit()
-            raise MigrationFailed(migration.id, exc, database, number + 1, len(statements)) from exc
+            raise MigrationFailed(migration.id, exc, dsn.database, number + 1, len(statements)) from exc
     backend.ensure_internal_schema_updated()
     backend.log_migration(migration, "apply")
     with backend.transaction():
