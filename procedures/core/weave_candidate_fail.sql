@@ -57,11 +57,6 @@ BEGIN
         SELECT namespace_id, credential_id INTO v_ns, v_identity FROM weave_instances WHERE id = v_inst;
         CALL _weave_instance_lock(v_inst, v_identity, v_locked);
         SET v_review = (v_locked IS NOT NULL);
-        IF v_review = 1 AND in_class <> 'CHECKPOINT' THEN
-            -- A checkpoint asks once: its review removes it. An outcome or a signal stays, and asks once.
-            SET v_review = NOT EXISTS (SELECT 1 FROM weave_review_reasons WHERE instance_id = v_inst
-                                          AND code = 'CANDIDATE_FAILING' AND closed_at IS NULL);
-        END IF;
     END IF;
     CALL _weave_now(v_now);  -- R-2: after the instance lock, where one was taken
     IF in_class = 'CHECKPOINT' THEN
@@ -87,10 +82,11 @@ BEGIN
             SELECT id, activation_seq INTO v_step, v_seq FROM weave_steps
              WHERE instance_id = v_inst AND step_key = v_step_key AND status = 'ACTIVE' FOR UPDATE;
         END IF;
-        IF v_step IS NULL THEN
-            -- On the instance, once while a CANDIDATE_FAILING reason of it is open, whatever the class: a checkpoint
-            -- whose step is no longer ACTIVE (its review did not remove it) opened another reason at every failure,
-            -- one a minute while the fault lasted.
+        IF in_class <> 'CHECKPOINT' OR v_step IS NULL THEN
+            -- Once while a CANDIDATE_FAILING reason of the instance is open. A checkpoint on an ACTIVE step asks once:
+            -- its review removes it. An outcome or a signal stays, and asks once. So does a checkpoint whose step is
+            -- no longer ACTIVE (its review did not remove it): it opened another reason at every failure, one a
+            -- minute while the fault lasted.
             SELECT COUNT(*) INTO v_open FROM weave_review_reasons
              WHERE instance_id = v_inst AND code = 'CANDIDATE_FAILING' AND closed_at IS NULL;
             SET v_review = (v_open = 0);
