@@ -414,9 +414,10 @@ def _unavailable_kind(exc: BaseException) -> str:
         return "held"
     if number == 2013 and "timed out" in str(exc):  # the query was sent and its answer did not come in time
         return "late"
-    if number in (1317, 1927, 1969) or errors.errno_of(exc.__cause__ or exc) in (1317, 1927, 1969):
+    interrupts = errors.INTERRUPTED_ERRNOS | {1927}  # and a killed connection
+    if number in interrupts or errors.errno_of(exc.__cause__ or exc) in interrupts:
         return "interrupted"
-    if number in (1142, 1370):
+    if number in errors.PRIVILEGE_REFUSED_ERRNOS:
         return "privilege"
     return "away"
 

@@ -1374,7 +1374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except pymysql.err.MySQLError as exc:
         if errors.errno_of(exc) in errors.LOGIN_REFUSED_ERRNOS:  # as the API answers it: unavailable (exit 7)
             said = f"({errors.errno_of(exc)}: {exc.args[-1] if exc.args else exc})"
-            if errors.errno_of(exc) in (1142, 1370):
+            if errors.errno_of(exc) in errors.PRIVILEGE_REFUSED_ERRNOS:
                 return _fail(args, "UNAVAILABLE", f"the database refused the user of {_dsn(args).redacted()} a "
                              f"privilege it needs {said}: grant it as docs/operations.md sets the users up",
                              EXIT_CODES[503])

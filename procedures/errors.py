@@ -252,7 +252,8 @@ CONNECTION_ERRNOS = frozenset({2003, 2006, 2013, 2055})
 # given back or the process restarted with the new one: the API answers it "unavailable" (503, and not ready), as it
 # answers a server it cannot reach, never as an error of its own (500). So is a privilege the user needs taken back
 # (EXECUTE on the routines: 1370; SELECT on a table: 1142): every request met it alike, answered 500.
-LOGIN_REFUSED_ERRNOS = frozenset({1044, 1045, 1698, 1142, 1370})
+PRIVILEGE_REFUSED_ERRNOS = frozenset({1142, 1370})
+LOGIN_REFUSED_ERRNOS = frozenset({1044, 1045, 1698, *PRIVILEGE_REFUSED_ERRNOS})
 
 
 # The server's interrupts of a statement (KILL QUERY, max_statement_time).
