@@ -47,7 +47,7 @@ BEGIN
         -- and the wait would have slept to its deadline with an early signal PENDING for it.
         SELECT COUNT(*) INTO v_early FROM weave_signals
          WHERE instance_id = in_instance_id AND target_step_key = in_step_key AND target_activation_seq = in_seq
-           AND status = 'PENDING' LIMIT 1;
+           AND status = 'PENDING';
         IF v_early IS NULL THEN
             CALL _weave_raise(50016, 'INTERRUPTED: the wait''s read of its early signals came back empty');
         END IF;
