@@ -681,10 +681,9 @@ def migration_connection(dsn: Dsn) -> pymysql.connections.Connection:
     """A connection for the migration tool, to one host: the engine's session settings (INIT_COMMAND) and the DSN's
     TLS as every other connection has them, plain rows and no autocommit as the tool expects, and no read timeout
     (a migration's statement may rebuild a large table for minutes)."""
-    conn = pymysql.connect(host=dsn.host, port=dsn.port, user=dsn.user, password=dsn.password,
-                           database=dsn.database, unix_socket=dsn.unix_socket, charset="utf8mb4",
-                           connect_timeout=dsn.timeout("connect_timeout"), init_command=INIT_COMMAND,
-                           **_tls_arguments(dsn))
+    conn: Any = _connect_one(dsn, dsn.host, dsn.port, database=True, autocommit=False)[0]
+    conn.cursorclass = pymysql.cursors.Cursor  # the tool's rows are tuples
+    conn._read_timeout = conn._write_timeout = None  # PyMySQL's, as _connect_one set them
     return conn
 
 
