@@ -343,7 +343,8 @@ class WeaveClient:
         return self._call("GET", f"definitions/{_segment(name)}/versions/{_segment(version)}")
 
     def list_definitions(self) -> list[dict]:
-        return self._call("GET", "definitions")["items"]
+        """Every definition with its latest version, by name (read page by page)."""
+        return self._every("definitions")
 
     # --- workflows -------------------------------------------------------------------------------------------
     def start_workflow(self, definition: str, *, app: str, input: Any = None, deadline_ms: int | None = None,
@@ -485,14 +486,27 @@ class WeaveClient:
                                                             expires_at=expires_at), idempotency_key=idempotency_key)
 
     def list_apps(self) -> list[dict]:
-        return self._call("GET", "apps")["items"]
+        """Every app, by name (read page by page)."""
+        return self._every("apps")
 
     def list_queues(self) -> list[dict]:
-        return self._call("GET", "queues")["items"]
+        """Every queue, by name (read page by page)."""
+        return self._every("queues")
 
     def list_credentials(self) -> list[dict]:
-        """Every credential of the namespace, never a token."""
-        return self._call("GET", "credentials")["items"]
+        """Every credential of the namespace, oldest first (read page by page), never a token."""
+        return self._every("credentials")
+
+    def _every(self, listing: str, page: int = 1000) -> list[dict]:
+        """Every item of a configuration list, following its ``next_cursor`` from page to page."""
+        items: list[dict] = []
+        cursor = None
+        while True:
+            batch = self._call("GET", listing, params={"limit": page, "cursor": cursor})
+            items += batch["items"]
+            cursor = batch["next_cursor"]
+            if cursor is None:
+                return items
 
     def disable_credential(self, credential_id: str) -> dict:
         """Its token stops working at once. Safe to retry: disabling a disabled credential changes nothing."""

@@ -194,8 +194,9 @@ class PathWidths:
 
 class QueryNames:
     """Middleware: a query parameter that an API request does not take is refused (422 UNKNOWN_FIELD), as an unknown
-    body field is: ``GET /definitions?limit=10`` answered every definition, as if paged. A resource whose reads take
-    some names the methods in ``queried``, and its responder checks them (``schemas.query``)."""
+    body field is: ``GET /workflows/wf_1?limit=10`` would answer the whole instance, as if the limit had been taken.
+    A resource whose reads take some names the methods in ``queried``, and its responder checks them
+    (``schemas.query``)."""
 
     def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict) -> None:
         if not req.params or resource is None or not req.path.startswith("/v1/"):

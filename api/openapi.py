@@ -52,9 +52,11 @@ def _ok(status: int, schema: dict, description: str = "success", replay: bool = 
 
 
 def _items(name: str) -> dict:
-    """A whole listing (no paging: a namespace holds few of these)."""
-    return {"type": "object", "required": ["items"],
-            "properties": {"items": {"type": "array", "items": _ref(name)}}}
+    """A page of a configuration list, by name (credentials: oldest first)."""
+    return {"type": "object", "required": ["items", "next_cursor"],
+            "properties": {"items": {"type": "array", "items": _ref(name)},
+                           "next_cursor": {"type": ["string", "null"],
+                                           "description": "the cursor of the next page; null on the last"}}}
 
 
 NS = {"name": "ns", "in": "path", "required": True, "schema": {"type": "string"}}
@@ -310,8 +312,9 @@ def document() -> dict:
                                  "content": {"application/json": {"schema": _ref("Published")}}}},
                         params=[OPTIONAL_IDEMPOTENCY], body=_ref("DefinitionDocument"),
                         errors=(*COMMON_ERRORS, 409, 413, 415, 422)),
-            "get": _op("list_definitions", "definitions", "List definitions, each with its latest version",
-                       "workflows:read", _ok(200, _items("DefinitionSummary")))},
+            "get": _op("list_definitions", "definitions", "List definitions by name, each with its latest version",
+                       "workflows:read", _ok(200, _items("DefinitionSummary")),
+                       params=schemas.query_parameters("list_definitions"), errors=(*COMMON_ERRORS, 422))},
         "/v1/namespaces/{ns}/definitions/{name}": {"get": _op(
             "get_latest_definition", "definitions", "Read the latest version of a definition", "workflows:read",
             _ok(200, _ref("Definition")),
@@ -382,8 +385,9 @@ def document() -> dict:
                             "headers": REPLAYED, "content": {"application/json": {"schema": _ref("App")}}}},
                         params=[OPTIONAL_IDEMPOTENCY], body=_ref("AppRequest"),
                         errors=(*COMMON_ERRORS, 409, 413, 415, 422)),
-            "get": _op("list_apps", "admin", "List apps with their quota and tasks in flight", "admin",
-                       _ok(200, _items("AppState")))},
+            "get": _op("list_apps", "admin", "List apps by name with their quota and tasks in flight", "admin",
+                       _ok(200, _items("AppState")), params=schemas.query_parameters("list_apps"),
+                       errors=(*COMMON_ERRORS, 422))},
         "/v1/namespaces/{ns}/queues": {
             "post": _op("put_queue", "admin", "Create a queue or change its capacity", "admin",
                         {**_ok(201, _ref("Queue"), "created"), "200": {
@@ -391,8 +395,9 @@ def document() -> dict:
                             "headers": REPLAYED, "content": {"application/json": {"schema": _ref("Queue")}}}},
                         params=[OPTIONAL_IDEMPOTENCY], body=_ref("QueueRequest"),
                         errors=(*COMMON_ERRORS, 409, 413, 415, 422)),
-            "get": _op("list_queues", "admin", "List queues with their capacity and tasks queued and running (an "
-                       "admin restricted to some queues: those queues)", "admin", _ok(200, _items("QueueState")))},
+            "get": _op("list_queues", "admin", "List queues by name with their capacity and tasks queued and running "
+                       "(an admin restricted to some queues: those queues)", "admin", _ok(200, _items("QueueState")),
+                       params=schemas.query_parameters("list_queues"), errors=(*COMMON_ERRORS, 422))},
         "/v1/namespaces/{ns}/credentials": {
             "post": _op("create_credential", "admin", "Create a credential (its token is returned once)", "admin",
                         {**_ok(201, _ref("Credential")), "200": {
@@ -401,8 +406,9 @@ def document() -> dict:
                             "headers": REPLAYED, "content": {"application/json": {"schema": _ref("Credential")}}}},
                         params=[OPTIONAL_IDEMPOTENCY], body=_ref("CredentialRequest"),
                         errors=(*COMMON_ERRORS, 409, 413, 415, 422)),
-            "get": _op("list_credentials", "admin", "List credentials (never a token)", "admin",
-                       _ok(200, _items("CredentialState")))},
+            "get": _op("list_credentials", "admin", "List credentials, oldest first (never a token)", "admin",
+                       _ok(200, _items("CredentialState")), params=schemas.query_parameters("list_credentials"),
+                       errors=(*COMMON_ERRORS, 422))},
         "/v1/namespaces/{ns}/credentials/{credential_id}/disable": {"post": _op(
             "disable_credential", "admin",
             "Disable a credential: its token stops working at once, and instances it started get no new work (R-8)",

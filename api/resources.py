@@ -45,6 +45,13 @@ def _time(value: str | None, field: str = "deadline_at") -> dt.datetime | None:
     return None if value is None else _parse_time(value, field)
 
 
+def _config_page(conn: db.Connection, req: falcon.Request, ns: str, listing: str) -> dict:
+    """A page of a configuration list, by ``limit`` and ``cursor`` (the ``next_cursor`` of the page before)."""
+    token = bearer(req)
+    q = schemas.query(req, f"list_{listing}")
+    return routines.config_page(conn, token, ns, listing, limit=q["limit"], cursor=q["cursor"])
+
+
 class Resource:
     def __init__(self, connections: Connections):
         self.connections = connections
@@ -55,6 +62,8 @@ class Resource:
 
 
 class Definitions(Resource):
+    queried = ("GET", "HEAD")  # its list takes a query (schemas.query)
+
     def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         token = bearer(req)
         try:
@@ -70,7 +79,7 @@ class Definitions(Resource):
 
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
-        respond(resp, {"items": routines.definition_list(self.conn, bearer(req), ns)})
+        respond(resp, _config_page(self.conn, req, ns, "definitions"))
 
 
 class Definition(Resource):
@@ -162,6 +171,8 @@ class Audit(Resource):
 
 
 class Apps(Resource):
+    queried = ("GET", "HEAD")  # its list takes a query (schemas.query)
+
     def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         token = bearer(req)
         body = schemas.body("AppRequest", json_object(req))
@@ -171,10 +182,12 @@ class Apps(Resource):
                 201 if row["created"] and not row["replayed"] else 200, replayed=row["replayed"])
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
-        respond(resp, {"items": routines.app_list(self.conn, bearer(req), ns)})
+        respond(resp, _config_page(self.conn, req, ns, "apps"))
 
 
 class Queues(Resource):
+    queried = ("GET", "HEAD")  # its list takes a query (schemas.query)
+
     def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         token = bearer(req)
         body = schemas.body("QueueRequest", json_object(req))
@@ -183,10 +196,12 @@ class Queues(Resource):
                 201 if row["created"] and not row["replayed"] else 200, replayed=row["replayed"])
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
-        respond(resp, {"items": routines.queue_list(self.conn, bearer(req), ns)})
+        respond(resp, _config_page(self.conn, req, ns, "queues"))
 
 
 class Credentials(Resource):
+    queried = ("GET", "HEAD")  # its list takes a query (schemas.query)
+
     def on_post(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
         token = bearer(req)
         body = schemas.body("CredentialRequest", json_object(req))
@@ -199,7 +214,7 @@ class Credentials(Resource):
                 200 if row["replayed"] else 201, replayed=row["replayed"])
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ns: str) -> None:
-        respond(resp, {"items": routines.credential_list(self.conn, bearer(req), ns)})  # never a token
+        respond(resp, _config_page(self.conn, req, ns, "credentials"))  # never a token
 
 
 class CredentialDisable(Resource):

@@ -136,6 +136,10 @@ QUERIES: dict[str, dict[str, Schema]] = {
         "limit": {**LIMIT_1000, "description": "signals at most; a page also ends, with a next_cursor, once its "
                                                 "payloads pass 8 MiB (it always holds one signal)"},
         "cursor": {"type": "string", "pattern": "^sig_[0-9]{1,19}$"}},
+    "list_definitions": {"limit": LIMIT_1000, "cursor": {"type": "string", "pattern": _DEFINITION_NAME}},
+    "list_apps": {"limit": LIMIT_1000, "cursor": {"type": "string", "pattern": _NAME}},
+    "list_queues": {"limit": LIMIT_1000, "cursor": {"type": "string", "pattern": _NAME}},
+    "list_credentials": {"limit": LIMIT_1000, "cursor": {"type": "string", "pattern": "^cred_[0-9]{1,19}$"}},
     "list_audit": {
         "workflow_id": {"type": "string", "pattern": "^wf_[0-9]{1,19}$",
                         "description": "this instance's audit rows (workflows:read); without it, the namespace's own "

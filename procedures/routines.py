@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import candidates, errors, jsontext
@@ -85,29 +86,63 @@ def queue_put(conn: Conn, token: str, namespace: str, name: str, capacity: int,
     return {**row, "replayed": bool(row["replayed"])}
 
 
-def _rows(conn: Conn, routine: str, *args: Any) -> list[dict]:
-    sets = call(conn, routine, *args)
-    return sets[0] if sets else []
+def _dated(row: dict) -> dict:
+    return {**row, "created_at": rfc3339(row["created_at"]), "updated_at": rfc3339(row["updated_at"])}
+
+
+def _credential(row: dict) -> dict:
+    return {**row, "scopes": row["scopes"].split(","), "queues": row["queues"].split(","),
+            "created_at": rfc3339(row["created_at"]), "disabled_at": rfc3339(row["disabled_at"]),
+            "expires_at": rfc3339(row["expires_at"])}
+
+
+def _definition(row: dict) -> dict:
+    return {**row, "queues": [q for q in row["queues"].split(",") if q], "created_at": rfc3339(row["created_at"])}
+
+
+# A configuration list's routine, with how each of its rows is shown.
+_PAGED: dict[str, tuple[str, Callable[[dict], dict]]] = {
+    "definitions": ("weave_definition_list", _definition),
+    "apps": ("weave_app_list", _dated),
+    "queues": ("weave_queue_list", _dated),
+    "credentials": ("weave_credential_list", _credential),
+}
+
+
+def config_page(conn: Conn, token: str, namespace: str, listing: str, *, limit: int = 100,
+                cursor: str | None = None) -> dict:
+    """A page of a configuration list (``definitions``, ``apps``, ``queues`` or ``credentials``; see their routines):
+    ``{"items": [...], "next_cursor": ...}``, the cursor None on the last page."""
+    routine, shown = _PAGED[listing]
+    rows, more = call(conn, routine, token, namespace, limit, cursor)
+    return {"items": [shown(r) for r in rows], "next_cursor": more[0]["next_cursor"]}
+
+
+def config_list(conn: Conn, token: str, namespace: str, listing: str) -> list[dict]:
+    """Every row of a configuration list, read page by page (each page one short read)."""
+    items: list[dict] = []
+    cursor: str | None = None
+    while True:
+        page = config_page(conn, token, namespace, listing, limit=1000, cursor=cursor)
+        items += page["items"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return items
 
 
 def app_list(conn: Conn, token: str, namespace: str) -> list[dict]:
-    """See procedures/admin/weave_app_list.sql."""
-    return [{**r, "created_at": rfc3339(r["created_at"]), "updated_at": rfc3339(r["updated_at"])}
-            for r in _rows(conn, "weave_app_list", token, namespace)]
+    """Every app of the namespace (procedures/admin/weave_app_list.sql)."""
+    return config_list(conn, token, namespace, "apps")
 
 
 def queue_list(conn: Conn, token: str, namespace: str) -> list[dict]:
-    """See procedures/admin/weave_queue_list.sql."""
-    return [{**r, "created_at": rfc3339(r["created_at"]), "updated_at": rfc3339(r["updated_at"])}
-            for r in _rows(conn, "weave_queue_list", token, namespace)]
+    """Every queue of the namespace (procedures/admin/weave_queue_list.sql)."""
+    return config_list(conn, token, namespace, "queues")
 
 
 def credential_list(conn: Conn, token: str, namespace: str) -> list[dict]:
-    """See procedures/admin/weave_credential_list.sql: never a token."""
-    return [{**r, "scopes": r["scopes"].split(","), "queues": r["queues"].split(","),
-             "created_at": rfc3339(r["created_at"]), "disabled_at": rfc3339(r["disabled_at"]),
-             "expires_at": rfc3339(r["expires_at"])}
-            for r in _rows(conn, "weave_credential_list", token, namespace)]
+    """Every credential of the namespace (procedures/admin/weave_credential_list.sql): never a token."""
+    return config_list(conn, token, namespace, "credentials")
 
 
 # --- console sessions --------------------------------------------------------------------------------------
@@ -164,9 +199,8 @@ def _queues_not_found(exc: errors.ValidationFailed, definition: Definition) -> e
 
 
 def definition_list(conn: Conn, token: str, namespace: str) -> list[dict]:
-    """See procedures/admin/weave_definition_list.sql: each definition with its latest version."""
-    return [{**r, "queues": [q for q in r["queues"].split(",") if q], "created_at": rfc3339(r["created_at"])}
-            for r in _rows(conn, "weave_definition_list", token, namespace)]
+    """Every definition of the namespace with its latest version (procedures/admin/weave_definition_list.sql)."""
+    return config_list(conn, token, namespace, "definitions")
 
 
 def definition_get(conn: Conn, token: str, namespace: str, name: str, version: int | None = None) -> dict:

@@ -1,15 +1,21 @@
 -- Never the token: only its hash is stored, and not even that leaves the database. An admin restricted to some
 -- queues sees the credentials it administers: those of its queues (S-2), as it may create and disable only them.
+-- A page is keyset-paged by id, oldest first (the cursor is the last credential id a page answered).
 CREATE PROCEDURE weave_credential_list(
         IN in_token     VARCHAR(512),
-        IN in_namespace VARCHAR(200))
-    COMMENT 'Description: every credential of the namespace, without any token or hash (for an admin restricted to
-some queues, every credential of those queues).
-Parameters: in_token (admin), in_namespace.
-Result set: credential_id, actor, scopes, queues, status (ACTIVE, DISABLED, or EXPIRED: active, past its expiry),
+        IN in_namespace VARCHAR(200),
+        IN in_limit     INT,
+        IN in_cursor    VARCHAR(200))
+    COMMENT 'Description: a page of the namespace''s credentials, oldest first, without any token or hash (for an admin
+restricted to some queues, the credentials of those queues).
+Parameters: in_token (admin), in_namespace, in_limit (1..1000, NULL = 100), in_cursor (NULL, or the next_cursor of
+the previous page: the credentials made after it).
+Result set 1: credential_id, actor, scopes, queues, status (ACTIVE, DISABLED, or EXPIRED: active, past its expiry),
 created_at, disabled_at, expires_at (NULL: never).
-Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
-Rules: S-2.'
+Result set 2: next_cursor - the cursor of the next page, NULL on the last page.
+Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50100 INVALID_ARGUMENT (cursor), 50121
+LIMIT_INVALID.
+Rules: S-2, R-11.'
     READS SQL DATA
 BEGIN
     DECLARE v_ns BIGINT UNSIGNED DEFAULT NULL;
@@ -17,10 +23,29 @@ BEGIN
     DECLARE v_actor VARCHAR(128);
     DECLARE v_allowed VARCHAR(2048);  -- the credential's own queues
     DECLARE v_now DATETIME(6);
+    DECLARE v_limit INT;
+    DECLARE v_prev INT;
+    DECLARE v_after BIGINT UNSIGNED DEFAULT 0;
     CALL _weave_admin_begin(in_token, in_namespace, 'admin', NULL, v_ns, v_cred, v_actor, v_now, v_allowed);
+    SET v_limit = _weave_page_limit(in_limit);
+    SET v_prev = v_limit - 1;
+    IF in_cursor IS NOT NULL THEN
+        IF NOT in_cursor REGEXP '^cred_[0-9]{1,19}\\z' THEN
+            CALL _weave_raise(50100, 'INVALID_ARGUMENT: the cursor must be the next_cursor of a page');
+        END IF;
+        SET v_after = CAST(SUBSTRING(in_cursor, 6) AS UNSIGNED);
+    END IF;
     SELECT CONCAT('cred_', id) AS credential_id, actor, scopes, queues,
            IF(status = 'ACTIVE' AND expires_at <= v_now, 'EXPIRED', status) AS status, created_at, disabled_at,
            expires_at
       FROM weave_credentials
-     WHERE namespace_id = v_ns AND (v_allowed = '*' OR _weave_queue_refused(queues, v_allowed) IS NULL) ORDER BY id;
+     WHERE namespace_id = v_ns AND id > v_after
+       AND (v_allowed = '*' OR _weave_queue_refused(queues, v_allowed) IS NULL)
+     ORDER BY id LIMIT v_limit;
+    -- The page's last credential when another follows it: the two at its end and one past it.
+    SELECT IF(COUNT(*) = 2, CONCAT('cred_', MIN(id)), NULL) AS next_cursor
+      FROM (SELECT id FROM weave_credentials
+             WHERE namespace_id = v_ns AND id > v_after
+               AND (v_allowed = '*' OR _weave_queue_refused(queues, v_allowed) IS NULL)
+             ORDER BY id LIMIT 2 OFFSET v_prev) ends;
 END

@@ -1,15 +1,24 @@
--- Listings read no row under lock: they answer what is published now, which is all a listing promises.
+-- Listings read no row under lock: they answer what is published now, which is all a listing promises. A page is
+-- keyset-paged by name (the cursor is the last name a page answered): it reads the names it answers and one more,
+-- however many definitions the namespace holds, and neither skips nor repeats one published meanwhile.
 CREATE PROCEDURE weave_definition_list(
         IN in_token     VARCHAR(512),
-        IN in_namespace VARCHAR(200))
-    COMMENT 'Description: every definition of the namespace with its latest version, by name.
-Parameters: in_token (workflows:read), in_namespace.
-Result set: name, latest_version, digest, queues, created_at (of the latest version), versions.
-Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND.
-Rules: M-2.'
+        IN in_namespace VARCHAR(200),
+        IN in_limit     INT,
+        IN in_cursor    VARCHAR(200))
+    COMMENT 'Description: a page of the namespace''s definitions, by name, each with its latest version.
+Parameters: in_token (workflows:read), in_namespace, in_limit (1..1000, NULL = 100), in_cursor (NULL, or the
+next_cursor of the previous page: the definitions named after it).
+Result set 1: name, latest_version, digest, queues, created_at (of the latest version), versions.
+Result set 2: next_cursor - the cursor of the next page, NULL on the last page.
+Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50121 LIMIT_INVALID.
+Rules: M-2, R-11.'
     READS SQL DATA
 BEGIN
     DECLARE v_ns BIGINT UNSIGNED DEFAULT _weave_namespace_authorize(in_token, in_namespace, 'workflows:read');
+    DECLARE v_limit INT DEFAULT _weave_page_limit(in_limit);
+    DECLARE v_after VARCHAR(200) DEFAULT COALESCE(in_cursor, '');  -- every name sorts after the empty one
+    DECLARE v_prev INT DEFAULT v_limit - 1;
     -- Each name's latest version is the end of its range of the (namespace, name, version) index: read there alone
     -- (a loose index scan, which grouping by the index's own leading columns allows), not every version. Versions
     -- are numbered 1, 2, ... under the namespace's lock and never removed, so the latest is also how many there are.
@@ -17,7 +26,11 @@ BEGIN
     -- were sorted in a temporary table, on disk past a few thousand definitions.
     SELECT d.name, d.version AS latest_version, d.digest, d.queues, d.created_at, d.version AS versions
       FROM (SELECT namespace_id, name, MAX(version) AS latest FROM weave_definitions
-             WHERE namespace_id = v_ns GROUP BY namespace_id, name) n
+             WHERE namespace_id = v_ns AND name > v_after GROUP BY namespace_id, name ORDER BY name LIMIT v_limit) n
       JOIN weave_definitions d ON d.namespace_id = v_ns AND d.name = n.name AND d.version = n.latest
      ORDER BY n.name;
+    -- The page's last name when another follows it: the two names at its end and one past it.
+    SELECT IF(COUNT(*) = 2, MIN(name), NULL) AS next_cursor
+      FROM (SELECT name FROM weave_definitions WHERE namespace_id = v_ns AND name > v_after
+             GROUP BY namespace_id, name ORDER BY name LIMIT 2 OFFSET v_prev) ends;
 END

@@ -74,11 +74,12 @@ def test_a_publish_with_an_idempotency_key_replays_its_first_answer_after_later_
 
 
 def test_a_query_parameter_a_request_does_not_take_is_refused_on_every_api_path(client, world):
-    """`GET /definitions?limit=10` answered every definition, as if paged, and any request ignored a query it does
-    not take; the lists that take a query already refused a name they do not know (UNKNOWN_FIELD)."""
+    """`GET /workflows/{id}?fields=status` answered the whole instance, as if the query had been taken, and any
+    request ignored a query it does not take; the lists that take a query refuse a name they do not know
+    (UNKNOWN_FIELD) too."""
     publish(client, world)
     wf = start(client, world).json["workflow_id"]
-    for method, url, token in (("GET", f"{NS}/definitions?limit=10", world.token),
+    for method, url, token in (("GET", f"{NS}/definitions?status=ACTIVE", world.token),
                                ("GET", f"{NS}/definitions/cool-off?version=1", world.token),
                                ("GET", f"{NS}/workflows/{wf}?fields=status", world.token),
                                ("GET", f"{NS}/credentials?status=ACTIVE", world.admin),
@@ -386,7 +387,8 @@ def test_S2_admin_objects_are_listed_and_a_credential_is_disabled_and_enabled_ov
     for path in ("apps", "queues", "credentials"):
         problem(client.simulate_get(f"{NS}/{path}", headers=auth(world.token)), 403, "FORBIDDEN")
 
-    assert client.simulate_get(f"{NS}/definitions", headers=auth(bot["token"])).json == {"items": []}
+    listed = client.simulate_get(f"{NS}/definitions", headers=auth(bot["token"]))
+    assert listed.json == {"items": [], "next_cursor": None}
     disabled = client.simulate_post(f"{NS}/credentials/{bot['credential_id']}/disable", headers=auth(world.admin))
     assert disabled.status_code == 200 and disabled.json == {"credential_id": bot["credential_id"], "actor": "bot",
                                                              "status": "DISABLED"}
@@ -400,7 +402,8 @@ def test_S2_admin_objects_are_listed_and_a_credential_is_disabled_and_enabled_ov
     assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'credential.disable'") == 2
     enabled = client.simulate_post(f"{NS}/credentials/{bot['credential_id']}/enable", headers=auth(world.admin))
     assert enabled.status_code == 200 and enabled.json == {**disabled.json, "status": "ACTIVE"}
-    assert client.simulate_get(f"{NS}/definitions", headers=auth(bot["token"])).json == {"items": []}
+    listed = client.simulate_get(f"{NS}/definitions", headers=auth(bot["token"]))
+    assert listed.json == {"items": [], "next_cursor": None}
     problem(client.simulate_post(f"{NS}/credentials/{bot['credential_id']}/enable", headers=auth(world.token)),
             403, "FORBIDDEN")
 
@@ -453,6 +456,44 @@ def test_M2_definitions_are_listed_with_their_latest_version_which_reads_like_an
     assert latest.status_code == 200 and latest.json["version"] == 2 and latest.json["steps"][0]["delay_ms"] == 1_000
     assert latest.json == client.simulate_get(f"{NS}/definitions/cool-off/versions/2", headers=auth(world.token)).json
     problem(client.simulate_get(f"{NS}/definitions/nope", headers=auth(world.token)), 404, "NOT_FOUND")
+
+
+@pytest.mark.parametrize(("path", "token", "cursor"), [("definitions", "token", "flow-0002"),
+                                                     ("apps", "admin", "app-0002"),
+                                                     ("queues", "admin", "queue-0002"),
+                                                     ("credentials", "admin", None)])
+def test_R11_configuration_lists_are_paged_with_limit_and_cursor_over_http(client, world, path, token, cursor):
+    """GET /definitions, /apps, /queues and /credentials answered every row in one answer and refused `limit`: they
+    take `limit` (1..1000, 100 by default) and `cursor`, and answer `{items, next_cursor}` as the other lists do."""
+    for i in range(5):
+        publish(client, world, {**TIMER, "name": f"flow-{i:04d}"})
+        routines.app_put(world.db.conn, world.admin, world.namespace, f"app-{i:04d}", 5)
+        routines.queue_put(world.db.conn, world.admin, world.namespace, f"queue-{i:04d}", 5)
+        routines.credential_create(world.db.conn, world.admin, world.namespace, f"bot-{i}", ["workflows:read"])
+    headers = auth(getattr(world, token))
+    every = client.simulate_get(f"{NS}/{path}", headers=headers).json
+    assert every["next_cursor"] is None and len(every["items"]) >= 5
+    key = "credential_id" if path == "credentials" else "name"
+    seen, after = [], None
+    while True:
+        page = client.simulate_get(f"{NS}/{path}", headers=headers, params={"limit": 2, **({"cursor": after} if after
+                                                                                          else {})})
+        assert page.status_code == 200 and len(page.json["items"]) <= 2
+        seen += [item[key] for item in page.json["items"]]
+        after = page.json["next_cursor"]
+        if after is None:
+            break
+    assert seen == [item[key] for item in every["items"]]
+    if cursor is not None:  # the cursor is the last name of the page before: the rows named after it follow
+        page = client.simulate_get(f"{NS}/{path}", headers=headers, params={"cursor": cursor, "limit": 1}).json
+        assert [item[key] for item in page["items"]] == [cursor[:-1] + "3"]
+    for limit in ("0", "1001", "x"):
+        body = problem(client.simulate_get(f"{NS}/{path}", headers=headers, params={"limit": limit}), 422,
+                       "VALIDATION_FAILED")
+        assert [e["code"] for e in body["errors"]] == ["LIMIT_INVALID"]
+    body = problem(client.simulate_get(f"{NS}/{path}", headers=headers, params={"cursor": "wf_1 x"}), 422,
+                   "VALIDATION_FAILED")
+    assert [e["code"] for e in body["errors"]] == ["CURSOR_INVALID"]
 
 
 def test_a_privilege_taken_back_from_the_api_s_user_is_unavailable_and_readiness_says_which(db, world):

@@ -83,6 +83,8 @@ def test_sdk_covers_the_instance_lifecycle_through_gunicorn(api_url, world, orch
     assert [a["name"] for a in admin.list_apps()] == ["billing"] and admin.list_queues()[0]["name"] == "payments"
     bot = admin.create_credential("bot", ["workflows:read"])
     assert "bot" in [c["actor"] for c in admin.list_credentials()]
+    # Every row, page after page: the same whatever the size of the pages it reads.
+    assert admin._every("credentials", page=1) == admin.list_credentials()
     assert admin.disable_credential(bot["credential_id"])["status"] == "DISABLED"
     assert admin.list_audit(limit=1)["items"][0]["action"] == "credential.disable"
     with pytest.raises(sdk.Unauthenticated):

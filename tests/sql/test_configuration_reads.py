@@ -73,3 +73,119 @@ def test_S2_expiring_credentials_are_listed_before_the_expired_ones_nobody_disab
     assert len(past) == 100 and all(c["actor"].startswith("ci-") for c in past)
     assert [c["credential_id"] for c in past] == sorted((c["credential_id"] for c in past),
                                                         key=lambda c: -int(c.removeprefix("cred_")))
+
+
+LISTINGS = ("definitions", "apps", "queues", "credentials")
+
+
+def _configured(world, n: int, first: int = 0) -> None:
+    """``n`` more of every configuration object, named so that their order by name is their order of creation."""
+    conn, admin, ns = world.db.conn, world.admin, world.namespace
+    for i in range(first, first + n):
+        world.publish(flow(f"flow-{i:04d}", 1_000))
+        routines.app_put(conn, admin, ns, f"app-{i:04d}", 10)
+        routines.queue_put(conn, admin, ns, f"queue-{i:04d}", 10)
+        routines.credential_create(conn, admin, ns, f"bot-{i:04d}", ["workflows:read"])
+
+
+def _reader(world, listing: str) -> str:
+    """Definitions are read with workflows:read, the rest with the admin scope."""
+    return world.token if listing == "definitions" else world.admin
+
+
+def _key(listing: str, item: dict) -> str:
+    return item["credential_id"] if listing == "credentials" else item["name"]
+
+
+def _pages(world, listing: str, limit: int, token: str | None = None) -> list[list[str]]:
+    pages, cursor = [], None
+    while True:
+        page = routines.config_page(world.db.conn, token or _reader(world, listing), world.namespace, listing,
+                                    limit=limit, cursor=cursor)
+        pages.append([_key(listing, item) for item in page["items"]])
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return pages
+        assert cursor == pages[-1][-1] and len(pages[-1]) == limit  # a page ends where the next begins
+
+
+@pytest.mark.parametrize("listing", LISTINGS)
+def test_R11_a_configuration_list_is_read_page_by_page_each_row_once_in_its_order(world, listing):
+    """GET /definitions answered every definition of the namespace in one answer (5,002 of them in about 1 MB), and
+    so did the apps, queues and credentials: they are keyset pages now, by name (credentials: oldest first), whose
+    cursor neither skips nor repeats a row made while a client pages through them."""
+    _configured(world, 7)
+    every = [_key(listing, item)
+             for item in routines.config_list(world.db.conn, _reader(world, listing), world.namespace, listing)]
+    assert every == (sorted(every) if listing != "credentials"
+                     else sorted(every, key=lambda c: int(c.removeprefix("cred_"))))
+    for limit in (1, 3, len(every), len(every) + 1):
+        pages = _pages(world, listing, limit)
+        assert [key for page in pages for key in page] == every, limit
+        assert len(pages) == -(-len(every) // limit)  # a full last page says no next cursor: no empty page follows
+    # Rows made while a client is on its first page: one ordered after the cursor is on a later page, none repeats.
+    first = routines.config_page(world.db.conn, _reader(world, listing), world.namespace, listing, limit=3)
+    _configured(world, 1, first=7)
+    rest = _pages_after(world, listing, first["next_cursor"])
+    seen = [_key(listing, item) for item in first["items"]] + rest
+    assert len(seen) == len(set(seen)) == len(every) + 1
+
+
+def _pages_after(world, listing: str, cursor: str) -> list[str]:
+    keys: list[str] = []
+    while cursor is not None:
+        page = routines.config_page(world.db.conn, _reader(world, listing), world.namespace, listing, limit=2,
+                                    cursor=cursor)
+        keys += [_key(listing, item) for item in page["items"]]
+        cursor = page["next_cursor"]
+    return keys
+
+
+@pytest.mark.parametrize("listing", LISTINGS)
+def test_R11_a_configuration_page_reads_what_it_answers_however_much_configuration_there_is(world, listing):
+    """A page of ten reads about the same rows whether the namespace holds 12 of each object or 120."""
+    _configured(world, 12)
+    conn = world.db.conn
+
+    def page() -> dict:
+        return routines.config_page(conn, _reader(world, listing), world.namespace, listing, limit=10)
+
+    few = reads(conn, page)
+    _configured(world, 108, first=12)
+    world.db.execute("ANALYZE TABLE weave_definitions, weave_apps, weave_queues, weave_credentials")
+    later = world.db.connect()
+    try:
+        many = reads(later, lambda: routines.config_page(later, _reader(world, listing), world.namespace, listing,
+                                                         limit=10))
+    finally:
+        later.close()
+    assert many <= few + SLACK, (few, many)
+    assert len(page()["items"]) == 10 and page()["next_cursor"] is not None
+
+
+@pytest.mark.parametrize("listing", LISTINGS)
+def test_R11_a_configuration_page_refuses_a_size_outside_1_to_1000(world, listing):
+    for limit in (0, -1, 1_001):
+        with pytest.raises(errors.WeaveError, match="LIMIT_INVALID: limit must be 1..1000"):
+            routines.config_page(world.db.conn, _reader(world, listing), world.namespace, listing, limit=limit)
+
+
+def test_R11_a_credential_page_refuses_a_cursor_no_page_answered(world):
+    for cursor in ("7", "cred_", "cred_x", "cred_1 ", "wf_1", "cred_" + "9" * 20):
+        with pytest.raises(errors.WeaveError, match="INVALID_ARGUMENT: the cursor must be the next_cursor"):
+            routines.config_page(world.db.conn, world.admin, world.namespace, "credentials", cursor=cursor)
+
+
+def test_S2_a_queue_restricted_admin_pages_through_its_own_queues_and_credentials(world):
+    """The pages of an admin restricted to some queues hold only those queues and their credentials, and their
+    cursors step over the others."""
+    conn, admin, ns = world.db.conn, world.admin, world.namespace
+    for name in ("a-mine", "b-other", "c-mine", "d-other", "e-mine"):
+        routines.queue_put(conn, admin, ns, name, 5)
+        routines.credential_create(conn, admin, ns, f"bot-{name}", ["workflows:read"], queues=[name])
+    restricted = world.credential(["admin"], queues=["a-mine", "c-mine", "e-mine"], actor="mine-admin")["token"]
+    assert _pages(world, "queues", 1, restricted) == [["a-mine"], ["c-mine"], ["e-mine"]]
+    actors = [c["actor"] for c in routines.config_list(conn, restricted, ns, "credentials")]
+    assert actors == ["bot-a-mine", "bot-c-mine", "bot-e-mine", "mine-admin"]
+    pages = _pages(world, "credentials", 2, restricted)
+    assert [len(page) for page in pages] == [2, 2]

@@ -1,0 +1,13 @@
+-- The page size of the configuration lists (definitions, apps, queues, credentials), one rule for all four.
+CREATE FUNCTION _weave_page_limit(in_limit INT)
+    RETURNS INT
+    COMMENT 'Internal. Description: in_limit as a configuration list''s page size: NULL is 100, 1..1000 itself.
+Errors: 50121 LIMIT_INVALID (outside 1..1000).'
+    NO SQL
+    DETERMINISTIC
+BEGIN
+    IF in_limit < 1 OR in_limit > 1000 THEN
+        CALL _weave_raise(50121, 'LIMIT_INVALID: limit must be 1..1000');
+    END IF;
+    RETURN COALESCE(in_limit, 100);
+END
