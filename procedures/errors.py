@@ -24,6 +24,7 @@ ERRORS: dict[str, tuple[int, int]] = {
     "ATTEMPT_NOT_CURRENT": (50012, 409),
     "IN_TRANSACTION": (50013, 409),
     "HISTORY_CHANGED": (50015, 409),
+    "CLOCK_FIXED": (50017, 409),
 }
 
 # Validation sub-codes (HTTP 422 VALIDATION_FAILED, errors[].code = the sub-code).
@@ -344,7 +345,7 @@ EDGE_FIELD_CODES: dict[str, str] = {
 }
 # Codes only SQL clients and the daemons meet: no HTTP endpoint answers them.
 SQL_ONLY = frozenset({"TEST_CLOCK_DISABLED", "NOT_IN_TRANSACTION", "IN_TRANSACTION", "ATTEMPT_NOT_CURRENT",
-                      "HISTORY_CHANGED"})
+                      "HISTORY_CHANGED", "CLOCK_FIXED"})
 
 
 def http_codes() -> dict[str, int]:

@@ -33,6 +33,7 @@ BEGIN
     ELSE
         CALL _weave_transaction_own('weave_candidates_advance');
     END IF;
+    CALL _weave_clock_own();  -- its transactions decide by the server's clock (R-2)
 
     -- Ids only (digits, at most 19: within BIGINT UNSIGNED), checked before the first decision: the cast below would
     -- refuse a fraction, a string or a number too big with a server error (1292) once the earlier decisions had

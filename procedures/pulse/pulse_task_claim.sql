@@ -42,6 +42,7 @@ BEGIN
     ELSE
         CALL _weave_transaction_own('pulse_task_claim');
     END IF;
+    CALL _weave_clock_own();  -- its transactions decide by the server's clock (R-2)
 
     IF in_worker_id IS NULL OR CHAR_LENGTH(in_worker_id) NOT BETWEEN 1 AND 128 THEN
         CALL _weave_raise(50201, 'WORKER_ID_INVALID: worker id must be 1-128 characters');

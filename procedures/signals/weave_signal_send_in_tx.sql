@@ -26,8 +26,8 @@ receipts and audit; never commits and never rolls the caller''s transaction back
 own writes and raises; the caller decides. Nothing is visible to others until the caller commits.
 Parameters: as weave_signal_send.
 Result set: as weave_signal_send.
-Errors: 50011 NOT_IN_TRANSACTION when called outside a transaction (autocommit on, no START TRANSACTION); otherwise
-as weave_signal_send.
+Errors: 50011 NOT_IN_TRANSACTION when called outside a transaction (autocommit on, no START TRANSACTION); 50017
+CLOCK_FIXED when the session''s timestamp is set (SET timestamp); otherwise as weave_signal_send.
 Rules: S-16, S-1..S-9, R-3, R-4.'
     MODIFIES SQL DATA
 BEGIN
@@ -55,6 +55,7 @@ BEGIN
     IF v_outside = 1 THEN
         CALL _weave_raise(50011, 'NOT_IN_TRANSACTION: open a transaction first; this entry point never commits');
     END IF;
+    CALL _weave_clock_own();
     SET v_marked = 1;
     CALL _weave_signal_accept(in_token, in_namespace, in_workflow_id, in_idempotency_key, in_name,
                               in_payload_version, in_target_step_key, in_target_activation_seq, in_correlation_key,
