@@ -3,8 +3,9 @@
 --   - the final-signal race first (F-1..F-9: its hook may settle the step, save a winner, or wait for the
 --     inbox, and then this handler stops there);
 --   - a round in flight: nothing to do before the poll deadline; at it, an outcome already stored in the
---     inbox decides by its own time (P-10), a round that never started is expired (K-6) and a running
---     one sends the instance to review while the round keeps its task (P-11);
+--     inbox decides by its own time (P-10), as one does whose attempt lost its lease before the deadline (once
+--     the lease recovery has stored it: K-4), a round that never started is expired (K-6) and a running one
+--     sends the instance to review while the round keeps its task (P-11);
 --   - waiting between rounds: the deadline goes to review (P-9); otherwise, once next_poll_at has come,
 --     _weave_poll_round_start creates the next round after verifying the rounds and the new-work
 --     conditions (P-4, R-8), in this one transaction with its task, quota, round record, state,
@@ -20,11 +21,12 @@ CREATE PROCEDURE _weave_poll_advance(
     COMMENT 'Internal. Description: advances a POLL checkpoint. out_outcome: ROUND (round n+1 created), DEFERRED (pause,
 gate, identity, app, quota or capacity in the way: only the next check time moved), NOT_DUE (checkpoint re-set to
 next_poll_at or the poll deadline), INBOX_FIRST (at the deadline the round''s outcome is stored and not yet
-consumed: re-checked shortly), REVIEW (POLL_DEADLINE, POLL_DEADLINE_IN_FLIGHT or INSTANCE_DEADLINE), IDLE (nothing
+consumed, or its attempt lost its lease before the deadline and the outcome is still to be recorded: re-checked
+shortly), REVIEW (POLL_DEADLINE, POLL_DEADLINE_IN_FLIGHT or INSTANCE_DEADLINE), IDLE (nothing
 left for the clock: checkpoint removed), STALE (the checkpoint''s activation is no longer current: removed), or the
 final-signal hook''s outcome.
 Errors: 50007 INVALID_STATE when the poll''s stored facts do not verify (left untouched for an operator).
-Rules: P-4, P-5, P-6, P-9, P-10, P-11, R-5, R-6, R-8, K-6.'
+Rules: P-4, P-5, P-6, P-9, P-10, P-11, R-5, R-6, R-8, K-4, K-6.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_step BIGINT UNSIGNED DEFAULT NULL;
@@ -120,10 +122,21 @@ BEGIN
                 LEAVE poll;
             END IF;
             IF v_t_status = 'RUNNING' THEN
-                -- P-11: the external request may be under way. Review now; the step stays ACTIVE and the
-                -- round keeps its task; the permit stays with the attempt until Pulse records its end.
                 SELECT lease_expires_at, worker_id INTO v_lease, v_worker
                   FROM pulse_attempts WHERE task_id = v_t_id AND attempt_no = v_t_used;
+                IF v_lease < v_poll_deadline THEN
+                    -- By the stored times the attempt was lost at its lease's end, before the poll deadline (K-4):
+                    -- its outcome (UNKNOWN, dated then) is the lease recovery's to record, due already, and then the
+                    -- inbox's to decide by that time (P-10), whichever of the two candidates a scan served first.
+                    CALL _weave_checkpoint_defer(
+                        in_namespace_id, in_instance_id, in_step_key, 'POLL', in_activation_id,
+                        in_now + INTERVAL 1 SECOND, in_now,
+                        'LEASE_LOST: the round''s attempt lost its lease before the poll deadline', NULL);
+                    SET out_outcome = 'INBOX_FIRST';
+                    LEAVE poll;
+                END IF;
+                -- P-11: the external request may be under way. Review now; the step stays ACTIVE and the
+                -- round keeps its task; the permit stays with the attempt until Pulse records its end.
                 SET v_facts = JSON_OBJECT('round', v_rounds_used + 0, 'task_id', CONCAT('tsk_', v_t_id),
                                           'task_status', v_t_status, 'attempts_used', v_t_used + 0,
                                           'max_attempts', v_t_max + 0, 'worker_id', v_worker,

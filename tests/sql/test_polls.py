@@ -930,6 +930,35 @@ def test_P11_a_round_still_queued_at_the_deadline_is_expired_and_the_step_goes_t
     assert orch.drain()["TASK_EXPIRY:EXPIRED"] == 0
 
 
+def test_P10_K4_a_lease_lost_before_the_poll_deadline_is_the_round_s_outcome_whichever_candidate_comes_first(
+        world, orch):
+    """Every orchestrator was down from before the attempt's lease ran out until after the poll deadline. The
+    deadline's checkpoint, served first, found the task still RUNNING and opened POLL_DEADLINE_IN_FLIGHT, while the
+    same facts showed its lease had ended an hour before; the lease's UNKNOWN, dated before the deadline, then
+    settled the round under that reason. By the stored times the attempt was lost before the deadline: the deadline
+    leaves the round to its outcome, and the review says POLL_UNKNOWN, as it does with the runner up."""
+    world.publish(poll_flow(timeout_ms=120_000))
+    wf = started(world, orch)
+    claim(world, lease_ms=60_000)  # the worker is gone: its lease ends at +60 s, the poll deadline is +120 s
+    world.db.advance(180_000)
+    assert advance_checkpoint(world, wf) == "INBOX_FIRST"  # the deadline's candidate served before the lease's
+    assert world.instance(wf)["status"] == "RUNNING"
+    assert world.db.scalar("SELECT deferred_reason FROM weave_pending_advances") == "LEASE_LOST"
+    outcomes = orch.drain()
+    assert outcomes["LEASE:UNKNOWN"] == 1
+    assert review_codes(world, wf) == ["POLL_UNKNOWN"]
+    assert world.instance(wf)["steps"][0]["poll"]["rounds"][0]["outcome"] == "UNKNOWN"
+
+
+def test_P11_a_lease_that_ends_after_the_poll_deadline_is_in_flight_at_it(world, orch):
+    world.publish(poll_flow(timeout_ms=60_000))
+    wf = started(world, orch)
+    claim(world, lease_ms=90_000)
+    world.db.advance(120_000)  # past both; the lease was still held at the deadline
+    assert advance_checkpoint(world, wf) == "REVIEW"
+    assert review_codes(world, wf) == ["POLL_DEADLINE_IN_FLIGHT"]
+
+
 def test_P11_the_expiry_class_reaching_the_queued_round_first_ends_the_same_way(world, orch):
     world.publish(poll_flow(timeout_ms=60_000))
     wf = started(world, orch)
