@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from procedures.errors import EDGE_FIELD_CODES, VALIDATION_CODES, http_codes
+from procedures.jsontext import MAX_LISTED_PATH_CHARS, MAX_LISTED_PROBLEMS
 
 from .http import MAX_BODY
 from .openapi import document
@@ -242,6 +243,10 @@ def _conventions() -> list[str]:
         "| code | when |", "| --- | --- |",
         *[f"| `{code}` | {_cell(text)} |" for code, text in EDGE_FIELD_CODES.items()],
         "",
+        f"A body holding many `DUPLICATE_JSON_KEY` or `INVALID_TEXT` problems lists the first "
+        f"{MAX_LISTED_PROBLEMS} in document order, fewer when their `field` paths come to more than "
+        f"{MAX_LISTED_PATH_CHARS:,} characters (the first is always listed); the `detail` then says how many "
+        "there are in all.", "",
         "A definition document that does not "
         "validate lists every problem at once, each with a dotted `field` path and one of these codes: "
         "`INVALID_TYPE`, `INVALID_VALUE`, `MISSING_FIELD`, `UNKNOWN_FIELD`, `UNKNOWN_TYPE` (a step type), "

@@ -299,7 +299,7 @@ def json_members(req: falcon.Request) -> tuple[Any, dict[str, bytes] | None]:
     try:
         return parse_members(_require_json(req))
     except InvalidJson as exc:
-        raise invalid(list(exc.errors), "the body is not valid JSON") from exc
+        raise invalid(list(exc.errors), _not_json(exc)) from exc
 
 
 def parse_strict(body: bytes) -> Any:
@@ -307,7 +307,16 @@ def parse_strict(body: bytes) -> Any:
     try:
         return parse_members(body)[0]
     except InvalidJson as exc:
-        raise invalid(list(exc.errors), "the body is not valid JSON") from exc
+        raise invalid(list(exc.errors), _not_json(exc)) from exc
+
+
+def _not_json(exc: InvalidJson) -> str:
+    """The detail of a body that is not strict JSON, saying so when not every problem is listed."""
+    if not exc.unlisted:
+        return "the body is not valid JSON"
+    listed = len(exc.errors)
+    return (f"the body is not valid JSON: {listed + exc.unlisted:,} problems, of which only the first "
+            f"{'one is' if listed == 1 else f'{listed} are'} listed")
 
 
 def json_body(req: falcon.Request) -> Any:

@@ -19,6 +19,7 @@ import math
 import re
 import secrets
 import sys
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 __all__ = ["DocumentError", "FieldError", "InvalidJson", "Verbatim", "describe", "dumps", "member_path",
@@ -42,14 +43,17 @@ class DocumentError(ValueError):
 
     title = "invalid document"
 
-    def __init__(self, errors: list[FieldError]) -> None:
+    def __init__(self, errors: list[FieldError], unlisted: int = 0) -> None:
         super().__init__(errors)
         self.errors = list(errors)
+        self.unlisted = unlisted  # problems found past the ones listed (jsontext.MAX_LISTED_PROBLEMS)
 
     def __str__(self) -> str:
-        count = len(self.errors)
+        count = len(self.errors) + self.unlisted
         lines = [f"{self.title} ({count} problem{'' if count == 1 else 's'})"]
         lines += [f"  {error.field or '(document)'}: {error.code}: {error.message}" for error in self.errors]
+        if self.unlisted:
+            lines.append(f"  and {self.unlisted:,} more, not listed")
         return "\n".join(lines)
 
 
@@ -146,7 +150,9 @@ class _Parser:
     problems are reported after the parse, with paths, in document order."""
 
     def __init__(self) -> None:
-        self.duplicates: dict[int, list[str]] = {}
+        # Each object's duplicate keys, once each in the order first repeated (a dict: a list's `in` made an object
+        # of thousands of keys, each twice, cost the square of their number).
+        self.duplicates: dict[int, dict[str, None]] = {}
         # Values dropped for a duplicate key stay referenced so that their ids cannot be reused by a
         # later object while `duplicates` is keyed by id.
         self.dropped: list[Any] = []
@@ -158,8 +164,7 @@ class _Parser:
         for key, value in pairs:
             if key in obj:
                 self.dropped.append(value)
-                if key not in self.duplicates.setdefault(id(obj), []):
-                    self.duplicates[id(obj)].append(key)
+                self.duplicates.setdefault(id(obj), {})[key] = None
             else:
                 obj[key] = value
         return obj
@@ -193,8 +198,8 @@ class _Parser:
         # walk of the whole value to pay for.
         if self.duplicates or "\\u" in text or not is_text(text):
             problems = _problems(value, self.duplicates)
-            if problems:
-                raise InvalidJson(problems)
+            if problems.listed:
+                raise InvalidJson(problems.listed, problems.unlisted)
         return value, spans
 
     def top_object(self, text: str, i: int) -> tuple[dict[str, Any], dict[str, str], int]:
@@ -228,30 +233,91 @@ def _skip(text: str, i: int) -> int:
     return i
 
 
-def _problems(root: Any, duplicates: dict[int, list[str]]) -> list[FieldError]:
-    """Duplicate keys and strings that are not text, with their paths, in document order."""
-    errors: list[FieldError] = []
-    # Iterative: the parser accepts nesting deeper than a recursive walk allows.
-    pending: list[tuple[Any, str]] = [(root, "")]
-    while pending:
-        node, path = pending.pop()
-        children: list[tuple[Any, str]] = []
+# The problems of one document listed at most: past either limit the rest are counted, not listed (their paths are
+# never built). A document within the body cap may hold some 30,000 problems, each at a path as long as the body
+# (200 levels of 1,000-character keys): listing every one would take gigabytes for a few hundred KiB of input.
+MAX_LISTED_PROBLEMS = 100
+MAX_LISTED_PATH_CHARS = 65_536
+
+
+class _Place(NamedTuple):
+    """Where a value sits: the place of its container (None for the top) and its key there, or its index."""
+
+    parent: _Place | None
+    step: str | int
+
+
+def _path(place: _Place | None) -> str:
+    """The dotted field path of ``place``, as ``member_path`` writes it one step at a time, built only when a problem
+    is listed: in one join, so that a deep path costs its own length and not that times its depth."""
+    steps: list[str | int] = []
+    while place is not None:
+        steps.append(place.step)
+        place = place.parent
+    pieces: list[str] = []
+    for step in reversed(steps):
+        if isinstance(step, int):
+            pieces.append(f"[{step}]")
+        elif not _PLAIN_KEY.fullmatch(step):
+            pieces.append(f"[{json.dumps(step)}]")
+        else:
+            pieces.append(f".{step}" if pieces else step)
+    return "".join(pieces)
+
+
+class _Problems:
+    """The problems found, in document order: the first listed with their paths, within MAX_LISTED_PROBLEMS and
+    MAX_LISTED_PATH_CHARS (the first one always, however long its path), the rest only counted."""
+
+    def __init__(self) -> None:
+        self.listed: list[FieldError] = []
+        self.unlisted = 0
+        self.path_chars = 0
+
+    def add(self, place: _Place | None, code: str, message: str) -> None:
+        if self.unlisted or len(self.listed) >= MAX_LISTED_PROBLEMS:
+            self.unlisted += 1
+            return
+        field = _path(place)
+        if self.listed and self.path_chars + len(field) > MAX_LISTED_PATH_CHARS:
+            self.unlisted += 1
+            return
+        self.path_chars += len(field)
+        self.listed.append(FieldError(field, code, message))
+
+
+def _problems(root: Any, duplicates: dict[int, dict[str, None]]) -> _Problems:
+    """Duplicate keys and strings that are not text, with their paths, in document order: an object's duplicate keys,
+    then its keys that are not text, then what its values hold. The walk keeps an iterator for each open container
+    and each value's place as a link to its container's, so it costs the document's size, whatever its paths' lengths.
+    Iterative: the parser accepts nesting deeper than a recursive walk allows."""
+    found = _Problems()
+    open_: list[tuple[Iterator[tuple[str | int, Any]], _Place | None]] = []  # a container's members, its place
+
+    def visit(node: Any, place: _Place | None) -> None:
         if isinstance(node, dict):
-            for key in duplicates.get(id(node), []):
-                errors.append(FieldError(member_path(path, key), "DUPLICATE_JSON_KEY",
-                                         f"key {describe(key)} appears more than once in one object"))
-            for key, value in node.items():
+            for key in duplicates.get(id(node), ()):
+                found.add(_Place(place, key), "DUPLICATE_JSON_KEY",
+                          f"key {describe(key)} appears more than once in one object")
+            for key in node:
                 if not is_text(key):
-                    errors.append(FieldError(member_path(path, key), "INVALID_TEXT",
-                                             "the key holds an unpaired surrogate escape, which is not text"))
-                children.append((value, member_path(path, key)))
+                    found.add(_Place(place, key), "INVALID_TEXT",
+                              "the key holds an unpaired surrogate escape, which is not text")
+            open_.append((iter(node.items()), place))
         elif isinstance(node, list):
-            children = [(value, f"{path}[{index}]") for index, value in enumerate(node)]
+            open_.append((enumerate(node), place))
         elif isinstance(node, str) and not is_text(node):
-            errors.append(FieldError(path, "INVALID_TEXT", "the string holds an unpaired surrogate escape, "
-                                                           "which is not text"))
-        pending.extend(reversed(children))
-    return errors
+            found.add(place, "INVALID_TEXT", "the string holds an unpaired surrogate escape, which is not text")
+
+    visit(root, None)
+    while open_:
+        members, parent = open_[-1]
+        member = next(members, None)
+        if member is None:
+            open_.pop()
+        else:
+            visit(member[1], _Place(parent, member[0]))
+    return found
 
 
 def _text(raw: bytes | str) -> str:

@@ -40,7 +40,7 @@ def parse_json_strict(raw: bytes | str) -> Any:
     try:
         return parse_strict(raw)
     except InvalidJson as exc:
-        raise DefinitionError(exc.errors) from exc
+        raise DefinitionError(exc.errors, exc.unlisted) from exc
 
 
 def validate(doc: Any) -> Definition:

@@ -119,6 +119,22 @@ def test_a_lone_surrogate_in_a_start_is_a_422_naming_the_field(flows, world, fie
     assert {f.split(".")[0]: c for f, c in fields(problem(result, 422)).items()} == {field: "INVALID_TEXT"}
 
 
+def test_Z4_S1_a_body_of_many_problems_at_long_paths_lists_the_first_and_counts_the_rest(client, world):
+    """Sent with a token that names no credential: the body is read before the token is checked, and it held some
+    2,000 lone surrogates 150 levels deep under 1,000-character keys, each at a path of 150,000 characters. Listing
+    every one took gigabytes; the first is listed whole and the detail counts the others."""
+    key = "k" * 1_000
+    body = ('{"definition": "cool-off", "app": "billing", "deadline_ms": 1000, "input": ' + f'{{"{key}": ' * 150
+            + "[" + ", ".join(['"\\ud800"'] * 2_000) + "]" + "}" * 150 + "}")
+    assert len(body) < 307_200
+    result = client.simulate_post(f"{NS}/workflows", body=body, headers={
+        **auth("not-a-token", "k-many"), "Content-Type": "application/json"})
+    answer = problem(result, 422)
+    assert [(e["field"], e["code"]) for e in answer["errors"]] == [("input." + ".".join([key] * 150) + "[0]",
+                                                                     "INVALID_TEXT")]
+    assert answer["detail"] == "the body is not valid JSON: 2,000 problems, of which only the first one is listed"
+
+
 OUTSIDE_THE_CALENDAR = ["9999-12-31T23:00:00-05:00", "0001-01-01T00:00:00+05:00"]
 
 
