@@ -73,6 +73,7 @@ def get_app(dsn: str | None = None) -> falcon.App:
     settings.api_db_timeout()
     settings.console_session_ttl()
     settings.api_client_timeout()
+    settings.api_request_read_timeout()
     target = db.dsn_from_env(dsn)
     connections = ApiConnections(target)
     try:

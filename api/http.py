@@ -263,12 +263,20 @@ def _failing_over(responder: Callable[..., None], connections: Connections) -> C
     return respond_
 
 
+class RequestTimeout(TimeoutError):
+    """A request's line, headers and body had not all arrived when the time the API gives a whole request ran out
+    (WEAVE_API_REQUEST_READ_TIMEOUT_S, see api.server.ClientTimedConnection)."""
+
+
 def raw_body(req: falcon.Request) -> bytes:
     """The request body, refused with 413 past the cap before any parsing (also for chunked bodies)."""
     if req.content_length is not None and req.content_length > MAX_BODY:
         raise ApiError(413, "PAYLOAD_TOO_LARGE", f"request bodies are limited to {MAX_BODY} bytes")
     try:
         body = req.stream.read(MAX_BODY + 1) if req.content_length is None else req.stream.read(req.content_length)
+    except RequestTimeout:  # the client kept sending, too slowly (see api.server.ClientTimedConnection)
+        raise ApiError(400, "BAD_REQUEST", "the request body had not arrived whole when the time for a request "
+                                           "ran out") from None
     except TimeoutError:  # the client stopped sending its body (see api.server.ClientTimedConnection)
         raise ApiError(400, "BAD_REQUEST", "the request body stopped arriving before its end") from None
     if len(body) > MAX_BODY:

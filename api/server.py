@@ -27,7 +27,7 @@ from procedures import db, errors, installer, settings
 from procedures.logs import configure_logging, refuse
 
 from . import traffic
-from .http import PROBLEM, problem_text
+from .http import PROBLEM, RequestTimeout, problem_text
 
 _EDGE_CODES = {400: "BAD_REQUEST", 404: "NOT_FOUND", 414: "URI_TOO_LONG", 431: "HEADERS_TOO_LARGE", 501: "BAD_REQUEST",
                417: "BAD_REQUEST"}
@@ -75,44 +75,104 @@ class ProgressSocket(socket.socket):
                 sent += self.send(view[sent:], flags)
 
 
+class RequestReads:
+    """The client's socket as the request parser reads it: no read past ``deadline`` (a ``time.monotonic()``), each
+    read waiting at most the socket's own timeout and never past the deadline. What a read finds past the deadline is
+    a RequestTimeout; writes go to the socket itself and are not counted."""
+
+    __slots__ = ("sock", "deadline", "seconds")
+    clock = staticmethod(time.monotonic)
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock, self.deadline, self.seconds = sock, float("inf"), 0.0
+
+    def start(self, seconds: float) -> None:
+        """A new request: its reads may go on for ``seconds`` from now."""
+        self.deadline, self.seconds = self.clock() + seconds, seconds
+
+    def recv(self, size: int, flags: int = 0) -> bytes:
+        left = self.deadline - self.clock()
+        if left <= 0:
+            raise RequestTimeout(f"the request had not arrived whole after {self.seconds} s")
+        own = self.sock.gettimeout()
+        if own is not None and own <= left:
+            return self.sock.recv(size, flags)
+        self.sock.settimeout(left)
+        try:
+            return self.sock.recv(size, flags)
+        except TimeoutError:
+            raise RequestTimeout(f"the request had not arrived whole after {self.seconds} s") from None
+        finally:
+            self.sock.settimeout(own)
+
+    # The parser's drain of a body the app left unread bounds each of its reads by setting a timeout.
+    def gettimeout(self) -> float | None:
+        return self.sock.gettimeout()
+
+    def settimeout(self, value: float | None) -> None:
+        self.sock.settimeout(value)
+
+
 class ClientTimedConnection(gthread.TConn):
     """A client connection whose every read of a request and write of its answer waits at most ``client_timeout``
-    seconds. gthread reads a request (its line, headers and body) on a serving thread with a blocking socket that
-    never times out: a client that sends half a request and then nothing would hold that thread for as long as it
-    keeps the connection open, and a few such connections, no token needed, would hold every thread of the API
-    (/healthz too). The serving thread sets the socket blocking again before each request, then calls ``init``."""
+    seconds, and whose request (its line, headers and body) must have arrived whole ``request_timeout`` seconds
+    after its first byte. gthread reads a request on a serving thread with a blocking socket that never times out:
+    a client that sends half a request and then nothing would hold that thread for as long as it keeps the
+    connection open. The limit on each read ends that, but not a client that sends one byte every few seconds,
+    each within it: 20 such connections, no token needed, held every thread of the API (/healthz too) for as long as
+    they went on. The deadline ends those. It counts from when a serving thread takes the request up, which gthread
+    does once the connection is readable (its first byte has arrived), and starts again for each request of a
+    kept-alive connection; the time the app takes to answer is not counted, though a body it reads is.
+
+    Each connection still holds a thread for up to the deadline: many more such clients than threads, reconnecting,
+    still can keep them busy. A reverse proxy that buffers whole requests before passing them on keeps them off the
+    API (docs/operations.md). The serving thread sets the socket blocking again before each request, then calls
+    ``init``."""
 
     client_timeout = 10.0
+    request_timeout = 30.0
 
     def init(self) -> None:
         super().init()
         self.sock.settimeout(self.client_timeout)
         if type(self.sock) is socket.socket:
             self.sock.__class__ = ProgressSocket  # the same socket, its answers sent part by part
+        unreader = getattr(self.parser, "unreader", None)  # an HTTP/1.x parser's source of bytes
+        if unreader is not None:
+            if not isinstance(unreader.sock, RequestReads):
+                unreader.sock = RequestReads(unreader.sock)
+            unreader.sock.start(self.request_timeout)
 
 
 class ClientTimeoutLine(logging.Filter):
-    """gunicorn logs a connection dropped for its client's silence (ClientTimedConnection) as a socket error with its
-    stack trace, at ERROR: one line at INFO says what happened, so that clients that stop sending cannot flood the
-    log with traces, and a real socket error still stands out."""
+    """gunicorn logs a connection dropped for its client's silence or slowness (ClientTimedConnection) as a socket
+    error with its stack trace, at ERROR: one line at INFO says what happened, so that clients that stop sending
+    cannot flood the log with traces, and a real socket error still stands out."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and isinstance(record.exc_info[1], TimeoutError):
+        if record.exc_info and isinstance(record.exc_info[1], RequestTimeout):
+            record.msg, record.args = "dropped a client whose request had not arrived whole %s s after it began", (
+                ClientTimedConnection.request_timeout,)
+        elif record.exc_info and isinstance(record.exc_info[1], TimeoutError):
             record.msg, record.args = "dropped a client that sent or read nothing for %s s", (
                 ClientTimedConnection.client_timeout,)
-            record.exc_info, record.exc_text, record.levelno, record.levelname = None, None, logging.INFO, "INFO"
+        else:
+            return True
+        record.exc_info, record.exc_text, record.levelno, record.levelname = None, None, logging.INFO, "INFO"
         return True
 
 
 class ProblemWorker(ThreadWorker):
     """The gthread worker with gunicorn's own refusals answered as problem+json, a time limit on every wait for a
-    client (ClientTimedConnection), telling the arbiter it is alive at most once every NOTIFY_EVERY seconds."""
+    client and on the whole of a request's arrival (ClientTimedConnection), telling the arbiter it is alive at most
+    once every NOTIFY_EVERY seconds."""
 
     _notified = float("-inf")  # time.monotonic() of the last notice
 
     def init_process(self) -> None:
         util.write_error = write_problem
         ClientTimedConnection.client_timeout = settings.api_client_timeout()
+        ClientTimedConnection.request_timeout = settings.api_request_read_timeout()
         gthread.TConn = ClientTimedConnection  # what the worker's accept makes of each new connection
         self.log.error_log.addFilter(ClientTimeoutLine())
         super().init_process()
@@ -171,6 +231,7 @@ def run_api(dsn: db.Dsn, bind: str, workers: int, timeout: int = 30, threads: in
     settings.api_db_timeout()
     settings.console_session_ttl()
     settings.api_client_timeout()
+    settings.api_request_read_timeout()
     settings.log_level()
     # The start's own lines are JSON lines, as every later one of the API and the daemons is (the guide's jq filter
     # drops what is not).

@@ -11,6 +11,7 @@ each value is read when it is asked for, so a process (or a test) that changes i
 | `WEAVE_API_DB_TIMEOUT_S` | the API's connect/read/write timeout: a hung database answers 503 | 0.8 |
 | `WEAVE_CONSOLE_SESSION_TTL_S` | how long a console session lasts, in whole seconds (60 to 604800) | 28800 |
 | `WEAVE_API_CLIENT_TIMEOUT_S` | how long the API waits on a client for each read and write of a request | 10 |
+| `WEAVE_API_REQUEST_READ_TIMEOUT_S` | how long a client has to send a whole request, from its first byte | 30 |
 """
 
 from __future__ import annotations
@@ -150,6 +151,14 @@ def api_client_timeout() -> float:
     answer: a client that sends nothing more, or reads nothing, for that long is dropped, so that a few connections
     left half-sent cannot hold every serving thread of the API."""
     return _seconds("WEAVE_API_CLIENT_TIMEOUT_S", 10.0)
+
+
+def api_request_read_timeout() -> float:
+    """How long the API gives a client to send the whole of a request (its line, headers and body), counted from
+    when the request's first byte has arrived: a client that keeps sending a byte now and then, each within the
+    client timeout, is dropped once this has passed, so that it cannot hold a serving thread for as long as it
+    likes."""
+    return _seconds("WEAVE_API_REQUEST_READ_TIMEOUT_S", 30.0)
 
 
 CONSOLE_SESSION_TTL_S = (60, 604800, 8 * 3600)  # least, most, default

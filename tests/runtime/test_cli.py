@@ -406,7 +406,8 @@ def test_an_idle_sleep_beyond_a_day_is_refused_before_the_daemon_starts(database
     ("WEAVE_CONSOLE_SESSION_TTL_S", "59", ["api"]),
     ("WEAVE_CONSOLE_SESSION_TTL_S", "604801", ["api"]),
     ("WEAVE_CONSOLE_SESSION_TTL_S", "8h", ["api"]),
-    ("WEAVE_API_CLIENT_TIMEOUT_S", "0", ["api"])])
+    ("WEAVE_API_CLIENT_TIMEOUT_S", "0", ["api"]),
+    ("WEAVE_API_REQUEST_READ_TIMEOUT_S", "0", ["api"])])
 def test_a_setting_the_engine_cannot_run_with_is_one_line_naming_it(capsys, monkeypatch, variable, value, argv):
     """Read before anything starts or connects: a log level logging does not know would be a traceback, an API
     timeout of 0 a worker that fails every call (or fails to boot)."""
@@ -472,7 +473,8 @@ def test_an_api_timeout_beyond_what_a_connection_can_take_is_refused_as_it_is_re
 
 
 @pytest.mark.parametrize("variable, value", [("WEAVE_CONSOLE_SESSION_TTL_S", "59"), ("WEAVE_API_DB_TIMEOUT_S", "0"),
-                                             ("WEAVE_API_CLIENT_TIMEOUT_S", "nan")])
+                                             ("WEAVE_API_CLIENT_TIMEOUT_S", "nan"),
+                                             ("WEAVE_API_REQUEST_READ_TIMEOUT_S", "soon")])
 def test_the_api_app_served_by_gunicorn_directly_refuses_such_a_setting_as_it_boots(monkeypatch, variable, value):
     """``gunicorn 'api.app:get_app()'`` skips `weave api`'s checks: the app itself refuses before it serves."""
     from api.app import get_app
