@@ -248,7 +248,8 @@ def _conventions() -> list[str]:
         f"{MAX_LISTED_PATH_CHARS:,} characters (the first is always listed); the `detail` then says how many "
         "there are in all.", "",
         "A definition document that does not "
-        "validate lists every problem at once, each with a dotted `field` path and one of these codes: "
+        "validate lists its problems at once (within the same limits), each with a dotted `field` path and one of "
+        "these codes: "
         "`INVALID_TYPE`, `INVALID_VALUE`, `MISSING_FIELD`, `UNKNOWN_FIELD`, `UNKNOWN_TYPE` (a step type), "
         "`OUT_OF_RANGE` (a number past its bounds), `DUPLICATE_STEP_KEY`, `UNKNOWN_AFTER`, `CYCLIC_AFTER`, "
         "`BAD_EXPRESSION`, `UNKNOWN_STEP_REFERENCE` (`$.steps.<key>` names a step that is not before this one "

@@ -19,7 +19,7 @@ import pymysql
 
 from procedures import db, errors, settings
 from procedures.connections import Connections
-from procedures.jsontext import InvalidJson, parse_members
+from procedures.jsontext import DocumentError, InvalidJson, parse_members
 
 log = logging.getLogger("weave.api")
 
@@ -307,7 +307,7 @@ def json_members(req: falcon.Request) -> tuple[Any, dict[str, bytes] | None]:
     try:
         return parse_members(_require_json(req))
     except InvalidJson as exc:
-        raise invalid(list(exc.errors), _not_json(exc)) from exc
+        raise invalid(list(exc.errors), listed_detail("the body is not valid JSON", exc)) from exc
 
 
 def parse_strict(body: bytes) -> Any:
@@ -315,15 +315,15 @@ def parse_strict(body: bytes) -> Any:
     try:
         return parse_members(body)[0]
     except InvalidJson as exc:
-        raise invalid(list(exc.errors), _not_json(exc)) from exc
+        raise invalid(list(exc.errors), listed_detail("the body is not valid JSON", exc)) from exc
 
 
-def _not_json(exc: InvalidJson) -> str:
-    """The detail of a body that is not strict JSON, saying so when not every problem is listed."""
+def listed_detail(detail: str, exc: DocumentError) -> str:
+    """The detail of a document refused for the problems it lists, saying so when not every problem is listed."""
     if not exc.unlisted:
-        return "the body is not valid JSON"
+        return detail
     listed = len(exc.errors)
-    return (f"the body is not valid JSON: {listed + exc.unlisted:,} problems, of which only the first "
+    return (f"{detail}: {listed + exc.unlisted:,} problems, of which only the first "
             f"{'one is' if listed == 1 else f'{listed} are'} listed")
 
 

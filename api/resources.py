@@ -21,6 +21,7 @@ from .http import (
     json_body,
     json_object,
     json_object_members,
+    listed_detail,
     optional_idempotency_key,
     path,
     respond,
@@ -69,7 +70,7 @@ class Definitions(Resource):
         try:
             definition = definitions.validate(json_body(req))
         except definitions.DefinitionError as exc:
-            raise invalid(list(exc.errors), "the definition is not valid") from exc
+            raise invalid(list(exc.errors), listed_detail("the definition is not valid", exc)) from exc
         row = routines.definition_publish(self.conn, token, ns, definition, optional_idempotency_key(req))
         created = row.pop("created") and not row["replayed"]
         respond(resp, {k: row[k] for k in ("name", "version", "digest")}, 201 if created else 200,

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-__all__ = ["DocumentError", "FieldError", "InvalidJson", "Verbatim", "describe", "dumps", "member_path",
+__all__ = ["DocumentError", "FieldError", "InvalidJson", "ProblemList", "Verbatim", "describe", "dumps", "member_path",
            "parse_members", "parse_strict"]
 
 _WHITESPACE = " \t\r\n"
@@ -265,7 +265,7 @@ def _path(place: _Place | None) -> str:
     return "".join(pieces)
 
 
-class _Problems:
+class ProblemList:
     """The problems found, in document order: the first listed with their paths, within MAX_LISTED_PROBLEMS and
     MAX_LISTED_PATH_CHARS (the first one always, however long its path), the rest only counted."""
 
@@ -274,24 +274,30 @@ class _Problems:
         self.unlisted = 0
         self.path_chars = 0
 
+    def full(self) -> bool:
+        return bool(self.unlisted) or len(self.listed) >= MAX_LISTED_PROBLEMS
+
     def add(self, place: _Place | None, code: str, message: str) -> None:
-        if self.unlisted or len(self.listed) >= MAX_LISTED_PROBLEMS:
+        """A problem at ``place``, whose path is built only when the problem is listed."""
+        if self.full():
             self.unlisted += 1
             return
-        field = _path(place)
-        if self.listed and self.path_chars + len(field) > MAX_LISTED_PATH_CHARS:
+        self.add_field(_path(place), code, message)
+
+    def add_field(self, field: str, code: str, message: str) -> None:
+        if self.full() or (self.listed and self.path_chars + len(field) > MAX_LISTED_PATH_CHARS):
             self.unlisted += 1
             return
         self.path_chars += len(field)
         self.listed.append(FieldError(field, code, message))
 
 
-def _problems(root: Any, duplicates: dict[int, dict[str, None]]) -> _Problems:
+def _problems(root: Any, duplicates: dict[int, dict[str, None]]) -> ProblemList:
     """Duplicate keys and strings that are not text, with their paths, in document order: an object's duplicate keys,
     then its keys that are not text, then what its values hold. The walk keeps an iterator for each open container
     and each value's place as a link to its container's, so it costs the document's size, whatever its paths' lengths.
     Iterative: the parser accepts nesting deeper than a recursive walk allows."""
-    found = _Problems()
+    found = ProblemList()
     open_: list[tuple[Iterator[tuple[str | int, Any]], _Place | None]] = []  # a container's members, its place
 
     def visit(node: Any, place: _Place | None) -> None:

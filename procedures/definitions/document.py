@@ -41,8 +41,8 @@ class DocumentChecker(Checker):
         self.reject_unknown(doc, "", frozenset({"name", "steps"}))
         name = self.text(doc, "", "name", DEFINITION_NAME)
         steps, compiled = self.steps(doc)
-        if self.errors:
-            raise DefinitionError(self.errors)
+        if self.problems.listed:
+            raise DefinitionError(self.problems.listed, self.problems.unlisted)
         assert name is not None
         canonical_json = json.dumps(
             {"name": name, "steps": steps}, sort_keys=True, separators=(",", ":"), ensure_ascii=False
@@ -78,7 +78,8 @@ class DocumentChecker(Checker):
                 steps.append(checked[0])
                 compiled[checked[0]["key"]] = checked[1]
                 self.queue_list(checked[0], index, queues)
-        self.errors.extend(self.graph.cycles())
+        for cycle in self.graph.cycles():
+            self.error(*cycle)
         return steps, compiled
 
     def queue_list(self, step: dict[str, Any], index: int, queues: set[str]) -> None:

@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ..jsontext import FieldError, is_text
+from ..jsontext import ProblemList, is_text
 from ..jsontext import describe as _describe
 from ..jsontext import member_path as _member
 from .graph import StepGraph
@@ -35,11 +35,14 @@ member = _member
 
 class Checker:
     def __init__(self) -> None:
-        self.errors: list[FieldError] = []
+        # Listed up to jsontext's limits and counted past them: a document of some hundred KiB can hold thousands of
+        # problems at paths as long as itself (a template 28 levels deep under 1,000-character keys), which listed
+        # in full took a gigabyte.
+        self.problems = ProblemList()
         self.graph = StepGraph()
 
     def error(self, field: str, code: str, message: str) -> None:
-        self.errors.append(FieldError(field, code, message))
+        self.problems.add_field(field, code, message)
 
     # Plain members
 

@@ -135,6 +135,23 @@ def test_Z4_S1_a_body_of_many_problems_at_long_paths_lists_the_first_and_counts_
     assert answer["detail"] == "the body is not valid JSON: 2,000 problems, of which only the first one is listed"
 
 
+def test_Z4_M2_a_definition_of_many_problems_at_long_paths_lists_the_first_and_counts_the_rest(client, world):
+    """A definition is checked before the token too: 8,000 bad expressions 27 levels under 1,000-character keys
+    (147 KB) made 16,000 problems, each listed with its 27,000-character path (a gigabyte). The first are listed
+    within the parser's limits, and the detail counts them all."""
+    inner: object = ["$.input.a b"] * 8_000
+    for _ in range(27):
+        inner = {"k" * 1_000: inner}
+    result = client.simulate_post(f"{NS}/definitions", json={"name": "x", "steps": [{
+        "key": "a", "type": "TASK", "queue": "q", "handler": "h", "handler_version": "1", "input": inner}]},
+        headers=auth("not-a-token"))
+    answer = problem(result, 422)
+    listed = len(answer["errors"])
+    assert 1 <= listed <= 100 and answer["errors"][0]["code"] == "BAD_EXPRESSION"
+    told = "one is" if listed == 1 else f"{listed} are"
+    assert answer["detail"] == f"the definition is not valid: 16,000 problems, of which only the first {told} listed"
+
+
 OUTSIDE_THE_CALENDAR = ["9999-12-31T23:00:00-05:00", "0001-01-01T00:00:00+05:00"]
 
 

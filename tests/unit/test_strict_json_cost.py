@@ -75,3 +75,30 @@ def test_S1_an_object_of_many_keys_each_twice_lists_each_key_once_in_the_order_f
     text = "{" + ", ".join(f'"k{n}": 1, "k{n}": 2, "k{n}": 3' for n in (3, 1, 2)) + "}"
     refused = _peak(text)[1]
     assert refused is not None and [e.field for e in refused.errors] == ["k3", "k1", "k2"]
+
+
+def test_Z4_M2_a_definition_of_thousands_of_problems_deep_in_its_input_lists_the_first_and_counts_the_rest():
+    """A definition is checked before the token as well (POST /definitions), and its checker listed every problem with
+    its path: 8,000 bad expressions 27 levels under 1,000-character keys (147 KB) took 1.09 GB at its peak. It lists
+    within the same limits as the parser now, and counts the rest."""
+    from procedures import definitions
+
+    inner: object = ["$.input.a b"] * 8_000
+    for _ in range(27):
+        inner = {KEY: inner}
+    doc = {"name": "x", "steps": [{"key": "a", "type": "TASK", "queue": "q", "handler": "h", "handler_version": "1",
+                                   "input": inner}]}
+    tracemalloc.start()
+    try:
+        with pytest.raises(definitions.DefinitionError) as refused:
+            definitions.validate(doc)
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert peak < 20_000_000, peak  # the document parsed is some 150 KB; its paths listed in full, a gigabyte
+    listed = refused.value.errors
+    assert 1 <= len(listed) <= jsontext.MAX_LISTED_PROBLEMS
+    assert sum(len(e.field) for e in listed) <= max(len(listed[0].field), jsontext.MAX_LISTED_PATH_CHARS)
+    assert len(listed) + refused.value.unlisted == 16_000  # each: a bad expression, at a place too deep to write
+    assert [e.code for e in listed[:2]] == ["BAD_EXPRESSION", "INVALID_VALUE"]
+    assert "(16000 problems)" in str(refused.value) and "more, not listed" in str(refused.value)
