@@ -18,8 +18,8 @@ which the key asks for) can say. A connection never made, a 429 and a 503 say th
 processed, and are retried. Other 4xx, a non-JSON body, refused hosts and input that is not a request (a method outside
 GET HEAD POST PUT PATCH DELETE OPTIONS, a header that HTTP cannot carry, a Host, Content-Length or
 Transfer-Encoding header, which the URL and the body say, a timeout_ms outside 1..3600000) are not.
-``timeout_ms`` bounds each wait for the server and the whole response: a server that answers a byte
-at a time is cut off once the time is up.
+``timeout_ms`` bounds the whole exchange, redirects included: the connection, the request, the status line, the
+headers and the body. A server that answers a byte at a time is cut off once the time is up, headers or body.
 Connections go direct (proxy variables are ignored), so the allowlist names the hosts actually reached.
 """
 
@@ -28,6 +28,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import socket
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -43,7 +45,6 @@ ALLOWLIST_ENV = settings.ALLOWLIST_ENV
 MAX_RESPONSE_BYTES = 1024 * 1024
 DEFAULT_TIMEOUT_MS = 10_000
 MAX_TIMEOUT_MS = 3_600_000
-_clock = time.monotonic  # the time timeout_ms is measured in (tests step it instead of waiting)
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 IDEMPOTENT = ("GET", "HEAD", "PUT", "DELETE", "OPTIONS")  # RFC 9110 9.2.2: a repeat changes nothing more
 NOT_PROCESSED = (429, 503)  # answers that say the request was not acted on: try again later
@@ -57,6 +58,107 @@ class HttpRefused(Exception):
 
 class _TooSlow(Exception):
     """The response did not come whole within timeout_ms."""
+
+
+class _Deadline:
+    """timeout_ms over the whole exchange. A socket's timeout bounds one wait on it only, and ``_read`` could check a
+    clock only once urllib had returned the status line and headers: a server sending its headers a byte at a time
+    held the handler as long as it liked. Each connection (a redirect opens another) is given what is left of the
+    time to connect and, for https, to shake hands in; once it is up, a timer shuts every socket of the exchange
+    down at the deadline, which ends whatever read or write waits on it. ``stop`` says whether it fired."""
+
+    def __init__(self, seconds: float):
+        self._at = time.monotonic() + seconds
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._done = False
+        self._fired = False
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def left(self) -> float:
+        """The time left, for a connect or a TLS handshake (which a shutdown cannot reach); none left is a timeout."""
+        left = self._at - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("timeout_ms passed before the connection was made")
+        return left
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            if self._fired:
+                _shut(sock)
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._fired = True
+            for sock in self._sockets:
+                _shut(sock)
+
+    def stop(self) -> bool:
+        """Ends the watch; whether the deadline had passed (the exchange was cut, or may have been)."""
+        self._timer.cancel()
+        with self._lock:
+            self._done = True
+            return self._fired
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)  # wakes a read or a write waiting on it, in any thread (a close does not)
+    except OSError:  # closed already, or handed to the TLS socket over it (which is watched itself)
+        pass
+
+
+class _Timed(http_client.HTTPConnection):
+    """A connection made within what is left of the exchange's time, its sockets watched by the deadline."""
+
+    deadline: _Deadline
+
+    def connect(self) -> None:
+        self.timeout = self.deadline.left()
+        self._create_connection = self._open
+        super().connect()
+        self.deadline.watch(self.sock)  # for https, the TLS socket over the one ``_open`` made
+
+    def _open(self, address: tuple[str, int], timeout: float, source: Any = None) -> socket.socket:
+        sock = socket.create_connection(address, timeout, source)
+        self.deadline.watch(sock)
+        sock.settimeout(self.deadline.left())  # what the TLS handshake, if any, may take
+        return sock
+
+
+class _TimedHttps(_Timed, http_client.HTTPSConnection):
+    pass
+
+
+class _TimedHttp(urllib.request.HTTPHandler):
+    def __init__(self, deadline: _Deadline):
+        super().__init__()
+        self.deadline = deadline
+
+    def http_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(_connection(_Timed, self.deadline), req)
+
+
+class _TimedHttpsHandler(urllib.request.HTTPSHandler):
+    def __init__(self, deadline: _Deadline):
+        super().__init__()
+        self.deadline = deadline
+
+    def https_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(_connection(_TimedHttps, self.deadline), req)
+
+
+def _connection(cls: type[_Timed], deadline: _Deadline) -> Any:
+    def make(host: str, **kw: Any) -> _Timed:
+        conn = cls(host, **kw)
+        conn.deadline = deadline
+        return conn
+    return make
 
 
 def allowlist() -> set[str]:
@@ -145,14 +247,11 @@ def _timeout(spec: dict) -> float:
     return value / 1000.0
 
 
-def _read(resp: Any, deadline: float, what: str) -> bytes:
-    """The body, at most one byte past the limit, within the deadline (checked between reads: a server that
-    answers a byte at a time is cut off, one read past it at most)."""
+def _read(resp: Any) -> bytes:
+    """The body, at most one byte past the limit (the deadline's timer cuts it off at timeout_ms)."""
     chunks: list[bytes] = []
     size = 0
     while size <= MAX_RESPONSE_BYTES:
-        if _clock() > deadline:
-            raise _TooSlow(f"HTTP_TIMEOUT: {what}: the response took longer than timeout_ms")
         chunk = resp.read1(MAX_RESPONSE_BYTES + 1 - size)
         if not chunk:
             if resp.length:  # the connection ended short of the Content-Length: never a result, however it parses
@@ -184,7 +283,6 @@ def request(spec: Any) -> Any:
         headers = {"Content-Type": "application/json", **headers}
     headers = {"Accept": "application/json", **headers}
     redirects = _AllowlistRedirects(allowed, set(given))
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), redirects)
     req = urllib.request.Request(url, data=data, headers=headers, method=method)
     what = f"{method} {_shown(url)}"
     # Whether this request may be sent again once it may have taken effect: a method that a repeat changes nothing
@@ -198,10 +296,24 @@ def request(spec: Any) -> Any:
         return HttpRefused(f"HTTP_EFFECT_UNKNOWN: {error}; it may have taken effect, and a {method} without an "
                            f"Idempotency-Key header is never sent twice: check with the server before you recover")
 
+    too_slow = f"HTTP_TIMEOUT: {what}: the response took longer than timeout_ms"
+    deadline = _Deadline(timeout)
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _TimedHttp(deadline),
+                                         _TimedHttpsHandler(deadline), redirects)
     try:
-        deadline = _clock() + timeout
-        with opener.open(req, timeout=timeout) as resp:
-            body = _read(resp, deadline, what)
+        try:
+            with opener.open(req, timeout=timeout) as resp:
+                body = _read(resp)
+        except Exception as exc:
+            # A response cut at the deadline fails as too slow, whatever the cut made of it (a connection lost, a
+            # status line or a body cut short); a request cut before it was sent whole stays one urllib could not
+            # send (URLError), as a connect that timed out is.
+            late = deadline.stop()
+            if late and (isinstance(exc, urllib.error.HTTPError) or not isinstance(exc, urllib.error.URLError)):
+                raise _TooSlow(too_slow) from exc
+            raise
+        if deadline.stop():  # a cut ends the headers, or a body without a Content-Length, as the server's end would
+            raise _TooSlow(too_slow)
     # Once a redirect was followed, the request that answered it reached its server (a POST answered "303 See
     # Other" has taken effect): whatever fails after that fails as a request that was sent.
     except urllib.error.HTTPError as exc:

@@ -922,6 +922,22 @@ class _Api(BaseHTTPRequestHandler):
         self.server.released.wait()  # type: ignore[attr-defined]
         self.close_connection = True
 
+    def _drip_head(self) -> None:
+        """The status line and the headers a byte every 50 ms (each read well within its timeout, the whole far
+        beyond timeout_ms), then a body; ``cut_in_head`` is set if the client closes before the head is out."""
+        head = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Pad: " + b"p" * 200
+                + b"\r\nContent-Length: 2\r\n\r\n")
+        try:
+            for i in range(len(head)):
+                self.wfile.write(head[i:i + 1])
+                if self.server.released.wait(0.05):  # type: ignore[attr-defined]  # the server's pace, not a test's
+                    return
+        except OSError:  # the client closed the connection
+            self.server.cut_in_head.set()  # type: ignore[attr-defined]
+            return
+        self.wfile.write(b"{}")
+        self.close_connection = True
+
     def _cut(self) -> None:
         """Promises 12345678, sends 123, and closes."""
         self.send_response(200)
@@ -944,6 +960,10 @@ class _Api(BaseHTTPRequestHandler):
             self._drip()
         elif self.path == "/cut":
             self._cut()
+        elif self.path == "/drip-head":
+            self._drip_head()
+        elif self.path == "/moved-drip-head":  # a redirect on this origin to the same slow head
+            self._send(301, b"", headers={"Location": "/drip-head"})
         elif self.path.startswith("/away-closed?to="):
             self._send(302, b"", headers={"Location": self.path.split("?to=", 1)[1]})
         elif self.path == "/away":
@@ -977,6 +997,8 @@ class _Api(BaseHTTPRequestHandler):
             self._drip()
         elif self.path == "/charge-cut":
             self._cut()
+        elif self.path == "/charge-drip-head":
+            self._drip_head()
         else:
             self._send(200, json.dumps({"echo": json.loads(body)}).encode())
 
@@ -984,17 +1006,23 @@ class _Api(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def api(monkeypatch):
+def api_server(monkeypatch):
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Api)
     server.released = threading.Event()  # type: ignore[attr-defined]  # lets a stalled answer end
+    server.cut_in_head = threading.Event()  # type: ignore[attr-defined]  # a client left a slow head unread
     _POSTS.clear()
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)  # quick to shut down
     thread.start()
     monkeypatch.setenv(http.ALLOWLIST_ENV, "127.0.0.1")
-    yield f"http://127.0.0.1:{server.server_port}"
+    yield server
     server.released.set()  # type: ignore[attr-defined]
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture
+def api(api_server):
+    return f"http://127.0.0.1:{api_server.server_port}"
 
 
 def test_K8_http_handler_returns_the_json_response(api):
@@ -1033,14 +1061,11 @@ def test_K8_http_handler_errors_never_carry_a_urls_query_or_credentials(api):
     assert str(info.value).endswith("'ftp://127.0.0.1/x?…'"), info.value  # what was called, its secrets left out
 
 
-def test_K8_http_handler_bounds_the_whole_response_by_timeout_ms_and_retries_a_broken_one(api, monkeypatch):
+def test_K8_http_handler_bounds_the_whole_response_by_timeout_ms_and_retries_a_broken_one(api):
     """timeout_ms bounded each wait on the socket, not the answer: a server sending a byte at a time held the
-    attempt for as long as it liked. The handler's clock is stepped here, 200 ms a reading, so that the first byte
-    comes in time and the next read would start after timeout_ms (300): it is not made. A body cut short of its
-    Content-Length was read as the whole body: a final HTTP_RESPONSE_NOT_JSON, or a wrong result when the part
-    that came parses (a number cut short)."""
-    readings = iter(range(0, 10_000, 200))
-    monkeypatch.setattr(http, "_clock", lambda: next(readings) / 1000)
+    attempt for as long as it liked. Here the body's first byte comes and the rest never does: the handler gives
+    up at timeout_ms (300). A body cut short of its Content-Length was read as the whole body: a final
+    HTTP_RESPONSE_NOT_JSON, or a wrong result when the part that came parses (a number cut short)."""
     with pytest.raises(Retryable, match="HTTP_TIMEOUT"):
         http.request({"url": f"{api}/drip", "timeout_ms": 300})
     with pytest.raises(Retryable, match="HTTP_RESPONSE_BROKEN"):
@@ -1091,12 +1116,23 @@ def test_K8_http_handler_never_sends_a_post_again_that_a_redirect_answered(api):
         http.request({"url": f"{api}/away-closed?to=http://127.0.0.1:{closed_port}/made", "timeout_ms": 2000})
 
 
-def test_K8_http_handler_a_post_answered_too_slowly_is_not_sent_again(api, monkeypatch):
+def test_K8_http_handler_a_post_answered_too_slowly_is_not_sent_again(api):
     """The answer began within timeout_ms and did not end: the charge may have been made."""
-    readings = iter(range(0, 10_000, 200))
-    monkeypatch.setattr(http, "_clock", lambda: next(readings) / 1000)
-    with pytest.raises(http.HttpRefused, match="HTTP_EFFECT_UNKNOWN: HTTP_TIMEOUT"):
-        http.request({"method": "POST", "url": f"{api}/charge-drip", "body": {}, "timeout_ms": 300})
+    for path in ("/charge-drip", "/charge-drip-head"):
+        with pytest.raises(http.HttpRefused, match="HTTP_EFFECT_UNKNOWN: HTTP_TIMEOUT"):
+            http.request({"method": "POST", "url": f"{api}{path}", "body": {}, "timeout_ms": 300})
+
+
+@pytest.mark.parametrize("path", ["/drip-head", "/moved-drip-head"])
+def test_K8_http_handler_bounds_the_status_line_and_headers_by_timeout_ms(api, api_server, path):
+    """timeout_ms was checked only once urllib had the status line and the headers, until then each read had the
+    whole timeout_ms to itself: a server sending its headers a byte every 0.5 s held a task with timeout_ms 2000
+    for as long as it sent them, past the attempt's lease. The head here comes a byte every 50 ms, each read in
+    time, the whole 11 s: the handler fails as a timeout does, a redirect's connection alike, and the server sees
+    its connection closed before its head is out."""
+    with pytest.raises(Retryable, match="HTTP_TIMEOUT"):
+        http.request({"url": f"{api}{path}", "timeout_ms": 300})
+    assert api_server.cut_in_head.wait(10)
 
 
 @pytest.mark.parametrize("fields", [
