@@ -130,7 +130,8 @@ QUERIES: dict[str, dict[str, Schema]] = {
                        "description": "the activation sequence whose rounds to read (default: the step's latest)"},
         "after": {"type": "integer", "minimum": 0, "maximum": 2**31 - 1,
                   "description": "the rounds after this number (default 0: from round 1)"},
-        "limit": LIMIT_1000},
+        "limit": {**LIMIT_1000, "description": "rounds at most; a page also ends, with its next_after and more, once "
+                                                "its results pass 8 MiB (it always holds one round)"}},
     "list_signals": {
         "status": {"type": "string", "enum": ["PENDING", "CONSUMED", "REJECTED", "EXPIRED"]},
         "limit": {**LIMIT_1000, "description": "signals at most; a page also ends, with a next_cursor, once its "

@@ -3,6 +3,7 @@ API's conventions."""
 
 from __future__ import annotations
 
+from api import client as sdk
 from procedures import pulse, routines
 from tests.api.conftest import auth
 from tests.api.test_explain_http import POLL
@@ -56,3 +57,39 @@ def test_R11_rounds_over_http_refuse_bad_pages_and_steps_without_rounds(world, o
     for params in ({"limit": 0}, {"after": -1}, {"activation": 0}):
         bad = client.simulate_get(rounds_path(world, wf, "cool"), params=params, headers=auth(world.token))
         assert [e["code"] for e in bad.json["errors"]] == ["LIMIT_INVALID"], (params, bad.json)
+
+
+def test_P5_a_rounds_page_over_http_ends_once_its_results_pass_8_mib(world, orch, client):
+    """150 rounds of 1 MiB were one answer of 150 MiB (the API's worker peaked at 474 MB) to one workflows:read
+    request, and 1,000 could be a gigabyte. A page now ends once its results pass 8 MiB, always holding one round;
+    its next_after and more lead on, and the SDK's iterator still reads every round once."""
+    world.publish({**POLL, "steps": [{**POLL["steps"][0], "max_rounds": 20}]})
+    wf = world.start("poll-flow")
+    orch.drain()
+    pad = "x" * (1000 * 1024)
+    for n in range(1, 11):
+        pending_round(world, orch, f'{{"status": "PENDING", "n": {n}, "pad": "{pad}"}}')
+    pages, after = [], 0
+    while True:
+        got = client.simulate_get(rounds_path(world, wf), params={"after": after, "limit": 1000},
+                                  headers=auth(world.token))
+        assert got.status_code == 200
+        body = json_only(got.text)
+        pages.append([r["number"] for r in body["rounds"]])
+        assert len(got.content) < 10 * 1024 * 1024  # one result past 8 MiB at most
+        after = body["next_after"]
+        if not body["more"]:
+            break
+    assert pages == [list(range(1, 10)), [10, 11]]  # 8 results make 8,000 KiB; the 9th passes 8 MiB: the page ends
+    assert body["rounds"][0]["result"]["n"] == 10 and body["rounds"][1]["outcome"] == "IN_FLIGHT"
+
+    class OverHttp(sdk.WeaveClient):  # the SDK's paging, its requests answered by the API
+        def __init__(self) -> None:
+            pass
+
+        def _call(self, method, path, body=None, *, params=None, **kw):
+            given = {name: value for name, value in params.items() if value is not None}
+            return client.simulate_get(f"/v1/namespaces/{world.namespace}/{path}", params=given,
+                                       headers=auth(world.token)).json
+
+    assert [r["number"] for r in OverHttp().rounds(wf, "check", page=1000)] == list(range(1, 12))

@@ -148,3 +148,41 @@ def test_R11_rounds_refuse_what_has_none_and_limits_out_of_range(world, orch):
     with pytest.raises(errors.WeaveError) as refused:
         page(world, wf, "wait")
     assert "TIMER step" in str(refused.value)
+
+
+def test_P5_a_rounds_page_ends_once_its_results_pass_8_mib_and_the_next_goes_on_from_there(world, orch):
+    """A page held up to 1,000 rounds whatever their results weighed: 150 rounds of 1 MiB were one answer of 150 MiB,
+    built whole by the server, the API and the client. A page now ends once its results pass 8 MiB, always holding
+    one round; its next_after and more lead on, and paging reads every round once, in order."""
+    world.publish(poll_flow(max_rounds=20))
+    wf = started(world, orch)
+    pad = "x" * (900 * 1024)
+    for n in range(1, 13):
+        if n > 1:
+            world.db.advance(INTERVAL)
+            orch.drain()
+        got = claim(world)
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1",
+                               {"status": "PENDING", "output": {"n": n, "pad": pad}})
+    pages, after = [], 0
+    while True:
+        got = page(world, wf, after=after, limit=1000)
+        pages.append([r["number"] for r in got["rounds"]])
+        after = got["next_after"]
+        if not got["more"]:
+            break
+    assert pages == [list(range(1, 11)), [11, 12]]  # 9 results make 8,100 KiB; the 10th passes 8 MiB: the page ends
+    assert [r["result"]["output"]["n"] for r in page(world, wf, after=9, limit=2)["rounds"]] == [10, 11]
+    one = page(world, wf, after=10, limit=1000)
+    assert one["rounds"][0]["number"] == 11 and one["rounds"][0]["result"]["output"]["pad"] == pad
+
+    class OverSql(sdk.WeaveClient):  # the SDK's paging, its requests answered by the routine itself
+        def __init__(self) -> None:
+            pass
+
+        def _call(self, method, path, body=None, *, params=None, **kw):
+            return routines.step_rounds(world.db.conn, world.token, world.namespace, wf, "check",
+                                        activation_sequence=params["activation"], after=params["after"],
+                                        limit=params["limit"])
+
+    assert [r["number"] for r in OverSql().rounds(wf, "check", page=1000)] == list(range(1, 13))
