@@ -1185,7 +1185,9 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     p.add_argument("step_key", help=STEP_KEY)
     p.add_argument("--activation", type=int, help="the activation sequence to read (default: the step's latest)")
     p.add_argument("--after", type=int, default=0, help="print the rounds after this number (default 0: from round 1)")
-    p.add_argument("--limit", type=int, default=100, help="rounds at most, 1-1000 (default 100)")
+    p.add_argument("--limit", type=int, default=100,
+                   help="rounds at most, 1-1000 (default 100); a page ends sooner once its results pass 8 MiB, and "
+                        "says where the next one starts")
     p = _command(wf, "events", help="print the event history (workflows:read)", func=cmd_workflows_events)
     p.add_argument("workflow_id", help=WORKFLOW_ID)
     p.add_argument("--after", type=int, default=0, help="print the events after this seq (default 0: from the first)")
