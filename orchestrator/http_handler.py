@@ -99,11 +99,13 @@ class _Deadline:
                 _shut(sock)
 
     def stop(self) -> bool:
-        """Ends the watch; whether the deadline had passed (the exchange was cut, or may have been)."""
+        """Ends the watch; whether the deadline had passed (the exchange was cut, or may have been). Its time counts,
+        not only the timer's firing: a socket's own timeout (timeout_ms for each read) can end a read that began late
+        at the deadline a moment before the timer's thread gets to run, on a busy machine."""
         self._timer.cancel()
         with self._lock:
             self._done = True
-            return self._fired
+            return self._fired or time.monotonic() >= self._at
 
 
 def _shut(sock: socket.socket) -> None:
