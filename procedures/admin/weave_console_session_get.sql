@@ -12,6 +12,7 @@ Rules: S-2, R-2.'
 BEGIN
     DECLARE v_now DATETIME(6);
     DECLARE v_id BIGINT UNSIGNED DEFAULT NULL;
+    CALL _weave_clock_own();  -- a session's life is on the server's clock, never one the caller set
     CALL _weave_now(v_now);
     SELECT s.id INTO v_id
       FROM weave_console_sessions s

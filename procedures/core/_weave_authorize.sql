@@ -17,7 +17,8 @@ CREATE PROCEDURE _weave_authorize(
 Parameters: in_token, in_namespace (name), in_scope (NULL = none needed), in_queues (comma list, NULL or empty = none),
 io_namespace_id (in: the id of in_namespace when the caller has just read it by that name, else NULL; out: the
 namespace id), out_allowed (the credential''s queues: a comma list, or * for every queue).
-Errors: 50001 UNAUTHENTICATED, 50003 NOT_FOUND, 50002 FORBIDDEN.'
+Errors: 50017 CLOCK_FIXED (a session whose timestamp is set), 50001 UNAUTHENTICATED, 50003 NOT_FOUND, 50002
+FORBIDDEN.'
     READS SQL DATA
 BEGIN
     DECLARE v_ns BIGINT UNSIGNED DEFAULT NULL;
@@ -27,6 +28,10 @@ BEGIN
     DECLARE v_expires DATETIME(6) DEFAULT NULL;
     DECLARE v_now DATETIME(6);
 
+    -- First, before any read can wait: a session whose clock is fixed would authenticate at the time it chose, a
+    -- credential past its expiry with it (inside _weave_namespace_authorize, a function, the clock compared is its
+    -- calling statement's start, a moment ago).
+    CALL _weave_clock_own();
     SET out_credential_id = NULL, v_ns = io_namespace_id;
     IF in_token IS NOT NULL AND CHAR_LENGTH(in_token) BETWEEN 1 AND 256 THEN
         SELECT id, namespace_id, actor, scopes, queues, status, expires_at

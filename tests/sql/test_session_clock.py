@@ -8,13 +8,14 @@ refuses such a session (CLOCK_FIXED) before it reads or writes anything."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 import pymysql
 import pytest
 
 from procedures import db as dbmod
-from procedures import errors
+from procedures import errors, routines
 from tests.sql.test_caller_transactions import call_text, public_routines
 from tests.support.signals import send, signal_flow
 
@@ -47,8 +48,12 @@ def _outcome(conn, text: str):
 
 
 @pytest.mark.parametrize("days", [3, -2])
-def test_R2_every_routine_that_decides_refuses_a_session_whose_clock_is_fixed(world, days):
-    routines = [r for r in public_routines(world.db) if deciding(r)]
+def test_R2_every_routine_that_decides_or_authenticates_refuses_a_session_whose_clock_is_fixed(world, days):
+    """Reads too: a token is authenticated on the engine clock, and a credential past its expiry listed every
+    credential of its namespace from a session whose clock was set back a day."""
+    routines = [r for r in public_routines(world.db)  # the outbox entry point: in a transaction, below
+                if (deciding(r) or ("in_token", "IN") in r["params"] or r["name"] == "weave_console_session_get")
+                and r["name"] != "weave_signal_send_in_tx"]
     before = world.db.table_counts()
     conn = dbmod.connect(world.db.dsn)
     try:
@@ -63,7 +68,8 @@ def test_R2_every_routine_that_decides_refuses_a_session_whose_clock_is_fixed(wo
         conn.close()
     assert world.db.table_counts() == before
     assert {"weave_signal_send", "weave_instance_start", "weave_candidates_advance", "pulse_task_claim",
-            "pulse_attempt_complete", "weave_instance_pause"} <= {r["name"] for r in routines}
+            "pulse_attempt_complete", "weave_instance_pause", "weave_instance_get", "weave_credential_list",
+            "weave_console_session_get"} <= {r["name"] for r in routines}
 
 
 def test_R2_S16_an_outbox_send_in_a_session_whose_clock_is_fixed_is_refused_and_the_callers_work_kept(world, orch):
@@ -114,3 +120,19 @@ def test_R2_a_session_whose_clock_is_set_back_to_the_server_s_is_served(world, o
         conn.close()
     orch.drain()
     assert world.instance(wf)["status"] == "SUCCEEDED"
+
+
+def test_R2_S2_a_credential_past_its_expiry_stays_refused_in_a_session_whose_clock_is_set_back(world):
+    conn = world.db.conn
+    soon = world.db.now() + dt.timedelta(seconds=30)
+    made = routines.credential_create(conn, world.admin, world.namespace, "contractor", ["admin"], expires_at=soon)
+    world.db.advance(3_600_000)
+    with pytest.raises(errors.Unauthenticated):
+        routines.config_page(conn, made["token"], world.namespace, "credentials")
+    back = dbmod.connect(world.db.dsn)
+    try:
+        _fixed(back, -1)
+        with pytest.raises(errors.ClockFixed):
+            routines.config_page(back, made["token"], world.namespace, "credentials")
+    finally:
+        back.close()
