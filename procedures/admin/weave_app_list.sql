@@ -19,6 +19,11 @@ BEGIN
     DECLARE v_limit INT DEFAULT _weave_page_limit(in_limit);
     DECLARE v_after VARCHAR(200) DEFAULT COALESCE(in_cursor, '');  -- every name sorts after the empty one
     DECLARE v_prev INT DEFAULT v_limit - 1;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    -- The page and its next cursor from one snapshot: read apart, a row made between them inside the page would
+    -- move the cursor past the page's end, and the next page would repeat its last row.
+    CALL _weave_snapshot_open(v_tx);
     SELECT a.name, a.max_in_flight, a.status,
            -- The app's counter (K-8): slots taken by task creations less those given back by task ends.
            CAST(a.slots_taken - (SELECT SUM(r.released) FROM pulse_slot_releases r
@@ -32,4 +37,7 @@ BEGIN
     SELECT IF(COUNT(*) = 2, MIN(name), NULL) AS next_cursor
       FROM (SELECT name FROM weave_apps WHERE namespace_id = v_ns AND name > v_after
              ORDER BY name LIMIT 2 OFFSET v_prev) ends;
+    IF v_tx THEN
+        COMMIT;
+    END IF;
 END

@@ -26,6 +26,11 @@ BEGIN
     DECLARE v_limit INT;
     DECLARE v_prev INT;
     DECLARE v_after BIGINT UNSIGNED DEFAULT 0;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    -- The page and its next cursor from one snapshot: read apart, a row made between them inside the page would
+    -- move the cursor past the page's end, and the next page would repeat its last row.
+    CALL _weave_snapshot_open(v_tx);
     CALL _weave_admin_begin(in_token, in_namespace, 'admin', NULL, v_ns, v_cred, v_actor, v_now, v_allowed);
     SET v_limit = _weave_page_limit(in_limit);
     SET v_prev = v_limit - 1;
@@ -48,4 +53,7 @@ BEGIN
              WHERE namespace_id = v_ns AND id > v_after
                AND (v_allowed = '*' OR _weave_queue_refused(queues, v_allowed) IS NULL)
              ORDER BY id LIMIT 2 OFFSET v_prev) ends;
+    IF v_tx THEN
+        COMMIT;
+    END IF;
 END

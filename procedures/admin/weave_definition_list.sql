@@ -19,6 +19,11 @@ BEGIN
     DECLARE v_limit INT DEFAULT _weave_page_limit(in_limit);
     DECLARE v_after VARCHAR(200) DEFAULT COALESCE(in_cursor, '');  -- every name sorts after the empty one
     DECLARE v_prev INT DEFAULT v_limit - 1;
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    -- The page and its next cursor from one snapshot: read apart, a row made between them inside the page would
+    -- move the cursor past the page's end, and the next page would repeat its last row.
+    CALL _weave_snapshot_open(v_tx);
     -- Each name's latest version is the end of its range of the (namespace, name, version) index: read there alone
     -- (a loose index scan, which grouping by the index's own leading columns allows), not every version. Versions
     -- are numbered 1, 2, ... under the namespace's lock and never removed, so the latest is also how many there are.
@@ -33,4 +38,7 @@ BEGIN
     SELECT IF(COUNT(*) = 2, MIN(name), NULL) AS next_cursor
       FROM (SELECT name FROM weave_definitions WHERE namespace_id = v_ns AND name > v_after
              GROUP BY namespace_id, name ORDER BY name LIMIT 2 OFFSET v_prev) ends;
+    IF v_tx THEN
+        COMMIT;
+    END IF;
 END

@@ -23,6 +23,11 @@ BEGIN
     DECLARE v_limit INT;
     DECLARE v_prev INT;
     DECLARE v_after VARCHAR(200) DEFAULT COALESCE(in_cursor, '');  -- every name sorts after the empty one
+    DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
+    -- The page and its next cursor from one snapshot: read apart, a row made between them inside the page would
+    -- move the cursor past the page's end, and the next page would repeat its last row.
+    CALL _weave_snapshot_open(v_tx);
     CALL _weave_authorize(in_token, in_namespace, 'admin', NULL, v_ns, v_cred, v_actor, v_allowed);
     SET v_limit = _weave_page_limit(in_limit);
     SET v_prev = v_limit - 1;
@@ -47,4 +52,7 @@ BEGIN
       FROM (SELECT name FROM weave_queues WHERE namespace_id = v_ns AND name > v_after
                AND (v_allowed = '*' OR FIND_IN_SET(name, v_allowed) > 0)
              ORDER BY name LIMIT 2 OFFSET v_prev) ends;
+    IF v_tx THEN
+        COMMIT;
+    END IF;
 END
