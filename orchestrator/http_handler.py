@@ -99,13 +99,16 @@ class _Deadline:
                 _shut(sock)
 
     def stop(self) -> bool:
-        """Ends the watch; whether the deadline had passed (the exchange was cut, or may have been). Its time counts,
-        not only the timer's firing: a socket's own timeout (timeout_ms for each read) can end a read that began late
-        at the deadline a moment before the timer's thread gets to run, on a busy machine."""
+        """Ends the watch (no socket is shut after it); whether the timer fired, cutting the exchange."""
         self._timer.cancel()
         with self._lock:
             self._done = True
-            return self._fired or time.monotonic() >= self._at
+            return self._fired
+
+    def passed(self) -> bool:
+        """Whether the deadline has passed. A socket's own timeout (timeout_ms for each read) can end a read that began
+        late at the deadline a moment before the timer's thread gets to run, on a busy machine."""
+        return self._fired or time.monotonic() >= self._at
 
 
 def _shut(sock: socket.socket) -> None:
@@ -128,8 +131,12 @@ class _Timed(http_client.HTTPConnection):
 
     def _open(self, address: tuple[str, int], timeout: float, source: Any = None) -> socket.socket:
         sock = socket.create_connection(address, timeout, source)
-        self.deadline.watch(sock)
-        sock.settimeout(self.deadline.left())  # what the TLS handshake, if any, may take
+        try:
+            self.deadline.watch(sock)
+            sock.settimeout(self.deadline.left())  # what the TLS handshake, if any, may take
+        except BaseException:
+            sock.close()
+            raise
         return sock
 
 
@@ -305,16 +312,21 @@ def request(spec: Any) -> Any:
     try:
         try:
             with opener.open(req, timeout=timeout) as resp:
+                # A cut ends the headers, or a body with no length of its own, as the server's end would: an answer is
+                # whole past a cut only when its length said where it ended.
+                delimited = resp.getheader("Content-Length") is not None or bool(getattr(resp, "chunked", False))
                 body = _read(resp)
+                cut = deadline.stop()  # before the answer's socket is closed: the timer never shuts a closed one
         except Exception as exc:
             # A response cut at the deadline fails as too slow, whatever the cut made of it (a connection lost, a
             # status line or a body cut short); a request cut before it was sent whole stays one urllib could not
             # send (URLError), as a connect that timed out is.
-            late = deadline.stop()
-            if late and (isinstance(exc, urllib.error.HTTPError) or not isinstance(exc, urllib.error.URLError)):
+            deadline.stop()
+            if deadline.passed() and (isinstance(exc, urllib.error.HTTPError)
+                                      or not isinstance(exc, urllib.error.URLError)):
                 raise _TooSlow(too_slow) from exc
             raise
-        if deadline.stop():  # a cut ends the headers, or a body without a Content-Length, as the server's end would
+        if cut and not delimited:
             raise _TooSlow(too_slow)
     # Once a redirect was followed, the request that answered it reached its server (a POST answered "303 See
     # Other" has taken effect): whatever fails after that fails as a request that was sent.
