@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
@@ -78,13 +79,13 @@ def _read_quoted_key(text: str, position: int) -> tuple[str, int]:
 
 def sql_path(segments: tuple[str | int, ...] | list[str | int]) -> str:
     """The MySQL/MariaDB JSON path of `segments`; keys that are not plain identifiers are quoted."""
-    parts = ["$"]
-    for segment in segments:
-        if isinstance(segment, int):
-            parts.append(f"[{segment}]")
-        elif _PLAIN_KEY.fullmatch(segment):
-            parts.append(f".{segment}")
-        else:
-            # A quoted path key is read as a JSON string by both servers: escape it as one.
-            parts.append("." + json.dumps(segment, ensure_ascii=False))
-    return "".join(parts)
+    return "$" + "".join(f"[{segment}]" if isinstance(segment, int) else _sql_key(segment) for segment in segments)
+
+
+@functools.lru_cache(maxsize=1024)
+def _sql_key(key: str) -> str:
+    """One key's leg of a path. Cached: every value of an input is given its path, and a document may hold thousands
+    under the same long keys (before the token is checked), each key matched again for each."""
+    if _PLAIN_KEY.fullmatch(key):
+        return f".{key}"
+    return "." + json.dumps(key, ensure_ascii=False)  # read as a JSON string by both servers: escaped as one
