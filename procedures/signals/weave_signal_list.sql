@@ -23,7 +23,7 @@ Rules: S-5, M-3.'
 BEGIN
     DECLARE v_ns BIGINT UNSIGNED;
     DECLARE v_inst BIGINT UNSIGNED;
-    DECLARE v_limit INT DEFAULT COALESCE(in_limit, 100);
+    DECLARE v_limit INT;
     DECLARE v_after BIGINT UNSIGNED DEFAULT 0;
     DECLARE v_last BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_more BIGINT UNSIGNED DEFAULT NULL;
@@ -31,9 +31,7 @@ BEGIN
     DECLARE v_cut BIGINT UNSIGNED DEFAULT NULL;     -- the page's last signal within the byte budget
     DECLARE v_window BIGINT UNSIGNED DEFAULT NULL;  -- its last signal within the limit
     CALL _weave_instance_find(in_token, in_namespace, in_workflow_id, v_ns, v_inst);
-    IF v_limit < 1 OR v_limit > 1000 THEN
-        CALL _weave_raise(50121, 'LIMIT_INVALID: limit must be 1..1000');
-    END IF;
+    SET v_limit = _weave_page_limit(in_limit);
     IF in_status IS NOT NULL AND in_status NOT IN ('PENDING', 'CONSUMED', 'REJECTED', 'EXPIRED') THEN
         CALL _weave_raise(50100, 'INVALID_ARGUMENT: status must be PENDING, CONSUMED, REJECTED or EXPIRED');
     END IF;
