@@ -206,6 +206,20 @@ CLOCK = re.compile(r"UTC_TIMESTAMP\(6\) \+ INTERVAL (clock_offset_us|\(SELECT cl
 SESSION_CLOCK_CHECK = "ABS(TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)))"
 
 
+def test_R2_the_session_clock_check_runs_where_its_clock_is_the_present():
+    """NOW() is the start of the statement, or of the instruction, that reads it, except inside a stored function,
+    where it is the start of the statement that called the function: there the check compares a time that may be
+    seconds old. So it is called by procedures only, and in the authorisation (which a function calls) before any
+    read that could wait."""
+    callers = [r for r in shipped_routines() if "CALL _weave_clock_own()" in _code(r.text)]
+    assert {r.kind for r in callers} == {"PROCEDURE"}, [r.name for r in callers if r.kind != "PROCEDURE"]
+    authorize = next(r for r in callers if r.name == "_weave_authorize")
+    body = _code(authorize.text)
+    assert body.index("CALL _weave_clock_own()") < body.index("SELECT"), "the check comes before the first read"
+    assert {"_weave_transaction_begin", "_weave_transaction_claim", "weave_signal_send_in_tx",
+            "weave_console_session_get"} <= {r.name for r in callers}
+
+
 def test_R2_every_routine_reads_the_clock_once_and_one_way():
     inline = []
     for routine in shipped_routines():
