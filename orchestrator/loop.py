@@ -67,6 +67,10 @@ UNSETTLED = frozenset({"BUSY", "FAILED"})
 # for an operator, or any failure while the bookkeeping fails too) leaves its candidate due, and the next scan
 # would bring it back at once, as fast as the database answers.
 STALLED_FIRST_S = 0.1
+# The scan's and the idle probe's connection answers within this or fails (seconds): both are short reads, and one
+# stuck on a half-open connection would hold the whole loop, every due candidate with it, for the DSN's read timeout
+# (120 s by default), without a word.
+SCAN_TIMEOUT_S = 10.0
 STALLED_LONGEST_S = 5.0
 
 
@@ -125,6 +129,9 @@ class Orchestrator:
         if self.batch > 10_000:  # weave_scan's cap: a larger batch would be cut to it without a word
             raise ValueError("batch must be at most 10000: a scan brings at most 10000 candidates of a class")
         self._connections = Connections(self.dsn)
+        limits = {name: SCAN_TIMEOUT_S for name in ("read_timeout", "write_timeout")
+                  if self.dsn.timeout(name) > SCAN_TIMEOUT_S}
+        self._scans = Connections(self.dsn.with_options(**limits) if limits else self.dsn)  # the loop thread's
         self._stop = threading.Event()
         # Set when an advance of the current batch lost the database after its retries: the batch's other units are
         # left (their candidates stay due) rather than each waiting out the same retries and connect timeouts.
@@ -143,16 +150,24 @@ class Orchestrator:
     def _conn(self) -> db.Connection:
         return self._connections.get()
 
-    def _drop_conn(self) -> None:
-        self._connections.discard()
-
     def _call(self, routine: str, *args: object) -> list[list[dict]]:
         """A routine call retried on transient errors with jittered exponential backoff (R-12)."""
         return self._connections.call(routine, *args, attempts=self.retry_attempts)
 
+    def _look(self, routine: str, *args: object) -> list[list[dict]]:
+        """The scan's or the probe's call on the loop's own connection (SCAN_TIMEOUT_S), retried as ``_call`` is, each
+        failure said as it happens: a lost answer or a reset taken up by a retry would otherwise leave no trace."""
+        what = "scan" if routine == "weave_scan" else "probe"
+
+        def failed() -> None:
+            log.warning(f"{what} failed; trying again", extra={"fields": {"node": self.node_id}})
+
+        return self._scans.retrying(lambda conn: db.call(conn, routine, *args), self.retry_attempts,
+                                    on_retry=failed)
+
     # --- the loop -----------------------------------------------------------------------------------
     def check_level(self) -> None:
-        installer.check_level(self._conn())
+        installer.check_level(self._scans.get())
 
     @property
     def stopping(self) -> threading.Event:
@@ -162,7 +177,7 @@ class Orchestrator:
     def scan(self, size: int | None = None) -> ScanResult:
         """The earliest due candidates, at most ``size`` (the batch by default), the classes taking turns."""
         size = size or self.batch
-        rows, clock = self._call("weave_scan", size)
+        rows, clock = self._look("weave_scan", size)
         per_class: dict[str, list[Candidate]] = {}  # in the order the scan lists the classes
         for r in rows:
             per_class.setdefault(r["class"], []).append(Candidate(r["class"], r["id"], r["version"], r["due_at"]))
@@ -379,7 +394,7 @@ class Orchestrator:
 
     def probe(self) -> tuple[datetime.datetime, datetime.datetime | None]:
         """Engine time and the earliest check time of any class (weave_scan_probe): one cheap read."""
-        row = self._call("weave_scan_probe")[0][0]
+        row = self._look("weave_scan_probe")[0][0]
         return row["now_at"], row["next_at"]
 
     def wait_for_work(self, until: Callable[[], bool] | None = None) -> None:
@@ -415,7 +430,7 @@ class Orchestrator:
         def failed(what: str, exc: BaseException) -> None:
             """The scan or the probe met the database away (waits half a second) or at another level (holds)."""
             nonlocal failing
-            self._drop_conn()
+            self._scans.discard()
             if isinstance(exc, errors.SchemaMismatch):
                 hold_until_level(self.check_level, self._stop, "orchestrator", exc)
                 return
@@ -459,6 +474,7 @@ class Orchestrator:
     def close(self) -> None:
         self._pool.shutdown(wait=True)
         self._connections.close_all()
+        self._scans.close_all()
 
 
 def run_orchestrator(dsn: db.Dsn, *, batch: int = 100, concurrency: int = 4, idle_probe_ms: int = 20,

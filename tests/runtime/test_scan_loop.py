@@ -201,6 +201,43 @@ def test_R12_an_advance_that_loses_the_database_leaves_the_rest_of_its_batch(wor
     assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances WHERE kind = 'TIMER'") == 12  # still due
 
 
+def test_R14_a_scan_whose_connection_hangs_gives_up_within_its_own_timeout_and_says_so(world, database, caplog,
+                                                                                       monkeypatch):
+    """A half-open connection (the network lost the scan's answer and never said so) held the whole loop for the
+    DSN's read timeout, 120 s by default, without a log line, while every due timer waited. The scan and the probe
+    read on a connection of their own that answers within SCAN_TIMEOUT_S, and each failure is said as it is tried
+    again: here the answers stop until the scan has given up, and the timer settles as soon as a new connection asks."""
+    from orchestrator import loop as loopmod
+    from tests.support.proxy import Proxy
+
+    monkeypatch.setattr(loopmod, "SCAN_TIMEOUT_S", 1.0)
+    caplog.set_level(logging.WARNING, logger="weave.orchestrator")
+    world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
+    wf = world.start("t")
+    proxy = Proxy(database.host, database.port)
+    orch = Orchestrator(database.single("127.0.0.1", proxy.port), concurrency=1, spread=False)
+    try:
+        orch.check_level()  # the loop's connection, open
+        world.db.advance(1_001)
+        proxy.hang(answers_only=True)  # the next answer on an open connection is lost; the statement still runs
+
+        def resume_once_given_up() -> None:  # the network answers again once the scan has given the answer up
+            assert wait_for(lambda: "scan failed; trying again" in caplog.text)
+            proxy.resume()
+
+        resumer = threading.Thread(target=resume_once_given_up)
+        resumer.start()
+        result = orch.scan()
+        resumer.join()
+        assert [c.klass for c in result.candidates] == ["CHECKPOINT"]
+        assert "scan failed; trying again" in caplog.text
+        orch.drain()
+    finally:
+        orch.close()
+        proxy.kill()
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+
+
 def test_R16_a_loop_that_meets_its_routines_being_installed_again_books_no_failure_and_holds(world, database,
                                                                                               caplog):
     """`weave migrate` installs a routine again by dropping and creating it. An advance made in between failed with
