@@ -155,6 +155,15 @@ class Worker:
         # A routine missing or not this build's for a moment (installed again by a migrate: dropped, then created)
         # is tried again as a lost connection is: the handler has ended, and only its report is missing.
         trying = False
+        written = False  # a try may have committed: its connection was lost after the report was sent
+
+        def report(conn: db.Connection) -> dict:
+            nonlocal written
+            try:
+                return fn(conn)
+            except Exception as exc:
+                written = written or errors.answer_may_be_lost(exc)
+                raise
 
         def again() -> None:
             nonlocal trying
@@ -168,8 +177,11 @@ class Worker:
                             "worker": self.worker_id}})
 
         try:
-            answer = self._connections.retrying(fn, seconds=self.lease_ms / 1000.0, retryable=_report_again,
+            answer = self._connections.retrying(report, seconds=self.lease_ms / 1000.0, retryable=_report_again,
                                                 on_retry=again)
+        except errors.WeaveError as exc:
+            exc.may_be_written = written  # type: ignore[attr-defined]  # for the line that says it failed
+            raise
         finally:
             if trying:
                 with self._cond:
@@ -621,9 +633,10 @@ class Worker:
 
     def _report_lost(self, ctx: TaskContext, exc: Exception, *, outcome: str, result: str | None = None,
                      error: str | None = None) -> None:
-        """The report could not be written before its lease ran out: the attempt will end UNKNOWN, for review. What
-        the handler did is said here, since the engine will not hold it: its outcome, and for a success the size
-        and SHA-256 of its result (to compare with the external system), for a failure its error."""
+        """The report could not be written before its lease ran out: the attempt will end UNKNOWN, for review, unless a
+        try whose answer was lost had written it. What the handler did is said here, since the engine may not hold it:
+        its outcome, and for a success the size and SHA-256 of its result (to compare with the external system), for
+        a failure its error."""
         self.stats["report_failed"] += 1
         with self._cond:
             self._left_to_lease.add(ctx.attempt_id)
@@ -632,6 +645,12 @@ class Worker:
             said.update(result_bytes=len(result.encode()), result_sha256=hashlib.sha256(result.encode()).hexdigest())
         if error is not None:
             said["handler_error"] = error[:500]
+        if getattr(exc, "may_be_written", False):
+            # A try's connection was lost once the report was sent: it may have committed, and then the attempt has
+            # ended as reported, not UNKNOWN. An error here sent operators after a review that never came.
+            log.warning("report's answer was lost; it may have been written, else the lease will decide", extra={
+                "fields": {**_attempt_fields(ctx), "error": str(exc), **said}})
+            return
         log.error("report failed; the lease will decide", extra={"fields": {
             **_attempt_fields(ctx), "error": str(exc), **said}})
 

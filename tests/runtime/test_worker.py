@@ -698,6 +698,50 @@ def test_K3_a_report_that_outlasts_its_lease_is_logged_with_what_the_handler_did
     assert failed.fields["result_sha256"] == hashlib.sha256(text.encode()).hexdigest()
 
 
+def test_K3_a_report_whose_answer_was_lost_says_it_may_have_been_written(world, orch, database, caplog, monkeypatch):
+    """The report committed and its answer was lost, and the database stayed away past the lease: the worker logged
+    an error that the attempt would end UNKNOWN for review, while the task had SUCCEEDED and no review came. It says
+    now that the report may have been written, at a warning."""
+    from tests.support.proxy import Proxy
+
+    private = Registry()
+    proxy = Proxy(database.host, database.port)
+    through = database.single("127.0.0.1", proxy.port).with_options(read_timeout=1)
+    away = {"on": False}
+    closed_port = dbmod.Dsn.parse("mysql://root@127.0.0.1:1/weave")
+    complete = pulse.attempt_complete
+
+    def connect() -> dbmod.Connection:
+        return dbmod.connect(closed_port if away["on"] else through)
+
+    def answer_lost(conn, *args, **kwargs):  # on the report's open connection: sent, committed, its answer lost
+        proxy.hang(answers_only=True)
+        away["on"] = True  # and no new connection is had until the lease is over
+        return complete(conn, *args, **kwargs)
+
+    @handler("answered", version="1", into=private)
+    def answered(input):
+        return {"charged": 12.5}
+
+    world.publish(task_flow("answered", handler="answered"))
+    wf = world.start("answered", {"order_id": "o-1"})
+    orch.drain()
+    worker = make_worker(database, concurrency=1, handlers=private, lease_ms=600, heartbeat_ms=300)
+    worker._connections = Connections(database, open=connect)
+    monkeypatch.setattr(pulse, "attempt_complete", answer_lost)
+    try:
+        with caplog.at_level(logging.WARNING, logger="weave.worker"):
+            stats = worker.run(max_claims=1)
+    finally:
+        proxy.kill()
+    assert stats["report_failed"] == 1
+    said = [r for r in caplog.records if r.getMessage().startswith("report")]
+    assert [(r.levelname, r.getMessage()) for r in said] == [
+        ("WARNING", "report's answer was lost; it may have been written, else the lease will decide")]
+    assert said[0].fields["outcome"] == "SUCCEEDED"
+    assert task_row(world, wf)["status"] == "SUCCEEDED"  # it was
+
+
 def test_K3_reports_that_cannot_get_a_connection_stop_the_claims_until_one_can(world, orch, database, caplog):
     """The server's max_connections reached by all its clients together: the claim loop, on its own open connection,
     went on claiming, and every report, which needs a connection of its own, was refused until its lease ran out,
