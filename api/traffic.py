@@ -48,6 +48,13 @@ def route(req: falcon.Request) -> str:
     return "/console" if req.path == "/console" or req.path.startswith("/console/") else "unmatched"
 
 
+# The methods a request is counted under; any other, as the server accepts any word of capitals, is OTHER: each new
+# one was a new series of every route it reached, kept in the workers' files until the API stopped, so that requests
+# with made-up methods, no token needed, grew /metrics and the workers' memory without end (5,000 of them: 90,081
+# series, 8.5 MB a scrape, 3.3 s to answer it).
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"})
+
+
 class RequestMetrics:
     """Middleware: counts every answer, refusals and errors included. First in the app's list, so that its
     response hook runs after every other's (falcon runs them in reverse)."""
@@ -60,9 +67,10 @@ class RequestMetrics:
         arrived = getattr(req.context, "arrived", None)
         requests, duration = _made()
         where = route(req)
-        requests.labels(req.method, where, str(resp.status)[:3]).inc()
+        method = req.method if req.method in METHODS else "OTHER"
+        requests.labels(method, where, str(resp.status)[:3]).inc()
         if arrived is not None:
-            duration.labels(req.method, where).observe(time.perf_counter() - arrived)
+            duration.labels(method, where).observe(time.perf_counter() - arrived)
 
 
 def collect_into(registry: CollectorRegistry) -> None:
