@@ -108,6 +108,20 @@ def test_sdk_keeps_one_connection_per_thread(server):
     assert len(server.ports()) == 5 and len(client._open) == 1
 
 
+def test_sdk_closes_the_connection_of_a_thread_that_has_ended(server):
+    """A client shared by short-lived threads (a thread per request or per job) kept each thread's connection open
+    after the thread had ended: 2,000 threads, 2,000 open sockets, past a process's default limit of open files.
+    The next connection opened closes those of the threads that have ended."""
+    client = sdk.WeaveClient(server.url, "wv_x", "acme")
+    for _ in range(20):
+        one = threading.Thread(target=lambda: client.request("GET", "/healthz"))
+        one.start()
+        one.join()
+    assert len(server.ports()) == 20  # each thread had its own connection
+    assert len(client._open) == 1  # only the last thread's is still kept
+    client.close()
+
+
 @pytest.mark.parametrize("how", ["closed while idle", "Connection: close"])
 def test_sdk_replaces_a_closed_connection_and_sends_each_request_once(server, how):
     server.closing, server.say_close = True, how == "Connection: close"
