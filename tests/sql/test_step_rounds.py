@@ -103,14 +103,10 @@ def test_P5_an_earlier_activation_keeps_its_rounds_after_a_reactivation(world, o
     assert [r["outcome"] for r in world.step(wf, "check")["poll"]["rounds"]] == ["IN_FLIGHT"]
 
 
-def test_P5_the_sdk_reads_one_activation_to_its_end_when_the_step_is_reactivated_between_pages(world, orch):
-    """Each page asked again for the step's latest activation, so a reactivation between two pages went on with the
-    new activation's rounds after the old one's number, one sequence of rounds from two activations."""
-    world.publish(poll_flow(max_rounds=2))
-    wf = started(world, orch)
-    pending_rounds(world, orch, wf, 2)
+def sdk_over_sql(world, wf: str) -> sdk.WeaveClient:
+    """The SDK's paging of a step's rounds, its requests answered by the routine itself."""
 
-    class OverSql(sdk.WeaveClient):  # the SDK's paging, its requests answered by the routine itself
+    class OverSql(sdk.WeaveClient):
         def __init__(self) -> None:
             pass
 
@@ -119,8 +115,18 @@ def test_P5_the_sdk_reads_one_activation_to_its_end_when_the_step_is_reactivated
                                         activation_sequence=params["activation"], after=params["after"],
                                         limit=params["limit"])
 
+    return OverSql()
+
+
+def test_P5_the_sdk_reads_one_activation_to_its_end_when_the_step_is_reactivated_between_pages(world, orch):
+    """Each page asked again for the step's latest activation, so a reactivation between two pages went on with the
+    new activation's rounds after the old one's number, one sequence of rounds from two activations."""
+    world.publish(poll_flow(max_rounds=2))
+    wf = started(world, orch)
+    pending_rounds(world, orch, wf, 2)
+
     first_activation = [r["task_id"] for r in page(world, wf)["rounds"]]
-    rounds = OverSql().rounds(wf, "check", page=1)
+    rounds = sdk_over_sql(world, wf).rounds(wf, "check", page=1)
     got = [next(rounds)["task_id"]]
     routines.step_reactivate(world.db.conn, world.token, world.namespace, wf, "check", "again", "again-1")
     orch.drain()
@@ -176,13 +182,4 @@ def test_P5_a_rounds_page_ends_once_its_results_pass_8_mib_and_the_next_goes_on_
     one = page(world, wf, after=10, limit=1000)
     assert one["rounds"][0]["number"] == 11 and one["rounds"][0]["result"]["output"]["pad"] == pad
 
-    class OverSql(sdk.WeaveClient):  # the SDK's paging, its requests answered by the routine itself
-        def __init__(self) -> None:
-            pass
-
-        def _call(self, method, path, body=None, *, params=None, **kw):
-            return routines.step_rounds(world.db.conn, world.token, world.namespace, wf, "check",
-                                        activation_sequence=params["activation"], after=params["after"],
-                                        limit=params["limit"])
-
-    assert [r["number"] for r in OverSql().rounds(wf, "check", page=1000)] == list(range(1, 13))
+    assert [r["number"] for r in sdk_over_sql(world, wf).rounds(wf, "check", page=1000)] == list(range(1, 13))
