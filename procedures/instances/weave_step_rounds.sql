@@ -76,10 +76,11 @@ BEGIN
     SELECT v_key AS step_key, v_seq AS activation_seq, v_latest AS latest_activation_seq, p.state AS poll_state,
            p.rounds_used, p.max_rounds
       FROM (SELECT 1) one LEFT JOIN weave_poll_states p ON p.activation_id = v_activation;
-    -- The page's window, cut after the last round whose results before it stay under 8 MiB.
+    -- The page's window, cut after the last round whose results before it stay under 8 MiB: by the sizes kept with
+    -- the results, not the results themselves (a round that ended before level 20 is measured).
     SELECT MAX(IF(before_bytes < 8388608, round_no, NULL)) INTO v_cut
       FROM (SELECT round_no, SUM(bytes) OVER (ORDER BY round_no) - bytes AS before_bytes
-              FROM (SELECT r.round_no, COALESCE(OCTET_LENGTH(r.result), 0) AS bytes
+              FROM (SELECT r.round_no, COALESCE(r.result_bytes, OCTET_LENGTH(r.result), 0) AS bytes
                       FROM weave_poll_rounds r FORCE INDEX (uq_round_no)
                      WHERE r.activation_id = v_activation AND r.round_no > COALESCE(in_after, 0)
                      ORDER BY r.round_no LIMIT v_limit) w) b;

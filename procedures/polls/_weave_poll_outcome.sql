@@ -192,7 +192,8 @@ BEGIN
                             AND in_occurred_at < in_poll_deadline AND in_rounds_used < in_max_rounds;
         UPDATE weave_poll_rounds r STRAIGHT_JOIN weave_poll_states p ON p.activation_id = in_activation_id
           LEFT JOIN weave_instances i ON i.id = in_instance_id AND v_take_number
-           SET r.outcome = v_outcome, r.result = in_result, r.result_at = in_occurred_at, r.decided_at = in_now,
+           SET r.outcome = v_outcome, r.result = in_result, r.result_bytes = OCTET_LENGTH(in_result),
+               r.result_at = in_occurred_at, r.decided_at = in_now,
                p.current_task_id = NULL, p.last_outcome = v_outcome, p.next_poll_at = COALESCE(v_next, p.next_poll_at),
                p.state = IF(v_outcome = 'POLL_PENDING' AND p.state = 'IN_FLIGHT' AND NOT v_final, 'WAITING', p.state),
                p.updated_at = in_now,
