@@ -245,11 +245,14 @@ INVARIANTS: tuple[Invariant, ...] = (
         SELECT id FROM weave_signals WHERE (status = 'PENDING') <> (consumed_at IS NULL)
         UNION ALL
         SELECT id FROM weave_poll_rounds WHERE (outcome = 'IN_FLIGHT') <> (decided_at IS NULL)"""),
-    # R-11: a page of rounds is cut by the sizes kept with the results; one that does not match its result would cut
-    # a page past 8 MiB, or short of it.
-    Invariant("M-4.19b", "a round's kept result size is its result's size", """
+    # R-11: a page of rounds or signals is cut by the sizes kept with the results and payloads; one that does not match
+    # would cut a page past 8 MiB, or short of it.
+    Invariant("M-4.19b", "a round's kept result size is its result's size, a signal's its payload's", """
         SELECT id FROM weave_poll_rounds
-         WHERE result_bytes IS NOT NULL AND NOT result_bytes <=> OCTET_LENGTH(result)"""),
+         WHERE result_bytes IS NOT NULL AND NOT result_bytes <=> OCTET_LENGTH(result)
+        UNION ALL
+        SELECT id FROM weave_signals
+         WHERE payload_bytes IS NOT NULL AND NOT payload_bytes <=> OCTET_LENGTH(payload)"""),
     # R-7, R-18: new work is never left without a look. A step whose after-steps have all SUCCEEDED is activated by
     # the walk that made it ready, or the walk leaves the ROOT checkpoint to go on (more than a walk's budget, a
     # deferral for room, a pause): a RUNNING instance with a ready step and no ROOT checkpoint would stall, and

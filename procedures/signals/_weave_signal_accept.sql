@@ -326,11 +326,12 @@ BEGIN
             'disposition', v_disposition, 'accepted_at', DATE_FORMAT(v_now, '%Y-%m-%dT%H:%i:%s.%fZ'),
             'expires_at', DATE_FORMAT(v_deadline, '%Y-%m-%dT%H:%i:%s.%fZ'), 'request_digest', v_digest);
         INSERT INTO weave_signals (namespace_id, instance_id, idempotency_key, request_digest, name, payload_version,
-                                   target_step_key, target_activation_seq, correlation_key, payload, reason,
-                                   evidence_ref, credential_id, actor, status, disposition, accepted_at, expires_at,
-                                   available_at, consumed_at, receipt)
+                                   target_step_key, target_activation_seq, correlation_key, payload, payload_bytes,
+                                   reason, evidence_ref, credential_id, actor, status, disposition, accepted_at,
+                                   expires_at, available_at, consumed_at, receipt)
         VALUES (v_ns, v_inst, in_idempotency_key, v_digest, in_name, in_payload_version, in_target_step_key,
-                in_target_activation_seq, in_correlation_key, in_payload, in_reason, in_evidence_ref, v_cred, v_actor,
+                in_target_activation_seq, in_correlation_key, in_payload, OCTET_LENGTH(in_payload), in_reason,
+                in_evidence_ref, v_cred, v_actor,
                 v_status, v_disposition, v_now, v_deadline, v_available, IF(v_status = 'PENDING', NULL, v_now),
                 v_receipt);
         SET v_id = LAST_INSERT_ID();

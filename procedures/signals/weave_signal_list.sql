@@ -41,11 +41,12 @@ BEGIN
         END IF;
         SET v_after = CAST(SUBSTRING(in_after_id, 5) AS UNSIGNED);
     END IF;
-    -- Ids only grow, so a signal accepted while the page is read can only lengthen a later page.
+    -- Ids only grow, so a signal accepted while the page is read can only lengthen a later page. The cut is found by
+    -- the sizes kept with the payloads, not the payloads themselves (a signal accepted before level 21 is measured).
     SET v_prev = v_limit - 1;
     SELECT MAX(IF(before_bytes < 8388608, id, NULL)), MAX(id) INTO v_cut, v_window
       FROM (SELECT id, SUM(bytes) OVER (ORDER BY id) - bytes AS before_bytes
-              FROM (SELECT id, OCTET_LENGTH(payload) AS bytes FROM weave_signals
+              FROM (SELECT id, COALESCE(payload_bytes, OCTET_LENGTH(payload)) AS bytes FROM weave_signals
                      WHERE instance_id = v_inst AND namespace_id = v_ns AND id > v_after
                        AND (in_status IS NULL OR status = in_status)
                      ORDER BY id LIMIT v_limit) w) b;

@@ -381,8 +381,8 @@ def test_R16_a_migrate_stopped_partway_leaves_a_database_no_build_starts_on(data
             cur.execute("SELECT name, digest FROM weave_routines")
             before = {row["name"]: row["digest"] for row in cur.fetchall()}
             # In the way of the migration's first statement (its column's name, taken): the migrate stops there.
-            assert last == "0020.round-result-bytes", "block the last migration's first statement here"
-            cur.execute("ALTER TABLE weave_poll_rounds ADD COLUMN result_bytes INT NULL")
+            assert last == "0021.signal-payload-bytes", "block the last migration's first statement here"
+            cur.execute("ALTER TABLE weave_signals ADD COLUMN payload_bytes INT NULL")
         with pytest.raises(installer.MigrationFailed):
             installer.migrate(fresh, test_clock=True)
         with dbmod.connect(fresh) as conn, conn.cursor() as cur:
@@ -393,7 +393,7 @@ def test_R16_a_migrate_stopped_partway_leaves_a_database_no_build_starts_on(data
                 installer.check_level(conn)
             assert f"a migrate of {last} stopped after 0 of its statements" in str(refused.value)
             assert "routines differing" not in str(refused.value)
-            cur.execute("ALTER TABLE weave_poll_rounds DROP COLUMN result_bytes")
+            cur.execute("ALTER TABLE weave_signals DROP COLUMN payload_bytes")
             cur.execute(f"DELETE FROM {installer.PROGRESS_TABLE}")  # as a migrate that applied it left it, before
             cur.execute("INSERT INTO _yoyo_migration (migration_hash, migration_id, applied_at_utc) "  # its routines
                         "VALUES (SHA2(%s, 256), %s, UTC_TIMESTAMP())", (last, last))
