@@ -103,6 +103,31 @@ def test_P5_an_earlier_activation_keeps_its_rounds_after_a_reactivation(world, o
     assert [r["outcome"] for r in world.step(wf, "check")["poll"]["rounds"]] == ["IN_FLIGHT"]
 
 
+PAD = "x" * (900 * 1024)  # a round's result of about 900 KiB: nine make a page of 8 MiB
+
+
+def answer_rounds(world, orch, first: int, last: int) -> None:
+    """Rounds ``first``..``last`` answered PENDING with a result of PAD each, each next round started in turn."""
+    for n in range(first, last + 1):
+        if n > 1:
+            world.db.advance(INTERVAL)
+            orch.drain()
+        got = claim(world)
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1",
+                               {"status": "PENDING", "output": {"n": n, "pad": PAD}})
+
+
+def round_pages(world, wf: str) -> list[list[int]]:
+    """The round numbers of each page, as a reader paging with the largest limit reads them."""
+    pages, after = [], 0
+    while True:
+        got = page(world, wf, after=after, limit=1000)
+        pages.append([r["number"] for r in got["rounds"]])
+        after = got["next_after"]
+        if not got["more"]:
+            return pages
+
+
 def sdk_over_sql(world, wf: str) -> sdk.WeaveClient:
     """The SDK's paging of a step's rounds, its requests answered by the routine itself."""
 
@@ -162,24 +187,10 @@ def test_P5_a_rounds_page_ends_once_its_results_pass_8_mib_and_the_next_goes_on_
     one round; its next_after and more lead on, and paging reads every round once, in order."""
     world.publish(poll_flow(max_rounds=20))
     wf = started(world, orch)
-    pad = "x" * (900 * 1024)
-    for n in range(1, 13):
-        if n > 1:
-            world.db.advance(INTERVAL)
-            orch.drain()
-        got = claim(world)
-        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1",
-                               {"status": "PENDING", "output": {"n": n, "pad": pad}})
-    pages, after = [], 0
-    while True:
-        got = page(world, wf, after=after, limit=1000)
-        pages.append([r["number"] for r in got["rounds"]])
-        after = got["next_after"]
-        if not got["more"]:
-            break
-    assert pages == [list(range(1, 11)), [11, 12]]  # 9 results make 8,100 KiB; the 10th passes 8 MiB: the page ends
+    answer_rounds(world, orch, 1, 12)
+    assert round_pages(world, wf) == [list(range(1, 11)), [11, 12]]  # 9 results: 8,100 KiB; the 10th passes 8 MiB
     assert [r["result"]["output"]["n"] for r in page(world, wf, after=9, limit=2)["rounds"]] == [10, 11]
     one = page(world, wf, after=10, limit=1000)
-    assert one["rounds"][0]["number"] == 11 and one["rounds"][0]["result"]["output"]["pad"] == pad
+    assert one["rounds"][0]["number"] == 11 and one["rounds"][0]["result"]["output"]["pad"] == PAD
 
     assert [r["number"] for r in sdk_over_sql(world, wf).rounds(wf, "check", page=1000)] == list(range(1, 13))

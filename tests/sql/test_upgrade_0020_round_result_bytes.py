@@ -7,25 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from procedures import installer, invariants, pulse
-from tests.sql.test_polls import INTERVAL, claim, poll_flow, started
-from tests.sql.test_step_rounds import page
+from procedures import installer, invariants
+from tests.sql.test_polls import INTERVAL, poll_flow, started
+from tests.sql.test_step_rounds import answer_rounds, round_pages
 from tests.support.db import roll_back_migration
 
 MIGRATION = "0020.round-result-bytes"
-PAD = "x" * (900 * 1024)
-
-
-def answer_rounds(world, orch, first: int, last: int) -> None:
-    for n in range(first, last + 1):
-        if n > 1:
-            world.db.advance(INTERVAL)
-            orch.drain()
-        got = claim(world)
-        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1",
-                               {"status": "PENDING", "output": {"n": n, "pad": PAD}})
-
-
 def sizes(world) -> list[tuple]:
     return [(r["round_no"], r["result_bytes"], r["measured"]) for r in world.db.rows(
         "SELECT round_no, result_bytes, OCTET_LENGTH(result) AS measured FROM weave_poll_rounds ORDER BY round_no")]
@@ -45,14 +32,7 @@ def test_R17_migration_0020_keeps_every_round_and_cuts_pages_by_kept_and_measure
 
     answer_rounds(world, orch, 7, 12)  # after: their sizes kept
     assert [(n, kept is not None) for n, kept, _ in sizes(world)] == [(n, n >= 7) for n in range(1, 13)]
-    pages, after = [], 0
-    while True:
-        got = page(world, wf, after=after, limit=1000)
-        pages.append([r["number"] for r in got["rounds"]])
-        after = got["next_after"]
-        if not got["more"]:
-            break
-    assert pages == [list(range(1, 11)), [11, 12]]  # 9 results make 8,100 KiB; the 10th passes 8 MiB
+    assert round_pages(world, wf) == [list(range(1, 11)), [11, 12]]  # 9 results: 8,100 KiB; the 10th passes 8 MiB
 
 
 @pytest.mark.breaks_invariants("M-4.19b")
