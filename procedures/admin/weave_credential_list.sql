@@ -34,12 +34,8 @@ BEGIN
     CALL _weave_admin_begin(in_token, in_namespace, 'admin', NULL, v_ns, v_cred, v_actor, v_now, v_allowed);
     SET v_limit = _weave_page_limit(in_limit);
     SET v_prev = v_limit - 1;
-    IF in_cursor IS NOT NULL THEN
-        IF NOT in_cursor REGEXP '^cred_[0-9]{1,19}\\z' THEN
-            CALL _weave_raise(50100, 'INVALID_ARGUMENT: the cursor must be the next_cursor of a page');
-        END IF;
-        SET v_after = CAST(SUBSTRING(in_cursor, 6) AS UNSIGNED);
-    END IF;
+    SET v_after = _weave_cursor_id(in_cursor, 'cred_',
+                                   'INVALID_ARGUMENT: the cursor must be the next_cursor of a page');
     SELECT CONCAT('cred_', id) AS credential_id, actor, scopes, queues,
            IF(status = 'ACTIVE' AND expires_at <= v_now, 'EXPIRED', status) AS status, created_at, disabled_at,
            expires_at

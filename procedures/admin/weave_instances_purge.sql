@@ -101,12 +101,8 @@ BEGIN
            AND NOT JSON_EXTRACT(in_only, '$.*') REGEXP '^\\[[0-9]{1,18}(, [0-9]{1,18})*\\]\\z' THEN
         CALL _weave_raise(50100, 'INVALID_ARGUMENT: only''s row counts must be whole numbers');
     END IF;
-    IF in_after IS NOT NULL THEN
-        IF NOT in_after REGEXP '^wf_[0-9]{1,19}\\z' THEN
-            CALL _weave_raise(50100, 'INVALID_ARGUMENT: after must be a workflow id (wf_...) from next_after');
-        END IF;
-        SET v_after = CAST(SUBSTRING(in_after, 4) AS UNSIGNED);
-    END IF;
+    SET v_after = _weave_cursor_id(in_after, 'wf_',
+                                   'INVALID_ARGUMENT: after must be a workflow id (wf_...) from next_after');
     IF NOT v_dry AND (in_reason IS NULL OR NOT in_reason REGEXP '[^[:space:]]') THEN
         CALL _weave_raise(50111, 'REASON_INVALID: reason must be 1-1024 characters');
     END IF;

@@ -35,18 +35,14 @@ BEGIN
     IF in_status IS NOT NULL AND in_status NOT IN ('PENDING', 'CONSUMED', 'REJECTED', 'EXPIRED') THEN
         CALL _weave_raise(50100, 'INVALID_ARGUMENT: status must be PENDING, CONSUMED, REJECTED or EXPIRED');
     END IF;
-    IF in_after_id IS NOT NULL THEN
-        IF NOT (in_after_id REGEXP '^sig_[0-9]{1,19}\\z') THEN
-            CALL _weave_raise(50100, 'INVALID_ARGUMENT: the cursor must be a sig_... id');
-        END IF;
-        SET v_after = CAST(SUBSTRING(in_after_id, 5) AS UNSIGNED);
-    END IF;
+    SET v_after = _weave_cursor_id(in_after_id, 'sig_', 'INVALID_ARGUMENT: the cursor must be a sig_... id');
     -- Ids only grow, so a signal accepted while the page is read can only lengthen a later page. The cut is found by
     -- the sizes kept with the payloads, not the payloads themselves (a signal accepted before level 21 is measured).
     SET v_prev = v_limit - 1;
     SELECT MAX(IF(before_bytes < 8388608, id, NULL)), MAX(id) INTO v_cut, v_window
       FROM (SELECT id, SUM(bytes) OVER (ORDER BY id) - bytes AS before_bytes
-              FROM (SELECT id, COALESCE(payload_bytes, OCTET_LENGTH(payload)) AS bytes FROM weave_signals
+              FROM (SELECT id, COALESCE(payload_bytes, OCTET_LENGTH(payload)) AS bytes
+                      FROM weave_signals
                      WHERE instance_id = v_inst AND namespace_id = v_ns AND id > v_after
                        AND (in_status IS NULL OR status = in_status)
                      ORDER BY id LIMIT v_limit) w) b;
