@@ -82,6 +82,13 @@ def _op(op_id: str, tag: str, summary: str, scope: str, responses: dict, *, para
     return op
 
 
+def _list(op_id: str, tag: str, summary: str, scope: str, page: dict, *path: dict) -> dict:
+    """A list's GET: ``page`` answered, the query parameters of ``op_id`` (after the ``path`` parameters), 422 for a
+    query it refuses."""
+    return _op(op_id, tag, summary, scope, _ok(200, page), params=[*path, *schemas.query_parameters(op_id)],
+               errors=(*COMMON_ERRORS, 422))
+
+
 def _control(op_id: str, summary: str, body: str, scope: str = "workflows:control", *, step: bool = False) -> dict:
     params = [WF, *([STEP] if step else []), IDEMPOTENCY]
     answer = {"description": "the instance after the action (or a replay)",
@@ -312,9 +319,8 @@ def document() -> dict:
                                  "content": {"application/json": {"schema": _ref("Published")}}}},
                         params=[OPTIONAL_IDEMPOTENCY], body=_ref("DefinitionDocument"),
                         errors=(*COMMON_ERRORS, 409, 413, 415, 422)),
-            "get": _op("list_definitions", "definitions", "List definitions by name, each with its latest version",
-                       "workflows:read", _ok(200, _items("DefinitionSummary")),
-                       params=schemas.query_parameters("list_definitions"), errors=(*COMMON_ERRORS, 422))},
+            "get": _list("list_definitions", "definitions", "List definitions by name, each with its latest version",
+                         "workflows:read", _items("DefinitionSummary"))},
         "/v1/namespaces/{ns}/definitions/{name}": {"get": _op(
             "get_latest_definition", "definitions", "Read the latest version of a definition", "workflows:read",
             _ok(200, _ref("Definition")),
@@ -330,16 +336,14 @@ def document() -> dict:
                         "workflows:start (+ every queue of the definition)",
                         _ok(201, _ref("Instance"), "started", replay=True, location=True), params=[IDEMPOTENCY],
                         body=_ref("StartRequest"), errors=(*COMMON_ERRORS, 409, 413, 415, 422)),
-            "get": _op("list_workflows", "workflows", "List instances, newest first", "workflows:read",
-                       _ok(200, _ref("InstancePage")), params=schemas.query_parameters("list_workflows"),
-                       errors=(*COMMON_ERRORS, 422))},
+            "get": _list("list_workflows", "workflows", "List instances, newest first", "workflows:read",
+                         _ref("InstancePage"))},
         "/v1/namespaces/{ns}/workflows/{workflow_id}": {"get": _op(
             "get_workflow", "workflows", "Read an instance with its steps, waits, polls and review reasons",
             "workflows:read", _ok(200, _ref("Instance")), params=[WF])},
-        "/v1/namespaces/{ns}/workflows/{workflow_id}/events": {"get": _op(
-            "list_events", "workflows", "Read the event history (gap-free seq)", "workflows:read",
-            _ok(200, _ref("EventPage")), params=[WF, *schemas.query_parameters("list_events")],
-            errors=(*COMMON_ERRORS, 422))},
+        "/v1/namespaces/{ns}/workflows/{workflow_id}/events": {"get": _list(
+            "list_events", "workflows", "Read the event history (gap-free seq)", "workflows:read", _ref("EventPage"),
+            WF)},
         "/v1/namespaces/{ns}/workflows/{workflow_id}/signals": {
             "post": _op("send_signal", "signals",
                         "Send a signal (S-1..S-9); a replay answers the first receipt byte-identical",
@@ -348,16 +352,14 @@ def document() -> dict:
                             location=True),
                         params=[WF, IDEMPOTENCY], body=_ref("SignalRequest"),
                         errors=(*COMMON_ERRORS, 409, 413, 415, 422)),
-            "get": _op("list_signals", "signals", "List the signals of an instance", "workflows:read",
-                       _ok(200, _ref("SignalPage")), params=[WF, *schemas.query_parameters("list_signals")],
-                       errors=(*COMMON_ERRORS, 422))},
+            "get": _list("list_signals", "signals", "List the signals of an instance", "workflows:read",
+                         _ref("SignalPage"), WF)},
         "/v1/namespaces/{ns}/workflows/{workflow_id}/signals/{signal_id}": {"get": _op(
             "get_signal", "signals", "Read a signal's current state", "workflows:read", _ok(200, _ref("Signal")),
             params=[WF, {"name": "signal_id", "in": "path", "required": True, "schema": {"type": "string"}}])},
-        "/v1/namespaces/{ns}/workflows/{workflow_id}/steps/{step_key}/rounds": {"get": _op(
+        "/v1/namespaces/{ns}/workflows/{workflow_id}/steps/{step_key}/rounds": {"get": _list(
             "list_rounds", "workflows", "Read a POLL step's rounds, a page at a time (P-5)", "workflows:read",
-            _ok(200, _ref("RoundPage")), params=[WF, STEP, *schemas.query_parameters("list_rounds")],
-            errors=(*COMMON_ERRORS, 422))},
+            _ref("RoundPage"), WF, STEP)},
         "/v1/namespaces/{ns}/workflows/{workflow_id}/steps/{step_key}/explain": {"get": _op(
             "explain_step", "signals", "Why is this wait still open (S-17)", "workflows:read",
             _ok(200, _ref("Explain")), params=[WF, STEP])},
@@ -385,9 +387,8 @@ def document() -> dict:
                             "headers": REPLAYED, "content": {"application/json": {"schema": _ref("App")}}}},
                         params=[OPTIONAL_IDEMPOTENCY], body=_ref("AppRequest"),
                         errors=(*COMMON_ERRORS, 409, 413, 415, 422)),
-            "get": _op("list_apps", "admin", "List apps by name with their quota and tasks in flight", "admin",
-                       _ok(200, _items("AppState")), params=schemas.query_parameters("list_apps"),
-                       errors=(*COMMON_ERRORS, 422))},
+            "get": _list("list_apps", "admin", "List apps by name with their quota and tasks in flight", "admin",
+                         _items("AppState"))},
         "/v1/namespaces/{ns}/queues": {
             "post": _op("put_queue", "admin", "Create a queue or change its capacity", "admin",
                         {**_ok(201, _ref("Queue"), "created"), "200": {
@@ -395,9 +396,8 @@ def document() -> dict:
                             "headers": REPLAYED, "content": {"application/json": {"schema": _ref("Queue")}}}},
                         params=[OPTIONAL_IDEMPOTENCY], body=_ref("QueueRequest"),
                         errors=(*COMMON_ERRORS, 409, 413, 415, 422)),
-            "get": _op("list_queues", "admin", "List queues by name with their capacity and tasks queued and running "
-                       "(an admin restricted to some queues: those queues)", "admin", _ok(200, _items("QueueState")),
-                       params=schemas.query_parameters("list_queues"), errors=(*COMMON_ERRORS, 422))},
+            "get": _list("list_queues", "admin", "List queues by name with their capacity and tasks queued and running "
+                         "(an admin restricted to some queues: those queues)", "admin", _items("QueueState"))},
         "/v1/namespaces/{ns}/credentials": {
             "post": _op("create_credential", "admin", "Create a credential (its token is returned once)", "admin",
                         {**_ok(201, _ref("Credential")), "200": {
@@ -406,9 +406,8 @@ def document() -> dict:
                             "headers": REPLAYED, "content": {"application/json": {"schema": _ref("Credential")}}}},
                         params=[OPTIONAL_IDEMPOTENCY], body=_ref("CredentialRequest"),
                         errors=(*COMMON_ERRORS, 409, 413, 415, 422)),
-            "get": _op("list_credentials", "admin", "List credentials, oldest first (never a token)", "admin",
-                       _ok(200, _items("CredentialState")), params=schemas.query_parameters("list_credentials"),
-                       errors=(*COMMON_ERRORS, 422))},
+            "get": _list("list_credentials", "admin", "List credentials, oldest first (never a token)", "admin",
+                         _items("CredentialState"))},
         "/v1/namespaces/{ns}/credentials/{credential_id}/disable": {"post": _op(
             "disable_credential", "admin",
             "Disable a credential: its token stops working at once, and instances it started get no new work (R-8)",
@@ -420,12 +419,11 @@ def document() -> dict:
             "take new work again (R-8, R-18)",
             "admin", _ok(200, _ref("Enabled"), "enabled (enabling an active credential changes nothing)"),
             params=[{"name": "credential_id", "in": "path", "required": True, "schema": {"type": "string"}}])},
-        "/v1/namespaces/{ns}/audit": {"get": _op(
+        "/v1/namespaces/{ns}/audit": {"get": _list(
             "list_audit", "admin", "Read the audit trail, newest first: the namespace's own actions (credentials, "
             "apps, queues, definitions, console sign-ins, retention runs; an admin restricted to some queues reads "
             "those of the credentials it administers), or one instance's audit rows",
-            "admin; workflows:read (+ every queue of the definition) with workflow_id",
-            _ok(200, _ref("AuditPage")), params=schemas.query_parameters("list_audit"), errors=(*COMMON_ERRORS, 422))},
+            "admin; workflows:read (+ every queue of the definition) with workflow_id", _ref("AuditPage"))},
         "/healthz": {"get": {"operationId": "health", "tags": ["operations"], "summary": "Process alive",
                              "security": [],
                              "responses": {"200": {"description": "alive", "content": {
