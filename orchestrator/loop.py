@@ -59,8 +59,9 @@ class ScanResult:
     stalled: bool = False
 
 
-# Outcomes after which the candidate may still be due: another node holds its instance, or the advance failed.
-UNSETTLED = frozenset({"BUSY", "FAILED"})
+# Outcomes after which the candidate may still be due: another node holds its instance, a fact of its instance due
+# before it is to be decided first (the next scan brings both), or the advance failed.
+UNSETTLED = frozenset({"BUSY", "EARLIER_FIRST", "FAILED"})
 
 # After a batch whose every candidate failed, the loop waits this long before it scans again, doubling up to the
 # longest while batches keep failing whole: a failure that is not booked (a lease recovery or a task expiry left

@@ -8,9 +8,10 @@ CREATE PROCEDURE _weave_inbox_decide(
         IN  in_inbox_id BIGINT UNSIGNED,
         OUT out_outcome VARCHAR(16))
     COMMENT 'Internal. Description: consumes one task-inbox event in the caller''s transaction (K-7), after verifying the
-task''s ownership (R-6). out_outcome: as weave_inbox_consume.
+task''s ownership (R-6). out_outcome: as weave_inbox_consume, or EARLIER_FIRST (a fact of another step, due before
+the outcome occurred, is still to be decided; the outcome stays due).
 Errors: 50007 INVALID_STATE when the event names an instance that does not exist.
-Rules: K-7, R-3, R-4, R-6, R-9, R-13.'
+Rules: K-7, R-3, R-4, R-6, R-9, R-13, F-9.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_now DATETIME(6);
@@ -20,6 +21,8 @@ BEGIN
     DECLARE v_task BIGINT UNSIGNED;
     DECLARE v_state VARCHAR(16) DEFAULT NULL;
     DECLARE v_available DATETIME(6);
+    DECLARE v_occurred DATETIME(6);
+    DECLARE v_earlier DATETIME(6);  -- the earliest fact of the instance's other steps still to be decided
     DECLARE v_status VARCHAR(16);  -- the instance's, read under its lock
 
     consume: BEGIN
@@ -30,11 +33,31 @@ BEGIN
         SET out_outcome = 'GONE';
         -- The clock in the re-read of the candidate (see _weave_candidate_open), never before the instance's last
         -- decision (R-2: see _weave_signal_accept).
-        SELECT task_id, state, available_at,
+        -- With it, the earliest stored time of the instance's facts of other steps than the task's still to be
+        -- decided, as _weave_checkpoint_decide reads them.
+        SELECT e.task_id, e.state, e.available_at, e.occurred_at,
                GREATEST(UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND,
-                        v_last)
-          INTO v_task, v_state, v_available, v_now
-          FROM pulse_inbox WHERE id = in_inbox_id AND instance_id = v_inst FOR UPDATE;
+                        v_last),
+               LEAST(COALESCE((SELECT MIN(o.due_at) FROM weave_pending_advances o FORCE INDEX (uq_checkpoint)
+                                WHERE o.instance_id = e.instance_id AND o.deferred_reason IS NULL AND o.attempts = 0
+                                  AND o.available_at <= e.available_at
+                                  AND o.step_key <> (SELECT et.step_key FROM pulse_tasks et WHERE et.id = e.task_id)),
+                              TIMESTAMP'9999-12-31 00:00:00'),
+                     COALESCE((SELECT MIN(x.occurred_at) FROM pulse_inbox x FORCE INDEX (ix_inbox_instance)
+                                 JOIN pulse_tasks xt ON xt.id = x.task_id
+                                WHERE x.instance_id = e.instance_id AND x.state = 'PENDING' AND x.attempts = 0
+                                  AND x.available_at <= e.available_at
+                                  AND xt.step_key <> (SELECT et.step_key FROM pulse_tasks et WHERE et.id = e.task_id)),
+                              TIMESTAMP'9999-12-31 00:00:00'),
+                     COALESCE((SELECT MIN(IF(t.status = 'QUEUED', t.deadline_at, a.lease_expires_at))
+                                 FROM pulse_tasks t FORCE INDEX (ix_task_instance)
+                                 LEFT JOIN pulse_attempts a FORCE INDEX (uq_attempt_no)
+                                   ON a.task_id = t.id AND a.status = 'RUNNING'
+                                WHERE t.instance_id = e.instance_id AND t.status IN ('QUEUED', 'RUNNING')
+                                  AND t.step_key <> (SELECT et.step_key FROM pulse_tasks et WHERE et.id = e.task_id)),
+                              TIMESTAMP'9999-12-31 00:00:00'))
+          INTO v_task, v_state, v_available, v_occurred, v_now, v_earlier
+          FROM pulse_inbox e WHERE e.id = in_inbox_id AND e.instance_id = v_inst FOR UPDATE;
         IF v_state IS NULL OR v_state <> 'PENDING' THEN
             LEAVE consume;
         END IF;
@@ -43,6 +66,12 @@ BEGIN
         END IF;
         IF v_available > v_now THEN
             SET out_outcome = 'NOT_DUE';
+            LEAVE consume;
+        END IF;
+        IF v_earlier < v_occurred THEN
+            -- R-13, F-9: a fact of another step, due before this outcome occurred, is decided first (see
+            -- _weave_checkpoint_decide); the outcome stays due.
+            SET out_outcome = 'EARLIER_FIRST';
             LEAVE consume;
         END IF;
         -- Ours is PENDING and locked, so the first pending outcome of the task always exists; at worst it is ours.

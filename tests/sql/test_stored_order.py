@@ -1,0 +1,114 @@
+"""An instance's facts are decided in the order of their stored times (R-13, F-9), whichever node or scan comes to
+them first: served late (every runner down) and in any order, the outcome is the one the facts made when each was
+served on time. Before, a timer served before an earlier wait deadline of its instance started its successor's task
+in an instance whose gate that expiry closes."""
+
+from __future__ import annotations
+
+from procedures import pulse
+from tests.sql.test_polls import checkpoint
+
+MINUTE = 60_000
+SECOND = 1_000
+
+
+def branches(first: dict) -> dict:
+    """``first`` beside a five-minute TIMER whose successor charges (a TASK)."""
+    return {"name": "charge-after-cooling", "steps": [
+        first,
+        {"key": "cool", "type": "TIMER", "delay_ms": 5 * MINUTE + 7 * SECOND},
+        {"key": "charge", "type": "TASK", "queue": "payments", "handler": "pay.charge", "handler_version": "1",
+         "after": ["cool"]}]}
+
+
+def approval(timeout_ms: int) -> dict:
+    return {"key": "approval", "type": "SIGNAL", "timeout_ms": timeout_ms, "correlation": "$.input.order_id",
+            "signal": {"name": "approval.decided", "payload_version": "1"}}
+
+
+def advance(world, wf: str, key: str) -> str:
+    return world.db.one("weave_checkpoint_advance", checkpoint(world, wf, key)["id"])["outcome"]
+
+
+def charges(world, wf: str) -> int:
+    return world.db.scalar("SELECT COUNT(*) FROM pulse_tasks WHERE instance_id = %s AND step_key = 'charge'",
+                           world.internal_id(wf))
+
+
+def test_R13_F9_a_timer_served_before_an_earlier_wait_deadline_waits_for_it_and_starts_no_work(world):
+    world.publish(branches(approval(2 * MINUTE + 7 * SECOND)))
+    wf = world.start("charge-after-cooling", {"order_id": "o-1"})
+    world.db.advance(7 * MINUTE)  # every runner down until now: the approval ran out at 2:07, the timer fell due 5:07
+
+    assert advance(world, wf, "cool") == "EARLIER_FIRST"
+    assert world.step(wf, "cool")["status"] == "ACTIVE" and charges(world, wf) == 0
+    assert advance(world, wf, "approval") == "EXPIRED"
+    world.db.advance(SECOND)
+    assert advance(world, wf, "cool") == "SETTLED"
+
+    instance = world.instance(wf)
+    assert (instance["status"], instance["gate"]) == ("NEEDS_REVIEW", "CLOSED")
+    assert [r["code"] for r in instance["review_reasons"]] == ["SIGNAL_TIMEOUT"]
+    assert world.step(wf, "charge")["status"] == "PENDING" and charges(world, wf) == 0  # as when served on time
+
+
+def test_R13_F9_a_later_wait_deadline_served_first_waits_for_the_earlier_timer(world):
+    world.publish(branches(approval(6 * MINUTE + 7 * SECOND)))
+    wf = world.start("charge-after-cooling", {"order_id": "o-1"})
+    world.db.advance(7 * MINUTE)  # the timer fell due at 5:07, the approval ran out at 6:07
+
+    assert advance(world, wf, "approval") == "EARLIER_FIRST"
+    assert world.step(wf, "approval")["status"] == "ACTIVE"
+    assert advance(world, wf, "cool") == "SETTLED"
+    assert charges(world, wf) == 1  # started from an open gate, as at 5:07
+    world.db.advance(SECOND)
+    assert advance(world, wf, "approval") == "EXPIRED"
+    assert world.instance(wf)["status"] == "NEEDS_REVIEW"
+
+
+def risky() -> dict:
+    return {"key": "risk", "type": "TASK", "queue": "payments", "handler": "risk.check", "handler_version": "1",
+            "retry": {"max_attempts": 1}}
+
+
+def test_R13_F9_a_task_failure_stored_before_the_timer_fell_due_is_decided_first(world):
+    world.publish(branches(risky()))
+    wf = world.start("charge-after-cooling", {"order_id": "o-1"})
+    [claimed] = pulse.task_claim(world.db.conn, "w1", "payments", lease_ms=30 * MINUTE)
+    world.db.advance(2 * MINUTE)
+    with world.held(wf):  # the report meets a busy instance: its failure waits in the inbox
+        pulse.attempt_fail(world.db.conn, claimed["attempt_id"], "w1", "declined", retryable=False)
+    world.db.advance(5 * MINUTE)  # every runner down from the failure (2:00) past the timer's 5:07
+
+    assert advance(world, wf, "cool") == "EARLIER_FIRST"
+    inbox = world.db.scalar("SELECT id FROM pulse_inbox WHERE instance_id = %s", world.internal_id(wf))
+    assert pulse.inbox_consume(world.db.conn, inbox) == "REVIEW"
+    world.db.advance(SECOND)
+    assert advance(world, wf, "cool") == "SETTLED"
+    assert world.instance(wf)["gate"] == "CLOSED" and charges(world, wf) == 0
+
+
+def test_R13_F9_a_lease_that_ran_out_before_the_timer_fell_due_is_decided_first(world):
+    world.publish(branches(risky()))
+    wf = world.start("charge-after-cooling", {"order_id": "o-1"})
+    [claimed] = pulse.task_claim(world.db.conn, "w1", "payments", lease_ms=MINUTE)
+    world.db.advance(7 * MINUTE)  # the worker died with its lease (1:00), every runner down past the timer's 5:07
+
+    assert advance(world, wf, "cool") == "EARLIER_FIRST"
+    assert pulse.lease_recover(world.db.conn, claimed["attempt_id"]) != "BUSY"
+    inbox = world.db.scalar("SELECT id FROM pulse_inbox WHERE instance_id = %s", world.internal_id(wf))
+    assert pulse.inbox_consume(world.db.conn, inbox) == "REVIEW"
+    world.db.advance(SECOND)
+    assert advance(world, wf, "cool") == "SETTLED"
+    assert world.instance(wf)["gate"] == "CLOSED" and charges(world, wf) == 0
+
+
+def test_R13_F9_facts_of_one_step_and_facts_due_at_once_do_not_wait_for_each_other(world):
+    world.publish(branches(approval(5 * MINUTE + 7 * SECOND)))  # the approval runs out as the timer falls due
+    wf = world.start("charge-after-cooling", {"order_id": "o-1"})
+    world.db.advance(7 * MINUTE)
+
+    assert advance(world, wf, "cool") == "SETTLED"  # neither is before the other: served as they come
+    assert charges(world, wf) == 1
+    assert advance(world, wf, "approval") == "EXPIRED"
+
