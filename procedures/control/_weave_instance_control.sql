@@ -11,12 +11,15 @@ CREATE PROCEDURE _weave_instance_control(
         IN  in_reason          VARCHAR(4096),
         IN  in_idempotency_key VARCHAR(512),
         IN  in_action          VARCHAR(16),
+        IN  in_facts_first     BOOLEAN,
         OUT out_status         VARCHAR(16),
         OUT out_changed        TINYINT,
-        OUT out_replayed       TINYINT)
+        OUT out_replayed       TINYINT,
+        OUT out_behind         BOOLEAN)
     COMMENT 'Internal. Description: the body of weave_instance_pause (in_action pause), weave_instance_resume (resume) and
-weave_instance_cancel (cancel); out_status is the instance status (after the action, for cancel). Errors: those of
-the three routines.'
+weave_instance_cancel (cancel); out_status is the instance status (after the action, for cancel). in_facts_first
+(cancel): when the instance has facts due that are still to be decided, change nothing and answer out_behind = TRUE
+(the caller decides them first: weave_instance_cancel). Errors: those of the three routines.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_ns BIGINT UNSIGNED;
@@ -37,12 +40,30 @@ BEGIN
     DECLARE v_cancelled INT DEFAULT 0;
     DECLARE v_requested INT DEFAULT 0;
     DECLARE v_finished TINYINT DEFAULT 0;
-    SET out_changed = 0;
+    SET out_changed = 0, out_behind = FALSE;
     CALL _weave_control_begin(in_token, in_namespace, in_workflow_id, 'workflows:control', v_audit_action,
                               in_reason, in_idempotency_key, v_digest, FALSE, v_ns, v_cred, v_actor, v_id, out_replayed,
                               v_now);
-    SELECT status, control INTO out_status, v_control FROM weave_instances WHERE id = v_id;
-    IF out_replayed = 0 THEN
+    -- C-2 after R-13: a cancel settles what the instance's facts have not settled yet, so the facts that fell due
+    -- before it are decided first, as a running orchestrator would have decided them (a timer that fell due, an
+    -- outcome stored in the inbox): with every runner down, a cancel would otherwise end an instance whose facts
+    -- had ended it, and drop the outcome of a task that ran. Those whose last try failed wait for their own
+    -- back-off (a person is asked about them, R-18), and are not waited for here; nor is a ROOT walk, which
+    -- starts only new work, and the cancel none.
+    SELECT i.status, i.control,
+           in_facts_first AND out_replayed = 0 AND i.status IN ('RUNNING', 'NEEDS_REVIEW')
+           AND (EXISTS (SELECT 1 FROM weave_pending_advances c FORCE INDEX (uq_checkpoint)
+                         WHERE c.instance_id = i.id AND c.kind <> 'ROOT' AND c.deferred_reason IS NULL
+                           AND c.attempts = 0
+                           AND c.due_at <= v_now AND c.available_at <= v_now)
+                OR EXISTS (SELECT 1 FROM pulse_inbox x FORCE INDEX (ix_inbox_instance)
+                            WHERE x.instance_id = i.id AND x.state = 'PENDING' AND x.attempts = 0
+                              AND x.available_at <= v_now))
+      INTO out_status, v_control, out_behind
+      FROM weave_instances i WHERE i.id = v_id;
+    IF out_behind THEN
+        SET out_status = NULL;
+    ELSEIF out_replayed = 0 THEN
         IF in_action = 'cancel' THEN
             IF out_status = 'SUCCEEDED' THEN
                 CALL _weave_raise(50007, 'INVALID_STATE: a SUCCEEDED instance cannot be cancelled');

@@ -19,11 +19,12 @@ BEGIN
     DECLARE v_status VARCHAR(16);
     DECLARE v_changed TINYINT;
     DECLARE v_replayed TINYINT;
+    DECLARE v_behind BOOLEAN;
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_instance_resume', v_tx);  -- refused inside a caller's transaction (R-1)
     CALL _weave_instance_control(in_token, in_namespace, in_workflow_id, in_reason, in_idempotency_key, 'resume',
-                                 v_status, v_changed, v_replayed);
+                                 FALSE, v_status, v_changed, v_replayed, v_behind);
     COMMIT;
     SELECT in_workflow_id AS workflow_id, 'ACTIVE' AS control, v_changed AS changed, v_replayed AS replayed;
     -- The instance as it is now, for the credential that acted (its scope is enough, 07-api), in its own snapshot:

@@ -5,7 +5,9 @@ in an instance whose gate that expiry closes."""
 
 from __future__ import annotations
 
-from procedures import pulse
+import pytest
+
+from procedures import errors, pulse, routines
 from tests.sql.test_polls import checkpoint
 
 MINUTE = 60_000
@@ -112,3 +114,57 @@ def test_R13_F9_facts_of_one_step_and_facts_due_at_once_do_not_wait_for_each_oth
     assert charges(world, wf) == 1
     assert advance(world, wf, "approval") == "EXPIRED"
 
+
+# --- a cancel decides after the facts that fell due before it (C-2, R-13) ------------------------------------------
+def chain(first: dict, then: dict) -> dict:
+    return {"name": "chain", "steps": [first, {**then, "after": [first["key"]]}]}
+
+
+def charge(key: str = "charge") -> dict:
+    return {"key": key, "type": "TASK", "queue": "payments", "handler": "pay.charge", "handler_version": "1"}
+
+
+def cancel(world, wf: str) -> dict:
+    return routines.instance_cancel(world.db.conn, world.token, "acme", wf, "customer withdrew", "c1")
+
+
+def charged_while_every_runner_was_down(world, definition: dict) -> str:
+    """The instance's first step, a charge, runs; its report meets a busy instance, so its outcome waits in the
+    inbox; then nothing applies it (every runner down) until the cancel comes."""
+    world.publish(definition)
+    wf = world.start(definition["name"], {})
+    [claimed] = pulse.task_claim(world.db.conn, "w1", "payments")
+    with world.held(wf):
+        pulse.attempt_complete(world.db.conn, claimed["attempt_id"], "w1", {"charged": 100})
+    world.db.advance(MINUTE)
+    return wf
+
+
+def test_C2_R13_a_cancel_after_the_last_step_succeeded_unseen_is_refused_as_for_a_succeeded_instance(world):
+    """Before, the cancel ended the instance CANCELLED, its charge's step CANCELLED with no output, while the task
+    had succeeded: served on time, the instance had SUCCEEDED and the cancel was refused."""
+    wf = charged_while_every_runner_was_down(world, {"name": "charge-only", "steps": [charge()]})
+    with pytest.raises(errors.InvalidState, match="SUCCEEDED"):
+        cancel(world, wf)
+    instance = world.instance(wf)
+    assert instance["status"] == "SUCCEEDED"
+    assert world.step(wf, "charge")["output"] == {"charged": 100}
+
+
+def test_C2_R13_a_cancel_keeps_the_outcome_of_a_task_that_ran_and_starts_no_work(world):
+    wf = charged_while_every_runner_was_down(world, chain(charge(), charge("ship")))
+    assert cancel(world, wf)["status"] == "CANCELLED"
+    assert world.step(wf, "charge")["status"] == "SUCCEEDED"
+    assert world.step(wf, "charge")["output"] == {"charged": 100}
+    assert world.step(wf, "ship")["status"] == "CANCELLED"
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_tasks WHERE step_key = 'ship'") == 0  # never created
+
+
+def test_C2_R13_a_cancel_settles_a_timer_that_fell_due_and_starts_no_work(world):
+    world.publish(chain({"key": "cool", "type": "TIMER", "delay_ms": 5 * MINUTE}, charge()))
+    wf = world.start("chain", {})
+    world.db.advance(7 * MINUTE)  # every runner down since the start
+    assert cancel(world, wf)["status"] == "CANCELLED"
+    assert world.step(wf, "cool")["status"] == "SUCCEEDED"
+    assert world.step(wf, "cool")["wait"]["status"] == "SATISFIED"  # T-6: it was due in time
+    assert charges(world, wf) == 0
