@@ -63,7 +63,11 @@ INVARIANTS: tuple[Invariant, ...] = (
           LEFT JOIN weave_poll_states p ON p.activation_id = r.activation_id
          GROUP BY r.activation_id, p.rounds_used
         HAVING MIN(r.round_no) <> 1 OR MAX(r.round_no) <> COUNT(*) OR p.rounds_used IS NULL
-            OR p.rounds_used <> COUNT(*)"""),
+            OR p.rounds_used <> COUNT(*)
+        UNION ALL
+        SELECT p.activation_id FROM weave_poll_states p
+         WHERE p.rounds_used > 0
+           AND NOT EXISTS (SELECT 1 FROM weave_poll_rounds r WHERE r.activation_id = p.activation_id)"""),
     Invariant("M-4.4b", "a poll activation's task in flight is its latest round's", """
         SELECT u.id FROM pulse_tasks u JOIN weave_poll_states p ON p.activation_id = u.activation_id
          WHERE u.status IN ('QUEUED', 'RUNNING') AND NOT (u.round_no <=> p.rounds_used)"""),
@@ -168,6 +172,11 @@ INVARIANTS: tuple[Invariant, ...] = (
     Invariant("M-4.13", "no row references a row of another namespace", "\n        UNION ALL ".join(
         f"SELECT c.{key} FROM {table} c JOIN {parent} p ON p.id = c.{column} WHERE c.namespace_id <> p.namespace_id"
         for table, key, column, parent in _REFERENCES)),
+    # A row deleted by hand under the rows that name it (the engine deletes none of them while they are named) leaves
+    # those rows to decisions that can only fail, and reads that cannot show them.
+    Invariant("M-4.13b", "every row a row references exists", "\n        UNION ALL ".join(
+        f"SELECT c.{key} FROM {table} c LEFT JOIN {parent} p ON p.id = c.{column} WHERE p.id IS NULL"
+        for table, key, column, parent in _REFERENCES)),
     Invariant("M-4.14", "each (namespace, instance, idempotency key) has at most one signal", """
         SELECT namespace_id FROM weave_signals GROUP BY namespace_id, instance_id, idempotency_key
         HAVING COUNT(*) > 1"""),
@@ -267,6 +276,34 @@ INVARIANTS: tuple[Invariant, ...] = (
                             WHERE e.definition_id = i.definition_id AND e.step_key = s.step_key)
            AND NOT EXISTS (SELECT 1 FROM weave_pending_advances c
                             WHERE c.instance_id = i.id AND c.step_key = '' AND c.kind = 'ROOT')"""),
+    # R-5, R-18: what a step waits for is never left without a look, the converse of M-4.18. An open TIMER or SIGNAL
+    # step of a live instance is woken by its checkpoint alone (its due time, its deadline), a POLL by its checkpoint
+    # (its next round, its deadline) or by its round's task: without them, the step would wait past every deadline,
+    # and the instance would say nothing.
+    Invariant("M-4.21", "an ACTIVE TIMER, SIGNAL or POLL step of a live instance has its activation's checkpoint, or "
+                        "a POLL its round's task", """
+        SELECT s.id FROM weave_steps s
+          JOIN weave_instances i ON i.id = s.instance_id AND i.status IN ('RUNNING', 'NEEDS_REVIEW')
+         WHERE s.status = 'ACTIVE' AND s.type IN ('TIMER', 'SIGNAL', 'POLL')
+           AND NOT EXISTS (SELECT 1 FROM weave_pending_advances c
+                            WHERE c.instance_id = s.instance_id AND c.step_key = s.step_key
+                              AND c.activation_id = s.activation_id)
+           AND NOT (s.type = 'POLL' AND EXISTS (
+                    SELECT 1 FROM pulse_tasks t
+                     WHERE t.activation_id = s.activation_id
+                       AND (t.status IN ('QUEUED', 'RUNNING')
+                            OR EXISTS (SELECT 1 FROM pulse_inbox x
+                                        WHERE x.task_id = t.id AND x.state = 'PENDING'))))"""),
+    # K-7, R-18: an open TASK step is ended by its task's outcome, which every end of a task stores in the inbox: a
+    # step whose task is gone, or whose ended task has no outcome there, would stay ACTIVE for ever.
+    Invariant("M-4.22", "an ACTIVE TASK step has its task, and an ended task its outcome in the inbox", """
+        SELECT s.id FROM weave_steps s
+          JOIN weave_instances i ON i.id = s.instance_id AND i.status IN ('RUNNING', 'NEEDS_REVIEW')
+         WHERE s.status = 'ACTIVE' AND s.type = 'TASK'
+           AND (NOT EXISTS (SELECT 1 FROM pulse_tasks t WHERE t.activation_id = s.activation_id)
+                OR EXISTS (SELECT 1 FROM pulse_tasks t
+                            WHERE t.activation_id = s.activation_id AND t.status NOT IN ('QUEUED', 'RUNNING')
+                              AND NOT EXISTS (SELECT 1 FROM pulse_inbox x WHERE x.task_id = t.id)))"""),
 )
 
 BY_ID = {inv.id: inv for inv in INVARIANTS}

@@ -251,6 +251,9 @@ def instance_get(conn: Conn, token: str, namespace: str, workflow_id: str, *, ve
 def _instance_view(sets: list[list[dict]], verbatim: bool = False) -> dict:
     """The five result sets of _weave_instance_show as the 07-api instance resource."""
     head, step_rows, round_rows, reasons, checkpoints = sets
+    if not head:  # found and authorised, but not read whole: a row it joins was deleted by hand
+        raise errors.InvalidState("INVALID_STATE: the instance names an app that does not exist "
+                                  "(`weave status --check` lists such rows)")
     inst = head[0]
     rounds: dict[str, list] = {}
     for r in round_rows:

@@ -985,6 +985,7 @@ def test_R6_a_round_task_its_round_does_not_name_is_an_ownership_mismatch(world,
     assert world.db.scalar("SELECT state FROM pulse_inbox") == "MISMATCH"
 
 
+@pytest.mark.breaks_invariants("M-4.21")  # the step is left ACTIVE with nothing to wake it
 def test_R5_a_poll_checkpoint_of_an_old_activation_is_stale(world, orch):
     world.publish(poll_flow())
     wf = started(world, orch)

@@ -220,6 +220,7 @@ def test_T8_settle_event_says_when_due_and_when_settled(world, orch):
     assert settled["data"]["lateness_ms"] >= 29_000
 
 
+@pytest.mark.breaks_invariants("M-4.21")  # the step is left ACTIVE with nothing to wake it
 def test_R5_stale_checkpoint_of_an_old_activation_never_acts(world, orch):
     wf = started(world, orch)
     iid = world.internal_id(wf)
