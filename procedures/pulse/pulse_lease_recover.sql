@@ -9,7 +9,8 @@ CREATE PROCEDURE pulse_lease_recover(IN in_attempt_id BIGINT UNSIGNED)
 at lease expiry, audit task.lease_lost.
 Parameters: in_attempt_id - from weave_scan (class LEASE).
 Result set: outcome - UNKNOWN, NOT_DUE (the lease was extended), GONE (the attempt already ended) or BUSY.
-Errors: 50007 INVALID_STATE when the attempt is RUNNING but its task does not say so (left for an operator).
+Errors: 50007 INVALID_STATE when the attempt is RUNNING but its task does not say so, or does not exist (left for an
+operator).
 Rules: K-4, M-4.6, R-13.'
     MODIFIES SQL DATA
 BEGIN
@@ -41,6 +42,12 @@ BEGIN
           INTO v_locked, v_task_status, v_used, v_max, v_ns, v_inst, v_deadline
           FROM pulse_tasks WHERE id = v_task FOR UPDATE SKIP LOCKED;
         IF v_locked IS NULL THEN
+            -- Held by another transaction, or not there at all: a task row deleted under its running attempt would
+            -- otherwise be BUSY at every scan, which the loop scans again at once for ever.
+            SELECT id INTO v_locked FROM pulse_tasks WHERE id = v_task;
+            IF v_locked IS NULL THEN
+                CALL _weave_raise(50007, 'INVALID_STATE: the running attempt''s task does not exist');
+            END IF;
             SET v_outcome = 'BUSY';
             LEAVE recover;
         END IF;

@@ -50,6 +50,20 @@ def test_P4_M4_4_a_poll_whose_every_round_was_deleted_is_caught(world, orch):
     assert advance_checkpoint(world, wf) in {"NOT_DUE", "WAITING"}  # nothing is guessed from what is gone
 
 
+@pytest.mark.breaks_invariants("M-4.7b", "M-4.22")
+def test_K4_a_running_attempt_whose_task_was_deleted_is_refused_not_taken_for_busy(world):
+    """Before, the lease's recovery read the missing task as one another transaction held, answered BUSY, and the
+    loop scanned again at once, for ever (1,459 tries in 5 s)."""
+    world.publish(task_flow())
+    world.start("charge", {"order_id": "o-1"})
+    [claimed] = pulse.task_claim(world.db.conn, "w1", "payments", lease_ms=1_000)
+    world.db.execute("DELETE FROM pulse_tasks")
+    world.db.advance(2_000)
+    with pytest.raises(errors.WeaveError, match="INVALID_STATE: the running attempt.s task does not exist"):
+        pulse.lease_recover(world.db.conn, claimed["attempt_id"])
+    assert set(broken(world)) == {"M-4.7b", "M-4.22"}  # and `weave status --check` names it
+
+
 @pytest.mark.breaks_invariants("M-4.13b")
 def test_M4_13b_an_instance_whose_app_was_deleted_is_named_and_its_read_says_why(world):
     """Before, the read of the instance failed inside the API (a 500), and no invariant saw the missing app."""
