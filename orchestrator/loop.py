@@ -216,16 +216,18 @@ class Orchestrator:
         return outcome, _maybe_due(outcome, made_due)
 
     def _note_busy(self, cand: Candidate, outcome: str) -> None:
-        """A candidate whose instance another transaction holds is skipped (BUSY) and comes back at the next scan.
-        Held for long (a forgotten interactive transaction, a report query with FOR UPDATE), it waits with nothing to
-        say so: the due lag grows and no candidate fails. After BUSY_WARN_S of being skipped, its instance is named,
-        once, in a warning."""
+        """A candidate whose instance another transaction holds is skipped (BUSY) and comes back at the next scan;
+        so is one that waits for an earlier fact of its instance (EARLIER_FIRST). Held for long (a forgotten
+        interactive transaction, a report query with FOR UPDATE, an earlier fact whose advance keeps failing), it
+        waits with nothing to say so: the due lag grows and it fails nothing. After BUSY_WARN_S of being skipped, its
+        instance is named, once, in a warning."""
         key = (cand.klass, cand.id)
-        if outcome != "BUSY" and key not in self._busy_since:  # the usual advance: no lock taken
+        waits = outcome in ("BUSY", "EARLIER_FIRST")
+        if not waits and key not in self._busy_since:  # the usual advance: no lock taken
             return
         now = time.monotonic()
         with self._busy_lock:  # advances run on the pool's threads
-            if outcome != "BUSY":
+            if not waits:
                 self._busy_since.pop(key, None)
                 return
             if len(self._busy_since) > 10_000:  # a bound, not a history: what is skipped for long comes back
@@ -248,7 +250,9 @@ class Orchestrator:
                 instance = row["wf"] if row else None
             except (errors.WeaveError, pymysql.err.MySQLError):
                 instance = None
-        log.warning("a due candidate's instance is held by another transaction: its decision waits", extra={
+        log.warning("a due candidate's instance is held by another transaction: its decision waits"
+                    if outcome == "BUSY" else
+                    "a due candidate waits for an earlier fact of its instance, which is not decided", extra={
             "fields": {"node": self.node_id, "class": cand.klass, "id": cand.id, "workflow_id": instance,
                        "held_s": round(now - since)}})
 
@@ -370,11 +374,11 @@ class Orchestrator:
         overtaken = threading.Event()
         self._unreachable.clear()
         self._refused.clear()
-        failed_before = self._failed()
+        failed_before = self._undecided()
         futures = [self._pool.submit(self._advance_unit, unit, overtaken)
                    for unit in self._units(batch[start:] + batch[:start])]
         again = [f.result() for f in futures]
-        result.stalled = self._failed() - failed_before >= len(batch) or self._refused.is_set()
+        result.stalled = self._undecided() - failed_before >= len(batch) or self._refused.is_set()
         # A node that nothing overtook (as a node alone) keeps scanning one batch, earliest first.
         self._blocks = AHEAD_BLOCKS if overtaken.is_set() and self.spread else 1
         # The blocks left to other nodes are still due as far as this node knows: should those nodes stop (or
@@ -382,9 +386,11 @@ class Orchestrator:
         result.again = result.full or left or overtaken.is_set() or any(again)
         return result
 
-    def _failed(self) -> int:
-        """Candidates that failed so far, of every class."""
-        return sum(n for key, n in self.stats.items() if key.endswith(":FAILED"))
+    def _undecided(self) -> int:
+        """Candidates that failed so far, of every class, or that waited for an earlier fact of their instance: a
+        batch of nothing else decided nothing, and scanning again at once would bring the same batch back (an
+        earlier fact whose own advance keeps failing holds the later ones of its instance)."""
+        return sum(n for key, n in self.stats.items() if key.endswith((":FAILED", ":EARLIER_FIRST")))
 
     def idle_seconds(self, result: ScanResult) -> float:
         probe = self.idle_probe_ms / 1000.0

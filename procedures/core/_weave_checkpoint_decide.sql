@@ -35,49 +35,51 @@ BEGIN
         -- The clock in the re-read of the candidate (see _weave_candidate_open), never before the instance's last
         -- decision (R-2: see _weave_signal_accept).
         -- In the same statement, the earliest stored time among the facts of the instance's other steps that are
-        -- due to be decided now: checkpoints and task outcomes in the inbox (neither deferred for a condition, R-18,
-        -- nor backing off after a failure, which a person is asked about, nor put off to a later look than this
-        -- one's), leases run out and queued tasks' deadlines passed. Each is a read of the instance's own index
-        -- range, named, so that no plan reads other instances' rows; a subquery of a select list reads what has
-        -- committed, without a lock (a stored function would add its statements to every decision). The step's own
-        -- facts are its handler's to order (INBOX_FIRST, LEASE_LOST).
+        -- still to be decided: checkpoints and task outcomes in the inbox (neither deferred for a condition, R-18,
+        -- nor backing off after a failure, which a person is asked about), leases run out and queued tasks'
+        -- deadlines. Each is a read of the instance's own index range, named, so that no plan reads other
+        -- instances' rows; a subquery of a select list reads what has committed, without a lock (a stored function
+        -- would add its statements to every decision). Each answers a time, the sentinel for none, so that one cut
+        -- short by a KILL QUERY (no value, no error) is seen below. The step's own facts are its handler's to order
+        -- (INBOX_FIRST, LEASE_LOST).
         SELECT c.kind, c.step_key, c.activation_id, c.available_at, c.due_at,
                GREATEST(UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND,
                         v_last),
-               LEAST(COALESCE((SELECT MIN(o.due_at) FROM weave_pending_advances o FORCE INDEX (uq_checkpoint)
-                                WHERE o.instance_id = c.instance_id AND o.step_key <> c.step_key
-                                  AND o.deferred_reason IS NULL AND o.attempts = 0
-                                  AND o.available_at <= c.available_at),
-                              TIMESTAMP'9999-12-31 00:00:00'),
-                     COALESCE((SELECT MIN(x.occurred_at) FROM pulse_inbox x FORCE INDEX (ix_inbox_instance)
-                                 JOIN pulse_tasks xt ON xt.id = x.task_id
-                                WHERE x.instance_id = c.instance_id AND x.state = 'PENDING' AND x.attempts = 0
-                                  AND x.available_at <= c.available_at
-                                  AND xt.step_key <> c.step_key), TIMESTAMP'9999-12-31 00:00:00'),
-                     COALESCE((SELECT MIN(IF(t.status = 'QUEUED', t.deadline_at, a.lease_expires_at))
-                                 FROM pulse_tasks t FORCE INDEX (ix_task_instance)
-                                 LEFT JOIN pulse_attempts a FORCE INDEX (uq_attempt_no)
-                                   ON a.task_id = t.id AND a.status = 'RUNNING'
-                                WHERE t.instance_id = c.instance_id AND t.status IN ('QUEUED', 'RUNNING')
-                                  AND t.step_key <> c.step_key), TIMESTAMP'9999-12-31 00:00:00'))
+               LEAST((SELECT COALESCE(MIN(o.due_at), TIMESTAMP'9999-12-31 00:00:00')
+                        FROM weave_pending_advances o FORCE INDEX (uq_checkpoint)
+                       WHERE o.instance_id = c.instance_id AND o.step_key <> c.step_key
+                         AND o.deferred_reason IS NULL AND o.attempts = 0),
+                     (SELECT COALESCE(MIN(x.occurred_at), TIMESTAMP'9999-12-31 00:00:00')
+                        FROM pulse_inbox x FORCE INDEX (ix_inbox_instance)
+                        JOIN pulse_tasks xt ON xt.id = x.task_id
+                       WHERE x.instance_id = c.instance_id AND x.state = 'PENDING' AND x.attempts = 0
+                         AND xt.step_key <> c.step_key),
+                     (SELECT COALESCE(MIN(IF(t.status = 'QUEUED', t.deadline_at, a.lease_expires_at)),
+                                      TIMESTAMP'9999-12-31 00:00:00')
+                        FROM pulse_tasks t FORCE INDEX (ix_task_instance)
+                        LEFT JOIN pulse_attempts a FORCE INDEX (uq_attempt_no)
+                          ON a.task_id = t.id AND a.status = 'RUNNING'
+                       WHERE t.instance_id = c.instance_id AND t.status IN ('QUEUED', 'RUNNING')
+                         AND t.step_key <> c.step_key))
           INTO v_kind, v_step_key, v_activation, v_available, v_due, v_now, v_earlier
           FROM weave_pending_advances c WHERE c.id = in_checkpoint_id AND c.instance_id = v_inst FOR UPDATE;
         IF v_kind IS NULL THEN
             LEAVE decide;
         END IF;
-        IF v_now IS NULL THEN  -- the clock always answers: cut short (see _weave_root_advance)
-            CALL _weave_raise(50016, 'INTERRUPTED: the clock came back empty; nothing is changed');
+        IF v_now IS NULL OR v_earlier IS NULL THEN  -- both always answer: cut short (see _weave_root_advance)
+            CALL _weave_raise(50016, 'INTERRUPTED: the clock or the facts due came back empty; nothing is changed');
         END IF;
         IF v_available > v_now THEN
             SET out_outcome = 'NOT_DUE';
             LEAVE decide;
         END IF;
-        IF v_earlier < v_due THEN
+        IF v_earlier < v_due AND NOT (@weave_facts_only <=> v_inst) THEN
             -- R-13, F-9: an instance's facts are decided in the order of their stored times, whichever node or
             -- scan comes to them first. Served late (every runner down) and out of order, a timer would start its
             -- successor's task in an instance whose other wait had run out before the timer fell due, and whose
             -- gate that expiry closes. Nothing changes: the candidate stays due, and the scan that brings it back
-            -- brings the earlier one too (it lists each class earliest first).
+            -- brings the earlier one too (it lists each class earliest first). A cancel deciding the instance's
+            -- facts (weave_instance_cancel) starts no work, so there their order changes nothing.
             SET out_outcome = 'EARLIER_FIRST';
             LEAVE decide;
         END IF;

@@ -33,42 +33,40 @@ BEGIN
         SET out_outcome = 'GONE';
         -- The clock in the re-read of the candidate (see _weave_candidate_open), never before the instance's last
         -- decision (R-2: see _weave_signal_accept).
-        -- With it, the earliest stored time of the instance's facts of other steps than the task's still to be
+        -- With it, the earliest stored time of the facts of the instance's other steps than the task's still to be
         -- decided, as _weave_checkpoint_decide reads them.
         SELECT e.task_id, e.state, e.available_at, e.occurred_at,
                GREATEST(UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND,
                         v_last),
-               LEAST(COALESCE((SELECT MIN(o.due_at) FROM weave_pending_advances o FORCE INDEX (uq_checkpoint)
-                                WHERE o.instance_id = e.instance_id AND o.deferred_reason IS NULL AND o.attempts = 0
-                                  AND o.available_at <= e.available_at
-                                  AND o.step_key <> (SELECT et.step_key FROM pulse_tasks et WHERE et.id = e.task_id)),
-                              TIMESTAMP'9999-12-31 00:00:00'),
-                     COALESCE((SELECT MIN(x.occurred_at) FROM pulse_inbox x FORCE INDEX (ix_inbox_instance)
-                                 JOIN pulse_tasks xt ON xt.id = x.task_id
-                                WHERE x.instance_id = e.instance_id AND x.state = 'PENDING' AND x.attempts = 0
-                                  AND x.available_at <= e.available_at
-                                  AND xt.step_key <> (SELECT et.step_key FROM pulse_tasks et WHERE et.id = e.task_id)),
-                              TIMESTAMP'9999-12-31 00:00:00'),
-                     COALESCE((SELECT MIN(IF(t.status = 'QUEUED', t.deadline_at, a.lease_expires_at))
-                                 FROM pulse_tasks t FORCE INDEX (ix_task_instance)
-                                 LEFT JOIN pulse_attempts a FORCE INDEX (uq_attempt_no)
-                                   ON a.task_id = t.id AND a.status = 'RUNNING'
-                                WHERE t.instance_id = e.instance_id AND t.status IN ('QUEUED', 'RUNNING')
-                                  AND t.step_key <> (SELECT et.step_key FROM pulse_tasks et WHERE et.id = e.task_id)),
-                              TIMESTAMP'9999-12-31 00:00:00'))
+               LEAST((SELECT COALESCE(MIN(o.due_at), TIMESTAMP'9999-12-31 00:00:00')
+                        FROM weave_pending_advances o FORCE INDEX (uq_checkpoint)
+                       WHERE o.instance_id = e.instance_id AND o.deferred_reason IS NULL AND o.attempts = 0
+                         AND o.step_key <> (SELECT et.step_key FROM pulse_tasks et WHERE et.id = e.task_id)),
+                     (SELECT COALESCE(MIN(x.occurred_at), TIMESTAMP'9999-12-31 00:00:00')
+                        FROM pulse_inbox x FORCE INDEX (ix_inbox_instance)
+                        JOIN pulse_tasks xt ON xt.id = x.task_id
+                       WHERE x.instance_id = e.instance_id AND x.state = 'PENDING' AND x.attempts = 0
+                         AND xt.step_key <> (SELECT et.step_key FROM pulse_tasks et WHERE et.id = e.task_id)),
+                     (SELECT COALESCE(MIN(IF(t.status = 'QUEUED', t.deadline_at, a.lease_expires_at)),
+                                      TIMESTAMP'9999-12-31 00:00:00')
+                        FROM pulse_tasks t FORCE INDEX (ix_task_instance)
+                        LEFT JOIN pulse_attempts a FORCE INDEX (uq_attempt_no)
+                          ON a.task_id = t.id AND a.status = 'RUNNING'
+                       WHERE t.instance_id = e.instance_id AND t.status IN ('QUEUED', 'RUNNING')
+                         AND t.step_key <> (SELECT et.step_key FROM pulse_tasks et WHERE et.id = e.task_id)))
           INTO v_task, v_state, v_available, v_occurred, v_now, v_earlier
           FROM pulse_inbox e WHERE e.id = in_inbox_id AND e.instance_id = v_inst FOR UPDATE;
         IF v_state IS NULL OR v_state <> 'PENDING' THEN
             LEAVE consume;
         END IF;
-        IF v_now IS NULL THEN  -- the clock always answers: cut short (see _weave_root_advance)
-            CALL _weave_raise(50016, 'INTERRUPTED: the clock came back empty; nothing is changed');
+        IF v_now IS NULL OR v_earlier IS NULL THEN  -- both always answer: cut short (see _weave_root_advance)
+            CALL _weave_raise(50016, 'INTERRUPTED: the clock or the facts due came back empty; nothing is changed');
         END IF;
         IF v_available > v_now THEN
             SET out_outcome = 'NOT_DUE';
             LEAVE consume;
         END IF;
-        IF v_earlier < v_occurred THEN
+        IF v_earlier < v_occurred AND NOT (@weave_facts_only <=> v_inst) THEN
             -- R-13, F-9: a fact of another step, due before this outcome occurred, is decided first (see
             -- _weave_checkpoint_decide); the outcome stays due.
             SET out_outcome = 'EARLIER_FIRST';

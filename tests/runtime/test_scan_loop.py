@@ -172,6 +172,32 @@ def test_R12_a_batch_that_fails_whole_is_not_scanned_again_at_once(world, orch, 
         orch.drain()  # the lease recovered as it should be: the task UNKNOWN, its step in review
 
 
+def test_R12_R13_a_batch_whose_candidates_wait_for_a_failing_earlier_fact_is_not_scanned_again_at_once(
+        world, orch, database):
+    """A timer of another step that fell due after that failing lease waits for it (EARLIER_FIRST, changing
+    nothing): a batch of a failure and a wait decided nothing, and is not scanned again at once either."""
+    world.publish({"name": "job", "steps": [
+        {"key": "work", "type": "TASK", "queue": "payments", "handler": "example.echo", "handler_version": "1",
+         "task_timeout_ms": 3_600_000},
+        {"key": "cool", "type": "TIMER", "delay_ms": 2_000}]})
+    world.start("job", key="j")
+    orch.drain()
+    claimed, = pulse.task_claim(world.db.conn, "w", "payments", limit=1, lease_ms=1_000)
+    task = int(claimed["task_id"].removeprefix("tsk_"))
+    world.db.execute("UPDATE pulse_tasks SET attempts_used = attempts_used + 1 WHERE id = %s", task)
+    world.db.advance(2_001)  # the lease ran out at 1 s, the timer fell due at 2 s
+    loop = CountingScans(database, concurrency=1, spread=False)
+    try:
+        loop._stop = SleepsRecorded(4)  # type: ignore[assignment]
+        loop.run(until=lambda: loop.scans >= 50)
+        assert loop._stop.sleeps == [0.1, 0.2, 0.4, 0.8] and loop.scans == 4
+        assert loop.stats["LEASE:FAILED"] == 4 and loop.stats["CHECKPOINT:EARLIER_FIRST"] == 4
+    finally:
+        loop.close()
+        world.db.execute("UPDATE pulse_tasks SET attempts_used = attempts_used - 1 WHERE id = %s", task)
+        orch.drain()
+
+
 def test_R12_an_advance_that_loses_the_database_leaves_the_rest_of_its_batch(world, database):
     """The database stops answering between the scan and the advances (the proxy in front of it dies: every connect
     is refused). The first call fails after its retries; the batch's other candidates are left due for the next
@@ -195,7 +221,7 @@ def test_R12_an_advance_that_loses_the_database_leaves_the_rest_of_its_batch(wor
     try:
         result = loop.run_once()
         assert len(result.candidates) == 12 and result.again
-        assert loop._failed() == 0 and not [k for k in loop.stats if k.startswith("CHECKPOINT:")], loop.stats
+        assert loop._undecided() == 0 and not [k for k in loop.stats if k.startswith("CHECKPOINT:")], loop.stats
     finally:
         loop.close()
     assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances WHERE kind = 'TIMER'") == 12  # still due

@@ -101,6 +101,8 @@ def test_R13_F9_a_lease_that_ran_out_before_the_timer_fell_due_is_decided_first(
 
     assert advance(world, wf, "cool") == "EARLIER_FIRST"
     assert pulse.lease_recover(world.db.conn, claimed["attempt_id"]) == "UNKNOWN"
+    # The lease's outcome is stored now, at the lease's end: it is still the earlier fact.
+    assert advance(world, wf, "cool") == "EARLIER_FIRST"
     the_outcome_then_the_timer(world, wf)
 
 
