@@ -50,17 +50,19 @@ BEGIN
     -- had ended it, and drop the outcome of a task that ran. Those whose last try failed wait for their own
     -- back-off (a person is asked about them, R-18), and are not waited for here; nor is a ROOT walk, which
     -- starts only new work, and the cancel none.
+    -- Counts, not EXISTS: a count cut short by a KILL QUERY has no value, which is seen (see _weave_root_advance).
     SELECT i.status, i.control,
            in_facts_first AND out_replayed = 0 AND i.status IN ('RUNNING', 'NEEDS_REVIEW')
-           AND (EXISTS (SELECT 1 FROM weave_pending_advances c FORCE INDEX (uq_checkpoint)
-                         WHERE c.instance_id = i.id AND c.kind <> 'ROOT' AND c.deferred_reason IS NULL
-                           AND c.attempts = 0
-                           AND c.due_at <= v_now AND c.available_at <= v_now)
-                OR EXISTS (SELECT 1 FROM pulse_inbox x FORCE INDEX (ix_inbox_instance)
-                            WHERE x.instance_id = i.id AND x.state = 'PENDING' AND x.attempts = 0
-                              AND x.available_at <= v_now))
+           AND (SELECT COUNT(*) FROM weave_pending_advances c FORCE INDEX (uq_checkpoint)
+                 WHERE c.instance_id = i.id AND c.kind <> 'ROOT' AND c.deferred_reason IS NULL AND c.attempts = 0
+                   AND c.due_at <= v_now AND c.available_at <= v_now)
+             + (SELECT COUNT(*) FROM pulse_inbox x FORCE INDEX (ix_inbox_instance)
+                 WHERE x.instance_id = i.id AND x.state = 'PENDING' AND x.attempts = 0 AND x.available_at <= v_now) > 0
       INTO out_status, v_control, out_behind
       FROM weave_instances i WHERE i.id = v_id;
+    IF out_status IS NULL OR out_behind IS NULL THEN
+        CALL _weave_raise(50016, 'INTERRUPTED: the instance''s read came back empty; nothing is changed');
+    END IF;
     IF out_behind THEN
         SET out_status = NULL;
     ELSEIF out_replayed = 0 THEN

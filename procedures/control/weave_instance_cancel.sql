@@ -30,6 +30,7 @@ BEGIN
     DECLARE v_outcome VARCHAR(16);
     DECLARE v_now DATETIME(6);
     DECLARE v_done INT DEFAULT 0;
+    DECLARE v_errno INT;
     DECLARE v_tx BOOLEAN DEFAULT FALSE;  -- TRUE once this routine has started its own transaction
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_instance_cancel', v_tx);  -- refused inside a caller's transaction (R-1)
@@ -43,8 +44,9 @@ BEGIN
         -- end an instance that its facts had ended, and leave the outcome of a task that ran, a charge made, out of
         -- its steps. No new work starts here: to the decisions of this session the instance's gate is shut
         -- (@weave_facts_only, read by the ROOT walk and a POLL's next round), for a cancel must never be what starts
-        -- a task. One that fails fails the cancel, as it fails the orchestrator's try, which books it; once booked,
-        -- it is a person's to look at (R-18) and no longer waited for.
+        -- a task; so the facts' own order changes nothing, and no decision waits for another (a lease run out, the
+        -- ROOT walk). A deferral this writes for that closed gate is looked at again in a second, should the
+        -- cancel then fail.
         COMMIT;
         SET v_inst = CAST(SUBSTRING(in_workflow_id, 4) AS UNSIGNED), @weave_facts_only = v_inst;
         facts: WHILE v_done < 32 DO
@@ -66,13 +68,29 @@ BEGIN
             END IF;
             SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
             START TRANSACTION;
-            IF v_class = 'CHECKPOINT' THEN
-                CALL _weave_checkpoint_decide(v_id, v_outcome);
-            ELSE
-                CALL _weave_inbox_decide(v_id, v_outcome);
-            END IF;
+            SAVEPOINT weave_cancel_fact;
+            fact: BEGIN
+                -- A decision that fails is undone alone and left to the orchestrator, which books it (R-12): the
+                -- cancel goes on, as an operator's must while the runners are down. An interrupt, a deadlock or a
+                -- lost connection is the whole call's.
+                DECLARE EXIT HANDLER FOR SQLEXCEPTION
+                BEGIN
+                    GET DIAGNOSTICS CONDITION 1 v_errno = MYSQL_ERRNO;
+                    IF v_errno IN (1213, 1317, 1969, 50016) THEN
+                        SET @weave_facts_only = NULL;
+                        RESIGNAL;
+                    END IF;
+                    ROLLBACK TO SAVEPOINT weave_cancel_fact;
+                    SET v_outcome = 'FAILED';
+                END;
+                IF v_class = 'CHECKPOINT' THEN
+                    CALL _weave_checkpoint_decide(v_id, v_outcome);
+                ELSE
+                    CALL _weave_inbox_decide(v_id, v_outcome);
+                END IF;
+            END fact;
             COMMIT;
-            IF v_outcome IN ('BUSY', 'EARLIER_FIRST') THEN  -- another node decides, or a lease or expiry comes first
+            IF v_outcome IN ('BUSY', 'FAILED') THEN  -- another node decides, or it is left to the orchestrator
                 LEAVE facts;
             END IF;
             SET v_done = v_done + 1;

@@ -169,3 +169,30 @@ def test_C2_R13_a_cancel_settles_a_timer_that_fell_due_and_starts_no_work(world)
     assert world.step(wf, "cool")["status"] == "SUCCEEDED"
     assert world.step(wf, "cool")["wait"]["status"] == "SATISFIED"  # T-6: it was due in time
     assert charges(world, wf) == 0
+
+
+def test_C2_R13_a_cancel_keeps_a_task_outcome_behind_another_step_s_lease_and_a_resumed_walk(world):
+    """A fact of another step due before the outcome (a lease run out, the ROOT walk a resume made due) does not
+    hold it back inside a cancel, which starts no work: their order changes nothing there."""
+    world.publish({"name": "two-charges", "steps": [charge("first"), charge("second")]})
+    wf = world.start("two-charges", {})
+    routines.instance_pause(world.db.conn, world.token, "acme", wf, "hold", "p1")
+    routines.instance_resume(world.db.conn, world.token, "acme", wf, "go on", "r1")  # its ROOT walk is due now
+    first, second = pulse.task_claim(world.db.conn, "w1", "payments", limit=2, lease_ms=MINUTE)
+    world.db.advance(2 * MINUTE)  # the first one's worker died with its lease (1:00)
+    with world.held(wf):
+        pulse.attempt_complete(world.db.conn, second["attempt_id"], "w1", {"charged": 100})
+    world.db.advance(5 * MINUTE)
+    assert cancel(world, wf)["status"] == "CANCELLING"  # the first task's end is still to come
+    charged = [s for s in world.instance(wf)["steps"] if s["output"] == {"charged": 100}]
+    assert [s["status"] for s in charged] == ["SUCCEEDED"]
+
+
+@pytest.mark.breaks_invariants("M-4.11")
+def test_C2_R12_a_fact_whose_decision_fails_is_left_to_the_orchestrator_and_the_cancel_goes_on(world):
+    world.publish(chain({"key": "cool", "type": "TIMER", "delay_ms": MINUTE}, charge()))
+    wf = world.start("chain", {})
+    world.db.execute("UPDATE weave_waits SET due_at = due_at - INTERVAL 30 SECOND")  # facts that do not verify
+    world.db.advance(2 * MINUTE)
+    assert cancel(world, wf)["status"] == "CANCELLED"
+    assert world.db.scalar("SELECT @weave_facts_only") is None  # the session decides new work again
