@@ -28,7 +28,8 @@ CREATE PROCEDURE _pulse_attempt_current(
         OUT out_lines         BOOLEAN)
     COMMENT 'Internal. Description: locks the task and the attempt of a report, after the credential and the task''s
 instance when the instance is free (out_instance_id: the instance, locked; NULL when another transaction holds
-it, or not locked for a retryable failure (in_retryable) of a task with attempts left and no cancel asked);
+it, when a fact of another of its steps fell due before the report and is still to be decided, or not locked for a
+retryable failure (in_retryable) of a task with attempts left and no cancel asked);
 out_current = 1 when the attempt is the task''s RUNNING attempt, 2 when this report is the one that ended it, sent
 again (out_task_status: the task''s status as that report left it), else 0 after storing the report in
 pulse_late_reports (in_kind SUCCEEDED or FAILED); out_task_status: the task''s status as locked here;
@@ -38,9 +39,11 @@ the engine clock, read after every lock, and after the instance''s last decision
 Errors: 50003 NOT_FOUND (no such attempt), 50007 INVALID_STATE (the attempt''s task is missing), 50012
 ATTEMPT_NOT_CURRENT (the attempt is not this worker''s),
 50201 WORKER_ID_INVALID.
-Rules: K-3, R-2, R-3, R-13.'
+Rules: K-3, R-2, R-3, R-13, F-9.'
     MODIFIES SQL DATA
 BEGIN
+    DECLARE v_step VARCHAR(64);  -- the task's step
+    DECLARE v_earlier DATETIME(6);  -- the earliest fact of the instance's other steps still to be decided
     DECLARE v_task BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_locked BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_task_status VARCHAR(16);
@@ -62,7 +65,7 @@ BEGIN
         CALL _weave_raise(50201, 'WORKER_ID_INVALID: worker id must be 1-128 characters');
     END IF;
     SET out_current = 0, out_instance_id = NULL, out_inst_status = NULL;
-    SELECT a.task_id, t.instance_id, i.credential_id, i.updated_at,
+    SELECT a.task_id, t.instance_id, t.step_key, i.credential_id, i.updated_at,
            NOT in_retryable OR t.attempts_used >= t.max_attempts OR t.cancel_requested <> 0,
            -- only where the task may end here: a retry gives no slot back
            (NOT in_retryable OR t.attempts_used >= t.max_attempts OR t.cancel_requested <> 0)
@@ -70,7 +73,7 @@ BEGIN
                            AND w.deferred_for = t.app_id)
                 OR EXISTS (SELECT 1 FROM weave_pending_advances w WHERE w.deferred_reason = 'QUEUE_FULL'
                               AND w.deferred_for = t.queue_id))
-      INTO v_task, v_inst, v_cred, v_seen, v_may_end, out_lines
+      INTO v_task, v_inst, v_step, v_cred, v_seen, v_may_end, out_lines
       FROM pulse_attempts a
       LEFT JOIN pulse_tasks t ON t.id = a.task_id
       LEFT JOIN weave_instances i ON i.id = t.instance_id
@@ -80,7 +83,28 @@ BEGIN
     END IF;
     IF v_cred IS NOT NULL AND v_may_end THEN  -- as _weave_candidate_open takes them
         SELECT id INTO v_dummy FROM weave_credentials WHERE id = v_cred LOCK IN SHARE MODE;
-        SELECT id, status, updated_at INTO out_instance_id, out_inst_status, v_last
+        -- With the instance, the earliest stored time among the facts of its other steps still to be decided, as
+        -- _weave_checkpoint_decide reads them: a report made after one of them fell due leaves its outcome to the
+        -- candidate path, which decides them in their order (R-13, F-9), as when another transaction holds the
+        -- instance. With every orchestrator down, a report at 7:00 would otherwise start the successor of a task
+        -- in an instance whose approval ran out at 2:00, and whose gate that expiry closes.
+        SELECT id, status, updated_at,
+               LEAST((SELECT COALESCE(MIN(o.due_at), TIMESTAMP'9999-12-31 00:00:00')
+                        FROM weave_pending_advances o FORCE INDEX (uq_checkpoint)
+                       WHERE o.instance_id = v_inst AND o.step_key <> v_step
+                         AND o.deferred_reason IS NULL AND o.attempts = 0),
+                     (SELECT COALESCE(MIN(x.occurred_at), TIMESTAMP'9999-12-31 00:00:00')
+                        FROM pulse_inbox x FORCE INDEX (ix_inbox_instance)
+                        JOIN pulse_tasks xt ON xt.id = x.task_id
+                       WHERE x.instance_id = v_inst AND x.state = 'PENDING' AND x.attempts = 0
+                         AND xt.step_key <> v_step),
+                     (SELECT COALESCE(MIN(IF(t.status = 'QUEUED', t.deadline_at, a.lease_expires_at)),
+                                      TIMESTAMP'9999-12-31 00:00:00')
+                        FROM pulse_tasks t FORCE INDEX (ix_task_instance)
+                        LEFT JOIN pulse_attempts a FORCE INDEX (uq_attempt_no)
+                          ON a.task_id = t.id AND a.status = 'RUNNING'
+                       WHERE t.instance_id = v_inst AND t.status IN ('QUEUED', 'RUNNING') AND t.step_key <> v_step))
+          INTO out_instance_id, out_inst_status, v_last, v_earlier
           FROM weave_instances WHERE id = v_inst FOR UPDATE SKIP LOCKED;
     END IF;
     -- Pulse's two locks in one statement, in its order: the join reads (and locks) the task first, then the attempt.
@@ -94,6 +118,10 @@ BEGIN
     SELECT GREATEST(UTC_TIMESTAMP(6) + INTERVAL clock_offset_us MICROSECOND,
                     COALESCE(v_last, v_seen, CAST('1000-01-01' AS DATETIME(6))) + INTERVAL 1 MICROSECOND)
       INTO out_now FROM weave_install WHERE id = 1;
+    IF out_instance_id IS NOT NULL AND (v_earlier < out_now OR v_earlier IS NULL) THEN
+        -- An earlier fact first (above), or its read cut short: the outcome waits for the candidate path.
+        SET out_instance_id = NULL, out_inst_status = NULL;
+    END IF;
     IF v_worker <> in_worker_id THEN
         CALL _weave_raise(50012, 'ATTEMPT_NOT_CURRENT: the attempt was claimed by another worker');
     END IF;

@@ -106,6 +106,27 @@ def test_R13_F9_a_lease_that_ran_out_before_the_timer_fell_due_is_decided_first(
     the_outcome_then_the_timer(world, wf)
 
 
+def test_R13_F9_a_report_made_after_an_earlier_deadline_leaves_its_outcome_to_be_decided_in_order(world):
+    """Every orchestrator down, the workers up: the report comes at 7:00, after the approval ran out at 2:07.
+    Consumed in the report, its step's successor (the charge) would start; left to the candidate path, it is
+    decided after the expiry, which closed the gate."""
+    world.publish({"name": "prepare-then-charge", "steps": [
+        approval(2 * MINUTE + 7 * SECOND), {**risky(), "key": "prepare", "task_timeout_ms": 30 * MINUTE},
+        {**charge(), "after": ["prepare"]}]})
+    wf = world.start("prepare-then-charge", {"order_id": "o-1"})
+    [claimed] = pulse.task_claim(world.db.conn, "w1", "payments", lease_ms=30 * MINUTE)
+    world.db.advance(7 * MINUTE)
+    pulse.attempt_complete(world.db.conn, claimed["attempt_id"], "w1", {"prepared": True})
+
+    assert world.db.scalar("SELECT state FROM pulse_inbox") == "PENDING"  # not consumed in the report
+    inbox = world.db.scalar("SELECT id FROM pulse_inbox")
+    assert pulse.inbox_consume(world.db.conn, inbox) == "EARLIER_FIRST"
+    assert advance(world, wf, "approval") == "EXPIRED"
+    assert pulse.inbox_consume(world.db.conn, inbox) == "SUCCEEDED"
+    assert world.step(wf, "prepare")["output"] == {"prepared": True}
+    assert world.instance(wf)["gate"] == "CLOSED" and charges(world, wf) == 0
+
+
 def test_R13_F9_facts_of_one_step_and_facts_due_at_once_do_not_wait_for_each_other(world):
     world.publish(branches(approval(5 * MINUTE + 7 * SECOND)))  # the approval runs out as the timer falls due
     wf = world.start("charge-after-cooling", {"order_id": "o-1"})
