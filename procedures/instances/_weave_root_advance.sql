@@ -47,7 +47,11 @@ BEGIN
     DECLARE v_last BOOLEAN;  -- the instance is RUNNING and every step has SUCCEEDED: it ends here (R-9)
     DECLARE v_event_no INT UNSIGNED;  -- the instance's event_seq: in_event's number, when there is one
     DECLARE v_ended BOOLEAN;  -- the step that settled before the walk was the last: its update ended the instance
-    DECLARE v_deferral LONGTEXT;  -- what the new work had been waiting for, when it met the deadline deferred
+    DECLARE v_deferral LONGTEXT;
+    DECLARE v_checkpoints VARCHAR(64);  -- the instance's checkpoints 'all:closing:own' (see below)
+    DECLARE v_cps_all INT UNSIGNED;
+    DECLARE v_cps_closing INT UNSIGNED;
+    DECLARE v_cps_own INT UNSIGNED;  -- what the new work had been waiting for, when it met the deadline deferred
 
     -- One read: the instance's R-8 states (with its identity and app), how many of its steps are unfinished (the
     -- count its row keeps, lowered by the statement that settles a step), and how many are ready (PENDING with
@@ -68,9 +72,12 @@ BEGIN
                          JOIN weave_steps p ON p.instance_id = in_instance_id AND p.step_key = e.after_key
                           AND p.status <> 'SUCCEEDED')
                 ON e.definition_id = i.definition_id AND e.step_key = s.step_key
-             WHERE i.open_steps > 0 AND s.instance_id = in_instance_id AND s.status = 'PENDING' AND e.step_key IS NULL)
+             WHERE i.open_steps > 0 AND s.instance_id = in_instance_id AND s.status = 'PENDING' AND e.step_key IS NULL),
+           (SELECT CONCAT(COUNT(*), ':', COALESCE(SUM(k.step_key IN ('', COALESCE(in_step_key, ''))), 0), ':',
+                          COALESCE(SUM(k.step_key = COALESCE(in_step_key, '')), 0))
+              FROM weave_pending_advances k FORCE INDEX (uq_checkpoint) WHERE k.instance_id = in_instance_id)
       INTO v_status, v_control, v_gate, v_deadline, v_def, v_cred_status, v_app_status, v_cred, v_app, v_unfinished,
-           v_event_no, v_readiness
+           v_event_no, v_readiness, v_checkpoints
       FROM weave_instances i
       JOIN weave_credentials c ON c.id = i.credential_id
       JOIN weave_apps a ON a.id = i.app_id
@@ -80,9 +87,16 @@ BEGIN
     -- EXISTS) and no error, and the server forgets the kill (MariaDB 10.11): the walk went on as if nothing were
     -- ready, and the caller committed a start or a settlement whose next step never activated, with nothing due to
     -- say so. It is the interrupt it is: the decision is undone, and tried again.
-    IF v_status IS NULL OR v_readiness IS NULL THEN
+    IF v_status IS NULL OR v_readiness IS NULL OR v_checkpoints IS NULL THEN
         CALL _weave_raise(50016, 'INTERRUPTED: the walk''s read of the instance came back empty; nothing is changed');
     END IF;
+    -- The checkpoints the walk's deletes remove, counted before (every one of the instance's; its ROOT and the settled
+    -- step's; the settled step's): a KILL QUERY that lands in a DELETE ends its scan early, with no error and no
+    -- warning, and the decision committed with its checkpoint left behind (MariaDB 10.11, seen under kills aimed at
+    -- the walk). A delete that removed fewer is that interrupt, and undoes the decision.
+    SET v_cps_all = CAST(SUBSTRING_INDEX(v_checkpoints, ':', 1) AS UNSIGNED),
+        v_cps_closing = CAST(SUBSTRING_INDEX(SUBSTRING_INDEX(v_checkpoints, ':', 2), ':', -1) AS UNSIGNED),
+        v_cps_own = CAST(SUBSTRING_INDEX(v_checkpoints, ':', -1) AS UNSIGNED);
     SET v_ready = CAST(SUBSTRING_INDEX(v_readiness, ':', 1) AS UNSIGNED),
         v_step = IF(v_ready = 0, NULL, CAST(SUBSTRING_INDEX(v_readiness, ':', -1) AS UNSIGNED));
     SET v_ended = in_event IS NOT NULL AND v_status = 'SUCCEEDED';
@@ -101,6 +115,9 @@ BEGIN
                     COALESCE(in_facts, '{}')),
                    (in_instance_id, v_event_no, in_namespace_id, 'INSTANCE_SUCCEEDED', '', 0, in_now, '{}');
             DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id;
+            IF ROW_COUNT() <> v_cps_all THEN
+                CALL _weave_raise(50016, 'INTERRUPTED: a delete of the walk came back short; nothing is changed');
+            END IF;
             SET out_outcome = 'SUCCEEDED';
             LEAVE root;
         END IF;
@@ -122,6 +139,9 @@ BEGIN
                                           data)
                 VALUES (in_instance_id, LAST_INSERT_ID(), in_namespace_id, 'INSTANCE_SUCCEEDED', '', 0, in_now, '{}');
                 DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id;
+                IF ROW_COUNT() <> v_cps_all THEN
+                    CALL _weave_raise(50016, 'INTERRUPTED: a delete of the walk came back short; nothing is changed');
+                END IF;
                 SET out_outcome = 'SUCCEEDED';
             ELSE
                 SET out_outcome = 'IDLE';
@@ -226,7 +246,13 @@ BEGIN
     IF in_checkpointed AND out_outcome IN ('IDLE', 'REVIEW', 'ACTIVATED') THEN
         DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id
            AND step_key IN ('', COALESCE(in_step_key, ''));
+        IF ROW_COUNT() <> v_cps_closing THEN
+            CALL _weave_raise(50016, 'INTERRUPTED: a delete of the walk came back short; nothing is changed');
+        END IF;
     ELSEIF in_step_key IS NOT NULL AND out_outcome IN ('DEFERRED', 'MORE') THEN
         DELETE FROM weave_pending_advances WHERE instance_id = in_instance_id AND step_key = in_step_key;
+        IF ROW_COUNT() <> v_cps_own THEN
+            CALL _weave_raise(50016, 'INTERRUPTED: a delete of the walk came back short; nothing is changed');
+        END IF;
     END IF;
 END

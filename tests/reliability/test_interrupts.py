@@ -107,6 +107,29 @@ def test_R1_starts_and_settlements_killed_in_their_walk_are_whole_or_not_at_all(
         assert steps == {"first": "SUCCEEDED", "second": "ACTIVE"}, (wf, steps, world.instance(wf)["review_reasons"])
 
 
+
+def test_R1_settlements_that_end_their_instance_killed_in_their_walk_are_whole_or_not_at_all(world, orch):
+    """A kill that lands in a DELETE ends its scan early, with no error and no warning: the walk's delete of the
+    ended instance's checkpoints removed nothing, and the settlement committed with a checkpoint left behind
+    (M-4.18). The walk counts what its deletes must remove, and a delete that came back short undoes it."""
+    world.publish(FLOW)
+    deciding = Session(world)
+    try:
+        with killing(world, deciding, WALK) as kills:
+            started = [until_done(lambda n=n: routines.instance_start(
+                deciding.get(), world.token, world.namespace, definition="two-timers", app=world.app, input_json="{}",
+                idempotency_key=f"k-{n}", deadline_ms=3_600_000)["workflow_id"]) for n in range(300)]
+            for _ in range(2):  # the first timers' settlements, then the second ones', each ending its instance
+                world.db.advance(1_000)
+                due = world.db.rows("SELECT id FROM weave_pending_advances WHERE available_at <= %s", world.db.now())
+                for row in due:
+                    until_done(lambda cp=row["id"]: dbmod.call(deciding.get(), "weave_checkpoint_advance", cp))
+    finally:
+        deciding.close()
+    assert kills[0] > 0
+    assert {world.instance(wf)["status"] for wf in started} == {"SUCCEEDED"}
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances") == 0
+
 def test_R1_signals_and_task_creations_killed_in_their_reads_are_whole_or_not_at_all(world, orch):
     """Kills aimed at every statement with a subquery while early signals are sent (a wrong one first, which must be
     refused: a send whose read of its step was emptied stored it with its contract unchecked) and while instances
