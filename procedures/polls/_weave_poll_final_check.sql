@@ -34,7 +34,7 @@ FINAL_RESULT_CONFLICT when the query''s own answer cannot agree), SIGNAL_FIRST (
 a queued task is cancelled, a running one asked to stop; the step stays ACTIVE until Pulse reports), INBOX_FIRST
 (the round''s outcome is stored and unconsumed: re-checked after the inbox) or PROOF_MISMATCH (S-12).
 Errors: 50007 INVALID_STATE when the poll''s stored facts do not verify.
-Rules: F-1..F-9, S-11, S-12, P-10.'
+Rules: F-1..F-9, S-11, S-12, P-10, R-13.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_wait BIGINT UNSIGNED DEFAULT NULL;
@@ -59,6 +59,8 @@ BEGIN
     DECLARE v_first BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_first_at DATETIME(6);
     DECLARE v_t_status VARCHAR(16);
+    DECLARE v_t_ends DATETIME(6);  -- when the round's task ends by its stored times alone: its deadline while queued,
+    -- its attempt's lease while running (the end its expiry or its lease's recovery records, K-4, K-6)
     DECLARE v_deferred BOOLEAN;
     DECLARE v_proof VARCHAR(16);
     DECLARE v_winner_at DATETIME(6);  -- the winner's acceptance time and payload (from _weave_signal_pick)
@@ -128,13 +130,29 @@ BEGIN
                 IF v_first IS NULL THEN
                     LEAVE hook;
                 END IF;
-                SELECT status INTO v_t_status FROM pulse_tasks WHERE id = v_task FOR UPDATE;
+                SELECT t.status,
+                       IF(t.status = 'QUEUED', t.deadline_at,
+                          (SELECT a.lease_expires_at FROM pulse_attempts a FORCE INDEX (uq_attempt_no)
+                            WHERE a.task_id = t.id AND a.attempt_no = t.attempts_used AND a.status = 'RUNNING'))
+                  INTO v_t_status, v_t_ends FROM pulse_tasks t WHERE t.id = v_task FOR UPDATE;
                 -- F-9: once the round's outcome is stored, whichever happened first is for its consumer to
                 -- compare, by the two stored times.
                 CALL _weave_poll_inbox_first(in_namespace_id, in_instance_id, in_step_key, in_activation_id, v_task,
                                              v_t_status NOT IN ('QUEUED', 'RUNNING'), in_now,
                                              'a final signal waits for the round outcome in the inbox', v_deferred);
                 IF v_deferred THEN
+                    SET out_outcome = 'INBOX_FIRST';
+                    LEAVE hook;
+                END IF;
+                -- R-13, F-9: the round's task ended before the signal came, by the stored times alone (its deadline
+                -- passed while it was queued, or its lease ran out), but nothing has recorded it yet (every runner
+                -- was down): that end comes first, whichever candidate is looked at first. The look waits a second
+                -- for the expiry or the lease's recovery, which stores the outcome at that time.
+                IF v_t_ends <= v_first_at THEN
+                    CALL _weave_checkpoint_defer(in_namespace_id, in_instance_id, in_step_key, 'POLL', in_activation_id,
+                                                 in_now + INTERVAL 1 SECOND, in_now,
+                                                 'OUTCOME_DUE: the round''s task ended before the final signal came',
+                                                 NULL);
                     SET out_outcome = 'INBOX_FIRST';
                     LEAVE hook;
                 END IF;

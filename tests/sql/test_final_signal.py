@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from procedures import errors, invariants, pulse, routines
+from procedures import errors, invariants, pulse, routines, signals
 from tests.sql.test_polls import INTERVAL, answer, checkpoint, claim, fail, poll_flow, poll_step, review_codes, tid
 from tests.support.signals import send
 
@@ -784,3 +784,20 @@ def test_F9_S14_a_final_signal_found_after_the_instance_deadline_beside_a_stored
     won(world, receipt)
     assert step(world, wf)["status"] == "SUCCEEDED" and step(world, wf)["output"] == PAID
     assert world.instance(wf)["status"] == "SUCCEEDED"
+
+
+def test_F9_R13_a_final_signal_that_came_after_its_round_expired_unrecorded_waits_for_that_expiry(world, orch):
+    """Every runner down: the round's task, never claimed, passed its deadline at 3:07; the final signal came at
+    4:00, queued. Served first, the signal cancelled the task and won (F-3), where the expiry, served first, ended the
+    round before it; the stored times say the expiry came first."""
+    wf = started(world, orch, flow(task_timeout_ms=3 * 60_000 + 7_000))
+    world.db.advance(4 * 60_000)
+    receipt = final(world, wf, queued=True)
+    world.db.advance(6 * 60_000)
+    signal_id = int(receipt["signal_id"].removeprefix("sig_"))
+    assert signals.process(world.db.conn, signal_id) == "INBOX_FIRST"  # the task's end comes first
+    task = world.db.scalar("SELECT id FROM pulse_tasks")
+    assert pulse.task_expire(world.db.conn, task) == "EXPIRED"
+    drain(orch)
+    assert sig(world, receipt)["status"] == "REJECTED"
+    assert world.db.scalar("SELECT outcome FROM weave_poll_rounds") == "FAILED"  # the expiry ended it
