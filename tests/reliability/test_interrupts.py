@@ -87,18 +87,27 @@ def until_done(call: Callable[[], Any]) -> Any:
     raise AssertionError("a decision was interrupted 200 times in a row")
 
 
+def started_two_timers(world, deciding: Session) -> list[str]:
+    """300 instances of the two timers, started on the deciding session."""
+    return [until_done(lambda n=n: routines.instance_start(
+        deciding.get(), world.token, world.namespace, definition="two-timers", app=world.app, input_json="{}",
+        idempotency_key=f"k-{n}", deadline_ms=3_600_000)["workflow_id"]) for n in range(300)]
+
+
+def settle_due_timers(world, deciding: Session) -> None:
+    """A second on, every timer then due settled on the deciding session."""
+    world.db.advance(1_000)
+    due = world.db.rows("SELECT id FROM weave_pending_advances WHERE available_at <= %s", world.db.now())
+    for row in due:
+        until_done(lambda cp=row["id"]: dbmod.call(deciding.get(), "weave_checkpoint_advance", cp))
+
 def test_R1_starts_and_settlements_killed_in_their_walk_are_whole_or_not_at_all(world, orch):
     world.publish(FLOW)
     deciding = Session(world)
     try:
         with killing(world, deciding, WALK) as kills:
-            started = [until_done(lambda n=n: routines.instance_start(
-                deciding.get(), world.token, world.namespace, definition="two-timers", app=world.app, input_json="{}",
-                idempotency_key=f"k-{n}", deadline_ms=3_600_000)["workflow_id"]) for n in range(300)]
-            world.db.advance(1_000)
-            due = world.db.rows("SELECT id FROM weave_pending_advances WHERE available_at <= %s", world.db.now())
-            for row in due:  # the first timers' settlements, each walking to the second timer, on the same session
-                until_done(lambda cp=row["id"]: dbmod.call(deciding.get(), "weave_checkpoint_advance", cp))
+            started = started_two_timers(world, deciding)
+            settle_due_timers(world, deciding)  # the first timers', each walking to the second timer
     finally:
         deciding.close()
     assert kills[0] > 0 and len(set(started)) == 300
@@ -116,14 +125,9 @@ def test_R1_settlements_that_end_their_instance_killed_in_their_walk_are_whole_o
     deciding = Session(world)
     try:
         with killing(world, deciding, WALK) as kills:
-            started = [until_done(lambda n=n: routines.instance_start(
-                deciding.get(), world.token, world.namespace, definition="two-timers", app=world.app, input_json="{}",
-                idempotency_key=f"k-{n}", deadline_ms=3_600_000)["workflow_id"]) for n in range(300)]
+            started = started_two_timers(world, deciding)
             for _ in range(2):  # the first timers' settlements, then the second ones', each ending its instance
-                world.db.advance(1_000)
-                due = world.db.rows("SELECT id FROM weave_pending_advances WHERE available_at <= %s", world.db.now())
-                for row in due:
-                    until_done(lambda cp=row["id"]: dbmod.call(deciding.get(), "weave_checkpoint_advance", cp))
+                settle_due_timers(world, deciding)
     finally:
         deciding.close()
     assert kills[0] > 0
