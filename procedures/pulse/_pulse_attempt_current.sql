@@ -87,9 +87,10 @@ BEGIN
         -- _weave_checkpoint_decide reads them: a report made after one of them fell due leaves its outcome to the
         -- candidate path, which decides them in their order (R-13, F-9), as when another transaction holds the
         -- instance. With every orchestrator down, a report at 7:00 would otherwise start the successor of a task
-        -- in an instance whose approval ran out at 2:00, and whose gate that expiry closes.
+        -- in an instance whose approval ran out at 2:00, and whose gate that expiry closes. Not read when the task's
+        -- step is the instance's only open one: there are no other facts.
         SELECT id, status, updated_at,
-               LEAST((SELECT COALESCE(MIN(o.due_at), TIMESTAMP'9999-12-31 00:00:00')
+               IF(open_steps > 1, LEAST((SELECT COALESCE(MIN(o.due_at), TIMESTAMP'9999-12-31 00:00:00')
                         FROM weave_pending_advances o FORCE INDEX (uq_checkpoint)
                        WHERE o.instance_id = v_inst AND o.step_key <> v_step
                          AND o.deferred_reason IS NULL AND o.attempts = 0),
@@ -103,7 +104,8 @@ BEGIN
                         FROM pulse_tasks t FORCE INDEX (ix_task_instance)
                         LEFT JOIN pulse_attempts a FORCE INDEX (uq_attempt_no)
                           ON a.task_id = t.id AND a.status = 'RUNNING'
-                       WHERE t.instance_id = v_inst AND t.status IN ('QUEUED', 'RUNNING') AND t.step_key <> v_step))
+                       WHERE t.instance_id = v_inst AND t.status IN ('QUEUED', 'RUNNING') AND t.step_key <> v_step)),
+                  TIMESTAMP'9999-12-31 00:00:00')
           INTO out_instance_id, out_inst_status, v_last, v_earlier
           FROM weave_instances WHERE id = v_inst FOR UPDATE SKIP LOCKED;
     END IF;

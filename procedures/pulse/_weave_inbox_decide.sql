@@ -34,10 +34,11 @@ BEGIN
         -- The clock in the re-read of the candidate (see _weave_candidate_open), never before the instance's last
         -- decision (R-2: see _weave_signal_accept).
         -- With it, the earliest stored time of the facts of the instance's other steps than the task's still to be
-        -- decided, as _weave_checkpoint_decide reads them.
+        -- decided, as _weave_checkpoint_decide reads them (not when the task's step is the instance's only open one).
         SELECT e.task_id, e.state, e.available_at, e.occurred_at,
                GREATEST(UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND,
                         v_last),
+               CASE WHEN (SELECT n.open_steps FROM weave_instances n WHERE n.id = e.instance_id) > 1 THEN
                LEAST((SELECT COALESCE(MIN(o.due_at), TIMESTAMP'9999-12-31 00:00:00')
                         FROM weave_pending_advances o FORCE INDEX (uq_checkpoint)
                        WHERE o.instance_id = e.instance_id AND o.deferred_reason IS NULL AND o.attempts = 0
@@ -54,6 +55,8 @@ BEGIN
                           ON a.task_id = t.id AND a.status = 'RUNNING'
                        WHERE t.instance_id = e.instance_id AND t.status IN ('QUEUED', 'RUNNING')
                          AND t.step_key <> (SELECT et.step_key FROM pulse_tasks et WHERE et.id = e.task_id)))
+               WHEN (SELECT n.open_steps FROM weave_instances n WHERE n.id = e.instance_id) IS NOT NULL
+               THEN TIMESTAMP'9999-12-31 00:00:00' END
           INTO v_task, v_state, v_available, v_occurred, v_now, v_earlier
           FROM pulse_inbox e WHERE e.id = in_inbox_id AND e.instance_id = v_inst FOR UPDATE;
         IF v_state IS NULL OR v_state <> 'PENDING' THEN
