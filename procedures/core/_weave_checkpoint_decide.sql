@@ -46,7 +46,7 @@ BEGIN
         SELECT c.kind, c.step_key, c.activation_id, c.available_at, c.due_at,
                GREATEST(UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND,
                         v_last),
-               CASE WHEN (SELECT n.open_steps FROM weave_instances n WHERE n.id = c.instance_id) > 1 THEN
+               CASE (SELECT n.open_steps FROM weave_instances n WHERE n.id = c.instance_id) > 1 WHEN TRUE THEN
                LEAST((SELECT COALESCE(MIN(o.due_at), TIMESTAMP'9999-12-31 00:00:00')
                         FROM weave_pending_advances o FORCE INDEX (uq_checkpoint)
                        WHERE o.instance_id = c.instance_id AND o.step_key <> c.step_key
@@ -63,8 +63,7 @@ BEGIN
                           ON a.task_id = t.id AND a.status = 'RUNNING'
                        WHERE t.instance_id = c.instance_id AND t.status IN ('QUEUED', 'RUNNING')
                          AND t.step_key <> c.step_key))
-               WHEN (SELECT n.open_steps FROM weave_instances n WHERE n.id = c.instance_id) IS NOT NULL
-               THEN TIMESTAMP'9999-12-31 00:00:00' END
+               WHEN FALSE THEN TIMESTAMP'9999-12-31 00:00:00' END
           INTO v_kind, v_step_key, v_activation, v_available, v_due, v_now, v_earlier
           FROM weave_pending_advances c WHERE c.id = in_checkpoint_id AND c.instance_id = v_inst FOR UPDATE;
         IF v_kind IS NULL THEN

@@ -38,7 +38,7 @@ BEGIN
         SELECT e.task_id, e.state, e.available_at, e.occurred_at,
                GREATEST(UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND,
                         v_last),
-               CASE WHEN (SELECT n.open_steps FROM weave_instances n WHERE n.id = e.instance_id) > 1 THEN
+               CASE (SELECT n.open_steps FROM weave_instances n WHERE n.id = e.instance_id) > 1 WHEN TRUE THEN
                LEAST((SELECT COALESCE(MIN(o.due_at), TIMESTAMP'9999-12-31 00:00:00')
                         FROM weave_pending_advances o FORCE INDEX (uq_checkpoint)
                        WHERE o.instance_id = e.instance_id AND o.deferred_reason IS NULL AND o.attempts = 0
@@ -55,8 +55,7 @@ BEGIN
                           ON a.task_id = t.id AND a.status = 'RUNNING'
                        WHERE t.instance_id = e.instance_id AND t.status IN ('QUEUED', 'RUNNING')
                          AND t.step_key <> (SELECT et.step_key FROM pulse_tasks et WHERE et.id = e.task_id)))
-               WHEN (SELECT n.open_steps FROM weave_instances n WHERE n.id = e.instance_id) IS NOT NULL
-               THEN TIMESTAMP'9999-12-31 00:00:00' END
+               WHEN FALSE THEN TIMESTAMP'9999-12-31 00:00:00' END
           INTO v_task, v_state, v_available, v_occurred, v_now, v_earlier
           FROM pulse_inbox e WHERE e.id = in_inbox_id AND e.instance_id = v_inst FOR UPDATE;
         IF v_state IS NULL OR v_state <> 'PENDING' THEN
