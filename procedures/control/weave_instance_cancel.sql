@@ -49,52 +49,55 @@ BEGIN
         -- cancel then fail.
         COMMIT;
         SET v_inst = CAST(SUBSTRING(in_workflow_id, 4) AS UNSIGNED), @weave_facts_only = v_inst;
-        facts: WHILE v_done < 32 DO
-            CALL _weave_now(v_now);
-            SET v_class = NULL;
-            SELECT d.class, d.id INTO v_class, v_id
-              FROM ((SELECT 'CHECKPOINT' AS class, c.id, c.due_at AS due_at
-                       FROM weave_pending_advances c FORCE INDEX (uq_checkpoint)
-                      WHERE c.instance_id = v_inst AND c.kind <> 'ROOT' AND c.deferred_reason IS NULL
-                        AND c.attempts = 0 AND c.due_at <= v_now AND c.available_at <= v_now)
-                    UNION ALL
-                    (SELECT 'INBOX', x.id, x.occurred_at
-                       FROM pulse_inbox x FORCE INDEX (ix_inbox_instance)
-                      WHERE x.instance_id = v_inst AND x.state = 'PENDING' AND x.attempts = 0
-                        AND x.available_at <= v_now)) d
-             ORDER BY d.due_at, d.class, d.id LIMIT 1;
-            IF v_class IS NULL THEN
-                LEAVE facts;
-            END IF;
-            SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-            START TRANSACTION;
-            SAVEPOINT weave_cancel_fact;
-            fact: BEGIN
-                -- A decision that fails is undone alone and left to the orchestrator, which books it (R-12): the
-                -- cancel goes on, as an operator's must while the runners are down. An interrupt, a deadlock or a
-                -- lost connection is the whole call's.
-                DECLARE EXIT HANDLER FOR SQLEXCEPTION
-                BEGIN
-                    GET DIAGNOSTICS CONDITION 1 v_errno = MYSQL_ERRNO;
-                    IF v_errno IN (1213, 1317, 1969, 50016) THEN
-                        SET @weave_facts_only = NULL;
-                        RESIGNAL;
-                    END IF;
-                    ROLLBACK TO SAVEPOINT weave_cancel_fact;
-                    SET v_outcome = 'FAILED';
-                END;
-                IF v_class = 'CHECKPOINT' THEN
-                    CALL _weave_checkpoint_decide(v_id, v_outcome);
-                ELSE
-                    CALL _weave_inbox_decide(v_id, v_outcome);
+        guarded: BEGIN
+            -- Whatever ends the call inside (an interrupt, a lost connection), the session decides new work again.
+            DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN SET @weave_facts_only = NULL; RESIGNAL; END;
+            facts: WHILE v_done < 32 DO
+                CALL _weave_now(v_now);
+                SET v_class = NULL;
+                SELECT d.class, d.id INTO v_class, v_id
+                  FROM ((SELECT 'CHECKPOINT' AS class, c.id, c.due_at AS due_at
+                           FROM weave_pending_advances c FORCE INDEX (uq_checkpoint)
+                          WHERE c.instance_id = v_inst AND c.kind <> 'ROOT' AND c.deferred_reason IS NULL
+                            AND c.attempts = 0 AND c.due_at <= v_now AND c.available_at <= v_now)
+                        UNION ALL
+                        (SELECT 'INBOX', x.id, x.occurred_at
+                           FROM pulse_inbox x FORCE INDEX (ix_inbox_instance)
+                          WHERE x.instance_id = v_inst AND x.state = 'PENDING' AND x.attempts = 0
+                            AND x.available_at <= v_now)) d
+                 ORDER BY d.due_at, d.class, d.id LIMIT 1;
+                IF v_class IS NULL THEN
+                    LEAVE facts;
                 END IF;
-            END fact;
-            COMMIT;
-            IF v_outcome IN ('BUSY', 'FAILED') THEN  -- another node decides, or it is left to the orchestrator
-                LEAVE facts;
-            END IF;
-            SET v_done = v_done + 1;
-        END WHILE;
+                SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+                START TRANSACTION;
+                SAVEPOINT weave_cancel_fact;
+                fact: BEGIN
+                    -- A decision that fails is undone alone and left to the orchestrator, which books it (R-12): the
+                    -- cancel goes on, as an operator's must while the runners are down. An interrupt, a deadlock or a
+                    -- lost connection is the whole call's.
+                    DECLARE EXIT HANDLER FOR SQLEXCEPTION
+                    BEGIN
+                        GET DIAGNOSTICS CONDITION 1 v_errno = MYSQL_ERRNO;
+                        IF v_errno IN (1213, 1317, 1969, 50016) THEN
+                            RESIGNAL;
+                        END IF;
+                        ROLLBACK TO SAVEPOINT weave_cancel_fact;
+                        SET v_outcome = 'FAILED';
+                    END;
+                    IF v_class = 'CHECKPOINT' THEN
+                        CALL _weave_checkpoint_decide(v_id, v_outcome);
+                    ELSE
+                        CALL _weave_inbox_decide(v_id, v_outcome);
+                    END IF;
+                END fact;
+                COMMIT;
+                IF v_outcome IN ('BUSY', 'FAILED') THEN  -- another node decides, or it is left to the orchestrator
+                    LEAVE facts;
+                END IF;
+                SET v_done = v_done + 1;
+            END WHILE;
+        END guarded;
         SET @weave_facts_only = NULL;
         SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
         START TRANSACTION;
