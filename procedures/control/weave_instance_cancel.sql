@@ -79,7 +79,7 @@ BEGIN
                     DECLARE EXIT HANDLER FOR SQLEXCEPTION
                     BEGIN
                         GET DIAGNOSTICS CONDITION 1 v_errno = MYSQL_ERRNO;
-                        IF v_errno IN (1213, 1317, 1969, 50016) THEN
+                        IF _weave_error_ends_call(v_errno) THEN
                             RESIGNAL;
                         END IF;
                         ROLLBACK TO SAVEPOINT weave_cancel_fact;

@@ -37,7 +37,7 @@ BEGIN
         BEGIN
             GET DIAGNOSTICS CONDITION 1 v_errno = MYSQL_ERRNO;
             -- An interrupt is the whole decision's, as a deadlock is (see _weave_signal_accept's wake).
-            IF NOT in_guarded OR v_errno IN (1213, 1317, 1969, 50016) THEN
+            IF NOT in_guarded OR _weave_error_ends_call(v_errno) THEN
                 RESIGNAL;
             END IF;
             ROLLBACK TO SAVEPOINT weave_inbox_settle;

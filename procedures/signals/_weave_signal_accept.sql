@@ -370,7 +370,7 @@ BEGIN
                     -- (KILL QUERY, max_statement_time, or a read one emptied): caught here, the acceptance went on to
                     -- its COMMIT with the kill still pending, and the server skipped that COMMIT without a word, so
                     -- Send answered a receipt for a signal left uncommitted in an open transaction.
-                    IF v_errno IN (1213, 1317, 1969, 50016) THEN
+                    IF _weave_error_ends_call(v_errno) THEN
                         RESIGNAL;
                     END IF;
                     ROLLBACK TO SAVEPOINT weave_signal_wake;
