@@ -16,6 +16,7 @@ Rules: R-1, R-3, R-5, R-6, R-13, F-9.'
 BEGIN
     DECLARE v_now DATETIME(6);
     DECLARE v_last DATETIME(6);  -- the instance's last decision, as locked (R-2)
+    DECLARE v_open INT UNSIGNED;  -- its steps not SUCCEEDED, as locked
     DECLARE v_ns BIGINT UNSIGNED;
     DECLARE v_inst BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_kind VARCHAR(8) DEFAULT NULL;
@@ -27,7 +28,7 @@ BEGIN
     DECLARE v_status VARCHAR(16);
 
     decide: BEGIN
-        CALL _weave_candidate_open('CHECKPOINT', in_checkpoint_id, v_ns, v_inst, v_status, v_last, out_outcome);
+        CALL _weave_candidate_open('CHECKPOINT', in_checkpoint_id, v_ns, v_inst, v_status, v_last, v_open, out_outcome);
         IF out_outcome IS NOT NULL THEN
             LEAVE decide;
         END IF;
@@ -46,7 +47,7 @@ BEGIN
         SELECT c.kind, c.step_key, c.activation_id, c.available_at, c.due_at,
                GREATEST(UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND,
                         v_last),
-               CASE (SELECT n.open_steps FROM weave_instances n WHERE n.id = c.instance_id) > 1 WHEN TRUE THEN
+               CASE v_open > 1 WHEN TRUE THEN
                LEAST((SELECT COALESCE(MIN(o.due_at), TIMESTAMP'9999-12-31 00:00:00')
                         FROM weave_pending_advances o FORCE INDEX (uq_checkpoint)
                        WHERE o.instance_id = c.instance_id AND o.step_key <> c.step_key
