@@ -165,9 +165,7 @@ BEGIN
             SET out_outcome = 'REVIEW';
             LEAVE root;
         END IF;
-        -- A cancel deciding the facts due before it starts no new work (weave_instance_cancel): its gate is shut.
-        SET v_why = _weave_work_blocker(v_status, v_control, IF(@weave_facts_only <=> in_instance_id, 'CLOSED', v_gate),
-                                        v_cred_status, v_app_status);
+        SET v_why = _weave_work_blocker(in_instance_id, v_status, v_control, v_gate, v_cred_status, v_app_status);
         IF v_why IS NOT NULL THEN
             -- Resume makes ROOT due at once (C-1), so a paused instance can wait long between checks; so does
             -- enabling the identity or the app that is disabled (the deferral names it, and backs off up to ten

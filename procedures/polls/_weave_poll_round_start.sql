@@ -130,9 +130,7 @@ BEGIN
         SET v_why = 'INSTANCE_DEADLINE: instance deadline passed';
         SET out_outcome = 'REVIEW';
     ELSE
-        -- A cancel deciding the facts due before it starts no new work (weave_instance_cancel).
-        SET v_why = _weave_work_blocker(v_inst_status, v_control,
-                                        IF(@weave_facts_only <=> in_instance_id, 'CLOSED', v_gate), v_cred_status,
+        SET v_why = _weave_work_blocker(in_instance_id, v_inst_status, v_control, v_gate, v_cred_status,
                                         v_app_status);
     END IF;
     -- Room as _weave_task_room sees it, from the read above (asking it here would be two statements more on every
