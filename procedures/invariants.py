@@ -177,6 +177,12 @@ INVARIANTS: tuple[Invariant, ...] = (
     Invariant("M-4.13b", "every row a row references exists", "\n        UNION ALL ".join(
         f"SELECT c.{key} FROM {table} c LEFT JOIN {parent} p ON p.id = c.{column} WHERE p.id IS NULL"
         for table, key, column, parent in _REFERENCES)),
+    # The instance an attempt or a task outcome names is read beside its task's to order the instance's decisions
+    # (R-13, F-9): one naming another instance would be ordered among that instance's facts, and missing from its own.
+    Invariant("M-4.13c", "an attempt's and a task outcome's instance is its task's", """
+        SELECT a.id FROM pulse_attempts a JOIN pulse_tasks t ON t.id = a.task_id WHERE a.instance_id <> t.instance_id
+        UNION ALL
+        SELECT x.id FROM pulse_inbox x JOIN pulse_tasks t ON t.id = x.task_id WHERE x.instance_id <> t.instance_id"""),
     Invariant("M-4.14", "each (namespace, instance, idempotency key) has at most one signal", """
         SELECT namespace_id FROM weave_signals GROUP BY namespace_id, instance_id, idempotency_key
         HAVING COUNT(*) > 1"""),

@@ -37,8 +37,7 @@ def db(request, database) -> Db:
     handle = Db(database)
     reset(handle.conn)
     yield handle
-    marker = request.node.get_closest_marker("breaks_invariants")
-    skip = set(marker.args) if marker else set()
+    skip = {name for marker in request.node.iter_markers("breaks_invariants") for name in marker.args}
     try:
         if not getattr(request.node, "rep_call_failed", False):
             invariants.check(handle.conn, skip)

@@ -75,7 +75,9 @@ BEGIN
              WHERE i.open_steps > 0 AND s.instance_id = in_instance_id AND s.status = 'PENDING' AND e.step_key IS NULL),
            (SELECT CONCAT(COUNT(*), ':', COALESCE(SUM(k.step_key IN ('', COALESCE(in_step_key, ''))), 0), ':',
                           COALESCE(SUM(k.step_key = COALESCE(in_step_key, '')), 0))
-              FROM weave_pending_advances k FORCE INDEX (uq_checkpoint) WHERE k.instance_id = in_instance_id)
+              FROM weave_pending_advances k FORCE INDEX (uq_checkpoint)
+             WHERE k.instance_id = in_instance_id
+               AND (i.open_steps = 0 OR i.status = 'SUCCEEDED' OR k.step_key IN ('', COALESCE(in_step_key, ''))))
       INTO v_status, v_control, v_gate, v_deadline, v_def, v_cred_status, v_app_status, v_cred, v_app, v_unfinished,
            v_event_no, v_readiness, v_checkpoints
       FROM weave_instances i
@@ -90,8 +92,9 @@ BEGIN
     IF v_status IS NULL OR v_readiness IS NULL OR v_checkpoints IS NULL THEN
         CALL _weave_raise(50016, 'INTERRUPTED: the walk''s read of the instance came back empty; nothing is changed');
     END IF;
-    -- The checkpoints the walk's deletes remove, counted before (every one of the instance's; its ROOT and the settled
-    -- step's; the settled step's): a KILL QUERY that lands in a DELETE ends its scan early, with no error and no
+    -- The checkpoints the walk's deletes remove, counted before (every one of the instance's, counted only when it has
+    -- no open step left and may end, so that a decision of a wide instance reads two keys, not its every wait; its
+    -- ROOT and the settled step's; the settled step's): a KILL QUERY that lands in a DELETE ends its scan early, with no error and no
     -- warning, and the decision committed with its checkpoint left behind (MariaDB 10.11, seen under kills aimed at
     -- the walk). A delete that removed fewer is that interrupt, and undoes the decision.
     SET v_cps_all = CAST(SUBSTRING_INDEX(v_checkpoints, ':', 1) AS UNSIGNED),

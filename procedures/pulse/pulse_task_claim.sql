@@ -118,13 +118,14 @@ BEGIN
                 DECLARE v_done TINYINT DEFAULT 0;
                 DECLARE v_id BIGINT UNSIGNED;
                 DECLARE v_task_ns BIGINT UNSIGNED;
+                DECLARE v_task_inst BIGINT UNSIGNED;
                 DECLARE v_task_mutex VARCHAR(256);
                 DECLARE v_task_no INT UNSIGNED;
                 DECLARE v_task_max INT UNSIGNED;
                 DECLARE v_priority INT;
                 DECLARE v_available DATETIME(6);
                 DECLARE c_queue CURSOR FOR
-                    SELECT t.id, t.namespace_id, t.mutex_key, t.attempts_used + 1, t.max_attempts, t.priority,
+                    SELECT t.id, t.namespace_id, t.instance_id, t.mutex_key, t.attempts_used + 1, t.max_attempts, t.priority,
                            t.available_at
                       FROM pulse_tasks t FORCE INDEX (ix_task_claim)
                      WHERE t.queue_id = v_qid AND t.status = 'QUEUED' AND t.available_at <= v_now
@@ -140,13 +141,14 @@ BEGIN
                     SET v_qid = JSON_VALUE(v_queue_ids, CONCAT('$[', v_i, ']')), v_i = v_i + 1, v_done = 0;
                     OPEN c_queue;
                     rows_of_queue: LOOP
-                        FETCH c_queue INTO v_id, v_task_ns, v_task_mutex, v_task_no, v_task_max, v_priority,
+                        FETCH c_queue INTO v_id, v_task_ns, v_task_inst, v_task_mutex, v_task_no, v_task_max, v_priority,
                                            v_available;
                         IF v_done = 1 THEN
                             LEAVE rows_of_queue;
                         END IF;
                         SET v_picked = JSON_ARRAY_APPEND(v_picked, '$', JSON_OBJECT(
-                            'id', v_id + 0, 'ns', v_task_ns + 0, 'queue', v_qid + 0, 'mutex', v_task_mutex,
+                            'id', v_id + 0, 'ns', v_task_ns + 0, 'inst', v_task_inst + 0, 'queue', v_qid + 0,
+                            'mutex', v_task_mutex,
                             'no', v_task_no + 0, 'max', v_task_max + 0, 'priority', v_priority + 0,
                             'available', DATE_FORMAT(v_available, '%Y-%m-%d %H:%i:%s.%f')));
                     END LOOP;
@@ -174,6 +176,7 @@ BEGIN
                 DECLARE v_one LONGTEXT;
                 DECLARE v_task BIGINT UNSIGNED;
                 DECLARE v_ns BIGINT UNSIGNED;
+                DECLARE v_inst BIGINT UNSIGNED;
                 DECLARE v_queue BIGINT UNSIGNED;
                 DECLARE v_mutex VARCHAR(256);
                 DECLARE v_no INT UNSIGNED;
@@ -183,15 +186,15 @@ BEGIN
                 next_task: WHILE v_i < v_n DO
                     SET v_one = JSON_EXTRACT(v_picked, CONCAT('$[', v_i, ']')), v_i = v_i + 1;
                     SET v_task = JSON_VALUE(v_one, '$.id'), v_ns = JSON_VALUE(v_one, '$.ns'),
-                        v_queue = JSON_VALUE(v_one, '$.queue'), v_mutex = JSON_VALUE(v_one, '$.mutex'),
+                        v_inst = JSON_VALUE(v_one, '$.inst'), v_queue = JSON_VALUE(v_one, '$.queue'), v_mutex = JSON_VALUE(v_one, '$.mutex'),
                         v_no = JSON_VALUE(v_one, '$.no'), v_max = JSON_VALUE(v_one, '$.max');
                     IF v_no > v_max THEN
                         -- A QUEUED task with no attempt left cannot exist (M-4.5); never start one past the budget.
                         ITERATE next_task;
                     END IF;
-                    INSERT INTO pulse_attempts (namespace_id, task_id, attempt_no, worker_id, status, lease_expires_at,
-                                                started_at)
-                    VALUES (v_ns, v_task, v_no, in_worker_id, 'RUNNING', v_lease, v_now);
+                    INSERT INTO pulse_attempts (namespace_id, task_id, instance_id, attempt_no, worker_id, status,
+                                                lease_expires_at, started_at)
+                    VALUES (v_ns, v_task, v_inst, v_no, in_worker_id, 'RUNNING', v_lease, v_now);
                     SET v_attempt = LAST_INSERT_ID();
                     SET v_dup = 0;
                     BEGIN

@@ -8,14 +8,17 @@ Then against the instance's own size: a settlement whose walk activates a full w
 the table. Which steps are ready is read from the instance's steps, through its key, once per walk: a walk's rows
 grow with the steps of its own instance only, and an activation adds the same rows whatever that size.
 
+A report in an instance with 200 tasks running side by side: the first report, with 199 others running, reads what
+the last reads, with none (the facts that order the instance's decisions are read up to the decision's own time).
+
 A POLL's next round against its own rounds so far, read by key (P-4): its rows stay flat from round 3 to round
 3,000, and so do the instance read's, but for the key of each round it does not show.
 
 And a join reading one field of each of many large outputs: its activation hands each output to the templates
 once (the time of the report that activates it, with its statements and rows).
 
-    python -m tests.benchmarks.bench_backlog [--backlogs 10,1000,100000] [--fan-outs 33,256] [--poll-rounds 3,300,3000]
-        [--joins 8,32]
+    python -m tests.benchmarks.bench_backlog [--backlogs 10,1000,100000] [--fan-outs 33,256] [--in-flight 200]
+        [--poll-rounds 3,300,3000] [--joins 8,32]
 
 Rows read are the session's Handler_read_* deltas (every index entry or row the storage engine handed up).
 """
@@ -60,6 +63,18 @@ def queue_backlog(world, rows: int) -> None:
         db.execute(f"UPDATE weave_apps SET {counter} = {counter} + %s WHERE id = %s", rows, app)
         db.execute(f"UPDATE weave_queues SET {counter} = {counter} + %s WHERE id = %s", rows, queue)
     db.execute("ANALYZE TABLE pulse_tasks")
+
+
+def clear_backlog(world) -> None:
+    """The bulk-inserted backlog gone again, the counters with it: its tasks serve no instance (M-4.13b)."""
+    db = world.db
+    counter = db.scalar("SELECT MIN(COLUMN_NAME) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+                        "AND TABLE_NAME = 'weave_apps' AND COLUMN_NAME IN ('slots_taken', 'in_flight')")
+    rows = db.scalar("SELECT COUNT(*) FROM pulse_tasks WHERE instance_id = 0 AND step_key = 'backlog'")
+    db.execute("DELETE FROM pulse_tasks WHERE instance_id = 0 AND step_key = 'backlog'")
+    if counter:
+        db.execute(f"UPDATE weave_apps SET {counter} = {counter} - %s WHERE name = %s", rows, world.app)
+        db.execute(f"UPDATE weave_queues SET {counter} = {counter} - %s WHERE name = %s", rows, world.queue)
 
 
 def measure(world) -> dict:
@@ -110,6 +125,32 @@ def fan_out(world, steps: int, instances: int = 5) -> dict:
     assert activated == 31, activated
     return {"statements_per_activation": round(n["statements"] / activated, 1),
             "rows_read_per_activation": round(n["rows_read"] / activated, 1)}
+
+
+def tasks_in_flight(world, tasks: int) -> dict:
+    """``tasks`` TASK steps running side by side beside an hour-long timer: the report of the first, with every other
+    task running (each a lease and a task in flight, facts that order the instance's decisions, R-13), and of the
+    last, with none. The instance's steps are the same for both: what they read apart is what the other work in
+    flight costs a decision, which reads only the facts earlier than its own time."""
+    db = world.db
+    name = f"in-flight-{tasks}"
+    routines.queue_put(db.conn, world.admin, world.namespace, name, 1_000_000)  # no other work in it
+    world.publish({"name": name, "steps": [{"key": "hold", "type": "TIMER", "delay_ms": 3_600_000}] + [
+        {"key": f"t{i}", "type": "TASK", "queue": name, "handler": "example.echo", "handler_version": "1"}
+        for i in range(tasks)]})
+    wf = world.start(name)
+    while db.scalar("SELECT COUNT(*) FROM weave_steps WHERE instance_id = %s AND status = 'PENDING'",
+                    world.internal_id(wf)):  # a walk activates 31 steps at most: ROOT goes on with the rest
+        dbmod.call(db.conn, "weave_checkpoint_advance", _checkpoint(db, wf, ""))
+    running = pulse.task_claim(db.conn, "bench", name, limit=tasks, lease_ms=3_600_000)
+    assert len(running) == tasks
+    reads = []
+    for task in running:
+        with counted(db.conn) as n:
+            pulse.attempt_complete(db.conn, task["attempt_id"], "bench", {})
+        reads.append(n)
+    return {"first_report_statements": reads[0]["statements"], "first_report_rows_read": reads[0]["rows_read"],
+            "last_report_statements": reads[-1]["statements"], "last_report_rows_read": reads[-1]["rows_read"]}
 
 
 def long_poll(world, marks: list[int]) -> list[dict]:
@@ -177,6 +218,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backlogs", default="10,1000,100000")
     parser.add_argument("--fan-outs", default="33,256", help="steps of each fan-out definition (33..256)")
+    parser.add_argument("--in-flight", default="200", help="tasks running side by side in one instance")
     parser.add_argument("--poll-rounds", default="3,300,3000", help="rounds of one poll at which to measure")
     parser.add_argument("--joins", default="8,32", help="outputs a join reads, one field of each")
     parser.add_argument("--output-bytes", type=int, default=1_000_000, help="the size of each output it reads")
@@ -189,8 +231,12 @@ def main() -> None:
         queue_backlog(world, backlog - have)
         have = backlog
         figure("rows read vs backlog", queued=backlog, **measure(world))
+    clear_backlog(world)
     for steps in (int(s) for s in args.fan_outs.split(",")):
         figure("rows read vs the instance's steps", steps=steps, **fan_out(world, steps))
+    for tasks in (int(t) for t in args.in_flight.split(",")):
+        figure("rows read by a report vs the instance's other tasks running", tasks=tasks,
+               **tasks_in_flight(world, tasks))
     for point in long_poll(world, [int(r) for r in args.poll_rounds.split(",")]):
         figure("rows read vs the poll's own rounds", **point)
     for steps in (int(s) for s in args.joins.split(",")):

@@ -285,20 +285,21 @@ END
 CLAIM_FLOOR = """
 CREATE PROCEDURE floor_claim_one(IN in_worker VARCHAR(128), IN in_queue_id BIGINT UNSIGNED)
 BEGIN
-    DECLARE v_task, v_ns, v_attempt BIGINT UNSIGNED;
+    DECLARE v_task, v_ns, v_inst, v_attempt BIGINT UNSIGNED;
     DECLARE v_no INT UNSIGNED;
     DECLARE v_mutex VARCHAR(256);
     DECLARE v_now DATETIME(6);
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
     START TRANSACTION;
-    SELECT t.id, t.namespace_id, t.attempts_used + 1, t.mutex_key,
+    SELECT t.id, t.namespace_id, t.instance_id, t.attempts_used + 1, t.mutex_key,
            UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND
-      INTO v_task, v_ns, v_no, v_mutex, v_now
+      INTO v_task, v_ns, v_inst, v_no, v_mutex, v_now
       FROM pulse_tasks t FORCE INDEX (ix_task_claim)
      WHERE t.queue_id = in_queue_id AND t.status = 'QUEUED'
      ORDER BY t.priority DESC, t.available_at, t.id LIMIT 1 FOR UPDATE SKIP LOCKED;
-    INSERT INTO pulse_attempts (namespace_id, task_id, attempt_no, worker_id, status, lease_expires_at, started_at)
-    VALUES (v_ns, v_task, v_no, in_worker, 'RUNNING', v_now + INTERVAL 30 SECOND, v_now);
+    INSERT INTO pulse_attempts (namespace_id, task_id, instance_id, attempt_no, worker_id, status, lease_expires_at,
+                                started_at)
+    VALUES (v_ns, v_task, v_inst, v_no, in_worker, 'RUNNING', v_now + INTERVAL 30 SECOND, v_now);
     SET v_attempt = LAST_INSERT_ID();
     INSERT INTO pulse_permits (attempt_id, namespace_id, queue_id, task_id, mutex_key, mutex_held, taken_at)
     VALUES (v_attempt, v_ns, in_queue_id, v_task, v_mutex, v_mutex, v_now);

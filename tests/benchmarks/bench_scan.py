@@ -20,8 +20,8 @@ HISTORY = {
                      "credential_id, actor, status, accepted_at, expires_at, available_at, consumed_at, receipt) "
                      "SELECT 1, n, CONCAT('k', n), REPEAT('0', 64), 's', '1', 'a', 1, 'c', '{}', 'r', 1, 'x', "
                      "'CONSUMED', NOW(6), NOW(6), NOW(6) - INTERVAL 1 DAY, NOW(6), '{}' FROM {seq}",
-    "pulse_attempts": "INSERT INTO pulse_attempts (namespace_id, task_id, attempt_no, worker_id, status, "
-                      "lease_expires_at, started_at, ended_at) SELECT 1, n, 1, 'w', 'SUCCEEDED', "
+    "pulse_attempts": "INSERT INTO pulse_attempts (namespace_id, task_id, instance_id, attempt_no, worker_id, "
+                      "status, lease_expires_at, started_at, ended_at) SELECT 1, n, n, 1, 'w', 'SUCCEEDED', "
                       "NOW(6) - INTERVAL 1 DAY, NOW(6), NOW(6) FROM {seq}",
     "pulse_tasks": "INSERT INTO pulse_tasks (namespace_id, app_id, queue_id, instance_id, step_key, activation_id, "
                    "handler, handler_version, input, priority, max_attempts, initial_backoff_ms, backoff_coefficient, "

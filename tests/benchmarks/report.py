@@ -126,12 +126,17 @@ def main() -> None:
     if "backlog" in only:
         rows = weave("bench_backlog")
         fans = [r for r in rows if "steps" in r]
+        flights = [r for r in rows if "tasks" in r]
         rows = [r for r in rows if "queued" in r]
         small, large = rows[0] if rows else None, rows[-1] if rows else None
         if len(fans) > 1:
             figure(f"rows read per activation, fan-out of {fans[-1]['steps']} vs {fans[0]['steps']} steps",
                    fans[-1]["rows_read_per_activation"], fans[0]["rows_read_per_activation"],
                    f"{fans[0]['steps']} steps", "the steps read once per walk, not per activation")
+        for r in flights:
+            figure(f"rows read by a report with {r['tasks'] - 1} other tasks of its instance running vs none",
+                   r["first_report_rows_read"], r["last_report_rows_read"], "the last report, none running",
+                   "flat (ratio ~1)")
         if small and large:
             figure("rows read per claim, 100,000 vs 10 queued", large["claim_rows_read"], small["claim_rows_read"],
                    "10 queued", "flat (ratio ~1)")

@@ -74,3 +74,22 @@ def test_M4_13b_an_instance_whose_app_was_deleted_is_named_and_its_read_says_why
     assert set(broken(world)) == {"M-4.13b"}
     with pytest.raises(errors.InvalidState):
         world.instance(wf)
+
+
+@pytest.mark.breaks_invariants("M-4.13c")
+def test_M4_13c_an_attempt_or_an_outcome_naming_another_instance_than_its_task_s_is_named(world):
+    """What orders an instance's decisions reads its running attempts and waiting outcomes by the instance they
+    name (R-13, F-9): a row naming another instance would be read among that instance's facts instead."""
+    world.publish(task_flow())
+    wf = world.start("charge", {"order_id": "o-1"})
+    [claimed] = pulse.task_claim(world.db.conn, "w1", "payments")
+    assert world.db.scalar("SELECT instance_id FROM pulse_attempts WHERE id = %s", claimed["attempt_id"]) == \
+        world.internal_id(wf)  # the claim names it
+    assert "M-4.13c" not in broken(world)
+    world.db.execute("UPDATE pulse_attempts SET instance_id = instance_id + 1000")
+    assert set(broken(world)) == {"M-4.13c"}
+    world.db.execute("UPDATE pulse_attempts SET instance_id = instance_id - 1000")
+    with world.held(wf):
+        pulse.attempt_complete(world.db.conn, claimed["attempt_id"], "w1", {"shipped": True})
+    world.db.execute("UPDATE pulse_inbox SET instance_id = instance_id + 1000")
+    assert set(broken(world)) == {"M-4.13c"}

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pymysql
 import pytest
+from yoyo.migrations import read_sql_migration
 
 from procedures import db as dbmod
 from procedures import errors, installer, routines
@@ -256,7 +257,7 @@ def test_R15_a_migrate_cut_off_midway_resumes_where_it_stopped_and_the_schema_is
 
         planned = installer.plan(fresh)  # said without doing anything: the progress stays as it is
         assert planned.migrations == [{"id": target, "statements": 8, "resumes_at": 3}] + [
-            {"id": m, "statements": 1, "resumes_at": None} for m in later[1:]]
+            {"id": m, "statements": _statements(m), "resumes_at": None} for m in later[1:]]
         with dbmod.connect(fresh) as conn, conn.cursor() as cur:
             cur.execute(f"SELECT statements_applied, in_flight FROM {installer.PROGRESS_TABLE}")
             assert cur.fetchall() == in_flight
@@ -296,6 +297,10 @@ def test_R15_a_migrate_cut_off_midway_resumes_where_it_stopped_and_the_schema_is
             cur.execute("SELECT decided_at FROM weave_poll_rounds")  # the data statement ran once, in its place
             assert [str(r["decided_at"]) for r in cur.fetchall()] == ["2026-01-02 00:00:00"]
         assert not installer.migrate(fresh, test_clock=True).changed
+
+
+def _statements(migration: str) -> int:
+    return len(read_sql_migration(str(installer.MIGRATIONS_DIR / f"{migration}.sql"))[2])
 
 
 def test_R15_a_migrate_interrupted_gives_up_its_session_at_once_and_the_next_goes_on(database):
@@ -339,7 +344,7 @@ def test_R15_a_migrate_interrupted_gives_up_its_session_at_once_and_the_next_goe
             reader.close()
             admin.close()
         planned = installer.plan(fresh)
-        assert planned.migrations == [{"id": target, "statements": 1, "resumes_at": 1}]
+        assert planned.migrations == [{"id": target, "statements": _statements(target), "resumes_at": 1}]
         assert installer.migrate(fresh, test_clock=True).migrations_applied == [target]
         with dbmod.connect(fresh) as conn:
             installer.check_level(conn)
@@ -381,8 +386,8 @@ def test_R16_a_migrate_stopped_partway_leaves_a_database_no_build_starts_on(data
             cur.execute("SELECT name, digest FROM weave_routines")
             before = {row["name"]: row["digest"] for row in cur.fetchall()}
             # In the way of the migration's first statement (its column's name, taken): the migrate stops there.
-            assert last == "0021.signal-payload-bytes", "block the last migration's first statement here"
-            cur.execute("ALTER TABLE weave_signals ADD COLUMN payload_bytes INT NULL")
+            assert last == "0022.instance-facts-index", "block the last migration's first statement here"
+            cur.execute("ALTER TABLE weave_pending_advances ADD KEY ix_checkpoint_instance_due (instance_id)")
         with pytest.raises(installer.MigrationFailed):
             installer.migrate(fresh, test_clock=True)
         with dbmod.connect(fresh) as conn, conn.cursor() as cur:
@@ -393,7 +398,7 @@ def test_R16_a_migrate_stopped_partway_leaves_a_database_no_build_starts_on(data
                 installer.check_level(conn)
             assert f"a migrate of {last} stopped after 0 of its statements" in str(refused.value)
             assert "routines differing" not in str(refused.value)
-            cur.execute("ALTER TABLE weave_signals DROP COLUMN payload_bytes")
+            cur.execute("ALTER TABLE weave_pending_advances DROP KEY ix_checkpoint_instance_due")
             cur.execute(f"DELETE FROM {installer.PROGRESS_TABLE}")  # as a migrate that applied it left it, before
             cur.execute("INSERT INTO _yoyo_migration (migration_hash, migration_id, applied_at_utc) "  # its routines
                         "VALUES (SHA2(%s, 256), %s, UTC_TIMESTAMP())", (last, last))

@@ -217,3 +217,88 @@ def test_C2_R12_a_fact_whose_decision_fails_is_left_to_the_orchestrator_and_the_
     world.db.advance(2 * MINUTE)
     assert cancel(world, wf)["status"] == "CANCELLED"
     assert world.db.scalar("SELECT @weave_facts_only") is None  # the session decides new work again
+
+
+# --- the order's read does not grow with the instance's other work (R-13, F-9) ------------------------------------
+WIDE = 40  # steps beside the deciding one, each with a fact later than its decision's own time
+SLACK = 8  # rows a reopened table's statistics may add; a read of the other steps' facts adds 40 to 80
+
+
+def wide(name: str, beside: dict) -> dict:
+    """A ten-second timer with a successor, beside ``WIDE`` copies of ``beside``: the steps are the same whatever
+    ``beside`` is, so a decision reads the same rows of them."""
+    return {"name": name, "steps": [
+        {"key": "tick", "type": "TIMER", "delay_ms": 10 * SECOND},
+        {"key": "then", "type": "TIMER", "delay_ms": 60 * MINUTE, "after": ["tick"]}] + [
+        {**beside, "key": f"b{i}"} for i in range(WIDE)]}
+
+
+def test_R13_F9_the_order_s_read_reads_no_fact_later_than_the_decision_whatever_the_instance_has_in_flight(world):
+    """A decision reads the earliest of its instance's other facts still to be decided that came before its own
+    time, through indexes in the order of the facts' times. It read every open wait, every task in flight, every
+    attempt running and every outcome waiting of its instance: in a wide fan-out each decision as much again."""
+    from tests.benchmarks.statements import counted  # the session's statement and row counters
+
+    conn = world.db.conn
+    work = {"type": "TASK", "handler": "fan.work", "handler_version": "1", "task_timeout_ms": 120 * MINUTE}
+    for queue in ("running", "queued", "waiting", "done"):
+        routines.queue_put(conn, world.admin, world.namespace, queue, 1000)
+        world.publish(wide(f"fan-{queue}", {**work, "queue": queue}))
+    world.publish(wide("fan-timers", {"type": "TIMER", "delay_ms": 60 * MINUTE}))
+
+    def start(name: str) -> str:
+        """Started, every step that can start activated: a walk activates 31 steps at most, its ROOT checkpoint
+        the rest."""
+        wf = world.start(name)
+        while world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances WHERE instance_id = %s AND kind = 'ROOT'",
+                              world.internal_id(wf)):
+            assert advance(world, wf, "") == "ACTIVATED"
+        return wf
+
+    def report(attempt: int, worker: str) -> dict:
+        with counted(conn) as n:
+            pulse.attempt_complete(conn, attempt, worker, {"ok": True})
+        return n
+
+    done = start("fan-done")  # every task beside the timer answered, consumed in its report: no fact left
+    finished = pulse.task_claim(conn, "w", "done", limit=WIDE, lease_ms=60 * MINUTE)
+    for claimed in finished[:-1]:
+        report(claimed["attempt_id"], "w")
+    last_report = report(finished[-1]["attempt_id"], "w")
+    running = start("fan-running")  # every task running, leases an hour long
+    in_flight = pulse.task_claim(conn, "w", "running", limit=WIDE, lease_ms=60 * MINUTE)
+    first_report = report(in_flight[0]["attempt_id"], "w")  # 39 others running
+    queued = start("fan-queued")  # every task queued, deadlines two hours off
+    timers = start("fan-timers")  # every wait an hour long
+    waiting = start("fan-waiting")  # every task answered at 15 s while the instance was held
+    answered = pulse.task_claim(conn, "w", "waiting", limit=WIDE, lease_ms=60 * MINUTE)
+    assert len(finished) == len(in_flight) == len(answered) == WIDE
+    world.db.advance(15 * SECOND)
+    with world.held(waiting):
+        for claimed in answered:
+            pulse.attempt_complete(conn, claimed["attempt_id"], "w", {"ok": True})
+    world.db.advance(5 * SECOND)
+
+    assert first_report["statements"] == last_report["statements"]
+    assert first_report["rows_read"] <= last_report["rows_read"] + SLACK, (first_report, last_report)
+    settled = {}
+    for wf in (done, running, queued, timers, waiting):
+        with counted(conn) as n:
+            assert advance(world, wf, "tick") == "SETTLED"  # nothing of the instance came before it
+        settled[wf] = n
+    for wf in (running, queued, timers, waiting):
+        assert settled[wf]["statements"] == settled[done]["statements"]
+        assert settled[wf]["rows_read"] <= settled[done]["rows_read"] + SLACK, (settled[wf], settled[done])
+
+    # The outcomes waiting, each decided on the candidate path: the first, with 39 later ones beside it, reads what
+    # the last reads.
+    outcomes = [r["id"] for r in world.db.rows("SELECT id FROM pulse_inbox WHERE instance_id = %s AND state = "
+                                               "'PENDING' ORDER BY occurred_at", world.internal_id(waiting))]
+    assert len(outcomes) == WIDE
+    consumed = []
+    for inbox in outcomes:
+        with counted(conn) as n:
+            assert pulse.inbox_consume(conn, inbox) == "SUCCEEDED"
+        consumed.append(n)
+    assert consumed[0]["statements"] == consumed[-1]["statements"]
+    assert consumed[0]["rows_read"] <= consumed[-1]["rows_read"] + SLACK, (consumed[0], consumed[-1])

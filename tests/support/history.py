@@ -121,9 +121,10 @@ def add_history(db: Db, owner: Owner, first: int, count: int) -> None:
         f"600000, {at} + INTERVAL 10 MINUTE, IF({cancelled}, 'CANCELLED', 'SUCCEEDED'), 1, {at}, "
         f"'{{\"status\":\"DONE\"}}', {at}, {done}, {done} FROM {rows} WHERE h.n % 3 = 2")
     _run(db,
-        "INSERT INTO pulse_attempts (id, namespace_id, task_id, attempt_no, worker_id, status, lease_expires_at, "
-        f"started_at, ended_at) SELECT h.n, {ns}, h.n, 1, 'w', IF({cancelled}, 'FAILED', 'SUCCEEDED'), "
-        f"{at} + INTERVAL 30 SECOND, {at}, {done} FROM {rows} WHERE h.n % 3 = 2")
+        "INSERT INTO pulse_attempts (id, namespace_id, task_id, instance_id, attempt_no, worker_id, status, "
+        f"lease_expires_at, started_at, ended_at) SELECT h.n, {ns}, h.n, h.n, 1, 'w', "
+        f"IF({cancelled}, 'FAILED', 'SUCCEEDED'), {at} + INTERVAL 30 SECOND, {at}, {done} "
+        f"FROM {rows} WHERE h.n % 3 = 2")
     _run(db,
         "INSERT INTO pulse_inbox (id, namespace_id, task_id, instance_id, kind, result, occurred_at, state, "
         f"consumed_at, available_at, version) SELECT h.n, {ns}, h.n, h.n, "
