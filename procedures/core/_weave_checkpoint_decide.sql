@@ -35,40 +35,15 @@ BEGIN
         SET out_outcome = 'GONE';
         -- The clock in the re-read of the candidate (see _weave_candidate_open), never before the instance's last
         -- decision (R-2: see _weave_signal_accept).
-        -- In the same statement, the earliest stored time among the facts of the instance's other steps that are
-        -- still to be decided and came before this checkpoint's due time: checkpoints and task outcomes in the inbox
-        -- (neither deferred for a condition, R-18, nor backing off after a failure, which a person is asked about),
-        -- queued tasks' deadlines and leases run out. Each is a read of the instance's own index range, in the
-        -- order of the facts' times and up to this one's, named, so that no plan reads other instances' rows, nor
-        -- the facts of the instance's other work that come later (a wide fan-out's tasks in flight); a subquery of
-        -- a select list reads what has committed, without a lock (a stored function would add its statements to
-        -- every decision). Each answers a time, the sentinel for none, so that one cut short by a KILL QUERY (no
-        -- value, no error) is seen below. The step's own facts are its handler's to order (INBOX_FIRST,
-        -- LEASE_LOST). An instance whose only open step is this one has no other facts: they are not read
-        -- (measured: the reads cost a single-step timer's settlement about a third more of the database's CPU).
+        -- In the same statement, the earliest stored time among the facts of the instance's other steps still to be
+        -- decided that came before this checkpoint's due time (_weave_facts_before). An instance whose only open
+        -- step is this one has no other facts: they are not read (measured: the reads cost a single-step timer's
+        -- settlement about a third more of the database's CPU).
         SELECT c.kind, c.step_key, c.activation_id, c.available_at, c.due_at,
                GREATEST(UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND,
                         v_last),
-               CASE v_open > 1 WHEN TRUE THEN
-               LEAST((SELECT COALESCE(MIN(o.due_at), TIMESTAMP'9999-12-31 00:00:00')
-                        FROM weave_pending_advances o FORCE INDEX (ix_checkpoint_instance_due)
-                       WHERE o.instance_id = c.instance_id AND o.due_at < c.due_at AND o.step_key <> c.step_key
-                         AND o.deferred_reason IS NULL AND o.attempts = 0),
-                     (SELECT COALESCE(MIN(x.occurred_at), TIMESTAMP'9999-12-31 00:00:00')
-                        FROM pulse_inbox x FORCE INDEX (ix_inbox_instance)
-                        JOIN pulse_tasks xt ON xt.id = x.task_id
-                       WHERE x.instance_id = c.instance_id AND x.state = 'PENDING' AND x.occurred_at < c.due_at
-                         AND x.attempts = 0 AND xt.step_key <> c.step_key),
-                     (SELECT COALESCE(MIN(t.deadline_at), TIMESTAMP'9999-12-31 00:00:00')
-                        FROM pulse_tasks t FORCE INDEX (ix_task_instance)
-                       WHERE t.instance_id = c.instance_id AND t.status = 'QUEUED' AND t.deadline_at < c.due_at
-                         AND t.step_key <> c.step_key),
-                     (SELECT COALESCE(MIN(a.lease_expires_at), TIMESTAMP'9999-12-31 00:00:00')
-                        FROM pulse_attempts a FORCE INDEX (ix_attempt_instance)
-                        JOIN pulse_tasks lt ON lt.id = a.task_id
-                       WHERE a.instance_id = c.instance_id AND a.status = 'RUNNING' AND a.lease_expires_at < c.due_at
-                         AND lt.step_key <> c.step_key))
-               WHEN FALSE THEN TIMESTAMP'9999-12-31 00:00:00' END
+               CASE v_open > 1 WHEN TRUE THEN _weave_facts_before(c.instance_id, c.step_key, c.due_at)
+                               WHEN FALSE THEN TIMESTAMP'9999-12-31 00:00:00' END
           INTO v_kind, v_step_key, v_activation, v_available, v_due, v_now, v_earlier
           FROM weave_pending_advances c WHERE c.id = in_checkpoint_id AND c.instance_id = v_inst FOR UPDATE;
         IF v_kind IS NULL THEN

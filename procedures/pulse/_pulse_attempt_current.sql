@@ -97,32 +97,14 @@ BEGIN
     END IF;
     -- After the instance's last decision, never at it: a fact stored before the report stays before it (R-2, F-9).
     -- With it, when the instance is locked, the earliest stored time among the facts of its other steps still to be
-    -- decided that came before the report, as _weave_checkpoint_decide reads them: a report made after one of them
-    -- fell due leaves its outcome to the candidate path, which decides them in their order (R-13, F-9), as when
-    -- another transaction holds the instance. With every orchestrator down, a report at 7:00 would otherwise start
-    -- the successor of a task in an instance whose approval ran out at 2:00, and whose gate that expiry closes. Not
-    -- read when the task's step is the instance's only open one: there are no other facts.
+    -- decided that came before the report (_weave_facts_before): a report made after one of them fell due leaves its
+    -- outcome to the candidate path, which decides them in their order (R-13, F-9), as when another transaction
+    -- holds the instance. With every orchestrator down, a report at 7:00 would otherwise start the successor of a
+    -- task in an instance whose approval ran out at 2:00, and whose gate that expiry closes. Not read when the task's
+    -- step is the instance's only open one: there are no other facts.
     SELECT r.now,
-           CASE out_instance_id IS NOT NULL AND v_open > 1 WHEN TRUE THEN
-           LEAST((SELECT COALESCE(MIN(o.due_at), TIMESTAMP'9999-12-31 00:00:00')
-                    FROM weave_pending_advances o FORCE INDEX (ix_checkpoint_instance_due)
-                   WHERE o.instance_id = v_inst AND o.due_at < r.now AND o.step_key <> v_step
-                     AND o.deferred_reason IS NULL AND o.attempts = 0),
-                 (SELECT COALESCE(MIN(x.occurred_at), TIMESTAMP'9999-12-31 00:00:00')
-                    FROM pulse_inbox x FORCE INDEX (ix_inbox_instance)
-                    JOIN pulse_tasks xt ON xt.id = x.task_id
-                   WHERE x.instance_id = v_inst AND x.state = 'PENDING' AND x.occurred_at < r.now AND x.attempts = 0
-                     AND xt.step_key <> v_step),
-                 (SELECT COALESCE(MIN(t.deadline_at), TIMESTAMP'9999-12-31 00:00:00')
-                    FROM pulse_tasks t FORCE INDEX (ix_task_instance)
-                   WHERE t.instance_id = v_inst AND t.status = 'QUEUED' AND t.deadline_at < r.now
-                     AND t.step_key <> v_step),
-                 (SELECT COALESCE(MIN(a.lease_expires_at), TIMESTAMP'9999-12-31 00:00:00')
-                    FROM pulse_attempts a FORCE INDEX (ix_attempt_instance)
-                    JOIN pulse_tasks lt ON lt.id = a.task_id
-                   WHERE a.instance_id = v_inst AND a.status = 'RUNNING' AND a.lease_expires_at < r.now
-                     AND lt.step_key <> v_step))
-           WHEN FALSE THEN TIMESTAMP'9999-12-31 00:00:00' END
+           CASE out_instance_id IS NOT NULL AND v_open > 1 WHEN TRUE THEN _weave_facts_before(v_inst, v_step, r.now)
+                                                           WHEN FALSE THEN TIMESTAMP'9999-12-31 00:00:00' END
       INTO out_now, v_earlier
       FROM (SELECT GREATEST(UTC_TIMESTAMP(6) + INTERVAL clock_offset_us MICROSECOND,
                             COALESCE(v_last, v_seen, CAST('1000-01-01' AS DATETIME(6))) + INTERVAL 1 MICROSECOND) AS now

@@ -35,33 +35,14 @@ BEGIN
         -- The clock in the re-read of the candidate (see _weave_candidate_open), never before the instance's last
         -- decision (R-2: see _weave_signal_accept).
         -- With it, the earliest stored time of the facts of the instance's other steps than the task's still to be
-        -- decided that came before this outcome, as _weave_checkpoint_decide reads them (not when the task's step is
-        -- the instance's only open one).
+        -- decided that came before this outcome (_weave_facts_before; not when the task's step is the instance's only
+        -- open one).
         SELECT e.task_id, e.state, e.available_at, e.occurred_at,
                GREATEST(UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND,
                         v_last),
                CASE v_open > 1 WHEN TRUE THEN
-               LEAST((SELECT COALESCE(MIN(o.due_at), TIMESTAMP'9999-12-31 00:00:00')
-                        FROM weave_pending_advances o FORCE INDEX (ix_checkpoint_instance_due)
-                       WHERE o.instance_id = e.instance_id AND o.due_at < e.occurred_at
-                         AND o.deferred_reason IS NULL AND o.attempts = 0
-                         AND o.step_key <> (SELECT et.step_key FROM pulse_tasks et WHERE et.id = e.task_id)),
-                     (SELECT COALESCE(MIN(x.occurred_at), TIMESTAMP'9999-12-31 00:00:00')
-                        FROM pulse_inbox x FORCE INDEX (ix_inbox_instance)
-                        JOIN pulse_tasks xt ON xt.id = x.task_id
-                       WHERE x.instance_id = e.instance_id AND x.state = 'PENDING' AND x.occurred_at < e.occurred_at
-                         AND x.attempts = 0
-                         AND xt.step_key <> (SELECT et.step_key FROM pulse_tasks et WHERE et.id = e.task_id)),
-                     (SELECT COALESCE(MIN(t.deadline_at), TIMESTAMP'9999-12-31 00:00:00')
-                        FROM pulse_tasks t FORCE INDEX (ix_task_instance)
-                       WHERE t.instance_id = e.instance_id AND t.status = 'QUEUED' AND t.deadline_at < e.occurred_at
-                         AND t.step_key <> (SELECT et.step_key FROM pulse_tasks et WHERE et.id = e.task_id)),
-                     (SELECT COALESCE(MIN(a.lease_expires_at), TIMESTAMP'9999-12-31 00:00:00')
-                        FROM pulse_attempts a FORCE INDEX (ix_attempt_instance)
-                        JOIN pulse_tasks lt ON lt.id = a.task_id
-                       WHERE a.instance_id = e.instance_id AND a.status = 'RUNNING'
-                         AND a.lease_expires_at < e.occurred_at
-                         AND lt.step_key <> (SELECT et.step_key FROM pulse_tasks et WHERE et.id = e.task_id)))
+                   _weave_facts_before(e.instance_id, (SELECT et.step_key FROM pulse_tasks et WHERE et.id = e.task_id),
+                                       e.occurred_at)
                WHEN FALSE THEN TIMESTAMP'9999-12-31 00:00:00' END
           INTO v_task, v_state, v_available, v_occurred, v_now, v_earlier
           FROM pulse_inbox e WHERE e.id = in_inbox_id AND e.instance_id = v_inst FOR UPDATE;

@@ -168,3 +168,69 @@ def test_R1_an_error_inside_an_inlined_routine_reaches_the_client_as_from_its_ca
     finally:
         with db.conn.cursor() as cur:
             cur.execute("ROLLBACK")
+
+
+FUNCTION = """-- Inlined: for the test.
+CREATE FUNCTION t_inl_first(in_floor INT, in_note VARCHAR(64))
+    RETURNS VARCHAR(64)
+    COMMENT 'Internal. Description: the first note above in_floor, or in_note.'
+    READS SQL DATA
+BEGIN
+    RETURN COALESCE((SELECT l.note FROM t_inl_log l WHERE l.id > in_floor ORDER BY l.id LIMIT 1),  -- a comment
+                    CONCAT(in_note, '!'));
+END
+"""
+
+USER = """CREATE PROCEDURE {name}(IN in_a INT)
+    COMMENT 'Internal. Description: the test''s user of the function.'
+    READS SQL DATA
+BEGIN
+    DECLARE v_note VARCHAR(64) DEFAULT 'none';
+    SELECT t_inl_first(in_a, v_note), t_inl_first(g.id - 1, CONCAT('at ', g.id)) INTO v_note, @t_inl_second
+      FROM t_inl_log g WHERE g.id = 2;
+    SELECT v_note, @t_inl_second AS second;
+END
+"""
+
+
+@pytest.mark.parametrize("a", [0, 2, 5])
+def test_an_inlined_function_answers_as_its_call_does(db, a):
+    """Each parameter stands for its argument (a variable, an outer row's column, an expression) where it appears,
+    and the function is called nowhere: its reads are the caller's statement's own subqueries."""
+    inliner = inlining.Inliner({"t_inl_first": FUNCTION})
+    expanded = inliner.expand(USER.format(name="t_inl_inlined"))
+    assert "t_inl_first(" not in expanded.replace("/* inline t_inl_first */", "")
+    with db.conn.cursor() as cur:
+        cur.execute("CREATE TABLE t_inl_log (id INT AUTO_INCREMENT PRIMARY KEY, note VARCHAR(64))")
+        cur.execute("INSERT INTO t_inl_log (note) VALUES ('one'), ('two'), ('three')")
+        cur.execute(FUNCTION)
+        cur.execute(USER.format(name="t_inl_called"))
+        cur.execute(expanded)
+    try:
+        answers = {name: dbmod.call(db.conn, name, a)[0][0] for name in ("t_inl_called", "t_inl_inlined")}
+        assert answers["t_inl_inlined"] == answers["t_inl_called"] == {
+            "v_note": {0: "one", 2: "three", 5: "none!"}[a], "second": "two"}
+    finally:
+        with db.conn.cursor() as cur:
+            for name in ("t_inl_called", "t_inl_inlined"):
+                cur.execute(f"DROP PROCEDURE IF EXISTS {name}")
+            cur.execute("DROP FUNCTION IF EXISTS t_inl_first")
+            cur.execute("DROP TABLE IF EXISTS t_inl_log")
+
+
+@pytest.mark.parametrize("body, refused", [
+    ("DECLARE v INT DEFAULT 1; RETURN v;", "one RETURN of an expression"),
+    ("RETURN (SELECT l.note FROM t l WHERE l.in_a = 1);", "parameter in_a also names a column"),
+])
+def test_a_function_that_is_not_one_expression_is_refused(body, refused):
+    text = f"""-- Inlined: for the test.
+CREATE FUNCTION t_bad(in_a INT) RETURNS INT COMMENT 'Internal.' READS SQL DATA BEGIN {body} END"""
+    with pytest.raises(ValueError, match=refused):
+        inlining.Inliner({"t_bad": text})
+
+
+def test_an_argument_naming_an_alias_of_the_function_s_expression_is_refused():
+    """Put in the expression, l.id would be the expression's own table's id, not the caller's."""
+    inliner = inlining.Inliner({"t_inl_first": FUNCTION})
+    with pytest.raises(ValueError, match="names l, which the function's expression names too"):
+        inliner.expand("CREATE PROCEDURE t() BEGIN SELECT t_inl_first(l.id, 'x') FROM t_inl_log l; END")

@@ -1,0 +1,45 @@
+-- Inlined: installed as an expression in each routine that uses it, not called (procedures/inlining.py).
+-- R-13, F-9: an instance's facts are decided in the order of their stored times, whichever node or scan comes to
+-- them first. Served late (every runner down) and out of order, a timer would start its successor's task in an
+-- instance whose other wait had run out before the timer fell due, and whose gate that expiry closes. So a decision
+-- first reads the earliest stored time among the facts of its instance's other steps that are still to be decided
+-- and came before its own time: checkpoints and task outcomes in the inbox (neither deferred for a condition, R-18,
+-- nor backing off after a failure, which a person is asked about), queued tasks' deadlines and leases run out. A
+-- lost lease's or an expiry's outcome, stored late, counts from the lease's end or the deadline.
+-- Each is a read of the instance's own index range, in the order of the facts' times and up to the decision's own,
+-- named, so that no plan reads other instances' rows, nor the instance's other work that comes later (a wide
+-- fan-out's tasks in flight). Each is a subquery of the statement that re-reads the decision's candidate, or reads
+-- its clock (this function is never called: see procedures/inlining.py): a subquery of a select list reads what has
+-- committed, without a lock. Each answers a time, the sentinel for none, so that one cut short by a KILL QUERY (no
+-- value, no error) leaves the whole NULL. The step's own facts are its handler's to order
+-- (INBOX_FIRST, LEASE_LOST).
+CREATE FUNCTION _weave_facts_before(
+        in_instance_id BIGINT UNSIGNED,
+        in_step_key    VARCHAR(64),
+        in_before      DATETIME(6))
+    RETURNS DATETIME(6)
+    COMMENT 'Internal. Description: the earliest stored time among the facts of the instance''s steps other than
+in_step_key still to be decided that came before in_before: 9999-12-31 when there is none, NULL when a read was cut
+short.
+Rules: R-13, F-9.'
+    READS SQL DATA
+BEGIN
+    RETURN LEAST((SELECT COALESCE(MIN(o.due_at), TIMESTAMP'9999-12-31 00:00:00')
+                    FROM weave_pending_advances o FORCE INDEX (ix_checkpoint_instance_due)
+                   WHERE o.instance_id = in_instance_id AND o.due_at < in_before AND o.step_key <> in_step_key
+                     AND o.deferred_reason IS NULL AND o.attempts = 0),
+                 (SELECT COALESCE(MIN(x.occurred_at), TIMESTAMP'9999-12-31 00:00:00')
+                    FROM pulse_inbox x FORCE INDEX (ix_inbox_instance)
+                    JOIN pulse_tasks xt ON xt.id = x.task_id
+                   WHERE x.instance_id = in_instance_id AND x.state = 'PENDING' AND x.occurred_at < in_before
+                     AND x.attempts = 0 AND xt.step_key <> in_step_key),
+                 (SELECT COALESCE(MIN(t.deadline_at), TIMESTAMP'9999-12-31 00:00:00')
+                    FROM pulse_tasks t FORCE INDEX (ix_task_instance)
+                   WHERE t.instance_id = in_instance_id AND t.status = 'QUEUED' AND t.deadline_at < in_before
+                     AND t.step_key <> in_step_key),
+                 (SELECT COALESCE(MIN(a.lease_expires_at), TIMESTAMP'9999-12-31 00:00:00')
+                    FROM pulse_attempts a FORCE INDEX (ix_attempt_instance)
+                    JOIN pulse_tasks lt ON lt.id = a.task_id
+                   WHERE a.instance_id = in_instance_id AND a.status = 'RUNNING' AND a.lease_expires_at < in_before
+                     AND lt.step_key <> in_step_key));
+END
