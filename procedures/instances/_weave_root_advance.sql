@@ -94,9 +94,9 @@ BEGIN
     END IF;
     -- The checkpoints the walk's deletes remove, counted before (every one of the instance's, counted only when it has
     -- no open step left and may end, so that a decision of a wide instance reads two keys, not its every wait; its
-    -- ROOT and the settled step's; the settled step's): a KILL QUERY that lands in a DELETE ends its scan early, with no error and no
-    -- warning, and the decision committed with its checkpoint left behind (MariaDB 10.11, seen under kills aimed at
-    -- the walk). A delete that removed fewer is that interrupt, and undoes the decision.
+    -- ROOT and the settled step's; the settled step's): a KILL QUERY that lands in a DELETE ends its scan early, with
+    -- no error and no warning, and the decision committed with its checkpoint left behind (MariaDB 10.11, seen under
+    -- kills aimed at the walk). A delete that removed fewer is that interrupt, and undoes the decision.
     SET v_cps_all = CAST(SUBSTRING_INDEX(v_checkpoints, ':', 1) AS UNSIGNED),
         v_cps_closing = CAST(SUBSTRING_INDEX(SUBSTRING_INDEX(v_checkpoints, ':', 2), ':', -1) AS UNSIGNED),
         v_cps_own = CAST(SUBSTRING_INDEX(v_checkpoints, ':', -1) AS UNSIGNED);

@@ -125,8 +125,8 @@ BEGIN
                 DECLARE v_priority INT;
                 DECLARE v_available DATETIME(6);
                 DECLARE c_queue CURSOR FOR
-                    SELECT t.id, t.namespace_id, t.instance_id, t.mutex_key, t.attempts_used + 1, t.max_attempts, t.priority,
-                           t.available_at
+                    SELECT t.id, t.namespace_id, t.instance_id, t.mutex_key, t.attempts_used + 1, t.max_attempts,
+                           t.priority, t.available_at
                       FROM pulse_tasks t FORCE INDEX (ix_task_claim)
                      WHERE t.queue_id = v_qid AND t.status = 'QUEUED' AND t.available_at <= v_now
                        AND t.deadline_at > v_now
@@ -141,15 +141,15 @@ BEGIN
                     SET v_qid = JSON_VALUE(v_queue_ids, CONCAT('$[', v_i, ']')), v_i = v_i + 1, v_done = 0;
                     OPEN c_queue;
                     rows_of_queue: LOOP
-                        FETCH c_queue INTO v_id, v_task_ns, v_task_inst, v_task_mutex, v_task_no, v_task_max, v_priority,
-                                           v_available;
+                        FETCH c_queue INTO v_id, v_task_ns, v_task_inst, v_task_mutex, v_task_no, v_task_max,
+                                           v_priority, v_available;
                         IF v_done = 1 THEN
                             LEAVE rows_of_queue;
                         END IF;
                         SET v_picked = JSON_ARRAY_APPEND(v_picked, '$', JSON_OBJECT(
                             'id', v_id + 0, 'ns', v_task_ns + 0, 'inst', v_task_inst + 0, 'queue', v_qid + 0,
-                            'mutex', v_task_mutex,
-                            'no', v_task_no + 0, 'max', v_task_max + 0, 'priority', v_priority + 0,
+                            'mutex', v_task_mutex, 'no', v_task_no + 0, 'max', v_task_max + 0,
+                            'priority', v_priority + 0,
                             'available', DATE_FORMAT(v_available, '%Y-%m-%d %H:%i:%s.%f')));
                     END LOOP;
                     CLOSE c_queue;
@@ -186,7 +186,8 @@ BEGIN
                 next_task: WHILE v_i < v_n DO
                     SET v_one = JSON_EXTRACT(v_picked, CONCAT('$[', v_i, ']')), v_i = v_i + 1;
                     SET v_task = JSON_VALUE(v_one, '$.id'), v_ns = JSON_VALUE(v_one, '$.ns'),
-                        v_inst = JSON_VALUE(v_one, '$.inst'), v_queue = JSON_VALUE(v_one, '$.queue'), v_mutex = JSON_VALUE(v_one, '$.mutex'),
+                        v_inst = JSON_VALUE(v_one, '$.inst'), v_queue = JSON_VALUE(v_one, '$.queue'),
+                        v_mutex = JSON_VALUE(v_one, '$.mutex'),
                         v_no = JSON_VALUE(v_one, '$.no'), v_max = JSON_VALUE(v_one, '$.max');
                     IF v_no > v_max THEN
                         -- A QUEUED task with no attempt left cannot exist (M-4.5); never start one past the budget.
