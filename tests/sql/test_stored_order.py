@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from procedures import errors, pulse, routines
+from tests.benchmarks.statements import counted
 from tests.sql.test_polls import checkpoint
 
 MINUTE = 60_000
@@ -237,8 +238,6 @@ def test_R13_F9_the_order_s_read_reads_no_fact_later_than_the_decision_whatever_
     """A decision reads the earliest of its instance's other facts still to be decided that came before its own
     time, through indexes in the order of the facts' times. It read every open wait, every task in flight, every
     attempt running and every outcome waiting of its instance: in a wide fan-out each decision as much again."""
-    from tests.benchmarks.statements import counted  # the session's statement and row counters
-
     conn = world.db.conn
     work = {"type": "TASK", "handler": "fan.work", "handler_version": "1", "task_timeout_ms": 120 * MINUTE}
     for queue in ("running", "queued", "waiting", "done"):
