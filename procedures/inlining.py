@@ -14,14 +14,6 @@ sends, by a block that does what the call did:
         SET v_out = i12_out_c;                          -- OUT and INOUT parameters back into their arguments
     END;
 
-A function marked the same way whose body is one ``RETURN`` is an expression, and every use of it in another
-routine is replaced by that expression in parentheses, each parameter by its argument (in parentheses, evaluated
-where the parameter stands): a read that several decisions make inside statements of their own (subqueries of the
-statement that re-reads their candidate) is written once, and stays those statements' own subqueries, planned with
-them, and read as a select list's subqueries are, without a lock. A stored function's call would run them as a
-statement of its own: its frame, a plan made apart from the caller's, and its reads in a sub-statement of a locking
-read. An argument may not name a table alias that the expression names (it would name the expression's own table).
-
 The routine's own variables keep their names in their own block, where they shadow any of the caller's. An
 error leaves the block as it leaves a call, before any argument is set, into the caller's handlers; an exit
 handler of the routine leaves its body as it left the call. The one difference a block could make is under a
@@ -48,7 +40,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 MARKER = re.compile(r"^-- Inlined:", re.MULTILINE)
-_FUNCTION = re.compile(r"^\s*CREATE\s+FUNCTION\b", re.IGNORECASE | re.MULTILINE)
 
 _TOKEN = re.compile(r"""
       (?P<comment>--[ \t][^\n]*|--\n|/\*.*?\*/)
@@ -133,34 +124,18 @@ class Procedure:
     labels: frozenset[str]
 
 
-@dataclass(frozen=True)
-class _Routine:
-    name: str
-    toks: list[Token]
-    parameters: list[str]  # each as written: its mode (a procedure's), name and type
-    begin: int  # the index of its body's BEGIN
-    end: int  # and of its END
-
-
-def _routine(text: str, kind: str) -> _Routine:
-    """A file's one ``CREATE PROCEDURE`` or ``CREATE FUNCTION`` (``kind``), in tokens."""
+def parse(text: str) -> Procedure:
+    """The parameters and body of a file's one ``CREATE PROCEDURE``."""
     toks = tokens(text)
     sig = list(_significant(toks, 0))
-    at = next(k for k, i in enumerate(sig) if toks[i].word(kind))
+    at = next(k for k, i in enumerate(sig) if toks[i].word("PROCEDURE"))
     name = toks[sig[at + 1]].text.strip("`")
     opening = sig[at + 2]
     closing = _closing(toks, opening)
-    begin = next(i for i in _significant(toks, closing + 1) if toks[i].word("BEGIN"))
-    end = max(i for i in range(len(toks)) if toks[i].word("END"))
-    return _Routine(name, toks, [item for item in _split(toks[opening + 1:closing]) if item], begin, end)
-
-
-def parse(text: str) -> Procedure:
-    """The parameters and body of a file's one ``CREATE PROCEDURE``."""
-    routine = _routine(text, "PROCEDURE")
-    name, toks = routine.name, routine.toks
     parameters = []
-    for item in routine.parameters:
+    for item in _split(toks[opening + 1:closing]):
+        if not item:
+            continue
         mode, pname, ptype = item.split(None, 2)
         if mode.upper() not in ("IN", "OUT", "INOUT"):
             raise ValueError(f"{name}: give every parameter its mode (IN, OUT or INOUT): {item}")
@@ -168,7 +143,9 @@ def parse(text: str) -> Procedure:
             raise ValueError(f"{name}: parameter {pname} is not named in_, out_ or io_ "
                              "(renaming it could rename a column)")
         parameters.append(Parameter(mode.upper(), pname, ptype))
-    body = toks[routine.begin:routine.end + 1]
+    begin = next(i for i in _significant(toks, closing + 1) if toks[i].word("BEGIN"))
+    end = max(i for i in range(len(toks)) if toks[i].word("END"))
+    body = toks[begin:end + 1]
     labels = frozenset(body[i].text for i in range(len(body) - 1)
                        if body[i].kind == "word" and body[i + 1].text == ":"
                        and _followed_by_loop(body, i + 2))
@@ -195,45 +172,9 @@ def _check_names(name: str, body: list[Token], parameters: set[str], labels: fro
             raise ValueError(f"{name}: {tok.text} differs from a parameter or label only in case")
 
 
-def _last_word(toks: list[Token], word: str) -> bool:
-    """Whether the last significant token of ``toks`` is ``word``."""
-    last = next((t for t in reversed(toks) if t.kind not in ("space", "comment")), None)
-    return last is not None and last.word(word)
-
-
 def _followed_by_loop(toks: list[Token], start: int) -> bool:
     i = _next(toks, start)
     return i < len(toks) and toks[i].word("BEGIN", "LOOP", "WHILE", "REPEAT")
-
-
-@dataclass(frozen=True)
-class Function:
-    parameters: list[str]
-    expression: list[Token]  # what its RETURN answers
-    qualifiers: frozenset[str]  # the table aliases the expression names (``o`` of ``o.due_at``)
-
-
-def parse_function(text: str) -> Function:
-    """The parameters and the one ``RETURN``'s expression of a file's ``CREATE FUNCTION``."""
-    routine = _routine(text, "FUNCTION")
-    name, toks = routine.name, routine.toks
-    parameters = [item.split(None, 1)[0] for item in routine.parameters]
-    for pname in parameters:
-        if not re.match(r"in_\w+$", pname):
-            raise ValueError(f"{name}: parameter {pname} is not named in_ (renaming it could rename a column)")
-    inside = [i for i in _significant(toks, routine.begin + 1) if i < routine.end]
-    if not inside or not toks[inside[0]].word("RETURN") or toks[inside[-1]].text != ";" or \
-            any(toks[i].text == ";" for i in inside[:-1]):
-        raise ValueError(f"{name}: an inlined function's body is one RETURN of an expression")
-    expression = toks[inside[0] + 1:inside[-1]]
-    _check_names(name, expression, set(parameters), frozenset())
-    return Function(parameters, expression, _qualifiers(expression))
-
-
-def _qualifiers(toks: list[Token]) -> frozenset[str]:
-    sig = [t for t in toks if t.kind not in ("space", "comment")]
-    return frozenset(t.text.lower() for t, after in zip(sig, sig[1:], strict=False)
-                     if t.kind == "word" and after.text == ".")
 
 
 class Inliner:
@@ -241,13 +182,9 @@ class Inliner:
 
     def __init__(self, texts: dict[str, str]) -> None:
         self.inlined = {name for name, text in texts.items() if MARKER.search(text)}
-        functions = {name for name in self.inlined if _FUNCTION.search(texts[name])}
-        self._procedures = {name: parse(texts[name]) for name in self.inlined - functions}
-        self._functions = {name: parse_function(texts[name]) for name in functions}
-        names = "|".join(sorted(self._procedures)) or "(?!)"
+        self._procedures = {name: parse(texts[name]) for name in self.inlined}
+        names = "|".join(sorted(self.inlined)) or "(?!)"
         self._calls = re.compile(rf"\bCALL\s+({names})\s*\(", re.IGNORECASE)
-        uses = "|".join(sorted(self._functions)) or "(?!)"
-        self._uses = re.compile(rf"\b({uses})\s*\(")
         self._numbers = itertools.count(1)
         self._expanding: list[str] = []
 
@@ -255,58 +192,10 @@ class Inliner:
         """The text with every call of an inlined routine that can be inlined replaced by its block. The blocks
         are numbered within this text alone, so that what a routine installs (and its digest) depends only on its
         own file and the routines inlined into it, never on which other routines ship (R-15)."""
-        if not self._calls.search(text) and not self._uses.search(text):
+        if not self._calls.search(text):
             return text
         self._numbers = itertools.count(1)
-        return "".join(t.text for t in self._expressions(self._expand(tokens(text))))
-
-    def _expressions(self, toks: list[Token]) -> list[Token]:
-        """The tokens with every use of an inlined function replaced by its expression."""
-        out: list[Token] = []
-        i = 0
-        while i < len(toks):
-            tok = toks[i]
-            opening = _next(toks, i + 1)
-            if tok.kind == "word" and tok.text in self._functions and opening < len(toks) and \
-                    toks[opening].text == "(" and not (out and _last_word(out, "FUNCTION")):
-                closing = _closing(toks, opening)
-                args = _split(toks[opening + 1:closing]) if closing > opening + 1 else []
-                out.extend(self._expression(tok.text, args))
-                i = closing + 1
-                continue
-            out.append(tok)
-            i += 1
-        return out
-
-    def _expression(self, name: str, args: list[str]) -> list[Token]:
-        function = self._functions[name]
-        if len(args) != len(function.parameters):
-            raise ValueError(f"{name}(...): {len(args)} arguments for {len(function.parameters)} parameters")
-        if name in self._expanding:
-            raise ValueError(f"inlined routines call each other in a cycle: {' -> '.join(self._expanding)}")
-        values = {}
-        for param, arg in zip(function.parameters, args, strict=True):
-            arg_toks = self._expressions(tokens(arg))
-            captured = _qualifiers(arg_toks) & function.qualifiers
-            if captured:
-                raise ValueError(f"{name}(...): the argument {arg} names {', '.join(sorted(captured))}, which the "
-                                 "function's expression names too")
-            values[param] = arg_toks
-        self._expanding.append(name)
-        try:
-            body = self._expressions(function.expression)
-        finally:
-            self._expanding.pop()
-        out = tokens(f"(/* inline {name} */ ")
-        for tok in body:
-            if tok.kind == "word" and tok.text in values:
-                out.append(Token("other", "("))
-                out.extend(values[tok.text])
-                out.append(Token("other", ")"))
-            else:
-                out.append(tok)
-        out.append(Token("other", ")"))
-        return out
+        return "".join(t.text for t in self._expand(tokens(text)))
 
     def _body(self, name: str) -> list[Token]:
         """The inlined routine's body with its own inlined calls expanded, numbered on in the text being expanded."""

@@ -301,3 +301,29 @@ def test_R13_F9_the_order_s_read_reads_no_fact_later_than_the_decision_whatever_
         consumed.append(n)
     assert consumed[0]["statements"] == consumed[-1]["statements"]
     assert consumed[0]["rows_read"] <= consumed[-1]["rows_read"] + SLACK, (consumed[0], consumed[-1])
+
+
+def test_R13_R3_the_order_s_read_waits_on_no_row_a_worker_holds(world):
+    """The facts are read as they have committed, without a lock: a timer's decision does not wait behind a
+    worker's report that holds its task, its attempt and its outcome, though it reads all three."""
+    world.publish({"name": "cool-beside-work", "steps": [
+        {"key": "cool", "type": "TIMER", "delay_ms": MINUTE},
+        {**risky(), "key": "work", "task_timeout_ms": 30 * MINUTE},
+        {**risky(), "key": "wait", "task_timeout_ms": 30 * MINUTE}]})
+    wf = world.start("cool-beside-work", {})
+    [claimed] = pulse.task_claim(world.db.conn, "w1", "payments", lease_ms=30 * MINUTE)  # one running, one queued
+    with world.held(wf):
+        pulse.attempt_complete(world.db.conn, claimed["attempt_id"], "w1", {"done": True})  # an outcome waiting
+    world.db.advance(2 * MINUTE)  # the timer due, before each of them
+    holder = world.db.connect()
+    try:
+        holder.begin()
+        with holder.cursor() as cur:
+            for table in ("pulse_tasks", "pulse_attempts", "pulse_inbox"):
+                cur.execute(f"SELECT id FROM {table} WHERE instance_id = %s FOR UPDATE", (world.internal_id(wf),))
+        world.db.execute("SET SESSION innodb_lock_wait_timeout = 1")
+        assert advance(world, wf, "cool") == "EARLIER_FIRST"  # the outcome came first (read, not waited for)
+    finally:
+        world.db.execute("SET SESSION innodb_lock_wait_timeout = DEFAULT")
+        holder.rollback()
+        holder.close()
