@@ -94,6 +94,12 @@ def main() -> None:
     args = parser.parse_args()
     size = SIZES[args.full]
     only = set(args.only.split(","))
+    if only & {"B-1", "latency", "B-2", "B-3"}:
+        missing = ("no --dbos-python (nor DBOS_PYTHON)" if not args.dbos_python
+                   else f"{PEER} is not there" if not PEER.exists() else None)
+        if missing:  # said first, not found afterwards as null references
+            print(json.dumps({"warning": f"no DBOS references in this run: {missing}; make a virtualenv with "
+                              f"{PEER.parent / 'requirements.txt'} and set DBOS_PYTHON to its python"}), flush=True)
 
     if "statements" in only:
         rows = weave("bench_statements")
