@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import itertools
 import json
 import os
 
@@ -234,18 +235,20 @@ def test_S1_a_number_beyond_a_double_is_refused_as_the_http_api_and_every_worker
     """Python reads a number with a fraction or an exponent as a double, and one past the largest as infinity: the
     HTTP API refused it, but a signal sent through SQL took it, and the successor's task input that froze it failed
     at the worker (INPUT_INVALID, no retry). The bound is the one Python reads by, to the last digit; an integer of
-    any length, a number too small for a double and one written inside a string still pass."""
+    any length, a number too small for a double and one written inside a string still pass. In an array, and in an
+    object of scalars alone (the usual payload, whose check is made without the functions that read a document)."""
     wf = started(world, orch, signal_flow("any-flow", payload_type="any"))
-    for number in BEYOND_A_DOUBLE:
-        payload = f'{{"amount": [1, {number}], "note": "1e400"}}'
+    shapes = ('{{"amount": [1, {}], "note": "1e400"}}', '{{"amount": {}, "note": "1e400"}}')
+    for number, shape in itertools.product(BEYOND_A_DOUBLE, shapes):
+        payload = shape.format(number)
         with pytest.raises(jsontext.InvalidJson):
             jsontext.parse_strict(payload)
         rejected(world, wf, "PAYLOAD_INVALID", payload=payload)
     rejected(world, wf, "PAYLOAD_INVALID", payload="1e400")  # the document itself a number
-    for number in WITHIN_A_DOUBLE:
-        payload = f'{{"amount": [1, {number}], "note": "1e400"}}'
+    for (number, shape), n in zip(itertools.product(WITHIN_A_DOUBLE, shapes), itertools.count()):
+        payload = shape.format(number)
         jsontext.parse_strict(payload)
-        receipt = send(world, wf, key=f"within-{len(number)}-{number[:24]}", payload=payload)  # accepted, stored
+        receipt = send(world, wf, key=f"within-{n}", payload=payload)  # accepted, stored
         assert signal_row(world, receipt["signal_id"])["payload"] == payload.encode()
 
 
