@@ -245,7 +245,7 @@ def test_S1_a_number_beyond_a_double_is_refused_as_the_http_api_and_every_worker
             jsontext.parse_strict(payload)
         rejected(world, wf, "PAYLOAD_INVALID", payload=payload)
     rejected(world, wf, "PAYLOAD_INVALID", payload="1e400")  # the document itself a number
-    for (number, shape), n in zip(itertools.product(WITHIN_A_DOUBLE, shapes), itertools.count()):
+    for n, (number, shape) in enumerate(itertools.product(WITHIN_A_DOUBLE, shapes)):
         payload = shape.format(number)
         jsontext.parse_strict(payload)
         receipt = send(world, wf, key=f"within-{n}", payload=payload)  # accepted, stored
