@@ -37,14 +37,21 @@ DECISIONS = {
     "early-send": "signal send (early: accepted, stored PENDING)",
     "settling-send": "signal send (settles the open wait)",
     "timer-settle": "timer settle, one per call",
+    "timer-settle-5": "timer settle, 5 per call (each)",
+    "task-claim": "task claim (one task)",
+    "attempt-complete": "attempt complete (PENDING, consumed in the report)",
+    "poll-round-start": "poll round start",
 }
+# Decisions made several to a call: each slice makes SLICE of them in SLICE / PER_CALL calls.
+PER_CALL = {"timer-settle-5": 5}
 
 
 def worker(side: str, dsn_url: str, decision: str, n: int) -> None:
     """Run in a build's own tree: prepare ``n`` decisions of one kind in a database of that build, then make them a
     slice at a time as the driver asks (one line on stdin, the slice's number; one line back when it is made)."""
+    import orchestrator.example_handlers  # noqa: F401 - registers example.poll
     from procedures import db as dbmod
-    from procedures import installer, routines, signals
+    from procedures import installer, pulse, routines, signals
     from tests.benchmarks.bench_signals import payload_json
     from tests.benchmarks.common import check_invariants, world_on
     from tests.support.signals import signal_flow
@@ -58,6 +65,10 @@ def worker(side: str, dsn_url: str, decision: str, n: int) -> None:
     world.publish(timer)
     world.publish(signal_flow("ab-signal"))
     world.publish(signal_flow("ab-signal-later", before_timer_ms=3_600_000))
+    world.publish({"name": "ab-poll", "steps": [{
+        "key": "check", "type": "POLL", "queue": "payments", "handler": "example.poll", "handler_version": "1",
+        "input": {}, "interval_ms": 1000, "max_rounds": 5, "timeout_ms": 3_600_000, "task_timeout_ms": 600_000,
+        "result": {"pending": ["PENDING"], "success": ["DONE"]}}]})
     conn = dbmod.connect(dsn)
     payload = payload_json(1024)
 
@@ -76,6 +87,10 @@ def worker(side: str, dsn_url: str, decision: str, n: int) -> None:
                                          target_activation_sequence=1, correlation_key=r["corr"], payload=payload,
                                          reason="bench") for r in rows]
 
+    def due_ids(kind: str) -> list[int]:
+        return [r["id"] for r in world.db.rows("SELECT id FROM weave_pending_advances WHERE kind = %s ORDER BY id",
+                                               kind)]
+
     for i in range(SLICE):  # the connection opened and the routines' first calls made
         start("ab-timer", 1_000_000 + i)()
     calls: list[Callable[[], object]]
@@ -87,17 +102,37 @@ def worker(side: str, dsn_url: str, decision: str, n: int) -> None:
         calls = sends("ab-signal-later")
     elif decision == "settling-send":
         calls = sends("ab-signal")
-    else:  # timer-settle
+    elif decision in ("timer-settle", "timer-settle-5"):
         for i in range(n):
             start("ab-timer", i)()
         world.db.advance(1_001)
-        due = [r["id"] for r in world.db.rows("SELECT id FROM weave_pending_advances WHERE kind = 'TIMER' "
-                                               "AND step_key = 'wait' ORDER BY id")][:n]
-        calls = [lambda i=i: dbmod.call(conn, "weave_checkpoint_advance", i) for i in due]
-    print(json.dumps({"side": side, "ready": len(calls)}), flush=True)
+        due = due_ids("TIMER")[:n]
+        if decision == "timer-settle":
+            calls = [lambda i=i: dbmod.call(conn, "weave_checkpoint_advance", i) for i in due]
+        else:
+            calls = [lambda k=k: dbmod.call(conn, "weave_candidates_advance", "CHECKPOINT", json.dumps(due[k:k + 5]))
+                     for k in range(0, len(due), 5)]
+    else:  # the three decisions of a POLL round
+        for i in range(n):
+            start("ab-poll", i)()
+        if decision == "task-claim":
+            calls = [lambda: pulse.task_claim(conn, "w1", "payments", limit=1) for _ in range(n)]
+        else:
+            claimed = [task for _ in range(n) for task in pulse.task_claim(conn, "w1", "payments", limit=1)]
+            reports = [lambda c=c: pulse.attempt_complete(conn, c["attempt_id"], "w1", {"status": "PENDING"})
+                       for c in claimed]
+            if decision == "attempt-complete":
+                calls = reports
+            else:  # poll-round-start
+                for report in reports:
+                    report()
+                world.db.advance(1_001)
+                calls = [lambda i=i: dbmod.call(conn, "weave_checkpoint_advance", i) for i in due_ids("POLL")[:n]]
+    print(json.dumps({"side": side, "ready": len(calls) * PER_CALL.get(decision, 1)}), flush=True)
+    per_call = PER_CALL.get(decision, 1)
     for line in sys.stdin:
         k = int(line)
-        for call in calls[k * SLICE:(k + 1) * SLICE]:
+        for call in calls[k * SLICE // per_call:(k + 1) * SLICE // per_call]:
             call()
         print("done", flush=True)
     conn.close()
