@@ -13,7 +13,8 @@ CREATE FUNCTION _weave_work_blocker(
     RETURNS VARCHAR(64)
     COMMENT 'Internal. Description: why new work must wait (R-8): PAUSED (control), GATE_CLOSED (the instance is not
 RUNNING or its gate is closed, or a cancel of in_instance decides its facts in this session), IDENTITY_DISABLED (the
-starting identity), APP_DISABLED, in that order; NULL when nothing stands in the way. The instance deadline is the caller''s: passed, it is a review, not a deferral.
+starting identity), APP_DISABLED, in that order; NULL when nothing stands in the way. The instance deadline is the
+caller''s: passed, it is a review, not a deferral.
 Rules: R-8, R-18.'
     DETERMINISTIC
     NO SQL
