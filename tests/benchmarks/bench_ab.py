@@ -46,29 +46,21 @@ DECISIONS = {
 PER_CALL = {"timer-settle-5": 5}
 
 
-def worker(side: str, dsn_url: str, decision: str, n: int) -> None:
-    """Run in a build's own tree: prepare ``n`` decisions of one kind in a database of that build, then make them a
-    slice at a time as the driver asks (one line on stdin, the slice's number; one line back when it is made)."""
+def worker(side: str, decision: str, n: int) -> None:
+    """Run in a build's own tree: prepare ``n`` decisions of one kind in a database of that build (named after
+    WEAVE_BENCH_DSN's, as every benchmark's), then make them a slice at a time as the driver asks (one line on
+    stdin, the slice's number; one line back when it is made). The flows are ``bench_cpu``'s, as that tree has them."""
     import orchestrator.example_handlers  # noqa: F401 - registers example.poll
     from procedures import db as dbmod
-    from procedures import installer, pulse, routines, signals
+    from procedures import pulse, routines, signals
+    from tests.benchmarks.bench_cpu import POLL, SIGNAL, SIGNAL_LATER, TIMER
     from tests.benchmarks.bench_signals import payload_json
-    from tests.benchmarks.common import check_invariants, world_on
-    from tests.support.signals import signal_flow
+    from tests.benchmarks.common import check_invariants, fresh_database, world_on
 
-    dsn = dbmod.Dsn.parse(dsn_url)
-    with dbmod.connect(dsn, database=False) as conn, conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS `{dsn.database}`")
-    installer.migrate(dsn, test_clock=True)
+    dsn = fresh_database(f"ab_{side}")
     world = world_on(dsn)
-    timer = {"name": "ab-timer", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 1000}]}
-    world.publish(timer)
-    world.publish(signal_flow("ab-signal"))
-    world.publish(signal_flow("ab-signal-later", before_timer_ms=3_600_000))
-    world.publish({"name": "ab-poll", "steps": [{
-        "key": "check", "type": "POLL", "queue": "payments", "handler": "example.poll", "handler_version": "1",
-        "input": {}, "interval_ms": 1000, "max_rounds": 5, "timeout_ms": 3_600_000, "task_timeout_ms": 600_000,
-        "result": {"pending": ["PENDING"], "success": ["DONE"]}}]})
+    for flow in (TIMER, SIGNAL, SIGNAL_LATER, POLL):
+        world.publish(flow)
     conn = dbmod.connect(dsn)
     payload = payload_json(1024)
 
@@ -92,19 +84,19 @@ def worker(side: str, dsn_url: str, decision: str, n: int) -> None:
                                                kind)]
 
     for i in range(SLICE):  # the connection opened and the routines' first calls made
-        start("ab-timer", 1_000_000 + i)()
+        start(TIMER["name"], 1_000_000 + i)()
     calls: list[Callable[[], object]]
     if decision == "timer-start":
-        calls = [start("ab-timer", i) for i in range(n)]
+        calls = [start(TIMER["name"], i) for i in range(n)]
     elif decision == "signal-start":
-        calls = [start("ab-signal-later", i, {"order_id": f"o-{i}"}) for i in range(n)]
+        calls = [start(SIGNAL_LATER["name"], i, {"order_id": f"o-{i}"}) for i in range(n)]
     elif decision == "early-send":
-        calls = sends("ab-signal-later")
+        calls = sends(SIGNAL_LATER["name"])
     elif decision == "settling-send":
-        calls = sends("ab-signal")
+        calls = sends(SIGNAL["name"])
     elif decision in ("timer-settle", "timer-settle-5"):
         for i in range(n):
-            start("ab-timer", i)()
+            start(TIMER["name"], i)()
         world.db.advance(1_001)
         due = due_ids("TIMER")[:n]
         if decision == "timer-settle":
@@ -114,7 +106,7 @@ def worker(side: str, dsn_url: str, decision: str, n: int) -> None:
                      for k in range(0, len(due), 5)]
     else:  # the three decisions of a POLL round
         for i in range(n):
-            start("ab-poll", i)()
+            start(POLL["name"], i)()
         if decision == "task-claim":
             calls = [lambda: pulse.task_claim(conn, "w1", "payments", limit=1) for _ in range(n)]
         else:
@@ -128,8 +120,8 @@ def worker(side: str, dsn_url: str, decision: str, n: int) -> None:
                     report()
                 world.db.advance(1_001)
                 calls = [lambda i=i: dbmod.call(conn, "weave_checkpoint_advance", i) for i in due_ids("POLL")[:n]]
-    print(json.dumps({"side": side, "ready": len(calls) * PER_CALL.get(decision, 1)}), flush=True)
     per_call = PER_CALL.get(decision, 1)
+    print(json.dumps({"side": side, "ready": len(calls) * per_call}), flush=True)
     for line in sys.stdin:
         k = int(line)
         for call in calls[k * SLICE // per_call:(k + 1) * SLICE // per_call]:
@@ -157,24 +149,23 @@ def checkout(rev: str | None) -> Iterator[Path]:
         folder.rmdir()
 
 
-def compare(trees: dict[str, Path], base_url: str, decision: str, n: int) -> dict:
+def compare(trees: dict[str, Path], decision: str, n: int) -> dict:
     """The head/base ratios of one kind of decision, slice pair by slice pair."""
     from procedures import db as dbmod
     from tests.benchmarks.bench_cpu import server_cpu_seconds, server_pid
+    from tests.benchmarks.common import bench_dsn
 
-    base = dbmod.Dsn.parse(base_url)
     workers = {}
     for side, tree in trees.items():
-        url = base.with_database(f"{base.database}_ab_{side}").url()
         workers[side] = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--worker", side, url, decision, str(n)],
+            [sys.executable, str(Path(__file__).resolve()), "--worker", side, decision, str(n)],
             cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             text=True)
     try:
         ready = {side: json.loads(w.stdout.readline() or "{}").get("ready") for side, w in workers.items()}
         if None in ready.values():
             raise SystemExit(f"a worker did not start: {ready}")
-        with dbmod.connect(base, database=False) as conn:
+        with dbmod.connect(bench_dsn(), database=False) as conn:
             pid = server_pid(conn)
         slices = min(ready.values()) // SLICE
         us: dict[str, list[float]] = {side: [] for side in workers}
@@ -204,8 +195,8 @@ def compare(trees: dict[str, Path], base_url: str, decision: str, n: int) -> dic
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        side, url, decision, n = sys.argv[2:6]
-        worker(side, url, decision, int(n))
+        side, decision, n = sys.argv[2:5]
+        worker(side, decision, int(n))
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", required=True, help="the commit measured against (any git revision)")
@@ -223,11 +214,10 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     from tests.benchmarks.common import figure
 
-    base_url = os.environ.get("WEAVE_BENCH_DSN", "mysql://root@127.0.0.1:3306/weave_bench")
     with checkout(args.base) as base_tree, checkout(args.head) as head_tree:
         for decision in decisions:
             figure("database CPU per decision, head over base", base=args.base, head=args.head or "working tree",
-                   **compare({"base": base_tree, "head": head_tree}, base_url, decision, args.n))
+                   **compare({"base": base_tree, "head": head_tree}, decision, args.n))
 
 
 if __name__ == "__main__":

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 
 from procedures import db as dbmod
 from procedures import installer
 from tests.benchmarks.bench_cpu import server_cpu_seconds, server_pid
-from tests.benchmarks.common import figure
+from tests.benchmarks.common import bench_dsn, figure
 
 LIMIT = 256 * 1024
 
@@ -51,8 +50,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
-    base = dbmod.Dsn.parse(os.environ.get("WEAVE_BENCH_DSN", "mysql://root@127.0.0.1:3306/weave_bench"))
-    dsn = base.with_database(f"{base.database}_escapes")
+    dsn = bench_dsn("escapes")
     installer.migrate(dsn)
     try:
         with dbmod.connect(dsn) as conn, conn.cursor() as cur:

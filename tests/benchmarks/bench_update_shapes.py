@@ -23,13 +23,12 @@ pytest.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 
 from procedures import db as dbmod
 from tests.benchmarks.bench_cpu import server_cpu_seconds, server_pid
 from tests.benchmarks.bench_scan import seq
-from tests.benchmarks.common import figure
+from tests.benchmarks.common import bench_dsn, figure
 
 TABLES = ("a", "b", "c", "d")
 
@@ -74,8 +73,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.n < 1 or args.rounds < 1:
         parser.error("--n and --rounds must be at least 1")
-    base = dbmod.Dsn.parse(os.environ.get("WEAVE_BENCH_DSN", "mysql://root@127.0.0.1:3306/weave_bench"))
-    dsn = base.with_database(f"{base.database}_update_shapes")
+    dsn = bench_dsn("update_shapes")
     names = {shape: f"shape_{i}" for i, shape in enumerate(SHAPES)}
     with dbmod.connect(dsn, database=False) as conn, conn.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS `{dsn.database}`")

@@ -21,10 +21,15 @@ from tests.support.waiting import wait_for
 from tests.support.world import World
 
 
-def fresh_database(name: str) -> dbmod.Dsn:
+def bench_dsn(name: str | None = None) -> dbmod.Dsn:
+    """WEAVE_BENCH_DSN (default a local server's ``weave_bench``), or with ``name`` a database of a benchmark's own,
+    named after its database, so that benchmarks of different users of one server never share one."""
     base = dbmod.Dsn.parse(os.environ.get("WEAVE_BENCH_DSN", "mysql://root@127.0.0.1:3306/weave_bench"))
-    # Named after the base database, so benchmarks of different users of one server never share a database.
-    dsn = base.with_database(f"{base.database}_{name.removeprefix('weave_bench_')}")
+    return base if name is None else base.with_database(f"{base.database}_{name.removeprefix('weave_bench_')}")
+
+
+def fresh_database(name: str) -> dbmod.Dsn:
+    dsn = bench_dsn(name)
     with dbmod.connect(dsn, database=False) as conn, conn.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS `{dsn.database}`")
     installer.migrate(dsn, test_clock=True)
