@@ -1,8 +1,10 @@
 """A DBA's KILL QUERY on the engine's sessions while they decide: whatever statement it lands on, the decision is
 whole or not at all. MariaDB gives a subquery of a select list no value when a kill lands in it (NULL, or 0 for an
 EXISTS), raises nothing and forgets the kill; the engine's reads that such a kill can empty say so and undo the
-decision. The invariants that run after each test (M-4.20 above all: a RUNNING instance has something due or
-someone to wait for) catch a decision committed half."""
+decision. Kills aimed at the writes (every INSERT, UPDATE and DELETE of a cancel, a send, a signal's settlement, a
+poll round's report, consumption and next round) must leave each decision whole too. The invariants that run after
+each test (M-4.20 above all: a RUNNING instance has something due or someone to wait for) catch a decision committed
+half."""
 
 from __future__ import annotations
 
@@ -12,14 +14,16 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from procedures import db as dbmod
-from procedures import errors, routines
+from procedures import errors, invariants, pulse, routines, signals
 from tests.support.signals import send, signal_flow
 
 FLOW = {"name": "two-timers", "steps": [{"key": "first", "type": "TIMER", "delay_ms": 1_000},
                                         {"key": "second", "type": "TIMER", "delay_ms": 1_000, "after": ["first"]}]}
+# What a kill is aimed at, as a regular expression over the statement a session runs (its routine's statement).
 # The walk's read of its instance (_weave_root_advance), which every start and every settlement makes.
-WALK = "SELECT i.status, i.control, i.gate%"
-SUBQUERY = "%(SELECT%"  # any statement with a subquery: the kind a kill can empty
+WALK = r"^SELECT i\.status, i\.control, i\.gate"
+SUBQUERY = r"\(SELECT"  # any statement with a subquery: the kind a kill can empty
+WRITES = "^(INSERT|UPDATE|DELETE)"
 
 
 class Session:
@@ -40,7 +44,7 @@ class Session:
 
 @contextlib.contextmanager
 def killing(world, target: Session, pattern: str, every: int = 1) -> Iterator[list[int]]:
-    """KILL QUERY on the session of ``target``'s connection when it runs a statement like ``pattern`` (each
+    """KILL QUERY on the session of ``target``'s connection when it runs a statement that ``pattern`` matches (each
     ``every``-th time it is seen so: a decision of many such statements must be let through now and then), for the
     block; yields the count of kills sent. A connection the engine closed (one it could not roll back) is followed
     to the one opened after it."""
@@ -50,7 +54,7 @@ def killing(world, target: Session, pattern: str, every: int = 1) -> Iterator[li
         with killer.cursor() as cur:
             while not stop.is_set():
                 thread_id = target.conn.thread_id()
-                cur.execute("SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE ID = %s AND INFO LIKE %s",
+                cur.execute("SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE ID = %s AND INFO RLIKE %s",
                             (thread_id, pattern))
                 if cur.fetchone()["n"]:
                     seen[0] += 1
@@ -94,12 +98,35 @@ def started_two_timers(world, deciding: Session) -> list[str]:
         idempotency_key=f"k-{n}", deadline_ms=3_600_000)["workflow_id"]) for n in range(300)]
 
 
+def decide_due(world, deciding: Session) -> None:
+    """Every decision due (checkpoints, signal candidates, answers waiting in the inbox) made on the deciding session,
+    until none is left: what the orchestrator would do, on the session the kills are aimed at. The invariants are
+    checked before each pass, so that what a decision committed half is seen before a later pass serves it again."""
+    for _ in range(50):
+        invariants.check(world.db.conn)
+        now = world.db.now()
+        due = world.db.rows("SELECT id FROM weave_pending_advances WHERE available_at <= %s", now)
+        waiting = world.db.rows("SELECT id FROM weave_signals WHERE status = 'PENDING' AND available_at <= %s", now)
+        answers = world.db.rows("SELECT id FROM pulse_inbox WHERE state = 'PENDING' AND available_at <= %s", now)
+        if not due and not waiting and not answers:
+            return
+        for row in answers:
+            until_done(lambda i=row["id"]: pulse.inbox_consume(deciding.get(), i))
+        for row in waiting:
+            until_done(lambda sig=row["id"]: signals.process(deciding.get(), sig))
+        for row in due:
+            until_done(lambda cp=row["id"]: dbmod.call(deciding.get(), "weave_checkpoint_advance", cp))
+    raise AssertionError("decisions still due after 50 passes")
+
+
 def settle_due_timers(world, deciding: Session) -> None:
-    """A second on, every timer then due settled on the deciding session."""
+    """A second on, every timer then due settled on the deciding session, in one pass: a checkpoint that a settlement
+    left behind stays for the test to find (decide_due would serve it again)."""
     world.db.advance(1_000)
     due = world.db.rows("SELECT id FROM weave_pending_advances WHERE available_at <= %s", world.db.now())
     for row in due:
         until_done(lambda cp=row["id"]: dbmod.call(deciding.get(), "weave_checkpoint_advance", cp))
+
 
 def test_R1_starts_and_settlements_killed_in_their_walk_are_whole_or_not_at_all(world, orch):
     world.publish(FLOW)
@@ -168,3 +195,85 @@ def test_R1_signals_and_task_creations_killed_in_their_reads_are_whole_or_not_at
     for wf in paying:
         tasks = world.db.rows("SELECT status FROM pulse_tasks WHERE instance_id = %s", world.internal_id(wf))
         assert [t["status"] for t in tasks] == ["QUEUED"], (wf, tasks)
+
+
+def test_R1_cancels_killed_in_their_writes_are_whole_or_not_at_all(world, orch):
+    """A cancel writes many rows: the instance, its waits, steps, activations and review reasons, each PENDING signal
+    rejected, its checkpoints deleted. Here each instance waits on a timer with two early signals for the step
+    after it."""
+    world.publish(signal_flow("early", before_timer_ms=60_000))
+    started = [world.start("early", {"order_id": f"o-{n}"}) for n in range(60)]
+    for n, wf in enumerate(started):
+        for twin in ("a", "b"):
+            send(world, wf, f"{twin}-{n}", correlation_key=f"o-{n}")
+    deciding = Session(world)
+    try:
+        with killing(world, deciding, WRITES, every=2) as kills:
+            for n, wf in enumerate(started):
+                until_done(lambda wf=wf, n=n: routines.instance_cancel(
+                    deciding.get(), world.token, world.namespace, wf, "stopped by the desk", f"cancel-{n}"))
+    finally:
+        deciding.close()
+    assert kills[0] > 0
+    assert {world.instance(wf)["status"] for wf in started} == {"CANCELLED"}
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_signals WHERE status = 'PENDING'") == 0
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances") == 0
+
+
+def test_R1_signal_settlements_killed_in_their_writes_are_whole_or_not_at_all(world, orch):
+    """Sends that settle their open wait, and early signals settled as candidates once their step opens (each with a
+    twin that the settlement rejects), every write of them a target."""
+    world.publish(signal_flow("open"))
+    world.publish(signal_flow("early", before_timer_ms=1_000))
+    opened = [world.start("open", {"order_id": f"o-{n}"}) for n in range(60)]
+    early = [world.start("early", {"order_id": f"e-{n}"}) for n in range(60)]
+    for n, wf in enumerate(early):
+        for twin in ("a", "b"):
+            send(world, wf, f"{twin}-{n}", correlation_key=f"e-{n}")
+    world.db.advance(1_000)
+    deciding = Session(world)
+    try:
+        with killing(world, deciding, WRITES, every=2) as kills:
+            for n, wf in enumerate(opened):
+                until_done(lambda wf=wf, n=n: send(world, wf, f"s-{n}", conn=deciding.get(), correlation_key=f"o-{n}"))
+            decide_due(world, deciding)  # the timers, then the early signals as candidates, and any send left so
+    finally:
+        deciding.close()
+    assert kills[0] > 0
+    assert {world.instance(wf)["status"] for wf in opened + early} == {"SUCCEEDED"}
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_signals WHERE status = 'PENDING'") == 0
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances") == 0
+
+
+POLL = {"name": "polling", "steps": [
+    {"key": "check", "type": "POLL", "queue": "payments", "handler": "example.poll", "handler_version": "1",
+     "input": {}, "interval_ms": 1_000, "max_rounds": 3, "timeout_ms": 3_600_000, "task_timeout_ms": 600_000,
+     "result": {"pending": ["PENDING"], "success": ["DONE"]}},
+    {"key": "after", "type": "TIMER", "delay_ms": 1_000, "after": ["check"]}]}
+
+
+def test_R1_poll_rounds_killed_in_their_writes_are_whole_or_not_at_all(world, orch):
+    """Three rounds of 40 polls: the reports (each consuming its answer, or leaving it in the inbox), the inbox's
+    consumptions, the next rounds' starts and, after the last, the timer that follows, every write of them a target.
+    The claims are made on a session of their own (a claim whose answer is lost is another test)."""
+    world.publish(POLL)
+    started = [world.start("polling", {"id": f"p-{n}"}) for n in range(40)]
+    deciding = Session(world)
+    kills = 0
+    try:
+        for answer in ("PENDING", "PENDING", "DONE"):
+            claimed = pulse.task_claim(world.db.conn, "w-1", world.queue, limit=100)
+            assert len(claimed) == 40, answer
+            with killing(world, deciding, WRITES, every=2) as killed:
+                for attempt in claimed:
+                    until_done(lambda a=attempt["attempt_id"], status=answer: pulse.attempt_complete(
+                        deciding.get(), a, "w-1", {"status": status}))
+                world.db.advance(1_000)
+                decide_due(world, deciding)
+            kills += killed[0]
+        world.db.advance(1_000)  # the timer after a poll whose last answer was consumed from the inbox
+        decide_due(world, deciding)
+    finally:
+        deciding.close()
+    assert kills > 0
+    assert {world.instance(wf)["status"] for wf in started} == {"SUCCEEDED"}
