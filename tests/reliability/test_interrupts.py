@@ -1,8 +1,9 @@
 """A DBA's KILL QUERY on the engine's sessions while they decide: whatever statement it lands on, the decision is
 whole or not at all. MariaDB gives a subquery of a select list no value when a kill lands in it (NULL, or 0 for an
 EXISTS), raises nothing and forgets the kill; the engine's reads that such a kill can empty say so and undo the
-decision. Kills aimed at the writes (every INSERT, UPDATE and DELETE of a cancel, a send, a signal's settlement, a
-poll round's report, consumption and next round) must leave each decision whole too. The invariants that run after
+decision. Kills aimed at the writes (every INSERT, UPDATE and DELETE of a start, a pause, a resume, a deadline, a
+cancel, a send, a signal's settlement, a poll round's report, consumption and next round) must leave each decision
+whole too. The invariants that run after
 each test (M-4.20 above all: a RUNNING instance has something due or someone to wait for) catch a decision committed
 half."""
 
@@ -218,6 +219,44 @@ def test_R1_cancels_killed_in_their_writes_are_whole_or_not_at_all(world, orch):
     assert {world.instance(wf)["status"] for wf in started} == {"CANCELLED"}
     assert world.db.scalar("SELECT COUNT(*) FROM weave_signals WHERE status = 'PENDING'") == 0
     assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances") == 0
+
+
+def test_R1_starts_and_operator_actions_killed_in_their_writes_are_whole_or_not_at_all(world, orch):
+    """Starts, then a pause, a resume and a deadline extension of each instance, every write of them a target; each is
+    asked again with its key until it answers. Each instance is started once, each action is written once (one audit
+    row) and holds, and the instances then run to their end."""
+    world.publish(signal_flow("early", before_timer_ms=1_000))
+    deciding = Session(world)
+    try:
+        with killing(world, deciding, WRITES, every=2) as kills:
+            started = [until_done(lambda n=n: routines.instance_start(
+                deciding.get(), world.token, world.namespace, definition="early", app=world.app,
+                input_json=f'{{"order_id": "o-{n}"}}', idempotency_key=f"start-{n}",
+                deadline_ms=3_600_000)["workflow_id"]) for n in range(50)]
+            deadlines = {wf: world.instance(wf)["deadline_at"] for wf in started}
+            for n, wf in enumerate(started):
+                for action in (routines.instance_pause, routines.instance_resume):
+                    until_done(lambda wf=wf, n=n, action=action: action(
+                        deciding.get(), world.token, world.namespace, wf, "by the desk", f"{action.__name__}-{n}"))
+                until_done(lambda wf=wf, n=n: routines.instance_deadline(
+                    deciding.get(), world.token, world.namespace, wf, "more time", f"deadline-{n}",
+                    extend_ms=3_600_000))
+    finally:
+        deciding.close()
+    assert kills[0] > 0 and len(set(started)) == 50
+    audits = world.db.rows("SELECT action, COUNT(*) AS n FROM weave_audit WHERE action LIKE 'instance.%%' "
+                           "GROUP BY action")
+    assert {row["action"]: row["n"] for row in audits} == {
+        "instance.start": 50, "instance.pause": 50, "instance.resume": 50, "instance.deadline": 50}
+    for wf in started:
+        instance = world.instance(wf)
+        assert (instance["status"], instance["control"]) == ("RUNNING", "ACTIVE"), (wf, instance)
+        assert instance["deadline_at"] != deadlines[wf], wf
+    world.db.advance(1_000)
+    orch.drain()
+    for n, wf in enumerate(started):
+        send(world, wf, f"s-{n}", correlation_key=f"o-{n}")
+    assert {world.instance(wf)["status"] for wf in started} == {"SUCCEEDED"}
 
 
 def test_R1_signal_settlements_killed_in_their_writes_are_whole_or_not_at_all(world, orch):
