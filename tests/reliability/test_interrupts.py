@@ -3,9 +3,8 @@ whole or not at all. MariaDB gives a subquery of a select list no value when a k
 EXISTS), raises nothing and forgets the kill; the engine's reads that such a kill can empty say so and undo the
 decision. Kills aimed at the writes (every INSERT, UPDATE and DELETE of a start, a pause, a resume, a deadline, a
 cancel, a send, a signal's settlement, a poll round's report, consumption and next round) must leave each decision
-whole too. The invariants that run after
-each test (M-4.20 above all: a RUNNING instance has something due or someone to wait for) catch a decision committed
-half."""
+whole too. The invariants that run after each test (M-4.20 above all: a RUNNING instance has something due or
+someone to wait for) catch a decision committed half."""
 
 from __future__ import annotations
 
