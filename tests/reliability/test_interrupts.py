@@ -2,9 +2,9 @@
 whole or not at all. MariaDB gives a subquery of a select list no value when a kill lands in it (NULL, or 0 for an
 EXISTS), raises nothing and forgets the kill; the engine's reads that such a kill can empty say so and undo the
 decision. Kills aimed at the writes (every INSERT, UPDATE and DELETE of a start, a pause, a resume, a deadline, a
-cancel, a send, a signal's settlement, a poll round's report, consumption and next round) must leave each decision
-whole too. The invariants that run after each test (M-4.20 above all: a RUNNING instance has something due or
-someone to wait for) catch a decision committed half."""
+cancel, a reactivation, a resolution, a continued poll, a send, a signal's settlement, a poll round's report,
+consumption and next round) must leave each decision whole too. The invariants that run after each test (M-4.20
+above all: a RUNNING instance has something due or someone to wait for) catch a decision committed half."""
 
 from __future__ import annotations
 
@@ -19,6 +19,11 @@ from tests.support.signals import send, signal_flow
 
 FLOW = {"name": "two-timers", "steps": [{"key": "first", "type": "TIMER", "delay_ms": 1_000},
                                         {"key": "second", "type": "TIMER", "delay_ms": 1_000, "after": ["first"]}]}
+POLL = {"name": "polling", "steps": [
+    {"key": "check", "type": "POLL", "queue": "payments", "handler": "example.poll", "handler_version": "1",
+     "input": {}, "interval_ms": 1_000, "max_rounds": 3, "timeout_ms": 3_600_000, "task_timeout_ms": 600_000,
+     "result": {"pending": ["PENDING"], "success": ["DONE"]}},
+    {"key": "after", "type": "TIMER", "delay_ms": 1_000, "after": ["check"]}]}
 # What a kill is aimed at, as a regular expression over the statement a session runs (its routine's statement).
 # The walk's read of its instance (_weave_root_advance), which every start and every settlement makes.
 WALK = r"^SELECT i\.status, i\.control, i\.gate"
@@ -283,11 +288,51 @@ def test_R1_signal_settlements_killed_in_their_writes_are_whole_or_not_at_all(wo
     assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances") == 0
 
 
-POLL = {"name": "polling", "steps": [
-    {"key": "check", "type": "POLL", "queue": "payments", "handler": "example.poll", "handler_version": "1",
-     "input": {}, "interval_ms": 1_000, "max_rounds": 3, "timeout_ms": 3_600_000, "task_timeout_ms": 600_000,
-     "result": {"pending": ["PENDING"], "success": ["DONE"]}},
-    {"key": "after", "type": "TIMER", "delay_ms": 1_000, "after": ["check"]}]}
+def test_R1_recovery_actions_killed_in_their_writes_are_whole_or_not_at_all(world, orch):
+    """The recovery actions, every write of them a target: SIGNAL waits that timed out into review, half of them
+    reactivated and then sent their signal, half resolved by hand; polls whose rounds ran out, continued for one more
+    round that ends them. Each action is asked again with its key until it answers."""
+    world.publish(signal_flow("timing-out", timeout_ms=1_000))
+    world.publish({**POLL, "name": "one-round", "steps": [{**POLL["steps"][0], "max_rounds": 1}]})
+    waits = [world.start("timing-out", {"order_id": f"o-{n}"}) for n in range(40)]
+    polls = [world.start("one-round", {"id": f"p-{n}"}) for n in range(20)]
+    for attempt in pulse.task_claim(world.db.conn, "w-1", world.queue, limit=100):
+        pulse.attempt_complete(world.db.conn, attempt["attempt_id"], "w-1", {"status": "PENDING"})
+    world.db.advance(2_000)
+    orch.drain()
+    assert {world.instance(wf)["status"] for wf in waits + polls} == {"NEEDS_REVIEW"}
+    reactivated, resolved = waits[:20], waits[20:]
+    deciding = Session(world)
+    try:
+        with killing(world, deciding, WRITES, every=2) as kills:
+            for n, wf in enumerate(reactivated):
+                until_done(lambda wf=wf, n=n: routines.step_reactivate(
+                    deciding.get(), world.token, world.namespace, wf, "approval", "ask again", f"again-{n}",
+                    timeout_ms=3_600_000))
+            for n, wf in enumerate(resolved):
+                until_done(lambda wf=wf, n=n: routines.step_resolve(
+                    deciding.get(), world.token, world.namespace, wf, "approval", "approved by phone", f"hand-{n}",
+                    output={"approved": True}))
+            for n, wf in enumerate(polls):
+                until_done(lambda wf=wf, n=n: routines.step_continue(
+                    deciding.get(), world.token, world.namespace, wf, "check", "one more look", f"more-{n}",
+                    extra_rounds=1))
+            decide_due(world, deciding)  # the continued polls' next rounds
+    finally:
+        deciding.close()
+    assert kills[0] > 0
+    assert {world.instance(wf)["status"] for wf in reactivated + polls} == {"RUNNING"}
+    assert {world.instance(wf)["status"] for wf in resolved} == {"SUCCEEDED"}
+    for n, wf in enumerate(reactivated):
+        send(world, wf, f"s-{n}", correlation_key=f"o-{n}", target_activation_sequence=2)
+    world.db.advance(1_000)
+    claimed = pulse.task_claim(world.db.conn, "w-1", world.queue, limit=100)
+    assert len(claimed) == len(polls)
+    for attempt in claimed:
+        pulse.attempt_complete(world.db.conn, attempt["attempt_id"], "w-1", {"status": "DONE"})
+    world.db.advance(1_000)
+    orch.drain()
+    assert {world.instance(wf)["status"] for wf in waits + polls} == {"SUCCEEDED"}
 
 
 def test_R1_poll_rounds_killed_in_their_writes_are_whole_or_not_at_all(world, orch):
