@@ -1,10 +1,10 @@
-"""A DBA's KILL QUERY on the engine's sessions while they decide: whatever statement it lands on, the decision is
-whole or not at all. MariaDB gives a subquery of a select list no value when a kill lands in it (NULL, or 0 for an
-EXISTS), raises nothing and forgets the kill; the engine's reads that such a kill can empty say so and undo the
-decision. Kills aimed at the writes (every INSERT, UPDATE and DELETE of a start, a pause, a resume, a deadline, a
-cancel, a reactivation, a resolution, a continued poll, a send, a signal's settlement, a poll round's report,
-consumption and next round) must leave each decision whole too. The invariants that run after each test (M-4.20
-above all: a RUNNING instance has something due or someone to wait for) catch a decision committed half."""
+"""A DBA's KILL QUERY on the engine's sessions while they decide: whatever statement it lands on, the decision is whole
+or not at all. MariaDB gives a subquery of a select list no value when a kill lands in it (NULL, or 0 for an EXISTS),
+raises nothing and forgets the kill; the engine's reads that such a kill can empty say so and undo the decision. Kills
+aimed at the writes (every INSERT, UPDATE and DELETE of a start, a pause, a resume, a deadline, a cancel, a
+reactivation, a resolution, a continued poll, a send, a signal's settlement, a poll round's report, consumption and next
+round, a lost lease's recovery, a task's expiry) must leave each decision whole too. The invariants that run after each
+test (M-4.20 above all: a RUNNING instance has something due or someone to wait for) catch a decision committed half."""
 
 from __future__ import annotations
 
@@ -333,6 +333,40 @@ def test_R1_recovery_actions_killed_in_their_writes_are_whole_or_not_at_all(worl
     world.db.advance(1_000)
     orch.drain()
     assert {world.instance(wf)["status"] for wf in waits + polls} == {"SUCCEEDED"}
+
+
+def test_R1_lost_leases_and_expired_tasks_killed_in_their_writes_are_whole_or_not_at_all(world, orch):
+    """Tasks whose worker's lease ran out, and tasks never claimed before their deadline: their recoveries, expiries
+    and the consumptions of those outcomes, every write of them a target. Each step then waits in review (an unknown
+    or an expired task is never retried by itself) with one task ended once, and is resolved by hand."""
+    world.publish({"name": "leased", "steps": [{"key": "work", "type": "TASK", "queue": world.queue,
+                                                "handler": "example.echo", "handler_version": "1", "input": {}}]})
+    world.publish({"name": "expiring", "steps": [{"key": "work", "type": "TASK", "queue": world.queue,
+                                                  "handler": "example.echo", "handler_version": "1", "input": {},
+                                                  "task_timeout_ms": 60_000}]})
+    leased = [world.start("leased") for _ in range(30)]
+    claimed = pulse.task_claim(world.db.conn, "w-1", world.queue, limit=100, lease_ms=1_000)
+    assert len(claimed) == 30
+    expiring = [world.start("expiring") for _ in range(30)]
+    world.db.advance(61_000)
+    deciding = Session(world)
+    try:
+        with killing(world, deciding, WRITES, every=2) as kills:
+            for attempt in claimed:
+                until_done(lambda a=attempt["attempt_id"]: pulse.lease_recover(deciding.get(), a))
+            for row in world.db.rows("SELECT id FROM pulse_tasks WHERE status = 'QUEUED'"):
+                until_done(lambda t=row["id"]: pulse.task_expire(deciding.get(), t))
+            decide_due(world, deciding)  # the outcomes consumed from the inbox
+    finally:
+        deciding.close()
+    assert kills[0] > 0
+    ended = world.db.rows("SELECT status, COUNT(*) AS n FROM pulse_tasks GROUP BY status")
+    assert {row["status"]: row["n"] for row in ended} == {"UNKNOWN": 30, "EXPIRED": 30}
+    for n, wf in enumerate(leased + expiring):
+        assert world.instance(wf)["status"] == "NEEDS_REVIEW", wf
+        routines.step_resolve(world.db.conn, world.token, world.namespace, wf, "work", "done by hand", f"hand-{n}",
+                              output={"done": True})
+    assert {world.instance(wf)["status"] for wf in leased + expiring} == {"SUCCEEDED"}
 
 
 def test_R1_poll_rounds_killed_in_their_writes_are_whole_or_not_at_all(world, orch):
