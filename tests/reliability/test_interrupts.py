@@ -3,8 +3,9 @@ or not at all. MariaDB gives a subquery of a select list no value when a kill la
 raises nothing and forgets the kill; the engine's reads that such a kill can empty say so and undo the decision. Kills
 aimed at the writes (every INSERT, UPDATE and DELETE of a start, a pause, a resume, a deadline, a cancel, a
 reactivation, a resolution, a continued poll, a send, a signal's settlement, a poll round's report, consumption and next
-round, a lost lease's recovery, a task's expiry) must leave each decision whole too. The invariants that run after each
-test (M-4.20 above all: a RUNNING instance has something due or someone to wait for) catch a decision committed half."""
+round, a lost lease's recovery, a task's expiry, a heartbeat, a failure that schedules a retry) must leave each decision
+whole too. The invariants that run after each test (M-4.20 above all: a RUNNING instance has something due or someone to
+wait for) catch a decision committed half."""
 
 from __future__ import annotations
 
@@ -367,6 +368,36 @@ def test_R1_lost_leases_and_expired_tasks_killed_in_their_writes_are_whole_or_no
         routines.step_resolve(world.db.conn, world.token, world.namespace, wf, "work", "done by hand", f"hand-{n}",
                               output={"done": True})
     assert {world.instance(wf)["status"] for wf in leased + expiring} == {"SUCCEEDED"}
+
+
+def test_R1_heartbeats_and_retried_failures_killed_in_their_writes_are_whole_or_not_at_all(world, orch):
+    """Heartbeats, then failures that schedule a retry, every write of them a target; each report is sent again until
+    it answers (a report sent again answers as the first did). Each task then runs a second attempt, and only one."""
+    world.publish({"name": "retried", "steps": [{
+        "key": "work", "type": "TASK", "queue": world.queue, "handler": "example.echo", "handler_version": "1",
+        "input": {}, "retry": {"max_attempts": 2, "initial_backoff_ms": 1_000, "backoff_coefficient": 1.0,
+                               "max_backoff_ms": 1_000}}]})
+    started = [world.start("retried") for _ in range(60)]
+    claimed = pulse.task_claim(world.db.conn, "w-1", world.queue, limit=100)
+    assert len(claimed) == 60
+    deciding = Session(world)
+    try:
+        with killing(world, deciding, WRITES) as kills:  # every write seen: these decisions are short
+            for attempt in claimed:
+                for _ in range(4):
+                    until_done(lambda a=attempt["attempt_id"]: pulse.attempt_heartbeat(deciding.get(), a, "w-1"))
+                until_done(lambda a=attempt["attempt_id"]: pulse.attempt_fail(
+                    deciding.get(), a, "w-1", "the bank timed out", retryable=True))
+    finally:
+        deciding.close()
+    assert kills[0] > 0
+    world.db.advance(1_000)
+    again = pulse.task_claim(world.db.conn, "w-1", world.queue, limit=100)
+    assert sorted(a["task_id"] for a in again) == sorted(a["task_id"] for a in claimed)
+    for attempt in again:
+        pulse.attempt_complete(world.db.conn, attempt["attempt_id"], "w-1", {"paid": True})
+    assert {world.instance(wf)["status"] for wf in started} == {"SUCCEEDED"}
+    assert world.db.scalar("SELECT COUNT(*) FROM pulse_attempts") == 120
 
 
 def test_R1_poll_rounds_killed_in_their_writes_are_whole_or_not_at_all(world, orch):
