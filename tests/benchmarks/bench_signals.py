@@ -29,7 +29,10 @@ and ``per_s`` (``first_error`` shows what a failed one answered). One JSON line 
 per C with the ratio call/raw (target: >= 0.5, spec 08). With --http the API's CPU time per request is
 printed too (``api_cpu_ms_per_request``, its processes' user+system time), and after the timed runs its floor:
 the same API's CPU per ``GET /healthz`` (no database, no body) over one kept-alive connection, what gunicorn and
-Falcon cost a request before the engine's work. The M-4 invariants are checked after the run.
+Falcon cost a request before the engine's work. Every path's line also says where the machine's CPU went per call
+made (warm-up included): ``machine_cpu_ms_per_call``, all cores' busy time, and ``server_cpu_ms_per_call``, the
+database server's, when it is a process of this machine; over HTTP the rest of the machine's is the API's and the
+client's. The M-4 invariants are checked after the run.
 
 Usage (not collected by pytest):
   .venv/bin/python tests/benchmarks/bench_signals.py --dsn mysql://root@127.0.0.1:3306/weave_bench
@@ -116,6 +119,7 @@ STARTERS = 4  # processes that start the prepared instances
 
 
 API_ADDRESS = ["127.0.0.1", 18089]  # the port is --api-port
+SERVER_PID: list[int | None] = [None]  # the database server's process, when it runs on this machine
 
 
 def payload_json(nbytes: int) -> str:
@@ -279,6 +283,22 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
+def machine_cpu_seconds() -> float:
+    """The machine's busy CPU seconds so far, all cores together: /proc/stat's time in everything but idle and I/O
+    wait."""
+    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu_seconds() -> float:
+    """The database server's CPU seconds so far (0 when it is not a process of this machine)."""
+    if SERVER_PID[0] is None:
+        return 0.0
+    from tests.benchmarks.bench_cpu import server_cpu_seconds as of
+
+    return of(SERVER_PID[0])
+
+
 def run(mode: str, args, c: int, token: str, instances: list[tuple[str, str]], api_pid: int | None = None) -> dict:
     ctx = mp.get_context("fork")
     go, q = ctx.Event(), ctx.Queue()
@@ -292,11 +312,13 @@ def run(mode: str, args, c: int, token: str, instances: list[tuple[str, str]], a
         p.start()
     time.sleep(0.5)
     cpu0 = cpu_seconds(api_pid) if api_pid else 0.0
+    machine0, server0 = machine_cpu_seconds(), server_cpu_seconds()
     t_start = time.time()
     t_end_box.value = t_start + args.warmup + args.seconds
     go.set()
     parts = [q.get() for _ in procs]
     cpu1 = cpu_seconds(api_pid) if api_pid else 0.0
+    machine1, server1 = machine_cpu_seconds(), server_cpu_seconds()
     for p in procs:
         p.join()
     w0 = t_start + args.warmup
@@ -312,6 +334,9 @@ def run(mode: str, args, c: int, token: str, instances: list[tuple[str, str]], a
     if mode in ("call", "http"):  # every wait that was sent to is settled and its instance SUCCEEDED
         row["not_settled"] = unsettled(db.Dsn.parse(args.dsn), [
             pair for _, _, _, w, count, _ in parts for pair in instances[w::c][:count]])
+    row["machine_cpu_ms_per_call"] = round((machine1 - machine0) * 1000 / max(1, sent), 3)
+    if SERVER_PID[0] is not None:
+        row["server_cpu_ms_per_call"] = round((server1 - server0) * 1000 / max(1, sent), 3)
     if api_pid:
         row["api_cpu_ms_per_request"] = round((cpu1 - cpu0) * 1000 / max(1, sent), 3)
     return row
@@ -365,6 +390,13 @@ def main() -> int:
     configure_logging("WARNING")
 
     setup = prepare(dsn)
+    with db.connect(dsn) as conn:
+        from tests.benchmarks.bench_cpu import server_pid
+
+        try:
+            SERVER_PID[0] = server_pid(conn)
+        except SystemExit:
+            SERVER_PID[0] = None  # a server elsewhere: the machine's CPU only
     print(json.dumps({"bench": "B-1", "server": setup["settings"], "dsn": dsn.redacted()}), flush=True)
     results: dict[tuple[str, int], list[dict]] = {}
     api = None
