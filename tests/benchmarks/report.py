@@ -170,6 +170,11 @@ def main() -> None:
         call8 = pick(rows, path="call", conns=8)
         figure("B-1 CALL signal sends, 8 connections", call8 and call8["per_s"],
                peer[0]["sends_per_s"] if peer else None, "DBOS client sends, 8 senders (same run)", ">= 3")
+        figure("machine CPU ms per signal send over HTTP, 8 connections",
+               http8 and http8.get("machine_cpu_ms_per_call"), call8 and call8.get("machine_cpu_ms_per_call"),
+               "the same by CALL (same run)", "-",
+               server_ms={"http": http8 and http8.get("server_cpu_ms_per_call"),
+                          "call": call8 and call8.get("server_cpu_ms_per_call")})
 
     if "latency" in only:
         rows = weave("bench_signal_latency", "--signals", str(size["paced"]), "--rate", "50")
