@@ -152,8 +152,7 @@ def checkout(rev: str | None) -> Iterator[Path]:
 def compare(trees: dict[str, Path], decision: str, n: int) -> dict:
     """The head/base ratios of one kind of decision, slice pair by slice pair."""
     from procedures import db as dbmod
-    from tests.benchmarks.bench_cpu import server_cpu_seconds, server_pid
-    from tests.benchmarks.common import bench_dsn
+    from tests.benchmarks.common import bench_dsn, server_cpu_seconds, server_pid
 
     workers = {}
     for side, tree in trees.items():

@@ -21,17 +21,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import orchestrator.example_handlers  # noqa: F401 - registers example.poll
 from procedures import db as dbmod
 from procedures import pulse, routines, signals
-from tests.benchmarks.bench_signals import cpu_seconds, payload_json, raw_tx, reset_raw
-from tests.benchmarks.common import check_invariants, figure, fresh_database, world_on
+from tests.benchmarks.bench_signals import payload_json, raw_tx, reset_raw
+from tests.benchmarks.common import check_invariants, figure, fresh_database, server_cpu_seconds, server_pid, world_on
 from tests.support.signals import signal_flow
 
 TIMER = {"name": "cpu-timer", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 1000}]}
@@ -58,32 +56,6 @@ LIFECYCLES = {
     "POLL round (claim, report, next round's start)":
         ("task claim (one task)", "attempt complete (PENDING, consumed in the report)", "poll round start"),
 }
-
-
-def server_pid(conn: dbmod.Connection) -> int:
-    """The server's process id, or SystemExit when the server is not a process of this machine."""
-    with conn.cursor() as cur:
-        cur.execute("SELECT @@pid_file AS f, @@datadir AS d")
-        row = cur.fetchone()
-    path = Path(row["f"]) if os.path.isabs(row["f"]) else Path(row["d"]) / row["f"]
-    try:
-        pid = int(path.read_text().split()[0])
-        Path(f"/proc/{pid}/stat").read_text()
-    except (OSError, ValueError, IndexError) as exc:
-        raise SystemExit(f"bench_cpu needs the server on this machine: its pid file {path} is not readable here "
-                         f"({exc})") from exc
-    return pid
-
-
-def server_cpu_seconds(pid: int) -> float:
-    """The server's CPU seconds so far, to the nanosecond: the sum of its threads' run times (schedstat). The
-    process's user and system times count in 10 ms ticks, a tenth of the CPU a few hundred decisions spend;
-    without schedstat, they are what is left."""
-    try:
-        return sum(int((task / "schedstat").read_text().split()[0])
-                   for task in Path(f"/proc/{pid}/task").iterdir()) / 1e9
-    except (OSError, ValueError, IndexError):
-        return cpu_seconds(pid)
 
 
 @dataclass

@@ -20,8 +20,7 @@ import statistics
 
 from procedures import db as dbmod
 from procedures import installer
-from tests.benchmarks.bench_cpu import server_cpu_seconds, server_pid
-from tests.benchmarks.common import bench_dsn, figure
+from tests.benchmarks.common import bench_dsn, figure, server_cpu_seconds, server_pid
 
 LIMIT = 256 * 1024
 

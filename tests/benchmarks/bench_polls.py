@@ -32,9 +32,17 @@ import time
 from pathlib import Path
 
 from tests.benchmarks import common
-from tests.benchmarks.bench_cpu import server_cpu_seconds, server_pid
-from tests.benchmarks.bench_signals import cpu_seconds
-from tests.benchmarks.common import check_invariants, figure, fresh_database, summary, wait_until_connected, world_on
+from tests.benchmarks.common import (
+    check_invariants,
+    cpu_seconds,
+    figure,
+    fresh_database,
+    server_cpu_seconds,
+    server_pid,
+    summary,
+    wait_until_connected,
+    world_on,
+)
 from tests.benchmarks.statements import statement_total
 from tests.support.load import start_many
 from tests.support.processes import WeaveProcess

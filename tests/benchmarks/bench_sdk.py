@@ -17,8 +17,7 @@ from collections.abc import Callable
 from http.client import HTTPConnection
 
 from api.client import WeaveClient
-from tests.benchmarks.bench_signals import cpu_seconds
-from tests.benchmarks.common import check_invariants, figure, fresh_database, process_logs, world_on
+from tests.benchmarks.common import check_invariants, cpu_seconds, figure, fresh_database, process_logs, world_on
 from tests.support.processes import start_api
 
 TIMER = {"name": "sdk-bench", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 3_600_000}]}

@@ -24,9 +24,9 @@ from collections.abc import Callable
 import orchestrator.example_handlers  # noqa: F401 - registers example.poll
 from procedures import db as dbmod
 from procedures import pulse
-from tests.benchmarks.bench_cpu import POLL, server_cpu_seconds, server_pid
+from tests.benchmarks.bench_cpu import POLL
 from tests.benchmarks.bench_signals import payload_json, raw_tx, reset_raw
-from tests.benchmarks.common import check_invariants, figure, fresh_database, world_on
+from tests.benchmarks.common import check_invariants, figure, fresh_database, server_cpu_seconds, server_pid, world_on
 from tests.support.load import start_many
 from tests.support.threads import run_threads
 

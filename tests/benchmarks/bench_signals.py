@@ -44,7 +44,6 @@ import argparse
 import json
 import math
 import multiprocessing as mp
-import os
 import statistics
 import sys
 import time
@@ -62,6 +61,7 @@ from procedures import (  # noqa: E402
     routines,
 )
 from procedures.logs import configure_logging  # noqa: E402
+from tests.benchmarks.common import cpu_seconds, machine_cpu_seconds, server_cpu_seconds, server_pid  # noqa: E402
 
 RAW_TABLES = [
     """CREATE TABLE bench_signal (
@@ -266,37 +266,9 @@ def worker(mode, dsn_url, token, instances, payload_bytes, wid, go, t_end_box, q
     q.put((lat, errors, exhausted_at, wid, i, first_error))
 
 
-def cpu_seconds(pid: int) -> float:
-    """User+system CPU seconds of a process and its children (live and reaped), from /proc."""
-    total = 0.0
-    tick = os.sysconf("SC_CLK_TCK")
-    pending = [pid]
-    while pending:
-        p = pending.pop()
-        try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            total += sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
-            for task in Path(f"/proc/{p}/task").iterdir():
-                pending += [int(c) for c in (task / "children").read_text().split()]
-        except (OSError, ValueError):
-            continue
-    return total
-
-
-def machine_cpu_seconds() -> float:
-    """The machine's busy CPU seconds so far, all cores together: /proc/stat's time in everything but idle and I/O
-    wait."""
-    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
-
-
-def server_cpu_seconds() -> float:
+def server_seconds() -> float:
     """The database server's CPU seconds so far (0 when it is not a process of this machine)."""
-    if SERVER_PID[0] is None:
-        return 0.0
-    from tests.benchmarks.bench_cpu import server_cpu_seconds as of
-
-    return of(SERVER_PID[0])
+    return 0.0 if SERVER_PID[0] is None else server_cpu_seconds(SERVER_PID[0])
 
 
 def run(mode: str, args, c: int, token: str, instances: list[tuple[str, str]], api_pid: int | None = None) -> dict:
@@ -312,13 +284,13 @@ def run(mode: str, args, c: int, token: str, instances: list[tuple[str, str]], a
         p.start()
     time.sleep(0.5)
     cpu0 = cpu_seconds(api_pid) if api_pid else 0.0
-    machine0, server0 = machine_cpu_seconds(), server_cpu_seconds()
+    machine0, server0 = machine_cpu_seconds(), server_seconds()
     t_start = time.time()
     t_end_box.value = t_start + args.warmup + args.seconds
     go.set()
     parts = [q.get() for _ in procs]
     cpu1 = cpu_seconds(api_pid) if api_pid else 0.0
-    machine1, server1 = machine_cpu_seconds(), server_cpu_seconds()
+    machine1, server1 = machine_cpu_seconds(), server_seconds()
     for p in procs:
         p.join()
     w0 = t_start + args.warmup
@@ -391,8 +363,6 @@ def main() -> int:
 
     setup = prepare(dsn)
     with db.connect(dsn) as conn:
-        from tests.benchmarks.bench_cpu import server_pid
-
         try:
             SERVER_PID[0] = server_pid(conn)
         except SystemExit:

@@ -26,9 +26,8 @@ import argparse
 import statistics
 
 from procedures import db as dbmod
-from tests.benchmarks.bench_cpu import server_cpu_seconds, server_pid
 from tests.benchmarks.bench_scan import seq
-from tests.benchmarks.common import bench_dsn, figure
+from tests.benchmarks.common import bench_dsn, figure, server_cpu_seconds, server_pid
 
 TABLES = ("a", "b", "c", "d")
 

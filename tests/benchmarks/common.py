@@ -118,3 +118,54 @@ def check_invariants(dsn: dbmod.Dsn) -> None:
     if broken:
         print(f"INVARIANTS BROKEN: {broken}", file=sys.stderr)
         raise SystemExit(1)
+
+
+# Where the CPU goes, from /proc: a process tree, the database server, the machine.
+def cpu_seconds(pid: int) -> float:
+    """User+system CPU seconds of a process and its children (live and reaped), from /proc."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    pending = [pid]
+    while pending:
+        p = pending.pop()
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
+            for task in Path(f"/proc/{p}/task").iterdir():
+                pending += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def server_pid(conn: dbmod.Connection) -> int:
+    """The server's process id, or SystemExit when the server is not a process of this machine."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@pid_file AS f, @@datadir AS d")
+        row = cur.fetchone()
+    path = Path(row["f"]) if os.path.isabs(row["f"]) else Path(row["d"]) / row["f"]
+    try:
+        pid = int(path.read_text().split()[0])
+        Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError, IndexError) as exc:
+        raise SystemExit(f"this benchmark needs the server on this machine: its pid file {path} is not readable here "
+                         f"({exc})") from exc
+    return pid
+
+
+def server_cpu_seconds(pid: int) -> float:
+    """The server's CPU seconds so far, to the nanosecond: the sum of its threads' run times (schedstat). The
+    process's user and system times count in 10 ms ticks, a tenth of the CPU a few hundred decisions spend;
+    without schedstat, they are what is left."""
+    try:
+        return sum(int((task / "schedstat").read_text().split()[0])
+                   for task in Path(f"/proc/{pid}/task").iterdir()) / 1e9
+    except (OSError, ValueError, IndexError):
+        return cpu_seconds(pid)
+
+
+def machine_cpu_seconds() -> float:
+    """The machine's busy CPU seconds so far, all cores together: /proc/stat's time in everything but idle and I/O
+    wait."""
+    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
