@@ -280,7 +280,7 @@ def test_R1_signal_settlements_killed_in_their_writes_are_whole_or_not_at_all(wo
         with killing(world, deciding, WRITES, every=2) as kills:
             for n, wf in enumerate(opened):
                 until_done(lambda wf=wf, n=n: send(world, wf, f"s-{n}", conn=deciding.get(), correlation_key=f"o-{n}"))
-            decide_due(world, deciding)  # the timers, then the early signals as candidates, and any send left so
+            decide_due(world, deciding)  # the timers, the early signals as candidates, sends whose settling failed
     finally:
         deciding.close()
     assert kills[0] > 0
