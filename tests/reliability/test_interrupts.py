@@ -4,8 +4,8 @@ raises nothing and forgets the kill; the engine's reads that such a kill can emp
 aimed at the writes (every INSERT, UPDATE and DELETE of a start, a pause, a resume, a deadline, a cancel, a
 reactivation, a resolution, a continued poll, a send, a signal's settlement, a poll round's report, consumption and next
 round, a lost lease's recovery, a task's expiry, a heartbeat, a failure that schedules a retry) must leave each decision
-whole too. The invariants that run after each test (M-4.20 above all: a RUNNING instance has something due or someone to
-wait for) catch a decision committed half."""
+whole too, and so must kills aimed at any of their statements. The invariants that run after each test (M-4.20 above
+all: a RUNNING instance has something due or someone to wait for) catch a decision committed half."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
+
+import pytest
 
 from procedures import db as dbmod
 from procedures import errors, invariants, pulse, routines, signals
@@ -30,6 +32,9 @@ POLL = {"name": "polling", "steps": [
 WALK = r"^SELECT i\.status, i\.control, i\.gate"
 SUBQUERY = r"\(SELECT"  # any statement with a subquery: the kind a kill can empty
 WRITES = "^(INSERT|UPDATE|DELETE)"
+ANY = "."  # every statement: reads, writes, calls, savepoints, commits
+# The decisions below are killed in their writes, where a kill must undo what was written, and in any statement.
+TARGETS = pytest.mark.parametrize("target", [WRITES, ANY], ids=["writes", "any"])
 
 
 class Session:
@@ -203,7 +208,8 @@ def test_R1_signals_and_task_creations_killed_in_their_reads_are_whole_or_not_at
         assert [t["status"] for t in tasks] == ["QUEUED"], (wf, tasks)
 
 
-def test_R1_cancels_killed_in_their_writes_are_whole_or_not_at_all(world, orch):
+@TARGETS
+def test_R1_cancels_killed_in_their_statements_are_whole_or_not_at_all(world, orch, target):
     """A cancel writes many rows: the instance, its waits, steps, activations and review reasons, each PENDING signal
     rejected, its checkpoints deleted. Here each instance waits on a timer with two early signals for the step
     after it."""
@@ -214,7 +220,7 @@ def test_R1_cancels_killed_in_their_writes_are_whole_or_not_at_all(world, orch):
             send(world, wf, f"{twin}-{n}", correlation_key=f"o-{n}")
     deciding = Session(world)
     try:
-        with killing(world, deciding, WRITES, every=2) as kills:
+        with killing(world, deciding, target, every=2) as kills:
             for n, wf in enumerate(started):
                 until_done(lambda wf=wf, n=n: routines.instance_cancel(
                     deciding.get(), world.token, world.namespace, wf, "stopped by the desk", f"cancel-{n}"))
@@ -226,14 +232,15 @@ def test_R1_cancels_killed_in_their_writes_are_whole_or_not_at_all(world, orch):
     assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances") == 0
 
 
-def test_R1_starts_and_operator_actions_killed_in_their_writes_are_whole_or_not_at_all(world, orch):
-    """Starts, then a pause, a resume and a deadline extension of each instance, every write of them a target; each is
-    asked again with its key until it answers. Each instance is started once, each action is written once (one audit
-    row) and holds, and the instances then run to their end."""
+@TARGETS
+def test_R1_starts_and_operator_actions_killed_in_their_statements_are_whole_or_not_at_all(world, orch, target):
+    """Starts, then a pause, a resume and a deadline extension of each instance, every write of them a target (or
+    every statement); each is asked again with its key until it answers. Each instance is started once, each action
+    is written once (one audit row) and holds, and the instances then run to their end."""
     world.publish(signal_flow("early", before_timer_ms=1_000))
     deciding = Session(world)
     try:
-        with killing(world, deciding, WRITES, every=2) as kills:
+        with killing(world, deciding, target, every=2) as kills:
             started = [until_done(lambda n=n: routines.instance_start(
                 deciding.get(), world.token, world.namespace, definition="early", app=world.app,
                 input_json=f'{{"order_id": "o-{n}"}}', idempotency_key=f"start-{n}",
@@ -264,9 +271,10 @@ def test_R1_starts_and_operator_actions_killed_in_their_writes_are_whole_or_not_
     assert {world.instance(wf)["status"] for wf in started} == {"SUCCEEDED"}
 
 
-def test_R1_signal_settlements_killed_in_their_writes_are_whole_or_not_at_all(world, orch):
+@TARGETS
+def test_R1_signal_settlements_killed_in_their_statements_are_whole_or_not_at_all(world, orch, target):
     """Sends that settle their open wait, and early signals settled as candidates once their step opens (each with a
-    twin that the settlement rejects), every write of them a target."""
+    twin that the settlement rejects), every write of them a target (or every statement)."""
     world.publish(signal_flow("open"))
     world.publish(signal_flow("early", before_timer_ms=1_000))
     opened = [world.start("open", {"order_id": f"o-{n}"}) for n in range(60)]
@@ -277,7 +285,7 @@ def test_R1_signal_settlements_killed_in_their_writes_are_whole_or_not_at_all(wo
     world.db.advance(1_000)
     deciding = Session(world)
     try:
-        with killing(world, deciding, WRITES, every=2) as kills:
+        with killing(world, deciding, target, every=2) as kills:
             for n, wf in enumerate(opened):
                 until_done(lambda wf=wf, n=n: send(world, wf, f"s-{n}", conn=deciding.get(), correlation_key=f"o-{n}"))
             decide_due(world, deciding)  # the timers, the early signals as candidates, sends whose settling failed
@@ -289,10 +297,11 @@ def test_R1_signal_settlements_killed_in_their_writes_are_whole_or_not_at_all(wo
     assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances") == 0
 
 
-def test_R1_recovery_actions_killed_in_their_writes_are_whole_or_not_at_all(world, orch):
-    """The recovery actions, every write of them a target: SIGNAL waits that timed out into review, half of them
-    reactivated and then sent their signal, half resolved by hand; polls whose rounds ran out, continued for one more
-    round that ends them. Each action is asked again with its key until it answers."""
+@TARGETS
+def test_R1_recovery_actions_killed_in_their_statements_are_whole_or_not_at_all(world, orch, target):
+    """The recovery actions, every write of them a target (or every statement): SIGNAL waits that timed out into
+    review, half of them reactivated and then sent their signal, half resolved by hand; polls whose rounds ran out,
+    continued for one more round that ends them. Each action is asked again with its key until it answers."""
     world.publish(signal_flow("timing-out", timeout_ms=1_000))
     world.publish({**POLL, "name": "one-round", "steps": [{**POLL["steps"][0], "max_rounds": 1}]})
     waits = [world.start("timing-out", {"order_id": f"o-{n}"}) for n in range(40)]
@@ -305,7 +314,7 @@ def test_R1_recovery_actions_killed_in_their_writes_are_whole_or_not_at_all(worl
     reactivated, resolved = waits[:20], waits[20:]
     deciding = Session(world)
     try:
-        with killing(world, deciding, WRITES, every=2) as kills:
+        with killing(world, deciding, target, every=2) as kills:
             for n, wf in enumerate(reactivated):
                 until_done(lambda wf=wf, n=n: routines.step_reactivate(
                     deciding.get(), world.token, world.namespace, wf, "approval", "ask again", f"again-{n}",
@@ -336,10 +345,12 @@ def test_R1_recovery_actions_killed_in_their_writes_are_whole_or_not_at_all(worl
     assert {world.instance(wf)["status"] for wf in waits + polls} == {"SUCCEEDED"}
 
 
-def test_R1_lost_leases_and_expired_tasks_killed_in_their_writes_are_whole_or_not_at_all(world, orch):
+@TARGETS
+def test_R1_lost_leases_and_expired_tasks_killed_in_their_statements_are_whole_or_not_at_all(world, orch, target):
     """Tasks whose worker's lease ran out, and tasks never claimed before their deadline: their recoveries, expiries
-    and the consumptions of those outcomes, every write of them a target. Each step then waits in review (an unknown
-    or an expired task is never retried by itself) with one task ended once, and is resolved by hand."""
+    and the consumptions of those outcomes, every write of them a target (or every statement). Each step then waits
+    in review (an unknown or an expired task is never retried by itself) with one task ended once, and is resolved by
+    hand."""
     world.publish({"name": "leased", "steps": [{"key": "work", "type": "TASK", "queue": world.queue,
                                                 "handler": "example.echo", "handler_version": "1", "input": {}}]})
     world.publish({"name": "expiring", "steps": [{"key": "work", "type": "TASK", "queue": world.queue,
@@ -352,7 +363,7 @@ def test_R1_lost_leases_and_expired_tasks_killed_in_their_writes_are_whole_or_no
     world.db.advance(61_000)
     deciding = Session(world)
     try:
-        with killing(world, deciding, WRITES, every=2) as kills:
+        with killing(world, deciding, target, every=2) as kills:
             for attempt in claimed:
                 until_done(lambda a=attempt["attempt_id"]: pulse.lease_recover(deciding.get(), a))
             for row in world.db.rows("SELECT id FROM pulse_tasks WHERE status = 'QUEUED'"):
@@ -370,9 +381,11 @@ def test_R1_lost_leases_and_expired_tasks_killed_in_their_writes_are_whole_or_no
     assert {world.instance(wf)["status"] for wf in leased + expiring} == {"SUCCEEDED"}
 
 
-def test_R1_heartbeats_and_retried_failures_killed_in_their_writes_are_whole_or_not_at_all(world, orch):
-    """Heartbeats, then failures that schedule a retry, every write of them a target; each report is sent again until
-    it answers (a report sent again answers as the first did). Each task then runs a second attempt, and only one."""
+@TARGETS
+def test_R1_heartbeats_and_retried_failures_killed_in_their_statements_are_whole_or_not_at_all(world, orch, target):
+    """Heartbeats, then failures that schedule a retry, every write of them a target (or every statement); each
+    report is sent again until it answers (a report sent again answers as the first did). Each task then runs a
+    second attempt, and only one."""
     world.publish({"name": "retried", "steps": [{
         "key": "work", "type": "TASK", "queue": world.queue, "handler": "example.echo", "handler_version": "1",
         "input": {}, "retry": {"max_attempts": 2, "initial_backoff_ms": 1_000, "backoff_coefficient": 1.0,
@@ -382,7 +395,7 @@ def test_R1_heartbeats_and_retried_failures_killed_in_their_writes_are_whole_or_
     assert len(claimed) == 60
     deciding = Session(world)
     try:
-        with killing(world, deciding, WRITES) as kills:  # every write seen: these decisions are short
+        with killing(world, deciding, target) as kills:  # every one seen: these decisions are short
             for attempt in claimed:
                 for _ in range(4):
                     until_done(lambda a=attempt["attempt_id"]: pulse.attempt_heartbeat(deciding.get(), a, "w-1"))
@@ -400,10 +413,12 @@ def test_R1_heartbeats_and_retried_failures_killed_in_their_writes_are_whole_or_
     assert world.db.scalar("SELECT COUNT(*) FROM pulse_attempts") == 120
 
 
-def test_R1_poll_rounds_killed_in_their_writes_are_whole_or_not_at_all(world, orch):
+@TARGETS
+def test_R1_poll_rounds_killed_in_their_statements_are_whole_or_not_at_all(world, orch, target):
     """Three rounds of 40 polls: the reports (each consuming its answer, or leaving it in the inbox), the inbox's
-    consumptions, the next rounds' starts and, after the last, the timer that follows, every write of them a target.
-    The claims are made on a session of their own (a claim whose answer is lost is another test)."""
+    consumptions, the next rounds' starts and, after the last, the timer that follows, every write of them a target
+    (or every statement). The claims are made on a session of their own (a claim whose answer is lost is another
+    test)."""
     world.publish(POLL)
     started = [world.start("polling", {"id": f"p-{n}"}) for n in range(40)]
     deciding = Session(world)
@@ -412,7 +427,7 @@ def test_R1_poll_rounds_killed_in_their_writes_are_whole_or_not_at_all(world, or
         for answer in ("PENDING", "PENDING", "DONE"):
             claimed = pulse.task_claim(world.db.conn, "w-1", world.queue, limit=100)
             assert len(claimed) == 40, answer
-            with killing(world, deciding, WRITES, every=2) as killed:
+            with killing(world, deciding, target, every=2) as killed:
                 for attempt in claimed:
                     until_done(lambda a=attempt["attempt_id"], status=answer: pulse.attempt_complete(
                         deciding.get(), a, "w-1", {"status": status}))
