@@ -27,6 +27,14 @@ POLL = {"name": "polling", "steps": [
      "input": {}, "interval_ms": 1_000, "max_rounds": 3, "timeout_ms": 3_600_000, "task_timeout_ms": 600_000,
      "result": {"pending": ["PENDING"], "success": ["DONE"]}},
     {"key": "after", "type": "TIMER", "delay_ms": 1_000, "after": ["check"]}]}
+
+
+def task_flow(name: str, **fields: Any) -> dict:
+    """A definition of one TASK step `work` on the scenario's queue (the world's, `payments`), with ``fields``."""
+    return {"name": name, "steps": [{"key": "work", "type": "TASK", "queue": "payments", "handler": "example.echo",
+                                     "handler_version": "1", "input": {}, **fields}]}
+
+
 # What a kill is aimed at, as a regular expression over the statement a session runs (its routine's statement).
 # The walk's read of its instance (_weave_root_advance), which every start and every settlement makes.
 WALK = r"^SELECT i\.status, i\.control, i\.gate"
@@ -177,8 +185,7 @@ def test_R1_signals_and_task_creations_killed_in_their_reads_are_whole_or_not_at
     refused: a send whose read of its step was emptied stored it with its contract unchecked) and while instances
     whose first step is a task start (their room and their task's queue are read that way)."""
     world.publish(signal_flow("early", before_timer_ms=1_000))
-    world.publish({"name": "pay", "steps": [{"key": "work", "type": "TASK", "queue": world.queue,
-                                             "handler": "example.echo", "handler_version": "1", "input": {}}]})
+    world.publish(task_flow("pay"))
     early = [world.start("early", {"order_id": f"o-{n}"}) for n in range(100)]
     deciding = Session(world)
     refused = 0
@@ -351,11 +358,8 @@ def test_R1_lost_leases_and_expired_tasks_killed_in_their_statements_are_whole_o
     and the consumptions of those outcomes, every write of them a target (or every statement). Each step then waits
     in review (an unknown or an expired task is never retried by itself) with one task ended once, and is resolved by
     hand."""
-    world.publish({"name": "leased", "steps": [{"key": "work", "type": "TASK", "queue": world.queue,
-                                                "handler": "example.echo", "handler_version": "1", "input": {}}]})
-    world.publish({"name": "expiring", "steps": [{"key": "work", "type": "TASK", "queue": world.queue,
-                                                  "handler": "example.echo", "handler_version": "1", "input": {},
-                                                  "task_timeout_ms": 60_000}]})
+    world.publish(task_flow("leased"))
+    world.publish(task_flow("expiring", task_timeout_ms=60_000))
     leased = [world.start("leased") for _ in range(30)]
     claimed = pulse.task_claim(world.db.conn, "w-1", world.queue, limit=100, lease_ms=1_000)
     assert len(claimed) == 30
@@ -386,10 +390,8 @@ def test_R1_heartbeats_and_retried_failures_killed_in_their_statements_are_whole
     """Heartbeats, then failures that schedule a retry, every write of them a target (or every statement); each
     report is sent again until it answers (a report sent again answers as the first did). Each task then runs a
     second attempt, and only one."""
-    world.publish({"name": "retried", "steps": [{
-        "key": "work", "type": "TASK", "queue": world.queue, "handler": "example.echo", "handler_version": "1",
-        "input": {}, "retry": {"max_attempts": 2, "initial_backoff_ms": 1_000, "backoff_coefficient": 1.0,
-                               "max_backoff_ms": 1_000}}]})
+    world.publish(task_flow("retried", retry={"max_attempts": 2, "initial_backoff_ms": 1_000,
+                                              "backoff_coefficient": 1.0, "max_backoff_ms": 1_000}))
     started = [world.start("retried") for _ in range(60)]
     claimed = pulse.task_claim(world.db.conn, "w-1", world.queue, limit=100)
     assert len(claimed) == 60
