@@ -310,6 +310,14 @@ INVARIANTS: tuple[Invariant, ...] = (
                 OR EXISTS (SELECT 1 FROM pulse_tasks t
                             WHERE t.activation_id = s.activation_id AND t.status NOT IN ('QUEUED', 'RUNNING')
                               AND NOT EXISTS (SELECT 1 FROM pulse_inbox x WHERE x.task_id = t.id)))"""),
+    # M-3: the review queue and the status figures find the instances in review by their status and show each with
+    # its open reasons, waiting since the earliest. A CANCELLING or CANCELLED instance may keep a reason opened while
+    # its cancel ran (the fact is kept), and is in review all the same for no one.
+    Invariant("M-4.23", "an instance is NEEDS_REVIEW exactly while it has an open review reason", """
+        SELECT i.id FROM weave_instances i
+         WHERE i.status IN ('RUNNING', 'SUCCEEDED', 'NEEDS_REVIEW')
+           AND (i.status = 'NEEDS_REVIEW') <> EXISTS (SELECT 1 FROM weave_review_reasons r
+                                                       WHERE r.instance_id = i.id AND r.closed_at IS NULL)"""),
 )
 
 BY_ID = {inv.id: inv for inv in INVARIANTS}

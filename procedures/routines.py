@@ -363,6 +363,23 @@ def instance_list(conn: Conn, token: str, namespace: str, *, status: str | None 
     return {"items": items, "next_cursor": next_cursor}
 
 
+def review_queue(conn: Conn, token: str, namespace: str, *, limit: int = 50) -> dict:
+    """See procedures/instances/weave_review_queue.sql: ``{"items": [...], "in_review": n}``, the instance waiting
+    longest first, each with its open ``review_reasons`` and ``waiting_since``."""
+    rows = call(conn, "weave_review_queue", token, namespace, limit)[0]
+
+    def opened(text: str) -> str | None:  # a time in a JSON document: '2026-12-07 06:40:00.123456'
+        return rfc3339(dt.datetime.fromisoformat(text))
+
+    items = [{"workflow_id": r["workflow_id"], "definition": {"name": r["definition_name"],
+                                                              "version": r["definition_version"]},
+              "business_key": r["business_key"], "waiting_since": rfc3339(r["waiting_since"]),
+              "updated_at": rfc3339(r["updated_at"]),
+              "review_reasons": [{**reason, "opened_at": opened(reason["opened_at"])}
+                                 for reason in _json(r["reasons"]) or []]} for r in rows]
+    return {"items": items, "in_review": rows[0]["in_review"] if rows else 0}
+
+
 def audit_list(conn: Conn, token: str, namespace: str, *, workflow_id: str | None = None, action: str | None = None,
                limit: int = 50, cursor: str | None = None, verbatim: bool = False) -> dict:
     """See procedures/admin/weave_audit_list.sql: ``{"items": [...], "next_cursor": ...}``, newest first (``details``

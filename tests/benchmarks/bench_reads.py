@@ -96,6 +96,7 @@ def routine_paths(live: Live) -> dict[str, Callable[[pymysql.Connection], Any]]:
         "list control=PAUSED": listing(control="PAUSED"),
         "list review_code=SIGNAL_TIMEOUT": listing(review_code="SIGNAL_TIMEOUT"),
         "list deferred": listing(deferred=True),
+        "review queue": lambda c: routines.review_queue(c, t, ns, limit=200),
         "list status=RUNNING definition=order-poll": listing(status="RUNNING", definition="order-poll"),
         "list status=CANCELLED definition=order-poll": listing(status="CANCELLED", definition="order-poll"),
         "list definition=order-poll, page of 10": listing(definition="order-poll", limit=10),

@@ -141,10 +141,10 @@ def test_C3_pages_neither_skip_nor_repeat_while_instances_start_and_pause_betwee
 
 def test_R11_status_and_the_reads_of_one_instance_read_as_much_beside_a_long_history(world, live):
     """weave_status (the console's dashboard, /metrics' live figures, `weave status`), /metrics' counters (once the
-    history is folded into their sums), one instance with its events, signals and explanation, and the namespace's
-    listings. The history here keeps a review reason open on every
-    cancelled instance, as one opened while the instance was CANCELLING stays open: the review counts of live work
-    must not read them."""
+    history is folded into their sums), one instance with its events, signals and explanation, the namespace's
+    listings, and the review queue. The history here keeps a review reason open on every cancelled instance, as one
+    opened while the instance was CANCELLING stays open: the review counts and the queue of live work must not read
+    them."""
     from procedures import signals
 
     conn, token, ns, admin = world.db.conn, world.token, world.namespace, world.admin
@@ -166,6 +166,7 @@ def test_R11_status_and_the_reads_of_one_instance_read_as_much_beside_a_long_his
         "definitions": lambda: routines.definition_list(conn, token, ns),
         "definition": lambda: routines.definition_get(conn, token, ns, "order-signal", None),
         "metrics": lambda: routines.engine_metrics(conn),  # its fold, then its read
+        "review queue": lambda: routines.review_queue(conn, token, ns),
     }
 
     def measured() -> dict[str, int]:
@@ -190,4 +191,5 @@ def test_R11_status_and_the_reads_of_one_instance_read_as_much_beside_a_long_his
     assert routines.engine_metrics(conn) == counted(world.db)  # the history counted, and not read
     figures = routines.status(conn)
     assert (figures["instances_in_review"], figures["open_review_reasons"]) == (3, 3)
+    assert [i["workflow_id"] for i in routines.review_queue(conn, token, ns)["items"]] == live["review"]
     assert world.db.scalar("SELECT COUNT(*) FROM weave_review_reasons WHERE closed_at IS NULL") == 3 + 800
