@@ -668,40 +668,20 @@ class StepAction(Page):
 class Review(Page):
     """Every NEEDS_REVIEW instance with its reasons, the longest-waiting first."""
 
-    LIMIT = 200  # instances read and shown; the ids of all of them are listed (cheap: C-3)
+    LIMIT = 200  # instances shown; past it the page says how many are in review
 
     @page
     def on_get(self, req, resp):
         session = self.require(req)
-        conn, token, ns = self.conn, session.token, session.namespace
-        listed_items, cursor = [], None
-        while True:
-            listed = routines.instance_list(conn, token, ns, status="NEEDS_REVIEW", limit=500, cursor=cursor)
-            listed_items += listed["items"]
-            cursor = listed["next_cursor"]
-            if not cursor:
-                break
-        # Past the limit the page keeps the instances changed least recently, and says how many it left out. An
-        # instance's last change is when it went to review or after (a reason opened since, a pause, a signal that
-        # came), so those are, most often, the ones waiting longest; the oldest created are not (one started long
-        # ago may be back in review since a minute, after a reactivation). The page orders what it keeps by when
-        # each went to review.
-        listed_items.sort(key=lambda item: item["updated_at"])
-        ids = [item["workflow_id"] for item in listed_items]
-        items = []
-        for workflow_id in ids[:self.LIMIT]:
-            try:
-                instance = routines.instance_get(conn, token, ns, workflow_id)
-            except (errors.NotFound, errors.Forbidden):
-                continue  # a queue this credential may not use: the API would not show it either
-            if instance["status"] != "NEEDS_REVIEW":
-                continue  # settled since it was listed
-            opened = min((r["opened_at"] for r in instance["review_reasons"]), default=instance["updated_at"])
-            instance["waiting_for"] = views.duration((session.now_at - views.parse_time(opened)).total_seconds())
-            items.append((opened, instance))
-        items.sort(key=lambda pair: pair[0])
-        self.render(req, resp, "review.html", session, items=[i for _, i in items], total=len(ids),
-                    truncated=len(ids) > self.LIMIT, nav="review")
+        # One call, however many are in review: the instances waiting longest (since their earliest open reason),
+        # with their reasons, and the count of all of them.
+        queue = routines.review_queue(self.conn, session.token, session.namespace, limit=self.LIMIT)
+        items = queue["items"]
+        for instance in items:
+            since = views.parse_time(instance["waiting_since"])
+            instance["waiting_for"] = views.duration((session.now_at - since).total_seconds())
+        self.render(req, resp, "review.html", session, items=items, total=queue["in_review"],
+                    truncated=len(items) == self.LIMIT and queue["in_review"] > self.LIMIT, nav="review")
 
 
 class Bulk(Page):
