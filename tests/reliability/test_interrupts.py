@@ -1,15 +1,17 @@
 """A DBA's KILL QUERY on the engine's sessions while they decide: whatever statement it lands on, the decision is whole
 or not at all. MariaDB gives a subquery of a select list no value when a kill lands in it (NULL, or 0 for an EXISTS),
-raises nothing and forgets the kill; the engine's reads that such a kill can empty say so and undo the decision. Kills
-aimed at the writes (every INSERT, UPDATE and DELETE of a start, a pause, a resume, a deadline, a cancel, a
-reactivation, a resolution, a continued poll, a send, a signal's settlement, a poll round's report, consumption and next
-round, a lost lease's recovery, a task's expiry, a heartbeat, a failure that schedules a retry) must leave each decision
-whole too, and so must kills aimed at any of their statements. The invariants that run after each test (M-4.20 above
-all: a RUNNING instance has something due or someone to wait for) catch a decision committed half."""
+raises nothing and forgets the kill; the engine's reads that such a kill can empty say so and undo the decision.
+Kills aimed at the writes (every INSERT, UPDATE and DELETE of a start, a pause, a resume, a deadline, a cancel, a
+reactivation, a resolution, a continued poll, a send, a signal's settlement, a poll round's report, consumption and
+next round, a lost lease's recovery, a task's expiry, a heartbeat, a failure that schedules a retry; a retention
+window; an app, queue, credential, definition or console session written) must leave each decision whole too, and so
+must kills aimed at any of their statements. The invariants that run after each test (M-4.20 above all: a RUNNING
+instance has something due or someone to wait for) catch a decision committed half."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -442,3 +444,105 @@ def test_R1_poll_rounds_killed_in_their_statements_are_whole_or_not_at_all(world
         deciding.close()
     assert kills > 0
     assert {world.instance(wf)["status"] for wf in started} == {"SUCCEEDED"}
+
+
+@TARGETS
+def test_R1_retention_windows_killed_in_their_statements_are_whole_or_not_at_all(world, orch, target):
+    """History retention over settled instances with rows in every table an instance has, every write of its windows
+    a target (or every statement); a window is asked again until it answers. Each instance goes once with every row
+    of its own, and the windows' audit rows name each instance once."""
+    from tests.sql.test_purge import RICH, TIMER, counted, rows_of, run_rich
+
+    world.publish(RICH)
+    world.publish(TIMER)
+    rich = [run_rich(world, orch, f"o-{n}") for n in range(6)]
+    timers = [world.start("wait") for _ in range(34)]
+    world.db.advance(60_000)
+    orch.drain()
+    settled = rich + timers
+    assert {world.instance(wf)["status"] for wf in settled} == {"SUCCEEDED"}
+    counted(world)  # the rows folded into /metrics' sums, as a run folds before it purges
+    cutoff = world.db.now()
+    deciding = Session(world)
+    try:
+        with killing(world, deciding, target, every=2) as kills:
+            after = None
+            while True:
+                window = until_done(lambda after=after: routines.instances_purge(
+                    deciding.get(), world.admin, world.namespace, cutoff, after=after, limit=2, reason="retention"))
+                after = window["next_after"]
+                if after is None:
+                    break
+    finally:
+        deciding.close()
+    assert kills[0] > 0
+    for wf in settled:
+        assert set(rows_of(world, wf).values()) == {0}, (wf, rows_of(world, wf))
+    audits = world.db.rows("SELECT details FROM weave_audit WHERE action = 'instances.purge'")
+    named = [wf for row in audits for wf in json.loads(row["details"])["workflow_ids"]]
+    assert sorted(named) == sorted(settled)
+
+
+@TARGETS
+def test_R1_administrative_writes_killed_in_their_statements_are_whole_or_not_at_all(world, target):
+    """Apps and queues put, credentials made, disabled and enabled, definitions published, console sessions opened
+    and closed, every write of them a target (or every statement); each is asked again (with its key, where it takes
+    one; a sign-in with a new session, as the console's is) until it answers. Each keyed action is written once with
+    one audit row, each object holds what was last asked, and each console session has its one audit row."""
+    import secrets
+
+    from api.console.sessions import session_hash
+    from procedures import definitions
+
+    admin, ns = world.admin, world.namespace
+    deciding = Session(world)
+    hashes: list[str] = []
+
+    def sign_in() -> dict:  # a new session for each try, as the console makes one for each sign-in
+        hashes.append(session_hash(secrets.token_urlsafe(32)))
+        return routines.console_session_open(deciding.get(), world.token, ns, hashes[-1], b"sealed", 3_600)
+
+    try:
+        with killing(world, deciding, target, every=2) as kills:
+            for n in range(20):
+                until_done(lambda n=n: routines.app_put(deciding.get(), admin, ns, f"app-{n}", 10 + n,
+                                                        idempotency_key=f"app-{n}"))
+                until_done(lambda n=n: routines.queue_put(deciding.get(), admin, ns, f"queue-{n}", 5 + n,
+                                                          idempotency_key=f"queue-{n}"))
+                made = until_done(lambda n=n: routines.credential_create(
+                    deciding.get(), admin, ns, f"actor-{n}", ["workflows:read"], idempotency_key=f"cred-{n}"))
+                until_done(lambda made=made: routines.credential_disable(deciding.get(), admin, ns,
+                                                                         made["credential_id"]))
+                if n % 2:
+                    until_done(lambda made=made: routines.credential_enable(deciding.get(), admin, ns,
+                                                                            made["credential_id"]))
+                doc = {"name": f"def-{n}", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 1_000 + n}]}
+                until_done(lambda doc=doc, n=n: routines.definition_publish(
+                    deciding.get(), admin, ns, definitions.validate(doc), idempotency_key=f"pub-{n}"))
+                until_done(sign_in)
+                if n % 2 == 0:
+                    until_done(lambda: routines.console_session_close(deciding.get(), hashes[-1]))
+    finally:
+        deciding.close()
+    assert kills[0] > 0
+    apps = world.db.rows("SELECT name, max_in_flight FROM weave_apps WHERE name LIKE 'app-%%'")
+    assert {r["name"]: r["max_in_flight"] for r in apps} == {f"app-{n}": 10 + n for n in range(20)}
+    queues = world.db.rows("SELECT name, capacity FROM weave_queues WHERE name LIKE 'queue-%%'")
+    assert {r["name"]: r["capacity"] for r in queues} == {f"queue-{n}": 5 + n for n in range(20)}
+    made = world.db.rows("SELECT actor, status FROM weave_credentials WHERE actor LIKE 'actor-%%'")
+    assert sorted((r["actor"], r["status"]) for r in made) == sorted(
+        (f"actor-{n}", "ACTIVE" if n % 2 else "DISABLED") for n in range(20))
+    versions = world.db.rows("SELECT name, COUNT(*) AS n FROM weave_definitions WHERE name LIKE 'def-%%' "
+                             "GROUP BY name")
+    assert {r["name"]: r["n"] for r in versions} == {f"def-{n}": 1 for n in range(20)}
+    audits = world.db.rows("SELECT action, COUNT(*) AS n FROM weave_audit WHERE idempotency_key RLIKE "
+                           "'^(app|queue|cred|pub)-[0-9]+$' GROUP BY action")
+    assert {r["action"]: r["n"] for r in audits} == {
+        "app.put": 20, "queue.put": 20, "credential.create": 20, "definition.publish": 20}
+    # A sign-in whose answer was lost leaves its session open, as a browser that never got its cookie does: it
+    # expires. Each session there is has its one sign-in audited, and each closed one its sign-out.
+    signed = {r["action"]: r["n"] for r in world.db.rows(
+        "SELECT action, COUNT(*) AS n FROM weave_audit WHERE action LIKE 'console.%%' GROUP BY action")}
+    assert signed["console.sign_in"] >= 20 and signed["console.sign_out"] == 10
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_console_sessions") == \
+        signed["console.sign_in"] - signed["console.sign_out"]
