@@ -145,6 +145,13 @@ INVARIANTS: tuple[Invariant, ...] = (
           LEFT JOIN (SELECT instance_id, COUNT(*) AS n FROM weave_steps WHERE status <> 'SUCCEEDED'
                       GROUP BY instance_id) s ON s.instance_id = i.id
          WHERE i.open_steps <> COALESCE(s.n, 0)"""),
+    # R-13, F-9: a decision skips the facts of its instance's other steps when those are all PENDING (no activation,
+    # so no facts), by this count: one too low would skip the facts of a step that holds some.
+    Invariant("M-4.9c", "the pending-step count of every instance equals its steps PENDING", """
+        SELECT i.id FROM weave_instances i
+          LEFT JOIN (SELECT instance_id, COUNT(*) AS n FROM weave_steps WHERE status = 'PENDING'
+                      GROUP BY instance_id) s ON s.instance_id = i.id
+         WHERE i.pending_steps <> COALESCE(s.n, 0)"""),
     Invariant("M-4.10", "every accepted signal has an audit row whose request digest matches the stored content", f"""
         SELECT s.id FROM weave_signals s
          WHERE NOT EXISTS (SELECT 1 FROM weave_audit a

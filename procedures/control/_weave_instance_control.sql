@@ -72,7 +72,8 @@ BEGIN
             END IF;
             IF out_status IN ('RUNNING', 'NEEDS_REVIEW') THEN
                 SET out_changed = 1;
-                UPDATE weave_instances SET status = 'CANCELLING', gate = 'CLOSED' WHERE id = v_id;
+                -- Its PENDING steps are CANCELLED below, with the others not settled.
+                UPDATE weave_instances SET status = 'CANCELLING', gate = 'CLOSED', pending_steps = 0 WHERE id = v_id;
                 CALL _weave_event(v_ns, v_id, 'INSTANCE_CANCELLING', '', 0, v_now,
                                   JSON_OBJECT('actor', v_actor, 'reason', in_reason), NULL, NULL, NULL);
                 cancel_tasks: LOOP

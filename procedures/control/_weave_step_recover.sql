@@ -179,11 +179,13 @@ BEGIN
                                                 ') has passed: move it later (deadline) before reactivating'));
             END IF;
             UPDATE weave_activations SET ended_at = COALESCE(ended_at, v_now) WHERE id = v_activation;
-            UPDATE weave_steps SET status = 'PENDING', activation_seq = v_seq + 1, activation_id = NULL,
-                                   activation_override = IF(in_timeout_ms IS NULL, NULL,
-                                                            JSON_OBJECT('timeout_ms', in_timeout_ms + 0)),
-                                   updated_at = v_now
-             WHERE id = v_step;
+            -- PENDING again, one PENDING step more on the instance, in one statement (both rows are locked).
+            UPDATE weave_steps s STRAIGHT_JOIN weave_instances i ON i.id = s.instance_id
+               SET s.status = 'PENDING', s.activation_seq = v_seq + 1, s.activation_id = NULL,
+                   s.activation_override = IF(in_timeout_ms IS NULL, NULL,
+                                              JSON_OBJECT('timeout_ms', in_timeout_ms + 0)),
+                   s.updated_at = v_now, i.pending_steps = i.pending_steps + 1
+             WHERE s.id = v_step;
             DELETE FROM weave_pending_advances WHERE instance_id = v_id AND step_key = in_step_key;
             SET v_event = 'STEP_REACTIVATED', v_event_seq = v_seq + 1;
             SET v_event_data = JSON_OBJECT('previous_activation', v_seq + 0, 'actor', v_actor, 'reason', in_reason,

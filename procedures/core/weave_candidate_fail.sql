@@ -95,7 +95,7 @@ BEGIN
     IF v_review = 1 AND v_rows = 1 THEN
         IF v_step IS NOT NULL THEN
             CALL _weave_step_review(v_ns, v_inst, v_step, v_step_key, v_seq, 'CANDIDATE_FAILING',
-                                    CONCAT('failed ', v_attempts + 1, ' times: ', LEFT(in_error, 900)), v_now);
+                                    CONCAT('failed ', v_attempts + 1, ' times: ', LEFT(in_error, 900)), 0, v_now);
         ELSE
             CALL _weave_review_open(v_ns, v_inst, 'CANDIDATE_FAILING', '', 0,
                  JSON_OBJECT('detail', CONCAT('failed ', v_attempts + 1, ' times: ', LEFT(in_error, 900))), v_now);

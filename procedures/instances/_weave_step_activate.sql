@@ -70,7 +70,8 @@ BEGIN
     IF v_why LIKE 'QUEUE\_NOT\_FOUND:%' OR v_why LIKE 'APP\_NOT\_FOUND:%' THEN
         -- R-18: no retry can create the queue or app this step was published against; ask a person.
         CALL _weave_step_review(in_namespace_id, in_instance_id, in_step_id, v_key, v_seq,
-                                SUBSTRING_INDEX(v_why, ':', 1), TRIM(SUBSTRING(v_why, LOCATE(':', v_why) + 1)), in_now);
+                                SUBSTRING_INDEX(v_why, ':', 1), TRIM(SUBSTRING(v_why, LOCATE(':', v_why) + 1)), 1,
+                                in_now);
         SET out_result = 'REVIEW';
     ELSEIF v_why IS NOT NULL THEN
         SET out_result = v_why;
@@ -170,7 +171,7 @@ BEGIN
             END;
         IF v_failed IS NOT NULL THEN
             CALL _weave_step_review(in_namespace_id, in_instance_id, in_step_id, v_key, v_seq, 'ACTIVATION_FAILED',
-                                    v_failed, in_now);
+                                    v_failed, 1, in_now);
             SET out_result = 'REVIEW';
         END IF;
     END IF;
@@ -182,11 +183,13 @@ BEGIN
                 in_now, v_deadline);
         SET v_activation = LAST_INSERT_ID();
         -- The step and the number of its STEP_ACTIVATED event in one statement (both rows are locked already):
-        -- the instance row is written once for the activation, not again for its event.
+        -- the instance row is written once for the activation, not again for its event, with one PENDING step
+        -- fewer.
         UPDATE weave_steps s STRAIGHT_JOIN weave_instances i ON i.id = s.instance_id
            SET s.status = 'ACTIVE', s.activation_seq = v_seq, s.activation_id = v_activation,
                s.activation_override = NULL, s.updated_at = in_now,
-               i.event_seq = LAST_INSERT_ID(i.event_seq + 1), i.updated_at = in_now, i.version = i.version + 1
+               i.event_seq = LAST_INSERT_ID(i.event_seq + 1), i.updated_at = in_now, i.version = i.version + 1,
+               i.pending_steps = i.pending_steps - 1
          WHERE s.id = in_step_id;
         SET v_event_no = LAST_INSERT_ID();
         -- No ELSE: a step type without an activation fails here (case not found), it is never taken for a wait.

@@ -136,13 +136,14 @@ BEGIN
         BEGIN
             DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
             -- The instance is born with its first event (seq 1, below) already counted, and with all its steps
-            -- (the rows inserted below, one per step of the document) open.
+            -- (the rows inserted below, one per step of the document) open and PENDING.
             INSERT INTO weave_instances (namespace_id, app_id, definition_id, definition_name, definition_version,
                                          input, status, control, gate, deadline_at, credential_id, business_key,
-                                         idempotency_key, request_digest, event_seq, open_steps, created_at,
-                                         updated_at)
+                                         idempotency_key, request_digest, event_seq, open_steps, pending_steps,
+                                         created_at, updated_at)
             VALUES (v_ns, v_app, v_def, in_definition, v_def_version, v_input, 'RUNNING', 'ACTIVE', 'OPEN',
-                    v_deadline, v_cred, in_business_key, in_idempotency_key, v_digest, 1, v_steps, v_now, v_now);
+                    v_deadline, v_cred, in_business_key, in_idempotency_key, v_digest, 1, v_steps, v_steps, v_now,
+                    v_now);
         END;
     END IF;
 

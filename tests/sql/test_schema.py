@@ -386,8 +386,8 @@ def test_R16_a_migrate_stopped_partway_leaves_a_database_no_build_starts_on(data
             cur.execute("SELECT name, digest FROM weave_routines")
             before = {row["name"]: row["digest"] for row in cur.fetchall()}
             # In the way of the migration's first statement (its column's name, taken): the migrate stops there.
-            assert last == "0022.instance-facts-index", "block the last migration's first statement here"
-            cur.execute("ALTER TABLE weave_pending_advances ADD KEY ix_checkpoint_instance_due (instance_id)")
+            assert last == "0023.instance-pending-steps", "block the last migration's first statement here"
+            cur.execute("ALTER TABLE weave_instances ADD COLUMN pending_steps INT NULL")
         with pytest.raises(installer.MigrationFailed):
             installer.migrate(fresh, test_clock=True)
         with dbmod.connect(fresh) as conn, conn.cursor() as cur:
