@@ -18,10 +18,12 @@ CREATE PROCEDURE _weave_candidate_open(
         OUT out_status       VARCHAR(16),
         OUT out_last         DATETIME(6),
         OUT out_open         INT UNSIGNED,
+        OUT out_pending      INT UNSIGNED,
         OUT out_outcome      VARCHAR(16))
     COMMENT 'Internal. Description: locks the instance of a CHECKPOINT, SIGNAL or INBOX candidate for its decision.
 out_status: the instance''s status, read under its lock; out_last: its updated_at, the time of its last decision, which
-the caller''s clock must not go before (R-2); out_open: its count of steps not SUCCEEDED. out_outcome: NULL (locked:
+the caller''s clock must not go before (R-2); out_open: its count of steps not SUCCEEDED, out_pending: of those, PENDING
+(_weave_facts_before takes both). out_outcome: NULL (locked:
 decide), GONE (no such candidate or instance) or BUSY (another node holds the instance).
 Errors: 50007 INVALID_STATE when an INBOX event names an instance that does not exist.'
     MODIFIES SQL DATA
@@ -34,7 +36,7 @@ BEGIN
     DECLARE v_locked BIGINT UNSIGNED DEFAULT NULL;
 
     SET out_namespace_id = NULL, out_instance_id = NULL, out_status = NULL, out_last = NULL, out_open = NULL,
-        out_outcome = 'GONE';
+        out_pending = NULL, out_outcome = 'GONE';
     IF in_class = 'CHECKPOINT' THEN
         SELECT c.instance_id, i.id, i.credential_id, i.namespace_id INTO v_named, v_inst, v_cred, v_ns
           FROM weave_pending_advances c LEFT JOIN weave_instances i ON i.id = c.instance_id
@@ -57,10 +59,11 @@ BEGIN
         END IF;
         SELECT id INTO v_dummy FROM weave_credentials WHERE id = v_cred LOCK IN SHARE MODE;  -- never the app's row
         -- (see _weave_instance_lock)
-        SELECT id, status, updated_at, open_steps INTO v_locked, out_status, out_last, out_open
+        SELECT id, status, updated_at, open_steps, pending_steps
+          INTO v_locked, out_status, out_last, out_open, out_pending
           FROM weave_instances WHERE id = v_inst FOR UPDATE SKIP LOCKED;
         IF v_locked IS NULL THEN
-            SET out_outcome = 'BUSY', out_status = NULL, out_last = NULL, out_open = NULL;
+            SET out_outcome = 'BUSY', out_status = NULL, out_last = NULL, out_open = NULL, out_pending = NULL;
             LEAVE opening;
         END IF;
         SET out_namespace_id = v_ns, out_instance_id = v_inst, out_outcome = NULL;

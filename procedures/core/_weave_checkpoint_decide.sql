@@ -17,6 +17,7 @@ BEGIN
     DECLARE v_now DATETIME(6);
     DECLARE v_last DATETIME(6);  -- the instance's last decision, as locked (R-2)
     DECLARE v_open INT UNSIGNED;  -- its steps not SUCCEEDED, as locked
+    DECLARE v_pending INT UNSIGNED;  -- of those, PENDING
     DECLARE v_ns BIGINT UNSIGNED;
     DECLARE v_inst BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_kind VARCHAR(8) DEFAULT NULL;
@@ -28,7 +29,8 @@ BEGIN
     DECLARE v_status VARCHAR(16);
 
     decide: BEGIN
-        CALL _weave_candidate_open('CHECKPOINT', in_checkpoint_id, v_ns, v_inst, v_status, v_last, v_open, out_outcome);
+        CALL _weave_candidate_open('CHECKPOINT', in_checkpoint_id, v_ns, v_inst, v_status, v_last, v_open, v_pending,
+                                   out_outcome);
         IF out_outcome IS NOT NULL THEN
             LEAVE decide;
         END IF;
@@ -41,8 +43,9 @@ BEGIN
         SELECT c.kind, c.step_key, c.activation_id, c.available_at, c.due_at,
                GREATEST(UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND,
                         v_last),
-               CASE v_open > 1 WHEN TRUE THEN _weave_facts_before(c.instance_id, c.step_key, c.due_at)
-                               WHEN FALSE THEN TIMESTAMP'9999-12-31 00:00:00' END
+               CASE v_open > 1
+                   WHEN TRUE THEN _weave_facts_before(c.instance_id, c.step_key, c.due_at, v_open, v_pending)
+                   WHEN FALSE THEN TIMESTAMP'9999-12-31 00:00:00' END
           INTO v_kind, v_step_key, v_activation, v_available, v_due, v_now, v_earlier
           FROM weave_pending_advances c WHERE c.id = in_checkpoint_id AND c.instance_id = v_inst FOR UPDATE;
         IF v_kind IS NULL THEN

@@ -45,6 +45,7 @@ BEGIN
     DECLARE v_step VARCHAR(64);  -- the task's step
     DECLARE v_earlier DATETIME(6);  -- the earliest fact of the instance's other steps still to be decided
     DECLARE v_open INT UNSIGNED;  -- the locked instance's steps not SUCCEEDED
+    DECLARE v_pending INT UNSIGNED;  -- of those, PENDING
     DECLARE v_task BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_locked BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_task_status VARCHAR(16);
@@ -84,8 +85,8 @@ BEGIN
     END IF;
     IF v_cred IS NOT NULL AND v_may_end THEN  -- as _weave_candidate_open takes them
         SELECT id INTO v_dummy FROM weave_credentials WHERE id = v_cred LOCK IN SHARE MODE;
-        SELECT id, status, updated_at, open_steps
-          INTO out_instance_id, out_inst_status, v_last, v_open
+        SELECT id, status, updated_at, open_steps, pending_steps
+          INTO out_instance_id, out_inst_status, v_last, v_open, v_pending
           FROM weave_instances WHERE id = v_inst FOR UPDATE SKIP LOCKED;
     END IF;
     -- Pulse's two locks in one statement, in its order: the join reads (and locks) the task first, then the attempt.
@@ -103,8 +104,9 @@ BEGIN
     -- task in an instance whose approval ran out at 2:00, and whose gate that expiry closes. Not read when the task's
     -- step is the instance's only open one: there are no other facts.
     SELECT r.now,
-           CASE out_instance_id IS NOT NULL AND v_open > 1 WHEN TRUE THEN _weave_facts_before(v_inst, v_step, r.now)
-                                                           WHEN FALSE THEN TIMESTAMP'9999-12-31 00:00:00' END
+           CASE out_instance_id IS NOT NULL AND v_open > 1
+               WHEN TRUE THEN _weave_facts_before(v_inst, v_step, r.now, v_open, v_pending)
+               WHEN FALSE THEN TIMESTAMP'9999-12-31 00:00:00' END
       INTO out_now, v_earlier
       FROM (SELECT GREATEST(UTC_TIMESTAMP(6) + INTERVAL clock_offset_us MICROSECOND,
                             COALESCE(v_last, v_seen, CAST('1000-01-01' AS DATETIME(6))) + INTERVAL 1 MICROSECOND) AS now

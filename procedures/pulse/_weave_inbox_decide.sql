@@ -17,6 +17,7 @@ BEGIN
     DECLARE v_now DATETIME(6);
     DECLARE v_last DATETIME(6);  -- the instance's last decision, as locked (R-2)
     DECLARE v_open INT UNSIGNED;  -- its steps not SUCCEEDED, as locked
+    DECLARE v_pending INT UNSIGNED;  -- of those, PENDING
     DECLARE v_inst BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_ns BIGINT UNSIGNED;
     DECLARE v_task BIGINT UNSIGNED;
@@ -27,7 +28,8 @@ BEGIN
     DECLARE v_status VARCHAR(16);  -- the instance's, read under its lock
 
     consume: BEGIN
-        CALL _weave_candidate_open('INBOX', in_inbox_id, v_ns, v_inst, v_status, v_last, v_open, out_outcome);
+        CALL _weave_candidate_open('INBOX', in_inbox_id, v_ns, v_inst, v_status, v_last, v_open, v_pending,
+                                   out_outcome);
         IF out_outcome IS NOT NULL THEN
             LEAVE consume;
         END IF;
@@ -42,7 +44,7 @@ BEGIN
                         v_last),
                CASE v_open > 1 WHEN TRUE THEN
                    _weave_facts_before(e.instance_id, (SELECT et.step_key FROM pulse_tasks et WHERE et.id = e.task_id),
-                                       e.occurred_at)
+                                       e.occurred_at, v_open, v_pending)
                WHEN FALSE THEN TIMESTAMP'9999-12-31 00:00:00' END
           INTO v_task, v_state, v_available, v_occurred, v_now, v_earlier
           FROM pulse_inbox e WHERE e.id = in_inbox_id AND e.instance_id = v_inst FOR UPDATE;

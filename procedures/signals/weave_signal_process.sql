@@ -19,7 +19,8 @@ Rules: S-8, S-10, S-11, S-12, S-13, S-14, S-15, F-9, R-6, R-10, R-12, R-13.'
 BEGIN
     DECLARE v_now DATETIME(6);
     DECLARE v_last DATETIME(6);  -- the instance's last decision, as locked (R-2)
-    DECLARE v_no_open INT UNSIGNED;  -- the opening's count of open steps, which this candidate does not use
+    DECLARE v_no_open INT UNSIGNED;  -- the opening's counts of open and PENDING steps: this candidate does not use them
+    DECLARE v_no_pending INT UNSIGNED;
     DECLARE v_ns BIGINT UNSIGNED;
     DECLARE v_inst BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_status VARCHAR(16) DEFAULT NULL;
@@ -43,7 +44,8 @@ BEGIN
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_begin('weave_signal_process', v_tx);  -- refused inside a caller's transaction (R-1)
     proc: BEGIN
-        CALL _weave_candidate_open('SIGNAL', in_signal_id, v_ns, v_inst, v_inst_status, v_last, v_no_open, v_outcome);
+        CALL _weave_candidate_open('SIGNAL', in_signal_id, v_ns, v_inst, v_inst_status, v_last, v_no_open, v_no_pending,
+                                   v_outcome);
         IF v_outcome IS NOT NULL THEN
             LEAVE proc;
         END IF;

@@ -38,6 +38,7 @@ DECISIONS = {
     "settling-send": "signal send (settles the open wait)",
     "timer-settle": "timer settle, one per call",
     "timer-settle-5": "timer settle, 5 per call (each)",
+    "chain-settle": "timer settle, its successor activated",
     "task-claim": "task claim (one task)",
     "attempt-complete": "attempt complete (PENDING, consumed in the report)",
     "poll-round-start": "poll round start",
@@ -53,13 +54,13 @@ def worker(side: str, decision: str, n: int) -> None:
     import orchestrator.example_handlers  # noqa: F401 - registers example.poll
     from procedures import db as dbmod
     from procedures import pulse, routines, signals
-    from tests.benchmarks.bench_cpu import POLL, SIGNAL, SIGNAL_LATER, TIMER
+    from tests.benchmarks.bench_cpu import CHAIN, POLL, SIGNAL, SIGNAL_LATER, TIMER
     from tests.benchmarks.bench_signals import payload_json
     from tests.benchmarks.common import check_invariants, fresh_database, world_on
 
     dsn = fresh_database(f"ab_{side}")
     world = world_on(dsn)
-    for flow in (TIMER, SIGNAL, SIGNAL_LATER, POLL):
+    for flow in (TIMER, SIGNAL, SIGNAL_LATER, POLL, CHAIN):
         world.publish(flow)
     conn = dbmod.connect(dsn)
     payload = payload_json(1024)
@@ -94,6 +95,13 @@ def worker(side: str, decision: str, n: int) -> None:
         calls = sends(SIGNAL_LATER["name"])
     elif decision == "settling-send":
         calls = sends(SIGNAL["name"])
+    elif decision == "chain-settle":  # the first of two timers settles, and the second is activated
+        for i in range(n):
+            start(CHAIN["name"], i)()
+        world.db.advance(1_001)
+        chained = world.db.rows("SELECT c.id FROM weave_pending_advances c JOIN weave_instances i ON i.id = "
+                                "c.instance_id WHERE i.definition_name = %s ORDER BY c.id", CHAIN["name"])
+        calls = [lambda i=r["id"]: dbmod.call(conn, "weave_checkpoint_advance", i) for r in chained]
     elif decision in ("timer-settle", "timer-settle-5"):
         for i in range(n):
             start(TIMER["name"], i)()

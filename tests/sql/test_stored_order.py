@@ -327,3 +327,49 @@ def test_R13_R3_the_order_s_read_waits_on_no_row_a_worker_holds(world):
         world.db.execute("SET SESSION innodb_lock_wait_timeout = DEFAULT")
         holder.rollback()
         holder.close()
+
+
+def test_R13_F9_a_decision_whose_other_steps_are_pending_waits_for_an_earlier_root_walk(world):
+    """The other open steps all PENDING hold no facts of their own, and only the instance's ROOT checkpoint (the walk
+    that activates them) is looked up: a walk due before the decision is still decided first."""
+    world.publish({"name": "walk-first", "steps": [
+        {"key": "x", "type": "TIMER", "delay_ms": SECOND},
+        {"key": "y", "type": "TIMER", "delay_ms": 5 * MINUTE},
+        {"key": "z", "type": "TIMER", "delay_ms": SECOND, "after": ["x"]}]})
+    wf = world.start("walk-first")
+    conn, token, ns = world.db.conn, world.token, world.namespace
+    routines.instance_pause(conn, token, ns, wf, "hold", "p-1")
+    world.db.advance(2 * SECOND)
+    assert advance(world, wf, "x") == "SETTLED"  # its successor deferred: the instance is paused
+    routines.instance_resume(conn, token, ns, wf, "go on", "r-1")  # the walk due now
+    assert world.step(wf, "z")["status"] == "PENDING"
+    world.db.advance(7 * MINUTE)  # every runner down until now: the walk fell due at 0:02, y at 5:00
+
+    assert advance(world, wf, "y") == "EARLIER_FIRST"
+    assert advance(world, wf, "") == "ACTIVATED"
+    assert advance(world, wf, "y") == "SETTLED"
+    assert [world.step(wf, key)["status"] for key in ("x", "y", "z")] == ["SUCCEEDED", "SUCCEEDED", "ACTIVE"]
+
+
+def test_R13_F9_the_facts_of_other_steps_are_read_only_where_a_step_not_pending_may_hold_some(world):
+    """Four index reads (checkpoints, outcomes, queued tasks, running attempts) when another step is open and not
+    PENDING; the ROOT checkpoint's key alone when the others are PENDING; none for the instance's own walk then.
+    Counted as the session's index lookups (Handler_read_key) beside those of a call that reads nothing."""
+    conn = world.db.conn
+    at = world.db.now()
+
+    def lookups(step_key: str, open_steps: int, pending: int) -> int:
+        with conn.cursor() as cur:
+            cur.execute("FLUSH STATUS")
+            cur.execute("SELECT _weave_facts_before(1, %s, %s, %s, %s)", (step_key, at, open_steps, pending))
+            cur.execute("SHOW SESSION STATUS LIKE 'Handler_read_key'")
+            return int(cur.fetchone()["Value"])
+
+    lookups("tick", 2, 0)  # the tables opened once
+    nothing = lookups("", 2, 2)  # the walk of an instance whose open steps are all PENDING
+    assert lookups("tick", 1, 0) == nothing  # as for a step alone in its instance (its callers skip the call)
+    assert lookups("tick", 2, 0) == nothing + 4  # another step ACTIVE
+    assert lookups("tick", 3, 1) == nothing + 4
+    assert lookups("", 2, 1) == nothing + 4  # the walk of an instance with a step ACTIVE
+    assert lookups("tick", 2, 1) == nothing + 1  # its successor PENDING: the ROOT checkpoint only
+    assert lookups("tick", 5, 4) == nothing + 1
