@@ -5,7 +5,7 @@ migrated again keeps every due time, next check time and budget exactly, and the
 from __future__ import annotations
 
 from procedures import installer, routines
-from tests.support.db import roll_back_migration
+from tests.support.db import columns, roll_back_migration
 from tests.support.signals import send, signal_flow
 
 CHECKPOINT_COLUMNS = "id, instance_id, step_key, kind, activation_id, due_at, available_at, attempts, version"
@@ -29,9 +29,7 @@ def test_R17_migration_0004_keeps_in_flight_checkpoints_and_the_runtime_continue
 
     roll_back_migration(database, "0017.room-lines")  # it builds on 0004's columns: back first, up again after
     roll_back_migration(database, "0004.deferrals")
-    columns = {r["c"] for r in world.db.rows("SELECT COLUMN_NAME AS c FROM information_schema.COLUMNS WHERE "
-                                             "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'weave_pending_advances'")}
-    assert "deferred_reason" not in columns  # the previous level
+    assert "deferred_reason" not in columns(world.db, "weave_pending_advances")  # the previous level
 
     report = installer.migrate(database, test_clock=True)
     assert report.migrations_applied == ["0004.deferrals", "0017.room-lines"]

@@ -6,7 +6,7 @@ its deferral began), and a task's end wakes it from then on."""
 from __future__ import annotations
 
 from procedures import installer, pulse, routines
-from tests.support.db import roll_back_migration
+from tests.support.db import columns, roll_back_migration
 from tests.support.signals import send, signal_flow
 
 MIGRATION = "0017.room-lines"
@@ -30,9 +30,7 @@ def test_R17_migration_0017_keeps_deferrals_and_puts_them_in_line_at_their_next_
     since = world.db.scalar("SELECT deferred_since FROM weave_pending_advances WHERE instance_id = %s", iid)
 
     roll_back_migration(database, MIGRATION)
-    columns = {r["c"] for r in world.db.rows("SELECT COLUMN_NAME AS c FROM information_schema.COLUMNS WHERE "
-                                             "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'weave_pending_advances'")}
-    assert "deferred_for" not in columns  # the previous level
+    assert "deferred_for" not in columns(world.db, "weave_pending_advances")  # the previous level
     kept = {"checkpoints": world.db.rows("SELECT id, due_at, available_at, deferred_reason, deferred_since "
                                          "FROM weave_pending_advances ORDER BY id"),
             "signals": world.db.rows("SELECT id, status, available_at, request_digest FROM weave_signals")}

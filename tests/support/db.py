@@ -25,6 +25,12 @@ def roll_back_migration(dsn: dbmod.Dsn, migration: str) -> None:
         backend.rollback_migrations(migrations.filter(lambda m: m.id == migration))
 
 
+def columns(db: Any, table: str) -> set[str]:
+    """The columns ``table`` has now: an upgrade test's look at the level its database is at."""
+    return {r["c"] for r in db.rows("SELECT COLUMN_NAME AS c FROM information_schema.COLUMNS WHERE "
+                                    "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s", table)}
+
+
 def index_added_again(world: Any, dsn: dbmod.Dsn, migration: str, table: str, index: str) -> None:
     """R-17 for a migration that adds ``index`` to ``table``: the database taken back to the level before it (the
     index gone, the rows kept) and migrated again, that migration alone, keeps the table's rows as they were and has
