@@ -368,6 +368,24 @@ def cmd_workflows_list(args: argparse.Namespace) -> int:
         cursor=args.cursor), _instance_lines)
 
 
+def cmd_workflows_review(args: argparse.Namespace) -> int:
+    return _as_caller(args, lambda conn, token: routines.review_queue(conn, token, args.namespace, limit=args.limit),
+                      _review_lines)
+
+
+def _review_lines(queue: dict) -> str:
+    """The instances waiting for a person, the one waiting longest first, each with its open reasons; how many are in
+    review when more are than shown."""
+    rows = [{"workflow_id": i["workflow_id"], "definition": f"{i['definition']['name']} v{i['definition']['version']}",
+             "waiting_since": i["waiting_since"],
+             "reasons": ", ".join(r["code"] + (f" on {r['step_key']} #{r['activation_sequence']}" if r["step_key"]
+                                                else "") for r in i["review_reasons"])} for i in queue["items"]]
+    text = _table(rows, list(rows[0]) if rows else [], "no instance is in review")
+    shown = len(queue["items"])
+    return text + (f"\n{queue['in_review']} instances are in review: the {shown} waiting longest are shown (--limit, "
+                   "up to 500)" if queue["in_review"] > shown else "")
+
+
 def _page_lines(page: dict, rows: list[dict], empty: str) -> str:
     """A page as the other listings print theirs (its rows' keys are the columns), with the cursor of the next page
     under it."""
@@ -1154,6 +1172,9 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--deferred", action="store_true", help="only instances whose next check is deferred (R-18)")
     p.add_argument("--limit", type=int, default=50, help="instances per page, 1-500 (default 50)")
     p.add_argument("--cursor", help="next_cursor of the previous page")
+    p = _command(wf, "review", help="the instances waiting for a person, the one waiting longest first, with their "
+                 "open reasons (workflows:read)", func=cmd_workflows_review)
+    p.add_argument("--limit", type=int, default=50, help="instances shown, 1-500 (default 50)")
     p = _command(wf, "show", help="show an instance with its steps (workflows:read)", func=cmd_workflows_show)
     p.add_argument("workflow_id", help=WORKFLOW_ID)
     p = _command(wf, "wait", help="wait until an instance settles or needs a person, then show it (workflows:read)",

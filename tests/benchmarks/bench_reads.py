@@ -162,6 +162,7 @@ def cli_commands(live: Live) -> dict[str, list[str]]:
         "weave workflows list": ["workflows", "list", *read],
         "weave workflows list --status NEEDS_REVIEW": ["workflows", "list", "--status", "NEEDS_REVIEW", *read],
         "weave workflows list --cursor deep": ["workflows", "list", "--cursor", str(history.RESERVED // 2), *read],
+        "weave workflows review": ["workflows", "review", *read],
         "weave workflows show": ["workflows", "show", live.timers[7], *read],
         "weave workflows events": ["workflows", "events", live.polls[0], *read],
         "weave workflows explain": ["workflows", "explain", live.signalled[0], "approval", *read],

@@ -545,6 +545,32 @@ def test_show_says_what_usually_helps_with_each_open_review_reason(weave, world,
     assert code == 0 and f"    what usually helps: {REVIEW_HELP[reason['code']]}" in out.splitlines()
 
 
+def test_C3_review_lists_the_instances_waiting_longest_with_their_reasons_and_how_many_there_are(weave, world, orch):
+    """From a shell as on the console: the instances in review, the one waiting longest first, each with its open
+    reasons; past the limit, how many are in review."""
+    world.publish({**POLL, "steps": [{**POLL["steps"][0], "max_rounds": 1}]})
+    code, out, _ = weave("workflows", "review")
+    assert (code, out.strip()) == (0, "no instance is in review")
+    waiting = []
+    for _ in range(3):
+        waiting.append(world.start("poll-flow"))
+        (task,) = pulse.task_claim(world.db.conn, "w1", "payments", limit=1)
+        pulse.attempt_complete(world.db.conn, task["attempt_id"], "w1", {"status": "PENDING"})
+        orch.drain()
+        world.db.advance(1_000)
+    code, out, _ = weave("workflows", "review", "--limit", "2")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split() == ["WORKFLOW_ID", "DEFINITION", "WAITING_SINCE", "REASONS"]
+    assert [line.split()[0] for line in lines[1:3]] == waiting[:2]
+    assert lines[1].endswith("POLL_ROUNDS_EXHAUSTED on check #1")
+    assert lines[3] == "3 instances are in review: the 2 waiting longest are shown (--limit, up to 500)"
+    code, out, _ = weave("workflows", "review", "--json")
+    queue = json.loads(out)
+    assert [i["workflow_id"] for i in queue["items"]] == waiting and queue["in_review"] == 3
+    code, _, err = weave("workflows", "review", "--limit", "0", "--json")
+    assert code == EXIT_CODES[422] and "LIMIT_INVALID" in err
+
+
 def test_show_never_prints_next_none(weave, world, orch):
     world.publish(POLL)
     wf = world.start("poll-flow")
