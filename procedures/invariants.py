@@ -319,7 +319,7 @@ INVARIANTS: tuple[Invariant, ...] = (
                               AND NOT EXISTS (SELECT 1 FROM pulse_inbox x WHERE x.task_id = t.id)))"""),
     # M-3: the review queue and the status figures find the instances in review by their status and show each with
     # its open reasons, waiting since the earliest. A CANCELLING or CANCELLED instance may keep a reason opened while
-    # its cancel ran (the fact is kept), and is in review all the same for no one.
+    # its cancel ran (the fact is kept): no one reviews it, and it is not in review.
     Invariant("M-4.23", "an instance is NEEDS_REVIEW exactly while it has an open review reason", """
         SELECT i.id FROM weave_instances i
          WHERE i.status IN ('RUNNING', 'SUCCEEDED', 'NEEDS_REVIEW')
