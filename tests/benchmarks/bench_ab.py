@@ -39,10 +39,14 @@ DECISIONS = {
     "timer-settle": "timer settle, one per call",
     "timer-settle-5": "timer settle, 5 per call (each)",
     "chain-settle": "timer settle, its successor activated",
+    "fork-settle": "timer settle, its sibling still waiting",
     "task-claim": "task claim (one task)",
     "attempt-complete": "attempt complete (PENDING, consumed in the report)",
     "poll-round-start": "poll round start",
 }
+# Two timers side by side: the first settles, the second waits on (no step left to activate).
+FORK = {"name": "ab-fork", "steps": [{"key": "first", "type": "TIMER", "delay_ms": 1_000},
+                                     {"key": "second", "type": "TIMER", "delay_ms": 3_600_000}]}
 # Decisions made several to a call: each slice makes SLICE of them in SLICE / PER_CALL calls.
 PER_CALL = {"timer-settle-5": 5}
 
@@ -60,7 +64,7 @@ def worker(side: str, decision: str, n: int) -> None:
 
     dsn = fresh_database(f"ab_{side}")
     world = world_on(dsn)
-    for flow in (TIMER, SIGNAL, SIGNAL_LATER, POLL, CHAIN):
+    for flow in (TIMER, SIGNAL, SIGNAL_LATER, POLL, CHAIN, FORK):
         world.publish(flow)
     conn = dbmod.connect(dsn)
     payload = payload_json(1024)
@@ -95,13 +99,15 @@ def worker(side: str, decision: str, n: int) -> None:
         calls = sends(SIGNAL_LATER["name"])
     elif decision == "settling-send":
         calls = sends(SIGNAL["name"])
-    elif decision == "chain-settle":  # the first of two timers settles, and the second is activated
+    elif decision in ("chain-settle", "fork-settle"):  # the first of two timers settles
+        flow = CHAIN if decision == "chain-settle" else FORK
         for i in range(n):
-            start(CHAIN["name"], i)()
+            start(flow["name"], i)()
         world.db.advance(1_001)
-        chained = world.db.rows("SELECT c.id FROM weave_pending_advances c JOIN weave_instances i ON i.id = "
-                                "c.instance_id WHERE i.definition_name = %s ORDER BY c.id", CHAIN["name"])
-        calls = [lambda i=r["id"]: dbmod.call(conn, "weave_checkpoint_advance", i) for r in chained]
+        first = world.db.rows("SELECT c.id FROM weave_pending_advances c JOIN weave_instances i ON i.id = "
+                              "c.instance_id WHERE i.definition_name = %s AND c.step_key = 'first' ORDER BY c.id",
+                              flow["name"])
+        calls = [lambda i=r["id"]: dbmod.call(conn, "weave_checkpoint_advance", i) for r in first]
     elif decision in ("timer-settle", "timer-settle-5"):
         for i in range(n):
             start(TIMER["name"], i)()
