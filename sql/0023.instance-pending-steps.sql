@@ -9,7 +9,9 @@
 -- fact a step's decision waits for when the others are PENDING. The count is set at the start (every step PENDING),
 -- lowered in the statements that take a step out of PENDING (its activation, its review when it cannot be activated,
 -- a cancel), and raised by a reactivation; an invariant (M-4.9c) checks it against the step rows. Existing installs
--- are filled from the steps at upgrade time.
+-- are filled from the steps at upgrade time: only a live instance (RUNNING or NEEDS_REVIEW) has PENDING steps (a
+-- settled one has none, a cancel cancels them), so the instances read are the live ones alone, through each
+-- namespace's status range, with their steps.
 -- depends: 0022.instance-facts-index
 
 ALTER TABLE weave_instances
@@ -18,6 +20,12 @@ ALTER TABLE weave_instances
         AFTER open_steps;
 
 UPDATE weave_instances i
-  JOIN (SELECT instance_id, COUNT(*) AS n FROM weave_steps WHERE status = 'PENDING' GROUP BY instance_id) s
-    ON s.instance_id = i.id
-   SET i.pending_steps = s.n;
+  JOIN (SELECT s.instance_id, COUNT(*) AS n
+          FROM weave_namespaces ns
+          STRAIGHT_JOIN (SELECT 'RUNNING' AS status UNION ALL SELECT 'NEEDS_REVIEW') AS live
+          STRAIGHT_JOIN weave_instances l FORCE INDEX (ix_instance_status)
+            ON l.namespace_id = ns.id AND l.status = live.status
+          STRAIGHT_JOIN weave_steps s FORCE INDEX (uq_step_key) ON s.instance_id = l.id AND s.status = 'PENDING'
+         GROUP BY s.instance_id) p
+    ON p.instance_id = i.id
+   SET i.pending_steps = p.n;
