@@ -37,6 +37,9 @@ def test_C3_M3_the_longest_waiting_first_since_its_earliest_open_reason_each_wit
     orch.drain()
     world.db.advance(2_000)
     orch.drain()
+    # `two` is paused while in review, its row changed last of all: it still waits the longest
+    routines.instance_pause(world.db.conn, world.token, world.namespace, two, "hold while we look", "p-two")
+    assert world.instance(two)["updated_at"] > world.instance(again)["updated_at"]
 
     got = queue(world)
     assert [i["workflow_id"] for i in got["items"]] == [two, later, again] and got["in_review"] == 3
