@@ -37,8 +37,8 @@ from tests.benchmarks.common import (
     cpu_seconds,
     figure,
     fresh_database,
+    local_server_pid,
     server_cpu_seconds,
-    server_pid,
     summary,
     wait_until_connected,
     world_on,
@@ -89,10 +89,7 @@ def run(polls: int, orchestrators: int, workers: int, interval_ms: int, concurre
     world = world_on(dsn)
     world.publish(flow(interval_ms))
     db = world.db
-    try:
-        server: int | None = server_pid(db.conn)
-    except SystemExit:  # a server elsewhere: its CPU is not measured here
-        server = None
+    server = local_server_pid(db.conn)  # None: a server elsewhere, its CPU not measured here
     if aligned:
         # Every poll started (its round 1 queued) before any process runs: the span then begins with the first claim
         # and measures the polling alone, as the peer's aligned mode does.

@@ -61,7 +61,7 @@ from procedures import (  # noqa: E402
     routines,
 )
 from procedures.logs import configure_logging  # noqa: E402
-from tests.benchmarks.common import cpu_seconds, machine_cpu_seconds, server_cpu_seconds, server_pid  # noqa: E402
+from tests.benchmarks.common import cpu_seconds, local_server_pid, machine_cpu_seconds, server_cpu_seconds  # noqa: E402
 
 RAW_TABLES = [
     """CREATE TABLE bench_signal (
@@ -119,7 +119,6 @@ STARTERS = 4  # processes that start the prepared instances
 
 
 API_ADDRESS = ["127.0.0.1", 18089]  # the port is --api-port
-SERVER_PID: list[int | None] = [None]  # the database server's process, when it runs on this machine
 
 
 def payload_json(nbytes: int) -> str:
@@ -266,12 +265,12 @@ def worker(mode, dsn_url, token, instances, payload_bytes, wid, go, t_end_box, q
     q.put((lat, errors, exhausted_at, wid, i, first_error))
 
 
-def server_seconds() -> float:
-    """The database server's CPU seconds so far (0 when it is not a process of this machine)."""
-    return 0.0 if SERVER_PID[0] is None else server_cpu_seconds(SERVER_PID[0])
+def run(mode: str, args, c: int, token: str, instances: list[tuple[str, str]], api_pid: int | None = None,
+        server: int | None = None) -> dict:
+    """One timed run of ``mode``; ``server``: the database server's process, when it runs on this machine."""
+    def server_seconds() -> float:
+        return 0.0 if server is None else server_cpu_seconds(server)
 
-
-def run(mode: str, args, c: int, token: str, instances: list[tuple[str, str]], api_pid: int | None = None) -> dict:
     ctx = mp.get_context("fork")
     go, q = ctx.Event(), ctx.Queue()
     t_end_box = ctx.Value("d", 0.0)
@@ -307,7 +306,7 @@ def run(mode: str, args, c: int, token: str, instances: list[tuple[str, str]], a
         row["not_settled"] = unsettled(db.Dsn.parse(args.dsn), [
             pair for _, _, _, w, count, _ in parts for pair in instances[w::c][:count]])
     row["machine_cpu_ms_per_call"] = round((machine1 - machine0) * 1000 / max(1, sent), 3)
-    if SERVER_PID[0] is not None:
+    if server is not None:
         row["server_cpu_ms_per_call"] = round((server1 - server0) * 1000 / max(1, sent), 3)
     if api_pid:
         row["api_cpu_ms_per_request"] = round((cpu1 - cpu0) * 1000 / max(1, sent), 3)
@@ -363,10 +362,7 @@ def main() -> int:
 
     setup = prepare(dsn)
     with db.connect(dsn) as conn:
-        try:
-            SERVER_PID[0] = server_pid(conn)
-        except SystemExit:
-            SERVER_PID[0] = None  # a server elsewhere: the machine's CPU only
+        server = local_server_pid(conn)  # None: a server elsewhere, the machine's CPU only
     print(json.dumps({"bench": "B-1", "server": setup["settings"], "dsn": dsn.redacted()}), flush=True)
     results: dict[tuple[str, int], list[dict]] = {}
     api = None
@@ -392,7 +388,7 @@ def main() -> int:
     for run_no in range(1, args.repeat + 1):
         for c in conns:
             reset_raw(dsn)
-            raw = run("raw", args, c, setup["token"], [])
+            raw = run("raw", args, c, setup["token"], [], server=server)
             measured = [("raw", raw)]
             for mode in ("call", "http"):
                 if mode == "http" and (api is None or c not in http_conns):
@@ -403,10 +399,10 @@ def main() -> int:
                 print(json.dumps({"bench": "B-1", "prepared": len(pool), "for": mode, "conns": c,
                                   "seconds": round(time.time() - t0, 1)}), flush=True)
                 measured.append((mode, run(mode, args, c, setup["token"], pool,
-                                           api.proc.pid if mode == "http" and api else None)))
+                                           api.proc.pid if mode == "http" and api else None, server)))
             if args.accept:
                 pool = start_instances(dsn, setup["token"], c * ACCEPT_INSTANCES_PER_SENDER, activate=False)
-                measured.append(("accept", run("accept", args, c, setup["token"], pool)))
+                measured.append(("accept", run("accept", args, c, setup["token"], pool, server=server)))
             for mode, row in measured:
                 line = {"bench": "B-1", "path": mode, "conns": c, "run": run_no, **row}
                 results.setdefault((mode, c), []).append(line)

@@ -153,6 +153,15 @@ def server_pid(conn: dbmod.Connection) -> int:
     return pid
 
 
+def local_server_pid(conn: dbmod.Connection) -> int | None:
+    """The server's process id, or None when the server is not a process of this machine (its CPU is then not
+    measured here)."""
+    try:
+        return server_pid(conn)
+    except SystemExit:
+        return None
+
+
 def server_cpu_seconds(pid: int) -> float:
     """The server's CPU seconds so far, to the nanosecond: the sum of its threads' run times (schedstat). The
     process's user and system times count in 10 ms ticks, a tenth of the CPU a few hundred decisions spend;
