@@ -295,7 +295,7 @@ def cmd_workflows_wait(args: argparse.Namespace) -> int:
 
 
 def _human_instance(inst: dict) -> str:
-    lines = [f"{inst['workflow_id']}  {inst['definition']['name']} v{inst['definition']['version']}  "
+    lines = [f"{inst['workflow_id']}  {_definition_label(inst)}  "
              f"{inst['status']} ({inst['control']}, gate {inst['gate']})  deadline {inst['deadline_at']}"]
     width = max([24, *(len(step["key"]) for step in inst["steps"])])  # a key up to 64 characters keeps its column
     for step in inst["steps"]:
@@ -376,7 +376,7 @@ def cmd_workflows_review(args: argparse.Namespace) -> int:
 def _review_lines(queue: dict) -> str:
     """The instances waiting for a person, the one waiting longest first, each with its open reasons; how many are in
     review when more are than shown."""
-    rows = [{"workflow_id": i["workflow_id"], "definition": f"{i['definition']['name']} v{i['definition']['version']}",
+    rows = [{"workflow_id": i["workflow_id"], "definition": _definition_label(i),
              "waiting_since": i["waiting_since"],
              "reasons": ", ".join(r["code"] + (f" on {r['step_key']} #{r['activation_sequence']}" if r["step_key"]
                                                 else "") for r in i["review_reasons"])} for i in queue["items"]]
@@ -384,6 +384,11 @@ def _review_lines(queue: dict) -> str:
     shown = len(queue["items"])
     return text + (f"\n{queue['in_review']} instances are in review: the {shown} waiting longest are shown (--limit, "
                    "up to 500)" if queue["in_review"] > shown else "")
+
+
+def _definition_label(instance: dict) -> str:
+    """An instance's definition as the listings print it: its name and version."""
+    return f"{instance['definition']['name']} v{instance['definition']['version']}"
 
 
 def _page_lines(page: dict, rows: list[dict], empty: str) -> str:
@@ -395,7 +400,7 @@ def _page_lines(page: dict, rows: list[dict], empty: str) -> str:
 
 def _instance_lines(page: dict) -> str:
     return _page_lines(page, [{"workflow_id": i["workflow_id"],
-                               "definition": f"{i['definition']['name']} v{i['definition']['version']}",
+                               "definition": _definition_label(i),
                                "status": i["status"], "control": i["control"], "deadline_at": i["deadline_at"]}
                               for i in page["items"]], "no instances")
 
