@@ -18,15 +18,11 @@ in_pending 0) to NEEDS_REVIEW with reason in_code and in_detail (R-18); the call
 nothing else for the step.'
     MODIFIES SQL DATA
 BEGIN
-    IF in_pending THEN  -- one PENDING step fewer on the instance, in the same statement
-        UPDATE weave_steps s STRAIGHT_JOIN weave_instances i ON i.id = s.instance_id
-           SET s.status = 'NEEDS_REVIEW', s.activation_seq = in_activation_seq, s.updated_at = in_now,
-               i.pending_steps = i.pending_steps - 1
-         WHERE s.id = in_step_id;
-    ELSE
-        UPDATE weave_steps SET status = 'NEEDS_REVIEW', activation_seq = in_activation_seq, updated_at = in_now
-         WHERE id = in_step_id;
-    END IF;
+    -- A PENDING step's review leaves one PENDING step fewer on the instance, in the same statement.
+    UPDATE weave_steps s STRAIGHT_JOIN weave_instances i ON i.id = s.instance_id
+       SET s.status = 'NEEDS_REVIEW', s.activation_seq = in_activation_seq, s.updated_at = in_now,
+           i.pending_steps = i.pending_steps - in_pending
+     WHERE s.id = in_step_id;
     CALL _weave_review_open(in_namespace_id, in_instance_id, in_code, in_step_key, in_activation_seq,
                             JSON_OBJECT('detail', in_detail), in_now);
     CALL _weave_audit(in_namespace_id, in_instance_id, 0, 'weave.orchestrator', 'step.review', NULL, NULL, in_now,
