@@ -373,3 +373,20 @@ def test_R13_F9_the_facts_of_other_steps_are_read_only_where_a_step_not_pending_
     assert lookups("", 2, 1) == nothing + 4  # the walk of an instance with a step ACTIVE
     assert lookups("tick", 2, 1) == nothing + 1  # its successor PENDING: the ROOT checkpoint only
     assert lookups("tick", 5, 4) == nothing + 1
+
+
+@pytest.mark.breaks_invariants("M-4.9c")
+def test_R13_M4_9c_a_pending_count_that_disagrees_with_the_steps_is_caught(world):
+    """One too low, and a decision would take a step that holds facts for a PENDING one and skip its facts."""
+    from procedures import invariants
+
+    world.publish({"name": "chain-of-two", "steps": [
+        {"key": "x", "type": "TIMER", "delay_ms": SECOND},
+        {"key": "y", "type": "TIMER", "delay_ms": SECOND, "after": ["x"]}]})
+    wf = world.start("chain-of-two")
+    iid = world.internal_id(wf)
+    assert world.db.scalar("SELECT pending_steps FROM weave_instances WHERE id = %s", iid) == 1
+    assert "M-4.9c" not in invariants.violations(world.db.conn)
+    world.db.execute("UPDATE weave_instances SET pending_steps = 0 WHERE id = %s", iid)
+    broken = invariants.violations(world.db.conn)
+    assert broken == {"M-4.9c": [iid]}, broken
