@@ -458,6 +458,13 @@ def instance_deadline(conn: Conn, token: str, namespace: str, workflow_id: str, 
                     idempotency_key, verbatim=verbatim)
 
 
+def instance_retry(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str, idempotency_key: str,
+                   *, verbatim: bool = False) -> dict:
+    """See procedures/control/weave_instance_retry.sql."""
+    return _acted(conn, "weave_instance_retry", token, namespace, workflow_id, reason, idempotency_key,
+                  verbatim=verbatim)
+
+
 def instance_cancel(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str,
                     idempotency_key: str, *, verbatim: bool = False) -> dict:
     """See procedures/control/weave_instance_cancel.sql."""

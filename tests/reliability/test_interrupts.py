@@ -2,11 +2,11 @@
 or not at all. MariaDB gives a subquery of a select list no value when a kill lands in it (NULL, or 0 for an EXISTS),
 raises nothing and forgets the kill; the engine's reads that such a kill can empty say so and undo the decision.
 Kills aimed at the writes (every INSERT, UPDATE and DELETE of a start, a pause, a resume, a deadline, a cancel, a
-reactivation, a resolution, a continued poll, a send, a signal's settlement, a poll round's report, consumption and
-next round, a lost lease's recovery, a task's expiry, a heartbeat, a failure that schedules a retry; a retention
-window; an app, queue, credential, definition or console session written) must leave each decision whole too, and so
-must kills aimed at any of their statements. The invariants that run after each test (M-4.20 above all: a RUNNING
-instance has something due or someone to wait for) catch a decision committed half."""
+reactivation, a resolution, a continued poll, an instance's retry, a send, a signal's settlement, a poll round's
+report, consumption and next round, a lost lease's recovery, a task's expiry, a heartbeat, a failure that schedules a
+retry; a retention window; an app, queue, credential, definition or console session written) must leave each decision
+whole too, and so must kills aimed at any of their statements. The invariants that run after each test (M-4.20 above
+all: a RUNNING instance has something due or someone to wait for) catch a decision committed half."""
 
 from __future__ import annotations
 
@@ -352,6 +352,39 @@ def test_R1_recovery_actions_killed_in_their_statements_are_whole_or_not_at_all(
     world.db.advance(1_000)
     orch.drain()
     assert {world.instance(wf)["status"] for wf in waits + polls} == {"SUCCEEDED"}
+
+
+@TARGETS
+def test_R1_retries_killed_in_their_statements_are_whole_or_not_at_all(world, orch, target):
+    """Instances whose early signal failed a third time the same way (a CANDIDATE_FAILING reason of the instance
+    itself), each retried with every write of the retry a target (or every statement), asked again with its key until
+    it answers: each reason closed once, by one audited retry, and every instance going on to its end."""
+    world.publish(signal_flow("early", before_timer_ms=1_000))
+    started = [world.start("early", {"order_id": f"o-{n}"}) for n in range(20)]
+    orch.drain()
+    for n, wf in enumerate(started):
+        send(world, wf, f"s-{n}", correlation_key=f"o-{n}", queued=True)
+        for _ in range(3):
+            sig = world.db.row("SELECT id, version FROM weave_signals WHERE idempotency_key = %s", f"s-{n}")
+            dbmod.call(world.db.conn, "weave_candidate_fail", "SIGNAL", sig["id"], sig["version"], "INVALID_STATE: x")
+    assert {world.instance(wf)["status"] for wf in started} == {"NEEDS_REVIEW"}
+    deciding = Session(world)
+    try:
+        with killing(world, deciding, target, every=2) as kills:
+            for n, wf in enumerate(started):
+                until_done(lambda wf=wf, n=n: routines.instance_retry(
+                    deciding.get(), world.token, world.namespace, wf, "routines reinstalled", f"retry-{n}"))
+    finally:
+        deciding.close()
+    assert kills[0] > 0
+    assert {world.instance(wf)["status"] for wf in started} == {"RUNNING"}
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'instance.retry'") == len(started)
+    assert world.db.rows("SELECT closed_by, COUNT(*) AS n FROM weave_review_reasons GROUP BY closed_by") == [
+        {"closed_by": "retry", "n": len(started)}]
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_signals WHERE attempts > 0") == 0
+    world.db.advance(1_000)
+    orch.drain()
+    assert {world.instance(wf)["status"] for wf in started} == {"SUCCEEDED"}
 
 
 @TARGETS

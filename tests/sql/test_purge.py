@@ -605,7 +605,7 @@ def _purged_while_it_waits(world, identity: int, call) -> object:
     return answer[0]
 
 
-@pytest.mark.parametrize("action", ["cancel", "pause", "deadline"])
+@pytest.mark.parametrize("action", ["cancel", "pause", "deadline", "retry"])
 def test_C6_an_action_waiting_on_an_instance_a_purge_removes_answers_not_found(world, action):
     """An operator action authorises with an unlocked read of the instance, then waits in R-3 order for the instance's
     identity and the instance. When a purge removes the instance meanwhile, the action answers NOT_FOUND (404), as
@@ -619,7 +619,8 @@ def test_C6_an_action_waiting_on_an_instance_a_purge_removes_answers_not_found(w
     calls = {"cancel": lambda conn: routines.instance_cancel(conn, operator, "acme", wf, "r", "k"),
              "pause": lambda conn: routines.instance_pause(conn, operator, "acme", wf, "r", "k"),
              "deadline": lambda conn: routines.instance_deadline(conn, operator, "acme", wf, "r", "k",
-                                                                 extend_ms=HOUR)}
+                                                                 extend_ms=HOUR),
+             "retry": lambda conn: routines.instance_retry(conn, operator, "acme", wf, "r", "k")}
     answer = _purged_while_it_waits(world, identity, calls[action])
     assert isinstance(answer, errors.NotFound), answer
     assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE instance_id = %s", world.internal_id(wf)) == 0

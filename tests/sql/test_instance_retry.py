@@ -1,0 +1,149 @@
+"""C-4 `retry`: a CANDIDATE_FAILING reason of the instance itself (R-18: the failing decision's step was not active,
+or it was the ROOT walk) is closed by no step's action; once its cause is fixed, retry closes it and makes the
+instance's failing decisions due at once, each with its failures counted from zero."""
+
+from __future__ import annotations
+
+import pytest
+
+from procedures import db as dbmod
+from procedures import errors, routines
+from tests.sql.test_control import ONE_TASK
+from tests.support.signals import send, signal_flow
+
+ERROR = "INVALID_STATE: the signal could not be applied"
+
+
+def fail(world, cls: str, sql: str, times: int = 3, error: str = ERROR) -> list[int]:
+    """The candidate ``sql`` reads (its id and version) reported failing ``times`` times: the review flags."""
+    flags = []
+    for _ in range(times):
+        c = world.db.row(sql)
+        (row,) = dbmod.call(world.db.conn, "weave_candidate_fail", cls, c["id"], c["version"], error)[0]
+        assert row["recorded"] == 1
+        flags.append(row["review"])
+    return flags
+
+
+PENDING_SIGNAL = "SELECT id, version FROM weave_signals WHERE status = 'PENDING'"
+ROOT = "SELECT id, version FROM weave_pending_advances WHERE step_key = ''"
+
+
+def retry(world, wf, key="t1", reason="routine restored", token=None):
+    return routines.instance_retry(world.db.conn, token or world.token, "acme", wf, reason, key)
+
+
+def early_signal_in_review(world, orch) -> str:
+    """An early signal (its step `approval` PENDING behind `cool_off`) failing a third time the same way: the
+    reason is the instance's own."""
+    world.publish(signal_flow(before_timer_ms=60_000))
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+    send(world, wf, queued=True)
+    assert fail(world, "SIGNAL", PENDING_SIGNAL) == [0, 0, 1]
+    (reason,) = world.instance(wf)["review_reasons"]
+    assert reason["code"] == "CANDIDATE_FAILING" and reason["step_key"] is None
+    return wf
+
+
+def test_C4_R18_retry_ends_the_review_no_step_action_could_end(world, orch):
+    wf = early_signal_in_review(world, orch)
+    with pytest.raises(errors.InvalidState, match="step is ACTIVE, not NEEDS_REVIEW"):
+        routines.step_reactivate(world.db.conn, world.token, "acme", wf, "cool_off", "try", "r1")
+    before = world.db.row("SELECT version, available_at FROM weave_signals")
+    result = retry(world, wf)
+    assert (result["closed"], result["retried"], result["status"], result["replayed"]) == (1, 1, "RUNNING", 0)
+    assert result["instance"]["status"] == "RUNNING" and result["instance"]["gate"] == "OPEN"
+    sig = world.db.row("SELECT attempts, last_error, version, available_at FROM weave_signals")
+    now = world.db.scalar("SELECT MIN(updated_at) FROM weave_instances")
+    assert (sig["attempts"], sig["last_error"], sig["version"]) == (0, None, before["version"] + 1)
+    assert sig["available_at"] <= now  # due at once, no longer backed off
+    assert world.db.row("SELECT code, closed_by FROM weave_review_reasons") == {
+        "code": "CANDIDATE_FAILING", "closed_by": "retry"}
+    retried = [e for e in world.events(wf) if e["type"] == "INSTANCE_RETRIED"]
+    assert [e["data"]["closed"] for e in retried] == [1] and retried[0]["data"]["reason"] == "routine restored"
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'instance.retry'") == 1
+    orch.drain()
+    world.db.advance(60_000)
+    orch.drain()  # the timer settles, `approval` activates and its early signal wins
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+    assert world.db.scalar("SELECT status FROM weave_signals") == "CONSUMED"
+
+
+def test_C4_R12_retry_counts_failures_from_zero_and_a_report_of_the_old_version_records_nothing(world, orch):
+    wf = early_signal_in_review(world, orch)
+    stale = world.db.row(PENDING_SIGNAL)
+    retry(world, wf)
+    (row,) = dbmod.call(world.db.conn, "weave_candidate_fail", "SIGNAL", stale["id"], stale["version"], ERROR)[0]
+    assert row == {"recorded": 0, "review": 0}
+    assert fail(world, "SIGNAL", PENDING_SIGNAL) == [0, 0, 1]  # three more in a row, not one
+    assert world.instance(wf)["status"] == "NEEDS_REVIEW"
+    assert retry(world, wf, key="t2")["closed"] == 1
+
+
+def test_C4_retry_of_a_failing_root_walk_makes_it_due_and_the_instance_goes_on(world, orch):
+    world.publish(ONE_TASK)
+    world.db.execute("UPDATE weave_apps SET status = 'DISABLED'")  # the first activation waits for ROOT
+    wf = world.start("one", {"order_id": "o-1"})
+    assert fail(world, "CHECKPOINT", ROOT, error="INVALID_STATE: the walk could not be applied") == [0, 0, 1]
+    assert [(r["code"], r["step_key"]) for r in world.instance(wf)["review_reasons"]] == [("CANDIDATE_FAILING", None)]
+    world.db.execute("UPDATE weave_apps SET status = 'ACTIVE'")
+    result = retry(world, wf)
+    assert (result["closed"], result["status"]) == (1, "RUNNING")
+    root = world.db.row("SELECT attempts, due_at, available_at FROM weave_pending_advances WHERE step_key = ''")
+    assert root["attempts"] == 0 and root["available_at"] == root["due_at"]
+    orch.drain()
+    assert world.step(wf, "charge")["status"] == "ACTIVE"
+
+
+def test_C4_C6_retry_is_refused_where_it_has_nothing_to_do_and_changes_nothing(world, orch):
+    world.publish(signal_flow(before_timer_ms=1_000))
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+    with pytest.raises(errors.InvalidState, match="the instance is RUNNING, not NEEDS_REVIEW"):
+        retry(world, wf)
+    # A failing checkpoint on an ACTIVE step: the step's own reason, which reactivate or resolve closes.
+    cp = "SELECT id, version FROM weave_pending_advances WHERE step_key = 'cool_off'"
+    assert fail(world, "CHECKPOINT", cp, error="INVALID_STATE: a handler refused this checkpoint") == [0, 0, 1]
+    events = len(world.events(wf))
+    with pytest.raises(errors.InvalidState, match="no decision of the instance itself is failing; reactivate or "
+                                                  "resolve its step cool_off"):
+        retry(world, wf)
+    assert world.instance(wf)["status"] == "NEEDS_REVIEW" and len(world.events(wf)) == events
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_review_reasons WHERE closed_at IS NULL") == 1
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'instance.retry'") == 0
+    routines.instance_cancel(world.db.conn, world.token, "acme", wf, "done", "c1")
+    with pytest.raises(errors.InvalidState, match="CANCELLED, not NEEDS_REVIEW"):
+        retry(world, wf)
+
+
+def test_C4_a_step_in_review_beside_it_keeps_the_instance_in_review(world, orch):
+    wf = early_signal_in_review(world, orch)
+    cp = "SELECT id, version FROM weave_pending_advances WHERE step_key = 'cool_off'"
+    assert fail(world, "CHECKPOINT", cp, error="INVALID_STATE: a handler refused this checkpoint") == [0, 0, 1]
+    result = retry(world, wf)
+    assert (result["closed"], result["status"]) == (1, "NEEDS_REVIEW")
+    (reason,) = world.instance(wf)["review_reasons"]
+    assert (reason["code"], reason["step_key"]) == ("CANDIDATE_FAILING", "cool_off")
+    assert not [e for e in world.events(wf) if e["type"] == "INSTANCE_REOPENED"]
+    # The step's failing checkpoint is the step's: left as it was, for its own action.
+    assert world.db.scalar("SELECT attempts FROM weave_pending_advances WHERE step_key = 'cool_off'") == 3
+    reactivated = routines.step_reactivate(world.db.conn, world.token, "acme", wf, "cool_off", "handler fixed", "r1")
+    assert reactivated["status"] == "RUNNING"
+
+
+def test_C4_retry_needs_review_scope_a_key_and_a_reason_and_replays(world, orch):
+    wf = early_signal_in_review(world, orch)
+    control = world.credential(["workflows:control", "workflows:read"])["token"]
+    with pytest.raises(errors.Forbidden):
+        retry(world, wf, token=control)
+    with pytest.raises(errors.ValidationFailed) as info:
+        retry(world, wf, reason="   ")
+    assert info.value.field_code == "REASON_INVALID"
+    first = retry(world, wf)
+    again = retry(world, wf)
+    assert (again["closed"], again["retried"], again["status"], again["replayed"]) == (1, 1, "RUNNING", 1)
+    assert first["replayed"] == 0
+    with pytest.raises(errors.IdempotencyConflict):
+        retry(world, wf, reason="another reason")
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'instance.retry'") == 1
