@@ -467,6 +467,11 @@ class WeaveClient:
         body = _given({"reason": reason}, deadline_at=deadline_at, extend_ms=extend_ms)
         return self._control(_path(workflow_id, "deadline"), body, idempotency_key)
 
+    def retry(self, workflow_id: str, reason: str, *, idempotency_key: str | None = None) -> dict:
+        """Once the cause is fixed, retry the decisions that keep failing for the instance itself (a
+        ``CANDIDATE_FAILING`` reason that names no step)."""
+        return self._control(_path(workflow_id, "retry"), {"reason": reason}, idempotency_key)
+
     def _control(self, path: str, body: dict, key: str | None) -> dict:
         return self._call("POST", path, body, idempotent=True, idempotency_key=key)
 

@@ -380,6 +380,9 @@ def document() -> dict:
             "workflows:review", step=True)},
         "/v1/namespaces/{ns}/workflows/{workflow_id}/deadline": {"post": _control(
             "set_deadline", "Set a later instance deadline (C-4)", "DeadlineRequest", "workflows:review")},
+        "/v1/namespaces/{ns}/workflows/{workflow_id}/retry": {"post": _control(
+            "retry_workflow", "Retry the instance's own failing decisions once their cause is fixed (C-4)",
+            "ReasonRequest", "workflows:review")},
         "/v1/namespaces/{ns}/apps": {
             "post": _op("put_app", "admin", "Create an app or change its quota", "admin",
                         {**_ok(201, _ref("App"), "created"), "200": {

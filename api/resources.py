@@ -261,7 +261,7 @@ class Action(Resource):
 
 
 def _instance(routine: Callable[..., dict]) -> Callable[..., dict]:
-    """An instance action whose routine takes only the reason and the key (pause, resume, cancel)."""
+    """An instance action whose routine takes only the reason and the key (pause, resume, cancel, retry)."""
     return lambda conn, token, ns, wf, _step, reason, key, _body, _texts: routine(conn, token, ns, wf, reason, key,
                                                                                   verbatim=True)
 
@@ -271,6 +271,7 @@ ACTIONS: dict[str, tuple[str, Callable[..., dict]]] = {
     "pause": ("ReasonRequest", _instance(routines.instance_pause)),
     "resume": ("ReasonRequest", _instance(routines.instance_resume)),
     "cancel": ("ReasonRequest", _instance(routines.instance_cancel)),
+    "retry": ("ReasonRequest", _instance(routines.instance_retry)),
     "deadline": ("DeadlineRequest", lambda conn, token, ns, wf, _step, reason, key, body, _texts:
                  routines.instance_deadline(conn, token, ns, wf, reason, key,
                                             deadline_at=_time(body.get("deadline_at")),

@@ -640,7 +640,7 @@ def _instance_after(args: argparse.Namespace, result: dict) -> int:
 
 # instance actions: name -> the routine, called with (conn, token, ns, workflow_id, reason, key)
 INSTANCE_ACTIONS = {"pause": routines.instance_pause, "resume": routines.instance_resume,
-                    "cancel": routines.instance_cancel}
+                    "cancel": routines.instance_cancel, "retry": routines.instance_retry}
 
 
 def cmd_workflows_action(args: argparse.Namespace) -> int:
@@ -1191,7 +1191,9 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
                    help="how long to wait: 45s, 30m, 36h or 90d (default 60s); out of time, exit code 8")
     for action, text in (("pause", "pause an instance: no new work starts (workflows:control)"),
                          ("resume", "resume a paused instance (workflows:control)"),
-                         ("cancel", "cancel an instance (workflows:control)")):
+                         ("cancel", "cancel an instance (workflows:control)"),
+                         ("retry", "once the cause is fixed, retry the decisions that keep failing for the instance "
+                          "itself (its CANDIDATE_FAILING reason names no step) (workflows:review)")):
         _action_arguments(_command(wf, action, help=text, func=cmd_workflows_action))
     p = _command(wf, "deadline", help="set a later instance deadline (workflows:review)", func=cmd_workflows_deadline)
     _action_arguments(p)

@@ -48,6 +48,6 @@ REVIEW_HELP = {
     "APP_NOT_FOUND": "The app the instance runs under is gone: create it again, then reactivate, or resolve.",
     "CANDIDATE_FAILING": "A decision failed three times in a row with the same error (see detail): fix what the error "
                          "names, then reactivate or resolve the step. A reason on the instance itself (no step named: "
-                         "the decision's step was not active, as for an early signal) is cleared by no step's action: "
-                         "only a cancel ends it for now.",
+                         "the ROOT walk, or a decision whose step was not active, as for an early signal): fix the "
+                         "cause, then retry the instance.",
 }

@@ -42,11 +42,11 @@ CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'
        "base-uri 'none'")
 STATUSES = ("RUNNING", "NEEDS_REVIEW", "CANCELLING", "CANCELLED", "SUCCEEDED")
 INSTANCE_ACTIONS = {"pause": routines.instance_pause, "resume": routines.instance_resume,
-                    "cancel": routines.instance_cancel}
+                    "cancel": routines.instance_cancel, "retry": routines.instance_retry}
 STEP_ACTIONS = ("reactivate", "continue", "resolve")
 ACTION_SCOPE = {"pause": "workflows:control", "resume": "workflows:control", "cancel": "workflows:control",
                 "deadline": "workflows:review", "reactivate": "workflows:review", "continue": "workflows:review",
-                "resolve": "workflows:review"}
+                "resolve": "workflows:review", "retry": "workflows:review"}
 
 templates = jinja2.Environment(
     loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True, undefined=jinja2.StrictUndefined,
@@ -593,7 +593,7 @@ def _to_instance(req, resp, workflow_id: str) -> None:
 
 
 class InstanceAction(Page):
-    """POST pause | resume | cancel | deadline: the routine decides and audits; the page shows the result."""
+    """POST pause | resume | cancel | retry | deadline: the routine decides and audits; the page shows the result."""
 
     @page
     def on_get(self, req, resp, workflow_id, action):

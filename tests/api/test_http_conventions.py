@@ -75,6 +75,7 @@ def test_R18_an_unknown_field_is_a_422_naming_it_instead_of_a_silent_default(flo
 POSTS = [("/workflows", "StartRequest"), ("/workflows/wf_1/signals", "SignalRequest"),
          ("/workflows/wf_1/pause", "ReasonRequest"), ("/workflows/wf_1/resume", "ReasonRequest"),
          ("/workflows/wf_1/cancel", "ReasonRequest"), ("/workflows/wf_1/deadline", "DeadlineRequest"),
+         ("/workflows/wf_1/retry", "ReasonRequest"),
          ("/workflows/wf_1/steps/wait/reactivate", "ReactivateRequest"),
          ("/workflows/wf_1/steps/wait/continue", "ContinueRequest"),
          ("/workflows/wf_1/steps/wait/resolve", "ResolveRequest"),

@@ -38,6 +38,7 @@ ENDPOINTS = [
     ("POST", "/workflows/{wf}/resume", {"reason": "r"}, "workflows:control", True),
     ("POST", "/workflows/{wf}/cancel", {"reason": "r"}, "workflows:control", True),
     ("POST", "/workflows/{wf}/deadline", {"reason": "r", "extend_ms": 1000}, "workflows:review", True),
+    ("POST", "/workflows/{wf}/retry", {"reason": "r"}, "workflows:review", True),
     ("POST", "/workflows/{wf}/steps/approval/reactivate", {"reason": "r"}, "workflows:review", True),
     ("POST", "/workflows/{wf}/steps/approval/resolve", {"reason": "r", "output": 1}, "workflows:review", True),
     ("POST", "/workflows/{wf}/steps/approval/continue", {"reason": "r", "extra_rounds": 1}, "workflows:review", True),

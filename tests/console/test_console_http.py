@@ -345,6 +345,24 @@ def test_an_instance_page_offers_what_applies_and_no_countdown_once_finished(cli
     assert re.search(r"<dt>Deadline</dt><dd><time>[^<]+</time></dd>", done)  # nothing left to count down to
 
 
+def test_C4_the_instance_s_own_failing_review_is_retried_from_its_page_and_only_there(client, world, orch):
+    from tests.sql.test_instance_retry import early_signal_in_review
+
+    failed = charge_in_review(world, orch)  # a step's reason: its step's actions, no retry
+    cookies = sign_in(client, world.token)
+    assert "Retry failing decisions" not in client.simulate_get(f"{BASE}/instances/{failed}", cookies=cookies).text
+    wf = early_signal_in_review(world, orch)
+    page = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text
+    assert "Retry failing decisions" in page and "then retry the instance" in page
+    done = form_post(client, f"{BASE}/instances/{wf}/retry",
+                     {"csrf": hidden(page, "csrf"), "idempotency_key": "t-1", "reason": "routines reinstalled"},
+                     cookies)
+    assert done.status_code == 303 and world.instance(wf)["status"] == "RUNNING"
+    after = client.simulate_get(done.headers["location"], cookies=cookies).text
+    assert "Retry failing decisions" not in after  # nothing of the instance's own is failing any more
+    assert re.search(r"retry done with Idempotency-Key <code>t-1</code>", after)  # the notice, from the audit row
+
+
 def test_a_cancel_from_the_instance_page_needs_its_box_ticked(client, world):
     world.publish(TIMER)
     wf = world.start("cool-off")

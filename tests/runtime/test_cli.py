@@ -16,6 +16,7 @@ from orchestrator.cli import EXIT_CODES, EXIT_TIMED_OUT, EXIT_USAGE, main
 from orchestrator.loop import Orchestrator
 from procedures import db as dbmod
 from procedures import installer, pulse, routines, settings
+from tests.sql.test_instance_retry import early_signal_in_review
 from tests.support import json_only
 from tests.support.signals import resolved_over_sql, send
 
@@ -50,6 +51,16 @@ def test_C1_C2_workflow_actions_take_a_reason_and_print_the_instance(weave, worl
     assert code == 0 and json.loads(out)["step_key"] == "wait"
     code, out, _ = weave("workflows", "cancel", wf, "--reason", "not needed", "--json")
     assert code == 0 and json.loads(out)["status"] in ("CANCELLING", "CANCELLED")
+
+
+def test_C4_workflows_retry_ends_the_instance_s_own_review_and_says_why_it_cannot_elsewhere(weave, world, orch):
+    wf = early_signal_in_review(world, orch)
+    code, out, _ = weave("workflows", "show", wf)
+    assert code == 0 and "then retry the instance" in out  # the reason's help names the action
+    code, out, _ = weave("workflows", "retry", wf, "--reason", "routines reinstalled", "--json")
+    assert code == 0 and json.loads(out)["status"] == "RUNNING" and json.loads(out)["review_reasons"] == []
+    code, _, err = weave("workflows", "retry", wf, "--reason", "again", "--json")
+    assert code == EXIT_CODES[409] and json.loads(err)["code"] == "INVALID_STATE"
 
 
 def test_S17_explain_says_why_any_step_is_where_it_is(weave, world, orch):
