@@ -692,7 +692,7 @@ class Bulk(Page):
     longer matches a filter of the state it left, and one that still does only replays)."""
 
     LIMIT = 500  # one request acts on at most this many, well within a worker's timeout
-    ACTIONS = ("pause", "resume", "cancel", "reactivate")
+    ACTIONS = ("pause", "resume", "cancel", "reactivate", "retry")
 
     @page
     def on_get(self, req, resp):
@@ -703,7 +703,7 @@ class Bulk(Page):
         if req.get_param("dry_run"):
             if action not in self.ACTIONS:
                 raise Refused(422, "VALIDATION_FAILED",
-                              "choose the action to apply: pause, resume, cancel or reactivate")
+                              "choose the action to apply: pause, resume, cancel, reactivate or retry")
             matches, cursor = [], None
             while True:
                 listed = routines.instance_list(self.conn, session.token, session.namespace, **_list_args(filters),

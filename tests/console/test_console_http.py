@@ -616,6 +616,37 @@ def test_a_partial_bulk_failure_is_reported_per_item_and_a_refusal_for_its_state
     assert 'name="workflow_id"' not in applied and "would be refused" in applied
 
 
+def test_C4_a_bulk_retry_reopens_every_instance_whose_own_decisions_failed_and_refuses_a_step_s_reason(client, world,
+                                                                                                      orch):
+    """The morning after a fault that failed many instances' decisions the same way: once it is fixed, one run
+    retries every instance in review with CANDIDATE_FAILING; one whose reason names a step is refused, unchanged."""
+    from procedures import db as dbmod
+    from tests.support.signals import send, signal_flow
+
+    world.publish(signal_flow(before_timer_ms=60_000))
+    wfs = [world.start("approval-flow", {"order_id": f"o-{n}"}) for n in range(3)]
+    orch.drain()
+    for n, wf in enumerate(wfs[:2]):  # early signals failing: the instances' own reasons
+        send(world, wf, f"s-{n}", correlation_key=f"o-{n}", queued=True)
+    failing = [("SIGNAL", "SELECT id, version FROM weave_signals WHERE idempotency_key = %s", f"s-{n}") for n in (0, 1)]
+    failing.append(("CHECKPOINT", "SELECT id, version FROM weave_pending_advances WHERE instance_id = %s",
+                    world.internal_id(wfs[2])))  # its timer's checkpoint failing: the step's reason
+    for cls, sql, arg in failing:
+        for _ in range(3):
+            c = world.db.row(sql, arg)
+            dbmod.call(world.db.conn, "weave_candidate_fail", cls, c["id"], c["version"], "INVALID_STATE: x")
+    cookies = sign_in(client, world.token)
+    dry = client.simulate_get(f"{BASE}/bulk", cookies=cookies,
+                              params={"review_code": "CANDIDATE_FAILING", "action": "retry", "dry_run": "1"})
+    assert 'data-figure="bulk-count">3<' in dry.text and "names no step" in dry.text
+    applied = form_post(client, f"{BASE}/bulk", bulk_form(dry.text, "retry", "routines reinstalled",
+                                                          _ids_on(dry.text)), cookies).text
+    assert 'data-figure="bulk-ok">2<' in applied and 'data-figure="bulk-failed">1<' in applied
+    assert re.search(rf'<tr data-result="{wfs[2]}">.*?INVALID_STATE', applied, re.S)
+    assert [world.instance(wf)["status"] for wf in wfs] == ["RUNNING", "RUNNING", "NEEDS_REVIEW"]
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'instance.retry'") == 2
+
+
 def test_a_bulk_run_that_loses_the_database_leaves_the_rest_untried_and_retryable(world, database, monkeypatch):
     """The database stops answering after the first item (the proxy in front of it dies: every connect is refused).
     The run tries no further item, each of which would otherwise wait out a connect of its own (with a hung server
