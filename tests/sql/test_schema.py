@@ -385,9 +385,9 @@ def test_R16_a_migrate_stopped_partway_leaves_a_database_no_build_starts_on(data
         with dbmod.connect(fresh) as conn, conn.cursor() as cur:
             cur.execute("SELECT name, digest FROM weave_routines")
             before = {row["name"]: row["digest"] for row in cur.fetchall()}
-            # In the way of the migration's first statement (its column's name, taken): the migrate stops there.
-            assert last == "0023.instance-pending-steps", "block the last migration's first statement here"
-            cur.execute("ALTER TABLE weave_instances ADD COLUMN pending_steps INT NULL")
+            # In the way of the migration's first statement (the index it replaces, gone): the migrate stops there.
+            assert last == "0024.instance-status-control", "block the last migration's first statement here"
+            cur.execute("ALTER TABLE weave_instances DROP KEY ix_instance_status")
         with pytest.raises(installer.MigrationFailed):
             installer.migrate(fresh, test_clock=True)
         with dbmod.connect(fresh) as conn, conn.cursor() as cur:
@@ -398,7 +398,7 @@ def test_R16_a_migrate_stopped_partway_leaves_a_database_no_build_starts_on(data
                 installer.check_level(conn)
             assert f"a migrate of {last} stopped after 0 of its statements" in str(refused.value)
             assert "routines differing" not in str(refused.value)
-            cur.execute("ALTER TABLE weave_instances DROP COLUMN pending_steps")
+            cur.execute("ALTER TABLE weave_instances ADD KEY ix_instance_status (namespace_id, status, id)")
             cur.execute(f"DELETE FROM {installer.PROGRESS_TABLE}")  # as a migrate that applied it left it, before
             cur.execute("INSERT INTO _yoyo_migration (migration_hash, migration_id, applied_at_utc) "  # its routines
                         "VALUES (SHA2(%s, 256), %s, UTC_TIMESTAMP())", (last, last))
