@@ -459,6 +459,21 @@ def decisions(stage: Stage) -> dict[str, dict[str, int]]:
     measure("idle probe", "weave_scan_probe")
     routines.queue_put(conn, world.admin, world.namespace, "quiet", 10)
     measure("task claim (nothing queued)", "pulse_task_claim", "w-count", "quiet", None, 1, 30_000)
+
+    # Retry (C-4), last, so that its instance changes nothing the measures above read: an early signal failing a third
+    # time the same way opens the instance's own CANDIDATE_FAILING reason; the retry closes it and makes the signal
+    # due again. The instance is cancelled after, leaving nothing of it due.
+    correlation = stage._key("o")
+    wf = world.start("count-signal-later", {"order_id": correlation}, key=stage._key("s"))
+    receipt = signals.send(conn, world.token, world.namespace, wf, **signal_args(wf, correlation))
+    signal_id = int(receipt["signal_id"].removeprefix("sig_"))
+    for _ in range(3):
+        version = db.scalar("SELECT version FROM weave_signals WHERE id = %s", signal_id)
+        dbmod.call(conn, "weave_candidate_fail", "SIGNAL", signal_id, version, "INVALID_STATE: counted")
+    measure("retry (the instance's own failing decision)", "weave_instance_retry", world.token, world.namespace, wf,
+            "operator", stage._key("a"))
+    out["retry (the instance's own failing decision)"]["outcome"] = world.instance(wf)["status"]
+    routines.instance_cancel(conn, world.token, world.namespace, wf, "counted", stage._key("a"))
     return out
 
 
