@@ -300,20 +300,35 @@ def test_R16_a_loop_that_meets_its_routines_being_installed_again_books_no_failu
         installer.migrate(database, test_clock=True)
 
 
-def test_R12_a_routine_that_lacks_a_column_at_this_builds_own_level_is_the_candidates_failure(world, database, caplog):
-    """A failure that reads like another level's (a column missing, 1054) on a database at this build's own level is
-    a routine's own fault: it is booked against the candidate as any failure is (R-12), so that enough of them send
-    the instance to review, not taken for a migrate under way and retried for ever."""
-    from procedures import installer
+ADVANCERS = ("weave_candidates_advance", "weave_checkpoint_advance")
 
-    world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
-    world.start("t", key="k")
-    world.db.advance(1_001)
-    for routine in ("weave_candidates_advance", "weave_checkpoint_advance"):  # as a faulty build would have them
+
+def install_faulty_advancers(world) -> None:
+    """The checkpoints' advancers as a faulty build would have them: each fails on a column that does not exist."""
+    for routine in ADVANCERS:
         world.db.execute(f"DROP PROCEDURE {routine}")
         world.db.execute(f"CREATE PROCEDURE {routine}(IN a VARCHAR(16), IN b LONGTEXT) "
                          "SELECT no_such_column FROM weave_instances" if routine == "weave_candidates_advance" else
                          f"CREATE PROCEDURE {routine}(IN a BIGINT UNSIGNED) SELECT no_such_column FROM weave_instances")
+
+
+def reinstall_advancers(world, database) -> None:
+    """The build's own advancers again: a migrate installs the routines that are missing."""
+    from procedures import installer
+
+    for routine in ADVANCERS:
+        world.db.execute(f"DROP PROCEDURE IF EXISTS {routine}")
+    installer.migrate(database, test_clock=True)
+
+
+def test_R12_a_routine_that_lacks_a_column_at_this_builds_own_level_is_the_candidates_failure(world, database, caplog):
+    """A failure that reads like another level's (a column missing, 1054) on a database at this build's own level is
+    a routine's own fault: it is booked against the candidate as any failure is (R-12), so that enough of them send
+    the instance to review, not taken for a migrate under way and retried for ever."""
+    world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 1000}]})
+    world.start("t", key="k")
+    world.db.advance(1_001)
+    install_faulty_advancers(world)
     loop = Orchestrator(database, concurrency=1, spread=False)
     try:
         loop.run_once()
@@ -327,9 +342,43 @@ def test_R12_a_routine_that_lacks_a_column_at_this_builds_own_level_is_the_candi
         assert "holding until it is" not in caplog.text
     finally:
         loop.close()
-        for routine in ("weave_candidates_advance", "weave_checkpoint_advance"):
-            world.db.execute(f"DROP PROCEDURE {routine}")
-        installer.migrate(database, test_clock=True)
+        reinstall_advancers(world, database)
+
+
+def test_C4_R18_a_fault_that_failed_the_root_walk_is_fixed_then_retried_and_the_instance_goes_on(world, database):
+    """A faulty build's routines fail the ROOT walk a resume made due, the same way on every look: the loop books each
+    failure (R-12), and the third sends the instance to review with its own CANDIDATE_FAILING, which names no step (no
+    step's action can close it). The fault fixed (the routines installed again), an operator's retry makes the walk
+    due at once; the loop makes it, and the instance goes on to its end."""
+    from procedures import routines
+    from tests.sql.test_control import pause, resume
+
+    world.publish({"name": "t", "steps": [{"key": "a", "type": "TIMER", "delay_ms": 60_000}]})
+    wf = world.start("t", key="k")
+    pause(world, wf)
+    resume(world, wf)  # the ROOT walk due at once
+    install_faulty_advancers(world)
+    loop = Orchestrator(database, concurrency=1, spread=False)
+    try:
+        for _ in range(3):
+            loop.run_once()
+            world.db.advance(1_000)  # past the failure's backoff; the timer is not due yet
+        inst = world.instance(wf)
+        assert inst["status"] == "NEEDS_REVIEW" and inst["gate"] == "CLOSED"
+        (reason,) = inst["review_reasons"]
+        assert (reason["code"], reason["step_key"]) == ("CANDIDATE_FAILING", None)
+        assert "no_such_column" in reason["detail"]["detail"]
+        reinstall_advancers(world, database)  # the fault fixed
+        retried = routines.instance_retry(world.db.conn, world.token, "acme", wf, "routines installed again", "t1")
+        assert (retried["closed"], retried["retried"], retried["status"]) == (1, 1, "RUNNING")
+        loop.drain()  # the walk, at once
+        assert world.db.rows("SELECT kind, attempts FROM weave_pending_advances") == [{"kind": "TIMER", "attempts": 0}]
+        world.db.advance(60_000)
+        loop.drain()
+    finally:
+        loop.close()
+        reinstall_advancers(world, database)
+    assert world.instance(wf)["status"] == "SUCCEEDED"
 
 
 def test_R12_an_outage_s_lines_name_the_node_and_its_end_is_said_too(world, database, caplog):
