@@ -3,9 +3,9 @@
 -- step owns it: a ROOT checkpoint, an early signal, an outcome or checkpoint whose step is no longer ACTIVE. Once the
 -- cause is fixed, retry closes those reasons and makes the instance's failing decisions due at once with their count
 -- of failures cleared: a decision that fails three times more the same way opens the reason again. A checkpoint of
--- a step in review is left to that step's action. It decides
--- nothing itself: each fact is still applied by its own decision, with that decision's checks. Nothing races a
--- request in flight, so no task of the instance needs to be settled first (unlike reactivate and resolve).
+-- a step in review is left to that step's action. Retry decides nothing itself: each fact is still applied by its
+-- own decision, with that decision's checks. Nothing races a request in flight, so no task of the instance needs to
+-- be settled first (unlike reactivate and resolve).
 CREATE PROCEDURE weave_instance_retry(
         IN in_token           VARCHAR(512),
         IN in_namespace       VARCHAR(200),
@@ -46,7 +46,7 @@ BEGIN
     IF v_replayed = 1 THEN
         -- The counts the action answered, from its audit row: they are not in the instance any more.
         SELECT response INTO v_response FROM weave_audit FORCE INDEX (ix_audit_instance)
-         WHERE instance_id = v_id AND action = 'instance.retry' AND idempotency_key = in_idempotency_key;
+         WHERE instance_id = v_id AND action = 'instance.retry' AND idempotency_key = in_idempotency_key LIMIT 1;
         SET v_closed = JSON_VALUE(v_response, '$.closed'), v_retried = JSON_VALUE(v_response, '$.retried');
     ELSE
         SELECT status INTO v_status FROM weave_instances WHERE id = v_id;
