@@ -31,6 +31,7 @@ BEGIN
     DECLARE v_locked BIGINT UNSIGNED;  -- the instance's event_seq, once locked
     DECLARE v_identity BIGINT UNSIGNED;  -- the instance's starting identity, for its lock
     DECLARE v_step_key VARCHAR(64);
+    DECLARE v_what LONGTEXT;  -- the candidate, as an operator finds it: its class, and its signal, task or checkpoint
     DECLARE v_last VARCHAR(1024);
     DECLARE v_attempts INT UNSIGNED;
     DECLARE v_step BIGINT UNSIGNED DEFAULT NULL;
@@ -40,14 +41,20 @@ BEGIN
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN IF v_tx THEN ROLLBACK; END IF; RESIGNAL; END;
     CALL _weave_transaction_claim('weave_candidate_fail', v_tx);
     IF in_class = 'CHECKPOINT' THEN
-        SELECT instance_id, step_key, last_error, attempts INTO v_inst, v_step_key, v_last, v_attempts
+        SELECT instance_id, step_key, last_error, attempts,
+               JSON_OBJECT('class', in_class, 'kind', kind, 'step_key', NULLIF(step_key, ''))
+          INTO v_inst, v_step_key, v_last, v_attempts, v_what
           FROM weave_pending_advances WHERE id = in_id AND version = in_version;
     ELSEIF in_class = 'INBOX' THEN
-        SELECT e.instance_id, t.step_key, e.last_error, e.attempts INTO v_inst, v_step_key, v_last, v_attempts
+        SELECT e.instance_id, t.step_key, e.last_error, e.attempts,
+               JSON_OBJECT('class', in_class, 'task_id', CONCAT('tsk_', e.task_id), 'step_key', t.step_key)
+          INTO v_inst, v_step_key, v_last, v_attempts, v_what
           FROM pulse_inbox e LEFT JOIN pulse_tasks t ON t.id = e.task_id
          WHERE e.id = in_id AND e.version = in_version AND e.state = 'PENDING';
     ELSEIF in_class = 'SIGNAL' THEN
-        SELECT instance_id, target_step_key, last_error, attempts INTO v_inst, v_step_key, v_last, v_attempts
+        SELECT instance_id, target_step_key, last_error, attempts,
+               JSON_OBJECT('class', in_class, 'signal_id', CONCAT('sig_', id), 'step_key', target_step_key)
+          INTO v_inst, v_step_key, v_last, v_attempts, v_what
           FROM weave_signals WHERE id = in_id AND version = in_version AND status = 'PENDING';
     ELSE
         CALL _weave_raise(50100, 'INVALID_ARGUMENT: unknown candidate class');
@@ -97,10 +104,14 @@ BEGIN
             CALL _weave_step_review(v_ns, v_inst, v_step, v_step_key, v_seq, 'CANDIDATE_FAILING',
                                     CONCAT('failed ', v_attempts + 1, ' times: ', LEFT(in_error, 900)), 0, v_now);
         ELSE
+            -- On the instance no step names what failed: the reason says which decision it was, for the operator
+            -- who fixes its cause and then retries.
             CALL _weave_review_open(v_ns, v_inst, 'CANDIDATE_FAILING', '', 0,
-                 JSON_OBJECT('detail', CONCAT('failed ', v_attempts + 1, ' times: ', LEFT(in_error, 900))), v_now);
+                 JSON_OBJECT('detail', CONCAT('failed ', v_attempts + 1, ' times: ', LEFT(in_error, 900)),
+                             'candidate', JSON_EXTRACT(v_what, '$')), v_now);
             CALL _weave_audit(v_ns, v_inst, 0, 'weave.orchestrator', 'instance.review', NULL, NULL, v_now,
-                              NULL, NULL, JSON_OBJECT('code', 'CANDIDATE_FAILING', 'error', LEFT(in_error, 900)),
+                              NULL, NULL, JSON_OBJECT('code', 'CANDIDATE_FAILING', 'error', LEFT(in_error, 900),
+                                                      'candidate', JSON_EXTRACT(v_what, '$')),
                               NULL);
         END IF;
     ELSE

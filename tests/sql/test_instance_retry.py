@@ -43,6 +43,9 @@ def early_signal_in_review(world, orch) -> str:
     assert fail(world, "SIGNAL", PENDING_SIGNAL) == [0, 0, 1]
     (reason,) = world.instance(wf)["review_reasons"]
     assert reason["code"] == "CANDIDATE_FAILING" and reason["step_key"] is None
+    # No step names what failed: the reason does, for the operator who fixes its cause.
+    signal = f"sig_{world.db.scalar('SELECT id FROM weave_signals')}"
+    assert reason["detail"]["candidate"] == {"class": "SIGNAL", "signal_id": signal, "step_key": "approval"}
     return wf
 
 
@@ -86,7 +89,9 @@ def test_C4_retry_of_a_failing_root_walk_makes_it_due_and_the_instance_goes_on(w
     world.db.execute("UPDATE weave_apps SET status = 'DISABLED'")  # the first activation waits for ROOT
     wf = world.start("one", {"order_id": "o-1"})
     assert fail(world, "CHECKPOINT", ROOT, error="INVALID_STATE: the walk could not be applied") == [0, 0, 1]
-    assert [(r["code"], r["step_key"]) for r in world.instance(wf)["review_reasons"]] == [("CANDIDATE_FAILING", None)]
+    (reason,) = world.instance(wf)["review_reasons"]
+    assert (reason["code"], reason["step_key"]) == ("CANDIDATE_FAILING", None)
+    assert reason["detail"]["candidate"] == {"class": "CHECKPOINT", "kind": "ROOT", "step_key": None}
     world.db.execute("UPDATE weave_apps SET status = 'ACTIVE'")
     result = retry(world, wf)
     assert (result["closed"], result["status"]) == (1, "RUNNING")
