@@ -4,8 +4,9 @@ replayed action changes nothing, and nothing is left stalled (R-18).
 Seeded random walks drive one instance each of a flow with every kind of wait (a TIMER; then a POLL with a final
 signal beside a SIGNAL; then a TASK that reads both) through random histories. The clock moves; a worker claims
 and answers PENDING, a success, a review value, a retryable or a final failure, or vanishes; signals come, right,
-stale or repeated; an operator pauses, resumes, cancels, moves the deadline, reactivates, continues and resolves
-steps, and repeats earlier actions under their keys. Before each action the test reads the state the action
+stale or repeated; a fault fails one of the instance's decisions three times in a row; an operator pauses, resumes,
+cancels, moves the deadline, reactivates, continues and resolves steps, retries the instance's own failing
+decisions, and repeats earlier actions under their keys. Before each action the test reads the state the action
 meets and computes, from it alone, the answer of the C-6 table and of C-4's checks in their order: a refusal must
 carry that code and change nothing, an acceptance must do what the action promises. The M-4 invariants hold
 after every step, a final status never changes, and an instance is NEEDS_REVIEW exactly while a reason is open.
@@ -26,6 +27,7 @@ import json
 import threading
 
 from orchestrator.loop import Orchestrator
+from procedures import db as dbmod
 from procedures import errors, invariants, pulse, routines
 from tests.support import walks
 from tests.support.signals import send
@@ -168,6 +170,28 @@ class Walk(walks.Walk):
             assert exc.http_status < 500, exc
         self.drain()
 
+    def a_decision_keeps_failing(self) -> None:
+        """A fault (a routine from another build, a server setting) fails one of the instance's due decisions three
+        times in a row the same way, as the orchestrator books them (R-12): it goes to review as CANDIDATE_FAILING,
+        on its step while that step is active, else on the instance itself (R-18). The decisions made after it run
+        on the build's own routines again, as after a fix."""
+        found = self.db.rows(
+            "SELECT 'CHECKPOINT' AS class, id FROM weave_pending_advances WHERE instance_id = %s UNION ALL "
+            "SELECT 'SIGNAL', id FROM weave_signals WHERE instance_id = %s AND status = 'PENDING' UNION ALL "
+            "SELECT 'INBOX', id FROM pulse_inbox WHERE instance_id = %s AND state = 'PENDING' ORDER BY 1, 2",
+            self.iid, self.iid, self.iid)
+        if not found:
+            return
+        pick = self.draw(found)
+        table = {"CHECKPOINT": "weave_pending_advances", "SIGNAL": "weave_signals", "INBOX": "pulse_inbox"}
+        for _ in range(3):
+            version = self.db.scalar(f"SELECT version FROM {table[pick['class']]} WHERE id = %s", pick["id"])
+            if version is None:
+                return
+            dbmod.call(self.db.conn, "weave_candidate_fail", pick["class"], pick["id"], version,
+                          "INVALID_STATE: a fault of the walk")
+        self.history.append(f"{pick['class']} {pick['id']} failed three times")
+
     # The operator acts
 
     def pause_or_resume(self) -> None:
@@ -243,6 +267,18 @@ class Walk(walks.Walk):
             assert self.step_status("check") == "ACTIVE"
         self.drain()
 
+    def instance_failing(self) -> int:
+        """The instance's own CANDIDATE_FAILING reasons open: those retry closes."""
+        return self.db.scalar("SELECT COUNT(*) FROM weave_review_reasons WHERE instance_id = %s AND closed_at IS NULL "
+                              "AND code = 'CANDIDATE_FAILING' AND step_key = ''", self.iid)
+
+    def retry(self) -> None:
+        status = self.instance_row()["status"]
+        expected = None if status == "NEEDS_REVIEW" and self.instance_failing() else "INVALID_STATE"
+        if self.act(routines.instance_retry, expected=expected):
+            assert self.instance_failing() == 0
+        self.drain()
+
     def an_action_is_repeated(self) -> None:
         if not self.done:
             return
@@ -255,8 +291,9 @@ class Walk(walks.Walk):
     # Which happens next: the world moves more often than an operator acts, an operator acts mostly on an instance
     # in review, and a cancel, which ends the story, is the rarest.
     WEIGHTS = {"time_passes": 4, "a_worker_answers": 5, "a_signal_comes": 3, "pause_or_resume": 1, "deadline": 1,
-               "an_action_is_repeated": 1, "cancel": 0.1, "reactivate": 1, "resolve": 1, "continue_the_poll": 1}
-    IN_REVIEW = {**WEIGHTS, "deadline": 3, "reactivate": 6, "resolve": 4, "continue_the_poll": 6}
+               "an_action_is_repeated": 1, "cancel": 0.1, "reactivate": 1, "resolve": 1, "continue_the_poll": 1,
+               "a_decision_keeps_failing": 0.3, "retry": 0.5}
+    IN_REVIEW = {**WEIGHTS, "deadline": 3, "reactivate": 6, "resolve": 4, "continue_the_poll": 6, "retry": 3}
 
     def step(self) -> None:
         weights = {**(self.IN_REVIEW if self.instance_row()["status"] == "NEEDS_REVIEW" else self.WEIGHTS),
@@ -310,6 +347,8 @@ class Walk(walks.Walk):
                     "AND code = 'INSTANCE_DEADLINE'", self.iid):
                 moved = self.instance_row()["deadline_at"] + dt.timedelta(hours=1)
                 self.act(routines.instance_deadline, expected=None, deadline_at=moved)
+            if self.instance_failing():
+                self.act(routines.instance_retry, expected=None)
             for key in STEPS:
                 if self.step_status(key) == "NEEDS_REVIEW":
                     self.act(routines.step_resolve, key, expected=self.recovery_refusal(key), output={"by": "rest"})
@@ -328,7 +367,7 @@ class Walk(walks.Walk):
             *[self.iid] * 5)
         assert set(left.values()) == {0}, (final, left)
         # The table's right-hand columns: what each action answers once the instance has settled.
-        for action in ("cancel", "pause_or_resume", "deadline", "resolve"):
+        for action in ("cancel", "pause_or_resume", "deadline", "resolve", "retry"):
             getattr(self, action)()
             self.the_engine_promises_hold()
         invariants.check(self.db.conn)
@@ -398,7 +437,7 @@ def test_C6_R18_every_action_answers_as_the_table_says_and_nothing_stalls(db, or
             ends[walk.rest()] += 1
     # The walks went where the table has something to say: each action taken, and refused for each reason.
     for routine in ("instance_pause", "instance_resume", "instance_cancel", "instance_deadline", "step_reactivate",
-                    "step_resolve", "step_continue"):
+                    "step_resolve", "step_continue", "instance_retry"):
         assert tally[routine, "taken"] and tally[routine, "INVALID_STATE"], (routine, tally)
     assert sum(tally[routine, "TASK_IN_FLIGHT"] for routine in ("step_reactivate", "step_resolve", "step_continue"))
     assert len(ends) > 1, ends
