@@ -1191,10 +1191,17 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
                    help="how long to wait: 45s, 30m, 36h or 90d (default 60s); out of time, exit code 8")
     for action, text in (("pause", "pause an instance: no new work starts (workflows:control)"),
                          ("resume", "resume a paused instance (workflows:control)"),
-                         ("cancel", "cancel an instance (workflows:control)"),
-                         ("retry", "once the cause is fixed, retry the decisions that keep failing for the instance "
-                          "itself (its CANDIDATE_FAILING reason names no step) (workflows:review)")):
+                         ("cancel", "cancel an instance (workflows:control)")):
         _action_arguments(_command(wf, action, help=text, func=cmd_workflows_action))
+    _action_arguments(_command(
+        wf, "retry", help="once the cause is fixed, retry the decisions that keep failing for the instance itself "
+        "(its CANDIDATE_FAILING reason names no step) (workflows:review)", func=cmd_workflows_action,
+        description="Close the instance's own CANDIDATE_FAILING reasons (a decision failed three times in a row the "
+                    "same way, and no active step owns it: the ROOT walk, an early signal, an outcome or checkpoint "
+                    "whose step was no longer active) and make its failing decisions due at once, counted from "
+                    "zero; the instance runs again when no reason is left. Fix the cause the reason's detail names "
+                    "first: a decision that fails three times more the same way sends the instance back to review. "
+                    "A reason on a step is refused (exit code 5), naming the step: reactivate or resolve it."))
     p = _command(wf, "deadline", help="set a later instance deadline (workflows:review)", func=cmd_workflows_deadline)
     _action_arguments(p)
     when = p.add_mutually_exclusive_group(required=True)
