@@ -587,9 +587,34 @@ def _ensure_install_row(conn: db.Connection, test_clock: bool) -> str:
     return mode
 
 
+# An executable comment (`/*M!100301 SET STATEMENT ... FOR */`): the server keeps a routine's body with the markers of
+# those it runs taken out, and MySQL keeps them whole; a body is compared with both taken out.
+EXECUTABLE_COMMENT = re.compile(r"/\*M?!\d{5,6}(.*?)\*/", re.S)
+
+
+def _body(text: str) -> str:
+    """A routine's body, from its BEGIN line, as the server keeps it, executable comments opened."""
+    return EXECUTABLE_COMMENT.sub(r"\1", text[text.find("\nBEGIN"):]).rstrip()
+
+
+def _changed_by_hand(cur: Any, routines: list[Routine]) -> list[Routine]:
+    """Of ``routines``, present with the digests this build recorded, those whose body on the server is not the one
+    it installed: replaced by hand (a hot fix, another build's routine created over it). Their records still say
+    this build's, so only their bodies tell. Their parameters and characteristics are not compared: a change there
+    fails every caller at once, where a body's change can fail one decision in a thousand."""
+    changed = []
+    for routine in routines:
+        cur.execute(f"SHOW CREATE {routine.kind} `{routine.name}`")
+        row = cur.fetchone() or {}
+        text = row.get(f"Create {routine.kind.title()}")
+        if text is None or _body(text) != _body(routine.installed):
+            changed.append(routine)
+    return changed
+
+
 def _routine_changes(cur: Any, shipped: list[Routine]) -> tuple[list[Routine], dict[str, str]]:
-    """The shipped routines to install (new, changed, or not installed as the migrating user would install them),
-    and the recorded ones to drop (name -> kind), on the database of ``cur``."""
+    """The shipped routines to install (new, changed, changed by hand, or not installed as the migrating user would
+    install them), and the recorded ones to drop (name -> kind), on the database of ``cur``."""
     cur.execute("SELECT name, kind, digest FROM weave_routines")
     recorded = {row["name"]: row for row in cur.fetchall()}
     # A routine created under other database defaults (see _own_character_set) is installed again, and so is one
@@ -600,6 +625,8 @@ def _routine_changes(cur: Any, shipped: list[Routine]) -> tuple[list[Routine], d
     present = {row["name"] for row in cur.fetchall()}
     install = [r for r in shipped if not (recorded.get(r.name) and recorded[r.name]["digest"] == r.digest
                                           and r.name in present)]
+    kept = {r.name for r in install}
+    install += _changed_by_hand(cur, [r for r in shipped if r.name not in kept])
     names = {r.name for r in shipped}
     return install, {name: row["kind"] for name, row in recorded.items() if name not in names}
 

@@ -312,13 +312,12 @@ def install_faulty_advancers(world) -> None:
                          f"CREATE PROCEDURE {routine}(IN a BIGINT UNSIGNED) SELECT no_such_column FROM weave_instances")
 
 
-def reinstall_advancers(world, database) -> None:
-    """The build's own advancers again: a migrate installs the routines that are missing."""
+def reinstall_advancers(database) -> list[str]:
+    """The build's own advancers again: a migrate installs a routine replaced by hand over it. The routines it
+    installed."""
     from procedures import installer
 
-    for routine in ADVANCERS:
-        world.db.execute(f"DROP PROCEDURE IF EXISTS {routine}")
-    installer.migrate(database, test_clock=True)
+    return installer.migrate(database, test_clock=True).routines_installed
 
 
 def test_R12_a_routine_that_lacks_a_column_at_this_builds_own_level_is_the_candidates_failure(world, database, caplog):
@@ -342,7 +341,7 @@ def test_R12_a_routine_that_lacks_a_column_at_this_builds_own_level_is_the_candi
         assert "holding until it is" not in caplog.text
     finally:
         loop.close()
-        reinstall_advancers(world, database)
+        reinstall_advancers(database)
 
 
 def test_C4_R18_a_fault_that_failed_the_root_walk_is_fixed_then_retried_and_the_instance_goes_on(world, database):
@@ -368,7 +367,7 @@ def test_C4_R18_a_fault_that_failed_the_root_walk_is_fixed_then_retried_and_the_
         (reason,) = inst["review_reasons"]
         assert (reason["code"], reason["step_key"]) == ("CANDIDATE_FAILING", None)
         assert "no_such_column" in reason["detail"]["detail"]
-        reinstall_advancers(world, database)  # the fault fixed
+        assert sorted(reinstall_advancers(database)) == sorted(ADVANCERS)  # the fault fixed
         retried = routines.instance_retry(world.db.conn, world.token, "acme", wf, "routines installed again", "t1")
         assert (retried["closed"], retried["retried"], retried["status"]) == (1, 1, "RUNNING")
         loop.drain()  # the walk, at once
@@ -377,7 +376,7 @@ def test_C4_R18_a_fault_that_failed_the_root_walk_is_fixed_then_retried_and_the_
         loop.drain()
     finally:
         loop.close()
-        reinstall_advancers(world, database)
+        reinstall_advancers(database)
     assert world.instance(wf)["status"] == "SUCCEEDED"
 
 

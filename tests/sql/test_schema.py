@@ -657,6 +657,32 @@ def test_R15_migrate_makes_the_migrating_user_own_routines_another_definer_left(
         assert not installer.migrate(fresh).changed
 
 
+def test_R15_migrate_installs_again_a_routine_replaced_by_hand_and_its_plan_says_so(database, capsys):
+    """A routine replaced by hand (a hot fix, another build's routine created over it) keeps the digest this build
+    recorded when it installed it: migrate kept it, and a fault it brought (a decision failing on every look) stayed
+    after the `weave migrate` the operations guide prescribes. Its body on the server tells: the plan lists it, and
+    migrate installs the build's own over it, and that one only."""
+    from orchestrator.cli import main
+
+    with scratch_database(database, "byhand") as fresh:
+        installer.migrate(fresh)
+        advance = next(r for r in installer.shipped_routines() if r.name == "weave_checkpoint_advance")
+        with dbmod.connect(fresh) as conn, conn.cursor() as cur:
+            cur.execute("DROP PROCEDURE weave_checkpoint_advance")
+            cur.execute("CREATE PROCEDURE weave_checkpoint_advance(IN in_checkpoint_id BIGINT UNSIGNED) "
+                        "SELECT no_such_column FROM weave_instances")
+            installer.check_level(conn)  # its record still says this build's: the level alone cannot tell
+        assert installer.plan(fresh).routines_to_install == ["weave_checkpoint_advance"]
+        assert main(["migrate", "--plan", "--dsn", fresh.url()]) == 0
+        assert "install 1 routine(s): weave_checkpoint_advance" in capsys.readouterr().out
+        assert installer.migrate(fresh).routines_installed == ["weave_checkpoint_advance"]
+        with dbmod.connect(fresh) as conn, conn.cursor() as cur:
+            cur.execute("SHOW CREATE PROCEDURE weave_checkpoint_advance")
+            kept = cur.fetchone()["Create Procedure"]
+        assert kept[kept.index("\nBEGIN"):] == advance.installed[advance.installed.index("\nBEGIN"):].rstrip()
+        assert not installer.migrate(fresh).changed
+
+
 def test_R15_migrate_by_an_owner_without_super_on_a_binlogging_server_names_the_setting_it_needs(capsys):
     """The manual's owner has ALL PRIVILEGES on the database, and its tuning advice turns the binary log on. Such a
     server refuses stored functions from a user without SUPER unless log_bin_trust_function_creators is set, so
