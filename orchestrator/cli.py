@@ -434,6 +434,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         try:
             figures = routines.status(conn)
             broken = invariants.violations(conn) if args.check else {}
+            by_hand = installer.routines_changed_by_hand(conn) if args.check and mismatch is None else []
         except (errors.WeaveError, pymysql.err.MySQLError, ValueError, KeyError, TypeError, IndexError):
             if mismatch is None:
                 raise
@@ -459,7 +460,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         "deferred_oldest_ms": figures["deferred_oldest_ms"],
         "failing": figures["failing"],
         "expiring_credentials": figures["expiring_credentials"],
-        **({"invariants_broken": broken} if args.check else {}),
+        **({"invariants_broken": broken, "routines_changed_by_hand": by_hand} if args.check else {}),
     }
 
     def human(p: dict) -> str:
@@ -502,10 +503,13 @@ def cmd_status(args: argparse.Namespace) -> int:
             lines.append("invariants: " + (f"{len(broken)} broken" if broken else "all hold"))
             lines += [f"  {k} ({invariants.BY_ID[k].promise}): rows {', '.join(map(str, rows))}"
                       for k, rows in broken.items()]
+            lines.append("routines: " + (f"{len(by_hand)} not this build's (replaced by hand; `weave migrate` "
+                                         f"installs the build's own): {', '.join(by_hand)}" if by_hand
+                                         else "as this build installed them"))
         return "\n".join(lines)
 
     _print(args, payload, human)
-    return 1 if broken or mismatch else 0
+    return 1 if broken or mismatch or by_hand else 0
 
 
 def cmd_signals_send(args: argparse.Namespace) -> int:
@@ -1288,9 +1292,11 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
 
     p = _command(sub, "status", help="backlog per candidate class, oldest due lag, tasks in flight, reviews",
                  description="What the engine has to do now, across namespaces. --check also runs the M-4 "
-                             "invariants and exits 1 if any is broken.",
+                             "invariants and compares the routines' bodies with the build's, and exits 1 if an "
+                             "invariant is broken or a routine was replaced by hand.",
                  func=cmd_status, token=False, namespace=False)
-    p.add_argument("--check", action="store_true", help="also run the M-4 invariant queries")
+    p.add_argument("--check", action="store_true",
+                   help="also run the M-4 invariant queries and compare the routines with the build's")
 
     p = _command(sub, "api", help="serve the HTTP API under gunicorn",
                  description="Serve the HTTP API (07-api). Refuses to start against a database at another "

@@ -597,19 +597,38 @@ def _body(text: str) -> str:
     return EXECUTABLE_COMMENT.sub(r"\1", text[text.find("\nBEGIN"):]).rstrip()
 
 
-def _changed_by_hand(cur: Any, routines: list[Routine]) -> list[Routine]:
+def _changed_by_hand(cur: Any, routines: list[Routine], *, unreadable: bool = True) -> list[Routine]:
     """Of ``routines``, present with the digests this build recorded, those whose body on the server is not the one
     it installed: replaced by hand (a hot fix, another build's routine created over it). Their records still say
     this build's, so only their bodies tell. Their parameters and characteristics are not compared: a change there
-    fails every caller at once, where a body's change can fail one decision in a thousand."""
+    fails every caller at once, where a body's change can fail one decision in a thousand. A body the session may not
+    read (a user that is not the routines' owner) counts as changed when ``unreadable``."""
     changed = []
     for routine in routines:
         cur.execute(f"SHOW CREATE {routine.kind} `{routine.name}`")
         row = cur.fetchone() or {}
         text = row.get(f"Create {routine.kind.title()}")
+        if text is None and not unreadable:
+            continue
         if text is None or _body(text) != _body(routine.installed):
             changed.append(routine)
     return changed
+
+
+def routines_changed_by_hand(conn: db.Connection) -> list[str]:
+    """The routines recorded as this build's whose body on the server is another (``weave status --check``); those
+    this session may not read are left out."""
+    shipped = {r.name: r for r in shipped_routines()}
+    with conn.cursor() as cur:
+        cur.execute("SELECT name, digest FROM weave_routines")
+        recorded = [shipped[row["name"]] for row in cur.fetchall()
+                    if row["name"] in shipped and shipped[row["name"]].digest == row["digest"]]
+        try:
+            return sorted(r.name for r in _changed_by_hand(cur, recorded, unreadable=False))
+        except pymysql.err.OperationalError as exc:
+            if errors.errno_of(exc) == 1305:  # one is missing: the level check says so
+                return []
+            raise
 
 
 def _routine_changes(cur: Any, shipped: list[Routine]) -> tuple[list[Routine], dict[str, str]]:

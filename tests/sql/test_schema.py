@@ -881,6 +881,27 @@ def test_Q3_cli_status_check_names_each_broken_invariant(world, database, capsys
            f"rows {world.internal_id(wf)}\n" in out
 
 
+def test_R16_cli_status_check_names_a_routine_replaced_by_hand_until_migrate_installs_the_build_s_own(world, database,
+                                                                                                    capsys):
+    """Its record still says this build's, so the level check passes and every node starts; the check compares the
+    bodies and says which, and exits 1, as for a broken invariant."""
+    from orchestrator.cli import main
+
+    try:
+        world.db.execute("DROP PROCEDURE weave_review_queue")
+        world.db.execute("CREATE PROCEDURE weave_review_queue(IN a VARCHAR(512), IN b VARCHAR(200), IN c INT) "
+                         "SELECT 1")
+        assert main(["status", "--dsn", database.url(), "--check"]) == 1
+        assert ("routines: 1 not this build's (replaced by hand; `weave migrate` installs the build's own): "
+                "weave_review_queue") in capsys.readouterr().out
+        assert main(["status", "--dsn", database.url(), "--check", "--json"]) == 1
+        assert json.loads(capsys.readouterr().out)["routines_changed_by_hand"] == ["weave_review_queue"]
+    finally:
+        installer.migrate(database, test_clock=True)
+    assert main(["status", "--dsn", database.url(), "--check"]) == 0
+    assert "routines: as this build installed them" in capsys.readouterr().out
+
+
 def test_R15_migrate_and_status_work_for_an_owner_whose_password_needs_percent_encoding(database, capsys):
     """The manual says to percent-encode a password's special characters in WEAVE_DSN. Migrate connected with the
     password decoded, then handed the migration tool a URL with it bare: ``p@ss/w:rd`` named a host ``ss``, and
