@@ -644,8 +644,8 @@ def _routine_changes(cur: Any, shipped: list[Routine]) -> tuple[list[Routine], d
     present = {row["name"] for row in cur.fetchall()}
     install = [r for r in shipped if not (recorded.get(r.name) and recorded[r.name]["digest"] == r.digest
                                           and r.name in present)]
-    kept = {r.name for r in install}
-    install += _changed_by_hand(cur, [r for r in shipped if r.name not in kept])
+    installing = {r.name for r in install}
+    install += _changed_by_hand(cur, [r for r in shipped if r.name not in installing])
     names = {r.name for r in shipped}
     return install, {name: row["kind"] for name, row in recorded.items() if name not in names}
 
