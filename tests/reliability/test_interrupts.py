@@ -101,6 +101,18 @@ def killing(world, target: Session, pattern: str, every: int = 1) -> Iterator[li
         killer.close()
 
 
+@contextlib.contextmanager
+def deciding_killed(world, pattern: str, every: int = 1) -> Iterator[tuple[Session, list[int]]]:
+    """A deciding session for the block, its statements that ``pattern`` matches killed as ``killing`` kills them;
+    yields the session and the count of kills sent. The session is closed after the block, whatever happened."""
+    deciding = Session(world)
+    try:
+        with killing(world, deciding, pattern, every) as kills:
+            yield deciding, kills
+    finally:
+        deciding.close()
+
+
 def until_done(call: Callable[[], Any]) -> Any:
     """An interrupted decision did nothing (or its answer was lost: a call with a key answers its first outcome): it
     is made again."""
@@ -151,13 +163,9 @@ def settle_due_timers(world, deciding: Session) -> None:
 
 def test_R1_starts_and_settlements_killed_in_their_walk_are_whole_or_not_at_all(world, orch):
     world.publish(FLOW)
-    deciding = Session(world)
-    try:
-        with killing(world, deciding, WALK) as kills:
-            started = started_two_timers(world, deciding)
-            settle_due_timers(world, deciding)  # the first timers', each walking to the second timer
-    finally:
-        deciding.close()
+    with deciding_killed(world, WALK) as (deciding, kills):
+        started = started_two_timers(world, deciding)
+        settle_due_timers(world, deciding)  # the first timers', each walking to the second timer
     assert kills[0] > 0 and len(set(started)) == 300
     for wf in started:
         steps = {s["key"]: s["status"] for s in world.instance(wf)["steps"]}
@@ -170,14 +178,10 @@ def test_R1_settlements_that_end_their_instance_killed_in_their_walk_are_whole_o
     ended instance's checkpoints removed nothing, and the settlement committed with a checkpoint left behind
     (M-4.18). The walk counts what its deletes must remove, and a delete that came back short undoes it."""
     world.publish(FLOW)
-    deciding = Session(world)
-    try:
-        with killing(world, deciding, WALK) as kills:
-            started = started_two_timers(world, deciding)
-            for _ in range(2):  # the first timers' settlements, then the second ones', each ending its instance
-                settle_due_timers(world, deciding)
-    finally:
-        deciding.close()
+    with deciding_killed(world, WALK) as (deciding, kills):
+        started = started_two_timers(world, deciding)
+        for _ in range(2):  # the first timers' settlements, then the second ones', each ending its instance
+            settle_due_timers(world, deciding)
     assert kills[0] > 0
     assert {world.instance(wf)["status"] for wf in started} == {"SUCCEEDED"}
     assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances") == 0
@@ -227,14 +231,10 @@ def test_R1_cancels_killed_in_their_statements_are_whole_or_not_at_all(world, or
     for n, wf in enumerate(started):
         for twin in ("a", "b"):
             send(world, wf, f"{twin}-{n}", correlation_key=f"o-{n}")
-    deciding = Session(world)
-    try:
-        with killing(world, deciding, target, every=2) as kills:
-            for n, wf in enumerate(started):
-                until_done(lambda wf=wf, n=n: routines.instance_cancel(
-                    deciding.get(), world.token, world.namespace, wf, "stopped by the desk", f"cancel-{n}"))
-    finally:
-        deciding.close()
+    with deciding_killed(world, target, every=2) as (deciding, kills):
+        for n, wf in enumerate(started):
+            until_done(lambda wf=wf, n=n: routines.instance_cancel(
+                deciding.get(), world.token, world.namespace, wf, "stopped by the desk", f"cancel-{n}"))
     assert kills[0] > 0
     assert {world.instance(wf)["status"] for wf in started} == {"CANCELLED"}
     assert world.db.scalar("SELECT COUNT(*) FROM weave_signals WHERE status = 'PENDING'") == 0
@@ -247,23 +247,19 @@ def test_R1_starts_and_operator_actions_killed_in_their_statements_are_whole_or_
     every statement); each is asked again with its key until it answers. Each instance is started once, each action
     is written once (one audit row) and holds, and the instances then run to their end."""
     world.publish(signal_flow("early", before_timer_ms=1_000))
-    deciding = Session(world)
-    try:
-        with killing(world, deciding, target, every=2) as kills:
-            started = [until_done(lambda n=n: routines.instance_start(
-                deciding.get(), world.token, world.namespace, definition="early", app=world.app,
-                input_json=f'{{"order_id": "o-{n}"}}', idempotency_key=f"start-{n}",
-                deadline_ms=3_600_000)["workflow_id"]) for n in range(50)]
-            deadlines = {wf: world.instance(wf)["deadline_at"] for wf in started}
-            for n, wf in enumerate(started):
-                for action in (routines.instance_pause, routines.instance_resume):
-                    until_done(lambda wf=wf, n=n, action=action: action(
-                        deciding.get(), world.token, world.namespace, wf, "by the desk", f"{action.__name__}-{n}"))
-                until_done(lambda wf=wf, n=n: routines.instance_deadline(
-                    deciding.get(), world.token, world.namespace, wf, "more time", f"deadline-{n}",
-                    extend_ms=3_600_000))
-    finally:
-        deciding.close()
+    with deciding_killed(world, target, every=2) as (deciding, kills):
+        started = [until_done(lambda n=n: routines.instance_start(
+            deciding.get(), world.token, world.namespace, definition="early", app=world.app,
+            input_json=f'{{"order_id": "o-{n}"}}', idempotency_key=f"start-{n}",
+            deadline_ms=3_600_000)["workflow_id"]) for n in range(50)]
+        deadlines = {wf: world.instance(wf)["deadline_at"] for wf in started}
+        for n, wf in enumerate(started):
+            for action in (routines.instance_pause, routines.instance_resume):
+                until_done(lambda wf=wf, n=n, action=action: action(
+                    deciding.get(), world.token, world.namespace, wf, "by the desk", f"{action.__name__}-{n}"))
+            until_done(lambda wf=wf, n=n: routines.instance_deadline(
+                deciding.get(), world.token, world.namespace, wf, "more time", f"deadline-{n}",
+                extend_ms=3_600_000))
     assert kills[0] > 0 and len(set(started)) == 50
     audits = world.db.rows("SELECT action, COUNT(*) AS n FROM weave_audit WHERE action LIKE 'instance.%%' "
                            "GROUP BY action")
@@ -292,14 +288,10 @@ def test_R1_signal_settlements_killed_in_their_statements_are_whole_or_not_at_al
         for twin in ("a", "b"):
             send(world, wf, f"{twin}-{n}", correlation_key=f"e-{n}")
     world.db.advance(1_000)
-    deciding = Session(world)
-    try:
-        with killing(world, deciding, target, every=2) as kills:
-            for n, wf in enumerate(opened):
-                until_done(lambda wf=wf, n=n: send(world, wf, f"s-{n}", conn=deciding.get(), correlation_key=f"o-{n}"))
-            decide_due(world, deciding)  # the timers, the early signals as candidates, sends whose settling failed
-    finally:
-        deciding.close()
+    with deciding_killed(world, target, every=2) as (deciding, kills):
+        for n, wf in enumerate(opened):
+            until_done(lambda wf=wf, n=n: send(world, wf, f"s-{n}", conn=deciding.get(), correlation_key=f"o-{n}"))
+        decide_due(world, deciding)  # the timers, the early signals as candidates, sends whose settling failed
     assert kills[0] > 0
     assert {world.instance(wf)["status"] for wf in opened + early} == {"SUCCEEDED"}
     assert world.db.scalar("SELECT COUNT(*) FROM weave_signals WHERE status = 'PENDING'") == 0
@@ -321,24 +313,20 @@ def test_R1_recovery_actions_killed_in_their_statements_are_whole_or_not_at_all(
     orch.drain()
     assert {world.instance(wf)["status"] for wf in waits + polls} == {"NEEDS_REVIEW"}
     reactivated, resolved = waits[:20], waits[20:]
-    deciding = Session(world)
-    try:
-        with killing(world, deciding, target, every=2) as kills:
-            for n, wf in enumerate(reactivated):
-                until_done(lambda wf=wf, n=n: routines.step_reactivate(
-                    deciding.get(), world.token, world.namespace, wf, "approval", "ask again", f"again-{n}",
-                    timeout_ms=3_600_000))
-            for n, wf in enumerate(resolved):
-                until_done(lambda wf=wf, n=n: routines.step_resolve(
-                    deciding.get(), world.token, world.namespace, wf, "approval", "approved by phone", f"hand-{n}",
-                    output={"approved": True}))
-            for n, wf in enumerate(polls):
-                until_done(lambda wf=wf, n=n: routines.step_continue(
-                    deciding.get(), world.token, world.namespace, wf, "check", "one more look", f"more-{n}",
-                    extra_rounds=1))
-            decide_due(world, deciding)  # the continued polls' next rounds
-    finally:
-        deciding.close()
+    with deciding_killed(world, target, every=2) as (deciding, kills):
+        for n, wf in enumerate(reactivated):
+            until_done(lambda wf=wf, n=n: routines.step_reactivate(
+                deciding.get(), world.token, world.namespace, wf, "approval", "ask again", f"again-{n}",
+                timeout_ms=3_600_000))
+        for n, wf in enumerate(resolved):
+            until_done(lambda wf=wf, n=n: routines.step_resolve(
+                deciding.get(), world.token, world.namespace, wf, "approval", "approved by phone", f"hand-{n}",
+                output={"approved": True}))
+        for n, wf in enumerate(polls):
+            until_done(lambda wf=wf, n=n: routines.step_continue(
+                deciding.get(), world.token, world.namespace, wf, "check", "one more look", f"more-{n}",
+                extra_rounds=1))
+        decide_due(world, deciding)  # the continued polls' next rounds
     assert kills[0] > 0
     assert {world.instance(wf)["status"] for wf in reactivated + polls} == {"RUNNING"}
     assert {world.instance(wf)["status"] for wf in resolved} == {"SUCCEEDED"}
@@ -368,14 +356,10 @@ def test_R1_retries_killed_in_their_statements_are_whole_or_not_at_all(world, or
             sig = world.db.row("SELECT id, version FROM weave_signals WHERE idempotency_key = %s", f"s-{n}")
             dbmod.call(world.db.conn, "weave_candidate_fail", "SIGNAL", sig["id"], sig["version"], "INVALID_STATE: x")
     assert {world.instance(wf)["status"] for wf in started} == {"NEEDS_REVIEW"}
-    deciding = Session(world)
-    try:
-        with killing(world, deciding, target, every=2) as kills:
-            for n, wf in enumerate(started):
-                until_done(lambda wf=wf, n=n: routines.instance_retry(
-                    deciding.get(), world.token, world.namespace, wf, "routines reinstalled", f"retry-{n}"))
-    finally:
-        deciding.close()
+    with deciding_killed(world, target, every=2) as (deciding, kills):
+        for n, wf in enumerate(started):
+            until_done(lambda wf=wf, n=n: routines.instance_retry(
+                deciding.get(), world.token, world.namespace, wf, "routines reinstalled", f"retry-{n}"))
     assert kills[0] > 0
     assert {world.instance(wf)["status"] for wf in started} == {"RUNNING"}
     assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'instance.retry'") == len(started)
@@ -400,16 +384,12 @@ def test_R1_lost_leases_and_expired_tasks_killed_in_their_statements_are_whole_o
     assert len(claimed) == 30
     expiring = [world.start("expiring") for _ in range(30)]
     world.db.advance(61_000)
-    deciding = Session(world)
-    try:
-        with killing(world, deciding, target, every=2) as kills:
-            for attempt in claimed:
-                until_done(lambda a=attempt["attempt_id"]: pulse.lease_recover(deciding.get(), a))
-            for row in world.db.rows("SELECT id FROM pulse_tasks WHERE status = 'QUEUED'"):
-                until_done(lambda t=row["id"]: pulse.task_expire(deciding.get(), t))
-            decide_due(world, deciding)  # the outcomes consumed from the inbox
-    finally:
-        deciding.close()
+    with deciding_killed(world, target, every=2) as (deciding, kills):
+        for attempt in claimed:
+            until_done(lambda a=attempt["attempt_id"]: pulse.lease_recover(deciding.get(), a))
+        for row in world.db.rows("SELECT id FROM pulse_tasks WHERE status = 'QUEUED'"):
+            until_done(lambda t=row["id"]: pulse.task_expire(deciding.get(), t))
+        decide_due(world, deciding)  # the outcomes consumed from the inbox
     assert kills[0] > 0
     ended = world.db.rows("SELECT status, COUNT(*) AS n FROM pulse_tasks GROUP BY status")
     assert {row["status"]: row["n"] for row in ended} == {"UNKNOWN": 30, "EXPIRED": 30}
@@ -430,16 +410,12 @@ def test_R1_heartbeats_and_retried_failures_killed_in_their_statements_are_whole
     started = [world.start("retried") for _ in range(60)]
     claimed = pulse.task_claim(world.db.conn, "w-1", world.queue, limit=100)
     assert len(claimed) == 60
-    deciding = Session(world)
-    try:
-        with killing(world, deciding, target) as kills:  # every one seen: these decisions are short
-            for attempt in claimed:
-                for _ in range(4):
-                    until_done(lambda a=attempt["attempt_id"]: pulse.attempt_heartbeat(deciding.get(), a, "w-1"))
-                until_done(lambda a=attempt["attempt_id"]: pulse.attempt_fail(
-                    deciding.get(), a, "w-1", "the bank timed out", retryable=True))
-    finally:
-        deciding.close()
+    with deciding_killed(world, target) as (deciding, kills):  # every one seen: these decisions are short
+        for attempt in claimed:
+            for _ in range(4):
+                until_done(lambda a=attempt["attempt_id"]: pulse.attempt_heartbeat(deciding.get(), a, "w-1"))
+            until_done(lambda a=attempt["attempt_id"]: pulse.attempt_fail(
+                deciding.get(), a, "w-1", "the bank timed out", retryable=True))
     assert kills[0] > 0
     world.db.advance(1_000)
     again = pulse.task_claim(world.db.conn, "w-1", world.queue, limit=100)
@@ -496,18 +472,14 @@ def test_R1_retention_windows_killed_in_their_statements_are_whole_or_not_at_all
     assert {world.instance(wf)["status"] for wf in settled} == {"SUCCEEDED"}
     counted(world)  # the rows folded into /metrics' sums, as a run folds before it purges
     cutoff = world.db.now()
-    deciding = Session(world)
-    try:
-        with killing(world, deciding, target, every=2) as kills:
-            after = None
-            while True:
-                window = until_done(lambda after=after: routines.instances_purge(
-                    deciding.get(), world.admin, world.namespace, cutoff, after=after, limit=2, reason="retention"))
-                after = window["next_after"]
-                if after is None:
-                    break
-    finally:
-        deciding.close()
+    with deciding_killed(world, target, every=2) as (deciding, kills):
+        after = None
+        while True:
+            window = until_done(lambda after=after: routines.instances_purge(
+                deciding.get(), world.admin, world.namespace, cutoff, after=after, limit=2, reason="retention"))
+            after = window["next_after"]
+            if after is None:
+                break
     assert kills[0] > 0
     for wf in settled:
         assert set(rows_of(world, wf).values()) == {0}, (wf, rows_of(world, wf))
