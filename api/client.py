@@ -468,8 +468,8 @@ class WeaveClient:
         return self._control(_path(workflow_id, "deadline"), body, idempotency_key)
 
     def retry(self, workflow_id: str, reason: str, *, idempotency_key: str | None = None) -> dict:
-        """Once the cause is fixed, retry the decisions that keep failing for the instance itself (a
-        ``CANDIDATE_FAILING`` reason that names no step)."""
+        """Once the cause is fixed, retry what the instance's own review reasons hold back (``CANDIDATE_FAILING`` or
+        ``OWNERSHIP_MISMATCH`` naming no step): its failing decisions, and its outcomes set aside, verified again."""
         return self._control(_path(workflow_id, "retry"), {"reason": reason}, idempotency_key)
 
     def _control(self, path: str, body: dict, key: str | None) -> dict:

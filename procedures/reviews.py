@@ -40,8 +40,9 @@ REVIEW_HELP = {
                       "reactivate (senders target the new activation) or resolve with the payload.",
     "ACCEPTANCE_PROOF_MISMATCH": "A stored signal no longer matches its acceptance's audit row: treat it as a "
                                  "security incident, then resolve or reactivate.",
-    "OWNERSHIP_MISMATCH": "Rows that should point at each other do not (corruption, a bad restore, manual edits): "
-                          "investigate, repair, then reactivate or resolve.",
+    "OWNERSHIP_MISMATCH": "Rows that should point at each other do not (corruption, a bad restore, manual edits), so "
+                          "the task's outcome was set aside: investigate and repair the rows, then retry the "
+                          "instance (the outcome is verified again, applied only if it now holds), or cancel.",
     "ACTIVATION_FAILED": "The step's inputs could not be made from what is frozen (see detail): reactivating fails the "
                          "same way, so resolve the step, or cancel and start again with a corrected input.",
     "QUEUE_NOT_FOUND": "The queue the definition names is gone: create it again, then reactivate, or resolve.",

@@ -1,27 +1,29 @@
--- C-4 `retry`: the action for a review reason of the instance itself that no step's action closes. A decision that
--- failed a third time in a row with the same error opens CANDIDATE_FAILING (R-18) on the instance when no active
--- step owns it: a ROOT checkpoint, an early signal, an outcome or checkpoint whose step is no longer ACTIVE. Once the
--- cause is fixed, retry closes those reasons and makes the instance's failing decisions due at once with their count
--- of failures cleared: a decision that fails three times more the same way opens the reason again. A checkpoint of
--- a step in review is left to that step's action. Retry decides nothing itself: each fact is still applied by its
--- own decision, with that decision's checks. Nothing races a request in flight, so no task of the instance needs to
--- be settled first (unlike reactivate and resolve).
+-- C-4 `retry`: the action for the review reasons of the instance itself that no step's action closes, once their
+-- cause is fixed. CANDIDATE_FAILING (R-18): a decision failed a third time in a row with the same error, and no active
+-- step owns it (a ROOT checkpoint, an early signal, an outcome or checkpoint whose step is no longer ACTIVE).
+-- OWNERSHIP_MISMATCH (R-6): a task's outcome whose ownership did not verify was set aside, applied to nothing; the
+-- person who repaired the rows retries it. Retry closes those reasons and makes the decisions due again at once,
+-- their failures counted from zero, the outcomes set aside PENDING again: each is verified and decided by its own
+-- decision, with that decision's checks, so one that still fails, or still does not verify, opens its reason again.
+-- Nothing is repaired by guessing. A checkpoint of a step in review is left to that step's action. Nothing races a
+-- request in flight, so no task of the instance needs to be settled first (unlike reactivate and resolve).
 CREATE PROCEDURE weave_instance_retry(
         IN in_token           VARCHAR(512),
         IN in_namespace       VARCHAR(200),
         IN in_workflow_id     VARCHAR(64),
         IN in_reason          VARCHAR(4096),
         IN in_idempotency_key VARCHAR(512))
-    COMMENT 'Description: closes the instance''s own CANDIDATE_FAILING reasons and makes its failing checkpoints, task
-outcomes and signals due at once with no failures counted; the instance reopens when no review reason is left.
+    COMMENT 'Description: closes the instance''s own CANDIDATE_FAILING and OWNERSHIP_MISMATCH reasons, makes its failing
+checkpoints, task outcomes and signals due at once with no failures counted, and its task outcomes set aside for their
+ownership PENDING again, to be verified again; the instance reopens when no review reason is left.
 Parameters: in_token (workflows:review and every queue of the definition), in_namespace, in_workflow_id,
 in_reason (1-1024 chars), in_idempotency_key.
 Result set: workflow_id, closed (reasons closed), retried (decisions made due), status, replayed.
 Result sets 2-6: the instance as it is now, as weave_instance_get answers it (the action''s scope is enough).
 Errors: 50001 UNAUTHENTICATED, 50002 FORBIDDEN, 50003 NOT_FOUND, 50005 IDEMPOTENCY_CONFLICT, 50007 INVALID_STATE
-(the instance is not NEEDS_REVIEW, or has no CANDIDATE_FAILING reason of its own open), 50111 REASON_INVALID,
+(the instance is not NEEDS_REVIEW, or has no such reason of its own open), 50111 REASON_INVALID,
 50113 IDEMPOTENCY_KEY_INVALID.
-Rules: C-4, C-5, C-6, R-12, R-18.'
+Rules: C-4, C-5, C-6, R-6, R-12, R-18.'
     MODIFIES SQL DATA
 BEGIN
     DECLARE v_now DATETIME(6);
@@ -55,20 +57,23 @@ BEGIN
         END IF;
         -- The instance's own range (R-3), as deadline closes its reason.
         UPDATE weave_review_reasons FORCE INDEX (ix_review_instance) SET closed_at = v_now, closed_by = 'retry'
-         WHERE instance_id = v_id AND closed_at IS NULL AND code = 'CANDIDATE_FAILING' AND step_key = '';
+         WHERE instance_id = v_id AND closed_at IS NULL AND code IN ('CANDIDATE_FAILING', 'OWNERSHIP_MISMATCH')
+           AND step_key = '';
         SET v_closed = ROW_COUNT();
         IF v_closed = 0 THEN
             SELECT step_key INTO v_step FROM weave_review_reasons FORCE INDEX (ix_review_instance)
              WHERE instance_id = v_id AND closed_at IS NULL AND step_key <> '' ORDER BY opened_at, id LIMIT 1;
-            CALL _weave_raise(50007, CONCAT('INVALID_STATE: no decision of the instance itself is failing', COALESCE(
+            CALL _weave_raise(50007, CONCAT('INVALID_STATE: nothing of the instance itself to retry', COALESCE(
                                                 CONCAT('; reactivate or resolve its step ', LEFT(v_step, 32)), '')));
         END IF;
-        -- Its failing decisions, in R-3's order of child records: outcomes of its tasks, signals, checkpoints. Each
-        -- is due again at once, or at its own due time if that is later, never later than it already was; the new
-        -- version makes a failure still being reported for the old one record nothing (R-12).
+        -- Its decisions, in R-3's order of child records: outcomes of its tasks, signals, checkpoints. Each is due
+        -- again at once, or at its own due time if that is later, never later than it already was; the new version
+        -- makes a failure still being reported for the old one record nothing (R-12). An outcome set aside for its
+        -- ownership was due when it was (its time is its own, and orders it among the instance's facts as before).
         UPDATE pulse_inbox FORCE INDEX (ix_inbox_instance)
-           SET attempts = 0, last_error = NULL, version = version + 1, available_at = LEAST(available_at, v_now)
-         WHERE instance_id = v_id AND state = 'PENDING' AND attempts > 0;
+           SET state = 'PENDING', consumed_at = NULL, attempts = 0, last_error = NULL, version = version + 1,
+               available_at = LEAST(available_at, v_now)
+         WHERE instance_id = v_id AND (state = 'MISMATCH' OR (state = 'PENDING' AND attempts > 0));
         SET v_retried = ROW_COUNT();
         UPDATE weave_signals FORCE INDEX (ix_signal_target)
            SET attempts = 0, last_error = NULL, version = version + 1, available_at = LEAST(available_at, v_now)

@@ -363,6 +363,21 @@ def test_C4_the_instance_s_own_failing_review_is_retried_from_its_page_and_only_
     assert re.search(r"retry done with Idempotency-Key <code>t-1</code>", after)  # the notice, from the audit row
 
 
+def test_C4_R6_an_outcome_set_aside_for_its_ownership_is_retried_from_the_instance_s_page(client, world, orch):
+    from tests.sql.test_instance_retry import round_outcome_set_aside
+
+    wf, edit = round_outcome_set_aside(world, orch)
+    cookies = sign_in(client, world.token)
+    page = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text
+    assert "Retry failing decisions" in page and "repair the rows, then retry the instance" in page
+    world.db.execute(edit["undo"])
+    done = form_post(client, f"{BASE}/instances/{wf}/retry",
+                     {"csrf": hidden(page, "csrf"), "idempotency_key": "t-1", "reason": "round repaired"}, cookies)
+    assert done.status_code == 303 and world.instance(wf)["status"] == "RUNNING"
+    orch.drain()
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+
+
 def test_a_cancel_from_the_instance_page_needs_its_box_ticked(client, world):
     world.publish(TIMER)
     wf = world.start("cool-off")
@@ -638,7 +653,7 @@ def test_C4_a_bulk_retry_reopens_every_instance_whose_own_decisions_failed_and_r
     cookies = sign_in(client, world.token)
     dry = client.simulate_get(f"{BASE}/bulk", cookies=cookies,
                               params={"review_code": "CANDIDATE_FAILING", "action": "retry", "dry_run": "1"})
-    assert 'data-figure="bulk-count">3<' in dry.text and "names no step" in dry.text
+    assert 'data-figure="bulk-count">3<' in dry.text and "its outcomes set aside are verified" in dry.text
     applied = form_post(client, f"{BASE}/bulk", bulk_form(dry.text, "retry", "routines reinstalled",
                                                           _ids_on(dry.text)), cookies).text
     assert 'data-figure="bulk-ok">2<' in applied and 'data-figure="bulk-failed">1<' in applied

@@ -1,13 +1,14 @@
 """C-4 `retry`: a CANDIDATE_FAILING reason of the instance itself (R-18: the failing decision's step was not active,
-or it was the ROOT walk) is closed by no step's action; once its cause is fixed, retry closes it and makes the
-instance's failing decisions due at once, each with its failures counted from zero."""
+or it was the ROOT walk), or an OWNERSHIP_MISMATCH (R-6: a task's outcome whose ownership did not verify, set aside),
+is closed by no step's action; once its cause is fixed, retry closes it and makes the instance's failing decisions due
+at once, each with its failures counted from zero, and its outcomes set aside PENDING again, verified again."""
 
 from __future__ import annotations
 
 import pytest
 
 from procedures import db as dbmod
-from procedures import errors, routines
+from procedures import errors, pulse, routines
 from tests.sql.test_control import ONE_TASK
 from tests.support.signals import send, signal_flow
 
@@ -111,8 +112,8 @@ def test_C4_C6_retry_is_refused_where_it_has_nothing_to_do_and_changes_nothing(w
     cp = "SELECT id, version FROM weave_pending_advances WHERE step_key = 'cool_off'"
     assert fail(world, "CHECKPOINT", cp, error="INVALID_STATE: a handler refused this checkpoint") == [0, 0, 1]
     events = len(world.events(wf))
-    with pytest.raises(errors.InvalidState, match="no decision of the instance itself is failing; reactivate or "
-                                                  "resolve its step cool_off"):
+    with pytest.raises(errors.InvalidState, match="nothing of the instance itself to retry; reactivate or resolve its "
+                                                  "step cool_off"):
         retry(world, wf)
     assert world.instance(wf)["status"] == "NEEDS_REVIEW" and len(world.events(wf)) == events
     assert world.db.scalar("SELECT COUNT(*) FROM weave_review_reasons WHERE closed_at IS NULL") == 1
@@ -152,3 +153,47 @@ def test_C4_retry_needs_review_scope_a_key_and_a_reason_and_replays(world, orch)
     with pytest.raises(errors.IdempotencyConflict):
         retry(world, wf, reason="another reason")
     assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'instance.retry'") == 1
+
+
+def round_outcome_set_aside(world, orch) -> tuple[str, dict]:
+    """A POLL whose round's task a hand edit took from its round (the round names another task): the round's answer
+    does not verify and is set aside, applied to nothing (R-6). The instance and the edit to undo."""
+    from tests.sql.test_polls import claim, poll_flow, started
+
+    world.publish(poll_flow())
+    wf = started(world, orch)
+    got = claim(world)
+    world.db.execute("UPDATE weave_poll_rounds SET task_id = task_id + 1000")
+    with world.held(wf):
+        pulse.attempt_complete(world.db.conn, got["attempt_id"], "w1", {"status": "DONE", "output": {"paid": 1}})
+    assert orch.drain()["INBOX:MISMATCH"] == 1
+    inst = world.instance(wf)
+    assert [(r["code"], r["step_key"]) for r in inst["review_reasons"]] == [("OWNERSHIP_MISMATCH", None)]
+    assert inst["steps"][0]["status"] == "ACTIVE"  # no step in review: reactivate and resolve cannot act
+    with pytest.raises(errors.InvalidState, match="step is ACTIVE, not NEEDS_REVIEW"):
+        routines.step_resolve(world.db.conn, world.token, "acme", wf, "check", "by hand", "s1", output={"paid": 1})
+    return wf, {"undo": "UPDATE weave_poll_rounds SET task_id = task_id - 1000"}
+
+
+def test_C4_R6_retry_after_the_rows_are_repaired_verifies_the_outcome_set_aside_and_applies_it(world, orch):
+    wf, edit = round_outcome_set_aside(world, orch)
+    world.db.execute(edit["undo"])  # the person repairs the rows
+    result = retry(world, wf, reason="round's task restored from the backup")
+    assert (result["closed"], result["retried"], result["status"]) == (1, 1, "RUNNING")
+    assert world.db.row("SELECT state, consumed_at FROM pulse_inbox") == {"state": "PENDING", "consumed_at": None}
+    orch.drain()  # verified again, now it holds: the round's answer settles the poll
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+    assert world.db.scalar("SELECT state FROM pulse_inbox") == "CONSUMED"
+    assert world.db.row("SELECT code, closed_by FROM weave_review_reasons") == {
+        "code": "OWNERSHIP_MISMATCH", "closed_by": "retry"}
+
+
+def test_C4_R6_retry_without_the_repair_sets_the_outcome_aside_again_and_never_applies_it(world, orch):
+    wf, _ = round_outcome_set_aside(world, orch)
+    retry(world, wf, reason="retried before anyone looked")
+    orch.drain()
+    inst = world.instance(wf)
+    assert [(r["code"], r["step_key"]) for r in inst["review_reasons"]] == [("OWNERSHIP_MISMATCH", None)]
+    assert inst["steps"][0]["status"] == "ACTIVE"
+    assert world.db.scalar("SELECT outcome FROM weave_poll_rounds") == "IN_FLIGHT"  # nothing applied by guessing
+    assert world.db.scalar("SELECT state FROM pulse_inbox") == "MISMATCH"
