@@ -197,3 +197,19 @@ def test_C4_R6_retry_without_the_repair_sets_the_outcome_aside_again_and_never_a
     assert inst["steps"][0]["status"] == "ACTIVE"
     assert world.db.scalar("SELECT outcome FROM weave_poll_rounds") == "IN_FLIGHT"  # nothing applied by guessing
     assert world.db.scalar("SELECT state FROM pulse_inbox") == "MISMATCH"
+
+
+@pytest.mark.breaks_invariants("M-4.24")
+def test_M4_24_a_review_reason_no_action_can_close_is_caught(world, orch):
+    """A person can always end a review: an instance's own reason has its instance action, a step's reason its step in
+    review (or a task still to settle it). A reason no action closes left a cancel the only way out."""
+    from procedures import invariants
+
+    wf = early_signal_in_review(world, orch)
+    assert "M-4.24" not in invariants.violations(world.db.conn)  # its own CANDIDATE_FAILING: retry closes it
+    reason = world.db.scalar("SELECT id FROM weave_review_reasons")
+    world.db.execute("UPDATE weave_review_reasons SET code = 'TASK_FAILED' WHERE id = %s", reason)
+    assert invariants.violations(world.db.conn)["M-4.24"] == [reason]  # the instance's, but no instance action's
+    world.db.execute("UPDATE weave_review_reasons SET step_key = 'cool_off' WHERE id = %s", reason)
+    assert world.step(wf, "cool_off")["status"] == "ACTIVE"
+    assert invariants.violations(world.db.conn)["M-4.24"] == [reason]  # a step's, on a step not in review
