@@ -107,8 +107,10 @@ BEGIN
               INTO v_state, v_stop, v_used, v_max, v_deadline, v_next
               FROM weave_poll_states WHERE activation_id = v_activation FOR UPDATE;
             SELECT outcome INTO v_last FROM weave_poll_rounds WHERE activation_id = v_activation AND round_no = v_used;
+            -- Each test NULL-safe: a poll stopped by another review (a failing decision's) has no stop reason, and
+            -- NOT IN over NULL is NULL, which let the continue through.
             IF v_type <> 'POLL' OR v_state IS NULL OR v_state <> 'STOPPED'
-               OR v_stop NOT IN ('POLL_ROUNDS_EXHAUSTED', 'POLL_DEADLINE', 'POLL_DEADLINE_IN_FLIGHT')
+               OR v_stop IS NULL OR v_stop NOT IN ('POLL_ROUNDS_EXHAUSTED', 'POLL_DEADLINE', 'POLL_DEADLINE_IN_FLIGHT')
                OR v_last IS NULL OR v_last <> 'POLL_PENDING' THEN
                 CALL _weave_raise(50007, 'INVALID_STATE: continue needs a POLL stopped on rounds or deadline after PENDING');
             END IF;

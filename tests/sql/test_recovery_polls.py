@@ -133,3 +133,26 @@ def test_C4_P11_continue_after_a_round_in_flight_at_the_deadline_answered_pendin
     answer(world, "DONE")
     orch.drain()
     assert world.instance(wf)["status"] == "SUCCEEDED"
+
+
+def test_C4_C6_continue_is_refused_for_a_poll_stopped_by_a_review_that_is_not_its_rounds_or_deadline(world, orch):
+    """A poll whose checkpoint failed three times the same way goes to review as CANDIDATE_FAILING while its round is
+    in flight; the round then answers PENDING, and the poll stops with no stop reason of its own. Continue checked
+    the stop reason with NOT IN, which no reason (NULL) passed: it went on with the poll, which C-6 refuses (a seeded
+    control walk found it). Reactivate or resolve apply."""
+    from procedures import db as dbmod
+
+    world.publish(poll_flow(max_rounds=3))
+    wf = started(world, orch)  # round 1's task queued, the poll's checkpoint waiting for its deadline
+    for _ in range(3):
+        cp = world.db.row("SELECT id, version FROM weave_pending_advances WHERE step_key = 'check'")
+        dbmod.call(world.db.conn, "weave_candidate_fail", "CHECKPOINT", cp["id"], cp["version"], "INVALID_STATE: x")
+    answer(world, "PENDING")
+    orch.drain()  # the round's answer, consumed with its step in review: the poll stops there
+    stopped = "SELECT state, stop_reason, max_rounds, poll_deadline FROM weave_poll_states"
+    before = world.db.row(stopped)
+    assert (before["state"], before["stop_reason"]) == ("STOPPED", None)
+    assert review_codes(world, wf) == ["CANDIDATE_FAILING"]
+    with pytest.raises(errors.InvalidState, match="continue needs a POLL stopped on rounds or deadline"):
+        cont(world, wf, extra_rounds=1, poll_deadline_ms=7_200_000)
+    assert world.db.row(stopped) == before and world.step(wf, "check")["status"] == "NEEDS_REVIEW"
