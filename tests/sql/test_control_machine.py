@@ -259,7 +259,8 @@ class Walk(walks.Walk):
                                "AND r.round_no = p.rounds_used WHERE s.instance_id = %s AND s.step_key = 'check'",
                                self.iid)
             if (poll is None or poll["state"] != "STOPPED" or poll["outcome"] != "POLL_PENDING"
-                    or poll["stop_reason"] not in ("POLL_ROUNDS_EXHAUSTED", "POLL_DEADLINE")):
+                    or poll["stop_reason"] not in ("POLL_ROUNDS_EXHAUSTED", "POLL_DEADLINE",
+                                                   "POLL_DEADLINE_IN_FLIGHT")):
                 expected = "INVALID_STATE"
             elif self.db.now() + dt.timedelta(seconds=30) > self.instance_row()["deadline_at"]:
                 expected = "DEADLINE_INVALID"  # the poll deadline must fall within the instance's
