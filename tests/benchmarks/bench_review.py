@@ -19,7 +19,7 @@ from api.app import create_app
 from api.http import Connections
 from orchestrator.loop import Orchestrator
 from tests.benchmarks.bench_reads import reads_of
-from tests.benchmarks.common import figure, fresh_database
+from tests.benchmarks.common import ascending_counts, figure, fresh_database
 from tests.console.conftest import sign_in
 from tests.support import signals as signal_support
 from tests.support.db import Db, reset
@@ -28,12 +28,9 @@ from tests.support.world import World
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--in-review", default="100,300,1000,3000",
+    parser.add_argument("--in-review", type=ascending_counts, default=ascending_counts("100,300,1000,3000"),
                         help="instances in review at each measure, ascending (comma list)")
-    args = parser.parse_args()
-    counts = [int(n) for n in args.in_review.split(",")]
-    if counts != sorted(counts) or counts[0] < 1:
-        parser.error("--in-review: positive counts, ascending")
+    counts = parser.parse_args().in_review
     dsn = fresh_database("weave_bench_review")
     db = Db(dsn)
     reset(db.conn)

@@ -19,7 +19,7 @@ import time
 from procedures import db as dbmod
 from tests.benchmarks.bench_reads import reads_of
 from tests.benchmarks.bench_scan import seq
-from tests.benchmarks.common import figure, fresh_database
+from tests.benchmarks.common import ascending_counts, figure, fresh_database
 from tests.support.db import Db, reset
 from tests.support.world import World
 
@@ -38,12 +38,9 @@ def _clone(db: Db, table: str, key: str, first: int, count: int, source: int, re
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--running", default="1000,10000,100000",
+    parser.add_argument("--running", type=ascending_counts, default=ascending_counts("1000,10000,100000"),
                         help="instances running at each measure, ascending (comma list)")
-    args = parser.parse_args()
-    counts = [int(n) for n in args.running.split(",")]
-    if counts != sorted(counts) or counts[0] < 1:
-        parser.error("--running: positive counts, ascending")
+    counts = parser.parse_args().running
     dsn = fresh_database("weave_bench_status")
     db = Db(dsn)
     reset(db.conn)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -93,6 +94,17 @@ def process_logs(name: str) -> Iterator[Path]:
         print(f"process logs kept in {logs}", flush=True)
         raise
     shutil.rmtree(logs, ignore_errors=True)
+
+
+def ascending_counts(text: str) -> list[int]:
+    """A comma list of positive counts in ascending order, each measure's (an argparse type)."""
+    try:
+        counts = [int(n) for n in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a comma list of counts, got {text!r}") from None
+    if counts != sorted(counts) or counts[0] < 1:
+        raise argparse.ArgumentTypeError(f"positive counts in ascending order, got {text!r}")
+    return counts
 
 
 def figure(benchmark: str, **values) -> None:
