@@ -50,6 +50,7 @@ BEGIN
         SELECT response INTO v_response FROM weave_audit FORCE INDEX (ix_audit_instance)
          WHERE instance_id = v_id AND action = 'instance.retry' AND idempotency_key = in_idempotency_key LIMIT 1;
         SET v_closed = JSON_VALUE(v_response, '$.closed'), v_retried = JSON_VALUE(v_response, '$.retried');
+        SELECT status INTO v_status FROM weave_instances WHERE id = v_id;
     ELSE
         SELECT status INTO v_status FROM weave_instances WHERE id = v_id;
         IF v_status <> 'NEEDS_REVIEW' THEN
@@ -95,8 +96,9 @@ BEGIN
                           in_reason, JSON_OBJECT('closed', v_closed + 0, 'retried', v_retried + 0,
                                                  'reopened', v_reopened = 1),
                           JSON_OBJECT('closed', v_closed + 0, 'retried', v_retried + 0));
+        -- It was in review; it runs again exactly when the last reason closed (not read again).
+        SET v_status = IF(v_reopened = 1, 'RUNNING', 'NEEDS_REVIEW');
     END IF;
-    SELECT status INTO v_status FROM weave_instances WHERE id = v_id;
     COMMIT;
     SELECT in_workflow_id AS workflow_id, v_closed AS closed, v_retried AS retried, v_status AS status,
            v_replayed AS replayed;

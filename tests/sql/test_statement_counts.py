@@ -22,7 +22,7 @@ DECISIONS = {
     "signal checkpoint before its deadline": 9,
     "signal send (settles the open wait)": 29,
     "signal send (early: accepted, stored PENDING)": 18,
-    "retry (the instance's own failing decision)": 44,
+    "retry (the instance's own failing decision)": 43,
     "signal settle (candidate path)": 25,
     "signal twin candidate": 6,
     "start (POLL, round 1 created by the start)": 38,
