@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .db import Connection
+from .reviews import RETRY_CLOSES
 
 
 @dataclass(frozen=True)
@@ -329,12 +330,12 @@ INVARIANTS: tuple[Invariant, ...] = (
     # which act on a step in review only; while a task of the instance is unsettled they wait for it (TASK_IN_FLIGHT),
     # and its outcome decides the step. The instance's own reasons are closed by deadline (INSTANCE_DEADLINE) and
     # retry (CANDIDATE_FAILING, OWNERSHIP_MISMATCH). A reason no action can close leaves a cancel the only way out.
-    Invariant("M-4.24", "every open review reason of an instance in review is one an action can close", """
+    Invariant("M-4.24", "every open review reason of an instance in review is one an action can close", f"""
         SELECT r.id FROM weave_review_reasons r
           JOIN weave_instances i ON i.id = r.instance_id AND i.status = 'NEEDS_REVIEW'
           LEFT JOIN weave_steps s ON s.instance_id = r.instance_id AND s.step_key = r.step_key
          WHERE r.closed_at IS NULL
-           AND IF(r.step_key = '', r.code NOT IN ('INSTANCE_DEADLINE', 'CANDIDATE_FAILING', 'OWNERSHIP_MISMATCH'),
+           AND IF(r.step_key = '', r.code NOT IN ('INSTANCE_DEADLINE', {", ".join(f"'{c}'" for c in RETRY_CLOSES)}),
                   NOT s.status <=> 'NEEDS_REVIEW'
                   AND NOT EXISTS (SELECT 1 FROM pulse_tasks t
                                    WHERE t.instance_id = i.id AND t.status IN ('QUEUED', 'RUNNING'))

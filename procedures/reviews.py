@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+# The reasons of an instance itself (naming no step) that retry closes (weave_instance_retry, which says them in its
+# own SQL); INSTANCE_DEADLINE, the other reason of an instance, is closed by deadline. The console offers retry while
+# one is open, and invariant M-4.24 holds every reason of an instance to one of its actions.
+RETRY_CLOSES = ("CANDIDATE_FAILING", "OWNERSHIP_MISMATCH")
+
 # What usually helps, per review reason code: the operations guide's table ("What each reason means and what usually
 # helps"), in the few words a page or a terminal line has room for; the console and `weave workflows show` give it
 # beside each open reason. tests/console/test_console_http.py holds the guide and this to the same codes.

@@ -18,7 +18,7 @@ import pymysql
 from cryptography.exceptions import InvalidTag
 
 from procedures import errors, routines, signals
-from procedures.reviews import REVIEW_HELP
+from procedures.reviews import RETRY_CLOSES, REVIEW_HELP
 
 from .. import schemas
 from ..http import (
@@ -260,7 +260,7 @@ class Page:
         resp.text = templates.get_template(template).render(
             base=base_path(req), session=session, csrf=session.csrf if session else "", new_key=new_key,
             session_left=None if left is None else views.duration(left), session_ending=left is not None and left < 900,
-            review_help=REVIEW_HELP,
+            review_help=REVIEW_HELP, retry_closes=RETRY_CLOSES,
             **{"nav": "", **context})
 
     def fail(self, req, resp, exc: BaseException) -> None:

@@ -29,6 +29,7 @@ import threading
 from orchestrator.loop import Orchestrator
 from procedures import db as dbmod
 from procedures import errors, invariants, pulse, routines
+from procedures.reviews import RETRY_CLOSES
 from tests.support import walks
 from tests.support.signals import send
 from tests.support.world import World
@@ -269,9 +270,9 @@ class Walk(walks.Walk):
         self.drain()
 
     def instance_failing(self) -> int:
-        """The instance's own CANDIDATE_FAILING reasons open: those retry closes."""
+        """The instance's own reasons open that retry closes."""
         return self.db.scalar("SELECT COUNT(*) FROM weave_review_reasons WHERE instance_id = %s AND closed_at IS NULL "
-                              "AND code = 'CANDIDATE_FAILING' AND step_key = ''", self.iid)
+                              "AND code IN %s AND step_key = ''", self.iid, RETRY_CLOSES)
 
     def retry(self) -> None:
         status = self.instance_row()["status"]

@@ -213,3 +213,16 @@ def test_M4_24_a_review_reason_no_action_can_close_is_caught(world, orch):
     world.db.execute("UPDATE weave_review_reasons SET step_key = 'cool_off' WHERE id = %s", reason)
     assert world.step(wf, "cool_off")["status"] == "ACTIVE"
     assert invariants.violations(world.db.conn)["M-4.24"] == [reason]  # a step's, on a step not in review
+
+
+def test_C4_the_reasons_retry_closes_are_those_the_console_and_the_invariant_know():
+    """The routine names them in its own SQL; the console offers retry and M-4.24 holds an instance's reasons by
+    RETRY_CLOSES: the two lists are one."""
+    import re
+    from pathlib import Path
+
+    from procedures.reviews import RETRY_CLOSES
+
+    text = (Path(__file__).resolve().parents[2] / "procedures" / "control" / "weave_instance_retry.sql").read_text()
+    (codes,) = re.findall(r"code IN \(([^)]*)\)", text)
+    assert tuple(c.strip().strip("'") for c in codes.split(",")) == RETRY_CLOSES
