@@ -616,19 +616,14 @@ def _changed_by_hand(cur: Any, routines: list[Routine], *, unreadable: bool = Tr
 
 
 def routines_changed_by_hand(conn: db.Connection) -> list[str]:
-    """The routines recorded as this build's whose body on the server is another (``weave status --check``); those
-    this session may not read are left out."""
+    """The routines recorded as this build's whose body on the server is another (``weave status --check``, after
+    the level check, which names a missing one); those this session may not read are left out."""
     shipped = {r.name: r for r in shipped_routines()}
     with conn.cursor() as cur:
         cur.execute("SELECT name, digest FROM weave_routines")
         recorded = [shipped[row["name"]] for row in cur.fetchall()
                     if row["name"] in shipped and shipped[row["name"]].digest == row["digest"]]
-        try:
-            return sorted(r.name for r in _changed_by_hand(cur, recorded, unreadable=False))
-        except pymysql.err.OperationalError as exc:
-            if errors.errno_of(exc) == 1305:  # one is missing: the level check says so
-                return []
-            raise
+        return sorted(r.name for r in _changed_by_hand(cur, recorded, unreadable=False))
 
 
 def _routine_changes(cur: Any, shipped: list[Routine]) -> tuple[list[Routine], dict[str, str]]:
