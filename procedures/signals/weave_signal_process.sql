@@ -76,7 +76,9 @@ BEGIN
         IF v_k > v_seq THEN
             -- S-8: recovery moved the step on; an old signal never follows it into a new activation.
             SET v_disposition = 'STALE_ACTIVATION';
-        ELSEIF v_k = v_seq THEN
+        ELSEIF v_k = v_seq AND (v_activation IS NOT NULL OR v_step_status <> 'PENDING') THEN
+            -- A step reactivated as k is PENDING without an activation until the ROOT advance opens its wait: a
+            -- signal for k is early there (S-10), as its acceptance judged it, and is handled below.
             SELECT id, kind, status INTO v_wait, v_wait_kind, v_wait_status
               FROM weave_waits WHERE activation_id = v_activation AND kind IN ('SIGNAL', 'POLL_FINAL') FOR UPDATE;
             IF v_wait IS NULL OR v_wait_status <> 'WAITING' THEN

@@ -74,6 +74,31 @@ def test_C4_R18_retry_ends_the_review_no_step_action_could_end(world, orch):
     assert world.db.scalar("SELECT status FROM weave_signals") == "CONSUMED"
 
 
+def test_C4_S11_a_retried_early_signal_of_a_reactivated_step_waits_for_its_wait_and_wins_first(world, orch):
+    """An early signal for a reactivated step whose wait is not open yet (the instance paused) failed three times;
+    the retry made it due at once. Its processing answered it REJECTED STEP_SETTLED, so the signal accepted after
+    it won the wait (S-11, M-4.17). It stays early until the wait opens, and then wins as the first."""
+    world.publish(signal_flow(timeout_ms=60_000))
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+    world.past_due(orch, wf, "approval", 60_000)
+    routines.instance_pause(world.db.conn, world.token, "acme", wf, "hold", "p1")
+    routines.step_reactivate(world.db.conn, world.token, "acme", wf, "approval", "again", "r1")
+    first, second = (send(world, wf, target_activation_sequence=2) for _ in range(2))
+    assert first["status"] == second["status"] == "PENDING"
+    fail(world, "SIGNAL", f"SELECT id, version FROM weave_signals WHERE id = {first['signal_id'][4:]}")
+    assert [r["code"] for r in world.instance(wf)["review_reasons"]] == ["CANDIDATE_FAILING"]
+    retry(world, wf)
+    orch.drain()
+    assert world.db.scalar("SELECT status FROM weave_signals WHERE id = %s", int(first["signal_id"][4:])) == "PENDING"
+    routines.instance_resume(world.db.conn, world.token, "acme", wf, "go on", "r2")
+    orch.drain()
+    step = world.step(wf, "approval")
+    assert step["status"] == "SUCCEEDED" and step["wait"]["winner_signal_id"] == first["signal_id"]
+    assert world.db.row("SELECT status, disposition FROM weave_signals WHERE id = %s", int(second["signal_id"][4:])) \
+        == {"status": "REJECTED", "disposition": "WAIT_SETTLED"}
+
+
 def test_C4_R12_retry_counts_failures_from_zero_and_a_report_of_the_old_version_records_nothing(world, orch):
     wf = early_signal_in_review(world, orch)
     stale = world.db.row(PENDING_SIGNAL)

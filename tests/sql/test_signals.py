@@ -757,6 +757,24 @@ def test_S8_S10_a_signal_for_a_reactivated_step_before_its_wait_opens_is_early_a
     assert signal_row(world, receipt["signal_id"])["status"] == "CONSUMED"
 
 
+def test_S10_S14_an_early_signal_for_a_reactivated_step_whose_wait_never_opened_expires_unmatched(world, orch):
+    """The same signal, with k's wait still unopened when the signal expires (the instance paused past its
+    deadline): it expires unmatched (S-14). Its processing used to answer it REJECTED STEP_SETTLED, as if the
+    step had ended, because k had no wait yet, where its acceptance had judged it early."""
+    wf = started(world, orch, signal_flow(timeout_ms=60_000), deadline_ms=HOUR)
+    world.past_due(orch, wf, "approval", 60_000)
+    routines.instance_pause(world.db.conn, world.token, world.namespace, wf, "hold", "p1")
+    reactivate(world, wf)
+    receipt = send(world, wf, target_activation_sequence=2)
+    assert receipt["status"] == "PENDING"
+    world.db.advance(HOUR)
+    orch.drain()
+    row = signal_row(world, receipt["signal_id"])
+    assert (row["status"], row["disposition"]) == ("EXPIRED", "EXPIRED_UNMATCHED")
+    assert world.step(wf, "approval")["status"] == "PENDING"
+    assert "SIGNAL_REJECTED" not in [e["type"] for e in world.events(wf)]
+
+
 # --- S-9: stored rejections, in order ---------------------------------------------------------------------------
 def test_S9_instance_settled_comes_first(world, orch):
     wf = started(world, orch)
