@@ -52,7 +52,7 @@ FLOW = {"name": "ops", "steps": [
      "retry": {"max_attempts": 2, "initial_backoff_ms": 0}}]}
 STEPS = ["wait", "check", "approval", "charge"]
 FINAL = frozenset({"SUCCEEDED", "CANCELLED"})
-WALKS, STEPS_PER_WALK, RACING_WALKS = walks.many(60), 40, walks.many(20)
+WALKS, STEPS_PER_WALK, RACING_WALKS = walks.seeds(60), 40, walks.seeds(20)
 
 
 def code_of(call) -> str | None:
@@ -431,7 +431,7 @@ class RacingWalk(Walk):
 def test_C6_R18_every_action_answers_as_the_table_says_and_nothing_stalls(db, orch):
     tally: collections.Counter = collections.Counter()
     ends = collections.Counter()
-    for seed in range(WALKS):
+    for seed in WALKS:
         walk = Walk(db, orch, seed, tally)
         with walks.told(seed, walk):
             for _ in range(STEPS_PER_WALK):
@@ -447,7 +447,7 @@ def test_C6_R18_every_action_answers_as_the_table_says_and_nothing_stalls(db, or
 
 def test_C6_R3_actions_racing_two_orchestrators_keep_every_promise(db, orch, database):
     tally: collections.Counter = collections.Counter()
-    for seed in range(RACING_WALKS):
+    for seed in RACING_WALKS:
         walk = RacingWalk(db, orch, 1000 + seed, tally, database)
         with walks.told(1000 + seed, walk):
             try:

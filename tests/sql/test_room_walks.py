@@ -30,7 +30,7 @@ FLOW = {"name": "busy", "steps": [
     {"key": "notify", "type": "TASK", "after": ["settle"], "queue": "payments", "handler": "example.echo",
      "handler_version": "1", "input": {"order": "$.input.order"}, "mutex_key": "$.input.account",
      "task_timeout_ms": 3_600_000, "retry": {"max_attempts": 3, "initial_backoff_ms": 500}}]}
-WALKS, STEPS_PER_WALK, INSTANCES = walks.many(30), 40, 6
+WALKS, STEPS_PER_WALK, INSTANCES = walks.seeds(30), 40, 6
 # A walk's failures may send an instance to review; any other instance must finish. Tasks may wait an hour for
 # room (K-6), longer than any walk lasts, so waiting for room never ends one.
 FAILURES = ("FAIL", "VANISH")
@@ -135,7 +135,7 @@ class Walk(walks.Walk):
 def test_R8_R18_work_deferred_for_room_always_comes_back(db, orch):
     ends: dict[str, int] = {}
     deferred = 0
-    for seed in range(WALKS):
+    for seed in WALKS:
         walk = Walk(db, orch, seed)
         with walks.told(seed, walk):
             for _ in range(STEPS_PER_WALK):

@@ -34,7 +34,7 @@ FLOW = {"name": "approve", "steps": [
      "signal": {"name": NAME, "payload_version": VERSION, "payload_type": "object"},
      "correlation": "$.input.order_id", "timeout_ms": TIMEOUT_MS},
     {"key": "then", "type": "TIMER", "after": ["approval"], "delay_ms": 60_000}]}
-WALKS, STEPS_PER_WALK = walks.many(40), 40
+WALKS, STEPS_PER_WALK = walks.seeds(40), 40
 SETTLED = ("CANCELLING", "CANCELLED", "SUCCEEDED")
 
 
@@ -221,7 +221,7 @@ class Walk(walks.Walk):
 
 def test_S8_S11_S14_signals_in_any_order_and_at_any_time_get_their_answer(db, orch):
     answers: dict[str, int] = {}
-    for seed in range(WALKS):
+    for seed in WALKS:
         walk = Walk(db, orch, seed)
         with walks.told(seed, walk):
             for _ in range(STEPS_PER_WALK):

@@ -12,9 +12,12 @@ from typing import Any
 from tests.support.db import Db, reset
 
 
-def many(default: int) -> int:
-    """How many walks a test runs: the suite's ``default``, times WEAVE_WALKS_SCALE (``make reliability`` sets 10)."""
-    return default * int(os.environ.get("WEAVE_WALKS_SCALE", "1"))
+def seeds(default: int) -> range:
+    """The seeds of the walks a test runs: the suite's ``default`` many, times WEAVE_WALKS_SCALE (``make reliability``
+    sets 10), from WEAVE_WALKS_FROM on (0 unless set: a failure names its walk, and the walks from it on run again
+    without those before it)."""
+    first = int(os.environ.get("WEAVE_WALKS_FROM", "0"))
+    return range(first, first + default * int(os.environ.get("WEAVE_WALKS_SCALE", "1")))
 
 
 class Walk:
@@ -42,4 +45,4 @@ def told(seed: int, walk: Walk | None) -> Iterator[None]:
         yield
     except AssertionError as exc:
         history = "\n  ".join(walk.history) if walk is not None else ""
-        raise AssertionError(f"walk {seed}: {exc}\n  {history}") from exc
+        raise AssertionError(f"walk {seed} (WEAVE_WALKS_FROM={seed} runs it first): {exc}\n  {history}") from exc
