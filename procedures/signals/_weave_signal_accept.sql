@@ -382,12 +382,14 @@ BEGIN
         END IF;
         IF v_status = 'PENDING' AND v_wait IS NOT NULL AND (NOT v_wakes OR v_woke = 'LATER') THEN
             -- S-3: the active wait's checkpoint looks at once (its handler re-derives the deadline). A new
-            -- signal is news, so it ends a backoff, but it leaves the failure count to the failures.
+            -- signal is news, so it ends a backoff, but it leaves the failure count to the failures. A SIGNAL
+            -- step in review gets no new checkpoint: its wait waits for the step's recovery, and a checkpoint of
+            -- a step not ACTIVE is one that keeps failing or none (M-4.18); its run would only remove it.
             UPDATE weave_pending_advances
                SET due_at = LEAST(due_at, v_now), available_at = v_now, version = version + 1
              WHERE namespace_id = v_ns AND instance_id = v_inst AND step_key = in_target_step_key
                AND activation_id = v_activation;
-            IF ROW_COUNT() = 0 THEN
+            IF ROW_COUNT() = 0 AND (v_step_status = 'ACTIVE' OR v_wait_kind <> 'SIGNAL') THEN
                 CALL _weave_checkpoint_set(v_ns, v_inst, in_target_step_key,
                                            IF(v_wait_kind = 'SIGNAL', 'SIGNAL', 'POLL'), v_activation, v_now, v_now);
             END IF;

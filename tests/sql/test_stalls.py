@@ -10,7 +10,7 @@ import pymysql
 import pytest
 
 from procedures import db as dbmod
-from procedures import errors, pulse, routines
+from procedures import errors, invariants, pulse, routines
 from procedures.definitions import DefinitionError
 from tests.sql.test_pulse import claim, task_flow, task_step
 from tests.support.signals import send, signal_flow
@@ -182,6 +182,35 @@ def test_R18_a_checkpoint_that_keeps_failing_after_its_review_asks_once(world, o
     assert answers == [(1, 0), (1, 0), (1, 1), (1, 0), (1, 0), (1, 0), (1, 0)]
     assert [r["code"] for r in world.instance(wf)["review_reasons"]] == ["CANDIDATE_FAILING"]
     assert world.db.scalar("SELECT attempts FROM weave_pending_advances WHERE step_key = 'cool_off'") == 7
+
+
+def test_R18_S3_a_signal_for_a_signal_step_in_review_makes_no_checkpoint_for_it(world, orch):
+    """A signal no runner has looked at yet made the wait's checkpoint due; the checkpoint then failed a third
+    time, its step went to review, and its next run removed it (the step no longer ACTIVE). A signal sent then
+    waits for the step's recovery; it used to give the step a new checkpoint, not failing, beside the review
+    (M-4.18), which its run removed again. The control walks with two racing orchestrators found it."""
+    world.publish(signal_flow())
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+    first = send(world, wf, queued=True)
+    for _ in range(3):
+        cp = world.db.row("SELECT id, version FROM weave_pending_advances WHERE step_key = 'approval'")
+        dbmod.call(world.db.conn, "weave_candidate_fail", "CHECKPOINT", cp["id"], cp["version"],
+                   "INVALID_STATE: a handler refused this checkpoint")
+    assert world.step(wf, "approval")["status"] == "NEEDS_REVIEW"
+    world.db.advance(60_000)  # past its backoff: the fault is gone, and its run finds the step in review
+    orch.drain()
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances WHERE step_key = 'approval'") == 0
+    second = send(world, wf)
+    assert first["status"] == second["status"] == "PENDING"
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances WHERE step_key = 'approval'") == 0
+    invariants.check(world.db.conn)
+    routines.step_resolve(world.db.conn, world.token, "acme", wf, "approval", "approved by phone", "s-1",
+                          output={"approved": True})
+    orch.drain()
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+    assert [(r["status"], r["disposition"]) for r in world.db.rows("SELECT status, disposition FROM weave_signals")] \
+        == [("REJECTED", "STEP_SETTLED")] * 2
 
 
 def test_R18_transient_or_changing_failures_only_back_off(world, orch):
