@@ -785,6 +785,32 @@ def test_R18_a_task_outcome_that_fails_the_same_way_a_third_time_opens_a_review_
     assert status_sets(world)[1]["INBOX"] == (1, 1)
 
 
+def test_R18_C2_a_cancel_waiting_for_an_outcome_that_keeps_failing_says_so_and_ends_once_it_applies(world, orch):
+    """The cancel waits for a running task's outcome (C-2), and applying it fails a third time: a reason says so,
+    and the instance stays CANCELLING, not in review (no action could act on it: the cancel is already taken). Once
+    the fault is gone the outcome applies at its next try and the cancel ends; the reason is kept (M-4.23)."""
+    world.publish(task_flow())
+    wf = world.start("pay", {"order_id": "a"})
+    orch.drain()
+    (c,) = claim(world)
+    routines.instance_cancel(world.db.conn, world.token, "acme", wf, "withdrawn", "c1")
+    with world.held(wf):
+        pulse.attempt_complete(world.db.conn, c["attempt_id"], "w1", {"ok": True})
+    for _ in range(3):
+        ev = world.db.row("SELECT id, version FROM pulse_inbox WHERE state = 'PENDING'")
+        dbmod.call(world.db.conn, "weave_candidate_fail", "INBOX", ev["id"], ev["version"],
+                   "INVALID_STATE: the outcome could not be applied")
+    inst = world.instance(wf)
+    assert inst["status"] == "CANCELLING" and [r["code"] for r in inst["review_reasons"]] == ["CANDIDATE_FAILING"]
+    with pytest.raises(errors.InvalidState):
+        routines.instance_retry(world.db.conn, world.token, "acme", wf, "fixed", "r1")
+    world.db.advance(60_000)  # past its backoff
+    orch.drain()
+    assert world.instance(wf)["status"] == "CANCELLED"
+    assert world.db.scalar("SELECT state FROM pulse_inbox") == "CONSUMED"
+    invariants.check(world.db.conn)
+
+
 def test_R18_a_signal_that_fails_the_same_way_a_third_time_opens_a_review_on_the_instance(world, orch):
     world.publish(signal_flow(before_timer_ms=60_000))
     wf = world.start("approval-flow", {"order_id": "o-1"})
