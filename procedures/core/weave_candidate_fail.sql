@@ -103,6 +103,13 @@ BEGIN
         IF v_step IS NOT NULL THEN
             CALL _weave_step_review(v_ns, v_inst, v_step, v_step_key, v_seq, 'CANDIDATE_FAILING',
                                     CONCAT('failed ', v_attempts + 1, ' times: ', LEFT(in_error, 900)), 0, v_now);
+            IF in_class <> 'CHECKPOINT' THEN
+                -- A signal of a SIGNAL step failed: the wait's checkpoint goes with the step's review, as at a
+                -- signal's proof mismatch. A checkpoint of a step not ACTIVE is one that keeps failing or none
+                -- (M-4.18); its run would only remove it, and the wait waits for the step's recovery.
+                DELETE FROM weave_pending_advances
+                 WHERE instance_id = v_inst AND step_key = v_step_key AND kind IN ('TIMER', 'SIGNAL');
+            END IF;
         ELSE
             -- On the instance no step names what failed: the reason says which decision it was, for the operator
             -- who fixes its cause and then retries.

@@ -811,6 +811,32 @@ def test_R18_C2_a_cancel_waiting_for_an_outcome_that_keeps_failing_says_so_and_e
     invariants.check(world.db.conn)
 
 
+def test_R18_a_signal_of_an_open_wait_that_fails_a_third_time_sends_its_step_to_review_without_its_checkpoint(
+        world, orch):
+    """A signal no runner has looked at yet, for an open wait, fails the same way a third time: its step goes to
+    review, and the wait's checkpoint goes with it, as at a signal's proof mismatch (M-4.18). It used to stay beside
+    the review, not failing, until its run removed it. The operator's resolve then settles the step."""
+    world.publish(signal_flow())
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+    send(world, wf, queued=True)
+    for _ in range(3):
+        sig = world.db.row("SELECT id, version FROM weave_signals WHERE status = 'PENDING'")
+        dbmod.call(world.db.conn, "weave_candidate_fail", "SIGNAL", sig["id"], sig["version"],
+                   "INVALID_STATE: the signal could not be applied")
+    (reason,) = world.instance(wf)["review_reasons"]
+    assert (reason["code"], reason["step_key"]) == ("CANDIDATE_FAILING", "approval")
+    assert world.step(wf, "approval")["status"] == "NEEDS_REVIEW"
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_pending_advances") == 0
+    invariants.check(world.db.conn)
+    routines.step_resolve(world.db.conn, world.token, "acme", wf, "approval", "approved by phone", "s-1",
+                          output={"approved": True})
+    orch.drain()
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+    assert world.db.row("SELECT status, disposition FROM weave_signals") == {"status": "REJECTED",
+                                                                           "disposition": "STEP_SETTLED"}
+
+
 def test_R18_a_signal_that_fails_the_same_way_a_third_time_opens_a_review_on_the_instance(world, orch):
     world.publish(signal_flow(before_timer_ms=60_000))
     wf = world.start("approval-flow", {"order_id": "o-1"})
