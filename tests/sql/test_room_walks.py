@@ -34,6 +34,7 @@ WALKS, STEPS_PER_WALK, INSTANCES = walks.seeds(30), 40, 6
 # A walk's failures may send an instance to review; any other instance must finish. Tasks may wait an hour for
 # room (K-6), longer than any walk lasts, so waiting for room never ends one.
 FAILURES = ("FAIL", "VANISH")
+MAX_ROUNDS = FLOW["steps"][1]["max_rounds"]
 
 
 class Walk(walks.Walk):
@@ -61,8 +62,8 @@ class Walk(walks.Walk):
                                         lease_ms=LEASE_MS):
             answer = self.draw(["DONE", "DONE", "PENDING", "RETRY", "FAIL", "VANISH"])
             self.history.append(f"  {self.owner(attempt)} {attempt.get('step_key')}: {answer}")
-            if answer in FAILURES:
-                self.failed.add(self.owner(attempt))
+            if answer in FAILURES or (answer == "PENDING" and attempt["round_no"] == MAX_ROUNDS):
+                self.failed.add(self.owner(attempt))  # a PENDING last round is a review too (P-9)
             if answer in ("DONE", "PENDING"):
                 pulse.attempt_complete(self.db.conn, attempt["attempt_id"], "w1", {"status": answer})
             elif answer in ("RETRY", "FAIL"):
