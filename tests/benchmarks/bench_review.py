@@ -19,11 +19,9 @@ from api.app import create_app
 from api.http import Connections
 from orchestrator.loop import Orchestrator
 from tests.benchmarks.bench_reads import reads_of
-from tests.benchmarks.common import ascending_counts, figure, fresh_database
+from tests.benchmarks.common import ascending_counts, figure, fresh_database, world_on
 from tests.console.conftest import sign_in
 from tests.support import signals as signal_support
-from tests.support.db import Db, reset
-from tests.support.world import World
 
 
 def main() -> None:
@@ -32,9 +30,8 @@ def main() -> None:
                         help="instances in review at each measure, ascending (comma list)")
     counts = parser.parse_args().in_review
     dsn = fresh_database("weave_bench_review")
-    db = Db(dsn)
-    reset(db.conn)
-    world = World.create(db, quota=1_000_000, capacity=1_000_000)
+    world = world_on(dsn)
+    db = world.db
     orch = Orchestrator(dsn, concurrency=1, spread=False)
     world.publish(signal_support.signal_flow("waits", timeout_ms=1_000))
     connections = Connections(dsn)

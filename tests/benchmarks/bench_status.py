@@ -19,9 +19,8 @@ import time
 from procedures import db as dbmod
 from tests.benchmarks.bench_reads import reads_of
 from tests.benchmarks.bench_scan import seq
-from tests.benchmarks.common import ascending_counts, figure, fresh_database
-from tests.support.db import Db, reset
-from tests.support.world import World
+from tests.benchmarks.common import ascending_counts, drop_database, figure, fresh_database, world_on
+from tests.support.db import Db
 
 FLOW = {"name": "waits", "steps": [{"key": "wait", "type": "TIMER", "delay_ms": 3_600_000}]}
 
@@ -42,9 +41,8 @@ def main() -> None:
                         help="instances running at each measure, ascending (comma list)")
     counts = parser.parse_args().running
     dsn = fresh_database("weave_bench_status")
-    db = Db(dsn)
-    reset(db.conn)
-    world = World.create(db)
+    world = world_on(dsn)
+    db = world.db
     world.publish(FLOW)
     source = world.internal_id(world.start("waits"))
     have = 1
@@ -70,8 +68,7 @@ def main() -> None:
                 conn.close()
     finally:
         db.close()
-        with dbmod.connect(dsn, database=False) as conn, conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS `{dsn.database}`")
+        drop_database(dsn)
 
 
 if __name__ == "__main__":

@@ -29,10 +29,14 @@ def bench_dsn(name: str | None = None) -> dbmod.Dsn:
     return base if name is None else base.with_database(f"{base.database}_{name.removeprefix('weave_bench_')}")
 
 
-def fresh_database(name: str) -> dbmod.Dsn:
-    dsn = bench_dsn(name)
+def drop_database(dsn: dbmod.Dsn) -> None:
     with dbmod.connect(dsn, database=False) as conn, conn.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS `{dsn.database}`")
+
+
+def fresh_database(name: str) -> dbmod.Dsn:
+    dsn = bench_dsn(name)
+    drop_database(dsn)
     installer.migrate(dsn, test_clock=True)
     return dsn
 
