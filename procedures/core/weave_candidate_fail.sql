@@ -108,7 +108,7 @@ BEGIN
                 -- signal's proof mismatch. A checkpoint of a step not ACTIVE is one that keeps failing or none
                 -- (M-4.18); its run would only remove it, and the wait waits for the step's recovery.
                 DELETE FROM weave_pending_advances
-                 WHERE instance_id = v_inst AND step_key = v_step_key AND kind IN ('TIMER', 'SIGNAL');
+                 WHERE instance_id = v_inst AND step_key = v_step_key AND kind = 'SIGNAL';
             END IF;
         ELSE
             -- On the instance no step names what failed: the reason says which decision it was, for the operator

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from procedures import db as dbmod
 from procedures import errors, pulse, routines
 from tests.sql.test_polls import INTERVAL, answer, answer_rounds, claim, poll_flow, poll_of, review_codes, started
 
@@ -140,8 +141,6 @@ def test_C4_C6_continue_is_refused_for_a_poll_stopped_by_a_review_that_is_not_it
     in flight; the round then answers PENDING, and the poll stops with no stop reason of its own. Continue checked
     the stop reason with NOT IN, which no reason (NULL) passed: it went on with the poll, which C-6 refuses (a seeded
     control walk found it). Reactivate or resolve apply."""
-    from procedures import db as dbmod
-
     world.publish(poll_flow(max_rounds=3))
     wf = started(world, orch)  # round 1's task queued, the poll's checkpoint waiting for its deadline
     for _ in range(3):
