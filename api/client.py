@@ -468,8 +468,9 @@ class WeaveClient:
         return self._control(_path(workflow_id, "deadline"), body, idempotency_key)
 
     def retry(self, workflow_id: str, reason: str, *, idempotency_key: str | None = None) -> dict:
-        """Once the cause is fixed, retry what the instance's own review reasons hold back (``CANDIDATE_FAILING`` or
-        ``OWNERSHIP_MISMATCH`` naming no step): its failing decisions, and its outcomes set aside, verified again."""
+        """Once the cause is fixed, retry what ``CANDIDATE_FAILING`` and ``OWNERSHIP_MISMATCH`` hold back: the failing
+        decisions, the outcomes set aside (verified again), and each step in review for a failing decision alone,
+        which goes on where it stopped, in the same activation."""
         return self._control(_path(workflow_id, "retry"), {"reason": reason}, idempotency_key)
 
     def _control(self, path: str, body: dict, key: str | None) -> dict:

@@ -381,7 +381,7 @@ def document() -> dict:
         "/v1/namespaces/{ns}/workflows/{workflow_id}/deadline": {"post": _control(
             "set_deadline", "Set a later instance deadline (C-4)", "DeadlineRequest", "workflows:review")},
         "/v1/namespaces/{ns}/workflows/{workflow_id}/retry": {"post": _control(
-            "retry_workflow", "Retry what the instance's own review holds back, once its cause is fixed (C-4)",
+            "retry_workflow", "Retry the failing decisions and the steps they held back, once the cause is fixed (C-4)",
             "ReasonRequest", "workflows:review")},
         "/v1/namespaces/{ns}/apps": {
             "post": _op("put_app", "admin", "Create an app or change its quota", "admin",

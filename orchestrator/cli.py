@@ -1198,17 +1198,18 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
                          ("cancel", "cancel an instance (workflows:control)")):
         _action_arguments(_command(wf, action, help=text, func=cmd_workflows_action))
     _action_arguments(_command(
-        wf, "retry", help="once the cause is fixed, retry what the instance's own review holds back (CANDIDATE_FAILING "
-        "or OWNERSHIP_MISMATCH naming no step) (workflows:review)", func=cmd_workflows_action,
-        description="Close the instance's own CANDIDATE_FAILING reasons (a decision failed three times in a row the "
-                    "same way, and no active step owns it: the ROOT walk, an early signal, an outcome or checkpoint "
-                    "whose step was no longer active) and OWNERSHIP_MISMATCH reasons (a task's outcome whose "
-                    "ownership did not verify, set aside); make its failing decisions due at once, counted from "
-                    "zero, and its outcomes set aside PENDING again, to be verified again. The instance runs again "
-                    "when no reason is left. Fix the cause first (what the reason's detail names; for a mismatch, "
-                    "the rows): a decision that fails three times more the same way, or an outcome that still does "
-                    "not verify, sends the instance back to review. A reason on a step is refused (exit code 5), "
-                    "naming the step: reactivate or resolve it."))
+        wf, "retry", help="once the cause is fixed, retry what failed: CANDIDATE_FAILING, a step held back by it, "
+        "OWNERSHIP_MISMATCH (workflows:review)", func=cmd_workflows_action,
+        description="Close the instance's CANDIDATE_FAILING reasons (a decision failed three times in a row the same "
+                    "way) and OWNERSHIP_MISMATCH reasons (a task's outcome whose ownership did not verify, set "
+                    "aside); make its failing decisions due at once, counted from zero, and its outcomes set aside "
+                    "PENDING again, to be verified again. A step in review for CANDIDATE_FAILING alone goes on where "
+                    "it stopped, in the same activation: its timer's due time, its wait's deadline and the signals "
+                    "sent to it meanwhile, its poll's rounds and its task's outcome are kept (the task does not run "
+                    "again). The instance runs again when no reason is left. Fix the cause first (what the reason's "
+                    "detail names; for a mismatch, the rows): a decision that fails three times more the same way, "
+                    "or an outcome that still does not verify, sends the instance back to review. With nothing to "
+                    "retry it is refused (exit code 5), naming a step in review: reactivate or resolve it."))
     p = _command(wf, "deadline", help="set a later instance deadline (workflows:review)", func=cmd_workflows_deadline)
     _action_arguments(p)
     when = p.add_mutually_exclusive_group(required=True)

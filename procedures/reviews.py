@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 # The reasons of an instance itself (naming no step) that retry closes (weave_instance_retry, which says them in its
-# own SQL); INSTANCE_DEADLINE, the other reason of an instance, is closed by deadline. The console offers retry while
-# one is open, and invariant M-4.24 holds every reason of an instance to one of its actions.
+# own SQL); INSTANCE_DEADLINE, the other reason of an instance, is closed by deadline. Retry also sends on a step in
+# review for CANDIDATE_FAILING alone, where it can go on. The console offers retry while such a reason is open, and
+# invariant M-4.24 holds every reason of an instance to one of its actions.
 RETRY_CLOSES = ("CANDIDATE_FAILING", "OWNERSHIP_MISMATCH")
 
 # What usually helps, per review reason code: the operations guide's table ("What each reason means and what usually
@@ -53,7 +54,6 @@ REVIEW_HELP = {
     "QUEUE_NOT_FOUND": "The queue the definition names is gone: create it again, then reactivate, or resolve.",
     "APP_NOT_FOUND": "The app the instance runs under is gone: create it again, then reactivate, or resolve.",
     "CANDIDATE_FAILING": "A decision failed three times in a row with the same error (see detail): fix what the error "
-                         "names, then reactivate or resolve the step. A reason on the instance itself (no step named: "
-                         "the ROOT walk, or a decision whose step was not active, as for an early signal): fix the "
-                         "cause, then retry the instance.",
+                         "names, then retry the instance: a step goes on where it stopped, keeping its due time, "
+                         "deadline, signals, rounds and task outcome. Or reactivate or resolve the step.",
 }

@@ -460,9 +460,10 @@ def instance_deadline(conn: Conn, token: str, namespace: str, workflow_id: str, 
 
 def instance_retry(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str, idempotency_key: str,
                    *, verbatim: bool = False) -> dict:
-    """See procedures/control/weave_instance_retry.sql."""
-    return _acted(conn, "weave_instance_retry", token, namespace, workflow_id, reason, idempotency_key,
-                  verbatim=verbatim)
+    """See procedures/control/weave_instance_retry.sql. ``steps``: the keys of the steps that went on."""
+    answer = _acted(conn, "weave_instance_retry", token, namespace, workflow_id, reason, idempotency_key,
+                    verbatim=verbatim)
+    return {**answer, "steps": json.loads(answer["steps"])}
 
 
 def instance_cancel(conn: Conn, token: str, namespace: str, workflow_id: str, reason: str,

@@ -7,8 +7,9 @@
 CREATE PROCEDURE weave_signal_process(IN in_signal_id BIGINT UNSIGNED)
     COMMENT 'Description: advances one PENDING signal in its own transaction: runs its wait''s consumption when the
 wait is WAITING (S-11..S-13), expires an unmatched signal at expires_at (S-14), rejects a signal of an activation
-that recovery has superseded (S-8), otherwise sets its next check time to expires_at (a second from now for a
-signal that its wait left to a round outcome stored in the inbox, which is never expired by a late look: F-9).
+that recovery has superseded (S-8), keeps one accepted on time for an open wait whose step is in review for that
+step''s recovery (no next check), otherwise sets its next check time to expires_at (a second from now for a signal
+that its wait left to a round outcome stored in the inbox, which is never expired by a late look: F-9).
 Parameters: in_signal_id - from weave_scan.
 Result set: outcome - GONE (no longer PENDING), BUSY (another node holds the instance), NOT_DUE, the step handler''s
 outcome (CONSUMED, EXPIRED, PROOF_MISMATCH, WAITING ...), EXPIRED_UNMATCHED, REJECTED, or LATER (next check set);
@@ -36,6 +37,7 @@ BEGIN
     DECLARE v_wait BIGINT UNSIGNED DEFAULT NULL;
     DECLARE v_wait_kind VARCHAR(16);
     DECLARE v_wait_status VARCHAR(16);
+    DECLARE v_held BOOLEAN DEFAULT FALSE;  -- on time for its open wait, whose step is in review: kept for its recovery
     DECLARE v_disposition VARCHAR(32) DEFAULT NULL;
     DECLARE v_outcome VARCHAR(32) DEFAULT 'GONE';
     DECLARE v_due_before BIGINT DEFAULT @weave_made_due;  -- the session's count of candidates made due so far
@@ -79,8 +81,10 @@ BEGIN
         ELSEIF v_k = v_seq AND (v_activation IS NOT NULL OR v_step_status <> 'PENDING') THEN
             -- A step reactivated as k is PENDING without an activation until the ROOT advance opens its wait: a
             -- signal for k is early there (S-10), as its acceptance judged it, and is handled below.
-            SELECT id, kind, status INTO v_wait, v_wait_kind, v_wait_status
-              FROM weave_waits WHERE activation_id = v_activation AND kind IN ('SIGNAL', 'POLL_FINAL') FOR UPDATE;
+            SELECT w.id, w.kind, w.status, v_step_status = 'NEEDS_REVIEW' AND w.status = 'WAITING'
+                   AND (SELECT g.accepted_at FROM weave_signals g WHERE g.id = in_signal_id) < w.deadline_at
+              INTO v_wait, v_wait_kind, v_wait_status, v_held
+              FROM weave_waits w WHERE w.activation_id = v_activation AND w.kind IN ('SIGNAL', 'POLL_FINAL') FOR UPDATE;
             IF v_wait IS NULL OR v_wait_status <> 'WAITING' THEN
                 -- A wait that left WAITING settled its signals in that transaction (S-11); this one was not
                 -- among them (its wait was closed by a path that predates it), so it gets the S-9 answer.
@@ -109,9 +113,16 @@ BEGIN
         -- Still PENDING: an early signal, or one whose step is in review. S-14: at expires_at it expires. Not so a
         -- signal that its wait's handler left to the round outcome stored in the inbox (INBOX_FIRST): it was
         -- accepted before the wait's deadline, and the outcome's consumer compares the two stored times (F-9), so
-        -- it is looked at again shortly, however late the look, and never expired by the time of the scan.
+        -- it is looked at again shortly, however late the look, and never expired by the time of the scan. Nor one
+        -- accepted on time for an open wait whose step is in review (S-13): the step's recovery answers it (reactivate
+        -- STALE_ACTIVATION, resolve STEP_SETTLED, a cancel INSTANCE_SETTLED), or its wait takes it once a retry sends
+        -- the step on; until then nothing looks at it again.
         SELECT status INTO v_status FROM weave_signals WHERE id = in_signal_id FOR UPDATE;
-        IF v_status = 'PENDING' THEN
+        IF v_status = 'PENDING' AND v_held THEN
+            UPDATE weave_signals SET available_at = TIMESTAMP'9999-12-31 00:00:00', version = version + 1
+             WHERE id = in_signal_id;
+            SET v_outcome = 'LATER';
+        ELSEIF v_status = 'PENDING' THEN
             IF v_now >= v_expires AND v_outcome <> 'INBOX_FIRST' THEN
                 UPDATE weave_signals SET status = 'EXPIRED', disposition = 'EXPIRED_UNMATCHED', consumed_at = v_now,
                                          version = version + 1

@@ -474,6 +474,26 @@ def decisions(stage: Stage) -> dict[str, dict[str, int]]:
             "operator", stage._key("a"))
     out["retry (the instance's own failing decision)"]["outcome"] = world.instance(wf)["status"]
     routines.instance_cancel(conn, world.token, world.namespace, wf, "counted", stage._key("a"))
+
+    # A step's retry: a signal for an open wait, accepted without settling, fails a third time and sends its step to
+    # review; the retry sends the step on in its activation, its checkpoint due at the signal's acceptance. The
+    # checkpoint then settles the step with that signal.
+    correlation = stage._key("o")
+    wf = world.start("count-signal", {"order_id": correlation}, key=stage._key("s"))
+    outbox = db.connect()
+    outbox.begin()
+    receipt = signals.send_in_tx(outbox, world.token, world.namespace, wf, **signal_args(wf, correlation))
+    outbox.commit()
+    outbox.close()
+    signal_id = int(receipt["signal_id"].removeprefix("sig_"))
+    for _ in range(3):
+        version = db.scalar("SELECT version FROM weave_signals WHERE id = %s", signal_id)
+        dbmod.call(conn, "weave_candidate_fail", "SIGNAL", signal_id, version, "INVALID_STATE: counted")
+    measure("retry (a step's failing signal: the step goes on)", "weave_instance_retry", world.token, world.namespace,
+            wf, "operator", stage._key("a"))
+    out["retry (a step's failing signal: the step goes on)"]["outcome"] = world.instance(wf)["status"]
+    stage.drain()  # its checkpoint, due: the signal wins and the instance ends, leaving nothing of it due
+    assert world.instance(wf)["status"] == "SUCCEEDED"
     return out
 
 

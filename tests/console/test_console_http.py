@@ -363,6 +363,30 @@ def test_C4_the_instance_s_own_failing_review_is_retried_from_its_page_and_only_
     assert re.search(r"retry done with Idempotency-Key <code>t-1</code>", after)  # the notice, from the audit row
 
 
+def test_C4_a_step_held_back_by_a_failing_decision_goes_on_from_the_instance_s_page(client, world, orch):
+    """A signal for an open wait failed a third time: its step's reason is CANDIDATE_FAILING, and the page offers
+    retry beside the step's own actions; the retry sends the step on, and its signal wins."""
+    from procedures import db as dbmod
+    from tests.support.signals import send, signal_flow
+
+    world.publish(signal_flow())
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+    send(world, wf, queued=True)
+    for _ in range(3):
+        sig = world.db.row("SELECT id, version FROM weave_signals")
+        dbmod.call(world.db.conn, "weave_candidate_fail", "SIGNAL", sig["id"], sig["version"], "INVALID_STATE: x")
+    cookies = sign_in(client, world.token)
+    page = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text
+    assert "Retry failing decisions" in page and "Reactivate approval" in page
+    done = form_post(client, f"{BASE}/instances/{wf}/retry",
+                     {"csrf": hidden(page, "csrf"), "idempotency_key": "t-1", "reason": "routines reinstalled"},
+                     cookies)
+    assert done.status_code == 303 and world.step(wf, "approval")["status"] == "ACTIVE"
+    orch.drain()
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+
+
 def test_C4_R6_an_outcome_set_aside_for_its_ownership_is_retried_from_the_instance_s_page(client, world, orch):
     from tests.sql.test_instance_retry import round_outcome_set_aside
 
@@ -631,10 +655,10 @@ def test_a_partial_bulk_failure_is_reported_per_item_and_a_refusal_for_its_state
     assert 'name="workflow_id"' not in applied and "would be refused" in applied
 
 
-def test_C4_a_bulk_retry_reopens_every_instance_whose_own_decisions_failed_and_refuses_a_step_s_reason(client, world,
-                                                                                                      orch):
+def test_C4_a_bulk_retry_reopens_every_instance_whose_decisions_failed_and_sends_their_steps_on(client, world, orch):
     """The morning after a fault that failed many instances' decisions the same way: once it is fixed, one run
-    retries every instance in review with CANDIDATE_FAILING; one whose reason names a step is refused, unchanged."""
+    retries every instance in review with CANDIDATE_FAILING, whether the reason is the instance's own or its step's
+    (that step goes on in its activation)."""
     from procedures import db as dbmod
     from tests.support.signals import send, signal_flow
 
@@ -653,13 +677,13 @@ def test_C4_a_bulk_retry_reopens_every_instance_whose_own_decisions_failed_and_r
     cookies = sign_in(client, world.token)
     dry = client.simulate_get(f"{BASE}/bulk", cookies=cookies,
                               params={"review_code": "CANDIDATE_FAILING", "action": "retry", "dry_run": "1"})
-    assert 'data-figure="bulk-count">3<' in dry.text and "its outcomes set aside are verified" in dry.text
-    applied = form_post(client, f"{BASE}/bulk", bulk_form(dry.text, "retry", "routines reinstalled",
-                                                          _ids_on(dry.text)), cookies).text
-    assert 'data-figure="bulk-ok">2<' in applied and 'data-figure="bulk-failed">1<' in applied
-    assert re.search(rf'<tr data-result="{wfs[2]}">.*?INVALID_STATE', applied, re.S)
-    assert [world.instance(wf)["status"] for wf in wfs] == ["RUNNING", "RUNNING", "NEEDS_REVIEW"]
-    assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'instance.retry'") == 2
+    assert 'data-figure="bulk-count">3<' in dry.text and "goes on where it stopped" in dry.text
+    ids = _ids_on(dry.text)
+    applied = form_post(client, f"{BASE}/bulk", bulk_form(dry.text, "retry", "routines reinstalled", ids), cookies).text
+    assert 'data-figure="bulk-ok">3<' in applied and 'data-figure="bulk-failed">0<' in applied
+    assert [world.instance(wf)["status"] for wf in wfs] == ["RUNNING", "RUNNING", "RUNNING"]
+    assert world.step(wfs[2], "cool_off")["status"] == "ACTIVE"
+    assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'instance.retry'") == 3
 
 
 def test_a_bulk_run_that_loses_the_database_leaves_the_rest_untried_and_retryable(world, database, monkeypatch):

@@ -270,9 +270,21 @@ class Walk(walks.Walk):
         self.drain()
 
     def instance_failing(self) -> int:
-        """The instance's own reasons open that retry closes."""
-        return self.db.scalar("SELECT COUNT(*) FROM weave_review_reasons WHERE instance_id = %s AND closed_at IS NULL "
-                              "AND code IN %s AND step_key = ''", self.iid, RETRY_CLOSES)
+        """The reasons open that retry closes: the instance's own, and those of a step in review for a failing decision
+        alone that can go on in its activation (what it waits for is still there: its task, its open wait, its poll
+        not stopped)."""
+        return self.db.scalar(
+            "SELECT COUNT(*) FROM weave_review_reasons r LEFT JOIN weave_steps s ON s.instance_id = r.instance_id "
+            "AND s.step_key = r.step_key LEFT JOIN weave_activations a ON a.id = s.activation_id "
+            "WHERE r.instance_id = %s AND r.closed_at IS NULL AND r.code IN %s AND (r.step_key = '' OR ("
+            " r.code = 'CANDIDATE_FAILING' AND s.status = 'NEEDS_REVIEW' AND a.ended_at IS NULL"
+            " AND NOT EXISTS (SELECT 1 FROM weave_review_reasons o WHERE o.instance_id = r.instance_id"
+            "   AND o.step_key = r.step_key AND o.closed_at IS NULL AND o.code <> 'CANDIDATE_FAILING')"
+            " AND (EXISTS (SELECT 1 FROM pulse_tasks t WHERE t.activation_id = a.id AND s.type = 'TASK')"
+            "   OR EXISTS (SELECT 1 FROM weave_waits w WHERE w.activation_id = a.id AND w.kind = s.type"
+            "              AND w.status = 'WAITING')"
+            "   OR EXISTS (SELECT 1 FROM weave_poll_states p WHERE p.activation_id = a.id"
+            "              AND p.state IN ('WAITING', 'IN_FLIGHT')))))", self.iid, RETRY_CLOSES)
 
     def retry(self) -> None:
         status = self.instance_row()["status"]

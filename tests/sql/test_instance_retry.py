@@ -10,7 +10,7 @@ import pytest
 from procedures import db as dbmod
 from procedures import errors, pulse, routines
 from tests.sql.test_control import ONE_TASK
-from tests.support.signals import send, signal_flow
+from tests.support.signals import send, signal_flow, signal_step
 
 ERROR = "INVALID_STATE: the signal could not be applied"
 
@@ -128,17 +128,16 @@ def test_C4_retry_of_a_failing_root_walk_makes_it_due_and_the_instance_goes_on(w
 
 
 def test_C4_C6_retry_is_refused_where_it_has_nothing_to_do_and_changes_nothing(world, orch):
-    world.publish(signal_flow(before_timer_ms=1_000))
+    world.publish(signal_flow(timeout_ms=60_000))
     wf = world.start("approval-flow", {"order_id": "o-1"})
     orch.drain()
     with pytest.raises(errors.InvalidState, match="the instance is RUNNING, not NEEDS_REVIEW"):
         retry(world, wf)
-    # A failing checkpoint on an ACTIVE step: the step's own reason, which reactivate or resolve closes.
-    cp = "SELECT id, version FROM weave_pending_advances WHERE step_key = 'cool_off'"
-    assert fail(world, "CHECKPOINT", cp, error="INVALID_STATE: a handler refused this checkpoint") == [0, 0, 1]
+    # No decision failed: the wait ran out, a step's own reason, which its reactivate or resolve closes.
+    assert world.past_due(orch, wf, "approval", 60_000)["review_reasons"][0]["code"] == "SIGNAL_TIMEOUT"
     events = len(world.events(wf))
-    with pytest.raises(errors.InvalidState, match="nothing of the instance itself to retry; reactivate or resolve its "
-                                                  "step cool_off"):
+    with pytest.raises(errors.InvalidState, match="^INVALID_STATE: nothing to retry; reactivate or resolve its step "
+                                                  "approval$"):
         retry(world, wf)
     assert world.instance(wf)["status"] == "NEEDS_REVIEW" and len(world.events(wf)) == events
     assert world.db.scalar("SELECT COUNT(*) FROM weave_review_reasons WHERE closed_at IS NULL") == 1
@@ -148,19 +147,35 @@ def test_C4_C6_retry_is_refused_where_it_has_nothing_to_do_and_changes_nothing(w
         retry(world, wf)
 
 
-def test_C4_a_step_in_review_beside_it_keeps_the_instance_in_review(world, orch):
-    wf = early_signal_in_review(world, orch)
-    cp = "SELECT id, version FROM weave_pending_advances WHERE step_key = 'cool_off'"
-    assert fail(world, "CHECKPOINT", cp, error="INVALID_STATE: a handler refused this checkpoint") == [0, 0, 1]
+def test_C4_S11_a_step_in_review_for_more_than_a_failing_decision_keeps_the_instance_in_review(world, orch):
+    """Two steps side by side. A signal for `approval`'s open wait fails a third time (its step to review,
+    CANDIDATE_FAILING); then the instance deadline cuts `cool_off` short (TIMER_TRUNCATED), and passes `approval`'s
+    deadline too while it waits in review. Retry sends `approval` on: its signal, accepted before that deadline,
+    wins (S-11, M-4.12). `cool_off` waits for its own action, and the instance stays in review."""
+    world.publish({"name": "side-by-side", "steps": [{"key": "cool_off", "type": "TIMER", "delay_ms": 120_000},
+                                                     signal_step()]})
+    wf = world.start("side-by-side", {"order_id": "o-1"}, deadline_ms=60_000)
+    orch.drain()
+    sent = send(world, wf, queued=True)
+    assert fail(world, "SIGNAL", PENDING_SIGNAL) == [0, 0, 1]
+    assert world.step(wf, "approval")["status"] == "NEEDS_REVIEW"
+    world.db.advance(61_000)
+    orch.drain()
+    assert {(r["code"], r["step_key"]) for r in world.instance(wf)["review_reasons"]} == {
+        ("CANDIDATE_FAILING", "approval"), ("TIMER_TRUNCATED", "cool_off")}
     result = retry(world, wf)
-    assert (result["closed"], result["status"]) == (1, "NEEDS_REVIEW")
+    assert (result["closed"], result["steps"], result["status"]) == (1, ["approval"], "NEEDS_REVIEW")
+    orch.drain()
+    step = world.step(wf, "approval")
+    assert step["status"] == "SUCCEEDED" and step["wait"]["winner_signal_id"] == sent["signal_id"]
     (reason,) = world.instance(wf)["review_reasons"]
-    assert (reason["code"], reason["step_key"]) == ("CANDIDATE_FAILING", "cool_off")
+    assert (reason["code"], reason["step_key"]) == ("TIMER_TRUNCATED", "cool_off")
     assert not [e for e in world.events(wf) if e["type"] == "INSTANCE_REOPENED"]
-    # The step's failing checkpoint is the step's: left as it was, for its own action.
-    assert world.db.scalar("SELECT attempts FROM weave_pending_advances WHERE step_key = 'cool_off'") == 3
-    reactivated = routines.step_reactivate(world.db.conn, world.token, "acme", wf, "cool_off", "handler fixed", "r1")
-    assert reactivated["status"] == "RUNNING"
+    routines.instance_deadline(world.db.conn, world.token, "acme", wf, "more time", "d1", extend_ms=3_600_000)
+    routines.step_resolve(world.db.conn, world.token, "acme", wf, "cool_off", "waited long enough", "s1",
+                          output={"waited": True})
+    orch.drain()
+    assert world.instance(wf)["status"] == "SUCCEEDED"
 
 
 def test_C4_retry_needs_review_scope_a_key_and_a_reason_and_replays(world, orch):
@@ -178,6 +193,132 @@ def test_C4_retry_needs_review_scope_a_key_and_a_reason_and_replays(world, orch)
     with pytest.raises(errors.IdempotencyConflict):
         retry(world, wf, reason="another reason")
     assert world.db.scalar("SELECT COUNT(*) FROM weave_audit WHERE action = 'instance.retry'") == 1
+
+
+def test_C4_S11_retry_sends_a_signal_step_on_in_its_activation_and_its_first_signal_wins(world, orch):
+    """A signal for an open wait failed a third time the same way: its step went to review (CANDIDATE_FAILING), and
+    another came while the fault was fixed. Retry sends the step on in its own activation: the first signal wins
+    (S-11), the second is answered WAIT_SETTLED. A reactivation would have answered both STALE_ACTIVATION (S-8), and
+    a resolve needed the payload copied by hand."""
+    world.publish(signal_flow())
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+    first = send(world, wf, queued=True)
+    assert fail(world, "SIGNAL", PENDING_SIGNAL) == [0, 0, 1]
+    assert world.step(wf, "approval")["status"] == "NEEDS_REVIEW"
+    world.db.advance(60_000)  # past its backoff, the fault gone: the signal waits for its step's recovery
+    orch.drain()
+    second = send(world, wf)
+    assert second["status"] == "PENDING"
+    result = retry(world, wf)
+    assert (result["closed"], result["retried"], result["steps"], result["status"]) == (1, 2, ["approval"], "RUNNING")
+    assert world.db.row("SELECT attempts, available_at <= due_at AS due FROM weave_pending_advances") == {
+        "attempts": 0, "due": 1}
+    orch.drain()
+    step = world.step(wf, "approval")
+    assert (step["status"], step["activation_sequence"]) == ("SUCCEEDED", 1)
+    assert step["wait"]["winner_signal_id"] == first["signal_id"]
+    assert world.db.row("SELECT status, disposition FROM weave_signals WHERE id = %s", int(second["signal_id"][4:])) \
+        == {"status": "REJECTED", "disposition": "WAIT_SETTLED"}
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+    events = world.events(wf)
+    (retried,) = [e for e in events if e["type"] == "STEP_RETRIED"]
+    assert (retried["step_key"], retried["activation_sequence"]) == ("approval", 1)
+    assert retried["data"] == {"actor": retried["data"]["actor"], "reason": "routine restored"}
+    assert [e["data"]["steps"] for e in events if e["type"] == "INSTANCE_RETRIED"] == [["approval"]]
+    again = retry(world, wf)  # its answer again, from the audit row
+    assert (again["replayed"], again["closed"], again["steps"]) == (1, 1, ["approval"])
+
+
+def test_C4_T6_retry_sends_a_timer_on_to_its_own_due_time(world, orch):
+    """A timer's checkpoint failed a third time and its step went to review. Retry counts its failures from zero
+    and the timer settles at the due time it was given at its start (T-1, T-6), where a reactivation would start the
+    whole delay again from now."""
+    world.publish(signal_flow(before_timer_ms=600_000))
+    wf = world.start("approval-flow", {"order_id": "o-1"})
+    orch.drain()
+    due = world.step(wf, "cool_off")["wait"]["due_at"]
+    cp = "SELECT id, version FROM weave_pending_advances WHERE step_key = 'cool_off'"
+    assert fail(world, "CHECKPOINT", cp, error="INVALID_STATE: a handler refused this checkpoint") == [0, 0, 1]
+    world.db.advance(120_000)
+    orch.drain()
+    assert world.step(wf, "cool_off")["status"] == "NEEDS_REVIEW"
+    assert retry(world, wf)["steps"] == ["cool_off"]
+    assert world.db.row("SELECT attempts, DATE_FORMAT(available_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ') AS at "
+                        "FROM weave_pending_advances WHERE step_key = 'cool_off'") == {"attempts": 0, "at": due}
+    orch.drain()
+    assert world.step(wf, "cool_off")["status"] == "ACTIVE"
+    world.db.advance(480_000)
+    orch.drain()
+    (settled,) = [e for e in world.events(wf) if e["type"] == "TIMER_SETTLED"]
+    assert settled["data"]["due_at"] == due and world.step(wf, "approval")["status"] == "ACTIVE"
+
+
+def test_C4_K7_retry_applies_the_outcome_a_task_step_recorded_while_in_review(world, orch):
+    """A task's outcome failed a third time to apply: its step went to review. Once the fault was gone the outcome
+    was consumed at its next try, only recorded (TASK_OUTCOME_RECORDED), as the step no longer waited for it. Retry
+    sends the step on and applies that outcome: the step succeeds with the task's output, the task run once. A
+    reactivation would have run the task again (a second charge), a resolve needed the output copied by hand."""
+    from tests.sql.test_pulse import claim, task_flow
+
+    world.publish(task_flow())
+    wf = world.start("pay", {"order_id": "a"})
+    orch.drain()
+    (c,) = claim(world)
+    with world.held(wf):
+        pulse.attempt_complete(world.db.conn, c["attempt_id"], "w1", {"charged": 42})
+    inbox = "SELECT id, version FROM pulse_inbox WHERE state = 'PENDING'"
+    assert fail(world, "INBOX", inbox, error="INVALID_STATE: the outcome could not be applied") == [0, 0, 1]
+    world.db.advance(60_000)
+    orch.drain()
+    assert [e["type"] for e in world.events(wf)][-1] == "TASK_OUTCOME_RECORDED"
+    assert world.step(wf, "work")["status"] == "NEEDS_REVIEW"
+    result = retry(world, wf)
+    assert (result["closed"], result["retried"], result["steps"]) == (1, 1, ["work"])
+    assert world.db.row("SELECT state, attempts, consumed_at FROM pulse_inbox") == {
+        "state": "PENDING", "attempts": 0, "consumed_at": None}
+    orch.drain()
+    step = world.step(wf, "work")
+    assert (step["status"], step["output"], step["activation_sequence"]) == ("SUCCEEDED", {"charged": 42}, 1)
+    assert world.instance(wf)["status"] == "SUCCEEDED"
+    assert world.db.row("SELECT COUNT(*) AS tasks, MAX(attempts_used) AS attempts FROM pulse_tasks") == {
+        "tasks": 1, "attempts": 1}
+
+
+def test_C4_P4_retry_sends_a_poll_on_with_its_rounds_and_leaves_one_whose_round_was_answered_in_review(world, orch):
+    """A POLL's next-round checkpoint failed a third time: retry sends it on with its rounds and budget (round 2 of
+    3). A round's answer that failed to apply and was then recorded while the step was in review has stopped the
+    poll: retry refuses, saying so, and changes nothing; reactivate or resolve is for it."""
+    from tests.sql.test_polls import INTERVAL, answer, poll_flow
+
+    world.publish(poll_flow())
+    wf = world.start("pay", {"order_id": "o-1"})
+    orch.drain()
+    answer(world, "PENDING")
+    orch.drain()
+    cp = "SELECT id, version FROM weave_pending_advances WHERE step_key = 'check'"
+    assert fail(world, "CHECKPOINT", cp, error="INVALID_STATE: a handler refused this checkpoint") == [0, 0, 1]
+    world.db.advance(INTERVAL)
+    orch.drain()
+    assert world.step(wf, "check")["status"] == "NEEDS_REVIEW"
+    assert retry(world, wf)["steps"] == ["check"]
+    orch.drain()
+    poll = world.step(wf, "check")["poll"]
+    assert (poll["rounds_used"], poll["max_rounds"], world.step(wf, "check")["activation_sequence"]) == (2, 3, 1)
+    answer(world, "PENDING")
+    inbox = "SELECT id, version FROM pulse_inbox WHERE state = 'PENDING'"
+    assert fail(world, "INBOX", inbox, error="INVALID_STATE: the outcome could not be applied") == [0, 0, 1]
+    world.db.advance(60_000)
+    orch.drain()  # the fault gone, the round's answer is recorded: the poll stops
+    events = len(world.events(wf))
+    with pytest.raises(errors.InvalidState, match="nothing to retry; reactivate or resolve its step check \\(its "
+                                                  "poll stopped in review\\)$"):
+        retry(world, wf, key="t2")
+    assert len(world.events(wf)) == events and world.step(wf, "check")["status"] == "NEEDS_REVIEW"
+    routines.step_resolve(world.db.conn, world.token, "acme", wf, "check", "paid, seen by hand", "s1",
+                          output={"status": "DONE"})
+    orch.drain()
+    assert world.instance(wf)["status"] == "SUCCEEDED"
 
 
 def round_outcome_set_aside(world, orch) -> tuple[str, dict]:
@@ -251,3 +392,26 @@ def test_C4_the_reasons_retry_closes_are_those_the_console_and_the_invariant_kno
     text = (Path(__file__).resolve().parents[2] / "procedures" / "control" / "weave_instance_retry.sql").read_text()
     (codes,) = re.findall(r"code IN \(([^)]*)\)", text)
     assert tuple(c.strip().strip("'") for c in codes.split(",")) == RETRY_CLOSES
+
+
+def test_S13_S14_a_signal_on_time_for_a_step_in_review_is_kept_for_its_recovery_past_its_expiry(world, orch):
+    """A signal accepted on time for an open wait whose step is in review used to expire at its expiry (the instance
+    deadline), before any recovery: one a retry would have applied was gone. It is kept, and looked at no more
+    until the step's recovery answers it: here a resolve, STEP_SETTLED."""
+    world.publish(signal_flow())
+    wf = world.start("approval-flow", {"order_id": "o-1"}, deadline_ms=120_000)
+    orch.drain()
+    send(world, wf, queued=True)
+    assert fail(world, "SIGNAL", PENDING_SIGNAL) == [0, 0, 1]
+    world.db.advance(60_000)
+    orch.drain()  # past its backoff: its step is in review, so it is kept
+    kept = world.db.row("SELECT status, version, available_at FROM weave_signals")
+    assert kept["status"] == "PENDING" and kept["available_at"].year == 9999
+    world.db.advance(120_000)  # past its expiry, the instance deadline
+    orch.drain()
+    assert world.db.row("SELECT status, version, available_at FROM weave_signals") == kept
+    routines.instance_deadline(world.db.conn, world.token, "acme", wf, "more time", "d1", extend_ms=3_600_000)
+    routines.step_resolve(world.db.conn, world.token, "acme", wf, "approval", "approved by phone", "s1",
+                          output={"approved": True})
+    assert world.db.row("SELECT status, disposition FROM weave_signals") == {
+        "status": "REJECTED", "disposition": "STEP_SETTLED"}
