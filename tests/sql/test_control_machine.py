@@ -273,8 +273,12 @@ class Walk(walks.Walk):
         """The reasons open that retry closes: the instance's own, and those of a step in review for a failing decision
         alone that can go on in its activation (what it waits for is still there: its task, its open wait, its poll
         not stopped)."""
-        return self.db.scalar(
-            "SELECT COUNT(*) FROM weave_review_reasons r LEFT JOIN weave_steps s ON s.instance_id = r.instance_id "
+        return len(self.retry_closes())
+
+    def retry_closes(self) -> list[str]:
+        """The step keys ('' for the instance itself) of the open reasons retry closes."""
+        return [r["step_key"] for r in self.db.rows(
+            "SELECT r.step_key FROM weave_review_reasons r LEFT JOIN weave_steps s ON s.instance_id = r.instance_id "
             "AND s.step_key = r.step_key LEFT JOIN weave_activations a ON a.id = s.activation_id "
             "WHERE r.instance_id = %s AND r.closed_at IS NULL AND r.code IN %s AND (r.step_key = '' OR ("
             " r.code = 'CANDIDATE_FAILING' AND s.status = 'NEEDS_REVIEW' AND a.ended_at IS NULL"
@@ -284,13 +288,18 @@ class Walk(walks.Walk):
             "   OR EXISTS (SELECT 1 FROM weave_waits w WHERE w.activation_id = a.id AND w.kind = s.type"
             "              AND w.status = 'WAITING')"
             "   OR EXISTS (SELECT 1 FROM weave_poll_states p WHERE p.activation_id = a.id"
-            "              AND p.state IN ('WAITING', 'IN_FLIGHT')))))", self.iid, RETRY_CLOSES)
+            "              AND p.state IN ('WAITING', 'IN_FLIGHT')))))", self.iid, RETRY_CLOSES)]
 
     def retry(self) -> None:
         status = self.instance_row()["status"]
-        expected = None if status == "NEEDS_REVIEW" and self.instance_failing() else "INVALID_STATE"
+        closes = self.retry_closes()
+        steps = sorted({key for key in closes if key})
+        expected = None if status == "NEEDS_REVIEW" and closes else "INVALID_STATE"
         if self.act(routines.instance_retry, expected=expected):
             assert self.instance_failing() == 0
+            # Each step it closed a reason of goes on in the activation it had.
+            assert [self.step_status(key) for key in steps] == ["ACTIVE"] * len(steps), steps
+            self.tally["instance_retry", "a step went on"] += len(steps)
         self.drain()
 
     def an_action_is_repeated(self) -> None:
@@ -457,6 +466,7 @@ def test_C6_R18_every_action_answers_as_the_table_says_and_nothing_stalls(db, or
                     "step_resolve", "step_continue", "instance_retry"):
         assert tally[routine, "taken"] and tally[routine, "INVALID_STATE"], (routine, tally)
     assert sum(tally[routine, "TASK_IN_FLIGHT"] for routine in ("step_reactivate", "step_resolve", "step_continue"))
+    assert tally["instance_retry", "a step went on"], tally
     assert len(ends) > 1, ends
 
 
