@@ -367,6 +367,24 @@ def decisions(stage: Stage) -> dict[str, dict[str, int]]:
                     target_step_key="approval", target_activation_sequence=1, correlation_key=correlation,
                     payload='{"approved": true}', reason="approved", evidence_ref=None)
 
+    def accepted_unsettled() -> tuple[str, int]:
+        """A `count-signal` instance with a signal for its open wait accepted through the in-transaction entry point,
+        in a transaction of its own: stored PENDING, not settled at acceptance. The instance and the signal's id."""
+        correlation = stage._key("o")
+        wf = world.start("count-signal", {"order_id": correlation}, key=stage._key("s"))
+        outbox = db.connect()
+        outbox.begin()
+        receipt = signals.send_in_tx(outbox, world.token, world.namespace, wf, **signal_args(wf, correlation))
+        outbox.commit()
+        outbox.close()
+        return wf, int(receipt["signal_id"].removeprefix("sig_"))
+
+    def failing(signal_id: int) -> None:
+        """The signal's decision failed a third time in a row the same way (R-18): its review is opened."""
+        for _ in range(3):
+            version = db.scalar("SELECT version FROM weave_signals WHERE id = %s", signal_id)
+            dbmod.call(conn, "weave_candidate_fail", "SIGNAL", signal_id, version, "INVALID_STATE: counted")
+
     correlation = stage._key("o")
     wf = start("start (SIGNAL, activated by the start)", "count-signal", {"order_id": correlation})
     measure("signal checkpoint before its deadline", "weave_checkpoint_advance", _checkpoint(db, wf, "approval"))
@@ -389,15 +407,9 @@ def decisions(stage: Stage) -> dict[str, dict[str, int]]:
     assert (stored, waits) == ("PENDING", 0)  # stored, with no wait to settle yet (its step is not activated)
     out["signal send (early: accepted, stored PENDING)"] = dict(n)
 
-    correlation = stage._key("o")
-    wf = world.start("count-signal", {"order_id": correlation}, key=stage._key("s"))
-    outbox = db.connect()
-    outbox.begin()
-    receipt = signals.send_in_tx(outbox, world.token, world.namespace, wf, **signal_args(wf, correlation))
-    outbox.commit()
-    outbox.close()
+    wf, signal_id = accepted_unsettled()
     twin = _checkpoint(db, wf, "approval")
-    measure("signal settle (candidate path)", "weave_signal_process", int(receipt["signal_id"].removeprefix("sig_")))
+    measure("signal settle (candidate path)", "weave_signal_process", signal_id)
     measure("signal twin candidate", "weave_checkpoint_advance", twin)
 
     # POLL: the start, which activates the step with round 1 and its task, claim, the completion that consumes its
@@ -466,10 +478,7 @@ def decisions(stage: Stage) -> dict[str, dict[str, int]]:
     correlation = stage._key("o")
     wf = world.start("count-signal-later", {"order_id": correlation}, key=stage._key("s"))
     receipt = signals.send(conn, world.token, world.namespace, wf, **signal_args(wf, correlation))
-    signal_id = int(receipt["signal_id"].removeprefix("sig_"))
-    for _ in range(3):
-        version = db.scalar("SELECT version FROM weave_signals WHERE id = %s", signal_id)
-        dbmod.call(conn, "weave_candidate_fail", "SIGNAL", signal_id, version, "INVALID_STATE: counted")
+    failing(int(receipt["signal_id"].removeprefix("sig_")))
     measure("retry (the instance's own failing decision)", "weave_instance_retry", world.token, world.namespace, wf,
             "operator", stage._key("a"))
     out["retry (the instance's own failing decision)"]["outcome"] = world.instance(wf)["status"]
@@ -478,17 +487,8 @@ def decisions(stage: Stage) -> dict[str, dict[str, int]]:
     # A step's retry: a signal for an open wait, accepted without settling, fails a third time and sends its step to
     # review; the retry sends the step on in its activation, its checkpoint due at the signal's acceptance. The
     # checkpoint then settles the step with that signal.
-    correlation = stage._key("o")
-    wf = world.start("count-signal", {"order_id": correlation}, key=stage._key("s"))
-    outbox = db.connect()
-    outbox.begin()
-    receipt = signals.send_in_tx(outbox, world.token, world.namespace, wf, **signal_args(wf, correlation))
-    outbox.commit()
-    outbox.close()
-    signal_id = int(receipt["signal_id"].removeprefix("sig_"))
-    for _ in range(3):
-        version = db.scalar("SELECT version FROM weave_signals WHERE id = %s", signal_id)
-        dbmod.call(conn, "weave_candidate_fail", "SIGNAL", signal_id, version, "INVALID_STATE: counted")
+    wf, signal_id = accepted_unsettled()
+    failing(signal_id)
     measure("retry (a step's failing signal: the step goes on)", "weave_instance_retry", world.token, world.namespace,
             wf, "operator", stage._key("a"))
     out["retry (a step's failing signal: the step goes on)"]["outcome"] = world.instance(wf)["status"]

@@ -366,16 +366,9 @@ def test_C4_the_instance_s_own_failing_review_is_retried_from_its_page_and_only_
 def test_C4_a_step_held_back_by_a_failing_decision_goes_on_from_the_instance_s_page(client, world, orch):
     """A signal for an open wait failed a third time: its step's reason is CANDIDATE_FAILING, and the page offers
     retry beside the step's own actions; the retry sends the step on, and its signal wins."""
-    from procedures import db as dbmod
-    from tests.support.signals import send, signal_flow
+    from tests.support.signals import failing_in_review
 
-    world.publish(signal_flow())
-    wf = world.start("approval-flow", {"order_id": "o-1"})
-    orch.drain()
-    send(world, wf, queued=True)
-    for _ in range(3):
-        sig = world.db.row("SELECT id, version FROM weave_signals")
-        dbmod.call(world.db.conn, "weave_candidate_fail", "SIGNAL", sig["id"], sig["version"], "INVALID_STATE: x")
+    wf, _ = failing_in_review(world, orch)
     cookies = sign_in(client, world.token)
     page = client.simulate_get(f"{BASE}/instances/{wf}", cookies=cookies).text
     assert "Retry failing decisions" in page and "Reactivate approval" in page

@@ -10,7 +10,7 @@ import pytest
 from procedures import db as dbmod
 from procedures import errors, pulse, routines
 from tests.sql.test_control import ONE_TASK
-from tests.support.signals import send, signal_flow, signal_step
+from tests.support.signals import failing_in_review, send, signal_flow, signal_step
 
 ERROR = "INVALID_STATE: the signal could not be applied"
 
@@ -200,12 +200,7 @@ def test_C4_S11_retry_sends_a_signal_step_on_in_its_activation_and_its_first_sig
     another came while the fault was fixed. Retry sends the step on in its own activation: the first signal wins
     (S-11), the second is answered WAIT_SETTLED. A reactivation would have answered both STALE_ACTIVATION (S-8), and
     a resolve needed the payload copied by hand."""
-    world.publish(signal_flow())
-    wf = world.start("approval-flow", {"order_id": "o-1"})
-    orch.drain()
-    first = send(world, wf, queued=True)
-    assert fail(world, "SIGNAL", PENDING_SIGNAL) == [0, 0, 1]
-    assert world.step(wf, "approval")["status"] == "NEEDS_REVIEW"
+    wf, first = failing_in_review(world, orch)
     world.db.advance(60_000)  # past its backoff, the fault gone: the signal waits for its step's recovery
     orch.drain()
     second = send(world, wf)
@@ -398,11 +393,7 @@ def test_S13_S14_a_signal_on_time_for_a_step_in_review_is_kept_for_its_recovery_
     """A signal accepted on time for an open wait whose step is in review used to expire at its expiry (the instance
     deadline), before any recovery: one a retry would have applied was gone. It is kept, and looked at no more
     until the step's recovery answers it: here a resolve, STEP_SETTLED."""
-    world.publish(signal_flow())
-    wf = world.start("approval-flow", {"order_id": "o-1"}, deadline_ms=120_000)
-    orch.drain()
-    send(world, wf, queued=True)
-    assert fail(world, "SIGNAL", PENDING_SIGNAL) == [0, 0, 1]
+    wf, _ = failing_in_review(world, orch, deadline_ms=120_000)
     world.db.advance(60_000)
     orch.drain()  # past its backoff: its step is in review, so it is kept
     kept = world.db.row("SELECT status, version, available_at FROM weave_signals")

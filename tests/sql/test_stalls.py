@@ -13,7 +13,7 @@ from procedures import db as dbmod
 from procedures import errors, invariants, pulse, routines
 from procedures.definitions import DefinitionError
 from tests.sql.test_pulse import claim, task_flow, task_step
-from tests.support.signals import send, signal_flow
+from tests.support.signals import failing_in_review, send, signal_flow
 from tests.support.waiting import wait_for
 
 
@@ -822,14 +822,7 @@ def test_R18_a_signal_of_an_open_wait_that_fails_a_third_time_sends_its_step_to_
     """A signal no runner has looked at yet, for an open wait, fails the same way a third time: its step goes to
     review, and the wait's checkpoint goes with it, as at a signal's proof mismatch (M-4.18). It used to stay beside
     the review, not failing, until its run removed it. The operator's resolve then settles the step."""
-    world.publish(signal_flow())
-    wf = world.start("approval-flow", {"order_id": "o-1"})
-    orch.drain()
-    send(world, wf, queued=True)
-    for _ in range(3):
-        sig = world.db.row("SELECT id, version FROM weave_signals WHERE status = 'PENDING'")
-        dbmod.call(world.db.conn, "weave_candidate_fail", "SIGNAL", sig["id"], sig["version"],
-                   "INVALID_STATE: the signal could not be applied")
+    wf, _ = failing_in_review(world, orch)
     (reason,) = world.instance(wf)["review_reasons"]
     assert (reason["code"], reason["step_key"]) == ("CANDIDATE_FAILING", "approval")
     assert world.step(wf, "approval")["status"] == "NEEDS_REVIEW"

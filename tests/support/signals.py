@@ -6,6 +6,7 @@ import hashlib
 import itertools
 from typing import Any
 
+from procedures import db as dbmod
 from procedures import routines, signals
 from tests.support.world import World
 
@@ -75,6 +76,22 @@ def send(world: World, workflow_id: str, key: str | None = None, *, token: str |
     fn = signals.send_in_tx if in_tx else signals.send
     return fn(conn or world.db.conn, token or world.token, namespace or world.namespace, workflow_id,
               idempotency_key=key or f"sig-{next(_keys)}", **args)
+
+
+def failing_in_review(world: World, orch, **start: Any) -> tuple[str, dict]:
+    """An `approval-flow` instance (its SIGNAL step `approval` open from the start) whose signal, accepted for the
+    open wait without being settled, failed a third time in a row the same way: its step in review,
+    CANDIDATE_FAILING (R-18). The instance and the signal's receipt; ``start``: the start's own arguments."""
+    world.publish(signal_flow())
+    wf = world.start("approval-flow", {"order_id": "o-1"}, **start)
+    orch.drain()
+    receipt = send(world, wf, queued=True)
+    for _ in range(3):
+        sig = world.db.row("SELECT id, version FROM weave_signals WHERE id = %s", int(receipt["signal_id"][4:]))
+        dbmod.call(world.db.conn, "weave_candidate_fail", "SIGNAL", sig["id"], sig["version"],
+                   "INVALID_STATE: the signal could not be applied")
+    assert world.step(wf, "approval")["status"] == "NEEDS_REVIEW"
+    return wf, receipt
 
 
 def signal_row(world: World, signal_id: str) -> dict:
