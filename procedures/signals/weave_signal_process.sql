@@ -38,6 +38,8 @@ BEGIN
     DECLARE v_wait_kind VARCHAR(16);
     DECLARE v_wait_status VARCHAR(16);
     DECLARE v_held BOOLEAN DEFAULT FALSE;  -- on time for its open wait, whose step is in review: kept for its recovery
+    DECLARE v_accepted DATETIME(6);
+    DECLARE v_wait_deadline DATETIME(6);
     DECLARE v_disposition VARCHAR(32) DEFAULT NULL;
     DECLARE v_outcome VARCHAR(32) DEFAULT 'GONE';
     DECLARE v_due_before BIGINT DEFAULT @weave_made_due;  -- the session's count of candidates made due so far
@@ -54,10 +56,10 @@ BEGIN
         SET v_outcome = 'GONE';
         -- The clock in the re-read of the candidate (see _weave_candidate_open), never before the instance's last
         -- decision (R-2: see _weave_signal_accept).
-        SELECT status, target_step_key, target_activation_seq, expires_at, available_at,
+        SELECT status, target_step_key, target_activation_seq, expires_at, available_at, accepted_at,
                GREATEST(UTC_TIMESTAMP(6) + INTERVAL (SELECT clock_offset_us FROM weave_install WHERE id = 1) MICROSECOND,
                         v_last)
-          INTO v_status, v_step_key, v_seq, v_expires, v_available, v_now
+          INTO v_status, v_step_key, v_seq, v_expires, v_available, v_accepted, v_now
           FROM weave_signals WHERE id = in_signal_id AND instance_id = v_inst FOR UPDATE;
         IF v_status IS NULL OR v_status <> 'PENDING' THEN
             LEAVE proc;
@@ -81,10 +83,9 @@ BEGIN
         ELSEIF v_k = v_seq AND (v_activation IS NOT NULL OR v_step_status <> 'PENDING') THEN
             -- A step reactivated as k is PENDING without an activation until the ROOT advance opens its wait: a
             -- signal for k is early there (S-10), as its acceptance judged it, and is handled below.
-            SELECT w.id, w.kind, w.status, v_step_status = 'NEEDS_REVIEW' AND w.status = 'WAITING'
-                   AND (SELECT g.accepted_at FROM weave_signals g WHERE g.id = in_signal_id) < w.deadline_at
-              INTO v_wait, v_wait_kind, v_wait_status, v_held
-              FROM weave_waits w WHERE w.activation_id = v_activation AND w.kind IN ('SIGNAL', 'POLL_FINAL') FOR UPDATE;
+            SELECT id, kind, status, deadline_at INTO v_wait, v_wait_kind, v_wait_status, v_wait_deadline
+              FROM weave_waits WHERE activation_id = v_activation AND kind IN ('SIGNAL', 'POLL_FINAL') FOR UPDATE;
+            SET v_held = v_step_status = 'NEEDS_REVIEW' AND v_wait_status = 'WAITING' AND v_accepted < v_wait_deadline;
             IF v_wait IS NULL OR v_wait_status <> 'WAITING' THEN
                 -- A wait that left WAITING settled its signals in that transaction (S-11); this one was not
                 -- among them (its wait was closed by a path that predates it), so it gets the S-9 answer.
