@@ -6,8 +6,9 @@
 -- budget, its task its outcome (one recorded while the step was in review is applied now). Reactivate would start
 -- the step again from now and answer those signals STALE_ACTIVATION; resolve would need their payload copied by hand.
 -- A step goes on only while what it waits for is still there and CANDIDATE_FAILING is all it is in review for; else
--- its reason stays for its own reactivate or resolve (a poll whose round was answered while it was in review has
--- stopped). OWNERSHIP_MISMATCH (R-6): a task's outcome whose ownership did not verify was set aside, applied to
+-- its reason stays for its own reactivate or resolve. A poll whose round was answered while it was in review stopped
+-- there: after a PENDING answer, before its deadline and with rounds left, it goes on between rounds; after another,
+-- it stays. OWNERSHIP_MISMATCH (R-6): a task's outcome whose ownership did not verify was set aside, applied to
 -- nothing; the person who repaired the rows retries it. Retry closes those reasons and makes the decisions due again
 -- at once, their failures counted from zero, the outcomes set aside PENDING again: each is verified and decided by
 -- its own decision, with that decision's checks, so one that still fails, or still does not verify, opens its reason
@@ -103,9 +104,20 @@ BEGIN
                                        AND r.code <> 'CANDIDATE_FAILING') THEN 'in review for more'
                        WHEN v_type = 'TASK' THEN
                            IF(EXISTS (SELECT 1 FROM pulse_tasks t WHERE t.activation_id = a.id), NULL, 'it has no task')
+                       -- A poll whose round was answered while it was in review stopped there, the answer recorded;
+                       -- one that answered PENDING, before the poll deadline and with rounds left, goes on between
+                       -- rounds, as that answer would have had it. Another answer is for resolve or reactivate.
                        WHEN v_type = 'POLL' THEN
                            IF(EXISTS (SELECT 1 FROM weave_poll_states p
-                                       WHERE p.activation_id = a.id AND p.state IN ('WAITING', 'IN_FLIGHT')),
+                                       WHERE p.activation_id = a.id
+                                         AND (p.state IN ('WAITING', 'IN_FLIGHT')
+                                              OR (p.state = 'STOPPED' AND p.stop_reason IS NULL
+                                                  AND p.rounds_used < p.max_rounds
+                                                  AND EXISTS (SELECT 1 FROM weave_poll_rounds r
+                                                               WHERE r.activation_id = a.id
+                                                                 AND r.round_no = p.rounds_used
+                                                                 AND r.outcome = 'POLL_PENDING'
+                                                                 AND r.result_at < p.poll_deadline)))),
                               NULL, 'its poll stopped in review')
                        ELSE IF(EXISTS (SELECT 1 FROM weave_waits w
                                         WHERE w.activation_id = a.id AND w.kind = v_type AND w.status = 'WAITING'),
@@ -124,8 +136,8 @@ BEGIN
                            IF(v_type = 'SIGNAL',
                               (SELECT w.deadline_at FROM weave_waits w
                                 WHERE w.activation_id = v_activation AND w.kind = 'SIGNAL'),
-                              (SELECT IF(p.state = 'WAITING', LEAST(COALESCE(p.next_poll_at, p.poll_deadline),
-                                                                   p.poll_deadline), p.poll_deadline)
+                              (SELECT IF(p.state = 'IN_FLIGHT', p.poll_deadline,
+                                         LEAST(COALESCE(p.next_poll_at, p.poll_deadline), p.poll_deadline))
                                  FROM weave_poll_states p WHERE p.activation_id = v_activation))) END
               INTO v_stays, v_due
               FROM (SELECT 1) one LEFT JOIN weave_activations a ON a.id = v_activation;
@@ -148,6 +160,11 @@ BEGIN
                    AND e.kind <> 'CANCELLED';
                 SET v_retried = v_retried + ROW_COUNT();
             ELSE
+                IF v_type = 'POLL' THEN
+                    -- Between rounds again, after a PENDING answer recorded while the step was in review (above).
+                    UPDATE weave_poll_states SET state = 'WAITING', updated_at = v_now
+                     WHERE activation_id = v_activation AND state = 'STOPPED';
+                END IF;
                 -- Its checkpoint, with its failures counted from zero, due at that time: the step's handler derives
                 -- the rest from the stored facts (a wait or poll whose time passed meanwhile ends as its rules say).
                 CALL _weave_checkpoint_set(v_ns, v_id, v_key, v_type, v_activation, v_due, v_now);

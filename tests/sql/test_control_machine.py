@@ -272,7 +272,7 @@ class Walk(walks.Walk):
     def instance_failing(self) -> int:
         """The reasons open that retry closes: the instance's own, and those of a step in review for a failing decision
         alone that can go on in its activation (what it waits for is still there: its task, its open wait, its poll
-        not stopped)."""
+        not stopped, or stopped by a PENDING answer recorded in review, with rounds and time left)."""
         return len(self.retry_closes())
 
     def retry_closes(self) -> list[str]:
@@ -288,7 +288,11 @@ class Walk(walks.Walk):
             "   OR EXISTS (SELECT 1 FROM weave_waits w WHERE w.activation_id = a.id AND w.kind = s.type"
             "              AND w.status = 'WAITING')"
             "   OR EXISTS (SELECT 1 FROM weave_poll_states p WHERE p.activation_id = a.id"
-            "              AND p.state IN ('WAITING', 'IN_FLIGHT')))))", self.iid, RETRY_CLOSES)]
+            "              AND (p.state IN ('WAITING', 'IN_FLIGHT')"
+            "                   OR (p.state = 'STOPPED' AND p.stop_reason IS NULL AND p.rounds_used < p.max_rounds"
+            "                       AND EXISTS (SELECT 1 FROM weave_poll_rounds n WHERE n.activation_id = a.id"
+            "                                   AND n.round_no = p.rounds_used AND n.outcome = 'POLL_PENDING'"
+            "                                   AND n.result_at < p.poll_deadline)))))))", self.iid, RETRY_CLOSES)]
 
     def retry(self) -> None:
         status = self.instance_row()["status"]

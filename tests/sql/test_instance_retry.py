@@ -280,12 +280,15 @@ def test_C4_K7_retry_applies_the_outcome_a_task_step_recorded_while_in_review(wo
         "tasks": 1, "attempts": 1}
 
 
-def test_C4_P4_retry_sends_a_poll_on_with_its_rounds_and_leaves_one_whose_round_was_answered_in_review(world, orch):
+def test_C4_P4_retry_sends_a_poll_on_with_its_rounds_and_leaves_one_answered_for_good_in_review(world, orch):
     """A POLL's next-round checkpoint failed a third time: retry sends it on with its rounds and budget (round 2 of
-    3). A round's answer that failed to apply and was then recorded while the step was in review has stopped the
-    poll: retry refuses, saying so, and changes nothing; reactivate or resolve is for it."""
+    3). Round 2's PENDING answer then failed to apply, and was only recorded once the fault was gone, the step in
+    review, which stopped the poll: retry sends it on between rounds, as that answer would have (round 3 at its
+    interval). Round 3's DONE, recorded the same way, is for a person: retry refuses, saying so, and changes
+    nothing; resolve settles the step with what the round answered."""
     from tests.sql.test_polls import INTERVAL, answer, poll_flow
 
+    inbox = "SELECT id, version FROM pulse_inbox WHERE state = 'PENDING'"
     world.publish(poll_flow())
     wf = world.start("pay", {"order_id": "o-1"})
     orch.drain()
@@ -300,18 +303,28 @@ def test_C4_P4_retry_sends_a_poll_on_with_its_rounds_and_leaves_one_whose_round_
     orch.drain()
     poll = world.step(wf, "check")["poll"]
     assert (poll["rounds_used"], poll["max_rounds"], world.step(wf, "check")["activation_sequence"]) == (2, 3, 1)
+
     answer(world, "PENDING")
-    inbox = "SELECT id, version FROM pulse_inbox WHERE state = 'PENDING'"
     assert fail(world, "INBOX", inbox, error="INVALID_STATE: the outcome could not be applied") == [0, 0, 1]
     world.db.advance(60_000)
-    orch.drain()  # the fault gone, the round's answer is recorded: the poll stops
+    orch.drain()  # the fault gone, the round's answer is recorded, and the poll stops there
+    assert world.db.scalar("SELECT state FROM weave_poll_states") == "STOPPED"
+    assert retry(world, wf, key="t2")["steps"] == ["check"]
+    orch.drain()  # round 2 answered a minute ago, the interval half a minute: round 3 is due at once
+    poll = world.step(wf, "check")["poll"]
+    assert (poll["rounds_used"], world.step(wf, "check")["status"]) == (3, "ACTIVE")
+
+    answer(world, {"status": "DONE", "paid": 42})
+    assert fail(world, "INBOX", inbox, error="INVALID_STATE: the outcome could not be applied") == [0, 0, 1]
+    world.db.advance(60_000)
+    orch.drain()
     events = len(world.events(wf))
     with pytest.raises(errors.InvalidState, match="nothing to retry; reactivate or resolve its step check \\(its "
                                                   "poll stopped in review\\)$"):
-        retry(world, wf, key="t2")
+        retry(world, wf, key="t3")
     assert len(world.events(wf)) == events and world.step(wf, "check")["status"] == "NEEDS_REVIEW"
-    routines.step_resolve(world.db.conn, world.token, "acme", wf, "check", "paid, seen by hand", "s1",
-                          output={"status": "DONE"})
+    routines.step_resolve(world.db.conn, world.token, "acme", wf, "check", "paid, as round 3 answered", "s1",
+                          output={"status": "DONE", "paid": 42})
     orch.drain()
     assert world.instance(wf)["status"] == "SUCCEEDED"
 
