@@ -101,8 +101,10 @@ BEGIN
     END IF;
     IF v_review = 1 AND v_rows = 1 THEN
         IF v_step IS NOT NULL THEN
+            -- The reason names the decision that failed, as the instance's own does: which signal, task or checkpoint.
             CALL _weave_step_review(v_ns, v_inst, v_step, v_step_key, v_seq, 'CANDIDATE_FAILING',
-                                    CONCAT('failed ', v_attempts + 1, ' times: ', LEFT(in_error, 900)), 0, v_now);
+                                    CONCAT('failed ', v_attempts + 1, ' times: ', LEFT(in_error, 900)), 0, v_what,
+                                    v_now);
             IF in_class <> 'CHECKPOINT' THEN
                 -- A signal of a SIGNAL step failed: the wait's checkpoint goes with the step's review, as at a
                 -- signal's proof mismatch. A checkpoint of a step not ACTIVE is one that keeps failing or none

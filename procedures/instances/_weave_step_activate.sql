@@ -71,7 +71,7 @@ BEGIN
         -- R-18: no retry can create the queue or app this step was published against; ask a person.
         CALL _weave_step_review(in_namespace_id, in_instance_id, in_step_id, v_key, v_seq,
                                 SUBSTRING_INDEX(v_why, ':', 1), TRIM(SUBSTRING(v_why, LOCATE(':', v_why) + 1)), 1,
-                                in_now);
+                                NULL, in_now);
         SET out_result = 'REVIEW';
     ELSEIF v_why IS NOT NULL THEN
         SET out_result = v_why;
@@ -171,7 +171,7 @@ BEGIN
             END;
         IF v_failed IS NOT NULL THEN
             CALL _weave_step_review(in_namespace_id, in_instance_id, in_step_id, v_key, v_seq, 'ACTIVATION_FAILED',
-                                    v_failed, 1, in_now);
+                                    v_failed, 1, NULL, in_now);
             SET out_result = 'REVIEW';
         END IF;
     END IF;

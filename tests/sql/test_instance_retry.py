@@ -201,6 +201,8 @@ def test_C4_S11_retry_sends_a_signal_step_on_in_its_activation_and_its_first_sig
     (S-11), the second is answered WAIT_SETTLED. A reactivation would have answered both STALE_ACTIVATION (S-8), and
     a resolve needed the payload copied by hand."""
     wf, first = failing_in_review(world, orch)
+    (reason,) = world.instance(wf)["review_reasons"]
+    assert reason["detail"]["candidate"] == {"class": "SIGNAL", "signal_id": first["signal_id"], "step_key": "approval"}
     world.db.advance(60_000)  # past its backoff, the fault gone: the signal waits for its step's recovery
     orch.drain()
     second = send(world, wf)

@@ -163,6 +163,8 @@ def test_R18_the_same_non_transient_failure_a_third_time_opens_a_review(world, o
     (reason,) = inst["review_reasons"]
     assert reason["code"] == "CANDIDATE_FAILING" and reason["step_key"] == "cool_off"
     assert "failed 3 times" in reason["detail"]["detail"] and error in reason["detail"]["detail"]
+    # Which decision failed, as a reason of the instance itself says it too.
+    assert reason["detail"]["candidate"] == {"class": "CHECKPOINT", "kind": "TIMER", "step_key": "cool_off"}
     assert world.step(wf, "cool_off")["status"] == "NEEDS_REVIEW"
 
 
@@ -787,6 +789,8 @@ def test_R18_a_task_outcome_that_fails_the_same_way_a_third_time_opens_a_review_
     (reason,) = inst["review_reasons"]
     assert reason["code"] == "CANDIDATE_FAILING" and reason["step_key"] == "work"
     assert "failed 3 times" in reason["detail"]["detail"] and error in reason["detail"]["detail"]
+    task = world.db.scalar("SELECT task_id FROM pulse_inbox")
+    assert reason["detail"]["candidate"] == {"class": "INBOX", "task_id": f"tsk_{task}", "step_key": "work"}
     assert world.db.scalar("SELECT COUNT(*) FROM pulse_inbox WHERE state = 'PENDING'") == 1
     assert status_sets(world)[1]["INBOX"] == (1, 1)
 
