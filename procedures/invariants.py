@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from .db import Connection
 from .reviews import RETRY_CLOSES
 
+# A PENDING signal's next check time while it is kept for its step's recovery: none (weave_signal_process).
+KEPT_FOR_RECOVERY = "9999-12-31 00:00:00"
+
 
 @dataclass(frozen=True)
 class Invariant:
@@ -340,6 +343,16 @@ INVARIANTS: tuple[Invariant, ...] = (
                   AND NOT EXISTS (SELECT 1 FROM pulse_tasks t
                                    WHERE t.instance_id = i.id AND t.status IN ('QUEUED', 'RUNNING'))
                   AND NOT EXISTS (SELECT 1 FROM pulse_inbox x WHERE x.instance_id = i.id AND x.state = 'PENDING'))"""),
+    # S-13, R-18: a signal accepted on time for an open wait whose step is in review is kept for that step's recovery,
+    # looked at no more (weave_signal_process); every way out of the review answers it (reactivate, resolve, cancel)
+    # or makes it due again (retry, continue). One kept past that would never be looked at again.
+    Invariant("M-4.25", "a signal kept for its step's recovery targets an open wait of that step, in review", f"""
+        SELECT g.id FROM weave_signals g
+          LEFT JOIN weave_steps s ON s.instance_id = g.instance_id AND s.step_key = g.target_step_key
+          LEFT JOIN weave_waits w ON w.activation_id = s.activation_id AND w.kind IN ('SIGNAL', 'POLL_FINAL')
+         WHERE g.status = 'PENDING' AND g.available_at = '{KEPT_FOR_RECOVERY}'
+           AND NOT (s.status <=> 'NEEDS_REVIEW' AND s.activation_seq <=> g.target_activation_seq
+                    AND w.status <=> 'WAITING')"""),
 )
 
 BY_ID = {inv.id: inv for inv in INVARIANTS}

@@ -157,9 +157,12 @@ BEGIN
             UPDATE weave_steps SET status = 'ACTIVE', updated_at = v_now WHERE id = v_step;
             -- A final signal accepted during the review came while no query was out (F-2): the checkpoint looks
             -- at once, not at the next round's time, which may be an interval away; with none it waits for that.
-            SELECT IF(COUNT(*) > 0, v_now, v_due) INTO v_look FROM weave_signals
+            -- Each is a candidate again, due at once: one kept for the step's recovery was looked at no more.
+            UPDATE weave_signals FORCE INDEX (ix_signal_target)
+               SET available_at = LEAST(available_at, v_now), version = version + 1
              WHERE instance_id = v_id AND target_step_key = in_step_key AND target_activation_seq = v_seq
                AND status = 'PENDING';
+            SET v_look = IF(ROW_COUNT() > 0, v_now, v_due);
             CALL _weave_checkpoint_set(v_ns, v_id, in_step_key, 'POLL', v_activation, v_look, v_now);
             SET v_event = 'POLL_CONTINUED', v_event_seq = v_seq, v_audit_deadline = v_deadline;
             SET v_event_data = JSON_OBJECT('max_rounds', v_max + 0,

@@ -168,6 +168,14 @@ BEGIN
                 -- Its checkpoint, with its failures counted from zero, due at that time: the step's handler derives
                 -- the rest from the stored facts (a wait or poll whose time passed meanwhile ends as its rules say).
                 CALL _weave_checkpoint_set(v_ns, v_id, v_key, v_type, v_activation, v_due, v_now);
+                IF v_type <> 'TIMER' THEN
+                    -- Its signals are candidates again, due at once: one kept for the step's recovery was looked at
+                    -- no more (weave_signal_process), and a step that goes on keeps none (M-4.25).
+                    UPDATE weave_signals FORCE INDEX (ix_signal_target)
+                       SET available_at = LEAST(available_at, v_now), version = version + 1
+                     WHERE instance_id = v_id AND target_step_key = v_key AND target_activation_seq = v_seq
+                       AND status = 'PENDING';
+                END IF;
                 SET v_retried = v_retried + 1;
             END IF;
             CALL _weave_event(v_ns, v_id, 'STEP_RETRIED', v_key, v_seq, v_now,

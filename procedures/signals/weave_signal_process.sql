@@ -116,8 +116,8 @@ BEGIN
         -- accepted before the wait's deadline, and the outcome's consumer compares the two stored times (F-9), so
         -- it is looked at again shortly, however late the look, and never expired by the time of the scan. Nor one
         -- accepted on time for an open wait whose step is in review (S-13): the step's recovery answers it (reactivate
-        -- STALE_ACTIVATION, resolve STEP_SETTLED, a cancel INSTANCE_SETTLED), or its wait takes it once a retry sends
-        -- the step on; until then nothing looks at it again.
+        -- STALE_ACTIVATION, resolve STEP_SETTLED, a cancel INSTANCE_SETTLED), or its wait takes it once a retry or a
+        -- continue sends the step on, which makes it due again; until then nothing looks at it again (M-4.25).
         SELECT status INTO v_status FROM weave_signals WHERE id = in_signal_id FOR UPDATE;
         IF v_status = 'PENDING' AND v_held THEN
             UPDATE weave_signals SET available_at = TIMESTAMP'9999-12-31 00:00:00', version = version + 1

@@ -421,3 +421,21 @@ def test_S13_S14_a_signal_on_time_for_a_step_in_review_is_kept_for_its_recovery_
                           output={"approved": True})
     assert world.db.row("SELECT status, disposition FROM weave_signals") == {
         "status": "REJECTED", "disposition": "STEP_SETTLED"}
+
+
+@pytest.mark.breaks_invariants("M-4.25")
+def test_M4_25_a_signal_kept_for_a_step_no_longer_in_review_is_caught(world, orch):
+    """A kept signal is looked at no more: while its step is in review that is right, and a retry or a continue makes
+    it due again as the step goes on. One kept on a step that went on would never be looked at again."""
+    from procedures import invariants
+
+    wf, _ = failing_in_review(world, orch)
+    world.db.advance(60_000)
+    orch.drain()  # past its backoff: kept for the step's recovery
+    assert world.db.scalar("SELECT YEAR(available_at) FROM weave_signals") == 9999
+    assert "M-4.25" not in invariants.violations(world.db.conn)
+    retry(world, wf)  # the step goes on, and the signal is due again
+    assert world.db.scalar("SELECT YEAR(available_at) FROM weave_signals") < 9999
+    assert "M-4.25" not in invariants.violations(world.db.conn)
+    world.db.execute("UPDATE weave_signals SET available_at = '9999-12-31 00:00:00'")
+    assert invariants.violations(world.db.conn)["M-4.25"] == [world.db.scalar("SELECT id FROM weave_signals")]

@@ -23,7 +23,7 @@ DECISIONS = {
     "signal send (settles the open wait)": 29,
     "signal send (early: accepted, stored PENDING)": 18,
     "retry (the instance's own failing decision)": 44,
-    "retry (a step's failing signal: the step goes on)": 54,
+    "retry (a step's failing signal: the step goes on)": 55,
     "signal settle (candidate path)": 25,
     "signal twin candidate": 6,
     "start (POLL, round 1 created by the start)": 38,
